@@ -1,0 +1,104 @@
+/*
+ * acl_fa_sim.h -- extension functions of the acl-fa CPU simulator.
+ *
+ * NOT part of CANN's ABI. These functions exist only in the simulator's libraries:
+ *   - libascendcl.so : chip catalogue, live-object accounting, fault injection, the
+ *                      plumbing the other simulator libraries use (error messages,
+ *                      device-allocation look-up, host tasks on streams).
+ *   - libascendc_sim.so : kernel-launch statistics (see acl_fa_sim_kernel.h).
+ * The Python driver reaches them through acl_fa/cdefs/acl_fa_sim.h and only when the
+ * backend is "sim"; code that must also run on a real Ascend never calls them.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "acl/acl_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- chip catalogue -------------------------------------------------------------
+ * One row per simulated SoC (CANN_FACTS.md section 7). The current chip is chosen
+ * by the env var ACL_FA_SIM_SOC (default "Ascend910B2"), read at aclInit. */
+typedef struct aclfaSimChip {
+    char name[32];             /* as aclrtGetSocName() answers, e.g. "Ascend910B2" */
+    char shortSoc[32];         /* op-def config name, e.g. "ascend910b", "ascend910_93", "ascend910", "ascend310p" */
+    int32_t socVersion;        /* platform_ascendc::SocVersion value: ASCEND910 0, ASCEND910B 1, ASCEND310P 2 */
+    int32_t npuArch;           /* 1001 (910A), 2002 (310P), 2201 (910B / 910_93) */
+    uint32_t aicNum;           /* cube cores (AI Cores on coupled chips) */
+    uint32_t aivNum;           /* vector cores (0 extra on coupled 910A) */
+    uint32_t coupled;          /* 1 when cube and vector share one core (910A, 310P) */
+    uint64_t ubBytes;          /* per core, as GetCoreMemSize(UB) answers (910B: 196352) */
+    uint64_t l1Bytes;          /* per AIC, as GetCoreMemSize(L1) answers (910B: 524032) */
+    uint64_t l0aBytes, l0bBytes, l0cBytes;
+    uint64_t l2Bytes;          /* shared L2 cache */
+    uint64_t hbmBytes;         /* device memory capacity (overridable with ACL_FA_SIM_HBM_BYTES) */
+    double hbmBandwidthGBs;    /* GB/s (1e9 B/s) */
+    double cubeFp16Tflops;     /* whole-chip fp16 cube peak, 1e12 FLOP/s */
+    double clockMHz;
+    uint32_t l2LineBytes;      /* L2 cache line, bytes (used by the traffic model) */
+    uint32_t reserved;
+} aclfaSimChip;
+
+/* Current chip (never NULL once the library is loaded). */
+const aclfaSimChip *aclfaSimGetChip(void);
+/* Catalogue access, for `acl-fa plan --soc all`. */
+uint32_t aclfaSimGetChipCount(void);
+const aclfaSimChip *aclfaSimGetChipAt(uint32_t index);
+const aclfaSimChip *aclfaSimFindChip(const char *name); /* case-insensitive; NULL when unknown */
+
+/* ---- live-object accounting ------------------------------------------------------ */
+typedef struct aclfaSimLiveCounts {
+    int64_t deviceAllocations;   /* aclrtMalloc blocks not yet freed */
+    int64_t deviceBytes;         /* their requested sizes, summed */
+    int64_t hostAllocations;     /* aclrtMallocHost blocks not yet freed */
+    int64_t streams;             /* explicit streams (the default stream is not counted) */
+    int64_t events;
+    int64_t contexts;            /* explicit contexts (default contexts are not counted) */
+    int64_t tensors;             /* aclTensor */
+    int64_t intArrays;           /* aclIntArray, aclFloatArray and aclBoolArray */
+    int64_t scalars;             /* aclScalar */
+    int64_t executors;           /* aclOpExecutor not yet consumed or destroyed */
+    int64_t initCount;           /* aclInit reference count (0 = not initialized) */
+    int64_t devicesSet;          /* aclrtSetDevice references not yet reset, summed over devices */
+} aclfaSimLiveCounts;
+
+aclError aclfaSimGetLiveCounts(aclfaSimLiveCounts *counts);
+
+/* ---- fault injection --------------------------------------------------------------
+ * Spec syntax "api:N[,api:N...]": the Nth call (1-based, counted from when the spec
+ * was set) of `api` fails with that API's real error code and a message saying it was
+ * injected. Read from ACL_FA_SIM_FAIL at load; replaced by this call; NULL or "" clears.
+ * Any exported API name of the simulator's libraries may be named, aclnn entries too. */
+aclError aclfaSimSetFaults(const char *spec);
+
+/* Called at the top of every faultable API of the simulator's libraries. Returns 1
+ * when this call must fail (and records the injected-fault message), else 0. */
+int aclfaSimShouldFail(const char *api);
+
+/* ---- plumbing shared by the simulator's libraries ------------------------------- */
+
+/* Sets the calling thread's message returned by aclGetRecentErrMsg(). printf-style. */
+void aclfaSimSetErrMsg(const char *fmt, ...);
+
+/* When ptr lies inside a live aclrtMalloc block, stores that block's start and its
+ * usable size (the requested size, not the padding or guards) and returns 1; else 0. */
+int aclfaSimFindDeviceAllocation(const void *ptr, void **base, size_t *size);
+
+/* A unit of work run in order on a stream's worker thread (kernels, host tasks).
+ * Returns ACL_SUCCESS, or an error code with a message written into errBuf; the
+ * error is then reported by the next aclrtSynchronizeStream/Device on that stream
+ * (as an AI Core exception is on hardware), with the message in aclGetRecentErrMsg. */
+typedef aclError (*aclfaSimTaskFn)(void *userData, char *errBuf, size_t errBufLen);
+
+/* Enqueues fn on the stream (NULL = default stream of the current device). `release`
+ * (may be NULL) is called with userData after the task ran or was discarded. */
+aclError aclfaSimStreamEnqueue(aclrtStream stream, const char *taskName, aclfaSimTaskFn fn,
+                               void *userData, void (*release)(void *userData));
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,82 @@
+/*
+ * acl_fa_sim_kernel.h -- kernel-engine extension of the acl-fa CPU simulator
+ * (libascendc_sim.so). NOT part of CANN's ABI.
+ *
+ * C part: launch statistics (the counters of DESIGN.md Rule 4), readable from Python.
+ * C++ part: the launcher used by the simulator's op-API layer and by test kernels.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "acl/acl_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ACLFA_SIM_MAX_AIC 64
+#define ACLFA_SIM_MAX_AIV 128
+
+/* Counters of one simulated core over one launch. */
+typedef struct aclfaSimCoreStats {
+    uint64_t gmReadBytes;     /* bytes read from GM (DataCopy/DataCopyPad GM->local, Matmul operand loads, GlobalTensor::GetValue) */
+    uint64_t gmWriteBytes;    /* bytes written to GM (local->GM copies, Matmul results to GM, GlobalTensor::SetValue) */
+    uint64_t cubeMacs;        /* multiply-accumulates executed on the cube (AIC), padded tile sizes included */
+    uint64_t vectorElems;     /* elements processed by vector instructions (AIV), per instruction */
+    uint64_t scalarAccesses;  /* GetValue/SetValue calls on Local/GlobalTensor */
+    uint64_t ubHighWater;     /* bytes of UB allocated at the peak (TPipe InitBuffer) */
+    uint64_t l1HighWater;     /* bytes of L1 needed at the peak (Matmul tiles) */
+    uint64_t workItems;       /* kernel-reported work items (aclfaSimCountWorkItem) */
+} aclfaSimCoreStats;
+
+typedef struct aclfaSimLaunchStats {
+    char kernelName[64];
+    uint32_t blockDim;        /* as launched */
+    uint32_t kernelType;      /* KernelType value of the launch (KERNEL_TYPE_MIX_AIC_1_2 ...) */
+    uint32_t aicUsed;         /* entries of aic[] filled */
+    uint32_t aivUsed;         /* entries of aiv[] filled */
+    double wallSeconds;       /* host wall time of the whole launch (simulator time, NOT NPU time) */
+    aclfaSimCoreStats total;  /* sums (high-water fields: maxima) */
+    aclfaSimCoreStats aic[ACLFA_SIM_MAX_AIC];
+    aclfaSimCoreStats aiv[ACLFA_SIM_MAX_AIV];
+} aclfaSimLaunchStats;
+
+/* Statistics of the most recently completed launch in this process. Returns
+ * ACL_ERROR_INVALID_PARAM for NULL, ACL_ERROR_FAILURE when nothing was launched yet. */
+aclError aclfaSimGetLastLaunchStats(aclfaSimLaunchStats *stats);
+
+/* Optional GM access trace (for the L2 traffic model): when enabled, every GM range
+ * read or written by a launch is appended in launch order. */
+typedef struct aclfaSimGmAccess {
+    uint64_t addr;            /* host address of the first byte */
+    uint32_t bytes;
+    uint16_t core;            /* AIV index, or 1000 + AIC index */
+    uint16_t isWrite;
+} aclfaSimGmAccess;
+aclError aclfaSimSetGmTrace(int enable);                                  /* clears the trace */
+aclError aclfaSimGetGmTrace(const aclfaSimGmAccess **records, uint64_t *count);
+
+#ifdef __cplusplus
+}
+
+#include <functional>
+#include <string>
+
+namespace acl_fa_sim {
+
+/* Runs one kernel launch synchronously on the calling thread's pool of host workers:
+ * `body` is invoked once per simulated core (for KERNEL_TYPE_MIX_AIC_1_2: blockDim AIC
+ * invocations and 2*blockDim AIV invocations) with that core's identity installed, so
+ * GetBlockIdx/GetBlockNum/GetSubBlockIdx/ASCEND_IS_AIC/ASCEND_IS_AIV answer as on the
+ * chip, and with fresh UB/L1 arenas of the current chip's sizes. `kernelType` is the
+ * value the kernel declares with KERNEL_TASK_TYPE_DEFAULT (checked when it runs).
+ * Returns ACL_SUCCESS, or ACL_ERROR_RT_AICORE_EXCEPTION (507015) with a message naming
+ * the violated rule, the core and the API call written to *error. Statistics of the
+ * launch become those of aclfaSimGetLastLaunchStats. */
+aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernelType,
+                      const std::function<void()> &body, std::string *error);
+
+} // namespace acl_fa_sim
+#endif
