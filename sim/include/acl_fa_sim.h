@@ -99,6 +99,46 @@ typedef aclError (*aclfaSimTaskFn)(void *userData, char *errBuf, size_t errBufLe
 aclError aclfaSimStreamEnqueue(aclrtStream stream, const char *taskName, aclfaSimTaskFn fn,
                                void *userData, void (*release)(void *userData));
 
+
+/* ---- nnopbase plumbing (exported by libnnopbase.so) ----------------------------- */
+#define ACLFA_SIM_MAX_DIMS 8
+
+/* What an aclTensor holds, for the simulator's op-API layer (real nnopbase keeps this
+ * behind opaque C++ classes). Strides and offset in elements. */
+typedef struct aclfaSimTensorView {
+    uint64_t dimNum;
+    int64_t dims[ACLFA_SIM_MAX_DIMS];
+    int64_t strides[ACLFA_SIM_MAX_DIMS];
+    int64_t offset;
+    int32_t dataType;       /* aclDataType */
+    int32_t format;         /* aclFormat */
+    uint64_t storageDimNum;
+    int64_t storageDims[ACLFA_SIM_MAX_DIMS];
+    void *data;             /* tensorData as given to aclCreateTensor */
+} aclfaSimTensorView;
+
+struct aclTensor;
+struct aclOpExecutor;
+
+/* ACLNN_ERR_PARAM_NULLPTR for NULL arguments, else ACLNN_SUCCESS. */
+int32_t aclfaSimGetTensorView(const struct aclTensor *tensor, aclfaSimTensorView *view);
+
+/* Phase two of an op: run what phase one prepared. */
+typedef int32_t (*aclfaSimExecutorRunFn)(void *payload, void *workspace, uint64_t workspaceSize,
+                                         aclrtStream stream);
+
+/* Creates an executor owning `payload` (destroyed with `destroyPayload`). Counted in
+ * aclfaSimLiveCounts.executors until consumed (single use) or, when made repeatable
+ * with aclSetAclOpExecutorRepeatable, until aclDestroyAclOpExecutor. */
+struct aclOpExecutor *aclfaSimCreateExecutor(const char *opType, void *payload,
+                                             aclfaSimExecutorRunFn run,
+                                             void (*destroyPayload)(void *payload));
+
+/* Runs the executor's phase two; a non-repeatable executor is destroyed afterwards
+ * whatever the outcome (as CANN does). ACLNN_ERR_PARAM_NULLPTR for NULL. */
+int32_t aclfaSimRunExecutor(struct aclOpExecutor *executor, void *workspace, uint64_t workspaceSize,
+                            aclrtStream stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,88 @@
+// flash_attention_tiling.h -- the tiling data that op_host fills and op_kernel reads.
+//
+// One plain struct of fixed-width fields (the msopgen "plain struct" tiling style:
+// host `context->GetTilingData<FlashAttentionTilingData>()`, kernel
+// `REGISTER_TILING_DEFAULT(FlashAttentionTilingData); GET_TILING_DATA(td, tiling);`).
+// Included by op_host, op_kernel, the simulator and (as a cffi declaration with a
+// size/offset test) the Python driver: change all of them together.
+#pragma once
+
+#include <cstdint>
+
+#include "kernel_tiling/kernel_tiling.h"  // TCubeTiling
+
+// Most AIC cores any supported chip has (910A: 32 coupled cores); bounds coreItemStart.
+constexpr uint32_t FA_MAX_CORES = 64;
+
+// input_layout codes.
+constexpr uint32_t FA_LAYOUT_BNSD = 0;  // [B, N, S, D]
+constexpr uint32_t FA_LAYOUT_BSND = 1;  // [B, S, N, D]
+constexpr uint32_t FA_LAYOUT_BSH = 2;   // [B, S, N*D]; same memory order as BSND
+
+// Tiling key bits (op_host sets, the kernel entry dispatches on them):
+//   bit 0     dtype: 0 float16, 1 bfloat16
+//   bit 1     causal
+//   bits 2-3  layout (FA_LAYOUT_*; BSH runs the BSND path)
+//   bit 4     Sq tail: Sq % blockM != 0
+//   bit 5     Skv tail: Skv % blockN != 0
+constexpr uint64_t FA_KEY_BF16 = 1u << 0;
+constexpr uint64_t FA_KEY_CAUSAL = 1u << 1;
+constexpr uint32_t FA_KEY_LAYOUT_SHIFT = 2;
+constexpr uint64_t FA_KEY_SQ_TAIL = 1u << 4;
+constexpr uint64_t FA_KEY_SKV_TAIL = 1u << 5;
+
+// Work items are (b, n, query block) triples, numbered
+//   item = (b * numHeads + n) * numQBlocks + p
+// where p is the position of the query block in a per-head order: with qZigzag == 0,
+// block index qb = p; with qZigzag == 1 (causal), qb = p / 2 for even p and
+// numQBlocks - 1 - p / 2 for odd p, so consecutive pairs have equal causal work.
+// AIC core c (block index c of the MIX 1:2 launch) runs items
+// [coreItemStart[c], coreItemStart[c + 1]); its two AIVs split every item's rows:
+// sub-block 0 takes the first ceil(rows / 2) rows, sub-block 1 the rest.
+//
+// Per-AIV buffers (m = subBlockM = blockM / 2 rows, n = blockN, d = headDim,
+// T = input dtype, 2 bytes). UB, in the kernel's InitBuffer order:
+//   scoreQue   VECIN  depth 1   m*n*4        S tile, fp32, read from workspace
+//   probQue    VECOUT depth 1   m*n*2        P tile, T, written to workspace for PV
+//   pvQue      VECIN  depth 1   m*d*4        P.V of one kv block, fp32, from workspace
+//   outQue     VECOUT depth 1   m*d*2        final O rows in T
+//   accBuf     TBuf             m*d*4        O accumulator, fp32
+//   statBuf    TBuf             4*align32(m*4)  running max, running sum, new max, alpha ([m] fp32 each)
+//   lseQue     VECOUT depth 1   align32(m*4) LSE rows, fp32
+//   reduceBuf  TBuf             align32(n*4) + 32   ReduceMax/ReduceSum work area and result
+// GM workspace per AIV (after the system workspace), each region 512-byte aligned:
+//   score  [2][m][n] fp32  (double buffer: QK of block j+1 runs while block j is softmaxed)
+//   prob   [m][n] T
+//   pv     [m][d] fp32
+struct FlashAttentionTilingData {
+    // ---- problem ----
+    uint32_t batch;          // B
+    uint32_t numHeads;       // N, query heads
+    uint32_t numKvHeads;     // Nkv; numHeads % numKvHeads == 0
+    uint32_t groupSize;      // numHeads / numKvHeads (query heads per kv head)
+    uint32_t seqQ;           // Sq >= 1
+    uint32_t seqKv;          // Skv >= 1
+    uint32_t headDim;        // D, multiple of 16, <= 256
+    uint32_t layout;         // FA_LAYOUT_*
+    uint32_t causal;         // 1: mask key j > i + (Skv - Sq)
+    float scaleValue;        // multiplies Q.K^T before the softmax
+    // ---- blocks ----
+    uint32_t blockM;         // query rows per work item, multiple of 16
+    uint32_t blockN;         // key/value rows per inner step, multiple of 16
+    uint32_t subBlockM;      // rows per AIV = blockM / 2
+    uint32_t numQBlocks;     // ceil(Sq / blockM)
+    uint32_t numKvBlocks;    // ceil(Skv / blockN)
+    uint32_t qZigzag;        // 1: query blocks visited in zigzag order (see above)
+    // ---- work split over AIC cores ----
+    uint32_t usedCoreNum;    // block dim of the launch (AIC cores with at least one item)
+    uint32_t totalItems;     // batch * numHeads * numQBlocks
+    uint32_t coreItemStart[FA_MAX_CORES + 1];  // item ranges per core; [usedCoreNum] == totalItems
+    // ---- GM workspace, bytes, per AIV, relative to that AIV's slice of the user workspace ----
+    uint64_t wsScoreOffset;  // [2][subBlockM][blockN] fp32
+    uint64_t wsProbOffset;   // [subBlockM][blockN] T
+    uint64_t wsPvOffset;     // [subBlockM][headDim] fp32
+    uint64_t wsBytesPerAiv;  // slice size; AIV i's slice starts at i * wsBytesPerAiv
+    // ---- matmul tilings (single core shapes for one AIV) ----
+    TCubeTiling qkTiling;    // S = Q.K^T: M = subBlockM, N = blockN, K = headDim; B transposed
+    TCubeTiling pvTiling;    // O = P.V:   M = subBlockM, N = headDim, K = blockN
+};
