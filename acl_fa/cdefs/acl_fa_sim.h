@@ -1,0 +1,91 @@
+/*
+ * cffi declarations of the acl-fa simulator's extension functions (NOT part of CANN's ABI):
+ * the C parts of sim/include/acl_fa_sim.h (libascendcl.so, libnnopbase.so) and of
+ * sim/include/acl_fa_sim_kernel.h (libascendc_sim.so). Parsed after acl_rt.h and aclnn_base.h;
+ * only called when the backend is "sim". tests/test_abi.py compiles these declarations against
+ * those headers and compares the constants.
+ */
+
+/* ---- acl_fa_sim.h : chip catalogue (libascendcl.so) ------------------------------------ */
+typedef struct aclfaSimChip {
+    char name[32];
+    char shortSoc[32];
+    int32_t socVersion;
+    int32_t npuArch;
+    uint32_t aicNum;
+    uint32_t aivNum;
+    uint32_t coupled;
+    uint64_t ubBytes;
+    uint64_t l1Bytes;
+    uint64_t l0aBytes, l0bBytes, l0cBytes;
+    uint64_t l2Bytes;
+    uint64_t hbmBytes;
+    double hbmBandwidthGBs;
+    double cubeFp16Tflops;
+    double clockMHz;
+    uint32_t l2LineBytes;
+    uint32_t reserved;
+} aclfaSimChip;
+
+const aclfaSimChip *aclfaSimGetChip(void);
+uint32_t aclfaSimGetChipCount(void);
+const aclfaSimChip *aclfaSimGetChipAt(uint32_t index);
+const aclfaSimChip *aclfaSimFindChip(const char *name);
+
+/* ---- acl_fa_sim.h : live-object accounting and fault injection (libascendcl.so) -------- */
+typedef struct aclfaSimLiveCounts {
+    int64_t deviceAllocations;
+    int64_t deviceBytes;
+    int64_t hostAllocations;
+    int64_t streams;
+    int64_t events;
+    int64_t contexts;
+    int64_t tensors;
+    int64_t intArrays;
+    int64_t scalars;
+    int64_t executors;
+    int64_t initCount;
+    int64_t devicesSet;
+} aclfaSimLiveCounts;
+
+aclError aclfaSimGetLiveCounts(aclfaSimLiveCounts *counts);
+aclError aclfaSimSetFaults(const char *spec);
+
+/* ---- acl_fa_sim_kernel.h : launch statistics (libascendc_sim.so) ----------------------- */
+#define ACLFA_SIM_MAX_AIC 64
+#define ACLFA_SIM_MAX_AIV 128
+
+typedef struct aclfaSimCoreStats {
+    uint64_t gmReadBytes;
+    uint64_t gmWriteBytes;
+    uint64_t cubeMacs;
+    uint64_t vectorElems;
+    uint64_t scalarAccesses;
+    uint64_t ubHighWater;
+    uint64_t l1HighWater;
+    uint64_t workItems;
+} aclfaSimCoreStats;
+
+typedef struct aclfaSimLaunchStats {
+    char kernelName[64];
+    uint32_t blockDim;
+    uint32_t kernelType;
+    uint32_t aicUsed;
+    uint32_t aivUsed;
+    double wallSeconds;
+    aclfaSimCoreStats total;
+    aclfaSimCoreStats aic[64];
+    aclfaSimCoreStats aiv[128];
+} aclfaSimLaunchStats;
+
+aclError aclfaSimGetLastLaunchStats(aclfaSimLaunchStats *stats);
+
+typedef struct aclfaSimGmAccess {
+    uint64_t addr;
+    uint32_t bytes;
+    uint16_t core;
+    uint16_t isWrite;
+} aclfaSimGmAccess;
+
+aclError aclfaSimSetGmTrace(int enable);
+aclError aclfaSimGetGmTrace(const aclfaSimGmAccess **records, uint64_t *count);
