@@ -42,14 +42,17 @@ constexpr uint64_t FA_KEY_SKV_TAIL = 1u << 5;
 //
 // Per-AIV buffers (m = subBlockM = blockM / 2 rows, n = blockN, d = headDim,
 // T = input dtype, 2 bytes). UB, in the kernel's InitBuffer order:
-//   scoreQue   VECIN  depth 1   m*n*4        S tile, fp32, read from workspace
-//   probQue    VECOUT depth 1   m*n*2        P tile, T, written to workspace for PV
-//   pvQue      VECIN  depth 1   m*d*4        P.V of one kv block, fp32, from workspace
-//   outQue     VECOUT depth 1   m*d*2        final O rows in T
-//   accBuf     TBuf             m*d*4        O accumulator, fp32
-//   statBuf    TBuf             4*align32(m*4)  running max, running sum, new max, alpha ([m] fp32 each)
-//   lseQue     VECOUT depth 1   align32(m*4) LSE rows, fp32
-//   reduceBuf  TBuf             align32(n*4) + 32   ReduceMax/ReduceSum work area and result
+//   scoreQue   VECIN  depth 1   m*n*4              S tile, fp32, read from workspace
+//   probQue    VECOUT depth 1   m*n*2              P tile, T, written to workspace for P.V
+//   pvQue      VECIN  depth 1   m*d*4              P.V of one kv block, fp32, from workspace
+//   outQue     VECOUT depth 1   m*d*2              final O rows in T
+//   accBuf     TBuf             m*d*4              O accumulator, fp32
+//   statBuf    TBuf             6*align32(m*4)     per-row fp32 vectors: max (2 slots), sum,
+//                                                  block max, block sum, alpha
+//   lseQue     VECOUT depth 1   align32(m*4)       LSE rows, fp32
+//   foldBuf    TBuf             m*64*4             row reductions: a tile folded to 64 columns
+//   brcbBuf    TBuf             m*8*4              Brcb of a per-row vector, one 32-B block per row
+// (InitBuffer places each buffer 32-B aligned, so the sum of these is the UB used.)
 // GM workspace per AIV (after the system workspace), each region 512-byte aligned:
 //   score  [2][m][n] fp32  (double buffer: QK of block j+1 runs while block j is softmaxed)
 //   prob   [m][n] T
