@@ -1,0 +1,326 @@
+"""What the FlashAttention operator will do on a chip: blocks, buffer budget, core split.
+
+The numbers come from the operator's own tiling policy (op_host/tiling_policy.cpp), reached
+through its C ABI in ``libaclfa_plan.so`` (native/aclfa_plan.h, declared for cffi in
+acl_fa/cdefs/plan.h). Chip limits come from the simulator's chip catalogue in
+``libascendcl.so`` (``aclfaSimGetChipAt`` / ``aclfaSimFindChip``), so ``acl-fa plan`` and
+the simulated chips share one catalogue; UB and L1 are as ``GetCoreMemSize`` answers them
+(910B-class chips reserve 256 B of each).
+
+Both libraries are looked up in ``$ACL_FA_SIM_LIB_DIR`` when set, else in the package's
+bundled ``acl_fa/_sim/lib``. Host only: nothing here touches a device.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ._ffi import ffi
+from .errors import AclLibraryError, InvalidArgumentError, LoadAttempt
+from .loader import ENV_SIM_LIB_DIR, sim_library_dir
+
+PLAN_LIBRARY_NAME = "libaclfa_plan.so"
+CATALOGUE_LIBRARY_NAME = "libascendcl.so"
+ENV_SIM_SOC = "ACL_FA_SIM_SOC"
+DEFAULT_SOC = "Ascend910B2"
+
+LAYOUTS = ("BNSD", "BSND", "BSH")  # index = the tiling struct's layout code
+DTYPES = ("float16", "bfloat16")
+# The op's AddConfig() targets (op_host/flash_attention.cpp): other chips get a plan for
+# study, but no kernel runs there.
+KERNEL_SOCS = ("ascend910b", "ascend910_93")
+# platform_ascendc GetLibApiWorkSpaceSize(): 16 MiB on arch 2201 (910B / 910_93), else 2 MiB.
+_ARCH_910B = 2201
+_LIB_API_WORKSPACE_910B = 16 * 1024 * 1024
+_LIB_API_WORKSPACE_OTHER = 2 * 1024 * 1024
+_ERR_LEN = 1024
+_STRUCTS = ("aclfaPlanProblem", "aclfaPlanLimits", "aclfaPlanBudgetLine", "aclfaPlan")
+
+
+class PlanError(InvalidArgumentError):
+    """The problem is invalid or does not fit the chip; the message names the rule/limit."""
+
+
+@dataclass(frozen=True)
+class ChipLimits:
+    name: str
+    short_soc: str
+    npu_arch: int
+    aic_num: int
+    aiv_num: int
+    ub_bytes: int
+    l1_bytes: int
+    l0a_bytes: int
+    l0b_bytes: int
+    l0c_bytes: int
+
+    @property
+    def has_kernel(self) -> bool:
+        return self.short_soc in KERNEL_SOCS
+
+    @property
+    def lib_api_workspace_bytes(self) -> int:
+        if self.npu_arch == _ARCH_910B:
+            return _LIB_API_WORKSPACE_910B
+        return _LIB_API_WORKSPACE_OTHER
+
+
+@dataclass(frozen=True)
+class BudgetLine:
+    name: str
+    bytes: int
+    capacity: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    chip: ChipLimits
+    batch: int
+    heads: int
+    kv_heads: int
+    seq: int
+    seq_kv: int
+    head_dim: int
+    dtype: str
+    layout: str
+    causal: bool
+    block_m: int
+    block_n: int
+    sub_block_m: int
+    num_q_blocks: int
+    num_kv_blocks: int
+    q_zigzag: bool
+    used_core_num: int
+    total_items: int
+    core_item_start: list = field(default_factory=list)
+    total_work: int = 0
+    max_core_work: int = 0
+    mean_core_work: float = 0.0
+    imbalance: float = 1.0
+    budget: list = field(default_factory=list)
+    ws_score_offset: int = 0
+    ws_prob_offset: int = 0
+    ws_pv_offset: int = 0
+    ws_bytes_per_aiv: int = 0
+    user_workspace_bytes: int = 0
+    system_workspace_bytes: int = 0
+    tiling_key: int = 0
+
+    @property
+    def workspace_bytes(self) -> int:
+        """ws[0] the operator asks for: library-API (system) workspace + user workspace."""
+        return self.system_workspace_bytes + self.user_workspace_bytes
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["workspace_bytes"] = self.workspace_bytes
+        out["chip"]["has_kernel"] = self.chip.has_kernel
+        return out
+
+
+_lock = threading.Lock()
+_libs: dict = {}
+
+
+def _open(name: str, flags: int):
+    """dlopen `name` from the simulator library directory (cached per directory)."""
+    directory = sim_library_dir()
+    key = (name, str(directory))
+    with _lock:
+        if key in _libs:
+            return _libs[key]
+        path = Path(directory, name)
+        if not path.is_file():
+            attempt = LoadAttempt(name, str(path), "not found")
+        else:
+            try:
+                lib = ffi.dlopen(str(path), flags)
+            except OSError as exc:
+                attempt = LoadAttempt(name, str(path), "found but failed to load", str(exc))
+            else:
+                _libs[key] = lib
+                return lib
+        raise AclLibraryError(
+            f"acl-fa plan needs {name}", [attempt], {ENV_SIM_LIB_DIR: os.environ.get(ENV_SIM_LIB_DIR)}
+        )
+
+
+def _plan_lib():
+    lib = _open(PLAN_LIBRARY_NAME, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+    for which, struct in enumerate(_STRUCTS):
+        expected, declared = lib.aclfaPlanSizeOf(which), ffi.sizeof(struct)
+        if expected != declared:
+            raise AclLibraryError(
+                f"{PLAN_LIBRARY_NAME} does not match acl_fa/cdefs/plan.h: sizeof({struct}) is "
+                f"{expected} in the library, {declared} in the declarations"
+            )
+    return lib
+
+
+def _catalogue_lib():
+    # RTLD_LOCAL: reading the catalogue must not make the simulator's ACL symbols global in
+    # a process that may run on the real CANN libraries.
+    lib = _open(CATALOGUE_LIBRARY_NAME, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+    try:
+        lib.aclfaSimGetChipCount
+    except AttributeError as exc:
+        raise AclLibraryError(
+            f"{CATALOGUE_LIBRARY_NAME} in {sim_library_dir()} has no chip catalogue "
+            "(aclfaSimGetChipAt): it is not the acl-fa simulator"
+        ) from exc
+    return lib
+
+
+def _chip_from_c(c) -> ChipLimits:
+    return ChipLimits(
+        name=ffi.string(c.name).decode(),
+        short_soc=ffi.string(c.shortSoc).decode(),
+        npu_arch=int(c.npuArch),
+        aic_num=int(c.aicNum),
+        aiv_num=int(c.aivNum),
+        ub_bytes=int(c.ubBytes),
+        l1_bytes=int(c.l1Bytes),
+        l0a_bytes=int(c.l0aBytes),
+        l0b_bytes=int(c.l0bBytes),
+        l0c_bytes=int(c.l0cBytes),
+    )
+
+
+def chips() -> list:
+    """Every chip of the simulator's catalogue, in catalogue order."""
+    lib = _catalogue_lib()
+    return [_chip_from_c(lib.aclfaSimGetChipAt(i)) for i in range(lib.aclfaSimGetChipCount())]
+
+
+def chip(name: Optional[str] = None) -> ChipLimits:
+    """The catalogue row for `name` (case-insensitive); default $ACL_FA_SIM_SOC, else Ascend910B2."""
+    name = name or os.environ.get(ENV_SIM_SOC) or DEFAULT_SOC
+    found = _catalogue_lib().aclfaSimFindChip(name.encode())
+    if found == ffi.NULL:
+        known = ", ".join(c.name for c in chips())
+        raise PlanError(f"unknown SoC {name!r}; the catalogue has: {known}")
+    return _chip_from_c(found)
+
+
+def _choice(what: str, value: str, allowed: tuple) -> int:
+    if value not in allowed:
+        raise PlanError(f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+    return allowed.index(value)
+
+
+def plan(
+    *,
+    seq: int,
+    seq_kv: Optional[int] = None,
+    batch: int = 1,
+    heads: int = 1,
+    kv_heads: Optional[int] = None,
+    head_dim: int = 128,
+    dtype: str = "float16",
+    layout: str = "BNSD",
+    causal: bool = False,
+    soc: "Optional[str | ChipLimits]" = None,
+    block_m: Optional[int] = None,
+    block_n: Optional[int] = None,
+) -> Plan:
+    """The operator's plan for this problem on `soc` (a catalogue name or ChipLimits).
+
+    ``block_m`` / ``block_n``: None or 0 lets the policy choose; a value that does not fit
+    raises PlanError naming the budget it breaks (never silently changed)."""
+    limits = soc if isinstance(soc, ChipLimits) else chip(soc)
+    seq_kv = seq if seq_kv is None else seq_kv
+    kv_heads = heads if kv_heads is None else kv_heads
+    dtype_code = _choice("dtype", dtype, DTYPES)
+    layout_code = _choice("layout", layout, LAYOUTS)
+    ints = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
+                head_dim=head_dim, block_m=block_m or 0, block_n=block_n or 0)
+    for key, value in ints.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise PlanError(f"{key} must be a non-negative integer, got {value!r}")
+
+    problem = ffi.new("aclfaPlanProblem *")
+    problem.batch, problem.numHeads, problem.numKvHeads = batch, heads, kv_heads
+    problem.seqQ, problem.seqKv, problem.headDim = seq, seq_kv, head_dim
+    problem.dtypeBytes, problem.bf16 = 2, dtype_code
+    problem.layout, problem.causal = layout_code, int(bool(causal))
+    problem.blockM, problem.blockN = ints["block_m"], ints["block_n"]
+    c_limits = ffi.new("aclfaPlanLimits *")
+    c_limits.socName = limits.name.encode()[:31]
+    c_limits.ubBytes, c_limits.l1Bytes = limits.ub_bytes, limits.l1_bytes
+    c_limits.l0aBytes, c_limits.l0bBytes, c_limits.l0cBytes = (
+        limits.l0a_bytes, limits.l0b_bytes, limits.l0c_bytes)
+    c_limits.aicNum, c_limits.aivNum = limits.aic_num, limits.aiv_num
+    out = ffi.new("aclfaPlan *")
+    err = ffi.new("char[]", _ERR_LEN)
+    if _plan_lib().aclfaPlanCompute(problem, c_limits, out, err, _ERR_LEN) != 0:
+        raise PlanError(ffi.string(err).decode())
+    return Plan(
+        chip=limits, batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, seq_kv=seq_kv,
+        head_dim=head_dim, dtype=dtype, layout=layout, causal=bool(causal),
+        block_m=out.blockM, block_n=out.blockN, sub_block_m=out.subBlockM,
+        num_q_blocks=out.numQBlocks, num_kv_blocks=out.numKvBlocks, q_zigzag=bool(out.qZigzag),
+        used_core_num=out.usedCoreNum, total_items=out.totalItems,
+        core_item_start=[out.coreItemStart[i] for i in range(out.usedCoreNum + 1)],
+        total_work=out.totalWork, max_core_work=out.maxCoreWork,
+        mean_core_work=out.meanCoreWork, imbalance=out.imbalance,
+        budget=[BudgetLine(ffi.string(line.name).decode(), line.bytes, line.capacity)
+                for line in out.lines[0:out.numLines]],
+        ws_score_offset=out.wsScoreOffset, ws_prob_offset=out.wsProbOffset,
+        ws_pv_offset=out.wsPvOffset, ws_bytes_per_aiv=out.wsBytesPerAiv,
+        user_workspace_bytes=out.userWorkspaceBytes,
+        system_workspace_bytes=limits.lib_api_workspace_bytes, tiling_key=out.tilingKey,
+    )
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):.2f} MiB"
+
+
+def format_plan(p: Plan) -> str:
+    """A human-readable report of one plan."""
+    c = p.chip
+    kernel = "yes" if c.has_kernel else f"no (the op is built for {', '.join(KERNEL_SOCS)})"
+    lines = [
+        f"chip      {c.name} ({c.short_soc}): {c.aic_num} AIC / {c.aiv_num} AIV, UB {c.ub_bytes} B, "
+        f"L1 {c.l1_bytes} B, L0A/B/C {c.l0a_bytes}/{c.l0b_bytes}/{c.l0c_bytes} B; kernel: {kernel}",
+        f"problem   B={p.batch} N={p.heads} Nkv={p.kv_heads} Sq={p.seq} Skv={p.seq_kv} D={p.head_dim} "
+        f"{p.dtype} {p.layout}{' causal' if p.causal else ''}",
+        f"blocks    BLOCK_M={p.block_m} (each AIV {p.sub_block_m} rows) BLOCK_N={p.block_n}; "
+        f"{p.num_q_blocks} query x {p.num_kv_blocks} kv blocks per head",
+        "budget    (per AIV UB buffers in the kernel's InitBuffer order, then totals)",
+    ]
+    width = max(len(b.name) for b in p.budget)
+    for b in p.budget:
+        pct = 100.0 * b.bytes / b.capacity if b.capacity else 0.0
+        lines.append(f"  {b.name:<{width}}  {b.bytes:>9} B / {b.capacity:>9} B  {pct:5.1f}%")
+    order = "zigzag query blocks" if p.q_zigzag else "in order"
+    lines += [
+        f"cores     {p.total_items} items ({order}) on {p.used_core_num} of {c.aic_num} AIC cores; "
+        f"work (kv blocks) total {p.total_work}, max/core {p.max_core_work}, "
+        f"mean {p.mean_core_work:.1f}, max/mean {p.imbalance:.3f}",
+        f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system {p.system_workspace_bytes} "
+        f"+ 2 x {p.used_core_num} AIV x {p.ws_bytes_per_aiv} B (score @{p.ws_score_offset}, "
+        f"prob @{p.ws_prob_offset}, pv @{p.ws_pv_offset})",
+        f"tiling key {p.tiling_key:#x}",
+    ]
+    return "\n".join(lines)
+
+
+def format_plan_table(rows: list) -> str:
+    """One line per chip: rows are (ChipLimits, Plan or the PlanError message)."""
+    header = (f"{'chip':<14} {'AIC/AIV':>8} {'UB':>7} {'L1':>7} {'BLOCK_M':>7} {'BLOCK_N':>7} "
+              f"{'UB used':>8} {'cores':>5} {'max/mean':>8} {'workspace':>12}  kernel")
+    out = [header]
+    for c, p in rows:
+        kernel = "yes" if c.has_kernel else "no"
+        head = f"{c.name:<14} {f'{c.aic_num}/{c.aiv_num}':>8} {c.ub_bytes:>7} {c.l1_bytes:>7}"
+        if isinstance(p, Plan):
+            ub = next(b for b in p.budget if b.name.startswith("UB total"))
+            out.append(f"{head} {p.block_m:>7} {p.block_n:>7} {ub.bytes:>8} {p.used_core_num:>5} "
+                       f"{p.imbalance:>8.3f} {_mib(p.workspace_bytes):>12}  {kernel}")
+        else:
+            out.append(f"{head}  rejected: {p}")
+    return "\n".join(out)

@@ -1,0 +1,67 @@
+/*
+ * aclfa_plan.h -- C ABI of the FlashAttention tiling policy (libaclfa_plan.so).
+ *
+ * Not part of CANN: a plain C view of op_host/tiling_policy.h for `acl-fa plan`.
+ * Fixed-width fields only; acl_fa/cdefs/plan.h declares the same for cffi, and
+ * aclfaPlanSizeOf() lets the driver check that both agree.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ACLFA_PLAN_NAME_LEN 32
+#define ACLFA_PLAN_MAX_LINES 16
+#define ACLFA_PLAN_MAX_CORES 64
+
+typedef struct aclfaPlanProblem {
+    uint64_t batch, numHeads, numKvHeads, seqQ, seqKv, headDim;
+    uint32_t dtypeBytes; /* 2 for float16 / bfloat16 */
+    uint32_t bf16;       /* 1: bfloat16 (tiling-key bit) */
+    uint32_t layout;     /* 0 BNSD, 1 BSND, 2 BSH */
+    uint32_t causal;
+    uint32_t blockM;     /* 0 = choose */
+    uint32_t blockN;     /* 0 = choose */
+} aclfaPlanProblem;
+
+typedef struct aclfaPlanLimits {
+    char socName[ACLFA_PLAN_NAME_LEN];
+    uint64_t ubBytes, l1Bytes, l0aBytes, l0bBytes, l0cBytes; /* UB/L1 as GetCoreMemSize answers */
+    uint32_t aicNum, aivNum;
+} aclfaPlanLimits;
+
+typedef struct aclfaPlanBudgetLine {
+    char name[ACLFA_PLAN_NAME_LEN];
+    uint64_t bytes;
+    uint64_t capacity;
+} aclfaPlanBudgetLine;
+
+typedef struct aclfaPlan {
+    uint32_t blockM, blockN, subBlockM, numQBlocks, numKvBlocks, qZigzag;
+    uint32_t usedCoreNum;
+    uint32_t numLines;
+    uint64_t totalItems;
+    uint64_t totalWork, maxCoreWork; /* kv blocks computed: all cores / the busiest */
+    double meanCoreWork, imbalance;  /* totalWork / usedCoreNum; maxCoreWork / meanCoreWork */
+    uint64_t wsScoreOffset, wsProbOffset, wsPvOffset, wsBytesPerAiv;
+    uint64_t userWorkspaceBytes;     /* 2 * usedCoreNum * wsBytesPerAiv */
+    uint64_t tilingKey;
+    uint32_t coreItemStart[ACLFA_PLAN_MAX_CORES + 1];
+    uint32_t reserved;
+    aclfaPlanBudgetLine lines[ACLFA_PLAN_MAX_LINES];
+} aclfaPlan;
+
+/* 0 and *plan filled, or -1 with the reason in errBuf (NUL-terminated, truncated to errLen). */
+int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits, aclfaPlan *plan,
+                         char *errBuf, size_t errLen);
+
+/* sizeof of the structs above: 0 problem, 1 limits, 2 budget line, 3 plan; 0 otherwise. */
+size_t aclfaPlanSizeOf(int32_t which);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,325 @@
+// tiling_policy.cpp -- see tiling_policy.h.
+#include "tiling_policy.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+namespace fa_policy {
+namespace {
+
+// Tiling-key bits and layout codes; op_host/flash_attention.cpp static_asserts that they
+// equal FA_KEY_* / FA_LAYOUT_* of op_kernel/flash_attention_tiling.h (which this pure
+// file cannot include: it pulls in a CANN header).
+constexpr uint64_t kKeyBf16 = 1u << 0;
+constexpr uint64_t kKeyCausal = 1u << 1;
+constexpr uint32_t kKeyLayoutShift = 2;
+constexpr uint64_t kKeySqTail = 1u << 4;
+constexpr uint64_t kKeySkvTail = 1u << 5;
+constexpr uint32_t kLayoutBsnd = 1;
+constexpr uint32_t kLayoutBsh = 2;
+
+constexpr uint32_t kBlockAlign = 16;      // cube fractal edge: blocks are multiples of 16 rows
+constexpr uint32_t kAutoBlockMStep = 32;  // auto blockM keeps both AIV halves multiples of 16
+constexpr uint64_t kUbAlign = 32;         // UB allocations are 32-B granular
+constexpr uint64_t kFp32 = 4;
+constexpr uint64_t kMaxDim = 256;
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+std::string Format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+// The kernel's per-AIV UB buffers, in its InitBuffer order (flash_attention_tiling.h).
+std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, uint64_t ub) {
+    return {
+        {"scoreQue S [m,n] fp32", m * n * kFp32, ub},
+        {"probQue P [m,n] T", m * n * t, ub},
+        {"pvQue PV [m,d] fp32", m * d * kFp32, ub},
+        {"outQue O [m,d] T", m * d * t, ub},
+        {"accBuf acc [m,d] fp32", m * d * kFp32, ub},
+        {"statBuf 4 x [m] fp32", 4 * AlignUp(m * kFp32, kUbAlign), ub},
+        {"lseQue lse [m] fp32", AlignUp(m * kFp32, kUbAlign), ub},
+        {"reduceBuf [n] fp32 + 32", AlignUp(n * kFp32, kUbAlign) + kUbAlign, ub},
+    };
+}
+
+// L1 of one AIC holds, for each of its 2 AIVs, the operands of one item's two matmuls
+// (S = Q.K^T: A [m,d], B [n,d]; O = P.V: A [m,n], B [n,d]), so a K/V block is read from
+// GM once per matmul. L0C holds one matmul's whole [m,n] or [m,d] fp32 result
+// (M padded to the 16-row fractal), so its fixpipe writes each result once.
+struct Needs {
+    std::vector<BudgetLine> lines;
+    uint64_t ubTotal = 0, l1Total = 0, l0cQk = 0, l0cPv = 0;
+};
+
+Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c) {
+    const uint64_t m = blockM / 2, n = blockN, d = p.headDim, t = p.dtypeBytes;
+    Needs needs;
+    needs.lines = UbLines(m, n, d, t, c.ubBytes);
+    for (const auto &line : needs.lines) needs.ubTotal += line.bytes;
+    const uint64_t l1Qk = (m * d + n * d) * t;
+    const uint64_t l1Pv = (m * n + n * d) * t;
+    needs.l1Total = 2 * (l1Qk + l1Pv);
+    needs.l0cQk = AlignUp(m, kBlockAlign) * n * kFp32;
+    needs.l0cPv = AlignUp(m, kBlockAlign) * d * kFp32;
+    needs.lines.push_back({"UB total per AIV", needs.ubTotal, c.ubBytes});
+    needs.lines.push_back({"L1 QK+PV operands x2 AIV", needs.l1Total, c.l1Bytes});
+    needs.lines.push_back({"L0C QK result [m,n] fp32", needs.l0cQk, c.l0cBytes});
+    needs.lines.push_back({"L0C PV result [m,d] fp32", needs.l0cPv, c.l0cBytes});
+    return needs;
+}
+
+// Empty when (blockM, blockN) fits the chip, else why not (which memory, how much).
+std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c) {
+    const Needs needs = ComputeNeeds(blockM, blockN, p, c);
+    const std::string what = Format("block_m=%u, block_n=%u (head_dim=%llu)", blockM, blockN,
+                                    static_cast<unsigned long long>(p.headDim));
+    if (needs.ubTotal > c.ubBytes) {
+        const size_t ubLines = needs.lines.size() - 4;
+        const auto largest = std::max_element(
+            needs.lines.begin(), needs.lines.begin() + ubLines,
+            [](const BudgetLine &a, const BudgetLine &b) { return a.bytes < b.bytes; });
+        return Format("%s needs %llu B of UB per AIV (largest line: %s, %llu B); %s has %llu B",
+                      what.c_str(), static_cast<unsigned long long>(needs.ubTotal), largest->name.c_str(),
+                      static_cast<unsigned long long>(largest->bytes), c.socName.c_str(),
+                      static_cast<unsigned long long>(c.ubBytes));
+    }
+    if (needs.l1Total > c.l1Bytes) {
+        return Format("%s needs %llu B of L1 per AIC (QK and PV operands of 2 AIVs); %s has %llu B",
+                      what.c_str(), static_cast<unsigned long long>(needs.l1Total), c.socName.c_str(),
+                      static_cast<unsigned long long>(c.l1Bytes));
+    }
+    if (needs.l0cQk > c.l0cBytes || needs.l0cPv > c.l0cBytes) {
+        return Format("%s needs %llu B of L0C for one matmul result; %s has %llu B", what.c_str(),
+                      static_cast<unsigned long long>(std::max(needs.l0cQk, needs.l0cPv)), c.socName.c_str(),
+                      static_cast<unsigned long long>(c.l0cBytes));
+    }
+    return {};
+}
+
+std::string ValidateProblem(const Problem &p) {
+    const struct {
+        const char *name;
+        uint64_t value;
+    } sizes[] = {{"batch", p.batch},   {"num_heads", p.numHeads}, {"num_kv_heads", p.numKvHeads},
+                 {"seq_q", p.seqQ},    {"seq_kv", p.seqKv},       {"head_dim", p.headDim}};
+    for (const auto &s : sizes) {
+        if (s.value < 1) return Format("%s must be >= 1, got %llu", s.name, static_cast<unsigned long long>(s.value));
+        if (s.value > UINT32_MAX) {
+            return Format("%s must be < 2^32, got %llu", s.name, static_cast<unsigned long long>(s.value));
+        }
+    }
+    if (p.headDim % kBlockAlign != 0 || p.headDim > kMaxDim) {
+        return Format("head_dim must be a multiple of 16 and at most 256, got %llu",
+                      static_cast<unsigned long long>(p.headDim));
+    }
+    if (p.numHeads % p.numKvHeads != 0) {
+        return Format("num_heads (%llu) must be a multiple of num_kv_heads (%llu)",
+                      static_cast<unsigned long long>(p.numHeads), static_cast<unsigned long long>(p.numKvHeads));
+    }
+    if (p.dtypeBytes != 2) return Format("dtype must be float16 or bfloat16 (2 bytes), got %u bytes", p.dtypeBytes);
+    if (p.layout > kLayoutBsh) return Format("input_layout code must be 0 (BNSD), 1 (BSND) or 2 (BSH), got %u", p.layout);
+    const struct {
+        const char *name;
+        uint32_t value, max;
+    } blocks[] = {{"block_m", p.userBlockM, kMaxBlockM}, {"block_n", p.userBlockN, kMaxBlockN}};
+    for (const auto &b : blocks) {
+        if (b.value != 0 && (b.value % kBlockAlign != 0 || b.value > b.max)) {
+            return Format("%s must be 0 (auto) or a multiple of 16 up to %u, got %u", b.name, b.max, b.value);
+        }
+    }
+    return {};
+}
+
+std::string ValidateChip(const ChipLimits &c) {
+    if (c.ubBytes == 0 || c.l1Bytes == 0 || c.l0cBytes == 0 || c.aicNum == 0) {
+        return Format("chip limits of %s are incomplete (UB %llu, L1 %llu, L0C %llu B, %u AIC cores)",
+                      c.socName.c_str(), static_cast<unsigned long long>(c.ubBytes),
+                      static_cast<unsigned long long>(c.l1Bytes), static_cast<unsigned long long>(c.l0cBytes),
+                      c.aicNum);
+    }
+    return {};
+}
+
+// Largest multiple of `step` in [step, cap] for which fits(v) holds; 0 when none does.
+template <typename Fits>
+uint32_t LargestFitting(uint32_t cap, uint32_t step, Fits fits) {
+    for (uint32_t v = cap / step * step; v >= step; v -= step) {
+        if (fits(v)) return v;
+    }
+    return 0;
+}
+
+// Chooses (blockM, blockN) or explains why none fits. Auto blockM: the largest that fits
+// with blockN = min(128, Skv rounded to 16), capped at Sq rounded up to 32 (both AIVs'
+// halves multiples of 16) and kMaxBlockM. Then auto blockN: the largest that fits with
+// that blockM, capped at Skv rounded up to 16 and kMaxBlockN.
+bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint32_t *blockN, std::string *error) {
+    const uint32_t capM = static_cast<uint32_t>(std::min<uint64_t>(AlignUp(p.seqQ, kAutoBlockMStep), kMaxBlockM));
+    const uint32_t capN = static_cast<uint32_t>(std::min<uint64_t>(AlignUp(p.seqKv, kBlockAlign), kMaxBlockN));
+    if (p.userBlockM != 0 && p.userBlockN != 0) {
+        *error = CheckFits(p.userBlockM, p.userBlockN, p, c);
+        *blockM = p.userBlockM;
+        *blockN = p.userBlockN;
+        return error->empty();
+    }
+    uint32_t m = p.userBlockM;
+    if (m == 0) {
+        const uint32_t refN = p.userBlockN != 0 ? p.userBlockN : std::min(kReferenceBlockN, capN);
+        m = LargestFitting(capM, kAutoBlockMStep, [&](uint32_t v) { return CheckFits(v, refN, p, c).empty(); });
+        if (m == 0) m = LargestFitting(capM, kBlockAlign, [&](uint32_t v) { return CheckFits(v, refN, p, c).empty(); });
+        if (m == 0) {
+            *error = CheckFits(kBlockAlign, refN, p, c) + " (no block_m fits)";
+            return false;
+        }
+    }
+    uint32_t n = p.userBlockN;
+    if (n == 0) {
+        n = LargestFitting(capN, kBlockAlign, [&](uint32_t v) { return CheckFits(m, v, p, c).empty(); });
+        if (n == 0) {
+            *error = CheckFits(m, kBlockAlign, p, c) + " (no block_n fits)";
+            return false;
+        }
+    }
+    *error = CheckFits(m, n, p, c);
+    *blockM = m;
+    *blockN = n;
+    return error->empty();
+}
+
+// Position p of a query block in the per-head visiting order -> query block index.
+uint64_t QueryBlockAt(uint64_t pos, uint64_t numQBlocks, bool zigzag) {
+    if (!zigzag) return pos;
+    return pos % 2 == 0 ? pos / 2 : numQBlocks - 1 - pos / 2;
+}
+
+// Splits items (each with cost work[i]) into at most `cores` contiguous ranges with the
+// smallest possible maximum range cost (binary search on that maximum; greedy check).
+std::vector<uint32_t> SplitContiguous(const std::vector<uint64_t> &work, uint32_t cores) {
+    uint64_t lo = 0, hi = 0;
+    for (uint64_t w : work) {
+        lo = std::max(lo, w);
+        hi += w;
+    }
+    auto partsNeeded = [&](uint64_t cap) {
+        uint32_t parts = 1;
+        uint64_t load = 0;
+        for (uint64_t w : work) {
+            if (load + w > cap) {
+                ++parts;
+                load = 0;
+            }
+            load += w;
+        }
+        return parts;
+    };
+    lo = std::max<uint64_t>(lo, 1);
+    hi = std::max(hi, lo);
+    while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        if (partsNeeded(mid) <= cores) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    // Greedy fill with the optimal cap, but never leave a later core without an item
+    // while items remain (so the block dim uses every core it can).
+    const size_t items = work.size();
+    std::vector<uint32_t> starts{0};
+    uint64_t load = 0;
+    for (size_t i = 0; i < items; ++i) {
+        const size_t coresLeft = cores - (starts.size() - 1);
+        const size_t itemsLeft = items - i;
+        const bool mustCut = i > starts.back() && coresLeft > 1 && itemsLeft < coresLeft;
+        if (i > starts.back() && (load + work[i] > lo || mustCut)) {
+            starts.push_back(static_cast<uint32_t>(i));
+            load = 0;
+        }
+        load += work[i];
+    }
+    starts.push_back(static_cast<uint32_t>(items));
+    return starts;
+}
+
+}  // namespace
+
+uint64_t KvBlocksForQueryBlock(const Problem &p, uint32_t blockM, uint32_t blockN, uint64_t qb) {
+    const uint64_t numKvBlocks = CeilDiv(p.seqKv, blockN);
+    if (!p.causal) return numKvBlocks;
+    // Last row of the block sees keys j <= row + (Skv - Sq) (bottom-right aligned mask).
+    const uint64_t lastRow = std::min<uint64_t>((qb + 1) * blockM, p.seqQ) - 1;
+    const int64_t lastKey = static_cast<int64_t>(lastRow + p.seqKv) - static_cast<int64_t>(p.seqQ);
+    if (lastKey < 0) return 0;
+    return std::min<uint64_t>(static_cast<uint64_t>(lastKey) / blockN + 1, numKvBlocks);
+}
+
+bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string *error) {
+    *error = ValidateProblem(p);
+    if (error->empty()) *error = ValidateChip(c);
+    if (!error->empty()) return false;
+    uint32_t blockM = 0, blockN = 0;
+    if (!ChooseBlocks(p, c, &blockM, &blockN, error)) return false;
+
+    Plan out;
+    out.blockM = blockM;
+    out.blockN = blockN;
+    out.subBlockM = blockM / 2;
+    out.numQBlocks = static_cast<uint32_t>(CeilDiv(p.seqQ, blockM));
+    out.numKvBlocks = static_cast<uint32_t>(CeilDiv(p.seqKv, blockN));
+    out.qZigzag = p.causal ? 1 : 0;
+    out.budget = ComputeNeeds(blockM, blockN, p, c).lines;
+
+    // Work items (b, n, query-block position), numbered as the tiling header says.
+    out.totalItems = p.batch * p.numHeads * out.numQBlocks;
+    if (out.totalItems > UINT32_MAX) {
+        *error = Format("batch * num_heads * ceil(seq_q / block_m) = %llu work items exceeds 2^32",
+                        static_cast<unsigned long long>(out.totalItems));
+        return false;
+    }
+    std::vector<uint64_t> perPosition(out.numQBlocks);
+    for (uint64_t pos = 0; pos < out.numQBlocks; ++pos) {
+        perPosition[pos] = KvBlocksForQueryBlock(p, blockM, blockN, QueryBlockAt(pos, out.numQBlocks, out.qZigzag));
+    }
+    std::vector<uint64_t> work(out.totalItems);
+    for (uint64_t i = 0; i < out.totalItems; ++i) work[i] = perPosition[i % out.numQBlocks];
+    const uint32_t cores = std::min<uint32_t>(c.aicNum, kMaxCores);
+    out.coreItemStart = SplitContiguous(work, cores);
+    out.usedCoreNum = static_cast<uint32_t>(out.coreItemStart.size() - 1);
+    for (uint32_t core = 0; core < out.usedCoreNum; ++core) {
+        uint64_t load = 0;
+        for (uint32_t i = out.coreItemStart[core]; i < out.coreItemStart[core + 1]; ++i) load += work[i];
+        out.totalWork += load;
+        out.maxCoreWork = std::max(out.maxCoreWork, load);
+    }
+    out.meanCoreWork = static_cast<double>(out.totalWork) / out.usedCoreNum;
+    out.imbalance = out.totalWork == 0 ? 1.0 : static_cast<double>(out.maxCoreWork) / out.meanCoreWork;
+
+    // GM workspace per AIV (header order), each region 512-B aligned.
+    const uint64_t m = out.subBlockM, n = blockN, d = p.headDim;
+    out.wsScoreOffset = 0;
+    out.wsProbOffset = out.wsScoreOffset + AlignUp(2 * m * n * kFp32, kWorkspaceAlign);
+    out.wsPvOffset = out.wsProbOffset + AlignUp(m * n * p.dtypeBytes, kWorkspaceAlign);
+    out.wsBytesPerAiv = out.wsPvOffset + AlignUp(m * d * kFp32, kWorkspaceAlign);
+    out.userWorkspaceBytes = 2ull * out.usedCoreNum * out.wsBytesPerAiv;
+
+    // BSH has BSND's memory order and runs its path: the key carries BSND.
+    const uint32_t keyLayout = p.layout == kLayoutBsh ? kLayoutBsnd : p.layout;
+    out.tilingKey = (p.bf16 ? kKeyBf16 : 0) | (p.causal ? kKeyCausal : 0) |
+                    (static_cast<uint64_t>(keyLayout) << kKeyLayoutShift) |
+                    (p.seqQ % blockM != 0 ? kKeySqTail : 0) | (p.seqKv % blockN != 0 ? kKeySkvTail : 0);
+    *plan = std::move(out);
+    return true;
+}
+
+}  // namespace fa_policy

@@ -1,0 +1,91 @@
+// tiling_policy.h -- the FlashAttention tiling policy: a pure function
+//   (problem, chip limits) -> plan or a rejection naming the broken limit.
+//
+// No CANN include: op_host/flash_attention.cpp adapts it to gert::TilingContext and
+// PlatformAscendC, native/plan_capi.cpp exports it to Python (`acl-fa plan`), and the
+// tests drive it directly. Chip limits are inputs, never globals.
+//
+// The buffers it budgets are exactly the kernel's (op_kernel/flash_attention_tiling.h):
+// per AIV, m = subBlockM = blockM / 2 rows, n = blockN, d = headDim, T = dtypeBytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fa_policy {
+
+// Limits of one chip, as the CANN adapter queries them (PlatformAscendC::GetCoreMemSize:
+// UB and L1 already without the bytes the chip reserves, e.g. 256 B on 910B).
+struct ChipLimits {
+    std::string socName;   // for messages, e.g. "Ascend910B2"
+    uint64_t ubBytes = 0;  // per AIV
+    uint64_t l1Bytes = 0;  // per AIC
+    uint64_t l0aBytes = 0;
+    uint64_t l0bBytes = 0;
+    uint64_t l0cBytes = 0;
+    uint32_t aicNum = 0;   // cube cores: the launch's block dim is at most this
+    uint32_t aivNum = 0;
+};
+
+struct Problem {
+    uint64_t batch = 0;       // B
+    uint64_t numHeads = 0;    // N
+    uint64_t numKvHeads = 0;  // Nkv
+    uint64_t seqQ = 0;        // Sq
+    uint64_t seqKv = 0;       // Skv
+    uint64_t headDim = 0;     // D
+    uint32_t dtypeBytes = 2;  // bytes of the input dtype (fp16 / bf16: 2)
+    bool bf16 = false;        // tiling-key dtype bit
+    uint32_t layout = 0;      // FA_LAYOUT_* code: 0 BNSD, 1 BSND, 2 BSH
+    bool causal = false;
+    uint32_t userBlockM = 0;  // 0 = choose
+    uint32_t userBlockN = 0;  // 0 = choose
+};
+
+// One line of the buffer budget: `bytes` of `capacity` used.
+struct BudgetLine {
+    std::string name;
+    uint64_t bytes = 0;
+    uint64_t capacity = 0;
+};
+
+struct Plan {
+    uint32_t blockM = 0, blockN = 0, subBlockM = 0;
+    uint32_t numQBlocks = 0, numKvBlocks = 0;
+    uint32_t qZigzag = 0;
+    // Work split over AIC cores: core c runs items [coreItemStart[c], coreItemStart[c+1]).
+    uint32_t usedCoreNum = 0;
+    uint64_t totalItems = 0;
+    std::vector<uint32_t> coreItemStart;  // usedCoreNum + 1 entries
+    // Work = kv blocks computed (blocks fully above the causal diagonal are skipped).
+    uint64_t totalWork = 0;
+    uint64_t maxCoreWork = 0;
+    double meanCoreWork = 0;  // totalWork / usedCoreNum
+    double imbalance = 0;     // maxCoreWork / meanCoreWork (1.0 = perfect)
+    // Budget: the per-AIV UB buffers in the kernel's InitBuffer order, then the totals.
+    std::vector<BudgetLine> budget;
+    // GM workspace per AIV, bytes, each region 512-B aligned.
+    uint64_t wsScoreOffset = 0, wsProbOffset = 0, wsPvOffset = 0, wsBytesPerAiv = 0;
+    uint64_t userWorkspaceBytes = 0;  // 2 * usedCoreNum * wsBytesPerAiv
+    uint64_t tilingKey = 0;
+};
+
+// Largest values the policy chooses by itself (a user block may not exceed them either):
+// beyond these the kernel gains no reuse and the item count (core balance) suffers.
+constexpr uint32_t kMaxBlockM = 256;
+constexpr uint32_t kMaxBlockN = 512;
+// blockN assumed while searching blockM: a cube-friendly 128 (or all of Skv if shorter).
+constexpr uint32_t kReferenceBlockN = 128;
+constexpr uint32_t kMaxCores = 64;  // FA_MAX_CORES of the tiling struct
+constexpr uint64_t kWorkspaceAlign = 512;
+
+// Computes the plan. Returns true and fills *plan, or false with *error saying which
+// argument or limit failed (e.g. "block_m=512 needs 278528 B of UB per AIV ...;
+// Ascend910B2 has 196352 B").
+bool ComputePlan(const Problem &problem, const ChipLimits &chip, Plan *plan, std::string *error);
+
+// Kv blocks the query block `qb` computes (0 when all its rows see no key).
+uint64_t KvBlocksForQueryBlock(const Problem &problem, uint32_t blockM, uint32_t blockN, uint64_t qb);
+
+}  // namespace fa_policy
