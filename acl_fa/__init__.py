@@ -1,0 +1,33 @@
+"""acl-fa: FlashAttention forward on Huawei Ascend NPUs from numpy, through the CANN runtime
+and aclnn, or through the CPU simulator of the same C ABI (see DESIGN.md)."""
+from .errors import (
+    AclError,
+    AclFaError,
+    AclLibraryError,
+    AclMemoryError,
+    AclParamError,
+    ClosedObjectError,
+    InvalidArgumentError,
+    InvalidTypeError,
+)
+from .loader import get_backend
+from .runtime import DeviceBuffer, Event, HostBuffer, Session, Stream
+from .tensor import Tensor
+
+__all__ = [
+    "AclError",
+    "AclFaError",
+    "AclLibraryError",
+    "AclMemoryError",
+    "AclParamError",
+    "ClosedObjectError",
+    "DeviceBuffer",
+    "Event",
+    "HostBuffer",
+    "InvalidArgumentError",
+    "InvalidTypeError",
+    "Session",
+    "Stream",
+    "Tensor",
+    "get_backend",
+]

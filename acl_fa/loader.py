@@ -1,0 +1,346 @@
+"""Finds and loads the CANN libraries (backend "npu") or the CPU simulator (backend "sim").
+
+Backend choice: argument, else ``ACL_FA_BACKEND`` = npu | sim | auto (default auto).
+
+- npu: in ``$ASCEND_HOME_PATH/lib64``, ``$ASCEND_TOOLKIT_HOME/lib64`` and
+  ``/usr/local/Ascend/ascend-toolkit/latest/lib64``: ``libacl_rt.so`` (else the legacy
+  ``libascendcl.so``), then ``libnnopbase.so`` from the same directory.
+- sim: the same file names in ``$ACL_FA_SIM_LIB_DIR`` when set (a dev build's ``lib/``),
+  else in the package's bundled ``acl_fa/_sim/lib``.
+- auto: npu when its libraries load and ``aclrtGetDeviceCount`` finds a device, else sim,
+  said once at INFO level on the ``acl_fa`` logger.
+
+One backend per process: both backends ship libraries of the same names, and the dynamic
+linker resolves a library's dependencies by name against what is already loaded. So "auto"
+probes a CANN found on disk in a child process before loading anything here.
+
+Every path tried is recorded in order with its outcome ("not found", "failed to load:
+<dlerror>", ...); `doctor` shows the record, and AclLibraryError carries it when nothing loads.
+The op library (libcust_opapi.so, the aclnn entry of our operator) is loaded on first use.
+"""
+from __future__ import annotations
+
+import importlib.resources
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Callable, Mapping, Optional
+
+from ._ffi import ffi
+from .errors import (
+    ACLNN_ERR_INNER_NULLPTR,
+    AclLibraryError,
+    InvalidArgumentError,
+    LoadAttempt,
+    error_for_code,
+)
+
+log = logging.getLogger("acl_fa")
+
+BACKENDS = ("npu", "sim", "auto")
+ENV_BACKEND = "ACL_FA_BACKEND"
+ENV_SIM_LIB_DIR = "ACL_FA_SIM_LIB_DIR"
+# Variables the finder reads (shown by doctor and in AclLibraryError).
+ENV_READ = (
+    ENV_BACKEND,
+    ENV_SIM_LIB_DIR,
+    "ASCEND_HOME_PATH",
+    "ASCEND_TOOLKIT_HOME",
+    "ASCEND_CUSTOM_OPP_PATH",
+    "ASCEND_OPP_PATH",
+)
+DEFAULT_TOOLKIT = "/usr/local/Ascend/ascend-toolkit/latest"
+RUNTIME_NAMES = ("libacl_rt.so", "libascendcl.so")  # preferred first (CANN_FACTS section 1)
+NNOPBASE_NAME = "libnnopbase.so"
+OP_LIBRARY_NAME = "libcust_opapi.so"
+
+_DLOPEN_FLAGS = ffi.RTLD_NOW | ffi.RTLD_GLOBAL
+
+
+def _env_snapshot(env: Mapping[str, str]) -> dict:
+    return {k: env.get(k) for k in ENV_READ}
+
+
+def _try_dlopen(library: str, path: Path, attempts: list) -> Optional[object]:
+    """dlopen `path`, recording the outcome; the cffi library object or None."""
+    if not path.is_file():
+        attempts.append(LoadAttempt(library, str(path), "not found"))
+        return None
+    try:
+        lib = ffi.dlopen(str(path), _DLOPEN_FLAGS)
+    except OSError as exc:
+        attempts.append(LoadAttempt(library, str(path), "found but failed to load", str(exc)))
+        return None
+    attempts.append(LoadAttempt(library, str(path), "loaded"))
+    return lib
+
+
+class Backend:
+    """The loaded libraries of one backend and the process's one checked-call path."""
+
+    def __init__(self, name: str, libdir: Path, runtime, runtime_path: Path, nnopbase,
+                 nnopbase_path: Path, attempts: list, env: dict):
+        self.name = name
+        self.libdir = libdir
+        self.runtime_path = runtime_path
+        self.nnopbase_path = nnopbase_path
+        self.attempts = attempts
+        self.env = env
+        self._libs = [runtime, nnopbase]
+        self._functions: dict[str, Callable] = {}
+        self._op_lock = threading.Lock()
+        self._op_loaded = False
+        self.op_library_path: Optional[Path] = None
+        self.op_library_error: Optional[AclLibraryError] = None
+
+    # ---- symbols ---------------------------------------------------------------------
+    def fn(self, api: str) -> Callable:
+        """The C function `api` from the runtime, nnopbase or op library (in that order)."""
+        cached = self._functions.get(api)
+        if cached is not None:
+            return cached
+        if api.startswith("aclnn") and not api.startswith(("aclnnInit", "aclnnFinalize")):
+            self.load_op_library()
+        for lib in list(self._libs):
+            try:
+                function = getattr(lib, api)
+            except AttributeError:
+                continue
+            self._functions[api] = function
+            return function
+        raise AclLibraryError(
+            f"{api} is declared in acl_fa/cdefs but exported by none of the {self.name} "
+            f"libraries: {', '.join(str(p) for p in self.library_paths())}"
+        )
+
+    def has(self, api: str) -> bool:
+        try:
+            self.fn(api)
+        except AclLibraryError:
+            return False
+        return True
+
+    def library_paths(self) -> list:
+        paths = [self.runtime_path, self.nnopbase_path]
+        return paths + ([self.op_library_path] if self.op_library_path else [])
+
+    # ---- the checked call --------------------------------------------------------------
+    def call(self, api: str, *args):
+        """Calls `api`; raises the AclError family on failure, else returns the result.
+
+        Status-returning APIs (aclError, aclnnStatus) fail on non-zero; object-creating
+        APIs (aclCreateTensor, ...) fail on NULL, reported as ACLNN_ERR_INNER_NULLPTR.
+        The exception carries aclGetRecentErrMsg() of this thread.
+        """
+        function = self.fn(api)
+        result = function(*args)
+        if isinstance(result, int):
+            if result != 0:
+                raise error_for_code(result, api, self.recent_error_message())
+            return result
+        if result == ffi.NULL:
+            message = self.recent_error_message()
+            raise error_for_code(
+                ACLNN_ERR_INNER_NULLPTR, api, f"{api} returned NULL. {message}".strip()
+            )
+        return result
+
+    def recent_error_message(self) -> str:
+        text = self.fn("aclGetRecentErrMsg")()
+        return "" if text == ffi.NULL else ffi.string(text).decode(errors="replace")
+
+    # ---- the op library ------------------------------------------------------------------
+    def load_op_library(self):
+        """Loads libcust_opapi.so (find_op_library order) once; AclLibraryError if absent."""
+        with self._op_lock:
+            if self._op_loaded:
+                return
+            if self.op_library_error is not None:
+                raise self.op_library_error
+            attempts: list = []
+            for path in find_op_library(self.name, self.libdir, os.environ):
+                lib = _try_dlopen("op library", path, attempts)
+                if lib is not None:
+                    self._libs.append(lib)
+                    self.op_library_path = path
+                    self._op_loaded = True
+                    break
+            self.attempts.extend(attempts)
+            if not self._op_loaded:
+                self.op_library_error = AclLibraryError(
+                    f"the operator library {OP_LIBRARY_NAME} of backend {self.name} was not "
+                    "found or failed to load", attempts, _env_snapshot(os.environ))
+                raise self.op_library_error
+
+
+def sim_library_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """$ACL_FA_SIM_LIB_DIR when set, else the package's bundled acl_fa/_sim/lib."""
+    override = env.get(ENV_SIM_LIB_DIR)
+    if override:
+        return Path(override)
+    return Path(str(importlib.resources.files("acl_fa") / "_sim" / "lib"))
+
+
+def npu_library_dirs(env: Mapping[str, str] = os.environ) -> list:
+    """The CANN lib64 directories to search, in order, without duplicates."""
+    roots = [env.get("ASCEND_HOME_PATH"), env.get("ASCEND_TOOLKIT_HOME"), DEFAULT_TOOLKIT]
+    dirs: list = []
+    for root in roots:
+        if root and Path(root, "lib64") not in dirs:
+            dirs.append(Path(root, "lib64"))
+    return dirs
+
+
+def find_op_library(backend: str, sim_dir: Optional[Path] = None,
+                    env: Mapping[str, str] = os.environ) -> list:
+    """Candidate paths of libcust_opapi.so, most preferred first.
+
+    sim: the simulator's own (next to its runtime). npu: each vendor directory in
+    ASCEND_CUSTOM_OPP_PATH (left first, as set by the package's set_env.bash), then
+    $ASCEND_OPP_PATH/vendors/<vendor> in config.ini's load_priority order.
+    """
+    if backend == "sim":
+        return [Path(sim_dir or sim_library_dir(env), OP_LIBRARY_NAME)]
+    vendor_dirs = [Path(p) for p in env.get("ASCEND_CUSTOM_OPP_PATH", "").split(":") if p]
+    opp = env.get("ASCEND_OPP_PATH")
+    if opp:
+        vendor_dirs += [Path(opp, "vendors", v) for v in _load_priority(Path(opp, "vendors"))]
+    return [d / "op_api" / "lib" / OP_LIBRARY_NAME for d in vendor_dirs]
+
+
+def _load_priority(vendors: Path) -> list:
+    """Vendor names from vendors/config.ini ("load_priority=a,b"), or [] when absent."""
+    try:
+        text = (vendors / "config.ini").read_text()
+    except OSError:
+        return []
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "load_priority":
+            return [v.strip() for v in value.split(",") if v.strip()]
+    return []
+
+
+def _load_from_dirs(name: str, dirs: list, attempts: list, env: dict) -> Backend:
+    """Runtime then nnopbase from the first directory whose runtime loads."""
+    for libdir in dirs:
+        for runtime_name in RUNTIME_NAMES:
+            runtime = _try_dlopen("runtime", libdir / runtime_name, attempts)
+            if runtime is None:
+                continue
+            nnopbase = _try_dlopen("nnopbase", libdir / NNOPBASE_NAME, attempts)
+            if nnopbase is None:
+                break  # this directory's runtime is unusable without its nnopbase
+            return Backend(name, libdir, runtime, libdir / runtime_name, nnopbase,
+                           libdir / NNOPBASE_NAME, attempts, env)
+    where = ", ".join(str(d) for d in dirs)
+    raise AclLibraryError(
+        f"backend {name}: no loadable runtime ({' or '.join(RUNTIME_NAMES)}) with "
+        f"{NNOPBASE_NAME} in {where}", attempts, env)
+
+
+def load_sim(lib_dir: Optional[Path] = None, env: Mapping[str, str] = os.environ) -> Backend:
+    """Loads the simulator from `lib_dir` (default: sim_library_dir()). Not cached."""
+    return _load_from_dirs("sim", [Path(lib_dir) if lib_dir else sim_library_dir(env)], [],
+                           _env_snapshot(env))
+
+
+def load_npu(env: Mapping[str, str] = os.environ) -> Backend:
+    """Loads the CANN libraries from the standard locations. Not cached."""
+    return _load_from_dirs("npu", npu_library_dirs(env), [], _env_snapshot(env))
+
+
+def device_count(backend: Backend) -> int:
+    count = ffi.new("uint32_t *")
+    backend.call("aclrtGetDeviceCount", count)
+    return int(count[0])
+
+
+def _probe_npu(env: Mapping[str, str]) -> tuple:
+    """(True, []) when CANN loads and sees a device; else (False, attempts).
+
+    Runs in a child process when CANN exists on disk (see the module docstring)."""
+    candidates = [d / n for d in npu_library_dirs(env) for n in RUNTIME_NAMES]
+    if not any(p.is_file() for p in candidates):
+        return False, [LoadAttempt("runtime", str(p), "not found") for p in candidates]
+    child = subprocess.run(
+        [sys.executable, "-c", "from acl_fa.loader import _probe_main; _probe_main()"],
+        capture_output=True, text=True, env={**env, ENV_BACKEND: "npu"}, timeout=120)
+    try:
+        report = json.loads(child.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        detail = (child.stderr.strip().splitlines() or ["no output"])[-1]
+        return False, [LoadAttempt("npu probe", sys.executable, "failed", detail)]
+    attempts = [LoadAttempt(*a) for a in report["attempts"]]
+    if report.get("devices", 0) > 0:
+        return True, attempts
+    attempts.append(LoadAttempt("npu probe", "aclrtGetDeviceCount", "unusable",
+                                report.get("error") or "0 devices"))
+    return False, attempts
+
+
+def _probe_main():
+    """Child side of _probe_npu: prints one JSON line."""
+    report: dict = {"attempts": [], "devices": 0}
+    try:
+        backend = load_npu()
+        report["attempts"] = [tuple(a) for a in backend.attempts]
+        report["devices"] = device_count(backend)
+    except Exception as exc:  # reported to the parent, which decides
+        report["attempts"] = [tuple(a) for a in getattr(exc, "attempts", [])]
+        report["error"] = str(exc).splitlines()[0]
+    print(json.dumps(report))
+
+
+_lock = threading.Lock()
+_loaded: Optional[Backend] = None
+
+
+def requested_backend(env: Mapping[str, str] = os.environ) -> str:
+    name = (env.get(ENV_BACKEND) or "auto").strip().lower()
+    if name not in BACKENDS:
+        raise InvalidArgumentError(
+            f"{ENV_BACKEND}={env.get(ENV_BACKEND)!r}: must be one of {', '.join(BACKENDS)}")
+    return name
+
+
+def get_backend(name: Optional[str] = None) -> Backend:
+    """The process's backend, loading it on first call (see the module docstring)."""
+    global _loaded
+    wanted = (name or requested_backend()).lower()
+    if wanted not in BACKENDS:
+        raise InvalidArgumentError(f"backend {name!r}: must be one of {', '.join(BACKENDS)}")
+    with _lock:
+        if _loaded is None:
+            _loaded = _load(wanted)
+        elif wanted != "auto" and wanted != _loaded.name:
+            raise AclLibraryError(
+                f"backend {wanted} requested, but this process already uses backend "
+                f"{_loaded.name} ({_loaded.runtime_path}); one backend per process")
+        return _loaded
+
+
+def loaded_backend() -> Optional[Backend]:
+    """The backend loaded so far in this process, or None."""
+    return _loaded
+
+
+def _load(wanted: str) -> Backend:
+    if wanted == "sim":
+        return load_sim()
+    if wanted == "npu":
+        backend = load_npu()
+        return backend
+    found, npu_attempts = _probe_npu(os.environ)
+    if found:
+        return load_npu()
+    backend = load_sim()
+    backend.attempts[:0] = npu_attempts
+    reason = npu_attempts[-1].describe() if npu_attempts else "no CANN found"
+    log.info("%s=auto: using the CPU simulator (%s); NPU not usable: %s",
+             ENV_BACKEND, backend.runtime_path, reason)
+    return backend
