@@ -48,9 +48,9 @@ ACL_HBM_MEM = 1
 ACL_EVENT_SYNC = 0x1
 ACL_EVENT_TIME_LINE = 0x8
 
-# Teardown order of a session's children (CANN: events -> streams -> memory). Tensors are
-# host-side descriptors over buffers, destroyed before anything they point into.
-_KINDS = ("tensor", "event", "stream", "host_buffer", "device_buffer")
+# Teardown order of a session's children (CANN: events -> streams -> memory). Executors refer
+# to tensors and tensors to buffers: each is destroyed before what it points into.
+_KINDS = ("executor", "tensor", "event", "stream", "host_buffer", "device_buffer")
 
 
 class _AclProcess:
