@@ -1,0 +1,216 @@
+"""The main job: run FlashAttention on random inputs, time it, check it, account for it.
+
+Library code for ``acl-fa run`` (the CLI only parses and prints). Times come from two events
+around each launch on the op's stream: device time on an NPU; on the simulator the same events
+measure the kernel's host wall time, and are labeled so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import Callable, Optional
+
+import ml_dtypes
+import numpy as np
+
+from . import sim_stats
+from .accuracy import Accuracy, check_accuracy, naive_same_precision
+from .attention import Problem, check_plan, make_problem, runner_for
+from .layouts import to_bnsd
+from .reference import attention_reference
+from .runtime import Session
+from .standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
+
+__all__ = ["RunReport", "run_job", "random_inputs", "format_report"]
+
+# Problems whose every head is checked; larger ones are checked on a sample of heads.
+FULL_CHECK_PAIRS = 1 << 24   # B * N * Sq * Skv
+SAMPLE_HEADS = 2
+
+
+@dataclasses.dataclass
+class RunReport:
+    backend: str
+    soc: str
+    problem: Problem
+    block_m: int
+    block_n: int
+    cores: int
+    balance: float                 # max/mean work per core, from the plan
+    times_ms: list                 # one per timed iteration
+    time_label: str                # what the times measure
+    device_bytes: dict             # inputs, outputs, workspace
+    standard_intermediate_bytes: int
+    accuracy: Optional[Accuracy]
+    sim: Optional[dict]            # simulator counters of the last launch (None on an NPU)
+    standard_gm_bytes: int
+    compulsory_gm_bytes: int
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def tflops(self) -> float:
+        return self.problem.flops() / (self.median_ms * 1e-3) / 1e12
+
+    def to_dict(self) -> dict:
+        p = self.problem
+        data = {
+            "backend": self.backend, "soc": self.soc,
+            "problem": {"batch": p.batch, "heads": p.num_heads, "kv_heads": p.num_kv_heads, "seq": p.seq_q,
+                        "seq_kv": p.seq_kv, "head_dim": p.head_dim, "dtype": p.dtype_name, "layout": p.layout,
+                        "causal": p.causal, "scale": p.scale},
+            "tiling": {"block_m": self.block_m, "block_n": self.block_n, "cores": self.cores,
+                       "balance_max_over_mean": self.balance},
+            "time": {"label": self.time_label, "median_ms": self.median_ms, "all_ms": self.times_ms,
+                     "tflops": self.tflops},
+            "device_bytes": dict(self.device_bytes),
+            "standard_attention_intermediate_bytes": self.standard_intermediate_bytes,
+            "gm_traffic": {"standard_attention_bytes": self.standard_gm_bytes,
+                           "compulsory_bytes": self.compulsory_gm_bytes},
+        }
+        if self.sim is not None:
+            data["gm_traffic"]["flash_attention_bytes"] = self.sim["gm_bytes"]
+            data["simulator"] = self.sim
+        if self.accuracy is not None:
+            data["check"] = dataclasses.asdict(self.accuracy) | {"ok": self.accuracy.ok}
+        return data
+
+
+def random_inputs(problem: Problem, seed: int = 0):
+    """q, k, v ~ N(0, 1) in the problem's dtype and layout."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal(problem.q_shape, dtype=np.float32).astype(problem.dtype)
+    k = rng.standard_normal(problem.kv_shape, dtype=np.float32).astype(problem.dtype)
+    v = rng.standard_normal(problem.kv_shape, dtype=np.float32).astype(problem.dtype)
+    return q, k, v
+
+
+def _check(problem: Problem, q, k, v, out, lse) -> Accuracy:
+    pairs = problem.batch * problem.num_heads * problem.seq_q * problem.seq_kv
+    if pairs <= FULL_CHECK_PAIRS:
+        heads = list(range(problem.num_heads))
+    else:
+        heads = sorted({0, problem.num_heads - 1})[:SAMPLE_HEADS]
+    kwargs = dict(causal=problem.causal, scale=problem.scale, layout=problem.layout,
+                  num_heads=problem.num_heads, num_kv_heads=problem.num_kv_heads, heads=heads)
+    ref_out, ref_lse = attention_reference(q, k, v, **kwargs)
+    naive = naive_same_precision(q, k, v, problem.dtype, **kwargs)
+    got = to_bnsd(np.asarray(out), problem.layout, problem.num_heads)[:, heads].astype(np.float64)
+    ref_bnsd = to_bnsd(ref_out, problem.layout, len(heads))
+    return check_accuracy(got, np.asarray(lse)[:, heads], ref_bnsd, ref_lse, naive, problem.dtype_name, heads)
+
+
+def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 32,
+            kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16", layout: str = "BNSD",
+            causal: bool = False, scale: Optional[float] = None, block_m: Optional[int] = None,
+            block_n: Optional[int] = None, warmup: int = 1, iters: int = 3, check: bool = True,
+            backend: Optional[str] = None, device: int = 0, seed: int = 0,
+            progress: Optional[Callable[[str, int], None]] = None) -> RunReport:
+    """Runs the job; `progress(stage, steps)` is called as work completes (for a progress bar)."""
+    np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype in ("bfloat16", "bf16") else np.dtype(np.float16)
+    seq_kv = seq if seq_kv is None else seq_kv
+    kv_heads = heads if kv_heads is None else kv_heads
+    hidden = (lambda n, s: (batch, s, n * head_dim)) if layout.upper() == "BSH" else None
+    if layout.upper() == "BNSD":
+        q_shape, kv_shape = (batch, heads, seq, head_dim), (batch, kv_heads, seq_kv, head_dim)
+    elif layout.upper() == "BSND":
+        q_shape, kv_shape = (batch, seq, heads, head_dim), (batch, seq_kv, kv_heads, head_dim)
+    else:
+        q_shape, kv_shape = hidden(heads, seq), hidden(kv_heads, seq_kv)
+    shells = [np.empty(s, dtype=np_dtype) for s in (q_shape, kv_shape, kv_shape)]
+    problem, _, _, _ = make_problem(*shells, causal=causal, scale=scale, layout=layout, num_heads=heads,
+                                    num_kv_heads=kv_heads, block_m=block_m, block_n=block_n)
+    del shells
+    tick = progress or (lambda stage, steps: None)
+    with Session(device=device, backend=backend) as session:
+        soc = session.soc_name()
+        plan = check_plan(problem, soc)
+        q, k, v = random_inputs(problem, seed)
+        tick("inputs", 1)
+        runner = runner_for(session)
+        try:
+            with runner._lock:
+                prepared = runner.prepare(problem)
+                for name, array in (("q", q), ("k", k), ("v", v)):
+                    prepared.buffers[name].copy_from_host(array)
+                stream = runner.stream
+                start, end = session.event(), session.event()
+                times = []
+                for i in range(warmup + iters):
+                    start.record(stream)
+                    runner.launch(prepared, stream)
+                    end.record(stream)
+                    stream.synchronize()
+                    if i >= warmup:
+                        times.append(start.elapsed_ms(end))
+                    tick("launch", 1)
+                out = prepared.buffers["out"].to_numpy()
+                lse = prepared.buffers["lse"].to_numpy()
+                device_bytes = {"inputs": sum(prepared.buffers[n].nbytes for n in ("q", "k", "v")),
+                                "outputs": sum(prepared.buffers[n].nbytes for n in ("out", "lse")),
+                                "workspace": prepared.workspace_size}
+                start.close()
+                end.close()
+            stats = sim_stats.last_launch(session.backend) if session.backend.name == "sim" else None
+        finally:
+            runner.close()
+        backend_name = session.backend.name
+    accuracy = _check(problem, q, k, v, out, lse) if check else None
+    tick("check", 1)
+    p = problem
+    return RunReport(
+        backend=backend_name, soc=soc, problem=p, block_m=plan.block_m, block_n=plan.block_n,
+        cores=plan.used_core_num, balance=plan.imbalance, times_ms=times,
+        time_label="device time (events)" if backend_name == "npu" else "kernel wall time on the CPU simulator (not NPU time)",
+        device_bytes=device_bytes,
+        standard_intermediate_bytes=standard_intermediate_bytes(p.batch, p.num_heads, p.seq_q, p.seq_kv,
+                                                                 p.dtype.itemsize),
+        accuracy=accuracy, sim=stats,
+        standard_gm_bytes=standard_gm_traffic_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
+                                                    p.head_dim, p.dtype.itemsize),
+        compulsory_gm_bytes=compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
+                                             p.head_dim, p.dtype.itemsize))
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n} B"
+
+
+def format_report(r: RunReport) -> str:
+    p = r.problem
+    lines = [
+        f"backend     {r.backend}   SoC {r.soc}",
+        f"problem     B={p.batch} N={p.num_heads} Nkv={p.num_kv_heads} Sq={p.seq_q} Skv={p.seq_kv} D={p.head_dim} "
+        f"{p.dtype_name} {p.layout}{' causal' if p.causal else ''} scale={p.scale:.6g}",
+        f"tiling      BLOCK_M={r.block_m} BLOCK_N={r.block_n} on {r.cores} AIC cores "
+        f"(x2 AIV), work max/mean {r.balance:.3f}",
+        f"time        {r.median_ms:.3f} ms per iteration (median of {len(r.times_ms)}; {r.time_label})",
+        f"throughput  {r.tflops:.3f} TFLOP/s ({p.flops() / 1e9:.1f} GFLOP useful per call)",
+        f"memory      inputs {_bytes(r.device_bytes['inputs'])}, outputs {_bytes(r.device_bytes['outputs'])}, "
+        f"workspace {_bytes(r.device_bytes['workspace'])}",
+        f"            standard attention would hold {_bytes(r.standard_intermediate_bytes)} of S and P "
+        f"({r.standard_intermediate_bytes / max(1, r.device_bytes['workspace']):.1f}x this workspace)",
+    ]
+    if r.sim is not None:
+        gm = r.sim["gm_bytes"]
+        lines.append(f"GM traffic  {_bytes(gm)} (simulator counters) vs standard attention "
+                     f"{_bytes(r.standard_gm_bytes)} ({r.standard_gm_bytes / max(1, gm):.2f}x); "
+                     f"compulsory {_bytes(r.compulsory_gm_bytes)}")
+        lines.append(f"work        cube MACs {r.sim['cube_macs'] / 1e9:.2f} G, vector elements "
+                     f"{r.sim['vector_elems'] / 1e9:.2f} G, scalar accesses {r.sim['scalar_accesses']}, "
+                     f"UB peak {_bytes(r.sim['ub_high_water'])}")
+    if r.accuracy is not None:
+        a = r.accuracy
+        heads = "all heads" if len(a.checked_heads) == p.num_heads else f"heads {list(a.checked_heads)}"
+        verdict = "OK" if a.ok else "FAILED"
+        lines.append(f"check       max |out - ref| = {a.max_error:.3g} <= {a.tolerance:.3g} "
+                     f"(2 x naive {p.dtype_name} error {a.naive_error:.3g}); {heads}; "
+                     f"LSE error {a.lse_max_error:.3g}: {verdict}")
+    return "\n".join(lines)
