@@ -113,8 +113,8 @@ class Backend:
             self._functions[api] = function
             return function
         raise AclLibraryError(
-            f"{api} is declared in acl_fa/cdefs but exported by none of the {self.name} "
-            f"libraries: {', '.join(str(p) for p in self.library_paths())}"
+            f"{api}: not declared in acl_fa/cdefs, or exported by none of the {self.name} "
+            f"libraries loaded: {', '.join(str(p) for p in self.library_paths())}"
         )
 
     def has(self, api: str) -> bool:
@@ -333,8 +333,7 @@ def _load(wanted: str) -> Backend:
     if wanted == "sim":
         return load_sim()
     if wanted == "npu":
-        backend = load_npu()
-        return backend
+        return load_npu()
     found, npu_attempts = _probe_npu(os.environ)
     if found:
         return load_npu()

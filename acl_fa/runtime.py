@@ -68,17 +68,18 @@ class _AclProcess:
                     backend.call("aclInit", ffi.NULL)
                     self._owned = True
                 except AclError as exc:
+                    # Already initialized: by someone else in the process (then not ours to
+                    # finalize), or by us when our last aclFinalize failed (then still ours).
                     if exc.code != ACL_ERROR_REPEAT_INITIALIZE:
                         raise
-                    self._owned = False  # someone else in the process initialized ACL
             self._sessions += 1
 
     def release(self, backend: Backend):
         with self._lock:
             self._sessions -= 1
             if self._sessions == 0 and self._owned:
-                self._owned = False
                 backend.call("aclFinalize")
+                self._owned = False
 
 
 _process = _AclProcess()

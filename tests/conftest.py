@@ -1,0 +1,78 @@
+"""Shared fixtures. The suite runs on backend "sim" unless ACL_FA_BACKEND says otherwise;
+libraries come from ACL_FA_SIM_LIB_DIR when set (a dev build's lib/), else from the
+installed package. Tests that need a real NPU carry @pytest.mark.npu and are skipped, with
+the reason shown in the summary, when none is usable."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+os.environ.setdefault("ACL_FA_BACKEND", "sim")
+
+import acl_fa  # noqa: E402  (after the backend default is set)
+from acl_fa.runtime import live_counts  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "npu: needs a real Ascend NPU (skipped without one)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("ACL_FA_BACKEND") == "npu":
+        return
+    skip = pytest.mark.skip(reason="needs a real Ascend NPU: run with ACL_FA_BACKEND=npu on one")
+    for item in items:
+        if "npu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def backend():
+    return acl_fa.get_backend()
+
+
+@pytest.fixture
+def session(backend):
+    """A fresh Session; after the test, every object it made must be gone."""
+    before = live_counts(backend) if backend.name == "sim" else None
+    with acl_fa.Session(backend=backend.name) as s:
+        yield s
+    if before is not None:
+        assert live_counts(backend) == before, "the test leaked simulator objects"
+
+
+@pytest.fixture
+def sim_only(backend):
+    if backend.name != "sim":
+        pytest.skip("needs the simulator's extension functions (backend sim)")
+
+
+@pytest.fixture
+def faults(backend, sim_only):
+    """faults("aclrtMalloc:1") arms the simulator's fault injection; cleared afterwards."""
+
+    def arm(spec: str):
+        backend.call("aclfaSimSetFaults", spec.encode())
+
+    yield arm
+    backend.call("aclfaSimSetFaults", b"")
+
+
+def run_python(code: str, **env) -> dict:
+    """Runs `code` in a fresh interpreter (same sys.path and env plus `env`); the code prints
+    one JSON line last, returned parsed. A failing child fails the test with its stderr."""
+    child_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=child_env, timeout=300)
+    assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stderr}"
+    lines = proc.stdout.strip().splitlines()
+    assert lines, f"child printed nothing; stderr:\n{proc.stderr}"
+    result = json.loads(lines[-1])
+    result["_stderr"] = proc.stderr
+    return result
