@@ -245,8 +245,15 @@ def _load_from_dirs(name: str, dirs: list, attempts: list, env: dict) -> Backend
 
 def load_sim(lib_dir: Optional[Path] = None, env: Mapping[str, str] = os.environ) -> Backend:
     """Loads the simulator from `lib_dir` (default: sim_library_dir()). Not cached."""
-    return _load_from_dirs("sim", [Path(lib_dir) if lib_dir else sim_library_dir(env)], [],
-                           _env_snapshot(env))
+    libdir = Path(lib_dir) if lib_dir else sim_library_dir(env)
+    try:
+        return _load_from_dirs("sim", [libdir], [], _env_snapshot(env))
+    except AclLibraryError as exc:
+        if lib_dir is None and not env.get(ENV_SIM_LIB_DIR) and not libdir.is_dir():
+            exc.summary += (f"\n(no bundled simulator in {libdir}: this acl_fa is a source "
+                            "tree; `pip install .`, or build with CMake and set "
+                            f"{ENV_SIM_LIB_DIR}=<build>/lib)")
+        raise
 
 
 def load_npu(env: Mapping[str, str] = os.environ) -> Backend:
