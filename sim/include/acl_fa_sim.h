@@ -20,6 +20,10 @@
 extern "C" {
 #endif
 
+/* Every function below is exported by the simulator's libraries, which are otherwise built
+ * with hidden visibility. */
+#pragma GCC visibility push(default)
+
 /* ---- chip catalogue -------------------------------------------------------------
  * One row per simulated SoC (CANN_FACTS.md section 7). The current chip is chosen
  * by the env var ACL_FA_SIM_SOC (default "Ascend910B2"), read at aclInit. */
@@ -68,6 +72,16 @@ typedef struct aclfaSimLiveCounts {
 
 aclError aclfaSimGetLiveCounts(aclfaSimLiveCounts *counts);
 
+/* Accounting hook for the simulator's other libraries (libnnopbase.so): adds `delta` to the
+ * live count of one kind of nnopbase object. Not meant for applications. */
+typedef enum aclfaSimLiveKind {
+    ACLFA_SIM_LIVE_TENSOR = 0,   /* -> aclfaSimLiveCounts.tensors */
+    ACLFA_SIM_LIVE_ARRAY = 1,    /* -> intArrays (int, float and bool arrays) */
+    ACLFA_SIM_LIVE_SCALAR = 2,   /* -> scalars */
+    ACLFA_SIM_LIVE_EXECUTOR = 3  /* -> executors */
+} aclfaSimLiveKind;
+void aclfaSimCountLive(aclfaSimLiveKind kind, int64_t delta);
+
 /* ---- fault injection --------------------------------------------------------------
  * Spec syntax "api:N[,api:N...]": the Nth call (1-based, counted from when the spec
  * was set) of `api` fails with that API's real error code and a message saying it was
@@ -94,8 +108,9 @@ int aclfaSimFindDeviceAllocation(const void *ptr, void **base, size_t *size);
  * (as an AI Core exception is on hardware), with the message in aclGetRecentErrMsg. */
 typedef aclError (*aclfaSimTaskFn)(void *userData, char *errBuf, size_t errBufLen);
 
-/* Enqueues fn on the stream (NULL = default stream of the current device). `release`
- * (may be NULL) is called with userData after the task ran or was discarded. */
+/* Enqueues fn on the stream (NULL = default stream of the current context). `release`
+ * (may be NULL) is called with userData after the task ran or was discarded; when the
+ * enqueue itself fails (bad stream, no current context) the caller keeps userData. */
 aclError aclfaSimStreamEnqueue(aclrtStream stream, const char *taskName, aclfaSimTaskFn fn,
                                void *userData, void (*release)(void *userData));
 
@@ -138,6 +153,8 @@ struct aclOpExecutor *aclfaSimCreateExecutor(const char *opType, void *payload,
  * whatever the outcome (as CANN does). ACLNN_ERR_PARAM_NULLPTR for NULL. */
 int32_t aclfaSimRunExecutor(struct aclOpExecutor *executor, void *workspace, uint64_t workspaceSize,
                             aclrtStream stream);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

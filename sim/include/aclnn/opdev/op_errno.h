@@ -1,0 +1,19 @@
+/*
+ * aclnn/opdev/op_errno.h -- aclnn status codes (subset), values as hicann/opbase
+ * include/nnopbase/opdev/op_errno.h (installed by CANN as include/aclnn/opdev/op_errno.h).
+ */
+#pragma once
+
+#define ACLNN_SUCCESS 0
+#define ACLNN_ERR_PARAM_NULLPTR 161001
+#define ACLNN_ERR_PARAM_INVALID 161002
+#define ACLNN_ERR_RUNTIME_ERROR 361001
+#define ACLNN_ERR_INNER 561000
+#define ACLNN_ERR_INNER_INFERSHAPE_ERROR 561001
+#define ACLNN_ERR_INNER_TILING_ERROR 561002
+#define ACLNN_ERR_INNER_FIND_KERNEL_ERROR 561003
+#define ACLNN_ERR_INNER_CREATE_EXECUTOR 561101
+#define ACLNN_ERR_INNER_NOT_TRANS_EXECUTOR 561102
+#define ACLNN_ERR_INNER_NULLPTR 561103
+#define ACLNN_ERR_INNER_OPP_PATH_NOT_FOUND 561107
+#define ACLNN_ERR_INNER_OPP_KERNEL_PKG_NOT_FOUND 561112

@@ -1,0 +1,206 @@
+// event.cpp -- events: create/destroy, record in stream order, synchronize, query, elapsed time.
+//
+// A record is a task on the stream; when the worker reaches it the event takes a host
+// steady-clock timestamp and completes. Times are the simulator's host times, not NPU times.
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "stream.h"
+
+namespace acl_fa_sim {
+namespace rt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Flags the simulator understands; ACL_EVENT_TIME_LINE enables aclrtEventElapsedTime.
+constexpr uint32_t kSupportedFlags = ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE;
+
+struct Event {
+    uint32_t flags = 0;
+    std::mutex mutex;
+    std::condition_variable completedCv;
+    uint64_t recorded = 0;   // records issued; guarded by mutex
+    uint64_t completed = 0;  // highest record the stream has reached; guarded by mutex
+    Clock::time_point stamp; // time of the completed record; guarded by mutex
+};
+
+std::mutex g_eventsMutex;
+// Never destroyed, for the same reason as the device registry.
+std::map<void *, std::shared_ptr<Event>> &Events() {
+    static auto *events = new std::map<void *, std::shared_ptr<Event>>;
+    return *events;
+}
+
+aclError FindEvent(const char *api, const char *argName, aclrtEvent handle, std::shared_ptr<Event> *out) {
+    if (handle == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "%s: %s is NULL", api, argName);
+    std::lock_guard<std::mutex> lock(g_eventsMutex);
+    auto it = Events().find(handle);
+    if (it == Events().end()) {
+        return Fail(ACL_ERROR_RT_PARAM_INVALID, "%s: %s %p is not a live event (destroyed or never created)", api,
+                    argName, handle);
+    }
+    *out = it->second;
+    return ACL_SUCCESS;
+}
+
+aclError CreateEvent(const char *api, aclrtEvent *event, uint32_t flags) {
+    if (event == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "%s: event is NULL", api);
+    if ((flags & ~kSupportedFlags) != 0) {
+        return Fail(ACL_ERROR_INVALID_PARAM,
+                    "%s: flag 0x%x has bits the simulator does not support (only ACL_EVENT_SYNC 0x1 and "
+                    "ACL_EVENT_TIME_LINE 0x8)",
+                    api, flags);
+    }
+    int32_t device = 0;
+    aclError ret = CurrentDevice(api, &device);
+    if (ret != ACL_SUCCESS) return ret;
+    auto created = std::make_shared<Event>();
+    created->flags = flags;
+    {
+        std::lock_guard<std::mutex> lock(g_eventsMutex);
+        Events()[created.get()] = created;
+    }
+    ++Live().events;
+    *event = created.get();
+    return ACL_SUCCESS;
+}
+
+// State of one record task: the event and the record number it completes.
+struct RecordTask {
+    std::shared_ptr<Event> event;
+    uint64_t sequence;
+};
+
+aclError RunRecord(void *state, std::string *) {
+    RecordTask *task = static_cast<RecordTask *>(state);
+    Event &event = *task->event;
+    std::lock_guard<std::mutex> lock(event.mutex);
+    if (task->sequence > event.completed) {
+        event.completed = task->sequence;
+        event.stamp = Clock::now();
+    }
+    event.completedCv.notify_all();
+    return ACL_SUCCESS;
+}
+
+void ReleaseRecord(void *state) { delete static_cast<RecordTask *>(state); }
+
+}  // namespace
+}  // namespace rt
+}  // namespace acl_fa_sim
+
+using namespace acl_fa_sim::rt;
+
+extern "C" {
+
+aclError aclrtCreateEvent(aclrtEvent *event) {
+    if (aclfaSimShouldFail("aclrtCreateEvent")) return ACL_ERROR_RT_NO_EVENT_RESOURCE;
+    // Default events can be timed, as on the chip.
+    return CreateEvent("aclrtCreateEvent", event, ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE);
+}
+
+aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag) {
+    if (aclfaSimShouldFail("aclrtCreateEventWithFlag")) return ACL_ERROR_RT_NO_EVENT_RESOURCE;
+    return CreateEvent("aclrtCreateEventWithFlag", event, flag);
+}
+
+aclError aclrtDestroyEvent(aclrtEvent event) {
+    if (aclfaSimShouldFail("aclrtDestroyEvent")) return ACL_ERROR_RT_INTERNAL_ERROR;
+    if (event == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtDestroyEvent: event is NULL");
+    {
+        std::lock_guard<std::mutex> lock(g_eventsMutex);
+        if (Events().erase(event) == 0) {
+            return Fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtDestroyEvent: event %p is not a live event", event);
+        }
+    }
+    --Live().events;  // a pending record keeps its own reference
+    return ACL_SUCCESS;
+}
+
+aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
+    if (aclfaSimShouldFail("aclrtRecordEvent")) return ACL_ERROR_RT_INTERNAL_ERROR;
+    std::shared_ptr<Event> target;
+    aclError ret = FindEvent("aclrtRecordEvent", "event", event, &target);
+    if (ret != ACL_SUCCESS) return ret;
+    std::shared_ptr<Stream> onStream;
+    ret = ResolveStream("aclrtRecordEvent", stream, &onStream);
+    if (ret != ACL_SUCCESS) return ret;
+    uint64_t sequence;
+    {
+        std::lock_guard<std::mutex> lock(target->mutex);
+        sequence = ++target->recorded;
+    }
+    Task task;
+    task.name = "aclrtRecordEvent";
+    task.run = RunRecord;
+    task.state = new RecordTask{target, sequence};
+    task.release = ReleaseRecord;
+    Enqueue(*onStream, std::move(task));
+    return ACL_SUCCESS;
+}
+
+aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status) {
+    if (aclfaSimShouldFail("aclrtQueryEventStatus")) return ACL_ERROR_RT_INTERNAL_ERROR;
+    if (status == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtQueryEventStatus: status is NULL");
+    std::shared_ptr<Event> target;
+    aclError ret = FindEvent("aclrtQueryEventStatus", "event", event, &target);
+    if (ret != ACL_SUCCESS) return ret;
+    std::lock_guard<std::mutex> lock(target->mutex);
+    const bool complete = target->recorded > 0 && target->completed >= target->recorded;
+    *status = complete ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtSynchronizeEvent(aclrtEvent event) {
+    if (aclfaSimShouldFail("aclrtSynchronizeEvent")) return ACL_ERROR_RT_INTERNAL_ERROR;
+    std::shared_ptr<Event> target;
+    aclError ret = FindEvent("aclrtSynchronizeEvent", "event", event, &target);
+    if (ret != ACL_SUCCESS) return ret;
+    std::unique_lock<std::mutex> lock(target->mutex);
+    const uint64_t wanted = target->recorded;  // never recorded: nothing to wait for
+    target->completedCv.wait(lock, [&] { return target->completed >= wanted; });
+    return ACL_SUCCESS;
+}
+
+aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent) {
+    if (aclfaSimShouldFail("aclrtEventElapsedTime")) return ACL_ERROR_RT_INTERNAL_ERROR;
+    if (ms == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtEventElapsedTime: ms is NULL");
+    std::shared_ptr<Event> events[2];
+    const char *names[2] = {"startEvent", "endEvent"};
+    aclError ret = FindEvent("aclrtEventElapsedTime", names[0], startEvent, &events[0]);
+    if (ret == ACL_SUCCESS) ret = FindEvent("aclrtEventElapsedTime", names[1], endEvent, &events[1]);
+    if (ret != ACL_SUCCESS) return ret;
+    Clock::time_point stamps[2];
+    for (int i = 0; i < 2; ++i) {
+        Event &event = *events[i];
+        std::lock_guard<std::mutex> lock(event.mutex);
+        if ((event.flags & ACL_EVENT_TIME_LINE) == 0) {
+            return Fail(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
+                        "aclrtEventElapsedTime: %s was created without ACL_EVENT_TIME_LINE and has no timestamp",
+                        names[i]);
+        }
+        if (event.recorded == 0) {
+            return Fail(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "aclrtEventElapsedTime: %s was never recorded",
+                        names[i]);
+        }
+        if (event.completed < event.recorded) {
+            return Fail(ACL_ERROR_RT_EVENT_NOT_COMPLETE,
+                        "aclrtEventElapsedTime: %s has not completed yet (synchronize its stream or the event first)",
+                        names[i]);
+        }
+        stamps[i] = event.stamp;
+    }
+    const double elapsed = std::chrono::duration<double, std::milli>(stamps[1] - stamps[0]).count();
+    if (elapsed < 0) {
+        return Fail(ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL,
+                    "aclrtEventElapsedTime: endEvent completed %.3f ms before startEvent", -elapsed);
+    }
+    *ms = static_cast<float>(elapsed);
+    return ACL_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,53 @@
+// stream.h -- a simulated stream: an ordered queue of tasks run by one worker thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "rt_internal.h"
+
+namespace acl_fa_sim {
+namespace rt {
+
+class Stream {
+public:
+    Stream(int32_t device, bool isDefault);
+    ~Stream();  // Stop()s if still running
+    Stream(const Stream &) = delete;
+    Stream &operator=(const Stream &) = delete;
+
+    int32_t device() const { return device_; }
+    bool isDefault() const { return isDefault_; }
+
+    void Enqueue(Task task);
+
+    // Waits until every task enqueued before the call has run. When a task failed since the
+    // last synchronize, returns its code with its message (naming `api`) and clears it.
+    aclError Synchronize(const char *api);
+
+    // Runs what is queued, then ends the worker thread. Idempotent.
+    void Stop();
+
+private:
+    void Run();
+
+    const int32_t device_;
+    const bool isDefault_;
+    std::mutex mutex_;
+    std::condition_variable workAvailable_;
+    std::condition_variable taskDone_;
+    std::deque<Task> queue_;     // guarded by mutex_
+    uint64_t enqueued_ = 0;      // tasks ever enqueued; guarded by mutex_
+    uint64_t completed_ = 0;     // tasks run or discarded; guarded by mutex_
+    aclError error_ = ACL_SUCCESS;  // first failure since the last synchronize; later tasks are discarded
+    std::string errorMessage_;
+    bool stopping_ = false;
+    std::thread worker_;
+};
+
+}  // namespace rt
+}  // namespace acl_fa_sim
