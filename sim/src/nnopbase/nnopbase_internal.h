@@ -1,0 +1,33 @@
+// nnopbase_internal.h -- what the modules of the simulated nnopbase (libnnopbase.so) share.
+#pragma once
+
+#include <mutex>
+#include <set>
+
+#include "aclnn/aclnn_base.h"
+#include "aclnn/opdev/op_errno.h"
+#include "acl_fa_sim.h"
+
+namespace acl_fa_sim {
+namespace nnopbase {
+
+// Live objects of one kind, so a destroy of a dead or foreign pointer is reported instead of
+// corrupting memory, and so the runtime's counters stay exact.
+class LiveSet {
+public:
+    explicit LiveSet(aclfaSimLiveKind kind) : kind_(kind) {}
+    void Add(const void *object);
+    bool Remove(const void *object);  // false when not live
+    bool Contains(const void *object);
+
+private:
+    const aclfaSimLiveKind kind_;
+    std::mutex mutex_;
+    std::set<const void *> objects_;
+};
+
+// True for the values of aclDataType (ACL_DT_UNDEFINED excluded).
+bool IsKnownDataType(int32_t dataType);
+
+}  // namespace nnopbase
+}  // namespace acl_fa_sim
