@@ -78,5 +78,9 @@ namespace acl_fa_sim {
 aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernelType,
                       const std::function<void()> &body, std::string *error);
 
+/* The tiling key TILING_KEY_IS compares against in the next LaunchKernel made on the
+ * calling thread (then reset to 0). */
+void SetLaunchTilingKey(uint64_t key);
+
 } // namespace acl_fa_sim
 #endif

@@ -1,0 +1,240 @@
+// ascendc_sim/data_copy.h -- DataCopy and DataCopyPad between GM and UB (asc-devkit
+// include/basic_api/kernel_operator_data_copy_intf.h, kernel_struct_data_copy.h).
+//
+// Units (Atlas A2): DataCopy moves whole 32-byte blocks; its DataCopyParams blockLen,
+// srcStride and dstStride count 32-byte blocks on both sides. DataCopyPad's blockLen is
+// in bytes; the GM-side stride in bytes, the UB-side stride in 32-byte blocks; in UB every
+// block starts 32-byte aligned and is padded to a 32-byte multiple.
+// Rules checked: UB address 32-byte aligned, DataCopy length a 32-byte multiple (the chip
+// would silently drop the tail), UB range inside the tensor, GM range inside the
+// GlobalTensor's buffer.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "ascendc_sim/tensor.h"
+
+namespace AscendC {
+
+constexpr uint32_t ONE_BLK_SIZE = 32;  // bytes in a data block
+
+struct DataCopyParams {
+    DataCopyParams() {}
+    DataCopyParams(const uint16_t count, const uint16_t len, const uint16_t srcStrideIn, const uint16_t dstStrideIn)
+        : blockCount(count), blockLen(len), srcStride(srcStrideIn), dstStride(dstStrideIn) {}
+    uint16_t blockCount = 1;
+    uint16_t blockLen = 0;
+    union {
+        uint16_t srcGap = 0;
+        uint16_t srcStride;
+    };
+    union {
+        uint16_t dstGap = 0;
+        uint16_t dstStride;
+    };
+};
+
+struct DataCopyExtParams {
+    DataCopyExtParams() {}
+    DataCopyExtParams(const uint16_t count, const uint32_t len, const uint32_t srcStrideIn,
+                      const uint32_t dstStrideIn, const uint32_t rsvIn)
+        : blockCount(count), blockLen(len), srcStride(srcStrideIn), dstStride(dstStrideIn), rsv(rsvIn) {}
+    uint16_t blockCount = 1;
+    uint32_t blockLen = 0;   // bytes
+    uint32_t srcStride = 0;  // gap after each block: bytes in GM, 32-byte blocks in UB
+    uint32_t dstStride = 0;
+    uint32_t rsv = 0;
+};
+
+struct DataCopyPadParams {
+    DataCopyPadParams() {}
+    DataCopyPadParams(const bool isPadValue, const uint8_t leftPadValue, const uint8_t rightPadValue,
+                      const uint64_t padValue)
+        : isPad(isPadValue), leftPadding(leftPadValue), rightPadding(rightPadValue), paddingValue(padValue) {}
+    bool isPad = false;
+    uint8_t leftPadding = 0;
+    uint8_t rightPadding = 0;
+    uint64_t paddingValue = 0;
+};
+
+template <typename T>
+struct DataCopyPadExtParams {
+    DataCopyPadExtParams() {}
+    DataCopyPadExtParams(const bool isPadValue, const uint8_t leftPadValue, const uint8_t rightPadValue, T padValue)
+        : isPad(isPadValue), leftPadding(leftPadValue), rightPadding(rightPadValue), paddingValue(padValue) {}
+    bool isPad = false;
+    uint8_t leftPadding = 0;   // elements
+    uint8_t rightPadding = 0;  // elements
+    T paddingValue = 0;
+};
+
+namespace sim {
+// Checks a local operand: UB position when ubOnly, 32-byte aligned start, `bytes` inside the view.
+void CheckLocal(const char *api, const char *operand, TPosition pos, uint64_t addr, uint64_t bytes,
+                uint64_t viewBytes, bool ubOnly = true);
+// A DataCopy length must be whole 32-byte blocks.
+void CheckCopyLength(const char *api, uint64_t bytes);
+void CountVector(uint64_t elems);
+
+template <typename T>
+void CheckLocalT(const char *api, const char *operand, const LocalTensor<T> &t, uint64_t bytes) {
+    CheckLocal(api, operand, t.SimPos(), t.GetPhyAddr(), bytes, uint64_t(t.GetSize()) * sizeof(T));
+}
+inline uint64_t Align32(uint64_t v) { return (v + 31) & ~uint64_t(31); }
+}  // namespace sim
+
+// ---- DataCopy, count form ----
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const uint32_t count) {
+    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
+    const uint64_t bytes = uint64_t(count) * sizeof(T);
+    sim::CheckCopyLength("DataCopy", bytes);
+    sim::CheckLocalT("DataCopy", "dst", dst, bytes);
+    acl_fa_sim::kernel::GmAccess(core, "DataCopy", src.SimData(), bytes, src.SimLo(), src.SimHi(), false);
+    std::memcpy(dst.SimData(), src.SimData(), bytes);
+}
+template <typename T>
+void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const uint32_t count) {
+    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
+    const uint64_t bytes = uint64_t(count) * sizeof(T);
+    sim::CheckCopyLength("DataCopy", bytes);
+    sim::CheckLocalT("DataCopy", "src", src, bytes);
+    acl_fa_sim::kernel::GmAccess(core, "DataCopy", dst.SimData(), bytes, dst.SimLo(), dst.SimHi(), true);
+    std::memcpy(dst.SimData(), src.SimData(), bytes);
+}
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32_t count) {
+    acl_fa_sim::kernel::Enter("DataCopy");
+    const uint64_t bytes = uint64_t(count) * sizeof(T);
+    sim::CheckCopyLength("DataCopy", bytes);
+    sim::CheckLocalT("DataCopy", "dst", dst, bytes);
+    sim::CheckLocalT("DataCopy", "src", src, bytes);
+    std::memmove(dst.SimData(), src.SimData(), bytes);
+}
+
+// ---- DataCopy, DataCopyParams form (all units 32-byte blocks) ----
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyParams &p) {
+    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
+    const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
+    if (p.blockCount == 0 || blk == 0) return;
+    const uint64_t ubSpan = (p.blockCount - 1) * (blk + uint64_t(p.dstStride) * ONE_BLK_SIZE) + blk;
+    sim::CheckLocalT("DataCopy", "dst", dst, ubSpan);
+    const uint8_t *g = reinterpret_cast<const uint8_t *>(src.SimData());
+    uint8_t *u = reinterpret_cast<uint8_t *>(dst.SimData());
+    for (uint32_t i = 0; i < p.blockCount; ++i) {
+        acl_fa_sim::kernel::GmAccess(core, "DataCopy", g, blk, src.SimLo(), src.SimHi(), false);
+        std::memcpy(u, g, blk);
+        g += blk + uint64_t(p.srcStride) * ONE_BLK_SIZE;
+        u += blk + uint64_t(p.dstStride) * ONE_BLK_SIZE;
+    }
+}
+template <typename T>
+void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
+    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
+    const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
+    if (p.blockCount == 0 || blk == 0) return;
+    const uint64_t ubSpan = (p.blockCount - 1) * (blk + uint64_t(p.srcStride) * ONE_BLK_SIZE) + blk;
+    sim::CheckLocalT("DataCopy", "src", src, ubSpan);
+    uint8_t *g = reinterpret_cast<uint8_t *>(dst.SimData());
+    const uint8_t *u = reinterpret_cast<const uint8_t *>(src.SimData());
+    for (uint32_t i = 0; i < p.blockCount; ++i) {
+        acl_fa_sim::kernel::GmAccess(core, "DataCopy", g, blk, dst.SimLo(), dst.SimHi(), true);
+        std::memcpy(g, u, blk);
+        g += blk + uint64_t(p.dstStride) * ONE_BLK_SIZE;
+        u += blk + uint64_t(p.srcStride) * ONE_BLK_SIZE;
+    }
+}
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
+    acl_fa_sim::kernel::Enter("DataCopy");
+    const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
+    if (p.blockCount == 0 || blk == 0) return;
+    sim::CheckLocalT("DataCopy", "dst", dst, (p.blockCount - 1) * (blk + uint64_t(p.dstStride) * ONE_BLK_SIZE) + blk);
+    sim::CheckLocalT("DataCopy", "src", src, (p.blockCount - 1) * (blk + uint64_t(p.srcStride) * ONE_BLK_SIZE) + blk);
+    for (uint32_t i = 0; i < p.blockCount; ++i) {
+        std::memmove(reinterpret_cast<uint8_t *>(dst.SimData()) + i * (blk + uint64_t(p.dstStride) * ONE_BLK_SIZE),
+                     reinterpret_cast<const uint8_t *>(src.SimData()) + i * (blk + uint64_t(p.srcStride) * ONE_BLK_SIZE),
+                     blk);
+    }
+}
+
+// ---- DataCopyPad GM -> UB ----
+template <typename T>
+void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyExtParams &p,
+                 const DataCopyPadExtParams<T> &pad) {
+    auto &core = acl_fa_sim::kernel::Enter("DataCopyPad");
+    if (p.blockLen % sizeof(T) != 0) {
+        acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
+                                      "blockLen " + std::to_string(p.blockLen) + " is not a multiple of the " +
+                                          std::to_string(sizeof(T)) + "-byte element");
+    }
+    if (pad.leftPadding * sizeof(T) > ONE_BLK_SIZE || pad.rightPadding * sizeof(T) > ONE_BLK_SIZE) {
+        acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
+                                      "leftPadding/rightPadding (" + std::to_string(pad.leftPadding) + ", " +
+                                          std::to_string(pad.rightPadding) + " elements) exceed 32 bytes");
+    }
+    if (p.blockCount == 0) return;
+    const uint64_t left = pad.leftPadding * sizeof(T), right = pad.rightPadding * sizeof(T);
+    const uint64_t ubBlock = sim::Align32(left + p.blockLen + right);
+    const uint64_t ubStep = ubBlock + uint64_t(p.dstStride) * ONE_BLK_SIZE;
+    sim::CheckLocalT("DataCopyPad", "dst", dst, (p.blockCount - 1) * ubStep + ubBlock);
+    const uint8_t *g = reinterpret_cast<const uint8_t *>(src.SimData());
+    uint8_t *u = reinterpret_cast<uint8_t *>(dst.SimData());
+    const uint64_t elems = ubBlock / sizeof(T);
+    for (uint32_t i = 0; i < p.blockCount; ++i) {
+        acl_fa_sim::kernel::GmAccess(core, "DataCopyPad", g, p.blockLen, src.SimLo(), src.SimHi(), false);
+        T *row = reinterpret_cast<T *>(u);
+        std::memcpy(u + left, g, p.blockLen);
+        const uint64_t dataEnd = (left + p.blockLen) / sizeof(T);
+        if (pad.isPad) {
+            // pads and the dummy tail take paddingValue
+            for (uint64_t e = 0; e < pad.leftPadding; ++e) row[e] = pad.paddingValue;
+            for (uint64_t e = dataEnd; e < elems; ++e) row[e] = pad.paddingValue;
+        } else if (left == 0 && right == 0 && p.blockLen > 0) {
+            // no pads: the dummy tail repeats the block's first element
+            for (uint64_t e = dataEnd; e < elems; ++e) row[e] = row[0];
+        }
+        g += p.blockLen + uint64_t(p.srcStride);
+        u += ubStep;
+    }
+}
+template <typename T>
+void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyParams &p,
+                 const DataCopyPadParams &pad) {
+    T value;
+    std::memcpy(&value, &pad.paddingValue, sizeof(T));
+    DataCopyPad(dst, src, DataCopyExtParams(p.blockCount, p.blockLen, p.srcStride, p.dstStride, 0),
+                DataCopyPadExtParams<T>(pad.isPad, pad.leftPadding, pad.rightPadding, value));
+}
+
+// ---- DataCopyPad UB -> GM ----
+template <typename T>
+void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyExtParams &p) {
+    auto &core = acl_fa_sim::kernel::Enter("DataCopyPad");
+    if (p.blockLen % sizeof(T) != 0) {
+        acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
+                                      "blockLen " + std::to_string(p.blockLen) + " is not a multiple of the " +
+                                          std::to_string(sizeof(T)) + "-byte element");
+    }
+    if (p.blockCount == 0) return;
+    const uint64_t ubBlock = sim::Align32(p.blockLen);
+    const uint64_t ubStep = ubBlock + uint64_t(p.srcStride) * ONE_BLK_SIZE;
+    sim::CheckLocalT("DataCopyPad", "src", src, (p.blockCount - 1) * ubStep + p.blockLen);
+    uint8_t *g = reinterpret_cast<uint8_t *>(dst.SimData());
+    const uint8_t *u = reinterpret_cast<const uint8_t *>(src.SimData());
+    for (uint32_t i = 0; i < p.blockCount; ++i) {
+        acl_fa_sim::kernel::GmAccess(core, "DataCopyPad", g, p.blockLen, dst.SimLo(), dst.SimHi(), true);
+        std::memcpy(g, u, p.blockLen);
+        g += p.blockLen + uint64_t(p.dstStride);
+        u += ubStep;
+    }
+}
+template <typename T>
+void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
+    DataCopyPad(dst, src, DataCopyExtParams(p.blockCount, p.blockLen, p.srcStride, p.dstStride, 0));
+}
+
+}  // namespace AscendC

@@ -1,0 +1,381 @@
+// ascendc_sim/matmul.h -- the Matmul high-level API (asc-devkit include/adv_api/matmul/
+// matmul.h, matmul_config.h, matmul_intf.h; impl/adv_api/detail/kfc/kfc_register_obj.h).
+//
+// On the chip, in a MIX kernel the AIC runs REGIST_MATMUL_OBJ as a server and leaves the
+// kernel; the AIVs' Matmul calls are requests to it. Here the matmul executes in the
+// calling AIV's thread and its work (MACs of the 16-padded tiles, operand loads, result
+// stores, L1 use) is counted to the group's AIC (block GetBlockIdx() / ratio).
+// The TCubeTiling is checked against the chip's L1/L0A/L0B/L0C when the object is
+// initialised, as the real buffers would not fit.
+//
+// Row strides of ND operands (SetOrgShape(orgM, orgN, orgKa, orgKb, orgKc)):
+//   A [M, K]: orgKa;  A^T stored [K, M]: orgM;  B [K, N]: orgN;  B^T stored [N, K]: orgKb;
+//   C [M, N]: orgKc when non-zero, else orgN.
+// Gm operand traffic model: A is read once per N pass (ceil(N / (baseN * stepN))),
+// B once per M pass (ceil(M / (baseM * stepM))); C written once.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "ascendc_sim/tpipe.h"
+#include "ascendc_sim/vec.h"
+#include "kernel_tiling/kernel_tiling.h"
+
+namespace AscendC {
+
+enum class CubeFormat {
+    ND = 0,
+    NZ,
+    ZN,
+    ZZ,
+    NN,
+    ND_ALIGN,
+    SCALAR,
+    VECTOR,
+    ROW_MAJOR = ND,
+    COLUMN_MAJOR = 8,
+};
+
+enum class LayoutMode { NONE = 0, BSNGD, SBNGD, BNGS1S2, NORMAL };
+
+// The leading fields of the real MatmulConfig (the simulator runs every template the same way).
+struct MatmulConfig {
+    bool doNorm;
+    bool doBasicBlock;
+    bool doMultiDataLoad;
+    uint32_t basicM;
+    uint32_t basicN;
+    uint32_t basicK;
+    bool intrinsicsCheck;
+    bool isNBatch;
+    bool enVecND2NZ;
+};
+constexpr MatmulConfig CFG_NORM = {true, false, false, 0, 0, 0, false, false, false};
+constexpr MatmulConfig CFG_MDL = {false, false, true, 0, 0, 0, false, false, false};
+
+template <TPosition POSITION, CubeFormat FORMAT, typename TYPE, bool ISTRANS = false,
+          LayoutMode LAYOUT = LayoutMode::NONE, bool IBSHARE = false, TPosition SRCPOS = TPosition::GM>
+struct MatmulType {
+    constexpr static TPosition pos = POSITION;
+    constexpr static CubeFormat format = FORMAT;
+    using T = TYPE;
+    constexpr static bool isTrans = ISTRANS;
+    constexpr static LayoutMode layout = LAYOUT;
+    constexpr static bool ibShare = IBSHARE;
+    constexpr static TPosition srcPos = SRCPOS;
+};
+
+template <void (*DataCopyOut)(const __gm__ void *gm, const LocalTensor<int8_t> &co1Local,
+                              const void *dataCopyOutParams, const uint64_t tilingPtr,
+                              const uint64_t dataPtr) = nullptr,
+          void (*CopyA1)(const LocalTensor<int8_t> &aMatrix, const __gm__ void *gm, int row, int col, int useM,
+                         int useK, const uint64_t tilingPtr, const uint64_t dataPtr) = nullptr,
+          void (*CopyB1)(const LocalTensor<int8_t> &bMatrix, const __gm__ void *gm, int row, int col, int useK,
+                         int useN, const uint64_t tilingPtr, const uint64_t dataPtr) = nullptr>
+struct MatmulCallBackFunc {};
+
+namespace sim {
+// Checks a TCubeTiling against the current chip (violation on failure); returns the L1 bytes it uses.
+uint64_t CheckCubeTiling(const TCubeTiling &t, uint32_t aBytes, uint32_t bBytes, const char *api);
+
+// One matmul on the host: C = A * B (fp32 accumulate), optionally added to C.
+struct MatmulJob {
+    const void *a;
+    int aTag;          // TypeTag of A (half 1, bfloat16 2, float 0)
+    int64_t lda;       // row stride of A as stored
+    bool transA;       // stored [K, M]
+    const void *b;
+    int bTag;
+    int64_t ldb;
+    bool transB;       // stored [N, K]
+    void *c;
+    int cTag;
+    int64_t ldc;
+    int m, n, k;
+    bool accumulate;   // C += A * B
+};
+void RunMatmul(const MatmulJob &job);
+
+// Counts the job on the group's AIC and appends its GM ranges to the trace.
+void CountMatmul(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, int m, int n, int k, uint32_t aBytes,
+                 uint32_t bBytes, uint64_t cGmBytes, const void *a, uint64_t aSpan, const void *b, uint64_t bSpan,
+                 const void *c, uint64_t cSpan);
+
+template <typename T>
+uint64_t GmSpan(int64_t rows, int64_t cols, int64_t ld) {
+    return rows <= 0 || cols <= 0 ? 0 : uint64_t((rows - 1) * ld + cols) * sizeof(T);
+}
+}  // namespace sim
+
+template <class A_TYPE, class B_TYPE, class C_TYPE, class BIAS_TYPE = C_TYPE, const auto &MM_CFG = CFG_NORM,
+          class MM_CB = MatmulCallBackFunc<nullptr, nullptr, nullptr>, typename = void>
+class MatmulImpl {
+public:
+    using AType = A_TYPE;
+    using BType = B_TYPE;
+    using CType = C_TYPE;
+    using BiasType = BIAS_TYPE;
+    using SrcAT = typename A_TYPE::T;
+    using SrcBT = typename B_TYPE::T;
+    using DstT = typename C_TYPE::T;
+    using BiasT = typename BIAS_TYPE::T;
+
+    MatmulImpl() {}
+
+    void Init(const TCubeTiling *__restrict cubeTiling, TPipe *tpipe = nullptr) {
+        (void)tpipe;
+        auto &core = acl_fa_sim::kernel::Enter("Matmul::Init");
+        if (cubeTiling == nullptr) acl_fa_sim::kernel::Violation("Matmul tiling", "Matmul::Init", "tiling is NULL");
+        tiling_ = *cubeTiling;
+        const uint64_t l1 = sim::CheckCubeTiling(tiling_, sizeof(SrcAT), sizeof(SrcBT), "Matmul::Init");
+        if (l1 > core.cubeStats->l1HighWater) core.cubeStats->l1HighWater = l1;
+        orgM_ = tiling_.M;
+        orgN_ = tiling_.N;
+        orgKa_ = tiling_.Ka;
+        orgKb_ = tiling_.Kb;
+        orgKc_ = 0;
+        singleM_ = tiling_.singleCoreM;
+        singleN_ = tiling_.singleCoreN;
+        singleK_ = tiling_.singleCoreK;
+        inited_ = true;
+    }
+    void SetOrgShape(int orgM, int orgN, int orgK) { SetOrgShape(orgM, orgN, orgK, orgK, 0); }
+    void SetOrgShape(int orgM, int orgN, int orgKa, int orgKb, int orgKc = 0) {
+        Use("Matmul::SetOrgShape");
+        orgM_ = orgM;
+        orgN_ = orgN;
+        orgKa_ = orgKa;
+        orgKb_ = orgKb;
+        orgKc_ = orgKc;
+    }
+    void SetSingleShape(int singleM, int singleN, int singleK) {
+        Use("Matmul::SetSingleShape");
+        singleM_ = singleM;
+        singleN_ = singleN;
+        singleK_ = singleK;
+    }
+    // Single-core shape of a tail block; -1 keeps the current value.
+    void SetTail(int tailM = -1, int tailN = -1, int tailK = -1) {
+        Use("Matmul::SetTail");
+        if (tailM >= 0) singleM_ = tailM;
+        if (tailN >= 0) singleN_ = tailN;
+        if (tailK >= 0) singleK_ = tailK;
+    }
+    void SetTensorA(const GlobalTensor<SrcAT> &gm, bool isTransposeA = false) {
+        Use("Matmul::SetTensorA");
+        if (isTransposeA && !A_TYPE::isTrans) {
+            acl_fa_sim::kernel::Violation("Matmul transpose", "Matmul::SetTensorA",
+                                          "isTransposeA=true needs MatmulType<..., isTrans=true> for A");
+        }
+        a_ = gm;
+        transA_ = isTransposeA;
+        hasA_ = true;
+    }
+    void SetTensorB(const GlobalTensor<SrcBT> &gm, bool isTransposeB = false) {
+        Use("Matmul::SetTensorB");
+        if (isTransposeB && !B_TYPE::isTrans) {
+            acl_fa_sim::kernel::Violation("Matmul transpose", "Matmul::SetTensorB",
+                                          "isTransposeB=true needs MatmulType<..., isTrans=true> for B");
+        }
+        b_ = gm;
+        transB_ = isTransposeB;
+        hasB_ = true;
+    }
+
+    // C = A * B for the single shape, written (or with enAtomic, added) to gm.
+    template <bool sync = true>
+    void IterateAll(const GlobalTensor<DstT> &gm, uint8_t enAtomic = 0, bool enSequentialWrite = false,
+                    bool waitIterateAll = false, bool fakeMsg = false) {
+        (void)enSequentialWrite;
+        (void)waitIterateAll;
+        (void)fakeMsg;
+        auto &core = Use("Matmul::IterateAll");
+        const int64_t ldc = orgKc_ != 0 ? orgKc_ : orgN_;
+        const uint64_t cSpan = sim::GmSpan<DstT>(singleM_, singleN_, ldc);
+        acl_fa_sim::kernel::GmCheck(core, "Matmul::IterateAll", gm.SimData(), cSpan, gm.SimLo(), gm.SimHi());
+        Compute(core, 0, 0, singleM_, singleN_, gm.SimData(), TypeTagC(), ldc, enAtomic != 0, cSpan);
+        if (!sync) pendingAsync_ = true;
+    }
+    // C into UB as [M, N'] with N' = N rounded up to a 32-byte row.
+    template <bool sync = true>
+    void IterateAll(const LocalTensor<DstT> &ubCmatrix, uint8_t enAtomic = 0) {
+        auto &core = Use("Matmul::IterateAll");
+        const int64_t ldc = AlignRow(singleN_);
+        sim::CheckLocalT("Matmul::IterateAll", "ubCmatrix", ubCmatrix, uint64_t(singleM_) * ldc * sizeof(DstT));
+        Compute(core, 0, 0, singleM_, singleN_, ubCmatrix.SimData(), TypeTagC(), ldc, enAtomic != 0, 0);
+        if (!sync) pendingAsync_ = true;
+    }
+    void WaitIterateAll() {
+        acl_fa_sim::kernel::Enter("Matmul::WaitIterateAll");
+        if (!pendingAsync_) {
+            acl_fa_sim::kernel::Violation("Matmul async", "Matmul::WaitIterateAll",
+                                          "no IterateAll<false> is outstanding (the chip would wait forever)");
+        }
+        pendingAsync_ = false;
+    }
+
+    // Computes the next baseM x baseN block of C (order from tiling.iterateOrder:
+    // 0 ORDER_M moves along M first); false when all blocks were produced.
+    template <bool sync = true>
+    bool Iterate(bool enPartialSum = false) {
+        (void)enPartialSum;
+        Use("Matmul::Iterate");
+        const int mBlocks = CeilDiv(singleM_, tiling_.baseM), nBlocks = CeilDiv(singleN_, tiling_.baseN);
+        if (iterIndex_ >= mBlocks * nBlocks) {
+            iterIndex_ = 0;
+            haveBlock_ = false;
+            return false;
+        }
+        if (tiling_.iterateOrder == 0) {
+            blockM_ = iterIndex_ % mBlocks;
+            blockN_ = iterIndex_ / mBlocks;
+        } else {
+            blockN_ = iterIndex_ % nBlocks;
+            blockM_ = iterIndex_ / nBlocks;
+        }
+        ++iterIndex_;
+        haveBlock_ = true;
+        return true;
+    }
+    // The current block into UB as [bm, baseN'] (baseN rounded up to a 32-byte row).
+    template <bool sync = true>
+    void GetTensorC(const LocalTensor<DstT> &co2Local, uint8_t enAtomic = 0, bool enSequentialWrite = false) {
+        (void)enSequentialWrite;
+        auto &core = Use("Matmul::GetTensorC");
+        NeedBlock();
+        const int bm = BlockRows(), bn = BlockCols();
+        const int64_t ldc = AlignRow(tiling_.baseN);
+        sim::CheckLocalT("Matmul::GetTensorC", "co2Local", co2Local, uint64_t(bm) * ldc * sizeof(DstT));
+        Compute(core, blockM_ * tiling_.baseM, blockN_ * tiling_.baseN, bm, bn, co2Local.SimData(), TypeTagC(), ldc,
+                enAtomic != 0, 0);
+    }
+    // The current block into the C matrix gm at its position.
+    template <bool sync = true>
+    void GetTensorC(const GlobalTensor<DstT> &gm, uint8_t enAtomic = 0, bool enSequentialWrite = false) {
+        (void)enSequentialWrite;
+        auto &core = Use("Matmul::GetTensorC");
+        NeedBlock();
+        const int64_t ldc = orgKc_ != 0 ? orgKc_ : orgN_;
+        const int bm = BlockRows(), bn = BlockCols();
+        DstT *c = gm.SimData() + int64_t(blockM_) * tiling_.baseM * ldc + int64_t(blockN_) * tiling_.baseN;
+        const uint64_t cSpan = sim::GmSpan<DstT>(bm, bn, ldc);
+        acl_fa_sim::kernel::GmCheck(core, "Matmul::GetTensorC", c, cSpan, gm.SimLo(), gm.SimHi());
+        Compute(core, blockM_ * tiling_.baseM, blockN_ * tiling_.baseN, bm, bn, c, TypeTagC(), ldc, enAtomic != 0,
+                cSpan);
+    }
+    void End() {
+        Use("Matmul::End");
+        hasA_ = hasB_ = false;
+        iterIndex_ = 0;
+        haveBlock_ = false;
+    }
+    void SetSubBlockIdx(uint8_t subBlockIdx) { (void)subBlockIdx; }
+
+private:
+    static int CeilDiv(int a, int b) { return b <= 0 ? 0 : (a + b - 1) / b; }
+    static int64_t AlignRow(int n) {
+        const int per = 32 / static_cast<int>(sizeof(DstT));
+        return int64_t((n + per - 1) / per) * per;
+    }
+    static constexpr int TypeTagC() { return sim::TypeTag<DstT>(); }
+    int BlockRows() const { return std::min(tiling_.baseM, singleM_ - blockM_ * tiling_.baseM); }
+    int BlockCols() const { return std::min(tiling_.baseN, singleN_ - blockN_ * tiling_.baseN); }
+    void NeedBlock() const {
+        if (!haveBlock_) {
+            acl_fa_sim::kernel::Violation("Matmul order", "Matmul::GetTensorC", "no block: call Iterate() first");
+        }
+    }
+    acl_fa_sim::kernel::CoreContext &Use(const char *api) {
+        auto &core = acl_fa_sim::kernel::Enter(api);
+        if (!inited_) {
+            acl_fa_sim::kernel::Violation("Matmul order", api,
+                                          "the Matmul object has no tiling (REGIST_MATMUL_OBJ with a tiling, or Init)");
+        }
+        if (pendingAsync_) {
+            acl_fa_sim::kernel::Violation("Matmul async", api,
+                                          "an IterateAll<false> is outstanding: call WaitIterateAll() first");
+        }
+        return core;
+    }
+    // C[r0.., c0..] block of bm x bn from rows r0 of A and columns c0 of B.
+    void Compute(acl_fa_sim::kernel::CoreContext &core, int r0, int c0, int bm, int bn, void *c, int cTag,
+                 int64_t ldc, bool accumulate, uint64_t cGmSpan) {
+        if (!hasA_ || !hasB_) {
+            acl_fa_sim::kernel::Violation("Matmul order", "Matmul::IterateAll", "SetTensorA and SetTensorB first");
+        }
+        if (bm <= 0 || bn <= 0 || singleK_ <= 0) return;
+        const int64_t lda = transA_ ? orgM_ : orgKa_;
+        const int64_t ldb = transB_ ? orgKb_ : orgN_;
+        const SrcAT *a = a_.SimData() + (transA_ ? r0 : int64_t(r0) * lda);
+        const SrcBT *b = b_.SimData() + (transB_ ? int64_t(c0) * ldb : c0);
+        const uint64_t aSpan = transA_ ? sim::GmSpan<SrcAT>(singleK_, bm, lda) : sim::GmSpan<SrcAT>(bm, singleK_, lda);
+        const uint64_t bSpan = transB_ ? sim::GmSpan<SrcBT>(bn, singleK_, ldb) : sim::GmSpan<SrcBT>(singleK_, bn, ldb);
+        acl_fa_sim::kernel::GmCheck(core, "Matmul (A)", a, aSpan, a_.SimLo(), a_.SimHi());
+        acl_fa_sim::kernel::GmCheck(core, "Matmul (B)", b, bSpan, b_.SimLo(), b_.SimHi());
+        sim::MatmulJob job{a, sim::TypeTag<SrcAT>(), lda, transA_, b, sim::TypeTag<SrcBT>(), ldb, transB_,
+                           c, cTag, ldc, bm, bn, singleK_, accumulate};
+        sim::RunMatmul(job);
+        const uint64_t cGmBytes = cGmSpan ? uint64_t(bm) * bn * sizeof(DstT) : 0;  // 0: C went to UB
+        sim::CountMatmul(core, tiling_, bm, bn, singleK_, sizeof(SrcAT), sizeof(SrcBT), cGmBytes, a, aSpan, b, bSpan,
+                         cGmSpan ? c : nullptr, cGmSpan);
+    }
+
+    TCubeTiling tiling_{};
+    bool inited_ = false;
+    int orgM_ = 0, orgN_ = 0, orgKa_ = 0, orgKb_ = 0, orgKc_ = 0;
+    int singleM_ = 0, singleN_ = 0, singleK_ = 0;
+    GlobalTensor<SrcAT> a_;
+    GlobalTensor<SrcBT> b_;
+    bool transA_ = false, transB_ = false, hasA_ = false, hasB_ = false;
+    bool pendingAsync_ = false;
+    int iterIndex_ = 0, blockM_ = 0, blockN_ = 0;
+    bool haveBlock_ = false;
+};
+
+template <class A_TYPE, class B_TYPE, class C_TYPE, class BIAS_TYPE = C_TYPE, const auto &MM_CFG = CFG_NORM,
+          class MM_CB = MatmulCallBackFunc<nullptr, nullptr, nullptr>>
+using Matmul = MatmulImpl<A_TYPE, B_TYPE, C_TYPE, BIAS_TYPE, MM_CFG, MM_CB>;
+
+namespace sim {
+constexpr int kMaxMatmulObjects = 4;
+
+// Declares that Matmul runs on this launch's cores (needs a cube core: not AIV_ONLY).
+void CheckMatmulLaunch(const char *api, int objects);
+
+inline void InitObjs(TPipe *) {}
+template <class M, class... Rest>
+void InitObjs(TPipe *pipe, M &mm, const TCubeTiling *tiling, Rest &&...rest);
+template <class M, class... Rest>
+void InitObjs(TPipe *pipe, M &mm, Rest &&...rest) {
+    InitObjs(pipe, rest...);  // no tiling given: the kernel calls Init later
+}
+template <class M, class... Rest>
+void InitObjs(TPipe *pipe, M &mm, const TCubeTiling *tiling, Rest &&...rest) {
+    mm.Init(tiling, pipe);
+    InitObjs(pipe, rest...);
+}
+template <class M, class... Rest>
+void InitObjs(TPipe *pipe, M &mm, TCubeTiling *tiling, Rest &&...rest) {
+    mm.Init(tiling, pipe);
+    InitObjs(pipe, rest...);
+}
+
+// Returns true on the AIC of a MIX kernel, which then leaves the kernel (it would serve
+// the AIVs' requests on the chip).
+template <class... Args>
+bool RegistMatmulObj(TPipe *tpipe, GM_ADDR workspace, Args &&...args) {
+    (void)workspace;
+    auto &core = acl_fa_sim::kernel::Enter("REGIST_MATMUL_OBJ");
+    CheckMatmulLaunch("REGIST_MATMUL_OBJ", (0 + ... + (std::is_pointer_v<std::decay_t<Args>> ? 0 : 1)));
+    InitObjs(tpipe, args...);
+    return core.isAic && !core.coupled;
+}
+}  // namespace sim
+
+}  // namespace AscendC
+
+#define REGIST_MATMUL_OBJ(tpipe, workspace, ...) \
+    if (AscendC::sim::RegistMatmulObj((tpipe), (workspace), __VA_ARGS__)) return
+#define REGIST_MATMUL_OBJ_STATIC REGIST_MATMUL_OBJ

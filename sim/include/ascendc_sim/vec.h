@@ -1,0 +1,483 @@
+// ascendc_sim/vec.h -- vector instructions on UB (asc-devkit include/basic_api/
+// kernel_operator_vec_{binary,binary_scalar,unary,duplicate,vconv,reduce,brcb,cmpsel}_intf.h).
+//
+// Count forms compute elements [0, count). Every operand must be in UB, start 32-byte
+// aligned and hold `count` elements (checked once per call). vectorElems grows by count
+// (by the elements read for the repeat forms). half arithmetic rounds each result to
+// fp16 (as the fp16 vector unit does); fp32 Exp/Ln and the type conversions run in the
+// engine library (vectorized, round-to-nearest-even where the mode asks for it).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "ascendc_sim/data_copy.h"
+
+namespace AscendC {
+
+enum class RoundMode : uint8_t {
+    CAST_NONE = 0,
+    CAST_RINT,   // round to nearest, ties to even
+    CAST_FLOOR,
+    CAST_CEIL,
+    CAST_ROUND,  // round to nearest, ties away from zero
+    CAST_TRUNC,  // toward zero
+    CAST_ODD,    // von Neumann: truncate, set the lowest bit when inexact
+    UNKNOWN = 0xFF,
+};
+enum class CMPMODE : uint8_t { LT = 0, GT, EQ, LE, GE, NE };
+enum class SELMODE : uint8_t { VSEL_CMPMASK_SPR = 0, VSEL_TENSOR_SCALAR_MODE, VSEL_TENSOR_TENSOR_MODE };
+enum class ReduceOrder : uint8_t { ORDER_VALUE_INDEX = 0, ORDER_INDEX_VALUE, ORDER_ONLY_VALUE, ORDER_ONLY_INDEX };
+
+struct BrcbRepeatParams {
+    BrcbRepeatParams() {}
+    BrcbRepeatParams(const uint16_t dstBlkStrideIn, const uint16_t dstRepStrideIn)
+        : dstBlkStride(dstBlkStrideIn), dstRepStride(dstRepStrideIn) {}
+    uint32_t blockNumber = 8;
+    uint16_t dstRepStride = 8;
+    uint16_t dstBlkStride = 1;
+    uint8_t src0BlkStride = 1;
+    uint8_t src1BlkStride = 1;
+    uint8_t src0RepStride = 8;
+    uint8_t src1RepStride = 8;
+    bool repeatStrideMode = false;
+    bool strideSizeMode = false;
+};
+
+namespace sim {
+void ExpF32(const float *src, float *dst, size_t n);
+void LnF32(const float *src, float *dst, size_t n);
+// Narrowing / widening conversions for Cast; tags: 0 float, 1 half, 2 bfloat16, 3 int32.
+void CastImpl(void *dst, int dstTag, const void *src, int srcTag, size_t n, RoundMode mode);
+
+template <typename T> constexpr int TypeTag() {
+    if constexpr (std::is_same_v<T, float>) return 0;
+    else if constexpr (std::is_same_v<T, half>) return 1;
+    else if constexpr (std::is_same_v<T, bfloat16_t>) return 2;
+    else if constexpr (std::is_same_v<T, int32_t>) return 3;
+    else return -1;
+}
+
+// Checks count >= 0 and that each operand holds it; counts the work.
+template <typename... Ts>
+void VecOperands(const char *api, int64_t count, const LocalTensor<Ts> &...ts) {
+    if (count < 0) {
+        acl_fa_sim::kernel::Violation("vector count", api, "count " + std::to_string(count) + " is negative");
+    }
+    int i = 0;
+    const char *names[] = {"dst", "src0", "src1", "src2"};
+    (CheckLocalT(api, names[std::min(i++, 3)], ts, uint64_t(count) * sizeof(Ts)), ...);
+    CountVector(static_cast<uint64_t>(count));
+}
+
+template <typename T, typename F>
+inline void Binary(const char *api, const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b,
+                   int32_t count, F f) {
+    acl_fa_sim::kernel::Enter(api);
+    VecOperands(api, count, dst, a, b);
+    T *d = dst.SimData();
+    const T *x = a.SimData(), *y = b.SimData();
+    for (int32_t i = 0; i < count; ++i) d[i] = f(x[i], y[i]);
+}
+template <typename T, typename F>
+inline void Unary(const char *api, const LocalTensor<T> &dst, const LocalTensor<T> &a, int32_t count, F f) {
+    acl_fa_sim::kernel::Enter(api);
+    VecOperands(api, count, dst, a);
+    T *d = dst.SimData();
+    const T *x = a.SimData();
+    for (int32_t i = 0; i < count; ++i) d[i] = f(x[i]);
+}
+// Max as the vector unit does it: a NaN operand gives NaN.
+template <typename T>
+inline T MaxOf(T x, T y) {
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, half>) {
+        if (x != x) return x;
+        if (y != y) return y;
+    }
+    return x > y ? x : y;
+}
+}  // namespace sim
+
+// ---- binary ----
+template <typename T>
+void Add(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
+    sim::Binary("Add", dst, src0, src1, count, [](T x, T y) { return T(x + y); });
+}
+template <typename T>
+void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
+    sim::Binary("Sub", dst, src0, src1, count, [](T x, T y) { return T(x - y); });
+}
+template <typename T>
+void Mul(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
+    sim::Binary("Mul", dst, src0, src1, count, [](T x, T y) { return T(x * y); });
+}
+template <typename T>
+void Div(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
+    sim::Binary("Div", dst, src0, src1, count, [](T x, T y) { return T(x / y); });
+}
+template <typename T>
+void Max(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
+    sim::Binary("Max", dst, src0, src1, count, [](T x, T y) { return sim::MaxOf(x, y); });
+}
+
+// ---- binary, mask + repeat form (continuous mask: the first `mask` elements of each
+// repeat; element i of repeat r is in block i / perBlock at
+// (r * repStride + block * blkStride) * 32 bytes from the operand's start) ----
+struct BinaryRepeatParams {
+    BinaryRepeatParams() {}
+    BinaryRepeatParams(const uint8_t dstBlkStrideIn, const uint8_t src0BlkStrideIn, const uint8_t src1BlkStrideIn,
+                       const uint8_t dstRepStrideIn, const uint8_t src0RepStrideIn, const uint8_t src1RepStrideIn)
+        : dstBlkStride(dstBlkStrideIn), src0BlkStride(src0BlkStrideIn), src1BlkStride(src1BlkStrideIn),
+          dstRepStride(dstRepStrideIn), src0RepStride(src0RepStrideIn), src1RepStride(src1RepStrideIn) {}
+    uint32_t blockNumber = 8;
+    uint8_t dstBlkStride = 1;
+    uint8_t src0BlkStride = 1;
+    uint8_t src1BlkStride = 1;
+    uint8_t dstRepStride = 8;
+    uint8_t src0RepStride = 8;
+    uint8_t src1RepStride = 8;
+    bool repeatStrideMode = false;
+    bool strideSizeMode = false;
+};
+
+namespace sim {
+// Bytes an operand spans for `mask` elements over `repeatTime` repeats.
+inline uint64_t RepeatSpan(uint64_t mask, uint64_t repeatTime, uint64_t blkStride, uint64_t repStride,
+                           uint64_t elemBytes) {
+    const uint64_t perBlock = 32 / elemBytes;
+    const uint64_t lastBlock = (mask - 1) / perBlock;
+    return ((repeatTime - 1) * repStride + lastBlock * blkStride) * 32 + ((mask - 1) % perBlock + 1) * elemBytes;
+}
+template <typename T, typename F>
+void RepeatBinary(const char *api, const LocalTensor<T> &dst, const LocalTensor<T> &src0,
+                  const LocalTensor<T> &src1, uint64_t mask, uint8_t repeatTime, const BinaryRepeatParams &p, F f) {
+    acl_fa_sim::kernel::Enter(api);
+    constexpr uint64_t perRepeat = 256 / sizeof(T), perBlock = 32 / sizeof(T);
+    if (mask > perRepeat) {
+        acl_fa_sim::kernel::Violation("vector repeat parameters", api,
+                                      "mask " + std::to_string(mask) + " exceeds the " + std::to_string(perRepeat) +
+                                          " elements of a repeat");
+    }
+    if (mask == 0 || repeatTime == 0) return;
+    CheckLocalT(api, "dst", dst, RepeatSpan(mask, repeatTime, p.dstBlkStride, p.dstRepStride, sizeof(T)));
+    CheckLocalT(api, "src0", src0, RepeatSpan(mask, repeatTime, p.src0BlkStride, p.src0RepStride, sizeof(T)));
+    CheckLocalT(api, "src1", src1, RepeatSpan(mask, repeatTime, p.src1BlkStride, p.src1RepStride, sizeof(T)));
+    CountVector(mask * repeatTime);
+    T *d = dst.SimData();
+    const T *x = src0.SimData(), *y = src1.SimData();
+    for (uint64_t r = 0; r < repeatTime; ++r) {
+        for (uint64_t b = 0; b * perBlock < mask; ++b) {
+            const uint64_t n = std::min<uint64_t>(perBlock, mask - b * perBlock);
+            T *db = d + (r * p.dstRepStride + b * p.dstBlkStride) * perBlock;
+            const T *xb = x + (r * p.src0RepStride + b * p.src0BlkStride) * perBlock;
+            const T *yb = y + (r * p.src1RepStride + b * p.src1BlkStride) * perBlock;
+            for (uint64_t e = 0; e < n; ++e) db[e] = f(xb[e], yb[e]);
+        }
+    }
+}
+}  // namespace sim
+
+template <typename T, bool isSetMask = true>
+void Add(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
+         const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
+    sim::RepeatBinary("Add", dst, src0, src1, mask, repeatTime, repeatParams, [](T x, T y) { return T(x + y); });
+}
+template <typename T, bool isSetMask = true>
+void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
+         const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
+    sim::RepeatBinary("Sub", dst, src0, src1, mask, repeatTime, repeatParams, [](T x, T y) { return T(x - y); });
+}
+template <typename T, bool isSetMask = true>
+void Mul(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
+         const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
+    sim::RepeatBinary("Mul", dst, src0, src1, mask, repeatTime, repeatParams, [](T x, T y) { return T(x * y); });
+}
+template <typename T, bool isSetMask = true>
+void Div(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
+         const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
+    sim::RepeatBinary("Div", dst, src0, src1, mask, repeatTime, repeatParams, [](T x, T y) { return T(x / y); });
+}
+template <typename T, bool isSetMask = true>
+void Max(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
+         const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
+    sim::RepeatBinary("Max", dst, src0, src1, mask, repeatTime, repeatParams,
+                      [](T x, T y) { return sim::MaxOf(x, y); });
+}
+
+// ---- tensor-scalar ----
+template <typename T, bool isSetMask = true>
+void Adds(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
+    const T s = scalarValue;
+    sim::Unary("Adds", dst, src, count, [s](T x) { return T(x + s); });
+}
+template <typename T, bool isSetMask = true>
+void Muls(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
+    const T s = scalarValue;
+    sim::Unary("Muls", dst, src, count, [s](T x) { return T(x * s); });
+}
+template <typename T, bool isSetMask = true>
+void Maxs(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
+    const T s = scalarValue;
+    sim::Unary("Maxs", dst, src, count, [s](T x) { return sim::MaxOf(x, s); });
+}
+
+// ---- unary ----
+// exp(-inf) = 0, exp(+inf) = +inf, exp(NaN) = NaN.
+template <typename T>
+void Exp(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) {
+    if constexpr (std::is_same_v<T, float>) {
+        acl_fa_sim::kernel::Enter("Exp");
+        sim::VecOperands("Exp", count, dst, src);
+        sim::ExpF32(src.SimData(), dst.SimData(), static_cast<size_t>(count));
+    } else {
+        sim::Unary("Exp", dst, src, count, [](T x) { return T(std::exp(static_cast<float>(x))); });
+    }
+}
+// ln(0) = -inf, ln(x < 0) = NaN.
+template <typename T>
+void Ln(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) {
+    if constexpr (std::is_same_v<T, float>) {
+        acl_fa_sim::kernel::Enter("Ln");
+        sim::VecOperands("Ln", count, dst, src);
+        sim::LnF32(src.SimData(), dst.SimData(), static_cast<size_t>(count));
+    } else {
+        sim::Unary("Ln", dst, src, count, [](T x) { return T(std::log(static_cast<float>(x))); });
+    }
+}
+
+template <typename T>
+void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &count) {
+    acl_fa_sim::kernel::Enter("Duplicate");
+    sim::VecOperands("Duplicate", count, dst);
+    T *d = dst.SimData();
+    const T s = scalarValue;
+    for (int32_t i = 0; i < count; ++i) d[i] = s;
+}
+
+// ---- Cast ----
+template <typename T, typename U>
+void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode &roundMode, const uint32_t count) {
+    static_assert(sim::TypeTag<T>() >= 0 && sim::TypeTag<U>() >= 0,
+                  "Cast: the simulator supports float, half, bfloat16_t and int32_t");
+    acl_fa_sim::kernel::Enter("Cast");
+    sim::CheckLocalT("Cast", "dst", dst, uint64_t(count) * sizeof(T));
+    sim::CheckLocalT("Cast", "src", src, uint64_t(count) * sizeof(U));
+    sim::CountVector(count);
+    sim::CastImpl(dst.SimData(), sim::TypeTag<T>(), src.SimData(), sim::TypeTag<U>(), count, roundMode);
+}
+
+// ---- reductions (count form): result in dst[0]; calIndex puts the index in dst[1] ----
+template <typename T>
+void ReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &sharedTmpBuffer,
+               const int32_t count, bool calIndex = 0) {
+    acl_fa_sim::kernel::Enter("ReduceMax");
+    sim::VecOperands("ReduceMax", count, src);
+    sim::CheckLocalT("ReduceMax", "dst", dst, (calIndex ? 2 : 1) * sizeof(T));
+    sim::CheckLocalT("ReduceMax", "sharedTmpBuffer", sharedTmpBuffer, 0);
+    if (count <= 0) return;
+    const T *x = src.SimData();
+    T best = x[0];
+    uint32_t idx = 0;
+    for (int32_t i = 1; i < count; ++i) {
+        if (best != best) break;
+        if (x[i] != x[i] || x[i] > best) {
+            best = x[i];
+            idx = static_cast<uint32_t>(i);
+        }
+    }
+    dst.SimData()[0] = best;
+    if (calIndex) {
+        // the index is stored as raw bits in an element of T
+        if constexpr (sizeof(T) == 4) {
+            std::memcpy(&dst.SimData()[1], &idx, 4);
+        } else {
+            uint16_t i16 = static_cast<uint16_t>(idx);
+            std::memcpy(&dst.SimData()[1], &i16, 2);
+        }
+    }
+}
+template <typename T, bool isSetMask = true>
+void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &sharedTmpBuffer,
+               const int32_t count) {
+    acl_fa_sim::kernel::Enter("ReduceSum");
+    sim::VecOperands("ReduceSum", count, src);
+    sim::CheckLocalT("ReduceSum", "dst", dst, sizeof(T));
+    sim::CheckLocalT("ReduceSum", "sharedTmpBuffer", sharedTmpBuffer, 0);
+    // 8 interleaved partial sums in fp32, combined pairwise: the tree order of the unit
+    float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const T *x = src.SimData();
+    int32_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+        for (int j = 0; j < 8; ++j) part[j] += static_cast<float>(x[i + j]);
+    }
+    for (int j = 0; i < count; ++i, ++j) part[j] += static_cast<float>(x[i]);
+    const float s = ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+    dst.SimData()[0] = static_cast<T>(s);
+}
+
+// ---- reductions (mask + repeat form), continuous mask: the first `mask` elements of
+// each repeat; repeat r reads 8 blocks of 32 B at src + r * srcRepStride blocks, block b at
+// b * srcBlkStride blocks ----
+namespace sim {
+template <typename T, typename F>
+void WholeReduce(const char *api, const LocalTensor<T> &dst, const LocalTensor<T> &src, int32_t mask,
+                 int32_t repeatTime, int32_t dstStep, int32_t srcBlkStride, int32_t srcRepStride, F reduce) {
+    constexpr int32_t perBlock = 32 / sizeof(T);
+    constexpr int32_t perRepeat = 256 / sizeof(T);
+    if (mask < 0 || mask > perRepeat || repeatTime < 0 || repeatTime > 255) {
+        acl_fa_sim::kernel::Violation("vector repeat parameters", api,
+                                      "mask " + std::to_string(mask) + " must be in [0, " + std::to_string(perRepeat) +
+                                          "], repeatTime " + std::to_string(repeatTime) + " in [0, 255]");
+    }
+    if (mask == 0 || repeatTime == 0) return;
+    const int32_t lastBlock = (mask - 1) / perBlock;
+    const uint64_t srcSpan = (uint64_t(repeatTime - 1) * srcRepStride + uint64_t(lastBlock) * srcBlkStride) * 32 +
+                             uint64_t((mask - 1) % perBlock + 1) * sizeof(T);
+    CheckLocalT(api, "src", src, srcSpan);
+    CheckLocal(api, "dst", dst.SimPos(), dst.GetPhyAddr(),
+               (uint64_t(repeatTime - 1) * dstStep + 1) * sizeof(T), uint64_t(dst.GetSize()) * sizeof(T), true);
+    CountVector(uint64_t(mask) * repeatTime);
+    for (int32_t r = 0; r < repeatTime; ++r) {
+        const T *base = src.SimData() + uint64_t(r) * srcRepStride * perBlock;
+        reduce(base, mask, perBlock, srcBlkStride, dst.SimData() + uint64_t(r) * dstStep);
+    }
+}
+}  // namespace sim
+
+template <typename T, bool isSetMask = true>
+void WholeReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t mask, const int32_t repeatTime,
+                    const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride,
+                    ReduceOrder order = ReduceOrder::ORDER_VALUE_INDEX) {
+    acl_fa_sim::kernel::Enter("WholeReduceMax");
+    const bool valueOnly = order == ReduceOrder::ORDER_ONLY_VALUE;
+    const int32_t step = dstRepStride * (valueOnly ? 1 : 2);  // dstRepStride counts results
+    sim::WholeReduce("WholeReduceMax", dst, src, mask, repeatTime, step, srcBlkStride, srcRepStride,
+                     [order](const T *base, int32_t n, int32_t perBlock, int32_t blkStride, T *out) {
+                         T best = base[0];
+                         uint32_t idx = 0;
+                         for (int32_t i = 1; i < n; ++i) {
+                             const T v = base[uint64_t(i / perBlock) * blkStride * perBlock + i % perBlock];
+                             if (v != v || v > best) {
+                                 if (best != best) break;
+                                 best = v;
+                                 idx = static_cast<uint32_t>(i);
+                             }
+                         }
+                         T idxBits;
+                         if constexpr (sizeof(T) == 4) {
+                             std::memcpy(&idxBits, &idx, 4);
+                         } else {
+                             uint16_t i16 = static_cast<uint16_t>(idx);
+                             std::memcpy(&idxBits, &i16, 2);
+                         }
+                         switch (order) {
+                             case ReduceOrder::ORDER_VALUE_INDEX: out[0] = best; out[1] = idxBits; break;
+                             case ReduceOrder::ORDER_INDEX_VALUE: out[0] = idxBits; out[1] = best; break;
+                             case ReduceOrder::ORDER_ONLY_VALUE: out[0] = best; break;
+                             case ReduceOrder::ORDER_ONLY_INDEX: out[0] = idxBits; break;
+                         }
+                     });
+}
+template <typename T, bool isSetMask = true>
+void WholeReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t mask, const int32_t repeatTime,
+                    const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride) {
+    acl_fa_sim::kernel::Enter("WholeReduceSum");
+    sim::WholeReduce("WholeReduceSum", dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride,
+                     [](const T *base, int32_t n, int32_t perBlock, int32_t blkStride, T *out) {
+                         float s = 0.0f;
+                         for (int32_t i = 0; i < n; ++i) {
+                             s += static_cast<float>(base[uint64_t(i / perBlock) * blkStride * perBlock + i % perBlock]);
+                         }
+                         out[0] = static_cast<T>(s);
+                     });
+}
+
+// ---- Brcb: each of 8 source elements per repeat fills one 32-byte block of dst ----
+template <typename T>
+void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint8_t repeatTime,
+          const BrcbRepeatParams &repeatParams) {
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Brcb supports 16- and 32-bit types");
+    acl_fa_sim::kernel::Enter("Brcb");
+    constexpr uint32_t perBlock = 32 / sizeof(T);
+    if (repeatTime == 0) return;
+    sim::CheckLocalT("Brcb", "src", src, uint64_t(repeatTime) * 8 * sizeof(T));
+    const uint64_t dstSpan =
+        (uint64_t(repeatTime - 1) * repeatParams.dstRepStride + 7ull * repeatParams.dstBlkStride + 1) * 32;
+    sim::CheckLocalT("Brcb", "dst", dst, dstSpan);
+    sim::CountVector(uint64_t(repeatTime) * 8 * perBlock);
+    for (uint32_t r = 0; r < repeatTime; ++r) {
+        for (uint32_t b = 0; b < 8; ++b) {
+            const T v = src.SimData()[r * 8 + b];
+            T *blk = dst.SimData() + (uint64_t(r) * repeatParams.dstRepStride + uint64_t(b) * repeatParams.dstBlkStride) *
+                                         perBlock;
+            for (uint32_t e = 0; e < perBlock; ++e) blk[e] = v;
+        }
+    }
+}
+
+// ---- Compare (count form): bit i of dst (uint8_t bytes, LSB first) = src0[i] cmp src1[i].
+// count * sizeof(T) must be a multiple of 256 bytes (whole repeats). ----
+template <typename T, typename U>
+void Compare(const LocalTensor<U> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, CMPMODE cmpMode,
+             uint32_t count) {
+    acl_fa_sim::kernel::Enter("Compare");
+    if ((uint64_t(count) * sizeof(T)) % 256 != 0) {
+        acl_fa_sim::kernel::Violation("vector count", "Compare",
+                                      "count " + std::to_string(count) + " is not a whole number of 256-byte repeats");
+    }
+    sim::VecOperands("Compare", count, src0, src1);
+    sim::CheckLocalT("Compare", "dst", dst, (count + 7) / 8);
+    uint8_t *bits = reinterpret_cast<uint8_t *>(dst.SimData());
+    const T *x = src0.SimData(), *y = src1.SimData();
+    for (uint32_t i = 0; i < count; i += 8) {
+        uint8_t byte = 0;
+        for (uint32_t j = 0; j < 8 && i + j < count; ++j) {
+            const T a = x[i + j], b = y[i + j];
+            bool r = false;
+            switch (cmpMode) {
+                case CMPMODE::LT: r = a < b; break;
+                case CMPMODE::GT: r = a > b; break;
+                case CMPMODE::EQ: r = a == b; break;
+                case CMPMODE::LE: r = a <= b; break;
+                case CMPMODE::GE: r = a >= b; break;
+                case CMPMODE::NE: r = a != b; break;
+            }
+            byte |= static_cast<uint8_t>(r) << j;
+        }
+        bits[i / 8] = byte;
+    }
+}
+
+// ---- Select (count form): dst[i] = bit i of selMask ? src0[i] : src1[i] (or the scalar) ----
+template <typename T, typename U>
+void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, const LocalTensor<T> &src0,
+            const LocalTensor<T> &src1, SELMODE selMode, uint32_t count) {
+    acl_fa_sim::kernel::Enter("Select");
+    if (selMode != SELMODE::VSEL_TENSOR_TENSOR_MODE && selMode != SELMODE::VSEL_CMPMASK_SPR) {
+        acl_fa_sim::kernel::Violation("Select mode", "Select", "tensor-tensor Select needs VSEL_TENSOR_TENSOR_MODE");
+    }
+    sim::VecOperands("Select", count, dst, src0, src1);
+    sim::CheckLocalT("Select", "selMask", selMask, (count + 7) / 8);
+    const uint8_t *bits = reinterpret_cast<const uint8_t *>(selMask.SimData());
+    for (uint32_t i = 0; i < count; ++i) {
+        dst.SimData()[i] = ((bits[i / 8] >> (i % 8)) & 1) ? src0.SimData()[i] : src1.SimData()[i];
+    }
+}
+template <typename T, typename U>
+void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, const LocalTensor<T> &src0, T src1,
+            SELMODE selMode, uint32_t count) {
+    acl_fa_sim::kernel::Enter("Select");
+    if (selMode != SELMODE::VSEL_TENSOR_SCALAR_MODE) {
+        acl_fa_sim::kernel::Violation("Select mode", "Select", "tensor-scalar Select needs VSEL_TENSOR_SCALAR_MODE");
+    }
+    sim::VecOperands("Select", count, dst, src0);
+    sim::CheckLocalT("Select", "selMask", selMask, (count + 7) / 8);
+    const uint8_t *bits = reinterpret_cast<const uint8_t *>(selMask.SimData());
+    for (uint32_t i = 0; i < count; ++i) {
+        dst.SimData()[i] = ((bits[i / 8] >> (i % 8)) & 1) ? src0.SimData()[i] : src1;
+    }
+}
+
+}  // namespace AscendC

@@ -1,0 +1,155 @@
+// convert.cpp -- element type conversions (Cast, Matmul operand/result conversion) and
+// the fp32 transcendental vector ops. Loops are compiled for x86-64-v4 / v3 / baseline
+// and chosen at load time (target_clones), so F16C/AVX-512 are used where present.
+#include <cfenv>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "ascendc_sim/vec.h"
+
+#define ACLFA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
+namespace acl_fa_sim {
+namespace kernel {
+
+ACLFA_CLONES void ConvertF32ToF16(const float *src, uint16_t *dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const _Float16 h = static_cast<_Float16>(src[i]);  // round to nearest even
+        std::memcpy(&dst[i], &h, 2);
+    }
+}
+
+ACLFA_CLONES void ConvertF16ToF32(const uint16_t *src, float *dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        _Float16 h;
+        std::memcpy(&h, &src[i], 2);
+        dst[i] = static_cast<float>(h);
+    }
+}
+
+ACLFA_CLONES void ConvertF32ToBf16(const float *src, uint16_t *dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t u;
+        std::memcpy(&u, &src[i], 4);
+        const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+        const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        dst[i] = static_cast<uint16_t>(nan ? ((u >> 16) | 0x40u) : r);
+    }
+}
+
+ACLFA_CLONES void ConvertBf16ToF32(const uint16_t *src, float *dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t u = static_cast<uint32_t>(src[i]) << 16;
+        std::memcpy(&dst[i], &u, 4);
+    }
+}
+
+}  // namespace kernel
+}  // namespace acl_fa_sim
+
+namespace AscendC {
+namespace sim {
+namespace {
+
+using acl_fa_sim::kernel::Violation;
+
+// Rounds x (finite, in float) to a value representable with `mantBits` explicit mantissa
+// bits and minimum normal exponent `minExp`, by the given mode; then the caller converts
+// exactly. Used for the non-default modes (the default RINT path is the vectorized one).
+float RoundToFormat(float x, int mantBits, int minExp, RoundMode mode) {
+    if (!std::isfinite(x) || x == 0.0f) return x;
+    int e;
+    std::frexp(x, &e);  // |x| in [2^(e-1), 2^e)
+    const int exp = std::max(e - 1, minExp);
+    const float ulp = std::ldexp(1.0f, exp - mantBits);
+    const float q = x / ulp;  // exact: power-of-two scaling
+    float r;
+    switch (mode) {
+        case RoundMode::CAST_FLOOR: r = std::floor(q); break;
+        case RoundMode::CAST_CEIL: r = std::ceil(q); break;
+        case RoundMode::CAST_ROUND: r = std::round(q); break;  // ties away from zero
+        case RoundMode::CAST_TRUNC: r = std::trunc(q); break;
+        case RoundMode::CAST_ODD: {
+            r = std::trunc(q);
+            if (r != q && std::fmod(r, 2.0f) == 0.0f) r += (q > 0 ? 1.0f : -1.0f);
+            break;
+        }
+        default: r = std::nearbyint(q); break;  // RINT / NONE: ties to even
+    }
+    return r * ulp;
+}
+
+float RoundInt(float x, RoundMode mode) {
+    switch (mode) {
+        case RoundMode::CAST_FLOOR: return std::floor(x);
+        case RoundMode::CAST_CEIL: return std::ceil(x);
+        case RoundMode::CAST_ROUND: return std::round(x);
+        case RoundMode::CAST_TRUNC: return std::trunc(x);
+        default: return std::nearbyint(x);
+    }
+}
+
+int32_t SaturateInt(float x) {
+    if (std::isnan(x)) return 0;
+    if (x >= 2147483647.0f) return INT32_MAX;
+    if (x <= -2147483648.0f) return INT32_MIN;
+    return static_cast<int32_t>(x);
+}
+
+}  // namespace
+
+ACLFA_CLONES void ExpF32(const float *src, float *dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] = std::exp(src[i]);
+}
+
+ACLFA_CLONES void LnF32(const float *src, float *dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] = std::log(src[i]);
+}
+
+// Tags: 0 float, 1 half, 2 bfloat16, 3 int32.
+void CastImpl(void *dst, int dstTag, const void *src, int srcTag, size_t n, RoundMode mode) {
+    using namespace acl_fa_sim::kernel;
+    const bool nearestEven = mode == RoundMode::CAST_RINT || mode == RoundMode::CAST_NONE;
+    if (srcTag == 0 && (dstTag == 1 || dstTag == 2)) {
+        const float *s = static_cast<const float *>(src);
+        if (nearestEven) {
+            (dstTag == 1 ? ConvertF32ToF16 : ConvertF32ToBf16)(s, static_cast<uint16_t *>(dst), n);
+            return;
+        }
+        // fp16: 10 mantissa bits, min normal exponent -14; bf16: 7 bits, -126
+        const int mant = dstTag == 1 ? 10 : 7, minExp = dstTag == 1 ? -14 : -126;
+        for (size_t i = 0; i < n; ++i) {
+            const float r = RoundToFormat(s[i], mant, minExp, mode);
+            (dstTag == 1 ? ConvertF32ToF16 : ConvertF32ToBf16)(&r, static_cast<uint16_t *>(dst) + i, 1);
+        }
+        return;
+    }
+    if ((srcTag == 1 || srcTag == 2) && dstTag == 0) {
+        (srcTag == 1 ? ConvertF16ToF32 : ConvertBf16ToF32)(static_cast<const uint16_t *>(src),
+                                                            static_cast<float *>(dst), n);
+        return;
+    }
+    if (srcTag == 0 && dstTag == 3) {
+        const float *s = static_cast<const float *>(src);
+        int32_t *d = static_cast<int32_t *>(dst);
+        for (size_t i = 0; i < n; ++i) d[i] = SaturateInt(RoundInt(s[i], mode));
+        return;
+    }
+    if (srcTag == 3 && dstTag == 0) {
+        const int32_t *s = static_cast<const int32_t *>(src);
+        float *d = static_cast<float *>(dst);
+        for (size_t i = 0; i < n; ++i) d[i] = static_cast<float>(s[i]);
+        return;
+    }
+    if (srcTag == dstTag) {
+        std::memmove(dst, src, n * (srcTag == 1 || srcTag == 2 ? 2 : 4));
+        return;
+    }
+    Violation("Cast types", "Cast",
+              "conversion " + std::to_string(srcTag) + " -> " + std::to_string(dstTag) +
+                  " (0 float, 1 half, 2 bfloat16, 3 int32) is not supported by the simulator");
+}
+
+}  // namespace sim
+}  // namespace AscendC

@@ -1,0 +1,156 @@
+// gemm.cpp -- the fp32 GEMM behind the Matmul API: packed panels, a register-blocked
+// micro-kernel (MR rows x NR columns of C held in vector registers), cache blocking over
+// K (KC) and M (MC). One micro-kernel source, instantiated for AVX-512 (16-float
+// vectors), AVX2+FMA (8-float) and baseline SSE (4-float); the CPU picks at run time.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "ascendc_sim/core.h"
+
+namespace acl_fa_sim {
+namespace kernel {
+namespace {
+
+constexpr int KC = 256;  // K depth of one packed panel pair (A strip + B strip stay in L1/L2)
+constexpr int MC = 120;  // rows of A packed at once (multiple of every MR below)
+
+template <int W>
+struct Vec {
+    typedef float type __attribute__((vector_size(W * 4)));
+};
+
+// C[0:mr, 0:nr] (+)= Ap[kc x MR] * Bp[kc x NR]; Ap is MR-interleaved, Bp NR-interleaved.
+template <int MR, int NV, int W>
+inline __attribute__((always_inline)) void MicroKernel(int kc, const float *Ap, const float *Bp, float *C, int ldc,
+                                                       bool accumulate, int mr, int nr) {
+    using V = typename Vec<W>::type;
+    constexpr int NR = NV * W;
+    V acc[MR][NV];
+    for (int i = 0; i < MR; ++i)
+        for (int v = 0; v < NV; ++v) acc[i][v] = V{};
+    for (int p = 0; p < kc; ++p) {
+        V b[NV];
+        for (int v = 0; v < NV; ++v) std::memcpy(&b[v], Bp + p * NR + v * W, sizeof(V));
+        for (int i = 0; i < MR; ++i) {
+            const float a = Ap[p * MR + i];
+            for (int v = 0; v < NV; ++v) acc[i][v] += b[v] * a;
+        }
+    }
+    if (mr == MR && nr == NR) {
+        for (int i = 0; i < MR; ++i) {
+            for (int v = 0; v < NV; ++v) {
+                V c;
+                float *dst = C + i * ldc + v * W;
+                if (accumulate) {
+                    std::memcpy(&c, dst, sizeof(V));
+                    c += acc[i][v];
+                } else {
+                    c = acc[i][v];
+                }
+                std::memcpy(dst, &c, sizeof(V));
+            }
+        }
+        return;
+    }
+    float tile[MR][NR];
+    std::memcpy(tile, acc, sizeof(tile));
+    for (int i = 0; i < mr; ++i)
+        for (int j = 0; j < nr; ++j) C[i * ldc + j] = accumulate ? C[i * ldc + j] + tile[i][j] : tile[i][j];
+}
+
+// Packs A[m x kc] (row stride lda) into MR-row strips, zero-padded.
+template <int MR>
+void PackA(int m, int kc, const float *A, int lda, float *out) {
+    for (int i0 = 0; i0 < m; i0 += MR) {
+        const int mr = std::min(MR, m - i0);
+        for (int p = 0; p < kc; ++p) {
+            for (int i = 0; i < mr; ++i) out[p * MR + i] = A[(i0 + i) * lda + p];
+            for (int i = mr; i < MR; ++i) out[p * MR + i] = 0.0f;
+        }
+        out += kc * MR;
+    }
+}
+
+// Packs B[kc x n] (row stride ldb) into NR-column strips, zero-padded.
+template <int NR>
+void PackB(int kc, int n, const float *B, int ldb, float *out) {
+    for (int j0 = 0; j0 < n; j0 += NR) {
+        const int nr = std::min(NR, n - j0);
+        for (int p = 0; p < kc; ++p) {
+            const float *src = B + p * ldb + j0;
+            for (int j = 0; j < nr; ++j) out[p * NR + j] = src[j];
+            for (int j = nr; j < NR; ++j) out[p * NR + j] = 0.0f;
+        }
+        out += kc * NR;
+    }
+}
+
+template <int MR, int NV, int W>
+inline __attribute__((always_inline)) void GemmBody(int m, int n, int k, const float *A, int lda, const float *B,
+                                                    int ldb, float *C, int ldc, bool accumulate) {
+    constexpr int NR = NV * W;
+    static_assert(MC % MR == 0, "MC must hold whole MR strips");
+    thread_local std::vector<float> apack, bpack;
+    const int nStrips = (n + NR - 1) / NR;
+    bpack.resize(size_t(KC) * NR * nStrips);
+    apack.resize(size_t(KC) * MC);
+    for (int pc = 0; pc < k; pc += KC) {
+        const int kc = std::min(KC, k - pc);
+        const bool acc = accumulate || pc > 0;
+        PackB<NR>(kc, n, B + size_t(pc) * ldb, ldb, bpack.data());
+        for (int ic = 0; ic < m; ic += MC) {
+            const int mc = std::min(MC, m - ic);
+            PackA<MR>(mc, kc, A + size_t(ic) * lda + pc, lda, apack.data());
+            for (int jr = 0; jr < n; jr += NR) {
+                const float *bp = bpack.data() + size_t(jr / NR) * kc * NR;
+                for (int ir = 0; ir < mc; ir += MR) {
+                    MicroKernel<MR, NV, W>(kc, apack.data() + size_t(ir / MR) * kc * MR, bp,
+                                           C + size_t(ic + ir) * ldc + jr, ldc, acc, std::min(MR, mc - ir),
+                                           std::min(NR, n - jr));
+                }
+            }
+        }
+    }
+}
+
+__attribute__((target("avx512f,fma"))) void GemmAvx512(int m, int n, int k, const float *A, int lda,
+                                                        const float *B, int ldb, float *C, int ldc, bool accumulate) {
+    GemmBody<8, 2, 16>(m, n, k, A, lda, B, ldb, C, ldc, accumulate);  // 16 zmm accumulators
+}
+
+__attribute__((target("avx2,fma"))) void GemmAvx2(int m, int n, int k, const float *A, int lda, const float *B,
+                                                   int ldb, float *C, int ldc, bool accumulate) {
+    GemmBody<6, 2, 8>(m, n, k, A, lda, B, ldb, C, ldc, accumulate);  // 12 ymm accumulators
+}
+
+void GemmBaseline(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                  bool accumulate) {
+    GemmBody<4, 2, 4>(m, n, k, A, lda, B, ldb, C, ldc, accumulate);  // 8 xmm accumulators
+}
+
+using GemmFn = void (*)(int, int, int, const float *, int, const float *, int, float *, int, bool);
+
+GemmFn PickGemm() {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return GemmAvx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return GemmAvx2;
+    return GemmBaseline;
+}
+
+}  // namespace
+
+void Sgemm(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float *c, int ldc,
+           bool accumulate) {
+    static const GemmFn fn = PickGemm();
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) {
+        if (!accumulate)
+            for (int i = 0; i < m; ++i) std::fill(c + size_t(i) * ldc, c + size_t(i) * ldc + n, 0.0f);
+        return;
+    }
+    fn(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+}  // namespace kernel
+}  // namespace acl_fa_sim

@@ -1,0 +1,232 @@
+// launch.cpp -- LaunchKernel: runs a kernel's simulated cores on host threads, gives each
+// its identity and arenas, collects the first rule violation and the counters.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "acl_fa_sim.h"
+#include "ascendc_sim/kernel_macros.h"
+#include "ascendc_sim/sync.h"
+#include "engine_internal.h"
+
+namespace acl_fa_sim {
+namespace kernel {
+namespace {
+
+thread_local CoreContext *tlsCore = nullptr;
+thread_local uint64_t tlsNextTilingKey = 0;
+
+std::mutex gStatsMutex;
+aclfaSimLaunchStats gLastStats;
+bool gHaveStats = false;
+
+// UB bytes are filled with this at the start of each core (0xFF.. is a NaN in fp16 and
+// fp32): a kernel that reads UB it never wrote sees NaNs, as it would see garbage on chip.
+constexpr uint8_t kUbPoison = 0xFF;
+
+// One invocation of the kernel body.
+struct Invocation {
+    bool isAic;
+    uint32_t blockIdx;
+};
+
+// Which cores a kernel type launches; fills ratio (AIVs per AIC) and returns the list.
+bool PlanCores(uint32_t kernelType, uint32_t blockDim, const aclfaSimChip &chip, uint32_t *ratio,
+               std::vector<Invocation> *out, std::string *error) {
+    uint32_t aic = 0, aivPerBlock = 0;
+    switch (kernelType) {
+        case KERNEL_TYPE_AIV_ONLY: case KERNEL_TYPE_MIX_AIV_1_0: aivPerBlock = 1; break;
+        case KERNEL_TYPE_AIC_ONLY: case KERNEL_TYPE_MIX_AIC_1_0: aic = 1; break;
+        case KERNEL_TYPE_MIX_AIC_1_1: aic = 1; aivPerBlock = 1; break;
+        case KERNEL_TYPE_MIX_AIC_1_2: aic = 1; aivPerBlock = 2; break;
+        case KERNEL_TYPE_AICORE: aic = 1; break;
+        case KERNEL_TYPE_VECTORCORE: aivPerBlock = 1; break;
+        default:
+            *error = "unsupported kernel type " + std::to_string(kernelType);
+            return false;
+    }
+    const bool mix = kernelType == KERNEL_TYPE_MIX_AIC_1_1 || kernelType == KERNEL_TYPE_MIX_AIC_1_2 ||
+                     kernelType == KERNEL_TYPE_MIX_AIV_1_0 || kernelType == KERNEL_TYPE_MIX_AIC_1_0 ||
+                     kernelType == KERNEL_TYPE_AIV_ONLY || kernelType == KERNEL_TYPE_AIC_ONLY;
+    if (mix && chip.coupled) {
+        *error = std::string("kernel type ") + std::to_string(kernelType) +
+                 " needs separate cube and vector cores (Ascend910B / Ascend910_93); the simulated chip " + chip.name +
+                 " has coupled AI Cores";
+        return false;
+    }
+    *ratio = std::max<uint32_t>(aivPerBlock, 1);
+    for (uint32_t b = 0; b < blockDim && aic; ++b) out->push_back({true, b});
+    for (uint32_t b = 0; b < blockDim * aivPerBlock; ++b) out->push_back({false, b});
+    return true;
+}
+
+void MaxInto(uint64_t &dst, uint64_t v) { dst = std::max(dst, v); }
+
+void SumInto(aclfaSimCoreStats &t, const aclfaSimCoreStats &c) {
+    t.gmReadBytes += c.gmReadBytes;
+    t.gmWriteBytes += c.gmWriteBytes;
+    t.cubeMacs += c.cubeMacs;
+    t.vectorElems += c.vectorElems;
+    t.scalarAccesses += c.scalarAccesses;
+    MaxInto(t.ubHighWater, c.ubHighWater);
+    MaxInto(t.l1HighWater, c.l1HighWater);
+    t.workItems += c.workItems;
+}
+
+// Arenas of one worker thread, reused by the cores it runs.
+struct WorkerMemory {
+    std::vector<uint8_t> ub, l1;
+};
+
+}  // namespace
+
+CoreContext *CurrentCore() { return tlsCore; }
+
+std::string DescribeCore(const CoreContext &core) {
+    std::string s = std::string(core.isAic ? "AIC " : "AIV ") + std::to_string(core.blockIdx);
+    if (!core.isAic && core.taskRatio > 1) {
+        s += " (block " + std::to_string(core.blockIdx / core.taskRatio) + ", sub-block " +
+             std::to_string(core.subBlockIdx) + ")";
+    }
+    return s;
+}
+
+void Violation(const char *rule, const char *api, const std::string &detail) {
+    CoreContext *core = tlsCore;
+    std::string where = core ? DescribeCore(*core) : std::string("no core");
+    throw RuleViolation(std::string("rule '") + rule + "' violated on " + where + " in " + api + ": " + detail);
+}
+
+void NoCore(const char *api) {
+    throw RuleViolation(std::string(api) + " called outside a kernel launch (no simulated core on this thread)");
+}
+
+}  // namespace kernel
+
+void SetLaunchTilingKey(uint64_t key) { kernel::tlsNextTilingKey = key; }
+
+aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernelType,
+                      const std::function<void()> &body, std::string *error) {
+    using namespace kernel;
+    const aclfaSimChip *chip = aclfaSimGetChip();
+    const uint64_t tilingKey = tlsNextTilingKey;
+    tlsNextTilingKey = 0;
+    std::string err;
+    uint32_t ratio = 1;
+    std::vector<Invocation> inv;
+    if (blockDim == 0) err = "blockDim is 0";
+    else if (blockDim > 65535) err = "blockDim " + std::to_string(blockDim) + " exceeds 65535";
+    if (err.empty()) PlanCores(kernelType, blockDim, *chip, &ratio, &inv, &err);
+    if (!err.empty()) {
+        if (error) *error = std::string("launch of ") + kernelName + " failed: " + err;
+        return ACL_ERROR_INVALID_PARAM;
+    }
+
+    // Counters: block b of a type lands in slot b % capacity (more blocks than slots fold).
+    auto stats = std::make_unique<aclfaSimLaunchStats>();
+    std::memset(stats.get(), 0, sizeof(*stats));
+    std::snprintf(stats->kernelName, sizeof stats->kernelName, "%s", kernelName);
+    stats->blockDim = blockDim;
+    stats->kernelType = kernelType;
+    uint32_t aicCount = 0, aivCount = 0;
+    for (const auto &i : inv) (i.isAic ? aicCount : aivCount)++;
+    stats->aicUsed = std::min<uint32_t>(aicCount, ACLFA_SIM_MAX_AIC);
+    stats->aivUsed = std::min<uint32_t>(aivCount, ACLFA_SIM_MAX_AIV);
+    // per-core scratch counters (the AIC slots receive atomic adds from their AIVs' Matmul calls)
+    std::vector<aclfaSimCoreStats> aicStats(std::max<uint32_t>(stats->aicUsed, 1)), aivStats(inv.size());
+    // (AIV-only launches keep one unused AIC slot so that cubeStats is never null)
+
+    volatile bool abortFlag = false;
+    std::mutex errMutex;
+    std::string firstError;
+    std::atomic<size_t> next{0};
+    const size_t workers = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), inv.size()));
+    const auto t0 = std::chrono::steady_clock::now();
+
+    auto work = [&]() {
+        WorkerMemory mem;
+        mem.ub.resize(chip->ubBytes);
+        mem.l1.resize(chip->l1Bytes);
+        for (size_t k = next.fetch_add(1); k < inv.size(); k = next.fetch_add(1)) {
+            const Invocation &me = inv[k];
+            CoreContext core;
+            core.isAic = me.isAic;
+            core.coupled = chip->coupled != 0;
+            core.blockIdx = me.blockIdx;
+            core.blockNum = blockDim;
+            core.taskRatio = ratio;
+            core.subBlockIdx = me.isAic ? 0 : me.blockIdx % ratio;
+            core.kernelType = kernelType;
+            core.tilingKey = tilingKey;
+            core.sysWorkspaceBytes = LibApiWorkspaceBytes(*chip);
+            core.ub = Arena{mem.ub.data(), chip->ubBytes, 0, 0};
+            core.l1 = Arena{mem.l1.data(), chip->l1Bytes, 0, 0};
+            core.l0aBytes = chip->l0aBytes;
+            core.l0bBytes = chip->l0bBytes;
+            core.l0cBytes = chip->l0cBytes;
+            const uint32_t aicSlot = (me.isAic ? me.blockIdx : me.blockIdx / ratio) % aicStats.size();
+            core.stats = me.isAic ? &aicStats[aicSlot] : &aivStats[k];
+            core.cubeStats = &aicStats[aicSlot];
+            core.traceCore = static_cast<uint16_t>(me.isAic ? 1000 + me.blockIdx : me.blockIdx);
+            core.abortFlag = &abortFlag;
+            std::memset(mem.ub.data(), kUbPoison, mem.ub.size());
+            tlsCore = &core;
+            try {
+                body();
+                CheckEventsDrained(core);
+            } catch (const RuleViolation &v) {
+                std::lock_guard<std::mutex> lock(errMutex);
+                if (firstError.empty()) firstError = v.what();
+                abortFlag = true;
+            } catch (const CoreStopped &) {
+            } catch (const std::exception &e) {
+                std::lock_guard<std::mutex> lock(errMutex);
+                if (firstError.empty()) firstError = std::string("kernel raised: ") + e.what();
+                abortFlag = true;
+            }
+            tlsCore = nullptr;
+        }
+    };
+    std::vector<std::thread> pool;
+    for (size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+    work();
+    for (auto &t : pool) t.join();
+    stats->wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    for (size_t k = 0; k < inv.size(); ++k) {
+        if (inv[k].isAic) continue;
+        SumInto(stats->aiv[inv[k].blockIdx % ACLFA_SIM_MAX_AIV], aivStats[k]);
+    }
+    for (size_t a = 0; a < aicStats.size() && a < ACLFA_SIM_MAX_AIC; ++a) {
+        if (stats->aicUsed) SumInto(stats->aic[a], aicStats[a]);
+    }
+    for (uint32_t a = 0; a < stats->aicUsed; ++a) SumInto(stats->total, stats->aic[a]);
+    for (uint32_t v = 0; v < stats->aivUsed; ++v) SumInto(stats->total, stats->aiv[v]);
+    {
+        std::lock_guard<std::mutex> lock(gStatsMutex);
+        gLastStats = *stats;
+        gHaveStats = true;
+    }
+    if (!firstError.empty()) {
+        if (error) *error = std::string("kernel ") + kernelName + ": " + firstError;
+        return ACL_ERROR_RT_AICORE_EXCEPTION;
+    }
+    return ACL_SUCCESS;
+}
+
+}  // namespace acl_fa_sim
+
+extern "C" aclError aclfaSimGetLastLaunchStats(aclfaSimLaunchStats *stats) {
+    if (stats == nullptr) return ACL_ERROR_INVALID_PARAM;
+    std::lock_guard<std::mutex> lock(acl_fa_sim::kernel::gStatsMutex);
+    if (!acl_fa_sim::kernel::gHaveStats) return ACL_ERROR_FAILURE;
+    *stats = acl_fa_sim::kernel::gLastStats;
+    return ACL_SUCCESS;
+}

@@ -1,0 +1,126 @@
+// matmul.cpp -- the Matmul API's host side: the TCubeTiling capacity check, operand
+// conversion to fp32, the GEMM, the result conversion, and the cube counters.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "acl_fa_sim.h"
+#include "ascendc_sim/matmul.h"
+#include "engine_internal.h"
+
+namespace AscendC {
+namespace sim {
+namespace {
+
+using acl_fa_sim::kernel::Violation;
+
+std::string Num(int64_t v) { return std::to_string(v); }
+
+int64_t Align(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// Loads op (rows x cols as the matmul sees it) into dst[rows][cols] fp32; stored
+// transposed when `trans` (then element (r, c) is at src[c * ld + r]).
+void LoadOperand(const void *src, int tag, int64_t ld, bool trans, int rows, int cols, float *dst) {
+    using namespace acl_fa_sim::kernel;
+    thread_local std::vector<float> line;
+    const int outer = trans ? cols : rows, inner = trans ? rows : cols;
+    line.resize(inner);
+    for (int o = 0; o < outer; ++o) {
+        float *row = trans ? line.data() : dst + int64_t(o) * cols;
+        if (tag == 0) {
+            std::copy_n(static_cast<const float *>(src) + o * ld, inner, row);
+        } else {
+            const uint16_t *s = static_cast<const uint16_t *>(src) + o * ld;
+            (tag == 1 ? ConvertF16ToF32 : ConvertBf16ToF32)(s, row, inner);
+        }
+        if (trans) {
+            for (int i = 0; i < inner; ++i) dst[int64_t(i) * cols + o] = row[i];
+        }
+    }
+}
+
+}  // namespace
+
+uint64_t CheckCubeTiling(const TCubeTiling &t, uint32_t aBytes, uint32_t bBytes, const char *api) {
+    const aclfaSimChip &chip = *aclfaSimGetChip();
+    auto fail = [&](const char *rule, const std::string &detail) {
+        Violation(rule, api, detail + " (TCubeTiling baseM=" + Num(t.baseM) + " baseN=" + Num(t.baseN) +
+                                 " baseK=" + Num(t.baseK) + " depthA1=" + Num(t.depthA1) + " depthB1=" +
+                                 Num(t.depthB1) + " on " + chip.name + ")");
+    };
+    const int c0 = 32 / static_cast<int>(aBytes);  // K elements of one fractal row
+    if (t.baseM <= 0 || t.baseN <= 0 || t.baseK <= 0) fail("Matmul tiling", "baseM/baseN/baseK must be positive");
+    if (t.baseM % 16 || t.baseN % 16 || t.baseK % c0) {
+        fail("Matmul tiling", "baseM and baseN must be multiples of 16 and baseK of " + Num(c0));
+    }
+    if (t.stepM <= 0 || t.stepN <= 0 || t.stepKa <= 0 || t.stepKb <= 0) {
+        fail("Matmul tiling", "stepM/stepN/stepKa/stepKb must be positive");
+    }
+    const int64_t perA = int64_t(t.stepM) * t.stepKa, perB = int64_t(t.stepN) * t.stepKb;
+    if (t.depthA1 < perA || t.depthA1 % perA || t.depthA1 / perA > 2) {
+        fail("Matmul tiling", "depthA1 must be stepM*stepKa (" + Num(perA) + ") or twice that");
+    }
+    if (t.depthB1 < perB || t.depthB1 % perB || t.depthB1 / perB > 2) {
+        fail("Matmul tiling", "depthB1 must be stepN*stepKb (" + Num(perB) + ") or twice that");
+    }
+    const uint64_t l0a = uint64_t(t.baseM) * t.baseK * aBytes * (t.dbL0A >= 2 ? 2 : 1);
+    const uint64_t l0b = uint64_t(t.baseK) * t.baseN * bBytes * (t.dbL0B >= 2 ? 2 : 1);
+    const uint64_t l0c = uint64_t(t.baseM) * t.baseN * 4 * (t.dbL0C >= 2 ? 2 : 1);
+    if (l0a > chip.l0aBytes) fail("L0A capacity", "A tiles need " + Num(l0a) + " B of " + Num(chip.l0aBytes));
+    if (l0b > chip.l0bBytes) fail("L0B capacity", "B tiles need " + Num(l0b) + " B of " + Num(chip.l0bBytes));
+    if (l0c > chip.l0cBytes) fail("L0C capacity", "C tiles need " + Num(l0c) + " B of " + Num(chip.l0cBytes));
+    const uint64_t l1 = uint64_t(t.depthA1) * t.baseM * t.baseK * aBytes +
+                        uint64_t(t.depthB1) * t.baseK * t.baseN * bBytes +
+                        (t.isBias ? uint64_t(t.baseN) * 4 : 0);
+    if (l1 > chip.l1Bytes) fail("L1 capacity", "A1 + B1 buffers need " + Num(l1) + " B of " + Num(chip.l1Bytes));
+    return l1;
+}
+
+void RunMatmul(const MatmulJob &j) {
+    thread_local std::vector<float> a, b, c;
+    a.resize(size_t(j.m) * j.k);
+    b.resize(size_t(j.k) * j.n);
+    LoadOperand(j.a, j.aTag, j.lda, j.transA, j.m, j.k, a.data());
+    LoadOperand(j.b, j.bTag, j.ldb, j.transB, j.k, j.n, b.data());
+    if (j.cTag == 0) {
+        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, a.data(), j.k, b.data(), j.n, static_cast<float *>(j.c),
+                                  static_cast<int>(j.ldc), j.accumulate);
+        return;
+    }
+    c.resize(size_t(j.m) * j.n);
+    if (j.accumulate) LoadOperand(j.c, j.cTag, j.ldc, false, j.m, j.n, c.data());
+    acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, a.data(), j.k, b.data(), j.n, c.data(), j.n, j.accumulate);
+    for (int i = 0; i < j.m; ++i) {
+        uint16_t *dst = static_cast<uint16_t *>(j.c) + i * j.ldc;
+        (j.cTag == 1 ? acl_fa_sim::kernel::ConvertF32ToF16 : acl_fa_sim::kernel::ConvertF32ToBf16)(
+            c.data() + size_t(i) * j.n, dst, j.n);
+    }
+}
+
+void CountMatmul(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, int m, int n, int k, uint32_t aBytes,
+                 uint32_t bBytes, uint64_t cGmBytes, const void *a, uint64_t aSpan, const void *b, uint64_t bSpan,
+                 const void *c, uint64_t cSpan) {
+    const int64_t c0 = 32 / aBytes;
+    const uint64_t macs = uint64_t(Align(m, 16)) * Align(n, 16) * Align(k, c0);
+    const int64_t mPass = std::max<int64_t>(1, (m + int64_t(t.baseM) * t.stepM - 1) / (int64_t(t.baseM) * t.stepM));
+    const int64_t nPass = std::max<int64_t>(1, (n + int64_t(t.baseN) * t.stepN - 1) / (int64_t(t.baseN) * t.stepN));
+    const uint64_t reads = uint64_t(m) * k * aBytes * nPass + uint64_t(k) * n * bBytes * mPass;
+    const uint64_t l1 = uint64_t(t.depthA1) * t.baseM * t.baseK * aBytes + uint64_t(t.depthB1) * t.baseK * t.baseN * bBytes;
+    acl_fa_sim::kernel::CountCube(core, macs, reads, cGmBytes, l1);
+    acl_fa_sim::kernel::TraceCube(core, a, aSpan, false);
+    acl_fa_sim::kernel::TraceCube(core, b, bSpan, false);
+    acl_fa_sim::kernel::TraceCube(core, c, cSpan, true);
+}
+
+void CheckMatmulLaunch(const char *api, int objects) {
+    auto &core = acl_fa_sim::kernel::Enter(api);
+    if (objects > kMaxMatmulObjects) {
+        Violation("Matmul objects", api, Num(objects) + " Matmul objects; at most 4 are supported");
+    }
+    if (!core.coupled && (core.kernelType == KERNEL_TYPE_AIV_ONLY || core.kernelType == KERNEL_TYPE_MIX_AIV_1_0)) {
+        Violation("Matmul launch", api, "Matmul needs a cube core; the kernel runs on vector cores only");
+    }
+}
+
+}  // namespace sim
+}  // namespace AscendC
