@@ -9,17 +9,6 @@
 namespace fa_policy {
 namespace {
 
-// Tiling-key bits and layout codes; op_host/flash_attention.cpp static_asserts that they
-// equal FA_KEY_* / FA_LAYOUT_* of op_kernel/flash_attention_tiling.h (which this pure
-// file cannot include: it pulls in a CANN header).
-constexpr uint64_t kKeyBf16 = 1u << 0;
-constexpr uint64_t kKeyCausal = 1u << 1;
-constexpr uint32_t kKeyLayoutShift = 2;
-constexpr uint64_t kKeySqTail = 1u << 4;
-constexpr uint64_t kKeySkvTail = 1u << 5;
-constexpr uint32_t kLayoutBsnd = 1;
-constexpr uint32_t kLayoutBsh = 2;
-
 constexpr uint32_t kBlockAlign = 16;      // cube fractal edge: blocks are multiples of 16 rows
 constexpr uint32_t kAutoBlockMStep = 32;  // auto blockM keeps both AIV halves multiples of 16
 constexpr uint64_t kUbAlign = 32;         // UB allocations are 32-B granular

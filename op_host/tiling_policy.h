@@ -80,6 +80,18 @@ constexpr uint32_t kReferenceBlockN = 128;
 constexpr uint32_t kMaxCores = 64;  // FA_MAX_CORES of the tiling struct
 constexpr uint64_t kWorkspaceAlign = 512;
 
+// Tiling-key bits and layout codes; op_host/flash_attention.cpp static_asserts that they
+// equal FA_KEY_* / FA_LAYOUT_* of op_kernel/flash_attention_tiling.h (which this pure
+// header cannot include: it pulls in a CANN header).
+constexpr uint64_t kKeyBf16 = 1u << 0;
+constexpr uint64_t kKeyCausal = 1u << 1;
+constexpr uint32_t kKeyLayoutShift = 2;
+constexpr uint64_t kKeySqTail = 1u << 4;
+constexpr uint64_t kKeySkvTail = 1u << 5;
+constexpr uint32_t kLayoutBnsd = 0;
+constexpr uint32_t kLayoutBsnd = 1;
+constexpr uint32_t kLayoutBsh = 2;
+
 // Computes the plan. Returns true and fills *plan, or false with *error saying which
 // argument or limit failed (e.g. "block_m=512 needs 278528 B of UB per AIV ...;
 // Ascend910B2 has 196352 B").

@@ -1,0 +1,36 @@
+// exe_graph/runtime/extended_kernel_context.h -- what every gert op context answers about the
+// node: tensor descs, attrs, names (metadef inc/external/exe_graph/runtime/, subset).
+//
+// Simulator: CANN builds contexts over a KernelRunContext chain; here each context views a
+// acl_fa_sim::host::NodeData (sim/src/host) that op_runtime fills from concrete tensors.
+#pragma once
+
+#include <cstddef>
+
+#include "exe_graph/runtime/compute_node_info.h"
+#include "exe_graph/runtime/runtime_attrs.h"
+#include "graph/types.h"
+
+namespace acl_fa_sim {
+namespace host {
+struct NodeData;
+}  // namespace host
+}  // namespace acl_fa_sim
+
+namespace gert {
+class ExtendedKernelContext {
+ public:
+    // nullptr when index is out of range.
+    const CompileTimeTensorDesc *GetInputDesc(const size_t index) const;
+    const CompileTimeTensorDesc *GetOutputDesc(const size_t index) const;
+    size_t GetComputeNodeInputNum() const;
+    size_t GetComputeNodeOutputNum() const;
+    const RuntimeAttrs *GetAttrs() const;
+    const ge::char_t *GetNodeType() const;
+    const ge::char_t *GetNodeName() const;
+
+ protected:
+    explicit ExtendedKernelContext(acl_fa_sim::host::NodeData *node) : node_(node) {}
+    acl_fa_sim::host::NodeData *node_;
+};
+}  // namespace gert
