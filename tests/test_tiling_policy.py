@@ -1,0 +1,159 @@
+"""The tiling policy (op_host/tiling_policy.cpp) through its C ABI (libaclfa_plan.so).
+
+Chip limits are the CANN_FACTS section 7 numbers as GetCoreMemSize answers them (910B-class
+UB/L1 minus the 256 B reserve), given explicitly so that the policy is tested on its own.
+"""
+from __future__ import annotations
+
+import pytest
+
+from acl_fa.plan import ChipLimits, PlanError, plan
+
+KIB = 1024
+CHIPS = {
+    "Ascend910B2": ChipLimits("Ascend910B2", "ascend910b", 2201, 24, 48, 196352, 524032, 64 * KIB, 64 * KIB, 128 * KIB),
+    "Ascend910B4": ChipLimits("Ascend910B4", "ascend910b", 2201, 20, 40, 196352, 524032, 64 * KIB, 64 * KIB, 128 * KIB),
+    "Ascend910_93": ChipLimits("Ascend910_93", "ascend910_93", 2201, 24, 48, 196352, 524032, 64 * KIB, 64 * KIB,
+                               128 * KIB),
+    "Ascend910A": ChipLimits("Ascend910A", "ascend910", 1001, 32, 0, 256 * KIB, 1024 * KIB, 64 * KIB, 64 * KIB,
+                             256 * KIB),
+    "Ascend310P3": ChipLimits("Ascend310P3", "ascend310p", 2002, 8, 7, 256 * KIB, 1024 * KIB, 64 * KIB, 64 * KIB,
+                              256 * KIB),
+}
+UB_LINES = 8  # the kernel's per-AIV InitBuffer list
+
+
+def ub_total(p):
+    return next(b for b in p.budget if b.name.startswith("UB total"))
+
+
+def expected_ub(block_m, block_n, d):
+    """The kernel's InitBuffer sizes (op_kernel/flash_attention_tiling.h), summed."""
+    m, n = block_m // 2, block_n
+    a32 = lambda x: (x + 31) // 32 * 32  # noqa: E731
+    return (m * n * 4 + m * n * 2 + m * d * 4 + m * d * 2 + m * d * 4
+            + 4 * a32(m * 4) + a32(m * 4) + a32(n * 4) + 32)
+
+
+def fits(chip, block_m, block_n, **kw):
+    try:
+        plan(soc=chip, block_m=block_m, block_n=block_n, **kw)
+    except PlanError:
+        return False
+    return True
+
+
+CASES = [
+    dict(seq=4096, heads=32, causal=True),
+    dict(seq=4096, heads=32, head_dim=64),
+    dict(seq=1, heads=1, head_dim=16),
+    dict(seq=17, seq_kv=97, heads=3, head_dim=48),
+    dict(seq=97, seq_kv=1, heads=2, causal=True),
+    dict(seq=4097, heads=4, kv_heads=2, head_dim=256, causal=True),
+    dict(seq=113, seq_kv=203, batch=2, heads=8, kv_heads=1, head_dim=128, dtype="bfloat16", layout="BSH"),
+    dict(seq=1023, seq_kv=1024, heads=16, head_dim=80, layout="BSND", causal=True),
+]
+
+
+@pytest.mark.parametrize("soc", list(CHIPS))
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_plan_fits_and_is_consistent(soc, case):
+    chip = CHIPS[soc]
+    p = plan(soc=chip, **case)
+    assert p.block_m % 16 == 0 and p.block_n % 16 == 0 and p.sub_block_m * 2 == p.block_m
+    for line in p.budget:
+        assert line.bytes <= line.capacity, (soc, line)
+    assert ub_total(p).bytes == sum(b.bytes for b in p.budget[:UB_LINES])
+    assert ub_total(p).bytes == expected_ub(p.block_m, p.block_n, case.get("head_dim", 128))
+    # Core ranges: contiguous, cover every item, no empty core, at most the AIC count.
+    starts = p.core_item_start
+    assert starts[0] == 0 and starts[-1] == p.total_items
+    assert all(a < b for a, b in zip(starts, starts[1:]))
+    assert p.used_core_num == len(starts) - 1 <= min(chip.aic_num, 64)
+    assert p.num_q_blocks == -(-case["seq"] // p.block_m)
+    # Workspace: 512-B aligned regions in header order.
+    assert p.ws_score_offset == 0 and p.ws_prob_offset % 512 == 0 and p.ws_pv_offset % 512 == 0
+    assert p.ws_bytes_per_aiv % 512 == 0
+    assert p.ws_prob_offset >= 2 * p.sub_block_m * p.block_n * 4
+    assert p.user_workspace_bytes == 2 * p.used_core_num * p.ws_bytes_per_aiv
+
+
+@pytest.mark.parametrize("soc", list(CHIPS))
+@pytest.mark.parametrize("head_dim", [16, 64, 128, 192, 256])
+def test_largest_block_m_is_chosen(soc, head_dim):
+    """No larger blockM (step 32) fits with the reference blockN of 128."""
+    chip = CHIPS[soc]
+    p = plan(soc=chip, seq=8192, heads=8, head_dim=head_dim)
+    if p.block_m + 32 <= 256:
+        assert not fits(chip, p.block_m + 32, 128, seq=8192, heads=8, head_dim=head_dim)
+    # ... and blockN is the largest that fits with that blockM.
+    if p.block_n + 16 <= 512:
+        assert not fits(chip, p.block_m, p.block_n + 16, seq=8192, heads=8, head_dim=head_dim)
+
+
+def test_chips_with_more_buffer_get_larger_blocks():
+    small = plan(soc=CHIPS["Ascend910B2"], seq=8192, heads=8)
+    large = plan(soc=CHIPS["Ascend910A"], seq=8192, heads=8)
+    assert large.block_m > small.block_m
+
+
+def test_blocks_capped_by_sequence():
+    p = plan(soc=CHIPS["Ascend910B2"], seq=1, seq_kv=1, heads=1, head_dim=64)
+    assert (p.block_m, p.block_n) == (32, 16)
+    assert p.num_q_blocks == 1 and p.num_kv_blocks == 1 and p.used_core_num == 1
+
+
+def test_causal_balance_b1_n32_s4096_on_24_aic():
+    p = plan(soc=CHIPS["Ascend910B2"], seq=4096, heads=32, causal=True)
+    assert p.q_zigzag and p.used_core_num == 24
+    assert p.imbalance <= 1.05, p
+
+
+def test_causal_skips_blocks_above_the_diagonal():
+    full = plan(soc=CHIPS["Ascend910B2"], seq=4096, heads=32)
+    causal = plan(soc=CHIPS["Ascend910B2"], seq=4096, heads=32, causal=True)
+    assert causal.total_work < 0.6 * full.total_work
+    assert full.total_work == full.total_items * full.num_kv_blocks
+
+
+def test_user_blocks_that_fit_are_kept():
+    p = plan(soc=CHIPS["Ascend910B2"], seq=4096, heads=32, block_m=64, block_n=128)
+    assert (p.block_m, p.block_n) == (64, 128)
+    p = plan(soc=CHIPS["Ascend910B2"], seq=4096, heads=32, block_m=64)
+    assert p.block_m == 64 and p.block_n > 128
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(block_m=256, block_n=512), "needs 561696 B of UB per AIV (largest line: scoreQue S [m,n] fp32, "
+                                     "262144 B); Ascend910B2 has 196352 B"),
+    (dict(block_m=256, block_n=128, head_dim=256), "of UB per AIV"),
+    (dict(block_m=24), "block_m must be 0 (auto) or a multiple of 16 up to 256, got 24"),
+    (dict(block_n=1024), "block_n must be 0 (auto) or a multiple of 16 up to 512, got 1024"),
+    (dict(head_dim=72), "head_dim must be a multiple of 16 and at most 256, got 72"),
+    (dict(head_dim=272), "head_dim must be a multiple of 16 and at most 256, got 272"),
+    (dict(heads=6, kv_heads=4), "num_heads (6) must be a multiple of num_kv_heads (4)"),
+    (dict(seq=0), "seq_q must be >= 1, got 0"),
+    (dict(layout="SBH"), "layout must be one of BNSD, BSND, BSH, got 'SBH'"),
+])
+def test_rejections_name_the_rule(kw, message):
+    args = dict(seq=4096, heads=32, head_dim=128, soc=CHIPS["Ascend910B2"])
+    args.update(kw)
+    with pytest.raises(PlanError) as info:
+        plan(**args)
+    assert message in str(info.value)
+
+
+def test_l1_limit_is_reported():
+    tiny_l1 = ChipLimits("TinyL1", "ascend910b", 2201, 24, 48, 196352, 64 * KIB, 64 * KIB, 64 * KIB, 128 * KIB)
+    with pytest.raises(PlanError, match=r"of L1 per AIC .*TinyL1 has 65536 B"):
+        plan(soc=tiny_l1, seq=4096, heads=8, block_m=128, block_n=256)
+
+
+def test_tiling_key_bits():
+    b2 = CHIPS["Ascend910B2"]
+    assert plan(soc=b2, seq=4096, heads=1, block_m=128, block_n=128).tiling_key == 0
+    p = plan(soc=b2, seq=4097, seq_kv=4000, heads=1, causal=True, dtype="bfloat16", layout="BSH",
+             block_m=128, block_n=128)
+    # bf16 | causal | layout BSND (BSH runs that path) << 2 | Sq tail | Skv tail
+    assert p.tiling_key == 1 | 2 | (1 << 2) | 16 | 32
+    assert plan(soc=b2, seq=128, heads=1, layout="BSND", block_m=128, block_n=128).tiling_key == 1 << 2
