@@ -6,11 +6,13 @@ themselves with ``@main.command()``.
 """
 from __future__ import annotations
 
+import json
 import logging
 
 import click
 
 from . import doctor as doctor_module
+from . import plan as plan_module
 from .loader import BACKENDS, ENV_BACKEND
 
 backend_option = click.option(
@@ -50,3 +52,53 @@ def doctor(backend: str, device: int):
     """Show the backend, the libraries loaded (and every path tried), the device and the
     environment variables that matter."""
     click.echo(doctor_module.format_report(doctor_module.collect(backend=backend, device=device)))
+
+
+@main.command()
+@click.option("--seq", type=click.IntRange(min=1), envvar="ACL_FA_SEQ", default=4096, show_default=True,
+              show_envvar=True, metavar="SQ", help="Query sequence length.")
+@click.option("--seq-kv", type=click.IntRange(min=1), envvar="ACL_FA_SEQ_KV", default=None, show_envvar=True,
+              metavar="SKV", help="Key/value sequence length [default: --seq].")
+@click.option("--batch", type=click.IntRange(min=1), envvar="ACL_FA_BATCH", default=1, show_default=True,
+              show_envvar=True, metavar="B", help="Batch size.")
+@click.option("--heads", type=click.IntRange(min=1), envvar="ACL_FA_HEADS", default=32, show_default=True,
+              show_envvar=True, metavar="N", help="Query heads.")
+@click.option("--kv-heads", type=click.IntRange(min=1), envvar="ACL_FA_KV_HEADS", default=None, show_envvar=True,
+              metavar="NKV", help="Key/value heads (GQA/MQA) [default: --heads].")
+@click.option("--head-dim", type=click.IntRange(min=1), envvar="ACL_FA_HEAD_DIM", default=128, show_default=True,
+              show_envvar=True, metavar="D", help="Head dimension (a multiple of 16, at most 256).")
+@click.option("--dtype", type=click.Choice(plan_module.DTYPES), envvar="ACL_FA_DTYPE", default="float16",
+              show_default=True, show_envvar=True, help="Input dtype.")
+@click.option("--layout", type=click.Choice(plan_module.LAYOUTS), envvar="ACL_FA_LAYOUT", default="BNSD",
+              show_default=True, show_envvar=True, help="Input layout.")
+@click.option("--causal/--no-causal", envvar="ACL_FA_CAUSAL", default=False, show_default=True, show_envvar=True,
+              help="Causal (bottom-right aligned) mask.")
+@click.option("--soc", envvar="ACL_FA_SIM_SOC", default=plan_module.DEFAULT_SOC, show_default=True,
+              show_envvar=True, metavar="NAME|all", help="Chip of the simulator's catalogue, or 'all' for one row each.")
+@click.option("--block-m", type=click.IntRange(min=0), envvar="ACL_FA_BLOCK_M", default=0, show_default=True,
+              show_envvar=True, metavar="ROWS", help="Query rows per block (multiple of 16); 0 = let the policy choose.")
+@click.option("--block-n", type=click.IntRange(min=0), envvar="ACL_FA_BLOCK_N", default=0, show_default=True,
+              show_envvar=True, metavar="ROWS", help="Key/value rows per block (multiple of 16); 0 = let the policy choose.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan(s) as JSON.")
+def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json):
+    """Show what the operator will do: blocks, buffer budget, core split, workspace."""
+    problem = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                   dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
+    if soc.lower() != "all":
+        try:
+            p = plan_module.plan(soc=soc, **problem)
+        except plan_module.PlanError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(json.dumps(p.to_dict(), indent=2) if as_json else plan_module.format_plan(p))
+        return
+    rows = []
+    for chip in plan_module.chips():
+        try:
+            rows.append((chip, plan_module.plan(soc=chip, **problem)))
+        except plan_module.PlanError as exc:
+            rows.append((chip, str(exc)))
+    if as_json:
+        click.echo(json.dumps([p.to_dict() if isinstance(p, plan_module.Plan) else
+                               {"chip": c.name, "error": p} for c, p in rows], indent=2))
+    else:
+        click.echo(plan_module.format_plan_table(rows))
