@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Builds the FlashAttention custom operator package (.run).
+#
+#   ./build.sh [--soc SOC] [--vendor NAME] [--build-dir DIR] [--install-path DIR]
+#       On a CANN host: CANN's own op-project flow (CANN_FACTS.md section 4). msopgen generates
+#       the project from op/flash_attention.json, our op_host/ and op_kernel/ sources replace
+#       the generated stubs, the generated CMake presets configure it (vendor, CANN path, SoC),
+#       targets "binary" then "package" build it; the .run is copied to
+#       <build-dir>/custom_opp_<os-id>_<arch>.run.
+#   ./build.sh --sim [--vendor NAME] [--build-dir DIR] [--sim-lib-dir DIR] [--install-path DIR]
+#       No CANN needed: the simulator libraries (CMake, Release, <build-dir>/sim) packed with the
+#       same vendors layout into <build-dir>/custom_opp_sim_<arch>.run (scripts/pack_sim.sh).
+#
+# Exit status: 0 built, 1 build failed, 2 bad usage or no CANN found.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+op_json="$repo/op/flash_attention.json"
+
+usage() {
+  cat <<EOF
+Usage: ./build.sh [options]
+
+Builds the acl-fa FlashAttention custom operator package (.run).
+
+  --sim               build the CPU simulator's package (no CANN needed)
+  --soc SOC           target SoC for the CANN build: ascend910b or ascend910_93
+                      (default: detected with npu-smi, else ascend910b)
+  --vendor NAME       vendor name of the package (default: acl_fa)
+  --build-dir DIR     output directory (default: $repo/build_out)
+  --sim-lib-dir DIR   with --sim: pack the libraries already built in DIR instead of building
+  --install-path DIR  install the built package into DIR (runs the .run with --install-path)
+  -h, --help          this text
+
+CANN is looked for in \$ASCEND_HOME_PATH, \$ASCEND_TOOLKIT_HOME,
+/usr/local/Ascend/ascend-toolkit/latest and \$HOME/Ascend/ascend-toolkit/latest.
+EOF
+}
+
+die_usage() { echo "build.sh: $*" >&2; echo "Run ./build.sh --help for the options." >&2; exit 2; }
+die() { echo "build.sh: $*" >&2; exit 1; }
+step() { echo "== $*"; }
+
+sim=0
+soc=""
+vendor="acl_fa"
+build_dir="$repo/build_out"
+sim_lib_dir=""
+install_path=""
+while (($#)); do
+  case "$1" in
+    --sim) sim=1 ;;
+    --soc | --vendor | --build-dir | --sim-lib-dir | --install-path)
+      (($# >= 2)) || die_usage "$1 needs a value"
+      case "$1" in
+        --soc) soc="$2" ;;
+        --vendor) vendor="$2" ;;
+        --build-dir) build_dir="$2" ;;
+        --sim-lib-dir) sim_lib_dir="$2" ;;
+        --install-path) install_path="$2" ;;
+      esac
+      shift ;;
+    --soc=* | --vendor=* | --build-dir=* | --sim-lib-dir=* | --install-path=*)
+      value="${1#*=}"
+      case "$1" in
+        --soc=*) soc="$value" ;;
+        --vendor=*) vendor="$value" ;;
+        --build-dir=*) build_dir="$value" ;;
+        --sim-lib-dir=*) sim_lib_dir="$value" ;;
+        --install-path=*) install_path="$value" ;;
+      esac ;;
+    -h | --help) usage; exit 0 ;;
+    *) die_usage "unknown option '$1'" ;;
+  esac
+  shift
+done
+[[ "$vendor" =~ ^[A-Za-z0-9_]+$ ]] || die_usage "--vendor '$vendor': letters, digits and '_' only"
+[[ -z "$sim_lib_dir" || $sim == 1 ]] || die_usage "--sim-lib-dir goes with --sim"
+mkdir -p "$build_dir"
+build_dir="$(cd "$build_dir" && pwd)"
+version="$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$repo/pyproject.toml" | head -n 1)"
+
+# Runs the package's installer; relative install paths are taken from the caller's directory.
+install_run() {
+  local run="$1"
+  step "installing $run into $install_path"
+  bash "$run" "--install-path=$install_path"
+}
+
+# ---- simulator package ----------------------------------------------------------------------------
+build_sim() {
+  local libs="$sim_lib_dir"
+  if [[ -z "$libs" ]]; then
+    local cmake_dir="$build_dir/sim"
+    step "building the simulator libraries (CMake, Release) in $cmake_dir"
+    local generator=()
+    command -v ninja >/dev/null && generator=(-G Ninja)
+    cmake -S "$repo" -B "$cmake_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DACL_FA_BUILD_PYTHON=OFF
+    cmake --build "$cmake_dir" --target cust_opapi acl_rt \
+      --parallel "${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+    libs="$cmake_dir/lib"
+  fi
+  step "packing $libs"
+  local run
+  run="$("$repo/scripts/pack_sim.sh" "$libs" "$build_dir" "$vendor" "$version")"
+  echo "built $run"
+  if [[ -n "$install_path" ]]; then install_run "$run"; fi
+}
+
+# ---- CANN ---------------------------------------------------------------------------------------------
+looked=()  # what find_cann examined, for the error message
+
+# First toolkit root with msopgen; sources its set_env.sh when the environment has no CANN yet.
+find_cann() {
+  local root set_env
+  local roots=("${ASCEND_HOME_PATH:-}" "${ASCEND_TOOLKIT_HOME:-}"
+    /usr/local/Ascend/ascend-toolkit/latest "$HOME/Ascend/ascend-toolkit/latest")
+  for root in "${roots[@]}"; do
+    [[ -n "$root" ]] || continue
+    if [[ ! -d "$root" ]]; then looked+=("$root: no such directory"); continue; fi
+    if [[ -z "${ASCEND_OPP_PATH:-}" ]]; then
+      for set_env in "$root/../set_env.sh" "$root/set_env.sh" "$root/$(uname -m)-linux/script/set_env.sh"; do
+        if [[ -f "$set_env" ]]; then
+          step "sourcing $set_env"
+          # shellcheck disable=SC1090
+          set +u; source "$set_env"; set -u
+          break
+        fi
+      done
+    fi
+    if [[ -x "$root/python/site-packages/bin/msopgen" ]]; then
+      cann_root="$(cd "$root" && pwd)"
+      msopgen="$root/python/site-packages/bin/msopgen"
+      return 0
+    fi
+    if command -v msopgen >/dev/null; then
+      cann_root="$(cd "$root" && pwd)"
+      msopgen="$(command -v msopgen)"
+      return 0
+    fi
+    looked+=("$root: no python/site-packages/bin/msopgen (not a CANN toolkit)")
+  done
+  return 1
+}
+
+no_cann() {
+  {
+    echo "build.sh: CANN (Ascend toolkit with msopgen) not found. Looked at:"
+    if ((${#looked[@]})); then printf '  %s\n' "${looked[@]}"; fi
+    echo "  ASCEND_HOME_PATH=${ASCEND_HOME_PATH:-(unset)} ASCEND_TOOLKIT_HOME=${ASCEND_TOOLKIT_HOME:-(unset)}"
+    cat <<EOF
+To build the real operator package, install the CANN toolkit (ascend-toolkit, 8.0 or later) and
+source its environment, e.g.
+    source /usr/local/Ascend/ascend-toolkit/set_env.sh
+then run ./build.sh again. Without CANN, ./build.sh --sim builds the CPU simulator's package.
+EOF
+  } >&2
+  exit 2
+}
+
+# The SoC from npu-smi (chip names like 910B3 or Ascend910_9392), else ascend910b.
+detect_soc() {
+  local info
+  if command -v npu-smi >/dev/null && info="$(npu-smi info 2>/dev/null)"; then
+    if grep -Eq '910_?93' <<<"$info"; then echo ascend910_93; return; fi
+    if grep -Eq '910B' <<<"$info"; then echo ascend910b; return; fi
+  fi
+  echo ascend910b
+}
+
+build_cann() {
+  find_cann || no_cann
+  [[ -f "$op_json" ]] || die "$op_json is missing: it is the operator's interface msopgen generates the project from"
+  soc="${soc:-$(detect_soc)}"
+  case "$soc" in
+    ascend910b | ascend910_93) ;;
+    *) die_usage "--soc $soc: the operator is registered for ascend910b and ascend910_93 only" ;;
+  esac
+  local project="$build_dir/op_project"
+  step "CANN $cann_root, SoC $soc, vendor $vendor"
+  step "msopgen gen -> $project"
+  rm -rf "$project"
+  "$msopgen" gen -i "$op_json" -c "ai_core-$soc" -lan cpp -out "$project"
+  step "placing op_host/ and op_kernel/ sources"
+  cp "$repo"/op_host/*.cpp "$repo"/op_host/*.h "$project/op_host/"
+  find "$repo/op_kernel" -maxdepth 1 -type f -exec cp {} "$project/op_kernel/" \;
+  step "configuring with the generated presets"
+  # The generated CMakePresets.json ("default") is used as generated; the values that differ
+  # here are given on the command line, which overrides a preset's cache variables.
+  (cd "$project" && cmake -S . -B build_out --preset=default \
+    -Dvendor_name="$vendor" -DASCEND_CANN_PACKAGE_PATH="$cann_root" -DASCEND_COMPUTE_UNIT="$soc")
+  step "building the kernel binaries and the package"
+  cmake --build "$project/build_out" --target binary --parallel "${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+  cmake --build "$project/build_out" --target package --parallel "${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+  local runs=("$project"/build_out/custom_opp_*.run)
+  [[ -f "${runs[0]}" ]] || die "the CANN build produced no custom_opp_*.run in $project/build_out"
+  cp -f "${runs[0]}" "$build_dir/"
+  local run="$build_dir/$(basename "${runs[0]}")"
+  echo "built $run"
+  if [[ -n "$install_path" ]]; then install_run "$run"; fi
+}
+
+if ((sim)); then build_sim; else build_cann; fi
