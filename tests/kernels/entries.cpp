@@ -1,0 +1,75 @@
+// entries.cpp -- C entry points of the test-kernel library: build the tiling, launch the
+// kernel through acl_fa_sim::LaunchKernel (as the simulator's op-API layer does).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "acl_fa_sim_kernel.h"
+#include "kernel_operator.h"
+#include "test_kernels.h"
+
+extern "C" void vec_scale_add(GM_ADDR x, GM_ADDR y, GM_ADDR z, GM_ADDR tiling);
+extern "C" void mm_softmax(GM_ADDR a, GM_ADDR b, GM_ADDR out, GM_ADDR workspace, GM_ADDR tiling);
+extern "C" void probe(GM_ADDR in, GM_ADDR out, GM_ADDR tiling);
+
+namespace {
+int Finish(aclError rc, const std::string &msg, char *err, size_t errLen) {
+    if (err != nullptr && errLen > 0) std::snprintf(err, errLen, "%s", msg.c_str());
+    return rc;
+}
+GM_ADDR Gm(void *p) { return static_cast<GM_ADDR>(p); }
+}  // namespace
+
+extern "C" int aclfaSimTestVecScaleAdd(void *x, void *y, void *z, uint32_t tile, uint32_t tilesPerCore, float scale,
+                                       uint32_t blockDim, char *err, size_t errLen) {
+    VecScaleAddTiling t{tile, tilesPerCore, scale};
+    std::string msg;
+    aclError rc = acl_fa_sim::LaunchKernel(
+        "vec_scale_add", blockDim, KERNEL_TYPE_AIV_ONLY,
+        [&] { vec_scale_add(Gm(x), Gm(y), Gm(z), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
+    return Finish(rc, msg, err, errLen);
+}
+
+extern "C" int aclfaSimTestMmSoftmax(void *a, void *b, void *out, void *workspace, uint32_t m, uint32_t n, uint32_t k,
+                                     uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err,
+                                     size_t errLen) {
+    MmSoftmaxTiling t{};
+    t.m = m;
+    t.n = n;
+    t.k = k;
+    t.rowsPerAiv = rowsPerAiv;
+    TCubeTiling &c = t.cube;
+    c.usedCoreNum = 1;
+    c.M = static_cast<int32_t>(rowsPerAiv);
+    c.N = static_cast<int32_t>(n);
+    c.Ka = c.Kb = static_cast<int32_t>(k);
+    c.singleCoreM = static_cast<int32_t>(rowsPerAiv);
+    c.singleCoreN = static_cast<int32_t>(n);
+    c.singleCoreK = static_cast<int32_t>(k);
+    c.baseM = cube[0];
+    c.baseN = cube[1];
+    c.baseK = cube[2];
+    c.stepM = cube[3];
+    c.stepN = cube[4];
+    c.stepKa = cube[5];
+    c.stepKb = cube[6];
+    c.depthA1 = cube[7];
+    c.depthB1 = cube[8];
+    c.dbL0A = cube[9];
+    c.dbL0B = cube[10];
+    c.dbL0C = cube[11];
+    std::string msg;
+    aclError rc = acl_fa_sim::LaunchKernel(
+        "mm_softmax", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
+        [&] { mm_softmax(Gm(a), Gm(b), Gm(out), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
+    return Finish(rc, msg, err, errLen);
+}
+
+extern "C" int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType,
+                                 char *err, size_t errLen) {
+    ProbeTiling t{op, n, param};
+    std::string msg;
+    aclError rc = acl_fa_sim::LaunchKernel(
+        "probe", 1, kernelType, [&] { probe(Gm(in), Gm(out), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
+    return Finish(rc, msg, err, errLen);
+}

@@ -1,0 +1,108 @@
+"""Loads the simulator's libraries and the test-kernel library for the engine tests.
+
+Libraries are found in ACL_FA_SIM_LIB_DIR (a build tree's lib/ directory), else in the
+installed package's acl_fa/_sim/lib. Device buffers come from the simulated runtime
+(aclrtMalloc), because kernels may only touch live device allocations.
+"""
+import os
+import pathlib
+
+import cffi
+import numpy as np
+
+CDEF = """
+typedef int aclError;
+aclError aclInit(const char *configPath);
+aclError aclrtSetDevice(int32_t deviceId);
+aclError aclrtMalloc(void **devPtr, size_t size, int policy);
+aclError aclrtFree(void *devPtr);
+aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, int kind);
+typedef struct aclfaSimCoreStats {
+    uint64_t gmReadBytes, gmWriteBytes, cubeMacs, vectorElems, scalarAccesses, ubHighWater, l1HighWater, workItems;
+} aclfaSimCoreStats;
+typedef struct aclfaSimLaunchStats {
+    char kernelName[64];
+    uint32_t blockDim, kernelType, aicUsed, aivUsed;
+    double wallSeconds;
+    aclfaSimCoreStats total;
+    aclfaSimCoreStats aic[64];
+    aclfaSimCoreStats aiv[128];
+} aclfaSimLaunchStats;
+aclError aclfaSimGetLastLaunchStats(aclfaSimLaunchStats *stats);
+aclError aclfaSimSetGmTrace(int enable);
+typedef struct { uint64_t addr; uint32_t bytes; uint16_t core; uint16_t isWrite; } aclfaSimGmAccess;
+aclError aclfaSimGetGmTrace(const aclfaSimGmAccess **records, uint64_t *count);
+int aclfaSimTestVecScaleAdd(void *x, void *y, void *z, uint32_t tile, uint32_t tilesPerCore, float scale,
+                            uint32_t blockDim, char *err, size_t errLen);
+int aclfaSimTestMmSoftmax(void *a, void *b, void *out, void *workspace, uint32_t m, uint32_t n, uint32_t k,
+                          uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
+int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType, char *err,
+                      size_t errLen);
+"""
+
+MEMCPY_H2D, MEMCPY_D2H = 1, 2
+AICORE_EXCEPTION = 507015
+KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_MIX_AIC_1_2 = 0, 5
+SYS_WORKSPACE = 16 << 20  # GetLibApiWorkSpaceSize on Ascend910B
+
+
+def lib_dir():
+    env = os.environ.get("ACL_FA_SIM_LIB_DIR")
+    if env:
+        return pathlib.Path(env)
+    import acl_fa  # installed package
+
+    return pathlib.Path(acl_fa.__file__).parent / "_sim" / "lib"
+
+
+class SimKernels:
+    def __init__(self):
+        d = lib_dir()
+        self.ffi = cffi.FFI()
+        self.ffi.cdef(CDEF)
+        self.rt = self.ffi.dlopen(str(d / "libascendcl.so"))
+        self.engine = self.ffi.dlopen(str(d / "libascendc_sim.so"))
+        self.k = self.ffi.dlopen(str(d / "libaclfa_sim_testkernels.so"))
+        assert self.rt.aclInit(self.ffi.NULL) in (0, 100002)  # 100002: already initialised
+        assert self.rt.aclrtSetDevice(0) == 0
+        self._bufs = []
+
+    def device(self, arr_or_nbytes):
+        """Device copy of a numpy array (or an uninitialised buffer of n bytes)."""
+        nbytes = arr_or_nbytes if isinstance(arr_or_nbytes, int) else arr_or_nbytes.nbytes
+        p = self.ffi.new("void **")
+        assert self.rt.aclrtMalloc(p, nbytes, 0) == 0
+        self._bufs.append(p[0])
+        if not isinstance(arr_or_nbytes, int):
+            a = np.ascontiguousarray(arr_or_nbytes)
+            assert self.rt.aclrtMemcpy(p[0], nbytes, self.ffi.from_buffer(a), nbytes, MEMCPY_H2D) == 0
+        return p[0]
+
+    def host(self, ptr, shape, dtype):
+        out = np.empty(shape, dtype)
+        assert self.rt.aclrtMemcpy(self.ffi.from_buffer(out), out.nbytes, ptr, out.nbytes, MEMCPY_D2H) == 0
+        return out
+
+    def free_all(self):
+        for p in self._bufs:
+            self.rt.aclrtFree(p)
+        self._bufs.clear()
+
+    def err(self):
+        return self.ffi.new("char[4096]")
+
+    def stats(self):
+        s = self.ffi.new("aclfaSimLaunchStats *")
+        assert self.engine.aclfaSimGetLastLaunchStats(s) == 0
+        return s
+
+    def probe(self, op, x, param=0.0, out_elems=None, kernel_type=KERNEL_TYPE_AIV_ONLY):
+        x = np.ascontiguousarray(x, np.float32)
+        n = x.size
+        out_n = out_elems if out_elems is not None else (n + 7) // 8 * 8
+        din, dout = self.device(x), self.device(max(out_n, (n + 7) // 8 * 8) * 4)
+        e = self.err()
+        rc = self.k.aclfaSimTestProbe(op, din, dout, n, param, kernel_type, e, 4096)
+        msg = self.ffi.string(e).decode()
+        out = self.host(dout, (out_n,), np.float32) if rc == 0 else None
+        return rc, msg, out
