@@ -1,0 +1,222 @@
+"""Low-level tests of the simulator's runtime and nnopbase libraries through cffi ABI mode,
+below the Python driver: exact codes and messages of the C API. Each test runs in a fresh
+process (the runtime's state is per process) via `run_snippet`.
+
+Libraries: ACL_FA_SIM_LIB_DIR (a dev build's lib/), else the installed package's.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _lib_dir():
+    env = os.environ.get("ACL_FA_SIM_LIB_DIR")
+    if env:
+        return Path(env)
+    try:
+        import acl_fa
+    except ImportError:
+        return None
+    return Path(acl_fa.__file__).parent / "_sim" / "lib"
+
+
+LIB_DIR = _lib_dir()
+pytestmark = pytest.mark.skipif(LIB_DIR is None or not (LIB_DIR / "libascendcl.so").is_file(),
+                                reason="simulator libraries not built (set ACL_FA_SIM_LIB_DIR)")
+
+PRELUDE = f"""
+import cffi, numpy as np
+ffi = cffi.FFI()
+for n in ["acl_rt.h", "aclnn_base.h", "acl_fa_sim.h"]:
+    ffi.cdef(open({str(ROOT / "acl_fa" / "cdefs")!r} + "/" + n).read())
+rt = ffi.dlopen({str(LIB_DIR / "libacl_rt.so")!r})
+nn = ffi.dlopen({str(LIB_DIR / "libnnopbase.so")!r})
+def msg():
+    m = rt.aclGetRecentErrMsg()
+    return None if m == ffi.NULL else ffi.string(m).decode()
+def live():
+    c = ffi.new("aclfaSimLiveCounts*"); assert rt.aclfaSimGetLiveCounts(c) == 0; return c
+"""
+
+
+def run_snippet(code, **env):
+    full_env = dict(os.environ, **env)
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], capture_output=True, text=True,
+                          env=full_env, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_init_refcount_and_finalize():
+    run_snippet("""
+        assert rt.aclrtSetDevice(0) == rt.ACL_ERROR_UNINITIALIZE and "aclInit" in msg()
+        assert rt.aclInit(ffi.NULL) == 0
+        assert rt.aclInit(ffi.NULL) == rt.ACL_ERROR_REPEAT_INITIALIZE
+        assert live().initCount == 2
+        ref = ffi.new("uint64_t*")
+        assert rt.aclFinalizeReference(ref) == 0 and ref[0] == 1
+        assert rt.aclFinalize() == 0 and live().initCount == 0
+        assert rt.aclFinalize() == rt.ACL_ERROR_REPEAT_FINALIZE
+    """)
+
+
+def test_error_message_is_returned_once():
+    run_snippet("""
+        assert msg() is None
+        rt.aclrtMalloc(ffi.NULL, 10, 0)
+        first = msg()
+        assert "aclrtMalloc: devPtr is NULL" in first
+        assert msg() is None
+    """)
+
+
+def test_memcpy_kind_rules_and_round_trip():
+    run_snippet("""
+        rt.aclInit(ffi.NULL); assert rt.aclrtSetDevice(0) == 0
+        p = ffi.new("void**"); assert rt.aclrtMalloc(p, 1000, 0) == 0
+        assert int(ffi.cast("uintptr_t", p[0])) % 64 == 0
+        a = np.random.rand(125).astype(np.float64); b = np.zeros_like(a)
+        # host pointer where a device pointer is required
+        assert rt.aclrtMemcpy(ffi.from_buffer(b), 1000, ffi.from_buffer(a), 1000, rt.ACL_MEMCPY_HOST_TO_DEVICE) \
+            == rt.ACL_ERROR_RT_PARAM_INVALID and "dst" in msg()
+        # device pointer where a host pointer is required
+        assert rt.aclrtMemcpy(p[0], 1000, ffi.from_buffer(a), 1000, rt.ACL_MEMCPY_DEVICE_TO_HOST) \
+            == rt.ACL_ERROR_RT_PARAM_INVALID and "host pointer" in msg()
+        assert rt.aclrtMemcpy(p[0], 999, ffi.from_buffer(a), 1000, 1) == rt.ACL_ERROR_INVALID_PARAM
+        assert "destMax" in msg()
+        assert rt.aclrtMemcpy(p[0], 2000, ffi.from_buffer(a), 1001, 1) == rt.ACL_ERROR_RT_PARAM_INVALID
+        assert "past the end" in msg()
+        assert rt.aclrtMemcpy(p[0], 1000, ffi.from_buffer(a), 1000, rt.ACL_MEMCPY_HOST_TO_DEVICE) == 0
+        assert rt.aclrtMemcpy(ffi.from_buffer(b), 1000, p[0], 1000, rt.ACL_MEMCPY_DEFAULT) == 0
+        assert (a == b).all()
+        assert rt.aclrtFree(p[0]) == 0 and rt.aclrtFree(p[0]) == rt.ACL_ERROR_RT_PARAM_INVALID
+        assert live().deviceAllocations == 0
+    """)
+
+
+def test_guard_overwrite_is_reported_on_free():
+    run_snippet("""
+        rt.aclInit(ffi.NULL); rt.aclrtSetDevice(0)
+        p = ffi.new("void**"); rt.aclrtMalloc(p, 100, 0)
+        raw = ffi.cast("unsigned char*", p[0])
+        raw[100 + 28 + 32] = 0  # past round32(100) + 32 padding: in the tail guard
+        assert rt.aclrtFree(p[0]) == rt.ACL_ERROR_RT_MEMORY_FREE and "overwritten" in msg()
+        assert live().deviceAllocations == 0
+    """)
+
+
+def test_out_of_memory_message_and_accounting():
+    run_snippet("""
+        rt.aclInit(ffi.NULL); rt.aclrtSetDevice(0)
+        free, total = ffi.new("size_t*"), ffi.new("size_t*")
+        assert rt.aclrtGetMemInfo(rt.ACL_HBM_MEM, free, total) == 0 and total[0] == 4096
+        p = ffi.new("void**"); assert rt.aclrtMalloc(p, 4000, 0) == 0
+        q = ffi.new("void**")
+        assert rt.aclrtMalloc(q, 100, 0) == rt.ACL_ERROR_RT_MEMORY_ALLOCATION
+        text = msg(); assert "requested 100 bytes" in text and "of 4096 bytes" in text, text
+        assert live().deviceAllocations == 1
+        rt.aclrtFree(p[0]); assert rt.aclrtGetMemInfo(rt.ACL_HBM_MEM, free, total) == 0 and free[0] == 4096
+    """, ACL_FA_SIM_HBM_BYTES="4096")
+
+
+def test_async_copies_events_and_elapsed_time():
+    run_snippet("""
+        rt.aclInit(ffi.NULL); rt.aclrtSetDevice(0)
+        s = ffi.new("aclrtStream*"); assert rt.aclrtCreateStream(s) == 0
+        start, end = ffi.new("aclrtEvent*"), ffi.new("aclrtEvent*")
+        rt.aclrtCreateEvent(start); rt.aclrtCreateEvent(end)
+        ms = ffi.new("float*")
+        assert rt.aclrtEventElapsedTime(ms, start[0], end[0]) == rt.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID
+        n = 1 << 22
+        a = np.random.rand(n // 8); b = np.zeros_like(a)
+        p = ffi.new("void**"); rt.aclrtMalloc(p, n, 0)
+        rt.aclrtRecordEvent(start[0], s[0])
+        rt.aclrtMemcpyAsync(p[0], n, ffi.from_buffer(a), n, 1, s[0])
+        rt.aclrtMemcpyAsync(ffi.from_buffer(b), n, p[0], n, 2, s[0])
+        rt.aclrtRecordEvent(end[0], s[0])
+        assert rt.aclrtSynchronizeEvent(end[0]) == 0
+        st = ffi.new("aclrtEventRecordedStatus*"); rt.aclrtQueryEventStatus(end[0], st)
+        assert st[0] == rt.ACL_EVENT_RECORDED_STATUS_COMPLETE
+        assert rt.aclrtEventElapsedTime(ms, start[0], end[0]) == 0 and ms[0] >= 0
+        assert (a == b).all()
+        rt.aclrtFree(p[0]); rt.aclrtDestroyEvent(start[0]); rt.aclrtDestroyEvent(end[0])
+        assert rt.aclrtDestroyStream(s[0]) == 0
+        c = live(); assert (c.streams, c.events, c.deviceAllocations) == (0, 0, 0)
+        assert rt.aclrtResetDevice(0) == 0 and live().devicesSet == 0
+    """)
+
+
+def test_task_error_is_reported_by_the_next_synchronize():
+    run_snippet("""
+        rt.aclInit(ffi.NULL); rt.aclrtSetDevice(0)
+        ffi.cdef("typedef int (*task_fn)(void *, char *, size_t);"
+                 "int aclfaSimStreamEnqueue(void *, const char *, task_fn, void *, void (*)(void *));")
+        ran = []
+        @ffi.callback("int(void *, char *, size_t)")
+        def failing(user, buf, n):
+            ran.append(1); text = b"boom at core 3"; ffi.memmove(buf, text + b"\\0", len(text) + 1)
+            return rt.ACL_ERROR_RT_AICORE_EXCEPTION
+        assert rt.aclfaSimStreamEnqueue(ffi.NULL, b"my_kernel", failing, ffi.NULL, ffi.NULL) == 0
+        assert rt.aclrtSynchronizeStream(ffi.NULL) == rt.ACL_ERROR_RT_AICORE_EXCEPTION
+        text = msg(); assert "my_kernel: boom at core 3" in text, text
+        assert rt.aclrtSynchronizeStream(ffi.NULL) == 0 and ran == [1]
+    """)
+
+
+def test_fault_injection_fails_the_nth_call_once():
+    run_snippet("""
+        rt.aclInit(ffi.NULL); rt.aclrtSetDevice(0)
+        p = ffi.new("void**")
+        assert rt.aclrtMalloc(p, 64, 0) == 0; rt.aclrtFree(p[0])
+        assert rt.aclrtMalloc(p, 64, 0) == rt.ACL_ERROR_RT_MEMORY_ALLOCATION
+        assert "aclrtMalloc: injected fault" in msg()
+        assert rt.aclrtMalloc(p, 64, 0) == 0; rt.aclrtFree(p[0])
+        assert nn.aclCreateTensor(ffi.NULL, 0, 1, ffi.NULL, 0, 2, ffi.NULL, 0, ffi.NULL) == ffi.NULL
+        assert "aclCreateTensor: injected fault" in msg()
+        assert rt.aclfaSimSetFaults(b"nonsense") == rt.ACL_ERROR_INVALID_PARAM
+        assert rt.aclfaSimSetFaults(ffi.NULL) == 0
+    """, ACL_FA_SIM_FAIL="aclrtMalloc:2,aclCreateTensor:1")
+
+
+def test_devices_threads_and_soc():
+    run_snippet("""
+        import threading
+        rt.aclInit(ffi.NULL)
+        count = ffi.new("uint32_t*"); rt.aclrtGetDeviceCount(count); assert count[0] == 2
+        assert rt.aclrtSetDevice(2) == rt.ACL_ERROR_RT_INVALID_DEVICEID
+        assert ffi.string(rt.aclrtGetSocName()) == b"Ascend910B4"
+        v = ffi.new("int64_t*"); rt.aclGetDeviceCapability(0, rt.ACL_DEVICE_INFO_AI_CORE_NUM, v); assert v[0] == 20
+        rt.aclrtSetDevice(1)
+        seen = []
+        def worker():
+            d = ffi.new("int32_t*")
+            seen.append(rt.aclrtGetDevice(d))  # a new thread has no device bound
+            rt.aclrtSetDevice(0); rt.aclrtGetDevice(d); seen.append(d[0]); rt.aclrtResetDevice(0)
+        t = threading.Thread(target=worker); t.start(); t.join()
+        assert seen == [rt.ACL_ERROR_RT_CONTEXT_NULL, 0]
+        d = ffi.new("int32_t*"); rt.aclrtGetDevice(d); assert d[0] == 1
+        assert live().devicesSet == 1
+    """, ACL_FA_SIM_DEVICE_COUNT="2", ACL_FA_SIM_SOC="ascend910b4")
+
+
+def test_nnopbase_validation_and_accounting():
+    run_snippet("""
+        dims = ffi.new("int64_t[]", [2, 4])
+        assert nn.aclCreateTensor(ffi.NULL, 2, 1, ffi.NULL, 0, 2, dims, 2, ffi.NULL) == ffi.NULL
+        assert "viewDims is NULL" in msg()
+        assert nn.aclCreateTensor(dims, 2, 5, ffi.NULL, 0, 2, dims, 2, ffi.NULL) == ffi.NULL
+        assert "dataType 5" in msg()
+        assert nn.aclCreateTensor(dims, 2, 1, ffi.NULL, 0, 99, dims, 2, ffi.NULL) == ffi.NULL
+        t = nn.aclCreateTensor(dims, 2, rt.ACL_BF16, ffi.NULL, 0, rt.ACL_FORMAT_ND, dims, 2, ffi.NULL)
+        arr = nn.aclCreateIntArray(dims, 2); s = nn.aclCreateScalar(ffi.new("float*", 1.5), rt.ACL_FLOAT)
+        c = live(); assert (c.tensors, c.intArrays, c.scalars) == (1, 1, 1)
+        assert nn.aclDestroyTensor(t) == 0 and nn.aclDestroyTensor(t) == rt.ACLNN_ERR_PARAM_INVALID
+        assert nn.aclDestroyTensor(ffi.NULL) == 0
+        nn.aclDestroyIntArray(arr); nn.aclDestroyScalar(s)
+        c = live(); assert (c.tensors, c.intArrays, c.scalars) == (0, 0, 0)
+    """)
