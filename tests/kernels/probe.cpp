@@ -45,7 +45,7 @@ void Run(const ProbeTiling &t, GM_ADDR in, GM_ADDR out) {
     const uint32_t n = t.n, na = Align8(n);
     GlobalTensor<float> inGm, outGm;
     inGm.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(in), n);
-    outGm.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(out), na);
+    outGm.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(out));  // bounded by its allocation
     TBuf<TPosition::VECCALC> xb, yb, tb;
     pipe.InitBuffer(xb, na * 4);
     pipe.InitBuffer(yb, na * 4 + 64);

@@ -1,0 +1,194 @@
+"""The kernel engine's Ascend C APIs against numpy (probe kernel, sizes with tails), and
+the two test kernels: results and counters equal to the analytic counts."""
+import sys
+import pathlib
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent / "kernels"))
+import simlib  # noqa: E402
+
+try:
+    import ml_dtypes
+except ImportError:  # bf16 reference unavailable
+    ml_dtypes = None
+
+
+@pytest.fixture(scope="module")
+def sim():
+    s = simlib.SimKernels()
+    yield s
+    s.free_all()
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+@pytest.mark.parametrize("n", [8, 37, 1000, 4097])
+def test_exp_ln(sim, n):
+    x = rng(n).uniform(-20, 20, n).astype(np.float32)
+    x[0] = -np.inf
+    rc, msg, out = sim.probe(0, x)
+    assert rc == 0, msg
+    np.testing.assert_allclose(out[:n], np.exp(x), rtol=1e-6)
+    assert out[0] == 0.0  # exp(-inf) = 0
+    pos = np.abs(x) + 0.5
+    rc, msg, out = sim.probe(1, pos)
+    np.testing.assert_allclose(out[:n], np.log(pos), rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [5, 64, 333])
+def test_max_div(sim, n):
+    x = rng(n).uniform(1, 5, n).astype(np.float32)
+    _, _, out = sim.probe(2, x)
+    np.testing.assert_array_equal(out[:n], np.maximum(x, x[::-1]))
+    _, _, out = sim.probe(3, x)
+    np.testing.assert_array_equal(out[:n], x / x[::-1])
+
+
+@pytest.mark.parametrize("n", [16, 1001])
+def test_cast_round_to_nearest_even(sim, n):
+    x = rng(n).normal(0, 100, n).astype(np.float32)
+    x[:4] = [np.float32(1 + 2**-11), np.float32(1 + 3 * 2**-11), 65520.0, -0.0]  # ties and overflow
+    _, _, out = sim.probe(4, x)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(out[:n], x.astype(np.float16).astype(np.float32))
+    _, _, out = sim.probe(14, x)  # CAST_ROUND: ties away from zero
+    assert out[0] == np.float32(1 + 2**-10) and out[1] == np.float32(1 + 2 * 2**-10)
+    if ml_dtypes is not None:
+        _, _, out = sim.probe(5, x)
+        np.testing.assert_array_equal(out[:n], x.astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
+@pytest.mark.parametrize("n", [7, 64, 1000])
+def test_reduce(sim, n):
+    x = rng(n).normal(0, 1, n).astype(np.float32)
+    _, _, out = sim.probe(6, x, out_elems=8)
+    assert out[0] == x.max()
+    _, _, out = sim.probe(7, x, out_elems=8)
+    np.testing.assert_allclose(out[0], x.astype(np.float64).sum(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 17])
+def test_whole_reduce(sim, rows):
+    x = rng(rows).normal(0, 1, rows * 64).astype(np.float32)
+    _, msg, out = sim.probe(8, x, out_elems=(rows + 7) // 8 * 8)
+    np.testing.assert_array_equal(out[:rows], x.reshape(rows, 64).max(1))
+    _, _, out = sim.probe(9, x, out_elems=(rows + 7) // 8 * 8)
+    np.testing.assert_allclose(out[:rows], x.reshape(rows, 64).sum(1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [8, 40])
+def test_brcb(sim, n):
+    x = rng(n).normal(0, 1, n).astype(np.float32)
+    rc, msg, out = sim.probe(10, x, out_elems=n * 8)
+    assert rc == 0, msg
+    np.testing.assert_array_equal(out, np.repeat(x, 8))
+
+
+@pytest.mark.parametrize("n", [64, 192])
+def test_compare_select(sim, n):
+    x = rng(n).normal(0, 1, n).astype(np.float32)
+    rc, msg, out = sim.probe(11, x, param=0.25)
+    assert rc == 0, msg
+    np.testing.assert_array_equal(out[:n], np.where(x > 0.25, x, np.float32(0.25)))
+
+
+@pytest.mark.parametrize("n", [1, 13, 40])
+def test_datacopypad_pads_the_block(sim, n):
+    x = rng(n).normal(0, 1, n).astype(np.float32)
+    rc, msg, out = sim.probe(12, x, param=-7.0)
+    assert rc == 0, msg
+    na = (n + 7) // 8 * 8
+    np.testing.assert_array_equal(out[:n], x)
+    assert np.all(out[n:na] == -7.0)
+
+
+def test_duplicate_maxs(sim):
+    x = rng(3).normal(0, 1, 100).astype(np.float32)
+    _, _, out = sim.probe(13, x, param=0.1)
+    np.testing.assert_array_equal(out[:100], np.maximum(x, np.float32(0.1)))
+
+
+# ---- test kernel 1: tiled vector op, double-buffered, several cores ----
+@pytest.mark.parametrize("cores,tile,tiles", [(1, 64, 1), (4, 256, 3), (7, 1024, 5)])
+def test_vec_scale_add(sim, cores, tile, tiles):
+    total = cores * tile * tiles
+    x = rng(1).normal(0, 1, total).astype(np.float32)
+    y = rng(2).normal(0, 1, total).astype(np.float32)
+    dx, dy, dz = sim.device(x), sim.device(y), sim.device(total * 4)
+    e = sim.err()
+    rc = sim.k.aclfaSimTestVecScaleAdd(dx, dy, dz, tile, tiles, 0.5, cores, e, 4096)
+    assert rc == 0, sim.ffi.string(e)
+    np.testing.assert_array_equal(sim.host(dz, (total,), np.float32), (x + y) * np.float32(0.5))
+    s = sim.stats()
+    assert (s.blockDim, s.kernelType, s.aicUsed, s.aivUsed) == (cores, 0, 0, cores)
+    for c in range(cores):
+        a = s.aiv[c]
+        assert a.gmReadBytes == 2 * tile * tiles * 4
+        assert a.gmWriteBytes == tile * tiles * 4
+        assert a.vectorElems == 2 * tile * tiles
+        assert a.scalarAccesses == 0 and a.cubeMacs == 0
+        assert a.ubHighWater == 3 * 2 * tile * 4
+    assert s.total.gmReadBytes == 2 * total * 4 and s.total.vectorElems == 2 * total
+
+
+# ---- test kernel 2: Matmul + row softmax, MIX AIC:AIV 1:2 ----
+def align(v, a):
+    return (v + a - 1) // a * a
+
+
+@pytest.mark.parametrize("m,n,k,rows,blocks", [(16, 64, 64, 8, 1), (97, 128, 96, 16, 4), (200, 40, 48, 32, 4)])
+def test_mm_softmax(sim, m, n, k, rows, blocks):
+    a = rng(4).normal(0, 0.5, (m, k)).astype(np.float16)
+    b = rng(5).normal(0, 0.5, (n, k)).astype(np.float16)
+    da, db, dout = sim.device(a), sim.device(b), sim.device(m * n * 4)
+    aivs = 2 * blocks
+    assert aivs * rows >= m
+    ws = sim.device(simlib.SYS_WORKSPACE + aivs * rows * n * 4)
+    cube = np.array([64, 128, 64, 1, 1, 2, 2, 2, 2, 2, 2, 1], np.int32)  # baseM..dbL0C
+    e = sim.err()
+    rc = sim.k.aclfaSimTestMmSoftmax(da, db, dout, ws, m, n, k, rows, blocks, sim.ffi.from_buffer("int32_t[]", cube), e, 4096)
+    assert rc == 0, sim.ffi.string(e)
+    s_ref = a.astype(np.float64) @ b.astype(np.float64).T
+    p = np.exp(s_ref - s_ref.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.testing.assert_allclose(sim.host(dout, (m, n), np.float32), p, rtol=2e-5, atol=1e-6)
+
+    st = sim.stats()
+    assert (st.aicUsed, st.aivUsed, st.kernelType) == (blocks, aivs, 5)
+    for c in range(blocks):
+        macs = rd = wr = 0
+        for v in (2 * c, 2 * c + 1):
+            r = max(0, min(rows, m - v * rows))
+            if r:
+                macs += align(r, 16) * align(n, 16) * align(k, 16)
+                rd += r * k * 2 * -(-n // 128) + k * n * 2 * -(-r // 64)
+                wr += r * n * 4
+        aic = st.aic[c]
+        assert (aic.cubeMacs, aic.gmReadBytes, aic.gmWriteBytes) == (macs, rd, wr)
+        assert aic.l1HighWater == 2 * 64 * 64 * 2 + 2 * 64 * 128 * 2
+        assert aic.vectorElems == 0 and aic.ubHighWater == 0
+    for v in range(aivs):
+        r = max(0, min(rows, m - v * rows))
+        aiv = st.aiv[v]
+        assert aiv.vectorElems == 5 * n * r
+        assert aiv.scalarAccesses == 2 * r
+        assert (aiv.gmReadBytes, aiv.gmWriteBytes) == (r * n * 4, r * n * 4)
+        assert aiv.cubeMacs == 0
+
+
+def test_gm_trace_records_ranges_in_order(sim):
+    x = np.arange(64, dtype=np.float32)
+    dx, dy, dz = sim.device(x), sim.device(x), sim.device(256)
+    assert sim.engine.aclfaSimSetGmTrace(1) == 0
+    e = sim.err()
+    assert sim.k.aclfaSimTestVecScaleAdd(dx, dy, dz, 64, 1, 1.0, 1, e, 4096) == 0
+    recs, cnt = sim.ffi.new("aclfaSimGmAccess **"), sim.ffi.new("uint64_t *")
+    sim.engine.aclfaSimGetGmTrace(recs, cnt)
+    got = [(recs[0][i].addr, recs[0][i].bytes, recs[0][i].isWrite) for i in range(cnt[0])]
+    addr = lambda p: int(sim.ffi.cast("uintptr_t", p))
+    assert got == [(addr(dx), 256, 0), (addr(dy), 256, 0), (addr(dz), 256, 1)]
+    sim.engine.aclfaSimSetGmTrace(0)
