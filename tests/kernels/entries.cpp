@@ -10,6 +10,7 @@
 
 extern "C" void vec_scale_add(GM_ADDR x, GM_ADDR y, GM_ADDR z, GM_ADDR tiling);
 extern "C" void mm_softmax(GM_ADDR a, GM_ADDR b, GM_ADDR out, GM_ADDR workspace, GM_ADDR tiling);
+extern "C" void matmul_only(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling);
 extern "C" void probe(GM_ADDR in, GM_ADDR out, GM_ADDR tiling);
 
 namespace {
@@ -18,6 +19,8 @@ int Finish(aclError rc, const std::string &msg, char *err, size_t errLen) {
     return rc;
 }
 GM_ADDR Gm(void *p) { return static_cast<GM_ADDR>(p); }
+// The test kernels' tiling: problem sizes and a TCubeTiling for one AIV's rows.
+MmSoftmaxTiling MakeMmTiling(uint32_t m, uint32_t n, uint32_t k, uint32_t rowsPerAiv, const int32_t *cube);
 }  // namespace
 
 extern "C" int aclfaSimTestVecScaleAdd(void *x, void *y, void *z, uint32_t tile, uint32_t tilesPerCore, float scale,
@@ -33,6 +36,27 @@ extern "C" int aclfaSimTestVecScaleAdd(void *x, void *y, void *z, uint32_t tile,
 extern "C" int aclfaSimTestMmSoftmax(void *a, void *b, void *out, void *workspace, uint32_t m, uint32_t n, uint32_t k,
                                      uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err,
                                      size_t errLen) {
+    MmSoftmaxTiling t = MakeMmTiling(m, n, k, rowsPerAiv, cube);
+    std::string msg;
+    aclError rc = acl_fa_sim::LaunchKernel(
+        "mm_softmax", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
+        [&] { mm_softmax(Gm(a), Gm(b), Gm(out), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
+    return Finish(rc, msg, err, errLen);
+}
+
+extern "C" int aclfaSimTestMatmul(void *a, void *b, void *c, void *workspace, uint32_t m, uint32_t n, uint32_t k,
+                                  uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err,
+                                  size_t errLen) {
+    MmSoftmaxTiling t = MakeMmTiling(m, n, k, rowsPerAiv, cube);
+    std::string msg;
+    aclError rc = acl_fa_sim::LaunchKernel(
+        "matmul_only", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
+        [&] { matmul_only(Gm(a), Gm(b), Gm(c), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
+    return Finish(rc, msg, err, errLen);
+}
+
+namespace {
+MmSoftmaxTiling MakeMmTiling(uint32_t m, uint32_t n, uint32_t k, uint32_t rowsPerAiv, const int32_t *cube) {
     MmSoftmaxTiling t{};
     t.m = m;
     t.n = n;
@@ -58,12 +82,9 @@ extern "C" int aclfaSimTestMmSoftmax(void *a, void *b, void *out, void *workspac
     c.dbL0A = cube[9];
     c.dbL0B = cube[10];
     c.dbL0C = cube[11];
-    std::string msg;
-    aclError rc = acl_fa_sim::LaunchKernel(
-        "mm_softmax", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
-        [&] { mm_softmax(Gm(a), Gm(b), Gm(out), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
-    return Finish(rc, msg, err, errLen);
+    return t;
 }
+}  // namespace
 
 extern "C" int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType,
                                  char *err, size_t errLen) {

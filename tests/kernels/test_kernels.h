@@ -37,6 +37,10 @@ int aclfaSimTestVecScaleAdd(void *x, void *y, void *z, uint32_t tile, uint32_t t
 int aclfaSimTestMmSoftmax(void *a, void *b, void *out, void *workspace, uint32_t m, uint32_t n, uint32_t k,
                           uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
 
+/* C[m, n] fp32 = A[m, k] . B[n, k]^T through the Matmul API only (same tiling as above). */
+int aclfaSimTestMatmul(void *a, void *b, void *c, void *workspace, uint32_t m, uint32_t n, uint32_t k,
+                       uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
+
 /* One API or rule scenario on one AIV: in [n] fp32 -> out (see probe.cpp for each op). */
 int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType, char *err,
                       size_t errLen);
