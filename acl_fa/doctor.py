@@ -75,10 +75,13 @@ def collect(backend: Optional[str] = None, device: int = 0) -> dict:
     libraries["nnopbase"] = str(loaded.nnopbase_path)
     try:
         loaded.load_op_library()
-        libraries["op library"] = str(loaded.op_library_path)
+        libraries["op library"] = f"{loaded.op_library_path} (via {loaded.op_library_origin})"
     except AclLibraryError as exc:
         libraries["op library"] = f"unavailable: {exc.summary}"
-    libraries["paths tried"] = [a.describe() for a in loaded.attempts]
+    # The operator library's candidates in lookup order, each with why it was or was not used.
+    op_attempts = [a for a in loaded.attempts if a.library.startswith("op library")]
+    libraries["op library candidates"] = [a.describe() for a in op_attempts] or ["(none)"]
+    libraries["paths tried"] = [a.describe() for a in loaded.attempts if a not in op_attempts]
 
     device_info: dict = {}
     report["device"] = device_info

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping, NamedTuple, Optional
 
 from ._ffi import ffi
 from .errors import (
@@ -57,6 +57,10 @@ DEFAULT_TOOLKIT = "/usr/local/Ascend/ascend-toolkit/latest"
 RUNTIME_NAMES = ("libacl_rt.so", "libascendcl.so")  # preferred first (CANN_FACTS section 1)
 NNOPBASE_NAME = "libnnopbase.so"
 OP_LIBRARY_NAME = "libcust_opapi.so"
+OP_ENTRY = "aclnnFlashAttentionGetWorkspaceSize"  # what makes a libcust_opapi.so ours
+# version.info key written by `./build.sh --sim` packages; a package without it was built by CANN.
+PACKAGE_BACKEND_KEY = "acl_fa_backend"
+SIM_OWN_ORIGIN = "the simulator's library directory"
 
 _DLOPEN_FLAGS = ffi.RTLD_NOW | ffi.RTLD_GLOBAL
 
@@ -95,6 +99,7 @@ class Backend:
         self._op_lock = threading.Lock()
         self._op_loaded = False
         self.op_library_path: Optional[Path] = None
+        self.op_library_origin: Optional[str] = None
         self.op_library_error: Optional[AclLibraryError] = None
 
     # ---- symbols ---------------------------------------------------------------------
@@ -162,13 +167,35 @@ class Backend:
             if self.op_library_error is not None:
                 raise self.op_library_error
             attempts: list = []
-            for path in find_op_library(self.name, self.libdir, os.environ):
-                lib = _try_dlopen("op library", path, attempts)
-                if lib is not None:
-                    self._libs.append(lib)
-                    self.op_library_path = path
-                    self._op_loaded = True
-                    break
+            for candidate in find_op_library(self.name, self.libdir, os.environ):
+                label = f"op library via {candidate.origin}"
+                path = str(candidate.path)
+                if self._op_loaded:
+                    attempts.append(LoadAttempt(label, path, "not used",
+                                                f"{self.op_library_path} comes first"))
+                    continue
+                built_for = package_backend(candidate) if candidate.path.is_file() else None
+                if built_for not in (None, self.name):
+                    attempts.append(LoadAttempt(label, path, "skipped", (
+                        f"a package for backend {built_for} (version.info), this process "
+                        f"uses backend {self.name}")))
+                    continue
+                lib = _try_dlopen(label, candidate.path, attempts)
+                if lib is None:
+                    continue
+                try:
+                    getattr(lib, OP_ENTRY)
+                except AttributeError:
+                    ffi.dlclose(lib)
+                    attempts[-1] = LoadAttempt(
+                        label, path, "unusable",
+                        f"does not export {OP_ENTRY} (another operator package)")
+                    continue
+                attempts[-1] = LoadAttempt(label, path, "loaded", "picked")
+                self._libs.append(lib)
+                self.op_library_path = candidate.path
+                self.op_library_origin = candidate.origin
+                self._op_loaded = True
             self.attempts.extend(attempts)
             if not self._op_loaded:
                 self.op_library_error = AclLibraryError(
@@ -195,21 +222,52 @@ def npu_library_dirs(env: Mapping[str, str] = os.environ) -> list:
     return dirs
 
 
+class OpCandidate(NamedTuple):
+    """A place libcust_opapi.so may be: ``path`` and ``origin``, the lookup rule naming it."""
+
+    path: Path
+    origin: str
+
+
 def find_op_library(backend: str, sim_dir: Optional[Path] = None,
                     env: Mapping[str, str] = os.environ) -> list:
-    """Candidate paths of libcust_opapi.so, most preferred first.
-
-    sim: the simulator's own (next to its runtime). npu: each vendor directory in
-    ASCEND_CUSTOM_OPP_PATH (left first, as set by the package's set_env.bash), then
-    $ASCEND_OPP_PATH/vendors/<vendor> in config.ini's load_priority order.
+    """Candidates (OpCandidate) for libcust_opapi.so, most preferred first, as nnopbase looks
+    up custom operator packages (CANN_FACTS section 3): each vendor directory in
+    ASCEND_CUSTOM_OPP_PATH, left first (as the package's set_env.bash prepends it); then
+    $ASCEND_OPP_PATH/vendors/<vendor> in vendors/config.ini's load_priority order; then, for
+    backend sim only, the simulator's own library next to its runtime.
     """
-    if backend == "sim":
-        return [Path(sim_dir or sim_library_dir(env), OP_LIBRARY_NAME)]
-    vendor_dirs = [Path(p) for p in env.get("ASCEND_CUSTOM_OPP_PATH", "").split(":") if p]
+    vendor_dirs = [(Path(p), f"ASCEND_CUSTOM_OPP_PATH[{i}]")
+                   for i, p in enumerate(env.get("ASCEND_CUSTOM_OPP_PATH", "").split(":")) if p]
     opp = env.get("ASCEND_OPP_PATH")
     if opp:
-        vendor_dirs += [Path(opp, "vendors", v) for v in _load_priority(Path(opp, "vendors"))]
-    return [d / "op_api" / "lib" / OP_LIBRARY_NAME for d in vendor_dirs]
+        vendors = Path(opp, "vendors")
+        vendor_dirs += [(vendors / v, f"{vendors / 'config.ini'} load_priority[{i}]")
+                        for i, v in enumerate(_load_priority(vendors))]
+    candidates = [OpCandidate(d / "op_api" / "lib" / OP_LIBRARY_NAME, origin)
+                  for d, origin in vendor_dirs]
+    if backend == "sim":
+        candidates.append(OpCandidate(Path(sim_dir or sim_library_dir(env), OP_LIBRARY_NAME),
+                                      SIM_OWN_ORIGIN))
+    return candidates
+
+
+def package_backend(candidate: OpCandidate) -> Optional[str]:
+    """The backend an installed package was built for: "sim" when its version.info says so
+    (``./build.sh --sim``), "npu" for any other package; None for a library outside a package
+    (the simulator's own)."""
+    if candidate.origin == SIM_OWN_ORIGIN:
+        return None
+    vendor_dir = candidate.path.parent.parent.parent  # <vendor>/op_api/lib/libcust_opapi.so
+    try:
+        text = (vendor_dir / "version.info").read_text()
+    except OSError:
+        return "npu"
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == PACKAGE_BACKEND_KEY:
+            return value.strip()
+    return "npu"
 
 
 def _load_priority(vendors: Path) -> list:

@@ -110,14 +110,15 @@ def test_op_library_candidates_in_order(tmp_path):
     (opp / "vendors" / "config.ini").write_text("load_priority=mine,customize\n")
     env = {"ASCEND_CUSTOM_OPP_PATH": f"{tmp_path}/a/vendors/x:{tmp_path}/b",
            "ASCEND_OPP_PATH": str(opp)}
-    assert loader.find_op_library("npu", env=env) == [
+    packages = [
         tmp_path / "a/vendors/x/op_api/lib/libcust_opapi.so",
         tmp_path / "b/op_api/lib/libcust_opapi.so",
         opp / "vendors/mine/op_api/lib/libcust_opapi.so",
         opp / "vendors/customize/op_api/lib/libcust_opapi.so",
     ]
-    assert loader.find_op_library("sim", sim_dir=tmp_path, env=env) == [
-        tmp_path / "libcust_opapi.so"]
+    assert [c.path for c in loader.find_op_library("npu", env=env)] == packages
+    assert [c.path for c in loader.find_op_library("sim", sim_dir=tmp_path, env=env)] == [
+        *packages, tmp_path / "libcust_opapi.so"]
 
 
 def test_unknown_function_is_a_library_error(backend):
