@@ -23,8 +23,8 @@
 #include "ascendc_sim/vec.h"
 #include "kernel_tiling/kernel_tiling.h"
 
-namespace AscendC {
-
+// CubeFormat, LayoutMode, MatmulConfig and the CFG_* constants live in the global namespace
+// (asc-devkit matmul_config.h / tiling.h); MatmulType and Matmul in AscendC.
 enum class CubeFormat {
     ND = 0,
     NZ,
@@ -54,6 +54,8 @@ struct MatmulConfig {
 };
 constexpr MatmulConfig CFG_NORM = {true, false, false, 0, 0, 0, false, false, false};
 constexpr MatmulConfig CFG_MDL = {false, false, true, 0, 0, 0, false, false, false};
+
+namespace AscendC {
 
 template <TPosition POSITION, CubeFormat FORMAT, typename TYPE, bool ISTRANS = false,
           LayoutMode LAYOUT = LayoutMode::NONE, bool IBSHARE = false, TPosition SRCPOS = TPosition::GM>

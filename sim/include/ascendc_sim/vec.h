@@ -256,6 +256,52 @@ void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &c
     for (int32_t i = 0; i < count; ++i) d[i] = s;
 }
 
+// Repeat forms: repeat r writes 8 blocks at (r * dstRepeatStride + b * dstBlockStride) * 32 B.
+// Continuous mask: the first `mask` elements of each repeat; bit mask: element i when bit
+// i % 64 of mask[i / 64] is set.
+namespace sim {
+template <typename T, typename Sel>
+void DuplicateRepeat(const LocalTensor<T> &dst, T value, uint64_t maxElem, uint8_t repeatTime,
+                     uint16_t dstBlockStride, uint8_t dstRepeatStride, Sel selected) {
+    acl_fa_sim::kernel::Enter("Duplicate");
+    constexpr uint64_t perRepeat = 256 / sizeof(T), perBlock = 32 / sizeof(T);
+    if (maxElem > perRepeat) {
+        acl_fa_sim::kernel::Violation("vector repeat parameters", "Duplicate",
+                                      "mask covers " + std::to_string(maxElem) + " elements; a repeat has " +
+                                          std::to_string(perRepeat));
+    }
+    if (maxElem == 0 || repeatTime == 0) return;
+    CheckLocalT("Duplicate", "dst", dst, RepeatSpan(maxElem, repeatTime, dstBlockStride, dstRepeatStride, sizeof(T)));
+    uint64_t n = 0;
+    for (uint64_t r = 0; r < repeatTime; ++r) {
+        for (uint64_t i = 0; i < maxElem; ++i) {
+            if (!selected(i)) continue;
+            dst.SimData()[(r * dstRepeatStride + (i / perBlock) * dstBlockStride) * perBlock + i % perBlock] = value;
+            ++n;
+        }
+    }
+    CountVector(n);
+}
+}  // namespace sim
+
+template <typename T, bool isSetMask = true>
+void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, uint64_t mask, const uint8_t repeatTime,
+               const uint16_t dstBlockStride, const uint8_t dstRepeatStride) {
+    sim::DuplicateRepeat(dst, scalarValue, mask, repeatTime, dstBlockStride, dstRepeatStride,
+                         [](uint64_t) { return true; });
+}
+template <typename T, bool isSetMask = true>
+void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, uint64_t mask[], const uint8_t repeatTime,
+               const uint16_t dstBlockStride, const uint8_t dstRepeatStride) {
+    const uint64_t m0 = mask[0], m1 = sizeof(T) == 2 ? mask[1] : 0;
+    uint64_t last = 0;  // one past the highest selected element
+    for (uint64_t i = 0; i < 128; ++i) {
+        if (((i < 64 ? m0 >> i : m1 >> (i - 64)) & 1) != 0) last = i + 1;
+    }
+    sim::DuplicateRepeat(dst, scalarValue, last, repeatTime, dstBlockStride, dstRepeatStride,
+                         [m0, m1](uint64_t i) { return ((i < 64 ? m0 >> i : m1 >> (i - 64)) & 1) != 0; });
+}
+
 // ---- Cast ----
 template <typename T, typename U>
 void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode &roundMode, const uint32_t count) {
