@@ -9,9 +9,9 @@ extern "C" __global__ __aicore__ void matmul_only(GM_ADDR a, GM_ADDR b, GM_ADDR 
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
     REGISTER_TILING_DEFAULT(MmSoftmaxTiling);
     GET_TILING_DATA(t, tiling);
-    using AType = AscendC::MatmulType<AscendC::TPosition::GM, AscendC::CubeFormat::ND, half>;
-    using BType = AscendC::MatmulType<AscendC::TPosition::GM, AscendC::CubeFormat::ND, half, true>;
-    using CType = AscendC::MatmulType<AscendC::TPosition::GM, AscendC::CubeFormat::ND, float>;
+    using AType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, half>;
+    using BType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, half, true>;
+    using CType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, float>;
     AscendC::TPipe pipe;
     AscendC::Matmul<AType, BType, CType> mm;
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &t.cube);

@@ -8,9 +8,9 @@
 
 namespace {
 
-using AType = AscendC::MatmulType<AscendC::TPosition::GM, AscendC::CubeFormat::ND, half>;
-using BType = AscendC::MatmulType<AscendC::TPosition::GM, AscendC::CubeFormat::ND, half, true>;
-using CType = AscendC::MatmulType<AscendC::TPosition::GM, AscendC::CubeFormat::ND, float>;
+using AType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, half>;
+using BType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, half, true>;
+using CType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, float>;
 
 class MmSoftmax {
 public:
