@@ -15,6 +15,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+caller_pwd="$PWD"
 op_json="$repo/op/flash_attention.json"
 
 usage() {
@@ -80,9 +81,11 @@ mkdir -p "$build_dir"
 build_dir="$(cd "$build_dir" && pwd)"
 version="$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$repo/pyproject.toml" | head -n 1)"
 
-# Runs the package's installer; relative install paths are taken from the caller's directory.
+# Runs the package's installer. CANN's installer takes absolute paths only, so a relative one
+# is made absolute here, against the caller's directory.
 install_run() {
   local run="$1"
+  [[ "$install_path" == /* ]] || install_path="$caller_pwd/$install_path"
   step "installing $run into $install_path"
   bash "$run" "--install-path=$install_path"
 }
