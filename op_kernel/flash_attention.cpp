@@ -12,9 +12,9 @@ __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR val
                                          const FlashAttentionTilingData *tilingData)
 {
     AscendC::TPipe pipe;
-    flash_attention::FlashAttentionKernel<T> op;
+    flash_attn::FlashAttentionKernel<T> op;
     // The AIC serves the AIVs' matmul requests from here on and does not run the code below.
-    REGIST_MATMUL_OBJ(&pipe, AscendC::GetSysWorkSpacePtr(), op.qkMm, &tilingData->qkTiling, op.pvMm,
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.qkMm, &tilingData->qkTiling, op.pvMm,
                       &tilingData->pvTiling);
     op.Init(query, key, value, attentionOut, softmaxLse, workspace, tilingData, &pipe);
     op.Process();

@@ -19,7 +19,7 @@
 
 #include "flash_attention_tiling.h"
 
-namespace flash_attention {
+namespace flash_attn {
 
 constexpr uint32_t FP32_PER_REPEAT = 64;  // one 256-B vector repeat of fp32
 constexpr uint32_t FP32_PER_BLOCK = 8;    // one 32-B data block of fp32
@@ -513,4 +513,4 @@ __aicore__ inline void FlashAttentionKernel<T>::DivRows(const AscendC::LocalTens
     }
 }
 
-}  // namespace flash_attention
+}  // namespace flash_attn

@@ -19,8 +19,9 @@ aclError RunOnStream(void *userData, char *errBuf, size_t errBufLen)
 {
     const auto *launch = static_cast<const FlashAttentionLaunch *>(userData);
     std::string error;
+    SetLaunchTilingKey(launch->tilingKey);
     const aclError rc = LaunchKernel(
-        "flash_attention", launch->blockDim, KERNEL_TYPE_MIX_AIC_1_2, launch->tilingKey,
+        "flash_attention", launch->blockDim, KERNEL_TYPE_MIX_AIC_1_2,
         [launch] {
             flash_attention(launch->query, launch->key, launch->value, launch->attentionOut,
                             launch->softmaxLse, launch->workspace,
