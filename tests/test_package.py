@@ -121,6 +121,73 @@ def test_build_without_cann_fails_fast_with_the_way_out(tmp_path):
     assert not (tmp_path / "out" / "op_project").exists()
 
 
+# A stand-in for CANN's msopgen: writes a project with the generated project's entry points
+# (CMakePresets.json "default", targets binary and package, op_host/ op_kernel/ stubs) so that
+# build.sh's own steps around it can be checked. It says nothing about CANN itself.
+FAKE_MSOPGEN = r"""#!/bin/bash
+echo "$*" > "$(dirname "$0")/args"
+while (($#)); do case "$1" in -out) out="$2"; shift;; esac; shift; done
+mkdir -p "$out/op_host" "$out/op_kernel"
+echo generated-stub > "$out/op_kernel/flash_attention.cpp"
+cat > "$out/CMakePresets.json" <<'J'
+{"version": 1, "cmakeMinimumRequired": {"major": 3, "minor": 19, "patch": 0},
+ "configurePresets": [{"name": "default", "generator": "Unix Makefiles",
+  "binaryDir": "${sourceDir}/build_out", "cacheVariables": {
+   "vendor_name": {"type": "STRING", "value": "customize"},
+   "ASCEND_COMPUTE_UNIT": {"type": "STRING", "value": "__UNIT__"},
+   "ASCEND_CANN_PACKAGE_PATH": {"type": "PATH", "value": "/usr/local/Ascend/latest"}}}]}
+J
+cat > "$out/CMakeLists.txt" <<'C'
+cmake_minimum_required(VERSION 3.19)
+project(generated NONE)
+set(run ${CMAKE_BINARY_DIR}/custom_opp_${vendor_name}_${ASCEND_COMPUTE_UNIT}.run)
+add_custom_target(binary COMMAND ${CMAKE_COMMAND} -E touch ${CMAKE_BINARY_DIR}/binary.done)
+add_custom_target(package COMMAND ${CMAKE_COMMAND} -E copy ${CMAKE_BINARY_DIR}/binary.done ${run})
+C
+"""
+
+
+def _fake_toolkit(root: Path) -> Path:
+    msopgen = root / "python/site-packages/bin/msopgen"
+    msopgen.parent.mkdir(parents=True)
+    msopgen.write_text(FAKE_MSOPGEN)
+    msopgen.chmod(0o755)
+    return msopgen
+
+
+def test_build_cann_branch_drives_msopgen_and_the_generated_presets(tmp_path):
+    toolkit = tmp_path / "toolkit"
+    msopgen = _fake_toolkit(toolkit)
+    out = tmp_path / "out"
+    env = {**os.environ, "ASCEND_HOME_PATH": str(toolkit), "ASCEND_OPP_PATH": str(tmp_path)}
+    proc = _run(["bash", str(REPO / "build.sh"), "--build-dir", str(out), "--soc", "ascend910_93",
+                 "--vendor", "myvendor"], env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    args = (msopgen.parent / "args").read_text().split()
+    assert args == ["gen", "-i", str(REPO / "op/flash_attention.json"), "-c",
+                    "ai_core-ascend910_93", "-lan", "cpp", "-out", str(out / "op_project")]
+    project = out / "op_project"
+    for name in ("op_host/flash_attention.cpp", "op_host/tiling_policy.cpp",
+                 "op_kernel/flash_attention.cpp", "op_kernel/flash_attention_tiling.h"):
+        assert (project / name).read_text() == (REPO / name).read_text(), name
+    # The preset's vendor and compute unit were overridden; the .run was collected.
+    assert (out / "custom_opp_myvendor_ascend910_93.run").is_file()
+    cache = (project / "build_out/CMakeCache.txt").read_text()
+    assert f"ASCEND_CANN_PACKAGE_PATH:UNINITIALIZED={toolkit}" in cache
+
+
+def test_build_rejects_an_soc_the_operator_is_not_registered_for(tmp_path):
+    _fake_toolkit(tmp_path / "toolkit")
+    env = {**os.environ, "ASCEND_HOME_PATH": str(tmp_path / "toolkit"),
+           "ASCEND_OPP_PATH": str(tmp_path)}
+    proc = _run(["bash", str(REPO / "build.sh"), "--build-dir", str(tmp_path / "out"),
+                 "--soc", "ascend310p"], env=env, timeout=30)
+    assert proc.returncode == 2
+    assert ("--soc ascend310p: the operator is registered for ascend910b and ascend910_93"
+            in proc.stderr)
+    assert not (tmp_path / "out" / "op_project").exists()
+
+
 def test_build_rejects_unknown_option():
     proc = _run(["bash", str(REPO / "build.sh"), "--frobnicate"], timeout=30)
     assert proc.returncode == 2 and "unknown option '--frobnicate'" in proc.stderr
