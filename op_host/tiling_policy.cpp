@@ -36,9 +36,10 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, 
         {"pvQue PV [m,d] fp32", m * d * kFp32, ub},
         {"outQue O [m,d] T", m * d * t, ub},
         {"accBuf acc [m,d] fp32", m * d * kFp32, ub},
-        {"statBuf 4 x [m] fp32", 4 * AlignUp(m * kFp32, kUbAlign), ub},
+        {"statBuf 6 x [m] fp32", 6 * AlignUp(m * kFp32, kUbAlign), ub},
         {"lseQue lse [m] fp32", AlignUp(m * kFp32, kUbAlign), ub},
-        {"reduceBuf [n] fp32 + 32", AlignUp(n * kFp32, kUbAlign) + kUbAlign, ub},
+        {"foldBuf [m,64] fp32", m * 64 * kFp32, ub},
+        {"brcbBuf [m,8] fp32", m * 8 * kFp32, ub},
     };
 }
 
