@@ -53,10 +53,21 @@ def test_round_trip(session, dtype, layout):
     assert same_bits(back, np.ascontiguousarray(source))
 
 
-@settings(max_examples=25, deadline=None)
-@given(array=hnp.arrays(
-    dtype=st.sampled_from([np.dtype(d) for d in DTYPES]),
-    shape=hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=9)))
+@st.composite
+def host_arrays(draw):
+    """Arrays of every device dtype, any shape (incl. 0-d and empty), any memory order."""
+    name = draw(st.sampled_from(["float16", "bfloat16", "float32", "int64"]))
+    bits = np.uint16 if name == "bfloat16" else np.dtype(name)  # bf16 drawn as raw bits
+    array = draw(hnp.arrays(bits, hnp.array_shapes(min_dims=0, max_dims=4, min_side=0,
+                                                   max_side=9)))
+    array = array.view(ml_dtypes.bfloat16) if name == "bfloat16" else array
+    if array.ndim and draw(st.booleans()):
+        array = array[::-1]
+    return array.T if draw(st.booleans()) else array
+
+
+@settings(max_examples=40, deadline=None)
+@given(array=host_arrays())
 def test_round_trip_any_shape(backend, array):
     with acl_fa.Session(backend=backend.name) as session:
         with session.upload(array) as buffer:
