@@ -12,6 +12,7 @@ import logging
 import click
 
 from . import doctor as doctor_module
+from . import run as run_module
 from . import plan as plan_module
 from .loader import BACKENDS, ENV_BACKEND
 
@@ -54,31 +55,43 @@ def doctor(backend: str, device: int):
     click.echo(doctor_module.format_report(doctor_module.collect(backend=backend, device=device)))
 
 
+# The problem options, shared by `plan`, `run` and `bench` (one definition each).
+_PROBLEM_OPTIONS = [
+    click.option("--seq", type=click.IntRange(min=1), envvar="ACL_FA_SEQ", default=4096, show_default=True,
+              show_envvar=True, metavar="SQ", help="Query sequence length."),
+    click.option("--seq-kv", type=click.IntRange(min=1), envvar="ACL_FA_SEQ_KV", default=None, show_envvar=True,
+              metavar="SKV", help="Key/value sequence length [default: --seq]."),
+    click.option("--batch", type=click.IntRange(min=1), envvar="ACL_FA_BATCH", default=1, show_default=True,
+              show_envvar=True, metavar="B", help="Batch size."),
+    click.option("--heads", type=click.IntRange(min=1), envvar="ACL_FA_HEADS", default=32, show_default=True,
+              show_envvar=True, metavar="N", help="Query heads."),
+    click.option("--kv-heads", type=click.IntRange(min=1), envvar="ACL_FA_KV_HEADS", default=None, show_envvar=True,
+              metavar="NKV", help="Key/value heads (GQA/MQA) [default: --heads]."),
+    click.option("--head-dim", type=click.IntRange(min=1), envvar="ACL_FA_HEAD_DIM", default=128, show_default=True,
+              show_envvar=True, metavar="D", help="Head dimension (a multiple of 16, at most 256)."),
+    click.option("--dtype", type=click.Choice(plan_module.DTYPES), envvar="ACL_FA_DTYPE", default="float16",
+              show_default=True, show_envvar=True, help="Input dtype."),
+    click.option("--layout", type=click.Choice(plan_module.LAYOUTS), envvar="ACL_FA_LAYOUT", default="BNSD",
+              show_default=True, show_envvar=True, help="Input layout."),
+    click.option("--causal/--no-causal", envvar="ACL_FA_CAUSAL", default=False, show_default=True, show_envvar=True,
+              help="Causal (bottom-right aligned) mask."),
+    click.option("--block-m", type=click.IntRange(min=0), envvar="ACL_FA_BLOCK_M", default=0, show_default=True,
+              show_envvar=True, metavar="ROWS", help="Query rows per block (multiple of 16); 0 = let the policy choose."),
+    click.option("--block-n", type=click.IntRange(min=0), envvar="ACL_FA_BLOCK_N", default=0, show_default=True,
+              show_envvar=True, metavar="ROWS", help="Key/value rows per block (multiple of 16); 0 = let the policy choose."),
+]
+
+
+def problem_options(function):
+    for option in reversed(_PROBLEM_OPTIONS):
+        function = option(function)
+    return function
+
+
 @main.command()
-@click.option("--seq", type=click.IntRange(min=1), envvar="ACL_FA_SEQ", default=4096, show_default=True,
-              show_envvar=True, metavar="SQ", help="Query sequence length.")
-@click.option("--seq-kv", type=click.IntRange(min=1), envvar="ACL_FA_SEQ_KV", default=None, show_envvar=True,
-              metavar="SKV", help="Key/value sequence length [default: --seq].")
-@click.option("--batch", type=click.IntRange(min=1), envvar="ACL_FA_BATCH", default=1, show_default=True,
-              show_envvar=True, metavar="B", help="Batch size.")
-@click.option("--heads", type=click.IntRange(min=1), envvar="ACL_FA_HEADS", default=32, show_default=True,
-              show_envvar=True, metavar="N", help="Query heads.")
-@click.option("--kv-heads", type=click.IntRange(min=1), envvar="ACL_FA_KV_HEADS", default=None, show_envvar=True,
-              metavar="NKV", help="Key/value heads (GQA/MQA) [default: --heads].")
-@click.option("--head-dim", type=click.IntRange(min=1), envvar="ACL_FA_HEAD_DIM", default=128, show_default=True,
-              show_envvar=True, metavar="D", help="Head dimension (a multiple of 16, at most 256).")
-@click.option("--dtype", type=click.Choice(plan_module.DTYPES), envvar="ACL_FA_DTYPE", default="float16",
-              show_default=True, show_envvar=True, help="Input dtype.")
-@click.option("--layout", type=click.Choice(plan_module.LAYOUTS), envvar="ACL_FA_LAYOUT", default="BNSD",
-              show_default=True, show_envvar=True, help="Input layout.")
-@click.option("--causal/--no-causal", envvar="ACL_FA_CAUSAL", default=False, show_default=True, show_envvar=True,
-              help="Causal (bottom-right aligned) mask.")
+@problem_options
 @click.option("--soc", envvar="ACL_FA_SIM_SOC", default=plan_module.DEFAULT_SOC, show_default=True,
               show_envvar=True, metavar="NAME|all", help="Chip of the simulator's catalogue, or 'all' for one row each.")
-@click.option("--block-m", type=click.IntRange(min=0), envvar="ACL_FA_BLOCK_M", default=0, show_default=True,
-              show_envvar=True, metavar="ROWS", help="Query rows per block (multiple of 16); 0 = let the policy choose.")
-@click.option("--block-n", type=click.IntRange(min=0), envvar="ACL_FA_BLOCK_N", default=0, show_default=True,
-              show_envvar=True, metavar="ROWS", help="Key/value rows per block (multiple of 16); 0 = let the policy choose.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan(s) as JSON.")
 def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json):
     """Show what the operator will do: blocks, buffer budget, core split, workspace."""
@@ -102,3 +115,33 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
                                {"chip": c.name, "error": p} for c, p in rows], indent=2))
     else:
         click.echo(plan_module.format_plan_table(rows))
+
+
+@main.command()
+@problem_options
+@click.option("--scale", type=float, envvar="ACL_FA_SCALE", default=None, show_envvar=True, metavar="S",
+              help="Softmax scale [default: 1/sqrt(head dim)].")
+@click.option("--warmup", type=click.IntRange(min=0), envvar="ACL_FA_WARMUP", default=1, show_default=True,
+              show_envvar=True, metavar="N", help="Untimed launches before timing.")
+@click.option("--iters", type=click.IntRange(min=1), envvar="ACL_FA_ITERS", default=3, show_default=True,
+              show_envvar=True, metavar="N", help="Timed launches (the median is reported).")
+@click.option("--check/--no-check", envvar="ACL_FA_CHECK", default=True, show_default=True, show_envvar=True,
+              help="Compare with the float64 reference (all heads, or a sample of heads on large problems).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@backend_option
+@device_option
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
+        iters, check, seed, backend, device, as_json):
+    """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error."""
+    total_steps = 1 + warmup + iters + 1
+    with click.progressbar(length=total_steps, label="acl-fa run", file=click.get_text_stream("stderr"),
+                           show_eta=False) as bar:
+        report = run_module.run_job(
+            seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
+            layout=layout, causal=causal, scale=scale, block_m=block_m or None, block_n=block_n or None,
+            warmup=warmup, iters=iters, check=check, backend=None if backend == "auto" else backend,
+            device=device, seed=seed, progress=lambda stage, steps: bar.update(steps))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_module.format_report(report))
+    if report.accuracy is not None and not report.accuracy.ok:
+        raise click.ClickException("the result is outside the tolerance (see 'check' above)")

@@ -151,7 +151,8 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
                 lse = prepared.buffers["lse"].to_numpy()
                 device_bytes = {"inputs": sum(prepared.buffers[n].nbytes for n in ("q", "k", "v")),
                                 "outputs": sum(prepared.buffers[n].nbytes for n in ("out", "lse")),
-                                "workspace": prepared.workspace_size}
+                                "workspace": prepared.workspace_size,
+                                "intermediate": plan.user_workspace_bytes}
                 start.close()
                 end.close()
             stats = sim_stats.last_launch(session.backend) if session.backend.name == "sim" else None
@@ -194,9 +195,10 @@ def format_report(r: RunReport) -> str:
         f"time        {r.median_ms:.3f} ms per iteration (median of {len(r.times_ms)}; {r.time_label})",
         f"throughput  {r.tflops:.3f} TFLOP/s ({p.flops() / 1e9:.1f} GFLOP useful per call)",
         f"memory      inputs {_bytes(r.device_bytes['inputs'])}, outputs {_bytes(r.device_bytes['outputs'])}, "
-        f"workspace {_bytes(r.device_bytes['workspace'])}",
+        f"workspace {_bytes(r.device_bytes['workspace'])} "
+        f"(intermediates {_bytes(r.device_bytes['intermediate'])} + the library's system workspace)",
         f"            standard attention would hold {_bytes(r.standard_intermediate_bytes)} of S and P "
-        f"({r.standard_intermediate_bytes / max(1, r.device_bytes['workspace']):.1f}x this workspace)",
+        f"({r.standard_intermediate_bytes / max(1, r.device_bytes['intermediate']):.1f}x these intermediates)",
     ]
     if r.sim is not None:
         gm = r.sim["gm_bytes"]
