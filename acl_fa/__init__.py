@@ -10,7 +10,9 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
 )
+from .attention import flash_attention
 from .loader import get_backend
+from .reference import attention_reference
 from .runtime import DeviceBuffer, Event, HostBuffer, Session, Stream
 from .tensor import Tensor
 
@@ -29,5 +31,7 @@ __all__ = [
     "Session",
     "Stream",
     "Tensor",
+    "attention_reference",
+    "flash_attention",
     "get_backend",
 ]

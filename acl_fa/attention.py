@@ -322,16 +322,15 @@ class FlashAttentionRunner:
 
 _runners_lock = threading.Lock()
 _sessions: dict = {}
-_runners: dict = {}
 
 
 def runner_for(session: Session) -> FlashAttentionRunner:
-    """The FlashAttentionRunner of `session` (one per Session)."""
+    """The FlashAttentionRunner of `session` (one per Session, kept on the Session)."""
     with _runners_lock:
-        runner = _runners.get(id(session))
-        if runner is None or runner.session is not session:
+        runner = getattr(session, "_flash_attention_runner", None)
+        if runner is None:
             runner = FlashAttentionRunner(session)
-            _runners[id(session)] = runner
+            session._flash_attention_runner = runner
         return runner
 
 

@@ -223,6 +223,14 @@ class Session:
         For ACL/aclnn APIs that have no wrapper object here (e.g. the op's aclnn entries)."""
         return self._state.call(api, *args)
 
+    # ---- the operator ---------------------------------------------------------------
+    def flash_attention(self, q, k, v, **options):
+        """acl_fa.flash_attention on this session; device buffers, tensors, executor and
+        workspace are kept per problem shape, so repeated calls only copy and launch."""
+        from .attention import flash_attention
+
+        return flash_attention(q, k, v, session=self, **options)
+
     # ---- factories ------------------------------------------------------------------
     def stream(self) -> "Stream":
         return Stream(self)
