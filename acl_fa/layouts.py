@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import InvalidArgumentError
+
 __all__ = ["LAYOUTS", "LAYOUT_RANK", "to_bnsd", "from_bnsd", "split_dims"]
 
 LAYOUTS = ("BNSD", "BSND", "BSH")
@@ -24,12 +26,12 @@ def split_dims(shape, layout, num_heads=None):
     elif layout == "BSH":
         b, s, hidden = shape
         if not num_heads:
-            raise ValueError("layout BSH needs num_heads to split the hidden size")
+            raise InvalidArgumentError("layout BSH needs num_heads to split the hidden size")
         if hidden % num_heads:
-            raise ValueError(f"hidden size {hidden} is not divisible by num_heads={num_heads}")
+            raise InvalidArgumentError(f"hidden size {hidden} is not divisible by num_heads={num_heads}")
         n, d = num_heads, hidden // num_heads
     else:
-        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+        raise InvalidArgumentError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     return int(b), int(n), int(s), int(d)
 
 

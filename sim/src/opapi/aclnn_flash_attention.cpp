@@ -282,6 +282,9 @@ aclnnStatus Report(const Failure &failure)
 int32_t RunLaunchSpec(void *payload, void *workspace, uint64_t workspaceSize, aclrtStream stream)
 {
     const auto *spec = static_cast<const LaunchSpec *>(payload);
+    if (aclfaSimShouldFail(API_PHASE2)) {
+        return ACLNN_ERR_RUNTIME_ERROR;  // injected; the executor is consumed as on any failure
+    }
     if (workspaceSize < spec->workspaceSize) {
         aclfaSimSetErrMsg("%s: workspaceSize %llu is smaller than the %llu bytes phase one asked for", API_PHASE2,
                           static_cast<unsigned long long>(workspaceSize),
@@ -390,12 +393,6 @@ extern "C" aclnnStatus aclnnFlashAttentionGetWorkspaceSize(
 extern "C" aclnnStatus aclnnFlashAttention(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
                                            aclrtStream stream)
 {
-    if (aclfaSimShouldFail(API_PHASE2)) {
-        if (executor != nullptr) {
-            aclDestroyAclOpExecutor(executor);  // a failed phase two still consumes a single-use executor
-        }
-        return ACLNN_ERR_RUNTIME_ERROR;
-    }
     if (executor == nullptr) {
         aclfaSimSetErrMsg("%s: executor is nullptr", API_PHASE2);
         return ACLNN_ERR_PARAM_NULLPTR;
