@@ -30,6 +30,8 @@ import threading
 from pathlib import Path
 from typing import Callable, Mapping, NamedTuple, Optional
 
+import _cffi_backend
+
 from ._ffi import ffi
 from .errors import (
     ACLNN_ERR_INNER_NULLPTR,
@@ -63,6 +65,10 @@ PACKAGE_BACKEND_KEY = "acl_fa_backend"
 SIM_OWN_ORIGIN = "the simulator's library directory"
 
 _DLOPEN_FLAGS = ffi.RTLD_NOW | ffi.RTLD_GLOBAL
+# What getattr(lib, name) raises for a name the library does not export: AttributeError
+# with cdefs parsed at run time, ffi.error (_cffi_backend.FFI.error) with the generated
+# out-of-line module.
+MISSING_SYMBOL = (AttributeError, _cffi_backend.FFI.error)
 
 
 def _env_snapshot(env: Mapping[str, str]) -> dict:
@@ -113,7 +119,7 @@ class Backend:
         for lib in list(self._libs):
             try:
                 function = getattr(lib, api)
-            except AttributeError:
+            except MISSING_SYMBOL:
                 continue
             self._functions[api] = function
             return function
@@ -185,7 +191,7 @@ class Backend:
                     continue
                 try:
                     getattr(lib, OP_ENTRY)
-                except AttributeError:
+                except MISSING_SYMBOL:
                     ffi.dlclose(lib)
                     attempts[-1] = LoadAttempt(
                         label, path, "unusable",
@@ -332,9 +338,13 @@ def _probe_npu(env: Mapping[str, str]) -> tuple:
     candidates = [d / n for d in npu_library_dirs(env) for n in RUNTIME_NAMES]
     if not any(p.is_file() for p in candidates):
         return False, [LoadAttempt("runtime", str(p), "not found") for p in candidates]
+    # The child must import this very acl_fa, whatever its current directory holds.
+    package_root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     child = subprocess.run(
         [sys.executable, "-c", "from acl_fa.loader import _probe_main; _probe_main()"],
-        capture_output=True, text=True, env={**env, ENV_BACKEND: "npu"}, timeout=120)
+        capture_output=True, text=True, env={**env, ENV_BACKEND: "npu", "PYTHONPATH": path},
+        timeout=120, cwd=package_root)
     try:
         report = json.loads(child.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

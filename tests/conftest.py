@@ -8,7 +8,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -67,9 +69,12 @@ def run_python(code: str, **env) -> dict:
     """Runs `code` in a fresh interpreter (same sys.path and env plus `env`); the code prints
     one JSON line last, returned parsed. A failing child fails the test with its stderr."""
     child_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
-    child_env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    # The child imports the acl_fa this process imported (installed or source tree), and runs
+    # outside the repository so that its current directory cannot shadow it.
+    package_root = str(Path(acl_fa.__file__).resolve().parents[1])
+    child_env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in sys.path if p])
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env=child_env, timeout=300)
+                          text=True, env=child_env, timeout=300, cwd=tempfile.gettempdir())
     assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stderr}"
     lines = proc.stdout.strip().splitlines()
     assert lines, f"child printed nothing; stderr:\n{proc.stderr}"
