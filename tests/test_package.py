@@ -449,10 +449,14 @@ def test_sim_package_end_to_end(sim_run, tmp_path):
     set_env = vendor / "bin" / "set_env.bash"
     env = {k: v for k, v in os.environ.items()
            if k not in ("ASCEND_CUSTOM_OPP_PATH", "ASCEND_OPP_PATH")}
-    env.update(ACL_FA_BACKEND="sim", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    # The child imports this acl_fa (installed or source tree) and runs outside the repository,
+    # whose acl_fa/ would otherwise shadow an installed one.
+    package_root = str(Path(loader.__file__).resolve().parents[1])
+    env.update(ACL_FA_BACKEND="sim",
+               PYTHONPATH=os.pathsep.join([package_root] + [p for p in sys.path if p]))
     script = (f"source {shlex.quote(str(set_env))} && exec {shlex.quote(sys.executable)} -c "
               f"{shlex.quote(textwrap.dedent(E2E_CHILD))}")
-    child = _run(["bash", "-c", script], env=env, timeout=600)
+    child = _run(["bash", "-c", script], env=env, cwd=tmp_path, timeout=600)
     assert child.returncode == 0, child.stderr
     result = json.loads(child.stdout.strip().splitlines()[-1])
     picked = str(vendor / "op_api" / "lib" / loader.OP_LIBRARY_NAME)
