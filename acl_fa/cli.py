@@ -51,8 +51,11 @@ def main(verbose: bool):
 @device_option
 def doctor(backend: str, device: int):
     """Show the backend, the libraries loaded (and every path tried), the device and the
-    environment variables that matter."""
-    click.echo(doctor_module.format_report(doctor_module.collect(backend=backend, device=device)))
+    environment variables that matter. Exits with 1 when no backend could be loaded."""
+    report = doctor_module.collect(backend=backend, device=device)
+    click.echo(doctor_module.format_report(report))
+    if "error" in report["backend"]:
+        raise SystemExit(1)
 
 
 # The problem options, shared by `plan`, `run` and `bench` (one definition each).
