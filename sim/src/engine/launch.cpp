@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,9 @@ bool gHaveStats = false;
 // UB bytes are filled with this at the start of each core (0xFF.. is a NaN in fp16 and
 // fp32): a kernel that reads UB it never wrote sees NaNs, as it would see garbage on chip.
 constexpr uint8_t kUbPoison = 0xFF;
+
+// Upper bound of ACL_FA_SIM_THREADS (each worker holds one UB and one L1 arena).
+constexpr size_t kMaxWorkerThreads = 1024;
 
 // One invocation of the kernel body.
 struct Invocation {
@@ -64,6 +68,26 @@ bool PlanCores(uint32_t kernelType, uint32_t blockDim, const aclfaSimChip &chip,
     *ratio = std::max<uint32_t>(aivPerBlock, 1);
     for (uint32_t b = 0; b < blockDim && aic; ++b) out->push_back({true, b});
     for (uint32_t b = 0; b < blockDim * aivPerBlock; ++b) out->push_back({false, b});
+    return true;
+}
+
+// Host worker threads that run the simulated cores: ACL_FA_SIM_THREADS (a positive integer)
+// when set, else std::thread::hardware_concurrency(). Results do not depend on it: every core
+// writes only its own outputs and counters, so any count gives bit-identical outputs.
+bool WorkerThreads(size_t *threads, std::string *error) {
+    const char *text = std::getenv("ACL_FA_SIM_THREADS");
+    if (text == nullptr || *text == '\0') {
+        *threads = std::max<size_t>(1, std::thread::hardware_concurrency());
+        return true;
+    }
+    char *end = nullptr;
+    const unsigned long long value = std::strtoull(text, &end, 10);
+    if (*end != '\0' || text[0] == '-' || value == 0 || value > kMaxWorkerThreads) {
+        *error = std::string("ACL_FA_SIM_THREADS=\"") + text + "\" must be an integer from 1 to " +
+                 std::to_string(kMaxWorkerThreads);
+        return false;
+    }
+    *threads = static_cast<size_t>(value);
     return true;
 }
 
@@ -124,6 +148,8 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     if (blockDim == 0) err = "blockDim is 0";
     else if (blockDim > 65535) err = "blockDim " + std::to_string(blockDim) + " exceeds 65535";
     if (err.empty()) PlanCores(kernelType, blockDim, *chip, &ratio, &inv, &err);
+    size_t threads = 1;
+    if (err.empty()) WorkerThreads(&threads, &err);
     if (!err.empty()) {
         if (error) *error = std::string("launch of ") + kernelName + " failed: " + err;
         return ACL_ERROR_INVALID_PARAM;
@@ -147,7 +173,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     std::mutex errMutex;
     std::string firstError;
     std::atomic<size_t> next{0};
-    const size_t workers = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), inv.size()));
+    const size_t workers = std::min(threads, inv.size());
     const auto t0 = std::chrono::steady_clock::now();
 
     auto work = [&]() {

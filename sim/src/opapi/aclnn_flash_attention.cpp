@@ -18,6 +18,7 @@
 #include "flash_attention_launch.h"
 #include "opdev/op_errno.h"
 #include "sim_host/op_runtime.h"
+#include "test_tiling_override.h"
 
 namespace {
 
@@ -364,6 +365,9 @@ extern "C" aclnnStatus aclnnFlashAttentionGetWorkspaceSize(
     TilingResult tiling;
     if (RunTiling(OP_TYPE, inputs, {InfoOf(out), InfoOf(lse)}, attrs, &tiling, &error) != 0) {
         return Report(Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: tiling failed: %s", API_PHASE1, error.c_str()));
+    }
+    if (!acl_fa_sim::ApplyTestTilingOverride(&tiling.tilingData, &error)) {  // test-only, inert by default
+        return Report(Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s", API_PHASE1, error.c_str()));
     }
 
     auto spec = std::make_unique<LaunchSpec>();
