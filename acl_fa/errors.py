@@ -46,6 +46,7 @@ ERROR_CODES: dict[int, CodeInfo] = {
     100000: CodeInfo("ACL_ERROR_INVALID_PARAM", "an argument was rejected"),
     100001: CodeInfo("ACL_ERROR_UNINITIALIZE", "aclInit has not been called"),
     100002: CodeInfo("ACL_ERROR_REPEAT_INITIALIZE", "aclInit was already called in this process"),
+    100003: CodeInfo("ACL_ERROR_INVALID_FILE", "a file (e.g. the aclInit config) is invalid"),
     100024: CodeInfo("ACL_ERROR_OP_NOT_FOUND", "the operator is not registered"),
     100037: CodeInfo("ACL_ERROR_REPEAT_FINALIZE", "aclFinalize was already called"),
     100039: CodeInfo(
@@ -67,21 +68,31 @@ ERROR_CODES: dict[int, CodeInfo] = {
         "no current context on this thread (aclrtSetDevice was not called on it)",
     ),
     107003: CodeInfo("ACL_ERROR_RT_STREAM_CONTEXT", "the stream belongs to another context"),
+    107006: CodeInfo("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID", "an event has no valid timestamp"),
+    107007: CodeInfo("ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL", "the end event was recorded before the start"),
     107008: CodeInfo("ACL_ERROR_RT_ADDR_UNALIGNED", "a memory address is not aligned"),
     207000: CodeInfo("ACL_ERROR_RT_FEATURE_NOT_SUPPORT", "feature not supported by this device"),
     207001: CodeInfo("ACL_ERROR_RT_MEMORY_ALLOCATION", "device memory allocation failed"),
+    207002: CodeInfo("ACL_ERROR_RT_MEMORY_FREE", "freeing device memory failed"),
+    207005: CodeInfo("ACL_ERROR_RT_RESOURCE_ALLOC_FAIL", "a runtime resource could not be allocated"),
+    207007: CodeInfo("ACL_ERROR_RT_NO_EVENT_RESOURCE", "no event resource is left"),
+    207008: CodeInfo("ACL_ERROR_RT_NO_STREAM_RESOURCE", "no stream resource is left"),
     207004: CodeInfo("ACL_ERROR_RT_NO_DEVICE", "no device is available"),
     207018: CodeInfo("ACL_ERROR_RT_DEVICE_OOM", "the device ran out of memory"),
     507000: CodeInfo("ACL_ERROR_RT_INTERNAL_ERROR", "internal error of the runtime"),
+    507006: CodeInfo("ACL_ERROR_RT_EVENT_NOT_COMPLETE", "the event has not completed"),
     507014: CodeInfo("ACL_ERROR_RT_AICORE_TIMEOUT", "a kernel on the AI Core timed out"),
     507015: CodeInfo("ACL_ERROR_RT_AICORE_EXCEPTION", "a kernel on the AI Core raised an exception"),
     507016: CodeInfo(
         "ACL_ERROR_RT_AICORE_TRAP_EXCEPTION", "a kernel on the AI Core hit a trap"
     ),
+    507033: CodeInfo("ACL_ERROR_RT_DEV_SETUP_ERROR", "the device could not be set up"),
     507035: CodeInfo(
         "ACL_ERROR_RT_VECTOR_CORE_EXCEPTION", "a kernel on a vector core raised an exception"
     ),
     507046: CodeInfo("ACL_ERROR_RT_STREAM_SYNC_TIMEOUT", "stream synchronization timed out"),
+    507053: CodeInfo("ACL_ERROR_RT_DEVICE_MEM_ERROR", "a device memory error (hardware fault)"),
+    507899: CodeInfo("ACL_ERROR_RT_DRV_INTERNAL_ERROR", "internal error of the driver"),
     # aclnn
     161001: CodeInfo("ACLNN_ERR_PARAM_NULLPTR", "a required argument was NULL"),
     161002: CodeInfo("ACLNN_ERR_PARAM_INVALID", "an argument was rejected by the operator"),
