@@ -135,26 +135,173 @@ def test_out_of_memory_is_acl_memory_error_and_leaks_nothing(sim_only):
     assert result["ok"]
 
 
-# The ACL/aclnn call sites on the flash_attention path, in the order a first call makes them.
-FAULT_POINTS = ["aclrtMalloc:1", "aclrtMalloc:3", "aclrtMalloc:6", "aclCreateTensor:1", "aclCreateTensor:5",
-                "aclnnFlashAttentionGetWorkspaceSize:1", "aclSetAclOpExecutorRepeatable:1",
-                "aclrtCreateStream:1", "aclrtMemcpy:1", "aclrtMemcpy:3", "aclnnFlashAttention:1",
-                "aclrtSynchronizeStream:1", "aclrtMemcpy:4"]
+# Every ACL/aclnn call of one Session's life on the flash_attention path, in order: open, a first
+# call (builds buffers, tensors, executor, workspace, stream), a cached repeat call, close.
+# (phase, api); a point "api:N" is the Nth call of api counted from the Session's creation.
+# test_fault_points_are_every_call_of_the_path checks this list against a record of the calls.
+PATH_CALLS = (
+    [("open", "aclInit"), ("open", "aclrtSetDevice")]
+    + [("first", api) for _ in range(5) for api in ("aclrtMalloc", "aclCreateTensor")]  # q k v out lse
+    + [("first", api) for api in ("aclnnFlashAttentionGetWorkspaceSize", "aclSetAclOpExecutorRepeatable",
+                                  "aclrtMalloc")]                                          # workspace
+    + [("first", "aclrtMemcpy")] * 3 + [("first", "aclrtCreateStream"), ("first", "aclnnFlashAttention"),
+                                       ("first", "aclrtSynchronizeStream")] + [("first", "aclrtMemcpy")] * 2
+    + [("repeat", "aclrtMemcpy")] * 3 + [("repeat", "aclnnFlashAttention"), ("repeat", "aclrtSynchronizeStream")]
+    + [("repeat", "aclrtMemcpy")] * 2
+    + [("close", "aclDestroyAclOpExecutor")] + [("close", "aclDestroyTensor")] * 5
+    + [("close", "aclrtSynchronizeStream"), ("close", "aclrtDestroyStream")] + [("close", "aclrtFree")] * 6
+    + [("close", "aclrtResetDevice"), ("close", "aclFinalize")]
+)
 
 
-@pytest.mark.parametrize("spec", FAULT_POINTS)
-def test_fault_on_the_path_raises_and_leaks_nothing(backend, sim_only, faults, spec):
-    q = np.random.default_rng(0).standard_normal((1, 2, 40, 16)).astype(F16)
-    baseline = acl_fa.runtime.live_counts(backend)
-    with acl_fa.Session(backend="sim") as session:
-        faults(spec)
-        with pytest.raises(AclError) as info:
-            session.flash_attention(q, q, q, causal=True)
-        assert info.value.api == spec.split(":")[0]
-        assert info.value.message, "the runtime's message is carried"
-        faults("")
-        # The session keeps working after the fault.
-        out = session.flash_attention(q, q, q, causal=True)
-        ref, _ = acl_fa.attention_reference(q, q, q, causal=True)
-        assert np.abs(out.astype(np.float64) - ref).max() < 5e-3
-    assert acl_fa.runtime.live_counts(backend) == baseline
+def _points(calls):
+    seen: dict = {}
+    points = []
+    for phase, api in calls:
+        seen[api] = seen.get(api, 0) + 1
+        points.append((phase, f"{api}:{seen[api]}"))
+    return points
+
+
+FAULT_POINTS = _points(PATH_CALLS)
+
+# The code each API's injected fault returns in the simulator (the code CANN gives for that
+# failure class); aclCreateTensor returns NULL, which the checked call reports as 561103.
+INJECTED_CODES = {
+    "aclInit": 500001, "aclrtSetDevice": 507033, "aclrtMalloc": 207001, "aclCreateTensor": 561103,
+    "aclnnFlashAttentionGetWorkspaceSize": 561000, "aclSetAclOpExecutorRepeatable": 561000,
+    "aclrtCreateStream": 207008, "aclrtMemcpy": 507899, "aclnnFlashAttention": 361001,
+    "aclrtSynchronizeStream": 507015, "aclDestroyAclOpExecutor": 561000, "aclDestroyTensor": 561000,
+    "aclrtDestroyStream": 507000, "aclrtFree": 207002, "aclrtResetDevice": 507000, "aclFinalize": 500001,
+}
+
+# What a failed release at close leaves: the one object whose release failed (its handle is
+# not retried -- a retried free could hit an address the runtime has handed out again).
+# aclFinalize leaves ACL initialized; the next Session's close finalizes it.
+RELEASE_LEFTOVERS = {
+    "aclDestroyAclOpExecutor": {"executors": 1}, "aclDestroyTensor": {"tensors": 1},
+    "aclrtDestroyStream": {"streams": 1}, "aclrtFree": {"deviceAllocations": 1}, "aclFinalize": {"initCount": 1},
+}
+
+# Runs the life of one Session once cleanly while recording every checked call, then once per
+# fault point with that point armed; reports what each run raised and left behind.
+FAULT_SCRIPT = r"""
+    import json, re
+    import numpy as np, acl_fa
+    from acl_fa._cdefs import default_cdefs_dir, read_cdefs
+    from acl_fa.errors import AclError
+    from acl_fa.runtime import live_counts
+    backend = acl_fa.get_backend("sim")
+    real_call = backend.call
+    record, phase = [], ["none"]
+    def recording_call(api, *args):
+        if not api.startswith("aclfaSim"):  # the simulator's own extensions are not on the path
+            record.append((phase[0], api))
+        return real_call(api, *args)
+    backend.call = recording_call
+    def arm(spec):
+        real_call("aclfaSimSetFaults", spec.encode())
+    def counts():
+        return {k: v for k, v in live_counts(backend).items() if k != "deviceBytes"}
+    def delta(before):
+        now = counts()
+        return {k: now[k] - before[k] for k in now if now[k] != before[k]}
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal(shape).astype(np.float16) for shape in [(1, 2, 40, 16), (1, 1, 56, 16), (1, 1, 56, 16)])
+    def attend(session):
+        return session.flash_attention(q, k, v, causal=True, return_lse=True)
+    def bits(result):
+        return [a.view(np.uint8).tobytes().hex() for a in result]
+    def life(out):
+        session = None
+        phase[0] = "open"
+        session = acl_fa.Session(backend="sim")
+        out["session"] = session
+        phase[0] = "first"
+        first = attend(session)
+        phase[0] = "repeat"
+        repeat = attend(session)
+        phase[0] = "close"
+        session.close()
+        phase[0] = "none"
+        return first, repeat
+
+    clean = {}
+    first, repeat = life(clean)
+    expected = bits(first)
+    calls = list(record)
+    result = {"calls": calls, "repeat_identical": bits(repeat) == expected, "points": {}}
+
+    for n, (where, api) in enumerate(calls):
+        spec = api + ":" + str(1 + sum(1 for _, a in calls[:n] if a == api))
+        before = counts()
+        out = {}
+        arm(spec)
+        try:
+            life(out)
+        except AclError as exc:
+            out.update(raised=exc.api, code=exc.code, name=exc.name, message=exc.message, phase=phase[0])
+        arm("")
+        session = out.pop("session", None)
+        if session is not None and not session.closed:  # fault inside a call: the session keeps working
+            out["recovered"] = bits(attend(session)) == expected
+            session.close()
+        out["left"] = delta(before)
+        with acl_fa.Session(backend="sim") as fresh:
+            out["fresh"] = bits(attend(fresh)) == expected
+        result["points"][spec] = out
+
+    # No call of the path escapes the record: with every declared function armed one call past
+    # the recorded count, the whole life runs cleanly (a hidden call would strike the fault).
+    declared = sorted(set(re.findall(r"\b(acl\w+)\s*\(", read_cdefs(default_cdefs_dir()))))
+    spec = ",".join(f"{api}:{1 + sum(1 for _, a in calls if a == api)}" for api in declared
+                    if not api.startswith("aclfaSim"))
+    before = counts()
+    arm(spec)
+    try:
+        life({})
+        result["beyond"] = "clean"
+    except AclError as exc:
+        result["beyond"] = str(exc)
+    arm("")
+    result["beyond_left"] = delta(before)
+    result["declared"] = len(declared)
+    print(json.dumps(result))
+"""
+
+
+@pytest.fixture(scope="module")
+def fault_run(backend):
+    if backend.name != "sim":
+        pytest.skip("needs the simulator's fault injection (backend sim)")
+    return run_python(FAULT_SCRIPT, ACL_FA_BACKEND="sim")
+
+
+def test_fault_points_are_every_call_of_the_path(fault_run):
+    """The fault points are exactly the calls the driver makes (recorded through the checked
+    call path), and the simulator sees no call of any declared API beyond them."""
+    recorded = [tuple(call) for call in fault_run["calls"]]
+    assert recorded == PATH_CALLS, "the flash_attention path's calls changed: update PATH_CALLS"
+    assert fault_run["repeat_identical"]
+    assert fault_run["beyond"] == "clean", fault_run["beyond"]
+    assert fault_run["beyond_left"] == {}
+    assert fault_run["declared"] >= 40, "the cdefs were not read"
+    assert len(FAULT_POINTS) == 46
+
+
+@pytest.mark.parametrize("phase,spec", FAULT_POINTS, ids=[f"{p}-{s}" for p, s in FAULT_POINTS])
+def test_fault_on_the_path_raises_and_leaks_nothing(fault_run, phase, spec):
+    """Failing the call raises AclError with the injected code and the runtime's message in the
+    phase that made it; the Session keeps working (faults inside a call); after close nothing
+    is left but, for a failed release, the one object whose release failed; a new Session works."""
+    api = spec.split(":")[0]
+    out = fault_run["points"][spec]
+    assert out.get("raised") == api, out
+    assert out["phase"] == phase
+    assert out["code"] == INJECTED_CODES[api] and out["name"] != "UNKNOWN", out
+    assert f"injected fault (fault spec entry {spec})" in out["message"], out["message"]
+    if phase in ("first", "repeat"):
+        assert out["recovered"], "the session gave a different result after the fault"
+    expected_left = RELEASE_LEFTOVERS.get(api, {}) if phase == "close" else {}
+    assert out["left"] == expected_left, out["left"]
+    assert out["fresh"]
