@@ -204,9 +204,13 @@ def test_tiling_rejection_reaches_the_caller():
 
 
 def test_chip_without_a_kernel_config_is_reported():
-    code = ("import sys; sys.path.insert(0, %r); import tests.test_op_host as t; "
-            "import acl_fa; e = t.ffi.new('char[]', 512); r = t.lib.aclfaProbeHasOp(e, 512); "
-            "print(r, t.ffi.string(e).decode())") % str(Path(__file__).resolve().parents[1])
+    # The child imports this module and the acl_fa this process uses (the repository root on
+    # sys.path would make its source-tree acl_fa shadow an installed one).
+    import acl_fa
+    code = ("import sys; sys.path[:0] = [%r, %r]; import test_op_host as t; "
+            "e = t.ffi.new('char[]', 512); r = t.lib.aclfaProbeHasOp(e, 512); "
+            "print(r, t.ffi.string(e).decode())") % (
+                str(Path(acl_fa.__file__).resolve().parents[1]), str(Path(__file__).resolve().parent))
     env = dict(os.environ, ACL_FA_SIM_SOC="Ascend910A")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
