@@ -366,7 +366,7 @@ extern "C" aclnnStatus aclnnFlashAttentionGetWorkspaceSize(
     if (RunTiling(OP_TYPE, inputs, {InfoOf(out), InfoOf(lse)}, attrs, &tiling, &error) != 0) {
         return Report(Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: tiling failed: %s", API_PHASE1, error.c_str()));
     }
-    if (!acl_fa_sim::ApplyTestTilingOverride(&tiling.tilingData, &error)) {  // test-only, inert by default
+    if (!acl_fa_sim::ApplyTestTilingOverride(&tiling.tilingData, &tiling.tilingKey, &error)) {  // test-only, inert by default
         return Report(Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s", API_PHASE1, error.c_str()));
     }
 

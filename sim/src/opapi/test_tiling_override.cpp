@@ -8,7 +8,7 @@
 
 namespace acl_fa_sim {
 
-bool ApplyTestTilingOverride(std::vector<uint8_t> *tilingData, std::string *error)
+bool ApplyTestTilingOverride(std::vector<uint8_t> *tilingData, uint64_t *tilingKey, std::string *error)
 {
     const char *text = std::getenv(ENV_TEST_FORCE_BLOCK_M);
     if (text == nullptr || *text == '\0') {
@@ -38,6 +38,7 @@ bool ApplyTestTilingOverride(std::vector<uint8_t> *tilingData, std::string *erro
         td.coreItemStart[c] = start < td.totalItems ? static_cast<uint32_t>(start) : td.totalItems;
     }
     std::memcpy(tilingData->data(), &td, sizeof(td));
+    *tilingKey = td.seqQ % td.blockM != 0 ? (*tilingKey | FA_KEY_SQ_TAIL) : (*tilingKey & ~FA_KEY_SQ_TAIL);
     return true;
 }
 

@@ -16,8 +16,9 @@ constexpr const char *ENV_TEST_FORCE_BLOCK_M = "ACL_FA_SIM_TEST_FORCE_BLOCK_M";
 
 // When ACL_FA_SIM_TEST_FORCE_BLOCK_M is set, rewrites blockM, subBlockM (= blockM / 2),
 // numQBlocks, totalItems and the per-core item ranges of the FlashAttentionTilingData in
-// `tilingData` (everything else, workspace and matmul tilings included, stays as TilingFunc
-// sized it). Returns false with *error set when the value or the bytes are unusable.
-bool ApplyTestTilingOverride(std::vector<uint8_t> *tilingData, std::string *error);
+// `tilingData`, and the Sq-tail bit of `tilingKey` (everything else, workspace and matmul
+// tilings included, stays as TilingFunc sized it). Returns false with *error set when the value
+// or the bytes are unusable.
+bool ApplyTestTilingOverride(std::vector<uint8_t> *tilingData, uint64_t *tilingKey, std::string *error);
 
 }  // namespace acl_fa_sim
