@@ -20,7 +20,7 @@ from typing import Optional
 
 from ._ffi import ffi
 from .errors import AclLibraryError, InvalidArgumentError, LoadAttempt
-from .loader import ENV_SIM_LIB_DIR, sim_library_dir
+from .loader import ENV_SIM_LIB_DIR, MISSING_SYMBOL, sim_library_dir
 
 PLAN_LIBRARY_NAME = "libaclfa_plan.so"
 CATALOGUE_LIBRARY_NAME = "libascendcl.so"
@@ -166,7 +166,7 @@ def _catalogue_lib():
     lib = _open(CATALOGUE_LIBRARY_NAME, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
     try:
         lib.aclfaSimGetChipCount
-    except AttributeError as exc:
+    except MISSING_SYMBOL as exc:
         raise AclLibraryError(
             f"{CATALOGUE_LIBRARY_NAME} in {sim_library_dir()} has no chip catalogue "
             "(aclfaSimGetChipAt): it is not the acl-fa simulator"
