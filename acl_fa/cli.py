@@ -148,3 +148,66 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_module.format_report(report))
     if report.accuracy is not None and not report.accuracy.ok:
         raise click.ClickException("the result is outside the tolerance (see 'check' above)")
+
+
+class _SeqList(click.ParamType):
+    """Comma-separated positive integers: 512,1024,2048."""
+
+    name = "S[,S...]"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (list, tuple)):
+            return list(value)
+        try:
+            seqs = [int(part) for part in str(value).split(",") if part.strip()]
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of integers", param, ctx)
+        if not seqs or min(seqs) < 1:
+            self.fail(f"{value!r}: every length must be >= 1", param, ctx)
+        return seqs
+
+
+def _bench_problem_options(function):
+    """The shared problem options, with --seq taking a list (bench runs one row per length).
+    The shared single-length --seq is dropped from the params click collected so far."""
+    function = problem_options(function)
+    function.__click_params__ = [p for p in function.__click_params__ if p.name != "seq"]
+    return click.option("--seq", "seqs", type=_SeqList(), envvar="ACL_FA_BENCH_SEQ", default="512,1024,2048,4096",
+                        show_default=True, show_envvar=True,
+                        help="Query sequence lengths, one row each (Skv = the same unless --seq-kv).")(function)
+
+
+@main.command()
+@_bench_problem_options
+@click.option("--warmup", type=click.IntRange(min=0), envvar="ACL_FA_WARMUP", default=1, show_default=True,
+              show_envvar=True, metavar="N", help="Untimed calls per length before timing.")
+@click.option("--iters", type=click.IntRange(min=1), envvar="ACL_FA_ITERS", default=3, show_default=True,
+              show_envvar=True, metavar="N", help="Timed calls per length (medians are reported).")
+@click.option("--l2/--no-l2", "l2", default=True, show_default=True,
+              help="Simulator: replay one launch's GM trace through the L2 model (modeled HBM bytes).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@backend_option
+@device_option
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE.png",
+              help="Draw time, memory and traffic against S (log axes; needs the 'plot' extra: matplotlib).")
+def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, warmup, iters,
+          l2, seed, backend, device, as_json, plot_path):
+    """Standard attention against FlashAttention by sequence length: time, device memory, GM
+    traffic and ratios; on the simulator also the L2 model, a roofline bound and work efficiency."""
+    from . import bench as bench_module
+
+    with click.progressbar(length=len(seqs), label="acl-fa bench", file=click.get_text_stream("stderr"),
+                           show_eta=False) as bar:
+        report = bench_module.run_bench(
+            seqs=seqs, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
+            layout=layout, causal=causal, block_m=block_m, block_n=block_n, warmup=warmup, iters=iters, l2=l2,
+            backend=None if backend == "auto" else backend, device=device, seed=seed,
+            progress=lambda seq: bar.update(1))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else bench_module.format_bench(report))
+    if plot_path:
+        try:
+            bench_module.plot_bench(report, plot_path)
+        except ImportError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(f"plot written to {plot_path}", err=True)

@@ -89,3 +89,17 @@ typedef struct aclfaSimGmAccess {
 
 aclError aclfaSimSetGmTrace(int enable);
 aclError aclfaSimGetGmTrace(const aclfaSimGmAccess **records, uint64_t *count);
+
+typedef struct aclfaSimL2Stats {
+    uint64_t accessBytes;
+    uint64_t lineAccesses;
+    uint64_t lineHits;
+    uint64_t lineMisses;
+    uint64_t distinctLines;
+    uint64_t hbmReadBytes;
+    uint64_t hbmWriteBytes;
+    uint64_t hbmFlushBytes;
+} aclfaSimL2Stats;
+
+aclError aclfaSimModelL2(uint64_t l2Bytes, uint32_t lineBytes, const aclfaSimGmAccess *records, uint64_t count,
+                         aclfaSimL2Stats *stats);

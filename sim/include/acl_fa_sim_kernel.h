@@ -58,6 +58,27 @@ typedef struct aclfaSimGmAccess {
 aclError aclfaSimSetGmTrace(int enable);                                  /* clears the trace */
 aclError aclfaSimGetGmTrace(const aclfaSimGmAccess **records, uint64_t *count);
 
+/* L2 traffic model (acl-fa's model, not a chip measurement): a fully associative LRU cache
+ * of l2Bytes in lines of lineBytes, write-back, write-allocate, replayed over `records` in
+ * their order. A record touches every line it overlaps. A read miss fills the line from
+ * HBM; a write miss fills it too unless the record covers the whole line. Dirty lines are
+ * written to HBM when evicted, and those still dirty after the last record are written
+ * back at the end (flush). */
+typedef struct aclfaSimL2Stats {
+    uint64_t accessBytes;     /* sum of the records' bytes: raw GM access bytes */
+    uint64_t lineAccesses;    /* line touches */
+    uint64_t lineHits;
+    uint64_t lineMisses;
+    uint64_t distinctLines;   /* lines touched at least once (the compulsory misses) */
+    uint64_t hbmReadBytes;    /* line fills */
+    uint64_t hbmWriteBytes;   /* dirty lines written back, flush included */
+    uint64_t hbmFlushBytes;   /* of hbmWriteBytes: written back after the last record */
+} aclfaSimL2Stats;
+/* ACL_ERROR_INVALID_PARAM for a NULL stats or records (count > 0), lineBytes 0, or
+ * l2Bytes < lineBytes. Needs memory for l2Bytes / lineBytes lines (about 40 B each). */
+aclError aclfaSimModelL2(uint64_t l2Bytes, uint32_t lineBytes, const aclfaSimGmAccess *records, uint64_t count,
+                         aclfaSimL2Stats *stats);
+
 #ifdef __cplusplus
 }
 

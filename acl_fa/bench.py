@@ -1,0 +1,356 @@
+"""``acl-fa bench``: standard attention against FlashAttention by sequence length.
+
+For each length: time, intermediate device memory and GM traffic of both, and their ratios, in
+the shape of the seeds' comparison table; on the simulator also the L2 model's HBM bytes, the
+compulsory bytes, a roofline bound and the work efficiency (executed / useful cube MACs, core
+balance) from the counters.
+
+What is measured where (labels travel with the numbers):
+- FlashAttention time: device time between two events on an NPU; on the simulator the same
+  events measure the kernel's host wall time on the CPU (not NPU time).
+- Standard attention time: on the simulator, numpy on the CPU (fp32 matmuls, S and P
+  materialized, a few heads at a time, same inputs). On an NPU it would be aclnn
+  BatchMatMul/Softmax, which this package does not drive: omitted there, and said so.
+- Memory and traffic of standard attention: from its algorithm (acl_fa.standard).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Callable, Optional
+
+import ml_dtypes
+import numpy as np
+
+from . import l2model, sim_stats
+from .attention import Problem, check_plan, make_problem, runner_for
+from .layouts import to_bnsd
+from .roofline import LABEL as ROOFLINE_LABEL
+from .roofline import chip_peaks, roofline
+from .run import random_inputs
+from .runtime import Session
+from .standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
+
+__all__ = ["BenchRow", "BenchReport", "run_bench", "standard_attention_numpy", "format_bench", "plot_bench"]
+
+# numpy standard attention keeps at most this many bytes of fp32 scores at once (heads per group).
+NUMPY_SCORE_BYTES = 256 << 20
+STANDARD_NUMPY_LABEL = "numpy fp32 on the CPU (S and P materialized, a few heads at a time)"
+STANDARD_NPU_NOTE = ("standard attention on the NPU would be aclnn BatchMatMul + Softmax + BatchMatMul, "
+                     "which acl-fa does not drive: its time is omitted")
+
+
+@dataclasses.dataclass
+class BenchRow:
+    seq: int
+    seq_kv: int
+    flash_times_ms: list
+    standard_times_ms: Optional[list]       # None where standard attention is not timed (npu)
+    flash_intermediate_bytes: int           # the operator's user workspace (per-core scratch)
+    standard_intermediate_bytes: int        # S and P, [B, N, Sq, Skv] each
+    flash_gm_bytes: Optional[int]           # simulator counters (None on an NPU)
+    standard_gm_bytes: int                  # from its algorithm
+    compulsory_bytes: int                   # Q, K, V read once and O written once
+    useful_macs: int                        # over visible (query, key) pairs, both matmuls
+    executed_macs: Optional[int]            # cube MACs counted by the simulator (padded tiles)
+    core_max_macs: Optional[int]            # per AIC
+    core_mean_macs: Optional[float]
+    l2: Optional[l2model.L2Stats]
+    roofline: Optional[dict]
+
+    @property
+    def flash_ms(self) -> float:
+        return statistics.median(self.flash_times_ms)
+
+    @property
+    def standard_ms(self) -> Optional[float]:
+        return statistics.median(self.standard_times_ms) if self.standard_times_ms else None
+
+    def ratios(self) -> dict:
+        """standard / flash for time, intermediate memory and GM traffic (None when unknown)."""
+        return {
+            "time": self.standard_ms / self.flash_ms if self.standard_ms is not None else None,
+            "intermediate_memory": self.standard_intermediate_bytes / max(1, self.flash_intermediate_bytes),
+            "gm_traffic": (self.standard_gm_bytes / self.flash_gm_bytes) if self.flash_gm_bytes else None,
+            "modeled_hbm_over_compulsory": (self.l2.hbm_bytes / self.compulsory_bytes) if self.l2 else None,
+            "executed_over_useful_macs": (self.executed_macs / self.useful_macs)
+            if self.executed_macs is not None and self.useful_macs else None,
+            "core_max_over_mean_macs": (self.core_max_macs / self.core_mean_macs)
+            if self.core_mean_macs else None,
+        }
+
+    def to_dict(self) -> dict:
+        return {
+            "seq": self.seq, "seq_kv": self.seq_kv,
+            "flash": {"median_ms": self.flash_ms, "all_ms": self.flash_times_ms,
+                      "intermediate_bytes": self.flash_intermediate_bytes, "gm_bytes": self.flash_gm_bytes,
+                      "executed_macs": self.executed_macs, "useful_macs": self.useful_macs,
+                      "core_max_macs": self.core_max_macs, "core_mean_macs": self.core_mean_macs},
+            "standard": {"median_ms": self.standard_ms, "all_ms": self.standard_times_ms,
+                         "intermediate_bytes": self.standard_intermediate_bytes,
+                         "gm_bytes": self.standard_gm_bytes},
+            "compulsory_bytes": self.compulsory_bytes,
+            "l2_model": self.l2.to_dict() if self.l2 else None,
+            "roofline": self.roofline,
+            "ratios": self.ratios(),
+        }
+
+
+@dataclasses.dataclass
+class BenchReport:
+    backend: str
+    soc: str
+    problem: dict                  # the shape options shared by every row
+    flash_time_label: str
+    standard_time_label: str
+    rows: list
+
+    def to_dict(self) -> dict:
+        return {"backend": self.backend, "soc": self.soc, "problem": self.problem,
+                "time_labels": {"flash": self.flash_time_label, "standard": self.standard_time_label},
+                "roofline_label": ROOFLINE_LABEL, "rows": [r.to_dict() for r in self.rows]}
+
+
+def _problem(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n) -> Problem:
+    np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype in ("bfloat16", "bf16") else np.dtype(np.float16)
+    shapes = {"BNSD": lambda n, s: (batch, n, s, head_dim), "BSND": lambda n, s: (batch, s, n, head_dim),
+              "BSH": lambda n, s: (batch, s, n * head_dim)}[layout.upper()]
+    # np.empty commits no memory: the shells only carry shapes into make_problem's checks
+    shells = [np.empty(shapes(n, s), dtype=np_dtype) for n, s in ((heads, seq), (kv_heads, seq_kv), (kv_heads, seq_kv))]
+    return make_problem(*shells, causal=causal, layout=layout, num_heads=heads, num_kv_heads=kv_heads,
+                        block_m=block_m or None, block_n=block_n or None)[0]
+
+
+def standard_attention_numpy(problem: Problem, q, k, v) -> np.ndarray:
+    """Standard attention in numpy, fp32: S = scale Q K^T and P = softmax(S) materialized per
+    group of heads, O = P V. Returns O [B, N, Sq, D] fp32 (the timed work)."""
+    qb = to_bnsd(q, problem.layout, problem.num_heads).astype(np.float32)
+    kb = to_bnsd(k, problem.layout, problem.num_kv_heads).astype(np.float32)
+    vb = to_bnsd(v, problem.layout, problem.num_kv_heads).astype(np.float32)
+    return _standard_bnsd(problem, qb, kb, vb)
+
+
+def _standard_bnsd(problem: Problem, qb, kb, vb) -> np.ndarray:
+    b, n, sq, d = qb.shape
+    skv = kb.shape[2]
+    group = n // kb.shape[1]
+    heads_at_once = max(1, NUMPY_SCORE_BYTES // (sq * skv * 4))
+    masked = None
+    if problem.causal:
+        masked = np.arange(skv)[None, :] > np.arange(sq)[:, None] + (skv - sq)
+    out = np.empty((b, n, sq, d), np.float32)
+    for bi in range(b):
+        for h0 in range(0, n, heads_at_once):
+            heads = range(h0, min(n, h0 + heads_at_once))
+            kv = [h // group for h in heads]
+            s = np.matmul(qb[bi, h0:h0 + len(heads)], kb[bi, kv].transpose(0, 2, 1))
+            s *= problem.scale
+            if masked is not None:
+                s[:, masked] = -np.inf
+            m = s.max(axis=-1, keepdims=True)
+            m[~np.isfinite(m)] = 0.0           # rows with no visible key give 0
+            p = np.exp(s - m, out=s)
+            total = p.sum(axis=-1, keepdims=True)
+            total[total == 0] = 1.0
+            p /= total
+            np.matmul(p, vb[bi, kv], out=out[bi, h0:h0 + len(heads)])
+    return out
+
+
+def _time_standard(problem: Problem, q, k, v, warmup: int, iters: int) -> list:
+    qb = to_bnsd(q, problem.layout, problem.num_heads).astype(np.float32)
+    kb = to_bnsd(k, problem.layout, problem.num_kv_heads).astype(np.float32)
+    vb = to_bnsd(v, problem.layout, problem.num_kv_heads).astype(np.float32)
+    times = []
+    for i in range(warmup + iters):
+        t0 = time.perf_counter()
+        _standard_bnsd(problem, qb, kb, vb)
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def _bench_one(session: Session, problem: Problem, *, warmup: int, iters: int, l2: bool, seed: int) -> BenchRow:
+    soc = session.soc_name()
+    plan = check_plan(problem, soc)
+    sim = session.backend.name == "sim"
+    q, k, v = random_inputs(problem, seed)
+    runner = runner_for(session)
+    with runner._lock:
+        prepared = runner.prepare(problem)
+        for name, array in (("q", q), ("k", k), ("v", v)):
+            prepared.buffers[name].copy_from_host(array)
+        stream = runner.stream
+        start, end = session.event(), session.event()
+        try:
+            times = []
+            for i in range(warmup + iters):
+                start.record(stream)
+                runner.launch(prepared, stream)
+                end.record(stream)
+                stream.synchronize()
+                if i >= warmup:
+                    times.append(start.elapsed_ms(end))
+        finally:
+            start.close()
+            end.close()
+        stats = sim_stats.last_launch(session.backend, per_core=True) if sim else None
+        l2_stats = None
+        if sim and l2:
+            # one more launch with the GM trace on (tracing slows it: kept out of the timing)
+            peaks = chip_peaks(soc)
+            with l2model.gm_trace(session.backend):
+                runner.launch(prepared, stream)
+                stream.synchronize()
+                l2_stats = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes)
+    p = problem
+    item = p.dtype.itemsize
+    core_max = core_mean = None
+    bound = None
+    if stats is not None:
+        core_max, core_mean = sim_stats.core_loads(stats)
+        hbm = l2_stats.hbm_bytes if l2_stats is not None else stats["gm_bytes"]
+        bound = roofline(chip_peaks(soc), stats["cube_macs"], stats["vector_elems"], hbm).to_dict()
+        bound["hbm_bytes_source"] = "L2 model" if l2_stats is not None else "raw GM bytes (no L2 model)"
+    return BenchRow(
+        seq=p.seq_q, seq_kv=p.seq_kv, flash_times_ms=times,
+        standard_times_ms=_time_standard(p, q, k, v, warmup, iters) if sim else None,
+        flash_intermediate_bytes=plan.user_workspace_bytes,
+        standard_intermediate_bytes=standard_intermediate_bytes(p.batch, p.num_heads, p.seq_q, p.seq_kv, item),
+        flash_gm_bytes=stats["gm_bytes"] if stats else None,
+        standard_gm_bytes=standard_gm_traffic_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
+                                                    p.head_dim, item),
+        compulsory_bytes=compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv, p.head_dim,
+                                          item),
+        useful_macs=p.flops() // 2, executed_macs=stats["cube_macs"] if stats else None,
+        core_max_macs=core_max, core_mean_macs=core_mean, l2=l2_stats, roofline=bound)
+
+
+def run_bench(*, seqs, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 32,
+              kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16", layout: str = "BNSD",
+              causal: bool = False, block_m: int = 0, block_n: int = 0, warmup: int = 1, iters: int = 3,
+              l2: bool = True, backend: Optional[str] = None, device: int = 0, seed: int = 0,
+              progress: Optional[Callable[[int], None]] = None) -> BenchReport:
+    """One row per length in `seqs` (Skv = seq_kv when given, else the row's length)."""
+    if not seqs:
+        raise ValueError("bench needs at least one sequence length")
+    kv_heads = heads if kv_heads is None else kv_heads
+    problems = [_problem(s, seq_kv or s, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n)
+                for s in seqs]  # every shape validated before any device work
+    rows = []
+    with Session(device=device, backend=backend) as session:
+        soc = session.soc_name()
+        for problem in problems:
+            check_plan(problem, soc)
+        try:
+            for problem in problems:
+                rows.append(_bench_one(session, problem, warmup=warmup, iters=iters, l2=l2, seed=seed))
+                if progress:
+                    progress(problem.seq_q)
+        finally:
+            runner_for(session).close()
+        backend_name = session.backend.name
+    sim = backend_name == "sim"
+    p = problems[0]
+    return BenchReport(
+        backend=backend_name, soc=soc,
+        problem={"batch": batch, "heads": heads, "kv_heads": kv_heads, "seq_kv": seq_kv, "head_dim": head_dim,
+                 "dtype": p.dtype_name, "layout": p.layout, "causal": causal, "warmup": warmup, "iters": iters},
+        flash_time_label="device time (events)" if not sim else
+        "kernel wall time on the CPU simulator (not NPU time)",
+        standard_time_label=STANDARD_NUMPY_LABEL if sim else STANDARD_NPU_NOTE,
+        rows=rows)
+
+
+def _b(n: Optional[float]) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _x(r: Optional[float]) -> str:
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def _table(header: list, rows: list) -> list:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    line = lambda cells: "  ".join(str(c).rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def format_bench(report: BenchReport) -> str:
+    p = report.problem
+    out = [f"backend {report.backend}   SoC {report.soc}   B={p['batch']} N={p['heads']} Nkv={p['kv_heads']} "
+           f"D={p['head_dim']} {p['dtype']} {p['layout']}{' causal' if p['causal'] else ''}   "
+           f"median of {p['iters']} (after {p['warmup']} warm-up)",
+           f"time: FlashAttention = {report.flash_time_label}; standard = {report.standard_time_label}",
+           "memory: intermediate device bytes (standard: S and P; FlashAttention: its workspace scratch)",
+           "GM traffic: FlashAttention from the simulator's counters, standard attention from its algorithm",
+           ""]
+    out += _table(
+        ["S", "standard ms", "flash ms", "speed-up", "standard mem", "flash mem", "mem ratio",
+         "standard GM", "flash GM", "GM ratio"],
+        [[r.seq, "-" if r.standard_ms is None else f"{r.standard_ms:.1f}", f"{r.flash_ms:.1f}",
+          _x(r.ratios()["time"]), _b(r.standard_intermediate_bytes), _b(r.flash_intermediate_bytes),
+          _x(r.ratios()["intermediate_memory"]), _b(r.standard_gm_bytes), _b(r.flash_gm_bytes),
+          _x(r.ratios()["gm_traffic"])] for r in report.rows])
+    if any(r.roofline for r in report.rows):
+        out += ["", f"modeled (not measured): L2 = LRU of the chip's L2 over the GM trace; {ROOFLINE_LABEL}", ""]
+        out += _table(
+            ["S", "GM access", "modeled HBM", "compulsory", "HBM/comp", "L2 hits", "modeled us", "bound",
+             "MACs exec/useful", "core max/mean"],
+            [[r.seq, _b(r.l2.access_bytes if r.l2 else r.flash_gm_bytes), _b(r.l2.hbm_bytes if r.l2 else None),
+              _b(r.compulsory_bytes), _x(r.ratios()["modeled_hbm_over_compulsory"]),
+              f"{100 * r.l2.hit_rate:.1f}%" if r.l2 else "-",
+              f"{r.roofline['time_s'] * 1e6:.1f}", r.roofline["bound"],
+              f"{r.ratios()['executed_over_useful_macs']:.3f}", f"{r.ratios()['core_max_over_mean_macs']:.3f}"]
+             for r in report.rows if r.roofline])
+    return "\n".join(out)
+
+
+def plot_bench(report: BenchReport, path: str) -> None:
+    """Three panels (time, intermediate memory, GM traffic) against S, log axes. Needs
+    matplotlib (the `plot` extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError("--plot needs matplotlib: pip install 'acl-fa[plot]'") from exc
+    seqs = [r.seq for r in report.rows]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    panels = [
+        ("time per call (ms)", [r.standard_ms for r in report.rows], [r.flash_ms for r in report.rows],
+         f"standard: {report.standard_time_label}", f"FlashAttention: {report.flash_time_label}"),
+        ("intermediate device memory (bytes)", [r.standard_intermediate_bytes for r in report.rows],
+         [r.flash_intermediate_bytes for r in report.rows], "standard (S and P)", "FlashAttention (workspace)"),
+        ("GM traffic (bytes)", [r.standard_gm_bytes for r in report.rows], [r.flash_gm_bytes for r in report.rows],
+         "standard (from its algorithm)", "FlashAttention (simulator counters)"),
+    ]
+    for ax, (ylabel, standard, flash, std_label, fa_label) in zip(axes, panels):
+        if all(v is not None for v in standard):
+            ax.plot(seqs, standard, "o-", label=std_label)
+        if all(v is not None for v in flash):
+            ax.plot(seqs, flash, "s-", label=fa_label)
+        if ylabel.startswith("GM") and all(r.l2 for r in report.rows):
+            ax.plot(seqs, [r.l2.hbm_bytes for r in report.rows], "^--", label="FlashAttention modeled HBM (L2 model)")
+            ax.plot(seqs, [r.compulsory_bytes for r in report.rows], ":", color="gray", label="compulsory (Q, K, V, O)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length S (tokens)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    p = report.problem
+    fig.suptitle(f"acl-fa bench on {report.backend} ({report.soc}): B={p['batch']} N={p['heads']} D={p['head_dim']} "
+                 f"{p['dtype']}{' causal' if p['causal'] else ''}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
