@@ -58,8 +58,9 @@ def serial():
 THREADS, CALLS = 4, 50
 
 
-def _hammer(get_session, serial) -> list:
-    """THREADS threads x CALLS calls, thread t starting at problem t; returns mismatches/errors."""
+def _hammer(get_session, serial, acl_errors=None) -> list:
+    """THREADS threads x CALLS calls, thread t starting at problem t; returns mismatches/errors.
+    With `acl_errors` (a list), an AclError of a call is appended there and the thread goes on."""
     problems = [_inputs(i) for i in range(len(PROBLEMS))]
     failures: list = []
     start = threading.Barrier(THREADS)
@@ -71,7 +72,13 @@ def _hammer(get_session, serial) -> list:
                 for c in range(CALLS):
                     i = (t + c) % len(PROBLEMS)
                     q, k, v, options = problems[i]
-                    got = _bits(*session.flash_attention(q, k, v, return_lse=True, **options))
+                    try:
+                        got = _bits(*session.flash_attention(q, k, v, return_lse=True, **options))
+                    except acl_fa.AclError as exc:
+                        if acl_errors is None:
+                            raise
+                        acl_errors.append(exc)
+                        continue
                     if got != serial[i]:
                         failures.append(f"thread {t} call {c} problem {i}: bits differ from the serial run")
         except BaseException as exc:  # reported by the main thread
@@ -109,6 +116,23 @@ def test_threads_on_separate_sessions_match_serial_bits(backend, serial):
     assert not failures, "\n".join(failures[:5])
     if before is not None:
         assert live_counts(backend) == before, "the sessions left objects behind"
+
+
+@pytest.mark.parametrize("spec", ["aclnnFlashAttention:77", "aclrtMemcpy:150", "aclrtMalloc:9",
+                                  "aclrtSynchronizeStream:3"])
+def test_fault_amid_threads_fails_one_call_only(backend, faults, serial, spec):
+    """A fault striking one call while 4 threads share a Session: that call raises AclError, every
+    other call returns the serial bits, and closing leaves nothing behind."""
+    before = live_counts(backend)
+    with acl_fa.Session(backend="sim") as session:
+        errors: list = []
+        faults(spec)
+        failures = _hammer(lambda t: _Borrowed(session), serial, acl_errors=errors)
+        faults("")
+    assert not failures, "\n".join(failures[:5])
+    assert [e.api for e in errors] == [spec.split(":")[0]], errors
+    assert f"fault spec entry {spec}" in errors[0].message
+    assert live_counts(backend) == before
 
 
 def test_soak_1000_calls_rss_and_live_objects_flat(sim_only):
