@@ -276,6 +276,21 @@ def test_forced_block_that_fits_runs_correctly(sim_only):
     assert result["error"] < 5e-3
 
 
+def test_forced_block_hook_refuses_a_bad_value(sim_only):
+    result = run_python("""
+        import json, numpy as np, acl_fa
+        q = np.ones((1, 1, 16, 16), np.float16)
+        with acl_fa.Session(backend="sim") as s:
+            try:
+                s.flash_attention(q, q, q)
+                print(json.dumps({"raised": None}))
+            except acl_fa.AclError as exc:
+                print(json.dumps({"raised": exc.api, "code": exc.code, "message": exc.message}))
+    """, ACL_FA_BACKEND="sim", ACL_FA_SIM_TEST_FORCE_BLOCK_M=100)
+    assert result["raised"] == "aclnnFlashAttentionGetWorkspaceSize" and result["code"] == 161002
+    assert 'ACL_FA_SIM_TEST_FORCE_BLOCK_M="100" must be a multiple of 16' in result["message"]
+
+
 # ---- numerics ----------------------------------------------------------------------------------
 
 def _layout_shapes(layout, b, n, nkv, sq, skv, d):
