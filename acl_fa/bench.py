@@ -303,9 +303,9 @@ def format_bench(report: BenchReport) -> str:
     if any(r.roofline for r in report.rows):
         out += ["", f"modeled (not measured): L2 = LRU of the chip's L2 over the GM trace; {ROOFLINE_LABEL}", ""]
         out += _table(
-            ["S", "GM access", "modeled HBM", "compulsory", "HBM/comp", "L2 hits", "modeled us", "bound",
+            ["S", "raw GM access", "modeled HBM", "compulsory", "HBM/comp", "L2 hits", "modeled us", "bound",
              "MACs exec/useful", "core max/mean"],
-            [[r.seq, _b(r.l2.access_bytes if r.l2 else r.flash_gm_bytes), _b(r.l2.hbm_bytes if r.l2 else None),
+            [[r.seq, _b(r.flash_gm_bytes), _b(r.l2.hbm_bytes if r.l2 else None),
               _b(r.compulsory_bytes), _x(r.ratios()["modeled_hbm_over_compulsory"]),
               f"{100 * r.l2.hit_rate:.1f}%" if r.l2 else "-",
               f"{r.roofline['time_s'] * 1e6:.1f}", r.roofline["bound"],

@@ -4,6 +4,11 @@ The simulator records every GM range a launch reads or writes (aclfaSimSetGmTrac
 order; ``aclfaSimModelL2`` replays that trace through a fully associative, write-back,
 write-allocate LRU cache of the chip's L2 size and line size and counts the bytes such a
 cache would move to and from HBM. A model (sim only), never a measurement of a chip.
+
+The trace holds every DataCopy range and, per Matmul call, the span of its A, B and C operands
+once; the launch counters also count the operand re-reads between the Matmul's tile passes
+(served by L1/L2 on the chip). So the trace's access bytes and the counters' GM bytes differ;
+"raw GM access bytes" in reports are the counters'.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ class L2Stats:
     l2_bytes: int
     line_bytes: int
     records: int
-    access_bytes: int      # raw GM access bytes (reads + writes)
+    access_bytes: int      # bytes of the trace's records (reads + writes)
     line_accesses: int
     line_hits: int
     line_misses: int
