@@ -59,6 +59,8 @@ public:
 private:
     // Per-row fp32 vectors of statBuf, each align32(subBlockM * 4) bytes.
     enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA };
+    // Row-wise updates of a tile by a per-row value.
+    enum class RowOp { SUB, MUL, DIV };
 
     __aicore__ inline void ProcessItem(uint32_t item);
     __aicore__ inline void IssueScores(uint32_t kvBlock, uint32_t rows);
@@ -78,14 +80,12 @@ private:
     __aicore__ inline void RowSum(const AscendC::LocalTensor<float> &dst,
                                   const AscendC::LocalTensor<float> &tile, uint32_t rows,
                                   uint32_t width, uint32_t stride);
-    // tile[r, :] (op)= rowValues[r] for a [rows, width] tile with row stride `stride`.
+    // brcb_[r, 0:8] = rowValues[r], then tile[r, :] = tile[r, :] (OP) brcb_[r] for a
+    // [rows, width] tile with row stride `stride`.
     __aicore__ inline void BroadcastRows(const AscendC::LocalTensor<float> &rowValues, uint32_t rows);
-    __aicore__ inline void SubRows(const AscendC::LocalTensor<float> &tile, uint32_t rows,
-                                   uint32_t width, uint32_t stride);
-    __aicore__ inline void MulRows(const AscendC::LocalTensor<float> &tile, uint32_t rows,
-                                   uint32_t width, uint32_t stride);
-    __aicore__ inline void DivRows(const AscendC::LocalTensor<float> &tile, uint32_t rows,
-                                   uint32_t width, uint32_t stride);
+    template <RowOp OP>
+    __aicore__ inline void ApplyRows(const AscendC::LocalTensor<float> &tile, uint32_t rows, uint32_t width,
+                                     uint32_t stride);
 
     __aicore__ inline uint64_t QueryOffset(uint32_t b, uint32_t n, uint32_t s) const;
     __aicore__ inline uint64_t KvOffset(uint32_t b, uint32_t h, uint32_t s) const;
@@ -309,7 +309,7 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, u
     AscendC::Sub(alpha, rowMax, newMax, rows);
     AscendC::Exp(alpha, alpha, rows);                // alpha = exp(m_old - m_new), 0 on the first block
     BroadcastRows(newMax, rows);
-    SubRows(scores, rows, n, n);
+    ApplyRows<RowOp::SUB>(scores, rows, n, n);
     AscendC::Exp(scores, scores, elems);             // P = exp(S - m_new), masked entries -> 0
     RowSum(blockSum, scores, rows, n, n);
     AscendC::Mul(rowSum, rowSum, alpha, rows);
@@ -383,7 +383,7 @@ __aicore__ inline void FlashAttentionKernel<T>::AccumulateValues(uint32_t kvBloc
     pvQue_.EnQue(pv);
     pv = pvQue_.DeQue<float>();
     BroadcastRows(stat_[ALPHA * statStride_], rows);
-    MulRows(acc_, rows, d, d);                       // acc *= alpha
+    ApplyRows<RowOp::MUL>(acc_, rows, d, d);         // acc *= alpha
     AscendC::Add(acc_, acc_, pv, rows * d);          // acc += P . V
     pvQue_.FreeTensor(pv);
 }
@@ -397,7 +397,7 @@ __aicore__ inline void FlashAttentionKernel<T>::WriteOutput(uint32_t rows, uint3
     AscendC::LocalTensor<float> rowSum = stat_[ROW_SUM * statStride_];
 
     BroadcastRows(rowSum, rows);
-    DivRows(acc_, rows, d, d);                       // O = acc / l
+    ApplyRows<RowOp::DIV>(acc_, rows, d, d);         // O = acc / l
 
     AscendC::LocalTensor<T> out = outQue_.AllocTensor<T>();
     AscendC::Cast(out, acc_, AscendC::RoundMode::CAST_RINT, rows * d);
@@ -481,35 +481,22 @@ __aicore__ inline void FlashAttentionKernel<T>::BroadcastRows(const AscendC::Loc
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::SubRows(const AscendC::LocalTensor<float> &tile, uint32_t rows,
-                                                        uint32_t width, uint32_t stride)
+template <typename FlashAttentionKernel<T>::RowOp OP>
+__aicore__ inline void FlashAttentionKernel<T>::ApplyRows(const AscendC::LocalTensor<float> &tile, uint32_t rows,
+                                                          uint32_t width, uint32_t stride)
 {
+    // One repeat per row; the per-row value is read with block stride 0 from brcb_.
     const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
+    const AscendC::BinaryRepeatParams params(1, 1, 0, tileRep, tileRep, 1);
     for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
-        AscendC::Sub(tile[c], tile[c], brcb_, Min(FP32_PER_REPEAT, width - c), static_cast<uint8_t>(rows),
-                     AscendC::BinaryRepeatParams(1, 1, 0, tileRep, tileRep, 1));
-    }
-}
-
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::MulRows(const AscendC::LocalTensor<float> &tile, uint32_t rows,
-                                                        uint32_t width, uint32_t stride)
-{
-    const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
-    for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
-        AscendC::Mul(tile[c], tile[c], brcb_, Min(FP32_PER_REPEAT, width - c), static_cast<uint8_t>(rows),
-                     AscendC::BinaryRepeatParams(1, 1, 0, tileRep, tileRep, 1));
-    }
-}
-
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::DivRows(const AscendC::LocalTensor<float> &tile, uint32_t rows,
-                                                        uint32_t width, uint32_t stride)
-{
-    const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
-    for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
-        AscendC::Div(tile[c], tile[c], brcb_, Min(FP32_PER_REPEAT, width - c), static_cast<uint8_t>(rows),
-                     AscendC::BinaryRepeatParams(1, 1, 0, tileRep, tileRep, 1));
+        const uint64_t w = Min(FP32_PER_REPEAT, width - c);
+        if constexpr (OP == RowOp::SUB) {
+            AscendC::Sub(tile[c], tile[c], brcb_, w, static_cast<uint8_t>(rows), params);
+        } else if constexpr (OP == RowOp::MUL) {
+            AscendC::Mul(tile[c], tile[c], brcb_, w, static_cast<uint8_t>(rows), params);
+        } else {
+            AscendC::Div(tile[c], tile[c], brcb_, w, static_cast<uint8_t>(rows), params);
+        }
     }
 }
 

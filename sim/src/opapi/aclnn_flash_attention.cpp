@@ -16,7 +16,7 @@
 
 #include "acl_fa_sim.h"
 #include "flash_attention_launch.h"
-#include "opdev/op_errno.h"
+#include "aclnn/opdev/op_errno.h"
 #include "sim_host/op_runtime.h"
 #include "test_tiling_override.h"
 
