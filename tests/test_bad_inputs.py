@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import acl_fa
 from acl_fa.cli import main
-from acl_fa.errors import AclError, InvalidArgumentError, InvalidTypeError
+from acl_fa.errors import InvalidArgumentError, InvalidTypeError
 from conftest import run_python
 
 F16 = np.float16
@@ -207,7 +207,8 @@ FAULT_SCRIPT = r"""
         now = counts()
         return {k: now[k] - before[k] for k in now if now[k] != before[k]}
     rng = np.random.default_rng(0)
-    q, k, v = (rng.standard_normal(shape).astype(np.float16) for shape in [(1, 2, 40, 16), (1, 1, 56, 16), (1, 1, 56, 16)])
+    q, k, v = (rng.standard_normal(shape).astype(np.float16)
+               for shape in [(1, 2, 40, 16), (1, 1, 56, 16), (1, 1, 56, 16)])
     def attend(session):
         return session.flash_attention(q, k, v, causal=True, return_lse=True)
     def bits(result):

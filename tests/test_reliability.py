@@ -175,7 +175,8 @@ THREAD_SCRIPT = """
     with acl_fa.Session(backend="sim") as s:
         for dtype in (np.float16, ml_dtypes.bfloat16):
             for q_shape, kv_shape, options in cases:
-                q, k, v = (rng.standard_normal(x, dtype=np.float32).astype(dtype) for x in (q_shape, kv_shape, kv_shape))
+                q, k, v = (rng.standard_normal(x, dtype=np.float32).astype(dtype)
+                           for x in (q_shape, kv_shape, kv_shape))
                 out, lse = s.flash_attention(q, k, v, return_lse=True, **options)
                 digest.update(out.view(np.uint16).tobytes() + lse.view(np.uint32).tobytes())
     print(json.dumps({"digest": digest.hexdigest()}))
