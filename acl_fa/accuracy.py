@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from .layouts import to_bnsd
+from .reference import head_chunks
 
 __all__ = ["Accuracy", "ULP", "naive_same_precision", "check_accuracy"]
 
@@ -41,30 +42,19 @@ def naive_same_precision(q, k, v, dtype, *, causal, scale, layout, num_heads=Non
     Returns [B, len(heads), Sq, D] float64. Rows are processed in chunks like the reference.
     """
     qb = to_bnsd(np.asarray(q), layout, num_heads)
-    kb = to_bnsd(np.asarray(k), layout, num_kv_heads or num_heads)
-    vb = to_bnsd(np.asarray(v), layout, num_kv_heads or num_heads)
-    batch, n_heads, sq, d = qb.shape
-    group = n_heads // kb.shape[1]
-    skv = kb.shape[2]
-    out = np.zeros((batch, len(heads), sq, d))
-    chunk = max(1, (32 << 20) // max(1, skv * 4))
-    cols = np.arange(skv)
-    for b in range(batch):
-        for slot, h in enumerate(heads):
-            kh = kb[b, h // group].astype(np.float32)
-            vh = vb[b, h // group].astype(np.float32)
-            for r0 in range(0, sq, chunk):
-                r1 = min(sq, r0 + chunk)
-                s = (qb[b, h, r0:r1].astype(np.float32) @ kh.T).astype(dtype).astype(np.float32) * np.float32(scale)
-                if causal:
-                    s[cols[None, :] > np.arange(r0, r1)[:, None] + (skv - sq)] = -np.inf
-                m = s.max(axis=1, keepdims=True)
-                m = np.where(np.isneginf(m), 0, m)
-                p = np.exp(s - m)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    p = (p / p.sum(axis=1, keepdims=True)).astype(dtype).astype(np.float32)
-                o = np.nan_to_num(p @ vh, nan=0.0).astype(dtype)
-                out[b, slot, r0:r1] = o
+    out = np.zeros((qb.shape[0], len(heads), qb.shape[2], qb.shape[3]))
+    for b, slot, rows, q_rows, k_head, v_head, masked in head_chunks(
+            q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
+            dtype=np.float32, chunk_bytes=32 << 20):
+        s = (q_rows @ k_head.T).astype(dtype).astype(np.float32) * np.float32(scale)
+        if causal:
+            s[masked(rows)] = -np.inf
+        m = s.max(axis=1, keepdims=True)
+        m = np.where(np.isneginf(m), 0, m)
+        p = np.exp(s - m)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p = (p / p.sum(axis=1, keepdims=True)).astype(dtype).astype(np.float32)
+        out[b, slot, rows] = np.nan_to_num(p @ v_head, nan=0.0).astype(dtype)
     return out
 
 

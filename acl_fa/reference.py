@@ -14,10 +14,40 @@ import numpy as np
 
 from .layouts import to_bnsd, from_bnsd
 
-__all__ = ["attention_reference"]
+__all__ = ["attention_reference", "head_chunks"]
 
-# Rows of Q per chunk: 256 rows x 32768 keys x 8 bytes = 64 MiB of scores at most.
+# Rows of Q per chunk are chosen so a chunk's scores take at most this many bytes.
 _DEFAULT_CHUNK_BYTES = 64 << 20
+
+
+def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=None, dtype=np.float64,
+                chunk_bytes=_DEFAULT_CHUNK_BYTES):
+    """Yields (b, slot, rows, q_rows, k_head, v_head, causal_cols) for every selected query head and
+    chunk of query rows: q_rows [rows, D], k_head / v_head [Skv, D] of the kv head it reads (all in
+    `dtype`), `rows` the slice of query rows, `causal_cols` a function giving the boolean mask of
+    keys each row may not see (key j > i + Skv - Sq). `slot` indexes `heads` (default: all)."""
+    qb = to_bnsd(np.asarray(q), layout, num_heads)
+    kb = to_bnsd(np.asarray(k), layout, num_kv_heads or num_heads)
+    vb = to_bnsd(np.asarray(v), layout, num_kv_heads or num_heads)
+    batch, n_heads, sq, _ = qb.shape
+    n_kv, skv = kb.shape[1], kb.shape[2]
+    if n_heads % n_kv:
+        raise ValueError(f"query heads {n_heads} must be a multiple of key/value heads {n_kv}")
+    group = n_heads // n_kv
+    head_list = list(range(n_heads)) if heads is None else [int(h) for h in heads]
+    chunk = max(1, chunk_bytes // max(1, skv * np.dtype(dtype).itemsize))
+    cols = np.arange(skv)
+
+    def masked(rows: slice):
+        return cols[None, :] > np.arange(rows.start, rows.stop)[:, None] + (skv - sq)
+
+    for b in range(batch):
+        for slot, h in enumerate(head_list):
+            k_head = kb[b, h // group].astype(dtype)
+            v_head = vb[b, h // group].astype(dtype)
+            for r0 in range(0, sq, chunk):
+                rows = slice(r0, min(sq, r0 + chunk))
+                yield b, slot, rows, qb[b, h, rows].astype(dtype), k_head, v_head, masked
 
 
 def attention_reference(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
@@ -27,41 +57,28 @@ def attention_reference(q, k, v, *, causal=False, scale=None, layout="BNSD", num
     `heads` optionally restricts the computation to those query-head indices (out and lse then
     hold only those heads, in that order) -- used to check large problems on a sample.
     """
-    qb, kb, vb = (to_bnsd(np.asarray(x), layout, n) for x, n in
-                  ((q, num_heads), (k, num_kv_heads or num_heads), (v, num_kv_heads or num_heads)))
+    qb = to_bnsd(np.asarray(q), layout, num_heads)
     batch, n_heads, sq, d = qb.shape
-    n_kv, skv = kb.shape[1], kb.shape[2]
-    if n_heads % n_kv:
-        raise ValueError(f"query heads {n_heads} must be a multiple of key/value heads {n_kv}")
     if scale is None:
         scale = 1.0 / math.sqrt(d)
-    head_list = list(range(n_heads)) if heads is None else [int(h) for h in heads]
-    group = n_heads // n_kv
-    out = np.zeros((batch, len(head_list), sq, d), dtype=np.float64)
-    lse = np.full((batch, len(head_list), sq), -np.inf, dtype=np.float64)
-    chunk = max(1, _DEFAULT_CHUNK_BYTES // max(1, skv * 8))
-    diagonal = skv - sq
-    cols = np.arange(skv)
-    for b in range(batch):
-        for slot, h in enumerate(head_list):
-            kh = kb[b, h // group].astype(np.float64)
-            vh = vb[b, h // group].astype(np.float64)
-            for r0 in range(0, sq, chunk):
-                r1 = min(sq, r0 + chunk)
-                scores = (qb[b, h, r0:r1].astype(np.float64) @ kh.T) * scale
-                if causal:
-                    rows = np.arange(r0, r1)[:, None]
-                    scores[cols[None, :] > rows + diagonal] = -np.inf
-                row_max = scores.max(axis=1, keepdims=True)
-                seen = np.isfinite(row_max[:, 0]) | np.isnan(row_max[:, 0])
-                safe_max = np.where(np.isneginf(row_max), 0.0, row_max)
-                p = np.exp(scores - safe_max)
-                row_sum = p.sum(axis=1, keepdims=True)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    o = (p @ vh) / row_sum
-                    row_lse = safe_max[:, 0] + np.log(row_sum[:, 0])
-                o[~seen] = 0.0
-                row_lse[~seen] = -np.inf
-                out[b, slot, r0:r1] = o
-                lse[b, slot, r0:r1] = row_lse
+    n_out = n_heads if heads is None else len(heads)
+    out = np.zeros((batch, n_out, sq, d), dtype=np.float64)
+    lse = np.full((batch, n_out, sq), -np.inf, dtype=np.float64)
+    for b, slot, rows, q_rows, k_head, v_head, masked in head_chunks(
+            q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads):
+        scores = (q_rows @ k_head.T) * scale
+        if causal:
+            scores[masked(rows)] = -np.inf
+        row_max = scores.max(axis=1, keepdims=True)
+        seen = ~np.isneginf(row_max[:, 0])            # NaN rows count as seen: NaN propagates
+        safe_max = np.where(np.isneginf(row_max), 0.0, row_max)
+        p = np.exp(scores - safe_max)
+        row_sum = p.sum(axis=1, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            o = (p @ v_head) / row_sum
+            row_lse = safe_max[:, 0] + np.log(row_sum[:, 0])
+        o[~seen] = 0.0
+        row_lse[~seen] = -np.inf
+        out[b, slot, rows] = o
+        lse[b, slot, rows] = row_lse
     return from_bnsd(out, layout).astype(out_dtype, copy=False), lse
