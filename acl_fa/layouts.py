@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 
-__all__ = ["LAYOUTS", "LAYOUT_RANK", "to_bnsd", "from_bnsd", "split_dims"]
+__all__ = ["LAYOUTS", "LAYOUT_RANK", "to_bnsd", "from_bnsd", "split_dims", "shape_of"]
 
 LAYOUTS = ("BNSD", "BSND", "BSH")
 LAYOUT_RANK = {"BNSD": 4, "BSND": 4, "BSH": 3}
@@ -33,6 +33,17 @@ def split_dims(shape, layout, num_heads=None):
     else:
         raise InvalidArgumentError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     return int(b), int(n), int(s), int(d)
+
+
+def shape_of(layout, b, n, s, d) -> tuple:
+    """The shape of a [B, N, S, D] tensor in `layout`."""
+    if layout == "BNSD":
+        return (b, n, s, d)
+    if layout == "BSND":
+        return (b, s, n, d)
+    if layout == "BSH":
+        return (b, s, n * d)
+    raise InvalidArgumentError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
 
 
 def to_bnsd(x: np.ndarray, layout: str, num_heads=None) -> np.ndarray:

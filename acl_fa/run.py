@@ -17,7 +17,7 @@ import numpy as np
 from . import sim_stats
 from .accuracy import Accuracy, check_accuracy, naive_same_precision
 from .attention import Problem, check_plan, make_problem, runner_for
-from .layouts import to_bnsd
+from .layouts import shape_of, to_bnsd
 from .reference import attention_reference
 from .runtime import Session
 from .standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
@@ -113,13 +113,9 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
     np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype in ("bfloat16", "bf16") else np.dtype(np.float16)
     seq_kv = seq if seq_kv is None else seq_kv
     kv_heads = heads if kv_heads is None else kv_heads
-    hidden = (lambda n, s: (batch, s, n * head_dim)) if layout.upper() == "BSH" else None
-    if layout.upper() == "BNSD":
-        q_shape, kv_shape = (batch, heads, seq, head_dim), (batch, kv_heads, seq_kv, head_dim)
-    elif layout.upper() == "BSND":
-        q_shape, kv_shape = (batch, seq, heads, head_dim), (batch, seq_kv, kv_heads, head_dim)
-    else:
-        q_shape, kv_shape = hidden(heads, seq), hidden(kv_heads, seq_kv)
+    layout = layout.upper()
+    q_shape = shape_of(layout, batch, heads, seq, head_dim)
+    kv_shape = shape_of(layout, batch, kv_heads, seq_kv, head_dim)
     shells = [np.empty(s, dtype=np_dtype) for s in (q_shape, kv_shape, kv_shape)]
     problem, _, _, _ = make_problem(*shells, causal=causal, scale=scale, layout=layout, num_heads=heads,
                                     num_kv_heads=kv_heads, block_m=block_m, block_n=block_n)

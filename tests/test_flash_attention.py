@@ -12,23 +12,15 @@ import pytest
 
 import acl_fa
 from acl_fa.accuracy import check_accuracy, naive_same_precision
-from acl_fa.layouts import to_bnsd
+from acl_fa.layouts import shape_of, to_bnsd
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 
 
-def _shapes(layout, b, n, nkv, sq, skv, d):
-    if layout == "BNSD":
-        return (b, n, sq, d), (b, nkv, skv, d)
-    if layout == "BSND":
-        return (b, sq, n, d), (b, skv, nkv, d)
-    return (b, sq, n * d), (b, skv, nkv * d)
-
-
 def _inputs(layout, b, n, nkv, sq, skv, d, dtype, seed=0):
     rng = np.random.default_rng(seed)
-    qs, kvs = _shapes(layout, b, n, nkv, sq, skv, d)
+    qs, kvs = shape_of(layout, b, n, sq, d), shape_of(layout, b, nkv, skv, d)
     return tuple(rng.standard_normal(s, dtype=np.float32).astype(dtype) for s in (qs, kvs, kvs))
 
 
