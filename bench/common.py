@@ -1,0 +1,54 @@
+"""What every bench/ script prints with its numbers: the machine, the date, the command; and the
+median helper. Scripts run from a source checkout with ACL_FA_SIM_LIB_DIR set (a build's lib/)
+or with acl-fa installed."""
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+# a source checkout's acl_fa when the package is not installed
+try:
+    import acl_fa  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+def machine() -> str:
+    """CPU model and core count (lscpu), load average at the start: other work on the host skews times."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{model}, {os.cpu_count()} logical CPUs, load average {load}"
+
+
+def header(title: str) -> str:
+    command = " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    lib = os.environ.get("ACL_FA_SIM_LIB_DIR")
+    return "\n".join([
+        f"### {title}",
+        "",
+        f"Command: `{'ACL_FA_SIM_LIB_DIR=' + lib + ' ' if lib else ''}python {command}`  ",
+        f"Machine: {machine()}  ",
+        f"Date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}; Python {platform.python_version()}",
+        "",
+    ])
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+def table(header_row, rows) -> str:
+    lines = ["| " + " | ".join(header_row) + " |", "|" + "---|" * len(header_row)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
