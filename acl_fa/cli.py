@@ -194,7 +194,8 @@ def _bench_problem_options(function):
 def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, warmup, iters,
           l2, seed, backend, device, as_json, plot_path):
     """Standard attention against FlashAttention by sequence length: time, device memory, GM
-    traffic and ratios; on the simulator also the L2 model, a roofline bound and work efficiency."""
+    traffic and ratios; on the simulator also the L2 model, a roofline bound and work efficiency
+    (for the simulated SoC: ACL_FA_SIM_SOC)."""
     from . import bench as bench_module
 
     with click.progressbar(length=len(seqs), label="acl-fa bench", file=click.get_text_stream("stderr"),
