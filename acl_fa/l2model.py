@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Optional
 
 import numpy as np
 
@@ -56,17 +55,18 @@ class L2Stats:
                                            "label": "modeled (LRU L2 over the simulator's GM trace)"}
 
 
-def _kernel_fn(backend: Backend, name: str):
-    # The engine's extension functions live in libascendc_sim, a dependency of the op library.
+def _engine(backend: Backend) -> Backend:
+    """The backend with the engine's extension functions reachable: they live in
+    libascendc_sim, a dependency of the op library, which is loaded on first use."""
     backend.load_op_library()
-    return name
+    return backend
 
 
 @contextlib.contextmanager
 def gm_trace(backend: Backend):
     """Records the GM accesses of the launches inside the block; the trace is cleared on entry
     and on exit (it can hold millions of records)."""
-    backend.call(_kernel_fn(backend, "aclfaSimSetGmTrace"), 1)
+    _engine(backend).call("aclfaSimSetGmTrace", 1)
     try:
         yield
     finally:
@@ -78,7 +78,7 @@ def _model(backend: Backend, records, count: int, l2_bytes: int, line_bytes: int
         raise ValueError(f"L2 model: need line_bytes > 0 and l2_bytes >= line_bytes, got "
                          f"l2_bytes={l2_bytes}, line_bytes={line_bytes}")
     out = ffi.new("aclfaSimL2Stats *")
-    backend.call(_kernel_fn(backend, "aclfaSimModelL2"), l2_bytes, line_bytes, records, count, out)
+    _engine(backend).call("aclfaSimModelL2", l2_bytes, line_bytes, records, count, out)
     return L2Stats(l2_bytes, line_bytes, count, int(out.accessBytes), int(out.lineAccesses), int(out.lineHits),
                    int(out.lineMisses), int(out.distinctLines), int(out.hbmReadBytes), int(out.hbmWriteBytes),
                    int(out.hbmFlushBytes))
@@ -88,7 +88,7 @@ def model_trace(backend: Backend, l2_bytes: int, line_bytes: int) -> L2Stats:
     """The model over the trace recorded so far (inside ``gm_trace``)."""
     records = ffi.new("const aclfaSimGmAccess **")
     count = ffi.new("uint64_t *")
-    backend.call(_kernel_fn(backend, "aclfaSimGetGmTrace"), records, count)
+    _engine(backend).call("aclfaSimGetGmTrace", records, count)
     return _model(backend, records[0], int(count[0]), l2_bytes, line_bytes)
 
 

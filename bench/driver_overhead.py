@@ -9,7 +9,6 @@ The difference is what the Python driver adds (validation, the tiling-policy che
 Usage: python bench/driver_overhead.py [--runs 5] [--calls 2000] [--heads 1 --seq 16 --dim 16]
 """
 import argparse
-import os
 import shutil
 import subprocess
 import sys

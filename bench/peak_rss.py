@@ -9,7 +9,6 @@ Usage: python bench/peak_rss.py [--seq 32768] [--heads 8] [--runs 1]
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path

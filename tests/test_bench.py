@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import acl_fa
 from acl_fa import l2model, sim_stats
 from acl_fa._ffi import ffi
 from acl_fa.attention import make_problem, runner_for
