@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import math
 import numbers
 import threading
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import ml_dtypes
 import numpy as np
@@ -56,6 +57,14 @@ class Problem:
     q_shape: tuple
     kv_shape: tuple
 
+    # Problems key the per-Session caches on every call: hash the fields once.
+    def __hash__(self) -> int:
+        return self._field_hash
+
+    @functools.cached_property
+    def _field_hash(self) -> int:
+        return hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+
     @property
     def lse_shape(self) -> tuple:
         return (self.batch, self.num_heads, self.seq_q)
@@ -84,17 +93,24 @@ class Problem:
         return {"inputs": q + 2 * kv, "outputs": q + self.batch * self.num_heads * self.seq_q * 4}
 
 
-def _check_array(name: str, x) -> np.ndarray:
+def _as_array(name: str, x) -> np.ndarray:
     if isinstance(x, (str, bytes)) or x is None:
         raise InvalidTypeError(f"{name} must be a numpy array, got {type(x).__name__}")
     try:
-        array = np.asarray(x)
+        return np.asarray(x)
     except Exception as exc:  # noqa: BLE001 - any conversion failure is the caller's type error
         raise InvalidTypeError(f"{name} cannot be converted to a numpy array: {exc}") from exc
-    if array.dtype not in SUPPORTED_DTYPES:
-        raise InvalidTypeError(
-            f"{name} has dtype {array.dtype}; supported: float16, bfloat16 (ml_dtypes.bfloat16)")
-    return array
+
+
+class _ArrayMeta(NamedTuple):
+    """What validation needs of an input array (hashable, so validated problems are cached)."""
+
+    shape: tuple
+    dtype: np.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
 
 
 def _check_int(name: str, value, *, minimum: int, allow_none: bool = True) -> int:
@@ -111,14 +127,35 @@ def make_problem(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=
                  num_kv_heads=None, block_m=None, block_n=None) -> tuple:
     """Validates a call; returns (Problem, q, k, v) with the arrays as numpy arrays.
 
-    Raises InvalidTypeError / InvalidArgumentError naming the argument and the limit.
+    Raises InvalidTypeError / InvalidArgumentError naming the argument and the limit. The
+    validation depends only on shapes, dtypes and options, and repeated calls with the same
+    ones (the common case) reuse the validated Problem.
     """
+    arrays = tuple(_as_array(name, x) for name, x in (("q", q), ("k", k), ("v", v)))
+    metas = tuple(_ArrayMeta(a.shape, a.dtype) for a in arrays)
+    options = (causal, scale, layout, num_heads, num_kv_heads, block_m, block_n)
+    try:
+        problem = _validated_problem(metas, options)
+    except TypeError as exc:
+        if isinstance(exc, InvalidTypeError):
+            raise
+        problem = _validated_problem.__wrapped__(metas, options)  # an unhashable option
+    return (problem, *arrays)
+
+
+@functools.lru_cache(maxsize=64)
+def _validated_problem(metas: tuple, options: tuple) -> "Problem":
+    q, k, v = metas
+    causal, scale, layout, num_heads, num_kv_heads, block_m, block_n = options
     if not isinstance(layout, str) or layout.upper() not in LAYOUTS:
         raise InvalidArgumentError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     layout = layout.upper()
     if not isinstance(causal, (bool, np.bool_)):
         raise InvalidTypeError(f"causal must be a bool, got {causal!r}")
-    q, k, v = (_check_array(name, x) for name, x in (("q", q), ("k", k), ("v", v)))
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if x.dtype not in SUPPORTED_DTYPES:
+            raise InvalidTypeError(
+                f"{name} has dtype {x.dtype}; supported: float16, bfloat16 (ml_dtypes.bfloat16)")
     if not (q.dtype == k.dtype == v.dtype):
         raise InvalidTypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     rank = LAYOUT_RANK[layout]
@@ -170,9 +207,8 @@ def make_problem(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=
         if value % BLOCK_MULTIPLE:
             raise InvalidArgumentError(f"{name}={value} must be a multiple of {BLOCK_MULTIPLE}")
         blocks.append(value)
-    problem = Problem(b, n, nkv, sq, skv, d, q.dtype, layout, bool(causal), scale, blocks[0], blocks[1],
-                      tuple(q.shape), tuple(k.shape))
-    return problem, q, k, v
+    return Problem(b, n, nkv, sq, skv, d, q.dtype, layout, bool(causal), scale, blocks[0], blocks[1],
+                   tuple(q.shape), tuple(k.shape))
 
 
 def check_plan(problem: Problem, soc: str):
@@ -239,6 +275,7 @@ class FlashAttentionRunner:
         self._lock = threading.Lock()
         self._cache: collections.OrderedDict = collections.OrderedDict()
         self._stream: Optional[Stream] = None
+        self._soc: Optional[str] = None  # the session's SoC name, asked once
 
     def close(self):
         with self._lock:
@@ -255,11 +292,15 @@ class FlashAttentionRunner:
         return self._stream
 
     def prepare(self, problem: Problem) -> _Prepared:
-        """Device state for `problem` (cached); caller holds the lock."""
+        """Device state for `problem` (cached); caller holds the lock. A problem new to this
+        Session is first checked against the tiling policy for its chip, before device work."""
         prepared = self._cache.get(problem)
         if prepared is not None:
             self._cache.move_to_end(problem)
             return prepared
+        if self._soc is None:
+            self._soc = self.session.soc_name()
+        check_plan(problem, self._soc)
         while len(self._cache) >= CACHED_SHAPES:
             self._cache.popitem(last=False)[1].close()
         prepared = self._build(problem)
@@ -315,8 +356,8 @@ class FlashAttentionRunner:
             stream = self.stream
             self.launch(prepared, stream)
             stream.synchronize()
-            out = buffers["out"].to_numpy()
-            lse = buffers["lse"].to_numpy() if return_lse else None
+            out = buffers["out"].copy_to_host(np.empty(problem.q_shape, problem.dtype))
+            lse = buffers["lse"].copy_to_host(np.empty(problem.lse_shape, np.float32)) if return_lse else None
         return (out, lse) if return_lse else out
 
 
@@ -363,5 +404,4 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
                                     num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
     if session is None:
         session = default_session(backend, device)
-    check_plan(problem, session.soc_name())
     return runner_for(session).run(problem, q, k, v, return_lse=return_lse)

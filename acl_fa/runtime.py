@@ -227,9 +227,7 @@ class Session:
     def flash_attention(self, q, k, v, **options):
         """acl_fa.flash_attention on this session; device buffers, tensors, executor and
         workspace are kept per problem shape, so repeated calls only copy and launch."""
-        from .attention import flash_attention
-
-        return flash_attention(q, k, v, session=self, **options)
+        return _attention().flash_attention(q, k, v, session=self, **options)
 
     # ---- factories ------------------------------------------------------------------
     def stream(self) -> "Stream":
@@ -279,6 +277,19 @@ class Session:
     # ---- for objects of this module and tensor.py -----------------------------------
     def _adopt(self, obj, kind: str, release: Callable, handle) -> weakref.finalize:
         return self._state.adopt(obj, kind, release, handle)
+
+
+def _attention():
+    """acl_fa.attention, imported on first use (it imports this module)."""
+    global _attention_module
+    if _attention_module is None:
+        from . import attention
+
+        _attention_module = attention
+    return _attention_module
+
+
+_attention_module = None
 
 
 def live_counts(backend: Backend) -> dict:
