@@ -9,6 +9,13 @@ The trace holds every DataCopy range and, per Matmul call, the span of its A, B 
 once; the launch counters also count the operand re-reads between the Matmul's tile passes
 (served by L1/L2 on the chip). So the trace's access bytes and the counters' GM bytes differ;
 "raw GM access bytes" in reports are the counters'.
+
+Order: the simulator runs the simulated cores on a few host threads, each core to its end, so
+the recorded order has few cores in flight; on the chip all cores run at once and their
+accesses interleave. ``order="concurrent"`` replays the records with the AI Core groups (an AIC
+and its AIVs, which hand data to each other through GM and so keep their recorded order)
+progressing at equal rates, each record placed at its fraction of its group's records: a closer
+picture of the chip's L2 working set. ``order="launch"`` keeps the recorded order.
 """
 
 from __future__ import annotations
@@ -21,10 +28,11 @@ import numpy as np
 from ._ffi import ffi
 from .loader import Backend
 
-__all__ = ["L2Stats", "gm_trace", "model_trace", "model_records", "TRACE_DTYPE"]
+__all__ = ["L2Stats", "gm_trace", "model_trace", "model_records", "interleave_by_core", "TRACE_DTYPE", "ORDERS"]
 
 # One aclfaSimGmAccess record, for hand-made traces (field order and widths of the C struct).
 TRACE_DTYPE = np.dtype([("addr", "<u8"), ("bytes", "<u4"), ("core", "<u2"), ("is_write", "<u2")])
+ORDERS = ("launch", "concurrent")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,12 +92,40 @@ def _model(backend: Backend, records, count: int, l2_bytes: int, line_bytes: int
                    int(out.hbmFlushBytes))
 
 
-def model_trace(backend: Backend, l2_bytes: int, line_bytes: int) -> L2Stats:
-    """The model over the trace recorded so far (inside ``gm_trace``)."""
+def interleave_by_core(records: np.ndarray, aiv_per_aic: int = 2) -> np.ndarray:
+    """The records reordered as if every AI Core group progressed at the same rate: record i
+    of a group with n records goes to position (i + 1/2) / n on a common axis (stable for ties).
+    A record's group is its AIC (core id 1000 + AIC index) or the AIC of its AIV (AIV index //
+    aiv_per_aic); within a group the recorded order is kept."""
+    if len(records) == 0:
+        return records
+    core = records["core"].astype(np.int64)
+    groups = np.where(core >= 1000, core - 1000, core // max(1, aiv_per_aic))
+    _, group, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    by_group = np.argsort(group, kind="stable")
+    first = np.cumsum(counts) - counts
+    ordinal = np.empty(len(records), np.int64)
+    ordinal[by_group] = np.arange(len(records)) - first[group[by_group]]
+    progress = (ordinal + 0.5) / counts[group]
+    return records[np.argsort(progress, kind="stable")]
+
+
+def model_trace(backend: Backend, l2_bytes: int, line_bytes: int, order: str = "launch") -> L2Stats:
+    """The model over the trace recorded so far (inside ``gm_trace``), in `order` (ORDERS)."""
+    if order not in ORDERS:
+        raise ValueError(f"L2 model: order must be one of {', '.join(ORDERS)}, got {order!r}")
     records = ffi.new("const aclfaSimGmAccess **")
     count = ffi.new("uint64_t *")
     _engine(backend).call("aclfaSimGetGmTrace", records, count)
-    return _model(backend, records[0], int(count[0]), l2_bytes, line_bytes)
+    if order == "launch":
+        return _model(backend, records[0], int(count[0]), l2_bytes, line_bytes)
+    n = int(count[0])
+    trace = np.frombuffer(ffi.buffer(records[0], n * TRACE_DTYPE.itemsize), TRACE_DTYPE) if n else \
+        np.empty(0, TRACE_DTYPE)
+    stats = ffi.new("aclfaSimLaunchStats *")
+    backend.call("aclfaSimGetLastLaunchStats", stats)
+    aiv_per_aic = max(1, stats.aivUsed // stats.aicUsed) if stats.aicUsed else 1
+    return model_records(backend, interleave_by_core(trace, aiv_per_aic), l2_bytes, line_bytes)
 
 
 def model_records(backend: Backend, records: np.ndarray, l2_bytes: int, line_bytes: int,

@@ -101,6 +101,34 @@ def test_l2_model_matches_python_replay_on_random_traces(backend, sim_only, l2_l
     assert fields(stats) == replay_lru(records, l2_lines * 128, 128)
 
 
+def test_interleave_by_core_spreads_each_core_over_the_common_axis():
+    # core 7 has 4 records, core 1000 has 2: positions 1/8 3/8 5/8 7/8 and 1/4 3/4
+    records = np.array([(i, 1, 7, 0) for i in range(4)] + [(100 + i, 1, 1000, 1) for i in range(2)],
+                       dtype=l2model.TRACE_DTYPE)
+    got = l2model.interleave_by_core(records)
+    assert got["addr"].tolist() == [0, 100, 1, 2, 101, 3]
+    assert sorted(got.tolist()) == sorted(records.tolist())
+    assert len(l2model.interleave_by_core(records[:0])) == 0
+
+
+def test_interleave_keeps_an_aic_and_its_aivs_in_recorded_order():
+    # AIV 0, AIC 0 (1000), AIV 1 form one group (2 AIV per AIC); AIV 2 is the next group's
+    records = np.array([(1, 1, 0, 1), (2, 1, 1000, 0), (3, 1, 1, 0), (9, 1, 2, 0)], dtype=l2model.TRACE_DTYPE)
+    got = l2model.interleave_by_core(records, aiv_per_aic=2)["addr"].tolist()
+    assert got == [1, 2, 9, 3]  # group 0 at 1/6 1/2 5/6, group 1 at 1/2 (ties: recorded order)
+    # one AIV per AIC: AIV 1 and AIV 2 are groups of their own
+    assert l2model.interleave_by_core(records, aiv_per_aic=1)["addr"].tolist() == [1, 3, 9, 2]
+
+
+def test_concurrent_order_sees_the_cores_working_sets_together(backend, sim_only):
+    # two cores each re-read their own line; in launch order each pair hits, interleaved
+    # through a one-line cache they evict each other
+    records = [(0, LINE, 0, 0), (0, LINE, 0, 0), (LINE, LINE, 2, 0), (LINE, LINE, 2, 0)]  # AIC 0 and AIC 1
+    assert l2model.model_records(backend, records, LINE, LINE).line_hits == 2
+    mixed = l2model.interleave_by_core(np.array(records, dtype=l2model.TRACE_DTYPE))
+    assert l2model.model_records(backend, mixed, LINE, LINE).line_hits == 0
+
+
 def test_l2_model_rejects_bad_geometry(backend, sim_only):
     with pytest.raises(ValueError, match="line_bytes"):
         l2model.model_records(backend, [(0, 8, 0, 0)], 256, 512)
@@ -121,6 +149,9 @@ def test_l2_model_over_a_launch_trace(session, sim_only):
             counters = sim_stats.last_launch(session.backend)
             big = l2model.model_trace(session.backend, 1 << 30, LINE)
             tiny = l2model.model_trace(session.backend, 4 * LINE, LINE)
+            mixed = l2model.model_trace(session.backend, 1 << 30, LINE, order="concurrent")
+            with pytest.raises(ValueError, match="order"):
+                l2model.model_trace(session.backend, 1 << 30, LINE, order="random")
     finally:
         runner.close()
     # the trace holds each Matmul operand's span once per call; the counters also count the
@@ -132,6 +163,9 @@ def test_l2_model_over_a_launch_trace(session, sim_only):
     q_k_v = 3 * q.nbytes
     assert big.hbm_read_bytes >= q_k_v and big.hbm_write_bytes >= q.nbytes  # Q, K, V in; O out
     assert tiny.hbm_bytes >= big.hbm_bytes and tiny.line_misses > big.line_misses
+    # without evictions the order changes nothing but which touch of a line comes first
+    assert (mixed.records, mixed.line_accesses, mixed.distinct_lines) == (big.records, big.line_accesses,
+                                                                           big.distinct_lines)
 
 
 PEAKS = ChipPeaks("T", aic_num=2, aiv_num=4, clock_hz=1e9, cube_macs_per_s=1e12, vector_elems_per_s=1e11,
@@ -197,6 +231,10 @@ def test_bench_cli_json_fields_and_ratios(sim_only):
         l2 = row["l2_model"]
         assert l2["line_hits"] + l2["line_misses"] == l2["line_accesses"]
         assert ratios["modeled_hbm_over_compulsory"] == pytest.approx(l2["hbm_bytes"] / row["compulsory_bytes"])
+        mixed = row["l2_model_concurrent"]
+        assert ratios["modeled_hbm_concurrent_over_compulsory"] == pytest.approx(
+            mixed["hbm_bytes"] / row["compulsory_bytes"])
+        assert mixed["line_accesses"] == l2["line_accesses"]
         assert ratios["executed_over_useful_macs"] == pytest.approx(fa["executed_macs"] / fa["useful_macs"])
         assert ratios["executed_over_useful_macs"] >= 1.0   # the kernel cannot do less than the useful work
         assert ratios["core_max_over_mean_macs"] >= 1.0
@@ -213,7 +251,7 @@ def test_bench_cli_text_labels_and_no_l2(sim_only):
     assert result.exit_code == 0, result.output
     assert "not NPU time" in result.stdout and "modeled" in result.stdout and "speed-up" in result.stdout
     report = bench_json("--seq", "64", "--iters", "1", "--heads", "1", "--no-l2", "--json")
-    assert report["rows"][0]["l2_model"] is None
+    assert report["rows"][0]["l2_model"] is None and report["rows"][0]["l2_model_concurrent"] is None
     assert report["rows"][0]["roofline"]["hbm_bytes_source"].startswith("raw GM")
 
 

@@ -3,9 +3,9 @@
 // HBM bytes such a cache would move. Millions of records at S=4096: the line table is an
 // open-addressing hash (linear probing, backward-shift deletion) and the LRU order an
 // intrusive doubly linked list over a fixed slot array, so each line touch is O(1).
-#include <algorithm>
 #include <cstdint>
 #include <new>
+#include <unordered_set>
 #include <vector>
 
 #include "acl_fa_sim_kernel.h"
@@ -137,7 +137,7 @@ extern "C" aclError aclfaSimModelL2(uint64_t l2Bytes, uint32_t lineBytes, const 
     aclfaSimL2Stats s{};
     try {
         acl_fa_sim::kernel::LruLines cache(capacity);
-        std::vector<uint64_t> distinct;  // line of every miss; sorted and deduplicated at the end
+        std::unordered_set<uint64_t> distinct;  // lines missed at least once (every first touch misses)
         for (uint64_t r = 0; r < count; ++r) {
             const aclfaSimGmAccess &a = records[r];
             if (a.bytes == 0) continue;
@@ -151,7 +151,7 @@ extern "C" aclError aclfaSimModelL2(uint64_t l2Bytes, uint32_t lineBytes, const 
                     ++s.lineHits;
                 } else {
                     ++s.lineMisses;
-                    distinct.push_back(line);
+                    distinct.insert(line);
                     if (!(a.isWrite && whole)) s.hbmReadBytes += lineBytes;
                 }
                 if (evictedDirty) s.hbmWriteBytes += lineBytes;
@@ -159,9 +159,7 @@ extern "C" aclError aclfaSimModelL2(uint64_t l2Bytes, uint32_t lineBytes, const 
         }
         s.hbmFlushBytes = cache.DirtyLines() * lineBytes;
         s.hbmWriteBytes += s.hbmFlushBytes;
-        // every first touch of a line misses, so the distinct missed lines are the distinct lines
-        std::sort(distinct.begin(), distinct.end());
-        s.distinctLines = static_cast<uint64_t>(std::unique(distinct.begin(), distinct.end()) - distinct.begin());
+        s.distinctLines = distinct.size();
     } catch (const std::bad_alloc &) {
         return ACL_ERROR_BAD_ALLOC;
     }
