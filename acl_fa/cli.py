@@ -197,14 +197,18 @@ def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal,
     traffic and ratios; on the simulator also the L2 model, a roofline bound and work efficiency
     (for the simulated SoC: ACL_FA_SIM_SOC)."""
     from . import bench as bench_module
+    from .errors import InvalidArgumentError, InvalidTypeError
 
     with click.progressbar(length=len(seqs), label="acl-fa bench", file=click.get_text_stream("stderr"),
                            show_eta=False) as bar:
-        report = bench_module.run_bench(
-            seqs=seqs, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
-            layout=layout, causal=causal, block_m=block_m, block_n=block_n, warmup=warmup, iters=iters, l2=l2,
-            backend=None if backend == "auto" else backend, device=device, seed=seed,
-            progress=lambda seq: bar.update(1))
+        try:
+            report = bench_module.run_bench(
+                seqs=seqs, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n, warmup=warmup,
+                iters=iters, l2=l2, backend=None if backend == "auto" else backend, device=device, seed=seed,
+                progress=lambda seq: bar.update(1))
+        except (InvalidArgumentError, InvalidTypeError) as exc:  # the problem is refused before device work
+            raise click.ClickException(str(exc)) from exc
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else bench_module.format_bench(report))
     if plot_path:
         try:

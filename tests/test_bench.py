@@ -261,6 +261,15 @@ def test_bench_cli_rejects_bad_lengths(seq):
     assert result.exit_code == 2 and "--seq" in result.output
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--head-dim", "100"], "head dim D=100 must be a multiple of 16"),
+    (["--heads", "3", "--kv-heads", "2"], "query heads 3 must be a multiple of key/value heads 2"),
+])
+def test_bench_cli_refuses_bad_problems_before_running(sim_only, args, message):
+    result = CliRunner().invoke(main, ["bench", "--backend", "sim", "--seq", "64", *args])
+    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+
+
 def test_bench_plot_writes_a_png(sim_only, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "bench.png"
