@@ -16,6 +16,7 @@
 #include "ascendc_sim/kernel_macros.h"
 #include "ascendc_sim/sync.h"
 #include "engine_internal.h"
+#include "worker_pool.h"
 
 namespace acl_fa_sim {
 namespace kernel {
@@ -177,7 +178,8 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     const auto t0 = std::chrono::steady_clock::now();
 
     auto work = [&]() {
-        WorkerMemory mem;
+        // Arenas of this host thread, kept across launches (sized anew if the chip changed).
+        thread_local WorkerMemory mem;
         mem.ub.resize(chip->ubBytes);
         mem.l1.resize(chip->l1Bytes);
         for (size_t k = next.fetch_add(1); k < inv.size(); k = next.fetch_add(1)) {
@@ -220,10 +222,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
             tlsCore = nullptr;
         }
     };
-    std::vector<std::thread> pool;
-    for (size_t w = 1; w < workers; ++w) pool.emplace_back(work);
-    work();
-    for (auto &t : pool) t.join();
+    WorkerPool::Instance().Run(workers, work);
     stats->wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     for (size_t k = 0; k < inv.size(); ++k) {
