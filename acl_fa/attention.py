@@ -20,10 +20,9 @@ from typing import NamedTuple, Optional
 import ml_dtypes
 import numpy as np
 
-from . import dtypes
 from ._ffi import ffi
 from .errors import InvalidArgumentError, InvalidTypeError
-from .layouts import LAYOUT_RANK, LAYOUTS, split_dims
+from .layouts import LAYOUT_RANK, LAYOUTS, shape_of, split_dims
 from .loader import device_count, get_backend
 from .runtime import DeviceBuffer, Session, Stream, _Child
 from .tensor import Tensor
@@ -141,6 +140,19 @@ def make_problem(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=
             raise
         problem = _validated_problem.__wrapped__(metas, options)  # an unhashable option
     return (problem, *arrays)
+
+
+def problem_from_sizes(*, seq, seq_kv=None, batch=1, heads=32, kv_heads=None, head_dim=128, dtype="float16",
+                       layout="BNSD", causal=False, scale=None, block_m=None, block_n=None) -> "Problem":
+    """The validated Problem of these sizes (as make_problem would give for arrays of them)."""
+    np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype in ("bfloat16", "bf16") else np.dtype(dtype)
+    seq_kv = seq if seq_kv is None else seq_kv
+    kv_heads = heads if kv_heads is None else kv_heads
+    layout = layout.upper() if isinstance(layout, str) else layout
+    q_shape = shape_of(layout, batch, heads, seq, head_dim)
+    kv_shape = shape_of(layout, batch, kv_heads, seq_kv, head_dim)
+    metas = (_ArrayMeta(q_shape, np_dtype), _ArrayMeta(kv_shape, np_dtype), _ArrayMeta(kv_shape, np_dtype))
+    return _validated_problem(metas, (causal, scale, layout, heads, kv_heads, block_m or None, block_n or None))
 
 
 @functools.lru_cache(maxsize=64)

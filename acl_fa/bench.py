@@ -21,11 +21,11 @@ import statistics
 import time
 from typing import Callable, Optional
 
-import ml_dtypes
 import numpy as np
 
 from . import l2model, sim_stats
-from .attention import Problem, check_plan, make_problem, runner_for
+from .attention import Problem, check_plan, problem_from_sizes
+from .measure import measure
 from .layouts import to_bnsd
 from .roofline import LABEL as ROOFLINE_LABEL
 from .roofline import chip_peaks, roofline
@@ -117,16 +117,6 @@ class BenchReport:
                 "roofline_label": ROOFLINE_LABEL, "rows": [r.to_dict() for r in self.rows]}
 
 
-def _problem(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n) -> Problem:
-    np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype in ("bfloat16", "bf16") else np.dtype(np.float16)
-    shapes = {"BNSD": lambda n, s: (batch, n, s, head_dim), "BSND": lambda n, s: (batch, s, n, head_dim),
-              "BSH": lambda n, s: (batch, s, n * head_dim)}[layout.upper()]
-    # np.empty commits no memory: the shells only carry shapes into make_problem's checks
-    shells = [np.empty(shapes(n, s), dtype=np_dtype) for n, s in ((heads, seq), (kv_heads, seq_kv), (kv_heads, seq_kv))]
-    return make_problem(*shells, causal=causal, layout=layout, num_heads=heads, num_kv_heads=kv_heads,
-                        block_m=block_m or None, block_n=block_n or None)[0]
-
-
 def _fp32_bnsd(problem: Problem, q, k, v) -> tuple:
     return (to_bnsd(q, problem.layout, problem.num_heads).astype(np.float32),
             to_bnsd(k, problem.layout, problem.num_kv_heads).astype(np.float32),
@@ -178,40 +168,11 @@ def _time_standard(problem: Problem, q, k, v, warmup: int, iters: int) -> list:
 
 
 def _bench_one(session: Session, problem: Problem, *, warmup: int, iters: int, l2: bool, seed: int) -> BenchRow:
-    soc = session.soc_name()
-    plan = check_plan(problem, soc)
-    sim = session.backend.name == "sim"
     q, k, v = random_inputs(problem, seed)
-    runner = runner_for(session)
-    with runner._lock:
-        prepared = runner.prepare(problem)
-        for name, array in (("q", q), ("k", k), ("v", v)):
-            prepared.buffers[name].copy_from_host(array)
-        stream = runner.stream
-        start, end = session.event(), session.event()
-        try:
-            times = []
-            for i in range(warmup + iters):
-                start.record(stream)
-                runner.launch(prepared, stream)
-                end.record(stream)
-                stream.synchronize()
-                if i >= warmup:
-                    times.append(start.elapsed_ms(end))
-        finally:
-            start.close()
-            end.close()
-        stats = sim_stats.last_launch(session.backend, per_core=True) if sim else None
-        l2_stats = l2_concurrent = None
-        if sim and l2:
-            # one more launch with the GM trace on (tracing slows it: kept out of the timing)
-            peaks = chip_peaks(soc)
-            with l2model.gm_trace(session.backend):
-                runner.launch(prepared, stream)
-                stream.synchronize()
-                l2_stats = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes)
-                l2_concurrent = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes,
-                                                    order="concurrent")
+    m = measure(session, problem, q, k, v, warmup=warmup, iters=iters, download=False, per_core=True, l2=l2)
+    soc, plan, times, stats = m.soc, m.plan, m.times_ms, m.stats
+    sim = stats is not None
+    l2_stats, l2_concurrent = m.l2, m.l2_interleaved
     p = problem
     item = p.dtype.itemsize
     core_max = core_mean = None
@@ -245,20 +206,19 @@ def run_bench(*, seqs, seq_kv: Optional[int] = None, batch: int = 1, heads: int 
     if not seqs:
         raise ValueError("bench needs at least one sequence length")
     kv_heads = heads if kv_heads is None else kv_heads
-    problems = [_problem(s, seq_kv or s, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n)
+    problems = [problem_from_sizes(seq=s, seq_kv=seq_kv or s, batch=batch, heads=heads, kv_heads=kv_heads,
+                                   head_dim=head_dim, dtype=dtype, layout=layout, causal=causal,
+                                   block_m=block_m, block_n=block_n)
                 for s in seqs]  # every shape validated before any device work
     rows = []
     with Session(device=device, backend=backend) as session:
         soc = session.soc_name()
         for problem in problems:
             check_plan(problem, soc)
-        try:
-            for problem in problems:
-                rows.append(_bench_one(session, problem, warmup=warmup, iters=iters, l2=l2, seed=seed))
-                if progress:
-                    progress(problem.seq_q)
-        finally:
-            runner_for(session).close()
+        for problem in problems:
+            rows.append(_bench_one(session, problem, warmup=warmup, iters=iters, l2=l2, seed=seed))
+            if progress:
+                progress(problem.seq_q)
         backend_name = session.backend.name
     sim = backend_name == "sim"
     p = problems[0]

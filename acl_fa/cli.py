@@ -6,6 +6,7 @@ themselves with ``@main.command()``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 
@@ -14,6 +15,7 @@ import click
 from . import doctor as doctor_module
 from . import run as run_module
 from . import plan as plan_module
+from .errors import AclFaError
 from .loader import BACKENDS, ENV_BACKEND
 
 backend_option = click.option(
@@ -36,6 +38,16 @@ device_option = click.option(
     metavar="ID",
     help="Device id passed to aclrtSetDevice.",
 )
+
+
+@contextlib.contextmanager
+def reported_as_usage_errors():
+    """acl-fa's own exceptions (refused input, a failed ACL call, libraries not found) end the
+    command with their message and exit status 1, not a traceback."""
+    try:
+        yield
+    except AclFaError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -101,10 +113,8 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
     problem = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                    dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
     if soc.lower() != "all":
-        try:
+        with reported_as_usage_errors():
             p = plan_module.plan(soc=soc, **problem)
-        except plan_module.PlanError as exc:
-            raise click.ClickException(str(exc)) from exc
         click.echo(json.dumps(p.to_dict(), indent=2) if as_json else plan_module.format_plan(p))
         return
     rows = []
@@ -138,7 +148,7 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
         iters, check, seed, backend, device, as_json):
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error."""
     total_steps = 1 + warmup + iters + 1
-    with click.progressbar(length=total_steps, label="acl-fa run", file=click.get_text_stream("stderr"),
+    with reported_as_usage_errors(), click.progressbar(length=total_steps, label="acl-fa run", file=click.get_text_stream("stderr"),
                            show_eta=False) as bar:
         report = run_module.run_job(
             seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
@@ -197,18 +207,14 @@ def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal,
     traffic and ratios; on the simulator also the L2 model, a roofline bound and work efficiency
     (for the simulated SoC: ACL_FA_SIM_SOC)."""
     from . import bench as bench_module
-    from .errors import InvalidArgumentError, InvalidTypeError
 
-    with click.progressbar(length=len(seqs), label="acl-fa bench", file=click.get_text_stream("stderr"),
-                           show_eta=False) as bar:
-        try:
-            report = bench_module.run_bench(
-                seqs=seqs, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-                dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n, warmup=warmup,
-                iters=iters, l2=l2, backend=None if backend == "auto" else backend, device=device, seed=seed,
-                progress=lambda seq: bar.update(1))
-        except (InvalidArgumentError, InvalidTypeError) as exc:  # the problem is refused before device work
-            raise click.ClickException(str(exc)) from exc
+    with reported_as_usage_errors(), click.progressbar(length=len(seqs), label="acl-fa bench",
+                                                       file=click.get_text_stream("stderr"), show_eta=False) as bar:
+        report = bench_module.run_bench(
+            seqs=seqs, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+            dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n, warmup=warmup,
+            iters=iters, l2=l2, backend=None if backend == "auto" else backend, device=device, seed=seed,
+            progress=lambda seq: bar.update(1))
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else bench_module.format_bench(report))
     if plot_path:
         try:

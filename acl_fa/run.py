@@ -11,13 +11,12 @@ import dataclasses
 import statistics
 from typing import Callable, Optional
 
-import ml_dtypes
 import numpy as np
 
-from . import sim_stats
 from .accuracy import Accuracy, check_accuracy, naive_same_precision
-from .attention import Problem, check_plan, make_problem, runner_for
-from .layouts import shape_of, to_bnsd
+from .attention import Problem, problem_from_sizes
+from .layouts import to_bnsd
+from .measure import measure
 from .reference import attention_reference
 from .runtime import Session
 from .standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
@@ -107,54 +106,22 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
             kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16", layout: str = "BNSD",
             causal: bool = False, scale: Optional[float] = None, block_m: Optional[int] = None,
             block_n: Optional[int] = None, warmup: int = 1, iters: int = 3, check: bool = True,
-            backend: Optional[str] = None, device: int = 0, seed: int = 0,
+            backend: Optional[str] = None, device: int = 0, seed: int = 0, l2: bool = True,
             progress: Optional[Callable[[str, int], None]] = None) -> RunReport:
     """Runs the job; `progress(stage, steps)` is called as work completes (for a progress bar)."""
-    np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype in ("bfloat16", "bf16") else np.dtype(np.float16)
-    seq_kv = seq if seq_kv is None else seq_kv
-    kv_heads = heads if kv_heads is None else kv_heads
-    layout = layout.upper()
-    q_shape = shape_of(layout, batch, heads, seq, head_dim)
-    kv_shape = shape_of(layout, batch, kv_heads, seq_kv, head_dim)
-    shells = [np.empty(s, dtype=np_dtype) for s in (q_shape, kv_shape, kv_shape)]
-    problem, _, _, _ = make_problem(*shells, causal=causal, scale=scale, layout=layout, num_heads=heads,
-                                    num_kv_heads=kv_heads, block_m=block_m, block_n=block_n)
-    del shells
+    problem = problem_from_sizes(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
+                                 head_dim=head_dim, dtype=dtype, layout=layout, causal=causal, scale=scale,
+                                 block_m=block_m, block_n=block_n)
     tick = progress or (lambda stage, steps: None)
     with Session(device=device, backend=backend) as session:
-        soc = session.soc_name()
-        plan = check_plan(problem, soc)
         q, k, v = random_inputs(problem, seed)
         tick("inputs", 1)
-        runner = runner_for(session)
-        try:
-            with runner._lock:
-                prepared = runner.prepare(problem)
-                for name, array in (("q", q), ("k", k), ("v", v)):
-                    prepared.buffers[name].copy_from_host(array)
-                stream = runner.stream
-                start, end = session.event(), session.event()
-                times = []
-                for i in range(warmup + iters):
-                    start.record(stream)
-                    runner.launch(prepared, stream)
-                    end.record(stream)
-                    stream.synchronize()
-                    if i >= warmup:
-                        times.append(start.elapsed_ms(end))
-                    tick("launch", 1)
-                out = prepared.buffers["out"].to_numpy()
-                lse = prepared.buffers["lse"].to_numpy()
-                device_bytes = {"inputs": sum(prepared.buffers[n].nbytes for n in ("q", "k", "v")),
-                                "outputs": sum(prepared.buffers[n].nbytes for n in ("out", "lse")),
-                                "workspace": prepared.workspace_size,
-                                "intermediate": plan.user_workspace_bytes}
-                start.close()
-                end.close()
-            stats = sim_stats.last_launch(session.backend) if session.backend.name == "sim" else None
-        finally:
-            runner.close()
+        m = measure(session, problem, q, k, v, warmup=warmup, iters=iters, l2=l2, tick=tick)
         backend_name = session.backend.name
+    out, lse, soc, plan, times, device_bytes, stats = m.out, m.lse, m.soc, m.plan, m.times_ms, m.device_bytes, m.stats
+    if m.l2_interleaved is not None:
+        stats = dict(stats, modeled_hbm_bytes=m.l2_interleaved.hbm_bytes,
+                     l2_line_hit_rate=m.l2_interleaved.hit_rate)
     accuracy = _check(problem, q, k, v, out, lse) if check else None
     tick("check", 1)
     p = problem
@@ -198,9 +165,13 @@ def format_report(r: RunReport) -> str:
     ]
     if r.sim is not None:
         gm = r.sim["gm_bytes"]
-        lines.append(f"GM traffic  {_bytes(gm)} (simulator counters) vs standard attention "
-                     f"{_bytes(r.standard_gm_bytes)} ({r.standard_gm_bytes / max(1, gm):.2f}x); "
-                     f"compulsory {_bytes(r.compulsory_gm_bytes)}")
+        lines.append(f"GM traffic  {_bytes(gm)} of GM accesses (simulator counters) vs standard attention's "
+                     f"{_bytes(r.standard_gm_bytes)}; compulsory (Q, K, V, O once) {_bytes(r.compulsory_gm_bytes)}")
+        if "modeled_hbm_bytes" in r.sim:
+            hbm = r.sim["modeled_hbm_bytes"]
+            lines.append(f"            modeled HBM traffic through the {r.soc} L2: {_bytes(hbm)} "
+                         f"({hbm / max(1, r.compulsory_gm_bytes):.2f}x compulsory, "
+                         f"{100 * r.sim['l2_line_hit_rate']:.1f}% L2 line hits; modeled, not measured)")
         lines.append(f"work        cube MACs {r.sim['cube_macs'] / 1e9:.2f} G, vector elements "
                      f"{r.sim['vector_elems'] / 1e9:.2f} G, scalar accesses {r.sim['scalar_accesses']}, "
                      f"UB peak {_bytes(r.sim['ub_high_water'])}")

@@ -1,0 +1,83 @@
+"""One measured FlashAttention problem on a Session: upload, timed launches, outputs, counters.
+
+Shared by ``acl-fa run`` and ``acl-fa bench``. Times come from two events around each launch
+on the op's stream: device time on an NPU, the kernel's host wall time on the simulator. On
+the simulator, the counters of the last launch are read and, when asked, one more launch runs
+with the GM access trace on (outside the timing: tracing slows it) to model the chip's L2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional
+
+import numpy as np
+
+from . import l2model, sim_stats
+from .attention import Problem, check_plan, runner_for
+from .roofline import chip_peaks
+from .runtime import Session
+
+__all__ = ["Measurement", "measure"]
+
+
+@dataclasses.dataclass
+class Measurement:
+    plan: object                      # acl_fa.plan.Plan of the problem on the session's chip
+    soc: str
+    times_ms: list                    # one per timed launch
+    out: Optional[np.ndarray]         # attention_out (when downloaded)
+    lse: Optional[np.ndarray]         # softmax_lse [B, N, Sq] float32 (when downloaded)
+    device_bytes: dict                # inputs, outputs, workspace, intermediate (workspace scratch)
+    stats: Optional[dict]             # simulator counters of the last timed launch (None on an NPU)
+    l2: Optional[object]              # l2model.L2Stats, trace replayed in launch order
+    l2_interleaved: Optional[object]  # l2model.L2Stats, AI Core groups interleaved as on the chip
+
+
+def measure(session: Session, problem: Problem, q, k, v, *, warmup: int, iters: int, download: bool = True,
+            per_core: bool = False, l2: bool = False,
+            tick: Optional[Callable[[str, int], None]] = None) -> Measurement:
+    """Uploads q, k, v once, launches warmup + iters times (timing the last iters) and reads back
+    the outputs (download) and, on the simulator, the counters (per_core: also per core) and the
+    L2 model (l2). `tick(stage, steps)` reports progress."""
+    tick = tick or (lambda stage, steps: None)
+    soc = session.soc_name()
+    plan = check_plan(problem, soc)
+    sim = session.backend.name == "sim"
+    runner = runner_for(session)
+    with runner._lock:
+        prepared = runner.prepare(problem)
+        for name, array in (("q", q), ("k", k), ("v", v)):
+            prepared.buffers[name].copy_from_host(array)
+        stream = runner.stream
+        start, end = session.event(), session.event()
+        try:
+            times = []
+            for i in range(warmup + iters):
+                start.record(stream)
+                runner.launch(prepared, stream)
+                end.record(stream)
+                stream.synchronize()
+                if i >= warmup:
+                    times.append(start.elapsed_ms(end))
+                tick("launch", 1)
+        finally:
+            start.close()
+            end.close()
+        out = prepared.buffers["out"].to_numpy() if download else None
+        lse = prepared.buffers["lse"].to_numpy() if download else None
+        stats = sim_stats.last_launch(session.backend, per_core=per_core) if sim else None
+        l2_launch = l2_interleaved = None
+        if sim and l2:
+            peaks = chip_peaks(soc)
+            with l2model.gm_trace(session.backend):
+                runner.launch(prepared, stream)
+                stream.synchronize()
+                l2_launch = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes)
+                l2_interleaved = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes,
+                                                     order="concurrent")
+        device_bytes = {"inputs": sum(prepared.buffers[n].nbytes for n in ("q", "k", "v")),
+                        "outputs": sum(prepared.buffers[n].nbytes for n in ("out", "lse")),
+                        "workspace": prepared.workspace_size,
+                        "intermediate": plan.user_workspace_bytes}
+    return Measurement(plan, soc, times, out, lse, device_bytes, stats, l2_launch, l2_interleaved)
