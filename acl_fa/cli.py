@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 
 import click
 
@@ -148,7 +149,7 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
         iters, check, seed, backend, device, as_json):
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error."""
     total_steps = 1 + warmup + iters + 1
-    with reported_as_usage_errors(), click.progressbar(length=total_steps, label="acl-fa run", file=click.get_text_stream("stderr"),
+    with reported_as_usage_errors(), click.progressbar(length=total_steps, label="acl-fa run", file=sys.stderr,
                            show_eta=False) as bar:
         report = run_module.run_job(
             seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
@@ -209,7 +210,7 @@ def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal,
     from . import bench as bench_module
 
     with reported_as_usage_errors(), click.progressbar(length=len(seqs), label="acl-fa bench",
-                                                       file=click.get_text_stream("stderr"), show_eta=False) as bar:
+                                                       file=sys.stderr, show_eta=False) as bar:
         report = bench_module.run_bench(
             seqs=seqs, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
             dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n, warmup=warmup,
