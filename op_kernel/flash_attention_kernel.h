@@ -24,6 +24,7 @@ namespace flash_attn {
 constexpr uint32_t FP32_PER_REPEAT = 64;  // one 256-B vector repeat of fp32
 constexpr uint32_t FP32_PER_BLOCK = 8;    // one 32-B data block of fp32
 constexpr uint32_t STAT_SLOTS = 6;        // per-row fp32 vectors kept in statBuf (see StatSlot)
+constexpr uint32_t AIV_PER_AIC = 2;       // KERNEL_TYPE_MIX_AIC_1_2: AIV block idx / 2 = its AIC's block idx
 constexpr float NEG_INF = -__builtin_inff();
 
 __aicore__ inline uint32_t CeilDiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
@@ -142,7 +143,7 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
 
     // This AIV's slice of the user workspace.
     const uint32_t aiv = AscendC::GetBlockIdx();
-    core_ = aiv / AscendC::GetTaskRation();
+    core_ = aiv / AIV_PER_AIC;
     subBlock_ = AscendC::GetSubBlockIdx();
     GM_ADDR slice = AscendC::GetUserWorkspace(workspace) + aiv * td_->wsBytesPerAiv;
     scoreGm_[0].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset), m * n);
