@@ -28,7 +28,8 @@ import numpy as np
 from ._ffi import ffi
 from .loader import Backend
 
-__all__ = ["L2Stats", "gm_trace", "model_trace", "model_records", "interleave_by_core", "TRACE_DTYPE", "ORDERS"]
+__all__ = ["L2Stats", "gm_trace", "model_trace", "model_records", "interleave_by_core", "traffic_by_region",
+           "TRACE_DTYPE", "ORDERS"]
 
 # One aclfaSimGmAccess record, for hand-made traces (field order and widths of the C struct).
 TRACE_DTYPE = np.dtype([("addr", "<u8"), ("bytes", "<u4"), ("core", "<u2"), ("is_write", "<u2")])
@@ -92,6 +93,39 @@ def _model(backend: Backend, records, count: int, l2_bytes: int, line_bytes: int
                    int(out.hbmFlushBytes))
 
 
+def _trace_records(backend: Backend) -> np.ndarray:
+    """The trace recorded so far (inside ``gm_trace``) as a TRACE_DTYPE view (valid until the
+    trace is cleared)."""
+    records = ffi.new("const aclfaSimGmAccess **")
+    count = ffi.new("uint64_t *")
+    _engine(backend).call("aclfaSimGetGmTrace", records, count)
+    n = int(count[0])
+    if n == 0:
+        return np.empty(0, TRACE_DTYPE)
+    return np.frombuffer(ffi.buffer(records[0], n * TRACE_DTYPE.itemsize), TRACE_DTYPE)
+
+
+def traffic_by_region(backend: Backend, regions: dict) -> dict:
+    """Bytes the recorded trace reads and writes inside each region, {name: (start, nbytes)}
+    with start a host address; records outside every region count under "other". Returns
+    {name: {"read": bytes, "write": bytes}}."""
+    records = _trace_records(backend)
+    names = list(regions)
+    starts = np.array([int(regions[n][0]) for n in names], dtype=np.uint64)
+    ends = starts + np.array([int(regions[n][1]) for n in names], dtype=np.uint64)
+    order = np.argsort(starts)
+    slot = np.searchsorted(starts[order], records["addr"], side="right").astype(np.int64) - 1
+    inside = (slot >= 0) & (records["addr"] < ends[order][np.maximum(slot, 0)])
+    index = np.where(inside, order[np.maximum(slot, 0)], len(names))
+    sizes = records["bytes"].astype(np.int64)
+    writes = records["is_write"] != 0
+    result = {}
+    for i, name in enumerate(names + ["other"]):
+        mine = index == i
+        result[name] = {"read": int(sizes[mine & ~writes].sum()), "write": int(sizes[mine & writes].sum())}
+    return result
+
+
 def interleave_by_core(records: np.ndarray, aiv_per_aic: int = 2) -> np.ndarray:
     """The records reordered as if every AI Core group progressed at the same rate: record i
     of a group with n records goes to position (i + 1/2) / n on a common axis (stable for ties).
@@ -114,14 +148,12 @@ def model_trace(backend: Backend, l2_bytes: int, line_bytes: int, order: str = "
     """The model over the trace recorded so far (inside ``gm_trace``), in `order` (ORDERS)."""
     if order not in ORDERS:
         raise ValueError(f"L2 model: order must be one of {', '.join(ORDERS)}, got {order!r}")
-    records = ffi.new("const aclfaSimGmAccess **")
-    count = ffi.new("uint64_t *")
-    _engine(backend).call("aclfaSimGetGmTrace", records, count)
     if order == "launch":
+        records = ffi.new("const aclfaSimGmAccess **")
+        count = ffi.new("uint64_t *")
+        _engine(backend).call("aclfaSimGetGmTrace", records, count)
         return _model(backend, records[0], int(count[0]), l2_bytes, line_bytes)
-    n = int(count[0])
-    trace = np.frombuffer(ffi.buffer(records[0], n * TRACE_DTYPE.itemsize), TRACE_DTYPE) if n else \
-        np.empty(0, TRACE_DTYPE)
+    trace = _trace_records(backend)
     stats = ffi.new("aclfaSimLaunchStats *")
     backend.call("aclfaSimGetLastLaunchStats", stats)
     aiv_per_aic = max(1, stats.aivUsed // stats.aicUsed) if stats.aicUsed else 1

@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from . import l2model, sim_stats
+from ._ffi import ffi
 from .attention import Problem, check_plan, runner_for
 from .roofline import chip_peaks
 from .runtime import Session
@@ -32,6 +33,7 @@ class Measurement:
     stats: Optional[dict]             # simulator counters of the last timed launch (None on an NPU)
     l2: Optional[object]              # l2model.L2Stats, trace replayed in launch order
     l2_interleaved: Optional[object]  # l2model.L2Stats, AI Core groups interleaved as on the chip
+    traffic: Optional[dict]           # GM trace bytes by tensor: {q|k|v|out|lse|workspace|other: {read, write}}
 
 
 def measure(session: Session, problem: Problem, q, k, v, *, warmup: int, iters: int, download: bool = True,
@@ -67,7 +69,7 @@ def measure(session: Session, problem: Problem, q, k, v, *, warmup: int, iters: 
         out = prepared.buffers["out"].to_numpy() if download else None
         lse = prepared.buffers["lse"].to_numpy() if download else None
         stats = sim_stats.last_launch(session.backend, per_core=per_core) if sim else None
-        l2_launch = l2_interleaved = None
+        l2_launch = l2_interleaved = traffic = None
         if sim and l2:
             peaks = chip_peaks(soc)
             with l2model.gm_trace(session.backend):
@@ -76,8 +78,14 @@ def measure(session: Session, problem: Problem, q, k, v, *, warmup: int, iters: 
                 l2_launch = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes)
                 l2_interleaved = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes,
                                                      order="concurrent")
+                regions = {name: (int(ffi.cast("uintptr_t", buf.ptr)), buf.nbytes)
+                           for name, buf in prepared.buffers.items()}
+                if prepared.workspace is not None:
+                    regions["workspace"] = (int(ffi.cast("uintptr_t", prepared.workspace.ptr)),
+                                            prepared.workspace.nbytes)
+                traffic = l2model.traffic_by_region(session.backend, regions)
         device_bytes = {"inputs": sum(prepared.buffers[n].nbytes for n in ("q", "k", "v")),
                         "outputs": sum(prepared.buffers[n].nbytes for n in ("out", "lse")),
                         "workspace": prepared.workspace_size,
                         "intermediate": plan.user_workspace_bytes}
-    return Measurement(plan, soc, times, out, lse, device_bytes, stats, l2_launch, l2_interleaved)
+    return Measurement(plan, soc, times, out, lse, device_bytes, stats, l2_launch, l2_interleaved, traffic)

@@ -121,7 +121,7 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
     out, lse, soc, plan, times, device_bytes, stats = m.out, m.lse, m.soc, m.plan, m.times_ms, m.device_bytes, m.stats
     if m.l2_interleaved is not None:
         stats = dict(stats, modeled_hbm_bytes=m.l2_interleaved.hbm_bytes,
-                     l2_line_hit_rate=m.l2_interleaved.hit_rate)
+                     l2_line_hit_rate=m.l2_interleaved.hit_rate, gm_trace_by_tensor=m.traffic)
     accuracy = _check(problem, q, k, v, out, lse) if check else None
     tick("check", 1)
     p = problem
@@ -145,6 +145,26 @@ def _bytes(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
     return f"{n} B"
+
+
+def _traffic_lines(r: RunReport) -> list:
+    """Where the GM accesses go, by tensor (from the GM trace), and why: each AIV streams its kv
+    head's K and V once per half query block it owns; S, P and P.V pass between the cube and the
+    vector cores through the workspace."""
+    t = r.sim["gm_trace_by_tensor"]
+    p = r.problem
+    total = lambda *names: sum(t[n]["read"] + t[n]["write"] for n in names)  # noqa: E731
+    kv, q, ws, out = total("k", "v"), total("q"), total("workspace"), total("out", "lse")
+    half_blocks = 2 * -(-p.seq_q // r.block_m)
+    kv_once = 2 * p.batch * p.num_heads * p.seq_kv * p.head_dim * p.dtype.itemsize
+    passes = kv / max(1, kv_once)
+    return [
+        f"            by tensor (GM trace): K+V {_bytes(kv)} = {passes:.1f} passes over each query head's K/V "
+        f"({half_blocks} half blocks of {r.block_m // 2} rows{', fewer above the diagonal' if p.causal else ''}); "
+        f"Q {_bytes(q)}; O+LSE {_bytes(out)}",
+        f"            workspace {_bytes(ws)}: S, P and P.V handed between cube and vector cores per "
+        f"{r.block_m // 2}x{r.block_n} tile, a few MiB per core that stay in L2",
+    ]
 
 
 def format_report(r: RunReport) -> str:
@@ -172,6 +192,8 @@ def format_report(r: RunReport) -> str:
             lines.append(f"            modeled HBM traffic through the {r.soc} L2: {_bytes(hbm)} "
                          f"({hbm / max(1, r.compulsory_gm_bytes):.2f}x compulsory, "
                          f"{100 * r.sim['l2_line_hit_rate']:.1f}% L2 line hits; modeled, not measured)")
+        if r.sim.get("gm_trace_by_tensor"):
+            lines += _traffic_lines(r)
         lines.append(f"work        cube MACs {r.sim['cube_macs'] / 1e9:.2f} G, vector elements "
                      f"{r.sim['vector_elems'] / 1e9:.2f} G, scalar accesses {r.sim['scalar_accesses']}, "
                      f"UB peak {_bytes(r.sim['ub_high_water'])}")
