@@ -10,28 +10,10 @@ import pathlib
 import cffi
 import numpy as np
 
-CDEF = """
-typedef int aclError;
-aclError aclInit(const char *configPath);
-aclError aclrtSetDevice(int32_t deviceId);
-aclError aclrtMalloc(void **devPtr, size_t size, int policy);
-aclError aclrtFree(void *devPtr);
-aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, int kind);
-typedef struct aclfaSimCoreStats {
-    uint64_t gmReadBytes, gmWriteBytes, cubeMacs, vectorElems, scalarAccesses, ubHighWater, l1HighWater, workItems;
-} aclfaSimCoreStats;
-typedef struct aclfaSimLaunchStats {
-    char kernelName[64];
-    uint32_t blockDim, kernelType, aicUsed, aivUsed;
-    double wallSeconds;
-    aclfaSimCoreStats total;
-    aclfaSimCoreStats aic[64];
-    aclfaSimCoreStats aiv[128];
-} aclfaSimLaunchStats;
-aclError aclfaSimGetLastLaunchStats(aclfaSimLaunchStats *stats);
-aclError aclfaSimSetGmTrace(int enable);
-typedef struct { uint64_t addr; uint32_t bytes; uint16_t core; uint16_t isWrite; } aclfaSimGmAccess;
-aclError aclfaSimGetGmTrace(const aclfaSimGmAccess **records, uint64_t *count);
+from acl_fa._cdefs import default_cdefs_dir, read_cdefs
+
+# The driver's declarations (ACL runtime, simulator extension) plus the test kernels' entries.
+CDEF = read_cdefs(default_cdefs_dir()) + """
 int aclfaSimTestVecScaleAdd(void *x, void *y, void *z, uint32_t tile, uint32_t tilesPerCore, float scale,
                             uint32_t blockDim, char *err, size_t errLen);
 int aclfaSimTestMmSoftmax(void *a, void *b, void *out, void *workspace, uint32_t m, uint32_t n, uint32_t k,

@@ -213,6 +213,23 @@ std::vector<AttrInfo> AttrDefaults(const std::string &opType) {
     return attrs;
 }
 
+namespace {
+
+// The node the contexts of one InferShape or TilingFunc call read: its type, attrs and inputs.
+NodeData MakeNode(const OpInfo &op, const AttrStore &attrs, const std::vector<TensorInfo> &inputs) {
+    NodeData node;
+    node.nodeType = op.type;
+    node.nodeName = op.type;
+    node.attrs = &attrs;
+    for (const auto &t : inputs) {
+        node.inputShapes.push_back(ToStorageShape(t.shape));
+        node.inputDescs.push_back(ToDesc(t));
+    }
+    return node;
+}
+
+}  // namespace
+
 uint32_t RunInferShape(const std::string &opType, const std::vector<TensorInfo> &inputs,
                        const std::vector<AttrInfo> &attrs, std::vector<TensorInfo> *outputs, std::string *error) {
     OpInfo op;
@@ -225,14 +242,7 @@ uint32_t RunInferShape(const std::string &opType, const std::vector<TensorInfo> 
     }
     AttrStore store;
     if (!BuildAttrs(op, attrs, &store, error)) return ge::GRAPH_FAILED;
-    NodeData node;
-    node.nodeType = op.type;
-    node.nodeName = op.type;
-    node.attrs = &store;
-    for (const auto &t : inputs) {
-        node.inputShapes.push_back(ToStorageShape(t.shape));
-        node.inputDescs.push_back(ToDesc(t));
-    }
+    NodeData node = MakeNode(op, store, inputs);
     node.outputShapes.resize(op.outputs.size());
     node.outputDescs.resize(op.outputs.size());
     for (auto &d : node.outputDescs) {
@@ -278,14 +288,7 @@ uint32_t RunTiling(const std::string &opType, const std::vector<TensorInfo> &inp
     }
     AttrStore store;
     if (!BuildAttrs(op, attrs, &store, error)) return ge::GRAPH_FAILED;
-    NodeData node;
-    node.nodeType = op.type;
-    node.nodeName = op.type;
-    node.attrs = &store;
-    for (const auto &t : inputs) {
-        node.inputShapes.push_back(ToStorageShape(t.shape));
-        node.inputDescs.push_back(ToDesc(t));
-    }
+    NodeData node = MakeNode(op, store, inputs);
     for (const auto &t : outputs) {
         node.outputShapes.push_back(ToStorageShape(t.shape));
         node.outputDescs.push_back(ToDesc(t));
