@@ -189,8 +189,9 @@ def test_outputs_bit_identical_across_simulator_thread_counts(sim_only):
     assert len(set(digests.values())) == 1, digests
 
 
-def test_bad_thread_count_is_refused_by_name(sim_only):
-    result = run_python("""
+def _first_acl_error(**env) -> dict:
+    """One tiny flash_attention call in a child with `env`: {"raised": api or None, "code", "message"}."""
+    return run_python("""
         import json, numpy as np, acl_fa
         q = np.ones((1, 1, 16, 16), np.float16)
         with acl_fa.Session(backend="sim") as s:
@@ -199,7 +200,11 @@ def test_bad_thread_count_is_refused_by_name(sim_only):
                 print(json.dumps({"raised": None}))
             except acl_fa.AclError as exc:
                 print(json.dumps({"raised": exc.api, "code": exc.code, "message": exc.message}))
-    """, ACL_FA_BACKEND="sim", ACL_FA_SIM_THREADS="zero")
+    """, **env)
+
+
+def test_bad_thread_count_is_refused_by_name(sim_only):
+    result = _first_acl_error(ACL_FA_BACKEND="sim", ACL_FA_SIM_THREADS="zero")
     assert result["raised"] == "aclrtSynchronizeStream" and result["code"] == 100000
     assert 'ACL_FA_SIM_THREADS="zero" must be an integer from 1 to 1024' in result["message"]
 
@@ -278,16 +283,7 @@ def test_forced_block_that_fits_runs_correctly(sim_only):
 
 
 def test_forced_block_hook_refuses_a_bad_value(sim_only):
-    result = run_python("""
-        import json, numpy as np, acl_fa
-        q = np.ones((1, 1, 16, 16), np.float16)
-        with acl_fa.Session(backend="sim") as s:
-            try:
-                s.flash_attention(q, q, q)
-                print(json.dumps({"raised": None}))
-            except acl_fa.AclError as exc:
-                print(json.dumps({"raised": exc.api, "code": exc.code, "message": exc.message}))
-    """, ACL_FA_BACKEND="sim", ACL_FA_SIM_TEST_FORCE_BLOCK_M=100)
+    result = _first_acl_error(ACL_FA_BACKEND="sim", ACL_FA_SIM_TEST_FORCE_BLOCK_M=100)
     assert result["raised"] == "aclnnFlashAttentionGetWorkspaceSize" and result["code"] == 161002
     assert 'ACL_FA_SIM_TEST_FORCE_BLOCK_M="100" must be a multiple of 16' in result["message"]
 
