@@ -62,6 +62,8 @@ private:
     enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA };
     // Row-wise updates of a tile by a per-row value.
     enum class RowOp { SUB, MUL, DIV };
+    // Row-wise reductions of a tile.
+    enum class RowReduce { MAX, SUM };
 
     __aicore__ inline void ProcessItem(uint32_t item);
     __aicore__ inline void IssueScores(uint32_t kvBlock, uint32_t rows);
@@ -75,12 +77,9 @@ private:
                                        uint64_t lseOffset, AscendC::LocalTensor<float> &rowMax);
 
     // Row-wise reductions of a [rows, width] fp32 tile with row stride `stride` into dst[rows].
-    __aicore__ inline void RowMax(const AscendC::LocalTensor<float> &dst,
-                                  const AscendC::LocalTensor<float> &tile, uint32_t rows,
-                                  uint32_t width, uint32_t stride);
-    __aicore__ inline void RowSum(const AscendC::LocalTensor<float> &dst,
-                                  const AscendC::LocalTensor<float> &tile, uint32_t rows,
-                                  uint32_t width, uint32_t stride);
+    template <RowReduce OP>
+    __aicore__ inline void ReduceRows(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &tile,
+                                      uint32_t rows, uint32_t width, uint32_t stride);
     // brcb_[r, 0:8] = rowValues[r], then tile[r, :] = tile[r, :] (OP) brcb_[r] for a
     // [rows, width] tile with row stride `stride`.
     __aicore__ inline void BroadcastRows(const AscendC::LocalTensor<float> &rowValues, uint32_t rows);
@@ -305,14 +304,14 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, u
     AscendC::LocalTensor<float> rowSum = stat_[ROW_SUM * statStride_];
     AscendC::LocalTensor<float> alpha = stat_[ALPHA * statStride_];
 
-    RowMax(blockMax, scores, rows, n, n);
+    ReduceRows<RowReduce::MAX>(blockMax, scores, rows, n, n);
     AscendC::Max(newMax, rowMax, blockMax, rows);    // m_new = max(m_old, rowmax(S))
     AscendC::Sub(alpha, rowMax, newMax, rows);
     AscendC::Exp(alpha, alpha, rows);                // alpha = exp(m_old - m_new), 0 on the first block
     BroadcastRows(newMax, rows);
     ApplyRows<RowOp::SUB>(scores, rows, n, n);
     AscendC::Exp(scores, scores, elems);             // P = exp(S - m_new), masked entries -> 0
-    RowSum(blockSum, scores, rows, n, n);
+    ReduceRows<RowReduce::SUM>(blockSum, scores, rows, n, n);
     AscendC::Mul(rowSum, rowSum, alpha, rows);
     AscendC::Add(rowSum, rowSum, blockSum, rows);    // l = alpha * l + rowsum(P)
 
@@ -442,34 +441,30 @@ __aicore__ inline void FlashAttentionKernel<T>::WriteOutput(uint32_t rows, uint3
 // columns (one repeat) at a time with one repeat per row: repeat strides are in 32-B blocks.
 
 template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::RowMax(const AscendC::LocalTensor<float> &dst,
-                                                       const AscendC::LocalTensor<float> &tile,
-                                                       uint32_t rows, uint32_t width, uint32_t stride)
+template <typename FlashAttentionKernel<T>::RowReduce OP>
+__aicore__ inline void FlashAttentionKernel<T>::ReduceRows(const AscendC::LocalTensor<float> &dst,
+                                                           const AscendC::LocalTensor<float> &tile, uint32_t rows,
+                                                           uint32_t width, uint32_t stride)
 {
-    // fold[r, 0:64] = max over 64-column chunks of tile[r, :]; then one WholeReduceMax per row.
+    // fold[r, 0:64] = max (sum) over the 64-column chunks of tile[r, :], starting from the
+    // identity (-inf, 0) so a chunk narrower than 64 leaves the rest neutral; then one
+    // WholeReduce per row.
     const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
-    AscendC::Duplicate(fold_, NEG_INF, rows * FP32_PER_REPEAT);
+    const AscendC::BinaryRepeatParams params(1, 1, 1, 8, 8, tileRep);
+    AscendC::Duplicate(fold_, OP == RowReduce::MAX ? NEG_INF : 0.0f, rows * FP32_PER_REPEAT);
     for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
         const uint64_t w = Min(FP32_PER_REPEAT, width - c);
-        AscendC::Max(fold_, fold_, tile[c], w, static_cast<uint8_t>(rows),
-                     AscendC::BinaryRepeatParams(1, 1, 1, 8, 8, tileRep));
+        if constexpr (OP == RowReduce::MAX) {
+            AscendC::Max(fold_, fold_, tile[c], w, static_cast<uint8_t>(rows), params);
+        } else {
+            AscendC::Add(fold_, fold_, tile[c], w, static_cast<uint8_t>(rows), params);
+        }
     }
-    AscendC::WholeReduceMax(dst, fold_, FP32_PER_REPEAT, rows, 1, 1, 8, AscendC::ReduceOrder::ORDER_ONLY_VALUE);
-}
-
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::RowSum(const AscendC::LocalTensor<float> &dst,
-                                                       const AscendC::LocalTensor<float> &tile,
-                                                       uint32_t rows, uint32_t width, uint32_t stride)
-{
-    const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
-    AscendC::Duplicate(fold_, 0.0f, rows * FP32_PER_REPEAT);
-    for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
-        const uint64_t w = Min(FP32_PER_REPEAT, width - c);
-        AscendC::Add(fold_, fold_, tile[c], w, static_cast<uint8_t>(rows),
-                     AscendC::BinaryRepeatParams(1, 1, 1, 8, 8, tileRep));
+    if constexpr (OP == RowReduce::MAX) {
+        AscendC::WholeReduceMax(dst, fold_, FP32_PER_REPEAT, rows, 1, 1, 8, AscendC::ReduceOrder::ORDER_ONLY_VALUE);
+    } else {
+        AscendC::WholeReduceSum(dst, fold_, FP32_PER_REPEAT, rows, 1, 1, 8);
     }
-    AscendC::WholeReduceSum(dst, fold_, FP32_PER_REPEAT, rows, 1, 1, 8);
 }
 
 template <typename T>
