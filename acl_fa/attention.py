@@ -84,13 +84,6 @@ class Problem:
         """Useful floating-point operations: 2 matmuls x 2 FLOP per MAC over visible pairs."""
         return 4 * self.batch * self.num_heads * self.head_dim * self.visible_pairs()
 
-    def io_bytes(self) -> dict:
-        """Device bytes of inputs and outputs."""
-        item = self.dtype.itemsize
-        q = self.batch * self.num_heads * self.seq_q * self.head_dim * item
-        kv = self.batch * self.num_kv_heads * self.seq_kv * self.head_dim * item
-        return {"inputs": q + 2 * kv, "outputs": q + self.batch * self.num_heads * self.seq_q * 4}
-
 
 def _as_array(name: str, x) -> np.ndarray:
     if isinstance(x, (str, bytes)) or x is None:
@@ -274,9 +267,16 @@ class _Prepared:
         if self.workspace is not None:
             self.workspace.close()
 
-    def device_bytes(self) -> int:
-        total = sum(b.nbytes for b in self.buffers.values())
-        return total + (self.workspace.nbytes if self.workspace is not None else 0)
+    def upload(self, q, k, v):
+        """Synchronous H2D copies of the inputs into this problem's device buffers."""
+        for name, array in (("q", q), ("k", k), ("v", v)):
+            self.buffers[name].copy_from_host(array)
+
+    def bytes_by_role(self) -> dict:
+        """Device bytes held: inputs (q, k, v), outputs (out, lse) and the workspace."""
+        return {"inputs": sum(self.buffers[n].nbytes for n in ("q", "k", "v")),
+                "outputs": sum(self.buffers[n].nbytes for n in ("out", "lse")),
+                "workspace": self.workspace_size}
 
 
 class FlashAttentionRunner:
@@ -362,9 +362,7 @@ class FlashAttentionRunner:
         with self._lock:
             prepared = self.prepare(problem)
             buffers = prepared.buffers
-            buffers["q"].copy_from_host(q)
-            buffers["k"].copy_from_host(k)
-            buffers["v"].copy_from_host(v)
+            prepared.upload(q, k, v)
             stream = self.stream
             self.launch(prepared, stream)
             stream.synchronize()

@@ -49,8 +49,7 @@ def measure(session: Session, problem: Problem, q, k, v, *, warmup: int, iters: 
     runner = runner_for(session)
     with runner._lock:
         prepared = runner.prepare(problem)
-        for name, array in (("q", q), ("k", k), ("v", v)):
-            prepared.buffers[name].copy_from_host(array)
+        prepared.upload(q, k, v)
         stream = runner.stream
         start, end = session.event(), session.event()
         try:
@@ -84,8 +83,5 @@ def measure(session: Session, problem: Problem, q, k, v, *, warmup: int, iters: 
                     regions["workspace"] = (int(ffi.cast("uintptr_t", prepared.workspace.ptr)),
                                             prepared.workspace.nbytes)
                 traffic = l2model.traffic_by_region(session.backend, regions)
-        device_bytes = {"inputs": sum(prepared.buffers[n].nbytes for n in ("q", "k", "v")),
-                        "outputs": sum(prepared.buffers[n].nbytes for n in ("out", "lse")),
-                        "workspace": prepared.workspace_size,
-                        "intermediate": plan.user_workspace_bytes}
+        device_bytes = dict(prepared.bytes_by_role(), intermediate=plan.user_workspace_bytes)
     return Measurement(plan, soc, times, out, lse, device_bytes, stats, l2_launch, l2_interleaved, traffic)
