@@ -29,7 +29,7 @@ from .measure import measure
 from .layouts import to_bnsd
 from .roofline import LABEL as ROOFLINE_LABEL
 from .roofline import chip_peaks, roofline
-from .run import random_inputs
+from .run import format_bytes, random_inputs
 from .runtime import Session
 from .standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
 
@@ -233,13 +233,7 @@ def run_bench(*, seqs, seq_kv: Optional[int] = None, batch: int = 1, heads: int 
 
 
 def _b(n: Optional[float]) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
+    return "-" if n is None else format_bytes(n)
 
 
 def _x(r: Optional[float]) -> str:

@@ -139,7 +139,8 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
                                              p.head_dim, p.dtype.itemsize))
 
 
-def _bytes(n: float) -> str:
+def format_bytes(n: float) -> str:
+    """n bytes in B, KiB, MiB, GiB or TiB (one decimal above B)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
@@ -159,10 +160,10 @@ def _traffic_lines(r: RunReport) -> list:
     kv_once = 2 * p.batch * p.num_heads * p.seq_kv * p.head_dim * p.dtype.itemsize
     passes = kv / max(1, kv_once)
     return [
-        f"            by tensor (GM trace): K+V {_bytes(kv)} = {passes:.1f} passes over each query head's K/V "
+        f"            by tensor (GM trace): K+V {format_bytes(kv)} = {passes:.1f} passes over each query head's K/V "
         f"({half_blocks} half blocks of {r.block_m // 2} rows{', fewer above the diagonal' if p.causal else ''}); "
-        f"Q {_bytes(q)}; O+LSE {_bytes(out)}",
-        f"            workspace {_bytes(ws)}: S, P and P.V handed between cube and vector cores per "
+        f"Q {format_bytes(q)}; O+LSE {format_bytes(out)}",
+        f"            workspace {format_bytes(ws)}: S, P and P.V handed between cube and vector cores per "
         f"{r.block_m // 2}x{r.block_n} tile, a few MiB per core that stay in L2",
     ]
 
@@ -177,26 +178,26 @@ def format_report(r: RunReport) -> str:
         f"(x2 AIV), work max/mean {r.balance:.3f}",
         f"time        {r.median_ms:.3f} ms per iteration (median of {len(r.times_ms)}; {r.time_label})",
         f"throughput  {r.tflops:.3f} TFLOP/s ({p.flops() / 1e9:.1f} GFLOP useful per call)",
-        f"memory      inputs {_bytes(r.device_bytes['inputs'])}, outputs {_bytes(r.device_bytes['outputs'])}, "
-        f"workspace {_bytes(r.device_bytes['workspace'])} "
-        f"(intermediates {_bytes(r.device_bytes['intermediate'])} + the library's system workspace)",
-        f"            standard attention would hold {_bytes(r.standard_intermediate_bytes)} of S and P "
+        f"memory      inputs {format_bytes(r.device_bytes['inputs'])}, outputs {format_bytes(r.device_bytes['outputs'])}, "
+        f"workspace {format_bytes(r.device_bytes['workspace'])} "
+        f"(intermediates {format_bytes(r.device_bytes['intermediate'])} + the library's system workspace)",
+        f"            standard attention would hold {format_bytes(r.standard_intermediate_bytes)} of S and P "
         f"({r.standard_intermediate_bytes / max(1, r.device_bytes['intermediate']):.1f}x these intermediates)",
     ]
     if r.sim is not None:
         gm = r.sim["gm_bytes"]
-        lines.append(f"GM traffic  {_bytes(gm)} of GM accesses (simulator counters) vs standard attention's "
-                     f"{_bytes(r.standard_gm_bytes)}; compulsory (Q, K, V, O once) {_bytes(r.compulsory_gm_bytes)}")
+        lines.append(f"GM traffic  {format_bytes(gm)} of GM accesses (simulator counters) vs standard attention's "
+                     f"{format_bytes(r.standard_gm_bytes)}; compulsory (Q, K, V, O once) {format_bytes(r.compulsory_gm_bytes)}")
         if "modeled_hbm_bytes" in r.sim:
             hbm = r.sim["modeled_hbm_bytes"]
-            lines.append(f"            modeled HBM traffic through the {r.soc} L2: {_bytes(hbm)} "
+            lines.append(f"            modeled HBM traffic through the {r.soc} L2: {format_bytes(hbm)} "
                          f"({hbm / max(1, r.compulsory_gm_bytes):.2f}x compulsory, "
                          f"{100 * r.sim['l2_line_hit_rate']:.1f}% L2 line hits; modeled, not measured)")
         if r.sim.get("gm_trace_by_tensor"):
             lines += _traffic_lines(r)
         lines.append(f"work        cube MACs {r.sim['cube_macs'] / 1e9:.2f} G, vector elements "
                      f"{r.sim['vector_elems'] / 1e9:.2f} G, scalar accesses {r.sim['scalar_accesses']}, "
-                     f"UB peak {_bytes(r.sim['ub_high_water'])}")
+                     f"UB peak {format_bytes(r.sim['ub_high_water'])}")
     if r.accuracy is not None:
         a = r.accuracy
         heads = "all heads" if len(a.checked_heads) == p.num_heads else f"heads {list(a.checked_heads)}"
