@@ -10,10 +10,10 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
 )
-from .attention import flash_attention
+from .api import Session, flash_attention
 from .loader import get_backend
 from .reference import attention_reference
-from .runtime import DeviceBuffer, Event, HostBuffer, Session, Stream
+from .runtime import DeviceBuffer, DeviceSession, Event, HostBuffer, Stream
 from .tensor import Tensor
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "AclParamError",
     "ClosedObjectError",
     "DeviceBuffer",
+    "DeviceSession",
     "Event",
     "HostBuffer",
     "InvalidArgumentError",

@@ -1,40 +1,37 @@
-"""FlashAttention through the aclnn two-phase API of our custom operator.
+"""The FlashAttention forward op: aclnnFlashAttention of our custom operator.
 
 ``flash_attention(q, k, v, ...)`` validates everything a caller can get wrong before any device
 work (types, shapes, layout, heads, sizes, scale, blocks -- the blocks against the tiling policy
-for the device's chip), then runs the op on a Session. A Session keeps, per problem shape, the
-device buffers, the aclTensors, a repeatable executor and the workspace, so repeated calls on
-one shape only copy data and launch.
+for the device's chip), then runs the op on a session through the shared op-call path
+(acl_fa/opcall.py), which keeps per problem shape the device buffers, the aclTensors, a
+repeatable executor and the workspace, so repeated calls on one shape only copy and launch.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import math
 import numbers
-import threading
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import ml_dtypes
 import numpy as np
 
+from . import opcall
 from ._ffi import ffi
 from .errors import InvalidArgumentError, InvalidTypeError
 from .layouts import LAYOUT_RANK, LAYOUTS, shape_of, split_dims
-from .loader import device_count, get_backend
-from .runtime import DeviceBuffer, Session, Stream, _Child
-from .tensor import Tensor
+from .opcall import Op, OpRunner, default_session
+from .runtime import DeviceSession
 
-__all__ = ["Problem", "make_problem", "FlashAttentionRunner", "flash_attention", "default_session"]
+__all__ = ["Problem", "make_problem", "problem_from_sizes", "check_plan", "FLASH_ATTENTION", "runner_for",
+           "flash_attention", "default_session"]
 
 SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 MAX_HEAD_DIM = 256
 HEAD_DIM_MULTIPLE = 16
 BLOCK_MULTIPLE = 16
-# Problem shapes whose buffers and executor a Session keeps (least recently used dropped first).
-CACHED_SHAPES = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,174 +228,36 @@ def check_plan(problem: Problem, soc: str):
         raise InvalidArgumentError(str(exc)) from exc
 
 
-def _destroy_executor(backend, executor):
-    backend.call("aclDestroyAclOpExecutor", executor)
+class FlashAttentionOp(Op):
+    """aclnnFlashAttention over the shared op-call path (acl_fa/cdefs/aclnn_flash_attention.h)."""
+
+    name = "flash_attention"
+    inputs = ("q", "k", "v")
+    outputs = ("out", "lse")
+    workspace_api = "aclnnFlashAttentionGetWorkspaceSize"
+    launch_api = "aclnnFlashAttention"
+
+    def buffers(self, problem: Problem) -> dict:
+        return {"q": (problem.q_shape, problem.dtype), "k": (problem.kv_shape, problem.dtype),
+                "v": (problem.kv_shape, problem.dtype), "out": (problem.q_shape, problem.dtype),
+                "lse": (problem.lse_shape, np.dtype(np.float32))}
+
+    def workspace_args(self, problem: Problem, tensors: dict) -> tuple:
+        layout = ffi.new("char[]", problem.layout.encode())
+        return (tensors["q"].handle, tensors["k"].handle, tensors["v"].handle, problem.scale, problem.causal,
+                layout, problem.num_heads, problem.num_kv_heads, problem.block_m, problem.block_n,
+                tensors["out"].handle, tensors["lse"].handle)
+
+    def check(self, problem: Problem, soc: str) -> None:
+        check_plan(problem, soc)
 
 
-class _Executor(_Child):
-    """A repeatable aclOpExecutor, destroyed before the tensors it refers to."""
-
-    _kind = "executor"
-
-    def __init__(self, session: Session, handle):
-        self._attach(session, _destroy_executor, handle)
-
-    @property
-    def handle(self):
-        return self._live_handle()
+FLASH_ATTENTION = FlashAttentionOp()
 
 
-@dataclasses.dataclass
-class _Prepared:
-    """Device state of one problem shape on one Session."""
-
-    buffers: dict          # name -> DeviceBuffer (q, k, v, out, lse)
-    tensors: dict          # name -> Tensor
-    executor: _Executor
-    workspace: Optional[DeviceBuffer]
-    workspace_size: int
-
-    def close(self):
-        self.executor.close()
-        for tensor in self.tensors.values():
-            tensor.close()
-        for buffer in self.buffers.values():
-            buffer.close()
-        if self.workspace is not None:
-            self.workspace.close()
-
-    def upload(self, q, k, v):
-        """Synchronous H2D copies of the inputs into this problem's device buffers."""
-        for name, array in (("q", q), ("k", k), ("v", v)):
-            self.buffers[name].copy_from_host(array)
-
-    def bytes_by_role(self) -> dict:
-        """Device bytes held: inputs (q, k, v), outputs (out, lse) and the workspace."""
-        return {"inputs": sum(self.buffers[n].nbytes for n in ("q", "k", "v")),
-                "outputs": sum(self.buffers[n].nbytes for n in ("out", "lse")),
-                "workspace": self.workspace_size}
-
-
-class FlashAttentionRunner:
-    """The op on one Session: cached device state per problem, one stream, thread-safe."""
-
-    def __init__(self, session: Session):
-        self.session = session
-        self._lock = threading.Lock()
-        self._cache: collections.OrderedDict = collections.OrderedDict()
-        self._stream: Optional[Stream] = None
-        self._soc: Optional[str] = None  # the session's SoC name, asked once
-
-    def close(self):
-        with self._lock:
-            while self._cache:
-                self._cache.popitem(last=False)[1].close()
-            if self._stream is not None:
-                self._stream.close()
-                self._stream = None
-
-    @property
-    def stream(self) -> Stream:
-        if self._stream is None or self._stream.closed:
-            self._stream = self.session.stream()
-        return self._stream
-
-    def prepare(self, problem: Problem) -> _Prepared:
-        """Device state for `problem` (cached); caller holds the lock. A problem new to this
-        Session is first checked against the tiling policy for its chip, before device work."""
-        prepared = self._cache.get(problem)
-        if prepared is not None:
-            self._cache.move_to_end(problem)
-            return prepared
-        if self._soc is None:
-            self._soc = self.session.soc_name()
-        check_plan(problem, self._soc)
-        while len(self._cache) >= CACHED_SHAPES:
-            self._cache.popitem(last=False)[1].close()
-        prepared = self._build(problem)
-        self._cache[problem] = prepared
-        return prepared
-
-    def _build(self, problem: Problem) -> _Prepared:
-        session = self.session
-        shapes = {"q": (problem.q_shape, problem.dtype), "k": (problem.kv_shape, problem.dtype),
-                  "v": (problem.kv_shape, problem.dtype), "out": (problem.q_shape, problem.dtype),
-                  "lse": (problem.lse_shape, np.dtype(np.float32))}
-        buffers: dict = {}
-        tensors: dict = {}
-        executor = None
-        workspace = None
-        try:
-            for name, (shape, dtype) in shapes.items():
-                nbytes = int(np.prod(shape)) * dtype.itemsize
-                buffers[name] = DeviceBuffer(session, nbytes, shape=shape, dtype=dtype)
-                tensors[name] = Tensor(buffers[name])
-            ws_size = ffi.new("uint64_t *")
-            handle = ffi.new("aclOpExecutor **")
-            layout = ffi.new("char[]", problem.layout.encode())
-            session.call("aclnnFlashAttentionGetWorkspaceSize", tensors["q"].handle, tensors["k"].handle,
-                         tensors["v"].handle, problem.scale, problem.causal, layout, problem.num_heads,
-                         problem.num_kv_heads, problem.block_m, problem.block_n, tensors["out"].handle,
-                         tensors["lse"].handle, ws_size, handle)
-            # Owned from here: repeatable, so it runs once per call and is destroyed with the cache.
-            executor = _Executor(session, handle[0])
-            session.call("aclSetAclOpExecutorRepeatable", executor.handle)
-            size = int(ws_size[0])
-            if size:
-                workspace = DeviceBuffer(session, size)
-            return _Prepared(buffers, tensors, executor, workspace, size)
-        except BaseException:
-            for obj in [executor, workspace, *tensors.values(), *buffers.values()]:
-                if obj is not None:
-                    obj.close()
-            raise
-
-    def launch(self, prepared: _Prepared, stream: Stream):
-        ws = prepared.workspace.ptr if prepared.workspace is not None else ffi.NULL
-        self.session.call("aclnnFlashAttention", ws, prepared.workspace_size, prepared.executor.handle,
-                          stream.handle)
-
-    def run(self, problem: Problem, q, k, v, *, return_lse: bool = False):
-        with self._lock:
-            prepared = self.prepare(problem)
-            buffers = prepared.buffers
-            prepared.upload(q, k, v)
-            stream = self.stream
-            self.launch(prepared, stream)
-            stream.synchronize()
-            out = buffers["out"].copy_to_host(np.empty(problem.q_shape, problem.dtype))
-            lse = buffers["lse"].copy_to_host(np.empty(problem.lse_shape, np.float32)) if return_lse else None
-        return (out, lse) if return_lse else out
-
-
-_runners_lock = threading.Lock()
-_sessions: dict = {}
-
-
-def runner_for(session: Session) -> FlashAttentionRunner:
-    """The FlashAttentionRunner of `session` (one per Session, kept on the Session)."""
-    with _runners_lock:
-        runner = getattr(session, "_flash_attention_runner", None)
-        if runner is None:
-            runner = FlashAttentionRunner(session)
-            session._flash_attention_runner = runner
-        return runner
-
-
-def default_session(backend: Optional[str] = None, device: Optional[int] = None) -> Session:
-    """The process-wide Session for (backend, device), opened on first use."""
-    if device is not None and (isinstance(device, bool) or not isinstance(device, numbers.Integral)):
-        raise InvalidTypeError(f"device must be an integer, got {device!r}")
-    key = (backend, 0 if device is None else int(device))
-    count = device_count(get_backend(backend))
-    if not 0 <= key[1] < count:
-        raise InvalidArgumentError(f"device={key[1]} is out of range: this host has {count} device(s)")
-    with _runners_lock:
-        session = _sessions.get(key)
-        if session is None or session.closed:
-            session = Session(device=key[1], backend=backend)
-            _sessions[key] = session
-        return session
+def runner_for(session: DeviceSession) -> OpRunner:
+    """The forward's OpRunner on `session` (one per Session)."""
+    return opcall.runner_for(session, FLASH_ATTENTION)
 
 
 def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
@@ -414,4 +273,6 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
                                     num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
     if session is None:
         session = default_session(backend, device)
-    return runner_for(session).run(problem, q, k, v, return_lse=return_lse)
+    if return_lse:
+        return runner_for(session).run(problem, q, k, v, outputs=("out", "lse"))
+    return runner_for(session).run(problem, q, k, v, outputs=("out",))[0]

@@ -30,7 +30,7 @@ from .layouts import to_bnsd
 from .roofline import LABEL as ROOFLINE_LABEL
 from .roofline import chip_peaks, roofline
 from .run import format_bytes, random_inputs
-from .runtime import Session
+from .runtime import DeviceSession
 from .standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
 
 __all__ = ["BenchRow", "BenchReport", "run_bench", "standard_attention_numpy", "format_bench", "plot_bench"]
@@ -167,7 +167,7 @@ def _time_standard(problem: Problem, q, k, v, warmup: int, iters: int) -> list:
     return times
 
 
-def _bench_one(session: Session, problem: Problem, *, warmup: int, iters: int, l2: bool, seed: int) -> BenchRow:
+def _bench_one(session: DeviceSession, problem: Problem, *, warmup: int, iters: int, l2: bool, seed: int) -> BenchRow:
     q, k, v = random_inputs(problem, seed)
     m = measure(session, problem, q, k, v, warmup=warmup, iters=iters, download=False, per_core=True, l2=l2)
     soc, plan, times, stats = m.soc, m.plan, m.times_ms, m.stats
@@ -211,7 +211,7 @@ def run_bench(*, seqs, seq_kv: Optional[int] = None, batch: int = 1, heads: int 
                                    block_m=block_m, block_n=block_n)
                 for s in seqs]  # every shape validated before any device work
     rows = []
-    with Session(device=device, backend=backend) as session:
+    with DeviceSession(device=device, backend=backend) as session:
         soc = session.soc_name()
         for problem in problems:
             check_plan(problem, soc)

@@ -14,7 +14,7 @@ from typing import Optional
 from ._ffi import ffi
 from .errors import AclFaError, AclLibraryError
 from .loader import Backend, device_count, get_backend, requested_backend
-from .runtime import Session
+from .runtime import DeviceSession
 
 ENV_PREFIXES = ("ACL_FA_", "ASCEND_")
 ACL_PKG_NAME_CANN = 0
@@ -91,7 +91,7 @@ def collect(backend: Optional[str] = None, device: int = 0) -> dict:
     ):
         device_info[name] = _safely(query)
     try:
-        with Session(device=device, backend=loaded.name) as session:
+        with DeviceSession(device=device, backend=loaded.name) as session:
             device_info["device"] = str(device)
             device_info["SoC"] = _safely(session.soc_name)
             device_info["memory"] = _safely(lambda: _memory(session))
@@ -102,7 +102,7 @@ def collect(backend: Optional[str] = None, device: int = 0) -> dict:
     return report
 
 
-def _memory(session: Session) -> str:
+def _memory(session: DeviceSession) -> str:
     free, total = session.mem_info()
     return f"{free / 2**30:.2f} GiB free of {total / 2**30:.2f} GiB"
 

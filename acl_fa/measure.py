@@ -17,7 +17,7 @@ from . import l2model, sim_stats
 from ._ffi import ffi
 from .attention import Problem, check_plan, runner_for
 from .roofline import chip_peaks
-from .runtime import Session
+from .runtime import DeviceSession
 
 __all__ = ["Measurement", "measure"]
 
@@ -36,7 +36,7 @@ class Measurement:
     traffic: Optional[dict]           # GM trace bytes by tensor: {q|k|v|out|lse|workspace|other: {read, write}}
 
 
-def measure(session: Session, problem: Problem, q, k, v, *, warmup: int, iters: int, download: bool = True,
+def measure(session: DeviceSession, problem: Problem, q, k, v, *, warmup: int, iters: int, download: bool = True,
             per_core: bool = False, l2: bool = False,
             tick: Optional[Callable[[str, int], None]] = None) -> Measurement:
     """Uploads q, k, v once, launches warmup + iters times (timing the last iters) and reads back
@@ -47,7 +47,7 @@ def measure(session: Session, problem: Problem, q, k, v, *, warmup: int, iters: 
     plan = check_plan(problem, soc)
     sim = session.backend.name == "sim"
     runner = runner_for(session)
-    with runner._lock:
+    with runner.lock:
         prepared = runner.prepare(problem)
         prepared.upload(q, k, v)
         stream = runner.stream
@@ -65,8 +65,8 @@ def measure(session: Session, problem: Problem, q, k, v, *, warmup: int, iters: 
         finally:
             start.close()
             end.close()
-        out = prepared.buffers["out"].to_numpy() if download else None
-        lse = prepared.buffers["lse"].to_numpy() if download else None
+        out = prepared.read("out") if download else None
+        lse = prepared.read("lse") if download else None
         stats = sim_stats.last_launch(session.backend, per_core=per_core) if sim else None
         l2_launch = l2_interleaved = traffic = None
         if sim and l2:

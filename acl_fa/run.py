@@ -18,7 +18,7 @@ from .attention import Problem, problem_from_sizes
 from .layouts import to_bnsd
 from .measure import measure
 from .reference import attention_reference
-from .runtime import Session
+from .runtime import DeviceSession
 from .standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
 
 __all__ = ["RunReport", "run_job", "random_inputs", "format_report"]
@@ -113,7 +113,7 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
                                  head_dim=head_dim, dtype=dtype, layout=layout, causal=causal, scale=scale,
                                  block_m=block_m, block_n=block_n)
     tick = progress or (lambda stage, steps: None)
-    with Session(device=device, backend=backend) as session:
+    with DeviceSession(device=device, backend=backend) as session:
         q, k, v = random_inputs(problem, seed)
         tick("inputs", 1)
         m = measure(session, problem, q, k, v, warmup=warmup, iters=iters, l2=l2, tick=tick)

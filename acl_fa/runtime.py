@@ -1,4 +1,4 @@
-"""Runtime objects over the ACL runtime: Session, Stream, DeviceBuffer, HostBuffer, Event.
+"""Runtime objects over the ACL runtime: DeviceSession, Stream, DeviceBuffer, HostBuffer, Event.
 
 Lifetimes: every object has close() (idempotent) and ``with``; a ``weakref.finalize`` is the
 safety net, capturing only the session's state, the raw handle and the free function (never
@@ -178,10 +178,11 @@ def _teardown_session(state: _SessionState):
         raise errors[0]
 
 
-class Session:
-    """One device of one backend, used from any number of threads.
+class DeviceSession:
+    """One device of one backend, used from any number of threads; knows no op (the public
+    ``acl_fa.Session`` of acl_fa/api.py adds the op methods).
 
-    ``Session(device=0, backend=None)``; backend None = ACL_FA_BACKEND (default auto).
+    ``DeviceSession(device=0, backend=None)``; backend None = ACL_FA_BACKEND (default auto).
     """
 
     def __init__(self, device: int = 0, backend: Optional[str] = None):
@@ -208,7 +209,7 @@ class Session:
     def closed(self) -> bool:
         return not self._finalizer.alive
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> "DeviceSession":
         return self
 
     def __exit__(self, *exc_info):
@@ -222,12 +223,6 @@ class Session:
         """The checked call (AclError family on failure) with the device bound on this thread.
         For ACL/aclnn APIs that have no wrapper object here (e.g. the op's aclnn entries)."""
         return self._state.call(api, *args)
-
-    # ---- the operator ---------------------------------------------------------------
-    def flash_attention(self, q, k, v, **options):
-        """acl_fa.flash_attention on this session; device buffers, tensors, executor and
-        workspace are kept per problem shape, so repeated calls only copy and launch."""
-        return _attention().flash_attention(q, k, v, session=self, **options)
 
     # ---- factories ------------------------------------------------------------------
     def stream(self) -> "Stream":
@@ -279,19 +274,6 @@ class Session:
         return self._state.adopt(obj, kind, release, handle)
 
 
-def _attention():
-    """acl_fa.attention, imported on first use (it imports this module)."""
-    global _attention_module
-    if _attention_module is None:
-        from . import attention
-
-        _attention_module = attention
-    return _attention_module
-
-
-_attention_module = None
-
-
 def live_counts(backend: Backend) -> dict:
     """aclfaSimGetLiveCounts as a dict (field name -> int)."""
     counts = ffi.new("aclfaSimLiveCounts *")
@@ -315,7 +297,7 @@ class _Child:
 
     _kind = ""
 
-    def _attach(self, session: Session, release: Callable, handle):
+    def _attach(self, session: DeviceSession, release: Callable, handle):
         self.session = session
         self._state = session._state
         self._handle = handle
@@ -366,7 +348,7 @@ class DeviceBuffer(_Child):
 
     _kind = "device_buffer"
 
-    def __init__(self, session: Session, nbytes: int, shape=None, dtype=None):
+    def __init__(self, session: DeviceSession, nbytes: int, shape=None, dtype=None):
         nbytes = _positive_size(nbytes, "nbytes")
         session._state.check_open()
         ptr = ffi.new("void **")
@@ -424,7 +406,7 @@ class HostBuffer(_Child):
 
     _kind = "host_buffer"
 
-    def __init__(self, session: Session, nbytes: int):
+    def __init__(self, session: DeviceSession, nbytes: int):
         nbytes = _positive_size(nbytes, "nbytes")
         session._state.check_open()
         ptr = ffi.new("void **")
@@ -455,7 +437,7 @@ class Stream(_Child):
 
     _kind = "stream"
 
-    def __init__(self, session: Session):
+    def __init__(self, session: DeviceSession):
         session._state.check_open()
         stream = ffi.new("aclrtStream *")
         session._state.call("aclrtCreateStream", stream)
@@ -504,7 +486,7 @@ class Event(_Child):
 
     _kind = "event"
 
-    def __init__(self, session: Session, timing: bool = True):
+    def __init__(self, session: DeviceSession, timing: bool = True):
         session._state.check_open()
         event = ffi.new("aclrtEvent *")
         if timing:

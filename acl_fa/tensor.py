@@ -14,7 +14,7 @@ from . import dtypes
 from ._ffi import ffi
 from .errors import InvalidArgumentError, InvalidTypeError
 from .loader import Backend
-from .runtime import DeviceBuffer, Session, _Child
+from .runtime import DeviceBuffer, DeviceSession, _Child
 
 ACL_FORMAT_ND = 2
 
@@ -43,7 +43,7 @@ class Tensor(_Child):
                  strides: Optional[Sequence[int]] = None, offset: int = 0):
         if not isinstance(buffer, DeviceBuffer):
             raise InvalidTypeError(f"Tensor needs a DeviceBuffer, got {type(buffer).__name__}")
-        session: Session = buffer.session
+        session: DeviceSession = buffer.session
         if shape is None:
             if buffer.shape is None:
                 raise InvalidArgumentError("Tensor needs a shape (the buffer has none)")

@@ -56,10 +56,9 @@ def main():
                 problem, *_ = make_problem(q, k, v, causal=causal)
                 tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
                 sim_ms, torch_ms = [], []
-                with runner._lock:
+                with runner.lock:
                     prepared = runner.prepare(problem)
-                    for name, array in (("q", q), ("k", k), ("v", v)):
-                        prepared.buffers[name].copy_from_host(array)
+                    prepared.upload(q, k, v)
                     stream = runner.stream
                     for i in range(args.runs + 1):
                         t_sim = sim_kernel_ms(session, runner, prepared, stream)

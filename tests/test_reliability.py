@@ -23,7 +23,7 @@ F16 = np.dtype(np.float16)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 # Mixed tiny problems: (q shape, kv shape, options). Five shapes, one more than a Session caches
-# (attention.CACHED_SHAPES), so the threads also evict and rebuild device state.
+# (opcall.CACHED_SHAPES), so the threads also evict and rebuild device state.
 PROBLEMS = [
     ((1, 2, 40, 16), (1, 2, 56, 16), dict(causal=True)),
     ((2, 4, 33, 32), (2, 2, 33, 32), dict()),                                      # GQA

@@ -1,0 +1,255 @@
+"""The op-call path every aclnn op of the package shares.
+
+An aclnn op is called in two phases: ``aclnn<Op>GetWorkspaceSize(<inputs>, <attributes>,
+<outputs>, &workspaceSize, &executor)`` builds an executor for fixed tensors, then
+``aclnn<Op>(workspace, workspaceSize, executor, stream)`` launches it. Marked repeatable
+(aclSetAclOpExecutorRepeatable) the executor launches any number of times on the same tensors,
+so a Session keeps, per validated problem, everything phase 1 needs -- one device buffer and one
+aclTensor per input/output role, the executor and the workspace -- and a repeated call only
+uploads the inputs, launches phase 2 on the op's stream and reads the outputs into new arrays.
+
+Layers: ``runtime`` (devices, streams, memory, events, the checked call) and ``tensor`` know no
+op; this module knows the two-phase protocol but no particular op; each op is one module that
+describes itself with an :class:`Op`; ``api`` assembles the public faces (``acl_fa.Session``
+with one method per op, the module-level functions).
+
+How to add an op (e.g. aclnnFlashAttentionGrad: inputs q, k, v, out, dout, lse -> dq, dk, dv)
+----------------------------------------------------------------------------------------------
+1. A frozen, hashable problem type: the validated call (sizes, dtype, attributes). Validate
+   types before any cache lookup (1, 1.0 and True hash alike) and every limit before device
+   work, raising InvalidTypeError / InvalidArgumentError naming the argument.
+2. An :class:`Op` subclass instance giving
+   - ``inputs`` / ``outputs``: the role names, in the order the caller passes / receives arrays;
+   - ``buffers(problem)``: ``{role: (shape, numpy dtype)}`` for every input and output role;
+   - ``workspace_api`` and ``workspace_args(problem, tensors)``: phase 1's name and its
+     arguments before ``(uint64_t *workspaceSize, aclOpExecutor **executor)``, with the
+     aclTensor of each role in ``tensors``;
+   - ``launch_api``: phase 2's name (its arguments are always workspace, size, executor,
+     stream);
+   - optionally ``check(problem, soc)``: a host-side check against the chip (tiling policy)
+     run once per problem new to a Session, before any device work.
+3. The op's call face: ``runner_for(session, OP).run(problem, *inputs, outputs=...)`` with
+   ``session`` the caller's or ``default_session(backend, device)``; a method on
+   ``api.Session`` and an export in ``acl_fa/__init__.py``.
+The cdefs of the two aclnn entries go in ``acl_fa/cdefs/`` as for the forward.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import numbers
+import threading
+from typing import Optional
+
+import numpy as np
+
+from ._ffi import ffi
+from .errors import InvalidArgumentError, InvalidTypeError
+from .loader import device_count, get_backend
+from .runtime import DeviceBuffer, DeviceSession, Stream, _Child
+from .tensor import Tensor
+
+__all__ = ["Op", "PreparedCall", "OpRunner", "runner_for", "default_session", "CACHED_SHAPES"]
+
+# Problems whose device state one OpRunner keeps (least recently used dropped first).
+CACHED_SHAPES = 4
+
+
+class Op:
+    """What an op supplies to the shared path (see the module docstring). Instances are
+    stateless descriptions; one instance per op."""
+
+    name: str = ""
+    inputs: tuple = ()
+    outputs: tuple = ()
+    workspace_api: str = ""
+    launch_api: str = ""
+
+    def buffers(self, problem) -> dict:
+        """{role: (shape tuple, numpy dtype)} for every role of `inputs` and `outputs`."""
+        raise NotImplementedError
+
+    def workspace_args(self, problem, tensors: dict) -> tuple:
+        """Phase 1's arguments before (workspaceSize *, executor **)."""
+        raise NotImplementedError
+
+    def check(self, problem, soc: str) -> None:
+        """Host-side check of a problem new to a Session on chip `soc`; raises to refuse."""
+
+
+def _destroy_executor(backend, executor):
+    backend.call("aclDestroyAclOpExecutor", executor)
+
+
+class _Executor(_Child):
+    """A repeatable aclOpExecutor, destroyed before the tensors it refers to."""
+
+    _kind = "executor"
+
+    def __init__(self, session: DeviceSession, handle):
+        self._attach(session, _destroy_executor, handle)
+
+    @property
+    def handle(self):
+        return self._live_handle()
+
+
+@dataclasses.dataclass
+class PreparedCall:
+    """Device state of one problem of one op on one Session."""
+
+    op: Op
+    buffers: dict          # role -> DeviceBuffer (inputs and outputs)
+    tensors: dict          # role -> Tensor over buffers[role]
+    executor: _Executor
+    workspace: Optional[DeviceBuffer]
+    workspace_size: int    # bytes phase 1 asked for (0: no workspace)
+
+    def close(self):
+        self.executor.close()
+        for tensor in self.tensors.values():
+            tensor.close()
+        for buffer in self.buffers.values():
+            buffer.close()
+        if self.workspace is not None:
+            self.workspace.close()
+
+    def upload(self, *arrays):
+        """Synchronous H2D copies of the input arrays (in ``op.inputs`` order)."""
+        if len(arrays) != len(self.op.inputs):
+            raise InvalidArgumentError(
+                f"{self.op.name} takes {len(self.op.inputs)} inputs ({', '.join(self.op.inputs)}), got {len(arrays)}")
+        for role, array in zip(self.op.inputs, arrays):
+            self.buffers[role].copy_from_host(array)
+
+    def read(self, role: str) -> np.ndarray:
+        """A new host array holding output (or input) `role`."""
+        buffer = self.buffers[role]
+        return buffer.copy_to_host(np.empty(buffer.shape, buffer.dtype))
+
+    def bytes_by_role(self) -> dict:
+        """Device bytes held: inputs, outputs and the workspace."""
+        return {"inputs": sum(self.buffers[r].nbytes for r in self.op.inputs),
+                "outputs": sum(self.buffers[r].nbytes for r in self.op.outputs),
+                "workspace": self.workspace_size}
+
+
+class OpRunner:
+    """One op on one Session: cached device state per problem, one stream, thread-safe.
+    Callers that drive the phases themselves (measure, benchmarks) hold ``lock`` around
+    prepare/upload/launch/read."""
+
+    def __init__(self, session: DeviceSession, op: Op):
+        self.session = session
+        self.op = op
+        self.lock = threading.Lock()
+        self._cache: collections.OrderedDict = collections.OrderedDict()
+        self._stream: Optional[Stream] = None
+        self._soc: Optional[str] = None  # the session's SoC name, asked once
+
+    def close(self):
+        with self.lock:
+            while self._cache:
+                self._cache.popitem(last=False)[1].close()
+            if self._stream is not None:
+                self._stream.close()
+                self._stream = None
+
+    @property
+    def stream(self) -> Stream:
+        if self._stream is None or self._stream.closed:
+            self._stream = self.session.stream()
+        return self._stream
+
+    def prepare(self, problem) -> PreparedCall:
+        """Device state for `problem` (cached); caller holds the lock. A problem new to this
+        Session is first checked by the op for the session's chip, before device work."""
+        prepared = self._cache.get(problem)
+        if prepared is not None:
+            self._cache.move_to_end(problem)
+            return prepared
+        if self._soc is None:
+            self._soc = self.session.soc_name()
+        self.op.check(problem, self._soc)
+        while len(self._cache) >= CACHED_SHAPES:
+            self._cache.popitem(last=False)[1].close()
+        prepared = self._build(problem)
+        self._cache[problem] = prepared
+        return prepared
+
+    def _build(self, problem) -> PreparedCall:
+        session, op = self.session, self.op
+        buffers: dict = {}
+        tensors: dict = {}
+        executor = None
+        workspace = None
+        try:
+            for role, (shape, dtype) in op.buffers(problem).items():
+                dtype = np.dtype(dtype)
+                nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                buffers[role] = DeviceBuffer(session, nbytes, shape=shape, dtype=dtype)
+                tensors[role] = Tensor(buffers[role])
+            ws_size = ffi.new("uint64_t *")
+            handle = ffi.new("aclOpExecutor **")
+            session.call(op.workspace_api, *op.workspace_args(problem, tensors), ws_size, handle)
+            # Owned from here: repeatable, so it runs once per call and is destroyed with the cache.
+            executor = _Executor(session, handle[0])
+            session.call("aclSetAclOpExecutorRepeatable", executor.handle)
+            size = int(ws_size[0])
+            if size:
+                workspace = DeviceBuffer(session, size)
+            return PreparedCall(op, buffers, tensors, executor, workspace, size)
+        except BaseException:
+            for obj in [executor, workspace, *tensors.values(), *buffers.values()]:
+                if obj is not None:
+                    obj.close()
+            raise
+
+    def launch(self, prepared: PreparedCall, stream: Stream):
+        """Phase 2 of the prepared call on `stream` (asynchronous)."""
+        ws = prepared.workspace.ptr if prepared.workspace is not None else ffi.NULL
+        self.session.call(self.op.launch_api, ws, prepared.workspace_size, prepared.executor.handle,
+                          stream.handle)
+
+    def run(self, problem, *inputs, outputs: Optional[tuple] = None) -> tuple:
+        """Uploads `inputs` (``op.inputs`` order), launches, waits; returns new host arrays of
+        the `outputs` roles (default: all of ``op.outputs``), in that order."""
+        outputs = self.op.outputs if outputs is None else outputs
+        with self.lock:
+            prepared = self.prepare(problem)
+            prepared.upload(*inputs)
+            stream = self.stream
+            self.launch(prepared, stream)
+            stream.synchronize()
+            return tuple(prepared.read(role) for role in outputs)
+
+
+_runners_lock = threading.Lock()
+_sessions: dict = {}
+
+
+def runner_for(session: DeviceSession, op: Op) -> OpRunner:
+    """The OpRunner of `op` on `session` (one per Session and op, kept on the Session)."""
+    with _runners_lock:
+        runners = session.__dict__.setdefault("_op_runners", {})
+        runner = runners.get(op.name)
+        if runner is None:
+            runner = runners[op.name] = OpRunner(session, op)
+        return runner
+
+
+def default_session(backend: Optional[str] = None, device: Optional[int] = None) -> DeviceSession:
+    """The process-wide session for (backend, device), opened on first use."""
+    if device is not None and (isinstance(device, bool) or not isinstance(device, numbers.Integral)):
+        raise InvalidTypeError(f"device must be an integer, got {device!r}")
+    key = (backend, 0 if device is None else int(device))
+    count = device_count(get_backend(backend))
+    if not 0 <= key[1] < count:
+        raise InvalidArgumentError(f"device={key[1]} is out of range: this host has {count} device(s)")
+    with _runners_lock:
+        session = _sessions.get(key)
+        if session is None or session.closed:
+            session = DeviceSession(device=key[1], backend=backend)
+            _sessions[key] = session
+        return session

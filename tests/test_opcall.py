@@ -1,0 +1,92 @@
+"""The package's shape for a family of ops: the runtime knows no op, each op is one module over
+the shared op-call path (acl_fa/opcall.py), the public faces are assembled in acl_fa/api.py."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import acl_fa
+from acl_fa import attention, opcall
+from acl_fa.errors import InvalidArgumentError
+from acl_fa.reference import attention_reference
+
+PACKAGE = Path(acl_fa.__file__).parent
+OP_MODULES = {"attention", "api"}
+
+
+def _imported_modules(path: Path) -> set:
+    """Names of acl_fa modules `path` imports, anywhere in the file (lazy imports included)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                names.add(node.module.split(".")[0])
+            else:
+                names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("acl_fa"):
+            names.add((node.module.split(".") + [""])[1])
+    return names
+
+
+@pytest.mark.parametrize("module", ["runtime", "tensor", "opcall", "loader", "errors", "dtypes"])
+def test_lower_layers_import_no_op(module):
+    imports = _imported_modules(PACKAGE / f"{module}.py")
+    assert not imports & OP_MODULES, f"{module}.py imports {imports & OP_MODULES}"
+
+
+def test_lower_layers_name_no_op():
+    for module in ("runtime", "tensor", "opcall"):
+        code = "\n".join(line for line in (PACKAGE / f"{module}.py").read_text().splitlines()
+                         if not line.lstrip().startswith("#"))
+        body = ast.get_docstring(ast.parse(code)) or ""
+        assert "flash_attention" not in code.replace(body, ""), f"{module}.py names an op"
+
+
+def test_public_faces_unchanged():
+    assert acl_fa.Session is acl_fa.api.Session
+    assert issubclass(acl_fa.Session, acl_fa.DeviceSession)
+    assert not hasattr(acl_fa.DeviceSession, "flash_attention")
+    assert acl_fa.flash_attention is attention.flash_attention
+    for name in ("Problem", "make_problem", "problem_from_sizes", "check_plan", "runner_for", "default_session"):
+        assert hasattr(attention, name), name
+
+
+class _LseOnly(opcall.Op):
+    """A second op over the same path: the forward's aclnn entries, only lse read back. It
+    shows what an op supplies -- and that nothing else is needed."""
+
+    name = "lse_only"
+    inputs = ("q", "k", "v")
+    outputs = ("lse",)
+    workspace_api = attention.FLASH_ATTENTION.workspace_api
+    launch_api = attention.FLASH_ATTENTION.launch_api
+
+    def buffers(self, problem):
+        return attention.FLASH_ATTENTION.buffers(problem)
+
+    def workspace_args(self, problem, tensors):
+        return attention.FLASH_ATTENTION.workspace_args(problem, tensors)
+
+
+def test_a_second_op_reuses_the_path(session):
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, 2, 48, 32)).astype(np.float16) for _ in range(3))
+    problem, q, k, v = attention.make_problem(q, k, v, causal=True)
+    runner = opcall.runner_for(session, _LseOnly())
+    assert runner is opcall.runner_for(session, _LseOnly())  # one runner per session and op
+    assert runner is not attention.runner_for(session)
+    (lse,) = runner.run(problem, q, k, v)
+    out, lse_fa = session.flash_attention(q, k, v, causal=True, return_lse=True)
+    np.testing.assert_array_equal(lse, lse_fa)
+    _, ref_lse = attention_reference(q, k, v, causal=True)
+    np.testing.assert_allclose(lse, ref_lse, atol=2e-3)
+    with runner.lock:
+        prepared = runner.prepare(problem)
+        assert set(prepared.buffers) == {"q", "k", "v", "out", "lse"}
+        assert prepared.bytes_by_role()["outputs"] == problem.batch * problem.num_heads * problem.seq_q * 4
+        with pytest.raises(InvalidArgumentError, match="takes 3 inputs"):
+            prepared.upload(q, k)
+    runner.close()
