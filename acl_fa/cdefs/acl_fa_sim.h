@@ -64,6 +64,8 @@ typedef struct aclfaSimCoreStats {
     uint64_t ubHighWater;
     uint64_t l1HighWater;
     uint64_t workItems;
+    uint64_t atomicAddBytes;
+    uint64_t syncAllCalls;
 } aclfaSimCoreStats;
 
 typedef struct aclfaSimLaunchStats {

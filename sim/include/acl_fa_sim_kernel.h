@@ -29,6 +29,8 @@ typedef struct aclfaSimCoreStats {
     uint64_t ubHighWater;     /* bytes of UB allocated at the peak (TPipe InitBuffer) */
     uint64_t l1HighWater;     /* bytes of L1 needed at the peak (Matmul tiles) */
     uint64_t workItems;       /* kernel-reported work items (aclfaSimCountWorkItem) */
+    uint64_t atomicAddBytes;  /* of gmWriteBytes: bytes added to GM under SetAtomicAdd (UB->GM copies) or Matmul enAtomic */
+    uint64_t syncAllCalls;    /* SyncAll barriers this core passed */
 } aclfaSimCoreStats;
 
 typedef struct aclfaSimLaunchStats {

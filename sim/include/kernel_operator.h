@@ -10,3 +10,4 @@
 #include "ascendc_sim/tpipe.h"
 #include "ascendc_sim/data_copy.h"
 #include "ascendc_sim/vec.h"
+#include "ascendc_sim/cross_core.h"

@@ -12,6 +12,7 @@ extern "C" void vec_scale_add(GM_ADDR x, GM_ADDR y, GM_ADDR z, GM_ADDR tiling);
 extern "C" void mm_softmax(GM_ADDR a, GM_ADDR b, GM_ADDR out, GM_ADDR workspace, GM_ADDR tiling);
 extern "C" void matmul_only(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling);
 extern "C" void probe(GM_ADDR in, GM_ADDR out, GM_ADDR tiling);
+extern "C" void cross_core(GM_ADDR x, GM_ADDR b, GM_ADDR out, GM_ADDR workspace, GM_ADDR tiling);
 
 namespace {
 int Finish(aclError rc, const std::string &msg, char *err, size_t errLen) {
@@ -92,5 +93,32 @@ extern "C" int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, fl
     std::string msg;
     aclError rc = acl_fa_sim::LaunchKernel(
         "probe", 1, kernelType, [&] { probe(Gm(in), Gm(out), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
+    return Finish(rc, msg, err, errLen);
+}
+
+extern "C" int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n,
+                                     uint64_t spin, uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim,
+                                     char *err, size_t errLen) {
+    CrossCoreTiling t{};
+    t.op = op;
+    t.n = n;
+    t.spin = spin;
+    t.m = m;
+    t.mmN = mmN;
+    t.k = k;
+    // One 16 x 16 x 16 base block per step: fits every chip's L0 and L1.
+    TCubeTiling &c = t.cube;
+    c.usedCoreNum = 1;
+    c.M = c.singleCoreM = static_cast<int32_t>(m);
+    c.N = c.singleCoreN = static_cast<int32_t>(mmN);
+    c.Ka = c.Kb = c.singleCoreK = static_cast<int32_t>(k);
+    c.baseM = c.baseN = c.baseK = 16;
+    c.stepM = c.stepN = c.stepKa = c.stepKb = 1;
+    c.depthA1 = c.depthB1 = 1;
+    c.dbL0A = c.dbL0B = c.dbL0C = 1;
+    std::string msg;
+    aclError rc = acl_fa_sim::LaunchKernel(
+        "cross_core", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
+        [&] { cross_core(Gm(x), Gm(b), Gm(out), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
     return Finish(rc, msg, err, errLen);
 }

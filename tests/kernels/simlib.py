@@ -22,6 +22,8 @@ int aclfaSimTestMatmul(void *a, void *b, void *c, void *workspace, uint32_t m, u
                        uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
 int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType, char *err,
                       size_t errLen);
+int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n, uint64_t spin,
+                          uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim, char *err, size_t errLen);
 """
 
 MEMCPY_H2D, MEMCPY_D2H = 1, 2

@@ -27,6 +27,26 @@ struct ProbeTiling {
     uint32_t n;             // elements
     float param;            // scalar operand
 };
+// cross_core scenarios
+enum CrossCoreOp : int32_t {
+    CROSS_ATOMIC_SUM = 0,         // every AIV atomically adds its tile into out; AIV 0 copies the sum after SyncAll
+    CROSS_ATOMIC_WRONG_TYPE = 1,  // SetAtomicAdd<int32_t> then a float copy
+    CROSS_SKIP_BARRIER = 2,       // the last AIV never calls SyncAll
+    CROSS_LATE_BARRIER = 3,       // the last AIV arrives after `spin` calls
+    CROSS_MATMUL_AT_B = 4,        // C += A^T . B from every AIV (Matmul, A transposed, enAtomic)
+    CROSS_AIC_SYNC_AIV_ONLY = 5,  // SyncAll<false> in a MIX kernel whose AICs serve Matmul
+};
+
+struct CrossCoreTiling {
+    int32_t op;             // CrossCoreOp
+    uint32_t n;             // floats per AIV tile (multiple of 8)
+    uint64_t spin;          // CROSS_LATE_BARRIER
+    uint32_t m, mmN, k;     // CROSS_MATMUL_AT_B: C [m, mmN] fp32, A^T stored [k, m] half, B [k, mmN] half per AIV
+    TCubeTiling cube;       // M = m, N = mmN, K = k
+};
+#endif
+
+#ifdef __cplusplus
 extern "C" {
 #endif
 
@@ -44,6 +64,10 @@ int aclfaSimTestMatmul(void *a, void *b, void *c, void *workspace, uint32_t m, u
 /* One API or rule scenario on one AIV: in [n] fp32 -> out (see probe.cpp for each op). */
 int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType, char *err,
                       size_t errLen);
+
+/* One cross_core scenario (CrossCoreOp) on blockDim MIX 1:2 blocks. */
+int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n, uint64_t spin,
+                          uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim, char *err, size_t errLen);
 
 #ifdef __cplusplus
 }

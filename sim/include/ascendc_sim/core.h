@@ -30,6 +30,9 @@ struct Arena {
 constexpr int kMaxHardEvents = 40;
 constexpr int kEventIdsPerEvent = 8;  // EVENT_ID0..EVENT_ID7
 
+// Cross-core state of one launch (SyncAll barrier), defined by the engine.
+struct CrossCore;
+
 struct CoreContext {
     bool isAic = false;
     bool coupled = false;       // cube and vector in one core (910A, 310P): UB and L1 both local
@@ -49,6 +52,10 @@ struct CoreContext {
     uint8_t eventPending[kMaxHardEvents][kEventIdsPerEvent] = {};
     void *currentPipe = nullptr;             // the most recently constructed TPipe (GetTPipePtr)
     const volatile bool *abortFlag = nullptr;  // set when another core of the launch failed
+    bool atomicAdd = false;                  // SetAtomicAdd<T>() in effect (until SetAtomicNone)
+    int atomicType = -1;                     // TypeTag of that T
+    CrossCore *crossCore = nullptr;          // the launch's barrier
+    uint32_t launchIndex = 0;                // this core's index among the launch's cores
 };
 
 // Thrown by a core that stops because another core failed; carries no message.

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "ascendc_sim/tensor.h"
 
@@ -83,6 +84,32 @@ void CheckLocalT(const char *api, const char *operand, const LocalTensor<T> &t, 
     CheckLocal(api, operand, t.SimPos(), t.GetPhyAddr(), bytes, uint64_t(t.GetSize()) * sizeof(T));
 }
 inline uint64_t Align32(uint64_t v) { return (v + 31) & ~uint64_t(31); }
+
+// Element type tags shared with the engine: 0 float, 1 half, 2 bfloat16, 3 int32, -1 other.
+template <typename T> constexpr int TypeTag() {
+    if constexpr (std::is_same_v<T, float>) return 0;
+    else if constexpr (std::is_same_v<T, half>) return 1;
+    else if constexpr (std::is_same_v<T, bfloat16_t>) return 2;
+    else if constexpr (std::is_same_v<T, int32_t>) return 3;
+    else return -1;
+}
+
+// Adds `bytes` of src (elements tagged `tag`) into GM at dst under the launch's atomic
+// lock, after checking that tag is the SetAtomicAdd type; counts atomicAddBytes.
+void AtomicAddToGm(acl_fa_sim::kernel::CoreContext &core, const char *api, void *dst, const void *src,
+                   uint64_t bytes, int tag);
+
+// The data movement of a local->GM transfer (bounds already checked): a copy, or with
+// SetAtomicAdd<T>() in effect an element-wise add into GM (asc-devkit SetAtomicAdd: it
+// applies to the transfers VECOUT/L0C/L1 -> GM that follow it).
+template <typename T>
+void StoreToGm(acl_fa_sim::kernel::CoreContext &core, const char *api, void *dst, const void *src, uint64_t bytes) {
+    if (core.atomicAdd) {
+        AtomicAddToGm(core, api, dst, src, bytes, TypeTag<T>());
+    } else {
+        std::memcpy(dst, src, bytes);
+    }
+}
 }  // namespace sim
 
 // ---- DataCopy, count form ----
@@ -102,7 +129,7 @@ void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const uint3
     sim::CheckCopyLength("DataCopy", bytes);
     sim::CheckLocalT("DataCopy", "src", src, bytes);
     acl_fa_sim::kernel::GmAccess(core, "DataCopy", dst.SimData(), bytes, dst.SimLo(), dst.SimHi(), true);
-    std::memcpy(dst.SimData(), src.SimData(), bytes);
+    sim::StoreToGm<T>(core, "DataCopy", dst.SimData(), src.SimData(), bytes);
 }
 template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32_t count) {
@@ -142,7 +169,7 @@ void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataC
     const uint8_t *u = reinterpret_cast<const uint8_t *>(src.SimData());
     for (uint32_t i = 0; i < p.blockCount; ++i) {
         acl_fa_sim::kernel::GmAccess(core, "DataCopy", g, blk, dst.SimLo(), dst.SimHi(), true);
-        std::memcpy(g, u, blk);
+        sim::StoreToGm<T>(core, "DataCopy", g, u, blk);
         g += blk + uint64_t(p.dstStride) * ONE_BLK_SIZE;
         u += blk + uint64_t(p.srcStride) * ONE_BLK_SIZE;
     }
@@ -227,7 +254,7 @@ void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const Da
     const uint8_t *u = reinterpret_cast<const uint8_t *>(src.SimData());
     for (uint32_t i = 0; i < p.blockCount; ++i) {
         acl_fa_sim::kernel::GmAccess(core, "DataCopyPad", g, p.blockLen, dst.SimLo(), dst.SimHi(), true);
-        std::memcpy(g, u, p.blockLen);
+        sim::StoreToGm<T>(core, "DataCopyPad", g, u, p.blockLen);
         g += p.blockLen + uint64_t(p.dstStride);
         u += ubStep;
     }

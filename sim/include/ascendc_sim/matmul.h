@@ -97,6 +97,7 @@ struct MatmulJob {
     int64_t ldc;
     int m, n, k;
     bool accumulate;   // C += A * B
+    bool gmAtomic;     // accumulate into GM other cores may add to: the add is atomic (enAtomic)
 };
 void RunMatmul(const MatmulJob &job);
 
@@ -317,9 +318,10 @@ private:
         acl_fa_sim::kernel::GmCheck(core, "Matmul (A)", a, aSpan, a_.SimLo(), a_.SimHi());
         acl_fa_sim::kernel::GmCheck(core, "Matmul (B)", b, bSpan, b_.SimLo(), b_.SimHi());
         sim::MatmulJob job{a, sim::TypeTag<SrcAT>(), lda, transA_, b, sim::TypeTag<SrcBT>(), ldb, transB_,
-                           c, cTag, ldc, bm, bn, singleK_, accumulate};
+                           c, cTag, ldc, bm, bn, singleK_, accumulate, accumulate && cGmSpan != 0};
         sim::RunMatmul(job);
         const uint64_t cGmBytes = cGmSpan ? uint64_t(bm) * bn * sizeof(DstT) : 0;  // 0: C went to UB
+        if (job.gmAtomic) __atomic_fetch_add(&core.cubeStats->atomicAddBytes, cGmBytes, __ATOMIC_RELAXED);
         sim::CountMatmul(core, tiling_, bm, bn, singleK_, sizeof(SrcAT), sizeof(SrcBT), cGmBytes, a, aSpan, b, bSpan,
                          cGmSpan ? c : nullptr, cGmSpan);
     }

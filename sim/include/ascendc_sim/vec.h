@@ -52,13 +52,6 @@ void LnF32(const float *src, float *dst, size_t n);
 // Narrowing / widening conversions for Cast; tags: 0 float, 1 half, 2 bfloat16, 3 int32.
 void CastImpl(void *dst, int dstTag, const void *src, int srcTag, size_t n, RoundMode mode);
 
-template <typename T> constexpr int TypeTag() {
-    if constexpr (std::is_same_v<T, float>) return 0;
-    else if constexpr (std::is_same_v<T, half>) return 1;
-    else if constexpr (std::is_same_v<T, bfloat16_t>) return 2;
-    else if constexpr (std::is_same_v<T, int32_t>) return 3;
-    else return -1;
-}
 
 // Checks count >= 0 and that each operand holds it; counts the work.
 template <typename... Ts>

@@ -9,12 +9,15 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <numeric>
+#include <random>
 #include <thread>
 #include <vector>
 
 #include "acl_fa_sim.h"
 #include "ascendc_sim/kernel_macros.h"
 #include "ascendc_sim/sync.h"
+#include "cross_core_internal.h"
 #include "engine_internal.h"
 #include "worker_pool.h"
 
@@ -103,6 +106,8 @@ void SumInto(aclfaSimCoreStats &t, const aclfaSimCoreStats &c) {
     MaxInto(t.ubHighWater, c.ubHighWater);
     MaxInto(t.l1HighWater, c.l1HighWater);
     t.workItems += c.workItems;
+    t.atomicAddBytes += c.atomicAddBytes;
+    t.syncAllCalls += c.syncAllCalls;
 }
 
 // Arenas of one worker thread, reused by the cores it runs.
@@ -177,12 +182,40 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     const size_t workers = std::min(threads, inv.size());
     const auto t0 = std::chrono::steady_clock::now();
 
-    auto work = [&]() {
+    // Cores start in an order that changes from launch to launch, as the chip promises no
+    // order either: results that depend on it (GM atomic adds) differ between runs, as on the chip.
+    std::vector<size_t> order(inv.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(std::random_device{}()));
+
+    // SyncAll: a core waiting at the barrier lends its place to a spare host thread, so the
+    // cores it waits for run even with ACL_FA_SIM_THREADS=1.
+    std::mutex spareMutex;
+    std::vector<std::thread> spares;
+    std::function<void()> work;
+    std::vector<bool> coreIsAic(inv.size());
+    std::vector<std::string> coreNames(inv.size());
+    for (size_t k = 0; k < inv.size(); ++k) {
+        CoreContext c;
+        c.isAic = inv[k].isAic;
+        c.blockIdx = inv[k].blockIdx;
+        c.taskRatio = ratio;
+        c.subBlockIdx = inv[k].isAic ? 0 : inv[k].blockIdx % ratio;
+        coreIsAic[k] = inv[k].isAic;
+        coreNames[k] = DescribeCore(c);
+    }
+    CrossCore crossCore(coreIsAic, coreNames, &abortFlag, [&] {
+        std::lock_guard<std::mutex> lock(spareMutex);
+        if (next.load() < inv.size()) spares.emplace_back([&] { work(); });
+    });
+
+    work = [&]() {
         // Arenas of this host thread, kept across launches (sized anew if the chip changed).
         thread_local WorkerMemory mem;
         mem.ub.resize(chip->ubBytes);
         mem.l1.resize(chip->l1Bytes);
-        for (size_t k = next.fetch_add(1); k < inv.size(); k = next.fetch_add(1)) {
+        for (size_t n = next.fetch_add(1); n < inv.size(); n = next.fetch_add(1)) {
+            const size_t k = order[n];
             const Invocation &me = inv[k];
             CoreContext core;
             core.isAic = me.isAic;
@@ -204,6 +237,8 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
             core.cubeStats = &aicStats[aicSlot];
             core.traceCore = static_cast<uint16_t>(me.isAic ? 1000 + me.blockIdx : me.blockIdx);
             core.abortFlag = &abortFlag;
+            core.crossCore = &crossCore;
+            core.launchIndex = static_cast<uint32_t>(k);
             std::memset(mem.ub.data(), kUbPoison, mem.ub.size());
             tlsCore = &core;
             try {
@@ -220,9 +255,21 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
                 abortFlag = true;
             }
             tlsCore = nullptr;
+            if (abortFlag) crossCore.Abort();
+            crossCore.Finished(static_cast<uint32_t>(k));
         }
     };
     WorkerPool::Instance().Run(workers, work);
+    for (;;) {
+        std::thread spare;
+        {
+            std::lock_guard<std::mutex> lock(spareMutex);
+            if (spares.empty()) break;
+            spare = std::move(spares.back());
+            spares.pop_back();
+        }
+        spare.join();
+    }
     stats->wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     for (size_t k = 0; k < inv.size(); ++k) {

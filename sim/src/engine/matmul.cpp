@@ -6,6 +6,7 @@
 
 #include "acl_fa_sim.h"
 #include "ascendc_sim/matmul.h"
+#include "cross_core_internal.h"
 #include "engine_internal.h"
 
 namespace AscendC {
@@ -82,6 +83,27 @@ void RunMatmul(const MatmulJob &j) {
     b.resize(size_t(j.k) * j.n);
     LoadOperand(j.a, j.aTag, j.lda, j.transA, j.m, j.k, a.data());
     LoadOperand(j.b, j.bTag, j.ldb, j.transB, j.k, j.n, b.data());
+    if (j.gmAtomic) {
+        // A * B first, then added to C row by row under the atomic lock (other cores may add too).
+        thread_local std::vector<float> prod;
+        thread_local std::vector<uint16_t> narrow;
+        prod.assign(size_t(j.m) * j.n, 0.0f);
+        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, a.data(), j.k, b.data(), j.n, prod.data(), j.n, false);
+        const size_t elem = j.cTag == 0 ? 4 : 2;
+        for (int i = 0; i < j.m; ++i) {
+            const float *row = prod.data() + size_t(i) * j.n;
+            void *dst = static_cast<uint8_t *>(j.c) + size_t(i) * j.ldc * elem;
+            if (j.cTag == 0) {
+                acl_fa_sim::kernel::AddToGm(dst, row, uint64_t(j.n) * 4, 0);
+            } else {
+                narrow.resize(j.n);
+                (j.cTag == 1 ? acl_fa_sim::kernel::ConvertF32ToF16 : acl_fa_sim::kernel::ConvertF32ToBf16)(
+                    row, narrow.data(), j.n);
+                acl_fa_sim::kernel::AddToGm(dst, narrow.data(), uint64_t(j.n) * 2, j.cTag);
+            }
+        }
+        return;
+    }
     if (j.cTag == 0) {
         acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, a.data(), j.k, b.data(), j.n, static_cast<float *>(j.c),
                                   static_cast<int>(j.ldc), j.accumulate);

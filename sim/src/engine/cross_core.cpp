@@ -1,0 +1,200 @@
+// cross_core.cpp -- GM atomic add and the SyncAll barrier (ascendc_sim/cross_core.h).
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "ascendc_sim/cross_core.h"
+#include "cross_core_internal.h"
+#include "engine_internal.h"
+
+namespace acl_fa_sim {
+namespace kernel {
+namespace {
+
+// One lock for every GM atomic add of the process: adds are applied one transfer at a time,
+// so each element receives every contribution exactly once.
+std::mutex gAtomicMutex;
+
+const char *TagName(int tag) {
+    switch (tag) {
+        case 0: return "float";
+        case 1: return "half";
+        case 2: return "bfloat16_t";
+        case 3: return "int32_t";
+        default: return "an unsupported type";
+    }
+}
+
+template <typename F>
+void AddConverted(uint16_t *dst, const uint16_t *src, size_t n, F toF32, void (*fromF32)(const float *, uint16_t *, size_t)) {
+    float a, b;
+    for (size_t i = 0; i < n; ++i) {
+        toF32(dst + i, &a, 1);
+        toF32(src + i, &b, 1);
+        a += b;
+        fromF32(&a, dst + i, 1);
+    }
+}
+
+// Seconds a core waits at SyncAll before the barrier is reported as a hang.
+double SyncTimeoutSeconds() {
+    const char *text = std::getenv("ACL_FA_SIM_SYNC_TIMEOUT");
+    if (text == nullptr || *text == '\0') return 60.0;
+    char *end = nullptr;
+    const double v = std::strtod(text, &end);
+    return (*end == '\0' && v > 0) ? v : 60.0;
+}
+
+}  // namespace
+
+void AddToGm(void *dst, const void *src, uint64_t bytes, int tag) {
+    std::lock_guard<std::mutex> lock(gAtomicMutex);
+    switch (tag) {
+        case 0: {
+            float *d = static_cast<float *>(dst);
+            const float *s = static_cast<const float *>(src);
+            for (uint64_t i = 0; i < bytes / 4; ++i) d[i] += s[i];
+            break;
+        }
+        case 1:
+            AddConverted(static_cast<uint16_t *>(dst), static_cast<const uint16_t *>(src), bytes / 2,
+                         ConvertF16ToF32, ConvertF32ToF16);
+            break;
+        case 2:
+            AddConverted(static_cast<uint16_t *>(dst), static_cast<const uint16_t *>(src), bytes / 2,
+                         ConvertBf16ToF32, ConvertF32ToBf16);
+            break;
+        case 3: {
+            int32_t *d = static_cast<int32_t *>(dst);
+            const int32_t *s = static_cast<const int32_t *>(src);
+            for (uint64_t i = 0; i < bytes / 4; ++i) d[i] = int32_t(uint32_t(d[i]) + uint32_t(s[i]));
+            break;
+        }
+        default: break;
+    }
+}
+
+CrossCore::CrossCore(const std::vector<bool> &isAic, const std::vector<std::string> &names,
+                     const volatile bool *abortFlag, std::function<void()> startSpareWorker)
+    : isAic_(isAic), names_(names), arrived_(isAic.size(), false), finished_(isAic.size(), false),
+      abortFlag_(abortFlag), startSpareWorker_(std::move(startSpareWorker)), timeout_(SyncTimeoutSeconds()) {}
+
+bool CrossCore::Takes(uint32_t core, bool aivOnly) const { return !aivOnly || !isAic_[core]; }
+
+std::string CrossCore::Missing(bool aivOnly, bool finishedOnly) const {
+    std::string out;
+    uint32_t listed = 0, more = 0;
+    for (uint32_t c = 0; c < isAic_.size(); ++c) {
+        if (!Takes(c, aivOnly) || arrived_[c] || (finishedOnly && !finished_[c])) continue;
+        if (listed < 16) {
+            out += (listed ? ", " : "") + names_[c];
+            ++listed;
+        } else {
+            ++more;
+        }
+    }
+    if (more) out += " and " + std::to_string(more) + " more";
+    return out;
+}
+
+void CrossCore::Arrive(CoreContext &core, bool aivOnly) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const std::string kind = aivOnly ? "SyncAll<true>" : "SyncAll<false>";
+    if (count_ > 0 && pendingAivOnly_ != aivOnly) {
+        Violation("SyncAll", "SyncAll",
+                  kind + " while other cores wait in SyncAll<" + (pendingAivOnly_ ? "true" : "false") +
+                      ">: the two barriers never meet");
+    }
+    pendingAivOnly_ = aivOnly;
+    arrived_[core.launchIndex] = true;
+    ++count_;
+    uint32_t participants = 0;
+    for (uint32_t c = 0; c < isAic_.size(); ++c) participants += Takes(c, aivOnly) ? 1 : 0;
+    const uint64_t generation = generation_;
+    if (count_ == participants) {
+        ++generation_;
+        count_ = 0;
+        std::fill(arrived_.begin(), arrived_.end(), false);
+        ++core.stats->syncAllCalls;
+        wake_.notify_all();
+        return;
+    }
+    // The cores this one waits for may not have started yet: while it blocks, another host
+    // thread runs the cores still waiting to start (ACL_FA_SIM_THREADS bounds the running ones).
+    lock.unlock();
+    startSpareWorker_();
+    lock.lock();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
+    const std::string barrier = kind + " barrier #" + std::to_string(generation + 1);
+    while (generation_ == generation) {
+        if (*abortFlag_) throw CoreStopped{};
+        const std::string gone = Missing(aivOnly, true);
+        if (!gone.empty()) {
+            Violation("SyncAll", "SyncAll",
+                      "hang: " + barrier + " can never complete; " + gone +
+                          " left the kernel without reaching it (a barrier must be reached by every core it syncs)");
+        }
+        if (wake_.wait_until(lock, deadline) == std::cv_status::timeout && generation_ == generation &&
+            !*abortFlag_) {
+            Violation("SyncAll", "SyncAll",
+                      "hang: " + barrier + " not complete after " + std::to_string(timeout_) + " s (ACL_FA_SIM_SYNC_TIMEOUT); " +
+                          Missing(aivOnly, false) + " never arrived");
+        }
+    }
+    ++core.stats->syncAllCalls;
+}
+
+void CrossCore::Finished(uint32_t core) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_[core] = true;
+    wake_.notify_all();
+}
+
+void CrossCore::Abort() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    wake_.notify_all();
+}
+
+}  // namespace kernel
+}  // namespace acl_fa_sim
+
+namespace AscendC {
+namespace sim {
+
+void AtomicAddToGm(acl_fa_sim::kernel::CoreContext &core, const char *api, void *dst, const void *src, uint64_t bytes,
+                   int tag) {
+    if (tag != core.atomicType) {
+        acl_fa_sim::kernel::Violation("atomic type", api,
+                                      std::string("SetAtomicAdd<") + acl_fa_sim::kernel::TagName(core.atomicType) +
+                                          "> is in effect but the transfer moves " + acl_fa_sim::kernel::TagName(tag) +
+                                          " elements");
+    }
+    acl_fa_sim::kernel::AddToGm(dst, src, bytes, tag);
+    core.stats->atomicAddBytes += bytes;
+}
+
+void SetAtomicAddImpl(int typeTag) {
+    auto &core = acl_fa_sim::kernel::Enter("SetAtomicAdd");
+    core.atomicAdd = true;
+    core.atomicType = typeTag;
+}
+
+void SetAtomicNoneImpl() {
+    auto &core = acl_fa_sim::kernel::Enter("SetAtomicNone");
+    core.atomicAdd = false;
+    core.atomicType = -1;
+}
+
+void SyncAllImpl(bool aivOnly) {
+    auto &core = acl_fa_sim::kernel::Enter("SyncAll");
+    if (aivOnly && core.isAic && !core.coupled) {
+        acl_fa_sim::kernel::Violation("SyncAll", "SyncAll",
+                                      "SyncAll<true> synchronises the vector cores only; a cube core takes part "
+                                      "in SyncAll<false>");
+    }
+    core.crossCore->Arrive(core, aivOnly && !core.coupled);
+}
+
+}  // namespace sim
+}  // namespace AscendC
