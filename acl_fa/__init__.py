@@ -12,7 +12,7 @@ from .errors import (
 )
 from .api import Session, flash_attention
 from .loader import get_backend
-from .reference import attention_reference
+from .reference import attention_reference, attention_reference_backward
 from .runtime import DeviceBuffer, DeviceSession, Event, HostBuffer, Stream
 from .tensor import Tensor
 
@@ -33,6 +33,7 @@ __all__ = [
     "Stream",
     "Tensor",
     "attention_reference",
+    "attention_reference_backward",
     "flash_attention",
     "get_backend",
 ]

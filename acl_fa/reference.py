@@ -1,4 +1,5 @@
-"""Float64 numpy attention with exactly the operator's semantics, for checking results.
+"""Float64 numpy attention (forward and backward) with exactly the operator's semantics, for
+checking results.
 
 softmax(scale * Q K^T + mask) V per head, where `causal` masks key j > i + (Skv - Sq)
 (bottom-right aligned), query head h reads kv head h // (N // Nkv), and a row that sees no
@@ -14,7 +15,7 @@ import numpy as np
 
 from .layouts import to_bnsd, from_bnsd
 
-__all__ = ["attention_reference", "head_chunks"]
+__all__ = ["attention_reference", "attention_reference_backward", "attention_backward_math", "head_chunks"]
 
 # Rows of Q per chunk are chosen so a chunk's scores take at most this many bytes.
 _DEFAULT_CHUNK_BYTES = 64 << 20
@@ -82,3 +83,68 @@ def attention_reference(q, k, v, *, causal=False, scale=None, layout="BNSD", num
         out[b, slot, rows] = o
         lse[b, slot, rows] = row_lse
     return from_bnsd(out, layout).astype(out_dtype, copy=False), lse
+
+
+def attention_backward_math(dout_rows, q_rows, k_head, v_head, masked_cols, scale, work_dtype=np.float64,
+                            round_to=None):
+    """Gradients of one chunk of query rows of one head, in `work_dtype` (analytic formulas):
+
+        S = scale * Q K^T (masked -inf), P = softmax_rows(S) (0 on rows that see no key),
+        O = P V, D = rowsum(dO * O), dP = dO V^T, dS = P * (dP - D),
+        dQ = scale * dS K,  dK = scale * dS^T Q,  dV = P^T dO.
+
+    `masked_cols`: boolean [rows, Skv] (True = key not visible) or None. `round_to` (a numpy
+    dtype) rounds P and dS to it before the matmuls that read them, as a same-precision
+    backward does. Returns (dq_rows [rows, D], dk [Skv, D], dv [Skv, D]); dk/dv are this
+    chunk's contributions."""
+    s = (q_rows @ k_head.T) * work_dtype(scale)
+    if masked_cols is not None:
+        s[masked_cols] = -np.inf
+    row_max = s.max(axis=1, keepdims=True)
+    seen = ~np.isneginf(row_max[:, 0])
+    p = np.exp(s - np.where(np.isneginf(row_max), 0, row_max))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = p / p.sum(axis=1, keepdims=True)
+    p[~seen] = 0
+    o = p @ v_head
+    d = (dout_rows * o).sum(axis=1, keepdims=True)
+    ds = p * ((dout_rows @ v_head.T) - d)
+    if round_to is not None:
+        p = p.astype(round_to).astype(work_dtype)
+        ds = ds.astype(round_to).astype(work_dtype)
+    scale = work_dtype(scale)
+    return scale * (ds @ k_head), scale * (ds.T @ q_rows), p.T @ dout_rows
+
+
+def attention_reference_backward(dout, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
+                                 num_kv_heads=None, heads=None, out_dtype=np.float64, work_dtype=np.float64,
+                                 round_to=None):
+    """Returns (dq, dk, dv) of softmax(scale * Q K^T + mask) V for the upstream gradient `dout`
+    (dq like q, dk/dv like k/v, in `layout`). GQA/MQA: dk/dv of a kv head sum over its
+    query-head group. Rows that see no key give dq 0. Float64 by default, query rows in chunks
+    as the forward reference: nothing Sq x Skv is held. `heads` restricts dq to those query
+    heads (dk/dv then sum only their contributions). work_dtype / round_to give the
+    same-precision naive backward that the accuracy rule compares against."""
+    qb = to_bnsd(np.asarray(q), layout, num_heads)
+    kb = to_bnsd(np.asarray(k), layout, num_kv_heads or num_heads)
+    db = to_bnsd(np.asarray(dout), layout, num_heads)
+    batch, n_heads, sq, d = qb.shape
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    n_kv = kb.shape[1]
+    group = n_heads // n_kv
+    head_list = list(range(n_heads)) if heads is None else [int(h) for h in heads]
+    dq = np.zeros((batch, len(head_list), sq, d), dtype=work_dtype)
+    dk = np.zeros(kb.shape, dtype=work_dtype)
+    dv = np.zeros(kb.shape, dtype=work_dtype)
+    for b, slot, rows, q_rows, k_head, v_head, masked in head_chunks(
+            q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
+            dtype=work_dtype):
+        h = head_list[slot]
+        dout_rows = db[b, h, rows].astype(work_dtype)
+        dq_rows, dk_part, dv_part = attention_backward_math(
+            dout_rows, q_rows, k_head, v_head, masked(rows) if causal else None, scale, work_dtype, round_to)
+        dq[b, slot, rows] = dq_rows
+        dk[b, h // group] += dk_part
+        dv[b, h // group] += dv_part
+    return tuple(from_bnsd(x, layout).astype(out_dtype, copy=False) for x in (dq, dk, dv))
