@@ -7,6 +7,7 @@ from .errors import (
     AclMemoryError,
     AclParamError,
     ClosedObjectError,
+    InsufficientMemoryError,
     InvalidArgumentError,
     InvalidTypeError,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "DeviceSession",
     "Event",
     "HostBuffer",
+    "InsufficientMemoryError",
     "InvalidArgumentError",
     "InvalidTypeError",
     "Session",

@@ -8,7 +8,9 @@ op-call path; this module is the one that knows them all.
 
 from __future__ import annotations
 
-from . import attention
+from typing import Optional
+
+from . import attention, opcall
 from .attention import flash_attention
 from .runtime import DeviceSession
 
@@ -26,3 +28,14 @@ class Session(DeviceSession):
     def flash_attention(self, q, k, v, **options):
         """acl_fa.flash_attention on this session."""
         return attention.flash_attention(q, k, v, session=self, **options)
+
+    def clear_cache(self):
+        """Releases the device buffers, tensors, executors and workspaces every op keeps per
+        problem shape on this session (the next call of a shape builds them again)."""
+        opcall.clear_cache(self)
+
+    def set_cache_limits(self, shapes: Optional[int] = None, nbytes: Optional[int] = None):
+        """Caps what each op keeps per problem shape: at most `shapes` problems (default
+        4) and `nbytes` of device memory (default half of the device's total).
+        A new shape also evicts cached ones when the device's free memory is short."""
+        opcall.set_cache_limits(self, shapes, nbytes)

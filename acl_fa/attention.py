@@ -248,8 +248,8 @@ class FlashAttentionOp(Op):
                 layout, problem.num_heads, problem.num_kv_heads, problem.block_m, problem.block_n,
                 tensors["out"].handle, tensors["lse"].handle)
 
-    def check(self, problem: Problem, soc: str) -> None:
-        check_plan(problem, soc)
+    def check(self, problem: Problem, soc: str) -> int:
+        return check_plan(problem, soc).workspace_bytes
 
 
 FLASH_ATTENTION = FlashAttentionOp()

@@ -8,6 +8,9 @@
   (``aclGetRecentErrMsg()``). Out-of-memory codes give ``AclMemoryError`` (also a
   ``MemoryError``); codes saying a parameter was rejected give ``AclParamError`` (also a
   ``ValueError``).
+- Not enough memory for a call, found before any device work (device: aclrtGetMemInfo's free
+  bytes; host: MemAvailable): ``InsufficientMemoryError`` (a ``MemoryError``) saying what is
+  needed and what is free.
 - Libraries missing or unusable: ``AclLibraryError`` (an ``ImportError``), listing every
   path tried and why each failed.
 
@@ -117,6 +120,20 @@ ERROR_CODES: dict[int, CodeInfo] = {
 ACL_SUCCESS = 0
 ACL_ERROR_REPEAT_INITIALIZE = 100002
 ACLNN_ERR_INNER_NULLPTR = 561103
+
+class InsufficientMemoryError(AclFaError, MemoryError):
+    """A call needs more memory than is free, found before any device work. ``where``:
+    "device" or "host"; ``needed`` and ``free`` in bytes."""
+
+    def __init__(self, message: str, where: str = "device", needed: int = 0, free: int = 0):
+        self.where = where
+        self.needed = int(needed)
+        self.free = int(free)
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (self.__class__, (self.args[0], self.where, self.needed, self.free))
+
 
 # Codes meaning "out of memory" (AclMemoryError) and "an argument was rejected" (AclParamError).
 MEMORY_CODES = frozenset({200000, 207001, 207018})

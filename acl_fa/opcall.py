@@ -27,7 +27,8 @@ How to add an op (e.g. aclnnFlashAttentionGrad: inputs q, k, v, out, dout, lse -
    - ``launch_api``: phase 2's name (its arguments are always workspace, size, executor,
      stream);
    - optionally ``check(problem, soc)``: a host-side check against the chip (tiling policy)
-     run once per problem new to a Session, before any device work.
+     run once per problem new to a Session, before any device work, returning the workspace
+     bytes phase 1 will ask for (so the memory check before device work counts them).
 3. The op's call face: ``runner_for(session, OP).run(problem, *inputs, outputs=...)`` with
    ``session`` the caller's or ``default_session(backend, device)``; a method on
    ``api.Session`` and an export in ``acl_fa/__init__.py``.
@@ -45,15 +46,26 @@ from typing import Optional
 import numpy as np
 
 from ._ffi import ffi
-from .errors import InvalidArgumentError, InvalidTypeError
+from .errors import AclMemoryError, InsufficientMemoryError, InvalidArgumentError, InvalidTypeError
 from .loader import device_count, get_backend
 from .runtime import DeviceBuffer, DeviceSession, Stream, _Child
 from .tensor import Tensor
+from .units import format_bytes
 
-__all__ = ["Op", "PreparedCall", "OpRunner", "runner_for", "default_session", "CACHED_SHAPES"]
+__all__ = ["Op", "PreparedCall", "OpRunner", "runner_for", "default_session", "clear_cache", "set_cache_limits",
+           "CACHED_SHAPES", "CACHED_FRACTION"]
 
-# Problems whose device state one OpRunner keeps (least recently used dropped first).
+# What one OpRunner keeps, least recently used dropped first: at most CACHED_SHAPES problems and
+# at most CACHED_FRACTION of the device's total memory (the problem just built always stays).
+# A new problem also evicts what it needs to fit the device's free memory, and when an
+# allocation still fails for memory the cache is emptied and the build tried once more.
 CACHED_SHAPES = 4
+CACHED_FRACTION = 0.5
+
+
+def malloc_bytes(nbytes: int) -> int:
+    """Device bytes an aclrtMalloc of `nbytes` takes: rounded up to 32 B plus 32 B (acl_rt.h)."""
+    return (nbytes + 31) // 32 * 32 + 32
 
 
 class Op:
@@ -74,8 +86,10 @@ class Op:
         """Phase 1's arguments before (workspaceSize *, executor **)."""
         raise NotImplementedError
 
-    def check(self, problem, soc: str) -> None:
-        """Host-side check of a problem new to a Session on chip `soc`; raises to refuse."""
+    def check(self, problem, soc: str) -> int:
+        """Host-side check of a problem new to a Session on chip `soc` (raises to refuse);
+        returns the workspace bytes phase 1 will ask for (0 if unknown)."""
+        return 0
 
 
 def _destroy_executor(backend, executor):
@@ -128,6 +142,11 @@ class PreparedCall:
         buffer = self.buffers[role]
         return buffer.copy_to_host(np.empty(buffer.shape, buffer.dtype))
 
+    def device_bytes(self) -> int:
+        """Device memory held (aclrtMalloc sizes)."""
+        held = sum(malloc_bytes(b.nbytes) for b in self.buffers.values())
+        return held + (malloc_bytes(self.workspace_size) if self.workspace_size else 0)
+
     def bytes_by_role(self) -> dict:
         """Device bytes held: inputs, outputs and the workspace."""
         return {"inputs": sum(self.buffers[r].nbytes for r in self.op.inputs),
@@ -150,11 +169,15 @@ class OpRunner:
 
     def close(self):
         with self.lock:
-            while self._cache:
-                self._cache.popitem(last=False)[1].close()
+            self._evict(0)
             if self._stream is not None:
                 self._stream.close()
                 self._stream = None
+
+    def clear(self):
+        """Releases the cached device state of every problem (the stream stays)."""
+        with self.lock:
+            self._evict(0)
 
     @property
     def stream(self) -> Stream:
@@ -162,21 +185,62 @@ class OpRunner:
             self._stream = self.session.stream()
         return self._stream
 
+    def cached_bytes(self) -> int:
+        return sum(p.device_bytes() for p in self._cache.values())
+
+    def _evict(self, keep: int, nbytes: Optional[int] = None) -> int:
+        """Drops least recently used problems until at most `keep` remain and (when `nbytes`
+        is given) at most `nbytes` of device memory is held; returns the bytes released."""
+        released = 0
+        while self._cache and (len(self._cache) > keep or (nbytes is not None and self.cached_bytes() > nbytes)):
+            prepared = self._cache.popitem(last=False)[1]
+            released += prepared.device_bytes()
+            prepared.close()
+        return released
+
     def prepare(self, problem) -> PreparedCall:
         """Device state for `problem` (cached); caller holds the lock. A problem new to this
-        Session is first checked by the op for the session's chip, before device work."""
+        Session is first checked by the op for the session's chip and against the device's free
+        memory, before device work."""
         prepared = self._cache.get(problem)
         if prepared is not None:
             self._cache.move_to_end(problem)
             return prepared
         if self._soc is None:
             self._soc = self.session.soc_name()
-        self.op.check(problem, self._soc)
-        while len(self._cache) >= CACHED_SHAPES:
-            self._cache.popitem(last=False)[1].close()
-        prepared = self._build(problem)
+        workspace = int(self.op.check(problem, self._soc) or 0)
+        needed = {role: malloc_bytes(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
+                  for role, (shape, dtype) in self.op.buffers(problem).items()}
+        needed["workspace"] = malloc_bytes(workspace) if workspace else 0
+        self._make_room(needed)
+        try:
+            prepared = self._build(problem)
+        except AclMemoryError:
+            if not self._cache:
+                raise
+            self._evict(0)  # what the other problems hold may be what is missing: retry once
+            prepared = self._build(problem)
         self._cache[problem] = prepared
         return prepared
+
+    def _make_room(self, needed: dict):
+        """Evicts for the cache limits and for the device's free memory; InsufficientMemoryError
+        (before any device work) when the call does not fit even with the cache emptied."""
+        total_needed = sum(needed.values())
+        free, total = self.session.mem_info()
+        limits = self.session.__dict__.get("_op_cache_limits", {})
+        max_bytes = limits.get("nbytes", int(total * CACHED_FRACTION))
+        free += self._evict(limits.get("shapes", CACHED_SHAPES) - 1, max(max_bytes - total_needed, 0))
+        if total_needed > free:
+            free += self._evict(0)
+        if total_needed <= free:
+            return
+        roles = ", ".join(r for r in needed if r != "workspace")
+        raise InsufficientMemoryError(
+            f"{self.op.name} needs {format_bytes(total_needed)} of device memory ({roles}: "
+            f"{format_bytes(total_needed - needed['workspace'])}, workspace {format_bytes(needed['workspace'])}); "
+            f"the device has {format_bytes(free)} free of {format_bytes(total)}",
+            "device", total_needed, free)
 
     def _build(self, problem) -> PreparedCall:
         session, op = self.session, self.op
@@ -227,6 +291,30 @@ class OpRunner:
 
 _runners_lock = threading.Lock()
 _sessions: dict = {}
+
+
+def clear_cache(session: DeviceSession):
+    """Releases the cached device state of every op on `session`."""
+    with _runners_lock:
+        runners = list(session.__dict__.get("_op_runners", {}).values())
+    for runner in runners:
+        runner.clear()
+
+
+def set_cache_limits(session: DeviceSession, shapes: Optional[int] = None, nbytes: Optional[int] = None):
+    """Caps what each op keeps cached on `session`: `shapes` problems (default CACHED_SHAPES)
+    and `nbytes` of device memory (default CACHED_FRACTION of the device's total). Takes
+    effect at each op's next new problem."""
+    limits = {}
+    for name, value, minimum in (("shapes", shapes, 1), ("nbytes", nbytes, 0)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise InvalidTypeError(f"{name} must be an integer, got {value!r}")
+        if value < minimum:
+            raise InvalidArgumentError(f"{name} must be >= {minimum}, got {value}")
+        limits[name] = int(value)
+    session.__dict__["_op_cache_limits"] = limits
 
 
 def runner_for(session: DeviceSession, op: Op) -> OpRunner:

@@ -114,9 +114,23 @@ class Plan:
         """ws[0] the operator asks for: library-API (system) workspace + user workspace."""
         return self.system_workspace_bytes + self.user_workspace_bytes
 
+    @property
+    def tensor_bytes(self) -> int:
+        """Device bytes of q, k, v, out (2-byte dtypes) and lse (float32)."""
+        q = self.batch * self.heads * self.seq * self.head_dim
+        kv = self.batch * self.kv_heads * self.seq_kv * self.head_dim
+        return 2 * (2 * q + 2 * kv) + 4 * self.batch * self.heads * self.seq
+
+    @property
+    def device_bytes(self) -> int:
+        """Device memory of one call: the tensors plus the workspace."""
+        return self.tensor_bytes + self.workspace_bytes
+
     def to_dict(self) -> dict:
         out = asdict(self)
         out["workspace_bytes"] = self.workspace_bytes
+        out["tensor_bytes"] = self.tensor_bytes
+        out["device_bytes"] = self.device_bytes
         out["chip"]["has_kernel"] = self.chip.has_kernel
         return out
 
@@ -304,6 +318,8 @@ def format_plan(p: Plan) -> str:
         f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system {p.system_workspace_bytes} "
         f"+ 2 x {p.used_core_num} AIV x {p.ws_bytes_per_aiv} B (score @{p.ws_score_offset}, "
         f"prob @{p.ws_prob_offset}, pv @{p.ws_pv_offset})",
+        f"memory    {p.device_bytes} B ({_mib(p.device_bytes)}) of device memory per call = q, k, v, out, lse "
+        f"{p.tensor_bytes} B ({_mib(p.tensor_bytes)}) + workspace {p.workspace_bytes} B",
         f"tiling key {p.tiling_key:#x}",
     ]
     return "\n".join(lines)
@@ -312,7 +328,7 @@ def format_plan(p: Plan) -> str:
 def format_plan_table(rows: list) -> str:
     """One line per chip: rows are (ChipLimits, Plan or the PlanError message)."""
     header = (f"{'chip':<14} {'AIC/AIV':>8} {'UB':>7} {'L1':>7} {'BLOCK_M':>7} {'BLOCK_N':>7} "
-              f"{'UB used':>8} {'cores':>5} {'max/mean':>8} {'workspace':>12}  kernel")
+              f"{'UB used':>8} {'cores':>5} {'max/mean':>8} {'workspace':>12} {'device mem':>12}  kernel")
     out = [header]
     for c, p in rows:
         kernel = "yes" if c.has_kernel else "no"
@@ -320,7 +336,7 @@ def format_plan_table(rows: list) -> str:
         if isinstance(p, Plan):
             ub = next(b for b in p.budget if b.name.startswith("UB total"))
             out.append(f"{head} {p.block_m:>7} {p.block_n:>7} {ub.bytes:>8} {p.used_core_num:>5} "
-                       f"{p.imbalance:>8.3f} {_mib(p.workspace_bytes):>12}  {kernel}")
+                       f"{p.imbalance:>8.3f} {_mib(p.workspace_bytes):>12} {_mib(p.device_bytes):>12}  {kernel}")
         else:
             out.append(f"{head}  rejected: {p}")
     return "\n".join(out)

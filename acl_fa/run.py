@@ -15,11 +15,13 @@ import numpy as np
 
 from .accuracy import Accuracy, check_accuracy, naive_same_precision
 from .attention import Problem, problem_from_sizes
+from .hostmem import check_host_memory
 from .layouts import to_bnsd
 from .measure import measure
 from .reference import attention_reference
 from .runtime import DeviceSession
 from .standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
+from .units import format_bytes
 
 __all__ = ["RunReport", "run_job", "random_inputs", "format_report"]
 
@@ -78,8 +80,21 @@ class RunReport:
         return data
 
 
+def host_bytes(problem: Problem) -> int:
+    """Host bytes of a job's arrays: q, k, v, out (the problem's dtype), lse (float32) and the
+    float32 array each input is drawn into before its cast."""
+    q = int(np.prod(problem.q_shape, dtype=np.int64))
+    kv = int(np.prod(problem.kv_shape, dtype=np.int64))
+    lse = problem.batch * problem.num_heads * problem.seq_q
+    return (2 * q + 2 * kv) * problem.dtype.itemsize + 4 * lse + 4 * max(q, kv)
+
+
 def random_inputs(problem: Problem, seed: int = 0):
-    """q, k, v ~ N(0, 1) in the problem's dtype and layout."""
+    """q, k, v ~ N(0, 1) in the problem's dtype and layout. InsufficientMemoryError first when
+    the host cannot hold them with the outputs (host_bytes)."""
+    p = problem
+    check_host_memory(host_bytes(p), f"the random inputs and outputs of B={p.batch} N={p.num_heads} "
+                                     f"Nkv={p.num_kv_heads} Sq={p.seq_q} Skv={p.seq_kv} D={p.head_dim} {p.dtype_name}")
     rng = np.random.default_rng(seed)
     q = rng.standard_normal(problem.q_shape, dtype=np.float32).astype(problem.dtype)
     k = rng.standard_normal(problem.kv_shape, dtype=np.float32).astype(problem.dtype)
@@ -137,15 +152,6 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
                                                     p.head_dim, p.dtype.itemsize),
         compulsory_gm_bytes=compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
                                              p.head_dim, p.dtype.itemsize))
-
-
-def format_bytes(n: float) -> str:
-    """n bytes in B, KiB, MiB, GiB or TiB (one decimal above B)."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n} B"
 
 
 def _traffic_lines(r: RunReport) -> list:

@@ -118,9 +118,14 @@ def test_threads_on_separate_sessions_match_serial_bits(backend, serial):
         assert live_counts(backend) == before, "the sessions left objects behind"
 
 
-@pytest.mark.parametrize("spec", ["aclnnFlashAttention:77", "aclrtMemcpy:150", "aclrtMalloc:9",
-                                  "aclrtSynchronizeStream:3"])
-def test_fault_amid_threads_fails_one_call_only(backend, faults, serial, spec):
+# (fault spec, the entry that surfaces). The 9th aclrtMalloc is inside the second shape's build,
+# with one shape cached: out of memory there empties the cache and builds once more, so a lone
+# fault is absorbed and a second one on the retry's first allocation surfaces.
+@pytest.mark.parametrize("spec, surfaces", [
+    ("aclnnFlashAttention:77", "aclnnFlashAttention:77"), ("aclrtMemcpy:150", "aclrtMemcpy:150"),
+    ("aclrtMalloc:9,aclrtMalloc:10", "aclrtMalloc:10"), ("aclrtMalloc:9", None),
+    ("aclrtSynchronizeStream:3", "aclrtSynchronizeStream:3")])
+def test_fault_amid_threads_fails_one_call_only(backend, faults, serial, spec, surfaces):
     """A fault striking one call while 4 threads share a Session: that call raises AclError, every
     other call returns the serial bits, and closing leaves nothing behind."""
     before = live_counts(backend)
@@ -130,8 +135,11 @@ def test_fault_amid_threads_fails_one_call_only(backend, faults, serial, spec):
         failures = _hammer(lambda t: _Borrowed(session), serial, acl_errors=errors)
         faults("")
     assert not failures, "\n".join(failures[:5])
-    assert [e.api for e in errors] == [spec.split(":")[0]], errors
-    assert f"fault spec entry {spec}" in errors[0].message
+    if surfaces is None:
+        assert errors == []
+    else:
+        assert [e.api for e in errors] == [surfaces.split(":")[0]], errors
+        assert f"fault spec entry {surfaces}" in errors[0].message
     assert live_counts(backend) == before
 
 
