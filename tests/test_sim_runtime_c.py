@@ -45,10 +45,13 @@ def live():
 """
 
 
-def run_snippet(code, **env):
+def run_snippet(code, timeout=120, helpers="", **env):
+    """Runs PRELUDE + `helpers` + `code` in a new interpreter; a hang past `timeout` seconds
+    fails the test."""
     full_env = dict(os.environ, **env)
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], capture_output=True, text=True,
-                          env=full_env, timeout=120)
+    source = PRELUDE + helpers + textwrap.dedent(code)
+    proc = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True,
+                          env=full_env, timeout=timeout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -220,3 +223,181 @@ def test_nnopbase_validation_and_accounting():
         nn.aclDestroyIntArray(arr); nn.aclDestroyScalar(s)
         c = live(); assert (c.tensors, c.intArrays, c.scalars) == (0, 0, 0)
     """)
+
+
+# ---- aclrtSynchronizeStreamWithTimeout ------------------------------------------------------
+
+SLOW_TASK = """
+ffi.cdef("typedef int (*task_fn)(void *, char *, size_t);"
+         "int aclfaSimStreamEnqueue(void *, const char *, task_fn, void *, void (*)(void *));")
+import threading, time
+release = threading.Event()
+@ffi.callback("int(void *, char *, size_t)")
+def blocked(user, buf, n):  # a kernel that runs until the test lets it end
+    release.wait(30)
+    return 0
+"""
+
+
+def test_synchronize_with_timeout_times_out_then_completes():
+    run_snippet(helpers=SLOW_TASK, code="""
+        rt.aclInit(ffi.NULL); rt.aclrtSetDevice(0)
+        s = ffi.new("aclrtStream*"); assert rt.aclrtCreateStream(s) == 0
+        assert rt.aclrtSynchronizeStreamWithTimeout(s[0], 0) == 0  # nothing queued
+        assert rt.aclfaSimStreamEnqueue(s[0], b"long_kernel", blocked, ffi.NULL, ffi.NULL) == 0
+        t0 = time.monotonic()
+        assert rt.aclrtSynchronizeStreamWithTimeout(s[0], 100) == rt.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+        waited = time.monotonic() - t0
+        assert 0.09 <= waited < 2, waited
+        text = msg(); assert "aclrtSynchronizeStreamWithTimeout: 1 task(s)" in text and "100 ms" in text, text
+        assert rt.aclrtSynchronizeStreamWithTimeout(s[0], 0) == rt.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+        release.set()
+        assert rt.aclrtSynchronizeStreamWithTimeout(s[0], -1) == 0
+        assert rt.aclrtSynchronizeStreamWithTimeout(s[0], -2) == rt.ACL_ERROR_INVALID_PARAM
+        assert "timeout -2 is invalid" in msg()
+        assert rt.aclrtSynchronizeStreamWithTimeout(ffi.cast("void*", 0x1234), 10) == rt.ACL_ERROR_RT_PARAM_INVALID
+        assert rt.aclrtDestroyStream(s[0]) == 0
+    """)
+
+
+def test_synchronize_with_timeout_reports_a_failed_task_once():
+    run_snippet("""
+        rt.aclInit(ffi.NULL); rt.aclrtSetDevice(0)
+        ffi.cdef("typedef int (*task_fn)(void *, char *, size_t);"
+                 "int aclfaSimStreamEnqueue(void *, const char *, task_fn, void *, void (*)(void *));")
+        @ffi.callback("int(void *, char *, size_t)")
+        def failing(user, buf, n):
+            return rt.ACL_ERROR_RT_AICORE_EXCEPTION
+        assert rt.aclfaSimStreamEnqueue(ffi.NULL, b"bad_kernel", failing, ffi.NULL, ffi.NULL) == 0
+        assert rt.aclrtSynchronizeStreamWithTimeout(ffi.NULL, 5000) == rt.ACL_ERROR_RT_AICORE_EXCEPTION
+        assert "bad_kernel" in msg()
+        assert rt.aclrtSynchronizeStreamWithTimeout(ffi.NULL, 5000) == 0
+    """)
+
+
+# ---- fork -----------------------------------------------------------------------------------
+# A forked child has only the forking thread. The runtime (stream workers, registries), the
+# engine (worker pool) and nnopbase (live sets) must start afresh there: the parent's handles
+# are invalid in the child, a new aclInit works, and nothing the child does touches the parent.
+
+FORK = f"""
+import os, signal, sys, time, traceback
+sys.path.insert(0, {str(ROOT / "tests" / "kernels")!r})
+import simlib
+
+def in_child(body, seconds=30):
+    # Runs body() in a forked child; a failure or a hang (killed after `seconds`) fails here.
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            body()
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush(); sys.stderr.flush()
+        os._exit(code)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0, "the forked child failed"
+            return
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)
+    raise AssertionError(f"the forked child hung for {{seconds}} s")
+
+def scale_add(sim, cores=8, tile=256):
+    x = np.arange(cores * tile, dtype=np.float32); y = np.ones_like(x)
+    dx, dy, dz = sim.device(x), sim.device(y), sim.device(x.nbytes)
+    e = sim.err()
+    assert sim.k.aclfaSimTestVecScaleAdd(dx, dy, dz, tile, 1, 2.0, cores, e, 4096) == 0, ffi.string(e)
+    assert (sim.host(dz, x.shape, np.float32) == (x + y) * 2).all()
+    sim.free_all()
+"""
+
+
+def test_forked_child_starts_afresh_and_the_parent_is_untouched():
+    run_snippet(helpers=FORK, code="""
+        sim = simlib.SimKernels()          # aclInit + aclrtSetDevice(0) in this process
+        sk, srt = sim.ffi, sim.rt
+        scale_add(sim)                     # starts the engine's worker pool
+        s = sk.new("aclrtStream*"); assert srt.aclrtCreateStream(s) == 0
+        p = sk.new("void**"); assert srt.aclrtMalloc(p, 4096, 0) == 0
+        ev = sk.new("aclrtEvent*"); assert srt.aclrtCreateEvent(ev) == 0
+        host = np.arange(1024, dtype=np.float32)
+        assert srt.aclrtMemcpyAsync(p[0], 4096, sk.from_buffer(host), 4096, 1, s[0]) == 0
+        assert srt.aclrtRecordEvent(ev[0], s[0]) == 0 and srt.aclrtSynchronizeStream(s[0]) == 0
+
+        def child():
+            c = sk.new("aclfaSimLiveCounts*"); srt.aclfaSimGetLiveCounts(c)
+            assert (c.initCount, c.devicesSet, c.streams, c.events, c.deviceAllocations) == (0, 0, 0, 0, 0)
+            # inherited handles are invalid here, and never waited on
+            assert srt.aclrtSynchronizeStream(s[0]) == srt.ACL_ERROR_RT_CONTEXT_NULL
+            assert srt.aclrtSetDevice(0) == srt.ACL_ERROR_UNINITIALIZE
+            assert srt.aclInit(sk.NULL) == 0 and srt.aclrtSetDevice(0) == 0
+            assert srt.aclrtSynchronizeStream(s[0]) == srt.ACL_ERROR_RT_PARAM_INVALID
+            assert srt.aclrtDestroyStream(s[0]) == srt.ACL_ERROR_RT_PARAM_INVALID
+            assert srt.aclrtSynchronizeEvent(ev[0]) == srt.ACL_ERROR_RT_PARAM_INVALID
+            assert srt.aclrtFree(p[0]) == srt.ACL_ERROR_RT_PARAM_INVALID
+            out = np.empty(1024, np.float32)
+            assert srt.aclrtMemcpy(sk.from_buffer(out), 4096, p[0], 4096, 2) == srt.ACL_ERROR_RT_PARAM_INVALID
+            # the child's own objects work: streams, copies, events, kernels on a new pool
+            s2 = sk.new("aclrtStream*"); assert srt.aclrtCreateStream(s2) == 0
+            q = sk.new("void**"); assert srt.aclrtMalloc(q, 4096, 0) == 0
+            assert srt.aclrtMemcpyAsync(q[0], 4096, sk.from_buffer(host), 4096, 1, s2[0]) == 0
+            assert srt.aclrtMemcpyAsync(sk.from_buffer(out), 4096, q[0], 4096, 2, s2[0]) == 0
+            assert srt.aclrtSynchronizeStream(s2[0]) == 0 and (out == host).all()
+            scale_add(sim)
+            assert srt.aclrtFree(q[0]) == 0 and srt.aclrtDestroyStream(s2[0]) == 0
+            assert srt.aclrtResetDevice(0) == 0 and srt.aclFinalize() == 0
+            c = sk.new("aclfaSimLiveCounts*"); srt.aclfaSimGetLiveCounts(c)
+            assert (c.initCount, c.devicesSet, c.streams, c.deviceAllocations, c.deviceBytes) == (0, 0, 0, 0, 0)
+
+        in_child(child)
+        in_child(child)                    # a second child of the same parent too
+        # the parent's objects and pool are as they were
+        out = np.empty(1024, np.float32)
+        assert srt.aclrtMemcpyAsync(sk.from_buffer(out), 4096, p[0], 4096, 2, s[0]) == 0
+        assert srt.aclrtSynchronizeStream(s[0]) == 0 and (out == host).all()
+        scale_add(sim)
+        assert srt.aclrtDestroyEvent(ev[0]) == 0 and srt.aclrtFree(p[0]) == 0
+        assert srt.aclrtDestroyStream(s[0]) == 0
+        c = live(); assert (c.streams, c.events, c.deviceAllocations) == (0, 0, 0)
+    """, timeout=180, ACL_FA_SIM_THREADS="4")
+
+
+def test_fork_while_other_threads_launch_and_synchronize():
+    """Forks while a parent thread keeps kernels and stream work going: the child never
+    inherits a lock held by a thread it does not have, and its launches run on its own pool."""
+    run_snippet(helpers=FORK, code="""
+        import threading
+        sim = simlib.SimKernels()
+        sk, srt = sim.ffi, sim.rt
+        stop = threading.Event(); errors = []
+        def busy():
+            try:
+                srt.aclrtSetDevice(0)
+                s = sk.new("aclrtStream*"); assert srt.aclrtCreateStream(s) == 0
+                p = sk.new("void**"); assert srt.aclrtMalloc(p, 1 << 16, 0) == 0
+                host = np.zeros(1 << 14, np.float32)
+                while not stop.is_set():
+                    scale_add(sim)
+                    assert srt.aclrtMemcpyAsync(p[0], 1 << 16, sk.from_buffer(host), 1 << 16, 1, s[0]) == 0
+                    assert srt.aclrtSynchronizeStream(s[0]) == 0
+                srt.aclrtFree(p[0]); srt.aclrtDestroyStream(s[0]); srt.aclrtResetDevice(0)
+            except BaseException as exc:
+                errors.append(exc)
+        def child():
+            assert srt.aclInit(sk.NULL) == 0 and srt.aclrtSetDevice(0) == 0
+            scale_add(sim)
+            q = sk.new("void**"); assert srt.aclrtMalloc(q, 64, 0) == 0 and srt.aclrtFree(q[0]) == 0
+            assert srt.aclrtSynchronizeStream(sk.NULL) == 0
+            assert srt.aclFinalize() == 0
+        t = threading.Thread(target=busy); t.start()
+        for _ in range(12):
+            time.sleep(0.02)
+            in_child(child)
+        stop.set(); t.join()
+        assert not errors, errors
+    """, timeout=180, ACL_FA_SIM_THREADS="4")

@@ -253,6 +253,7 @@ aclError aclrtGetCurrentContext(aclrtContext *context);
 aclError aclrtCreateStream(aclrtStream *stream);
 aclError aclrtDestroyStream(aclrtStream stream);
 aclError aclrtSynchronizeStream(aclrtStream stream);
+aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
 
 /* ---- acl/acl_rt.h : memory -------------------------------------------------------------- */
 aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);

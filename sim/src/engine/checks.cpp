@@ -32,6 +32,8 @@ void Trace(uint16_t coreId, const void *addr, uint64_t bytes, bool isWrite) {
 
 }  // namespace
 
+std::mutex &TraceMutex() { return gTraceMutex; }
+
 uint64_t LibApiWorkspaceBytes(const aclfaSimChip &chip) {
     return chip.npuArch == 2201 ? 16ull << 20 : 2ull << 20;
 }

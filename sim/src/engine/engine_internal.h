@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -22,6 +23,11 @@ void CheckEventsDrained(const CoreContext &core);
 // System workspace the Ascend C libraries reserve (GetLibApiWorkSpaceSize): 16 MiB on
 // the separated-architecture chips (Ascend910B / Ascend910_93), 2 MiB otherwise.
 uint64_t LibApiWorkspaceBytes(const aclfaSimChip &chip);
+
+// Locks of state a forked child keeps (fork.cpp holds them around fork()): the GM trace
+// (checks.cpp) and the last launch's counters (launch.cpp). Both are leaf locks.
+std::mutex &TraceMutex();
+std::mutex &StatsMutex();
 
 }  // namespace kernel
 }  // namespace acl_fa_sim

@@ -117,6 +117,8 @@ struct WorkerMemory {
 
 }  // namespace
 
+std::mutex &StatsMutex() { return gStatsMutex; }
+
 CoreContext *CurrentCore() { return tlsCore; }
 
 std::string DescribeCore(const CoreContext &core) {

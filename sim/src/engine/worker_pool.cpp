@@ -4,10 +4,11 @@
 namespace acl_fa_sim {
 namespace kernel {
 
-WorkerPool &WorkerPool::Instance() {
-    static WorkerPool *pool = new WorkerPool();
-    return *pool;
-}
+WorkerPool *WorkerPool::instance_ = new WorkerPool();
+
+WorkerPool &WorkerPool::Instance() { return *instance_; }
+
+void WorkerPool::AbandonInChild() { instance_ = new WorkerPool(); }
 
 void WorkerPool::Run(size_t workers, const std::function<void()> &job) {
     std::lock_guard<std::mutex> run(runMutex_);

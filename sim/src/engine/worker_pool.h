@@ -20,6 +20,11 @@ public:
     // The process's pool (never destroyed: parked threads end with the process).
     static WorkerPool &Instance();
 
+    // In a forked child (only the forking thread exists): abandons the inherited pool, whose
+    // threads and any job in flight are the parent's, for a new one that starts its own
+    // threads on the first Run(). Registered with pthread_atfork by fork.cpp.
+    static void AbandonInChild();
+
     // Runs `job` on `workers` threads at once -- the calling thread and workers - 1 pool
     // threads -- and returns when every one of them has returned from it. One job at a
     // time: concurrent callers (launches from several streams) take turns.
@@ -28,6 +33,8 @@ public:
 private:
     WorkerPool() = default;
     void Loop();
+
+    static WorkerPool *instance_;
 
     std::mutex runMutex_;                  // serializes Run()
     std::mutex mutex_;                     // guards everything below

@@ -3,6 +3,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <pthread.h>
 
 #include "op_def_reader.h"
 #include "register/op_def_factory.h"
@@ -157,6 +158,15 @@ std::map<std::string, OpDefCreator> &Registry() {
     static std::map<std::string, OpDefCreator> creators;
     return creators;
 }
+
+// The registry is kept by a forked child: its (leaf) lock is held across fork so that the
+// child never inherits it locked by a thread it does not have.
+struct RegistryForkHandlers {
+    RegistryForkHandlers() {
+        pthread_atfork([] { RegistryMutex().lock(); }, [] { RegistryMutex().unlock(); },
+                       [] { RegistryMutex().unlock(); });
+    }
+} g_registryForkHandlers;
 }  // namespace
 
 int OpDefFactory::OpDefRegister(const char *name, OpDefCreator creator) {

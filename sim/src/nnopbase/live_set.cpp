@@ -1,8 +1,56 @@
 // live_set.cpp -- LiveSet (see nnopbase_internal.h) and the data-type table.
+#include <pthread.h>
+
+#include <vector>
+
 #include "nnopbase_internal.h"
 
 namespace acl_fa_sim {
 namespace nnopbase {
+namespace {
+
+// Every LiveSet ever made (they are never destroyed).
+struct AllSets {
+    std::mutex mutex;
+    std::vector<LiveSet *> sets;  // guarded by mutex
+};
+
+AllSets &All() {
+    static AllSets *all = new AllSets;
+    return *all;
+}
+
+}  // namespace
+
+// pthread_atfork handlers: every set's lock is held across fork (leaf locks: nothing else is
+// locked while one is held), so the child sees each set whole, then empties it.
+struct LiveSetForkHandlers {
+    static void Prepare() {
+        All().mutex.lock();
+        for (LiveSet *set : All().sets) set->mutex_.lock();
+    }
+    static void Parent() {
+        for (LiveSet *set : All().sets) set->mutex_.unlock();
+        All().mutex.unlock();
+    }
+    static void Child() {
+        for (LiveSet *set : All().sets) {
+            set->objects_.clear();
+            set->mutex_.unlock();
+        }
+        All().mutex.unlock();
+    }
+    LiveSetForkHandlers() { pthread_atfork(Prepare, Parent, Child); }
+};
+
+namespace {
+LiveSetForkHandlers g_forkHandlers;
+}  // namespace
+
+LiveSet::LiveSet(aclfaSimLiveKind kind) : kind_(kind) {
+    std::lock_guard<std::mutex> lock(All().mutex);
+    All().sets.push_back(this);
+}
 
 void LiveSet::Add(const void *object) {
     {

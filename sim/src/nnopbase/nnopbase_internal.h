@@ -12,15 +12,19 @@ namespace acl_fa_sim {
 namespace nnopbase {
 
 // Live objects of one kind, so a destroy of a dead or foreign pointer is reported instead of
-// corrupting memory, and so the runtime's counters stay exact.
+// corrupting memory, and so the runtime's counters stay exact. In a forked child every set is
+// emptied: the parent's objects are not the child's (they are abandoned, never destroyed).
 class LiveSet {
 public:
-    explicit LiveSet(aclfaSimLiveKind kind) : kind_(kind) {}
+    explicit LiveSet(aclfaSimLiveKind kind);  // registers the set for the fork handlers
+    LiveSet(const LiveSet &) = delete;
+    LiveSet &operator=(const LiveSet &) = delete;
     void Add(const void *object);
     bool Remove(const void *object);  // false when not live
     bool Contains(const void *object);
 
 private:
+    friend struct LiveSetForkHandlers;
     const aclfaSimLiveKind kind_;
     std::mutex mutex_;
     std::set<const void *> objects_;

@@ -10,6 +10,15 @@ LiveCounters &Live() {
     return *counters;
 }
 
+void ZeroLiveInChild() {
+    LiveCounters &live = Live();
+    for (std::atomic<int64_t> *counter :
+         {&live.deviceAllocations, &live.deviceBytes, &live.hostAllocations, &live.streams, &live.events,
+          &live.contexts, &live.tensors, &live.arrays, &live.scalars, &live.executors}) {
+        counter->store(0);
+    }
+}
+
 }  // namespace rt
 }  // namespace acl_fa_sim
 

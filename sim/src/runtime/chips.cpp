@@ -158,6 +158,9 @@ uint64_t HbmCapacityBytes() {
     return g_config.chip.hbmBytes;
 }
 
+void LockConfig() { g_configMutex.lock(); }
+void UnlockConfig() { g_configMutex.unlock(); }
+
 }  // namespace rt
 }  // namespace acl_fa_sim
 

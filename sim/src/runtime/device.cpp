@@ -39,11 +39,11 @@ struct Registry {
     std::map<void *, std::shared_ptr<Stream>> streams;    // explicit streams
 };
 
-// Never destroyed: stream workers may still run while the process exits.
-Registry &Reg() {
-    static Registry *registry = new Registry;
-    return *registry;
-}
+// Never destroyed: stream workers may still run while the process exits. Replaced (the old
+// one abandoned with its streams) in a forked child.
+Registry *g_registry = new Registry;
+
+Registry &Reg() { return *g_registry; }
 
 thread_local std::weak_ptr<Context> t_current;
 
@@ -162,6 +162,12 @@ int64_t DevicesSetCount() {
     int64_t total = 0;
     for (const DeviceState &device : reg.devices) total += device.refCount;
     return total;
+}
+
+void AbandonDevicesInChild() {
+    g_registry = new Registry;
+    // The forking thread is the child's only thread; its current context is the parent's.
+    t_current.reset();
 }
 
 void ReleaseAllDevices() {
@@ -347,6 +353,22 @@ aclError aclrtSynchronizeStream(aclrtStream stream) {
     aclError ret = ResolveStream("aclrtSynchronizeStream", stream, &target);
     if (ret != ACL_SUCCESS) return ret;
     return target->Synchronize("aclrtSynchronizeStream");
+}
+
+// timeout in ms: -1 waits for ever, > 0 that long (RT docs/zh/api_ref/06_stream_management.md),
+// 0 only checks (the acl_rt.h comment of ACL 1.17); a timeout is ACL_ERROR_RT_STREAM_SYNC_TIMEOUT.
+aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout) {
+    if (aclfaSimShouldFail("aclrtSynchronizeStreamWithTimeout")) return ACL_ERROR_RT_AICORE_EXCEPTION;
+    if (timeout < -1) {
+        return Fail(ACL_ERROR_INVALID_PARAM,
+                    "aclrtSynchronizeStreamWithTimeout: timeout %d is invalid (-1 waits for ever, 0 checks, > 0 waits "
+                    "that many ms)",
+                    timeout);
+    }
+    std::shared_ptr<Stream> target;
+    aclError ret = ResolveStream("aclrtSynchronizeStreamWithTimeout", stream, &target);
+    if (ret != ACL_SUCCESS) return ret;
+    return target->Synchronize("aclrtSynchronizeStreamWithTimeout", timeout);
 }
 
 }  // extern "C"

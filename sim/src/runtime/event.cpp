@@ -28,18 +28,20 @@ struct Event {
     Clock::time_point stamp; // time of the completed record; guarded by mutex
 };
 
-std::mutex g_eventsMutex;
-// Never destroyed, for the same reason as the device registry.
-std::map<void *, std::shared_ptr<Event>> &Events() {
-    static auto *events = new std::map<void *, std::shared_ptr<Event>>;
-    return *events;
-}
+struct EventRegistry {
+    std::mutex mutex;
+    std::map<void *, std::shared_ptr<Event>> events;  // guarded by mutex
+};
+
+// Never destroyed, and replaced in a forked child, as the device registry.
+EventRegistry *g_events = new EventRegistry;
 
 aclError FindEvent(const char *api, const char *argName, aclrtEvent handle, std::shared_ptr<Event> *out) {
     if (handle == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "%s: %s is NULL", api, argName);
-    std::lock_guard<std::mutex> lock(g_eventsMutex);
-    auto it = Events().find(handle);
-    if (it == Events().end()) {
+    EventRegistry &registry = *g_events;
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    auto it = registry.events.find(handle);
+    if (it == registry.events.end()) {
         return Fail(ACL_ERROR_RT_PARAM_INVALID, "%s: %s %p is not a live event (destroyed or never created)", api,
                     argName, handle);
     }
@@ -61,8 +63,9 @@ aclError CreateEvent(const char *api, aclrtEvent *event, uint32_t flags) {
     auto created = std::make_shared<Event>();
     created->flags = flags;
     {
-        std::lock_guard<std::mutex> lock(g_eventsMutex);
-        Events()[created.get()] = created;
+        EventRegistry &registry = *g_events;
+        std::lock_guard<std::mutex> lock(registry.mutex);
+        registry.events[created.get()] = created;
     }
     ++Live().events;
     *event = created.get();
@@ -90,6 +93,8 @@ aclError RunRecord(void *state, std::string *) {
 void ReleaseRecord(void *state) { delete static_cast<RecordTask *>(state); }
 
 }  // namespace
+
+void AbandonEventsInChild() { g_events = new EventRegistry; }
 }  // namespace rt
 }  // namespace acl_fa_sim
 
@@ -112,8 +117,9 @@ aclError aclrtDestroyEvent(aclrtEvent event) {
     if (aclfaSimShouldFail("aclrtDestroyEvent")) return ACL_ERROR_RT_INTERNAL_ERROR;
     if (event == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtDestroyEvent: event is NULL");
     {
-        std::lock_guard<std::mutex> lock(g_eventsMutex);
-        if (Events().erase(event) == 0) {
+        EventRegistry &registry = *g_events;
+        std::lock_guard<std::mutex> lock(registry.mutex);
+        if (registry.events.erase(event) == 0) {
             return Fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtDestroyEvent: event %p is not a live event", event);
         }
     }

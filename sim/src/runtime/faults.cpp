@@ -78,6 +78,10 @@ struct FaultsFromEnv {
 } g_faultsFromEnv;
 
 }  // namespace
+
+void LockFaults() { g_faultMutex.lock(); }
+void UnlockFaults() { g_faultMutex.unlock(); }
+
 }  // namespace rt
 }  // namespace acl_fa_sim
 

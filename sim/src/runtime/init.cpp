@@ -16,8 +16,14 @@ namespace acl_fa_sim {
 namespace rt {
 namespace {
 
-std::mutex g_initMutex;
-int64_t g_initCount = 0;  // guarded by g_initMutex
+struct InitState {
+    std::mutex mutex;
+    int64_t count = 0;  // aclInit references; guarded by mutex
+};
+
+// Replaced (the old one abandoned) in a forked child: its mutex may be held by a thread that
+// does not exist there.
+InitState *g_init = new InitState;
 
 // The simulator reports its own version, never a CANN release: it mirrors the ACL 1.17
 // headers, and says "sim" so nobody mistakes it for an installed CANN.
@@ -25,15 +31,14 @@ constexpr const char *kSimVersion = "1.17.0.sim";
 
 }  // namespace
 
-bool IsInitialized() {
-    std::lock_guard<std::mutex> lock(g_initMutex);
-    return g_initCount > 0;
-}
+bool IsInitialized() { return InitCount() > 0; }
 
 int64_t InitCount() {
-    std::lock_guard<std::mutex> lock(g_initMutex);
-    return g_initCount;
+    std::lock_guard<std::mutex> lock(g_init->mutex);
+    return g_init->count;
 }
+
+void AbandonInitInChild() { g_init = new InitState; }
 
 }  // namespace rt
 }  // namespace acl_fa_sim
@@ -44,11 +49,12 @@ extern "C" {
 
 aclError aclInit(const char *configPath) {
     if (aclfaSimShouldFail("aclInit")) return ACL_ERROR_FAILURE;
-    std::lock_guard<std::mutex> lock(g_initMutex);
-    if (g_initCount > 0) {
-        ++g_initCount;
+    InitState &init = *g_init;
+    std::lock_guard<std::mutex> lock(init.mutex);
+    if (init.count > 0) {
+        ++init.count;
         return Fail(ACL_ERROR_REPEAT_INITIALIZE, "aclInit: already initialized (%lld references); the repeat is counted",
-                    static_cast<long long>(g_initCount));
+                    static_cast<long long>(init.count));
     }
     if (configPath != nullptr && *configPath != '\0') {
         FILE *file = fopen(configPath, "rb");
@@ -60,27 +66,29 @@ aclError aclInit(const char *configPath) {
     }
     aclError ret = LoadConfigFromEnv();
     if (ret != ACL_SUCCESS) return ret;
-    g_initCount = 1;
+    init.count = 1;
     return ACL_SUCCESS;
 }
 
 aclError aclFinalize() {
     if (aclfaSimShouldFail("aclFinalize")) return ACL_ERROR_FAILURE;
-    std::lock_guard<std::mutex> lock(g_initMutex);
-    if (g_initCount == 0) return Fail(ACL_ERROR_REPEAT_FINALIZE, "aclFinalize: not initialized (call aclInit first)");
+    InitState &init = *g_init;
+    std::lock_guard<std::mutex> lock(init.mutex);
+    if (init.count == 0) return Fail(ACL_ERROR_REPEAT_FINALIZE, "aclFinalize: not initialized (call aclInit first)");
     ReleaseAllDevices();
-    g_initCount = 0;
+    init.count = 0;
     return ACL_SUCCESS;
 }
 
 aclError aclFinalizeReference(uint64_t *refCount) {
     if (aclfaSimShouldFail("aclFinalizeReference")) return ACL_ERROR_FAILURE;
-    std::lock_guard<std::mutex> lock(g_initMutex);
-    if (g_initCount == 0) {
+    InitState &init = *g_init;
+    std::lock_guard<std::mutex> lock(init.mutex);
+    if (init.count == 0) {
         return Fail(ACL_ERROR_REPEAT_FINALIZE, "aclFinalizeReference: not initialized (call aclInit first)");
     }
-    if (--g_initCount == 0) ReleaseAllDevices();
-    if (refCount != nullptr) *refCount = static_cast<uint64_t>(g_initCount);
+    if (--init.count == 0) ReleaseAllDevices();
+    if (refCount != nullptr) *refCount = static_cast<uint64_t>(init.count);
     return ACL_SUCCESS;
 }
 

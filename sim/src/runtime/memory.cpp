@@ -38,11 +38,12 @@ struct MemoryState {
     uint64_t inUse[kMaxDevices] = {};   // padded bytes per device
 };
 
-// Never destroyed: frees may come during process exit.
-MemoryState &Mem() {
-    static MemoryState *state = new MemoryState;
-    return *state;
-}
+// Never destroyed: frees may come during process exit. Replaced in a forked child, where the
+// parent's blocks are not the child's to free (their bytes stay mapped: a host view of one
+// may still be read there).
+MemoryState *g_memory = new MemoryState;
+
+MemoryState &Mem() { return *g_memory; }
 
 size_t RoundUp(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
@@ -189,6 +190,9 @@ bool IsDdrAttr(aclrtMemAttr attr) {
 }
 
 }  // namespace
+
+void AbandonMemoryInChild() { g_memory = new MemoryState; }
+
 }  // namespace rt
 }  // namespace acl_fa_sim
 

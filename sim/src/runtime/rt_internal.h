@@ -75,5 +75,22 @@ int64_t DevicesSetCount();
 // Drains and releases every device (aclFinalize).
 void ReleaseAllDevices();
 
+// ---- fork (fork.cpp) ----------------------------------------------------------------------
+// A forked child has only the thread that called fork(): the stream workers are gone, and as
+// on CANN (a context does not cross fork) every handle inherited from the parent is invalid
+// there. The child handler abandons the inherited state -- never destroyed, its threads do not
+// exist -- so the child starts as a process that never called aclInit; a new aclInit,
+// aclrtSetDevice and so on then work. State kept across fork (configuration, fault spec) is
+// locked around the fork so that the child inherits it consistent.
+void AbandonDevicesInChild();  // device.cpp: contexts, streams, the thread's current context
+void AbandonMemoryInChild();   // memory.cpp: device and host blocks
+void AbandonEventsInChild();   // event.cpp
+void AbandonInitInChild();     // init.cpp: the aclInit reference count
+void ZeroLiveInChild();        // accounting.cpp: the child owns no objects yet
+void LockConfig();             // chips.cpp, held across fork
+void UnlockConfig();
+void LockFaults();             // faults.cpp, held across fork
+void UnlockFaults();
+
 }  // namespace rt
 }  // namespace acl_fa_sim

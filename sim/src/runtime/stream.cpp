@@ -1,7 +1,7 @@
-// stream.cpp -- Stream (see stream.h), aclrtCreateStream / DestroyStream / SynchronizeStream
-// and aclfaSimStreamEnqueue.
+// stream.cpp -- Stream (see stream.h) and aclfaSimStreamEnqueue.
 #include "stream.h"
 
+#include <chrono>
 #include <cstring>
 
 namespace acl_fa_sim {
@@ -20,10 +20,16 @@ void Stream::Enqueue(Task task) {
     workAvailable_.notify_one();
 }
 
-aclError Stream::Synchronize(const char *api) {
+aclError Stream::Synchronize(const char *api, int32_t timeoutMs) {
     std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t target = enqueued_;
-    taskDone_.wait(lock, [&] { return completed_ >= target; });
+    const auto reached = [&] { return completed_ >= target; };
+    if (timeoutMs < 0) {
+        taskDone_.wait(lock, reached);
+    } else if (!taskDone_.wait_for(lock, std::chrono::milliseconds(timeoutMs), reached)) {
+        return Fail(ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "%s: %llu task(s) of the stream still unfinished after %d ms", api,
+                    static_cast<unsigned long long>(target - completed_), timeoutMs);
+    }
     if (error_ == ACL_SUCCESS) return ACL_SUCCESS;
     aclError code = error_;
     std::string message = std::move(errorMessage_);

@@ -27,7 +27,10 @@ public:
 
     // Waits until every task enqueued before the call has run. When a task failed since the
     // last synchronize, returns its code with its message (naming `api`) and clears it.
-    aclError Synchronize(const char *api);
+    // timeoutMs: -1 waits for ever; >= 0 returns ACL_ERROR_RT_STREAM_SYNC_TIMEOUT when the
+    // tasks have not all run by then (0: only checks), leaving them queued and any task
+    // failure for a later synchronize.
+    aclError Synchronize(const char *api, int32_t timeoutMs = -1);
 
     // Runs what is queued, then ends the worker thread. Idempotent.
     void Stop();
