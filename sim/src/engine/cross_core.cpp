@@ -48,6 +48,8 @@ double SyncTimeoutSeconds() {
 
 }  // namespace
 
+std::mutex &AtomicMutex() { return gAtomicMutex; }
+
 void AddToGm(void *dst, const void *src, uint64_t bytes, int tag) {
     std::lock_guard<std::mutex> lock(gAtomicMutex);
     switch (tag) {

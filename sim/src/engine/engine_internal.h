@@ -24,10 +24,11 @@ void CheckEventsDrained(const CoreContext &core);
 // the separated-architecture chips (Ascend910B / Ascend910_93), 2 MiB otherwise.
 uint64_t LibApiWorkspaceBytes(const aclfaSimChip &chip);
 
-// Locks of state a forked child keeps (fork.cpp holds them around fork()): the GM trace
-// (checks.cpp) and the last launch's counters (launch.cpp). Both are leaf locks.
+// Locks a forked child keeps (fork.cpp holds them around fork()): the GM trace (checks.cpp),
+// the last launch's counters (launch.cpp) and GM atomic adds (cross_core.cpp). All are leaf locks.
 std::mutex &TraceMutex();
 std::mutex &StatsMutex();
+std::mutex &AtomicMutex();
 
 }  // namespace kernel
 }  // namespace acl_fa_sim

@@ -1,7 +1,8 @@
 // fork.cpp -- the engine's pthread_atfork handlers. A forked child has only the forking
 // thread: the worker pool's threads are the parent's, so the child gets a new pool; the GM
-// trace and the last launch's counters are kept, their (leaf) locks held across fork so the
-// child inherits them consistent. Nothing here waits for a running kernel.
+// trace, the last launch's counters and the GM atomic-add lock are kept, their (leaf) locks
+// held across fork so the child inherits them consistent and unlocked. Prepare waits at most
+// for one atomic add or trace record, never for a whole kernel.
 #include <pthread.h>
 
 #include "engine_internal.h"
@@ -12,23 +13,24 @@ namespace kernel {
 namespace {
 
 void PrepareFork() {
+    AtomicMutex().lock();
     TraceMutex().lock();
     StatsMutex().lock();
 }
 
-void AfterForkInParent() {
+void UnlockKept() {
     StatsMutex().unlock();
     TraceMutex().unlock();
+    AtomicMutex().unlock();
 }
 
 void AfterForkInChild() {
-    StatsMutex().unlock();
-    TraceMutex().unlock();
+    UnlockKept();
     WorkerPool::AbandonInChild();
 }
 
 struct ForkHandlers {
-    ForkHandlers() { pthread_atfork(PrepareFork, AfterForkInParent, AfterForkInChild); }
+    ForkHandlers() { pthread_atfork(PrepareFork, UnlockKept, AfterForkInChild); }
 } g_forkHandlers;
 
 }  // namespace
