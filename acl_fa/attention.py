@@ -82,9 +82,18 @@ class Problem:
         return 4 * self.batch * self.num_heads * self.head_dim * self.visible_pairs()
 
 
+# The C types the options cross into (aclnnFlashAttentionGetWorkspaceSize's int64_t attributes;
+# the tiling's uint32_t blocks and sizes), so no value reaches cffi that it cannot convert.
+MAX_BLOCK = 2**32 - 1
+MAX_HEADS = 2**32 - 1
+
+
 def _as_array(name: str, x) -> np.ndarray:
     if isinstance(x, (str, bytes)) or x is None:
         raise InvalidTypeError(f"{name} must be a numpy array, got {type(x).__name__}")
+    if isinstance(x, np.ma.MaskedArray):
+        raise InvalidTypeError(f"{name} is a numpy.ma.MaskedArray: its mask would be ignored; pass a plain "
+                               "array (np.ma.getdata, or np.ma.filled with the value masked entries should take)")
     try:
         return np.asarray(x)
     except Exception as exc:  # noqa: BLE001 - any conversion failure is the caller's type error
@@ -102,14 +111,22 @@ class _ArrayMeta(NamedTuple):
         return len(self.shape)
 
 
-def _check_int(name: str, value, *, minimum: int, allow_none: bool = True) -> int:
+def _check_int(name: str, value, *, minimum: int, maximum: int, allow_none: bool = True) -> int:
     if value is None and allow_none:
         return 0
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise InvalidTypeError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
         raise InvalidArgumentError(f"{name} must be >= {minimum}, got {value}")
+    if value > maximum:
+        raise InvalidArgumentError(f"{name} must be <= {maximum}, got {value}")
     return int(value)
+
+
+def _typed(options: tuple) -> tuple:
+    """The cache key of the options: each value with its type, since 1 == 1.0 == True hash alike
+    and validation must see the value the caller passed (causal=1 is refused, causal=True not)."""
+    return tuple((type(value), value) for value in options)
 
 
 def make_problem(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
@@ -122,7 +139,7 @@ def make_problem(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=
     """
     arrays = tuple(_as_array(name, x) for name, x in (("q", q), ("k", k), ("v", v)))
     metas = tuple(_ArrayMeta(a.shape, a.dtype) for a in arrays)
-    options = (causal, scale, layout, num_heads, num_kv_heads, block_m, block_n)
+    options = _typed((causal, scale, layout, num_heads, num_kv_heads, block_m, block_n))
     try:
         problem = _validated_problem(metas, options)
     except TypeError as exc:
@@ -142,13 +159,13 @@ def problem_from_sizes(*, seq, seq_kv=None, batch=1, heads=32, kv_heads=None, he
     q_shape = shape_of(layout, batch, heads, seq, head_dim)
     kv_shape = shape_of(layout, batch, kv_heads, seq_kv, head_dim)
     metas = (_ArrayMeta(q_shape, np_dtype), _ArrayMeta(kv_shape, np_dtype), _ArrayMeta(kv_shape, np_dtype))
-    return _validated_problem(metas, (causal, scale, layout, heads, kv_heads, block_m or None, block_n or None))
+    return _validated_problem(metas, _typed((causal, scale, layout, heads, kv_heads, block_m or None, block_n or None)))
 
 
 @functools.lru_cache(maxsize=64)
 def _validated_problem(metas: tuple, options: tuple) -> "Problem":
     q, k, v = metas
-    causal, scale, layout, num_heads, num_kv_heads, block_m, block_n = options
+    causal, scale, layout, num_heads, num_kv_heads, block_m, block_n = (value for _, value in options)
     if not isinstance(layout, str) or layout.upper() not in LAYOUTS:
         raise InvalidArgumentError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     layout = layout.upper()
@@ -169,8 +186,8 @@ def _validated_problem(metas: tuple, options: tuple) -> "Problem":
             raise InvalidArgumentError(f"{name} has an empty dimension {x.shape}; every size must be >= 1")
     if k.shape != v.shape:
         raise InvalidArgumentError(f"k {k.shape} and v {v.shape} must have the same shape")
-    n_attr = _check_int("num_heads", num_heads, minimum=1)
-    nkv_attr = _check_int("num_kv_heads", num_kv_heads, minimum=1)
+    n_attr = _check_int("num_heads", num_heads, minimum=1, maximum=MAX_HEADS)
+    nkv_attr = _check_int("num_kv_heads", num_kv_heads, minimum=1, maximum=MAX_HEADS)
     if layout == "BSH" and not n_attr:
         raise InvalidArgumentError("layout BSH needs num_heads (the hidden size cannot tell it)")
     b, n, sq, d = split_dims(q.shape, layout, n_attr or None)
@@ -205,7 +222,7 @@ def _validated_problem(metas: tuple, options: tuple) -> "Problem":
         raise InvalidArgumentError(f"scale must be finite and > 0, got {scale}")
     blocks = []
     for name, value in (("block_m", block_m), ("block_n", block_n)):
-        value = _check_int(name, value, minimum=BLOCK_MULTIPLE)
+        value = _check_int(name, value, minimum=BLOCK_MULTIPLE, maximum=MAX_BLOCK)
         if value % BLOCK_MULTIPLE:
             raise InvalidArgumentError(f"{name}={value} must be a multiple of {BLOCK_MULTIPLE}")
         blocks.append(value)
@@ -271,6 +288,8 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
     """
     problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                     num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+    if not isinstance(return_lse, (bool, np.bool_)):
+        raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
     if session is None:
         session = default_session(backend, device)
     if return_lse:

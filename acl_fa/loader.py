@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import logging
+import numbers
 import os
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from .errors import (
     ACLNN_ERR_INNER_NULLPTR,
     AclLibraryError,
     InvalidArgumentError,
+    InvalidTypeError,
     LoadAttempt,
     error_for_code,
 )
@@ -329,6 +331,18 @@ def device_count(backend: Backend) -> int:
     count = ffi.new("uint32_t *")
     backend.call("aclrtGetDeviceCount", count)
     return int(count[0])
+
+
+def check_device_id(backend: Backend, device) -> int:
+    """`device` as an int when it names a device of this host (aclrtSetDevice takes int32_t);
+    InvalidTypeError / InvalidArgumentError naming it otherwise."""
+    if isinstance(device, bool) or not isinstance(device, numbers.Integral):
+        raise InvalidTypeError(f"device must be an integer, got {device!r}")
+    count = device_count(backend)
+    if not 0 <= device < count:
+        plural = "device" if count == 1 else "devices"
+        raise InvalidArgumentError(f"device={device} is out of range: this host has {count} {plural}")
+    return int(device)
 
 
 def _probe_npu(env: Mapping[str, str]) -> tuple:

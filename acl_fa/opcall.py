@@ -47,7 +47,7 @@ import numpy as np
 
 from ._ffi import ffi
 from .errors import AclMemoryError, InsufficientMemoryError, InvalidArgumentError, InvalidTypeError
-from .loader import device_count, get_backend
+from .loader import check_device_id, get_backend
 from .runtime import DeviceBuffer, DeviceSession, Stream, _Child
 from .tensor import Tensor
 from .units import format_bytes
@@ -329,12 +329,7 @@ def runner_for(session: DeviceSession, op: Op) -> OpRunner:
 
 def default_session(backend: Optional[str] = None, device: Optional[int] = None) -> DeviceSession:
     """The process-wide session for (backend, device), opened on first use."""
-    if device is not None and (isinstance(device, bool) or not isinstance(device, numbers.Integral)):
-        raise InvalidTypeError(f"device must be an integer, got {device!r}")
-    key = (backend, 0 if device is None else int(device))
-    count = device_count(get_backend(backend))
-    if not 0 <= key[1] < count:
-        raise InvalidArgumentError(f"device={key[1]} is out of range: this host has {count} device(s)")
+    key = (backend, check_device_id(get_backend(backend), 0 if device is None else device))
     with _runners_lock:
         session = _sessions.get(key)
         if session is None or session.closed:

@@ -37,6 +37,7 @@ _ARCH_910B = 2201
 _LIB_API_WORKSPACE_910B = 16 * 1024 * 1024
 _LIB_API_WORKSPACE_OTHER = 2 * 1024 * 1024
 _ERR_LEN = 1024
+_UINT32_MAX = 2**32 - 1
 _STRUCTS = ("aclfaPlanProblem", "aclfaPlanLimits", "aclfaPlanBudgetLine", "aclfaPlan")
 
 
@@ -254,6 +255,8 @@ def plan(
     for key, value in ints.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise PlanError(f"{key} must be a non-negative integer, got {value!r}")
+        if value > _UINT32_MAX:  # the tiling's fields: sizes and blocks are uint32 in the kernel
+            raise PlanError(f"{key} must be < 2^32, got {value}")
 
     problem = ffi.new("aclfaPlanProblem *")
     problem.batch, problem.numHeads, problem.numKvHeads = batch, heads, kv_heads

@@ -33,7 +33,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
 )
-from .loader import Backend, get_backend
+from .loader import Backend, check_device_id, get_backend
 
 # aclrtMemcpyKind
 ACL_MEMCPY_HOST_TO_HOST = 0
@@ -195,6 +195,7 @@ class DeviceSession:
         self._finalizer = weakref.finalize(self, _teardown_session, self._state)
         self._finalizer.atexit = False
         try:
+            check_device_id(self.backend, self.device)  # after aclInit, before aclrtSetDevice
             self._state.bind()
         except BaseException:
             self.close()

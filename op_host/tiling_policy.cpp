@@ -271,12 +271,16 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     out.budget = ComputeNeeds(blockM, blockN, p, c).lines;
 
     // Work items (b, n, query-block position), numbered as the tiling header says.
-    out.totalItems = p.batch * p.numHeads * out.numQBlocks;
-    if (out.totalItems > UINT32_MAX) {
-        *error = Format("batch * num_heads * ceil(seq_q / block_m) = %llu work items exceeds 2^32",
-                        static_cast<unsigned long long>(out.totalItems));
+    // batch and num_heads are < 2^32 (ValidateProblem), so their product fits 64 bits; the
+    // third factor is checked by division so that the count cannot wrap.
+    const uint64_t heads = p.batch * p.numHeads;
+    if (heads > UINT32_MAX / out.numQBlocks) {
+        *error = Format("batch * num_heads * ceil(seq_q / block_m) = %llu * %llu * %u work items exceeds 2^32",
+                        static_cast<unsigned long long>(p.batch), static_cast<unsigned long long>(p.numHeads),
+                        out.numQBlocks);
         return false;
     }
+    out.totalItems = heads * out.numQBlocks;
     std::vector<uint64_t> perPosition(out.numQBlocks);
     for (uint64_t pos = 0; pos < out.numQBlocks; ++pos) {
         perPosition[pos] = KvBlocksForQueryBlock(p, blockM, blockN, QueryBlockAt(pos, out.numQBlocks, out.qZigzag));

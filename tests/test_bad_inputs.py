@@ -75,6 +75,29 @@ CASES = [
     ("unknown-backend", Q, KV, KV, {"backend": "cuda"}, InvalidArgumentError, ["backend", "npu", "sim"]),
     ("device-out-of-range", Q, KV, KV, {"device": 7}, InvalidArgumentError, ["device=7", "out of range"]),
     ("device-str", Q, KV, KV, {"device": "0"}, InvalidTypeError, ["device", "integer"]),
+    ("device-beyond-int32", Q, KV, KV, {"device": 2**40}, InvalidArgumentError, ["device=1099511627776", "out of range"]),
+    ("causal-int", Q, KV, KV, {"causal": 1}, InvalidTypeError, ["causal", "bool"]),
+    ("scale-bool", Q, KV, KV, {"scale": True}, InvalidTypeError, ["scale", "real number"]),
+    ("block-m-float", Q, KV, KV, {"block_m": 32.0}, InvalidTypeError, ["block_m", "integer"]),
+    ("block-m-beyond-uint32", Q, KV, KV, {"block_m": 2**40}, InvalidArgumentError, ["block_m", "<= 4294967295"]),
+    ("block-n-beyond-int64", Q, KV, KV, {"block_n": 2**70}, InvalidArgumentError, ["block_n", "<= 4294967295"]),
+    ("num-heads-beyond-int64", Q, KV, KV, {"num_heads": 2**70}, InvalidArgumentError, ["num_heads", "<="]),
+    ("return-lse-str", Q, KV, KV, {"return_lse": "yes"}, InvalidTypeError, ["return_lse", "bool"]),
+    ("return-lse-int", Q, KV, KV, {"return_lse": 1}, InvalidTypeError, ["return_lse", "bool"]),
+    ("masked-q", np.ma.masked_array(Q, mask=Q > 0), KV, KV, {}, InvalidTypeError, ["q", "MaskedArray", "mask"]),
+    ("masked-v-no-mask", Q, KV, np.ma.masked_array(KV), {}, InvalidTypeError, ["v", "MaskedArray"]),
+]
+
+# Values equal to valid ones (1 == 1.0 == True) but of a refused type, and the valid value each
+# one equals: refused in a fresh process and after the valid call alike.
+EQUAL_BUT_REFUSED = [
+    ({"causal": 1}, {"causal": True}, "causal"),
+    ({"scale": True}, {"scale": 1.0}, "scale"),
+    ({"scale": 1}, None, None),  # an int scale is a real number: accepted
+    ({"num_heads": 2.0}, {"num_heads": 2}, "num_heads"),
+    ({"num_kv_heads": 2.0}, {"num_kv_heads": 2}, "num_kv_heads"),
+    ({"block_m": 32.0}, {"block_m": 32}, "block_m"),
+    ({"block_n": np.float64(32)}, {"block_n": 32}, "block_n"),
 ]
 
 
@@ -92,6 +115,29 @@ def test_bad_input_refused_before_device_work(backend, case):
         assert after["deviceAllocations"] <= before["deviceAllocations"] or before["initCount"] == 0
 
 
+@pytest.mark.parametrize("refused, valid, name", EQUAL_BUT_REFUSED, ids=[str(c[0]) for c in EQUAL_BUT_REFUSED])
+def test_equal_valued_option_of_a_refused_type_is_refused_after_the_valid_call(session, refused, valid, name):
+    q, k, v = (np.ones(x.shape, F16) for x in (Q, KV, KV))
+    if valid is None:  # the accepted spelling gives the same result as the float one
+        np.testing.assert_array_equal(session.flash_attention(q, k, v, **refused),
+                                      session.flash_attention(q, k, v, scale=1.0))
+        return
+    for attempt in range(2):  # fresh, then after an equal-valued valid call filled the caches
+        with pytest.raises(InvalidTypeError, match=name):
+            session.flash_attention(q, k, v, **refused)
+        session.flash_attention(q, k, v, **valid)
+
+
+def test_session_device_beyond_the_host(backend):
+    before = acl_fa.runtime.live_counts(backend) if backend.name == "sim" else None
+    for device, words in ((3, "device=3 is out of range: this host has 1 device"),
+                          (2**40, "device=1099511627776 is out of range")):
+        with pytest.raises(InvalidArgumentError, match=words):
+            acl_fa.Session(device=device, backend=backend.name)
+    if before is not None:
+        assert acl_fa.runtime.live_counts(backend) == before
+
+
 def test_table_is_large_enough():
     assert len(CASES) >= 40
 
@@ -102,11 +148,18 @@ def test_table_is_large_enough():
     (["run", "--seq", "64", "--block-m", "24"], ["block_m=24"]),
     (["run", "--seq", "0"], ["--seq"]),
     (["run", "--layout", "TND"], ["--layout"]),
+    (["run", "--seq", "64", "--device", "99999999999"], ["device=99999999999 is out of range"]),
+    (["run", "--seq", "64", "--block-m", "99999999999"], ["block_m", "4294967295"]),
+    (["plan", "--block-m", "99999999999"], ["block_m must be < 2^32"]),
+    (["plan", "--batch", str(2**31), "--heads", str(2**31), "--seq", "256", "--block-m", "64"],
+     ["2147483648 * 2147483648 * 4 work items exceeds 2^32"]),
+    (["plan", "--batch", str(2**64)], ["batch must be < 2^32"]),
 ])
 def test_cli_refuses_bad_input(argv, words):
     result = CliRunner().invoke(main, argv)
-    assert result.exit_code != 0
-    text = result.output + (str(result.exception) if result.exception else "")
+    assert result.exit_code in (1, 2) and isinstance(result.exception, SystemExit), repr(result.exception)
+    text = result.output
+    assert "Traceback" not in text
     for word in words:
         assert word in text, text
 
@@ -116,7 +169,7 @@ def test_cli_refuses_bad_input(argv, words):
 # (phase, api); a point "api:N" is the Nth call of api counted from the Session's creation.
 # test_fault_points_are_every_call_of_the_path checks this list against a record of the calls.
 PATH_CALLS = (
-    [("open", "aclInit"), ("open", "aclrtSetDevice")]
+    [("open", "aclInit"), ("open", "aclrtGetDeviceCount"), ("open", "aclrtSetDevice")]
     + [("first", "aclrtGetMemInfo")]                                                       # room for it
     + [("first", api) for _ in range(5) for api in ("aclrtMalloc", "aclCreateTensor")]  # q k v out lse
     + [("first", api) for api in ("aclnnFlashAttentionGetWorkspaceSize", "aclSetAclOpExecutorRepeatable",
@@ -146,7 +199,7 @@ FAULT_POINTS = _points(PATH_CALLS)
 # failure class); aclCreateTensor returns NULL, which the checked call reports as 561103.
 INJECTED_CODES = {
     "aclInit": 500001, "aclrtSetDevice": 507033, "aclrtMalloc": 207001, "aclCreateTensor": 561103,
-    "aclrtGetMemInfo": 507000,
+    "aclrtGetMemInfo": 507000, "aclrtGetDeviceCount": 207004,
     "aclnnFlashAttentionGetWorkspaceSize": 561000, "aclSetAclOpExecutorRepeatable": 561000,
     "aclrtCreateStream": 207008, "aclrtMemcpy": 507899, "aclnnFlashAttention": 361001,
     "aclrtSynchronizeStream": 507015, "aclDestroyAclOpExecutor": 561000, "aclDestroyTensor": 561000,
@@ -265,7 +318,7 @@ def test_fault_points_are_every_call_of_the_path(fault_run):
     assert fault_run["beyond"] == "clean", fault_run["beyond"]
     assert fault_run["beyond_left"] == {}
     assert fault_run["declared"] >= 40, "the cdefs were not read"
-    assert len(FAULT_POINTS) == 47
+    assert len(FAULT_POINTS) == 48
 
 
 @pytest.mark.parametrize("phase,spec", FAULT_POINTS, ids=[f"{p}-{s}" for p, s in FAULT_POINTS])
