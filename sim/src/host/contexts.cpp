@@ -55,6 +55,13 @@ ge::graphStatus TilingContext::SetBlockDim(const uint32_t block_dim) {
 
 uint32_t TilingContext::GetBlockDim() const { return node_->blockDim; }
 
+ge::graphStatus TilingContext::SetScheduleMode(const uint32_t schedule_mode) {
+    node_->scheduleMode = schedule_mode;
+    return ge::GRAPH_SUCCESS;
+}
+
+uint32_t TilingContext::GetScheduleMode() const { return node_->scheduleMode; }
+
 TilingData *TilingContext::GetRawTilingData() {
     return node_->tilingBuffer != nullptr ? reinterpret_cast<TilingData *>(node_->tilingBuffer.get()) : nullptr;
 }

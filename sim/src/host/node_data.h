@@ -53,6 +53,7 @@ struct NodeData {
     std::unique_ptr<uint8_t[]> tilingBuffer;  // gert::TilingData header + capacity bytes
     uint64_t tilingKey = 0;
     uint32_t blockDim = 0;
+    uint32_t scheduleMode = 0;  // SetScheduleMode: 1 = batch mode (all blocks resident; SyncAll)
     std::vector<size_t> workspaceSizes;
 
     template <typename Context>

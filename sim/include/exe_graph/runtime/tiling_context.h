@@ -25,6 +25,10 @@ class TilingContext : public ExtendedKernelContext {
     uint64_t GetTilingKey() const;
     ge::graphStatus SetBlockDim(const uint32_t block_dim);
     uint32_t GetBlockDim() const;
+    // 0: normal scheduling; 1: batch mode, every block of the launch resident at once (what a
+    // kernel that calls SyncAll needs).
+    ge::graphStatus SetScheduleMode(const uint32_t schedule_mode);
+    uint32_t GetScheduleMode() const;
 
     // The tiling buffer viewed as T; sets the data size to sizeof(T). nullptr when T does
     // not fit the capacity the op registered (2048 B by default).

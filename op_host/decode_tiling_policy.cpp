@@ -1,0 +1,164 @@
+// decode_tiling_policy.cpp -- see decode_tiling_policy.h.
+#include "decode_tiling_policy.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+
+namespace fa_policy {
+namespace {
+
+constexpr uint64_t kAlign = 16;  // cube fractal edge; head_dim and chunks are multiples of it
+constexpr uint64_t kUbAlign = 32;
+constexpr uint64_t kFp32 = 4;
+constexpr uint64_t kMaxDim = 256;
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+std::string Format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+// Per-AIV UB of the kernel, in its InitBuffer order; then L1 and L0C needs of the cube.
+struct Needs {
+    std::vector<BudgetLine> lines;
+    uint64_t ub = 0, l1 = 0, l0c = 0;
+};
+
+Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, const ChipLimits &c) {
+    const uint64_t stat = AlignUp(m * kFp32, kUbAlign);
+    Needs needs;
+    needs.lines = {
+        {"scoreQue S [m,n] fp32", m * n * kFp32, c.ubBytes},
+        {"probQue P [m,n] T", m * n * t, c.ubBytes},
+        {"pvQue PV [m,d] fp32", m * d * kFp32, c.ubBytes},
+        {"outQue O [m,d] T", m * d * t, c.ubBytes},
+        {"accBuf acc [m,d] fp32", m * d * kFp32, c.ubBytes},
+        {"statBuf 6 x [m] fp32", 6 * stat, c.ubBytes},
+        {"lseQue lse [m] fp32", stat, c.ubBytes},
+        {"foldBuf [m,64] fp32", m * 64 * kFp32, c.ubBytes},
+        {"brcbBuf [align8(m),8] fp32", AlignUp(m, 8) * 8 * kFp32, c.ubBytes},
+    };
+    for (const auto &line : needs.lines) needs.ub += line.bytes;
+    // An AIC holds, for each of its 2 AIVs, both matmuls' operands (Q [m,d] + K [n,d];
+    // P [m,n] + V [n,d]) and one [m16,n] or [m16,d] fp32 result in L0C.
+    needs.l1 = 2 * ((m * d + n * d) * t + (m * n + n * d) * t);
+    needs.l0c = AlignUp(m, kAlign) * std::max(n, d) * kFp32;
+    needs.lines.push_back({"UB total per AIV", needs.ub, c.ubBytes});
+    needs.lines.push_back({"L1 QK+PV operands x2 AIV", needs.l1, c.l1Bytes});
+    needs.lines.push_back({"L0C one result [m,max(n,d)] fp32", needs.l0c, c.l0cBytes});
+    return needs;
+}
+
+bool Fits(const Needs &n, const ChipLimits &c) { return n.ub <= c.ubBytes && n.l1 <= c.l1Bytes && n.l0c <= c.l0cBytes; }
+
+std::string Validate(const DecodeProblem &p, const ChipLimits &c) {
+    const struct {
+        const char *name;
+        uint64_t value;
+    } sizes[] = {{"batch", p.batch},         {"num_heads", p.numHeads},  {"num_kv_heads", p.numKvHeads},
+                 {"seq_q", p.seqQ},          {"head_dim", p.headDim},    {"num_blocks", p.numBlocks},
+                 {"block_size", p.blockSize}, {"max_blocks_per_seq", p.maxBlocksPerSeq}};
+    for (const auto &s : sizes) {
+        if (s.value < 1 || s.value > INT32_MAX) {
+            return Format("%s must be in [1, 2^31), got %llu", s.name, static_cast<unsigned long long>(s.value));
+        }
+    }
+    if (p.headDim % kAlign != 0 || p.headDim > kMaxDim) {
+        return Format("head_dim must be a multiple of 16 and at most 256, got %llu",
+                      static_cast<unsigned long long>(p.headDim));
+    }
+    if (p.numHeads % p.numKvHeads != 0) {
+        return Format("num_heads (%llu) must be a multiple of num_kv_heads (%llu)",
+                      static_cast<unsigned long long>(p.numHeads), static_cast<unsigned long long>(p.numKvHeads));
+    }
+    const uint64_t rows = p.numHeads / p.numKvHeads * p.seqQ;
+    if (rows > kDecodeMaxRows) {
+        return Format("num_heads / num_kv_heads * seq_q = %llu query rows per kv head exceeds %u (seq_q %llu, "
+                      "group %llu)",
+                      static_cast<unsigned long long>(rows), kDecodeMaxRows, static_cast<unsigned long long>(p.seqQ),
+                      static_cast<unsigned long long>(p.numHeads / p.numKvHeads));
+    }
+    if (p.dtypeBytes != 2) return Format("dtype must be float16 or bfloat16, got %u bytes", p.dtypeBytes);
+    if (p.numSplits != 0 && p.numSplits != 1) {
+        return Format("num_splits must be 0 (auto: split the keys over all cores) or 1 (one core per sequence "
+                      "and kv head), got %lld",
+                      static_cast<long long>(p.numSplits));
+    }
+    if (c.ubBytes == 0 || c.l1Bytes == 0 || c.l0cBytes == 0 || c.aicNum == 0) {
+        return Format("chip limits of %s are incomplete", c.socName.c_str());
+    }
+    if (c.aivNum != 2 * c.aicNum) {
+        return Format("the decode kernel runs AIC:AIV 1:2 (Atlas A2/A3); %s has %u AIC and %u AIV cores",
+                      c.socName.c_str(), c.aicNum, c.aivNum);
+    }
+    return {};
+}
+
+}  // namespace
+
+bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *plan, std::string *error) {
+    *error = Validate(p, c);
+    if (!error->empty()) return false;
+    const uint64_t m = p.numHeads / p.numKvHeads * p.seqQ, d = p.headDim, t = p.dtypeBytes;
+
+    // Chunk: the largest multiple of 16 that fits, at most the cache block (rounded up to 16);
+    // among those, prefer one that divides the block so no chunk is short inside a block.
+    const uint64_t cap = std::min<uint64_t>(kDecodeMaxBlockN, AlignUp(p.blockSize, kAlign));
+    uint64_t best = 0, bestDividing = 0;
+    for (uint64_t n = cap; n >= kAlign; n -= kAlign) {
+        if (!Fits(DecodeNeeds(m, n, d, t, c), c)) continue;
+        if (best == 0) best = n;
+        if (p.blockSize % n == 0 || n >= p.blockSize) {
+            bestDividing = n;
+            break;
+        }
+    }
+    // A dividing chunk under half the largest fitting one costs more steps than short chunks do.
+    const uint64_t n = bestDividing * 2 > best ? bestDividing : best;
+    if (n == 0) {
+        const Needs needs = DecodeNeeds(m, kAlign, d, t, c);
+        *error = Format("%llu query rows per kv head with head_dim %llu need %llu B of UB per AIV and %llu B of L1 "
+                        "even with 16-key chunks; %s has %llu B UB, %llu B L1",
+                        static_cast<unsigned long long>(m), static_cast<unsigned long long>(d),
+                        static_cast<unsigned long long>(needs.ub), static_cast<unsigned long long>(needs.l1),
+                        c.socName.c_str(), static_cast<unsigned long long>(c.ubBytes),
+                        static_cast<unsigned long long>(c.l1Bytes));
+        return false;
+    }
+
+    DecodePlan out;
+    out.rows = static_cast<uint32_t>(m);
+    out.blockN = static_cast<uint32_t>(n);
+    out.chunksPerBlock = static_cast<uint32_t>(CeilDiv(p.blockSize, n));
+    out.splitKv = p.numSplits == 1 ? 0 : 1;
+    out.usedCoreNum = c.aicNum;
+    out.numParts = 2 * c.aicNum;
+    out.budget = DecodeNeeds(m, n, d, t, c).lines;
+    out.lseStride = static_cast<uint32_t>(AlignUp(m, 8));
+    const uint64_t groups = p.batch * p.numKvHeads;
+    // Each part boundary inside a group adds one piece: sum of pieces <= groups + parts.
+    out.maxSlots = out.splitKv ? static_cast<uint32_t>(groups + out.numParts) : 0;
+
+    out.wsQOffset = 0;
+    out.wsScoreOffset = out.wsQOffset + AlignUp(m * d * t, kWorkspaceAlign);
+    out.wsProbOffset = out.wsScoreOffset + AlignUp(2 * m * n * kFp32, kWorkspaceAlign);
+    out.wsPvOffset = out.wsProbOffset + AlignUp(m * n * t, kWorkspaceAlign);
+    out.wsBytesPerAiv = out.wsPvOffset + AlignUp(m * d * kFp32, kWorkspaceAlign);
+    out.wsPartialOOffset = out.numParts * out.wsBytesPerAiv;
+    out.wsPartialLseOffset = out.wsPartialOOffset + AlignUp(uint64_t{out.maxSlots} * m * d * kFp32, kWorkspaceAlign);
+    out.userWorkspaceBytes =
+        out.wsPartialLseOffset + AlignUp(uint64_t{out.maxSlots} * out.lseStride * kFp32, kWorkspaceAlign);
+    out.tilingKey = (p.bf16 ? kDecodeKeyBf16 : 0) | (out.splitKv ? kDecodeKeySplit : 0);
+    *plan = std::move(out);
+    return true;
+}
+
+}  // namespace fa_policy

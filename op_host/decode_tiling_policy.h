@@ -1,0 +1,62 @@
+// decode_tiling_policy.h -- the FlashAttentionDecode tiling policy: a pure function
+//   (decode problem, chip limits) -> plan or a rejection naming the broken limit.
+//
+// No CANN include (op_host/flash_attention_decode.cpp adapts it to gert::TilingContext; tests
+// and the plan C API drive it directly). The buffers it budgets are exactly the kernel's
+// (op_kernel/flash_attention_decode_tiling.h): per AIV, m = rows = groupSize * Sq,
+// n = blockN, d = headDim, T = dtypeBytes.
+//
+// The tiling cannot see the sequences' lengths (they are a device tensor): it fixes the chunk
+// size, the number of parts (every AIV of every AIC core) and the workspace bounds; the kernel
+// cuts the actual keys into equal ranges per part at run time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tiling_policy.h"  // ChipLimits, BudgetLine
+
+namespace fa_policy {
+
+struct DecodeProblem {
+    uint64_t batch = 0;            // B
+    uint64_t numHeads = 0;         // N, query heads
+    uint64_t numKvHeads = 0;       // Nkv
+    uint64_t seqQ = 0;             // Sq, query tokens per sequence
+    uint64_t headDim = 0;          // D
+    uint64_t numBlocks = 0;        // cache blocks
+    uint64_t blockSize = 0;        // keys per cache block
+    uint64_t maxBlocksPerSeq = 0;  // block table row length
+    uint32_t dtypeBytes = 2;
+    bool bf16 = false;
+    int64_t numSplits = 0;         // 0: auto (cut groups between parts); 1: never cut a group
+};
+
+struct DecodePlan {
+    uint32_t rows = 0;            // m = groupSize * Sq: the matmul M of one group
+    uint32_t blockN = 0;          // keys per chunk
+    uint32_t chunksPerBlock = 0;  // ceil(blockSize / blockN)
+    uint32_t splitKv = 0;         // 1: SyncAll + combine (batch schedule mode)
+    uint32_t usedCoreNum = 0;     // block dim: all AIC cores
+    uint32_t numParts = 0;        // 2 * usedCoreNum AIVs, each an equal share of the keys
+    uint32_t maxSlots = 0;        // partial (O, LSE) slots: groups + parts when splitKv
+    uint32_t lseStride = 0;       // floats per partial LSE slot
+    std::vector<BudgetLine> budget;  // per-AIV UB lines in InitBuffer order, then totals
+    uint64_t wsQOffset = 0, wsScoreOffset = 0, wsProbOffset = 0, wsPvOffset = 0, wsBytesPerAiv = 0;
+    uint64_t wsPartialOOffset = 0, wsPartialLseOffset = 0;
+    uint64_t userWorkspaceBytes = 0;
+    uint64_t tilingKey = 0;
+};
+
+// Largest keys per chunk the policy picks and rows per group it accepts (vector repeat counts
+// are 8-bit: one repeat per row).
+constexpr uint32_t kDecodeMaxBlockN = 512;
+constexpr uint32_t kDecodeMaxRows = 255;
+// Tiling-key bits; op_host static_asserts that they equal FAD_KEY_*.
+constexpr uint64_t kDecodeKeyBf16 = 1u << 0;
+constexpr uint64_t kDecodeKeySplit = 1u << 1;
+
+bool ComputeDecodePlan(const DecodeProblem &problem, const ChipLimits &chip, DecodePlan *plan, std::string *error);
+
+}  // namespace fa_policy

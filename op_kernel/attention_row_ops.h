@@ -1,0 +1,98 @@
+// attention_row_ops.h -- row-wise vector helpers of the attention kernels on a [rows, width]
+// fp32 tile in UB with row stride `stride` (elements, a multiple of 8): reductions into a
+// per-row vector, and updates of each row by a per-row value. Each processes 64 columns (one
+// 256-B repeat) at a time with one repeat per row (rows <= 255); repeat strides are in 32-B
+// blocks. Per-row values are broadcast with Brcb (one 32-B block per row), so the scalar unit
+// never touches tile elements.
+#pragma once
+
+#include "kernel_operator.h"
+
+namespace attn_rows {
+
+constexpr uint32_t FP32_PER_REPEAT = 64;  // one 256-B vector repeat of fp32
+constexpr uint32_t FP32_PER_BLOCK = 8;    // one 32-B data block of fp32
+
+__aicore__ inline uint32_t CeilDiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+__aicore__ inline uint32_t Min(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+enum class Reduce { MAX, SUM };
+enum class Op { SUB, MUL, DIV };
+
+// dst[r] = max (sum) of tile[r, 0:width]. fold: [rows, 64] fp32 scratch.
+template <Reduce OP>
+__aicore__ inline void ReduceRows(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &tile,
+                                  const AscendC::LocalTensor<float> &fold, uint32_t rows, uint32_t width,
+                                  uint32_t stride)
+{
+    // fold[r, 0:64] = max (sum) over the 64-column chunks of tile[r, :], from the identity
+    // (-inf, 0) so a chunk narrower than 64 leaves the rest neutral; then one WholeReduce per row.
+    const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
+    const AscendC::BinaryRepeatParams params(1, 1, 1, 8, 8, tileRep);
+    AscendC::Duplicate(fold, OP == Reduce::MAX ? -__builtin_inff() : 0.0f, rows * FP32_PER_REPEAT);
+    for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
+        const uint64_t w = Min(FP32_PER_REPEAT, width - c);
+        if constexpr (OP == Reduce::MAX) {
+            AscendC::Max(fold, fold, tile[c], w, static_cast<uint8_t>(rows), params);
+        } else {
+            AscendC::Add(fold, fold, tile[c], w, static_cast<uint8_t>(rows), params);
+        }
+    }
+    if constexpr (OP == Reduce::MAX) {
+        AscendC::WholeReduceMax(dst, fold, FP32_PER_REPEAT, rows, 1, 1, 8, AscendC::ReduceOrder::ORDER_ONLY_VALUE);
+    } else {
+        AscendC::WholeReduceSum(dst, fold, FP32_PER_REPEAT, rows, 1, 1, 8);
+    }
+}
+
+// brcb[r, 0:8] = rowValues[r]. brcb holds align8(rows) * 8 floats.
+__aicore__ inline void BroadcastRows(const AscendC::LocalTensor<float> &brcb,
+                                     const AscendC::LocalTensor<float> &rowValues, uint32_t rows)
+{
+    AscendC::Brcb(brcb, rowValues, static_cast<uint8_t>(CeilDiv(rows, FP32_PER_BLOCK)),
+                  AscendC::BrcbRepeatParams(1, 8));
+}
+
+// tile[r, 0:width] = tile[r, 0:width] (OP) value of row r, read from brcb (BroadcastRows) with
+// block stride 0.
+template <Op OP>
+__aicore__ inline void ApplyRows(const AscendC::LocalTensor<float> &tile, const AscendC::LocalTensor<float> &brcb,
+                                 uint32_t rows, uint32_t width, uint32_t stride)
+{
+    const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
+    const AscendC::BinaryRepeatParams params(1, 1, 0, tileRep, tileRep, 1);
+    for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
+        const uint64_t w = Min(FP32_PER_REPEAT, width - c);
+        if constexpr (OP == Op::SUB) {
+            AscendC::Sub(tile[c], tile[c], brcb, w, static_cast<uint8_t>(rows), params);
+        } else if constexpr (OP == Op::MUL) {
+            AscendC::Mul(tile[c], tile[c], brcb, w, static_cast<uint8_t>(rows), params);
+        } else {
+            AscendC::Div(tile[c], tile[c], brcb, w, static_cast<uint8_t>(rows), params);
+        }
+    }
+}
+
+// Sets columns [from, to) of the row starting at rowBase (a multiple of 16 elements) to
+// `value`: whole 64-column repeats as one contiguous run, a partial repeat through a bit mask.
+__aicore__ inline void FillColumns(const AscendC::LocalTensor<float> &tile, uint32_t rowBase, uint32_t from,
+                                   uint32_t to, float value)
+{
+    while (from < to) {
+        const uint32_t chunk = from / FP32_PER_REPEAT * FP32_PER_REPEAT;
+        if (from == chunk && to - chunk >= FP32_PER_REPEAT) {
+            const uint32_t whole = (to - chunk) / FP32_PER_REPEAT * FP32_PER_REPEAT;
+            AscendC::Duplicate(tile[rowBase + chunk], value, static_cast<int32_t>(whole));
+            from = chunk + whole;
+            continue;
+        }
+        const uint32_t end = Min(chunk + FP32_PER_REPEAT, to);
+        const uint32_t hiBits = end - chunk, loBits = from - chunk;
+        const uint64_t upTo = hiBits == 64 ? ~0ULL : ((1ULL << hiBits) - 1);
+        uint64_t mask[2] = {upTo & ~((1ULL << loBits) - 1), 0};
+        AscendC::Duplicate(tile[rowBase + chunk], value, mask, 1, 1, 8);
+        from = end;
+    }
+}
+
+}  // namespace attn_rows

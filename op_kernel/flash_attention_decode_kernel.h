@@ -1,0 +1,581 @@
+// flash_attention_decode_kernel.h -- attention of a few query tokens against a paged K/V cache
+// ("flash-decoding") for Atlas A2/A3 as a mixed AIC:AIV 1:2 kernel.
+//
+// Work is cut by keys, not by query heads (flash_attention_decode_tiling.h): each AIV takes an
+// equal range of key chunks over all (batch, kv head) groups, computed at run time from the
+// sequences' lengths. For each piece of a group it owns, an AIV packs the group's query rows
+// (query heads of the kv head x query tokens: the matmul M dimension, so K/V are read once)
+// and streams the piece's chunks through the cube, each chunk found through block_table:
+//   S_j   = Q . K_j^T                (cube, double-buffered GM workspace slot)
+//   S_j  *= scale; mask              (vector; only chunks crossing a row's causal/window limit
+//                                     or the sequence end)
+//   m_new = max(m, rowmax(S_j));  alpha = exp(m - m_new)
+//   P_j   = exp(S_j - m_new);  l = alpha * l + rowsum(P_j)
+//   acc   = alpha * acc + P_j . V_j
+// and O = acc / l, LSE = m + ln(l). m starts at -FLT_MAX, not -inf, so a row whose keys are all
+// masked in a piece keeps l = 0 and gets O = 0, LSE = -inf (no inf - inf). A group cut into
+// pieces writes partial (O, LSE) per piece; after SyncAll the partials are merged
+//   O = sum_j exp(LSE_j - M) O_j / sum_j exp(LSE_j - M),  LSE = M + ln(sum_j exp(LSE_j - M))
+// with M = max_j LSE_j, in piece order.
+#pragma once
+
+#include <cfloat>
+
+#include "kernel_operator.h"
+#include "lib/matmul_intf.h"
+
+#include "attention_row_ops.h"
+#include "flash_attention_decode_tiling.h"
+
+namespace flash_attn_decode {
+
+constexpr uint32_t STAT_SLOTS = 6;   // per-row fp32 vectors in statBuf (see StatSlot)
+constexpr uint32_t AIV_PER_AIC = 2;  // KERNEL_TYPE_MIX_AIC_1_2
+constexpr float NEG_INF = -__builtin_inff();
+
+__aicore__ inline uint32_t Align32Bytes(uint32_t bytes) { return (bytes + 31) / 32 * 32; }
+__aicore__ inline int64_t Clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+// Orders the pipe named second after the pipe named first.
+template <AscendC::HardEvent EVENT>
+__aicore__ inline void WaitForPipe()
+{
+    event_t eventId = static_cast<event_t>(GetTPipePtr()->FetchEventID(EVENT));
+    AscendC::SetFlag<EVENT>(eventId);
+    AscendC::WaitFlag<EVENT>(eventId);
+}
+
+// The keys one sequence's rows can see and the chunks ("units") that hold them.
+struct KeyRange {
+    uint32_t seqLen = 0;     // L: keys in the cache for this sequence
+    uint32_t firstUnit = 0;  // chunk index of the first visible key
+    uint32_t units = 0;      // chunks from there to the last visible key
+};
+
+// One group (b, kv head) while walking all groups in order: its units and which parts own them.
+struct GroupSpan {
+    uint32_t b = 0, h = 0, group = 0;
+    KeyRange keys;
+    uint64_t unitStart = 0;  // first unit of the group in the global order
+    uint32_t firstPart = 0, lastPart = 0;
+    uint32_t slotBase = 0;   // first partial slot (groups with >= 2 pieces)
+};
+
+template <typename T>
+class FlashAttentionDecodeKernel {
+public:
+    using QType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T>;
+    using KTransType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T, true>;
+    using VType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T>;
+    using AccType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, float>;
+
+    AscendC::Matmul<QType, KTransType, AccType> qkMm;  // S = Q . K^T, [rows, cols] fp32
+    AscendC::Matmul<QType, VType, AccType> pvMm;       // P . V, [rows, D] fp32
+
+    __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR blockTable,
+                                GM_ADDR actualSeqLengthsKv, GM_ADDR attentionOut, GM_ADDR softmaxLse,
+                                GM_ADDR workspace, const FlashAttentionDecodeTilingData *tiling,
+                                AscendC::TPipe *pipe);
+    __aicore__ inline void Process();
+
+private:
+    enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA };
+
+    __aicore__ inline KeyRange KeysOf(uint32_t b);
+    __aicore__ inline uint64_t PartStart(uint32_t part) const;
+    __aicore__ inline uint32_t PartOfUnit(uint64_t unit) const;
+    __aicore__ inline void NextGroup(GroupSpan *span);
+
+    __aicore__ inline void RunPiece(const GroupSpan &span, uint32_t unitBegin, uint32_t unitEnd);
+    __aicore__ inline void PackQuery(uint32_t b, uint32_t h);
+    __aicore__ inline void ChunkOf(uint32_t b, uint32_t h, uint32_t seqLen, uint32_t unit, uint64_t *kvOffset,
+                                   uint32_t *key0, uint32_t *cols);
+    __aicore__ inline void IssueScores(uint32_t slot, uint64_t kvOffset, uint32_t cols);
+    __aicore__ inline void SoftmaxChunk(uint32_t slot, uint32_t seqLen, uint32_t key0, uint32_t cols,
+                                        AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &newMax);
+    __aicore__ inline void MaskScores(AscendC::LocalTensor<float> &scores, uint32_t seqLen, uint32_t key0,
+                                      uint32_t cols);
+    __aicore__ inline void AccumulateValues(uint64_t kvOffset, uint32_t cols);
+    __aicore__ inline void FinishRows(AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &lse);
+    __aicore__ inline void WriteOutput(uint32_t b, uint32_t h, AscendC::LocalTensor<float> &lse);
+    __aicore__ inline void WritePartial(uint32_t slot, AscendC::LocalTensor<float> &lse);
+    __aicore__ inline void Combine(const GroupSpan &span);
+
+    const FlashAttentionDecodeTilingData *td_ = nullptr;
+    AscendC::TPipe *pipe_ = nullptr;
+
+    AscendC::GlobalTensor<T> queryGm_, keyGm_, valueGm_, outGm_;
+    AscendC::GlobalTensor<int32_t> blockTableGm_, seqLensGm_;
+    AscendC::GlobalTensor<float> lseGm_;
+    AscendC::GlobalTensor<T> qPackGm_;          // [rows, D] this AIV's packed query rows
+    AscendC::GlobalTensor<float> scoreGm_[2];   // [rows, blockN] each
+    AscendC::GlobalTensor<T> probGm_;           // [rows, blockN]
+    AscendC::GlobalTensor<float> pvGm_;         // [rows, D]
+    AscendC::GlobalTensor<float> partialOGm_;   // [maxSlots, rows, D]
+    AscendC::GlobalTensor<float> partialLseGm_; // [maxSlots, lseStride]
+
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> probQue_;
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> pvQue_;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> lseQue_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf_, statBuf_, foldBuf_, brcbBuf_;
+    AscendC::LocalTensor<float> acc_, stat_, fold_, brcb_;
+
+    uint32_t part_ = 0;                // this AIV's block index = its part
+    uint64_t totalUnits_ = 0;          // units of all groups
+    uint32_t kvRowStride_ = 0;         // elements between consecutive keys of one kv head: Nkv * D
+    uint32_t statStride_ = 0;          // elements between StatSlot vectors
+};
+
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
+                                                           GM_ADDR blockTable, GM_ADDR actualSeqLengthsKv,
+                                                           GM_ADDR attentionOut, GM_ADDR softmaxLse,
+                                                           GM_ADDR workspace,
+                                                           const FlashAttentionDecodeTilingData *tiling,
+                                                           AscendC::TPipe *pipe)
+{
+    td_ = tiling;
+    pipe_ = pipe;
+    const uint32_t m = td_->rows;
+    const uint32_t n = td_->blockN;
+    const uint32_t d = td_->headDim;
+
+    const uint64_t qElems = static_cast<uint64_t>(td_->batch) * td_->seqQ * td_->numHeads * d;
+    const uint64_t cacheElems = static_cast<uint64_t>(td_->numBlocks) * td_->blockSize * td_->numKvHeads * d;
+    queryGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(query), qElems);
+    keyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(key), cacheElems);
+    valueGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(value), cacheElems);
+    blockTableGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(blockTable),
+                                  static_cast<uint64_t>(td_->batch) * td_->maxBlocksPerSeq);
+    seqLensGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(actualSeqLengthsKv), td_->batch);
+    outGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(attentionOut), qElems);
+    lseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(softmaxLse),
+                           static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seqQ);
+
+    part_ = AscendC::GetBlockIdx();
+    GM_ADDR user = AscendC::GetUserWorkspace(workspace);
+    GM_ADDR slice = user + part_ * td_->wsBytesPerAiv;
+    qPackGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsQOffset), m * d);
+    scoreGm_[0].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset), m * n);
+    scoreGm_[1].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + m * n, m * n);
+    probGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), m * n);
+    pvGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset), m * d);
+    partialOGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsPartialOOffset),
+                                static_cast<uint64_t>(td_->maxSlots) * m * d);
+    partialLseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsPartialLseOffset),
+                                  static_cast<uint64_t>(td_->maxSlots) * td_->lseStride);
+
+    // UB, in the order and sizes op_host budgets (flash_attention_decode_tiling.h).
+    statStride_ = Align32Bytes(m * sizeof(float)) / sizeof(float);
+    pipe_->InitBuffer(scoreQue_, 1, m * n * sizeof(float));
+    pipe_->InitBuffer(probQue_, 1, m * n * sizeof(T));
+    pipe_->InitBuffer(pvQue_, 1, m * d * sizeof(float));
+    pipe_->InitBuffer(outQue_, 1, m * d * sizeof(T));
+    pipe_->InitBuffer(accBuf_, m * d * sizeof(float));
+    pipe_->InitBuffer(statBuf_, STAT_SLOTS * statStride_ * sizeof(float));
+    pipe_->InitBuffer(lseQue_, 1, statStride_ * sizeof(float));
+    pipe_->InitBuffer(foldBuf_, m * attn_rows::FP32_PER_REPEAT * sizeof(float));
+    pipe_->InitBuffer(brcbBuf_, td_->lseStride * attn_rows::FP32_PER_BLOCK * sizeof(float));
+    acc_ = accBuf_.Get<float>();
+    stat_ = statBuf_.Get<float>();
+    fold_ = foldBuf_.Get<float>();
+    brcb_ = brcbBuf_.Get<float>();
+
+    kvRowStride_ = td_->numKvHeads * d;
+}
+
+// ---- the work split (every AIV computes the same one from the lengths) ----------------------
+
+template <typename T>
+__aicore__ inline KeyRange FlashAttentionDecodeKernel<T>::KeysOf(uint32_t b)
+{
+    KeyRange r;
+    r.seqLen = static_cast<uint32_t>(seqLensGm_.GetValue(b));
+    // Row s sees keys [s + L - Sq - preTokens, s + L - Sq + nextTokens] of [0, L).
+    const int64_t len = r.seqLen;
+    const int64_t hi = Clamp(len + td_->nextTokens, 0, len);
+    const int64_t lo = Clamp(len - static_cast<int64_t>(td_->seqQ) - td_->preTokens, 0, len);
+    if (lo >= hi) {
+        return r;
+    }
+    const uint32_t bs = td_->blockSize, bn = td_->blockN, cpb = td_->chunksPerBlock;
+    const uint64_t first = (static_cast<uint64_t>(lo) / bs) * cpb + (static_cast<uint64_t>(lo) % bs) / bn;
+    const uint64_t last = (static_cast<uint64_t>(hi - 1) / bs) * cpb + (static_cast<uint64_t>(hi - 1) % bs) / bn;
+    r.firstUnit = static_cast<uint32_t>(first);
+    r.units = static_cast<uint32_t>(last - first + 1);
+    return r;
+}
+
+template <typename T>
+__aicore__ inline uint64_t FlashAttentionDecodeKernel<T>::PartStart(uint32_t part) const
+{
+    return totalUnits_ * part / td_->numParts;
+}
+
+template <typename T>
+__aicore__ inline uint32_t FlashAttentionDecodeKernel<T>::PartOfUnit(uint64_t unit) const
+{
+    // The largest part whose start is <= unit: start(a) <= u  <=>  a < (u + 1) * P / U.
+    const uint64_t p = td_->numParts;
+    const uint64_t a = ((unit + 1) * p + totalUnits_ - 1) / totalUnits_ - 1;
+    return static_cast<uint32_t>(a < p ? a : p - 1);
+}
+
+// Advances `span` to the next group (b, h), in order g = b * Nkv + h.
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::NextGroup(GroupSpan *span)
+{
+    const uint32_t pieces = span->lastPart - span->firstPart + 1;
+    span->unitStart += span->keys.units;
+    if (pieces >= 2) {
+        span->slotBase += pieces;
+    }
+    if (++span->h == td_->numKvHeads) {
+        span->h = 0;
+        ++span->b;
+    }
+    ++span->group;
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::Process()
+{
+    // Pass 1: all units.
+    totalUnits_ = 0;
+    for (uint32_t b = 0; b < td_->batch; ++b) {
+        totalUnits_ += static_cast<uint64_t>(KeysOf(b).units) * td_->numKvHeads;
+    }
+    const uint32_t numGroups = td_->batch * td_->numKvHeads;
+    // Pass 2: the pieces this AIV owns. A group without keys is one empty piece (output 0, LSE -inf).
+    GroupSpan span;
+    for (uint32_t g = 0; g < numGroups; ++g) {
+        if (span.h == 0) {
+            span.keys = KeysOf(span.b);
+        }
+        const uint32_t n = span.keys.units;
+        span.firstPart = n == 0 ? g % td_->numParts : PartOfUnit(span.unitStart);
+        span.lastPart = (n == 0 || td_->splitKv == 0) ? span.firstPart : PartOfUnit(span.unitStart + n - 1);
+        if (part_ >= span.firstPart && part_ <= span.lastPart) {
+            uint32_t begin = 0, end = n;
+            if (td_->splitKv != 0 && n > 0) {
+                const uint64_t s = PartStart(part_), e = PartStart(part_ + 1);
+                begin = static_cast<uint32_t>((s > span.unitStart ? s : span.unitStart) - span.unitStart);
+                end = static_cast<uint32_t>((e < span.unitStart + n ? e : span.unitStart + n) - span.unitStart);
+            }
+            RunPiece(span, begin, end);
+        }
+        NextGroup(&span);
+    }
+    qkMm.End();
+    pvMm.End();
+    if (td_->splitKv == 0) {
+        return;
+    }
+    AscendC::SyncAll();  // every partial of every group is in GM
+    GroupSpan merge;
+    for (uint32_t g = 0; g < numGroups; ++g) {
+        if (merge.h == 0) {
+            merge.keys = KeysOf(merge.b);
+        }
+        const uint32_t n = merge.keys.units;
+        merge.firstPart = n == 0 ? g % td_->numParts : PartOfUnit(merge.unitStart);
+        merge.lastPart = n == 0 ? merge.firstPart : PartOfUnit(merge.unitStart + n - 1);
+        if (merge.lastPart > merge.firstPart && g % td_->numParts == part_) {
+            Combine(merge);
+        }
+        NextGroup(&merge);
+    }
+}
+
+// ---- one piece: chunks [unitBegin, unitEnd) of a group ---------------------------------------
+
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &span, uint32_t unitBegin,
+                                                               uint32_t unitEnd)
+{
+    const uint32_t m = td_->rows;
+    PackQuery(span.b, span.h);
+
+    AscendC::LocalTensor<float> rowMax = stat_[ROW_MAX_A * statStride_];
+    AscendC::LocalTensor<float> newMax = stat_[ROW_MAX_B * statStride_];
+    AscendC::Duplicate(rowMax, -FLT_MAX, m);
+    AscendC::Duplicate(stat_[ROW_SUM * statStride_], 0.0f, m);
+    AscendC::Duplicate(acc_, 0.0f, m * td_->headDim);
+
+    uint64_t kvOffset = 0, nextOffset = 0;
+    uint32_t key0 = 0, cols = 0, nextKey0 = 0, nextCols = 0;
+    if (unitEnd > unitBegin) {
+        // qk: A = packed Q [m, D], B^T = K rows [cols, D] (row stride Nkv * D), C [m, cols] (stride blockN).
+        qkMm.SetOrgShape(m, td_->blockN, td_->headDim, kvRowStride_, td_->blockN);
+        qkMm.SetTensorA(qPackGm_);
+        // pv: A = P [m, cols] (stride blockN), B = V rows [cols, D] (stride Nkv * D), C [m, D].
+        pvMm.SetOrgShape(m, kvRowStride_, td_->blockN, td_->blockN, td_->headDim);
+        pvMm.SetTensorA(probGm_);
+        ChunkOf(span.b, span.h, span.keys.seqLen, span.keys.firstUnit + unitBegin, &nextOffset, &nextKey0, &nextCols);
+        IssueScores(0, nextOffset, nextCols);
+    }
+    for (uint32_t u = unitBegin; u < unitEnd; ++u) {
+        kvOffset = nextOffset;
+        key0 = nextKey0;
+        cols = nextCols;
+        const uint32_t slot = (u - unitBegin) % 2;
+        qkMm.WaitIterateAll();
+        if (u + 1 < unitEnd) {  // the cube computes the next chunk's scores while the vector units work
+            ChunkOf(span.b, span.h, span.keys.seqLen, span.keys.firstUnit + u + 1, &nextOffset, &nextKey0,
+                    &nextCols);
+            IssueScores(1 - slot, nextOffset, nextCols);
+        }
+        SoftmaxChunk(slot, span.keys.seqLen, key0, cols, rowMax, newMax);
+        AccumulateValues(kvOffset, cols);
+        AscendC::LocalTensor<float> swap = rowMax;
+        rowMax = newMax;
+        newMax = swap;
+    }
+
+    AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
+    FinishRows(rowMax, lse);
+    const uint32_t pieces = span.lastPart - span.firstPart + 1;
+    if (pieces == 1) {
+        WriteOutput(span.b, span.h, lse);
+    } else {
+        WritePartial(span.slotBase + (part_ - span.firstPart), lse);
+    }
+}
+
+// The group's query rows r = gq * Sq + s (query head h * groupSize + gq, token s) into qPackGm_.
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(uint32_t b, uint32_t h)
+{
+    const uint32_t d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads;
+    AscendC::LocalTensor<T> rows = outQue_.AllocTensor<T>();
+    // Query [B, Sq, N, D]: one head's Sq tokens are N * D elements apart.
+    const AscendC::DataCopyExtParams params{static_cast<uint16_t>(sq), static_cast<uint32_t>(d * sizeof(T)),
+                                            static_cast<uint32_t>((heads - 1) * d * sizeof(T)), 0, 0};
+    const AscendC::DataCopyPadExtParams<T> noPad{false, 0, 0, static_cast<T>(0)};
+    for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
+        const uint64_t src = ((static_cast<uint64_t>(b) * sq) * heads + h * td_->groupSize + gq) * d;
+        AscendC::DataCopyPad(rows[gq * sq * d], queryGm_[src], params, noPad);
+    }
+    WaitForPipe<AscendC::HardEvent::MTE2_MTE3>();
+    AscendC::DataCopy(qPackGm_, rows, td_->rows * d);
+    outQue_.FreeTensor(rows);
+    WaitForPipe<AscendC::HardEvent::MTE3_S>();  // packed Q is in GM before the cube reads it
+}
+
+// Chunk `unit` of sequence b: its keys [key0, key0 + cols) and their element offset in the cache
+// for kv head h. Never past the sequence's length.
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::ChunkOf(uint32_t b, uint32_t h, uint32_t seqLen, uint32_t unit,
+                                                              uint64_t *kvOffset, uint32_t *key0, uint32_t *cols)
+{
+    const uint32_t bs = td_->blockSize, bn = td_->blockN;
+    const uint32_t page = unit / td_->chunksPerBlock;
+    const uint32_t inPage = (unit % td_->chunksPerBlock) * bn;
+    const uint32_t block = static_cast<uint32_t>(
+        blockTableGm_.GetValue(static_cast<uint64_t>(b) * td_->maxBlocksPerSeq + page));
+    *key0 = page * bs + inPage;
+    *cols = attn_rows::Min(attn_rows::Min(bn, bs - inPage), seqLen - *key0);
+    *kvOffset = ((static_cast<uint64_t>(block) * bs + inPage) * td_->numKvHeads + h) * td_->headDim;
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::IssueScores(uint32_t slot, uint64_t kvOffset, uint32_t cols)
+{
+    qkMm.SetTensorB(keyGm_[kvOffset], true);
+    qkMm.SetTail(td_->rows, cols, td_->headDim);
+    qkMm.template IterateAll<false>(scoreGm_[slot], 0, false, true);
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::SoftmaxChunk(uint32_t slot, uint32_t seqLen, uint32_t key0,
+                                                                   uint32_t cols,
+                                                                   AscendC::LocalTensor<float> &rowMax,
+                                                                   AscendC::LocalTensor<float> &newMax)
+{
+    using attn_rows::Reduce;
+    using attn_rows::Op;
+    const uint32_t m = td_->rows, n = td_->blockN;
+    const uint32_t elems = m * n;  // columns >= cols are masked below
+
+    AscendC::LocalTensor<float> scores = scoreQue_.AllocTensor<float>();
+    AscendC::DataCopy(scores, scoreGm_[slot], elems);
+    scoreQue_.EnQue(scores);
+    scores = scoreQue_.DeQue<float>();
+
+    AscendC::Muls(scores, scores, td_->scaleValue, elems);
+    MaskScores(scores, seqLen, key0, cols);
+
+    AscendC::LocalTensor<float> blockMax = stat_[BLOCK_MAX * statStride_];
+    AscendC::LocalTensor<float> blockSum = stat_[BLOCK_SUM * statStride_];
+    AscendC::LocalTensor<float> rowSum = stat_[ROW_SUM * statStride_];
+    AscendC::LocalTensor<float> alpha = stat_[ALPHA * statStride_];
+
+    attn_rows::ReduceRows<Reduce::MAX>(blockMax, scores, fold_, m, n, n);
+    AscendC::Max(newMax, rowMax, blockMax, m);     // m_new = max(m_old, rowmax(S)) >= -FLT_MAX
+    AscendC::Sub(alpha, rowMax, newMax, m);
+    AscendC::Exp(alpha, alpha, m);                 // alpha = exp(m_old - m_new)
+    attn_rows::BroadcastRows(brcb_, newMax, m);
+    attn_rows::ApplyRows<Op::SUB>(scores, brcb_, m, n, n);
+    AscendC::Exp(scores, scores, elems);           // P = exp(S - m_new), masked entries -> 0
+    attn_rows::ReduceRows<Reduce::SUM>(blockSum, scores, fold_, m, n, n);
+    AscendC::Mul(rowSum, rowSum, alpha, m);
+    AscendC::Add(rowSum, rowSum, blockSum, m);     // l = alpha * l + rowsum(P)
+
+    AscendC::LocalTensor<T> prob = probQue_.AllocTensor<T>();
+    AscendC::Cast(prob, scores, AscendC::RoundMode::CAST_RINT, elems);
+    scoreQue_.FreeTensor(scores);
+    probQue_.EnQue(prob);
+    prob = probQue_.DeQue<T>();
+    AscendC::DataCopy(probGm_, prob, elems);
+    probQue_.FreeTensor(prob);
+    WaitForPipe<AscendC::HardEvent::MTE3_S>();     // P is in GM before the cube is asked to read it
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::MaskScores(AscendC::LocalTensor<float> &scores,
+                                                                 uint32_t seqLen, uint32_t key0, uint32_t cols)
+{
+    // Row r (token s = r % Sq) sees keys j with s + diag - preTokens <= j <= s + diag + nextTokens,
+    // diag = L - Sq (bottom-right aligned). In chunk columns c = j - key0, of which [0, cols) exist.
+    const uint32_t n = td_->blockN, sq = td_->seqQ;
+    const int64_t diag = static_cast<int64_t>(seqLen) - sq;
+    const int64_t pre = td_->preTokens, next = td_->nextTokens;
+    const int64_t lowestLimitMax = diag + (sq - 1) - pre - key0;  // last row's first visible column
+    const int64_t highLimitMin = diag + next - key0 + 1;          // first row's end of visible columns
+    if (cols == n && lowestLimitMax <= 0 && highLimitMin >= static_cast<int64_t>(cols)) {
+        return;  // every row sees the whole chunk: no mask work
+    }
+    for (uint32_t r = 0; r < td_->rows; ++r) {
+        const int64_t s = r % sq;
+        const uint32_t low = static_cast<uint32_t>(Clamp(s + diag - pre - key0, 0, n));
+        uint32_t high = static_cast<uint32_t>(Clamp(s + diag + next - key0 + 1, 0, cols));
+        if (high < low) {
+            high = low;
+        }
+        attn_rows::FillColumns(scores, r * n, 0, low, NEG_INF);
+        attn_rows::FillColumns(scores, r * n, high, n, NEG_INF);
+    }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::AccumulateValues(uint64_t kvOffset, uint32_t cols)
+{
+    const uint32_t m = td_->rows, d = td_->headDim;
+    pvMm.SetTensorB(valueGm_[kvOffset]);
+    pvMm.SetTail(m, d, cols);
+    pvMm.IterateAll(pvGm_);
+
+    AscendC::LocalTensor<float> pv = pvQue_.AllocTensor<float>();
+    AscendC::DataCopy(pv, pvGm_, m * d);
+    pvQue_.EnQue(pv);
+    pv = pvQue_.DeQue<float>();
+    attn_rows::BroadcastRows(brcb_, stat_[ALPHA * statStride_], m);
+    attn_rows::ApplyRows<attn_rows::Op::MUL>(acc_, brcb_, m, d, d);  // acc *= alpha
+    AscendC::Add(acc_, acc_, pv, m * d);                              // acc += P . V
+    pvQue_.FreeTensor(pv);
+}
+
+// acc_ = acc / l and lse = m + ln(l); rows without a visible key (l = 0) get O = 0, LSE = -inf.
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::FinishRows(AscendC::LocalTensor<float> &rowMax,
+                                                                 AscendC::LocalTensor<float> &lse)
+{
+    const uint32_t m = td_->rows, d = td_->headDim;
+    AscendC::LocalTensor<float> rowSum = stat_[ROW_SUM * statStride_];
+    AscendC::LocalTensor<float> safeSum = stat_[BLOCK_SUM * statStride_];
+    AscendC::Maxs(safeSum, rowSum, FLT_MIN, m);  // l >= 1 whenever a key is visible
+    attn_rows::BroadcastRows(brcb_, safeSum, m);
+    attn_rows::ApplyRows<attn_rows::Op::DIV>(acc_, brcb_, m, d, d);
+    AscendC::Ln(lse, rowSum, m);
+    AscendC::Add(lse, lse, rowMax, m);
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::WriteOutput(uint32_t b, uint32_t h,
+                                                                  AscendC::LocalTensor<float> &lse)
+{
+    const uint32_t m = td_->rows, d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads;
+    AscendC::LocalTensor<T> out = outQue_.AllocTensor<T>();
+    AscendC::Cast(out, acc_, AscendC::RoundMode::CAST_RINT, m * d);
+    outQue_.EnQue(out);
+    out = outQue_.DeQue<T>();
+    // attention_out [B, Sq, N, D]: rows gq * Sq + s go to (b, s, h * groupSize + gq).
+    const AscendC::DataCopyExtParams params{static_cast<uint16_t>(sq), static_cast<uint32_t>(d * sizeof(T)), 0,
+                                            static_cast<uint32_t>((heads - 1) * d * sizeof(T)), 0};
+    for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
+        const uint64_t dst = ((static_cast<uint64_t>(b) * sq) * heads + h * td_->groupSize + gq) * d;
+        AscendC::DataCopyPad(outGm_[dst], out[gq * sq * d], params);
+    }
+    outQue_.FreeTensor(out);
+
+    // softmax_lse [B, N, Sq]: the group's rows are contiguous there in the same order.
+    lseQue_.EnQue(lse);
+    lse = lseQue_.DeQue<float>();
+    const AscendC::DataCopyExtParams lseParams{1, static_cast<uint32_t>(m * sizeof(float)), 0, 0, 0};
+    AscendC::DataCopyPad(lseGm_[(static_cast<uint64_t>(b) * heads + h * td_->groupSize) * sq], lse, lseParams);
+    lseQue_.FreeTensor(lse);
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::WritePartial(uint32_t slot, AscendC::LocalTensor<float> &lse)
+{
+    const uint32_t m = td_->rows, d = td_->headDim;
+    WaitForPipe<AscendC::HardEvent::V_MTE3>();
+    AscendC::DataCopy(partialOGm_[static_cast<uint64_t>(slot) * m * d], acc_, m * d);
+    lseQue_.EnQue(lse);
+    lse = lseQue_.DeQue<float>();
+    AscendC::DataCopy(partialLseGm_[static_cast<uint64_t>(slot) * td_->lseStride], lse, td_->lseStride);
+    lseQue_.FreeTensor(lse);
+    WaitForPipe<AscendC::HardEvent::MTE3_V>();  // acc_ is reused by the next piece
+}
+
+// Merges the pieces of a group cut between parts, in piece order.
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &span)
+{
+    const uint32_t m = td_->rows, d = td_->headDim, stride = td_->lseStride;
+    const uint32_t pieces = span.lastPart - span.firstPart + 1;
+    AscendC::LocalTensor<float> maxLse = stat_[ROW_MAX_A * statStride_];
+    AscendC::LocalTensor<float> pieceLse = stat_[BLOCK_MAX * statStride_];
+    AscendC::LocalTensor<float> weight = stat_[ALPHA * statStride_];
+    AscendC::LocalTensor<float> weightSum = stat_[ROW_SUM * statStride_];
+
+    AscendC::Duplicate(maxLse, NEG_INF, m);
+    for (uint32_t j = 0; j < pieces; ++j) {
+        AscendC::DataCopy(pieceLse, partialLseGm_[static_cast<uint64_t>(span.slotBase + j) * stride], stride);
+        WaitForPipe<AscendC::HardEvent::MTE2_V>();
+        AscendC::Max(maxLse, maxLse, pieceLse, m);
+        WaitForPipe<AscendC::HardEvent::V_MTE2>();
+    }
+    AscendC::Maxs(maxLse, maxLse, -FLT_MAX, m);  // rows no piece saw: exp(-inf - finite) = 0
+    AscendC::Duplicate(weightSum, 0.0f, m);
+    AscendC::Duplicate(acc_, 0.0f, m * d);
+    for (uint32_t j = 0; j < pieces; ++j) {
+        const uint64_t slot = span.slotBase + j;
+        AscendC::DataCopy(pieceLse, partialLseGm_[slot * stride], stride);
+        AscendC::LocalTensor<float> partial = pvQue_.AllocTensor<float>();
+        AscendC::DataCopy(partial, partialOGm_[slot * m * d], m * d);
+        pvQue_.EnQue(partial);
+        partial = pvQue_.DeQue<float>();
+        AscendC::Sub(weight, pieceLse, maxLse, m);
+        AscendC::Exp(weight, weight, m);                 // w_j = exp(LSE_j - M)
+        AscendC::Add(weightSum, weightSum, weight, m);
+        attn_rows::BroadcastRows(brcb_, weight, m);
+        attn_rows::ApplyRows<attn_rows::Op::MUL>(partial, brcb_, m, d, d);
+        AscendC::Add(acc_, acc_, partial, m * d);        // acc += w_j * O_j
+        pvQue_.FreeTensor(partial);
+        WaitForPipe<AscendC::HardEvent::V_MTE2>();      // pieceLse is read before it is reloaded
+    }
+    AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
+    AscendC::Ln(lse, weightSum, m);
+    AscendC::Add(lse, lse, maxLse, m);                   // LSE = M + ln(sum w_j); -inf when no key
+    AscendC::LocalTensor<float> safeSum = stat_[BLOCK_SUM * statStride_];
+    AscendC::Maxs(safeSum, weightSum, FLT_MIN, m);
+    attn_rows::BroadcastRows(brcb_, safeSum, m);
+    attn_rows::ApplyRows<attn_rows::Op::DIV>(acc_, brcb_, m, d, d);
+    WriteOutput(span.b, span.h, lse);
+}
+
+}  // namespace flash_attn_decode

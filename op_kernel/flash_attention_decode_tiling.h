@@ -1,0 +1,94 @@
+// flash_attention_decode_tiling.h -- the tiling data that op_host fills and op_kernel reads for
+// FlashAttentionDecode (plain struct style, as flash_attention_tiling.h).
+//
+// The problem: query [B, Sq, N, D] (BSND), a paged K/V cache key/value [numBlocks, blockSize,
+// Nkv, D], block_table [B, maxBlocksPerSeq] int32 (key j of sequence b lives in cache block
+// block_table[b][j / blockSize], row j % blockSize), actual_seq_lengths_kv [B] int32 (the keys
+// each sequence has; never read past). A contiguous cache [B, Smax, Nkv, D] is the paged one
+// with blockSize = Smax and block_table[b] = {b}. Outputs attention_out [B, Sq, N, D] and
+// softmax_lse [B, N, Sq] fp32.
+//
+// Groups are (b, kv head h) pairs, g = b * Nkv + h. A group's query rows are the groupSize
+// query heads of kv head h times the Sq tokens, ordered r = gq * Sq + s (gq = query head
+// within the group): the M dimension of every matmul (GQA packing), so the group's K/V is
+// read once per step, not once per query head.
+//
+// Work: the keys a group can see, [lo, hi) (hi = min(L, L + nextTokens), lo = max(0, L - Sq -
+// preTokens) with L = actual_seq_lengths_kv[b]), are cut into units: key chunks of at most
+// blockN keys that never cross a cache block (chunk c of cache block p holds keys
+// p * blockSize + [c * blockN, min((c + 1) * blockN, blockSize))). Units of all groups, in
+// group order, are split into numParts = 2 * usedCoreNum equal ranges, one per AIV (part a =
+// AIV block index a, units [a * U / numParts, (a + 1) * U / numParts)); the kernel computes
+// this from the lengths at run time (the tiling does not see them). With splitKv == 0 a
+// group is never cut: it runs whole on the part owning its first unit.
+//
+// A part's share of a group is a piece. A group with one piece writes its output directly.
+// A group with P >= 2 pieces: piece j writes its normalized O and its LSE into partial slot
+// slotBase(g) + j (slotBase counts the pieces of the multi-piece groups before g); after
+// SyncAll, AIV (g % numParts) merges the P partials weighted by exp(LSE_j - max LSE) in
+// order j = 0 .. P - 1 (deterministic).
+//
+// Per-AIV UB (m = rows = groupSize * Sq, n = blockN, d = headDim, T 2 bytes), InitBuffer order:
+//   scoreQue   VECIN   m*n*4             S tile fp32; in the combine: nothing
+//   probQue    VECOUT  m*n*2             P tile T
+//   pvQue      VECIN   m*d*4             P.V of a chunk fp32; in the combine: one partial O
+//   outQue     VECOUT  m*d*2             O rows T; packing Q rows
+//   accBuf     TBuf    m*d*4             O accumulator fp32
+//   statBuf    TBuf    6*align32(m*4)    row max (2 slots), row sum, block max, block sum, alpha
+//   lseQue     VECOUT  align32(m*4)      LSE rows fp32
+//   foldBuf    TBuf    m*64*4            row reductions
+//   brcbBuf    TBuf    align8(m)*8*4     Brcb of a per-row vector
+// GM workspace: per AIV (after the system workspace), each region 512-B aligned:
+//   q      [m][d] T         the group's query rows, packed (GQA rows are not one stride apart)
+//   score  [2][m][n] fp32   double buffer
+//   prob   [m][n] T
+//   pv     [m][d] fp32
+// then, after the 2 * usedCoreNum slices, shared by all AIVs:
+//   partialO    [maxSlots][m][d] fp32
+//   partialLse  [maxSlots][lseStride] fp32
+#pragma once
+
+#include <cstdint>
+
+#include "kernel_tiling/kernel_tiling.h"  // TCubeTiling
+
+// Tiling key bits: bit 0 dtype (0 float16, 1 bfloat16); bit 1 splitKv.
+constexpr uint64_t FAD_KEY_BF16 = 1u << 0;
+constexpr uint64_t FAD_KEY_SPLIT = 1u << 1;
+
+struct FlashAttentionDecodeTilingData {
+    // ---- problem ----
+    uint32_t batch;            // B
+    uint32_t numHeads;         // N
+    uint32_t numKvHeads;       // Nkv
+    uint32_t groupSize;        // N / Nkv
+    uint32_t seqQ;             // Sq, query tokens per sequence
+    uint32_t headDim;          // D, multiple of 16, <= 256
+    uint32_t numBlocks;        // cache blocks in key/value
+    uint32_t blockSize;        // keys per cache block
+    uint32_t maxBlocksPerSeq;  // block_table row length
+    int32_t preTokens;         // keys visible before a row's diagonal (clamped to int32)
+    int32_t nextTokens;        // keys visible after it; 0 = causal
+    float scaleValue;          // multiplies Q.K^T
+    // ---- blocks ----
+    uint32_t rows;             // m = groupSize * seqQ
+    uint32_t blockN;           // keys per chunk, multiple of 16
+    uint32_t chunksPerBlock;   // ceil(blockSize / blockN)
+    uint32_t splitKv;          // 1: groups may be cut between parts (SyncAll + combine)
+    // ---- work ----
+    uint32_t usedCoreNum;      // block dim (AIC cores); numParts = 2 * usedCoreNum
+    uint32_t numParts;
+    uint32_t maxSlots;         // partial slots: numGroups + numParts
+    uint32_t lseStride;        // floats per partial LSE slot: rows rounded up to 8
+    // ---- GM workspace, bytes ----
+    uint64_t wsQOffset;        // per AIV slice: [m][d] T
+    uint64_t wsScoreOffset;    // [2][m][n] fp32
+    uint64_t wsProbOffset;     // [m][n] T
+    uint64_t wsPvOffset;       // [m][d] fp32
+    uint64_t wsBytesPerAiv;    // slice size; AIV a's slice starts at a * wsBytesPerAiv
+    uint64_t wsPartialOOffset;    // from the user workspace start
+    uint64_t wsPartialLseOffset;
+    // ---- matmul tilings ----
+    TCubeTiling qkTiling;      // S = Q.K^T: M = rows, N = blockN, K = headDim; B transposed
+    TCubeTiling pvTiling;      // O = P.V:   M = rows, N = headDim, K = blockN
+};
