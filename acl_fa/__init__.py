@@ -11,7 +11,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
 )
-from .api import Session, flash_attention
+from .api import DeviceArray, Session, flash_attention, flash_attention_with_kvcache
 from .loader import get_backend
 from .reference import attention_reference, attention_reference_backward
 from .runtime import DeviceBuffer, DeviceSession, Event, HostBuffer, Stream
@@ -24,6 +24,7 @@ __all__ = [
     "AclMemoryError",
     "AclParamError",
     "ClosedObjectError",
+    "DeviceArray",
     "DeviceBuffer",
     "DeviceSession",
     "Event",
@@ -37,5 +38,6 @@ __all__ = [
     "attention_reference",
     "attention_reference_backward",
     "flash_attention",
+    "flash_attention_with_kvcache",
     "get_backend",
 ]

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import attention, opcall
+from . import attention, decode, opcall
 from .attention import flash_attention
+from .decode import flash_attention_with_kvcache
+from .device_array import DeviceArray
 from .runtime import DeviceSession
 
-__all__ = ["Session", "flash_attention"]
+__all__ = ["Session", "DeviceArray", "flash_attention", "flash_attention_with_kvcache"]
 
 
 class Session(DeviceSession):
@@ -39,3 +41,7 @@ class Session(DeviceSession):
         4) and `nbytes` of device memory (default half of the device's total).
         A new shape also evicts cached ones when the device's free memory is short."""
         opcall.set_cache_limits(self, shapes, nbytes)
+
+    def flash_attention_with_kvcache(self, q, k_cache, v_cache, **options):
+        """acl_fa.flash_attention_with_kvcache on this session."""
+        return decode.flash_attention_with_kvcache(q, k_cache, v_cache, session=self, **options)

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import opcall
 from ._ffi import ffi
+from .device_array import DeviceArray
 from .errors import InvalidArgumentError, InvalidTypeError
 from .layouts import LAYOUT_RANK, LAYOUTS, shape_of, split_dims
 from .opcall import Op, OpRunner, default_session
@@ -88,7 +89,10 @@ MAX_BLOCK = 2**32 - 1
 MAX_HEADS = 2**32 - 1
 
 
-def _as_array(name: str, x) -> np.ndarray:
+def _as_array(name: str, x):
+    """`x` as a numpy array, or `x` itself when it is a DeviceArray (used in place)."""
+    if isinstance(x, DeviceArray):
+        return x
     if isinstance(x, (str, bytes)) or x is None:
         raise InvalidTypeError(f"{name} must be a numpy array, got {type(x).__name__}")
     if isinstance(x, np.ma.MaskedArray):
@@ -284,7 +288,8 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
     q [B, N, Sq, D] (BNSD), [B, Sq, N, D] (BSND) or [B, Sq, N*D] (BSH); k, v likewise with Nkv
     heads and Skv rows; float16 or bfloat16 (ml_dtypes). causal masks key j > i + (Skv - Sq).
     scale defaults to 1/sqrt(D). Returns out (like q), and lse float32 [B, N, Sq] when
-    return_lse. Any numpy layout is accepted (copied C-contiguous once).
+    return_lse. Any numpy layout is accepted (copied C-contiguous once); q, k, v may also be
+    DeviceArrays of the session (used in place, no host copy).
     """
     problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                     num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)

@@ -47,6 +47,7 @@ import numpy as np
 
 from ._ffi import ffi
 from .errors import AclMemoryError, InsufficientMemoryError, InvalidArgumentError, InvalidTypeError
+from .device_array import DeviceArray, check_device_array
 from .loader import check_device_id, get_backend
 from .runtime import DeviceBuffer, DeviceSession, Stream, _Child
 from .tensor import Tensor
@@ -111,14 +112,16 @@ class _Executor(_Child):
 
 @dataclasses.dataclass
 class PreparedCall:
-    """Device state of one problem of one op on one Session."""
+    """Device state of one problem of one op on one Session. Input roles given as DeviceArrays
+    ("bound") have a Tensor over the caller's memory and no buffer of their own."""
 
     op: Op
-    buffers: dict          # role -> DeviceBuffer (inputs and outputs)
-    tensors: dict          # role -> Tensor over buffers[role]
+    buffers: dict          # role -> DeviceBuffer (inputs and outputs not bound to a DeviceArray)
+    tensors: dict          # role -> Tensor over buffers[role] or over the bound DeviceArray
     executor: _Executor
     workspace: Optional[DeviceBuffer]
     workspace_size: int    # bytes phase 1 asked for (0: no workspace)
+    bound: dict = dataclasses.field(default_factory=dict)  # role -> DeviceArray used in place
 
     def close(self):
         self.executor.close()
@@ -135,6 +138,11 @@ class PreparedCall:
             raise InvalidArgumentError(
                 f"{self.op.name} takes {len(self.op.inputs)} inputs ({', '.join(self.op.inputs)}), got {len(arrays)}")
         for role, array in zip(self.op.inputs, arrays):
+            if role in self.bound:
+                if array is not self.bound[role]:
+                    raise InvalidArgumentError(f"{self.op.name}: input {role} is not the DeviceArray this call was "
+                                               "prepared with")
+                continue
             self.buffers[role].copy_from_host(array)
 
     def read(self, role: str) -> np.ndarray:
@@ -149,7 +157,7 @@ class PreparedCall:
 
     def bytes_by_role(self) -> dict:
         """Device bytes held: inputs, outputs and the workspace."""
-        return {"inputs": sum(self.buffers[r].nbytes for r in self.op.inputs),
+        return {"inputs": sum(self.buffers[r].nbytes for r in self.op.inputs if r in self.buffers),
                 "outputs": sum(self.buffers[r].nbytes for r in self.op.outputs),
                 "workspace": self.workspace_size}
 
@@ -198,29 +206,42 @@ class OpRunner:
             prepared.close()
         return released
 
-    def prepare(self, problem) -> PreparedCall:
-        """Device state for `problem` (cached); caller holds the lock. A problem new to this
+    def bound_inputs(self, inputs) -> dict:
+        """{role: DeviceArray} of the inputs given as DeviceArrays, each checked to be open and
+        of this Session (before any device work)."""
+        bound = {}
+        for role, array in zip(self.op.inputs, inputs):
+            if isinstance(array, DeviceArray):
+                check_device_array(role, array, self.session)
+                bound[role] = array
+        return bound
+
+    def prepare(self, problem, bound: Optional[dict] = None) -> PreparedCall:
+        """Device state for `problem` with the input roles of `bound` ({role: DeviceArray}) used
+        in place (cached per problem and arrays); caller holds the lock. A problem new to this
         Session is first checked by the op for the session's chip and against the device's free
         memory, before device work."""
-        prepared = self._cache.get(problem)
+        bound = bound or {}
+        key = (problem, tuple((role, array.serial) for role, array in sorted(bound.items())))
+        prepared = self._cache.get(key)
         if prepared is not None:
-            self._cache.move_to_end(problem)
+            self._cache.move_to_end(key)
             return prepared
         if self._soc is None:
             self._soc = self.session.soc_name()
         workspace = int(self.op.check(problem, self._soc) or 0)
         needed = {role: malloc_bytes(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
-                  for role, (shape, dtype) in self.op.buffers(problem).items()}
+                  for role, (shape, dtype) in self.op.buffers(problem).items() if role not in bound}
         needed["workspace"] = malloc_bytes(workspace) if workspace else 0
         self._make_room(needed)
         try:
-            prepared = self._build(problem)
+            prepared = self._build(problem, bound)
         except AclMemoryError:
             if not self._cache:
                 raise
             self._evict(0)  # what the other problems hold may be what is missing: retry once
-            prepared = self._build(problem)
-        self._cache[problem] = prepared
+            prepared = self._build(problem, bound)
+        self._cache[key] = prepared
         return prepared
 
     def _make_room(self, needed: dict):
@@ -242,7 +263,7 @@ class OpRunner:
             f"the device has {format_bytes(free)} free of {format_bytes(total)}",
             "device", total_needed, free)
 
-    def _build(self, problem) -> PreparedCall:
+    def _build(self, problem, bound: dict) -> PreparedCall:
         session, op = self.session, self.op
         buffers: dict = {}
         tensors: dict = {}
@@ -251,6 +272,14 @@ class OpRunner:
         try:
             for role, (shape, dtype) in op.buffers(problem).items():
                 dtype = np.dtype(dtype)
+                array = bound.get(role)
+                if array is not None:
+                    if tuple(array.shape) != tuple(shape) or array.dtype != dtype:
+                        raise InvalidArgumentError(
+                            f"{op.name}: {role} is a DeviceArray {array.shape} {array.dtype}; the call needs "
+                            f"{tuple(shape)} {dtype}")
+                    tensors[role] = Tensor(array.buffer, shape=shape, dtype=dtype)
+                    continue
                 nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                 buffers[role] = DeviceBuffer(session, nbytes, shape=shape, dtype=dtype)
                 tensors[role] = Tensor(buffers[role])
@@ -263,7 +292,7 @@ class OpRunner:
             size = int(ws_size[0])
             if size:
                 workspace = DeviceBuffer(session, size)
-            return PreparedCall(op, buffers, tensors, executor, workspace, size)
+            return PreparedCall(op, buffers, tensors, executor, workspace, size, dict(bound))
         except BaseException:
             for obj in [executor, workspace, *tensors.values(), *buffers.values()]:
                 if obj is not None:
@@ -277,11 +306,13 @@ class OpRunner:
                           stream.handle)
 
     def run(self, problem, *inputs, outputs: Optional[tuple] = None) -> tuple:
-        """Uploads `inputs` (``op.inputs`` order), launches, waits; returns new host arrays of
-        the `outputs` roles (default: all of ``op.outputs``), in that order."""
+        """Uploads `inputs` (``op.inputs`` order; DeviceArrays are used in place), launches,
+        waits; returns new host arrays of the `outputs` roles (default: all of ``op.outputs``),
+        in that order."""
         outputs = self.op.outputs if outputs is None else outputs
+        bound = self.bound_inputs(inputs)
         with self.lock:
-            prepared = self.prepare(problem)
+            prepared = self.prepare(problem, bound)
             prepared.upload(*inputs)
             stream = self.stream
             self.launch(prepared, stream)

@@ -51,6 +51,9 @@ ACL_EVENT_TIME_LINE = 0x8
 # Teardown order of a session's children (CANN: events -> streams -> memory). Executors refer
 # to tensors and tensors to buffers: each is destroyed before what it points into.
 _KINDS = ("executor", "tensor", "event", "stream", "host_buffer", "device_buffer")
+# Copy counters by aclrtMemcpyKind (host-to-host copies are not counted).
+_COPY_KINDS = {ACL_MEMCPY_HOST_TO_DEVICE: "h2d", ACL_MEMCPY_DEVICE_TO_HOST: "d2h",
+               ACL_MEMCPY_DEVICE_TO_DEVICE: "d2d"}
 
 
 class _AclProcess:
@@ -99,6 +102,14 @@ class _SessionState:
         self.set_device_calls = 0
         self.children: dict = {kind: {} for kind in _KINDS}
         self._keys = itertools.count()
+        # Copies this session made: kind ("h2d", "d2h", "d2d") -> [calls, bytes].
+        self.copies: dict = {kind: [0, 0] for kind in _COPY_KINDS.values()}
+
+    def count_copy(self, kind: int, nbytes: int):
+        with self.lock:
+            entry = self.copies[_COPY_KINDS[kind]]
+            entry[0] += 1
+            entry[1] += int(nbytes)
 
     def bind(self, closing: bool = False):
         """aclrtSetDevice on the calling thread unless this thread is bound already.
@@ -264,6 +275,25 @@ class DeviceSession:
         name = self.backend.fn("aclrtGetSocName")()
         return "" if name == ffi.NULL else ffi.string(name).decode()
 
+    def copy_counters(self) -> dict:
+        """Copies this session has made through its buffers and streams, by direction:
+        {"h2d" | "d2h" | "d2d": {"calls": n, "bytes": n}} (host-to-device, device-to-host,
+        device-to-device), counted when the copy is issued."""
+        with self._state.lock:
+            return {kind: {"calls": c, "bytes": b} for kind, (c, b) in self._state.copies.items()}
+
+    def to_device(self, array) -> "DeviceArray":
+        """A device array holding a copy of `array` (see acl_fa.device_array)."""
+        from .device_array import DeviceArray
+
+        return DeviceArray.from_host(self, array)
+
+    def empty(self, shape, dtype) -> "DeviceArray":
+        """An uninitialized device array of `shape` and `dtype`."""
+        from .device_array import DeviceArray
+
+        return DeviceArray.empty(self, shape, dtype)
+
     def live_counts(self) -> dict:
         """Live objects of the simulator's libraries (backend "sim" only), for tests."""
         if self.backend.name != "sim":
@@ -373,6 +403,20 @@ class DeviceBuffer(_Child):
         dst = ffi.cast("char *", self._live_handle()) + offset
         self._state.call("aclrtMemcpy", dst, self.nbytes - offset, ffi.from_buffer(_byte_view(host)),
                          host.nbytes, ACL_MEMCPY_HOST_TO_DEVICE)
+        self._state.count_copy(ACL_MEMCPY_HOST_TO_DEVICE, host.nbytes)
+
+    def copy_from_device(self, src: "DeviceBuffer", nbytes: int, offset: int = 0, src_offset: int = 0):
+        """Synchronous D2D copy of `nbytes` from byte `src_offset` of `src` to byte `offset`."""
+        if not isinstance(src, DeviceBuffer):
+            raise InvalidTypeError(f"copy_from_device needs a DeviceBuffer, got {type(src).__name__}")
+        self._check_range(nbytes, offset, "copy_from_device")
+        src._check_range(nbytes, src_offset, "copy_from_device (source)")
+        if nbytes == 0:
+            return
+        dst = ffi.cast("char *", self._live_handle()) + offset
+        self._state.call("aclrtMemcpy", dst, self.nbytes - offset, ffi.cast("char *", src.ptr) + src_offset,
+                         nbytes, ACL_MEMCPY_DEVICE_TO_DEVICE)
+        self._state.count_copy(ACL_MEMCPY_DEVICE_TO_DEVICE, nbytes)
 
     def copy_to_host(self, out: np.ndarray, offset: int = 0) -> np.ndarray:
         """Synchronous D2H copy into the C-contiguous writable array `out`; returns it."""
@@ -384,6 +428,7 @@ class DeviceBuffer(_Child):
         src = ffi.cast("char *", self._live_handle()) + offset
         self._state.call("aclrtMemcpy", ffi.from_buffer(_byte_view(out), require_writable=True),
                          out.nbytes, src, out.nbytes, ACL_MEMCPY_DEVICE_TO_HOST)
+        self._state.count_copy(ACL_MEMCPY_DEVICE_TO_HOST, out.nbytes)
         return out
 
     def to_numpy(self, shape=None, dtype=None) -> np.ndarray:
@@ -469,6 +514,8 @@ class Stream(_Child):
                 f"copy of {count} bytes: must be > 0 and fit both dst ({dst.nbytes} B) and src ({src.nbytes} B)")
         self._state.call("aclrtMemcpyAsync", dst.ptr, dst.nbytes, src.ptr, count, kind,
                          self._live_handle())
+        if kind in _COPY_KINDS:
+            self._state.count_copy(kind, count)
         self.keep_alive(dst, src)
 
     def keep_alive(self, *objects):

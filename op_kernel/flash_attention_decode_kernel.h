@@ -162,10 +162,12 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADD
     scoreGm_[1].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + m * n, m * n);
     probGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), m * n);
     pvGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset), m * d);
-    partialOGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsPartialOOffset),
-                                static_cast<uint64_t>(td_->maxSlots) * m * d);
-    partialLseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsPartialLseOffset),
-                                  static_cast<uint64_t>(td_->maxSlots) * td_->lseStride);
+    if (td_->maxSlots > 0) {  // no partials without splitKv
+        partialOGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsPartialOOffset),
+                                    static_cast<uint64_t>(td_->maxSlots) * m * d);
+        partialLseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsPartialLseOffset),
+                                      static_cast<uint64_t>(td_->maxSlots) * td_->lseStride);
+    }
 
     // UB, in the order and sizes op_host budgets (flash_attention_decode_tiling.h).
     statStride_ = Align32Bytes(m * sizeof(float)) / sizeof(float);

@@ -14,7 +14,7 @@ from acl_fa.errors import InvalidArgumentError
 from acl_fa.reference import attention_reference
 
 PACKAGE = Path(acl_fa.__file__).parent
-OP_MODULES = {"attention", "api"}
+OP_MODULES = {"attention", "decode", "api"}
 
 
 def _imported_modules(path: Path) -> set:

@@ -1,0 +1,130 @@
+"""acl_fa.flash_attention_with_kvcache (the FlashAttentionDecode op) against the float64
+reference under the 2x-naive rule: contiguous and paged caches (shuffled block tables), mixed
+lengths, appended k/v, causal with Sq > 1, windows, GQA 1/4/8, float16/bfloat16, split and
+unsplit keys; unused cache slots hold NaN, which must never reach a result."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import acl_fa
+from acl_fa.accuracy import check_accuracy
+from acl_fa.decode_reference import kvcache_reference
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+
+
+def make_cache(rng, batch, lengths, kv_heads, d, dtype, block_size=None, extra_blocks=3):
+    """Caches holding random keys/values in each sequence's first `lengths[b]` slots and NaN
+    everywhere else. Contiguous [B, S_max, Nkv, D] when block_size is None, else paged with a
+    shuffled block table (and spare blocks no sequence uses)."""
+    capacity = max(max(lengths), 1)
+    if block_size is None:
+        k = np.full((batch, capacity, kv_heads, d), np.nan, np.float32)
+        v = np.full_like(k, np.nan)
+        for b, length in enumerate(lengths):
+            k[b, :length] = rng.standard_normal((length, kv_heads, d))
+            v[b, :length] = rng.standard_normal((length, kv_heads, d))
+        return k.astype(dtype), v.astype(dtype), None
+    per_seq = -(-capacity // block_size)
+    num_blocks = batch * per_seq + extra_blocks
+    table = rng.permutation(num_blocks)[:batch * per_seq].reshape(batch, per_seq).astype(np.int32)
+    k = np.full((num_blocks, block_size, kv_heads, d), np.nan, np.float32)
+    v = np.full_like(k, np.nan)
+    for b, length in enumerate(lengths):
+        for j in range(length):
+            block, row = table[b, j // block_size], j % block_size
+            k[block, row] = rng.standard_normal((kv_heads, d))
+            v[block, row] = rng.standard_normal((kv_heads, d))
+    return k.astype(dtype), v.astype(dtype), table
+
+
+def check(q, k_cache, v_cache, lengths, table, out, lse, *, causal, window=None, dtype=F16):
+    ref, ref_lse = kvcache_reference(q, k_cache, v_cache, lengths, block_table=table, causal=causal, window=window)
+    naive, _ = kvcache_reference(q, k_cache, v_cache, lengths, block_table=table, causal=causal, window=window,
+                                 precision=dtype)
+    name = "bfloat16" if dtype == BF16 else "float16"
+    acc = check_accuracy(out, lse, ref, ref_lse, naive, name, heads=range(q.shape[2]))
+    assert acc.ok, acc
+    assert acc.lse_max_error < 1e-3, acc
+    return acc
+
+
+# name, B, Sq, N, Nkv, D, lengths, block_size, dtype, causal, window, num_splits, s_new
+CASES = [
+    ("decode_gqa4_contiguous", 2, 1, 8, 2, 64, [17, 300], None, F16, True, None, 0, 0),
+    ("mixed_lengths_paged", 4, 1, 8, 1, 64, [1, 17, 4096, 32768], 128, F16, True, None, 0, 0),
+    ("gqa1_bf16_paged", 3, 1, 4, 4, 128, [100, 33, 260], 16, BF16, True, None, 0, 0),
+    ("gqa8_bf16_contiguous", 2, 1, 16, 2, 128, [513, 64], None, BF16, True, None, 0, 0),
+    ("causal_sq4_append_paged", 3, 4, 8, 2, 64, [60, 200, 5], 32, F16, True, None, 0, 4),
+    ("causal_sq3_blind_rows", 2, 3, 4, 2, 32, [2, 40], None, F16, True, None, 0, 0),
+    ("window_noncausal_sq2", 2, 2, 4, 1, 64, [300, 90], 64, F16, False, (64, 16), 0, 0),
+    ("window_causal", 1, 1, 8, 2, 64, [1000], None, F16, True, (100, -1), 0, 0),
+    ("no_split_paged", 3, 1, 8, 2, 64, [700, 20, 130], 128, F16, True, None, 1, 0),
+    ("empty_sequence", 2, 1, 4, 2, 64, [0, 50], None, F16, True, None, 0, 0),
+    ("append_contiguous_sq1", 2, 1, 8, 8, 64, [10, 77], None, BF16, True, None, 0, 1),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_kvcache_matches_reference(session, case):
+    _, batch, sq, heads, kv_heads, d, lengths, block_size, dtype, causal, window, splits, s_new = case
+    rng = np.random.default_rng(abs(hash(case[0])) % 2**32)
+    total = [length + s_new for length in lengths]
+    k_cache, v_cache, table = make_cache(rng, batch, total, kv_heads, d, dtype, block_size)
+    q = rng.standard_normal((batch, sq, heads, d)).astype(dtype)
+    kwargs = dict(block_table=table, causal=causal, window=window, num_splits=splits, return_lse=True)
+    if s_new:
+        k_new = np.empty((batch, s_new, kv_heads, d), dtype)
+        v_new = np.empty_like(k_new)
+        for b, length in enumerate(lengths):  # the tokens the cache already has at those slots
+            for t in range(s_new):
+                pos = length + t
+                if table is None:
+                    k_new[b, t], v_new[b, t] = k_cache[b, pos], v_cache[b, pos]
+                else:
+                    block, row = table[b, pos // block_size], pos % block_size
+                    k_new[b, t], v_new[b, t] = k_cache[block, row], v_cache[block, row]
+        full_k, full_v = k_cache.copy(), v_cache.copy()
+        for cache in (k_cache, v_cache):  # the slots to append to start as NaN
+            for b, length in enumerate(lengths):
+                for t in range(s_new):
+                    pos = length + t
+                    if table is None:
+                        cache[b, pos] = np.nan
+                    else:
+                        cache[table[b, pos // block_size], pos % block_size] = np.nan
+        kwargs.update(k=k_new, v=v_new)
+    seqlens = np.array(lengths, np.int32)
+    out, lse = session.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens, **kwargs)
+    assert out.shape == q.shape and out.dtype == dtype and lse.shape == (batch, heads, sq)
+    if s_new:  # appended in place into the numpy caches
+        np.testing.assert_array_equal(k_cache.view(np.uint16), full_k.view(np.uint16))
+        np.testing.assert_array_equal(v_cache.view(np.uint16), full_v.view(np.uint16))
+    check(q, k_cache, v_cache, np.array(total), table, out, lse, causal=causal, window=window, dtype=dtype)
+    if 0 in total:
+        b = total.index(0)
+        assert not out[b].astype(np.float32).any() and np.isneginf(lse[b]).all()
+
+
+def test_split_and_unsplit_agree(session):
+    rng = np.random.default_rng(7)
+    k_cache, v_cache, table = make_cache(rng, 2, [900, 50], 2, 64, F16, 64)
+    q = rng.standard_normal((2, 1, 8, 64)).astype(F16)
+    lens = np.array([900, 50], np.int32)
+    split = session.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table)
+    whole = session.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table,
+                                                 num_splits=1)
+    assert np.abs(split.astype(np.float32) - whole.astype(np.float32)).max() < 2e-3
+    again = session.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table)
+    np.testing.assert_array_equal(split.view(np.uint16), again.view(np.uint16))  # fixed combine order
+
+
+def test_int_cache_seqlens_and_default_session():
+    rng = np.random.default_rng(8)
+    k_cache, v_cache, _ = make_cache(rng, 2, [40, 40], 1, 32, F16)
+    q = rng.standard_normal((2, 1, 2, 32)).astype(F16)
+    out, lse = acl_fa.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=40, return_lse=True)
+    check(q, k_cache, v_cache, np.array([40, 40]), None, out, lse, causal=True)
