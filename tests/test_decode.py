@@ -128,3 +128,127 @@ def test_int_cache_seqlens_and_default_session():
     q = rng.standard_normal((2, 1, 2, 32)).astype(F16)
     out, lse = acl_fa.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=40, return_lse=True)
     check(q, k_cache, v_cache, np.array([40, 40]), None, out, lse, causal=True)
+
+
+def test_decode_loop_of_64_steps_equals_one_prefill(session):
+    """A prompt prefilled into a device cache, then 64 decode steps appending one token each:
+    every step's output matches the causal prefill over all tokens (2x-naive rule against the
+    float64 reference, and close to the forward op's own rows), and no K/V byte crosses the
+    host-device link beyond the new tokens (the session's copy counters)."""
+    rng = np.random.default_rng(11)
+    batch, heads, kv_heads, d, prompt, steps, block = 2, 8, 2, 64, 70, 64, 32
+    total = prompt + steps
+    q_all = rng.standard_normal((batch, total, heads, d)).astype(F16)
+    k_all = rng.standard_normal((batch, total, kv_heads, d)).astype(F16)
+    v_all = rng.standard_normal((batch, total, kv_heads, d)).astype(F16)
+    prefill = session.flash_attention(q_all, k_all, v_all, causal=True, layout="BSND")
+    ref, _ = kvcache_reference(q_all, k_all, v_all, np.full(batch, total), causal=True)
+
+    per_seq = -(-total // block)
+    table = rng.permutation(batch * per_seq).reshape(batch, per_seq).astype(np.int32)
+    host_k = np.full((batch * per_seq, block, kv_heads, d), np.nan, F16)  # the prompt's K/V, NaN after it
+    host_v = host_k.copy()
+    for b in range(batch):
+        for j in range(prompt):
+            host_k[table[b, j // block], j % block] = k_all[b, j]
+            host_v[table[b, j // block], j % block] = v_all[b, j]
+    k_cache, v_cache = session.to_device(host_k), session.to_device(host_v)
+    seqlens = np.full(batch, prompt, np.int32)
+    before = session.copy_counters()
+    outs = []
+    for t in range(prompt, total):
+        outs.append(session.flash_attention_with_kvcache(
+            q_all[:, t:t + 1], k_cache, v_cache, cache_seqlens=seqlens, block_table=table,
+            k=k_all[:, t:t + 1], v=v_all[:, t:t + 1]))
+        seqlens += 1
+    after = session.copy_counters()
+    decoded = np.concatenate(outs, axis=1)
+    naive, _ = kvcache_reference(q_all, k_all, v_all, np.full(batch, total), causal=True, precision=F16)
+    acc = check_accuracy(decoded, np.zeros(1), ref[:, prompt:], np.zeros(1), naive[:, prompt:], "float16",
+                         heads=range(heads))
+    assert acc.ok, acc
+    assert np.abs(decoded.astype(np.float32) - prefill[:, prompt:].astype(np.float32)).max() <= 2 * acc.tolerance
+    # Host -> device per step: q, the new k and v, the lengths and the block table; nothing else.
+    token = batch * kv_heads * d * 2
+    per_step = batch * heads * d * 2 + 2 * token + batch * 4 + table.nbytes
+    assert after["h2d"]["bytes"] - before["h2d"]["bytes"] == steps * per_step
+    # Device -> host: only the outputs; device -> device: the appended tokens.
+    assert after["d2h"]["bytes"] - before["d2h"]["bytes"] == steps * batch * heads * d * 2
+    assert after["d2d"]["bytes"] - before["d2d"]["bytes"] == steps * 2 * token
+    cache = k_cache.numpy().reshape(-1, kv_heads, d)
+    for b in range(batch):
+        rows = [table[b, j // block] * block + j % block for j in range(total)]
+        np.testing.assert_array_equal(cache[rows].view(np.uint16), k_all[b].view(np.uint16))
+    k_cache.close()
+    v_cache.close()
+
+
+def _bad_call_args(rng):
+    q = rng.standard_normal((2, 1, 4, 32)).astype(F16)
+    k_cache, v_cache, table = make_cache(rng, 2, [40, 20], 2, 32, F16, 16)
+    return dict(q=q, k_cache=k_cache, v_cache=v_cache, cache_seqlens=np.array([40, 20], np.int32),
+                block_table=table)
+
+
+def _with(**changes):
+    def edit(args):
+        args = dict(args)
+        for key, value in changes.items():
+            args[key] = value(args) if callable(value) else value
+        return args
+    return edit
+
+
+BAD = [
+    ("seqlen_beyond_reach", _with(cache_seqlens=np.array([49, 20], np.int32)), acl_fa.InvalidArgumentError,
+     "exceeds the block table's reach"),
+    ("negative_seqlen", _with(cache_seqlens=np.array([-1, 20], np.int32)), acl_fa.InvalidArgumentError,
+     r"cache_seqlens\[0\] = -1 must be >= 0"),
+    ("table_out_of_range", _with(block_table=lambda a: np.where(a["block_table"] == a["block_table"][0, 0], 99,
+                                                                a["block_table"]).astype(np.int32)),
+     acl_fa.InvalidArgumentError, "out of range"),
+    ("table_repeats_block", _with(block_table=lambda a: np.stack([np.full(3, a["block_table"][0, 0]),
+                                                                  a["block_table"][1]]).astype(np.int32)),
+     acl_fa.InvalidArgumentError, "twice"),
+    ("block_size_not_16", _with(k_cache=lambda a: a["k_cache"][:, :8], v_cache=lambda a: a["v_cache"][:, :8]),
+     acl_fa.InvalidArgumentError, "multiple of 16"),
+    ("append_overflows", _with(k=lambda a: np.zeros((2, 9, 2, 32), F16), v=lambda a: np.zeros((2, 9, 2, 32), F16)),
+     acl_fa.InvalidArgumentError, "k's new tokens"),
+    ("head_dim_differs", _with(q=lambda a: np.zeros((2, 1, 4, 64), F16)), acl_fa.InvalidArgumentError,
+     "head dim differs"),
+    ("dtype_differs", _with(q=lambda a: a["q"].astype(BF16)), acl_fa.InvalidTypeError, "share one dtype"),
+    ("k_without_v", _with(k=lambda a: np.zeros((2, 1, 2, 32), F16)), acl_fa.InvalidArgumentError,
+     "k and v must be given together"),
+    ("table_batch", _with(block_table=lambda a: a["block_table"][:1]), acl_fa.InvalidArgumentError,
+     "block_table must be"),
+    ("num_splits_3", _with(num_splits=3), acl_fa.InvalidArgumentError, "num_splits must be 0"),
+    ("float_table", _with(block_table=lambda a: a["block_table"].astype(np.float32)), acl_fa.InvalidTypeError,
+     "integer array"),
+    ("window_type", _with(window=5), acl_fa.InvalidTypeError, "window must be"),
+]
+
+
+@pytest.mark.parametrize("name,edit,error,message", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_is_refused_before_device_work(session, backend, name, edit, error, message):
+    args = edit(_bad_call_args(np.random.default_rng(5)))
+    q, k_cache, v_cache = args.pop("q"), args.pop("k_cache"), args.pop("v_cache")
+    before = acl_fa.runtime.live_counts(backend) if backend.name == "sim" else None
+    with pytest.raises(error, match=message):
+        session.flash_attention_with_kvcache(q, k_cache, v_cache, **args)
+    if before is not None:
+        assert acl_fa.runtime.live_counts(backend) == before  # nothing allocated, nothing launched
+
+
+def test_device_arrays_of_another_or_a_closed_session_are_refused(session, backend):
+    rng = np.random.default_rng(6)
+    args = _bad_call_args(rng)
+    with acl_fa.Session(backend=backend.name) as other:
+        foreign = other.to_device(args["k_cache"])
+        with pytest.raises(acl_fa.InvalidArgumentError, match="another Session"):
+            session.flash_attention_with_kvcache(args["q"], foreign, args["v_cache"],
+                                                 cache_seqlens=args["cache_seqlens"], block_table=args["block_table"])
+    closed = session.to_device(args["k_cache"])
+    closed.close()
+    with pytest.raises(acl_fa.ClosedObjectError, match="closed DeviceArray"):
+        session.flash_attention_with_kvcache(args["q"], closed, args["v_cache"], cache_seqlens=args["cache_seqlens"],
+                                             block_table=args["block_table"])
