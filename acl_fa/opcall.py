@@ -222,7 +222,8 @@ class OpRunner:
         Session is first checked by the op for the session's chip and against the device's free
         memory, before device work."""
         bound = bound or {}
-        key = (problem, tuple((role, array.serial) for role, array in sorted(bound.items())))
+        # Keyed by the problem alone when every input is the cache's own buffer.
+        key = (problem, tuple((role, array.serial) for role, array in sorted(bound.items()))) if bound else problem
         prepared = self._cache.get(key)
         if prepared is not None:
             self._cache.move_to_end(key)
