@@ -296,12 +296,20 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     """Attention of q against a KV cache (see the module docstring)."""
     if (k is None) != (v is None):
         raise InvalidArgumentError("k and v must be given together (new keys and values to append)")
+    # Types before the validated-problem cache: 1, 1.0 and True hash alike.
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+        raise InvalidTypeError(f"scale must be a real number, got {scale!r}")
+    if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral):
+        raise InvalidTypeError(f"num_splits must be an integer, got {num_splits!r}")
+    if not isinstance(return_lse, (bool, np.bool_)):
+        raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
+    scale = None if scale is None else float(scale)
     pre, nxt = _window_tokens(causal, window)
     q_meta = _meta("q", q)
     cache_metas = (_meta("k_cache", k_cache), _meta("v_cache", v_cache))
     table_shape = None if block_table is None else _meta("block_table", block_table)[0]
     new_metas = None if k is None else (_meta("k", k), _meta("v", v))
-    problem = _validated(q_meta, cache_metas, table_shape, new_metas, (scale, pre, nxt, num_splits))
+    problem = _validated(q_meta, cache_metas, table_shape, new_metas, (scale, pre, nxt, int(num_splits)))
     if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
         cache_seqlens = np.full((problem.batch,), int(cache_seqlens), np.int32)
     seqlens = _host_ints("cache_seqlens", cache_seqlens, (problem.batch,))

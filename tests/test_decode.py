@@ -225,6 +225,9 @@ BAD = [
     ("float_table", _with(block_table=lambda a: a["block_table"].astype(np.float32)), acl_fa.InvalidTypeError,
      "integer array"),
     ("window_type", _with(window=5), acl_fa.InvalidTypeError, "window must be"),
+    ("num_splits_bool", _with(num_splits=True), acl_fa.InvalidTypeError, "num_splits must be an integer"),
+    ("scale_bool", _with(scale=True), acl_fa.InvalidTypeError, "scale must be a real number"),
+    ("causal_int", _with(causal=1), acl_fa.InvalidTypeError, "causal must be a bool"),
 ]
 
 
