@@ -5,10 +5,12 @@ order; ``aclfaSimModelL2`` replays that trace through a fully associative, write
 write-allocate LRU cache of the chip's L2 size and line size and counts the bytes such a
 cache would move to and from HBM. A model (sim only), never a measurement of a chip.
 
-The trace holds every DataCopy range and, per Matmul call, the span of its A, B and C operands
-once; the launch counters also count the operand re-reads between the Matmul's tile passes
-(served by L1/L2 on the chip). So the trace's access bytes and the counters' GM bytes differ;
-"raw GM access bytes" in reports are the counters'.
+The trace holds every DataCopy range and, per Matmul call, the rows of its A, B and C operands
+once (a strided operand -- one head's rows of a BSND or BSH tensor -- as the rows it touches,
+not the span that includes the other heads' rows between them); the launch counters also count
+the operand re-reads between the Matmul's tile passes (served by L1/L2 on the chip). So the
+trace's access bytes are at most the counters' GM bytes; "raw GM access bytes" in reports are
+the counters'.
 
 Order: the simulator runs the simulated cores on a few host threads, each core to its end, so
 the recorded order has few cores in flight; on the chip all cores run at once and their

@@ -135,7 +135,7 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
         backend_name = session.backend.name
     out, lse, soc, plan, times, device_bytes, stats = m.out, m.lse, m.soc, m.plan, m.times_ms, m.device_bytes, m.stats
     if m.l2_interleaved is not None:
-        stats = dict(stats, modeled_hbm_bytes=m.l2_interleaved.hbm_bytes,
+        stats = dict(stats, modeled_hbm_bytes=m.l2_interleaved.hbm_bytes, l2_access_bytes=m.l2_interleaved.access_bytes,
                      l2_line_hit_rate=m.l2_interleaved.hit_rate, gm_trace_by_tensor=m.traffic)
     accuracy = _check(problem, q, k, v, out, lse) if check else None
     tick("check", 1)

@@ -54,3 +54,20 @@ def test_run_text_report_labels(sim_only):
     assert "modeled, not measured" in text
     assert "standard attention would hold" in text
     assert ": OK" in text
+
+
+def test_strided_layouts_report_the_bytes_they_read(sim_only):
+    """BSND and BSH read the same elements as BNSD (one head's rows, strided): the same bytes per
+    tensor, the L2 model sees the same access bytes, and no tensor exceeds the GM total."""
+    reports = {}
+    for layout in ("BNSD", "BSND", "BSH"):
+        reports[layout] = json.loads(_run("--seq", "384", "--heads", "8", "--kv-heads", "4", "--head-dim", "64",
+                                          "--causal", "--layout", layout, "--block-m", "64",
+                                          "--iters", "1", "--warmup", "0", "--no-check", "--json"))
+    traffic = {layout: r["simulator"]["gm_trace_by_tensor"] for layout, r in reports.items()}
+    assert traffic["BSND"] == traffic["BNSD"] == traffic["BSH"]
+    for r in reports.values():
+        sim = r["simulator"]
+        assert sum(t["read"] + t["write"] for t in sim["gm_trace_by_tensor"].values()) <= sim["gm_bytes"]
+        assert sim["l2_access_bytes"] == reports["BNSD"]["simulator"]["l2_access_bytes"]
+        assert sim["modeled_hbm_bytes"] <= 1.5 * reports["BNSD"]["simulator"]["modeled_hbm_bytes"]

@@ -98,8 +98,12 @@ const uint8_t *CheckGlobalBuffer(CoreContext &core, const void *ptr, uint64_t by
 void CountCube(CoreContext &core, uint64_t macs, uint64_t gmReadBytes, uint64_t gmWriteBytes,
                uint64_t l1Bytes);
 
-// Records a GM range for the trace on behalf of the cube (Matmul operand and result traffic).
-void TraceCube(CoreContext &core, const void *addr, uint64_t bytes, bool isWrite);
+// Records a Matmul operand or result for the trace on behalf of the cube (the group's AIC):
+// `rows` rows of `rowBytes` bytes, `strideBytes` apart in GM. Only the bytes of the rows are
+// recorded (one record when the rows are contiguous, else one per row): a strided operand,
+// such as one head's rows of a BSND tensor, does not touch the other heads' rows between them.
+void TraceCube(CoreContext &core, const void *addr, uint64_t rows, uint64_t rowBytes, uint64_t strideBytes,
+               bool isWrite);
 
 // Bulk conversions with hardware rounding (round to nearest, ties to even), vectorized
 // on CPUs that have F16C / AVX-512; used by Cast, the Matmul and the GEMM packing.

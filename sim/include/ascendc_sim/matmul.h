@@ -101,10 +101,22 @@ struct MatmulJob {
 };
 void RunMatmul(const MatmulJob &job);
 
-// Counts the job on the group's AIC and appends its GM ranges to the trace.
+// An operand as stored in GM: `rows` rows of `cols` elements of T, `ld` elements apart.
+struct GmRows {
+    const void *addr;
+    int64_t rows;
+    uint64_t rowBytes;
+    uint64_t strideBytes;
+};
+template <typename T>
+GmRows MakeGmRows(const void *addr, int64_t rows, int64_t cols, int64_t ld) {
+    return {addr, rows, uint64_t(cols) * sizeof(T), uint64_t(ld) * sizeof(T)};
+}
+
+// Counts the job on the group's AIC and appends the rows of its GM operands to the trace
+// (c.addr == nullptr: C went to UB).
 void CountMatmul(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, int m, int n, int k, uint32_t aBytes,
-                 uint32_t bBytes, uint64_t cGmBytes, const void *a, uint64_t aSpan, const void *b, uint64_t bSpan,
-                 const void *c, uint64_t cSpan);
+                 uint32_t bBytes, uint64_t cGmBytes, const GmRows &a, const GmRows &b, const GmRows &c);
 
 template <typename T>
 uint64_t GmSpan(int64_t rows, int64_t cols, int64_t ld) {
@@ -322,8 +334,13 @@ private:
         sim::RunMatmul(job);
         const uint64_t cGmBytes = cGmSpan ? uint64_t(bm) * bn * sizeof(DstT) : 0;  // 0: C went to UB
         if (job.gmAtomic) __atomic_fetch_add(&core.cubeStats->atomicAddBytes, cGmBytes, __ATOMIC_RELAXED);
-        sim::CountMatmul(core, tiling_, bm, bn, singleK_, sizeof(SrcAT), sizeof(SrcBT), cGmBytes, a, aSpan, b, bSpan,
-                         cGmSpan ? c : nullptr, cGmSpan);
+        // Rows as stored: A [bm, K] (A^T: [K, bm]), B [K, bn] (B^T: [bn, K]), C [bm, bn].
+        const sim::GmRows aRows = transA_ ? sim::MakeGmRows<SrcAT>(a, singleK_, bm, lda)
+                                          : sim::MakeGmRows<SrcAT>(a, bm, singleK_, lda);
+        const sim::GmRows bRows = transB_ ? sim::MakeGmRows<SrcBT>(b, bn, singleK_, ldb)
+                                          : sim::MakeGmRows<SrcBT>(b, singleK_, bn, ldb);
+        const sim::GmRows cRows = sim::MakeGmRows<DstT>(cGmSpan ? c : nullptr, bm, bn, ldc);
+        sim::CountMatmul(core, tiling_, bm, bn, singleK_, sizeof(SrcAT), sizeof(SrcBT), cGmBytes, aRows, bRows, cRows);
     }
 
     TCubeTiling tiling_{};

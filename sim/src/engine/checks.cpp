@@ -60,11 +60,16 @@ void GmAccess(CoreContext &core, const char *api, const void *addr, uint64_t byt
     if (gTraceOn && bytes) Trace(core.traceCore, addr, bytes, isWrite);
 }
 
-void TraceCube(CoreContext &core, const void *addr, uint64_t bytes, bool isWrite) {
-    if (gTraceOn && bytes && addr) {
-        const uint16_t aic = static_cast<uint16_t>(1000 + (core.isAic ? core.blockIdx : core.blockIdx / core.taskRatio));
-        Trace(aic, addr, bytes, isWrite);
+void TraceCube(CoreContext &core, const void *addr, uint64_t rows, uint64_t rowBytes, uint64_t strideBytes,
+               bool isWrite) {
+    if (!gTraceOn || addr == nullptr || rows == 0 || rowBytes == 0) return;
+    const uint16_t aic = static_cast<uint16_t>(1000 + (core.isAic ? core.blockIdx : core.blockIdx / core.taskRatio));
+    const uint8_t *p = static_cast<const uint8_t *>(addr);
+    if (rows == 1 || strideBytes == rowBytes) {
+        Trace(aic, p, rows * rowBytes, isWrite);
+        return;
     }
+    for (uint64_t r = 0; r < rows; ++r) Trace(aic, p + r * strideBytes, rowBytes, isWrite);
 }
 
 const uint8_t *CheckGlobalBuffer(CoreContext &core, const void *ptr, uint64_t bytes) {

@@ -120,8 +120,7 @@ void RunMatmul(const MatmulJob &j) {
 }
 
 void CountMatmul(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, int m, int n, int k, uint32_t aBytes,
-                 uint32_t bBytes, uint64_t cGmBytes, const void *a, uint64_t aSpan, const void *b, uint64_t bSpan,
-                 const void *c, uint64_t cSpan) {
+                 uint32_t bBytes, uint64_t cGmBytes, const GmRows &a, const GmRows &b, const GmRows &c) {
     const int64_t c0 = 32 / aBytes;
     const uint64_t macs = uint64_t(Align(m, 16)) * Align(n, 16) * Align(k, c0);
     const int64_t mPass = std::max<int64_t>(1, (m + int64_t(t.baseM) * t.stepM - 1) / (int64_t(t.baseM) * t.stepM));
@@ -129,9 +128,9 @@ void CountMatmul(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, in
     const uint64_t reads = uint64_t(m) * k * aBytes * nPass + uint64_t(k) * n * bBytes * mPass;
     const uint64_t l1 = uint64_t(t.depthA1) * t.baseM * t.baseK * aBytes + uint64_t(t.depthB1) * t.baseK * t.baseN * bBytes;
     acl_fa_sim::kernel::CountCube(core, macs, reads, cGmBytes, l1);
-    acl_fa_sim::kernel::TraceCube(core, a, aSpan, false);
-    acl_fa_sim::kernel::TraceCube(core, b, bSpan, false);
-    acl_fa_sim::kernel::TraceCube(core, c, cSpan, true);
+    for (const GmRows *op : {&a, &b, &c}) {
+        acl_fa_sim::kernel::TraceCube(core, op->addr, uint64_t(op->rows), op->rowBytes, op->strideBytes, op == &c);
+    }
 }
 
 void CheckMatmulLaunch(const char *api, int objects) {

@@ -1,0 +1,159 @@
+"""What the FlashAttention kernel must execute for a plan, derived from the plan alone.
+
+The plan (acl_fa.plan) fixes the blocks, the zigzag order and each AIC's contiguous range of
+work items; the kernel's structure (op_kernel/flash_attention_kernel.h) fixes what one AIV does
+for its half of a query block. From both this module predicts, per simulated core, the counters
+the simulator reports for a real launch (acl_fa.sim_stats) and the GM trace bytes per tensor --
+so a kernel that computes blocks above the causal diagonal, an extra block, or ignores the
+zigzag order no longer matches.
+
+Counting rules (docs/simulator.md, "Counters"):
+- cube MACs of one Matmul call: align16(M) x align16(N) x align(K, 32 B / element) on the AIC of
+  the group; QK^T is [rows, D] x [D, cols], P.V is [rows, cols] x [cols, D].
+- vector elements: the count of a count-form instruction; mask x repeats for repeat forms;
+  selected elements for a bit-mask Duplicate; 8 x 8 per Brcb repeat of fp32.
+- GM trace: every DataCopy / DataCopyPad range, and each Matmul operand's rows once per call.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+FP32 = 4
+FP32_PER_REPEAT = 64     # one 256-B vector repeat of fp32
+AIV_PER_AIC = 2          # KERNEL_TYPE_MIX_AIC_1_2
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def align(v: int, a: int) -> int:
+    return ceil_div(v, a) * a
+
+
+@dataclasses.dataclass
+class KernelCounts:
+    aic_macs: list            # per AIC (block index), cube MACs
+    aiv_vector_elems: list    # per AIV (block index), vector elements
+    tensor_bytes: dict        # {q|k|v|out|lse|workspace: {"read": bytes, "write": bytes}}
+
+    @property
+    def cube_macs(self) -> int:
+        return sum(self.aic_macs)
+
+    @property
+    def vector_elems(self) -> int:
+        return sum(self.aiv_vector_elems)
+
+
+def query_block_at(pos: int, num_q_blocks: int, zigzag: bool) -> int:
+    """Position in a head's visiting order -> query block (zigzag: 0, last, 1, last - 1, ...)."""
+    if not zigzag:
+        return pos
+    return pos // 2 if pos % 2 == 0 else num_q_blocks - 1 - pos // 2
+
+
+def aiv_rows(plan, item: int, sub_block: int) -> tuple:
+    """(row0, rows, kv_end) of one AIV's share of a work item: sub-block 0 takes
+    ceil(item rows / 2); with causal, keys past the last row's diagonal are not visited."""
+    q_block = query_block_at(item % plan.num_q_blocks, plan.num_q_blocks, plan.q_zigzag)
+    item_row0 = q_block * plan.block_m
+    item_rows = min(plan.block_m, plan.seq - item_row0)
+    first = ceil_div(item_rows, 2)
+    row0 = item_row0 + (0 if sub_block == 0 else first)
+    rows = first if sub_block == 0 else item_rows - first
+    kv_end = plan.seq_kv
+    if plan.causal:
+        kv_end = min(max(row0 + rows + plan.seq_kv - plan.seq, 0), plan.seq_kv)
+    return row0, rows, kv_end
+
+
+def _mask_elems(plan, rows: int, row0: int, col0: int, cols: int) -> int:
+    """Elements MaskScores sets to -inf on one [rows, BLOCK_N] score tile: per row, columns from
+    the first invisible one to BLOCK_N (a bit-masked partial repeat, then whole repeats)."""
+    n = plan.block_n
+    first_row_limit = row0 + plan.seq_kv - plan.seq - col0 + 1
+    crosses = plan.causal and first_row_limit < cols
+    if not crosses and cols == n:
+        return 0
+    total = 0
+    for r in range(rows):
+        limit = cols
+        if crosses and first_row_limit + r < limit:
+            limit = first_row_limit + r
+        if limit >= n:
+            continue
+        total += n - max(0, limit)   # the partial repeat's selected bits + the whole repeats after it
+    return total
+
+
+def _row_ops(rows: int, width: int) -> int:
+    """Elements of a row-wise op over a [rows, width] tile: one repeat per row per 64 columns."""
+    return rows * width
+
+
+def _reduce_rows(rows: int, width: int) -> int:
+    """ReduceRows: fold initialised ([rows, 64]), the width folded in, one WholeReduce per row."""
+    return rows * FP32_PER_REPEAT + rows * width + rows * FP32_PER_REPEAT
+
+
+def _brcb(rows: int) -> int:
+    return ceil_div(rows, 8) * 8 * 8
+
+
+def expected_counts(plan) -> KernelCounts:
+    """The counters and trace bytes a launch of `plan` must produce."""
+    isz = 2  # float16 / bfloat16
+    d, n = plan.head_dim, plan.block_n
+    c0 = 32 // isz
+    aic_macs = [0] * plan.used_core_num
+    aiv_vec = [0] * (plan.used_core_num * AIV_PER_AIC)
+    t = {name: {"read": 0, "write": 0} for name in ("q", "k", "v", "out", "lse", "workspace")}
+    blind = plan.seq - plan.seq_kv if plan.causal and plan.seq > plan.seq_kv else 0
+    for core in range(plan.used_core_num):
+        for item in range(plan.core_item_start[core], plan.core_item_start[core + 1]):
+            for sub in range(AIV_PER_AIC):
+                row0, rows, kv_end = aiv_rows(plan, item, sub)
+                if rows == 0:
+                    continue
+                vec = 2 * rows + rows * d                       # rowMax, rowSum, acc initialised
+                for j in range(ceil_div(kv_end, n)):
+                    col0 = j * n
+                    cols = min(n, plan.seq_kv - col0)
+                    # QK^T then P.V on the AIC.
+                    aic_macs[core] += 2 * align(rows, 16) * align(cols, 16) * align(d, c0)
+                    t["q"]["read"] += rows * d * isz
+                    t["k"]["read"] += cols * d * isz
+                    t["v"]["read"] += cols * d * isz
+                    ws = t["workspace"]
+                    ws["write"] += rows * cols * FP32          # S (Matmul C)
+                    ws["read"] += rows * n * FP32              # S into UB (whole BLOCK_N rows)
+                    ws["write"] += rows * n * isz              # P out of UB
+                    ws["read"] += rows * cols * isz            # P as the P.V Matmul's A
+                    ws["write"] += rows * d * FP32             # P.V (Matmul C)
+                    ws["read"] += rows * d * FP32              # P.V into UB
+                    # SoftmaxBlock: scale, mask, max, alpha, P = exp(S - m), sum, P cast.
+                    vec += rows * n + _mask_elems(plan, rows, row0, col0, cols)
+                    vec += _reduce_rows(rows, n) + 3 * rows + _brcb(rows) + _row_ops(rows, n)
+                    vec += rows * n + _reduce_rows(rows, n) + 2 * rows + rows * n
+                    # AccumulateValues: acc = alpha * acc + P.V.
+                    vec += _brcb(rows) + _row_ops(rows, d) + rows * d
+                # WriteOutput: O = acc / l, cast, LSE = m + ln(l), rows that see no key zeroed.
+                vec += _brcb(rows) + _row_ops(rows, d) + rows * d + 2 * rows
+                masked = min(max(blind - row0, 0), rows)
+                if masked:
+                    vec += masked * d + masked
+                aiv_vec[core * AIV_PER_AIC + sub] += vec
+                t["out"]["write"] += rows * d * isz
+                t["lse"]["write"] += rows * FP32
+    return KernelCounts(aic_macs, aiv_vec, t)
+
+
+def useful_macs(plan) -> int:
+    """Both matmuls over the visible (query, key) pairs only: 2 x B x N x D x pairs."""
+    diag = plan.seq_kv - plan.seq
+    if plan.causal:
+        pairs = sum(min(plan.seq_kv, max(0, i + diag + 1)) for i in range(plan.seq))
+    else:
+        pairs = plan.seq * plan.seq_kv
+    return 2 * plan.batch * plan.heads * plan.head_dim * pairs
