@@ -11,6 +11,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
 )
+from . import sim_stats
 from .api import DeviceArray, Session, flash_attention, flash_attention_with_kvcache
 from .loader import get_backend
 from .reference import attention_reference, attention_reference_backward
@@ -40,4 +41,5 @@ __all__ = [
     "flash_attention",
     "flash_attention_with_kvcache",
     "get_backend",
+    "sim_stats",
 ]

@@ -6,8 +6,10 @@ elements, scalar accesses, UB/L1 high-water marks -- and are not NPU timings (DE
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ._ffi import ffi
-from .loader import Backend
+from .loader import Backend, get_backend
 
 __all__ = ["last_launch", "core_loads"]
 
@@ -21,8 +23,11 @@ def _core(c) -> dict:
     return {name: int(getattr(c, field)) for name, field in _FIELDS}
 
 
-def last_launch(backend: Backend, per_core: bool = False) -> dict:
-    """Totals (and, with per_core, the per-AIC and per-AIV counters) of the last launch."""
+def last_launch(backend: Optional[Backend] = None, per_core: bool = False) -> dict:
+    """Totals (and, with per_core, the per-AIC and per-AIV counters) of the last launch on
+    `backend` (default: the current one, acl_fa.get_backend()). ``work_items``: the
+    (batch, head, query block) items the launch's tiling gave the AIC cores."""
+    backend = backend if backend is not None else get_backend()
     stats = ffi.new("aclfaSimLaunchStats *")
     backend.call("aclfaSimGetLastLaunchStats", stats)
     result = _core(stats.total)

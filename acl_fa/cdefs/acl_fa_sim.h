@@ -63,7 +63,7 @@ typedef struct aclfaSimCoreStats {
     uint64_t scalarAccesses;
     uint64_t ubHighWater;
     uint64_t l1HighWater;
-    uint64_t workItems;
+    uint64_t workItems;       /* AIC: items its tiling gave it; AIV: 0 */
     uint64_t atomicAddBytes;
     uint64_t syncAllCalls;
 } aclfaSimCoreStats;

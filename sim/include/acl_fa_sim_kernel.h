@@ -28,7 +28,7 @@ typedef struct aclfaSimCoreStats {
     uint64_t scalarAccesses;  /* GetValue/SetValue calls on Local/GlobalTensor */
     uint64_t ubHighWater;     /* bytes of UB allocated at the peak (TPipe InitBuffer) */
     uint64_t l1HighWater;     /* bytes of L1 needed at the peak (Matmul tiles) */
-    uint64_t workItems;       /* kernel-reported work items (aclfaSimCountWorkItem) */
+    uint64_t workItems;       /* work items the launch's tiling gave this AIC core (SetLaunchWorkItems); 0 on AIVs */
     uint64_t atomicAddBytes;  /* of gmWriteBytes: bytes added to GM under SetAtomicAdd (UB->GM copies) or Matmul enAtomic */
     uint64_t syncAllCalls;    /* SyncAll barriers this core passed */
 } aclfaSimCoreStats;
@@ -86,6 +86,7 @@ aclError aclfaSimModelL2(uint64_t l2Bytes, uint32_t lineBytes, const aclfaSimGmA
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace acl_fa_sim {
 
@@ -104,6 +105,11 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
 /* The tiling key TILING_KEY_IS compares against in the next LaunchKernel made on the
  * calling thread (then reset to 0). */
 void SetLaunchTilingKey(uint64_t key);
+
+/* The work items each AIC core of the next LaunchKernel made on the calling thread is given,
+ * perAic[i] for AIC i, recorded in that launch's statistics (then reset). The op's launch
+ * path reads them from its tiling data: the engine cannot see the kernel's loops. */
+void SetLaunchWorkItems(std::vector<uint64_t> perAic);
 
 } // namespace acl_fa_sim
 #endif

@@ -27,6 +27,7 @@ namespace {
 
 thread_local CoreContext *tlsCore = nullptr;
 thread_local uint64_t tlsNextTilingKey = 0;
+thread_local std::vector<uint64_t> tlsNextWorkItems;  // per AIC, for the next launch
 
 std::mutex gStatsMutex;
 aclfaSimLaunchStats gLastStats;
@@ -144,12 +145,16 @@ void NoCore(const char *api) {
 
 void SetLaunchTilingKey(uint64_t key) { kernel::tlsNextTilingKey = key; }
 
+void SetLaunchWorkItems(std::vector<uint64_t> perAic) { kernel::tlsNextWorkItems = std::move(perAic); }
+
 aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernelType,
                       const std::function<void()> &body, std::string *error) {
     using namespace kernel;
     const aclfaSimChip *chip = aclfaSimGetChip();
     const uint64_t tilingKey = tlsNextTilingKey;
     tlsNextTilingKey = 0;
+    const std::vector<uint64_t> workItems = std::move(tlsNextWorkItems);
+    tlsNextWorkItems.clear();
     std::string err;
     uint32_t ratio = 1;
     std::vector<Invocation> inv;
@@ -281,6 +286,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     for (size_t a = 0; a < aicStats.size() && a < ACLFA_SIM_MAX_AIC; ++a) {
         if (stats->aicUsed) SumInto(stats->aic[a], aicStats[a]);
     }
+    for (uint32_t a = 0; a < stats->aicUsed && a < workItems.size(); ++a) stats->aic[a].workItems = workItems[a];
     for (uint32_t a = 0; a < stats->aicUsed; ++a) SumInto(stats->total, stats->aic[a]);
     for (uint32_t v = 0; v < stats->aivUsed; ++v) SumInto(stats->total, stats->aiv[v]);
     {

@@ -3,10 +3,13 @@
 #include "flash_attention_launch.h"
 
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "acl_fa_sim.h"
 #include "acl_fa_sim_kernel.h"
+#include "flash_attention_tiling.h"
 #include "kernel_operator.h"
 
 extern "C" void flash_attention(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attention_out,
@@ -20,6 +23,16 @@ aclError RunOnStream(void *userData, char *errBuf, size_t errBufLen)
     const auto *launch = static_cast<const FlashAttentionLaunch *>(userData);
     std::string error;
     SetLaunchTilingKey(launch->tilingKey);
+    // AIC core c owns items [coreItemStart[c], coreItemStart[c + 1]) (flash_attention_tiling.h).
+    if (launch->tilingData.size() >= sizeof(FlashAttentionTilingData)) {
+        FlashAttentionTilingData tiling;
+        std::memcpy(&tiling, launch->tilingData.data(), sizeof tiling);
+        std::vector<uint64_t> items;
+        for (uint32_t c = 0; c < tiling.usedCoreNum && c < FA_MAX_CORES; ++c) {
+            items.push_back(tiling.coreItemStart[c + 1] - tiling.coreItemStart[c]);
+        }
+        SetLaunchWorkItems(std::move(items));
+    }
     const aclError rc = LaunchKernel(
         "flash_attention", launch->blockDim, KERNEL_TYPE_MIX_AIC_1_2,
         [launch] {
