@@ -6,7 +6,8 @@ Backend choice: argument, else ``ACL_FA_BACKEND`` = npu | sim | auto (default au
   ``/usr/local/Ascend/ascend-toolkit/latest/lib64``: ``libacl_rt.so`` (else the legacy
   ``libascendcl.so``), then ``libnnopbase.so`` from the same directory.
 - sim: the same file names in ``$ACL_FA_SIM_LIB_DIR`` when set (a dev build's ``lib/``),
-  else in the package's bundled ``acl_fa/_sim/lib``.
+  else in the package's bundled ``acl_fa/_sim/lib``; a source tree (which has none) uses
+  the installed acl-fa distribution's.
 - auto: npu when its libraries load and ``aclrtGetDeviceCount`` finds a device, else sim,
   said once at INFO level on the ``acl_fa`` logger.
 
@@ -20,6 +21,7 @@ The op library (libcust_opapi.so, the aclnn entry of our operator) is loaded on 
 """
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.resources
 import json
 import logging
@@ -48,6 +50,7 @@ log = logging.getLogger("acl_fa")
 BACKENDS = ("npu", "sim", "auto")
 ENV_BACKEND = "ACL_FA_BACKEND"
 ENV_SIM_LIB_DIR = "ACL_FA_SIM_LIB_DIR"
+DISTRIBUTION = "acl-fa"  # the name pip installs this package under (pyproject.toml)
 # Variables the finder reads (shown by doctor and in AclLibraryError).
 ENV_READ = (
     ENV_BACKEND,
@@ -213,11 +216,33 @@ class Backend:
 
 
 def sim_library_dir(env: Mapping[str, str] = os.environ) -> Path:
-    """$ACL_FA_SIM_LIB_DIR when set, else the package's bundled acl_fa/_sim/lib."""
+    """$ACL_FA_SIM_LIB_DIR when set, else the package's bundled acl_fa/_sim/lib, else -- when
+    this acl_fa is a source tree (no built libraries) -- the installed acl-fa distribution's."""
     override = env.get(ENV_SIM_LIB_DIR)
     if override:
         return Path(override)
-    return Path(str(importlib.resources.files("acl_fa") / "_sim" / "lib"))
+    bundled = Path(str(importlib.resources.files("acl_fa") / "_sim" / "lib"))
+    if bundled.is_dir():
+        return bundled
+    installed = installed_sim_library_dir()
+    return installed if installed is not None else bundled
+
+
+def installed_sim_library_dir() -> Optional[Path]:
+    """acl_fa/_sim/lib of the installed acl-fa distribution, or None. Python puts the current
+    directory first on sys.path, so in a checkout where `pip install .` just ran, the source
+    tree's acl_fa/ (no built libraries) is imported instead of the installed package; it then
+    uses the installed package's libraries."""
+    try:
+        dist = importlib.metadata.distribution(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    libdir = Path(str(dist.locate_file("acl_fa/_sim/lib")))
+    if not libdir.is_dir():
+        return None
+    log.info("acl_fa at %s has no built libraries; using those of the installed %s %s in %s",
+             Path(__file__).parent, DISTRIBUTION, dist.version, libdir)
+    return libdir
 
 
 def npu_library_dirs(env: Mapping[str, str] = os.environ) -> list:
@@ -316,9 +341,12 @@ def load_sim(lib_dir: Optional[Path] = None, env: Mapping[str, str] = os.environ
         return _load_from_dirs("sim", [libdir], [], _env_snapshot(env))
     except AclLibraryError as exc:
         if lib_dir is None and not env.get(ENV_SIM_LIB_DIR) and not libdir.is_dir():
-            exc.summary += (f"\n(no bundled simulator in {libdir}: this acl_fa is a source "
-                            "tree; `pip install .`, or build with CMake and set "
-                            f"{ENV_SIM_LIB_DIR}=<build>/lib)")
+            exc.summary += (
+                f"\nthis acl_fa ({Path(__file__).parent}) is a source tree without built libraries, and no "
+                f"installed {DISTRIBUTION} has them. In the checkout, either run `pip install .` (the source "
+                "tree then uses the installed package's libraries), or build in place: "
+                "`cmake -S . -B build -G Ninja && cmake --build build` and "
+                f"`export {ENV_SIM_LIB_DIR}=$PWD/build/lib`")
         raise
 
 
