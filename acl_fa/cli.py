@@ -131,6 +131,41 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
         click.echo(plan_module.format_plan_table(rows))
 
 
+_DECODE_OPTIONS = [
+    click.option("--decode", is_flag=True, help="Decode against a device KV cache (flash_attention_with_kvcache)."),
+    click.option("--paged", is_flag=True, help="Decode with a paged KV cache (implies --decode)."),
+    click.option("--block-size", type=click.IntRange(min=16), default=128, show_default=True, metavar="N",
+                 help="Keys per cache block with --paged (a multiple of 16)."),
+    click.option("--steps", type=click.IntRange(min=1), default=8, show_default=True, metavar="N",
+                 help="Decode steps, each appending --seq tokens per sequence to the cache."),
+    click.option("--num-splits", type=click.IntRange(min=0, max=1), default=0, show_default=True,
+                 help="0: each sequence's keys split over all cores; 1: one core per sequence and kv head."),
+]
+
+
+def _decode_options(function):
+    for option in reversed(_DECODE_OPTIONS):
+        function = option(function)
+    return function
+
+
+def _run_decode_command(seq_kv, batch, heads, kv_heads, head_dim, dtype, seq_q, block_size, num_splits, steps, check,
+                        seed, backend, device, as_json):
+    from . import api
+    from . import decode_run
+
+    with reported_as_usage_errors(), click.progressbar(length=steps + 2, label="acl-fa run --decode",
+                                                       file=sys.stderr, show_eta=False) as bar:
+        with api.Session(device=device, backend=None if backend == "auto" else backend) as session:
+            report = decode_run.run_decode(
+                session, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, seq_q=seq_q,
+                dtype=dtype, block_size=block_size, num_splits=num_splits, steps=steps, check=check, seed=seed,
+                tick=lambda stage, n: bar.update(n))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else decode_run.format_decode_report(report))
+    if report.accuracy is not None and not report.accuracy.ok:
+        raise click.ClickException("the result is outside the tolerance (see 'check' above)")
+
+
 @main.command()
 @problem_options
 @click.option("--scale", type=float, envvar="ACL_FA_SCALE", default=None, show_envvar=True, metavar="S",
@@ -142,12 +177,19 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
 @click.option("--check/--no-check", envvar="ACL_FA_CHECK", default=True, show_default=True, show_envvar=True,
               help="Compare with the float64 reference (all heads, or a sample of heads on large problems).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@_decode_options
 @backend_option
 @device_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
-        iters, check, seed, backend, device, as_json):
-    """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error."""
+        iters, check, seed, decode, paged, block_size, steps, num_splits, backend, device, as_json):
+    """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
+    With --decode (or --paged): --seq query tokens per step against a device KV cache of
+    --seq-kv tokens per sequence, --steps steps appending to it."""
+    if decode or paged:
+        _run_decode_command(seq_kv or 4096, batch, heads, kv_heads, head_dim, dtype, seq, block_size if paged else None,
+                            num_splits, steps, check, seed, backend, device, as_json)
+        return
     total_steps = 1 + warmup + iters + 1
     with reported_as_usage_errors(), click.progressbar(length=total_steps, label="acl-fa run", file=sys.stderr,
                            show_eta=False) as bar:

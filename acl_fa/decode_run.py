@@ -1,0 +1,207 @@
+"""Decode steps against a device-resident KV cache, measured: ``acl-fa run --decode`` / ``--paged``
+and ``acl-fa bench --decode``.
+
+A cache holding `seq_kv` tokens per sequence (the keys and values a prefill would have left; they
+are generated and copied to the device once, outside the measurement) then `steps` decode steps,
+each appending one token per sequence on the device and attending over the whole cache. Per
+step: end-to-end time of the call; on the simulator also the kernel's wall time (not NPU time),
+the per-core counters of the last step (core balance, AIC busy) and, traced on one extra step,
+the bytes read from the K/V cache against the bytes the sequences' cached K/V hold. The copy
+counters of the session give the bytes that crossed the host-device link during the steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Callable, Optional
+
+import ml_dtypes
+import numpy as np
+
+from . import l2model, sim_stats
+from ._ffi import ffi
+from .accuracy import Accuracy, check_accuracy
+from .decode import flash_attention_with_kvcache
+from .decode_reference import kvcache_reference
+from .runtime import DeviceSession
+from .units import format_bytes
+
+__all__ = ["DecodeReport", "run_decode", "format_decode_report"]
+
+
+@dataclasses.dataclass
+class DecodeReport:
+    backend: str
+    soc: str
+    batch: int
+    heads: int
+    kv_heads: int
+    seq_q: int
+    seq_kv: int                  # cached tokens per sequence before the first step
+    head_dim: int
+    dtype: str
+    block_size: Optional[int]    # None: contiguous cache
+    num_splits: int
+    steps: int
+    step_ms: list                # end-to-end per step
+    kernel_ms: list              # simulator kernel wall time per step (empty on an NPU)
+    cores: Optional[dict]        # {"aic_busy", "aic", "max_over_mean"} of the last step (simulator)
+    kv_read_bytes: Optional[int]  # K/V cache bytes read by one traced step (simulator)
+    kv_cache_bytes: int          # bytes of K and V the sequences hold at that step
+    copies: dict                 # session copy counters over the steps
+    new_token_bytes: int         # K and V bytes appended per step
+    accuracy: Optional[Accuracy]
+
+    @property
+    def median_step_ms(self) -> float:
+        return statistics.median(self.step_ms)
+
+    @property
+    def median_kernel_ms(self) -> Optional[float]:
+        return statistics.median(self.kernel_ms) if self.kernel_ms else None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.batch * self.seq_q / (self.median_step_ms * 1e-3)
+
+    def to_dict(self) -> dict:
+        data = {k: v for k, v in dataclasses.asdict(self).items() if k != "accuracy"}
+        data.update(median_step_ms=self.median_step_ms, median_kernel_ms=self.median_kernel_ms,
+                    tokens_per_s=self.tokens_per_s)
+        if self.kv_read_bytes is not None:
+            data["kv_read_over_cache"] = self.kv_read_bytes / self.kv_cache_bytes
+        if self.accuracy is not None:
+            data["check"] = dataclasses.asdict(self.accuracy) | {"ok": self.accuracy.ok}
+        return data
+
+
+def _np_dtype(name: str) -> np.dtype:
+    return np.dtype(ml_dtypes.bfloat16) if name in ("bfloat16", "bf16") else np.dtype(name)
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    return "float16" if dtype == np.float16 else "bfloat16"
+
+
+def run_decode(session: DeviceSession, *, seq_kv: int, batch: int = 1, heads: int = 32, kv_heads: Optional[int] = None,
+               head_dim: int = 128, seq_q: int = 1, dtype: str = "float16", block_size: Optional[int] = None,
+               num_splits: int = 0, steps: int = 8, check: bool = True, seed: int = 0,
+               tick: Optional[Callable[[str, int], None]] = None) -> DecodeReport:
+    """Runs `steps` decode steps of `seq_q` tokens on a cache of `seq_kv` tokens per sequence."""
+    tick = tick or (lambda stage, n: None)
+    kv_heads = heads if kv_heads is None else kv_heads
+    np_dtype = _np_dtype(dtype)
+    rng = np.random.default_rng(seed)
+    capacity = seq_kv + steps * seq_q
+    # Every token's K/V, host side (the reference reads them); the cache holds the first seq_kv.
+    k_all = rng.standard_normal((batch, capacity, kv_heads, head_dim), dtype=np.float32).astype(np_dtype)
+    v_all = rng.standard_normal((batch, capacity, kv_heads, head_dim), dtype=np.float32).astype(np_dtype)
+    q_all = rng.standard_normal((steps, batch, seq_q, heads, head_dim), dtype=np.float32).astype(np_dtype)
+    if block_size is None:
+        table = None
+        host_k = np.zeros((batch, capacity, kv_heads, head_dim), np_dtype)
+        host_v = np.zeros_like(host_k)
+        host_k[:, :seq_kv], host_v[:, :seq_kv] = k_all[:, :seq_kv], v_all[:, :seq_kv]
+    else:
+        per_seq = -(-capacity // block_size)
+        table = rng.permutation(batch * per_seq).reshape(batch, per_seq).astype(np.int32)
+        host_k = np.zeros((batch * per_seq, block_size, kv_heads, head_dim), np_dtype)
+        host_v = np.zeros_like(host_k)
+        rows_k = host_k.reshape(-1, kv_heads, head_dim)
+        rows_v = host_v.reshape(-1, kv_heads, head_dim)
+        for b in range(batch):
+            rows = (table[b, np.arange(seq_kv) // block_size] * block_size + np.arange(seq_kv) % block_size)
+            rows_k[rows], rows_v[rows] = k_all[b, :seq_kv], v_all[b, :seq_kv]
+    tick("cache", 1)
+    k_cache, v_cache = session.to_device(host_k), session.to_device(host_v)
+    del host_k, host_v
+    sim = session.backend.name == "sim"
+    try:
+        seqlens = np.full(batch, seq_kv, np.int32)
+        step_ms, kernel_ms = [], []
+        before = session.copy_counters()
+        out = lse = None
+        cores = None
+        for step in range(steps):
+            new = slice(seq_kv + step * seq_q, seq_kv + (step + 1) * seq_q)
+            t0 = time.perf_counter()
+            out, lse = flash_attention_with_kvcache(
+                q_all[step], k_cache, v_cache, cache_seqlens=seqlens, block_table=table, k=k_all[:, new],
+                v=v_all[:, new], num_splits=num_splits, return_lse=True, session=session)
+            step_ms.append((time.perf_counter() - t0) * 1e3)
+            if sim:
+                stats = sim_stats.last_launch(session.backend, per_core=step == steps - 1)
+                kernel_ms.append(stats["wall_seconds"] * 1e3)
+            seqlens += seq_q
+            tick("step", 1)
+        after = session.copy_counters()
+        copies = {kind: {key: after[kind][key] - before[kind][key] for key in ("calls", "bytes")} for kind in after}
+        total = seq_kv + steps * seq_q
+        kv_cache_bytes = 2 * batch * total * kv_heads * head_dim * np_dtype.itemsize
+        kv_read = None
+        if sim:
+            macs = [core["cube_macs"] for core in stats["aic"]]
+            busy = sum(1 for m in macs if m)
+            cores = {"aic": len(macs), "aic_busy": busy,
+                     "max_over_mean": max(macs) / (sum(macs) / len(macs)) if sum(macs) else 1.0}
+            kv_read = _traced_kv_read(session, q_all[-1], k_cache, v_cache, seqlens - seq_q, table, num_splits)
+        accuracy = None
+        if check:
+            ref, ref_lse = kvcache_reference(q_all[-1], k_all[:, :total], v_all[:, :total], np.full(batch, total))
+            naive, _ = kvcache_reference(q_all[-1], k_all[:, :total], v_all[:, :total], np.full(batch, total),
+                                         precision=np_dtype)
+            accuracy = check_accuracy(out, lse, ref, ref_lse, naive, _dtype_name(np_dtype), heads=range(heads))
+        tick("check", 1)
+    finally:
+        k_cache.close()
+        v_cache.close()
+    return DecodeReport(session.backend.name, session.soc_name(), batch, heads, kv_heads, seq_q, seq_kv, head_dim,
+                        _dtype_name(np_dtype), block_size, num_splits, steps,
+                        step_ms, kernel_ms, cores, kv_read, kv_cache_bytes, copies,
+                        2 * batch * seq_q * kv_heads * head_dim * np_dtype.itemsize, accuracy)
+
+
+def _traced_kv_read(session, q, k_cache, v_cache, seqlens, table, num_splits) -> int:
+    """K/V cache bytes one launch reads (GM trace, simulator): the last step again, without
+    appending (its tokens are in the cache already)."""
+    seqlens = seqlens + q.shape[1]
+    with l2model.gm_trace(session.backend):
+        flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens, block_table=table,
+                                     num_splits=num_splits, session=session)
+        regions = {name: (int(ffi.cast("uintptr_t", array.buffer.ptr)), array.nbytes)
+                   for name, array in (("k", k_cache), ("v", v_cache))}
+        traffic = l2model.traffic_by_region(session.backend, regions)
+    return traffic["k"]["read"] + traffic["v"]["read"]
+
+
+def format_decode_report(r: DecodeReport) -> str:
+    cache = "contiguous" if r.block_size is None else f"paged, block_size {r.block_size}"
+    lines = [
+        f"backend     {r.backend}   SoC {r.soc}",
+        f"problem     decode B={r.batch} N={r.heads} Nkv={r.kv_heads} Sq={r.seq_q} D={r.head_dim} {r.dtype}; "
+        f"{r.seq_kv} cached tokens per sequence ({cache}); {r.steps} steps appending {r.seq_q} token(s) each",
+        f"split       num_splits={r.num_splits} ({'keys split over all cores' if r.num_splits == 0 else 'one core per sequence and kv head'})",
+    ]
+    step = f"time        {r.median_step_ms:.3f} ms per step end to end (median of {r.steps})"
+    if r.median_kernel_ms is not None:
+        step += f", kernel {r.median_kernel_ms:.3f} ms (simulator wall time, not NPU time)"
+    lines.append(step)
+    lines.append(f"throughput  {r.tokens_per_s:.1f} tokens/s (end to end)")
+    if r.cores is not None:
+        lines.append(f"cores       {r.cores['aic_busy']} of {r.cores['aic']} AIC busy, cube work max/mean "
+                     f"{r.cores['max_over_mean']:.3f} (last step)")
+    if r.kv_read_bytes is not None:
+        lines.append(f"K/V read    {format_bytes(r.kv_read_bytes)} per step = {r.kv_read_bytes / r.kv_cache_bytes:.3f}x "
+                     f"the {format_bytes(r.kv_cache_bytes)} of K/V the sequences hold (GM trace)")
+    h2d, d2h, d2d = (r.copies[k] for k in ("h2d", "d2h", "d2d"))
+    lines.append(f"host<->dev  per step: {format_bytes(h2d['bytes'] // r.steps)} to the device (q, new k/v "
+                 f"{format_bytes(r.new_token_bytes)}, lengths, block table), {format_bytes(d2h['bytes'] // r.steps)} "
+                 f"back (out, lse); {format_bytes(d2d['bytes'] // r.steps)} appended on the device")
+    if r.accuracy is not None:
+        a = r.accuracy
+        verdict = "OK" if a.ok else "FAILED"
+        lines.append(f"check       last step: max |out - ref| = {a.max_error:.3g} <= {a.tolerance:.3g} (2 x naive "
+                     f"{r.dtype} error {a.naive_error:.3g}); LSE error {a.lse_max_error:.2g}: {verdict}")
+    return "\n".join(lines)
