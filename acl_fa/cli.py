@@ -166,6 +166,30 @@ def _run_decode_command(seq_kv, batch, heads, kv_heads, head_dim, dtype, seq_q, 
         raise click.ClickException("the result is outside the tolerance (see 'check' above)")
 
 
+def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype, block_size, num_splits, steps, seed,
+                          backend, device, as_json):
+    from . import api
+    from . import decode_run
+
+    lengths = [seq_kv] if seq_kv else list(seqs)
+    rows = []
+    with reported_as_usage_errors(), click.progressbar(length=len(lengths), label="acl-fa bench --decode",
+                                                       file=sys.stderr, show_eta=False) as bar:
+        with api.Session(device=device, backend=None if backend == "auto" else backend) as session:
+            for length in lengths:
+                report = decode_run.run_decode(
+                    session, seq_kv=length, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                    dtype=dtype, block_size=block_size, num_splits=num_splits, steps=steps, check=True, seed=seed)
+                torch_ms = decode_run.torch_sdpa_ms(batch, heads, kv_heads or heads, 1, length + steps, head_dim,
+                                                    dtype, seed=seed)
+                rows.append((report, torch_ms))
+                bar.update(1)
+    if as_json:
+        click.echo(json.dumps([dict(r.to_dict(), torch_sdpa_ms=t) for r, t in rows], indent=2))
+    else:
+        click.echo(decode_run.format_decode_table(rows))
+
+
 @main.command()
 @problem_options
 @click.option("--scale", type=float, envvar="ACL_FA_SCALE", default=None, show_envvar=True, metavar="S",
@@ -239,17 +263,24 @@ def _bench_problem_options(function):
 @click.option("--l2/--no-l2", "l2", default=True, show_default=True,
               help="Simulator: replay one launch's GM trace through the L2 model (modeled HBM bytes).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@_decode_options
 @backend_option
 @device_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE.png",
               help="Draw time, memory and traffic against S (log axes; needs the 'plot' extra: matplotlib).")
 def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, warmup, iters,
-          l2, seed, backend, device, as_json, plot_path):
+          l2, seed, decode, paged, block_size, steps, num_splits, backend, device, as_json, plot_path):
     """Standard attention against FlashAttention by sequence length: time, device memory, GM
     traffic and ratios; on the simulator also the L2 model, a roofline bound and work efficiency
-    (for the simulated SoC: ACL_FA_SIM_SOC)."""
+    (for the simulated SoC: ACL_FA_SIM_SOC). With --decode: one decode row per --seq-kv value
+    (comma list; one query token per step) against torch's CPU SDPA when torch is installed."""
     from . import bench as bench_module
+
+    if decode or paged:
+        _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype, block_size if paged else None,
+                              num_splits, steps, seed, backend, device, as_json)
+        return
 
     with reported_as_usage_errors(), click.progressbar(length=len(seqs), label="acl-fa bench",
                                                        file=sys.stderr, show_eta=False) as bar:

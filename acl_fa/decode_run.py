@@ -205,3 +205,53 @@ def format_decode_report(r: DecodeReport) -> str:
         lines.append(f"check       last step: max |out - ref| = {a.max_error:.3g} <= {a.tolerance:.3g} (2 x naive "
                      f"{r.dtype} error {a.naive_error:.3g}); LSE error {a.lse_max_error:.2g}: {verdict}")
     return "\n".join(lines)
+
+
+def torch_sdpa_ms(batch: int, heads: int, kv_heads: int, seq_q: int, length: int, head_dim: int, dtype: str,
+                  runs: int = 3, seed: int = 0) -> Optional[float]:
+    """Median wall time of torch.nn.functional.scaled_dot_product_attention on the CPU for the same
+    decode shape (q [B, N, Sq, D] against K/V [B, Nkv, L, D], GQA, causal bottom-right as the
+    decode op; one warm-up call first); None when torch is not installed (not a dependency)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch_dtype = torch.float16 if dtype == "float16" else torch.bfloat16
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, heads, seq_q, head_dim, generator=gen).to(torch_dtype)
+    k = torch.randn(batch, kv_heads, length, head_dim, generator=gen).to(torch_dtype)
+    v = torch.randn(batch, kv_heads, length, head_dim, generator=gen).to(torch_dtype)
+    mask = None
+    if seq_q > 1:  # bottom-right causal: token s sees keys j <= s + L - Sq
+        mask = torch.arange(length)[None, :] <= torch.arange(seq_q)[:, None] + (length - seq_q)
+    times = []
+    for i in range(runs + 1):
+        t0 = time.perf_counter()
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=kv_heads != heads)
+        if i:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def format_decode_table(rows: list) -> str:
+    """One line per (report, torch ms or None)."""
+    head = (f"{'B':>3} {'N/Nkv':>6} {'cached':>7} {'cache':>10} {'kernel ms':>10} {'step ms':>9} {'tok/s':>8} "
+            f"{'torch ms':>9} {'sim/torch':>9} {'K/V read':>9} {'max/mean':>8} {'AIC':>6} {'h2d/step':>10} check")
+    lines = [head]
+    for r, torch_ms in rows:
+        cache = "contig" if r.block_size is None else f"paged{r.block_size}"
+        kernel = r.median_kernel_ms
+        ratio = f"{kernel / torch_ms:.2f}x" if kernel is not None and torch_ms else "-"
+        kv = f"{r.kv_read_bytes / r.kv_cache_bytes:.3f}x" if r.kv_read_bytes is not None else "-"
+        cores = f"{r.cores['max_over_mean']:.3f}" if r.cores else "-"
+        busy = f"{r.cores['aic_busy']}/{r.cores['aic']}" if r.cores else "-"
+        check = "-" if r.accuracy is None else ("OK" if r.accuracy.ok else "FAILED")
+        lines.append(
+            f"{r.batch:>3} {f'{r.heads}/{r.kv_heads}':>6} {r.seq_kv:>7} {cache:>10} "
+            f"{kernel if kernel is not None else float('nan'):>10.2f} {r.median_step_ms:>9.2f} {r.tokens_per_s:>8.1f} "
+            f"{torch_ms if torch_ms else float('nan'):>9.2f} {ratio:>9} {kv:>9} {cores:>8} {busy:>6} "
+            f"{format_bytes(r.copies['h2d']['bytes'] // r.steps):>10} {check}")
+    lines.append("kernel ms: simulator wall time of the launch (not NPU time); step ms: the whole call; torch: "
+                 "scaled_dot_product_attention on the CPU, same shape and dtype; K/V read: bytes read from the "
+                 "cache per step / the K/V bytes the sequences hold (GM trace); max/mean: cube work per AIC")
+    return "\n".join(lines)

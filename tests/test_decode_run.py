@@ -45,3 +45,14 @@ def test_decode_step_uses_every_core_and_reads_kv_once(session, sim_only):
     assert report.cores["max_over_mean"] <= 1.10
     assert report.kv_read_bytes <= 1.05 * report.kv_cache_bytes
     assert report.copies["h2d"]["bytes"] < report.kv_cache_bytes / 100
+
+
+def test_bench_decode_rows(sim_only):
+    result = CliRunner().invoke(main, ["bench", "--decode", "--paged", "--block-size", "16", "--seq", "100,40",
+                                       "--heads", "4", "--kv-heads", "1", "--head-dim", "32", "--steps", "1",
+                                       "--json"])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    rows = json.loads(result.stdout)
+    assert [r["seq_kv"] for r in rows] == [100, 40]
+    assert all(r["check"]["ok"] and r["kv_read_over_cache"] <= 1.05 for r in rows)
+    assert all("torch_sdpa_ms" in r for r in rows)
