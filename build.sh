@@ -2,7 +2,7 @@
 # Builds the FlashAttention custom operator package (.run).
 #
 #   ./build.sh [--soc SOC] [--vendor NAME] [--build-dir DIR] [--install-path DIR]
-#       On a CANN host: CANN's own op-project flow (CANN_FACTS.md section 4). msopgen generates
+#       On a CANN host: CANN's own op-project flow (docs/cann-facts.md#operator-project-build). msopgen generates
 #       the project from op/flash_attention.json, our op_host/ and op_kernel/ sources replace
 #       the generated stubs, the generated CMake presets configure it (vendor, CANN path, SoC),
 #       targets "binary" then "package" build it; the .run is copied to

@@ -1,5 +1,5 @@
 """acl-fa: FlashAttention forward on Huawei Ascend NPUs from numpy, through the CANN runtime
-and aclnn, or through the CPU simulator of the same C ABI (see DESIGN.md)."""
+and aclnn, or through the CPU simulator of the same C ABI (see docs/architecture.md)."""
 from .errors import (
     AclError,
     AclFaError,

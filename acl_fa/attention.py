@@ -37,7 +37,7 @@ BLOCK_MULTIPLE = 16
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
-    """One FlashAttention call, validated. Sizes as in DESIGN.md (B, N, Nkv, Sq, Skv, D)."""
+    """One FlashAttention call, validated. Sizes as in docs/architecture.md#sizes-and-names (B, N, Nkv, Sq, Skv, D)."""
 
     batch: int
     num_heads: int

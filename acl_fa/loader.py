@@ -61,7 +61,7 @@ ENV_READ = (
     "ASCEND_OPP_PATH",
 )
 DEFAULT_TOOLKIT = "/usr/local/Ascend/ascend-toolkit/latest"
-RUNTIME_NAMES = ("libacl_rt.so", "libascendcl.so")  # preferred first (CANN_FACTS section 1)
+RUNTIME_NAMES = ("libacl_rt.so", "libascendcl.so")  # preferred first (docs/cann-facts.md#runtime-libraries-and-lookup)
 NNOPBASE_NAME = "libnnopbase.so"
 OP_LIBRARY_NAME = "libcust_opapi.so"
 OP_ENTRY = "aclnnFlashAttentionGetWorkspaceSize"  # what makes a libcust_opapi.so ours
@@ -265,7 +265,7 @@ class OpCandidate(NamedTuple):
 def find_op_library(backend: str, sim_dir: Optional[Path] = None,
                     env: Mapping[str, str] = os.environ) -> list:
     """Candidates (OpCandidate) for libcust_opapi.so, most preferred first, as nnopbase looks
-    up custom operator packages (CANN_FACTS section 3): each vendor directory in
+    up custom operator packages (docs/cann-facts.md#custom-operator-packages): each vendor directory in
     ASCEND_CUSTOM_OPP_PATH, left first (as the package's set_env.bash prepends it); then
     $ASCEND_OPP_PATH/vendors/<vendor> in vendors/config.ini's load_priority order; then, for
     backend sim only, the simulator's own library next to its runtime.

@@ -1,9 +1,9 @@
 """A roofline per simulated SoC: the simulator's counters become a MODELED lower bound of the
-NPU time, and the bound that dominates. Never an NPU timing (DESIGN.md Rule 4).
+NPU time, and the bound that dominates. Never an NPU timing (docs/simulator.md#modeled-not-measured).
 
     time >= max(cube MACs / cube peak, vector elements / vector throughput, HBM bytes / HBM bandwidth)
 
-Peaks come from the simulator's chip catalogue (CANN_FACTS.md section 7): cube peak = fp16 TFLOPS / 2
+Peaks come from the simulator's chip catalogue (docs/cann-facts.md#chips): cube peak = fp16 TFLOPS / 2
 MAC/s; vector throughput = AIV count x clock x 64 elements per cycle (one 256-byte repeat of fp32
 per cycle per AIV; the kernel's vector work is fp32 between the two matmuls); HBM bandwidth as
 catalogued (several are marked "assumed" there). HBM bytes should be the L2 model's, not raw GM bytes.
@@ -18,7 +18,7 @@ from ._ffi import ffi
 
 __all__ = ["ChipPeaks", "Roofline", "chip_peaks", "roofline", "VECTOR_BYTES_PER_CYCLE", "VECTOR_ELEM_BYTES"]
 
-VECTOR_BYTES_PER_CYCLE = 256   # one vector repeat per cycle per AIV (CANN_FACTS.md section 7)
+VECTOR_BYTES_PER_CYCLE = 256   # one vector repeat per cycle per AIV (docs/cann-facts.md#chips)
 VECTOR_ELEM_BYTES = 4          # elements counted as fp32: 64 per cycle per AIV
 LABEL = "modeled NPU time lower bound (roofline from simulator counters; not a measurement)"
 

@@ -1,7 +1,7 @@
 """Counters of the simulator's last kernel launch (aclfaSimGetLastLaunchStats; sim only).
 
 They count what the operator's source did on the simulated chip -- GM bytes, cube MACs, vector
-elements, scalar accesses, UB/L1 high-water marks -- and are not NPU timings (DESIGN.md Rule 4).
+elements, scalar accesses, UB/L1 high-water marks -- and are not NPU timings (docs/simulator.md#counters).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 # directory and runs this script there, with every argument the user gave (see help.info).
 #
 # Payload (next to this script): packages/vendors/<vendor>/... in CANN's vendors layout
-# (CANN_FACTS.md section 3), package.info (vendor=<name>).
+# (docs/cann-facts.md#custom-operator-packages), package.info (vendor=<name>).
 #
 # Target root T, as CANN's own installer chooses it: --install-path, else $ASCEND_CUSTOM_OPP_PATH
 # (one directory, no ':'), else $ASCEND_OPP_PATH (then vendors/config.ini load_priority gets our

@@ -7,7 +7,7 @@ the simulator reports for a real launch (acl_fa.sim_stats) and the GM trace byte
 so a kernel that computes blocks above the causal diagonal, an extra block, or ignores the
 zigzag order no longer matches.
 
-Counting rules (docs/simulator.md, "Counters"):
+Counting rules (docs/simulator.md#counters):
 - cube MACs of one Matmul call: align16(M) x align16(N) x align(K, 32 B / element) on the AIC of
   the group; QK^T is [rows, D] x [D, cols], P.V is [rows, cols] x [cols, D].
 - vector elements: the count of a count-form instruction; mask x repeats for repeat forms;

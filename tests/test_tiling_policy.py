@@ -1,6 +1,6 @@
 """The tiling policy (op_host/tiling_policy.cpp) through its C ABI (libaclfa_plan.so).
 
-Chip limits are the CANN_FACTS section 7 numbers as GetCoreMemSize answers them (910B-class
+Chip limits are the docs/cann-facts.md#chips numbers as GetCoreMemSize answers them (910B-class
 UB/L1 minus the 256 B reserve), given explicitly so that the policy is tested on its own.
 """
 from __future__ import annotations

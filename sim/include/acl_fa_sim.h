@@ -25,7 +25,7 @@ extern "C" {
 #pragma GCC visibility push(default)
 
 /* ---- chip catalogue -------------------------------------------------------------
- * One row per simulated SoC (CANN_FACTS.md section 7). The current chip is chosen
+ * One row per simulated SoC (docs/cann-facts.md#chips). The current chip is chosen
  * by the env var ACL_FA_SIM_SOC (default "Ascend910B2"), read at aclInit. */
 typedef struct aclfaSimChip {
     char name[32];             /* as aclrtGetSocName() answers, e.g. "Ascend910B2" */

@@ -2,7 +2,7 @@
  * acl_fa_sim_kernel.h -- kernel-engine extension of the acl-fa CPU simulator
  * (libascendc_sim.so). NOT part of CANN's ABI.
  *
- * C part: launch statistics (the counters of DESIGN.md Rule 4), readable from Python.
+ * C part: launch statistics (the counters of docs/simulator.md#counters), readable from Python.
  * C++ part: the launcher used by the simulator's op-API layer and by test kernels.
  */
 #pragma once

@@ -1,5 +1,5 @@
-// aclnn_init.cpp -- aclnnInit / aclnnFinalize. They do not call aclInit (OPB:src/nnopbase/
-// common/api/aclnn_init.cpp). The simulator keeps no state for them: aclnnInit only checks
+// aclnn_init.cpp -- aclnnInit / aclnnFinalize. They do not call aclInit (hicann/opbase
+// src/nnopbase/common/api/aclnn_init.cpp). The simulator keeps no state for them: aclnnInit only checks
 // its config file argument, and either may be repeated.
 #include <cstdio>
 

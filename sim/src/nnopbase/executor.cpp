@@ -1,7 +1,7 @@
 // executor.cpp -- aclOpExecutor: created by the op-API layer in phase one
 // (aclfaSimCreateExecutor), run in phase two (aclfaSimRunExecutor), single use unless made
 // repeatable with aclSetAclOpExecutorRepeatable, then released by aclDestroyAclOpExecutor
-// (OT:docs/context/两段式接口.md). A single-use executor that is never run may also be
+// (hicann/ops-transformer docs/context/两段式接口.md). A single-use executor that is never run may also be
 // destroyed, so a caller can clean up after a failure between the two phases.
 #include <string>
 

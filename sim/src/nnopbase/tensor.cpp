@@ -1,6 +1,6 @@
 // tensor.cpp -- aclCreateTensor / aclDestroyTensor and aclfaSimGetTensorView.
 //
-// Validation as nnopbase's (OPB:src/nnopbase/common/api/acl_op_api.cpp, CANN_FACTS.md section 2):
+// Validation as nnopbase's (hicann/opbase src/nnopbase/common/api/acl_op_api.cpp; docs/cann-facts.md#nnopbase-tensors-and-executors):
 // NULL dims with a non-zero count, too many dims, negative dims, unknown dtype or format give
 // NULL with a message for aclGetRecentErrMsg(); stride NULL means contiguous; strides and
 // offset are in elements; aclDestroyTensor(NULL) is a success.

@@ -1,6 +1,6 @@
 /*
  * aclnn_flash_attention.h -- the two-phase op API of the FlashAttention custom operator, in the
- * form CANN's msopgen generates from op/flash_attention.json (CANN_FACTS.md section 3): inputs,
+ * form CANN's msopgen generates from op/flash_attention.json (docs/cann-facts.md#custom-operator-api): inputs,
  * then attrs in declaration order (float -> double, bool -> bool, int -> int64_t, the optional
  * string attr -> char *...Optional), then outputs (<name>Out), workspace size and executor.
  * Installed as vendors/<vendor>/op_api/include/aclnn_flash_attention.h; exported by

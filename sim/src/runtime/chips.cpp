@@ -1,7 +1,7 @@
 // chips.cpp -- the simulated SoC catalogue and the environment configuration
 // (ACL_FA_SIM_SOC, ACL_FA_SIM_HBM_BYTES, ACL_FA_SIM_DEVICE_COUNT).
 //
-// Numbers: CANN_FACTS.md section 7. UB/L1 are what PlatformAscendC::GetCoreMemSize answers
+// Numbers: docs/cann-facts.md#chips. UB/L1 are what PlatformAscendC::GetCoreMemSize answers
 // (910B family: 256 B reserved). Clocks marked "derived" are fp16 peak / (cores * 8192
 // FLOP/cycle); bandwidths and capacities marked "assumed" have no first-hand source and only
 // feed the simulator's traffic model and its default HBM capacity.

@@ -3,7 +3,7 @@
 //
 // Device memory is host memory laid out as
 //     [front guard 64 B][user bytes: size][padding to round32(size) + 32][tail guard >= 64 B]
-// (the real aclrtMalloc rounds to 32 B and adds 32 B, TN:acl_rt.h). The user start is 64-B
+// (the real aclrtMalloc rounds to 32 B and adds 32 B, torch-npu torch_npu/include/acl/acl_rt.h). The user start is 64-B
 // aligned; guards hold a pattern checked on free. Each device has a simulated HBM capacity
 // (current chip, or ACL_FA_SIM_HBM_BYTES) charged with the padded sizes.
 // Copies follow the real kind rules: the device side of a copy must lie inside one live
@@ -380,7 +380,7 @@ aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
     int32_t device = 0;
     aclError ret = CurrentDevice("aclrtMemset", &device);
     if (ret != ACL_SUCCESS) return ret;
-    // The runtime tells host from device by the address (TN:acl_rt.h).
+    // The runtime tells host from device by the address (torch-npu torch_npu/include/acl/acl_rt.h).
     if (IsDevicePointer(devPtr)) {
         ret = CheckDeviceRange("aclrtMemset", "devPtr", devPtr, count, "the device memset");
         if (ret != ACL_SUCCESS) return ret;
