@@ -187,8 +187,9 @@ def format_report(r: RunReport) -> str:
         f"memory      inputs {format_bytes(r.device_bytes['inputs'])}, outputs {format_bytes(r.device_bytes['outputs'])}, "
         f"workspace {format_bytes(r.device_bytes['workspace'])} "
         f"(intermediates {format_bytes(r.device_bytes['intermediate'])} + the library's system workspace)",
-        f"            standard attention would hold {format_bytes(r.standard_intermediate_bytes)} of S and P "
-        f"({r.standard_intermediate_bytes / max(1, r.device_bytes['intermediate']):.1f}x these intermediates)",
+        f"            standard attention would hold {format_bytes(r.standard_intermediate_bytes)} of S and P: "
+        f"{r.standard_intermediate_bytes / max(1, r.device_bytes['intermediate']):.1f}x these intermediates, "
+        f"{r.standard_intermediate_bytes / max(1, r.device_bytes['workspace']):.1f}x the whole workspace",
     ]
     if r.sim is not None:
         gm = r.sim["gm_bytes"]

@@ -226,6 +226,10 @@ def test_bench_cli_json_fields_and_ratios(sim_only):
         fa, std, ratios = row["flash"], row["standard"], row["ratios"]
         assert ratios["time"] == pytest.approx(std["median_ms"] / fa["median_ms"])
         assert ratios["intermediate_memory"] == pytest.approx(std["intermediate_bytes"] / fa["intermediate_bytes"])
+        # The op also asks for the library's system workspace (16 MiB on 910B): both ratios are reported.
+        assert fa["workspace_bytes"] == fa["intermediate_bytes"] + 16 * 1024 * 1024
+        assert ratios["intermediate_memory_whole_workspace"] == pytest.approx(
+            std["intermediate_bytes"] / fa["workspace_bytes"])
         assert ratios["gm_traffic"] == pytest.approx(std["gm_bytes"] / fa["gm_bytes"])
         assert std["intermediate_bytes"] == 2 * 2 * row["seq"] ** 2 * 2  # S and P, 2 heads, fp16
         l2 = row["l2_model"]

@@ -70,3 +70,26 @@ def test_no_citation_of_files_outside_the_repository():
     offenders = [f"{p.relative_to(ROOT)}: {name}" for p in _files()
                  for name in GONE if name in p.read_text(errors="replace")]
     assert offenders == []
+
+
+RECORDS = [ROOT / "README.md", ROOT / "bench" / "RESULTS.md"]
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name)
+def test_recorded_commands_run_from_a_checkout(path):
+    """No private build directory and no tracker numbers in the recorded commands and results."""
+    text = path.read_text()
+    assert re.findall(r"/tmp/|/work/|build-[a-z0-9]+/lib", text) == []
+    assert re.findall(r"\bissue #?\d+|\bissues? \d+", text, flags=re.IGNORECASE) == []
+
+
+def test_regenerate_script_covers_every_bench_script():
+    script = (ROOT / "bench" / "regenerate.sh").read_text()
+    results = (ROOT / "bench" / "RESULTS.md").read_text()
+    for bench in sorted((ROOT / "bench").glob("*.py")):
+        if bench.name == "common.py":
+            continue
+        assert f"bench/{bench.name}" in script, f"bench/regenerate.sh does not run bench/{bench.name}"
+        assert f"bench/{bench.name}" in results, f"bench/RESULTS.md records nothing from bench/{bench.name}"
+    for cited in set(re.findall(r"python (bench/[\w.]+\.py)", results)):
+        assert (ROOT / cited).is_file() and cited in script, cited

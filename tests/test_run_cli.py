@@ -53,6 +53,7 @@ def test_run_text_report_labels(sim_only):
     assert "kernel wall time on the CPU simulator (not NPU time)" in text
     assert "modeled, not measured" in text
     assert "standard attention would hold" in text
+    assert "x these intermediates" in text and "x the whole workspace" in text
     assert ": OK" in text
 
 

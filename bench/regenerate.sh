@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Re-runs every command whose output is pasted in README.md and bench/RESULTS.md, from a checkout
+# after `pip install .`; each output goes to bench/regenerated/<name>.txt (and the terminal).
+#
+#   bench/regenerate.sh              # the cheap ones: readme (acl-fa run), plan
+#   bench/regenerate.sh all          # everything below (about 15 minutes on 2 cores)
+#   bench/regenerate.sh bench soc    # chosen sections
+#
+# Sections: readme plan bench soc l2 efficiency rss overhead torch matmul
+#   torch   needs torch (pip install torch --index-url https://download.pytorch.org/whl/cpu)
+#   matmul  needs a development build with the test kernels:
+#           cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build
+#           and ACL_FA_SIM_LIB_DIR=$PWD/build/lib in the environment
+# Simulator times are host wall time of the CPU simulator, never NPU timings; they depend on the
+# machine and its load (each bench script prints both with its numbers).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python}
+out=bench/regenerated
+mkdir -p "$out"
+
+run() {  # run NAME COMMAND...: the command and its output into $out/NAME.txt
+    local name=$1
+    shift
+    echo "== $name: $*" >&2
+    { echo "\$ $*"; "$@"; } | tee "$out/$name.txt"   # stderr (progress bars) stays on the terminal
+}
+
+section() {
+    case $1 in
+        readme) run readme-run acl-fa run --seq 4096 --causal ;;
+        plan) run plan acl-fa plan --seq 4096 --causal --soc all ;;
+        bench)
+            run bench-causal acl-fa bench --seq 512,1024,2048,4096 --causal --iters 5 --plot bench/bench_causal.png
+            run bench-full acl-fa bench --seq 512,1024,2048,4096 --iters 5 ;;
+        soc)
+            for chip in Ascend910B1 Ascend910B2 Ascend910B3 Ascend910B4 Ascend910_93; do
+                run "soc-$chip" env ACL_FA_SIM_SOC=$chip acl-fa bench --seq 4096 --causal --iters 1 --warmup 0
+            done ;;
+        l2) run l2-sensitivity "$PYTHON" bench/l2_sensitivity.py ;;
+        efficiency) run work-efficiency "$PYTHON" bench/work_efficiency.py --runs 3 ;;
+        rss) run peak-rss "$PYTHON" bench/peak_rss.py ;;
+        overhead) run driver-overhead "$PYTHON" bench/driver_overhead.py --runs 7 --calls 1000 ;;
+        torch) run vs-torch "$PYTHON" bench/vs_torch.py --runs 5 ;;
+        matmul) run sim-matmul "$PYTHON" bench/sim_matmul.py ;;
+        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul; do section "$s"; done ;;
+        *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
+    esac
+}
+
+if (($# == 0)); then set -- readme plan; fi
+for s in "$@"; do section "$s"; done
