@@ -5,7 +5,6 @@ installed package's acl_fa/_sim/lib. Device buffers come from the simulated runt
 (aclrtMalloc), because kernels may only touch live device allocations.
 """
 import os
-import pathlib
 
 import cffi
 import numpy as np
@@ -33,12 +32,11 @@ SYS_WORKSPACE = 16 << 20  # GetLibApiWorkSpaceSize on Ascend910B
 
 
 def lib_dir():
-    env = os.environ.get("ACL_FA_SIM_LIB_DIR")
-    if env:
-        return pathlib.Path(env)
-    import acl_fa  # installed package
+    # The driver's own rule: ACL_FA_SIM_LIB_DIR, else the package's libraries -- the installed
+    # distribution's when `acl_fa` resolves to a source tree (a child started from the checkout).
+    from acl_fa.loader import sim_library_dir
 
-    return pathlib.Path(acl_fa.__file__).parent / "_sim" / "lib"
+    return sim_library_dir()
 
 
 class SimKernels:
