@@ -12,7 +12,7 @@ from .errors import (
     InvalidTypeError,
 )
 from . import sim_stats
-from .api import DeviceArray, Session, flash_attention, flash_attention_with_kvcache
+from .api import DeviceArray, Session, flash_attention, flash_attention_backward, flash_attention_with_kvcache
 from .loader import get_backend
 from .reference import attention_reference, attention_reference_backward
 from .runtime import DeviceBuffer, DeviceSession, Event, HostBuffer, Stream
@@ -39,6 +39,7 @@ __all__ = [
     "attention_reference",
     "attention_reference_backward",
     "flash_attention",
+    "flash_attention_backward",
     "flash_attention_with_kvcache",
     "get_backend",
     "sim_stats",

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import attention, decode, opcall
+from . import attention, backward, decode, opcall
 from .attention import flash_attention
+from .backward import flash_attention_backward
 from .decode import flash_attention_with_kvcache
 from .device_array import DeviceArray
 from .runtime import DeviceSession
 
-__all__ = ["Session", "DeviceArray", "flash_attention", "flash_attention_with_kvcache"]
+__all__ = ["Session", "DeviceArray", "flash_attention", "flash_attention_backward", "flash_attention_with_kvcache"]
 
 
 class Session(DeviceSession):
@@ -30,6 +31,10 @@ class Session(DeviceSession):
     def flash_attention(self, q, k, v, **options):
         """acl_fa.flash_attention on this session."""
         return attention.flash_attention(q, k, v, session=self, **options)
+
+    def flash_attention_backward(self, dout, q, k, v, out, lse, **options):
+        """acl_fa.flash_attention_backward on this session."""
+        return backward.flash_attention_backward(dout, q, k, v, out, lse, session=self, **options)
 
     def clear_cache(self):
         """Releases the device buffers, tensors, executors and workspaces every op keeps per

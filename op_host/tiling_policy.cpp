@@ -18,7 +18,8 @@ constexpr uint64_t kMaxDim = 256;
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-std::string Format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+}  // namespace
+
 std::string Format(const char *fmt, ...) {
     char buf[512];
     va_list ap;
@@ -27,6 +28,8 @@ std::string Format(const char *fmt, ...) {
     va_end(ap);
     return buf;
 }
+
+namespace {
 
 // The kernel's per-AIV UB buffers, in its InitBuffer order (flash_attention_tiling.h).
 std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, uint64_t ub) {
@@ -97,6 +100,8 @@ std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const 
     return {};
 }
 
+}  // namespace
+
 std::string ValidateProblem(const Problem &p) {
     const struct {
         const char *name;
@@ -140,6 +145,8 @@ std::string ValidateChip(const ChipLimits &c) {
     }
     return {};
 }
+
+namespace {
 
 // Largest multiple of `step` in [step, cap] for which fits(v) holds; 0 when none does.
 template <typename Fits>
@@ -193,6 +200,8 @@ uint64_t QueryBlockAt(uint64_t pos, uint64_t numQBlocks, bool zigzag) {
     return pos % 2 == 0 ? pos / 2 : numQBlocks - 1 - pos / 2;
 }
 
+}  // namespace
+
 // Splits items (each with cost work[i]) into at most `cores` contiguous ranges with the
 // smallest possible maximum range cost (binary search on that maximum; greedy check).
 std::vector<uint32_t> SplitContiguous(const std::vector<uint64_t> &work, uint32_t cores) {
@@ -241,8 +250,6 @@ std::vector<uint32_t> SplitContiguous(const std::vector<uint64_t> &work, uint32_
     starts.push_back(static_cast<uint32_t>(items));
     return starts;
 }
-
-}  // namespace
 
 uint64_t KvBlocksForQueryBlock(const Problem &p, uint32_t blockM, uint32_t blockN, uint64_t qb) {
     const uint64_t numKvBlocks = CeilDiv(p.seqKv, blockN);

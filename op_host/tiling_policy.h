@@ -97,6 +97,17 @@ constexpr uint32_t kLayoutBsh = 2;
 // Ascend910B2 has 196352 B").
 bool ComputePlan(const Problem &problem, const ChipLimits &chip, Plan *plan, std::string *error);
 
+// Shared with the other ops' policies (flash_attention_grad_policy.h):
+// printf into a std::string;
+std::string Format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// "" or what is wrong with the problem's sizes, dtype, layout and user blocks;
+std::string ValidateProblem(const Problem &p);
+// "" or which of the chip's limits is missing;
+std::string ValidateChip(const ChipLimits &c);
+// items of cost work[i] split into at most `cores` contiguous ranges with the smallest maximum
+// range cost: the start of each range, then work.size().
+std::vector<uint32_t> SplitContiguous(const std::vector<uint64_t> &work, uint32_t cores);
+
 // Kv blocks the query block `qb` computes (0 when all its rows see no key).
 uint64_t KvBlocksForQueryBlock(const Problem &problem, uint32_t blockM, uint32_t blockN, uint64_t qb);
 

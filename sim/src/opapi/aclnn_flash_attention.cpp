@@ -8,7 +8,6 @@
 // on the stream; kernel faults surface at the next stream synchronization, as on the chip.
 #include "aclnn_flash_attention.h"
 
-#include <cstdarg>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -16,82 +15,18 @@
 
 #include "acl_fa_sim.h"
 #include "flash_attention_launch.h"
+#include "opapi_common.h"
 #include "aclnn/opdev/op_errno.h"
 #include "sim_host/op_runtime.h"
 #include "test_tiling_override.h"
 
 namespace {
 
+using namespace acl_fa_sim::opapi;
+
 constexpr const char *OP_TYPE = "FlashAttention";
 constexpr const char *API_PHASE1 = "aclnnFlashAttentionGetWorkspaceSize";
 constexpr const char *API_PHASE2 = "aclnnFlashAttention";
-
-// aclDataType / ge::DataType share these values.
-constexpr int32_t DT_FLOAT = 0;
-constexpr int32_t DT_FLOAT16 = 1;
-constexpr int32_t DT_BF16 = 27;
-constexpr int32_t FORMAT_ND = 2;
-
-struct Failure {
-    aclnnStatus code;
-    std::string message;
-};
-
-Failure Fail(aclnnStatus code, const char *fmt, ...)
-{
-    char buffer[1024];
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(buffer, sizeof(buffer), fmt, args);
-    va_end(args);
-    return Failure{code, buffer};
-}
-
-const char *DtypeName(int32_t dtype)
-{
-    switch (dtype) {
-        case DT_FLOAT: return "float32";
-        case DT_FLOAT16: return "float16";
-        case DT_BF16: return "bfloat16";
-        default: return "an unsupported dtype";
-    }
-}
-
-std::string ShapeString(const aclfaSimTensorView &view)
-{
-    std::string text = "[";
-    for (uint64_t i = 0; i < view.dimNum; ++i) {
-        text += (i ? ", " : "") + std::to_string(view.dims[i]);
-    }
-    return text + "]";
-}
-
-std::string ShapeString(const std::vector<int64_t> &shape)
-{
-    std::string text = "[";
-    for (size_t i = 0; i < shape.size(); ++i) {
-        text += (i ? ", " : "") + std::to_string(shape[i]);
-    }
-    return text + "]";
-}
-
-// A tensor argument as phase one checks it.
-struct Arg {
-    const char *name;
-    aclfaSimTensorView view{};
-};
-
-bool IsContiguous(const aclfaSimTensorView &view)
-{
-    int64_t expected = 1;
-    for (int64_t i = static_cast<int64_t>(view.dimNum) - 1; i >= 0; --i) {
-        if (view.dims[i] != 1 && view.strides[i] != expected) {
-            return false;
-        }
-        expected *= view.dims[i];
-    }
-    return true;
-}
 
 // Everything phase two needs; owned by the executor, copied into each stream task.
 struct LaunchSpec {
@@ -103,39 +38,6 @@ struct LaunchSpec {
 struct Dims {
     int64_t b = 0, n = 0, nkv = 0, sq = 0, skv = 0, d = 0;
 };
-
-bool CheckTensor(const aclTensor *tensor, Arg *arg, Failure *failure)
-{
-    if (tensor == nullptr) {
-        *failure = Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: %s is nullptr", API_PHASE1, arg->name);
-        return false;
-    }
-    aclfaSimGetTensorView(tensor, &arg->view);
-    if (arg->view.data == nullptr) {
-        *failure = Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: %s has no device data (tensorData is nullptr)",
-                        API_PHASE1, arg->name);
-        return false;
-    }
-    if (arg->view.format != FORMAT_ND) {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s must be in format ND (%d), got format %d", API_PHASE1,
-                        arg->name, FORMAT_ND, arg->view.format);
-        return false;
-    }
-    if (!IsContiguous(arg->view)) {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s %s must be contiguous (row-major strides)",
-                        API_PHASE1, arg->name, ShapeString(arg->view).c_str());
-        return false;
-    }
-    for (uint64_t i = 0; i < arg->view.dimNum; ++i) {
-        if (arg->view.dims[i] <= 0) {
-            *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s %s has an empty dimension %llu; every dimension must be >= 1",
-                            API_PHASE1, arg->name, ShapeString(arg->view).c_str(),
-                            static_cast<unsigned long long>(i));
-            return false;
-        }
-    }
-    return true;
-}
 
 bool ReadDims(const std::string &layout, const Arg &q, const Arg &k, int64_t numHeads, int64_t numKvHeads,
               Dims *dims, Failure *failure)
@@ -248,54 +150,15 @@ bool Validate(const std::string &layout, const Arg &q, const Arg &k, const Arg &
     return true;
 }
 
-// Compares a caller-provided output with what InferShape says it must be.
-bool CheckOutput(const Arg &arg, const acl_fa_sim::host::TensorInfo &expected, Failure *failure)
-{
-    std::vector<int64_t> shape(arg.view.dims, arg.view.dims + arg.view.dimNum);
-    if (shape != expected.shape) {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s has shape %s, the op produces %s", API_PHASE1, arg.name,
-                        ShapeString(shape).c_str(), ShapeString(expected.shape).c_str());
-        return false;
-    }
-    return true;
-}
-
-acl_fa_sim::host::TensorInfo InfoOf(const Arg &arg)
-{
-    acl_fa_sim::host::TensorInfo info;
-    info.shape.assign(arg.view.dims, arg.view.dims + arg.view.dimNum);
-    info.dtype = arg.view.dataType;
-    info.format = arg.view.format;
-    return info;
-}
-
-uint8_t *DataOf(const Arg &arg, size_t elementBytes)
-{
-    return static_cast<uint8_t *>(arg.view.data) + arg.view.offset * static_cast<int64_t>(elementBytes);
-}
-
-aclnnStatus Report(const Failure &failure)
-{
-    aclfaSimSetErrMsg("%s", failure.message.c_str());
-    return failure.code;
-}
-
 int32_t RunLaunchSpec(void *payload, void *workspace, uint64_t workspaceSize, aclrtStream stream)
 {
     const auto *spec = static_cast<const LaunchSpec *>(payload);
     if (aclfaSimShouldFail(API_PHASE2)) {
         return ACLNN_ERR_RUNTIME_ERROR;  // injected; the executor is consumed as on any failure
     }
-    if (workspaceSize < spec->workspaceSize) {
-        aclfaSimSetErrMsg("%s: workspaceSize %llu is smaller than the %llu bytes phase one asked for", API_PHASE2,
-                          static_cast<unsigned long long>(workspaceSize),
-                          static_cast<unsigned long long>(spec->workspaceSize));
-        return ACLNN_ERR_PARAM_INVALID;
-    }
-    if (spec->workspaceSize > 0 && workspace == nullptr) {
-        aclfaSimSetErrMsg("%s: workspace is nullptr but %llu bytes are needed", API_PHASE2,
-                          static_cast<unsigned long long>(spec->workspaceSize));
-        return ACLNN_ERR_PARAM_NULLPTR;
+    const aclnnStatus wsStatus = CheckWorkspace(API_PHASE2, workspace, workspaceSize, spec->workspaceSize);
+    if (wsStatus != ACLNN_SUCCESS) {
+        return wsStatus;
     }
     auto task = std::make_unique<acl_fa_sim::FlashAttentionLaunch>(spec->launch);
     task->workspace = static_cast<uint8_t *>(workspace);
@@ -329,7 +192,7 @@ extern "C" aclnnStatus aclnnFlashAttentionGetWorkspaceSize(
     Failure failure;
     for (auto [tensor, arg] : {std::pair{query, &q}, {key, &k}, {value, &v}, {attentionOutOut, &out},
                                {softmaxLseOut, &lse}}) {
-        if (!CheckTensor(tensor, arg, &failure)) {
+        if (!CheckTensor(API_PHASE1, tensor, arg, &failure)) {
             return Report(failure);
         }
     }
@@ -357,7 +220,7 @@ extern "C" aclnnStatus aclnnFlashAttentionGetWorkspaceSize(
     if (RunInferShape(OP_TYPE, inputs, attrs, &inferred, &error) != 0) {
         return Report(Fail(ACLNN_ERR_INNER_INFERSHAPE_ERROR, "%s: InferShape failed: %s", API_PHASE1, error.c_str()));
     }
-    if (inferred.size() != 2 || !CheckOutput(out, inferred[0], &failure) || !CheckOutput(lse, inferred[1], &failure)) {
+    if (inferred.size() != 2 || !CheckOutput(API_PHASE1, out, inferred[0], &failure) || !CheckOutput(API_PHASE1, lse, inferred[1], &failure)) {
         return Report(inferred.size() != 2 ? Fail(ACLNN_ERR_INNER_INFERSHAPE_ERROR, "%s: InferShape gave %zu outputs, "
                                                   "expected 2", API_PHASE1, inferred.size())
                                            : failure);

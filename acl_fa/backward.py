@@ -1,0 +1,115 @@
+"""The FlashAttention backward op: aclnnFlashAttentionGrad of our custom operator.
+
+``flash_attention_backward(dout, q, k, v, out, lse, ...)`` gives (dq, dk, dv) of
+softmax(scale * Q K^T + mask) V for the upstream gradient dout, recomputing the probabilities
+from the forward's LSE. Everything a caller can get wrong is refused before device work: q, k, v
+as the forward checks them (attention.make_problem), dout and out shaped and typed like q, lse
+float32 [B, N, Sq] and finite on every row that sees a key. Then the op runs through the shared
+op-call path (acl_fa/opcall.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from . import opcall
+from ._ffi import ffi
+from .attention import Problem, _as_array, make_problem
+from .errors import InvalidArgumentError, InvalidTypeError
+from .opcall import Op, OpRunner, default_session
+from .runtime import DeviceSession
+
+__all__ = ["GradProblem", "make_grad_problem", "FLASH_ATTENTION_GRAD", "flash_attention_backward"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GradProblem:
+    """One backward call, validated: the forward's problem and the dQ summation mode."""
+
+    forward: Problem
+    deterministic: bool
+
+    def flops(self) -> int:
+        """Useful floating-point operations: 5 matmuls (S, dP, dV, dK, dQ) x 2 FLOP per MAC."""
+        return self.forward.flops() // 2 * 5
+
+
+def make_grad_problem(dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD", num_heads=None,
+                      num_kv_heads=None, deterministic=True, block_m=None, block_n=None) -> tuple:
+    """Validates a backward call; returns (GradProblem, dout, q, k, v, out, lse) as numpy arrays."""
+    problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                                    num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+    dout, out, lse = (_as_array(name, x) for name, x in (("dout", dout), ("out", out), ("lse", lse)))
+    for name, x in (("dout", dout), ("out", out)):
+        if x.dtype != q.dtype:
+            raise InvalidTypeError(f"{name} has dtype {x.dtype}; it must have q's dtype {q.dtype}")
+        if x.shape != q.shape:
+            raise InvalidArgumentError(f"{name} has shape {x.shape}; it must have q's shape {q.shape}")
+    if lse.dtype != np.float32:
+        raise InvalidTypeError(f"lse has dtype {lse.dtype}; it must be float32 (as flash_attention returns it)")
+    if lse.shape != problem.lse_shape:
+        raise InvalidArgumentError(f"lse has shape {lse.shape}; it must be [B, N, Sq] = {list(problem.lse_shape)}")
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise InvalidTypeError(f"deterministic must be a bool, got {deterministic!r}")
+    # Rows i < Sq - Skv see no key when causal (bottom-right mask); every other row has a finite LSE.
+    blind = problem.seq_q - problem.seq_kv if problem.causal and problem.seq_q > problem.seq_kv else 0
+    seen = lse[:, :, blind:]
+    if np.isneginf(seen).any() or np.isnan(seen).any():
+        b, n, s = (int(i) for i in np.argwhere(np.isneginf(seen) | np.isnan(seen))[0])
+        raise InvalidArgumentError(
+            f"lse[{b}, {n}, {s + blind}] is {seen[b, n, s]} but that row sees keys; lse must be the forward's "
+            f"(causal={problem.causal}, scale={problem.scale:g}, layout {problem.layout})")
+    return (GradProblem(problem, bool(deterministic)), dout, q, k, v, out, lse)
+
+
+class FlashAttentionGradOp(Op):
+    """aclnnFlashAttentionGrad over the shared op-call path (acl_fa/cdefs/aclnn_flash_attention_grad.h)."""
+
+    name = "flash_attention_grad"
+    inputs = ("dout", "q", "k", "v", "out", "lse")
+    outputs = ("dq", "dk", "dv")
+    workspace_api = "aclnnFlashAttentionGradGetWorkspaceSize"
+    launch_api = "aclnnFlashAttentionGrad"
+
+    def buffers(self, problem: GradProblem) -> dict:
+        p = problem.forward
+        q_role, kv_role = (p.q_shape, p.dtype), (p.kv_shape, p.dtype)
+        return {"dout": q_role, "q": q_role, "k": kv_role, "v": kv_role, "out": q_role,
+                "lse": (p.lse_shape, np.dtype(np.float32)), "dq": q_role, "dk": kv_role, "dv": kv_role}
+
+    def workspace_args(self, problem: GradProblem, tensors: dict) -> tuple:
+        p = problem.forward
+        layout = ffi.new("char[]", p.layout.encode())
+        return (tensors["q"].handle, tensors["k"].handle, tensors["v"].handle, tensors["out"].handle,
+                tensors["dout"].handle, tensors["lse"].handle, p.scale, p.causal, layout, p.num_heads,
+                p.num_kv_heads, problem.deterministic, p.block_m, p.block_n, tensors["dq"].handle,
+                tensors["dk"].handle, tensors["dv"].handle)
+
+
+FLASH_ATTENTION_GRAD = FlashAttentionGradOp()
+
+
+def runner_for(session: DeviceSession) -> OpRunner:
+    """The backward's OpRunner on `session` (one per Session)."""
+    return opcall.runner_for(session, FLASH_ATTENTION_GRAD)
+
+
+def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD", num_heads=None,
+                             num_kv_heads=None, deterministic=True, block_m=None, block_n=None, backend=None,
+                             device=None, session=None):
+    """FlashAttention backward: (dq, dk, dv) for the upstream gradient dout of
+    out, lse = flash_attention(q, k, v, ..., return_lse=True) with the same options.
+
+    dq is shaped like q, dk and dv like k and v, in their dtype and layout; with GQA/MQA the
+    gradient of a kv head sums over its query-head group. deterministic=True (default) sums
+    dQ's contributions in a fixed order, so repeated calls give identical bits; False adds
+    them with fp32 atomic adds (less workspace; equal within rounding, not bitwise).
+    """
+    problem, *arrays = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale, layout=layout,
+                                         num_heads=num_heads, num_kv_heads=num_kv_heads,
+                                         deterministic=deterministic, block_m=block_m, block_n=block_n)
+    if session is None:
+        session = default_session(backend, device)
+    return runner_for(session).run(problem, *arrays)

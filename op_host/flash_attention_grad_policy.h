@@ -1,0 +1,56 @@
+// flash_attention_grad_policy.h -- the FlashAttentionGrad tiling policy: a pure function
+//   (problem, deterministic, chip limits) -> plan or a rejection naming the broken limit.
+// No CANN include (like tiling_policy.h, whose Problem, ChipLimits and BudgetLine it shares);
+// op_host/flash_attention_grad.cpp adapts it to CANN, native/plan_capi.cpp exports it to
+// Python. The buffers it budgets are the kernel's (op_kernel/flash_attention_grad_tiling.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tiling_policy.h"
+
+namespace fa_policy {
+
+struct GradPlan {
+    uint32_t blockM = 0, blockN = 0;           // query rows per step, key rows per unit
+    uint32_t numQBlocks = 0, numKvBlocks = 0;
+    uint32_t rowChunk = 0;                     // rows per row-phase chunk
+    uint32_t blockDim = 0;                     // MIX 1:2 blocks of the launch
+    uint32_t aivNum = 0;                       // 2 * blockDim
+    uint64_t totalUnits = 0;                   // B * Nkv * numKvBlocks
+    std::vector<uint32_t> unitStart;           // aivNum + 1 entries
+    uint32_t numSlots = 0;                     // deterministic dQ partial slots
+    // Work = query blocks walked (a unit of kv head h walks groupSize heads' visible blocks).
+    uint64_t totalWork = 0, maxCoreWork = 0;
+    double meanCoreWork = 0, imbalance = 0;    // over the AIVs that have units
+    std::vector<BudgetLine> budget;            // per-AIV UB lines, then totals (L1, L0C)
+    // User workspace (after the system workspace), bytes; regions 512-B aligned.
+    uint64_t wsDeltaOffset = 0, wsDqOffset = 0, wsDqBytes = 0, wsScratchOffset = 0, wsScratchBytes = 0;
+    uint64_t wsScoreOffset = 0, wsGradOffset = 0, wsProbOffset = 0, wsDsOffset = 0;
+    uint64_t wsDkOffset = 0, wsDvOffset = 0, wsDqPartOffset = 0;
+    uint64_t userWorkspaceBytes = 0;
+    uint64_t tilingKey = 0;
+};
+
+// Largest blocks the backward chooses or accepts.
+constexpr uint32_t kGradMaxBlockM = 128;
+constexpr uint32_t kGradMaxBlockN = 256;
+constexpr uint32_t kGradReferenceBlockN = 128;  // blockN tried first (cube-friendly)
+constexpr uint32_t kGradMaxAiv = 128;           // FAG_MAX_AIV of the tiling struct
+
+// Tiling-key bits (FAG_KEY_* of flash_attention_grad_tiling.h; op_host static_asserts them).
+constexpr uint64_t kGradKeyBf16 = 1u << 0;
+constexpr uint64_t kGradKeyCausal = 1u << 1;
+constexpr uint32_t kGradKeyLayoutShift = 2;
+constexpr uint64_t kGradKeyDeterministic = 1u << 4;
+
+bool ComputeGradPlan(const Problem &problem, bool deterministic, const ChipLimits &chip, GradPlan *plan,
+                     std::string *error);
+
+// Query blocks (of blockM rows) that see kv block j: [first, numQBlocks); first == numQBlocks
+// when none does.
+uint32_t FirstQueryBlockSeeing(const Problem &problem, uint32_t blockM, uint32_t blockN, uint64_t j);
+
+}  // namespace fa_policy

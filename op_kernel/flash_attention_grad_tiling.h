@@ -1,0 +1,82 @@
+// flash_attention_grad_tiling.h -- the tiling data that op_host fills and op_kernel reads for
+// the FlashAttentionGrad op (REGISTER_TILING_DEFAULT(FlashAttentionGradTilingData)).
+// Included by op_host, op_kernel, the simulator and (as a cffi declaration) the Python driver.
+#pragma once
+
+#include <cstdint>
+
+#include "kernel_tiling/kernel_tiling.h"  // TCubeTiling
+
+// Most vector cores any supported chip has (64 AIC x 2 AIV); bounds unitStart.
+constexpr uint32_t FAG_MAX_AIV = 128;
+
+// Tiling key bits: bit 0 dtype (0 float16, 1 bfloat16), bit 1 causal, bits 2-3 layout
+// (FA_LAYOUT_* codes of flash_attention_tiling.h), bit 4 deterministic.
+constexpr uint64_t FAG_KEY_BF16 = 1u << 0;
+constexpr uint64_t FAG_KEY_CAUSAL = 1u << 1;
+constexpr uint32_t FAG_KEY_LAYOUT_SHIFT = 2;
+constexpr uint64_t FAG_KEY_DETERMINISTIC = 1u << 4;
+
+// Work: a unit is one K/V block of one kv head,
+//   unit = (b * numKvHeads + h) * numKvBlocks + j,
+// and owns dK, dV of its blockN key rows: it walks the query heads of h's group and, for each,
+// the query blocks that see block j (causal: at or below the diagonal). Vector core a (block
+// index a of the MIX 1:2 launch's AIVs) runs units [unitStart[a], unitStart[a + 1]), a
+// contiguous range that may span kv heads; ranges are balanced by the query blocks walked.
+//
+// dQ gathers the contributions of every unit of a kv head:
+//   deterministic = 1: AIV a writes them, per kv head its range touches, into a partial slot
+//     [groupSize, Sq, D] fp32 (slots numbered in AIV order, then head order); after SyncAll
+//     the partials of each query row block are summed in slot order (a fixed order), so the
+//     result is the same on every run and any number of host threads.
+//   deterministic = 0: every contribution is added with SetAtomicAdd<float> into one
+//     [B, N, Sq, D] fp32 accumulator (zeroed before a first SyncAll); the order of the adds,
+//     and so the last bits, vary between runs.
+//
+// Per-AIV UB (m = blockM, n = blockN, T = input dtype, 2 bytes), in InitBuffer order:
+//   scoreBuf  m*n*4      S, then P (fp32); row phases: [rows, D] fp32 tiles
+//   gradBuf   m*n*4      dP, then dS (fp32); row phases: a second [rows, D] fp32 tile
+//   probBuf   m*n*2      P in T for the cube; row phases: [rows, D] T tiles
+//   dsBuf     m*n*2      dS * scale in T for the cube; row phases: a second T tile
+//   lseBuf    align32(m*4)   LSE of the block's rows (clamped to >= -FLT_MAX), fp32
+//   deltaBuf  align32(m*4)   D = rowsum(dO * O) of the block's rows, fp32
+//   brcbBuf   m*8*4      Brcb of a per-row vector
+//   foldBuf   m*64*4     row reductions: a tile folded to 64 columns
+// Row phases (the D pre-pass, the dQ fold, the dK/dV write-out) take rowChunk rows at a time,
+// rowChunk * D <= m * n and rowChunk <= m.
+struct FlashAttentionGradTilingData {
+    // ---- problem ----
+    uint32_t batch;          // B
+    uint32_t numHeads;       // N
+    uint32_t numKvHeads;     // Nkv; numHeads % numKvHeads == 0
+    uint32_t groupSize;      // numHeads / numKvHeads
+    uint32_t seqQ;           // Sq >= 1
+    uint32_t seqKv;          // Skv >= 1
+    uint32_t headDim;        // D, multiple of 16, <= 256
+    uint32_t layout;         // FA_LAYOUT_*
+    uint32_t causal;         // 1: mask key j > i + (Skv - Sq)
+    uint32_t deterministic;  // 1: dQ summed in a fixed order (see above)
+    float scaleValue;        // multiplies Q.K^T
+    // ---- blocks ----
+    uint32_t blockM;         // query rows per step, multiple of 16
+    uint32_t blockN;         // key rows per unit, multiple of 16
+    uint32_t numQBlocks;     // ceil(Sq / blockM)
+    uint32_t numKvBlocks;    // ceil(Skv / blockN)
+    uint32_t rowChunk;       // rows per row-phase chunk
+    // ---- work split ----
+    uint32_t aivNum;         // vector cores of the launch = 2 * block dim
+    uint32_t totalUnits;     // batch * numKvHeads * numKvBlocks
+    uint32_t unitStart[FAG_MAX_AIV + 1];  // unit ranges per AIV; [aivNum] == totalUnits
+    uint32_t numSlots;       // deterministic: dQ partial slots (sum over AIVs of kv heads touched)
+    // ---- GM workspace, bytes from the start of the user workspace ----
+    uint64_t wsDeltaOffset;    // D: [B, N, Sq] fp32
+    uint64_t wsDqOffset;       // deterministic: numSlots x [groupSize, Sq, D] fp32; else [B, N, Sq, D] fp32
+    uint64_t wsScratchOffset;  // per-AIV scratch slices, AIV a's at wsScratchOffset + a * wsScratchBytes
+    uint64_t wsScratchBytes;   // one slice: S [m][n] fp32, dP [m][n] fp32, P [m][n] T, dS [m][n] T,
+                               // dK [n][D] fp32, dV [n][D] fp32, dQ part [m][D] fp32; each 512-B aligned
+    uint64_t wsScoreOffset, wsGradOffset, wsProbOffset, wsDsOffset, wsDkOffset, wsDvOffset, wsDqPartOffset;
+    // ---- matmul tilings (one AIV's shapes) ----
+    TCubeTiling scoreTiling;   // S = Q.K^T and dP = dO.V^T: M = blockM, N = blockN, K = D; B transposed
+    TCubeTiling kvGradTiling;  // dV += P^T.dO and dK += dS^T.Q: M = blockN, N = D, K = blockM; A transposed
+    TCubeTiling dqTiling;      // dQ part = dS.K: M = blockM, N = D, K = blockN
+};

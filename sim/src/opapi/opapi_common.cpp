@@ -1,0 +1,136 @@
+// opapi_common.cpp -- see opapi_common.h.
+#include "opapi_common.h"
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace acl_fa_sim {
+namespace opapi {
+
+Failure Fail(aclnnStatus code, const char *fmt, ...)
+{
+    char buffer[1024];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(buffer, sizeof(buffer), fmt, args);
+    va_end(args);
+    return Failure{code, buffer};
+}
+
+aclnnStatus Report(const Failure &failure)
+{
+    aclfaSimSetErrMsg("%s", failure.message.c_str());
+    return failure.code;
+}
+
+const char *DtypeName(int32_t dtype)
+{
+    switch (dtype) {
+        case DT_FLOAT: return "float32";
+        case DT_FLOAT16: return "float16";
+        case DT_BF16: return "bfloat16";
+        default: return "an unsupported dtype";
+    }
+}
+
+std::string ShapeString(const std::vector<int64_t> &shape)
+{
+    std::string text = "[";
+    for (size_t i = 0; i < shape.size(); ++i) {
+        text += (i ? ", " : "") + std::to_string(shape[i]);
+    }
+    return text + "]";
+}
+
+std::string ShapeString(const aclfaSimTensorView &view)
+{
+    return ShapeString(std::vector<int64_t>(view.dims, view.dims + view.dimNum));
+}
+
+namespace {
+bool IsContiguous(const aclfaSimTensorView &view)
+{
+    int64_t expected = 1;
+    for (int64_t i = static_cast<int64_t>(view.dimNum) - 1; i >= 0; --i) {
+        if (view.dims[i] != 1 && view.strides[i] != expected) {
+            return false;
+        }
+        expected *= view.dims[i];
+    }
+    return true;
+}
+}  // namespace
+
+bool CheckTensor(const char *api, const aclTensor *tensor, Arg *arg, Failure *failure)
+{
+    if (tensor == nullptr) {
+        *failure = Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: %s is nullptr", api, arg->name);
+        return false;
+    }
+    aclfaSimGetTensorView(tensor, &arg->view);
+    if (arg->view.data == nullptr) {
+        *failure = Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: %s has no device data (tensorData is nullptr)", api, arg->name);
+        return false;
+    }
+    if (arg->view.format != FORMAT_ND) {
+        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s must be in format ND (%d), got format %d", api, arg->name,
+                        FORMAT_ND, arg->view.format);
+        return false;
+    }
+    if (!IsContiguous(arg->view)) {
+        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s %s must be contiguous (row-major strides)", api, arg->name,
+                        ShapeString(arg->view).c_str());
+        return false;
+    }
+    for (uint64_t i = 0; i < arg->view.dimNum; ++i) {
+        if (arg->view.dims[i] <= 0) {
+            *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s %s has an empty dimension %llu; every dimension must be >= 1",
+                            api, arg->name, ShapeString(arg->view).c_str(), static_cast<unsigned long long>(i));
+            return false;
+        }
+    }
+    return true;
+}
+
+bool CheckOutput(const char *api, const Arg &arg, const host::TensorInfo &expected, Failure *failure)
+{
+    std::vector<int64_t> shape(arg.view.dims, arg.view.dims + arg.view.dimNum);
+    if (shape != expected.shape) {
+        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s has shape %s, the op produces %s", api, arg.name,
+                        ShapeString(shape).c_str(), ShapeString(expected.shape).c_str());
+        return false;
+    }
+    return true;
+}
+
+host::TensorInfo InfoOf(const Arg &arg)
+{
+    host::TensorInfo info;
+    info.shape.assign(arg.view.dims, arg.view.dims + arg.view.dimNum);
+    info.dtype = arg.view.dataType;
+    info.format = arg.view.format;
+    return info;
+}
+
+uint8_t *DataOf(const Arg &arg, size_t elementBytes)
+{
+    return static_cast<uint8_t *>(arg.view.data) + arg.view.offset * static_cast<int64_t>(elementBytes);
+}
+
+aclnnStatus CheckWorkspace(const char *api, void *workspace, uint64_t workspaceSize, uint64_t needed)
+{
+    if (workspaceSize < needed) {
+        aclfaSimSetErrMsg("%s: workspaceSize %llu is smaller than the %llu bytes phase one asked for", api,
+                          static_cast<unsigned long long>(workspaceSize), static_cast<unsigned long long>(needed));
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (needed > 0 && workspace == nullptr) {
+        aclfaSimSetErrMsg("%s: workspace is nullptr but %llu bytes are needed", api,
+                          static_cast<unsigned long long>(needed));
+        return ACLNN_ERR_PARAM_NULLPTR;
+    }
+    return ACLNN_SUCCESS;
+}
+
+}  // namespace opapi
+}  // namespace acl_fa_sim

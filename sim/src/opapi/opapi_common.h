@@ -1,0 +1,55 @@
+// opapi_common.h -- what the simulator's aclnn entries of every op share: failures with their
+// aclnn status and message, the checks of a tensor argument (non-null, device data, ND,
+// contiguous, no empty dimension), and conversions to the op runtime's TensorInfo.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "acl_fa_sim.h"
+#include "aclnn/acl_meta.h"
+#include "aclnn/opdev/op_errno.h"
+#include "sim_host/op_runtime.h"
+
+namespace acl_fa_sim {
+namespace opapi {
+
+// aclDataType / ge::DataType share these values.
+constexpr int32_t DT_FLOAT = 0;
+constexpr int32_t DT_FLOAT16 = 1;
+constexpr int32_t DT_BF16 = 27;
+constexpr int32_t FORMAT_ND = 2;
+
+struct Failure {
+    aclnnStatus code = 0;
+    std::string message;
+};
+
+Failure Fail(aclnnStatus code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// Sets aclGetRecentErrMsg to the failure's message and returns its code.
+aclnnStatus Report(const Failure &failure);
+
+const char *DtypeName(int32_t dtype);
+std::string ShapeString(const aclfaSimTensorView &view);
+std::string ShapeString(const std::vector<int64_t> &shape);
+
+// A tensor argument as phase one checks it.
+struct Arg {
+    const char *name;
+    aclfaSimTensorView view{};
+};
+
+// Fills arg->view; false (and *failure) when the tensor is null, has no data, is not ND, not
+// contiguous or has an empty dimension. `api` names the entry in messages.
+bool CheckTensor(const char *api, const aclTensor *tensor, Arg *arg, Failure *failure);
+// The caller's output has the shape InferShape gave.
+bool CheckOutput(const char *api, const Arg &arg, const host::TensorInfo &expected, Failure *failure);
+host::TensorInfo InfoOf(const Arg &arg);
+uint8_t *DataOf(const Arg &arg, size_t elementBytes);
+// Phase two's checks of the workspace it was given against the `needed` bytes of phase one;
+// ACLNN_SUCCESS or the status (message set).
+aclnnStatus CheckWorkspace(const char *api, void *workspace, uint64_t workspaceSize, uint64_t needed);
+
+}  // namespace opapi
+}  // namespace acl_fa_sim

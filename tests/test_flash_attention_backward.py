@@ -1,0 +1,170 @@
+"""acl_fa.flash_attention_backward against the float64 reference, over the forward's table of
+cases, in both dQ modes; determinism; bad input.
+
+Tolerance (flash-attention's rule): the max error of dq, dk, dv against float64 is at most twice
+the error of a naive backward in the input precision (inputs in the dtype, fp32 arithmetic, P and
+dS rounded to the dtype before the matmuls that read them, results in the dtype) plus a floor
+of one unit roundoff of the dtype at the gradient's magnitude. Both numbers are printed on failure.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import acl_fa
+from acl_fa.accuracy import ULP
+from acl_fa.layouts import shape_of, to_bnsd
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+
+
+def _inputs(layout, b, n, nkv, sq, skv, d, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    qs, kvs = shape_of(layout, b, n, sq, d), shape_of(layout, b, nkv, skv, d)
+    return tuple(rng.standard_normal(s, dtype=np.float32).astype(dtype) for s in (qs, kvs, kvs, qs))
+
+
+def _check_gradients(grads, q, k, v, dout, *, causal, layout, n, nkv, dtype, scale=None, kv_heads=None):
+    """Holds dq, dk, dv to the rule. kv_heads (default all) restricts the check to those kv heads
+    and the query heads of their groups (the float64 reference costs O(Sq * Skv * D) per head)."""
+    group = n // nkv
+    kv_heads = list(range(nkv)) if kv_heads is None else kv_heads
+    heads = [h * group + g for h in kv_heads for g in range(group)]
+    kw = dict(causal=causal, scale=scale, layout=layout, num_heads=n, num_kv_heads=nkv, heads=heads)
+    ref = acl_fa.attention_reference_backward(dout, q, k, v, **kw)
+    naive = acl_fa.attention_reference_backward(dout, q, k, v, work_dtype=np.float32, round_to=dtype, **kw)
+    naive = tuple(x.astype(dtype).astype(np.float64) for x in naive)
+    pick = (lambda x: to_bnsd(x, layout, n)[:, heads], lambda x: to_bnsd(x, layout, nkv)[:, kv_heads])
+    for name, got, want, same in zip(("dq", "dk", "dv"), grads, ref, naive):
+        sel = pick[0] if name == "dq" else pick[1]
+        got = sel(got).astype(np.float64)
+        want_b = to_bnsd(want, layout, len(heads) if name == "dq" else nkv)
+        want_b = want_b if name == "dq" else want_b[:, kv_heads]
+        same_b = to_bnsd(same, layout, len(heads) if name == "dq" else nkv)
+        same_b = same_b if name == "dq" else same_b[:, kv_heads]
+        error = float(np.abs(got - want_b).max())
+        naive_error = float(np.abs(same_b - want_b).max())
+        floor = ULP["bfloat16" if dtype == BF16 else "float16"] * max(1.0, float(np.abs(want_b).max()))
+        bound = 2 * naive_error + floor
+        assert error <= bound, f"{name}: max error {error:.3g} > {bound:.3g} (naive {naive_error:.3g}, floor {floor:.3g})"
+
+
+def _run(session, case_inputs, *, causal, layout, n, nkv, deterministic, block_m=None, block_n=None):
+    q, k, v, dout = case_inputs
+    out, lse = session.flash_attention(q, k, v, causal=causal, layout=layout, num_heads=n, num_kv_heads=nkv,
+                                       return_lse=True)
+    grads = session.flash_attention_backward(dout, q, k, v, out, lse, causal=causal, layout=layout, num_heads=n,
+                                             num_kv_heads=nkv, deterministic=deterministic, block_m=block_m,
+                                             block_n=block_n)
+    for g, x in zip(grads, (q, k, v)):
+        assert g.shape == x.shape and g.dtype == x.dtype
+    return grads
+
+
+# (B, N, Nkv, Sq, Skv, D, dtype, layout, causal)
+CASES = [
+    (1, 2, 2, 128, 128, 64, F16, "BNSD", False),
+    (2, 4, 2, 97, 113, 16, F16, "BNSD", True),        # GQA, tails, Sq < Skv
+    (1, 3, 1, 17, 200, 32, BF16, "BSND", False),      # MQA
+    (1, 2, 2, 200, 50, 64, F16, "BNSD", True),        # Sq > Skv: the first 150 rows see nothing
+    (1, 1, 1, 1, 1, 16, F16, "BNSD", False),
+    (1, 2, 2, 300, 300, 256, BF16, "BSH", True),      # largest head dim
+]
+
+
+@pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"B{c[0]}N{c[1]}kv{c[2]}-Sq{c[3]}-Skv{c[4]}-D{c[5]}-{c[6]}-{c[7]}"
+                         f"{'-causal' if c[8] else ''}")
+def test_matches_reference(session, case, deterministic):
+    b, n, nkv, sq, skv, d, dtype, layout, causal = case
+    inputs = _inputs(layout, b, n, nkv, sq, skv, d, dtype)
+    grads = _run(session, inputs, causal=causal, layout=layout, n=n, nkv=nkv, deterministic=deterministic)
+    _check_gradients(grads, *inputs, causal=causal, layout=layout, n=n, nkv=nkv, dtype=dtype)
+
+
+# The forward's table: every (Sq, Skv) pair of SIZES once, the other options cycling at co-prime
+# periods (D 16..256, heads, dtype, layout, causal, block overrides, dQ mode).
+SIZES = (1, 17, 97, 113, 128, 1023, 4097)
+HEAD_DIMS = (16, 64, 80, 96, 128, 256)
+HEAD_PAIRS = ((2, 2), (4, 2), (4, 1))
+LAYOUTS = ("BNSD", "BSND", "BSH")
+BLOCKS = ((None, None), (64, 64), (None, None), (32, 128), (None, None), (128, 16), (16, 32))
+TABLE = []
+for _i, (_sq, _skv) in enumerate((a, b) for a in SIZES for b in SIZES):
+    big = _sq * _skv >= 1023 * 1023
+    TABLE.append((_sq, _skv, HEAD_DIMS[_i % 6] if not big else 64, HEAD_PAIRS[_i % 3] if not big else (2, 1),
+                  (F16, BF16)[(_i // 2) % 2], LAYOUTS[_i % 3], (_i // 3) % 2 == 0, BLOCKS[_i % 7], _i % 5 != 1))
+
+
+def _table_id(case):
+    sq, skv, d, (n, nkv), dtype, layout, causal, (bm, bn), det = case
+    blocks = f"-bm{bm}-bn{bn}" if bm else ""
+    return (f"Sq{sq}-Skv{skv}-D{d}-N{n}kv{nkv}-{dtype}-{layout}{'-causal' if causal else ''}{blocks}"
+            f"-{'det' if det else 'atomic'}")
+
+
+@pytest.mark.parametrize("case", TABLE, ids=[_table_id(c) for c in TABLE])
+def test_numerical_table(session, case):
+    sq, skv, d, (n, nkv), dtype, layout, causal, (block_m, block_n), det = case
+    inputs = _inputs(layout, 1, n, nkv, sq, skv, d, dtype, seed=sq * 7 + skv)
+    grads = _run(session, inputs, causal=causal, layout=layout, n=n, nkv=nkv, deterministic=det,
+                 block_m=block_m, block_n=block_n)
+    _check_gradients(grads, *inputs, causal=causal, layout=layout, n=n, nkv=nkv, dtype=dtype)
+
+
+def test_rows_that_see_no_key_have_zero_dq(session):
+    q, k, v, dout = _inputs("BNSD", 1, 1, 1, 40, 8, 16, F16)
+    out, lse = session.flash_attention(q, k, v, causal=True, return_lse=True)
+    for det in (True, False):
+        dq, dk, dv = session.flash_attention_backward(dout, q, k, v, out, lse, causal=True, deterministic=det)
+        assert np.all(dq[0, 0, :32] == 0)
+        assert np.isfinite(dk.astype(np.float32)).all() and np.isfinite(dv.astype(np.float32)).all()
+
+
+DETERMINISM_SCRIPT = textwrap.dedent("""
+    import hashlib, json, sys
+    import numpy as np, acl_fa
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((1, 4, 300, 64)).astype(np.float16)
+    k = rng.standard_normal((1, 2, 333, 64)).astype(np.float16)
+    v = rng.standard_normal((1, 2, 333, 64)).astype(np.float16)
+    dout = rng.standard_normal((1, 4, 300, 64)).astype(np.float16)
+    det = sys.argv[1] == "det"
+    with acl_fa.Session() as s:
+        out, lse = s.flash_attention(q, k, v, causal=True, return_lse=True)
+        digests = []
+        for _ in range(int(sys.argv[2])):
+            grads = s.flash_attention_backward(dout, q, k, v, out, lse, causal=True, deterministic=det,
+                                               block_m=32, block_n=32)
+            digests.append(hashlib.sha256(b"".join(g.tobytes() for g in grads)).hexdigest())
+        ref = acl_fa.attention_reference_backward(dout, q, k, v, causal=True)
+        err = max(float(np.abs(g.astype(np.float64) - r).max()) for g, r in zip(grads, ref))
+    print(json.dumps({"digests": digests, "error": err}))
+""")
+
+
+def _determinism_run(mode, repeats, threads):
+    env = dict(os.environ, ACL_FA_BACKEND="sim", ACL_FA_SIM_THREADS=str(threads))
+    result = subprocess.run([sys.executable, "-c", DETERMINISM_SCRIPT, mode, str(repeats)], env=env,
+                            capture_output=True, text=True, timeout=600, check=True)
+    import json
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_deterministic_mode_is_bit_identical_across_threads_and_repeats(sim_only):
+    runs = [_determinism_run("det", 5 if threads == 1 else 1, threads) for threads in (1, 2, 3)]
+    digests = {d for run in runs for d in run["digests"]}
+    assert len(digests) == 1, f"{len(digests)} different results"
+
+
+def test_atomic_mode_is_not_bitwise_reproducible_but_within_tolerance(sim_only):
+    run = _determinism_run("atomic", 5, 1)
+    assert len(set(run["digests"])) > 1, "5 atomic-mode runs gave identical bits"
+    assert run["error"] < 0.02
