@@ -2,8 +2,9 @@
 # Builds the FlashAttention custom operator package (.run).
 #
 #   ./build.sh [--soc SOC] [--vendor NAME] [--build-dir DIR] [--install-path DIR]
-#       On a CANN host: CANN's own op-project flow (docs/cann-facts.md#operator-project-build). msopgen generates
-#       the project from op/flash_attention.json, our op_host/ and op_kernel/ sources replace
+#       On a CANN host: CANN's own op-project flow (docs/cann-facts.md#operator-project-build). msopgen
+#       generates one project from every op/*.json (FlashAttention, FlashAttentionGrad, ...: one JSON
+#       list of their descriptions), our op_host/ and op_kernel/ sources replace
 #       the generated stubs, the generated CMake presets configure it (vendor, CANN path, SoC),
 #       targets "binary" then "package" build it; the .run is copied to
 #       <build-dir>/custom_opp_<os-id>_<arch>.run.
@@ -16,7 +17,7 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 caller_pwd="$PWD"
-op_json="$repo/op/flash_attention.json"
+op_jsons=("$repo"/op/*.json)
 
 usage() {
   cat <<EOF
@@ -174,7 +175,7 @@ detect_soc() {
 
 build_cann() {
   find_cann || no_cann
-  [[ -f "$op_json" ]] || die "$op_json is missing: it is the operator's interface msopgen generates the project from"
+  [[ -f "${op_jsons[0]}" ]] || die "no op/*.json: the operators' interfaces msopgen generates the project from"
   soc="${soc:-$(detect_soc)}"
   case "$soc" in
     ascend910b | ascend910_93) ;;
@@ -184,6 +185,9 @@ build_cann() {
   step "CANN $cann_root, SoC $soc, vendor $vendor"
   step "msopgen gen -> $project"
   rm -rf "$project"
+  local op_json="$build_dir/ops.json"
+  python3 -c 'import json, sys; json.dump([op for f in sys.argv[2:] for op in json.load(open(f))], open(sys.argv[1], "w"), indent=1)' \
+    "$op_json" "${op_jsons[@]}"
   "$msopgen" gen -i "$op_json" -c "ai_core-$soc" -lan cpp -out "$project"
   step "placing op_host/ and op_kernel/ sources"
   cp "$repo"/op_host/*.cpp "$repo"/op_host/*.h "$project/op_host/"

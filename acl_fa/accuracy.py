@@ -15,9 +15,9 @@ import math
 import numpy as np
 
 from .layouts import to_bnsd
-from .reference import head_chunks
+from .reference import attention_reference_backward, head_chunks
 
-__all__ = ["Accuracy", "ULP", "naive_same_precision", "check_accuracy"]
+__all__ = ["Accuracy", "ULP", "naive_same_precision", "check_accuracy", "GradientAccuracy", "check_gradients"]
 
 # Unit roundoff of the input dtypes (2^-p for a p-bit significand incl. the hidden bit).
 ULP = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
@@ -85,3 +85,47 @@ def check_accuracy(out, lse, ref_out, ref_lse, naive_out, dtype_name, heads) -> 
     if not np.array_equal(np.isneginf(lse), np.isneginf(ref_lse)):
         lse_error = float("inf")
     return Accuracy(max_error, naive_error, tolerance, tuple(heads), lse_error)
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientAccuracy:
+    """One gradient (dq, dk or dv) against the float64 backward, by the same rule."""
+
+    name: str
+    max_error: float        # max |grad - reference|
+    naive_error: float      # the same for the same-precision naive backward
+    tolerance: float        # 2 * naive_error + ULP * max(1, max |reference|)
+
+    @property
+    def ok(self) -> bool:
+        return self.max_error <= self.tolerance and not math.isnan(self.max_error)
+
+
+def check_gradients(grads, q, k, v, dout, *, causal, scale, layout, num_heads, num_kv_heads, dtype_name,
+                    kv_heads=None) -> list:
+    """dq, dk, dv (in `layout`) against the float64 backward. The naive same-precision backward
+    takes the inputs in the dtype, computes in fp32, rounds P and dS to the dtype before the
+    matmuls that read them and its results to the dtype. kv_heads (default all) restricts the
+    check to those kv heads and the query heads of their groups (the reference costs
+    O(Sq * Skv * D) per head). Returns [GradientAccuracy] for dq, dk, dv."""
+    group = num_heads // num_kv_heads
+    kv_heads = list(range(num_kv_heads)) if kv_heads is None else list(kv_heads)
+    heads = [h * group + g for h in kv_heads for g in range(group)]
+    dtype = np.asarray(q).dtype
+    kw = dict(causal=causal, scale=scale, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads)
+    ref = attention_reference_backward(dout, q, k, v, **kw)
+    naive = attention_reference_backward(dout, q, k, v, work_dtype=np.float32, round_to=dtype, **kw)
+    results = []
+    for i, name in enumerate(("dq", "dk", "dv")):
+        n_ref = len(heads) if i == 0 else num_kv_heads
+        got = to_bnsd(np.asarray(grads[i]), layout, num_heads if i == 0 else num_kv_heads)
+        got = got[:, heads] if i == 0 else got[:, kv_heads]
+        want = to_bnsd(ref[i], layout, n_ref)
+        same = to_bnsd(naive[i].astype(dtype), layout, n_ref)
+        if i > 0:
+            want, same = want[:, kv_heads], same[:, kv_heads]
+        error = _max_abs(got, want)
+        naive_error = _max_abs(same, want)
+        floor = ULP[dtype_name] * max(1.0, float(np.abs(want).max()) if want.size else 1.0)
+        results.append(GradientAccuracy(name, error, naive_error, 2.0 * naive_error + floor))
+    return results

@@ -64,6 +64,17 @@ def make_grad_problem(dout, q, k, v, out, lse, *, causal=False, scale=None, layo
     return (GradProblem(problem, bool(deterministic)), dout, q, k, v, out, lse)
 
 
+def check_grad_plan(problem: GradProblem, soc: str):
+    """Runs the backward's tiling policy for the chip before any device work; a user block that
+    does not fit raises InvalidArgumentError (PlanError) naming the budget line. Returns the plan."""
+    from .backward_plan import grad_plan
+
+    p = problem.forward
+    return grad_plan(batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, seq=p.seq_q, seq_kv=p.seq_kv,
+                     head_dim=p.head_dim, dtype=p.dtype_name, layout=p.layout, causal=p.causal,
+                     deterministic=problem.deterministic, block_m=p.block_m, block_n=p.block_n, soc=soc)
+
+
 class FlashAttentionGradOp(Op):
     """aclnnFlashAttentionGrad over the shared op-call path (acl_fa/cdefs/aclnn_flash_attention_grad.h)."""
 
@@ -86,6 +97,9 @@ class FlashAttentionGradOp(Op):
                 tensors["dout"].handle, tensors["lse"].handle, p.scale, p.causal, layout, p.num_heads,
                 p.num_kv_heads, problem.deterministic, p.block_m, p.block_n, tensors["dq"].handle,
                 tensors["dk"].handle, tensors["dv"].handle)
+
+    def check(self, problem: GradProblem, soc: str) -> None:
+        check_grad_plan(problem, soc)
 
 
 FLASH_ATTENTION_GRAD = FlashAttentionGradOp()

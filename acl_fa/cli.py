@@ -104,15 +104,50 @@ def problem_options(function):
     return function
 
 
+backward_option = click.option(
+    "--backward", is_flag=True, envvar="ACL_FA_BACKWARD", show_envvar=True,
+    help="The backward (FlashAttentionGrad: dq, dk, dv) instead of the forward.")
+deterministic_option = click.option(
+    "--deterministic/--atomic", envvar="ACL_FA_DETERMINISTIC", default=True, show_default=True, show_envvar=True,
+    help="Backward dQ: summed in a fixed order (bit-identical runs) or with fp32 atomic adds.")
+
+
+def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
+    from . import backward_plan
+
+    if soc.lower() != "all":
+        with reported_as_usage_errors():
+            p = backward_plan.grad_plan(soc=soc, deterministic=deterministic, **problem)
+        click.echo(json.dumps(backward_plan.to_dict(p), indent=2) if as_json else backward_plan.format_grad_plan(p))
+        return
+    rows = []
+    for chip in plan_module.chips():
+        try:
+            rows.append((chip, backward_plan.grad_plan(soc=chip, deterministic=deterministic, **problem)))
+        except plan_module.PlanError as exc:
+            rows.append((chip, str(exc)))
+    if as_json:
+        click.echo(json.dumps([backward_plan.to_dict(p) if isinstance(p, backward_plan.GradPlan) else
+                               {"chip": c.name, "error": p} for c, p in rows], indent=2))
+    else:
+        click.echo(backward_plan.format_grad_plan_table(rows))
+
+
 @main.command()
 @problem_options
 @click.option("--soc", envvar="ACL_FA_SIM_SOC", default=plan_module.DEFAULT_SOC, show_default=True,
               show_envvar=True, metavar="NAME|all", help="Chip of the simulator's catalogue, or 'all' for one row each.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan(s) as JSON.")
-def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json):
+@backward_option
+@deterministic_option
+def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json,
+         backward, deterministic):
     """Show what the operator will do: blocks, buffer budget, core split, workspace."""
     problem = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                    dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
+    if backward:
+        _plan_backward(problem, soc, deterministic, as_json)
+        return
     if soc.lower() != "all":
         with reported_as_usage_errors():
             p = plan_module.plan(soc=soc, **problem)
@@ -205,14 +240,25 @@ def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype,
 @backend_option
 @device_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@backward_option
+@deterministic_option
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
-        iters, check, seed, decode, paged, block_size, steps, num_splits, backend, device, as_json):
+        iters, check, seed, decode, paged, block_size, steps, num_splits, backend, device, as_json, backward,
+        deterministic):
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
-    --seq-kv tokens per sequence, --steps steps appending to it."""
+    --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
+    then the backward on its outputs, with the gradient check."""
     if decode or paged:
         _run_decode_command(seq_kv or 4096, batch, heads, kv_heads, head_dim, dtype, seq, block_size if paged else None,
                             num_splits, steps, check, seed, backend, device, as_json)
+        return
+    if backward:
+        _run_backward(dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                           dtype=dtype, layout=layout, causal=causal, scale=scale, block_m=block_m or None,
+                           block_n=block_n or None, deterministic=deterministic, warmup=warmup, iters=iters,
+                           check=check, backend=None if backend == "auto" else backend, device=device, seed=seed),
+                      as_json)
         return
     total_steps = 1 + warmup + iters + 1
     with reported_as_usage_errors(), click.progressbar(length=total_steps, label="acl-fa run", file=sys.stderr,
@@ -225,6 +271,19 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_module.format_report(report))
     if report.accuracy is not None and not report.accuracy.ok:
         raise click.ClickException("the result is outside the tolerance (see 'check' above)")
+
+
+def _run_backward(options: dict, as_json: bool):
+    from . import run_backward
+
+    total_steps = 2 * (1 + options["warmup"] + options["iters"] + 1)
+    with reported_as_usage_errors(), click.progressbar(length=total_steps, label="acl-fa run --backward",
+                                                       file=sys.stderr, show_eta=False) as bar:
+        report = run_backward.run_backward_job(**options, progress=lambda stage, steps: bar.update(steps))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_backward.format_backward_report(report))
+    forward_bad = report.forward.accuracy is not None and not report.forward.accuracy.ok
+    if forward_bad or not report.ok:
+        raise click.ClickException("a result is outside the tolerance (see 'check' above)")
 
 
 class _SeqList(click.ParamType):

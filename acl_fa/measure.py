@@ -1,4 +1,4 @@
-"""One measured FlashAttention problem on a Session: upload, timed launches, outputs, counters.
+"""One measured op problem (the forward by default) on a Session: upload, timed launches, outputs, counters.
 
 Shared by ``acl-fa run`` and ``acl-fa bench``. Times come from two events around each launch
 on the op's stream: device time on an NPU, the kernel's host wall time on the simulator. On
@@ -17,6 +17,7 @@ from . import l2model, sim_stats
 from ._ffi import ffi
 from .attention import Problem, check_plan, runner_for
 from .roofline import chip_peaks
+from .opcall import OpRunner
 from .runtime import DeviceSession
 
 __all__ = ["Measurement", "measure"]
@@ -33,23 +34,25 @@ class Measurement:
     stats: Optional[dict]             # simulator counters of the last timed launch (None on an NPU)
     l2: Optional[object]              # l2model.L2Stats, trace replayed in launch order
     l2_interleaved: Optional[object]  # l2model.L2Stats, AI Core groups interleaved as on the chip
-    traffic: Optional[dict]           # GM trace bytes by tensor: {q|k|v|out|lse|workspace|other: {read, write}}
+    traffic: Optional[dict]           # GM trace bytes by tensor: {<role>|workspace|other: {read, write}}
+    outputs: dict                     # every output role of the op -> array (when downloaded)
 
 
-def measure(session: DeviceSession, problem: Problem, q, k, v, *, warmup: int, iters: int, download: bool = True,
-            per_core: bool = False, l2: bool = False,
-            tick: Optional[Callable[[str, int], None]] = None) -> Measurement:
-    """Uploads q, k, v once, launches warmup + iters times (timing the last iters) and reads back
-    the outputs (download) and, on the simulator, the counters (per_core: also per core) and the
-    L2 model (l2). `tick(stage, steps)` reports progress."""
+def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iters: int, download: bool = True,
+            per_core: bool = False, l2: bool = False, tick: Optional[Callable[[str, int], None]] = None,
+            runner: Optional[OpRunner] = None, check: Optional[Callable] = None) -> Measurement:
+    """Uploads the inputs (q, k, v for the forward) once, launches warmup + iters times (timing
+    the last iters) and reads back the outputs (download) and, on the simulator, the counters
+    (per_core: also per core) and the L2 model (l2). `tick(stage, steps)` reports progress.
+    Another op: its `runner` (acl_fa.opcall.runner_for) and `check(problem, soc) -> plan`."""
     tick = tick or (lambda stage, steps: None)
     soc = session.soc_name()
-    plan = check_plan(problem, soc)
+    plan = (check or check_plan)(problem, soc)
     sim = session.backend.name == "sim"
-    runner = runner_for(session)
+    runner = runner_for(session) if runner is None else runner
     with runner.lock:
         prepared = runner.prepare(problem)
-        prepared.upload(q, k, v)
+        prepared.upload(*inputs)
         stream = runner.stream
         start, end = session.event(), session.event()
         try:
@@ -65,8 +68,7 @@ def measure(session: DeviceSession, problem: Problem, q, k, v, *, warmup: int, i
         finally:
             start.close()
             end.close()
-        out = prepared.read("out") if download else None
-        lse = prepared.read("lse") if download else None
+        outputs = {role: prepared.read(role) for role in runner.op.outputs} if download else {}
         stats = sim_stats.last_launch(session.backend, per_core=per_core) if sim else None
         l2_launch = l2_interleaved = traffic = None
         if sim and l2:
@@ -84,4 +86,5 @@ def measure(session: DeviceSession, problem: Problem, q, k, v, *, warmup: int, i
                                             prepared.workspace.nbytes)
                 traffic = l2model.traffic_by_region(session.backend, regions)
         device_bytes = dict(prepared.bytes_by_role(), intermediate=plan.user_workspace_bytes)
-    return Measurement(plan, soc, times, out, lse, device_bytes, stats, l2_launch, l2_interleaved, traffic)
+    return Measurement(plan, soc, times, outputs.get("out"), outputs.get("lse"), device_bytes, stats, l2_launch,
+                       l2_interleaved, traffic, outputs)

@@ -226,6 +226,34 @@ def _choice(what: str, value: str, allowed: tuple) -> int:
     return allowed.index(value)
 
 
+def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout,
+                         causal, block_m, block_n) -> tuple:
+    """The policies' C inputs (aclfaPlanProblem, aclfaPlanLimits), validated; shared with the
+    backward's plan (acl_fa.backward_plan)."""
+    dtype_code = _choice("dtype", dtype, DTYPES)
+    layout_code = _choice("layout", layout, LAYOUTS)
+    ints = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
+                head_dim=head_dim, block_m=block_m or 0, block_n=block_n or 0)
+    for key, value in ints.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise PlanError(f"{key} must be a non-negative integer, got {value!r}")
+        if value > _UINT32_MAX:  # the tiling's fields: sizes and blocks are uint32 in the kernel
+            raise PlanError(f"{key} must be < 2^32, got {value}")
+    problem = ffi.new("aclfaPlanProblem *")
+    problem.batch, problem.numHeads, problem.numKvHeads = batch, heads, kv_heads
+    problem.seqQ, problem.seqKv, problem.headDim = seq, seq_kv, head_dim
+    problem.dtypeBytes, problem.bf16 = 2, dtype_code
+    problem.layout, problem.causal = layout_code, int(bool(causal))
+    problem.blockM, problem.blockN = ints["block_m"], ints["block_n"]
+    c_limits = ffi.new("aclfaPlanLimits *")
+    c_limits.socName = limits.name.encode()[:31]
+    c_limits.ubBytes, c_limits.l1Bytes = limits.ub_bytes, limits.l1_bytes
+    c_limits.l0aBytes, c_limits.l0bBytes, c_limits.l0cBytes = (
+        limits.l0a_bytes, limits.l0b_bytes, limits.l0c_bytes)
+    c_limits.aicNum, c_limits.aivNum = limits.aic_num, limits.aiv_num
+    return problem, c_limits
+
+
 def plan(
     *,
     seq: int,
@@ -248,28 +276,9 @@ def plan(
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
     seq_kv = seq if seq_kv is None else seq_kv
     kv_heads = heads if kv_heads is None else kv_heads
-    dtype_code = _choice("dtype", dtype, DTYPES)
-    layout_code = _choice("layout", layout, LAYOUTS)
-    ints = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
-                head_dim=head_dim, block_m=block_m or 0, block_n=block_n or 0)
-    for key, value in ints.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise PlanError(f"{key} must be a non-negative integer, got {value!r}")
-        if value > _UINT32_MAX:  # the tiling's fields: sizes and blocks are uint32 in the kernel
-            raise PlanError(f"{key} must be < 2^32, got {value}")
-
-    problem = ffi.new("aclfaPlanProblem *")
-    problem.batch, problem.numHeads, problem.numKvHeads = batch, heads, kv_heads
-    problem.seqQ, problem.seqKv, problem.headDim = seq, seq_kv, head_dim
-    problem.dtypeBytes, problem.bf16 = 2, dtype_code
-    problem.layout, problem.causal = layout_code, int(bool(causal))
-    problem.blockM, problem.blockN = ints["block_m"], ints["block_n"]
-    c_limits = ffi.new("aclfaPlanLimits *")
-    c_limits.socName = limits.name.encode()[:31]
-    c_limits.ubBytes, c_limits.l1Bytes = limits.ub_bytes, limits.l1_bytes
-    c_limits.l0aBytes, c_limits.l0bBytes, c_limits.l0cBytes = (
-        limits.l0a_bytes, limits.l0b_bytes, limits.l0c_bytes)
-    c_limits.aicNum, c_limits.aivNum = limits.aic_num, limits.aiv_num
+    problem, c_limits = c_problem_and_limits(limits, seq=seq, seq_kv=seq_kv, batch=batch, heads=heads,
+                                             kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, layout=layout,
+                                             causal=causal, block_m=block_m, block_n=block_n)
     out = ffi.new("aclfaPlan *")
     err = ffi.new("char[]", _ERR_LEN)
     if _plan_lib().aclfaPlanCompute(problem, c_limits, out, err, _ERR_LEN) != 0:

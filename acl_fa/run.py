@@ -122,8 +122,9 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
             causal: bool = False, scale: Optional[float] = None, block_m: Optional[int] = None,
             block_n: Optional[int] = None, warmup: int = 1, iters: int = 3, check: bool = True,
             backend: Optional[str] = None, device: int = 0, seed: int = 0, l2: bool = True,
-            progress: Optional[Callable[[str, int], None]] = None) -> RunReport:
-    """Runs the job; `progress(stage, steps)` is called as work completes (for a progress bar)."""
+            progress: Optional[Callable[[str, int], None]] = None, return_arrays: bool = False):
+    """Runs the job; `progress(stage, steps)` is called as work completes (for a progress bar).
+    Returns the RunReport, or with return_arrays (report, (q, k, v, out, lse))."""
     problem = problem_from_sizes(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
                                  head_dim=head_dim, dtype=dtype, layout=layout, causal=causal, scale=scale,
                                  block_m=block_m, block_n=block_n)
@@ -140,7 +141,7 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
     accuracy = _check(problem, q, k, v, out, lse) if check else None
     tick("check", 1)
     p = problem
-    return RunReport(
+    report = RunReport(
         backend=backend_name, soc=soc, problem=p, block_m=plan.block_m, block_n=plan.block_n,
         cores=plan.used_core_num, balance=plan.imbalance, times_ms=times,
         time_label="device time (events)" if backend_name == "npu" else "kernel wall time on the CPU simulator (not NPU time)",
@@ -152,6 +153,7 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
                                                     p.head_dim, p.dtype.itemsize),
         compulsory_gm_bytes=compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
                                              p.head_dim, p.dtype.itemsize))
+    return (report, (q, k, v, out, lse)) if return_arrays else report
 
 
 def _traffic_lines(r: RunReport) -> list:

@@ -7,7 +7,8 @@ P; its GM traffic reads Q and K, writes S, reads S, writes P, reads P and V and 
 
 from __future__ import annotations
 
-__all__ = ["standard_intermediate_bytes", "standard_gm_traffic_bytes", "compulsory_bytes"]
+__all__ = ["standard_intermediate_bytes", "standard_gm_traffic_bytes", "compulsory_bytes",
+           "standard_backward_intermediate_bytes", "standard_backward_gm_traffic_bytes", "backward_compulsory_bytes"]
 
 
 def standard_intermediate_bytes(batch, heads, seq_q, seq_kv, itemsize=2) -> int:
@@ -29,3 +30,31 @@ def standard_gm_traffic_bytes(batch, heads, kv_heads, seq_q, seq_kv, head_dim, i
     q = batch * heads * seq_q * head_dim * itemsize
     kv_per_query_head = batch * heads * seq_kv * head_dim * itemsize
     return (q + kv_per_query_head + scores) + (2 * scores) + (scores + kv_per_query_head + q)
+
+
+# Standard attention's backward per head, from the P its forward kept: dV = P^T dO, dP = dO V^T,
+# dS = P * (dP - rowsum(dO * O)), dQ = scale dS K, dK = scale dS^T Q -- with S (the forward's
+# scores), P and dS of [Sq, Skv] each in device memory.
+
+def standard_backward_intermediate_bytes(batch, heads, seq_q, seq_kv, itemsize=2) -> int:
+    """Bytes of S, P and dS held on the device ([B, N, Sq, Skv] each, in the input dtype)."""
+    return 3 * batch * heads * seq_q * seq_kv * itemsize
+
+
+def standard_backward_gm_traffic_bytes(batch, heads, kv_heads, seq_q, seq_kv, head_dim, itemsize=2) -> int:
+    """GM bytes read + written by its kernels: dV (reads P, dO), dP (reads dO, V; writes dP),
+    dS (reads P, dP, dO, O; writes dS), dQ (reads dS, K), dK (reads dS, Q); gradients written
+    once; each K/V head read once per query head that uses it."""
+    scores = batch * heads * seq_q * seq_kv * itemsize
+    rows = batch * heads * seq_q * head_dim * itemsize          # one [B, N, Sq, D] tensor
+    kv = batch * heads * seq_kv * head_dim * itemsize            # K or V read per query head
+    grads_kv = 2 * batch * kv_heads * seq_kv * head_dim * itemsize
+    return (scores + rows) + (rows + kv + scores) + (3 * scores + 2 * rows) + (scores + kv) + (scores + rows) + \
+        rows + grads_kv
+
+
+def backward_compulsory_bytes(batch, heads, kv_heads, seq_q, seq_kv, head_dim, itemsize=2) -> int:
+    """Q, K, V, O, dO (and the fp32 LSE) read once, dQ, dK, dV written once."""
+    rows = batch * heads * seq_q * head_dim * itemsize
+    kv = batch * kv_heads * seq_kv * head_dim * itemsize
+    return 4 * rows + 4 * kv + batch * heads * seq_q * 4

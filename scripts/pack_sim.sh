@@ -6,7 +6,7 @@
 # LIB_DIR: a directory holding libcust_opapi.so and the simulator libraries it needs (a build's
 # lib/, or an installed acl_fa/_sim/lib). Packed: op_api/lib/libcust_opapi.so plus every library
 # of LIB_DIR in its DT_NEEDED closure, plus libacl_rt.so (the runtime name acl-fa loads first), so
-# that op_api/lib is a complete simulator library directory; op_api/include/aclnn_flash_attention.h;
+# that op_api/lib is a complete simulator library directory; op_api/include/aclnn_flash_attention*.h;
 # version.info. Writes OUT_DIR/custom_opp_sim_<arch>.run and prints its path.
 set -euo pipefail
 
@@ -50,7 +50,7 @@ mkdir -p "$vdir/op_api/lib" "$vdir/op_api/include"
 for lib in "${closure[@]}"; do
   cp --preserve=mode "$lib_dir/$lib" "$vdir/op_api/lib/"
 done
-cp "$repo/sim/src/opapi/aclnn_flash_attention.h" "$vdir/op_api/include/"
+cp "$repo"/sim/src/opapi/aclnn_flash_attention*.h "$vdir/op_api/include/"
 # version.info: CANN's key (the compiler that built the kernels: none here), then ours; acl-fa's
 # op-library discovery reads acl_fa_backend to tell a simulator package from an NPU one.
 cat >"$vdir/version.info" <<EOF

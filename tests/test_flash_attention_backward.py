@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa.accuracy import ULP
-from acl_fa.layouts import shape_of, to_bnsd
+from acl_fa.accuracy import check_gradients
+from acl_fa.layouts import shape_of
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -31,29 +31,11 @@ def _inputs(layout, b, n, nkv, sq, skv, d, dtype, seed=0):
     return tuple(rng.standard_normal(s, dtype=np.float32).astype(dtype) for s in (qs, kvs, kvs, qs))
 
 
-def _check_gradients(grads, q, k, v, dout, *, causal, layout, n, nkv, dtype, scale=None, kv_heads=None):
-    """Holds dq, dk, dv to the rule. kv_heads (default all) restricts the check to those kv heads
-    and the query heads of their groups (the float64 reference costs O(Sq * Skv * D) per head)."""
-    group = n // nkv
-    kv_heads = list(range(nkv)) if kv_heads is None else kv_heads
-    heads = [h * group + g for h in kv_heads for g in range(group)]
-    kw = dict(causal=causal, scale=scale, layout=layout, num_heads=n, num_kv_heads=nkv, heads=heads)
-    ref = acl_fa.attention_reference_backward(dout, q, k, v, **kw)
-    naive = acl_fa.attention_reference_backward(dout, q, k, v, work_dtype=np.float32, round_to=dtype, **kw)
-    naive = tuple(x.astype(dtype).astype(np.float64) for x in naive)
-    pick = (lambda x: to_bnsd(x, layout, n)[:, heads], lambda x: to_bnsd(x, layout, nkv)[:, kv_heads])
-    for name, got, want, same in zip(("dq", "dk", "dv"), grads, ref, naive):
-        sel = pick[0] if name == "dq" else pick[1]
-        got = sel(got).astype(np.float64)
-        want_b = to_bnsd(want, layout, len(heads) if name == "dq" else nkv)
-        want_b = want_b if name == "dq" else want_b[:, kv_heads]
-        same_b = to_bnsd(same, layout, len(heads) if name == "dq" else nkv)
-        same_b = same_b if name == "dq" else same_b[:, kv_heads]
-        error = float(np.abs(got - want_b).max())
-        naive_error = float(np.abs(same_b - want_b).max())
-        floor = ULP["bfloat16" if dtype == BF16 else "float16"] * max(1.0, float(np.abs(want_b).max()))
-        bound = 2 * naive_error + floor
-        assert error <= bound, f"{name}: max error {error:.3g} > {bound:.3g} (naive {naive_error:.3g}, floor {floor:.3g})"
+def _check_gradients(grads, q, k, v, dout, *, causal, layout, n, nkv, dtype, scale=None):
+    for acc in check_gradients(grads, q, k, v, dout, causal=causal, scale=scale, layout=layout, num_heads=n,
+                               num_kv_heads=nkv, dtype_name="bfloat16" if dtype == BF16 else "float16"):
+        assert acc.ok, (f"{acc.name}: max error {acc.max_error:.3g} > {acc.tolerance:.3g} "
+                        f"(naive {acc.naive_error:.3g})")
 
 
 def _run(session, case_inputs, *, causal, layout, n, nkv, deterministic, block_m=None, block_n=None):

@@ -164,11 +164,16 @@ def test_build_cann_branch_drives_msopgen_and_the_generated_presets(tmp_path):
                  "--vendor", "myvendor"], env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     args = (msopgen.parent / "args").read_text().split()
-    assert args == ["gen", "-i", str(REPO / "op/flash_attention.json"), "-c",
+    assert args == ["gen", "-i", str(out / "ops.json"), "-c",
                     "ai_core-ascend910_93", "-lan", "cpp", "-out", str(out / "op_project")]
+    # One project for every op of op/: their descriptions merged into one JSON list.
+    ops = json.loads((out / "ops.json").read_text())
+    assert [op["op"] for op in ops] == [json.loads(f.read_text())[0]["op"] for f in sorted((REPO / "op").glob("*.json"))]
+    assert {"FlashAttention", "FlashAttentionGrad"} <= {op["op"] for op in ops}
     project = out / "op_project"
-    for name in ("op_host/flash_attention.cpp", "op_host/tiling_policy.cpp",
-                 "op_kernel/flash_attention.cpp", "op_kernel/flash_attention_tiling.h"):
+    for name in ("op_host/flash_attention.cpp", "op_host/tiling_policy.cpp", "op_host/flash_attention_grad.cpp",
+                 "op_kernel/flash_attention.cpp", "op_kernel/flash_attention_tiling.h",
+                 "op_kernel/flash_attention_grad.cpp", "op_kernel/flash_attention_grad_kernel.h"):
         assert (project / name).read_text() == (REPO / name).read_text(), name
     # The preset's vendor and compute unit were overridden; the .run was collected.
     assert (out / "custom_opp_myvendor_ascend910_93.run").is_file()

@@ -194,6 +194,9 @@ def run_all(real_include: Path) -> list[str]:
             (["acl/acl.h"], CDEFS / "acl_rt.h"),
             (["acl/acl.h", "aclnn/aclnn_base.h"], CDEFS / "aclnn_base.h"),
             (["acl/acl.h", "aclnn/aclnn_base.h", "acl_fa_sim.h", "acl_fa_sim_kernel.h"], CDEFS / "acl_fa_sim.h"),
+            # the custom op's generated aclnn entries, against the simulator's copies of them
+            (["acl/acl.h", "aclnn/aclnn_base.h", str(ROOT / "sim/src/opapi/aclnn_flash_attention_grad.h")],
+             CDEFS / "aclnn_flash_attention_grad.h"),
         ]
         for includes, cdef in checks:
             try:

@@ -1,0 +1,47 @@
+/*
+ * aclfa_grad_plan.h -- C ABI of the FlashAttentionGrad tiling policy (libaclfa_plan.so).
+ *
+ * Not part of CANN: a plain C view of op_host/flash_attention_grad_policy.h for
+ * `acl-fa plan --backward` and the driver's check of user blocks before device work.
+ * acl_fa/cdefs/plan_grad.h declares the same for cffi; aclfaGradPlanSizeOf() lets the
+ * driver check that both agree.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aclfa_plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ACLFA_GRAD_PLAN_MAX_AIV 128
+
+typedef struct aclfaGradPlan {
+    uint32_t blockM, blockN, numQBlocks, numKvBlocks, rowChunk;
+    uint32_t blockDim, aivNum; /* MIX 1:2 blocks; vector cores = 2 * blockDim */
+    uint32_t numSlots;         /* deterministic dQ partial slots */
+    uint32_t numLines, reserved;
+    uint64_t totalUnits;       /* B * Nkv * numKvBlocks */
+    uint64_t totalWork, maxCoreWork; /* query blocks walked: all AIVs / the busiest */
+    double meanCoreWork, imbalance;
+    uint64_t wsDeltaOffset, wsDqOffset, wsDqBytes, wsScratchOffset, wsScratchBytes;
+    uint64_t userWorkspaceBytes;
+    uint64_t tilingKey;
+    uint32_t unitStart[ACLFA_GRAD_PLAN_MAX_AIV + 1];
+    uint32_t reserved2;
+    aclfaPlanBudgetLine lines[ACLFA_PLAN_MAX_LINES];
+} aclfaGradPlan;
+
+/* 0 and *plan filled, or -1 with the reason in errBuf. problem->blockM/blockN are the user's. */
+int32_t aclfaGradPlanCompute(const aclfaPlanProblem *problem, uint32_t deterministic, const aclfaPlanLimits *limits,
+                             aclfaGradPlan *plan, char *errBuf, size_t errLen);
+
+/* sizeof(aclfaGradPlan). */
+size_t aclfaGradPlanSizeOf(void);
+
+#ifdef __cplusplus
+}
+#endif
