@@ -2,8 +2,6 @@
 #include "decode_tiling_policy.h"
 
 #include <algorithm>
-#include <cstdarg>
-#include <cstdio>
 
 namespace fa_policy {
 namespace {
@@ -15,16 +13,6 @@ constexpr uint64_t kMaxDim = 256;
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-std::string Format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    return buf;
-}
 
 // Per-AIV UB of the kernel, in its InitBuffer order; then L1 and L0C needs of the cube.
 struct Needs {

@@ -23,6 +23,8 @@ static_assert(fa_policy::kGradMaxAiv == FAG_MAX_AIV, "unit ranges must fit unitS
 
 namespace {
 
+constexpr uint32_t kBatchScheduleMode = 1;  // TilingContext::SetScheduleMode: all blocks resident at once
+
 // Inputs, outputs and attrs in OpDef order.
 enum InputIndex : size_t { kQuery = 0, kKey, kValue, kAttentionOut, kDout, kSoftmaxLse };
 enum OutputIndex : size_t { kDq = 0, kDk, kDv };
@@ -266,6 +268,12 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     }
 
     context->SetBlockDim(plan.blockDim);  // MIX 1:2: one block = 1 AIC + 2 AIV
+    // Batch mode: every block resident at once, as the kernel's SyncAll barriers need (asc-devkit
+    // SyncAll.md: without it, concurrent ops that sync across cores can deadlock).
+    if (context->SetScheduleMode(kBatchScheduleMode) != ge::GRAPH_SUCCESS) {
+        FAG_LOGE(context, "SetScheduleMode(%u) failed", kBatchScheduleMode);
+        return ge::GRAPH_FAILED;
+    }
     context->SetTilingKey(plan.tilingKey);
     size_t *workspaces = context->GetWorkspaceSizes(1);
     if (workspaces == nullptr) {
