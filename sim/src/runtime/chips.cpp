@@ -5,6 +5,7 @@
 // (910B family: 256 B reserved). Clocks marked "derived" are fp16 peak / (cores * 8192
 // FLOP/cycle); bandwidths and capacities marked "assumed" have no first-hand source and only
 // feed the simulator's traffic model and its default HBM capacity.
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -58,7 +59,9 @@ struct Config {
 };
 
 std::mutex g_configMutex;
-Config g_config;  // guarded by g_configMutex for writes; read as a whole under it too
+Config g_config;
+// Device count when ACL_FA_SIM_DEVICE_COUNT is unset (aclfaSimSetDefaultDeviceCount).
+std::atomic<uint32_t> g_defaultDeviceCount{1};  // guarded by g_configMutex for writes; read as a whole under it too
 
 const aclfaSimChip *FindChip(const char *name) {
     for (const aclfaSimChip &chip : kChips) {
@@ -109,7 +112,7 @@ bool ConfigFromEnv(Config *config, std::string *error) {
         config->chip.hbmBytes = bytes;
     }
 
-    config->deviceCount = 1;
+    config->deviceCount = g_defaultDeviceCount.load();
     const char *countEnv = getenv("ACL_FA_SIM_DEVICE_COUNT");
     if (countEnv != nullptr && *countEnv != '\0') {
         uint64_t count = 0;
@@ -179,6 +182,15 @@ const aclfaSimChip *aclfaSimGetChipAt(uint32_t index) { return index < kChipCoun
 const aclfaSimChip *aclfaSimFindChip(const char *name) { return name == nullptr ? nullptr : FindChip(name); }
 
 const char *aclrtGetSocName() { return g_config.chip.name; }
+
+void aclfaSimSetDefaultDeviceCount(uint32_t count) {
+    if (count == 0 || count > kMaxDevices) return;
+    std::lock_guard<std::mutex> lock(g_configMutex);
+    if (count <= g_defaultDeviceCount.load()) return;
+    g_defaultDeviceCount.store(count);
+    const char *countEnv = getenv("ACL_FA_SIM_DEVICE_COUNT");
+    if ((countEnv == nullptr || *countEnv == '\0') && g_config.deviceCount < count) g_config.deviceCount = count;
+}
 
 aclError aclGetDeviceCapability(uint32_t deviceId, aclDeviceInfo deviceInfo, int64_t *value) {
     if (aclfaSimShouldFail("aclGetDeviceCapability")) return ACL_ERROR_RT_INTERNAL_ERROR;
