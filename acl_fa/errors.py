@@ -11,6 +11,10 @@
 - Not enough memory for a call, found before any device work (device: aclrtGetMemInfo's free
   bytes; host: MemAvailable): ``InsufficientMemoryError`` (a ``MemoryError``) saying what is
   needed and what is free.
+- Errors returned by an HCCL call: ``HcclError`` (an ``AclError``: the same code, name, API
+  and message attributes; names from ``HcclResult``, the message HcclGetErrorString's text and
+  the runtime's). ``HCCL_E_PARA``/``HCCL_E_PTR`` give ``HcclParamError`` (also a
+  ``ValueError``), ``HCCL_E_MEMORY``/``HCCL_E_OOM`` ``HcclMemoryError`` (also a ``MemoryError``).
 - Libraries missing or unusable: ``AclLibraryError`` (an ``ImportError``), listing every
   path tried and why each failed.
 
@@ -74,6 +78,8 @@ ERROR_CODES: dict[int, CodeInfo] = {
     107006: CodeInfo("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID", "an event has no valid timestamp"),
     107007: CodeInfo("ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL", "the end event was recorded before the start"),
     107008: CodeInfo("ACL_ERROR_RT_ADDR_UNALIGNED", "a memory address is not aligned"),
+    107020: CodeInfo("ACL_ERROR_RT_TASK_TIMEOUT", "a task on the stream timed out"),
+    107022: CodeInfo("ACL_ERROR_RT_DEVICE_TASK_ABORT", "the device aborted the task"),
     207000: CodeInfo("ACL_ERROR_RT_FEATURE_NOT_SUPPORT", "feature not supported by this device"),
     207001: CodeInfo("ACL_ERROR_RT_MEMORY_ALLOCATION", "device memory allocation failed"),
     207002: CodeInfo("ACL_ERROR_RT_MEMORY_FREE", "freeing device memory failed"),
@@ -152,15 +158,18 @@ class AclError(AclFaError, RuntimeError):
     ``api`` (the function called), ``message`` (``aclGetRecentErrMsg()`` text, may be "").
     """
 
+    _codes = ERROR_CODES  # code -> CodeInfo of this family
+
     def __init__(self, code: int, api: str, message: str = ""):
         self.code = int(code)
-        self.name = code_name(self.code)
+        info = self._codes.get(self.code)
+        self.name = info.name if info else "UNKNOWN"
         self.api = api
         self.message = message or ""
         super().__init__(self.code, self.api, self.message)
 
     def __str__(self) -> str:
-        info = ERROR_CODES.get(self.code)
+        info = self._codes.get(self.code)
         text = f"{self.api} failed with {self.code} ({self.name})"
         if info:
             text += f": {info.explanation}"
@@ -187,6 +196,61 @@ def error_for_code(code: int, api: str, message: str = "") -> AclError:
     if code in PARAM_CODES:
         return AclParamError(code, api, message)
     return AclError(code, api, message)
+
+
+# HcclResult (hccl/hccl_types.h): code -> name and a plain explanation.
+HCCL_ERROR_CODES: dict[int, CodeInfo] = {
+    1: CodeInfo("HCCL_E_PARA", "an argument was rejected by HCCL"),
+    2: CodeInfo("HCCL_E_PTR", "a required pointer was NULL"),
+    3: CodeInfo("HCCL_E_MEMORY", "HCCL could not get memory"),
+    4: CodeInfo("HCCL_E_INTERNAL", "internal error of HCCL"),
+    5: CodeInfo("HCCL_E_NOT_SUPPORT", "HCCL does not support this"),
+    6: CodeInfo("HCCL_E_NOT_FOUND", "a resource HCCL looked for was not found"),
+    7: CodeInfo("HCCL_E_UNAVAIL", "a resource is unavailable"),
+    8: CodeInfo("HCCL_E_SYSCALL", "a system call failed inside HCCL"),
+    9: CodeInfo("HCCL_E_TIMEOUT", "HCCL timed out (a rank did not join or answer)"),
+    10: CodeInfo("HCCL_E_OPEN_FILE_FAILURE", "HCCL could not open a file"),
+    11: CodeInfo("HCCL_E_TCP_CONNECT", "a TCP connection between ranks failed"),
+    12: CodeInfo("HCCL_E_ROCE_CONNECT", "a RoCE connection between ranks failed"),
+    13: CodeInfo("HCCL_E_TCP_TRANSFER", "a TCP transfer between ranks failed"),
+    14: CodeInfo("HCCL_E_ROCE_TRANSFER", "a RoCE transfer between ranks failed"),
+    15: CodeInfo("HCCL_E_RUNTIME", "an ACL runtime call made by HCCL failed"),
+    16: CodeInfo("HCCL_E_DRV", "a driver call made by HCCL failed"),
+    17: CodeInfo("HCCL_E_PROFILING", "a profiling call made by HCCL failed"),
+    18: CodeInfo("HCCL_E_CCE", "a CCE call made by HCCL failed"),
+    19: CodeInfo("HCCL_E_NETWORK", "a network call made by HCCL failed"),
+    20: CodeInfo("HCCL_E_AGAIN", "try again"),
+    21: CodeInfo("HCCL_E_REMOTE", "a remote rank reported an error"),
+    22: CodeInfo("HCCL_E_SUSPENDING", "the communicator is suspending"),
+    23: CodeInfo("HCCL_E_OPRETRY_FAIL", "retrying the operation failed"),
+    24: CodeInfo("HCCL_E_OOM", "HCCL ran out of memory"),
+}
+HCCL_PARAM_CODES = frozenset({1, 2})
+HCCL_MEMORY_CODES = frozenset({3, 24})
+
+
+class HcclError(AclError):
+    """A non-zero ``HcclResult`` from an HCCL call: ``code``, ``name`` (HCCL_E_*), ``api``,
+    ``message`` (HcclGetErrorString's text, then the runtime's recent messages)."""
+
+    _codes = HCCL_ERROR_CODES
+
+
+class HcclParamError(HcclError, ValueError):
+    """HCCL rejected an argument (HCCL_E_PARA, HCCL_E_PTR)."""
+
+
+class HcclMemoryError(HcclError, MemoryError):
+    """HCCL ran out of memory (HCCL_E_MEMORY, HCCL_E_OOM)."""
+
+
+def hccl_error_for_code(code: int, api: str, message: str = "") -> HcclError:
+    """The exception of the right family for a non-zero HcclResult."""
+    if code in HCCL_PARAM_CODES:
+        return HcclParamError(code, api, message)
+    if code in HCCL_MEMORY_CODES:
+        return HcclMemoryError(code, api, message)
+    return HcclError(code, api, message)
 
 
 class LoadAttempt(NamedTuple):

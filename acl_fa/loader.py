@@ -17,7 +17,9 @@ probes a CANN found on disk in a child process before loading anything here.
 
 Every path tried is recorded in order with its outcome ("not found", "failed to load:
 <dlerror>", ...); `doctor` shows the record, and AclLibraryError carries it when nothing loads.
-The op library (libcust_opapi.so, the aclnn entry of our operator) is loaded on first use.
+The op library (libcust_opapi.so, the aclnn entry of our operator) is loaded on first use, and
+so is HCCL (``libhccl.so``, for acl_fa.parallel): backend npu looks in the directory its runtime
+came from, then the other CANN lib64 directories above; backend sim uses the simulator's own.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from .errors import (
     InvalidTypeError,
     LoadAttempt,
     error_for_code,
+    hccl_error_for_code,
 )
 
 log = logging.getLogger("acl_fa")
@@ -64,6 +67,9 @@ DEFAULT_TOOLKIT = "/usr/local/Ascend/ascend-toolkit/latest"
 RUNTIME_NAMES = ("libacl_rt.so", "libascendcl.so")  # preferred first (docs/cann-facts.md#runtime-libraries-and-lookup)
 NNOPBASE_NAME = "libnnopbase.so"
 OP_LIBRARY_NAME = "libcust_opapi.so"
+HCCL_NAME = "libhccl.so"
+# Functions of libhccl.so: HCCL's own and the simulator's extensions to it.
+HCCL_PREFIXES = ("Hccl", "aclfaSimHccl")
 OP_ENTRY = "aclnnFlashAttentionGetWorkspaceSize"  # what makes a libcust_opapi.so ours
 # version.info key written by `./build.sh --sim` packages; a package without it was built by CANN.
 PACKAGE_BACKEND_KEY = "acl_fa_backend"
@@ -112,6 +118,9 @@ class Backend:
         self.op_library_path: Optional[Path] = None
         self.op_library_origin: Optional[str] = None
         self.op_library_error: Optional[AclLibraryError] = None
+        self._hccl = None
+        self.hccl_path: Optional[Path] = None
+        self.hccl_error: Optional[AclLibraryError] = None
 
     # ---- symbols ---------------------------------------------------------------------
     def fn(self, api: str) -> Callable:
@@ -121,7 +130,8 @@ class Backend:
             return cached
         if api.startswith("aclnn") and not api.startswith(("aclnnInit", "aclnnFinalize")):
             self.load_op_library()
-        for lib in list(self._libs):
+        libs = [self.load_hccl()] if api.startswith(HCCL_PREFIXES) else list(self._libs)
+        for lib in libs:
             try:
                 function = getattr(lib, api)
             except MISSING_SYMBOL:
@@ -142,7 +152,8 @@ class Backend:
 
     def library_paths(self) -> list:
         paths = [self.runtime_path, self.nnopbase_path]
-        return paths + ([self.op_library_path] if self.op_library_path else [])
+        paths += [self.op_library_path] if self.op_library_path else []
+        return paths + ([self.hccl_path] if self.hccl_path else [])
 
     # ---- the checked call --------------------------------------------------------------
     def call(self, api: str, *args):
@@ -156,6 +167,8 @@ class Backend:
         result = function(*args)
         if isinstance(result, int):
             if result != 0:
+                if api.startswith(HCCL_PREFIXES):
+                    raise hccl_error_for_code(result, api, self._hccl_message(result))
                 raise error_for_code(result, api, self.recent_error_message())
             return result
         if result == ffi.NULL:
@@ -168,6 +181,41 @@ class Backend:
     def recent_error_message(self) -> str:
         text = self.fn("aclGetRecentErrMsg")()
         return "" if text == ffi.NULL else ffi.string(text).decode(errors="replace")
+
+    def _hccl_message(self, code: int) -> str:
+        """HcclGetErrorString(code), then the runtime's recent messages (where CANN's error
+        manager, and the simulator, record what HCCL found)."""
+        text = self.fn("HcclGetErrorString")(code)
+        described = "" if text == ffi.NULL else ffi.string(text).decode(errors="replace")
+        return "\n".join(m for m in (described, self.recent_error_message()) if m)
+
+    # ---- HCCL ------------------------------------------------------------------------------
+    def hccl_dirs(self) -> list:
+        """Where libhccl.so is looked for, in order (see the module docstring)."""
+        if self.name == "sim":
+            return [self.libdir]
+        return [self.libdir] + [d for d in npu_library_dirs(os.environ) if d != self.libdir]
+
+    def load_hccl(self):
+        """Loads libhccl.so once (the cffi library); AclLibraryError listing every path tried."""
+        with self._op_lock:
+            if self._hccl is not None:
+                return self._hccl
+            if self.hccl_error is not None:
+                raise self.hccl_error
+            attempts: list = []
+            for libdir in self.hccl_dirs():
+                lib = _try_dlopen("hccl", libdir / HCCL_NAME, attempts)
+                if lib is not None:
+                    self._hccl, self.hccl_path = lib, libdir / HCCL_NAME
+                    break
+            self.attempts.extend(attempts)
+            if self._hccl is None:
+                self.hccl_error = AclLibraryError(
+                    f"HCCL ({HCCL_NAME}) of backend {self.name} was not found or failed to load",
+                    attempts, _env_snapshot(os.environ))
+                raise self.hccl_error
+            return self._hccl
 
     # ---- the op library ------------------------------------------------------------------
     def load_op_library(self):

@@ -32,14 +32,13 @@ def work(tmp_path_factory):
 def test_cdefs_parse_with_cffi():
     cffi = pytest.importorskip("cffi")
     ffi = cffi.FFI()
-    for name in ["acl_rt.h", "aclnn_base.h", "acl_fa_sim.h"]:
+    for name in ["acl_rt.h", "aclnn_base.h", "acl_fa_sim.h", "hccl.h", "hccl_sim.h"]:
         ffi.cdef((abi_check.CDEFS / name).read_text())
 
 
 def test_runtime_sources_compile_against_real_headers(real_include):
-    sources = sorted((abi_check.ROOT / "sim" / "src" / "runtime").glob("*.c*")) + \
-        sorted((abi_check.ROOT / "sim" / "src" / "nnopbase").glob("*.cpp"))
-    assert sources
+    sources = abi_check.simulator_sources()
+    assert any(s.parent.name == "hccl" for s in sources)
     problems = abi_check.compile_sources_against_real(real_include, sources)
     assert not problems, "\n\n".join(problems)
 
@@ -51,6 +50,35 @@ def test_runtime_sources_compile_against_real_headers(real_include):
 ], ids=["acl_rt", "aclnn_base", "acl_fa_sim"])
 def test_cdef_functions_match_real_prototypes(real_include, work, includes, cdef):
     abi_check.check_declarations(real_include, includes, abi_check.CDEFS / cdef, work)
+
+
+@pytest.mark.parametrize("includes, cdef", [
+    (["hccl/hccl.h"], "hccl.h"),
+    (["hccl/hccl.h", "acl_fa_sim_hccl.h"], "hccl_sim.h"),
+], ids=["hccl", "hccl_sim"])
+def test_hccl_cdef_functions_match_real_prototypes(real_include, work, includes, cdef):
+    abi_check.check_declarations(real_include, includes, abi_check.CDEFS / cdef, work, cxx=True)
+
+
+def test_hccl_constants_and_struct_layouts_are_real(real_include, work):
+    assert not abi_check.hccl_problems(real_include, work)
+
+
+def test_a_wrong_hccl_declaration_is_caught(real_include, work):
+    """Both HCCL comparisons can fail: a changed enum value and a changed parameter type."""
+    original = (abi_check.CDEFS / "hccl.h").read_text()
+    tampered = work / "hccl_tampered.h"
+    tampered.write_text(original.replace("HCCL_E_TIMEOUT = 9", "HCCL_E_TIMEOUT = 10"))
+    names = ["HCCL_E_TIMEOUT", "HCCL_DATA_TYPE_BFP16"]
+    real = abi_check.constant_values([real_include, abi_check.real_hccl_include(real_include)],
+                                     '#include "hccl/hccl.h"\n', names, work, "real_hccl_tamper", cxx=True)
+    prelude = abi_check.C_PRELUDE + f'#include "{abi_check.CDEFS / "acl_rt.h"}"\n#include "{tampered}"\n'
+    ours = abi_check.constant_values([], prelude, names, work, "ours_hccl_tamper")
+    assert abi_check.compare_constants(ours, real, "tampered") == ["tampered: HCCL_E_TIMEOUT = 10, real value 9"]
+    tampered.write_text(original.replace("HcclResult HcclSend(void *sendBuf, uint64_t count",
+                                         "HcclResult HcclSend(void *sendBuf, uint32_t count"))
+    with pytest.raises(abi_check.AbiError, match="HcclSend"):
+        abi_check.check_declarations(real_include, ["hccl/hccl.h"], tampered, work, cxx=True)
 
 
 def test_cdef_declares_what_the_driver_needs():

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "hccl/hccl_types.h"
+#include <hccl/hccl_types.h>  /* <>: the include path decides (the ABI test puts the real one first) */
 
 #ifdef __cplusplus
 extern "C" {

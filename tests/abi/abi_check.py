@@ -11,6 +11,10 @@ downloaded with ``pip download --no-deps`` into a cache outside the repository. 
     sim/include/acl has the real value.
 The aclnn cdefs are checked the same way against sim/include/aclnn (the mirror of hicann/opbase,
 which no wheel ships), itself compiled over the real acl headers.
+HCCL: the wheel's third_party/hccl/inc/hccl/{hccl.h,hccl_types.h} (C++ only: const array
+bounds) are the reference for acl_fa/cdefs/hccl.h, sim/include/hccl and the simulator's
+sim/src/hccl, checked as C++ the same three ways, plus the sizes and field offsets of the
+structs that cross the ABI.
 
 Usable as a script: ``python tests/abi/abi_check.py`` prints each problem and exits non-zero.
 """
@@ -30,6 +34,10 @@ SIM_INCLUDE = ROOT / "sim" / "include"
 CDEFS = ROOT / "acl_fa" / "cdefs"
 CACHE = Path(os.environ.get("ACL_FA_CACHE_DIR", Path.home() / ".cache" / "acl-fa")) / "torch-npu"
 
+# Where the wheel keeps HCCL's headers under torch_npu/include (hccl.h includes its types by
+# this path, so the include root must stay on the include path).
+HCCL_SUBDIR = "third_party/hccl/inc"
+
 # Prelude that makes the cffi cdefs (which have no #include) valid C.
 C_PRELUDE = "#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n"
 
@@ -47,7 +55,7 @@ def real_acl_include(download: bool = True) -> Path:
     when no wheel can be had (the message says why).
     """
     include = CACHE / "include"
-    if (include / "acl" / "acl.h").is_file():
+    if (include / "acl" / "acl.h").is_file() and (include / HCCL_SUBDIR / "hccl" / "hccl.h").is_file():
         return include
     wheels = sorted(CACHE.glob("torch_npu-*.whl"))
     if not wheels and download:
@@ -61,16 +69,22 @@ def real_acl_include(download: bool = True) -> Path:
         wheels = sorted(CACHE.glob("torch_npu-*.whl"))
     if not wheels:
         raise FileNotFoundError(f"no torch_npu-*.whl in {CACHE}")
-    prefix = "torch_npu/include/acl/"
     with zipfile.ZipFile(wheels[-1]) as wheel:
-        members = [n for n in wheel.namelist() if n.startswith(prefix) and not n.endswith("/")]
-        if not members:
-            raise FileNotFoundError(f"{wheels[-1].name} has no {prefix}")
-        for name in members:
-            target = include / "acl" / name[len(prefix):]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(wheel.read(name))
+        for subdir in ("acl", HCCL_SUBDIR + "/hccl"):
+            prefix = f"torch_npu/include/{subdir}/"
+            members = [n for n in wheel.namelist() if n.startswith(prefix) and not n.endswith("/")]
+            if not members:
+                raise FileNotFoundError(f"{wheels[-1].name} has no {prefix}")
+            for name in members:
+                target = include / subdir / name[len(prefix):]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(wheel.read(name))
     return include
+
+
+def real_hccl_include(real_include: Path) -> Path:
+    """The directory that makes ``#include "hccl/hccl.h"`` find the real header."""
+    return real_include / HCCL_SUBDIR
 
 
 # ---- parsing our declarations -----------------------------------------------------------------
@@ -135,7 +149,8 @@ def compile_sources_against_real(real_include: Path, sources: list[Path]) -> lis
         compiler = "gcc" if source.suffix == ".c" else "g++"
         std = ["-std=c11", "-Werror=implicit-function-declaration"] if source.suffix == ".c" else ["-std=c++17"]
         cmd = [compiler, *std, "-fsyntax-only", "-DFUNC_VISIBILITY",
-               f"-I{real_include}", f"-I{SIM_INCLUDE}", f"-I{source.parent}", str(source)]
+               f"-I{real_include}", f"-I{real_hccl_include(real_include)}", f"-I{SIM_INCLUDE}",
+               f"-I{source.parent}", str(source)]
         try:
             _run(cmd, f"{source.relative_to(ROOT)} does not compile against the real ACL headers")
         except AbiError as err:
@@ -146,26 +161,37 @@ def compile_sources_against_real(real_include: Path, sources: list[Path]) -> lis
         return [msg for msg in pool.map(check, sources) if msg]
 
 
-def check_declarations(real_include: Path, includes: list[str], cdef: Path, work: Path) -> None:
+def check_declarations(real_include: Path, includes: list[str], cdef: Path, work: Path, cxx: bool = False) -> None:
     """(b): `includes` (the reference headers) then every function declaration of `cdef`,
-    compiled as C: a conflicting redeclaration fails."""
+    compiled as C (as C++ with C linkage when `cxx`): a conflicting redeclaration fails."""
+    shown = cdef.relative_to(ROOT) if cdef.is_relative_to(ROOT) else cdef
     decls = function_declarations(cdef)
     if not decls:
         raise AbiError(f"{cdef.name}: no function declarations found")
-    source = work / f"decls_{cdef.stem}.c"
+    body = "\n".join(decls)
+    if cxx:
+        body = f'extern "C" {{\n{body}\n}}'
+    source = work / f"decls_{cdef.stem}.{'cpp' if cxx else 'c'}"
     source.write_text(C_PRELUDE + "".join(f'#include "{h}"\n' for h in includes) +
-                      f"/* function declarations of {cdef.relative_to(ROOT)} */\n" + "\n".join(decls) + "\n")
-    _run(["gcc", "-std=c11", "-fsyntax-only", f"-I{real_include}", f"-I{SIM_INCLUDE}", str(source)],
-         f"{cdef.relative_to(ROOT)} declares a function differently from {', '.join(includes)}")
+                      f"/* function declarations of {shown} */\n" + body + "\n")
+    compiler = ["g++", "-std=c++17"] if cxx else ["gcc", "-std=c11"]
+    _run([*compiler, "-fsyntax-only", f"-I{real_include}", f"-I{real_hccl_include(real_include)}",
+          f"-I{SIM_INCLUDE}", str(source)],
+         f"{shown} declares a function differently from {', '.join(includes)}")
 
 
-def constant_values(include_dirs: list[Path], prelude: str, names: list[str], work: Path, tag: str) -> dict[str, int]:
-    """Compiles and runs a program printing each name's value with `prelude` included."""
-    source = work / f"values_{tag}.c"
+def constant_values(include_dirs: list[Path], prelude: str, names: list[str], work: Path, tag: str,
+                    cxx: bool = False) -> dict[str, int]:
+    """Compiles (as C, or C++ when `cxx`) and runs a program printing each name's value with
+    `prelude` included. A name may be any integer expression without blanks
+    (``sizeof(HcclRootInfo)``)."""
+    source = work / f"values_{tag}.{'cpp' if cxx else 'c'}"
     body = "".join(f'    printf("%s %lld\\n", "{n}", (long long)({n}));\n' for n in names)
-    source.write_text("#include <stdio.h>\n" + prelude + "\nint main(void) {\n" + body + "    return 0;\n}\n")
+    source.write_text("#include <stdio.h>\n#include <stddef.h>\n" + prelude + "\nint main(void) {\n" + body +
+                      "    return 0;\n}\n")
     exe = work / f"values_{tag}"
-    _run(["gcc", "-std=c11", "-w", *[f"-I{d}" for d in include_dirs], "-o", str(exe), str(source)],
+    compiler = ["g++", "-std=c++17"] if cxx else ["gcc", "-std=c11"]
+    _run([*compiler, "-w", *[f"-I{d}" for d in include_dirs], "-o", str(exe), str(source)],
          f"constants of {tag} do not compile (a name is missing from the reference?)")
     out = _run([str(exe)], f"running the {tag} constant printer")
     return {name: int(value) for name, value in (line.split() for line in out.splitlines())}
@@ -181,11 +207,52 @@ def compare_constants(ours: dict[str, int], reference: dict[str, int], what: str
 ACL_SIM_HEADERS = ["acl_base_rt.h", "acl_rt.h", "error_codes/rt_error_codes.h"]
 
 
+# Struct layouts that cross the HCCL ABI: (expression, ...) evaluated on both sides.
+HCCL_LAYOUT = ["sizeof(HcclRootInfo)", "sizeof(HcclSendRecvItem)",
+               "offsetof(HcclSendRecvItem,buf)", "offsetof(HcclSendRecvItem,count)",
+               "offsetof(HcclSendRecvItem,dataType)", "offsetof(HcclSendRecvItem,remoteRank)",
+               "sizeof(HcclResult)", "sizeof(HcclDataType)"]
+
+
+def simulator_sources() -> list[Path]:
+    """The simulator sources that implement a real API: runtime, nnopbase, HCCL."""
+    return sorted((ROOT / "sim" / "src" / "runtime").glob("*.c*")) + \
+        sorted((ROOT / "sim" / "src" / "nnopbase").glob("*.cpp")) + \
+        sorted((ROOT / "sim" / "src" / "hccl").glob("*.cpp"))
+
+
+def hccl_problems(real_include: Path, work: Path) -> list[str]:
+    """(b) and (c) for HCCL: cdef prototypes, cdef and sim/include constants, struct layouts."""
+    problems: list[str] = []
+    for includes, cdef in [(["hccl/hccl.h"], CDEFS / "hccl.h"),
+                           (["hccl/hccl.h", "acl_fa_sim_hccl.h"], CDEFS / "hccl_sim.h")]:
+        try:
+            check_declarations(real_include, includes, cdef, work, cxx=True)
+        except AbiError as err:
+            problems.append(str(err))
+    cdef_names = constant_names(CDEFS / "hccl.h")
+    sim_names = constant_names(SIM_INCLUDE / "hccl" / "hccl_types.h")
+    real_prelude = '#include "hccl/hccl.h"\n'
+    real_dirs = [real_include, real_hccl_include(real_include)]
+    try:
+        real = constant_values(real_dirs, real_prelude, list(dict.fromkeys(cdef_names + sim_names + HCCL_LAYOUT)),
+                               work, "real_hccl", cxx=True)
+        cdef_prelude = C_PRELUDE + "".join(f'#include "{CDEFS / n}"\n' for n in ["acl_rt.h", "hccl.h"])
+        ours = constant_values([], cdef_prelude, cdef_names + HCCL_LAYOUT, work, "cdef_hccl")
+        # sim/include/hccl over the real acl headers (it includes acl/acl.h).
+        sim = constant_values([real_include, SIM_INCLUDE], real_prelude, sim_names + HCCL_LAYOUT, work, "sim_hccl",
+                              cxx=True)
+        problems += compare_constants(ours, real, "acl_fa/cdefs/hccl.h")
+        problems += compare_constants(sim, real, "sim/include/hccl")
+    except AbiError as err:
+        problems.append(str(err))
+    return problems
+
+
 def run_all(real_include: Path) -> list[str]:
     """Every check; returns the list of problems (empty = conformant)."""
     problems: list[str] = []
-    sources = sorted((ROOT / "sim" / "src" / "runtime").glob("*.c*")) + \
-        sorted((ROOT / "sim" / "src" / "nnopbase").glob("*.cpp"))
+    sources = simulator_sources()
     problems += compile_sources_against_real(real_include, sources)
 
     with tempfile.TemporaryDirectory(prefix="acl_fa_abi_") as tmp:
@@ -236,6 +303,7 @@ def run_all(real_include: Path) -> list[str]:
                 problems += compare_constants(ours, reference, f"acl_fa/cdefs/{cdef.name}")
             except AbiError as err:
                 problems.append(str(err))
+        problems += hccl_problems(real_include, work)
     return problems
 
 

@@ -10,8 +10,8 @@
  */
 #pragma once
 
-#include "acl/acl.h"
-#include "hccl/hccl_types.h"
+#include <acl/acl.h>
+#include <hccl/hccl_types.h>
 
 #ifdef __cplusplus
 extern "C" {
