@@ -258,3 +258,19 @@ def test_npu_backend_looks_for_libhccl_next_to_its_runtime_then_in_the_toolkits(
     assert f"hccl: {toolkit / 'lib64' / 'libhccl.so'}: found but failed to load" in text
     with pytest.raises(AclLibraryError):  # remembered, not retried
         backend.load_hccl()
+
+
+def test_hccl_code_table_matches_the_cdefs():
+    """HcclError's names are those of enum HcclResult in the cdefs (checked against HCCL's header)."""
+    import re
+
+    from acl_fa.errors import HCCL_ERROR_CODES, HcclError, HcclMemoryError, HcclParamError, hccl_error_for_code
+
+    text = (ROOT / "acl_fa" / "cdefs" / "hccl.h").read_text()
+    members = {name: int(value) for name, value in re.findall(r"\b(HCCL_E_\w+) = (\d+)", text)}
+    assert {info.name: code for code, info in HCCL_ERROR_CODES.items()} == members
+    assert isinstance(hccl_error_for_code(1, "HcclSend"), (HcclParamError, ValueError))
+    assert isinstance(hccl_error_for_code(24, "HcclSend"), (HcclMemoryError, MemoryError))
+    error = hccl_error_for_code(9, "HcclCommInitRootInfo", "timeout")
+    assert type(error) is HcclError and str(error).startswith(
+        "HcclCommInitRootInfo failed with 9 (HCCL_E_TIMEOUT): HCCL timed out")
