@@ -5,7 +5,7 @@
  * Link model: ranks whose devices share a server talk over the chip's intra-server
  * interconnect (HCCS on Atlas A2/A3), others over the scale-out network (RoCE); a message of
  * b bytes takes latencyUs * 1e-6 + b / (bandwidthGBs * 1e9) seconds, modeled, with each figure
- * sourced or marked assumed in docs/hccl_simulator.md. The simulated devices of all ranks are
+ * sourced or marked assumed in docs/hccl.md. The simulated devices of all ranks are
  * numbered as on one host, so "server" = device id / devicesPerServer.
  */
 #pragma once

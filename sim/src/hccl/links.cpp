@@ -1,5 +1,5 @@
 // links.cpp -- the interconnect model: which link joins two devices, its bandwidth and latency.
-// Every figure is "assumed" unless docs/hccl_simulator.md gives its source; they feed only the
+// Every figure is "assumed" unless docs/hccl.md gives its source; they feed only the
 // modeled seconds of aclfaSimHcclGetLinkStats, never the simulator's behaviour.
 #include <cstring>
 #include <strings.h>
