@@ -28,14 +28,16 @@ ENV_SIM_SOC = "ACL_FA_SIM_SOC"
 DEFAULT_SOC = "Ascend910B2"
 
 LAYOUTS = ("BNSD", "BSND", "BSH")  # index = the tiling struct's layout code
-DTYPES = ("float16", "bfloat16")
+DTYPES = ("float16", "bfloat16", "float32")
+_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The op's AddConfig() targets (op_host/flash_attention.cpp): other chips get a plan for
 # study, but no kernel runs there.
-KERNEL_SOCS = ("ascend910b", "ascend910_93")
+KERNEL_SOCS = ("ascend910b", "ascend910_93", "ascend310p", "ascend910")
 # platform_ascendc GetLibApiWorkSpaceSize(): 16 MiB on arch 2201 (910B / 910_93), else 2 MiB.
 _ARCH_910B = 2201
 _LIB_API_WORKSPACE_910B = 16 * 1024 * 1024
 _LIB_API_WORKSPACE_OTHER = 2 * 1024 * 1024
+_SOC_ASCEND910, _SOC_ASCEND310P = 0, 2  # platform_ascendc::SocVersion
 _ERR_LEN = 1024
 _UINT32_MAX = 2**32 - 1
 _STRUCTS = ("aclfaPlanProblem", "aclfaPlanLimits", "aclfaPlanBudgetLine", "aclfaPlan")
@@ -57,10 +59,16 @@ class ChipLimits:
     l0a_bytes: int
     l0b_bytes: int
     l0c_bytes: int
+    soc_version: int  # platform_ascendc::SocVersion: ASCEND910 0, ASCEND910B 1, ASCEND310P 2
 
     @property
     def has_kernel(self) -> bool:
         return self.short_soc in KERNEL_SOCS
+
+    @property
+    def coupled(self) -> bool:
+        """Cube and vector unit in one AI Core (910A, 310P): the operator's coupled-core path."""
+        return self.soc_version in (_SOC_ASCEND910, _SOC_ASCEND310P)
 
     @property
     def lib_api_workspace_bytes(self) -> int:
@@ -117,10 +125,10 @@ class Plan:
 
     @property
     def tensor_bytes(self) -> int:
-        """Device bytes of q, k, v, out (2-byte dtypes) and lse (float32)."""
+        """Device bytes of q, k, v, out (in the dtype) and lse (float32)."""
         q = self.batch * self.heads * self.seq * self.head_dim
         kv = self.batch * self.kv_heads * self.seq_kv * self.head_dim
-        return 2 * (2 * q + 2 * kv) + 4 * self.batch * self.heads * self.seq
+        return _DTYPE_BYTES[self.dtype] * (2 * q + 2 * kv) + 4 * self.batch * self.heads * self.seq
 
     @property
     def device_bytes(self) -> int:
@@ -194,6 +202,7 @@ def _chip_from_c(c) -> ChipLimits:
         name=ffi.string(c.name).decode(),
         short_soc=ffi.string(c.shortSoc).decode(),
         npu_arch=int(c.npuArch),
+        soc_version=int(c.socVersion),
         aic_num=int(c.aicNum),
         aiv_num=int(c.aivNum),
         ub_bytes=int(c.ubBytes),
@@ -230,7 +239,7 @@ def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_he
                          causal, block_m, block_n) -> tuple:
     """The policies' C inputs (aclfaPlanProblem, aclfaPlanLimits), validated; shared with the
     backward's plan (acl_fa.backward_plan)."""
-    dtype_code = _choice("dtype", dtype, DTYPES)
+    _choice("dtype", dtype, DTYPES)
     layout_code = _choice("layout", layout, LAYOUTS)
     ints = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
                 head_dim=head_dim, block_m=block_m or 0, block_n=block_n or 0)
@@ -242,7 +251,7 @@ def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_he
     problem = ffi.new("aclfaPlanProblem *")
     problem.batch, problem.numHeads, problem.numKvHeads = batch, heads, kv_heads
     problem.seqQ, problem.seqKv, problem.headDim = seq, seq_kv, head_dim
-    problem.dtypeBytes, problem.bf16 = 2, dtype_code
+    problem.dtypeBytes, problem.bf16 = _DTYPE_BYTES[dtype], int(dtype == "bfloat16")
     problem.layout, problem.causal = layout_code, int(bool(causal))
     problem.blockM, problem.blockN = ints["block_m"], ints["block_n"]
     c_limits = ffi.new("aclfaPlanLimits *")
@@ -251,6 +260,7 @@ def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_he
     c_limits.l0aBytes, c_limits.l0bBytes, c_limits.l0cBytes = (
         limits.l0a_bytes, limits.l0b_bytes, limits.l0c_bytes)
     c_limits.aicNum, c_limits.aivNum = limits.aic_num, limits.aiv_num
+    c_limits.socVersion = limits.soc_version
     return problem, c_limits
 
 
@@ -309,27 +319,36 @@ def format_plan(p: Plan) -> str:
     """A human-readable report of one plan."""
     c = p.chip
     kernel = "yes" if c.has_kernel else f"no (the op is built for {', '.join(KERNEL_SOCS)})"
+    unit = "AI Core" if c.coupled else "AIV"
+    unit_rows = (f"one AI Core takes all {p.sub_block_m} rows" if c.coupled
+                 else f"each AIV {p.sub_block_m} rows")
     lines = [
         f"chip      {c.name} ({c.short_soc}): {c.aic_num} AIC / {c.aiv_num} AIV, UB {c.ub_bytes} B, "
         f"L1 {c.l1_bytes} B, L0A/B/C {c.l0a_bytes}/{c.l0b_bytes}/{c.l0c_bytes} B; kernel: {kernel}",
         f"problem   B={p.batch} N={p.heads} Nkv={p.kv_heads} Sq={p.seq} Skv={p.seq_kv} D={p.head_dim} "
         f"{p.dtype} {p.layout}{' causal' if p.causal else ''}",
-        f"blocks    BLOCK_M={p.block_m} (each AIV {p.sub_block_m} rows) BLOCK_N={p.block_n}; "
+        f"blocks    BLOCK_M={p.block_m} ({unit_rows}) BLOCK_N={p.block_n}; "
         f"{p.num_q_blocks} query x {p.num_kv_blocks} kv blocks per head",
-        "budget    (per AIV UB buffers in the kernel's InitBuffer order, then totals)",
+        f"budget    (per {unit} UB buffers in the kernel's InitBuffer order, then totals)",
     ]
     width = max(len(b.name) for b in p.budget)
     for b in p.budget:
         pct = 100.0 * b.bytes / b.capacity if b.capacity else 0.0
         lines.append(f"  {b.name:<{width}}  {b.bytes:>9} B / {b.capacity:>9} B  {pct:5.1f}%")
     order = "zigzag query blocks" if p.q_zigzag else "in order"
-    lines += [
-        f"cores     {p.total_items} items ({order}) on {p.used_core_num} of {c.aic_num} AIC cores; "
+    cores = "AI Cores" if c.coupled else "AIC cores"
+    lines.append(
+        f"cores     {p.total_items} items ({order}) on {p.used_core_num} of {c.aic_num} {cores}; "
         f"work (kv blocks) total {p.total_work}, max/core {p.max_core_work}, "
-        f"mean {p.mean_core_work:.1f}, max/mean {p.imbalance:.3f}",
-        f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system {p.system_workspace_bytes} "
-        f"+ 2 x {p.used_core_num} AIV x {p.ws_bytes_per_aiv} B (score @{p.ws_score_offset}, "
-        f"prob @{p.ws_prob_offset}, pv @{p.ws_pv_offset})",
+        f"mean {p.mean_core_work:.1f}, max/mean {p.imbalance:.3f}")
+    if c.coupled:
+        lines.append(f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system "
+                     f"{p.system_workspace_bytes}; no user workspace (S, P and P.V stay in each AI Core)")
+    else:
+        lines.append(f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system "
+                     f"{p.system_workspace_bytes} + 2 x {p.used_core_num} AIV x {p.ws_bytes_per_aiv} B "
+                     f"(score @{p.ws_score_offset}, prob @{p.ws_prob_offset}, pv @{p.ws_pv_offset})")
+    lines += [
         f"memory    {p.device_bytes} B ({_mib(p.device_bytes)}) of device memory per call = q, k, v, out, lse "
         f"{p.tensor_bytes} B ({_mib(p.tensor_bytes)}) + workspace {p.workspace_bytes} B",
         f"tiling key {p.tiling_key:#x}",

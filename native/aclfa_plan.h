@@ -20,7 +20,7 @@ extern "C" {
 
 typedef struct aclfaPlanProblem {
     uint64_t batch, numHeads, numKvHeads, seqQ, seqKv, headDim;
-    uint32_t dtypeBytes; /* 2 for float16 / bfloat16 */
+    uint32_t dtypeBytes; /* 2 for float16 / bfloat16, 4 for float32 */
     uint32_t bf16;       /* 1: bfloat16 (tiling-key bit) */
     uint32_t layout;     /* 0 BNSD, 1 BSND, 2 BSH */
     uint32_t causal;
@@ -32,6 +32,8 @@ typedef struct aclfaPlanLimits {
     char socName[ACLFA_PLAN_NAME_LEN];
     uint64_t ubBytes, l1Bytes, l0aBytes, l0bBytes, l0cBytes; /* UB/L1 as GetCoreMemSize answers */
     uint32_t aicNum, aivNum;
+    uint32_t socVersion; /* platform_ascendc::SocVersion: ASCEND910 0, ASCEND910B 1, ASCEND310P 2 */
+    uint32_t reserved;
 } aclfaPlanLimits;
 
 typedef struct aclfaPlanBudgetLine {
@@ -48,7 +50,7 @@ typedef struct aclfaPlan {
     uint64_t totalWork, maxCoreWork; /* kv blocks computed: all cores / the busiest */
     double meanCoreWork, imbalance;  /* totalWork / usedCoreNum; maxCoreWork / meanCoreWork */
     uint64_t wsScoreOffset, wsProbOffset, wsPvOffset, wsBytesPerAiv;
-    uint64_t userWorkspaceBytes;     /* 2 * usedCoreNum * wsBytesPerAiv */
+    uint64_t userWorkspaceBytes;     /* 2 * usedCoreNum * wsBytesPerAiv (0 on the coupled path) */
     uint64_t tilingKey;
     uint32_t coreItemStart[ACLFA_PLAN_MAX_CORES + 1];
     uint32_t reserved;

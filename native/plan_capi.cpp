@@ -47,6 +47,7 @@ extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfa
     c.l0cBytes = limits->l0cBytes;
     c.aicNum = limits->aicNum;
     c.aivNum = limits->aivNum;
+    c.socVersion = limits->socVersion;
 
     fa_policy::Plan out;
     std::string error;

@@ -17,7 +17,8 @@
 
 static_assert(fa_policy::kKeyBf16 == FA_KEY_BF16 && fa_policy::kKeyCausal == FA_KEY_CAUSAL &&
                   fa_policy::kKeyLayoutShift == FA_KEY_LAYOUT_SHIFT && fa_policy::kKeySqTail == FA_KEY_SQ_TAIL &&
-                  fa_policy::kKeySkvTail == FA_KEY_SKV_TAIL,
+                  fa_policy::kKeySkvTail == FA_KEY_SKV_TAIL && fa_policy::kKeyFp32 == FA_KEY_FP32 &&
+                  fa_policy::kKeyCoupled == FA_KEY_COUPLED,
               "the policy's tiling-key bits must be the kernel's");
 static_assert(fa_policy::kLayoutBnsd == FA_LAYOUT_BNSD && fa_policy::kLayoutBsnd == FA_LAYOUT_BSND &&
                   fa_policy::kLayoutBsh == FA_LAYOUT_BSH,
@@ -150,20 +151,24 @@ const char *SocText(platform_ascendc::SocVersion soc) {
     }
 }
 
-// One matmul of an AIV's item: A [m, k] (T), B [k, n] (T, stored [n, k] when transB), C fp32
-// to the GM workspace. Each gets a quarter of L1: an AIC serves 2 AIVs x 2 matmuls.
-bool CubeTiling(const platform_ascendc::PlatformAscendC &platform, matmul_tiling::DataType dt, bool transB,
-                int32_t m, int32_t n, int32_t k, uint64_t l1Bytes, TCubeTiling *tiling) {
+// One matmul of a vector unit's item: A [m, k] (T), B [k, n] (T, stored [n, k] when transB), C
+// fp32. MIX path: A and C in GM (the workspace); each matmul gets a quarter of L1 (an AIC serves
+// 2 AIVs x 2 matmuls). Coupled path: C in UB (VECCALC), A too for P.V (aInUb); each matmul gets
+// half of L1 and the UB the kernel gives it for ND <-> NZ (ubBytes).
+bool CubeTiling(const platform_ascendc::PlatformAscendC &platform, matmul_tiling::DataType dt, bool coupled,
+                bool aInUb, bool transB, int32_t m, int32_t n, int32_t k, uint64_t l1Bytes, uint64_t ubBytes,
+                TCubeTiling *tiling) {
     using matmul_tiling::CubeFormat;
     using matmul_tiling::TPosition;
     matmul_tiling::MatmulApiTiling mm(platform);
-    mm.SetAType(TPosition::GM, CubeFormat::ND, dt, false);
+    mm.SetAType(aInUb ? TPosition::VECCALC : TPosition::GM, CubeFormat::ND, dt, false);
     mm.SetBType(TPosition::GM, CubeFormat::ND, dt, transB);
-    mm.SetCType(TPosition::GM, CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
+    mm.SetCType(coupled ? TPosition::VECCALC : TPosition::GM, CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
     mm.SetShape(m, n, k);
     mm.SetOrgShape(m, n, k);
     mm.SetBias(false);
-    mm.SetBufferSpace(static_cast<int32_t>(l1Bytes / 4), -1, -1);
+    mm.SetBufferSpace(static_cast<int32_t>(l1Bytes / (coupled ? 2 : 4)), -1,
+                      coupled ? static_cast<int32_t>(ubBytes) : -1);
     return mm.GetTiling(*tiling) != -1;
 }
 
@@ -195,10 +200,12 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     }
     const ge::DataType dtype = qDesc->GetDataType();
     const bool bf16 = dtype == ge::DT_BF16;
+    const bool fp32 = dtype == ge::DT_FLOAT;
 
     platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
     fa_policy::ChipLimits chip;
     chip.socName = SocText(platform.GetSocVersion());
+    chip.socVersion = static_cast<uint32_t>(platform.GetSocVersion());
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, chip.ubBytes);
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::L1, chip.l1Bytes);
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::L0_A, chip.l0aBytes);
@@ -214,7 +221,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     problem.seqQ = static_cast<uint64_t>(d.seqQ);
     problem.seqKv = static_cast<uint64_t>(d.seqKv);
     problem.headDim = static_cast<uint64_t>(d.headDim);
-    problem.dtypeBytes = 2;  // float16 / bfloat16, as the OpDef allows
+    problem.dtypeBytes = fp32 ? 4 : 2;  // float32; float16 / bfloat16
     problem.bf16 = bf16;
     problem.layout = d.layout;
     problem.causal = *causal;
@@ -255,18 +262,23 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     td->wsProbOffset = plan.wsProbOffset;
     td->wsPvOffset = plan.wsPvOffset;
     td->wsBytesPerAiv = plan.wsBytesPerAiv;
+    td->mmUbBytes = static_cast<uint32_t>(plan.mmUbBytes);
 
-    const matmul_tiling::DataType mmType = bf16 ? matmul_tiling::DataType::DT_BF16 : matmul_tiling::DataType::DT_FLOAT16;
+    const matmul_tiling::DataType mmType = fp32   ? matmul_tiling::DataType::DT_FLOAT
+                                           : bf16 ? matmul_tiling::DataType::DT_BF16
+                                                  : matmul_tiling::DataType::DT_FLOAT16;
     const int32_t m = static_cast<int32_t>(plan.subBlockM), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(d.headDim);
-    if (!CubeTiling(platform, mmType, true, m, n, hd, chip.l1Bytes, &td->qkTiling) ||
-        !CubeTiling(platform, mmType, false, m, hd, n, chip.l1Bytes, &td->pvTiling)) {
+    if (!CubeTiling(platform, mmType, plan.coupled, false, true, m, n, hd, chip.l1Bytes, plan.mmUbBytes,
+                    &td->qkTiling) ||
+        !CubeTiling(platform, mmType, plan.coupled, plan.coupled, false, m, hd, n, chip.l1Bytes, plan.mmUbBytes,
+                    &td->pvTiling)) {
         FA_LOGE(context, "matmul tiling failed for block_m=%u, block_n=%u, head_dim=%d on %s", plan.blockM,
                 plan.blockN, hd, chip.socName.c_str());
         return ge::GRAPH_FAILED;
     }
 
-    context->SetBlockDim(plan.usedCoreNum);  // MIX 1:2: one block = 1 AIC + 2 AIV
+    context->SetBlockDim(plan.usedCoreNum);  // MIX 1:2: one block = 1 AIC + 2 AIV; coupled: one AI Core
     context->SetTilingKey(plan.tilingKey);
     size_t *workspaces = context->GetWorkspaceSizes(1);
     if (workspaces == nullptr) {
@@ -283,15 +295,18 @@ namespace ops {
 class FlashAttention : public OpDef {
  public:
     explicit FlashAttention(const char *name) : OpDef(name) {
-        const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16};
-        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND};
-        this->Input("query").ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
-        this->Input("key").ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
-        this->Input("value").ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
-        this->Output("attention_out").ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
+        // float16, bfloat16 and float32 for query, key, value and attention_out; the tiling
+        // refuses, naming the chip, a dtype the chip's AI Core cannot take (310P and 910A:
+        // float16 only).
+        const std::vector<ge::DataType> types = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT};
+        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND};
+        this->Input("query").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
+        this->Input("key").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
+        this->Input("value").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
+        this->Output("attention_out").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
         this->Output("softmax_lse")
             .ParamType(REQUIRED)
-            .DataType({ge::DT_FLOAT, ge::DT_FLOAT})
+            .DataType({ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT})
             .Format(nd)
             .UnknownShapeFormat(nd);
         this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
@@ -302,7 +317,12 @@ class FlashAttention : public OpDef {
         this->Attr("block_m").AttrType(OPTIONAL).Int(0);
         this->Attr("block_n").AttrType(OPTIONAL).Int(0);
         this->SetInferShape(InferShape).SetInferDataType(InferDataType);
-        this->AICore().SetTiling(TilingFunc).AddConfig("ascend910b").AddConfig("ascend910_93");
+        this->AICore()
+            .SetTiling(TilingFunc)
+            .AddConfig("ascend910b")
+            .AddConfig("ascend910_93")
+            .AddConfig("ascend310p")
+            .AddConfig("ascend910");
     }
 };
 OP_ADD(FlashAttention);

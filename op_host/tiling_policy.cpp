@@ -29,44 +29,66 @@ std::string Format(const char *fmt, ...) {
     return buf;
 }
 
+// On the coupled architectures the Matmul API converts ND operands and results through a UB
+// workspace the kernel provides (SetLocalWorkspace) of 2 x transLength, transLength being the
+// largest ND tile it converts (asc-devkit impl/adv_api/tiling/matmul/matmul_tiling_algorithm.cpp
+// GetTransLength; matmul_tiling.cpp MatmulGetTmpBufSize). A base tile is at most the single-core
+// shape, so the largest of QK's A [m,d] T, B [n,d] T, C [m,n] fp32 and PV's A [m,n] T, B [n,d] T,
+// C [m,d] fp32 bounds it.
+uint64_t MatmulLocalWorkspaceBytes(uint64_t m, uint64_t n, uint64_t d, uint64_t t) {
+    const uint64_t transLength = std::max({m * d * t, n * d * t, m * n * kFp32, m * n * t, m * d * kFp32});
+    return 2 * transLength;
+}
+
 namespace {
 
-// The kernel's per-AIV UB buffers, in its InitBuffer order (flash_attention_tiling.h).
-std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, uint64_t ub) {
-    return {
-        {"scoreQue S [m,n] fp32", m * n * kFp32, ub},
-        {"probQue P [m,n] T", m * n * t, ub},
-        {"pvQue PV [m,d] fp32", m * d * kFp32, ub},
+// The kernel's per-vector-unit UB buffers, in its InitBuffer order (flash_attention_tiling.h).
+// An fp32 P needs no cast, so there is no probQue for fp32 on the MIX path; the coupled path
+// keeps P [m,n] in UB as the cube's A operand, and the Matmul API's ND<->NZ local workspace.
+std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, uint64_t ub, bool coupled) {
+    std::vector<BudgetLine> lines = {
+        {coupled ? "scoreBuf S [m,n] fp32" : "scoreQue S [m,n] fp32", m * n * kFp32, ub},
+        {coupled ? "probBuf P [m,n] T" : "probQue P [m,n] T", coupled || t != kFp32 ? m * n * t : 0, ub},
+        {coupled ? "pvBuf PV [m,d] fp32" : "pvQue PV [m,d] fp32", m * d * kFp32, ub},
         {"outQue O [m,d] T", m * d * t, ub},
         {"accBuf acc [m,d] fp32", m * d * kFp32, ub},
         {"statBuf 6 x [m] fp32", 6 * AlignUp(m * kFp32, kUbAlign), ub},
-        {"lseQue lse [m] fp32", AlignUp(m * kFp32, kUbAlign), ub},
         {"foldBuf [m,64] fp32", m * 64 * kFp32, ub},
         {"brcbBuf [m,8] fp32", m * 8 * kFp32, ub},
+        {"lseQue lse [m] fp32", AlignUp(m * kFp32, kUbAlign), ub},
     };
+    if (coupled) lines.push_back({"mmWorkBuf Matmul ND<->NZ", MatmulLocalWorkspaceBytes(m, n, d, t), ub});
+    return lines;
 }
 
-// L1 of one AIC holds, for each of its 2 AIVs, the operands of one item's two matmuls
-// (S = Q.K^T: A [m,d], B [n,d]; O = P.V: A [m,n], B [n,d]), so a K/V block is read from
-// GM once per matmul. L0C holds one matmul's whole [m,n] or [m,d] fp32 result
-// (M padded to the 16-row fractal), so its fixpipe writes each result once.
+// Rows one vector unit owns per item: an AIV takes half of the item on the MIX path, a
+// coupled AI Core all of it.
+uint64_t RowsPerVector(uint32_t blockM, bool coupled) { return coupled ? blockM : blockM / 2; }
+
+// L1 of one cube unit holds, for each vector unit it serves (2 AIVs on the MIX path, its own
+// vector unit when coupled), the operands of one item's two matmuls (S = Q.K^T: A [m,d],
+// B [n,d]; O = P.V: A [m,n], B [n,d]), so a K/V block is read from GM once per matmul. L0C
+// holds one matmul's whole [m,n] or [m,d] fp32 result (M padded to the 16-row fractal), so
+// it is written out once (fixpipe to GM on the MIX path, L0C -> UB when coupled).
 struct Needs {
     std::vector<BudgetLine> lines;
     uint64_t ubTotal = 0, l1Total = 0, l0cQk = 0, l0cPv = 0;
 };
 
 Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c) {
-    const uint64_t m = blockM / 2, n = blockN, d = p.headDim, t = p.dtypeBytes;
+    const bool coupled = FeaturesOfSoc(c.socVersion).coupled;
+    const uint64_t m = RowsPerVector(blockM, coupled), n = blockN, d = p.headDim, t = p.dtypeBytes;
+    const uint64_t vectorsPerCube = coupled ? 1 : 2;
     Needs needs;
-    needs.lines = UbLines(m, n, d, t, c.ubBytes);
+    needs.lines = UbLines(m, n, d, t, c.ubBytes, coupled);
     for (const auto &line : needs.lines) needs.ubTotal += line.bytes;
     const uint64_t l1Qk = (m * d + n * d) * t;
     const uint64_t l1Pv = (m * n + n * d) * t;
-    needs.l1Total = 2 * (l1Qk + l1Pv);
+    needs.l1Total = vectorsPerCube * (l1Qk + l1Pv);
     needs.l0cQk = AlignUp(m, kBlockAlign) * n * kFp32;
     needs.l0cPv = AlignUp(m, kBlockAlign) * d * kFp32;
-    needs.lines.push_back({"UB total per AIV", needs.ubTotal, c.ubBytes});
-    needs.lines.push_back({"L1 QK+PV operands x2 AIV", needs.l1Total, c.l1Bytes});
+    needs.lines.push_back({coupled ? "UB total per AI Core" : "UB total per AIV", needs.ubTotal, c.ubBytes});
+    needs.lines.push_back({coupled ? "L1 QK+PV operands" : "L1 QK+PV operands x2 AIV", needs.l1Total, c.l1Bytes});
     needs.lines.push_back({"L0C QK result [m,n] fp32", needs.l0cQk, c.l0cBytes});
     needs.lines.push_back({"L0C PV result [m,d] fp32", needs.l0cPv, c.l0cBytes});
     return needs;
@@ -75,22 +97,24 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
 // Empty when (blockM, blockN) fits the chip, else why not (which memory, how much).
 std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c) {
     const Needs needs = ComputeNeeds(blockM, blockN, p, c);
-    const std::string what = Format("block_m=%u, block_n=%u (head_dim=%llu)", blockM, blockN,
-                                    static_cast<unsigned long long>(p.headDim));
+    const bool coupled = FeaturesOfSoc(c.socVersion).coupled;
+    const char *vectorUnit = coupled ? "AI Core" : "AIV";
+    const std::string what = Format("block_m=%u, block_n=%u (head_dim=%llu, %u-byte dtype)", blockM, blockN,
+                                    static_cast<unsigned long long>(p.headDim), p.dtypeBytes);
     if (needs.ubTotal > c.ubBytes) {
         const size_t ubLines = needs.lines.size() - 4;
         const auto largest = std::max_element(
             needs.lines.begin(), needs.lines.begin() + ubLines,
             [](const BudgetLine &a, const BudgetLine &b) { return a.bytes < b.bytes; });
-        return Format("%s needs %llu B of UB per AIV (largest line: %s, %llu B); %s has %llu B",
-                      what.c_str(), static_cast<unsigned long long>(needs.ubTotal), largest->name.c_str(),
-                      static_cast<unsigned long long>(largest->bytes), c.socName.c_str(),
+        return Format("%s needs %llu B of UB per %s (largest line: %s, %llu B); %s has %llu B",
+                      what.c_str(), static_cast<unsigned long long>(needs.ubTotal), vectorUnit,
+                      largest->name.c_str(), static_cast<unsigned long long>(largest->bytes), c.socName.c_str(),
                       static_cast<unsigned long long>(c.ubBytes));
     }
     if (needs.l1Total > c.l1Bytes) {
-        return Format("%s needs %llu B of L1 per AIC (QK and PV operands of 2 AIVs); %s has %llu B",
-                      what.c_str(), static_cast<unsigned long long>(needs.l1Total), c.socName.c_str(),
-                      static_cast<unsigned long long>(c.l1Bytes));
+        return Format("%s needs %llu B of L1 per %s (QK and PV operands%s); %s has %llu B", what.c_str(),
+                      static_cast<unsigned long long>(needs.l1Total), coupled ? "AI Core" : "AIC",
+                      coupled ? "" : " of 2 AIVs", c.socName.c_str(), static_cast<unsigned long long>(c.l1Bytes));
     }
     if (needs.l0cQk > c.l0cBytes || needs.l0cPv > c.l0cBytes) {
         return Format("%s needs %llu B of L0C for one matmul result; %s has %llu B", what.c_str(),
@@ -122,7 +146,10 @@ std::string ValidateProblem(const Problem &p) {
         return Format("num_heads (%llu) must be a multiple of num_kv_heads (%llu)",
                       static_cast<unsigned long long>(p.numHeads), static_cast<unsigned long long>(p.numKvHeads));
     }
-    if (p.dtypeBytes != 2) return Format("dtype must be float16 or bfloat16 (2 bytes), got %u bytes", p.dtypeBytes);
+    if (p.dtypeBytes != 2 && p.dtypeBytes != 4) {
+        return Format("dtype must be float16, bfloat16 (2 bytes) or float32 (4 bytes), got %u bytes", p.dtypeBytes);
+    }
+    if (p.dtypeBytes == 4 && p.bf16) return "dtype: bfloat16 is 2 bytes, got 4";
     if (p.layout > kLayoutBsh) return Format("input_layout code must be 0 (BNSD), 1 (BSND) or 2 (BSH), got %u", p.layout);
     const struct {
         const char *name;
@@ -136,7 +163,25 @@ std::string ValidateProblem(const Problem &p) {
     return {};
 }
 
+// The dtype must be one the chip's cube and vector units take.
+std::string ValidateDtypeOnChip(const Problem &p, const ChipLimits &c) {
+    const ArchFeatures f = FeaturesOfSoc(c.socVersion);
+    if (p.bf16 && !f.bf16) {
+        return Format("dtype bfloat16 is not supported on %s: its AI Core has no bfloat16 (use float16)",
+                      c.socName.c_str());
+    }
+    if (p.dtypeBytes == 4 && !f.cubeFp32) {
+        return Format("dtype float32 is not supported on %s: its cube takes float16 operands only, not float32 "
+                      "(use float16)", c.socName.c_str());
+    }
+    return {};
+}
+
 std::string ValidateChip(const ChipLimits &c) {
+    if (!FeaturesOfSoc(c.socVersion).known) {
+        return Format("%s: SocVersion %u is not one the operator is built for (ASCEND910 0, ASCEND910B 1, "
+                      "ASCEND310P 2)", c.socName.c_str(), c.socVersion);
+    }
     if (c.ubBytes == 0 || c.l1Bytes == 0 || c.l0cBytes == 0 || c.aicNum == 0) {
         return Format("chip limits of %s are incomplete (UB %llu, L1 %llu, L0C %llu B, %u AIC cores)",
                       c.socName.c_str(), static_cast<unsigned long long>(c.ubBytes),
@@ -261,17 +306,39 @@ uint64_t KvBlocksForQueryBlock(const Problem &p, uint32_t blockM, uint32_t block
     return std::min<uint64_t>(static_cast<uint64_t>(lastKey) / blockN + 1, numKvBlocks);
 }
 
+ArchFeatures FeaturesOfSoc(uint32_t socVersion) {
+    ArchFeatures f;
+    switch (socVersion) {
+        case kSocAscend910B:  // dav-c220: Mmad float<-half/float/bfloat16; separate AIC and AIV
+            f.cubeFp32 = true;
+            f.bf16 = true;
+            f.known = true;
+            break;
+        case kSocAscend310P:  // dav-m200: Mmad float<-half only; one AI Core with both units
+        case kSocAscend910:   // dav-c100: likewise, no bfloat16
+            f.coupled = true;
+            f.known = true;
+            break;
+        default:
+            break;
+    }
+    return f;
+}
+
 bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string *error) {
     *error = ValidateProblem(p);
     if (error->empty()) *error = ValidateChip(c);
+    if (error->empty()) *error = ValidateDtypeOnChip(p, c);
     if (!error->empty()) return false;
+    const bool coupled = FeaturesOfSoc(c.socVersion).coupled;
     uint32_t blockM = 0, blockN = 0;
     if (!ChooseBlocks(p, c, &blockM, &blockN, error)) return false;
 
     Plan out;
     out.blockM = blockM;
     out.blockN = blockN;
-    out.subBlockM = blockM / 2;
+    out.subBlockM = static_cast<uint32_t>(RowsPerVector(blockM, coupled));
+    out.coupled = coupled;
     out.numQBlocks = static_cast<uint32_t>(CeilDiv(p.seqQ, blockM));
     out.numKvBlocks = static_cast<uint32_t>(CeilDiv(p.seqKv, blockN));
     out.qZigzag = p.causal ? 1 : 0;
@@ -306,17 +373,23 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     out.meanCoreWork = static_cast<double>(out.totalWork) / out.usedCoreNum;
     out.imbalance = out.totalWork == 0 ? 1.0 : static_cast<double>(out.maxCoreWork) / out.meanCoreWork;
 
-    // GM workspace per AIV (header order), each region 512-B aligned.
-    const uint64_t m = out.subBlockM, n = blockN, d = p.headDim;
-    out.wsScoreOffset = 0;
-    out.wsProbOffset = out.wsScoreOffset + AlignUp(2 * m * n * kFp32, kWorkspaceAlign);
-    out.wsPvOffset = out.wsProbOffset + AlignUp(m * n * p.dtypeBytes, kWorkspaceAlign);
-    out.wsBytesPerAiv = out.wsPvOffset + AlignUp(m * d * kFp32, kWorkspaceAlign);
-    out.userWorkspaceBytes = 2ull * out.usedCoreNum * out.wsBytesPerAiv;
+    // GM workspace per AIV (header order), each region 512-B aligned. The coupled path hands
+    // S, P and P.V between cube and vector inside the AI Core: no workspace.
+    if (coupled) {
+        out.mmUbBytes = MatmulLocalWorkspaceBytes(out.subBlockM, blockN, p.headDim, p.dtypeBytes);
+    } else {
+        const uint64_t m = out.subBlockM, n = blockN, d = p.headDim;
+        out.wsScoreOffset = 0;
+        out.wsProbOffset = out.wsScoreOffset + AlignUp(2 * m * n * kFp32, kWorkspaceAlign);
+        out.wsPvOffset = out.wsProbOffset + AlignUp(m * n * p.dtypeBytes, kWorkspaceAlign);
+        out.wsBytesPerAiv = out.wsPvOffset + AlignUp(m * d * kFp32, kWorkspaceAlign);
+        out.userWorkspaceBytes = 2ull * out.usedCoreNum * out.wsBytesPerAiv;
+    }
 
     // BSH has BSND's memory order and runs its path: the key carries BSND.
     const uint32_t keyLayout = p.layout == kLayoutBsh ? kLayoutBsnd : p.layout;
-    out.tilingKey = (p.bf16 ? kKeyBf16 : 0) | (p.causal ? kKeyCausal : 0) |
+    out.tilingKey = (p.bf16 ? kKeyBf16 : 0) | (p.dtypeBytes == 4 ? kKeyFp32 : 0) | (coupled ? kKeyCoupled : 0) |
+                    (p.causal ? kKeyCausal : 0) |
                     (static_cast<uint64_t>(keyLayout) << kKeyLayoutShift) |
                     (p.seqQ % blockM != 0 ? kKeySqTail : 0) | (p.seqKv % blockN != 0 ? kKeySkvTail : 0);
     *plan = std::move(out);

@@ -5,8 +5,9 @@
 // PlatformAscendC, native/plan_capi.cpp exports it to Python (`acl-fa plan`), and the
 // tests drive it directly. Chip limits are inputs, never globals.
 //
-// The buffers it budgets are exactly the kernel's (op_kernel/flash_attention_tiling.h):
-// per AIV, m = subBlockM = blockM / 2 rows, n = blockN, d = headDim, T = dtypeBytes.
+// The buffers it budgets are exactly the kernel's (op_kernel/flash_attention_tiling.h): per
+// vector unit, m = subBlockM rows (blockM / 2 on an AIV of the MIX path, blockM on a coupled
+// AI Core), n = blockN, d = headDim, T = dtypeBytes.
 #pragma once
 
 #include <cstdint>
@@ -15,16 +16,33 @@
 
 namespace fa_policy {
 
+// platform_ascendc::SocVersion values (tiling/platform/platform_ascendc.h) the policy knows.
+constexpr uint32_t kSocAscend910 = 0;   // 910A: arch 1001 (dav-c100), coupled AI Cores
+constexpr uint32_t kSocAscend910B = 1;  // 910B1-4, 910_93: arch 2201 (dav-c220), AIC + 2 AIV
+constexpr uint32_t kSocAscend310P = 2;  // 310P: arch 2002 (dav-m200), coupled AI Cores
+
+// What an architecture's AI Core can do, as far as the kernel's path depends on it
+// (docs/chips.md cites the asc-devkit headers each fact comes from).
+struct ArchFeatures {
+    bool coupled = false;   // cube and vector unit in one AI Core (L0C -> UB path, no AIC/AIV split)
+    bool cubeFp32 = false;  // Mmad takes float operands (float += float * float)
+    bool bf16 = false;      // bfloat16 exists (Mmad and vector Cast)
+    bool known = false;     // the SocVersion is one of the above
+};
+ArchFeatures FeaturesOfSoc(uint32_t socVersion);
+
 // Limits of one chip, as the CANN adapter queries them (PlatformAscendC::GetCoreMemSize:
-// UB and L1 already without the bytes the chip reserves, e.g. 256 B on 910B).
+// UB and L1 already without the bytes the chip reserves, e.g. 256 B on 910B;
+// GetSocVersion for the architecture's features).
 struct ChipLimits {
     std::string socName;   // for messages, e.g. "Ascend910B2"
-    uint64_t ubBytes = 0;  // per AIV
-    uint64_t l1Bytes = 0;  // per AIC
+    uint32_t socVersion = kSocAscend910B;
+    uint64_t ubBytes = 0;  // per vector unit (AIV, or coupled AI Core)
+    uint64_t l1Bytes = 0;  // per cube unit (AIC, or coupled AI Core)
     uint64_t l0aBytes = 0;
     uint64_t l0bBytes = 0;
     uint64_t l0cBytes = 0;
-    uint32_t aicNum = 0;   // cube cores: the launch's block dim is at most this
+    uint32_t aicNum = 0;   // cube cores (AI Cores when coupled): the launch's block dim is at most this
     uint32_t aivNum = 0;
 };
 
@@ -35,8 +53,8 @@ struct Problem {
     uint64_t seqQ = 0;        // Sq
     uint64_t seqKv = 0;       // Skv
     uint64_t headDim = 0;     // D
-    uint32_t dtypeBytes = 2;  // bytes of the input dtype (fp16 / bf16: 2)
-    bool bf16 = false;        // tiling-key dtype bit
+    uint32_t dtypeBytes = 2;  // bytes of the input dtype (fp16 / bf16: 2, fp32: 4)
+    bool bf16 = false;        // tiling-key dtype bit (with dtypeBytes 2)
     uint32_t layout = 0;      // FA_LAYOUT_* code: 0 BNSD, 1 BSND, 2 BSH
     bool causal = false;
     uint32_t userBlockM = 0;  // 0 = choose
@@ -63,11 +81,13 @@ struct Plan {
     uint64_t maxCoreWork = 0;
     double meanCoreWork = 0;  // totalWork / usedCoreNum
     double imbalance = 0;     // maxCoreWork / meanCoreWork (1.0 = perfect)
-    // Budget: the per-AIV UB buffers in the kernel's InitBuffer order, then the totals.
+    bool coupled = false;  // the coupled-core path (one AI Core per item, no GM hand-off)
+    // Budget: the per-vector-unit UB buffers in the kernel's InitBuffer order, then the totals.
     std::vector<BudgetLine> budget;
-    // GM workspace per AIV, bytes, each region 512-B aligned.
+    // GM workspace per AIV, bytes, each region 512-B aligned (MIX path; 0 when coupled).
     uint64_t wsScoreOffset = 0, wsProbOffset = 0, wsPvOffset = 0, wsBytesPerAiv = 0;
     uint64_t userWorkspaceBytes = 0;  // 2 * usedCoreNum * wsBytesPerAiv
+    uint64_t mmUbBytes = 0;           // coupled: UB for the Matmul API's ND <-> NZ (SetLocalWorkspace)
     uint64_t tilingKey = 0;
 };
 
@@ -88,9 +108,15 @@ constexpr uint64_t kKeyCausal = 1u << 1;
 constexpr uint32_t kKeyLayoutShift = 2;
 constexpr uint64_t kKeySqTail = 1u << 4;
 constexpr uint64_t kKeySkvTail = 1u << 5;
+constexpr uint64_t kKeyFp32 = 1u << 6;
+constexpr uint64_t kKeyCoupled = 1u << 7;
 constexpr uint32_t kLayoutBnsd = 0;
 constexpr uint32_t kLayoutBsnd = 1;
 constexpr uint32_t kLayoutBsh = 2;
+
+// UB bytes the kernel gives the Matmul API for its ND<->NZ conversions on the coupled path
+// (SetLocalWorkspace) for m rows, n = blockN, d = headDim and a t-byte dtype.
+uint64_t MatmulLocalWorkspaceBytes(uint64_t m, uint64_t n, uint64_t d, uint64_t t);
 
 // Computes the plan. Returns true and fills *plan, or false with *error saying which
 // argument or limit failed (e.g. "block_m=512 needs 278528 B of UB per AIV ...;

@@ -20,40 +20,49 @@ constexpr uint32_t FA_LAYOUT_BSND = 1;  // [B, S, N, D]
 constexpr uint32_t FA_LAYOUT_BSH = 2;   // [B, S, N*D]; same memory order as BSND
 
 // Tiling key bits (op_host sets, the kernel entry dispatches on them):
-//   bit 0     dtype: 0 float16, 1 bfloat16
+//   bit 0     dtype: 1 bfloat16 (with bit 6 clear)
 //   bit 1     causal
 //   bits 2-3  layout (FA_LAYOUT_*; BSH runs the BSND path)
 //   bit 4     Sq tail: Sq % blockM != 0
 //   bit 5     Skv tail: Skv % blockN != 0
+//   bit 6     dtype: 1 float32
+//   bit 7     path: 1 coupled AI Core (910A arch 1001, 310P arch 2002), 0 MIX AIC:AIV 1:2 (arch 2201)
+// The dtype is float16 when bits 0 and 6 are clear.
 constexpr uint64_t FA_KEY_BF16 = 1u << 0;
 constexpr uint64_t FA_KEY_CAUSAL = 1u << 1;
 constexpr uint32_t FA_KEY_LAYOUT_SHIFT = 2;
 constexpr uint64_t FA_KEY_SQ_TAIL = 1u << 4;
 constexpr uint64_t FA_KEY_SKV_TAIL = 1u << 5;
+constexpr uint64_t FA_KEY_FP32 = 1u << 6;
+constexpr uint64_t FA_KEY_COUPLED = 1u << 7;
 
 // Work items are (b, n, query block) triples, numbered
 //   item = (b * numHeads + n) * numQBlocks + p
 // where p is the position of the query block in a per-head order: with qZigzag == 0,
 // block index qb = p; with qZigzag == 1 (causal), qb = p / 2 for even p and
 // numQBlocks - 1 - p / 2 for odd p, so consecutive pairs have equal causal work.
-// AIC core c (block index c of the MIX 1:2 launch) runs items
-// [coreItemStart[c], coreItemStart[c + 1]); its two AIVs split every item's rows:
-// sub-block 0 takes the first ceil(rows / 2) rows, sub-block 1 the rest.
+// Core c (block index c of the launch: an AIC with its two AIVs on the MIX path, one AI Core
+// on the coupled path) runs items [coreItemStart[c], coreItemStart[c + 1]). On the MIX path
+// its two AIVs split every item's rows: sub-block 0 takes the first ceil(rows / 2) rows,
+// sub-block 1 the rest; a coupled AI Core takes all of them.
 //
-// Per-AIV buffers (m = subBlockM = blockM / 2 rows, n = blockN, d = headDim,
-// T = input dtype, 2 bytes). UB, in the kernel's InitBuffer order:
-//   scoreQue   VECIN  depth 1   m*n*4              S tile, fp32, read from workspace
-//   probQue    VECOUT depth 1   m*n*2              P tile, T, written to workspace for P.V
-//   pvQue      VECIN  depth 1   m*d*4              P.V of one kv block, fp32, from workspace
-//   outQue     VECOUT depth 1   m*d*2              final O rows in T
+// Per-vector-unit buffers (m = subBlockM rows: blockM / 2 per AIV, blockM per coupled AI Core;
+// n = blockN, d = headDim, T = input dtype, t = its bytes). UB, in the kernels' InitBuffer order:
+//   scoreQue   VECIN  depth 1   m*n*4              S tile, fp32 (MIX: from the workspace;
+//                                                  coupled: scoreBuf, the QK Matmul's C in UB)
+//   probQue    VECOUT depth 1   m*n*t              P tile, T, to the workspace for P.V (none for
+//                                                  fp32; coupled: probBuf, the PV Matmul's A in UB)
+//   pvQue      VECIN  depth 1   m*d*4              P.V of one kv block, fp32 (coupled: pvBuf, C in UB)
+//   outQue     VECOUT depth 1   m*d*t              final O rows in T
 //   accBuf     TBuf             m*d*4              O accumulator, fp32
 //   statBuf    TBuf             6*align32(m*4)     per-row fp32 vectors: max (2 slots), sum,
 //                                                  block max, block sum, alpha
-//   lseQue     VECOUT depth 1   align32(m*4)       LSE rows, fp32
 //   foldBuf    TBuf             m*64*4             row reductions: a tile folded to 64 columns
 //   brcbBuf    TBuf             m*8*4              Brcb of a per-row vector, one 32-B block per row
+//   lseQue     VECOUT depth 1   align32(m*4)       LSE rows, fp32
+//   mmWorkBuf  TBuf             mmUbBytes          coupled only: the Matmul API's ND<->NZ workspace
 // (InitBuffer places each buffer 32-B aligned, so the sum of these is the UB used.)
-// GM workspace per AIV (after the system workspace), each region 512-byte aligned:
+// GM workspace per AIV (MIX path only; after the system workspace), each region 512-byte aligned:
 //   score  [2][m][n] fp32  (double buffer: QK of block j+1 runs while block j is softmaxed)
 //   prob   [m][n] T
 //   pv     [m][d] fp32
@@ -85,7 +94,11 @@ struct FlashAttentionTilingData {
     uint64_t wsProbOffset;   // [subBlockM][blockN] T
     uint64_t wsPvOffset;     // [subBlockM][headDim] fp32
     uint64_t wsBytesPerAiv;  // slice size; AIV i's slice starts at i * wsBytesPerAiv
+    // ---- coupled path ----
+    uint32_t mmUbBytes;      // UB for the Matmul API's ND<->NZ conversions (SetLocalWorkspace)
+    uint32_t reserved;       // keeps the tilings 8-byte aligned
     // ---- matmul tilings (single core shapes for one AIV) ----
     TCubeTiling qkTiling;    // S = Q.K^T: M = subBlockM, N = blockN, K = headDim; B transposed
     TCubeTiling pvTiling;    // O = P.V:   M = subBlockM, N = headDim, K = blockN
+                             // (coupled: C of both, and A of P.V, in UB)
 };

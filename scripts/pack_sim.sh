@@ -5,8 +5,10 @@
 #
 # LIB_DIR: a directory holding libcust_opapi.so and the simulator libraries it needs (a build's
 # lib/, or an installed acl_fa/_sim/lib). Packed: op_api/lib/libcust_opapi.so plus every library
-# of LIB_DIR in its DT_NEEDED closure, plus libacl_rt.so (the runtime name acl-fa loads first), so
-# that op_api/lib is a complete simulator library directory; op_api/include/aclnn_flash_attention*.h;
+# of LIB_DIR in its DT_NEEDED closure, the per-architecture kernel binaries
+# libflash_attention_kernel_<arch>.so it loads and theirs, plus libacl_rt.so (the runtime name
+# acl-fa loads first), so that op_api/lib is a complete simulator library directory;
+# op_api/include/aclnn_flash_attention*.h;
 # version.info. Writes OUT_DIR/custom_opp_sim_<arch>.run and prints its path.
 set -euo pipefail
 
@@ -27,8 +29,12 @@ command -v makeself >/dev/null ||
 needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
 has_origin_rpath() { readelf -d "$1" | grep -E '\((RPATH|RUNPATH)\)' | grep -q '\$ORIGIN'; }
 
-# The DT_NEEDED closure of libcust_opapi.so within lib_dir (system libraries stay outside).
+# The DT_NEEDED closure of libcust_opapi.so and of the kernel binaries it loads (one per
+# architecture, next to it) within lib_dir (system libraries stay outside).
 closure=(libcust_opapi.so)
+for kernel in "$lib_dir"/libflash_attention_kernel_*.so; do
+  [[ -f "$kernel" ]] && closure+=("$(basename "$kernel")")
+done
 for ((i = 0; i < ${#closure[@]}; i++)); do
   lib="${closure[i]}"
   while IFS= read -r dep; do

@@ -31,9 +31,16 @@ def test_soc_all_prints_a_fitting_plan_per_chip():
         r = rows[name]
         assert r["block_m"] % 16 == 0 and r["block_n"] % 16 == 0
         assert all(line["bytes"] <= line["capacity"] for line in r["budget"]), name
-    assert rows["Ascend910B2"]["chip"]["has_kernel"] and not rows["Ascend910A"]["chip"]["has_kernel"]
+    assert all(rows[name]["chip"]["has_kernel"] for name in REQUIRED_CHIPS)
+    # The coupled chips plan per AI Core (all rows of a block, no user workspace), the MIX chips
+    # per AIV (half the rows, a GM workspace for the cube <-> vector hand-off).
+    for name in ("Ascend910A", "Ascend310P3"):
+        assert rows[name]["sub_block_m"] == rows[name]["block_m"] and rows[name]["user_workspace_bytes"] == 0
+    assert rows["Ascend910B2"]["sub_block_m"] * 2 == rows["Ascend910B2"]["block_m"]
+    assert rows["Ascend910B2"]["user_workspace_bytes"] > 0
     table = run("--seq", "4096", "--causal", "--soc", "all").output
     assert all(name in table for name in REQUIRED_CHIPS)
+    assert [line.split()[-1] for line in table.splitlines()[1:]] == ["yes"] * (len(table.splitlines()) - 1)
 
 
 def test_single_chip_report():

@@ -5,34 +5,50 @@ UB/L1 minus the 256 B reserve), given explicitly so that the policy is tested on
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from acl_fa.plan import ChipLimits, PlanError, plan
 
 KIB = 1024
+ASCEND910, ASCEND910B, ASCEND310P = 0, 1, 2  # platform_ascendc::SocVersion
 CHIPS = {
-    "Ascend910B2": ChipLimits("Ascend910B2", "ascend910b", 2201, 24, 48, 196352, 524032, 64 * KIB, 64 * KIB, 128 * KIB),
-    "Ascend910B4": ChipLimits("Ascend910B4", "ascend910b", 2201, 20, 40, 196352, 524032, 64 * KIB, 64 * KIB, 128 * KIB),
+    "Ascend910B2": ChipLimits("Ascend910B2", "ascend910b", 2201, 24, 48, 196352, 524032, 64 * KIB, 64 * KIB, 128 * KIB,
+                              ASCEND910B),
+    "Ascend910B4": ChipLimits("Ascend910B4", "ascend910b", 2201, 20, 40, 196352, 524032, 64 * KIB, 64 * KIB, 128 * KIB,
+                              ASCEND910B),
     "Ascend910_93": ChipLimits("Ascend910_93", "ascend910_93", 2201, 24, 48, 196352, 524032, 64 * KIB, 64 * KIB,
-                               128 * KIB),
+                               128 * KIB, ASCEND910B),
     "Ascend910A": ChipLimits("Ascend910A", "ascend910", 1001, 32, 0, 256 * KIB, 1024 * KIB, 64 * KIB, 64 * KIB,
-                             256 * KIB),
+                             256 * KIB, ASCEND910),
     "Ascend310P3": ChipLimits("Ascend310P3", "ascend310p", 2002, 8, 7, 256 * KIB, 1024 * KIB, 64 * KIB, 64 * KIB,
-                              256 * KIB),
+                              256 * KIB, ASCEND310P),
 }
-UB_LINES = 9  # the kernel's per-AIV InitBuffer list
+COUPLED = ("Ascend910A", "Ascend310P3")
+
+
+def ub_lines(p):
+    """The kernel's per-vector-unit InitBuffer list: the lines before the totals."""
+    return p.budget[:next(i for i, b in enumerate(p.budget) if b.name.startswith("UB total"))]
 
 
 def ub_total(p):
     return next(b for b in p.budget if b.name.startswith("UB total"))
 
 
-def expected_ub(block_m, block_n, d):
-    """The kernel's InitBuffer sizes (op_kernel/flash_attention_tiling.h), summed."""
-    m, n = block_m // 2, block_n
+def expected_ub(block_m, block_n, d, coupled, t=2):
+    """The kernel's InitBuffer sizes (op_kernel/flash_attention_tiling.h), summed: per AIV
+    (blockM / 2 rows) on the MIX path, per AI Core (blockM rows, plus the Matmul API's
+    ND <-> NZ workspace) on the coupled path; no probQue for fp32 on the MIX path."""
+    m, n = (block_m if coupled else block_m // 2), block_n
     a32 = lambda x: (x + 31) // 32 * 32  # noqa: E731
-    return (m * n * 4 + m * n * 2 + m * d * 4 + m * d * 2 + m * d * 4
-            + 6 * a32(m * 4) + a32(m * 4) + m * 64 * 4 + m * 8 * 4)
+    prob = m * n * t if coupled or t == 2 else 0
+    total = (m * n * 4 + prob + m * d * 4 + m * d * t + m * d * 4
+             + 6 * a32(m * 4) + a32(m * 4) + m * 64 * 4 + m * 8 * 4)
+    if coupled:
+        total += 2 * max(m * d * t, n * d * t, m * n * 4, m * n * t, m * d * 4)
+    return total
 
 
 def fits(chip, block_m, block_n, **kw):
@@ -59,18 +75,25 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
 def test_plan_fits_and_is_consistent(soc, case):
     chip = CHIPS[soc]
+    coupled = soc in COUPLED
+    if coupled and case.get("dtype") == "bfloat16":
+        case = dict(case, dtype="float16")  # no bfloat16 there (test_dtypes_the_chip_lacks_are_refused)
     p = plan(soc=chip, **case)
-    assert p.block_m % 16 == 0 and p.block_n % 16 == 0 and p.sub_block_m * 2 == p.block_m
+    assert p.block_m % 16 == 0 and p.block_n % 16 == 0
+    assert p.sub_block_m == (p.block_m if coupled else p.block_m // 2)
     for line in p.budget:
         assert line.bytes <= line.capacity, (soc, line)
-    assert ub_total(p).bytes == sum(b.bytes for b in p.budget[:UB_LINES])
-    assert ub_total(p).bytes == expected_ub(p.block_m, p.block_n, case.get("head_dim", 128))
+    assert ub_total(p).bytes == sum(b.bytes for b in ub_lines(p))
+    assert ub_total(p).bytes == expected_ub(p.block_m, p.block_n, case.get("head_dim", 128), coupled)
     # Core ranges: contiguous, cover every item, no empty core, at most the AIC count.
     starts = p.core_item_start
     assert starts[0] == 0 and starts[-1] == p.total_items
     assert all(a < b for a, b in zip(starts, starts[1:]))
     assert p.used_core_num == len(starts) - 1 <= min(chip.aic_num, 64)
     assert p.num_q_blocks == -(-case["seq"] // p.block_m)
+    if coupled:  # S, P and P.V never leave the AI Core
+        assert p.user_workspace_bytes == 0 and p.ws_bytes_per_aiv == 0
+        return
     # Workspace: 512-B aligned regions in header order.
     assert p.ws_score_offset == 0 and p.ws_prob_offset % 512 == 0 and p.ws_pv_offset % 512 == 0
     assert p.ws_bytes_per_aiv % 512 == 0
@@ -91,10 +114,16 @@ def test_largest_block_m_is_chosen(soc, head_dim):
         assert not fits(chip, p.block_m, p.block_n + 16, seq=8192, heads=8, head_dim=head_dim)
 
 
-def test_chips_with_more_buffer_get_larger_blocks():
-    small = plan(soc=CHIPS["Ascend910B2"], seq=8192, heads=8)
-    large = plan(soc=CHIPS["Ascend910A"], seq=8192, heads=8)
-    assert large.block_m > small.block_m
+def test_plans_follow_the_queried_buffers():
+    """The coupled chips' AI Core holds all rows of a block (no split over 2 AIVs) in a larger
+    UB; the MIX chips' AIV holds half of a block: blocks differ where the buffers differ, and
+    a chip with more UB of the same kind gets larger blocks."""
+    mix = plan(soc=CHIPS["Ascend910B2"], seq=8192, heads=8)
+    coupled = plan(soc=CHIPS["Ascend310P3"], seq=8192, heads=8)
+    assert (mix.block_m, mix.block_n) != (coupled.block_m, coupled.block_n)
+    assert coupled.sub_block_m == coupled.block_m and mix.sub_block_m * 2 == mix.block_m
+    bigger = dataclasses.replace(CHIPS["Ascend310P3"], name="Big310P", ub_bytes=512 * KIB)
+    assert plan(soc=bigger, seq=8192, heads=8).block_m > coupled.block_m
 
 
 def test_blocks_capped_by_sequence():
@@ -126,6 +155,8 @@ def test_user_blocks_that_fit_are_kept():
 @pytest.mark.parametrize("kw, message", [
     (dict(block_m=256, block_n=512), "needs 597504 B of UB per AIV (largest line: scoreQue S [m,n] fp32, "
                                      "262144 B); Ascend910B2 has 196352 B"),
+    (dict(block_m=256, block_n=128, dtype="float32"), "block_m=256, block_n=128 (head_dim=128, 4-byte dtype) "
+                                                      "needs 302592 B of UB per AIV"),
     (dict(block_m=256, block_n=128, head_dim=256), "of UB per AIV"),
     (dict(block_m=24), "block_m must be 0 (auto) or a multiple of 16 up to 256, got 24"),
     (dict(block_n=1024), "block_n must be 0 (auto) or a multiple of 16 up to 512, got 1024"),
@@ -144,7 +175,8 @@ def test_rejections_name_the_rule(kw, message):
 
 
 def test_l1_limit_is_reported():
-    tiny_l1 = ChipLimits("TinyL1", "ascend910b", 2201, 24, 48, 196352, 64 * KIB, 64 * KIB, 64 * KIB, 128 * KIB)
+    tiny_l1 = ChipLimits("TinyL1", "ascend910b", 2201, 24, 48, 196352, 64 * KIB, 64 * KIB, 64 * KIB, 128 * KIB,
+                         ASCEND910B)
     with pytest.raises(PlanError, match=r"of L1 per AIC .*TinyL1 has 65536 B"):
         plan(soc=tiny_l1, seq=4096, heads=8, block_m=128, block_n=224)
 
@@ -157,3 +189,46 @@ def test_tiling_key_bits():
     # bf16 | causal | layout BSND (BSH runs that path) << 2 | Sq tail | Skv tail
     assert p.tiling_key == 1 | 2 | (1 << 2) | 16 | 32
     assert plan(soc=b2, seq=128, heads=1, layout="BSND", block_m=128, block_n=128).tiling_key == 1 << 2
+
+
+@pytest.mark.parametrize("soc", COUPLED)
+@pytest.mark.parametrize("dtype, message", [
+    ("bfloat16", "dtype bfloat16 is not supported on {soc}: its AI Core has no bfloat16 (use float16)"),
+    ("float32", "dtype float32 is not supported on {soc}: its cube takes float16 operands only, not float32 "
+                "(use float16)"),
+])
+def test_dtypes_the_chip_lacks_are_refused(soc, dtype, message):
+    with pytest.raises(PlanError) as info:
+        plan(soc=CHIPS[soc], seq=128, heads=1, dtype=dtype)
+    assert message.format(soc=soc) in str(info.value)
+
+
+@pytest.mark.parametrize("soc", COUPLED)
+def test_coupled_rejection_names_the_ai_core_budget(soc):
+    with pytest.raises(PlanError) as info:
+        plan(soc=CHIPS[soc], seq=4096, heads=1, block_m=256, block_n=512)
+    assert f"of UB per AI Core (largest line: " in str(info.value) and f"{soc} has 262144 B" in str(info.value)
+
+
+def test_float32_budgets_four_byte_tiles():
+    b2 = CHIPS["Ascend910B2"]
+    half = plan(soc=b2, seq=4096, heads=8, block_m=128, block_n=128)
+    single = plan(soc=b2, seq=4096, heads=8, block_m=128, block_n=128, dtype="float32")
+    l1 = lambda p: next(b for b in p.budget if b.name.startswith("L1")).bytes  # noqa: E731
+    assert l1(single) == 2 * l1(half)  # 4-byte operands
+    auto = plan(soc=b2, seq=4096, heads=8, dtype="float32")
+    assert ub_total(auto).bytes == expected_ub(auto.block_m, auto.block_n, 128, False, t=4)
+    assert next(b for b in auto.budget if b.name.startswith("probQue")).bytes == 0  # P stays fp32
+
+
+def test_unknown_soc_version_is_refused():
+    odd = dataclasses.replace(CHIPS["Ascend910B2"], name="Odd", soc_version=3)
+    with pytest.raises(PlanError, match="Odd: SocVersion 3 is not one the operator is built for"):
+        plan(soc=odd, seq=128, heads=1)
+
+
+def test_coupled_tiling_key_bits():
+    p = plan(soc=CHIPS["Ascend310P3"], seq=4096, heads=1, block_m=64, block_n=128)
+    assert p.tiling_key == 1 << 7  # coupled path, float16, no tails
+    f = plan(soc=CHIPS["Ascend910B2"], seq=4096, heads=1, block_m=64, block_n=128, dtype="float32")
+    assert f.tiling_key == 1 << 6  # float32 on the MIX path

@@ -22,6 +22,8 @@ typedef struct aclfaPlanLimits {
     char socName[32];
     uint64_t ubBytes, l1Bytes, l0aBytes, l0bBytes, l0cBytes;
     uint32_t aicNum, aivNum;
+    uint32_t socVersion; /* platform_ascendc::SocVersion: ASCEND910 0, ASCEND910B 1, ASCEND310P 2 */
+    uint32_t reserved;
 } aclfaPlanLimits;
 
 typedef struct aclfaPlanBudgetLine {

@@ -36,6 +36,8 @@ struct CrossCore;
 struct CoreContext {
     bool isAic = false;
     bool coupled = false;       // cube and vector in one core (910A, 310P): UB and L1 both local
+    int32_t npuArch = 2201;     // __NPU_ARCH__ of the chip: 2201 (910B, 910_93), 2002 (310P), 1001 (910A)
+    const char *socName = "";   // the chip, for messages
     uint32_t blockIdx = 0;      // GetBlockIdx(): AIC [0, blockDim), AIV [0, ratio * blockDim)
     uint32_t blockNum = 0;      // GetBlockNum(): blockDim of the launch
     uint32_t subBlockIdx = 0;   // GetSubBlockIdx(): AIV index inside its AIC group
@@ -69,6 +71,12 @@ std::string DescribeCore(const CoreContext &core);
 
 // Raises a rule violation on the current core: "rule <rule> violated on <core> in <api>: <detail>".
 [[noreturn]] void Violation(const char *rule, const char *api, const std::string &detail);
+
+// Raises a rule violation for an instruction, data path or dtype `what` that the current chip's
+// architecture does not have: "rule '<rule>' violated on <core> in <api>: <what> does not exist
+// on <soc> (arch <npuArch>)<why>".
+[[noreturn]] void MissingOnArch(const CoreContext &core, const char *rule, const char *api, const std::string &what,
+                                const std::string &why = "");
 
 // Called outside a launch (no current core).
 [[noreturn]] void NoCore(const char *api);

@@ -188,11 +188,25 @@ void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCo
     }
 }
 
+namespace sim {
+// DataCopyPad (GM <-> UB copies of any byte length) exists on dav-c220 (Atlas A2/A3) only of the
+// simulated architectures (asc-devkit impl/basic_api/dav_m200 and dav_c100
+// kernel_operator_data_copy_impl.h: "unsupported API on current device").
+inline void RequireDataCopyPad(const acl_fa_sim::kernel::CoreContext &core) {
+    if (core.npuArch != 2201) {
+        acl_fa_sim::kernel::MissingOnArch(core, "data path", "DataCopyPad",
+                                          "the unaligned GM <-> UB copy (DataCopyPad)",
+                                          ": GM copies move whole 32-byte blocks there (DataCopy)");
+    }
+}
+}  // namespace sim
+
 // ---- DataCopyPad GM -> UB ----
 template <typename T>
 void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyExtParams &p,
                  const DataCopyPadExtParams<T> &pad) {
     auto &core = acl_fa_sim::kernel::Enter("DataCopyPad");
+    sim::RequireDataCopyPad(core);
     if (p.blockLen % sizeof(T) != 0) {
         acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
                                       "blockLen " + std::to_string(p.blockLen) + " is not a multiple of the " +
@@ -241,6 +255,7 @@ void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const Da
 template <typename T>
 void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyExtParams &p) {
     auto &core = acl_fa_sim::kernel::Enter("DataCopyPad");
+    sim::RequireDataCopyPad(core);
     if (p.blockLen % sizeof(T) != 0) {
         acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
                                       "blockLen " + std::to_string(p.blockLen) + " is not a multiple of the " +
@@ -262,6 +277,23 @@ void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const Da
 template <typename T>
 void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
     DataCopyPad(dst, src, DataCopyExtParams(p.blockCount, p.blockLen, p.srcStride, p.dstStride, 0));
+}
+
+// ---- data cache (asc-devkit include/basic_api/kernel_operator_cache_intf.h; impl/basic_api/kernel_reg.h) ----
+enum class CacheLine : uint64_t { SINGLE_CACHE_LINE = 0, ENTIRE_DATA_CACHE };
+enum class DcciDst : uint64_t { CACHELINE_ALL = 0, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
+
+// Writes back and invalidates the scalar unit's data cache for GM (the simulator has no cache:
+// GlobalTensor::SetValue writes GM at once). The two-parameter GM form exists on dav-c220 and
+// dav-m200, not on dav-c100 (kernel_operator_cache_intf_impl.h).
+template <typename T, CacheLine entireType>
+void DataCacheCleanAndInvalid(const GlobalTensor<T> &dst) {
+    (void)dst;
+    auto &core = acl_fa_sim::kernel::Enter("DataCacheCleanAndInvalid");
+    if (core.npuArch == 1001) {
+        acl_fa_sim::kernel::MissingOnArch(core, "instruction", "DataCacheCleanAndInvalid",
+                                          "DataCacheCleanAndInvalid of GM");
+    }
 }
 
 }  // namespace AscendC

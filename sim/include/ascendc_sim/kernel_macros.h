@@ -78,10 +78,30 @@ enum KernelMetaType : uint8_t {
 };
 
 namespace AscendC {
+// Type identity (asc-devkit impl/basic_api/utils/kernel_utils_ceil_oom_que.h).
+template <typename T, typename U>
+struct IsSameType {
+    static constexpr bool value = false;
+};
+template <typename T>
+struct IsSameType<T, T> {
+    static constexpr bool value = true;
+};
+
 namespace sim {
-// The kernel declares its task type; it must be the one it was launched with.
+// The kernel declares its task type; it must be the one it was launched with, and one the chip
+// takes (Atlas training series, arch 1001: no KERNEL_TASK_TYPE at all; Atlas inference series,
+// arch 2002: KERNEL_TYPE_AICORE / KERNEL_TYPE_MIX_VECTOR_CORE).
 inline void CheckKernelType(uint32_t declared) {
     auto &core = acl_fa_sim::kernel::Enter("KERNEL_TASK_TYPE_DEFAULT");
+    if (core.npuArch == 1001) {
+        acl_fa_sim::kernel::MissingOnArch(core, "kernel type", "KERNEL_TASK_TYPE_DEFAULT", "KERNEL_TASK_TYPE");
+    }
+    if (core.npuArch == 2002 && declared != KERNEL_TYPE_AICORE && declared != KERNEL_TYPE_MIX_VECTOR_CORE) {
+        acl_fa_sim::kernel::MissingOnArch(core, "kernel type", "KERNEL_TASK_TYPE_DEFAULT",
+                                          "kernel type " + std::to_string(declared),
+                                          ": it takes KERNEL_TYPE_AICORE and KERNEL_TYPE_MIX_VECTOR_CORE");
+    }
     if (declared != core.kernelType) {
         acl_fa_sim::kernel::Violation("kernel type", "KERNEL_TASK_TYPE_DEFAULT",
                                       "kernel declares type " + std::to_string(declared) +

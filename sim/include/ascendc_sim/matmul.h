@@ -13,6 +13,12 @@
 //   C [M, N]: orgKc when non-zero, else orgN.
 // Gm operand traffic model: A is read once per N pass (ceil(N / (baseN * stepN))),
 // B once per M pass (ceil(M / (baseM * stepM))); C written once.
+//
+// Coupled AI Cores (arch 2002 / 1001) run the matmul in the calling core itself; there A may
+// come from UB (SetTensorA(LocalTensor): UB -> L1) and C may go to UB (L0C -> UB), and ND data
+// pass through the UB workspace given with SetLocalWorkspace (2 x TCubeTiling::transLength).
+// Their cube takes float16 (and int8) operands only. On arch 2201 the AIC has neither path to
+// an AIV's UB, and SetLocalWorkspace does not exist.
 #pragma once
 
 #include <cstdint>
@@ -114,9 +120,15 @@ GmRows MakeGmRows(const void *addr, int64_t rows, int64_t cols, int64_t ld) {
 }
 
 // Counts the job on the group's AIC and appends the rows of its GM operands to the trace
-// (c.addr == nullptr: C went to UB).
+// (c.addr == nullptr: C went to UB; a.addr == nullptr: A came from UB, no GM reads for A).
 void CountMatmul(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, int m, int n, int k, uint32_t aBytes,
                  uint32_t bBytes, uint64_t cGmBytes, const GmRows &a, const GmRows &b, const GmRows &c);
+
+// The architecture rules of the Matmul API (see the header comment): violations name the path or dtype.
+void CheckCubeDtypes(const acl_fa_sim::kernel::CoreContext &core, int aTag, int bTag, const char *api);
+void CheckUbPath(const acl_fa_sim::kernel::CoreContext &core, const char *api, const char *path);
+void CheckLocalWorkspace(const acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, uint64_t bytes,
+                         bool given, const char *api);
 
 template <typename T>
 uint64_t GmSpan(int64_t rows, int64_t cols, int64_t ld) {
@@ -144,6 +156,7 @@ public:
         auto &core = acl_fa_sim::kernel::Enter("Matmul::Init");
         if (cubeTiling == nullptr) acl_fa_sim::kernel::Violation("Matmul tiling", "Matmul::Init", "tiling is NULL");
         tiling_ = *cubeTiling;
+        sim::CheckCubeDtypes(core, sim::TypeTag<SrcAT>(), sim::TypeTag<SrcBT>(), "Matmul::Init");
         const uint64_t l1 = sim::CheckCubeTiling(tiling_, sizeof(SrcAT), sizeof(SrcBT), "Matmul::Init");
         if (l1 > core.cubeStats->l1HighWater) core.cubeStats->l1HighWater = l1;
         orgM_ = tiling_.M;
@@ -185,8 +198,36 @@ public:
                                           "isTransposeA=true needs MatmulType<..., isTrans=true> for A");
         }
         a_ = gm;
+        aInUb_ = false;
         transA_ = isTransposeA;
         hasA_ = true;
+    }
+    // A from UB (MatmulType position VECCALC / VECIN): copied UB -> L1 by the cube's core.
+    void SetTensorA(const LocalTensor<SrcAT> &leftMatrix, bool isTransposeA = false) {
+        auto &core = Use("Matmul::SetTensorA");
+        sim::CheckUbPath(core, "Matmul::SetTensorA", "UB -> L1 (the Matmul A matrix from a LocalTensor)");
+        if (A_TYPE::pos == TPosition::GM) {
+            acl_fa_sim::kernel::Violation("Matmul position", "Matmul::SetTensorA",
+                                          "a LocalTensor A needs MatmulType<TPosition::VECCALC/VECIN, ...> for A");
+        }
+        if (isTransposeA && !A_TYPE::isTrans) {
+            acl_fa_sim::kernel::Violation("Matmul transpose", "Matmul::SetTensorA",
+                                          "isTransposeA=true needs MatmulType<..., isTrans=true> for A");
+        }
+        aLocal_ = leftMatrix;
+        aInUb_ = true;
+        transA_ = isTransposeA;
+        hasA_ = true;
+    }
+    // The UB space the Matmul API converts ND data through (coupled architectures only).
+    void SetLocalWorkspace(const LocalTensor<uint8_t> &tmpBuffer) {
+        auto &core = acl_fa_sim::kernel::Enter("Matmul::SetLocalWorkspace");
+        if (!core.coupled) {
+            acl_fa_sim::kernel::MissingOnArch(core, "instruction", "Matmul::SetLocalWorkspace", "SetLocalWorkspace");
+        }
+        sim::CheckLocalT("Matmul::SetLocalWorkspace", "tmpBuffer", tmpBuffer, 0);
+        localWorkspaceBytes_ = tmpBuffer.GetSize();
+        hasLocalWorkspace_ = true;
     }
     void SetTensorB(const GlobalTensor<SrcBT> &gm, bool isTransposeB = false) {
         Use("Matmul::SetTensorB");
@@ -217,6 +258,7 @@ public:
     template <bool sync = true>
     void IterateAll(const LocalTensor<DstT> &ubCmatrix, uint8_t enAtomic = 0) {
         auto &core = Use("Matmul::IterateAll");
+        sim::CheckUbPath(core, "Matmul::IterateAll", "L0C -> UB (the Matmul C matrix to a LocalTensor)");
         const int64_t ldc = AlignRow(singleN_);
         sim::CheckLocalT("Matmul::IterateAll", "ubCmatrix", ubCmatrix, uint64_t(singleM_) * ldc * sizeof(DstT));
         Compute(core, 0, 0, singleM_, singleN_, ubCmatrix.SimData(), TypeTagC(), ldc, enAtomic != 0, 0);
@@ -259,6 +301,7 @@ public:
     void GetTensorC(const LocalTensor<DstT> &co2Local, uint8_t enAtomic = 0, bool enSequentialWrite = false) {
         (void)enSequentialWrite;
         auto &core = Use("Matmul::GetTensorC");
+        sim::CheckUbPath(core, "Matmul::GetTensorC", "L0C -> UB (the Matmul C matrix to a LocalTensor)");
         NeedBlock();
         const int bm = BlockRows(), bn = BlockCols();
         const int64_t ldc = AlignRow(tiling_.baseN);
@@ -321,13 +364,21 @@ private:
             acl_fa_sim::kernel::Violation("Matmul order", "Matmul::IterateAll", "SetTensorA and SetTensorB first");
         }
         if (bm <= 0 || bn <= 0 || singleK_ <= 0) return;
+        if (core.coupled) {
+            sim::CheckLocalWorkspace(core, tiling_, localWorkspaceBytes_, hasLocalWorkspace_, "Matmul::IterateAll");
+        }
         const int64_t lda = transA_ ? orgM_ : orgKa_;
         const int64_t ldb = transB_ ? orgKb_ : orgN_;
-        const SrcAT *a = a_.SimData() + (transA_ ? r0 : int64_t(r0) * lda);
+        const SrcAT *aBase = aInUb_ ? aLocal_.SimData() : a_.SimData();
+        const SrcAT *a = aBase + (transA_ ? r0 : int64_t(r0) * lda);
         const SrcBT *b = b_.SimData() + (transB_ ? int64_t(c0) * ldb : c0);
         const uint64_t aSpan = transA_ ? sim::GmSpan<SrcAT>(singleK_, bm, lda) : sim::GmSpan<SrcAT>(bm, singleK_, lda);
         const uint64_t bSpan = transB_ ? sim::GmSpan<SrcBT>(bn, singleK_, ldb) : sim::GmSpan<SrcBT>(singleK_, bn, ldb);
-        acl_fa_sim::kernel::GmCheck(core, "Matmul (A)", a, aSpan, a_.SimLo(), a_.SimHi());
+        if (aInUb_) {
+            sim::CheckLocalT("Matmul (A)", "A", aLocal_, uint64_t(a - aBase) * sizeof(SrcAT) + aSpan);
+        } else {
+            acl_fa_sim::kernel::GmCheck(core, "Matmul (A)", a, aSpan, a_.SimLo(), a_.SimHi());
+        }
         acl_fa_sim::kernel::GmCheck(core, "Matmul (B)", b, bSpan, b_.SimLo(), b_.SimHi());
         sim::MatmulJob job{a, sim::TypeTag<SrcAT>(), lda, transA_, b, sim::TypeTag<SrcBT>(), ldb, transB_,
                            c, cTag, ldc, bm, bn, singleK_, accumulate, accumulate && cGmSpan != 0};
@@ -335,8 +386,9 @@ private:
         const uint64_t cGmBytes = cGmSpan ? uint64_t(bm) * bn * sizeof(DstT) : 0;  // 0: C went to UB
         if (job.gmAtomic) __atomic_fetch_add(&core.cubeStats->atomicAddBytes, cGmBytes, __ATOMIC_RELAXED);
         // Rows as stored: A [bm, K] (A^T: [K, bm]), B [K, bn] (B^T: [bn, K]), C [bm, bn].
-        const sim::GmRows aRows = transA_ ? sim::MakeGmRows<SrcAT>(a, singleK_, bm, lda)
-                                          : sim::MakeGmRows<SrcAT>(a, bm, singleK_, lda);
+        const SrcAT *aGm = aInUb_ ? nullptr : a;
+        const sim::GmRows aRows = transA_ ? sim::MakeGmRows<SrcAT>(aGm, singleK_, bm, lda)
+                                          : sim::MakeGmRows<SrcAT>(aGm, bm, singleK_, lda);
         const sim::GmRows bRows = transB_ ? sim::MakeGmRows<SrcBT>(b, bn, singleK_, ldb)
                                           : sim::MakeGmRows<SrcBT>(b, singleK_, bn, ldb);
         const sim::GmRows cRows = sim::MakeGmRows<DstT>(cGmSpan ? c : nullptr, bm, bn, ldc);
@@ -348,7 +400,11 @@ private:
     int orgM_ = 0, orgN_ = 0, orgKa_ = 0, orgKb_ = 0, orgKc_ = 0;
     int singleM_ = 0, singleN_ = 0, singleK_ = 0;
     GlobalTensor<SrcAT> a_;
+    LocalTensor<SrcAT> aLocal_;  // A in UB (coupled)
+    bool aInUb_ = false;
     GlobalTensor<SrcBT> b_;
+    uint64_t localWorkspaceBytes_ = 0;  // SetLocalWorkspace (coupled)
+    bool hasLocalWorkspace_ = false;
     bool transA_ = false, transB_ = false, hasA_ = false, hasB_ = false;
     bool pendingAsync_ = false;
     int iterIndex_ = 0, blockM_ = 0, blockN_ = 0;

@@ -300,7 +300,10 @@ template <typename T, typename U>
 void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode &roundMode, const uint32_t count) {
     static_assert(sim::TypeTag<T>() >= 0 && sim::TypeTag<U>() >= 0,
                   "Cast: the simulator supports float, half, bfloat16_t and int32_t");
-    acl_fa_sim::kernel::Enter("Cast");
+    auto &core = acl_fa_sim::kernel::Enter("Cast");
+    if ((std::is_same_v<T, bfloat16_t> || std::is_same_v<U, bfloat16_t>) && core.npuArch != 2201) {
+        acl_fa_sim::kernel::MissingOnArch(core, "dtype", "Cast", "bfloat16");
+    }
     sim::CheckLocalT("Cast", "dst", dst, uint64_t(count) * sizeof(T));
     sim::CheckLocalT("Cast", "src", src, uint64_t(count) * sizeof(U));
     sim::CountVector(count);
@@ -438,7 +441,10 @@ template <typename T>
 void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint8_t repeatTime,
           const BrcbRepeatParams &repeatParams) {
     static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Brcb supports 16- and 32-bit types");
-    acl_fa_sim::kernel::Enter("Brcb");
+    auto &core = acl_fa_sim::kernel::Enter("Brcb");
+    if (core.npuArch == 1001) {  // asc-devkit impl/basic_api/dav_c100/kernel_operator_vec_brcb_impl.h
+        acl_fa_sim::kernel::MissingOnArch(core, "instruction", "Brcb", "Brcb");
+    }
     constexpr uint32_t perBlock = 32 / sizeof(T);
     if (repeatTime == 0) return;
     sim::CheckLocalT("Brcb", "src", src, uint64_t(repeatTime) * 8 * sizeof(T));

@@ -64,6 +64,12 @@ bool PlanCores(uint32_t kernelType, uint32_t blockDim, const aclfaSimChip &chip,
     const bool mix = kernelType == KERNEL_TYPE_MIX_AIC_1_1 || kernelType == KERNEL_TYPE_MIX_AIC_1_2 ||
                      kernelType == KERNEL_TYPE_MIX_AIV_1_0 || kernelType == KERNEL_TYPE_MIX_AIC_1_0 ||
                      kernelType == KERNEL_TYPE_AIV_ONLY || kernelType == KERNEL_TYPE_AIC_ONLY;
+    if (kernelType == KERNEL_TYPE_AICORE && !chip.coupled) {
+        *error = std::string("kernel type KERNEL_TYPE_AICORE (") + std::to_string(kernelType) +
+                 ") is for coupled AI Cores (Atlas inference / training series); the simulated chip " + chip.name +
+                 " has separate cube and vector cores";
+        return false;
+    }
     if (mix && chip.coupled) {
         *error = std::string("kernel type ") + std::to_string(kernelType) +
                  " needs separate cube and vector cores (Ascend910B / Ascend910_93); the simulated chip " + chip.name +
@@ -135,6 +141,12 @@ void Violation(const char *rule, const char *api, const std::string &detail) {
     CoreContext *core = tlsCore;
     std::string where = core ? DescribeCore(*core) : std::string("no core");
     throw RuleViolation(std::string("rule '") + rule + "' violated on " + where + " in " + api + ": " + detail);
+}
+
+void MissingOnArch(const CoreContext &core, const char *rule, const char *api, const std::string &what,
+                   const std::string &why) {
+    Violation(rule, api, what + " does not exist on " + core.socName + " (arch " + std::to_string(core.npuArch) + ")" +
+                             why);
 }
 
 void NoCore(const char *api) {
@@ -227,6 +239,8 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
             CoreContext core;
             core.isAic = me.isAic;
             core.coupled = chip->coupled != 0;
+            core.npuArch = chip->npuArch;
+            core.socName = chip->name;
             core.blockIdx = me.blockIdx;
             core.blockNum = blockDim;
             core.taskRatio = ratio;

@@ -125,11 +125,47 @@ void CountMatmul(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, in
     const uint64_t macs = uint64_t(Align(m, 16)) * Align(n, 16) * Align(k, c0);
     const int64_t mPass = std::max<int64_t>(1, (m + int64_t(t.baseM) * t.stepM - 1) / (int64_t(t.baseM) * t.stepM));
     const int64_t nPass = std::max<int64_t>(1, (n + int64_t(t.baseN) * t.stepN - 1) / (int64_t(t.baseN) * t.stepN));
-    const uint64_t reads = uint64_t(m) * k * aBytes * nPass + uint64_t(k) * n * bBytes * mPass;
+    const uint64_t aReads = a.addr == nullptr ? 0 : uint64_t(m) * k * aBytes * nPass;  // A from UB: no GM reads
+    const uint64_t reads = aReads + uint64_t(k) * n * bBytes * mPass;
     const uint64_t l1 = uint64_t(t.depthA1) * t.baseM * t.baseK * aBytes + uint64_t(t.depthB1) * t.baseK * t.baseN * bBytes;
     acl_fa_sim::kernel::CountCube(core, macs, reads, cGmBytes, l1);
     for (const GmRows *op : {&a, &b, &c}) {
         acl_fa_sim::kernel::TraceCube(core, op->addr, uint64_t(op->rows), op->rowBytes, op->strideBytes, op == &c);
+    }
+}
+
+void CheckCubeDtypes(const acl_fa_sim::kernel::CoreContext &core, int aTag, int bTag, const char *api) {
+    // Mmad operand types (asc-devkit impl/basic_api/dav_*/kernel_operator_mm_impl.h MmadCal):
+    // dav-c220 float <- half / float / bfloat16; dav-m200 and dav-c100 float <- half only.
+    if (core.npuArch == 2201) return;
+    for (int tag : {aTag, bTag}) {
+        if (tag == 0) acl_fa_sim::kernel::MissingOnArch(core, "dtype", api, "Mmad with float32 operands",
+                                                        ": its cube takes float16");
+        if (tag == 2) acl_fa_sim::kernel::MissingOnArch(core, "dtype", api, "bfloat16");
+    }
+}
+
+void CheckUbPath(const acl_fa_sim::kernel::CoreContext &core, const char *api, const char *path) {
+    if (!core.coupled) {
+        acl_fa_sim::kernel::MissingOnArch(core, "data path", api, path,
+                                          ": the AIC and the AIVs share only GM (Fixpipe L0C -> GM, MTE2 GM -> L1)");
+    }
+}
+
+void CheckLocalWorkspace(const acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, uint64_t bytes,
+                         bool given, const char *api) {
+    (void)core;
+    const uint64_t needed = 2ull * static_cast<uint64_t>(std::max(t.transLength, 0));
+    if (needed == 0) return;
+    if (!given) {
+        Violation("Matmul local workspace", api,
+                  "ND data need " + Num(needed) + " B of UB for ND <-> NZ (2 x transLength " + Num(t.transLength) +
+                      "): call SetLocalWorkspace first");
+    }
+    if (bytes < needed) {
+        Violation("Matmul local workspace", api,
+                  "SetLocalWorkspace gave " + Num(bytes) + " B; ND <-> NZ needs " + Num(needed) +
+                      " B (2 x transLength " + Num(t.transLength) + ")");
     }
 }
 

@@ -47,6 +47,7 @@ MatmulApiTilingBase::MatmulApiTilingBase(const platform_ascendc::PlatformAscendC
     l0cSize_ = static_cast<int64_t>(size);
     ascendcPlatform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, size);
     ubSize_ = static_cast<int64_t>(size);
+    socVersion_ = ascendcPlatform.GetSocVersion();
 }
 
 MatmulApiTilingBase::~MatmulApiTilingBase() = default;
@@ -158,6 +159,21 @@ int64_t MatmulApiTiling::GetTiling(AscendC::tiling::TCubeTiling &tiling) {
         }
     }
 
+    // ND <-> NZ through UB on ASCEND910 / ASCEND310P (no ND path in the cube's copies there):
+    // the largest ND tile converted; the kernel gives 2 x transLength of UB with
+    // SetLocalWorkspace (asc-devkit matmul_tiling_algorithm.cpp GetTransLength, without its
+    // bank-conflict padding).
+    int64_t transLength = 0;
+    if (socVersion_ == platform_ascendc::SocVersion::ASCEND910 ||
+        socVersion_ == platform_ascendc::SocVersion::ASCEND310P) {
+        if (aType_.type == CubeFormat::ND) transLength = std::max(transLength, bm * bk * sa);
+        if (bType_.type == CubeFormat::ND) transLength = std::max(transLength, bn * bk * sb);
+        if (cType_.type == CubeFormat::ND || cType_.pos == TPosition::GM) {
+            transLength = std::max(transLength, bm * bn * TypeBytes(cType_.dataType));
+        }
+        if (2 * transLength > ubSize_) return -1;
+    }
+
     tiling = AscendC::tiling::TCubeTiling{};
     tiling.usedCoreNum = 1;
     tiling.M = orgM;
@@ -182,6 +198,7 @@ int64_t MatmulApiTiling::GetTiling(AscendC::tiling::TCubeTiling &tiling) {
     tiling.shareL1Size = static_cast<int32_t>(l1Used(stepK, l1Db));
     tiling.shareL0CSize = static_cast<int32_t>(bm * bn * kFp32);
     tiling.shareUbSize = 0;
+    tiling.transLength = static_cast<int32_t>(transLength);
     tiling.dbL0A = l0Db ? 2 : 1;
     tiling.dbL0B = l0Db ? 2 : 1;
     tiling.dbL0C = static_cast<int32_t>(dbL0C);

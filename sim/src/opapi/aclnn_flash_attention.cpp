@@ -111,9 +111,9 @@ bool Validate(const std::string &layout, const Arg &q, const Arg &k, const Arg &
               int64_t numHeads, int64_t numKvHeads, Dims *dims, Failure *failure)
 {
     const int32_t dtype = q.view.dataType;
-    if (dtype != DT_FLOAT16 && dtype != DT_BF16) {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: query must be float16 or bfloat16, got %s (%d)", API_PHASE1,
-                        DtypeName(dtype), dtype);
+    if (dtype != DT_FLOAT16 && dtype != DT_BF16 && dtype != DT_FLOAT) {
+        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: query must be float16, bfloat16 or float32, got %s (%d)",
+                        API_PHASE1, DtypeName(dtype), dtype);
         return false;
     }
     for (const Arg *arg : {&k, &v, &out}) {
@@ -204,8 +204,8 @@ extern "C" aclnnStatus aclnnFlashAttentionGetWorkspaceSize(
     if (!HasOp(OP_TYPE)) {
         const aclfaSimChip *chip = aclfaSimGetChip();
         return Report(Fail(ACLNN_ERR_INNER_FIND_KERNEL_ERROR,
-                           "%s: the FlashAttention op has no kernel for %s (%s); it is built for ascend910b and "
-                           "ascend910_93 (Atlas A2/A3)",
+                           "%s: the FlashAttention op has no kernel for %s (%s); it is built for ascend910b, "
+                           "ascend910_93, ascend310p and ascend910",
                            API_PHASE1, chip->name, chip->shortSoc));
     }
 
@@ -234,7 +234,7 @@ extern "C" aclnnStatus aclnnFlashAttentionGetWorkspaceSize(
     }
 
     auto spec = std::make_unique<LaunchSpec>();
-    const size_t elementBytes = 2;  // float16 and bfloat16
+    const size_t elementBytes = q.view.dataType == DT_FLOAT ? 4 : 2;  // float32; float16 and bfloat16
     spec->launch.query = DataOf(q, elementBytes);
     spec->launch.key = DataOf(k, elementBytes);
     spec->launch.value = DataOf(v, elementBytes);

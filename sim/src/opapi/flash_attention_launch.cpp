@@ -1,9 +1,18 @@
 // flash_attention_launch.cpp -- runs op_kernel's flash_attention entry on the kernel engine from a
 // stream's worker thread, as the runtime would dispatch the binary to the AI Cores.
+//
+// The entry is compiled once per architecture (sim/src/opapi/CMakeLists.txt); the binary of the
+// simulated chip's architecture runs, with the kernel type that architecture launches it as:
+// MIX AIC:AIV 1:2 on dav-c220 (2201), one AI Core per block on the coupled dav-m200 (2002) and
+// dav-c100 (1001).
 #include "flash_attention_launch.h"
+
+#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -12,16 +21,61 @@
 #include "flash_attention_tiling.h"
 #include "kernel_operator.h"
 
-extern "C" void flash_attention(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attention_out,
-                                GM_ADDR softmax_lse, GM_ADDR workspace, GM_ADDR tiling);
-
 namespace acl_fa_sim {
 namespace {
+
+using KernelEntry = void (*)(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attention_out,
+                             GM_ADDR softmax_lse, GM_ADDR workspace, GM_ADDR tiling);
+
+// The directory this library was loaded from (the kernel modules lie next to it).
+std::string OwnDirectory()
+{
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void *>(&EnqueueFlashAttention), &info) == 0 || info.dli_fname == nullptr) {
+        return ".";
+    }
+    const std::string path = info.dli_fname;
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// The flash_attention entry of the kernel binary for `npuArch`, loaded once; nullptr with
+// *error set when it cannot be loaded.
+KernelEntry EntryFor(int32_t npuArch, std::string *error)
+{
+    static std::mutex mutex;
+    static std::map<int32_t, KernelEntry> loaded;
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = loaded.find(npuArch);
+    if (found != loaded.end()) return found->second;
+    const std::string path = OwnDirectory() + "/libflash_attention_kernel_" + std::to_string(npuArch) + ".so";
+    void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+        const char *why = dlerror();
+        *error = "no flash_attention kernel binary for arch " + std::to_string(npuArch) + ": " +
+                 (why != nullptr ? why : path);
+        return nullptr;
+    }
+    auto entry = reinterpret_cast<KernelEntry>(dlsym(handle, "flash_attention"));
+    if (entry == nullptr) {
+        *error = path + " has no flash_attention entry";
+        return nullptr;
+    }
+    loaded[npuArch] = entry;
+    return entry;
+}
 
 aclError RunOnStream(void *userData, char *errBuf, size_t errBufLen)
 {
     const auto *launch = static_cast<const FlashAttentionLaunch *>(userData);
+    const aclfaSimChip *chip = aclfaSimGetChip();
     std::string error;
+    const KernelEntry entry = EntryFor(chip->npuArch, &error);
+    if (entry == nullptr) {
+        snprintf(errBuf, errBufLen, "%s", error.c_str());
+        return ACL_ERROR_RT_AICORE_EXCEPTION;
+    }
+    const uint32_t kernelType = chip->coupled != 0 ? KERNEL_TYPE_AICORE : KERNEL_TYPE_MIX_AIC_1_2;
     SetLaunchTilingKey(launch->tilingKey);
     // AIC core c owns items [coreItemStart[c], coreItemStart[c + 1]) (flash_attention_tiling.h).
     if (launch->tilingData.size() >= sizeof(FlashAttentionTilingData)) {
@@ -34,11 +88,10 @@ aclError RunOnStream(void *userData, char *errBuf, size_t errBufLen)
         SetLaunchWorkItems(std::move(items));
     }
     const aclError rc = LaunchKernel(
-        "flash_attention", launch->blockDim, KERNEL_TYPE_MIX_AIC_1_2,
-        [launch] {
-            flash_attention(launch->query, launch->key, launch->value, launch->attentionOut,
-                            launch->softmaxLse, launch->workspace,
-                            const_cast<uint8_t *>(launch->tilingData.data()));
+        "flash_attention", launch->blockDim, kernelType,
+        [launch, entry] {
+            entry(launch->query, launch->key, launch->value, launch->attentionOut, launch->softmaxLse,
+                  launch->workspace, const_cast<uint8_t *>(launch->tilingData.data()));
         },
         &error);
     if (rc != ACL_SUCCESS) {

@@ -76,5 +76,6 @@ class MatmulApiTilingBase {
     int32_t baseM = 0, baseN = 0, baseK = 0;
     // Chip capacities (bytes) and the space granted by SetBufferSpace.
     int64_t l1Size_ = 0, l0aSize_ = 0, l0bSize_ = 0, l0cSize_ = 0, ubSize_ = 0;
+    platform_ascendc::SocVersion socVersion_ = platform_ascendc::SocVersion::ASCEND910B;
 };
 }  // namespace matmul_tiling

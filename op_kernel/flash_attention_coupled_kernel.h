@@ -1,0 +1,266 @@
+// flash_attention_coupled_kernel.h -- FlashAttention-2 forward for the coupled-core chips:
+// Atlas 300I Duo / 310P (arch 2002, dav-m200) and 910A (arch 1001, dav-c100), where one AI Core
+// holds the cube and the vector unit and cube results reach UB directly (L0C -> UB).
+//
+// One AI Core takes a whole work item (b, n, query block of blockM rows). For its rows it keeps
+// Q in place and streams the K/V blocks of blockN rows:
+//   S_j  = Q . K_j^T        (Matmul API, C in VECCALC: fp32 straight into UB)
+//   P_j  = online softmax of S_j in place (flash_attention_rows.h), cast to T in UB
+//   PV_j = P_j . V_j        (Matmul API, A from VECCALC: P goes UB -> L1, C fp32 into UB)
+//   acc  = alpha * acc + PV_j
+// and finally O = acc / l, LSE = m + ln(l). Nothing passes between cube and vector through GM:
+// the kernel has no user workspace. The Matmul API converts ND data through a UB workspace
+// the kernel provides (SetLocalWorkspace; these architectures have no Fixpipe).
+//
+// Neither architecture has DataCopyPad (asc-devkit impl/basic_api/dav_m200 and dav_c100
+// kernel_operator_data_copy_impl.h report it unsupported): GM copies move whole 32-B blocks.
+// O rows are D * sizeof(T) bytes (D a multiple of 16), so O is copied with DataCopy and
+// block strides; the LSE rows of an item are copied in whole 8-float blocks and the last
+// rows % 8 values are written by the scalar unit (at most 7 per item).
+// T is half: the cube of these architectures takes float16 operands only.
+#pragma once
+
+#include "kernel_operator.h"
+#include "lib/matmul_intf.h"
+
+#include "flash_attention_rows.h"
+#include "flash_attention_tiling.h"
+
+namespace flash_attn {
+
+template <typename T>
+class FlashAttentionCoupledKernel {
+public:
+    using QType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T>;
+    using KTransType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T, true>;
+    using ProbType = AscendC::MatmulType<AscendC::TPosition::VECCALC, CubeFormat::ND, T>;
+    using VType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T>;
+    using AccType = AscendC::MatmulType<AscendC::TPosition::VECCALC, CubeFormat::ND, float>;
+
+    AscendC::Matmul<QType, KTransType, AccType> qkMm;  // S = Q . K^T, [rows, cols] fp32 in UB
+    AscendC::Matmul<ProbType, VType, AccType> pvMm;    // P . V, [rows, D] fp32 in UB
+
+    __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut,
+                                GM_ADDR softmaxLse, const FlashAttentionTilingData *tiling, AscendC::TPipe *pipe);
+    __aicore__ inline void Process();
+
+private:
+    __aicore__ inline void ProcessItem(uint32_t item);
+    __aicore__ inline void ComputeBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0);
+    __aicore__ inline void WriteOutput(uint32_t rows, uint32_t row0, uint64_t outOffset, uint64_t lseOffset);
+
+    __aicore__ inline uint64_t QueryOffset(uint32_t b, uint32_t n, uint32_t s) const;
+    __aicore__ inline uint64_t KvOffset(uint32_t b, uint32_t h, uint32_t s) const;
+
+    const FlashAttentionTilingData *td_ = nullptr;
+    AscendC::TPipe *pipe_ = nullptr;
+    OnlineSoftmax softmax_;
+
+    AscendC::GlobalTensor<T> queryGm_, keyGm_, valueGm_, outGm_;
+    AscendC::GlobalTensor<float> lseGm_;
+
+    AscendC::TBuf<AscendC::TPosition::VECCALC> scoreBuf_;   // [m, n] fp32: QK's C
+    AscendC::TBuf<AscendC::TPosition::VECCALC> probBuf_;    // [m, n] T: PV's A
+    AscendC::TBuf<AscendC::TPosition::VECCALC> pvBuf_;      // [m, d] fp32: PV's C
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;   // [m, d] T
+    AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf_;     // [m, d] fp32
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> lseQue_;   // [m] fp32
+    AscendC::TBuf<AscendC::TPosition::VECCALC> mmWorkBuf_;  // mmUbBytes: the Matmul API's ND <-> NZ space
+
+    AscendC::LocalTensor<float> scores_, pv_, acc_;
+    AscendC::LocalTensor<T> prob_;
+
+    uint32_t core_ = 0;
+    uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
+    uint64_t kvOffset_ = 0;                      // element offset of (b, h, 0) in K and V
+};
+
+template <typename T>
+__aicore__ inline void FlashAttentionCoupledKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
+                                                            GM_ADDR attentionOut, GM_ADDR softmaxLse,
+                                                            const FlashAttentionTilingData *tiling,
+                                                            AscendC::TPipe *pipe)
+{
+    td_ = tiling;
+    pipe_ = pipe;
+    const uint32_t m = td_->subBlockM;  // == blockM: the AI Core takes all rows of an item
+    const uint32_t n = td_->blockN;
+    const uint32_t d = td_->headDim;
+
+    const uint64_t qElems = static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seqQ * d;
+    const uint64_t kvElems = static_cast<uint64_t>(td_->batch) * td_->numKvHeads * td_->seqKv * d;
+    queryGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(query), qElems);
+    keyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(key), kvElems);
+    valueGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(value), kvElems);
+    outGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(attentionOut), qElems);
+    lseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(softmaxLse),
+                           static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seqQ);
+    core_ = AscendC::GetBlockIdx();
+
+    // UB, in the order and sizes op_host budgets (flash_attention_tiling.h).
+    pipe_->InitBuffer(scoreBuf_, m * n * sizeof(float));
+    pipe_->InitBuffer(probBuf_, m * n * sizeof(T));
+    pipe_->InitBuffer(pvBuf_, m * d * sizeof(float));
+    pipe_->InitBuffer(outQue_, 1, m * d * sizeof(T));
+    pipe_->InitBuffer(accBuf_, m * d * sizeof(float));
+    softmax_.Init(pipe_, td_, m);
+    pipe_->InitBuffer(lseQue_, 1, Align32Bytes(m * sizeof(float)));
+    pipe_->InitBuffer(mmWorkBuf_, td_->mmUbBytes);
+    scores_ = scoreBuf_.Get<float>();
+    prob_ = probBuf_.Get<T>();
+    pv_ = pvBuf_.Get<float>();
+    acc_ = accBuf_.Get<float>();
+    // The two matmuls run one after the other, so they share the conversion space.
+    qkMm.SetLocalWorkspace(mmWorkBuf_.Get<uint8_t>());
+    pvMm.SetLocalWorkspace(mmWorkBuf_.Get<uint8_t>());
+
+    const bool bnsd = td_->layout == FA_LAYOUT_BNSD;
+    rowStrideQ_ = bnsd ? d : td_->numHeads * d;
+    rowStrideKv_ = bnsd ? d : td_->numKvHeads * d;
+}
+
+template <typename T>
+__aicore__ inline uint64_t FlashAttentionCoupledKernel<T>::QueryOffset(uint32_t b, uint32_t n, uint32_t s) const
+{
+    const uint64_t d = td_->headDim;
+    if (td_->layout == FA_LAYOUT_BNSD) {
+        return ((static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + s) * d;
+    }
+    return ((static_cast<uint64_t>(b) * td_->seqQ + s) * td_->numHeads + n) * d;  // BSND, BSH
+}
+
+template <typename T>
+__aicore__ inline uint64_t FlashAttentionCoupledKernel<T>::KvOffset(uint32_t b, uint32_t h, uint32_t s) const
+{
+    const uint64_t d = td_->headDim;
+    if (td_->layout == FA_LAYOUT_BNSD) {
+        return ((static_cast<uint64_t>(b) * td_->numKvHeads + h) * td_->seqKv + s) * d;
+    }
+    return ((static_cast<uint64_t>(b) * td_->seqKv + s) * td_->numKvHeads + h) * d;
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionCoupledKernel<T>::Process()
+{
+    if (core_ >= td_->usedCoreNum) {
+        return;
+    }
+    for (uint32_t item = td_->coreItemStart[core_]; item < td_->coreItemStart[core_ + 1]; ++item) {
+        ProcessItem(item);
+    }
+    qkMm.End();
+    pvMm.End();
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionCoupledKernel<T>::ProcessItem(uint32_t item)
+{
+    const uint32_t nq = td_->numQBlocks;
+    const uint32_t headIndex = item / nq;  // b * numHeads + n
+    const uint32_t pos = item % nq;
+    const uint32_t qBlock = td_->qZigzag == 0 ? pos : (pos % 2 == 0 ? pos / 2 : nq - 1 - pos / 2);
+    const uint32_t b = headIndex / td_->numHeads;
+    const uint32_t n = headIndex % td_->numHeads;
+    const uint32_t kvHead = n / td_->groupSize;
+    const uint32_t row0 = qBlock * td_->blockM;
+    const uint32_t rows = Min(td_->blockM, td_->seqQ - row0);
+
+    // Keys these rows can see: all, or (causal, bottom-right aligned) keys j <= i + (Skv - Sq)
+    // for the last row i.
+    uint32_t kvEnd = td_->seqKv;
+    if (td_->causal != 0) {
+        const int64_t lastVisible = static_cast<int64_t>(row0) + rows + td_->seqKv - td_->seqQ;
+        kvEnd = lastVisible <= 0 ? 0 : Min(static_cast<uint32_t>(lastVisible), td_->seqKv);
+    }
+    const uint32_t kvBlocks = CeilDiv(kvEnd, td_->blockN);
+    const uint64_t queryOffset = QueryOffset(b, n, row0);
+    kvOffset_ = KvOffset(b, kvHead, 0);
+    softmax_.Reset(acc_, rows);
+
+    if (kvBlocks > 0) {
+        // qk: A = Q rows [rows, D] (row stride rowStrideQ_), B^T = K rows [cols, D] (row stride
+        // rowStrideKv_); C [rows, cols] into UB.
+        qkMm.SetOrgShape(rows, td_->blockN, rowStrideQ_, rowStrideKv_);
+        qkMm.SetTensorA(queryGm_[queryOffset]);
+    }
+    for (uint32_t j = 0; j < kvBlocks; ++j) {
+        ComputeBlock(j, rows, row0);
+    }
+    const uint64_t lseOffset = static_cast<uint64_t>(headIndex) * td_->seqQ + row0;
+    WriteOutput(rows, row0, queryOffset, lseOffset);
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionCoupledKernel<T>::ComputeBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0)
+{
+    const uint32_t d = td_->headDim;
+    const uint32_t col0 = kvBlock * td_->blockN;
+    const uint32_t cols = Min(td_->blockN, td_->seqKv - col0);
+    // The cube writes C to UB in rows padded to 32 bytes: [rows, align8(cols)] fp32.
+    const uint32_t stride = (cols + FP32_PER_BLOCK - 1) / FP32_PER_BLOCK * FP32_PER_BLOCK;
+    const uint64_t kvRow0 = kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_;
+
+    qkMm.SetTensorB(keyGm_[kvRow0], true);
+    qkMm.SetTail(rows, cols, d);
+    qkMm.IterateAll(scores_);
+
+    softmax_.ScoresToProbs(scores_, stride, kvBlock, rows, row0);
+    AscendC::Cast(prob_, scores_, AscendC::RoundMode::CAST_RINT, rows * stride);
+    WaitForPipe<AscendC::HardEvent::V_MTE3>();  // P is complete in UB before it moves to L1
+
+    // pv: A = P [rows, cols] in UB (row stride `stride`), B = V rows [cols, D] (row stride
+    // rowStrideKv_); C [rows, D] into UB.
+    pvMm.SetOrgShape(rows, rowStrideKv_, stride, td_->seqKv);
+    pvMm.SetTensorA(prob_);
+    pvMm.SetTensorB(valueGm_[kvRow0]);
+    pvMm.SetTail(rows, d, cols);
+    pvMm.IterateAll(pv_);
+    softmax_.Accumulate(acc_, pv_, rows);
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionCoupledKernel<T>::WriteOutput(uint32_t rows, uint32_t row0, uint64_t outOffset,
+                                                                   uint64_t lseOffset)
+{
+    const uint32_t d = td_->headDim;
+    AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
+    softmax_.Finish(acc_, lse, rows, row0);
+
+    AscendC::LocalTensor<T> out = outQue_.AllocTensor<T>();
+    AscendC::Cast(out, acc_, AscendC::RoundMode::CAST_RINT, rows * d);
+    outQue_.EnQue(out);
+    out = outQue_.DeQue<T>();
+    if (td_->layout == FA_LAYOUT_BNSD) {
+        AscendC::DataCopy(outGm_[outOffset], out, rows * d);
+    } else {
+        // BSND / BSH: consecutive sequence rows are numHeads * D elements apart in GM; a row is
+        // D * sizeof(T) bytes, a whole number of 32-B blocks.
+        const uint16_t rowBlocks = static_cast<uint16_t>(d * sizeof(T) / 32);
+        AscendC::DataCopyParams params{static_cast<uint16_t>(rows), rowBlocks, 0,
+                                       static_cast<uint16_t>((td_->numHeads - 1) * rowBlocks)};
+        AscendC::DataCopy(outGm_[outOffset], out, params);
+    }
+    outQue_.FreeTensor(out);
+
+    lseQue_.EnQue(lse);
+    lse = lseQue_.DeQue<float>();
+    const uint32_t whole = rows / FP32_PER_BLOCK * FP32_PER_BLOCK;
+    if (whole > 0) {
+        AscendC::DataCopy(lseGm_[lseOffset], lse, whole);
+    }
+    if (whole < rows) {
+        // The last rows % 8 LSE values: a whole block would overwrite the next item's rows.
+        WaitForPipe<AscendC::HardEvent::V_S>();
+        for (uint32_t r = whole; r < rows; ++r) {
+            lseGm_.SetValue(lseOffset + r, lse.GetValue(r));
+        }
+#if defined(__NPU_ARCH__) && __NPU_ARCH__ == 2002
+        // dav-m200 caches scalar GM writes: write them back (the GM form has no dcciDst there;
+        // dav-c100 has no GM form at all).
+        AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE>(lseGm_);
+#endif
+    }
+    lseQue_.FreeTensor(lse);
+}
+
+}  // namespace flash_attn
