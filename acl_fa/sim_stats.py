@@ -32,6 +32,7 @@ def last_launch(backend: Optional[Backend] = None, per_core: bool = False) -> di
     backend.call("aclfaSimGetLastLaunchStats", stats)
     result = _core(stats.total)
     result.update(kernel=ffi.string(stats.kernelName).decode(), block_dim=int(stats.blockDim),
+                  kernel_type=int(stats.kernelType),
                   wall_seconds=float(stats.wallSeconds),
                   gm_bytes=result["gm_read_bytes"] + result["gm_write_bytes"])
     if per_core:

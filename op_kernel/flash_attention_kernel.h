@@ -101,18 +101,8 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     lseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(softmaxLse),
                            static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seqQ);
 
-    // This AIV's slice of the user workspace.
-    const uint32_t aiv = AscendC::GetBlockIdx();
-    core_ = aiv / AIV_PER_AIC;
-    subBlock_ = AscendC::GetSubBlockIdx();
-    GM_ADDR slice = AscendC::GetUserWorkspace(workspace) + aiv * td_->wsBytesPerAiv;
-    scoreGm_[0].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset), m * n);
-    scoreGm_[1].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + m * n,
-                                m * n);
-    probGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), m * n);
-    pvGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset), m * d);
-
-    // UB, in the order and sizes op_host budgets (flash_attention_tiling.h).
+    // UB, in the order and sizes op_host budgets (flash_attention_tiling.h); before the workspace
+    // slices, so that blocks too large for UB stop every AIV here, ahead of any GM range.
     pipe_->InitBuffer(scoreQue_, 1, m * n * sizeof(float));
     if constexpr (!FP32_IO) {
         pipe_->InitBuffer(probQue_, 1, m * n * sizeof(T));
@@ -123,6 +113,17 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     softmax_.Init(pipe_, td_, m);
     pipe_->InitBuffer(lseQue_, 1, Align32Bytes(m * sizeof(float)));
     acc_ = accBuf_.Get<float>();
+
+    // This AIV's slice of the user workspace.
+    const uint32_t aiv = AscendC::GetBlockIdx();
+    core_ = aiv / AIV_PER_AIC;
+    subBlock_ = AscendC::GetSubBlockIdx();
+    GM_ADDR slice = AscendC::GetUserWorkspace(workspace) + aiv * td_->wsBytesPerAiv;
+    scoreGm_[0].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset), m * n);
+    scoreGm_[1].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + m * n,
+                                m * n);
+    probGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), m * n);
+    pvGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset), m * d);
 
     const bool bnsd = td_->layout == FA_LAYOUT_BNSD;
     rowStrideQ_ = bnsd ? d : td_->numHeads * d;
