@@ -15,12 +15,13 @@
 
 #include "kernel_operator.h"
 
+#include "attention_row_ops.h"
 #include "flash_attention_tiling.h"
 
 namespace flash_attn {
 
-constexpr uint32_t FP32_PER_REPEAT = 64;  // one 256-B vector repeat of fp32
-constexpr uint32_t FP32_PER_BLOCK = 8;    // one 32-B data block of fp32
+using attn_rows::FP32_PER_BLOCK;
+using attn_rows::FP32_PER_REPEAT;
 constexpr uint32_t STAT_SLOTS = 6;        // per-row fp32 vectors kept in statBuf (see StatSlot)
 constexpr float NEG_INF = -__builtin_inff();
 
@@ -30,9 +31,9 @@ constexpr bool HAS_BRCB = false;
 constexpr bool HAS_BRCB = true;
 #endif
 
-__aicore__ inline uint32_t CeilDiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+using attn_rows::CeilDiv;
+using attn_rows::Min;
 __aicore__ inline uint32_t Align32Bytes(uint32_t bytes) { return (bytes + 31) / 32 * 32; }
-__aicore__ inline uint32_t Min(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
 // Orders the pipe named second after the pipe named first (e.g. MTE3_S: the scalar unit waits
 // until the last GM write of MTE3 has landed).
@@ -53,10 +54,6 @@ class OnlineSoftmax {
 public:
     // Per-row fp32 vectors of statBuf.
     enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA };
-    // Row-wise updates of a tile by a per-row value.
-    enum class RowOp { SUB, MUL, DIV };
-    // Row-wise reductions of a tile.
-    enum class RowReduce { MAX, SUM };
 
     __aicore__ inline void Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m);
 
@@ -81,12 +78,8 @@ public:
 private:
     __aicore__ inline void MaskScores(const AscendC::LocalTensor<float> &scores, uint32_t stride, uint32_t rows,
                                       uint32_t row0, uint32_t col0, uint32_t cols);
-    // Row-wise reductions of a [rows, width] fp32 tile with row stride `stride` into dst[rows].
-    template <RowReduce OP>
-    __aicore__ inline void ReduceRows(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &tile,
-                                      uint32_t rows, uint32_t width, uint32_t stride);
     // tile[r, :width] = tile[r, :width] (OP) rowValues[r] for a tile with row stride `stride`.
-    template <RowOp OP>
+    template <attn_rows::Op OP>
     __aicore__ inline void ApplyRows(const AscendC::LocalTensor<float> &tile, const AscendC::LocalTensor<float> &rowValues,
                                      uint32_t rows, uint32_t width, uint32_t stride);
 
@@ -140,13 +133,13 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     AscendC::LocalTensor<float> rowSum = Slot(ROW_SUM);
     AscendC::LocalTensor<float> alpha = Slot(ALPHA);
 
-    ReduceRows<RowReduce::MAX>(blockMax, scores, rows, n, n);
+    attn_rows::ReduceRows<attn_rows::Reduce::MAX>(blockMax, scores, fold_, rows, n, n);
     AscendC::Max(newMax, rowMax, blockMax, rows);    // m_new = max(m_old, rowmax(S))
     AscendC::Sub(alpha, rowMax, newMax, rows);
     AscendC::Exp(alpha, alpha, rows);                // alpha = exp(m_old - m_new), 0 on the first block
-    ApplyRows<RowOp::SUB>(scores, newMax, rows, n, n);
+    ApplyRows<attn_rows::Op::SUB>(scores, newMax, rows, n, n);
     AscendC::Exp(scores, scores, elems);             // P = exp(S - m_new), masked entries -> 0
-    ReduceRows<RowReduce::SUM>(blockSum, scores, rows, n, n);
+    attn_rows::ReduceRows<attn_rows::Reduce::SUM>(blockSum, scores, fold_, rows, n, n);
     AscendC::Mul(rowSum, rowSum, alpha, rows);
     AscendC::Add(rowSum, rowSum, blockSum, rows);    // l = alpha * l + rowsum(P)
 }
@@ -155,7 +148,7 @@ __aicore__ inline void OnlineSoftmax::Accumulate(const AscendC::LocalTensor<floa
                                                  const AscendC::LocalTensor<float> &pv, uint32_t rows)
 {
     const uint32_t d = td_->headDim;
-    ApplyRows<RowOp::MUL>(acc, Slot(ALPHA), rows, d, d);  // acc *= alpha
+    ApplyRows<attn_rows::Op::MUL>(acc, Slot(ALPHA), rows, d, d);  // acc *= alpha
     AscendC::Add(acc, acc, pv, rows * d);                 // acc += P . V
 }
 
@@ -164,7 +157,7 @@ __aicore__ inline void OnlineSoftmax::Finish(const AscendC::LocalTensor<float> &
 {
     const uint32_t d = td_->headDim;
     AscendC::LocalTensor<float> rowSum = Slot(ROW_SUM);
-    ApplyRows<RowOp::DIV>(acc, rowSum, rows, d, d);  // O = acc / l
+    ApplyRows<attn_rows::Op::DIV>(acc, rowSum, rows, d, d);  // O = acc / l
     AscendC::Ln(lse, rowSum, rows);
     AscendC::Add(lse, lse, Slot(maxSlot_), rows);    // LSE = m + ln(l)
     const uint32_t blind = BlindRows(rows, row0);
@@ -205,77 +198,18 @@ __aicore__ inline void OnlineSoftmax::MaskScores(const AscendC::LocalTensor<floa
             continue;
         }
         const uint32_t visible = limit <= 0 ? 0 : static_cast<uint32_t>(limit);
-        // Columns [visible, n) of row r become -inf: the 64-wide repeat holding `visible` through a
-        // bit mask, whole repeats after it as one contiguous run.
-        const uint32_t rowBase = r * n;
-        const uint32_t chunk = visible / FP32_PER_REPEAT * FP32_PER_REPEAT;
-        const uint32_t chunkWidth = Min(FP32_PER_REPEAT, n - chunk);
-        const uint32_t skip = visible - chunk;
-        if (skip == 0) {
-            AscendC::Duplicate(scores[rowBase + chunk], NEG_INF, n - chunk);
-            continue;
-        }
-        const uint64_t widthBits = chunkWidth == 64 ? ~0ULL : ((1ULL << chunkWidth) - 1);
-        uint64_t mask[2] = {widthBits & ~((1ULL << skip) - 1), 0};
-        AscendC::Duplicate(scores[rowBase + chunk], NEG_INF, mask, 1, 1, 8);
-        if (chunk + FP32_PER_REPEAT < n) {
-            AscendC::Duplicate(scores[rowBase + chunk + FP32_PER_REPEAT], NEG_INF, n - chunk - FP32_PER_REPEAT);
-        }
+        attn_rows::FillColumns(scores, r * n, visible, n, NEG_INF);  // columns [visible, n) -> -inf
     }
 }
 
-// ---- row-wise helpers -----------------------------------------------------------------------
-// A [rows, width] fp32 tile with row stride `stride` (elements, multiple of 8) is processed 64
-// columns (one repeat) at a time with one repeat per row: repeat strides are in 32-B blocks.
-
-template <OnlineSoftmax::RowReduce OP>
-__aicore__ inline void OnlineSoftmax::ReduceRows(const AscendC::LocalTensor<float> &dst,
-                                                 const AscendC::LocalTensor<float> &tile, uint32_t rows,
-                                                 uint32_t width, uint32_t stride)
-{
-    // fold[r, 0:64] = max (sum) over the 64-column chunks of tile[r, :], starting from the
-    // identity (-inf, 0) so a chunk narrower than 64 leaves the rest neutral; then one
-    // WholeReduce per row.
-    const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
-    const AscendC::BinaryRepeatParams params(1, 1, 1, 8, 8, tileRep);
-    AscendC::Duplicate(fold_, OP == RowReduce::MAX ? NEG_INF : 0.0f, rows * FP32_PER_REPEAT);
-    for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
-        const uint64_t w = Min(FP32_PER_REPEAT, width - c);
-        if constexpr (OP == RowReduce::MAX) {
-            AscendC::Max(fold_, fold_, tile[c], w, static_cast<uint8_t>(rows), params);
-        } else {
-            AscendC::Add(fold_, fold_, tile[c], w, static_cast<uint8_t>(rows), params);
-        }
-    }
-    if constexpr (OP == RowReduce::MAX) {
-        AscendC::WholeReduceMax(dst, fold_, FP32_PER_REPEAT, rows, 1, 1, 8, AscendC::ReduceOrder::ORDER_ONLY_VALUE);
-    } else {
-        AscendC::WholeReduceSum(dst, fold_, FP32_PER_REPEAT, rows, 1, 1, 8);
-    }
-}
-
-template <OnlineSoftmax::RowOp OP>
+template <attn_rows::Op OP>
 __aicore__ inline void OnlineSoftmax::ApplyRows(const AscendC::LocalTensor<float> &tile,
                                                 const AscendC::LocalTensor<float> &rowValues, uint32_t rows,
                                                 uint32_t width, uint32_t stride)
 {
     if constexpr (HAS_BRCB) {
-        // brcb[r, 0:8] = rowValues[r] (one 32-B block per row), read back with block stride 0:
-        // one repeat per row.
-        AscendC::Brcb(brcb_, rowValues, static_cast<uint8_t>(CeilDiv(rows, FP32_PER_BLOCK)),
-                      AscendC::BrcbRepeatParams(1, 8));
-        const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
-        const AscendC::BinaryRepeatParams params(1, 1, 0, tileRep, tileRep, 1);
-        for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
-            const uint64_t w = Min(FP32_PER_REPEAT, width - c);
-            if constexpr (OP == RowOp::SUB) {
-                AscendC::Sub(tile[c], tile[c], brcb_, w, static_cast<uint8_t>(rows), params);
-            } else if constexpr (OP == RowOp::MUL) {
-                AscendC::Mul(tile[c], tile[c], brcb_, w, static_cast<uint8_t>(rows), params);
-            } else {
-                AscendC::Div(tile[c], tile[c], brcb_, w, static_cast<uint8_t>(rows), params);
-            }
-        }
+        attn_rows::BroadcastRows(brcb_, rowValues, rows);
+        attn_rows::ApplyRows<OP>(tile, brcb_, rows, width, stride);
     } else {
         // No Brcb: the scalar unit reads each row's value once and one scalar-operand vector
         // instruction applies it to the row (rows scalar reads per call, independent of width).
@@ -283,9 +217,9 @@ __aicore__ inline void OnlineSoftmax::ApplyRows(const AscendC::LocalTensor<float
         for (uint32_t r = 0; r < rows; ++r) {
             const float value = rowValues.GetValue(r);
             const AscendC::LocalTensor<float> row = tile[r * stride];
-            if constexpr (OP == RowOp::SUB) {
+            if constexpr (OP == attn_rows::Op::SUB) {
                 AscendC::Adds(row, row, -value, width);
-            } else if constexpr (OP == RowOp::MUL) {
+            } else if constexpr (OP == attn_rows::Op::MUL) {
                 AscendC::Muls(row, row, value, width);
             } else {
                 AscendC::Muls(row, row, 1.0f / value, width);
