@@ -39,6 +39,7 @@ extern "C" int32_t aclfaGradPlanCompute(const aclfaPlanProblem *problem, uint32_
     c.l0cBytes = limits->l0cBytes;
     c.aicNum = limits->aicNum;
     c.aivNum = limits->aivNum;
+    c.socVersion = limits->socVersion;
 
     fa_policy::GradPlan out;
     std::string error;
