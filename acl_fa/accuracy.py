@@ -20,7 +20,7 @@ from .reference import attention_reference_backward, head_chunks
 __all__ = ["Accuracy", "ULP", "naive_same_precision", "check_accuracy", "GradientAccuracy", "check_gradients"]
 
 # Unit roundoff of the input dtypes (2^-p for a p-bit significand incl. the hidden bit).
-ULP = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+ULP = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23}
 
 
 @dataclasses.dataclass(frozen=True)

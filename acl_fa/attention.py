@@ -29,7 +29,11 @@ from .runtime import DeviceSession
 __all__ = ["Problem", "make_problem", "problem_from_sizes", "check_plan", "FLASH_ATTENTION", "runner_for",
            "flash_attention", "default_session"]
 
-SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+# float32 runs with float32 operands on the cube where the chip's cube takes them (Atlas A2/A3);
+# the tiling refuses it, naming the chip, elsewhere.
+SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32))
+_DTYPE_NAMES = {np.dtype(np.float16): "float16", np.dtype(ml_dtypes.bfloat16): "bfloat16",
+                np.dtype(np.float32): "float32"}
 MAX_HEAD_DIM = 256
 HEAD_DIM_MULTIPLE = 16
 BLOCK_MULTIPLE = 16
@@ -68,7 +72,7 @@ class Problem:
 
     @property
     def dtype_name(self) -> str:
-        return "bfloat16" if self.dtype == np.dtype(ml_dtypes.bfloat16) else "float16"
+        return _DTYPE_NAMES[self.dtype]
 
     def visible_pairs(self) -> int:
         """(query, key) pairs that take part, per head: Sq*Skv, or fewer when causal."""
@@ -176,9 +180,13 @@ def _validated_problem(metas: tuple, options: tuple) -> "Problem":
     if not isinstance(causal, (bool, np.bool_)):
         raise InvalidTypeError(f"causal must be a bool, got {causal!r}")
     for name, x in (("q", q), ("k", k), ("v", v)):
+        if x.dtype == np.float64:
+            raise InvalidTypeError(
+                f"{name} has dtype float64, which the NPU cannot compute in; pass {name}.astype(np.float32) "
+                "(supported: float16, bfloat16 (ml_dtypes.bfloat16), float32)")
         if x.dtype not in SUPPORTED_DTYPES:
             raise InvalidTypeError(
-                f"{name} has dtype {x.dtype}; supported: float16, bfloat16 (ml_dtypes.bfloat16)")
+                f"{name} has dtype {x.dtype}; supported: float16, bfloat16 (ml_dtypes.bfloat16), float32")
     if not (q.dtype == k.dtype == v.dtype):
         raise InvalidTypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     rank = LAYOUT_RANK[layout]

@@ -217,9 +217,17 @@ bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint3
     }
     uint32_t m = p.userBlockM;
     if (m == 0) {
-        const uint32_t refN = p.userBlockN != 0 ? p.userBlockN : std::min(kReferenceBlockN, capN);
-        m = LargestFitting(capM, kAutoBlockMStep, [&](uint32_t v) { return CheckFits(v, refN, p, c).empty(); });
-        if (m == 0) m = LargestFitting(capM, kBlockAlign, [&](uint32_t v) { return CheckFits(v, refN, p, c).empty(); });
+        // With the reference blockN first; when no blockM fits with it (e.g. float32 with D = 256
+        // overflows L1 even at 16 rows), with smaller blockN until one does.
+        uint32_t refN = p.userBlockN != 0 ? p.userBlockN : std::min(kReferenceBlockN, capN);
+        for (;;) {
+            m = LargestFitting(capM, kAutoBlockMStep, [&](uint32_t v) { return CheckFits(v, refN, p, c).empty(); });
+            if (m == 0) {
+                m = LargestFitting(capM, kBlockAlign, [&](uint32_t v) { return CheckFits(v, refN, p, c).empty(); });
+            }
+            if (m != 0 || p.userBlockN != 0 || refN <= kBlockAlign) break;
+            refN -= kBlockAlign;
+        }
         if (m == 0) {
             *error = CheckFits(kBlockAlign, refN, p, c) + " (no block_m fits)";
             return false;

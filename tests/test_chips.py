@@ -77,3 +77,47 @@ def test_coupled_chips_match_reference(chip_runs, soc, case):
     # The coupled path ran: one AI Core per block, no AIVs.
     assert result["kernel_type"] == KERNEL_TYPE_AICORE and result["aiv"] == 0
     assert result["aic"] == result["block_dim"]
+
+
+# Refused before any device work, naming the chip and the limit: (kwargs, words).
+REFUSALS_SCRIPT = """
+import json
+import ml_dtypes
+import numpy as np
+import acl_fa
+from acl_fa.runtime import live_counts
+
+q = np.zeros((1, 2, 64, 64), np.float16)
+cases = {{
+    "bfloat16": dict(q=q.astype(ml_dtypes.bfloat16)),
+    "float32": dict(q=q.astype(np.float32)),
+    "blocks": dict(q=q, block_m=256, block_n=512),
+}}
+out = {{}}
+with acl_fa.Session(backend="sim") as s:
+    out["soc"] = s.soc_name()
+    before = live_counts(s.backend)
+    for name, kw in cases.items():
+        x = kw.pop("q")
+        try:
+            s.flash_attention(x, x, x, **kw)
+            out[name] = "no error"
+        except acl_fa.AclFaError as exc:
+            out[name] = f"{{type(exc).__name__}}: {{exc}}"
+    out["device_objects_made"] = live_counts(s.backend) != before
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("soc", COUPLED)
+def test_what_the_chip_lacks_is_refused_naming_it(soc):
+    out = run_python(REFUSALS_SCRIPT.format(), ACL_FA_BACKEND="sim", ACL_FA_SIM_SOC=soc)
+    assert out["soc"] == soc
+    assert out["bfloat16"] == (f"InvalidArgumentError: dtype bfloat16 is not supported on {soc}: its AI Core has "
+                               "no bfloat16 (use float16)")
+    assert out["float32"] == (f"InvalidArgumentError: dtype float32 is not supported on {soc}: its cube takes "
+                              "float16 operands only, not float32 (use float16)")
+    assert out["blocks"].startswith("InvalidArgumentError: block_m=256, block_n=512 (head_dim=64, 2-byte dtype) "
+                                    "needs ") and f"B of UB per AI Core" in out["blocks"]
+    assert f"{soc} has 262144 B" in out["blocks"]
+    assert not out["device_objects_made"]

@@ -16,6 +16,8 @@ from acl_fa.layouts import shape_of, to_bnsd
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+DTYPE_NAMES = {F16: "float16", BF16: "bfloat16", F32: "float32"}
 
 
 def _inputs(layout, b, n, nkv, sq, skv, d, dtype, seed=0):
@@ -34,7 +36,7 @@ def _assert_close(q, k, v, out, lse, *, causal, layout, n, nkv, dtype, scale=Non
     naive = naive_same_precision(q, k, v, dtype, **kwargs)
     acc = check_accuracy(to_bnsd(out, layout, n)[:, heads].astype(np.float64), lse[:, heads],
                          to_bnsd(ref, layout, len(heads)), ref_lse, naive,
-                         "bfloat16" if dtype == BF16 else "float16", heads)
+                         DTYPE_NAMES[dtype], heads)
     assert acc.ok, f"max error {acc.max_error:.3g} > tolerance {acc.tolerance:.3g} (naive {acc.naive_error:.3g})"
     assert acc.lse_max_error < 1e-3, f"LSE error {acc.lse_max_error}"
 
@@ -53,6 +55,13 @@ CASES = [
     (2, 4, 4, 113, 203, 80, BF16, "BSH", False),
     (1, 1, 1, 4097, 4097, 64, F16, "BNSD", True),
     (1, 2, 2, 1025, 77, 96, BF16, "BNSD", False),
+    # float32 end to end (float32 cube operands on Atlas A2/A3; the naive reference is float32)
+    (1, 2, 2, 128, 128, 64, F32, "BNSD", True),
+    (2, 4, 2, 97, 113, 16, F32, "BNSD", True),
+    (1, 3, 1, 17, 200, 32, F32, "BSND", False),
+    (1, 1, 1, 1, 97, 48, F32, "BSH", True),
+    (1, 2, 2, 300, 300, 256, F32, "BSND", True),
+    (1, 2, 2, 1025, 77, 96, F32, "BNSD", False),
 ]
 
 
