@@ -16,7 +16,8 @@
 // masked in a piece keeps l = 0 and gets O = 0, LSE = -inf (no inf - inf). A group cut into
 // pieces writes partial (O, LSE) per piece; after SyncAll the partials are merged
 //   O = sum_j exp(LSE_j - M) O_j / sum_j exp(LSE_j - M),  LSE = M + ln(sum_j exp(LSE_j - M))
-// with M = max_j LSE_j, in piece order.
+// with M = max_j LSE_j, in piece order. SyncAll<true> (vector cores only) needs every block of
+// the launch resident: the tiling sets batch schedule mode (docs/decode.md).
 #pragma once
 
 #include <cfloat>
