@@ -255,3 +255,23 @@ def test_device_arrays_of_another_or_a_closed_session_are_refused(session, backe
     with pytest.raises(acl_fa.ClosedObjectError, match="closed DeviceArray"):
         session.flash_attention_with_kvcache(args["q"], closed, args["v_cache"], cache_seqlens=args["cache_seqlens"],
                                              block_table=args["block_table"])
+
+
+@pytest.mark.parametrize("soc", ["Ascend310P3", "Ascend910A"])
+def test_chips_without_separate_vector_cores_are_refused_before_device_work(sim_only, soc):
+    """The decode kernel is an AIC:AIV 1:2 kernel (Atlas A2/A3): other chips get a clear error
+    naming the chip, from the op's chip check that runs before any device buffer is made."""
+    from conftest import run_python
+
+    result = run_python("""
+        import json, numpy as np, acl_fa
+        q = np.zeros((1, 1, 4, 64), np.float16)
+        k = np.zeros((1, 32, 2, 64), np.float16)
+        with acl_fa.Session() as s:
+            try:
+                s.flash_attention_with_kvcache(q, k, k, cache_seqlens=16)
+                print(json.dumps({"error": None}))
+            except acl_fa.InvalidArgumentError as exc:
+                print(json.dumps({"error": str(exc)}))
+    """, ACL_FA_SIM_SOC=soc)
+    assert result["error"] is not None and "Atlas A2/A3" in result["error"] and soc in result["error"], result
