@@ -328,8 +328,13 @@ def _bench_problem_options(function):
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE.png",
               help="Draw time, memory and traffic against S (log axes; needs the 'plot' extra: matplotlib).")
+@backward_option
+@deterministic_option
+@click.option("--torch/--no-torch", "with_torch", default=True, show_default=True,
+              help="--backward: also time torch's CPU autograd through SDPA (when torch is installed).")
 def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, warmup, iters,
-          l2, seed, decode, paged, block_size, steps, num_splits, backend, device, as_json, plot_path):
+          l2, seed, decode, paged, block_size, steps, num_splits, backend, device, as_json, plot_path, backward,
+          deterministic, with_torch):
     """Standard attention against FlashAttention by sequence length: time, device memory, GM
     traffic and ratios; on the simulator also the L2 model, a roofline bound and work efficiency
     (for the simulated SoC: ACL_FA_SIM_SOC). With --decode: one decode row per --seq-kv value
@@ -339,6 +344,18 @@ def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal,
     if decode or paged:
         _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype, block_size if paged else None,
                               num_splits, steps, seed, backend, device, as_json)
+        return
+    if backward:
+        from . import bench_backward
+
+        with reported_as_usage_errors(), click.progressbar(length=len(seqs), label="acl-fa bench --backward",
+                                                           file=sys.stderr, show_eta=False) as bar:
+            report = bench_backward.run_backward_bench(
+                seqs=seqs, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
+                layout=layout, causal=causal, deterministic=deterministic, block_m=block_m, block_n=block_n,
+                warmup=warmup, iters=iters, torch=with_torch, backend=None if backend == "auto" else backend,
+                device=device, seed=seed, progress=lambda seq: bar.update(1))
+        click.echo(json.dumps(report, indent=2) if as_json else bench_backward.format_backward_bench(report))
         return
 
     with reported_as_usage_errors(), click.progressbar(length=len(seqs), label="acl-fa bench",

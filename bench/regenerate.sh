@@ -6,7 +6,8 @@
 #   bench/regenerate.sh all          # everything below (about 15 minutes on 2 cores)
 #   bench/regenerate.sh bench soc    # chosen sections
 #
-# Sections: readme plan bench soc l2 efficiency rss overhead torch matmul
+# Sections: readme plan bench soc l2 efficiency rss overhead torch matmul backward
+#   backward  the FlashAttentionGrad rows (torch for its comparison; about 30 minutes on 2 cores)
 #   torch   needs torch (pip install torch --index-url https://download.pytorch.org/whl/cpu)
 #   matmul  needs a development build with the test kernels:
 #           cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build
@@ -43,7 +44,14 @@ section() {
         overhead) run driver-overhead "$PYTHON" bench/driver_overhead.py --runs 7 --calls 1000 ;;
         torch) run vs-torch "$PYTHON" bench/vs_torch.py --runs 5 ;;
         matmul) run sim-matmul "$PYTHON" bench/sim_matmul.py ;;
-        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul; do section "$s"; done ;;
+        backward)
+            run backward-plan acl-fa plan --backward --seq 4096 --causal --soc all
+            run backward-run acl-fa run --seq 4096 --causal --backward --iters 1 --warmup 0
+            run backward-run-atomic acl-fa run --seq 4096 --causal --backward --atomic --iters 1 --warmup 0 --no-check
+            run backward-bench acl-fa bench --backward --seq 4096 --causal --iters 1 --warmup 0
+            run backward-rss "$PYTHON" bench/backward_rss.py --seq 32768 --heads 8 --head-dim 128
+            run backward-rss-atomic "$PYTHON" bench/backward_rss.py --seq 32768 --heads 8 --head-dim 128 --atomic ;;
+        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul backward; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
 }

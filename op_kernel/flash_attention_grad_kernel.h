@@ -18,7 +18,9 @@
 //      dK_j and dV_j belong to the unit alone: cast and written when its walk ends.
 //   3. dQ = the partial slots summed in slot order (deterministic) or the accumulator, cast.
 // Every per-row quantity (LSE, D) is a vector broadcast with Brcb: the scalar unit steers
-// loops only and never touches score elements.
+// loops only and never touches score elements. The APIs beyond the forward's -- Matmul with A
+// transposed and enAtomic, SetAtomicAdd / SetAtomicNone, SyncAll<true> -- behave as
+// docs/cann-facts.md#ascend-c-kernel-apis records.
 #pragma once
 
 #include "kernel_operator.h"

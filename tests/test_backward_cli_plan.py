@@ -134,3 +134,15 @@ def test_user_block_too_big_is_refused_before_device_work(session, sim_only):
     with pytest.raises(InvalidArgumentError, match="needs .* B of UB per AIV"):
         session.flash_attention_backward(q, q, q, q, q, lse, block_m=128, block_n=256)
     assert session.live_counts()["deviceAllocations"] == before
+
+
+def test_bench_backward_json(sim_only):
+    result = CliRunner().invoke(main, ["bench", "--backward", "--seq", "128,256", "--heads", "2", "--head-dim", "32",
+                                       "--causal", "--iters", "1", "--warmup", "0", "--no-torch", "--json"])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    data = json.loads(result.stdout)
+    assert [r["seq"] for r in data["rows"]] == [128, 256]
+    for r in data["rows"]:
+        assert r["flash_ms"] > 0 and r["standard_ms"] > 0 and r["torch_ms"] is None
+        assert r["standard_intermediate_bytes"] == 3 * 2 * r["seq"] ** 2 * 2  # S, P, dS in float16
+        assert r["executed_macs"] >= r["useful_macs"] > 0
