@@ -26,19 +26,21 @@
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 
+#include "attention_row_ops.h"
 #include "flash_attention_grad_tiling.h"
 #include "flash_attention_tiling.h"
 
 namespace flash_attn_grad {
 
-constexpr uint32_t FP32_PER_REPEAT = 64;  // one 256-B vector repeat of fp32
-constexpr uint32_t FP32_PER_BLOCK = 8;    // one 32-B data block of fp32
+using attn_rows::CeilDiv;
+using attn_rows::FP32_PER_BLOCK;
+using attn_rows::FP32_PER_REPEAT;
+using attn_rows::Min;
+
 constexpr float NEG_INF = -__builtin_inff();
 // LSE of a row that sees no key is -inf; clamped to this, exp(-inf - LSE) stays 0 instead of NaN.
 constexpr float FP32_LOWEST = -3.40282346638528859811704183484516925e+38f;
 
-__aicore__ inline uint32_t CeilDiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
-__aicore__ inline uint32_t Min(uint32_t a, uint32_t b) { return a < b ? a : b; }
 __aicore__ inline uint32_t Max(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
 // Orders the pipe named second after the pipe named first (e.g. V_MTE3: the copy out waits
@@ -88,13 +90,10 @@ private:
     template <typename U>
     __aicore__ inline void StoreRows(const AscendC::GlobalTensor<U> &dst, const AscendC::LocalTensor<U> &src,
                                      uint32_t rows, uint32_t stride);
-    // dst[r] = sum of tile[r, 0:width] (row stride `stride`), through foldBuf.
-    __aicore__ inline void SumRows(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &tile,
-                                   uint32_t rows, uint32_t width, uint32_t stride);
-    // tile[r, :] -= rowValues[r], rowValues broadcast through brcbBuf.
+    // tile[r, :] -= rowValues[r] for a [rows, width] fp32 tile with row stride `stride`.
     __aicore__ inline void SubtractRows(const AscendC::LocalTensor<float> &tile,
-                                     const AscendC::LocalTensor<float> &rowValues, uint32_t rows, uint32_t width,
-                                     uint32_t stride);
+                                        const AscendC::LocalTensor<float> &rowValues, uint32_t rows, uint32_t width,
+                                        uint32_t stride);
 
     // First query block whose rows see kv block j (numQBlocks when none does).
     __aicore__ inline uint32_t FirstQueryBlockSeeing(uint32_t kvBlock) const;
@@ -263,7 +262,7 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ComputeDelta()
         AscendC::Cast(score_, prob_, AscendC::RoundMode::CAST_NONE, rows * d);
         AscendC::Cast(grad_, ds_, AscendC::RoundMode::CAST_NONE, rows * d);
         AscendC::Mul(score_, score_, grad_, rows * d);  // dO * O, [rows, D] fp32
-        SumRows(delta_, score_, rows, d, d);
+        attn_rows::ReduceRows<attn_rows::Reduce::SUM>(delta_, score_, fold_, rows, d, d);
         WaitForPipe<AscendC::HardEvent::V_MTE3>();
         AscendC::DataCopyExtParams params{1, static_cast<uint32_t>(rows * sizeof(float)), 0, 0, 0};
         AscendC::DataCopyPad(deltaGm_[static_cast<uint64_t>(headIndex) * td_->seqQ + row0], delta_, params);
@@ -435,22 +434,7 @@ __aicore__ inline void FlashAttentionGradKernel<T>::MaskScores(uint32_t rows, ui
             continue;
         }
         const uint32_t visible = limit <= 0 ? 0 : static_cast<uint32_t>(limit);
-        // Columns [visible, n) of row r become -inf: the 64-wide repeat holding `visible` through a
-        // bit mask, whole repeats after it as one contiguous run.
-        const uint32_t rowBase = r * n;
-        const uint32_t chunk = visible / FP32_PER_REPEAT * FP32_PER_REPEAT;
-        const uint32_t chunkWidth = Min(FP32_PER_REPEAT, n - chunk);
-        const uint32_t skip = visible - chunk;
-        if (skip == 0) {
-            AscendC::Duplicate(score_[rowBase + chunk], NEG_INF, n - chunk);
-            continue;
-        }
-        const uint64_t widthBits = chunkWidth == 64 ? ~0ULL : ((1ULL << chunkWidth) - 1);
-        uint64_t mask[2] = {widthBits & ~((1ULL << skip) - 1), 0};
-        AscendC::Duplicate(score_[rowBase + chunk], NEG_INF, mask, 1, 1, 8);
-        if (chunk + FP32_PER_REPEAT < n) {
-            AscendC::Duplicate(score_[rowBase + chunk + FP32_PER_REPEAT], NEG_INF, n - chunk - FP32_PER_REPEAT);
-        }
+        attn_rows::FillColumns(score_, r * n, visible, n, NEG_INF);  // columns [visible, n) of row r
     }
 }
 
@@ -599,34 +583,12 @@ __aicore__ inline void FlashAttentionGradKernel<T>::StoreRows(const AscendC::Glo
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::SumRows(const AscendC::LocalTensor<float> &dst,
-                                                            const AscendC::LocalTensor<float> &tile, uint32_t rows,
-                                                            uint32_t width, uint32_t stride)
-{
-    // fold[r, 0:64] = sum over the 64-column chunks of tile[r, :] (from 0, so a narrower chunk
-    // leaves the rest neutral); then one WholeReduceSum per row.
-    const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
-    const AscendC::BinaryRepeatParams params(1, 1, 1, 8, 8, tileRep);
-    AscendC::Duplicate(fold_, 0.0f, rows * FP32_PER_REPEAT);
-    for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
-        AscendC::Add(fold_, fold_, tile[c], Min(FP32_PER_REPEAT, width - c), static_cast<uint8_t>(rows), params);
-    }
-    AscendC::WholeReduceSum(dst, fold_, FP32_PER_REPEAT, rows, 1, 1, 8);
-}
-
-template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::SubtractRows(const AscendC::LocalTensor<float> &tile,
                                                                  const AscendC::LocalTensor<float> &rowValues,
                                                                  uint32_t rows, uint32_t width, uint32_t stride)
 {
-    // brcb[r, 0:8] = rowValues[r], read back with block stride 0: one repeat per row.
-    AscendC::Brcb(brcb_, rowValues, static_cast<uint8_t>(CeilDiv(rows, FP32_PER_BLOCK)),
-                  AscendC::BrcbRepeatParams(1, 8));
-    const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
-    const AscendC::BinaryRepeatParams params(1, 1, 0, tileRep, tileRep, 1);
-    for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
-        AscendC::Sub(tile[c], tile[c], brcb_, Min(FP32_PER_REPEAT, width - c), static_cast<uint8_t>(rows), params);
-    }
+    attn_rows::BroadcastRows(brcb_, rowValues, rows);
+    attn_rows::ApplyRows<attn_rows::Op::SUB>(tile, brcb_, rows, width, stride);
 }
 
 }  // namespace flash_attn_grad
