@@ -105,3 +105,64 @@ typedef struct aclfaSimL2Stats {
 
 aclError aclfaSimModelL2(uint64_t l2Bytes, uint32_t lineBytes, const aclfaSimGmAccess *records, uint64_t count,
                          aclfaSimL2Stats *stats);
+
+/* ---- acl_fa_sim_kernel.h : instruction trace and modeled time (libascendc_sim.so) ------- */
+#define ACLFA_SIM_TRACE_OPS 1
+#define ACLFA_SIM_TRACE_RACES 2
+#define ACLFA_SIM_PIPES 7
+
+typedef struct aclfaSimPipeCosts {
+    double clockMHz;
+    double scalarIssueCycles;
+    double scalarAccessCycles;
+    double vectorIssueCycles;
+    double vectorRepeatCycles;
+    double vectorExpRepeatCycles;
+    double cubeFractalCycles;
+    double gmBytesPerCycle;
+    double corePortBytesPerCycle;
+    double mte2LatencyCycles;
+    double mte3LatencyCycles;
+    double mte1BytesPerCycle;
+    double fixpipeBytesPerCycle;
+    double fixpipeLatencyCycles;
+    double flagLatencyCycles;
+    double barrierCycles;
+    double matmulRequestCycles;
+    double syncAllCycles;
+    double hbmBytesPerCycle;
+} aclfaSimPipeCosts;
+
+typedef struct aclfaSimModelStats {
+    double cycles;
+    double clockMHz;
+    uint64_t ops;
+    uint32_t aicUsed, aivUsed;
+    uint32_t activeCores;
+    uint32_t racesChecked;
+    double coreGmBytesPerCycle;
+    double busy[7];
+    double aicBusy[64][7];
+    double aivBusy[128][7];
+    double aicEnd[64];
+    double aivEnd[128];
+} aclfaSimModelStats;
+
+typedef struct aclfaSimModeledOp {
+    double start;
+    double end;
+    const char *api;
+    uint64_t units;
+    uint16_t core;
+    uint8_t pipe;
+    uint8_t kind;
+    uint32_t seq;
+} aclfaSimModeledOp;
+
+aclError aclfaSimSetOpTrace(int mode);
+aclError aclfaSimGetPipeCosts(const char *chipName, aclfaSimPipeCosts *costs);
+const char *aclfaSimPipeCostField(uint32_t index, const char **source);
+aclError aclfaSimGetModelStats(aclfaSimModelStats *stats);
+aclError aclfaSimGetModeledOps(const aclfaSimModeledOp **ops, uint64_t *count);
+aclError aclfaSimGetModeledGmTrace(const aclfaSimGmAccess **records, uint64_t *count);
+aclError aclfaSimRemodel(const aclfaSimPipeCosts *costs, aclfaSimModelStats *stats);

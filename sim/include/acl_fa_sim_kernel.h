@@ -81,6 +81,86 @@ typedef struct aclfaSimL2Stats {
 aclError aclfaSimModelL2(uint64_t l2Bytes, uint32_t lineBytes, const aclfaSimGmAccess *records, uint64_t count,
                          aclfaSimL2Stats *stats);
 
+/* ---- Instruction trace and modeled NPU time (acl-fa's pipeline model, NOT a chip measurement) ----
+ * With the trace on, every launch records per core the instructions its Ascend C calls would
+ * issue (pipe, size, memory ranges, flags, queue hand-offs, Matmul requests) and replays them in
+ * a discrete-event model of the AI Cores: each pipe issues in order, pipes run in parallel, an
+ * instruction starts when the scalar unit has issued it, its pipe is free and its flags are set.
+ * Costs come from the chip's aclfaSimPipeCosts (each field sourced or marked assumed, see
+ * aclfaSimPipeCostField). The result is deterministic: it depends on the trace only, never on the
+ * host threads. With ACLFA_SIM_TRACE_RACES the replay also applies the pipe-race rule: a read of a
+ * UB/L1/GM range whose last writer ran on another pipe or core with no ordering edge between them
+ * fails the launch (ACL_ERROR_RT_AICORE_EXCEPTION) naming both instructions. */
+#define ACLFA_SIM_TRACE_OPS 1
+#define ACLFA_SIM_TRACE_RACES 2
+#define ACLFA_SIM_PIPES 7     /* S, V, M (cube), MTE1, MTE2, MTE3, FIX */
+
+/* Cycle costs of one chip (all doubles; cycles at clockMHz). */
+typedef struct aclfaSimPipeCosts {
+    double clockMHz;
+    double scalarIssueCycles;      /* scalar-unit cycles to issue one API instruction */
+    double scalarAccessCycles;     /* one GetValue/SetValue */
+    double vectorIssueCycles;      /* fixed cycles per vector instruction */
+    double vectorRepeatCycles;     /* per 256-B repeat */
+    double vectorExpRepeatCycles;  /* per repeat of Exp/Ln */
+    double cubeFractalCycles;      /* per 16x16x(32 B) fractal MAC step */
+    double gmBytesPerCycle;        /* GM (L2) bandwidth of the chip, shared by the active cores */
+    double corePortBytesPerCycle;  /* upper limit of one core's GM traffic */
+    double mte2LatencyCycles;      /* GM -> UB/L1 first-byte latency */
+    double mte3LatencyCycles;      /* UB -> GM */
+    double mte1BytesPerCycle;      /* L1 -> L0A/L0B */
+    double fixpipeBytesPerCycle;   /* L0C -> GM/UB */
+    double fixpipeLatencyCycles;
+    double flagLatencyCycles;      /* SetFlag -> WaitFlag across pipes */
+    double barrierCycles;          /* PipeBarrier */
+    double matmulRequestCycles;    /* AIV -> AIC Matmul request until the cube starts it */
+    double syncAllCycles;          /* SyncAll / cross-core flag */
+    double hbmBytesPerCycle;       /* HBM bandwidth (for the HBM bound of the L2 replay) */
+} aclfaSimPipeCosts;
+
+typedef struct aclfaSimModelStats {
+    double cycles;                 /* modeled kernel time: launch to the last instruction's end */
+    double clockMHz;
+    uint64_t ops;                  /* instructions replayed (cube job stages not counted) */
+    uint32_t aicUsed, aivUsed;     /* rows of aicBusy / aivBusy filled */
+    uint32_t activeCores;          /* cores with GM traffic (they share gmBytesPerCycle) */
+    uint32_t racesChecked;         /* 1 when the race rule ran on this replay */
+    double coreGmBytesPerCycle;    /* each active core's share */
+    double busy[ACLFA_SIM_PIPES];  /* busy cycles per pipe summed over cores */
+    double aicBusy[ACLFA_SIM_MAX_AIC][ACLFA_SIM_PIPES];
+    double aivBusy[ACLFA_SIM_MAX_AIV][ACLFA_SIM_PIPES];
+    double aicEnd[ACLFA_SIM_MAX_AIC];  /* cycle at which each core's last instruction ends */
+    double aivEnd[ACLFA_SIM_MAX_AIV];
+} aclfaSimModelStats;
+
+/* One scheduled interval of the model, for timelines. */
+typedef struct aclfaSimModeledOp {
+    double start;                  /* cycles from the launch */
+    double end;
+    const char *api;               /* the Ascend C call (static string) */
+    uint64_t units;                /* repeats, bytes, accesses; MACs for cube stages */
+    uint16_t core;                 /* as aclfaSimGmAccess::core: AIV index, or 1000 + AIC index */
+    uint8_t pipe;                  /* 0 S, 1 V, 2 M, 3 MTE1, 4 MTE2, 5 MTE3, 6 FIX */
+    uint8_t kind;                  /* 0 instruction, 1 stall (waiting for a flag, Matmul or SyncAll), 2 cube job stage */
+    uint32_t seq;                  /* index of the instruction on its issuing core */
+} aclfaSimModeledOp;
+
+/* mode: 0 off (default), ACLFA_SIM_TRACE_OPS, or with ACLFA_SIM_TRACE_RACES. */
+aclError aclfaSimSetOpTrace(int mode);
+/* The cost table of a catalogue chip (NULL: the current chip). */
+aclError aclfaSimGetPipeCosts(const char *chipName, aclfaSimPipeCosts *costs);
+/* Field i of aclfaSimPipeCosts: its name, and in *source where its value comes from
+ * ("assumed" when from nowhere). NULL past the last field. */
+const char *aclfaSimPipeCostField(uint32_t index, const char **source);
+/* The model of the last traced launch (ACL_ERROR_FAILURE when none). */
+aclError aclfaSimGetModelStats(aclfaSimModelStats *stats);
+/* Its schedule, sorted by core then start; valid until the next traced launch. */
+aclError aclfaSimGetModeledOps(const aclfaSimModeledOp **ops, uint64_t *count);
+/* Its GM accesses in modeled start order (ties: core, program order): the L2 replay input. */
+aclError aclfaSimGetModeledGmTrace(const aclfaSimGmAccess **records, uint64_t *count);
+/* Replays the last traced launch with other costs (stats only; the schedule is unchanged). */
+aclError aclfaSimRemodel(const aclfaSimPipeCosts *costs, aclfaSimModelStats *stats);
+
 #ifdef __cplusplus
 }
 

@@ -32,6 +32,7 @@ constexpr int kEventIdsPerEvent = 8;  // EVENT_ID0..EVENT_ID7
 
 // Cross-core state of one launch (SyncAll barrier), defined by the engine.
 struct CrossCore;
+struct OpTrace;  // ascendc_sim/optrace.h
 
 struct CoreContext {
     bool isAic = false;
@@ -58,6 +59,7 @@ struct CoreContext {
     int atomicType = -1;                     // TypeTag of that T
     CrossCore *crossCore = nullptr;          // the launch's barrier
     uint32_t launchIndex = 0;                // this core's index among the launch's cores
+    OpTrace *opTrace = nullptr;              // instruction trace of this core; null when not recording
 };
 
 // Thrown by a core that stops because another core failed; carries no message.

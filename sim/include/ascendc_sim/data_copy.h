@@ -12,9 +12,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
+#include "ascendc_sim/optrace.h"
 #include "ascendc_sim/tensor.h"
 
 namespace AscendC {
@@ -110,6 +112,46 @@ void StoreToGm(acl_fa_sim::kernel::CoreContext &core, const char *api, void *dst
         std::memcpy(dst, src, bytes);
     }
 }
+
+// Trace ranges of a local operand: `bytes` (or `count` blocks of `bytes`, `stride` apart) from its start.
+template <typename T>
+acl_fa_sim::kernel::MemRange LocalOf(const LocalTensor<T> &t, uint64_t bytes, bool isWrite, uint32_t count = 1,
+                                     uint64_t stride = 0) {
+    acl_fa_sim::kernel::MemRange r = acl_fa_sim::kernel::LocalRange(!IsUbPosition(t.SimPos()), t.GetPhyAddr(), bytes,
+                                                                    isWrite);
+    r.count = count;
+    r.stride = stride;
+    return r;
+}
+// A GM <-> UB/L1 copy on the trace: MTE2 inward, MTE3 outward, `bytes` moved in total.
+inline void TraceCopy(acl_fa_sim::kernel::CoreContext &core, const char *api, bool toGm, uint64_t bytes,
+                      const acl_fa_sim::kernel::MemRange &gm, const acl_fa_sim::kernel::MemRange &local) {
+    if (!acl_fa_sim::kernel::Tracing(core)) return;
+    const acl_fa_sim::kernel::MemRange ranges[2] = {gm, local};
+    acl_fa_sim::kernel::TraceExec(core, toGm ? acl_fa_sim::kernel::Pipe::MTE3 : acl_fa_sim::kernel::Pipe::MTE2,
+                                  acl_fa_sim::kernel::Unit::BYTES, bytes, api, ranges, 2);
+}
+// A vector instruction of `repeats` repeats (256 B each) on the trace; `transcendental` for
+// Exp/Ln. ranges: the operands it writes and reads.
+inline void TraceVector(const char *api, uint64_t repeats, std::initializer_list<acl_fa_sim::kernel::MemRange> ranges,
+                        bool transcendental = false) {
+    acl_fa_sim::kernel::CoreContext *core = acl_fa_sim::kernel::CurrentCore();
+    if (core == nullptr || !acl_fa_sim::kernel::Tracing(*core)) return;
+    acl_fa_sim::kernel::TraceExec(*core, acl_fa_sim::kernel::Pipe::V,
+                                  transcendental ? acl_fa_sim::kernel::Unit::EXP_REPEATS
+                                                 : acl_fa_sim::kernel::Unit::REPEATS,
+                                  repeats, api, ranges.begin(), static_cast<int>(ranges.size()));
+}
+inline uint64_t RepeatsOf(uint64_t bytes) { return (bytes + 255) / 256; }
+
+// A UB -> UB copy runs on the vector pipe.
+inline void TraceLocalCopy(acl_fa_sim::kernel::CoreContext &core, const char *api, uint64_t bytes,
+                           const acl_fa_sim::kernel::MemRange &dst, const acl_fa_sim::kernel::MemRange &src) {
+    if (!acl_fa_sim::kernel::Tracing(core)) return;
+    const acl_fa_sim::kernel::MemRange ranges[2] = {src, dst};
+    acl_fa_sim::kernel::TraceExec(core, acl_fa_sim::kernel::Pipe::V, acl_fa_sim::kernel::Unit::REPEATS,
+                                  (bytes + 255) / 256, api, ranges, 2);
+}
 }  // namespace sim
 
 // ---- DataCopy, count form ----
@@ -120,6 +162,8 @@ void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const uint3
     sim::CheckCopyLength("DataCopy", bytes);
     sim::CheckLocalT("DataCopy", "dst", dst, bytes);
     acl_fa_sim::kernel::GmAccess(core, "DataCopy", src.SimData(), bytes, src.SimLo(), src.SimHi(), false);
+    sim::TraceCopy(core, "DataCopy", false, bytes, acl_fa_sim::kernel::GmRange(src.SimData(), bytes, false),
+                   sim::LocalOf(dst, bytes, true));
     std::memcpy(dst.SimData(), src.SimData(), bytes);
 }
 template <typename T>
@@ -129,15 +173,18 @@ void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const uint3
     sim::CheckCopyLength("DataCopy", bytes);
     sim::CheckLocalT("DataCopy", "src", src, bytes);
     acl_fa_sim::kernel::GmAccess(core, "DataCopy", dst.SimData(), bytes, dst.SimLo(), dst.SimHi(), true);
+    sim::TraceCopy(core, "DataCopy", true, bytes, acl_fa_sim::kernel::GmRange(dst.SimData(), bytes, true),
+                   sim::LocalOf(src, bytes, false));
     sim::StoreToGm<T>(core, "DataCopy", dst.SimData(), src.SimData(), bytes);
 }
 template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32_t count) {
-    acl_fa_sim::kernel::Enter("DataCopy");
+    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
     const uint64_t bytes = uint64_t(count) * sizeof(T);
     sim::CheckCopyLength("DataCopy", bytes);
     sim::CheckLocalT("DataCopy", "dst", dst, bytes);
     sim::CheckLocalT("DataCopy", "src", src, bytes);
+    sim::TraceLocalCopy(core, "DataCopy", bytes, sim::LocalOf(dst, bytes, true), sim::LocalOf(src, bytes, false));
     std::memmove(dst.SimData(), src.SimData(), bytes);
 }
 
@@ -149,6 +196,10 @@ void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataC
     if (p.blockCount == 0 || blk == 0) return;
     const uint64_t ubSpan = (p.blockCount - 1) * (blk + uint64_t(p.dstStride) * ONE_BLK_SIZE) + blk;
     sim::CheckLocalT("DataCopy", "dst", dst, ubSpan);
+    sim::TraceCopy(core, "DataCopy", false, p.blockCount * blk,
+                   acl_fa_sim::kernel::GmRange(src.SimData(), blk, false, p.blockCount,
+                                               blk + uint64_t(p.srcStride) * ONE_BLK_SIZE),
+                   sim::LocalOf(dst, blk, true, p.blockCount, blk + uint64_t(p.dstStride) * ONE_BLK_SIZE));
     const uint8_t *g = reinterpret_cast<const uint8_t *>(src.SimData());
     uint8_t *u = reinterpret_cast<uint8_t *>(dst.SimData());
     for (uint32_t i = 0; i < p.blockCount; ++i) {
@@ -165,6 +216,10 @@ void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataC
     if (p.blockCount == 0 || blk == 0) return;
     const uint64_t ubSpan = (p.blockCount - 1) * (blk + uint64_t(p.srcStride) * ONE_BLK_SIZE) + blk;
     sim::CheckLocalT("DataCopy", "src", src, ubSpan);
+    sim::TraceCopy(core, "DataCopy", true, p.blockCount * blk,
+                   acl_fa_sim::kernel::GmRange(dst.SimData(), blk, true, p.blockCount,
+                                               blk + uint64_t(p.dstStride) * ONE_BLK_SIZE),
+                   sim::LocalOf(src, blk, false, p.blockCount, blk + uint64_t(p.srcStride) * ONE_BLK_SIZE));
     uint8_t *g = reinterpret_cast<uint8_t *>(dst.SimData());
     const uint8_t *u = reinterpret_cast<const uint8_t *>(src.SimData());
     for (uint32_t i = 0; i < p.blockCount; ++i) {
@@ -176,11 +231,14 @@ void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataC
 }
 template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
-    acl_fa_sim::kernel::Enter("DataCopy");
+    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
     const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
     if (p.blockCount == 0 || blk == 0) return;
     sim::CheckLocalT("DataCopy", "dst", dst, (p.blockCount - 1) * (blk + uint64_t(p.dstStride) * ONE_BLK_SIZE) + blk);
     sim::CheckLocalT("DataCopy", "src", src, (p.blockCount - 1) * (blk + uint64_t(p.srcStride) * ONE_BLK_SIZE) + blk);
+    sim::TraceLocalCopy(core, "DataCopy", p.blockCount * blk,
+                        sim::LocalOf(dst, blk, true, p.blockCount, blk + uint64_t(p.dstStride) * ONE_BLK_SIZE),
+                        sim::LocalOf(src, blk, false, p.blockCount, blk + uint64_t(p.srcStride) * ONE_BLK_SIZE));
     for (uint32_t i = 0; i < p.blockCount; ++i) {
         std::memmove(reinterpret_cast<uint8_t *>(dst.SimData()) + i * (blk + uint64_t(p.dstStride) * ONE_BLK_SIZE),
                      reinterpret_cast<const uint8_t *>(src.SimData()) + i * (blk + uint64_t(p.srcStride) * ONE_BLK_SIZE),
@@ -222,6 +280,10 @@ void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const Da
     const uint64_t ubBlock = sim::Align32(left + p.blockLen + right);
     const uint64_t ubStep = ubBlock + uint64_t(p.dstStride) * ONE_BLK_SIZE;
     sim::CheckLocalT("DataCopyPad", "dst", dst, (p.blockCount - 1) * ubStep + ubBlock);
+    sim::TraceCopy(core, "DataCopyPad", false, uint64_t(p.blockCount) * p.blockLen,
+                   acl_fa_sim::kernel::GmRange(src.SimData(), p.blockLen, false, p.blockCount,
+                                               p.blockLen + uint64_t(p.srcStride)),
+                   sim::LocalOf(dst, ubBlock, true, p.blockCount, ubStep));
     const uint8_t *g = reinterpret_cast<const uint8_t *>(src.SimData());
     uint8_t *u = reinterpret_cast<uint8_t *>(dst.SimData());
     const uint64_t elems = ubBlock / sizeof(T);
@@ -265,6 +327,10 @@ void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const Da
     const uint64_t ubBlock = sim::Align32(p.blockLen);
     const uint64_t ubStep = ubBlock + uint64_t(p.srcStride) * ONE_BLK_SIZE;
     sim::CheckLocalT("DataCopyPad", "src", src, (p.blockCount - 1) * ubStep + p.blockLen);
+    sim::TraceCopy(core, "DataCopyPad", true, uint64_t(p.blockCount) * p.blockLen,
+                   acl_fa_sim::kernel::GmRange(dst.SimData(), p.blockLen, true, p.blockCount,
+                                               p.blockLen + uint64_t(p.dstStride)),
+                   sim::LocalOf(src, p.blockLen, false, p.blockCount, ubStep));
     uint8_t *g = reinterpret_cast<uint8_t *>(dst.SimData());
     const uint8_t *u = reinterpret_cast<const uint8_t *>(src.SimData());
     for (uint32_t i = 0; i < p.blockCount; ++i) {

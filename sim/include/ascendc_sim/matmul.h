@@ -130,6 +130,12 @@ void CheckUbPath(const acl_fa_sim::kernel::CoreContext &core, const char *api, c
 void CheckLocalWorkspace(const acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, uint64_t bytes,
                          bool given, const char *api);
 
+// Records the job on the instruction trace (when on): a request to the cube that reads A and B
+// and writes C (GM, or this core's UB when !cInGm); `sync` adds the wait for it. Returns the
+// job's key for WaitIterateAll.
+uint64_t TraceMatmulJob(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, const MatmulJob &job,
+                        uint32_t aBytes, uint32_t bBytes, uint32_t cBytes, bool cInGm, bool sync, const char *api);
+
 template <typename T>
 uint64_t GmSpan(int64_t rows, int64_t cols, int64_t ld) {
     return rows <= 0 || cols <= 0 ? 0 : uint64_t((rows - 1) * ld + cols) * sizeof(T);
@@ -251,7 +257,8 @@ public:
         const int64_t ldc = orgKc_ != 0 ? orgKc_ : orgN_;
         const uint64_t cSpan = sim::GmSpan<DstT>(singleM_, singleN_, ldc);
         acl_fa_sim::kernel::GmCheck(core, "Matmul::IterateAll", gm.SimData(), cSpan, gm.SimLo(), gm.SimHi());
-        Compute(core, 0, 0, singleM_, singleN_, gm.SimData(), TypeTagC(), ldc, enAtomic != 0, cSpan);
+        Compute(core, 0, 0, singleM_, singleN_, gm.SimData(), TypeTagC(), ldc, enAtomic != 0, cSpan, sync,
+                "Matmul::IterateAll");
         if (!sync) pendingAsync_ = true;
     }
     // C into UB as [M, N'] with N' = N rounded up to a 32-byte row.
@@ -261,16 +268,18 @@ public:
         sim::CheckUbPath(core, "Matmul::IterateAll", "L0C -> UB (the Matmul C matrix to a LocalTensor)");
         const int64_t ldc = AlignRow(singleN_);
         sim::CheckLocalT("Matmul::IterateAll", "ubCmatrix", ubCmatrix, uint64_t(singleM_) * ldc * sizeof(DstT));
-        Compute(core, 0, 0, singleM_, singleN_, ubCmatrix.SimData(), TypeTagC(), ldc, enAtomic != 0, 0);
+        Compute(core, 0, 0, singleM_, singleN_, ubCmatrix.SimData(), TypeTagC(), ldc, enAtomic != 0, 0, sync,
+                "Matmul::IterateAll");
         if (!sync) pendingAsync_ = true;
     }
     void WaitIterateAll() {
-        acl_fa_sim::kernel::Enter("Matmul::WaitIterateAll");
+        auto &core = acl_fa_sim::kernel::Enter("Matmul::WaitIterateAll");
         if (!pendingAsync_) {
             acl_fa_sim::kernel::Violation("Matmul async", "Matmul::WaitIterateAll",
                                           "no IterateAll<false> is outstanding (the chip would wait forever)");
         }
         pendingAsync_ = false;
+        acl_fa_sim::kernel::TraceMatmulWait(core, pendingJob_, "Matmul::WaitIterateAll");
     }
 
     // Computes the next baseM x baseN block of C (order from tiling.iterateOrder:
@@ -307,7 +316,7 @@ public:
         const int64_t ldc = AlignRow(tiling_.baseN);
         sim::CheckLocalT("Matmul::GetTensorC", "co2Local", co2Local, uint64_t(bm) * ldc * sizeof(DstT));
         Compute(core, blockM_ * tiling_.baseM, blockN_ * tiling_.baseN, bm, bn, co2Local.SimData(), TypeTagC(), ldc,
-                enAtomic != 0, 0);
+                enAtomic != 0, 0, true, "Matmul::GetTensorC");
     }
     // The current block into the C matrix gm at its position.
     template <bool sync = true>
@@ -321,7 +330,7 @@ public:
         const uint64_t cSpan = sim::GmSpan<DstT>(bm, bn, ldc);
         acl_fa_sim::kernel::GmCheck(core, "Matmul::GetTensorC", c, cSpan, gm.SimLo(), gm.SimHi());
         Compute(core, blockM_ * tiling_.baseM, blockN_ * tiling_.baseN, bm, bn, c, TypeTagC(), ldc, enAtomic != 0,
-                cSpan);
+                cSpan, true, "Matmul::GetTensorC");
     }
     void End() {
         Use("Matmul::End");
@@ -357,9 +366,10 @@ private:
         }
         return core;
     }
-    // C[r0.., c0..] block of bm x bn from rows r0 of A and columns c0 of B.
+    // C[r0.., c0..] block of bm x bn from rows r0 of A and columns c0 of B (cGmSpan 0: C in UB);
+    // `sync`: the caller waits for the result (else WaitIterateAll does).
     void Compute(acl_fa_sim::kernel::CoreContext &core, int r0, int c0, int bm, int bn, void *c, int cTag,
-                 int64_t ldc, bool accumulate, uint64_t cGmSpan) {
+                 int64_t ldc, bool accumulate, uint64_t cGmSpan, bool sync, const char *api) {
         if (!hasA_ || !hasB_) {
             acl_fa_sim::kernel::Violation("Matmul order", "Matmul::IterateAll", "SetTensorA and SetTensorB first");
         }
@@ -393,6 +403,10 @@ private:
                                           : sim::MakeGmRows<SrcBT>(b, singleK_, bn, ldb);
         const sim::GmRows cRows = sim::MakeGmRows<DstT>(cGmSpan ? c : nullptr, bm, bn, ldc);
         sim::CountMatmul(core, tiling_, bm, bn, singleK_, sizeof(SrcAT), sizeof(SrcBT), cGmBytes, aRows, bRows, cRows);
+        if (acl_fa_sim::kernel::Tracing(core)) {
+            pendingJob_ = sim::TraceMatmulJob(core, tiling_, job, sizeof(SrcAT), sizeof(SrcBT), sizeof(DstT),
+                                              cGmSpan != 0, sync, api);
+        }
     }
 
     TCubeTiling tiling_{};
@@ -407,6 +421,7 @@ private:
     bool hasLocalWorkspace_ = false;
     bool transA_ = false, transB_ = false, hasA_ = false, hasB_ = false;
     bool pendingAsync_ = false;
+    uint64_t pendingJob_ = 0;  // trace key of the last request (for WaitIterateAll)
     int iterIndex_ = 0, blockM_ = 0, blockN_ = 0;
     bool haveBlock_ = false;
 };

@@ -75,10 +75,14 @@ template <HardEvent event>
 inline void WaitFlag(int32_t eventID) {
     sim::WaitFlagImpl(static_cast<int>(event), eventID);
 }
-// Program order already completes every earlier instruction: nothing to wait for.
+namespace sim {
+void PipeBarrierImpl(int pipe);
+}
+// Program order already completes every earlier instruction: nothing to wait for here; the
+// instruction trace records the barrier for the timing model.
 template <pipe_t pipe>
 inline void PipeBarrier() {
-    acl_fa_sim::kernel::Enter("PipeBarrier");
+    sim::PipeBarrierImpl(static_cast<int>(pipe));
 }
 
 // ---- system variables ----

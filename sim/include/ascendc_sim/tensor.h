@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ascendc_sim/kernel_macros.h"
+#include "ascendc_sim/optrace.h"
 
 namespace AscendC {
 
@@ -52,6 +53,12 @@ struct BufRef {
     int8_t slot = -1;
 };
 
+// One scalar-unit load or store on the trace.
+inline void TraceScalarAccess(acl_fa_sim::kernel::CoreContext &core, const char *api,
+                              const acl_fa_sim::kernel::MemRange &range) {
+    acl_fa_sim::kernel::TraceExec(core, acl_fa_sim::kernel::Pipe::S, acl_fa_sim::kernel::Unit::SCALAR_ACCESSES, 1,
+                                  api, &range, 1);
+}
 [[noreturn]] inline void IndexOutOfRange(const char *api, uint64_t index, uint64_t size) {
     acl_fa_sim::kernel::Violation("LocalTensor bounds", api,
                                   "index " + std::to_string(index) + " outside the tensor's " +
@@ -73,6 +80,9 @@ public:
         auto &core = acl_fa_sim::kernel::Enter("LocalTensor::GetValue");
         if (index >= size_) sim::IndexOutOfRange("LocalTensor::GetValue", index, size_);
         ++core.stats->scalarAccesses;
+        if (acl_fa_sim::kernel::Tracing(core)) {
+            sim::TraceScalarAccess(core, "LocalTensor::GetValue", SimElementRange(index, false));
+        }
         return data_[index];
     }
     template <typename S>
@@ -80,12 +90,18 @@ public:
         auto &core = acl_fa_sim::kernel::Enter("LocalTensor::SetValue");
         if (index >= size_) sim::IndexOutOfRange("LocalTensor::SetValue", index, size_);
         ++core.stats->scalarAccesses;
+        if (acl_fa_sim::kernel::Tracing(core)) {
+            sim::TraceScalarAccess(core, "LocalTensor::SetValue", SimElementRange(index, true));
+        }
         data_[index] = static_cast<T>(value);
     }
     T &operator()(const uint32_t offset) const {
         auto &core = acl_fa_sim::kernel::Enter("LocalTensor::operator()");
         if (offset >= size_) sim::IndexOutOfRange("LocalTensor::operator()", offset, size_);
         ++core.stats->scalarAccesses;
+        if (acl_fa_sim::kernel::Tracing(core)) {
+            sim::TraceScalarAccess(core, "LocalTensor::operator()", SimElementRange(offset, true));
+        }
         return data_[offset];
     }
     // A view starting `offset` elements in; offset == size gives an empty view.
@@ -115,6 +131,11 @@ public:
     T *SimData() const { return data_; }
     TPosition SimPos() const { return pos_; }
     sim::BufRef SimRef() const { return ref_; }
+    // Element `index` as a trace range of this tensor's arena.
+    acl_fa_sim::kernel::MemRange SimElementRange(uint32_t index, bool isWrite) const {
+        const bool ub = pos_ == TPosition::VECIN || pos_ == TPosition::VECOUT || pos_ == TPosition::VECCALC;
+        return acl_fa_sim::kernel::LocalRange(!ub, addr_ + uint64_t(index) * sizeof(T), sizeof(T), isWrite);
+    }
 
 private:
     T *data_ = nullptr;
@@ -149,12 +170,20 @@ public:
         auto &core = acl_fa_sim::kernel::Enter("GlobalTensor::GetValue");
         acl_fa_sim::kernel::GmAccess(core, "GlobalTensor::GetValue", ptr_ + offset, sizeof(T), lo_, hi_, false);
         ++core.stats->scalarAccesses;
+        if (acl_fa_sim::kernel::Tracing(core)) {
+            sim::TraceScalarAccess(core, "GlobalTensor::GetValue",
+                                   acl_fa_sim::kernel::GmRange(ptr_ + offset, sizeof(T), false));
+        }
         return ptr_[offset];
     }
     void SetValue(const uint64_t offset, T value) {
         auto &core = acl_fa_sim::kernel::Enter("GlobalTensor::SetValue");
         acl_fa_sim::kernel::GmAccess(core, "GlobalTensor::SetValue", ptr_ + offset, sizeof(T), lo_, hi_, true);
         ++core.stats->scalarAccesses;
+        if (acl_fa_sim::kernel::Tracing(core)) {
+            sim::TraceScalarAccess(core, "GlobalTensor::SetValue",
+                                   acl_fa_sim::kernel::GmRange(ptr_ + offset, sizeof(T), true));
+        }
         ptr_[offset] = value;
     }
     // Elements from this view's start to the end of the buffer.

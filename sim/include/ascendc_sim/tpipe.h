@@ -33,6 +33,32 @@ struct QueueCore {
     int32_t head = 0, count = 0;
 };
 
+// The pipes a TQue's EnQue -> DeQue orders (producer -> consumer), by its position; FreeTensor
+// -> AllocTensor orders them back (the buffer is refilled only after its consumer is done).
+// false where a queue implies no synchronisation (VECCALC, TBuf).
+inline bool QueuePipes(const QueueCore &q, acl_fa_sim::kernel::Pipe *producer, acl_fa_sim::kernel::Pipe *consumer) {
+    using acl_fa_sim::kernel::Pipe;
+    if (q.depth == 0) return false;
+    switch (q.pos) {
+        case TPosition::VECIN: *producer = Pipe::MTE2; *consumer = Pipe::V; return true;
+        case TPosition::VECOUT: *producer = Pipe::V; *consumer = Pipe::MTE3; return true;
+        case TPosition::A1: case TPosition::B1: *producer = Pipe::MTE2; *consumer = Pipe::MTE1; return true;
+        case TPosition::A2: case TPosition::B2: *producer = Pipe::MTE1; *consumer = Pipe::M; return true;
+        case TPosition::CO1: *producer = Pipe::M; *consumer = Pipe::FIX; return true;
+        default: return false;
+    }
+}
+// Traces the implicit flag of queue buffer `slot`: `release` for FreeTensor -> AllocTensor
+// (consumer -> producer), else EnQue -> DeQue (producer -> consumer).
+inline void TraceQueueFlag(QueueCore &q, int slot, bool release, bool set, const char *api) {
+    acl_fa_sim::kernel::CoreContext *core = acl_fa_sim::kernel::CurrentCore();
+    acl_fa_sim::kernel::Pipe producer, consumer;
+    if (core == nullptr || !acl_fa_sim::kernel::Tracing(*core) || !QueuePipes(q, &producer, &consumer)) return;
+    const uint64_t key = (1ull << 63) | (static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&q)) << 6) |
+                         (static_cast<uint64_t>(slot) << 1) | (release ? 1u : 0u);
+    acl_fa_sim::kernel::TraceFlag(*core, set, release ? consumer : producer, release ? producer : consumer, key, api);
+}
+
 // Checks that the queue was initialised by a TPipe that has not been reset since.
 void CheckQueueLive(const QueueCore &q, const char *api);
 [[noreturn]] void QueueViolation(const QueueCore &q, const char *api, const std::string &detail);
@@ -77,6 +103,7 @@ public:
         for (int i = 0; i < q_.num; ++i) {
             if (q_.state[i] == TBufState::FREE) {
                 q_.state[i] = TBufState::OCCUPIED;
+                sim::TraceQueueFlag(q_, i, true, false, "TQue::AllocTensor");
                 return sim::SlotTensor<T>(q_, i);
             }
         }
@@ -97,6 +124,7 @@ public:
             sim::QueueViolation(q_, "TQue::FreeTensor", "buffer is still enqueued (DeQue it first)");
         }
         q_.state[slot] = TBufState::FREE;
+        sim::TraceQueueFlag(q_, slot, true, true, "TQue::FreeTensor");
     }
     template <typename T>
     bool EnQue(const LocalTensor<T> &tensor) {
@@ -112,6 +140,7 @@ public:
         q_.fifo[(q_.head + q_.count) % sim::kMaxQueueBuffers] = static_cast<int8_t>(slot);
         ++q_.count;
         q_.state[slot] = TBufState::ENQUE;
+        sim::TraceQueueFlag(q_, slot, false, true, "TQue::EnQue");
         return true;
     }
     template <typename T>
@@ -123,6 +152,7 @@ public:
         q_.head = (q_.head + 1) % sim::kMaxQueueBuffers;
         --q_.count;
         q_.state[slot] = TBufState::DEQUE;
+        sim::TraceQueueFlag(q_, slot, false, false, "TQue::DeQue");
         return sim::SlotTensor<T>(q_, slot);
     }
     template <typename T>

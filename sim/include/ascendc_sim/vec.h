@@ -53,8 +53,10 @@ void LnF32(const float *src, float *dst, size_t n);
 void CastImpl(void *dst, int dstTag, const void *src, int srcTag, size_t n, RoundMode mode);
 
 
-// Checks count >= 0 and that each operand holds it; counts the work.
-template <typename... Ts>
+// Checks count >= 0 and that each operand holds it; counts the work and traces the
+// instruction (kFirstIsDst: the first operand is written, the others read; otherwise all are
+// read and the small result the caller writes is not traced).
+template <bool kFirstIsDst = true, typename... Ts>
 void VecOperands(const char *api, int64_t count, const LocalTensor<Ts> &...ts) {
     if (count < 0) {
         acl_fa_sim::kernel::Violation("vector count", api, "count " + std::to_string(count) + " is negative");
@@ -63,6 +65,14 @@ void VecOperands(const char *api, int64_t count, const LocalTensor<Ts> &...ts) {
     const char *names[] = {"dst", "src0", "src1", "src2"};
     (CheckLocalT(api, names[std::min(i++, 3)], ts, uint64_t(count) * sizeof(Ts)), ...);
     CountVector(static_cast<uint64_t>(count));
+    acl_fa_sim::kernel::CoreContext *core = acl_fa_sim::kernel::CurrentCore();
+    if (core != nullptr && acl_fa_sim::kernel::Tracing(*core)) {
+        int j = 0;
+        const uint64_t widest = std::max({sizeof(Ts)...});
+        const bool exp = std::strcmp(api, "Exp") == 0 || std::strcmp(api, "Ln") == 0;
+        TraceVector(api, RepeatsOf(uint64_t(count) * widest),
+                    {LocalOf(ts, uint64_t(count) * sizeof(Ts), kFirstIsDst && j++ == 0)...}, exp);
+    }
 }
 
 template <typename T, typename F>
@@ -158,6 +168,10 @@ void RepeatBinary(const char *api, const LocalTensor<T> &dst, const LocalTensor<
     CheckLocalT(api, "src0", src0, RepeatSpan(mask, repeatTime, p.src0BlkStride, p.src0RepStride, sizeof(T)));
     CheckLocalT(api, "src1", src1, RepeatSpan(mask, repeatTime, p.src1BlkStride, p.src1RepStride, sizeof(T)));
     CountVector(mask * repeatTime);
+    TraceVector(api, repeatTime,
+                {LocalOf(dst, RepeatSpan(mask, repeatTime, p.dstBlkStride, p.dstRepStride, sizeof(T)), true),
+                 LocalOf(src0, RepeatSpan(mask, repeatTime, p.src0BlkStride, p.src0RepStride, sizeof(T)), false),
+                 LocalOf(src1, RepeatSpan(mask, repeatTime, p.src1BlkStride, p.src1RepStride, sizeof(T)), false)});
     T *d = dst.SimData();
     const T *x = src0.SimData(), *y = src1.SimData();
     for (uint64_t r = 0; r < repeatTime; ++r) {
@@ -265,6 +279,8 @@ void DuplicateRepeat(const LocalTensor<T> &dst, T value, uint64_t maxElem, uint8
     }
     if (maxElem == 0 || repeatTime == 0) return;
     CheckLocalT("Duplicate", "dst", dst, RepeatSpan(maxElem, repeatTime, dstBlockStride, dstRepeatStride, sizeof(T)));
+    TraceVector("Duplicate", repeatTime,
+                {LocalOf(dst, RepeatSpan(maxElem, repeatTime, dstBlockStride, dstRepeatStride, sizeof(T)), true)});
     uint64_t n = 0;
     for (uint64_t r = 0; r < repeatTime; ++r) {
         for (uint64_t i = 0; i < maxElem; ++i) {
@@ -307,6 +323,9 @@ void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode 
     sim::CheckLocalT("Cast", "dst", dst, uint64_t(count) * sizeof(T));
     sim::CheckLocalT("Cast", "src", src, uint64_t(count) * sizeof(U));
     sim::CountVector(count);
+    sim::TraceVector("Cast", sim::RepeatsOf(uint64_t(count) * std::max(sizeof(T), sizeof(U))),
+                     {sim::LocalOf(dst, uint64_t(count) * sizeof(T), true),
+                      sim::LocalOf(src, uint64_t(count) * sizeof(U), false)});
     sim::CastImpl(dst.SimData(), sim::TypeTag<T>(), src.SimData(), sim::TypeTag<U>(), count, roundMode);
 }
 
@@ -315,7 +334,7 @@ template <typename T>
 void ReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &sharedTmpBuffer,
                const int32_t count, bool calIndex = 0) {
     acl_fa_sim::kernel::Enter("ReduceMax");
-    sim::VecOperands("ReduceMax", count, src);
+    sim::VecOperands<false>("ReduceMax", count, src);
     sim::CheckLocalT("ReduceMax", "dst", dst, (calIndex ? 2 : 1) * sizeof(T));
     sim::CheckLocalT("ReduceMax", "sharedTmpBuffer", sharedTmpBuffer, 0);
     if (count <= 0) return;
@@ -344,7 +363,7 @@ template <typename T, bool isSetMask = true>
 void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &sharedTmpBuffer,
                const int32_t count) {
     acl_fa_sim::kernel::Enter("ReduceSum");
-    sim::VecOperands("ReduceSum", count, src);
+    sim::VecOperands<false>("ReduceSum", count, src);
     sim::CheckLocalT("ReduceSum", "dst", dst, sizeof(T));
     sim::CheckLocalT("ReduceSum", "sharedTmpBuffer", sharedTmpBuffer, 0);
     // 8 interleaved partial sums in fp32, combined pairwise: the tree order of the unit
@@ -381,6 +400,8 @@ void WholeReduce(const char *api, const LocalTensor<T> &dst, const LocalTensor<T
     CheckLocal(api, "dst", dst.SimPos(), dst.GetPhyAddr(),
                (uint64_t(repeatTime - 1) * dstStep + 1) * sizeof(T), uint64_t(dst.GetSize()) * sizeof(T), true);
     CountVector(uint64_t(mask) * repeatTime);
+    TraceVector(api, static_cast<uint64_t>(repeatTime),
+                {LocalOf(dst, (uint64_t(repeatTime - 1) * dstStep + 1) * sizeof(T), true), LocalOf(src, srcSpan, false)});
     for (int32_t r = 0; r < repeatTime; ++r) {
         const T *base = src.SimData() + uint64_t(r) * srcRepStride * perBlock;
         reduce(base, mask, perBlock, srcBlkStride, dst.SimData() + uint64_t(r) * dstStep);
@@ -452,6 +473,8 @@ void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint8_t re
         (uint64_t(repeatTime - 1) * repeatParams.dstRepStride + 7ull * repeatParams.dstBlkStride + 1) * 32;
     sim::CheckLocalT("Brcb", "dst", dst, dstSpan);
     sim::CountVector(uint64_t(repeatTime) * 8 * perBlock);
+    sim::TraceVector("Brcb", repeatTime,
+                     {sim::LocalOf(dst, dstSpan, true), sim::LocalOf(src, uint64_t(repeatTime) * 8 * sizeof(T), false)});
     for (uint32_t r = 0; r < repeatTime; ++r) {
         for (uint32_t b = 0; b < 8; ++b) {
             const T v = src.SimData()[r * 8 + b];
@@ -472,7 +495,7 @@ void Compare(const LocalTensor<U> &dst, const LocalTensor<T> &src0, const LocalT
         acl_fa_sim::kernel::Violation("vector count", "Compare",
                                       "count " + std::to_string(count) + " is not a whole number of 256-byte repeats");
     }
-    sim::VecOperands("Compare", count, src0, src1);
+    sim::VecOperands<false>("Compare", count, src0, src1);
     sim::CheckLocalT("Compare", "dst", dst, (count + 7) / 8);
     uint8_t *bits = reinterpret_cast<uint8_t *>(dst.SimData());
     const T *x = src0.SimData(), *y = src1.SimData();

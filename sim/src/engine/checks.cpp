@@ -236,6 +236,51 @@ static void CheckEventArgs(int evt, int32_t id, const char *api) {
     }
 }
 
+// The source and destination pipes of a HardEvent, from its name "SRC_DST".
+static void EventPipes(int evt, acl_fa_sim::kernel::Pipe *src, acl_fa_sim::kernel::Pipe *dst) {
+    using acl_fa_sim::kernel::Pipe;
+    auto parse = [](const std::string &name) {
+        if (name == "S") return Pipe::S;
+        if (name == "V") return Pipe::V;
+        if (name == "M") return Pipe::M;
+        if (name == "MTE1") return Pipe::MTE1;
+        if (name == "MTE2") return Pipe::MTE2;
+        if (name == "MTE3") return Pipe::MTE3;
+        return Pipe::FIX;
+    };
+    const std::string name = HardEventName(evt);
+    const size_t cut = name.find('_');
+    *src = parse(name.substr(0, cut));
+    *dst = parse(name.substr(cut + 1));
+}
+
+// HardEvent flags on the trace: key evt * 8 + id.
+static void TraceEvent(acl_fa_sim::kernel::CoreContext &core, bool set, int evt, int32_t id, const char *api) {
+    if (!acl_fa_sim::kernel::Tracing(core)) return;
+    acl_fa_sim::kernel::Pipe src, dst;
+    EventPipes(evt, &src, &dst);
+    acl_fa_sim::kernel::TraceFlag(core, set, src, dst, uint64_t(evt) * acl_fa_sim::kernel::kEventIdsPerEvent + id, api);
+}
+
+void PipeBarrierImpl(int pipe) {
+    using acl_fa_sim::kernel::Pipe;
+    auto &core = Enter("PipeBarrier");
+    if (!acl_fa_sim::kernel::Tracing(core)) return;
+    Pipe p;
+    switch (pipe) {
+        case PIPE_S: p = Pipe::S; break;
+        case PIPE_V: p = Pipe::V; break;
+        case PIPE_M: p = Pipe::M; break;
+        case PIPE_MTE1: p = Pipe::MTE1; break;
+        case PIPE_MTE2: p = Pipe::MTE2; break;
+        case PIPE_MTE3: p = Pipe::MTE3; break;
+        case PIPE_FIX: p = Pipe::FIX; break;
+        case PIPE_ALL: p = Pipe::COUNT; break;
+        default: return;  // pipes the timing model does not have
+    }
+    acl_fa_sim::kernel::TraceBarrier(core, p, "PipeBarrier");
+}
+
 void SetFlagImpl(int evt, int32_t id) {
     auto &core = Enter("SetFlag");
     CheckEventArgs(evt, id, "SetFlag");
@@ -245,6 +290,7 @@ void SetFlagImpl(int evt, int32_t id) {
                       " set twice without a WaitFlag in between");
     }
     core.eventPending[evt][id] = 1;
+    TraceEvent(core, true, evt, id, "SetFlag");
 }
 
 void WaitFlagImpl(int evt, int32_t id) {
@@ -256,6 +302,7 @@ void WaitFlagImpl(int evt, int32_t id) {
                       " was not set (the chip would wait forever)");
     }
     core.eventPending[evt][id] = 0;
+    TraceEvent(core, false, evt, id, "WaitFlag");
 }
 
 TEventID AllocEventId(uint32_t &inUse, const char *api) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ascendc_sim/cross_core.h"
+#include "ascendc_sim/optrace.h"
 #include "cross_core_internal.h"
 #include "engine_internal.h"
 
@@ -195,6 +196,8 @@ void SyncAllImpl(bool aivOnly) {
                                       "SyncAll<true> synchronises the vector cores only; a cube core takes part "
                                       "in SyncAll<false>");
     }
+    // the model's barrier families: 1 vector cores only, 2 every core
+    acl_fa_sim::kernel::TraceSyncAll(core, aivOnly && !core.coupled ? 1 : 2, "SyncAll");
     core.crossCore->Arrive(core, aivOnly && !core.coupled);
 }
 

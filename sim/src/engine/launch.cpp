@@ -19,6 +19,7 @@
 #include "ascendc_sim/sync.h"
 #include "cross_core_internal.h"
 #include "engine_internal.h"
+#include "timing.h"
 #include "worker_pool.h"
 
 namespace acl_fa_sim {
@@ -194,6 +195,23 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     std::vector<aclfaSimCoreStats> aicStats(std::max<uint32_t>(stats->aicUsed, 1)), aivStats(inv.size());
     // (AIV-only launches keep one unused AIC slot so that cubeStats is never null)
 
+    // Instruction trace (when on): one per invocation; Matmul jobs of a MIX AIV run on its
+    // group's AIC (invocations list the AICs first), everything else on the core itself.
+    const bool tracing = OpTraceMode() != 0;
+    LaunchTrace launchTrace;
+    if (tracing) {
+        launchTrace.traces.resize(inv.size());
+        launchTrace.cores.resize(inv.size());
+        const bool groups = aicCount > 0 && aivCount > 0 && !chip->coupled;
+        for (size_t k = 0; k < inv.size(); ++k) {
+            TracedCore &tc = launchTrace.cores[k];
+            tc.isAic = inv[k].isAic;
+            tc.blockIdx = inv[k].blockIdx;
+            tc.traceCore = static_cast<uint16_t>(inv[k].isAic ? 1000 + inv[k].blockIdx : inv[k].blockIdx);
+            tc.server = static_cast<uint32_t>(groups && !inv[k].isAic ? inv[k].blockIdx / ratio : k);
+        }
+    }
+
     volatile bool abortFlag = false;
     std::mutex errMutex;
     std::string firstError;
@@ -260,6 +278,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
             core.abortFlag = &abortFlag;
             core.crossCore = &crossCore;
             core.launchIndex = static_cast<uint32_t>(k);
+            core.opTrace = tracing ? &launchTrace.traces[k] : nullptr;
             std::memset(mem.ub.data(), kUbPoison, mem.ub.size());
             tlsCore = &core;
             try {
@@ -292,6 +311,11 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
         spare.join();
     }
     stats->wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (tracing && firstError.empty()) {
+        // The model (and the race rule) run after the cores, on this thread: deterministic.
+        const std::string problem = PublishLaunchTrace(std::move(launchTrace));
+        if (!problem.empty()) firstError = problem;
+    }
 
     for (size_t k = 0; k < inv.size(); ++k) {
         if (inv[k].isAic) continue;

@@ -40,6 +40,14 @@ void LoadOperand(const void *src, int tag, int64_t ld, bool trans, int rows, int
     }
 }
 
+// Operand bytes the cube loads from GM for one job: A once per N pass (baseN * stepN columns),
+// B once per M pass (baseM * stepM rows).
+uint64_t OperandLoadBytes(const TCubeTiling &t, int m, int n, int k, uint32_t aBytes, uint32_t bBytes) {
+    const int64_t mPass = std::max<int64_t>(1, (m + int64_t(t.baseM) * t.stepM - 1) / (int64_t(t.baseM) * t.stepM));
+    const int64_t nPass = std::max<int64_t>(1, (n + int64_t(t.baseN) * t.stepN - 1) / (int64_t(t.baseN) * t.stepN));
+    return uint64_t(m) * k * aBytes * nPass + uint64_t(k) * n * bBytes * mPass;
+}
+
 }  // namespace
 
 uint64_t CheckCubeTiling(const TCubeTiling &t, uint32_t aBytes, uint32_t bBytes, const char *api) {
@@ -167,6 +175,37 @@ void CheckLocalWorkspace(const acl_fa_sim::kernel::CoreContext &core, const TCub
                   "SetLocalWorkspace gave " + Num(bytes) + " B; ND <-> NZ needs " + Num(needed) +
                       " B (2 x transLength " + Num(t.transLength) + ")");
     }
+}
+
+uint64_t TraceMatmulJob(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, const MatmulJob &j,
+                        uint32_t aBytes, uint32_t bBytes, uint32_t cBytes, bool cInGm, bool sync, const char *api) {
+    using acl_fa_sim::kernel::GmRange;
+    acl_fa_sim::kernel::MatmulWork w;
+    w.m = j.m;
+    w.n = j.n;
+    w.k = j.k;
+    w.baseM = t.baseM;
+    w.baseN = t.baseN;
+    w.baseK = t.baseK;
+    w.aBytes = aBytes;
+    w.bBytes = bBytes;
+    w.gmReadBytes = OperandLoadBytes(t, j.m, j.n, j.k, aBytes, bBytes);
+    w.outBytes = uint64_t(j.m) * j.n * cBytes;
+    // A: [m, k] rows (or [k, m] stored), B: [k, n] rows (or [n, k] stored), C: [m, n] rows.
+    acl_fa_sim::kernel::MemRange ranges[3];
+    ranges[0] = j.transA ? GmRange(j.a, uint64_t(j.m) * aBytes, false, j.k, j.lda * aBytes)
+                         : GmRange(j.a, uint64_t(j.k) * aBytes, false, j.m, j.lda * aBytes);
+    ranges[1] = j.transB ? GmRange(j.b, uint64_t(j.k) * bBytes, false, j.n, j.ldb * bBytes)
+                         : GmRange(j.b, uint64_t(j.n) * bBytes, false, j.k, j.ldb * bBytes);
+    if (cInGm) {
+        ranges[2] = GmRange(j.c, uint64_t(j.n) * cBytes, true, j.m, j.ldc * cBytes);
+    } else {
+        ranges[2] = acl_fa_sim::kernel::LocalRange(false, static_cast<const uint8_t *>(j.c) - core.ub.base,
+                                                   uint64_t(j.n) * cBytes, true);
+        ranges[2].count = j.m;
+        ranges[2].stride = j.ldc * cBytes;
+    }
+    return acl_fa_sim::kernel::TraceMatmul(core, w, sync, ranges, 3, api);
 }
 
 void CheckMatmulLaunch(const char *api, int objects) {
