@@ -18,6 +18,9 @@ accesses interleave. ``order="concurrent"`` replays the records with the AI Core
 and its AIVs, which hand data to each other through GM and so keep their recorded order)
 progressing at equal rates, each record placed at its fraction of its group's records: a closer
 picture of the chip's L2 working set. ``order="launch"`` keeps the recorded order.
+``order="modeled"`` replays the GM accesses of a launch made inside ``acl_fa.timing.op_trace`` in
+the order the pipeline model says they happen on the chip: deterministic, unlike the other two
+(which follow host-thread scheduling).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ __all__ = ["L2Stats", "gm_trace", "model_trace", "model_records", "interleave_by
 
 # One aclfaSimGmAccess record, for hand-made traces (field order and widths of the C struct).
 TRACE_DTYPE = np.dtype([("addr", "<u8"), ("bytes", "<u4"), ("core", "<u2"), ("is_write", "<u2")])
-ORDERS = ("launch", "concurrent")
+ORDERS = ("launch", "concurrent", "modeled")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,9 +150,15 @@ def interleave_by_core(records: np.ndarray, aiv_per_aic: int = 2) -> np.ndarray:
 
 
 def model_trace(backend: Backend, l2_bytes: int, line_bytes: int, order: str = "launch") -> L2Stats:
-    """The model over the trace recorded so far (inside ``gm_trace``), in `order` (ORDERS)."""
+    """The model over the trace recorded so far (inside ``gm_trace``), in `order` (ORDERS;
+    "modeled" needs the last launch traced by ``acl_fa.timing.op_trace``)."""
     if order not in ORDERS:
         raise ValueError(f"L2 model: order must be one of {', '.join(ORDERS)}, got {order!r}")
+    if order == "modeled":
+        from .timing import modeled_gm_trace
+
+        pointer, count = modeled_gm_trace(backend)
+        return _model(backend, pointer, count, l2_bytes, line_bytes)
     if order == "launch":
         records = ffi.new("const aclfaSimGmAccess **")
         count = ffi.new("uint64_t *")

@@ -3,7 +3,8 @@
 Shared by ``acl-fa run`` and ``acl-fa bench``. Times come from two events around each launch
 on the op's stream: device time on an NPU, the kernel's host wall time on the simulator. On
 the simulator, the counters of the last launch are read and, when asked, one more launch runs
-with the GM access trace on (outside the timing: tracing slows it) to model the chip's L2.
+with the GM access trace and the instruction trace on (outside the timing: tracing slows it) to
+model the chip's L2 and the kernel's NPU time (acl_fa.timing; modeled, not measured).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import l2model, sim_stats
+from . import l2model, sim_stats, timing
 from ._ffi import ffi
 from .attention import Problem, check_plan, runner_for
 from .roofline import chip_peaks
@@ -36,6 +37,8 @@ class Measurement:
     l2_interleaved: Optional[object]  # l2model.L2Stats, AI Core groups interleaved as on the chip
     traffic: Optional[dict]           # GM trace bytes by tensor: {<role>|workspace|other: {read, write}}
     outputs: dict                     # every output role of the op -> array (when downloaded)
+    l2_modeled: Optional[object] = None   # l2model.L2Stats, trace replayed in modeled time order (deterministic)
+    model: Optional[object] = None        # timing.ModelReport of the traced launch
 
 
 def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iters: int, download: bool = True,
@@ -70,12 +73,15 @@ def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iter
             end.close()
         outputs = {role: prepared.read(role) for role in runner.op.outputs} if download else {}
         stats = sim_stats.last_launch(session.backend, per_core=per_core) if sim else None
-        l2_launch = l2_interleaved = traffic = None
+        l2_launch = l2_interleaved = traffic = l2_modeled = model = None
         if sim and l2:
             peaks = chip_peaks(soc)
-            with l2model.gm_trace(session.backend):
+            with l2model.gm_trace(session.backend), timing.op_trace(session.backend):
                 runner.launch(prepared, stream)
                 stream.synchronize()
+                model = timing.last_model(session.backend)
+                l2_modeled = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes,
+                                                 order="modeled")
                 l2_launch = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes)
                 l2_interleaved = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes,
                                                      order="concurrent")
@@ -87,4 +93,4 @@ def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iter
                 traffic = l2model.traffic_by_region(session.backend, regions)
         device_bytes = dict(prepared.bytes_by_role(), intermediate=plan.user_workspace_bytes)
     return Measurement(plan, soc, times, outputs.get("out"), outputs.get("lse"), device_bytes, stats, l2_launch,
-                       l2_interleaved, traffic, outputs)
+                       l2_interleaved, traffic, outputs, l2_modeled, model)

@@ -13,12 +13,14 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from . import timing
 from .accuracy import Accuracy, check_accuracy, naive_same_precision
 from .attention import Problem, problem_from_sizes
 from .hostmem import check_host_memory
 from .layouts import to_bnsd
 from .measure import measure
 from .reference import attention_reference
+from .roofline import chip_peaks
 from .runtime import DeviceSession
 from .standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
 from .units import format_bytes
@@ -47,6 +49,7 @@ class RunReport:
     sim: Optional[dict]            # simulator counters of the last launch (None on an NPU)
     standard_gm_bytes: int
     compulsory_gm_bytes: int
+    model: Optional[dict] = None   # timing.summary of the modeled NPU time (sim with the L2 model)
 
     @property
     def median_ms(self) -> float:
@@ -67,6 +70,7 @@ class RunReport:
                        "balance_max_over_mean": self.balance},
             "time": {"label": self.time_label, "median_ms": self.median_ms, "all_ms": self.times_ms,
                      "tflops": self.tflops},
+            "modeled_time": self.model,
             "device_bytes": dict(self.device_bytes),
             "standard_attention_intermediate_bytes": self.standard_intermediate_bytes,
             "gm_traffic": {"standard_attention_bytes": self.standard_gm_bytes,
@@ -135,9 +139,11 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
         m = measure(session, problem, q, k, v, warmup=warmup, iters=iters, l2=l2, tick=tick)
         backend_name = session.backend.name
     out, lse, soc, plan, times, device_bytes, stats = m.out, m.lse, m.soc, m.plan, m.times_ms, m.device_bytes, m.stats
-    if m.l2_interleaved is not None:
-        stats = dict(stats, modeled_hbm_bytes=m.l2_interleaved.hbm_bytes, l2_access_bytes=m.l2_interleaved.access_bytes,
-                     l2_line_hit_rate=m.l2_interleaved.hit_rate, gm_trace_by_tensor=m.traffic)
+    model = None
+    if m.l2_modeled is not None:
+        stats = dict(stats, modeled_hbm_bytes=m.l2_modeled.hbm_bytes, l2_access_bytes=m.l2_modeled.access_bytes,
+                     l2_line_hit_rate=m.l2_modeled.hit_rate, gm_trace_by_tensor=m.traffic)
+        model = timing.summary(m.model, problem.flops(), m.l2_modeled.hbm_bytes, chip_peaks(soc))
     accuracy = _check(problem, q, k, v, out, lse) if check else None
     tick("check", 1)
     p = problem
@@ -152,7 +158,8 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
         standard_gm_bytes=standard_gm_traffic_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
                                                     p.head_dim, p.dtype.itemsize),
         compulsory_gm_bytes=compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
-                                             p.head_dim, p.dtype.itemsize))
+                                             p.head_dim, p.dtype.itemsize),
+        model=model)
     return (report, (q, k, v, out, lse)) if return_arrays else report
 
 
@@ -186,6 +193,7 @@ def format_report(r: RunReport) -> str:
         f"(x2 AIV), work max/mean {r.balance:.3f}",
         f"time        {r.median_ms:.3f} ms per iteration (median of {len(r.times_ms)}; {r.time_label})",
         f"throughput  {r.tflops:.3f} TFLOP/s ({p.flops() / 1e9:.1f} GFLOP useful per call)",
+        *(timing.format_summary(r.model) if r.model is not None else []),
         f"memory      inputs {format_bytes(r.device_bytes['inputs'])}, outputs {format_bytes(r.device_bytes['outputs'])}, "
         f"workspace {format_bytes(r.device_bytes['workspace'])} "
         f"(intermediates {format_bytes(r.device_bytes['intermediate'])} + the library's system workspace)",

@@ -20,7 +20,7 @@ from ._ffi import ffi
 from .loader import Backend
 
 __all__ = ["PIPES", "ModelReport", "op_trace", "last_model", "modeled_ops", "modeled_gm_trace", "pipe_costs",
-           "cost_fields", "remodel", "OPS_DTYPE", "LABEL"]
+           "cost_fields", "remodel", "summary", "format_summary", "OPS_DTYPE", "LABEL"]
 
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")   # CANN's pipe names; M is the cube
 LABEL = "modeled (acl-fa pipeline model over the simulator's instruction trace; not a measurement)"
@@ -139,8 +139,8 @@ def modeled_gm_trace(backend: Backend):
 
 
 def cost_fields(backend: Backend) -> list:
-    """[(field, source)] of the cost table, in declaration order; source "assumed" where no
-    public fact backs the value."""
+    """[(field, source)] of the cost table, in declaration order; the source starts with
+    "assumed" where no public fact backs the value."""
     field = _engine(backend).fn("aclfaSimPipeCostField")
     out = []
     source = ffi.new("const char **")
@@ -168,3 +168,29 @@ def remodel(backend: Backend, costs: dict) -> ModelReport:
     stats = ffi.new("aclfaSimModelStats *")
     _engine(backend).call("aclfaSimRemodel", table, stats)
     return _report(_chip(backend), stats)
+
+
+def summary(model: ModelReport, flops: float, hbm_bytes: Optional[int], peaks) -> dict:
+    """The modeled kernel time: the pipeline model's, or the HBM time of the L2 model's traffic
+    (hbm_bytes, L2 replayed in modeled order) when that is longer; TFLOP/s of `flops` useful
+    operations at that time and the fraction of the chip's fp16 cube peak (peaks: roofline.ChipPeaks)."""
+    hbm_s = hbm_bytes / peaks.hbm_bytes_per_s if hbm_bytes is not None else 0.0
+    time_s = max(model.seconds, hbm_s)
+    return {"label": LABEL, "time_s": time_s, "pipeline_s": model.seconds, "hbm_s": hbm_s,
+            "tflops": flops / time_s / 1e12 if time_s else 0.0,
+            "cube_peak_fraction": flops / 2 / time_s / peaks.cube_macs_per_s if time_s else 0.0,
+            "critical": "hbm" if hbm_s > model.seconds else model.critical,
+            "busy_fraction": model.busy_fraction(), "clock_mhz": model.clock_mhz, "chip": model.chip,
+            "instructions": model.ops}
+
+
+def format_summary(s: dict) -> list:
+    """Report lines of a summary(): time, throughput, critical resource, busy pipes."""
+    busy = s["busy_fraction"]
+    critical = s["critical"]
+    what = "HBM traffic" if critical == "hbm" else f"{critical} busy {100 * busy.get(critical, 0):.0f}%"
+    pipes = "  ".join(f"{k} {100 * v:.0f}%" for k, v in busy.items())
+    return [f"modeled     {s['time_s'] * 1e6:.1f} us on {s['chip']} at {s['clock_mhz']:.0f} MHz, "
+            f"{s['tflops']:.1f} TFLOP/s ({100 * s['cube_peak_fraction']:.1f}% of the fp16 cube peak); "
+            f"critical: {what} (pipeline model, not a measurement)",
+            f"            pipe busy on the busiest core: {pipes}"]

@@ -12,6 +12,7 @@ extern "C" void vec_scale_add(GM_ADDR x, GM_ADDR y, GM_ADDR z, GM_ADDR tiling);
 extern "C" void mm_softmax(GM_ADDR a, GM_ADDR b, GM_ADDR out, GM_ADDR workspace, GM_ADDR tiling);
 extern "C" void matmul_only(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling);
 extern "C" void probe(GM_ADDR in, GM_ADDR out, GM_ADDR tiling);
+extern "C" void gemm_aic(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling);
 extern "C" void cross_core(GM_ADDR x, GM_ADDR b, GM_ADDR out, GM_ADDR workspace, GM_ADDR tiling);
 
 namespace {
@@ -86,6 +87,25 @@ MmSoftmaxTiling MakeMmTiling(uint32_t m, uint32_t n, uint32_t k, uint32_t rowsPe
     return t;
 }
 }  // namespace
+
+extern "C" int aclfaSimTestGemm(void *a, void *b, void *c, uint32_t m, uint32_t n, uint32_t k, uint32_t gridN,
+                                uint32_t tileM, uint32_t tileN, uint32_t blockDim, const int32_t *cube, char *err,
+                                size_t errLen) {
+    GemmTiling t{};
+    t.m = m;
+    t.n = n;
+    t.k = k;
+    t.gridN = gridN;
+    t.tileM = tileM;
+    t.tileN = tileN;
+    t.cube = MakeMmTiling(m, n, k, tileM, cube).cube;
+    t.cube.N = t.cube.singleCoreN = static_cast<int32_t>(tileN);
+    std::string msg;
+    aclError rc = acl_fa_sim::LaunchKernel(
+        "gemm_aic", blockDim, KERNEL_TYPE_AIC_ONLY,
+        [&] { gemm_aic(Gm(a), Gm(b), Gm(c), nullptr, reinterpret_cast<GM_ADDR>(&t)); }, &msg);
+    return Finish(rc, msg, err, errLen);
+}
 
 extern "C" int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType,
                                  char *err, size_t errLen) {

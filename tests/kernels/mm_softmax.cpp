@@ -1,7 +1,8 @@
 // mm_softmax.cpp -- test kernel 2: out = row softmax(A . B^T), MIX AIC:AIV 1:2.
 // Each AIV computes its rows' scores with the Matmul API (IterateAll to its slice of the
 // user workspace, fp32), then per row: DataCopy in, ReduceMax, Adds(-max), Exp,
-// ReduceSum, Muls(1/sum), DataCopy out. Per row: 5n vector elements, 2 scalar reads.
+// ReduceSum, Muls(1/sum), DataCopy out. Per row: 5n vector elements, 2 scalar reads (each after
+// a V_S flag: the scalar unit reads UB the vector pipe wrote).
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 #include "test_kernels.h"
@@ -50,10 +51,12 @@ public:
             x = inQue_.DeQue<float>();
             AscendC::LocalTensor<float> y = outQue_.AllocTensor<float>();
             AscendC::ReduceMax(stat, x, work, n);
+            ScalarAfterVector();
             const float mx = stat.GetValue(0);
             AscendC::Adds(y, x, -mx, n);
             AscendC::Exp(y, y, n);
             AscendC::ReduceSum(stat, y, work, n);
+            ScalarAfterVector();
             const float sum = stat.GetValue(0);
             AscendC::Muls(y, y, 1.0f / sum, n);
             inQue_.FreeTensor(x);
@@ -65,6 +68,13 @@ public:
     }
 
 private:
+    // The scalar unit reads a vector result from UB only after the vector pipe wrote it.
+    __aicore__ inline void ScalarAfterVector() {
+        event_t id = static_cast<event_t>(GetTPipePtr()->FetchEventID(AscendC::HardEvent::V_S));
+        AscendC::SetFlag<AscendC::HardEvent::V_S>(id);
+        AscendC::WaitFlag<AscendC::HardEvent::V_S>(id);
+    }
+
     MmSoftmaxTiling t_{};
     uint32_t row0_ = 0, rows_ = 0;
     AscendC::TPipe pipe_;

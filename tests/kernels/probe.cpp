@@ -35,6 +35,7 @@ enum ProbeOp : int32_t {
     PROBE_BAD_HOST_POINTER,
     PROBE_BAD_INDEX,
     PROBE_BAD_KERNEL_TYPE,
+    PROBE_BAD_RACE_NO_FLAG,  // PROBE_EXP without the V_MTE3 SetFlag/WaitFlag pair (a race only the trace sees)
 };
 
 uint32_t Align8(uint32_t n) { return (n + 7) / 8 * 8; }
@@ -153,6 +154,10 @@ void Run(const ProbeTiling &t, GM_ADDR in, GM_ADDR out) {
             break;
         }
         case PROBE_BAD_INDEX: x.GetValue(na); break;
+        case PROBE_BAD_RACE_NO_FLAG:
+            Exp(y, x, cnt);
+            DataCopyPad(outGm, y, DataCopyExtParams(1, n * 4, 0, 0, 0));  // MTE3 may read y before V wrote it
+            return;
         default: break;
     }
     SetFlag<HardEvent::V_MTE3>(0);

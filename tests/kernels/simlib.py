@@ -19,6 +19,8 @@ int aclfaSimTestMmSoftmax(void *a, void *b, void *out, void *workspace, uint32_t
                           uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
 int aclfaSimTestMatmul(void *a, void *b, void *c, void *workspace, uint32_t m, uint32_t n, uint32_t k,
                        uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
+int aclfaSimTestGemm(void *a, void *b, void *c, uint32_t m, uint32_t n, uint32_t k, uint32_t gridN, uint32_t tileM,
+                     uint32_t tileN, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
 int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType, char *err,
                       size_t errLen);
 int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n, uint64_t spin,

@@ -22,6 +22,13 @@ struct MmSoftmaxTiling {
     TCubeTiling cube;       // for one AIV's rows: M = rowsPerAiv, N = n, K = k
 };
 
+struct GemmTiling {
+    uint32_t m, n, k;       // C[m, n] fp16 = A[m, k] . B[n, k]^T, all fp16
+    uint32_t gridN;         // AIC b takes block (b / gridN, b % gridN) of C
+    uint32_t tileM, tileN;  // block size (the last row / column of blocks may be smaller)
+    TCubeTiling cube;       // M = tileM, N = tileN, K = k
+};
+
 struct ProbeTiling {
     int32_t op;             // PROBE_* scenario
     uint32_t n;             // elements
@@ -60,6 +67,10 @@ int aclfaSimTestMmSoftmax(void *a, void *b, void *out, void *workspace, uint32_t
 /* C[m, n] fp32 = A[m, k] . B[n, k]^T through the Matmul API only (same tiling as above). */
 int aclfaSimTestMatmul(void *a, void *b, void *c, void *workspace, uint32_t m, uint32_t n, uint32_t k,
                        uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
+
+/* C[m, n] fp16 = A[m, k] . B[n, k]^T on blockDim AICs (KERNEL_TYPE_AIC_ONLY), 2-D blocks of C. */
+int aclfaSimTestGemm(void *a, void *b, void *c, uint32_t m, uint32_t n, uint32_t k, uint32_t gridN, uint32_t tileM,
+                     uint32_t tileN, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
 
 /* One API or rule scenario on one AIV: in [n] fp32 -> out (see probe.cpp for each op). */
 int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType, char *err,

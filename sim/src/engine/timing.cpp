@@ -243,13 +243,13 @@ private:
         return buf;
     }
 
+    // "Exp (instruction 7 of AIV 0, pipe V)"; a cube job names the AIC that ran it.
     std::string OpText(uint32_t thread, uint32_t issuer, uint32_t opIndex) const {
         const uint32_t execCore = thread / kPipes;
-        const char *pipe = PipeName(static_cast<Pipe>(thread % kPipes));
         const TraceOp &op = trace_.traces[issuer].ops[opIndex];
         std::string s = std::string(Api(op)) + " (instruction " + std::to_string(opIndex) + " of " + Describe(issuer);
         if (execCore != issuer) s += ", run by the cube of " + Describe(execCore);
-        return s + ", pipe " + pipe + ")";
+        return s + ", pipe " + PipeName(static_cast<Pipe>(thread % kPipes)) + ")";
     }
 
     // Checks the reads of `r` by `thread`, then records its writes.
@@ -265,7 +265,8 @@ private:
                 for (; it != shadow.end() && it->first < hi; ++it) {
                     const Writer &w = it->second;
                     if (w.hi <= lo || w.thread == thread || now[w.thread] >= w.epoch) continue;
-                    out_->race = "rule 'pipe ordering (Rule 3)' violated: " + OpText(thread, issuer, opIndex) +
+                    out_->race = "rule 'pipe race' violated on " + Describe(issuer) + " in " +
+                                 Api(trace_.traces[issuer].ops[opIndex]) + ": " + OpText(thread, issuer, opIndex) +
                                  " reads " + RangeText(r, std::max(lo, it->first), std::min(hi, w.hi)) +
                                  " last written by " + OpText(w.thread, w.core, w.op) +
                                  " with no ordering edge between them (no SetFlag/WaitFlag, queue EnQue/DeQue, "

@@ -1,0 +1,159 @@
+"""The pipeline timing model (acl_fa.timing, sim/src/engine/timing.cpp) and the pipe-race rule.
+
+Invariants of the model on the operator: no pipe overlaps itself, an instruction starts only
+after what its queue hand-off waits for, the modeled time is at least the roofline bound and grows
+with the work, and it is identical for any number of host threads. The race rule fires on a
+kernel with a SetFlag/WaitFlag pair removed (tests/test_sim_races.py) and on none of the
+operator's table cases.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from acl_fa import timing
+from acl_fa.roofline import chip_peaks, roofline
+from acl_fa.sim_stats import last_launch
+
+from test_flash_attention import CASES, _case_id, _inputs
+
+PIPE = {name: i for i, name in enumerate(timing.PIPES)}
+
+
+def _modeled(session, seq, heads=1, d=128, causal=False, races=False):
+    q, k, v = _inputs("BNSD", 1, heads, heads, seq, seq, d, np.float16)
+    with timing.op_trace(session.backend, races=races):
+        session.flash_attention(q, k, v, causal=causal)
+    return timing.last_model(session.backend)
+
+
+@pytest.fixture
+def schedule(session, sim_only):
+    model = _modeled(session, 512, heads=2, d=64, causal=True)
+    ops, names = timing.modeled_ops(session.backend)
+    return model, ops, names
+
+
+def test_no_pipe_overlaps_itself(schedule):
+    _, ops, _ = schedule
+    busy = ops[ops["kind"] != 1]  # instructions and cube job stages (stalls are not work)
+    for core in np.unique(busy["core"]):
+        for pipe in range(len(timing.PIPES)):
+            mine = busy[(busy["core"] == core) & (busy["pipe"] == pipe)]
+            if len(mine) < 2:
+                continue
+            mine = np.sort(mine, order="start")
+            overlap = mine["start"][1:] - mine["end"][:-1]
+            assert overlap.min() >= -1e-6, f"core {core} pipe {timing.PIPES[pipe]} overlaps itself"
+
+
+def test_queue_hand_offs_are_waited_for(schedule):
+    # The kernel dequeues every GM->UB copy (VECIN: MTE2 -> V) before its vector work and
+    # enqueues every vector result (VECOUT: V -> MTE3) before its UB->GM copy, so on each AIV a
+    # vector instruction starts after all earlier MTE2 copies end, an MTE3 copy after all
+    # earlier vector instructions end.
+    _, ops, _ = schedule
+    work = ops[(ops["kind"] == 0) & (ops["core"] < 1000)]
+    checked = 0
+    for core in np.unique(work["core"]):
+        mine = np.sort(work[work["core"] == core], order="seq")
+        for later, earlier in ((PIPE["V"], PIPE["MTE2"]), (PIPE["MTE3"], PIPE["V"])):
+            done = np.maximum.accumulate(np.where(mine["pipe"] == earlier, mine["end"], 0.0))
+            after = np.concatenate([[0.0], done[:-1]])  # ends of strictly earlier instructions
+            sel = mine["pipe"] == later
+            assert (mine["start"][sel] >= after[sel] - 1e-6).all(), f"AIV {core}: a hand-off was not waited for"
+            checked += int(sel.sum())
+    assert checked > 100
+
+
+def test_time_is_at_least_the_roofline(session, sim_only):
+    for causal in (False, True):
+        model = _modeled(session, 1024, heads=4, causal=causal)
+        stats = last_launch(session.backend)
+        compulsory = 4 * 4 * 1024 * 128 * 2  # q, k, v, out once
+        bound = roofline(chip_peaks(model.chip), stats["cube_macs"], stats["vector_elems"], compulsory)
+        assert model.seconds >= bound.time_s, (model.seconds, bound.to_dict())
+
+
+def test_time_grows_with_work(session, sim_only):
+    times = [_modeled(session, s).cycles for s in (256, 512, 1024)]
+    assert times[0] < times[1] < times[2], times
+    heads = [_modeled(session, 512, heads=h, d=64).cycles for h in (6, 12, 24)]  # more items per core
+    assert heads[0] < heads[1] < heads[2], heads
+
+
+def test_same_model_for_any_host_thread_count(session, sim_only, monkeypatch):
+    results = []
+    for threads in ("1", "3"):
+        monkeypatch.setenv("ACL_FA_SIM_THREADS", threads)
+        model = _modeled(session, 300, heads=3, d=64, causal=True)
+        ops, _ = timing.modeled_ops(session.backend)
+        results.append((model.cycles, model.aiv_busy.tobytes(), ops[["start", "end", "core", "pipe", "seq"]].tobytes()))
+    assert results[0] == results[1]
+
+
+def test_remodel_with_a_slower_vector_unit_is_slower(session, sim_only):
+    model = _modeled(session, 512, heads=2)
+    costs = timing.pipe_costs(session.backend)
+    again = timing.remodel(session.backend, costs)
+    assert again.cycles == pytest.approx(model.cycles, rel=1e-12)
+    slower = timing.remodel(session.backend, dict(costs, vectorRepeatCycles=costs["vectorRepeatCycles"] * 4))
+    assert slower.cycles > model.cycles
+
+
+def test_every_cost_has_a_source(session, sim_only):
+    fields = timing.cost_fields(session.backend)
+    assert [name for name, _ in fields] == list(timing.pipe_costs(session.backend))
+    assert all(source for _, source in fields)
+    assert {"vectorRepeatCycles", "cubeFractalCycles", "clockMHz"} <= {n for n, s in fields if s != "assumed"}
+
+
+# ---- the race rule ------------------------------------------------------------------------
+
+SMALL = [c for c in CASES if c[0] * c[1] * c[3] * c[4] <= 1 << 22]
+
+
+@pytest.mark.parametrize("case", SMALL, ids=[_case_id(c) for c in SMALL])
+def test_operator_has_no_race(session, sim_only, case):
+    b, n, nkv, sq, skv, d, dtype, layout, causal = case
+    q, k, v = _inputs(layout, b, n, nkv, sq, skv, d, dtype)
+    with timing.op_trace(session.backend, races=True):
+        session.flash_attention(q, k, v, causal=causal, layout=layout, num_heads=n, num_kv_heads=nkv)
+    assert timing.last_model(session.backend).races_checked
+
+
+# ---- outputs: acl-fa run and acl-fa profile ----------------------------------------------
+
+def test_run_reports_modeled_time(sim_only):
+    from click.testing import CliRunner
+
+    from acl_fa.cli import main
+
+    result = CliRunner().invoke(main, ["run", "--seq", "256", "--heads", "2", "--causal", "--iters", "1",
+                                       "--warmup", "0"])
+    assert result.exit_code == 0, result.output
+    line = next(l for l in result.stdout.splitlines() if l.startswith("modeled"))
+    assert " us on Ascend910B2 at 1800 MHz, " in line and "TFLOP/s" in line and "not a measurement" in line
+    assert "simulator (not NPU time)" in result.stdout
+
+
+def test_profile_writes_trace_and_plot(sim_only, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from acl_fa.cli import main
+
+    trace, plot = tmp_path / "t.json", tmp_path / "t.png"
+    result = CliRunner().invoke(main, ["profile", "--seq", "300", "--heads", "2", "--head-dim", "64", "--causal",
+                                       "--trace", str(trace), "--plot", str(plot), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)["modeled_time"]
+    assert report["time_s"] > 0 and report["critical"] in report["busy_fraction"] | {"hbm": 0}
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert {"AIC 0", "AIV 0", "AIV 1"} <= names
+    tracks = {(e["pid"], e["tid"]) for e in events if e["ph"] == "X"}
+    assert len(tracks) > 3 * 4
+    assert any(e["ph"] == "X" and e["name"].startswith("wait: ") for e in events), "flag waits are visible"
+    assert plot.stat().st_size > 10000
