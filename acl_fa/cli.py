@@ -140,13 +140,20 @@ def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
 @click.option("--json", "as_json", is_flag=True, help="Print the plan(s) as JSON.")
 @backward_option
 @deterministic_option
+@click.option("--sweep", is_flag=True, help="Run every (BLOCK_M, BLOCK_N) that fits on the simulator and print its "
+                                           "modeled NPU time (pipeline model; slow on large problems).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE.png",
+              help="With --sweep: draw modeled time against BLOCK_M per BLOCK_N.")
 def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json,
-         backward, deterministic):
+         backward, deterministic, sweep, plot_path):
     """Show what the operator will do: blocks, buffer budget, core split, workspace."""
     problem = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                    dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
     if backward:
         _plan_backward(problem, soc, deterministic, as_json)
+        return
+    if sweep:
+        _plan_sweep(problem, soc, as_json, plot_path)
         return
     if soc.lower() != "all":
         with reported_as_usage_errors():
@@ -164,6 +171,28 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
                                {"chip": c.name, "error": p} for c, p in rows], indent=2))
     else:
         click.echo(plan_module.format_plan_table(rows))
+
+
+def _plan_sweep(problem: dict, soc: str, as_json: bool, plot_path) -> None:
+    import os
+
+    from . import sweep as sweep_module
+
+    if soc.lower() == "all":
+        raise click.ClickException("--sweep needs one chip (--soc NAME)")
+    os.environ["ACL_FA_SIM_SOC"] = plan_module.chip(soc).name  # the simulated chip of this process
+    sizes = {k: v for k, v in problem.items() if k not in ("block_m", "block_n")}
+    with reported_as_usage_errors():
+        rows = sweep_module.sweep(**sizes)
+    title = (f"{plan_module.chip(soc).name} B={sizes['batch']} N={sizes['heads']} S={sizes['seq']} "
+             f"D={sizes['head_dim']}{' causal' if sizes['causal'] else ''}")
+    click.echo(json.dumps([r.to_dict() for r in rows], indent=2) if as_json else sweep_module.format_sweep(rows, title))
+    if plot_path:
+        try:
+            sweep_module.plot_sweep(rows, plot_path, title)
+        except ImportError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(f"plot written to {plot_path}", err=True)
 
 
 _DECODE_OPTIONS = [

@@ -6,10 +6,10 @@
 #   bench/regenerate.sh all          # everything below (about 15 minutes on 2 cores)
 #   bench/regenerate.sh bench soc    # chosen sections
 #
-# Sections: readme plan bench soc l2 efficiency rss overhead torch matmul backward
+# Sections: readme plan bench soc l2 efficiency rss overhead torch matmul backward model
 #   backward  the FlashAttentionGrad rows (torch for its comparison; about 30 minutes on 2 cores)
 #   torch   needs torch (pip install torch --index-url https://download.pytorch.org/whl/cpu)
-#   matmul  needs a development build with the test kernels:
+#   matmul, model (its GEMM row)  need a development build with the test kernels:
 #           cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build
 #           and ACL_FA_SIM_LIB_DIR=$PWD/build/lib in the environment
 # Simulator times are host wall time of the CPU simulator, never NPU timings; they depend on the
@@ -51,7 +51,12 @@ section() {
             run backward-bench acl-fa bench --backward --seq 4096 --causal --iters 1 --warmup 0
             run backward-rss "$PYTHON" bench/backward_rss.py --seq 32768 --heads 8 --head-dim 128
             run backward-rss-atomic "$PYTHON" bench/backward_rss.py --seq 32768 --heads 8 --head-dim 128 --atomic ;;
-        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul backward; do section "$s"; done ;;
+        model)
+            run model-profile acl-fa profile --seq 4096 --causal --plot bench/profile_4096_causal.png
+            run model-sensitivity acl-fa profile --seq 4096 --heads 8 --causal --sensitivity
+            run model-fa "$PYTHON" bench/fa_model.py
+            run model-gemm "$PYTHON" bench/gemm_model.py ;;
+        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul backward model; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
 }

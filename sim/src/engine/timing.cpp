@@ -525,7 +525,7 @@ private:
         for (int i = 0; i < 4; ++i) {
             stageAt[i] = i == 3 ? std::max(stageStart, end - lat[3] - x[3]) : stageStart;
             Span(server, stages[i], stageAt[i], std::min(end, stageAt[i] + lat[i] + x[i]), op.api, units[i], 2, seq);
-            Busy(server, stages[i], x[i]);
+            Busy(server, stages[i], x[i]);  // transfer and compute time; the latencies are not counted
             stageStart += (i == 0 ? lat[0] : 0) + x[i] / tiles;
         }
         for (int q : stages) sv.pipeFree[q] = end;
