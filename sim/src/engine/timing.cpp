@@ -26,6 +26,7 @@
 #include "timing.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -615,8 +616,8 @@ private:
 };
 
 // ---- the last traced launch ----
-std::mutex gMutex;
-int gMode = 0;
+std::mutex gMutex;            // the last traced launch; taken only when a launch was traced
+std::atomic<int> gMode{0};    // read by every launch without a lock (safe across fork)
 LaunchTrace gTrace;
 ModelResult gResult;
 bool gHave = false;
@@ -649,10 +650,7 @@ void ModelLaunch(const LaunchTrace &trace, const aclfaSimPipeCosts &costs, bool 
     Replay(trace, costs, keepSchedule, checkRaces, rate, out).Run();
 }
 
-int OpTraceMode() {
-    std::lock_guard<std::mutex> lock(gMutex);
-    return gMode;
-}
+int OpTraceMode() { return gMode.load(std::memory_order_relaxed); }
 
 std::string PublishLaunchTrace(LaunchTrace &&trace) {
     aclfaSimPipeCosts costs;
@@ -676,8 +674,7 @@ using namespace acl_fa_sim::kernel;
 extern "C" aclError aclfaSimSetOpTrace(int mode) {
     if (mode < 0 || mode > (ACLFA_SIM_TRACE_OPS | ACLFA_SIM_TRACE_RACES)) return ACL_ERROR_INVALID_PARAM;
     if (mode == ACLFA_SIM_TRACE_RACES) mode |= ACLFA_SIM_TRACE_OPS;  // races need the trace
-    std::lock_guard<std::mutex> lock(gMutex);
-    gMode = mode;
+    gMode.store(mode, std::memory_order_relaxed);
     return ACL_SUCCESS;
 }
 
