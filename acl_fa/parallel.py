@@ -1,0 +1,324 @@
+"""Sequence-parallel FlashAttention over HCCL: ring attention, one thread per device.
+
+``ring_attention(q, k, v, devices=[0, 1, ...])`` shards the sequence of host arrays over the
+devices, runs the ring on them and returns the full output and LSE (float32 [B, N, S]).
+
+Ring (Liu et al., Ring Attention): rank r keeps its query chunks; the key/value chunks travel
+around the ring with HcclBatchSendRecv on a communication stream (send to r+1, receive from
+r-1) while the compute stream runs acl-fa's FlashAttention op (with its LSE) on the chunks in
+hand; after P steps every query chunk has met every key/value chunk. Causal uses the zigzag
+split: the sequence is cut into 2P chunks and rank r holds chunks r and 2P-1-r, so every rank
+does the same work per step: at step 0 its own chunks (the two diagonals plus chunk 2P-1-r
+against chunk r), at a step with the chunks of rank s < r both query chunks against key chunk s,
+and with s > r query chunk 2P-1-r against both key chunks -- the other pairs lie above the
+diagonal and are never computed.
+
+Merge: **host-side** (a first step, labeled as such): each FlashAttention call's output and LSE
+are read back and merged in float64 by their LSE, out = sum_i exp(lse_i - lse) out_i with
+lse = logsumexp_i lse_i. The device memory per rank is its chunks, the two key/value buffers of
+the ring and one call's output -- O(S/P).
+
+Ordering: the simulated runtime has no aclrtStreamWaitEvent yet, so each step ends with the host
+waiting for both streams (the send/receive of step t overlaps the compute of step t).
+Sq must equal Skv (self-attention over one sequence); any S >= P (causal: >= 2P) splits.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from typing import Optional, Sequence
+
+import numpy as np
+
+from . import attention, hccl
+from .api import Session
+from .errors import InvalidArgumentError, InvalidTypeError
+from .layouts import from_bnsd, to_bnsd
+from .loader import device_count, get_backend
+
+__all__ = ["ring_attention", "RingReport", "zigzag_chunks", "ring_plan"]
+
+
+def _bounds(total: int, parts: int) -> list:
+    """(start, stop) of `parts` contiguous pieces of `total`, sizes differing by at most 1."""
+    edges = [total * i // parts for i in range(parts + 1)]
+    return [(edges[i], edges[i + 1]) for i in range(parts)]
+
+
+def zigzag_chunks(seq: int, ranks: int, causal: bool) -> list:
+    """Per rank, the (start, stop) sequence ranges it holds: one chunk of P (non-causal), or
+    chunks r and 2P-1-r of 2P (causal)."""
+    if not causal:
+        return [[b] for b in _bounds(seq, ranks)]
+    pieces = _bounds(seq, 2 * ranks)
+    return [[pieces[r], pieces[2 * ranks - 1 - r]] for r in range(ranks)]
+
+
+def ring_plan(rank: int, step: int, ranks: int, causal: bool) -> list:
+    """The FlashAttention calls of `rank` at `step`: (query chunk index, key chunk index,
+    causal) over its own query chunks and the key/value chunks of rank (rank - step) mod P."""
+    source = (rank - step) % ranks
+    if not causal:
+        return [(0, 0, False)]
+    if source == rank:
+        return [(0, 0, True), (1, 0, False), (1, 1, True)]
+    if source < rank:
+        return [(0, 0, False), (1, 0, False)]
+    return [(1, 0, False), (1, 1, False)]
+
+
+def _check_devices(devices, backend) -> list:
+    count = device_count(backend)
+    if devices is None:
+        return list(range(count))
+    if isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence):
+        raise InvalidTypeError(f"devices must be a sequence of device ids, got {devices!r}")
+    out = []
+    for i, d in enumerate(devices):
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise InvalidTypeError(f"devices[{i}] must be an integer, got {d!r}")
+        if not 0 <= d < count:
+            raise InvalidArgumentError(f"devices[{i}]={d} is out of range: this host has {count} devices")
+        if int(d) in out:
+            raise InvalidArgumentError(f"devices[{i}]={d} repeats devices[{out.index(int(d))}]: each rank needs a device of its own")
+        out.append(int(d))
+    if not out:
+        raise InvalidArgumentError("devices is empty")
+    return out
+
+
+@dataclasses.dataclass
+class RingReport:
+    """What one ring_attention run did, per rank. Times: host wall seconds of the simulator (not
+    NPU time); modeled seconds: the link model's communication and the compute at the chip's fp16
+    cube peak (a lower bound), both labeled modeled."""
+
+    devices: list
+    causal: bool
+    steps: int
+    link_bytes: list            # per rank: bytes sent to the next rank over the whole ring
+    link_bytes_per_step: list   # per rank: list over steps
+    flops: list                 # per rank: attention FLOPs computed (4 * pairs * D per head)
+    modeled_comm_seconds: list  # per rank: per step
+    modeled_compute_seconds: list
+    wall_seconds: list          # per rank: host wall time of the rank's thread
+    link: dict
+
+    @property
+    def balance(self) -> float:
+        """max / mean of the ranks' FLOPs (1.0 = perfectly balanced)."""
+        mean = sum(self.flops) / len(self.flops)
+        return max(self.flops) / mean if mean else 1.0
+
+    def overlap(self) -> dict:
+        """Modeled per-step time with communication overlapped by compute, vs serialized."""
+        steps_overlapped = [max(c, m) for r in range(len(self.devices))
+                            for c, m in zip(self.modeled_comm_seconds[r], self.modeled_compute_seconds[r])]
+        comm = sum(sum(x) for x in self.modeled_comm_seconds)
+        compute = sum(sum(x) for x in self.modeled_compute_seconds)
+        hidden = comm + compute - sum(steps_overlapped)
+        return {"comm_seconds": comm, "compute_seconds": compute, "hidden_seconds": hidden,
+                "hidden_fraction": hidden / comm if comm else 1.0}
+
+
+class _Rank:
+    """One rank's device work: its query chunks, the travelling key/value chunks, the steps."""
+
+    def __init__(self, comm: hccl.Communicator, session: Session, q_chunks, kv_chunks_all, causal, scale, dtype,
+                 peak_flops):
+        self.comm, self.session = comm, session
+        self.r, self.p = comm.rank, comm.size
+        self.causal, self.scale, self.dtype = causal, scale, np.dtype(dtype)
+        self.kv_all = kv_chunks_all  # per rank: [(k_chunk, v_chunk) host arrays] -- only shapes used off-rank
+        self.q_host = q_chunks
+        self.peak = peak_flops
+        self.error: Optional[BaseException] = None
+        self.results = None
+        self.bytes_per_step: list = []
+        self.flops = 0
+        self.compute_model: list = []
+        self.comm_model: list = []
+        self.wall = 0.0
+
+    def _chunk_sizes(self, source: int) -> list:
+        return [k.size for k, _ in self.kv_all[source]]
+
+    def run(self):
+        import time
+
+        start = time.perf_counter()
+        try:
+            self._run()
+        except BaseException as exc:  # reported by the caller, which owns the threads
+            self.error = exc
+        self.wall = time.perf_counter() - start
+
+    def _run(self):
+        s, p, r = self.session, self.p, self.r
+        q_dev = [s.to_device(x) for x in self.q_host]
+        # Two sets of key/value buffers of the largest chunk: the one computed on, the one received into.
+        slots = len(self.kv_all[r])
+        biggest = max(k.size for chunks in self.kv_all for k, _ in chunks)
+        itemsize = self.dtype.itemsize
+        buffers = [[(s.alloc(biggest * itemsize), s.alloc(biggest * itemsize)) for _ in range(slots)] for _ in range(2)]
+        for (kb, vb), (k, v) in zip(buffers[0], self.kv_all[r]):
+            kb.copy_from_host(k)
+            vb.copy_from_host(v)
+        comm_stream = s.stream()
+        runner = attention.runner_for(s)
+        from .device_array import DeviceArray
+
+        views: dict = {}
+
+        def view(buf, shape):
+            key = (id(buf), shape)
+            if key not in views:
+                views[key] = DeviceArray(s, shape, self.dtype, _buffer=buf)
+            return views[key]
+
+        partial = [[] for _ in self.q_host]  # per query chunk: [(out float32?, lse)]
+        link = self.comm.link_stats(r, (r + 1) % p) if p > 1 else None
+        for step in range(p):
+            source = (r - step) % p
+            cur, nxt = buffers[step % 2], buffers[(step + 1) % 2]
+            before = self.comm.link_stats(r, (r + 1) % p)["bytes"] if p > 1 else 0
+            if step < p - 1:
+                incoming = (source - 1) % p
+                items = []
+                for j, (kb, vb) in enumerate(cur):
+                    n = self._chunk_sizes(source)[j]
+                    items += [("send", kb, n, self.dtype, (r + 1) % p), ("send", vb, n, self.dtype, (r + 1) % p)]
+                for j, (kb, vb) in enumerate(nxt):
+                    n = self._chunk_sizes(incoming)[j]
+                    items += [("recv", kb, n, self.dtype, (r - 1) % p), ("recv", vb, n, self.dtype, (r - 1) % p)]
+                self.comm.send_recv(items, comm_stream)
+            step_flops = 0
+            for qi, ki, causal in ring_plan(r, step, p, self.causal):
+                kshape = self.kv_all[source][ki][0].shape
+                q = q_dev[qi]
+                k, v = view(cur[ki][0], kshape), view(cur[ki][1], kshape)
+                problem, *_ = attention.make_problem(q, k, v, causal=causal, scale=self.scale, layout="BNSD")
+                out, lse = runner.run(problem, q, k, v, outputs=("out", "lse"))
+                partial[qi].append((out, lse))
+                b, n, sq, d = q.shape
+                step_flops += 4 * b * n * d * problem.visible_pairs()
+            comm_stream.synchronize()
+            after = self.comm.link_stats(r, (r + 1) % p)["bytes"] if p > 1 else 0
+            self.bytes_per_step.append(after - before)
+            self.flops += step_flops
+            self.compute_model.append(step_flops / self.peak if self.peak else 0.0)
+            bw = link["bandwidth_gbs"] * 1e9 if link else 0.0
+            self.comm_model.append((link["latency_us"] * 1e-6 * 2 * len(cur) + (after - before) / bw) if bw and after > before else 0.0)
+        self.results = [_merge(parts) for parts in partial]
+        comm_stream.close()
+        for array in views.values():
+            array.buffer = None  # the buffer is closed below, not through the view
+        for pair in buffers:
+            for kb, vb in pair:
+                kb.close()
+                vb.close()
+        for x in q_dev:
+            x.close()
+
+
+def _merge(parts) -> tuple:
+    """Merges partial (out, lse) of one query chunk by their LSE, in float64."""
+    lses = np.stack([lse.astype(np.float64) for _, lse in parts])  # [T, B, N, S]
+    top = np.max(lses, axis=0)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    weights = np.exp(lses - safe)
+    total = weights.sum(axis=0)
+    lse = np.where(total > 0, safe + np.log(np.where(total > 0, total, 1.0)), -np.inf)
+    out = sum(w[..., None] * o.astype(np.float64) for w, (o, _) in zip(weights, parts))
+    out = out / np.where(total > 0, total, 1.0)[..., None]
+    return out, lse
+
+
+def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="BNSD", num_heads=None,
+                   num_kv_heads=None, backend=None, report=False):
+    """FlashAttention of host arrays sharded over `devices` (default: every device) by ring
+    attention. Returns (out like q, lse float32 [B, N, S]), and a RingReport when `report`."""
+    problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
+                                              num_heads=num_heads, num_kv_heads=num_kv_heads)
+    if problem.seq_q != problem.seq_kv:
+        raise InvalidArgumentError(f"ring attention shards one sequence: Sq={problem.seq_q} must equal "
+                                   f"Skv={problem.seq_kv}")
+    be = hccl.use_hccl(get_backend(backend))
+    devices = _check_devices(devices, be)
+    p = len(devices)
+    need = 2 * p if problem.causal else p
+    if problem.seq_q < need:
+        raise InvalidArgumentError(f"S={problem.seq_q} cannot be split over {p} devices: "
+                                   f"{'the zigzag split needs S >= 2P' if problem.causal else 'needs S >= P'} = {need}")
+    layout = problem.layout
+    qb, kb, vb = (to_bnsd(q, layout, problem.num_heads), to_bnsd(k, layout, problem.num_kv_heads),
+                  to_bnsd(v, layout, problem.num_kv_heads))
+    ranges = zigzag_chunks(problem.seq_q, p, problem.causal)
+    q_chunks = [[np.ascontiguousarray(qb[:, :, a:b]) for a, b in rr] for rr in ranges]
+    kv_chunks = [[(np.ascontiguousarray(kb[:, :, a:b]), np.ascontiguousarray(vb[:, :, a:b])) for a, b in rr]
+                 for rr in ranges]
+    sessions = [Session(device=d, backend=be.name) for d in devices]
+    comms = []
+    try:
+        comms = hccl.Communicator.init_all(sessions) if p > 1 else [None]
+        peak = _peak_flops(be)
+        ranks = [_Rank(c, s, q_chunks[i], kv_chunks, problem.causal, problem.scale, problem.dtype, peak)
+                 if c is not None else _SingleRank(s, q_chunks[0], kv_chunks, problem, peak)
+                 for i, (c, s) in enumerate(zip(comms, sessions))]
+        threads = [threading.Thread(target=rk.run, name=f"ring-rank-{i}") for i, rk in enumerate(ranks)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for rk in ranks:
+            if rk.error is not None:
+                raise rk.error
+        out = np.empty(qb.shape, np.float64)
+        lse = np.empty(qb.shape[:3], np.float64)
+        for rr, rk in zip(ranges, ranks):
+            for (a, b), (o, l) in zip(rr, rk.results):
+                out[:, :, a:b] = o
+                lse[:, :, a:b] = l
+        result = (np.ascontiguousarray(from_bnsd(out.astype(problem.dtype), layout)), lse.astype(np.float32))
+        if not report:
+            return result
+        link = hccl.link_model(devices[0], devices[1 % p], be) if p > 1 else {}
+        return (*result, RingReport(devices, problem.causal, p, [sum(rk.bytes_per_step) for rk in ranks],
+                                    [rk.bytes_per_step for rk in ranks], [rk.flops for rk in ranks],
+                                    [rk.comm_model for rk in ranks], [rk.compute_model for rk in ranks],
+                                    [rk.wall for rk in ranks], link))
+    finally:
+        for c in comms:
+            if c is not None:
+                c.close()
+        for s in sessions:
+            s.close()
+
+
+class _SingleRank(_Rank):
+    """P = 1: the whole problem on one device (no ring)."""
+
+    def __init__(self, session, q_chunks, kv_chunks, problem, peak):
+        self.session, self.q_host, self.kv_all, self.problem, self.peak = session, q_chunks, kv_chunks, problem, peak
+        self.error, self.results, self.bytes_per_step, self.flops = None, None, [0], 0
+        self.compute_model, self.comm_model, self.wall = [], [0.0], 0.0
+
+    def _run(self):
+        q = self.q_host[0]
+        k, v = self.kv_all[0][0]
+        out, lse = attention.flash_attention(q, k, v, causal=self.problem.causal, scale=self.problem.scale,
+                                             return_lse=True, session=self.session)
+        self.flops = 4 * q.shape[0] * q.shape[1] * q.shape[3] * self.problem.visible_pairs()
+        self.compute_model = [self.flops / self.peak if self.peak else 0.0]
+        self.results = [(out, lse)]
+
+
+def _peak_flops(backend) -> float:
+    """The chip's fp16 cube peak in FLOP/s (backend sim: the catalogue's), else 0 (unknown)."""
+    if backend.name != "sim":
+        return 0.0
+    from ._ffi import ffi
+
+    chip = backend.fn("aclfaSimGetChip")()
+    return float(chip.cubeFp16Tflops) * 1e12 if chip != ffi.NULL else 0.0

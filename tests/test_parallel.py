@@ -1,0 +1,91 @@
+"""acl_fa.parallel.ring_attention: sharded over simulated devices == the float64 reference within
+the 2x-naive rule (ring, causal zigzag and not, GQA, S not divisible by the device count,
+2/3/4/8 devices, every layout); bytes per link per step = the analytic K/V shard size; bad input
+refused before device work, named.
+
+Runs in a fresh process: loading HCCL makes 8 simulated devices the default for the process.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHECK = """
+import numpy as np, ml_dtypes, acl_fa
+from acl_fa import parallel
+from acl_fa.accuracy import check_accuracy, naive_same_precision
+from acl_fa.reference import attention_reference
+from acl_fa.layouts import shape_of, to_bnsd
+from acl_fa.errors import InvalidArgumentError, InvalidTypeError
+
+CASES = [  # devices, causal, layout, N, Nkv, S, dtype
+    (2, False, "BNSD", 2, 2, 40, "float16"),
+    (4, True, "BSND", 4, 2, 37, "float16"),
+    (3, False, "BSH", 4, 4, 29, "float16"),
+    (8, True, "BNSD", 2, 1, 70, "bfloat16"),
+    (2, True, "BNSD", 2, 2, 33, "float16"),
+]
+rng = np.random.default_rng(7)
+for p, causal, layout, n, nkv, s, dtype in CASES:
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    d = 32
+    q = rng.standard_normal(shape_of(layout, 2, n, s, d)).astype(dt)
+    k = rng.standard_normal(shape_of(layout, 2, nkv, s, d)).astype(dt)
+    v = rng.standard_normal(shape_of(layout, 2, nkv, s, d)).astype(dt)
+    heads = dict(num_heads=n, num_kv_heads=nkv) if layout == "BSH" else {}
+    out, lse, rep = parallel.ring_attention(q, k, v, devices=list(range(p)), causal=causal, layout=layout,
+                                            report=True, **heads)
+    assert out.shape == q.shape and out.dtype == dt and lse.shape == (2, n, s)
+    ref_out, ref_lse = attention_reference(q, k, v, causal=causal, layout=layout, **heads)
+    scale = 1 / np.sqrt(d)
+    naive = naive_same_precision(q, k, v, dt, causal=causal, scale=scale, layout=layout, heads=list(range(n)), **heads)
+    acc = check_accuracy(to_bnsd(out, layout, n), lse, to_bnsd(ref_out, layout, n), ref_lse, naive, dtype,
+                         list(range(n)))
+    assert acc.ok, (p, causal, layout, acc)
+    assert acc.lse_max_error < 1e-3, acc
+    # Each step but the last, rank r sends the K and V chunks it holds (those of rank r - step).
+    chunks = parallel.zigzag_chunks(s, p, causal)
+    for r in range(p):
+        for step in range(p):
+            src = (r - step) % p
+            rows = sum(b - a for a, b in chunks[src])
+            expected = 0 if step == p - 1 else 2 * 2 * nkv * rows * d * dt.itemsize
+            assert rep.link_bytes_per_step[r][step] == expected, (r, step, rep.link_bytes_per_step[r], expected)
+    if causal:
+        assert rep.balance <= 1.15, rep.balance  # tiny S: chunks differ by a row
+    print("ok", p, causal, layout, acc.max_error, acc.tolerance, rep.balance)
+
+q = np.zeros((1, 2, 16, 32), np.float16)
+BAD = [
+    (dict(devices=[0, 0]), InvalidArgumentError, "devices[1]=0 repeats devices[0]"),
+    (dict(devices=[0, 9]), InvalidArgumentError, "devices[1]=9 is out of range: this host has 8 devices"),
+    (dict(devices=[0, True]), InvalidTypeError, "devices[1] must be an integer"),
+    (dict(devices=list(range(8)), causal=True), InvalidArgumentError,
+     "S=15 cannot be split over 8 devices: the zigzag split needs S >= 2P = 16"),
+]
+for kwargs, error, words in BAD:
+    x = q[:, :, :15] if kwargs.get("causal") else q
+    try:
+        parallel.ring_attention(x, x, x, **kwargs); raise SystemExit(f"no error for {kwargs}")
+    except error as exc:
+        assert words in str(exc), (words, str(exc))
+try:
+    parallel.ring_attention(q, q[:, :, :8], q[:, :, :8], devices=[0, 1]); raise SystemExit("no error")
+except InvalidArgumentError as exc:
+    assert "Sq=16 must equal Skv=8" in str(exc)
+print("ok bad inputs")
+"""
+
+
+def test_ring_attention_matches_the_reference_and_counts_the_ring():
+    env = dict(os.environ, ACL_FA_BACKEND="sim")
+    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK)], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("ok ") == 6, proc.stdout
