@@ -271,13 +271,22 @@ def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype,
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @backward_option
 @deterministic_option
+@click.option("--parallel", "parallel_mode", type=click.Choice(["ring"]), envvar="ACL_FA_PARALLEL", default=None,
+              show_envvar=True, help="Shard the sequence over --devices devices (sequence parallelism over HCCL).")
+@click.option("--devices", type=click.IntRange(min=1), envvar="ACL_FA_DEVICES", default=2, show_default=True,
+              show_envvar=True, metavar="P", help="Devices (0..P-1) for --parallel.")
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
         iters, check, seed, decode, paged, block_size, steps, num_splits, backend, device, as_json, backward,
-        deterministic):
+        deterministic, parallel_mode, devices):
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
     --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
-    then the backward on its outputs, with the gradient check."""
+    then the backward on its outputs, with the gradient check. With --parallel ring: the sequence
+    sharded over --devices devices, with per-device time, bytes per link and modeled overlap."""
+    if parallel_mode:
+        _run_parallel(parallel_mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale,
+                      check, seed, backend, as_json)
+        return
     if decode or paged:
         _run_decode_command(seq_kv or 4096, batch, heads, kv_heads, head_dim, dtype, seq, block_size if paged else None,
                             num_splits, steps, check, seed, backend, device, as_json)
@@ -298,6 +307,20 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
             warmup=warmup, iters=iters, check=check, backend=None if backend == "auto" else backend,
             device=device, seed=seed, progress=lambda stage, steps: bar.update(steps))
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_module.format_report(report))
+    if report.accuracy is not None and not report.accuracy.ok:
+        raise click.ClickException("the result is outside the tolerance (see 'check' above)")
+
+
+def _run_parallel(mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale, check, seed,
+                  backend, as_json):
+    from . import parallel_run
+
+    with reported_as_usage_errors():
+        report = parallel_run.run_parallel_job(
+            mode=mode, devices=devices, seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+            dtype=dtype, layout=layout, causal=causal, scale=scale, check=check, seed=seed,
+            backend=None if backend == "auto" else backend)
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else parallel_run.format_parallel_report(report))
     if report.accuracy is not None and not report.accuracy.ok:
         raise click.ClickException("the result is outside the tolerance (see 'check' above)")
 

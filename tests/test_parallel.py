@@ -89,3 +89,23 @@ def test_ring_attention_matches_the_reference_and_counts_the_ring():
                           timeout=600, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("ok ") == 6, proc.stdout
+
+
+def test_cli_run_parallel_ring_reports_devices_links_overlap_and_check():
+    env = dict(os.environ, ACL_FA_BACKEND="sim")
+    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
+    base = [sys.executable, "-m", "acl_fa", "run", "--parallel", "ring", "--devices", "4", "--seq", "96", "--causal",
+            "--heads", "2", "--kv-heads", "1", "--head-dim", "32"]
+    proc = subprocess.run(base, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = proc.stdout
+    assert "on devices [0, 1, 2, 3] (zigzag split)" in text
+    assert "link model (modeled): HCCS" in text and "balance (max/mean FLOPs): 1.0000" in text
+    assert "hidden by overlap" in text and ": OK" in text, text
+    proc = subprocess.run(base + ["--json"], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    import json
+    report = json.loads(proc.stdout)
+    # S=96 over 2P=8 chunks of 12 rows: each step but the last moves K and V of 2 chunks, 1 kv head, D=32, fp16
+    assert report["link_bytes_per_step"][0] == [2 * 24 * 32 * 2] * 3 + [0]
+    assert report["accuracy"]["max_error"] <= report["accuracy"]["tolerance"]
