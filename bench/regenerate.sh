@@ -6,7 +6,7 @@
 #   bench/regenerate.sh all          # everything below (about 15 minutes on 2 cores)
 #   bench/regenerate.sh bench soc    # chosen sections
 #
-# Sections: readme plan bench soc l2 efficiency rss overhead torch matmul backward model
+# Sections: readme plan bench soc l2 efficiency rss overhead torch matmul backward model ring
 #   backward  the FlashAttentionGrad rows (torch for its comparison; about 30 minutes on 2 cores)
 #   torch   needs torch (pip install torch --index-url https://download.pytorch.org/whl/cpu)
 #   matmul, model (its GEMM row)  need a development build with the test kernels:
@@ -56,7 +56,8 @@ section() {
             run model-sensitivity acl-fa profile --seq 4096 --heads 8 --causal --sensitivity
             run model-fa "$PYTHON" bench/fa_model.py
             run model-gemm "$PYTHON" bench/gemm_model.py ;;
-        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul backward model; do section "$s"; done ;;
+        ring) run ring-model "$PYTHON" bench/ring_model.py ;;
+        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul backward model ring; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
 }
