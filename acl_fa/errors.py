@@ -2,7 +2,7 @@
 
 - Caller mistakes, found before any device work: ``InvalidArgumentError`` (a ``ValueError``),
   ``InvalidTypeError`` (a ``TypeError``), ``ClosedObjectError`` (a ``ValueError``, like I/O on
-  a closed file).
+  a closed file), and its ``ForkedSessionError`` for a Session used in a forked child.
 - Errors returned by an ACL / aclnn call: ``AclError`` (a ``RuntimeError``) with the numeric
   code, its symbolic name, the API called and the runtime's own message
   (``aclGetRecentErrMsg()``). Out-of-memory codes give ``AclMemoryError`` (also a
@@ -39,6 +39,11 @@ class InvalidTypeError(AclFaError, TypeError):
 
 class ClosedObjectError(AclFaError, ValueError):
     """A Session, Stream, buffer, Event or Tensor was used after close()."""
+
+
+class ForkedSessionError(ClosedObjectError):
+    """A Session (or an object of one) was used in a process forked from the one that opened
+    it: device contexts do not cross fork, so it is closed for this process."""
 
 
 class CodeInfo(NamedTuple):

@@ -40,6 +40,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import numbers
+import os
 import threading
 from typing import Optional
 
@@ -48,6 +49,7 @@ import numpy as np
 from ._ffi import ffi
 from .errors import AclMemoryError, InsufficientMemoryError, InvalidArgumentError, InvalidTypeError
 from .device_array import DeviceArray, check_device_array
+from .interrupts import deferred
 from .loader import check_device_id, get_backend
 from .runtime import DeviceBuffer, DeviceSession, Stream, _Child
 from .tensor import Tensor
@@ -98,12 +100,13 @@ def _destroy_executor(backend, executor):
 
 
 class _Executor(_Child):
-    """A repeatable aclOpExecutor, destroyed before the tensors it refers to."""
+    """A repeatable aclOpExecutor, destroyed before the tensors it refers to. `create` runs
+    phase 1 and returns the executor it made (owned before anything can raise)."""
 
     _kind = "executor"
 
-    def __init__(self, session: DeviceSession, handle):
-        self._attach(session, _destroy_executor, handle)
+    def __init__(self, session: DeviceSession, create):
+        self._create(session, _destroy_executor, create)
 
     @property
     def handle(self):
@@ -124,13 +127,14 @@ class PreparedCall:
     bound: dict = dataclasses.field(default_factory=dict)  # role -> DeviceArray used in place
 
     def close(self):
-        self.executor.close()
-        for tensor in self.tensors.values():
-            tensor.close()
-        for buffer in self.buffers.values():
-            buffer.close()
-        if self.workspace is not None:
-            self.workspace.close()
+        with deferred():
+            self.executor.close()
+            for tensor in self.tensors.values():
+                tensor.close()
+            for buffer in self.buffers.values():
+                buffer.close()
+            if self.workspace is not None:
+                self.workspace.close()
 
     def upload(self, *arrays):
         """Synchronous H2D copies of the input arrays (in ``op.inputs`` order)."""
@@ -165,7 +169,12 @@ class PreparedCall:
 class OpRunner:
     """One op on one Session: cached device state per problem, one stream, thread-safe.
     Callers that drive the phases themselves (measure, benchmarks) hold ``lock`` around
-    prepare/upload/launch/read."""
+    prepare/upload/launch/read.
+
+    A launch whose wait was stopped (Ctrl-C) is still running on the stream, on the cached
+    buffers of its problem: the runner is then *unsettled*, and the next call, eviction or
+    close first waits for it (its outputs are dropped), so no buffer is overwritten or freed
+    under a running kernel."""
 
     def __init__(self, session: DeviceSession, op: Op):
         self.session = session
@@ -174,9 +183,11 @@ class OpRunner:
         self._cache: collections.OrderedDict = collections.OrderedDict()
         self._stream: Optional[Stream] = None
         self._soc: Optional[str] = None  # the session's SoC name, asked once
+        self._unsettled = False  # work launched on the stream and not yet waited for
 
     def close(self):
-        with self.lock:
+        with self.session.in_flight(), self.lock:
+            self._settle()
             self._evict(0)
             if self._stream is not None:
                 self._stream.close()
@@ -184,8 +195,16 @@ class OpRunner:
 
     def clear(self):
         """Releases the cached device state of every problem (the stream stays)."""
-        with self.lock:
+        with self.session.in_flight(), self.lock:
+            self._settle()
             self._evict(0)
+
+    def _settle(self):
+        """Waits for work an interrupted call left on the stream; caller holds the lock."""
+        if self._unsettled:
+            if self._stream is not None and not self._stream.closed:
+                self._stream.synchronize()
+            self._unsettled = False
 
     @property
     def stream(self) -> Stream:
@@ -201,9 +220,10 @@ class OpRunner:
         is given) at most `nbytes` of device memory is held; returns the bytes released."""
         released = 0
         while self._cache and (len(self._cache) > keep or (nbytes is not None and self.cached_bytes() > nbytes)):
-            prepared = self._cache.popitem(last=False)[1]
-            released += prepared.device_bytes()
-            prepared.close()
+            with deferred():  # out of the cache and closed, or neither
+                prepared = self._cache.popitem(last=False)[1]
+                released += prepared.device_bytes()
+                prepared.close()
         return released
 
     def bound_inputs(self, inputs) -> dict:
@@ -235,14 +255,15 @@ class OpRunner:
                   for role, (shape, dtype) in self.op.buffers(problem).items() if role not in bound}
         needed["workspace"] = malloc_bytes(workspace) if workspace else 0
         self._make_room(needed)
-        try:
-            prepared = self._build(problem, bound)
-        except AclMemoryError:
-            if not self._cache:
-                raise
-            self._evict(0)  # what the other problems hold may be what is missing: retry once
-            prepared = self._build(problem, bound)
-        self._cache[key] = prepared
+        with deferred():  # built and cached, or released
+            try:
+                prepared = self._build(problem, bound)
+            except AclMemoryError:
+                if not self._cache:
+                    raise
+                self._evict(0)  # what the other problems hold may be what is missing: retry once
+                prepared = self._build(problem, bound)
+            self._cache[key] = prepared
         return prepared
 
     def _make_room(self, needed: dict):
@@ -286,9 +307,13 @@ class OpRunner:
                 tensors[role] = Tensor(buffers[role])
             ws_size = ffi.new("uint64_t *")
             handle = ffi.new("aclOpExecutor **")
-            session.call(op.workspace_api, *op.workspace_args(problem, tensors), ws_size, handle)
-            # Owned from here: repeatable, so it runs once per call and is destroyed with the cache.
-            executor = _Executor(session, handle[0])
+
+            def phase1():
+                session.call(op.workspace_api, *op.workspace_args(problem, tensors), ws_size, handle)
+                return handle[0]
+
+            # Repeatable, so it runs once per call and is destroyed with the cache.
+            executor = _Executor(session, phase1)
             session.call("aclSetAclOpExecutorRepeatable", executor.handle)
             size = int(ws_size[0])
             if size:
@@ -312,17 +337,30 @@ class OpRunner:
         in that order."""
         outputs = self.op.outputs if outputs is None else outputs
         bound = self.bound_inputs(inputs)
-        with self.lock:
+        with self.session.in_flight(), self.lock:
+            self._settle()
             prepared = self.prepare(problem, bound)
             prepared.upload(*inputs)
             stream = self.stream
+            self._unsettled = True
             self.launch(prepared, stream)
-            stream.synchronize()
+            stream.synchronize()  # Ctrl-C stops the wait; the launch stays unsettled
+            self._unsettled = False
             return tuple(prepared.read(role) for role in outputs)
 
 
 _runners_lock = threading.Lock()
 _sessions: dict = {}
+
+
+def _forget_after_fork():
+    """In a forked child the lock may be held by a thread the child does not have; the
+    process-wide sessions are the parent's (default_session opens new ones)."""
+    global _runners_lock
+    _runners_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def clear_cache(session: DeviceSession):
@@ -364,6 +402,8 @@ def default_session(backend: Optional[str] = None, device: Optional[int] = None)
     key = (backend, check_device_id(get_backend(backend), 0 if device is None else device))
     with _runners_lock:
         session = _sessions.get(key)
+        if session is not None and not session.in_this_process:
+            session.close()  # inherited through fork: releases nothing, the handles are the parent's
         if session is None or session.closed:
             session = DeviceSession(device=key[1], backend=backend)
             _sessions[key] = session

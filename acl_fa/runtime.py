@@ -11,13 +11,26 @@ aclrtSetDevice this session made) -> aclFinalize when the last Session of the pr
 
 Threads: ACL binds a device to the calling OS thread. A Session calls aclrtSetDevice on a
 thread the first time that thread uses it (remembered in threading.local) and before any
-other ACL call there, so one Session may be shared by several threads.
+other ACL call there, so one Session may be shared by several threads. Every call is "in
+flight" on its Session while it runs (see _InFlight): close() refuses new calls, waits for
+those in flight, and only then releases anything, so no call ever sees a freed handle.
+
+Processes: a Session belongs to the process that opened it. In a forked child it raises
+ForkedSessionError, and closing it (or its objects being collected) there makes no ACL call:
+the handles are the parent's. A new Session in the child works.
+
+Ctrl-C: waits on a stream go in slices (SYNC_SLICE_MS), so KeyboardInterrupt stops them
+within a slice; the work stays queued and owned, and close() waits for it. The steps that
+create or release a handle hold Ctrl-C back until the handle is owned or freed
+(interrupts.deferred), so an interrupt never leaks one.
 """
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import threading
+import time
 import weakref
 from typing import Callable, Optional
 
@@ -30,9 +43,11 @@ from .errors import (
     AclError,
     AclFaError,
     ClosedObjectError,
+    ForkedSessionError,
     InvalidArgumentError,
     InvalidTypeError,
 )
+from .interrupts import deferred
 from .loader import Backend, check_device_id, get_backend
 
 # aclrtMemcpyKind
@@ -47,6 +62,13 @@ ACL_HBM_MEM = 1
 # aclrtCreateEventWithFlag flags (acl_rt.h)
 ACL_EVENT_SYNC = 0x1
 ACL_EVENT_TIME_LINE = 0x8
+# What aclrtSynchronizeStreamWithTimeout returns when its time is up (rt_error_codes.h)
+ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507046
+
+# A stream wait lasts at most this long between two chances for Ctrl-C to stop it.
+SYNC_SLICE_MS = 100
+# close() looks this often (seconds) whether the calls in flight on other threads have ended.
+_DRAIN_POLL_S = 0.005
 
 # Teardown order of a session's children (CANN: events -> streams -> memory). Executors refer
 # to tensors and tensors to buffers: each is destroyed before what it points into.
@@ -84,10 +106,67 @@ class _AclProcess:
                 backend.call("aclFinalize")
                 self._owned = False
 
+    def forget_after_fork(self):
+        """In a forked child: the parent's Sessions are not this process's (their lock may be
+        held by a thread the child does not have), and its next Session calls aclInit anew."""
+        self._lock = threading.Lock()
+        self._sessions = 0
+        self._owned = False
+
 
 _process = _AclProcess()
+os.register_at_fork(after_in_child=_process.forget_after_fork)
 _thread = threading.local()  # .token: the Session state last bound on this thread
 _tokens = itertools.count(1)
+
+
+class _InFlight:
+    """A call in flight on a session, from ``with state.in_flight():`` to the end of the block.
+
+    Registered as a weak reference under the calling thread, it lives exactly as long as the
+    ``with`` statement holds it (on the interpreter's stack, never in a variable or a
+    traceback), so the registration ends with the block however the block ends -- even when a
+    KeyboardInterrupt lands inside __enter__ or __exit__. close() sets ``closing``, then waits
+    until no other thread has a live registration; a call registers, then checks ``closing``
+    (and withdraws), so a call either is waited for or refused.
+    """
+
+    __slots__ = ("__weakref__", "_state", "_releasing")
+
+    def __init__(self, state: "_SessionState", releasing: bool):
+        self._state = state
+        self._releasing = releasing  # releasing an object: allowed while the session closes
+
+    def __enter__(self):
+        state = self._state
+        if state.closing and not self._releasing:
+            raise ClosedObjectError("the Session is closed")
+        ident = threading.get_ident()
+        ref = weakref.ref(self)
+        state.calls[ident] = ref
+        if state.closing and not self._releasing:
+            del state.calls[ident]
+            raise ClosedObjectError("the Session is closed")
+
+    def __exit__(self, *exc_info):
+        calls = self._state.calls
+        ident = threading.get_ident()
+        if calls.get(ident) is not None and calls[ident]() is self:
+            del calls[ident]
+        return False
+
+
+class _Nested:
+    """in_flight() of a thread that is already in flight on the session: nothing to do."""
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc_info):
+        return False
+
+
+_NESTED = _Nested()
 
 
 class _SessionState:
@@ -96,9 +175,12 @@ class _SessionState:
     def __init__(self, backend: Backend, device: int):
         self.backend = backend
         self.device = device
+        self.pid = os.getpid()  # the process that opened the session and owns its handles
         self.token = next(_tokens)
         self.lock = threading.RLock()
-        self.closed = False
+        self.closing = False  # close() began: new calls are refused
+        self.closed = False   # close() released the children
+        self.calls: dict = {}  # thread ident -> weakref to that thread's outermost _InFlight
         self.set_device_calls = 0
         self.children: dict = {kind: {} for kind in _KINDS}
         self._keys = itertools.count()
@@ -110,6 +192,26 @@ class _SessionState:
             entry = self.copies[_COPY_KINDS[kind]]
             entry[0] += 1
             entry[1] += int(nbytes)
+
+    def check_process(self):
+        if self.pid != os.getpid():
+            raise ForkedSessionError(
+                f"the Session was opened in process {self.pid}, and this is process {os.getpid()}, "
+                f"forked from it: device contexts do not cross fork; open a new Session in this process")
+
+    def in_flight(self, releasing: bool = False):
+        """Context manager marking a call in flight (see _InFlight); ForkedSessionError in a
+        forked child, ClosedObjectError once close() began (unless `releasing` an object)."""
+        self.check_process()
+        if self.in_flight_here():
+            return _NESTED
+        return _InFlight(self, releasing)
+
+    def wait_for_other_calls(self):
+        """Returns when no thread but this one has a call in flight (Ctrl-C stops the wait)."""
+        me = threading.get_ident()
+        while any(ident != me and ref() is not None for ident, ref in list(self.calls.items())):
+            time.sleep(_DRAIN_POLL_S)
 
     def bind(self, closing: bool = False):
         """aclrtSetDevice on the calling thread unless this thread is bound already.
@@ -124,18 +226,29 @@ class _SessionState:
         _thread.token = self.token
 
     def check_open(self):
-        if self.closed:
+        """ForkedSessionError in a forked child; ClosedObjectError once close() began, except
+        for a thread whose call close() is waiting for."""
+        self.check_process()
+        if self.closed or (self.closing and not self.in_flight_here()):
             raise ClosedObjectError("the Session is closed")
+
+    def in_flight_here(self) -> bool:
+        ref = self.calls.get(threading.get_ident())
+        return ref is not None and ref() is not None
 
     def call(self, api: str, *args):
         """Checked ACL call on the calling thread, with this session's device bound."""
-        self.bind()
-        return self.backend.call(api, *args)
+        with self.in_flight():
+            self.bind()
+            return self.backend.call(api, *args)
 
     def adopt(self, obj, kind: str, release: Callable, handle) -> weakref.finalize:
-        """Registers a child; returns the finalizer that releases `handle` exactly once."""
+        """Registers a child; returns the finalizer that releases `handle` exactly once.
+        Called in flight (see _Child._create): close() has not released anything yet."""
         with self.lock:
-            self.check_open()
+            self.check_process()
+            if self.closed:
+                raise ClosedObjectError("the Session is closed")
             key = next(self._keys)
             finalizer = weakref.finalize(obj, _release_child, self, kind, key, release, handle)
             finalizer.atexit = False
@@ -148,30 +261,82 @@ class _SessionState:
 
 
 def _release_child(state: _SessionState, kind: str, key: int, release: Callable, handle):
-    state.forget(kind, key)
-    if sys.is_finalizing():
-        return
-    state.bind(closing=True)
-    release(state.backend, handle)
+    if state.pid != os.getpid():
+        return  # a forked child: the handle is the parent's
+    with deferred():
+        state.forget(kind, key)
+        if sys.is_finalizing():
+            return
+        state.bind(closing=True)
+        release(state.backend, handle)
+
+
+def _abandon_in_forked_child(state: _SessionState):
+    """close() of a Session inherited through fork: its handles are the parent's, so nothing
+    is released; the finalizers are dropped so that collecting the objects frees nothing."""
+    state.closing = state.closed = True
+    for kind in _KINDS:
+        for finalizer in list(state.children[kind].values()):
+            finalizer.detach()
+        state.children[kind] = {}
+
+
+def _live_handles(state: _SessionState, kind: str) -> list:
+    """Handles of the live children of `kind` (from their finalizers' arguments)."""
+    handles = []
+    for finalizer in list(state.children[kind].values()):
+        info = finalizer.peek()
+        if info is not None:
+            handles.append(info[2][-1])
+    return handles
 
 
 def _teardown_session(state: _SessionState):
-    """Releases every live child in CANN's order, resets the device, finalizes ACL once.
+    """Waits for the calls in flight and for the work queued on the session's streams, then
+    releases every live child in CANN's order, resets the device, finalizes ACL once.
 
-    Every step runs even when an earlier one fails; the first failure is raised at the end.
+    The waits can be stopped with Ctrl-C: the session then stays open and usable. What follows
+    them runs with Ctrl-C held back, and every step runs even when an earlier one fails; the
+    first failure is raised at the end.
     """
     if sys.is_finalizing():
         return
+    if state.pid != os.getpid():
+        _abandon_in_forked_child(state)
+        return
+    if state.closed:
+        return
+    errors: list = []
+    state.closing = True
+    try:
+        state.wait_for_other_calls()
+        state.bind(closing=True)
+        for stream in [ffi.NULL] + _live_handles(state, "stream"):
+            try:
+                _wait_stream(state.backend.call, stream)
+            except AclFaError as exc:
+                errors.append(exc)
+        with deferred():
+            _release_all(state, errors)
+    except BaseException:
+        if not state.closed:  # stopped during the waits: nothing was released
+            state.closing = False
+        raise
+    if errors:
+        raise errors[0]
+
+
+def _release_all(state: _SessionState, errors: list):
     with state.lock:
         state.closed = True
         pending = [list(state.children[kind].values()) for kind in _KINDS]
-    errors: list = []
     for finalizers in pending:
         for finalizer in reversed(finalizers):  # newest first
             try:
                 finalizer()
             except AclFaError as exc:
                 errors.append(exc)
+    state.wait_for_other_calls()  # objects other threads are releasing meanwhile
     with state.lock:
         resets, state.set_device_calls = state.set_device_calls, 0
     for _ in range(resets):
@@ -185,8 +350,6 @@ def _teardown_session(state: _SessionState):
         _process.release(state.backend)
     except AclFaError as exc:
         errors.append(exc)
-    if errors:
-        raise errors[0]
 
 
 class DeviceSession:
@@ -201,10 +364,11 @@ class DeviceSession:
             raise InvalidArgumentError(f"device must be an integer >= 0, got {device!r}")
         self.backend = get_backend(backend)
         self.device = int(device)
-        _process.acquire(self.backend)
-        self._state = _SessionState(self.backend, self.device)
-        self._finalizer = weakref.finalize(self, _teardown_session, self._state)
-        self._finalizer.atexit = False
+        with deferred():  # aclInit's reference is owned by the finalizer before Ctrl-C can land
+            _process.acquire(self.backend)
+            self._state = _SessionState(self.backend, self.device)
+            self._finalizer = weakref.finalize(self, _teardown_session, self._state)
+            self._finalizer.atexit = False
         try:
             check_device_id(self.backend, self.device)  # after aclInit, before aclrtSetDevice
             self._state.bind()
@@ -214,12 +378,30 @@ class DeviceSession:
 
     # ---- lifetime -------------------------------------------------------------------
     def close(self):
-        """Releases every object of this session, then the device. Idempotent."""
-        self._finalizer()
+        """Refuses new calls, waits for the calls in flight on other threads and for the work
+        queued on the session's streams, then releases every object of this session and the
+        device. Idempotent. Ctrl-C during the waits leaves the session open and usable. In a
+        process forked from the one that opened it, releases nothing (the handles are the
+        parent's)."""
+        try:
+            _teardown_session(self._state)
+        finally:
+            if self._state.closed:
+                self._finalizer.detach()
 
     @property
     def closed(self) -> bool:
-        return not self._finalizer.alive
+        return self._state.closed
+
+    @property
+    def in_this_process(self) -> bool:
+        """False in a process forked from the one that opened the session."""
+        return self._state.pid == os.getpid()
+
+    def in_flight(self):
+        """Context manager: marks a call in flight on this session (close() waits for it, and
+        refuses new ones with ClosedObjectError once it began)."""
+        return self._state.in_flight()
 
     def __enter__(self) -> "DeviceSession":
         return self
@@ -334,9 +516,29 @@ class _Child:
         self._handle = handle
         self._finalizer = session._adopt(self, self._kind, release, handle)
 
+    def _create(self, session: DeviceSession, release: Callable, create: Callable):
+        """Runs `create()` -- the C call that makes this object's handle, returning it -- and
+        owns the handle before anything can raise: in flight (close() waits), with Ctrl-C held
+        back; if owning it fails all the same, the handle is released at once."""
+        state = session._state
+        with deferred(), state.in_flight():
+            handle = create()
+            try:
+                self._attach(session, release, handle)
+            except BaseException:
+                state.bind(closing=True)
+                release(state.backend, handle)
+                raise
+
     def close(self):
-        """Releases the object now. Idempotent."""
-        self._finalizer()
+        """Releases the object now. Idempotent. In a process forked from the session's, only
+        forgets the handle (it is the parent's)."""
+        state = self._state
+        if state.pid != os.getpid():
+            self._finalizer.detach()
+            return
+        with deferred(), state.in_flight(releasing=True):
+            self._finalizer()
 
     @property
     def closed(self) -> bool:
@@ -369,6 +571,19 @@ def _destroy_stream(backend: Backend, stream):
         backend.call("aclrtDestroyStream", stream)
 
 
+def _wait_stream(call: Callable, stream):
+    """Waits for the work queued on `stream` in slices of SYNC_SLICE_MS
+    (aclrtSynchronizeStreamWithTimeout), so that between two slices Python can deliver Ctrl-C;
+    the queued work stays where it is. `call` is a checked call (Backend.call or a session's)."""
+    while True:
+        try:
+            call("aclrtSynchronizeStreamWithTimeout", stream, SYNC_SLICE_MS)
+            return
+        except AclError as exc:
+            if exc.code != ACL_ERROR_RT_STREAM_SYNC_TIMEOUT:
+                raise
+
+
 def _destroy_event(backend: Backend, event):
     backend.call("aclrtDestroyEvent", event)
 
@@ -383,8 +598,12 @@ class DeviceBuffer(_Child):
         nbytes = _positive_size(nbytes, "nbytes")
         session._state.check_open()
         ptr = ffi.new("void **")
-        session._state.call("aclrtMalloc", ptr, nbytes, ACL_MEM_MALLOC_HUGE_FIRST)
-        self._attach(session, _free_device, ptr[0])
+
+        def malloc():
+            session._state.call("aclrtMalloc", ptr, nbytes, ACL_MEM_MALLOC_HUGE_FIRST)
+            return ptr[0]
+
+        self._create(session, _free_device, malloc)
         self.nbytes = nbytes
         self.shape = tuple(shape) if shape is not None else None
         self.dtype = np.dtype(dtype) if dtype is not None else None
@@ -456,8 +675,12 @@ class HostBuffer(_Child):
         nbytes = _positive_size(nbytes, "nbytes")
         session._state.check_open()
         ptr = ffi.new("void **")
-        session._state.call("aclrtMallocHost", ptr, nbytes)
-        self._attach(session, _free_host, ptr[0])
+
+        def malloc_host():
+            session._state.call("aclrtMallocHost", ptr, nbytes)
+            return ptr[0]
+
+        self._create(session, _free_host, malloc_host)
         self.nbytes = nbytes
 
     @property
@@ -486,8 +709,12 @@ class Stream(_Child):
     def __init__(self, session: DeviceSession):
         session._state.check_open()
         stream = ffi.new("aclrtStream *")
-        session._state.call("aclrtCreateStream", stream)
-        self._attach(session, _destroy_stream, stream[0])
+
+        def create_stream():
+            session._state.call("aclrtCreateStream", stream)
+            return stream[0]
+
+        self._create(session, _destroy_stream, create_stream)
         self._lock = threading.Lock()
         self._in_flight: list = []
 
@@ -524,7 +751,10 @@ class Stream(_Child):
             self._in_flight.extend(objects)
 
     def synchronize(self):
-        self._state.call("aclrtSynchronizeStream", self._live_handle())
+        """Waits for the work queued on this stream. Ctrl-C stops the wait within
+        SYNC_SLICE_MS (KeyboardInterrupt); the work stays queued, and what it uses alive."""
+        with self._state.in_flight():
+            _wait_stream(self._state.call, self._live_handle())
         with self._lock:
             self._in_flight.clear()
 
@@ -537,12 +767,15 @@ class Event(_Child):
     def __init__(self, session: DeviceSession, timing: bool = True):
         session._state.check_open()
         event = ffi.new("aclrtEvent *")
-        if timing:
-            session._state.call("aclrtCreateEventWithFlag", event,
-                                ACL_EVENT_TIME_LINE | ACL_EVENT_SYNC)
-        else:
-            session._state.call("aclrtCreateEvent", event)
-        self._attach(session, _destroy_event, event[0])
+
+        def create_event():
+            if timing:
+                session._state.call("aclrtCreateEventWithFlag", event, ACL_EVENT_TIME_LINE | ACL_EVENT_SYNC)
+            else:
+                session._state.call("aclrtCreateEvent", event)
+            return event[0]
+
+        self._create(session, _destroy_event, create_event)
         self.timing = timing
 
     @property

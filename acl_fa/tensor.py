@@ -68,10 +68,9 @@ class Tensor(_Child):
         view_dims = ffi.new("int64_t[]", list(shape) or [0])
         stride_arr = ffi.new("int64_t[]", list(strides) or [0])
         storage_dims = ffi.new("int64_t[]", list(storage) or [0])
-        handle = session._state.call(
+        self._create(session, _destroy_tensor, lambda: session._state.call(
             "aclCreateTensor", view_dims, len(shape), dtypes.to_acl(dtype), stride_arr, offset,
-            ACL_FORMAT_ND, storage_dims, len(storage), buffer.ptr)
-        self._attach(session, _destroy_tensor, handle)
+            ACL_FORMAT_ND, storage_dims, len(storage), buffer.ptr))
         self.buffer = buffer
         self.shape = shape
         self.dtype = dtype

@@ -65,16 +65,17 @@ def faults(backend, sim_only):
     backend.call("aclfaSimSetFaults", b"")
 
 
-def run_python(code: str, **env) -> dict:
+def run_python(code: str, timeout: float = 300, **env) -> dict:
     """Runs `code` in a fresh interpreter (same sys.path and env plus `env`); the code prints
-    one JSON line last, returned parsed. A failing child fails the test with its stderr."""
+    one JSON line last, returned parsed. A failing child fails the test with its stderr, and a
+    child still running after `timeout` seconds (a hang) is killed and fails it too."""
     child_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
     # The child imports the acl_fa this process imported (installed or source tree), and runs
     # outside the repository so that its current directory cannot shadow it.
     package_root = str(Path(acl_fa.__file__).resolve().parents[1])
     child_env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in sys.path if p])
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env=child_env, timeout=300, cwd=tempfile.gettempdir())
+                          text=True, env=child_env, timeout=timeout, cwd=tempfile.gettempdir())
     assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stderr}"
     lines = proc.stdout.strip().splitlines()
     assert lines, f"child printed nothing; stderr:\n{proc.stderr}"

@@ -177,9 +177,11 @@ PATH_CALLS = (
     + [("first", api) for api in ("aclnnFlashAttentionGetWorkspaceSize", "aclSetAclOpExecutorRepeatable",
                                   "aclrtMalloc")]                                          # workspace
     + [("first", "aclrtMemcpy")] * 3 + [("first", "aclrtCreateStream"), ("first", "aclnnFlashAttention"),
-                                       ("first", "aclrtSynchronizeStream")] + [("first", "aclrtMemcpy")] * 2
-    + [("repeat", "aclrtMemcpy")] * 3 + [("repeat", "aclnnFlashAttention"), ("repeat", "aclrtSynchronizeStream")]
+                                       ("first", "aclrtSynchronizeStreamWithTimeout")] + [("first", "aclrtMemcpy")] * 2
+    + [("repeat", "aclrtMemcpy")] * 3
+    + [("repeat", "aclnnFlashAttention"), ("repeat", "aclrtSynchronizeStreamWithTimeout")]
     + [("repeat", "aclrtMemcpy")] * 2
+    + [("close", "aclrtSynchronizeStreamWithTimeout")] * 2                  # drain the default and op streams
     + [("close", "aclDestroyAclOpExecutor")] + [("close", "aclDestroyTensor")] * 5
     + [("close", "aclrtSynchronizeStream"), ("close", "aclrtDestroyStream")] + [("close", "aclrtFree")] * 6
     + [("close", "aclrtResetDevice"), ("close", "aclFinalize")]
@@ -204,7 +206,7 @@ INJECTED_CODES = {
     "aclrtGetMemInfo": 507000, "aclrtGetDeviceCount": 207004,
     "aclnnFlashAttentionGetWorkspaceSize": 561000, "aclSetAclOpExecutorRepeatable": 561000,
     "aclrtCreateStream": 207008, "aclrtMemcpy": 507899, "aclnnFlashAttention": 361001,
-    "aclrtSynchronizeStream": 507015, "aclDestroyAclOpExecutor": 561000, "aclDestroyTensor": 561000,
+    "aclrtSynchronizeStream": 507015, "aclrtSynchronizeStreamWithTimeout": 507015, "aclDestroyAclOpExecutor": 561000, "aclDestroyTensor": 561000,
     "aclrtDestroyStream": 507000, "aclrtFree": 207002, "aclrtResetDevice": 507000, "aclFinalize": 500001,
 }
 
@@ -320,7 +322,7 @@ def test_fault_points_are_every_call_of_the_path(fault_run):
     assert fault_run["beyond"] == "clean", fault_run["beyond"]
     assert fault_run["beyond_left"] == {}
     assert fault_run["declared"] >= 40, "the cdefs were not read"
-    assert len(FAULT_POINTS) == 48
+    assert len(FAULT_POINTS) == 50
 
 
 @pytest.mark.parametrize("phase,spec", FAULT_POINTS, ids=[f"{p}-{s}" for p, s in FAULT_POINTS])

@@ -124,7 +124,7 @@ def test_threads_on_separate_sessions_match_serial_bits(backend, serial):
 @pytest.mark.parametrize("spec, surfaces", [
     ("aclnnFlashAttention:77", "aclnnFlashAttention:77"), ("aclrtMemcpy:150", "aclrtMemcpy:150"),
     ("aclrtMalloc:9,aclrtMalloc:10", "aclrtMalloc:10"), ("aclrtMalloc:9", None),
-    ("aclrtSynchronizeStream:3", "aclrtSynchronizeStream:3")])
+    ("aclrtSynchronizeStreamWithTimeout:3", "aclrtSynchronizeStreamWithTimeout:3")])
 def test_fault_amid_threads_fails_one_call_only(backend, faults, serial, spec, surfaces):
     """A fault striking one call while 4 threads share a Session: that call raises AclError, every
     other call returns the serial bits, and closing leaves nothing behind."""
@@ -213,7 +213,7 @@ def _first_acl_error(**env) -> dict:
 
 def test_bad_thread_count_is_refused_by_name(sim_only):
     result = _first_acl_error(ACL_FA_BACKEND="sim", ACL_FA_SIM_THREADS="zero")
-    assert result["raised"] == "aclrtSynchronizeStream" and result["code"] == 100000
+    assert result["raised"] == "aclrtSynchronizeStreamWithTimeout" and result["code"] == 100000
     assert 'ACL_FA_SIM_THREADS="zero" must be an integer from 1 to 1024' in result["message"]
 
 
@@ -255,7 +255,7 @@ def test_oversized_block_forced_past_validation_is_stopped_by_the_ub_rule(sim_on
     block pushes past the workspace allocation."""
     result = run_python(UB_SCRIPT, ACL_FA_BACKEND="sim", ACL_FA_SIM_TEST_FORCE_BLOCK_M=1024)
     assert result.get("code") == 507015 and result["name"] == "ACL_ERROR_RT_AICORE_EXCEPTION", result
-    assert result["api"] == "aclrtSynchronizeStream"  # kernel faults surface at the sync, as on the chip
+    assert result["api"] == "aclrtSynchronizeStreamWithTimeout"  # kernel faults surface at the sync, as on the chip
     message = result["message"]
     ub_rule = ("rule 'UB capacity'", "violated on AIV", "in TPipe::InitBuffer", "196352")
     gm_rule = ("rule 'GM allocation'", "violated on AIV", "in GlobalTensor::SetGlobalBuffer", "runs past the end")

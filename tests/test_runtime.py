@@ -284,7 +284,7 @@ CALL_SITES = {
     "aclrtMallocHost": lambda s, o: s.alloc_host(64),
     "aclrtCreateStream": lambda s, o: s.stream(),
     "aclrtMemcpyAsync": lambda s, o: o["stream"].copy(o["host"], o["device"]),
-    "aclrtSynchronizeStream": lambda s, o: o["stream"].synchronize(),
+    "aclrtSynchronizeStreamWithTimeout": lambda s, o: o["stream"].synchronize(),
     "aclrtCreateEventWithFlag": lambda s, o: s.event(),
     "aclrtCreateEvent": lambda s, o: s.event(timing=False),
     "aclrtRecordEvent": lambda s, o: o["start"].record(o["stream"]),

@@ -281,31 +281,10 @@ def test_synchronize_with_timeout_reports_a_failed_task_once():
 # are invalid in the child, a new aclInit works, and nothing the child does touches the parent.
 
 FORK = f"""
-import os, signal, sys, time, traceback
-sys.path.insert(0, {str(ROOT / "tests" / "kernels")!r})
+import os, sys, time
+sys.path[:0] = [{str(ROOT / "tests" / "kernels")!r}, {str(ROOT / "tests")!r}]
 import simlib
-
-def in_child(body, seconds=30):
-    # Runs body() in a forked child; a failure or a hang (killed after `seconds`) fails here.
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            body()
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        sys.stdout.flush(); sys.stderr.flush()
-        os._exit(code)
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0, "the forked child failed"
-            return
-        time.sleep(0.01)
-    os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)
-    raise AssertionError(f"the forked child hung for {{seconds}} s")
+from forked import in_child
 
 def scale_add(sim, cores=8, tile=256):
     x = np.arange(cores * tile, dtype=np.float32); y = np.ones_like(x)
