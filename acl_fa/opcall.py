@@ -200,7 +200,8 @@ class OpRunner:
             self._evict(0)
 
     def _settle(self):
-        """Waits for work an interrupted call left on the stream; caller holds the lock."""
+        """Waits for work a launch left on the stream (a call whose wait was stopped, or a
+        caller driving the phases itself); caller holds the lock."""
         if self._unsettled:
             if self._stream is not None and not self._stream.closed:
                 self._stream.synchronize()
@@ -241,6 +242,7 @@ class OpRunner:
         in place (cached per problem and arrays); caller holds the lock. A problem new to this
         Session is first checked by the op for the session's chip and against the device's free
         memory, before device work."""
+        self._settle()
         bound = bound or {}
         # Keyed by the problem alone when every input is the cache's own buffer.
         key = (problem, tuple((role, array.serial) for role, array in sorted(bound.items()))) if bound else problem
@@ -326,8 +328,10 @@ class OpRunner:
             raise
 
     def launch(self, prepared: PreparedCall, stream: Stream):
-        """Phase 2 of the prepared call on `stream` (asynchronous)."""
+        """Phase 2 of the prepared call on `stream` (asynchronous); the runner is unsettled
+        until run() has waited for it (or the next prepare() does)."""
         ws = prepared.workspace.ptr if prepared.workspace is not None else ffi.NULL
+        self._unsettled = True
         self.session.call(self.op.launch_api, ws, prepared.workspace_size, prepared.executor.handle,
                           stream.handle)
 
@@ -338,11 +342,9 @@ class OpRunner:
         outputs = self.op.outputs if outputs is None else outputs
         bound = self.bound_inputs(inputs)
         with self.session.in_flight(), self.lock:
-            self._settle()
             prepared = self.prepare(problem, bound)
             prepared.upload(*inputs)
             stream = self.stream
-            self._unsettled = True
             self.launch(prepared, stream)
             stream.synchronize()  # Ctrl-C stops the wait; the launch stays unsettled
             self._unsettled = False
