@@ -330,7 +330,7 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     if k is not None:
         _append_host_caches(problem, inputs[1], inputs[2], k, v, seqlens, table)
     outputs = ("out", "lse") if return_lse else ("out",)
-    with runner.lock:
+    with session.in_flight(), runner.lock:  # close() waits for the call
         prepared = runner.prepare(problem, bound)
         prepared.upload(*inputs)
         if k is not None and bound:

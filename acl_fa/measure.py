@@ -53,7 +53,7 @@ def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iter
     plan = (check or check_plan)(problem, soc)
     sim = session.backend.name == "sim"
     runner = runner_for(session) if runner is None else runner
-    with runner.lock:
+    with session.in_flight(), runner.lock:  # close() waits for the measurement
         prepared = runner.prepare(problem)
         prepared.upload(*inputs)
         stream = runner.stream

@@ -310,12 +310,13 @@ def _teardown_session(state: _SessionState):
     state.closing = True
     try:
         state.wait_for_other_calls()
-        state.bind(closing=True)
-        for stream in [ffi.NULL] + _live_handles(state, "stream"):
-            try:
-                _wait_stream(state.backend.call, stream)
-            except AclFaError as exc:
-                errors.append(exc)
+        if state.set_device_calls:  # a session that never set its device has no work queued
+            state.bind(closing=True)
+            for stream in [ffi.NULL] + _live_handles(state, "stream"):
+                try:
+                    _wait_stream(state.backend.call, stream)
+                except AclFaError as exc:
+                    errors.append(exc)
         with deferred():
             _release_all(state, errors)
     except BaseException:
