@@ -15,14 +15,16 @@ other ACL call there, so one Session may be shared by several threads. Every cal
 flight" on its Session while it runs (see _InFlight): close() refuses new calls, waits for
 those in flight, and only then releases anything, so no call ever sees a freed handle.
 
-Processes: a Session belongs to the process that opened it. In a forked child it raises
-ForkedSessionError, and closing it (or its objects being collected) there makes no ACL call:
-the handles are the parent's. A new Session in the child works.
+Processes: a Session belongs to the process that opened it (docs/cann-facts.md#acl-runtime-calls,
+"Processes"). In a forked child it raises ForkedSessionError, and closing it (or its objects
+being collected) there makes no ACL call: the handles are the parent's. A new Session in the
+child works.
 
-Ctrl-C: waits on a stream go in slices (SYNC_SLICE_MS), so KeyboardInterrupt stops them
-within a slice; the work stays queued and owned, and close() waits for it. The steps that
-create or release a handle hold Ctrl-C back until the handle is owned or freed
-(interrupts.deferred), so an interrupt never leaks one.
+Ctrl-C: waits on a stream go in slices (SYNC_SLICE_MS) of aclrtSynchronizeStreamWithTimeout
+(docs/cann-facts.md#acl-runtime-calls), so KeyboardInterrupt stops them within a slice; the
+work stays queued and owned, and close() waits for it. The steps that create or release a
+handle hold Ctrl-C back until the handle is owned or freed (interrupts.deferred), so an
+interrupt never leaks one.
 """
 from __future__ import annotations
 
