@@ -6,7 +6,7 @@
 #   bench/regenerate.sh all          # everything below (about 15 minutes on 2 cores)
 #   bench/regenerate.sh bench soc    # chosen sections
 #
-# Sections: readme plan bench soc l2 efficiency rss overhead torch matmul backward model ring
+# Sections: readme plan bench soc l2 efficiency rss overhead torch matmul backward model ring decode
 #   backward  the FlashAttentionGrad rows (torch for its comparison; about 30 minutes on 2 cores)
 #   torch   needs torch (pip install torch --index-url https://download.pytorch.org/whl/cpu)
 #   matmul, model (its GEMM row)  need a development build with the test kernels:
@@ -57,7 +57,13 @@ section() {
             run model-fa "$PYTHON" bench/fa_model.py
             run model-gemm "$PYTHON" bench/gemm_model.py ;;
         ring) run ring-model "$PYTHON" bench/ring_model.py ;;
-        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul backward model ring; do section "$s"; done ;;
+        decode)
+            local common=(--heads 32 --kv-heads 8 --head-dim 128)
+            run decode-paged acl-fa bench --decode --paged --block-size 128 --seq-kv 32768 "${common[@]}" --steps 4
+            run decode-batch acl-fa bench --decode --paged --block-size 128 --seq-kv 4096 --batch 32 "${common[@]}" --steps 2
+            run decode-contiguous acl-fa bench --decode --seq-kv 32768 "${common[@]}" --steps 4
+            run decode-loop acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8 --paged --steps 64 --json ;;
+        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul backward model ring decode; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
 }
