@@ -13,7 +13,15 @@ from .errors import (
     InvalidTypeError,
 )
 from . import sim_stats
-from .api import DeviceArray, Session, flash_attention, flash_attention_backward, flash_attention_with_kvcache
+from .api import (
+    DeviceArray,
+    Session,
+    flash_attention,
+    flash_attention_backward,
+    flash_attention_with_kvcache,
+    flash_attn_func,
+    scaled_dot_product_attention,
+)
 from .loader import get_backend
 from .reference import attention_reference, attention_reference_backward
 from .runtime import DeviceBuffer, DeviceSession, Event, HostBuffer, Stream
@@ -43,6 +51,8 @@ __all__ = [
     "flash_attention",
     "flash_attention_backward",
     "flash_attention_with_kvcache",
+    "flash_attn_func",
     "get_backend",
+    "scaled_dot_product_attention",
     "sim_stats",
 ]

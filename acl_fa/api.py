@@ -13,11 +13,13 @@ from typing import Optional
 from . import attention, backward, decode, opcall
 from .attention import flash_attention
 from .backward import flash_attention_backward
+from .compat import flash_attn_func, scaled_dot_product_attention
 from .decode import flash_attention_with_kvcache
 from .device_array import DeviceArray
 from .runtime import DeviceSession
 
-__all__ = ["Session", "DeviceArray", "flash_attention", "flash_attention_backward", "flash_attention_with_kvcache"]
+__all__ = ["Session", "DeviceArray", "flash_attention", "flash_attention_backward", "flash_attention_with_kvcache",
+           "flash_attn_func", "scaled_dot_product_attention"]
 
 
 class Session(DeviceSession):
