@@ -78,6 +78,14 @@ while (($#)); do
 done
 [[ "$vendor" =~ ^[A-Za-z0-9_]+$ ]] || die_usage "--vendor '$vendor': letters, digits and '_' only"
 [[ -z "$sim_lib_dir" || $sim == 1 ]] || die_usage "--sim-lib-dir goes with --sim"
+# --soc is checked before anything else (before CANN is looked for) and is never dropped.
+if ((sim)) && [[ -n "$soc" ]]; then
+  die_usage "--soc $soc goes with the CANN build; --sim packs the simulator of every simulated SoC (pick one at run time with ACL_FA_SIM_SOC)"
+fi
+case "$soc" in
+  "" | ascend910b | ascend910_93) ;;
+  *) die_usage "--soc $soc: the operator is registered for ascend910b and ascend910_93 only" ;;
+esac
 mkdir -p "$build_dir"
 build_dir="$(cd "$build_dir" && pwd)"
 version="$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$repo/pyproject.toml" | head -n 1)"
@@ -177,10 +185,6 @@ build_cann() {
   find_cann || no_cann
   [[ -f "${op_jsons[0]}" ]] || die "no op/*.json: the operators' interfaces msopgen generates the project from"
   soc="${soc:-$(detect_soc)}"
-  case "$soc" in
-    ascend910b | ascend910_93) ;;
-    *) die_usage "--soc $soc: the operator is registered for ascend910b and ascend910_93 only" ;;
-  esac
   local project="$build_dir/op_project"
   step "CANN $cann_root, SoC $soc, vendor $vendor"
   step "msopgen gen -> $project"

@@ -1,5 +1,7 @@
 """acl-fa: FlashAttention forward on Huawei Ascend NPUs from numpy, through the CANN runtime
 and aclnn, or through the CPU simulator of the same C ABI (see docs/architecture.md)."""
+import importlib.metadata as _metadata
+
 from .errors import (
     AclError,
     AclFaError,
@@ -26,6 +28,11 @@ from .loader import get_backend
 from .reference import attention_reference, attention_reference_backward
 from .runtime import DeviceBuffer, DeviceSession, Event, HostBuffer, Stream
 from .tensor import Tensor
+
+try:
+    __version__ = _metadata.version("acl-fa")  # the installed distribution's (pyproject.toml)
+except _metadata.PackageNotFoundError:  # a source tree with no installed acl-fa
+    __version__ = "0+unknown"
 
 __all__ = [
     "AclError",

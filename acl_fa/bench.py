@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import sys
 import time
 from typing import Callable, Optional
 
@@ -292,7 +293,7 @@ def plot_bench(report: BenchReport, path: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ImportError("--plot needs matplotlib: pip install 'acl-fa[plot]'") from exc
+        raise ImportError(f"--plot needs matplotlib: {sys.executable} -m pip install matplotlib") from exc
     seqs = [r.seq for r in report.rows]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     panels = [

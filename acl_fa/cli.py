@@ -7,6 +7,7 @@ themselves with ``@main.command()``.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import sys
@@ -16,6 +17,7 @@ import click
 from . import doctor as doctor_module
 from . import run as run_module
 from . import plan as plan_module
+from . import __version__
 from .errors import AclFaError
 from .loader import BACKENDS, ENV_BACKEND
 
@@ -41,6 +43,42 @@ device_option = click.option(
 )
 
 
+def _set_verbose(ctx, param, value):
+    if value:
+        logging.getLogger().setLevel(logging.INFO)
+    return value
+
+
+# -v is accepted before the command (acl-fa -v run) and after it (acl-fa run -v).
+verbose_option = click.option("-v", "--verbose", is_flag=True, envvar="ACL_FA_VERBOSE", show_envvar=True,
+                              expose_value=False, is_eager=True, callback=_set_verbose,
+                              help="Log what the library does (INFO level).")
+
+
+@contextlib.contextmanager
+def progress(length: int, label: str):
+    """click's progress bar on a terminal; elsewhere (a pipe, a log file) nothing at all, not
+    even the label line."""
+    if sys.stderr.isatty():
+        with click.progressbar(length=length, label=label, file=sys.stderr, show_eta=False) as bar:
+            yield bar
+    else:
+        yield _NoBar()
+
+
+class _NoBar:
+    def update(self, steps: int):
+        pass
+
+
+def _check_plot_support():
+    """--plot needs matplotlib: said before the benchmark runs, with the install command of
+    the Python that runs acl-fa."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise click.UsageError(f"--plot needs matplotlib, which this Python does not have; install it with: "
+                               f"{sys.executable} -m pip install matplotlib")
+
+
 @contextlib.contextmanager
 def reported_as_usage_errors():
     """acl-fa's own exceptions (refused input, a failed ACL call, libraries not found) end the
@@ -52,16 +90,20 @@ def reported_as_usage_errors():
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", is_flag=True, help="Log what the library does (INFO level).")
-def main(verbose: bool):
-    """FlashAttention forward on Ascend NPUs, or on the CPU simulator of the same ABI."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="acl-fa: %(message)s")
+@click.version_option(__version__, "-V", "--version", prog_name="acl-fa")
+@verbose_option
+def main():
+    """FlashAttention forward on Ascend NPUs, or on the CPU simulator of the same ABI.
+
+    Every option of run, plan and bench can also be set with the environment variable
+    ACL_FA_<OPTION> (--seq-kv: ACL_FA_SEQ_KV), shown in each command's --help."""
+    logging.basicConfig(format="acl-fa: %(message)s")
 
 
 @main.command()
 @backend_option
 @device_option
+@verbose_option
 def doctor(backend: str, device: int):
     """Show the backend, the libraries loaded (and every path tried), the device and the
     environment variables that matter. Exits with 1 when no backend could be loaded."""
@@ -85,10 +127,10 @@ _PROBLEM_OPTIONS = [
               metavar="NKV", help="Key/value heads (GQA/MQA) [default: --heads]."),
     click.option("--head-dim", type=click.IntRange(min=1), envvar="ACL_FA_HEAD_DIM", default=128, show_default=True,
               show_envvar=True, metavar="D", help="Head dimension (a multiple of 16, at most 256)."),
-    click.option("--dtype", type=click.Choice(plan_module.DTYPES), envvar="ACL_FA_DTYPE", default="float16",
+    click.option("--dtype", type=click.Choice(plan_module.DTYPES, case_sensitive=False), envvar="ACL_FA_DTYPE", default="float16",
               show_default=True, show_envvar=True, help="Input dtype."),
-    click.option("--layout", type=click.Choice(plan_module.LAYOUTS), envvar="ACL_FA_LAYOUT", default="BNSD",
-              show_default=True, show_envvar=True, help="Input layout."),
+    click.option("--layout", type=click.Choice(plan_module.LAYOUTS, case_sensitive=False), envvar="ACL_FA_LAYOUT",
+              default="BNSD", show_default=True, show_envvar=True, help="Input layout (any case)."),
     click.option("--causal/--no-causal", envvar="ACL_FA_CAUSAL", default=False, show_default=True, show_envvar=True,
               help="Causal (bottom-right aligned) mask."),
     click.option("--block-m", type=click.IntRange(min=0), envvar="ACL_FA_BLOCK_M", default=0, show_default=True,
@@ -101,7 +143,15 @@ _PROBLEM_OPTIONS = [
 def problem_options(function):
     for option in reversed(_PROBLEM_OPTIONS):
         function = option(function)
-    return function
+    return verbose_option(function)
+
+
+def json_option(help_text: str):
+    return click.option("--json", "as_json", is_flag=True, envvar="ACL_FA_JSON", show_envvar=True, help=help_text)
+
+
+seed_option = click.option("--seed", type=int, envvar="ACL_FA_SEED", default=0, show_default=True, show_envvar=True,
+                           help="Seed of the random inputs.")
 
 
 backward_option = click.option(
@@ -115,10 +165,10 @@ deterministic_option = click.option(
 def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
     from . import backward_plan
 
-    if soc.lower() != "all":
+    if soc is None or soc.lower() != "all":
         with reported_as_usage_errors():
             p = backward_plan.grad_plan(soc=soc, deterministic=deterministic, **problem)
-        click.echo(json.dumps(backward_plan.to_dict(p), indent=2) if as_json else backward_plan.format_grad_plan(p))
+        click.echo(json.dumps([backward_plan.to_dict(p)], indent=2) if as_json else backward_plan.format_grad_plan(p))
         return
     rows = []
     for chip in plan_module.chips():
@@ -135,9 +185,12 @@ def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
 
 @main.command()
 @problem_options
-@click.option("--soc", envvar="ACL_FA_SIM_SOC", default=plan_module.DEFAULT_SOC, show_default=True,
-              show_envvar=True, metavar="NAME|all", help="Chip of the simulator's catalogue, or 'all' for one row each.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan(s) as JSON.")
+@click.option("--soc", envvar="ACL_FA_SOC", default=None, show_envvar=True, metavar="NAME|all",
+              help="Chip of the simulator's catalogue (its name, e.g. Ascend910B4, or a short name it prints, "
+                   "e.g. ascend910b: the first chip of that family), or 'all' for one row each "
+                   f"[default: $ACL_FA_SIM_SOC, else {plan_module.DEFAULT_SOC}].")
+@json_option("Print the plans as JSON: always a list, one plan per chip ({chip, error} for a chip that "
+             "refuses the problem).")
 @backward_option
 @deterministic_option
 @click.option("--sweep", is_flag=True, help="Run every (BLOCK_M, BLOCK_N) that fits on the simulator and print its "
@@ -146,7 +199,7 @@ def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
               help="With --sweep: draw modeled time against BLOCK_M per BLOCK_N.")
 def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json,
          backward, deterministic, sweep, plot_path):
-    """Show what the operator will do: blocks, buffer budget, core split, workspace."""
+    """Show what the operator will do: blocks, buffer budget, core split, workspace, memory."""
     problem = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                    dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
     if backward:
@@ -155,10 +208,10 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
     if sweep:
         _plan_sweep(problem, soc, as_json, plot_path)
         return
-    if soc.lower() != "all":
+    if soc is None or soc.lower() != "all":
         with reported_as_usage_errors():
             p = plan_module.plan(soc=soc, **problem)
-        click.echo(json.dumps(p.to_dict(), indent=2) if as_json else plan_module.format_plan(p))
+        click.echo(json.dumps([p.to_dict()], indent=2) if as_json else plan_module.format_plan(p))
         return
     rows = []
     for chip in plan_module.chips():
@@ -196,13 +249,16 @@ def _plan_sweep(problem: dict, soc: str, as_json: bool, plot_path) -> None:
 
 
 _DECODE_OPTIONS = [
-    click.option("--decode", is_flag=True, help="Decode against a device KV cache (flash_attention_with_kvcache)."),
-    click.option("--paged", is_flag=True, help="Decode with a paged KV cache (implies --decode)."),
-    click.option("--block-size", type=click.IntRange(min=16), default=128, show_default=True, metavar="N",
+    click.option("--decode", is_flag=True, envvar="ACL_FA_DECODE", show_envvar=True, help="Decode against a device KV cache (flash_attention_with_kvcache)."),
+    click.option("--paged", is_flag=True, envvar="ACL_FA_PAGED", show_envvar=True, help="Decode with a paged KV cache (implies --decode)."),
+    click.option("--block-size", type=click.IntRange(min=16), envvar="ACL_FA_BLOCK_SIZE", default=128,
+                 show_default=True, show_envvar=True, metavar="N",
                  help="Keys per cache block with --paged (a multiple of 16)."),
-    click.option("--steps", type=click.IntRange(min=1), default=8, show_default=True, metavar="N",
+    click.option("--steps", type=click.IntRange(min=1), envvar="ACL_FA_STEPS", default=8, show_default=True,
+                 show_envvar=True, metavar="N",
                  help="Decode steps, each appending --seq tokens per sequence to the cache."),
-    click.option("--num-splits", type=click.IntRange(min=0, max=1), default=0, show_default=True,
+    click.option("--num-splits", type=click.IntRange(min=0, max=1), envvar="ACL_FA_NUM_SPLITS", default=0,
+                 show_default=True, show_envvar=True,
                  help="0: each sequence's keys split over all cores; 1: one core per sequence and kv head."),
 ]
 
@@ -218,8 +274,7 @@ def _run_decode_command(seq_kv, batch, heads, kv_heads, head_dim, dtype, seq_q, 
     from . import api
     from . import decode_run
 
-    with reported_as_usage_errors(), click.progressbar(length=steps + 2, label="acl-fa run --decode",
-                                                       file=sys.stderr, show_eta=False) as bar:
+    with reported_as_usage_errors(), progress(steps + 2, "acl-fa run --decode") as bar:
         with api.Session(device=device, backend=None if backend == "auto" else backend) as session:
             report = decode_run.run_decode(
                 session, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, seq_q=seq_q,
@@ -237,8 +292,7 @@ def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype,
 
     lengths = [seq_kv] if seq_kv else list(seqs)
     rows = []
-    with reported_as_usage_errors(), click.progressbar(length=len(lengths), label="acl-fa bench --decode",
-                                                       file=sys.stderr, show_eta=False) as bar:
+    with reported_as_usage_errors(), progress(len(lengths), "acl-fa bench --decode") as bar:
         with api.Session(device=device, backend=None if backend == "auto" else backend) as session:
             for length in lengths:
                 report = decode_run.run_decode(
@@ -264,11 +318,11 @@ def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype,
               show_envvar=True, metavar="N", help="Timed launches (the median is reported).")
 @click.option("--check/--no-check", envvar="ACL_FA_CHECK", default=True, show_default=True, show_envvar=True,
               help="Compare with the float64 reference (all heads, or a sample of heads on large problems).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@seed_option
 @_decode_options
 @backend_option
 @device_option
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option("Print the report as JSON.")
 @backward_option
 @deterministic_option
 @click.option("--parallel", "parallel_mode", type=click.Choice(["ring"]), envvar="ACL_FA_PARALLEL", default=None,
@@ -299,8 +353,7 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
                       as_json)
         return
     total_steps = 1 + warmup + iters + 1
-    with reported_as_usage_errors(), click.progressbar(length=total_steps, label="acl-fa run", file=sys.stderr,
-                           show_eta=False) as bar:
+    with reported_as_usage_errors(), progress(total_steps, "acl-fa run") as bar:
         report = run_module.run_job(
             seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
             layout=layout, causal=causal, scale=scale, block_m=block_m or None, block_n=block_n or None,
@@ -329,8 +382,7 @@ def _run_backward(options: dict, as_json: bool):
     from . import run_backward
 
     total_steps = 2 * (1 + options["warmup"] + options["iters"] + 1)
-    with reported_as_usage_errors(), click.progressbar(length=total_steps, label="acl-fa run --backward",
-                                                       file=sys.stderr, show_eta=False) as bar:
+    with reported_as_usage_errors(), progress(total_steps, "acl-fa run --backward") as bar:
         report = run_backward.run_backward_job(**options, progress=lambda stage, steps: bar.update(steps))
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_backward.format_backward_report(report))
     forward_bad = report.forward.accuracy is not None and not report.forward.accuracy.ok
@@ -360,7 +412,7 @@ def _bench_problem_options(function):
     The shared single-length --seq is dropped from the params click collected so far."""
     function = problem_options(function)
     function.__click_params__ = [p for p in function.__click_params__ if p.name != "seq"]
-    return click.option("--seq", "seqs", type=_SeqList(), envvar="ACL_FA_BENCH_SEQ", default="512,1024,2048,4096",
+    return click.option("--seq", "seqs", type=_SeqList(), envvar="ACL_FA_SEQ", default="512,1024,2048,4096",
                         show_default=True, show_envvar=True,
                         help="Query sequence lengths, one row each (Skv = the same unless --seq-kv).")(function)
 
@@ -371,19 +423,20 @@ def _bench_problem_options(function):
               show_envvar=True, metavar="N", help="Untimed calls per length before timing.")
 @click.option("--iters", type=click.IntRange(min=1), envvar="ACL_FA_ITERS", default=3, show_default=True,
               show_envvar=True, metavar="N", help="Timed calls per length (medians are reported).")
-@click.option("--l2/--no-l2", "l2", default=True, show_default=True,
+@click.option("--l2/--no-l2", "l2", envvar="ACL_FA_L2", default=True, show_default=True, show_envvar=True,
               help="Simulator: replay one launch's GM trace through the L2 model (modeled HBM bytes).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@seed_option
 @_decode_options
 @backend_option
 @device_option
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE.png",
-              help="Draw time, memory and traffic against S (log axes; needs the 'plot' extra: matplotlib).")
+@json_option("Print the report as JSON.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), envvar="ACL_FA_PLOT",
+              show_envvar=True, default=None, metavar="FILE.png",
+              help="Draw time, memory and traffic against S (log axes; needs matplotlib).")
 @backward_option
 @deterministic_option
-@click.option("--torch/--no-torch", "with_torch", default=True, show_default=True,
-              help="--backward: also time torch's CPU autograd through SDPA (when torch is installed).")
+@click.option("--torch/--no-torch", "with_torch", envvar="ACL_FA_TORCH", default=True, show_default=True,
+              show_envvar=True, help="--backward: also time torch's CPU autograd through SDPA (when torch is installed).")
 def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, warmup, iters,
           l2, seed, decode, paged, block_size, steps, num_splits, backend, device, as_json, plot_path, backward,
           deterministic, with_torch):
@@ -400,8 +453,7 @@ def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal,
     if backward:
         from . import bench_backward
 
-        with reported_as_usage_errors(), click.progressbar(length=len(seqs), label="acl-fa bench --backward",
-                                                           file=sys.stderr, show_eta=False) as bar:
+        with reported_as_usage_errors(), progress(len(seqs), "acl-fa bench --backward") as bar:
             report = bench_backward.run_backward_bench(
                 seqs=seqs, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
                 layout=layout, causal=causal, deterministic=deterministic, block_m=block_m, block_n=block_n,
@@ -410,8 +462,9 @@ def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal,
         click.echo(json.dumps(report, indent=2) if as_json else bench_backward.format_backward_bench(report))
         return
 
-    with reported_as_usage_errors(), click.progressbar(length=len(seqs), label="acl-fa bench",
-                                                       file=sys.stderr, show_eta=False) as bar:
+    if plot_path:
+        _check_plot_support()
+    with reported_as_usage_errors(), progress(len(seqs), "acl-fa bench") as bar:
         report = bench_module.run_bench(
             seqs=seqs, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
             dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n, warmup=warmup,

@@ -220,13 +220,18 @@ def chips() -> list:
 
 
 def chip(name: Optional[str] = None) -> ChipLimits:
-    """The catalogue row for `name` (case-insensitive); default $ACL_FA_SIM_SOC, else Ascend910B2."""
+    """The catalogue row for `name` (case-insensitive; a short SoC name such as ascend910b gives
+    the first chip of that family); default $ACL_FA_SIM_SOC, else Ascend910B2."""
     name = name or os.environ.get(ENV_SIM_SOC) or DEFAULT_SOC
     found = _catalogue_lib().aclfaSimFindChip(name.encode())
-    if found == ffi.NULL:
-        known = ", ".join(c.name for c in chips())
-        raise PlanError(f"unknown SoC {name!r}; the catalogue has: {known}")
-    return _chip_from_c(found)
+    if found != ffi.NULL:
+        return _chip_from_c(found)
+    family = [c for c in chips() if c.short_soc.lower() == name.lower()]
+    if family:  # a short SoC name (as plans print it): the first chip of that family
+        return family[0]
+    known = ", ".join(c.name for c in chips())
+    shorts = ", ".join(dict.fromkeys(c.short_soc for c in chips()))
+    raise PlanError(f"unknown SoC {name!r}; the catalogue has: {known} (short names: {shorts})")
 
 
 def _choice(what: str, value: str, allowed: tuple) -> int:

@@ -214,6 +214,7 @@ quoted="'${vendor_dir//\'/\'\\\'\'}'"
 template="$(cat "$here/set_env.bash.in")"
 printf '%s\n' "${template//@VENDOR_DIR@/$quoted}" >"$vendor_dir/bin/set_env.bash"
 records+=("f $vendor_rel/bin/set_env.bash")
+count=$((count + 1))  # every "f" record is counted, as uninstall counts what it removes
 
 if ((use_config_ini)); then
   if [[ ! -f "$config_ini" ]]; then

@@ -195,6 +195,29 @@ def test_build_rejects_an_soc_the_operator_is_not_registered_for(tmp_path):
     assert not (tmp_path / "out" / "op_project").exists()
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--soc", "ascend310p"], "--soc ascend310p: the operator is registered for ascend910b and ascend910_93"),
+    (["--sim", "--soc", "ascend910b"], "--soc ascend910b goes with the CANN build"),
+])
+def test_build_checks_soc_before_looking_for_cann(tmp_path, args, message):
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}  # no CANN anywhere
+    proc = _run(["bash", str(REPO / "build.sh"), "--build-dir", str(tmp_path / "out"), *args], env=env, timeout=30)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert "CANN (Ascend toolkit with msopgen) not found" not in proc.stderr
+    assert not (tmp_path / "out" / "sim").exists()
+
+
+def test_installed_and_removed_counts_agree(stand_in_run, tmp_path):
+    import re
+
+    installed = _install(stand_in_run, f"--install-path={tmp_path}")
+    removed = _install(stand_in_run, "--uninstall", f"--install-path={tmp_path}")
+    assert installed.returncode == removed.returncode == 0, installed.stderr + removed.stderr
+    n_in = int(re.search(r"installed (\d+) files", installed.stdout).group(1))
+    n_out = int(re.search(r"removed (\d+) files", removed.stdout).group(1))
+    assert n_in == n_out > 0
+
+
 def test_build_rejects_unknown_option():
     proc = _run(["bash", str(REPO / "build.sh"), "--frobnicate"], timeout=30)
     assert proc.returncode == 2 and "unknown option '--frobnicate'" in proc.stderr
