@@ -231,9 +231,11 @@ def _plan_sweep(problem: dict, soc: str, as_json: bool, plot_path) -> None:
 
     from . import sweep as sweep_module
 
-    if soc.lower() == "all":
+    if soc is not None and soc.lower() == "all":
         raise click.ClickException("--sweep needs one chip (--soc NAME)")
-    os.environ["ACL_FA_SIM_SOC"] = plan_module.chip(soc).name  # the simulated chip of this process
+    with reported_as_usage_errors():
+        soc = plan_module.chip(soc).name  # default: $ACL_FA_SIM_SOC, else the catalogue's default
+    os.environ["ACL_FA_SIM_SOC"] = soc  # the simulated chip of this process
     sizes = {k: v for k, v in problem.items() if k not in ("block_m", "block_n")}
     with reported_as_usage_errors():
         rows = sweep_module.sweep(**sizes)
