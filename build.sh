@@ -26,7 +26,8 @@ Usage: ./build.sh [options]
 Builds the acl-fa FlashAttention custom operator package (.run).
 
   --sim               build the CPU simulator's package (no CANN needed)
-  --soc SOC           target SoC for the CANN build: ascend910b or ascend910_93
+  --soc SOC[,SOC...]  target SoCs for the CANN build: ascend910b, ascend910_93, ascend310p, ascend910
+                      (one kernel binary per SoC; default: the SoC npu-smi reports)
                       (default: detected with npu-smi, else ascend910b)
   --vendor NAME       vendor name of the package (default: acl_fa)
   --build-dir DIR     output directory (default: $repo/build_out)
@@ -82,10 +83,17 @@ done
 if ((sim)) && [[ -n "$soc" ]]; then
   die_usage "--soc $soc goes with the CANN build; --sim packs the simulator of every simulated SoC (pick one at run time with ACL_FA_SIM_SOC)"
 fi
-case "$soc" in
-  "" | ascend910b | ascend910_93) ;;
-  *) die_usage "--soc $soc: the operator is registered for ascend910b and ascend910_93 only" ;;
-esac
+socs=()
+if [[ -n "$soc" ]]; then
+  IFS=, read -r -a socs <<<"$soc"
+  ((${#socs[@]} > 0)) || die_usage "--soc needs at least one SoC"
+  for one in "${socs[@]}"; do
+    case "$one" in
+      ascend910b | ascend910_93 | ascend310p | ascend910) ;;
+      *) die_usage "--soc $one: the operator is registered for ascend910b, ascend910_93, ascend310p and ascend910" ;;
+    esac
+  done
+fi
 mkdir -p "$build_dir"
 build_dir="$(cd "$build_dir" && pwd)"
 version="$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$repo/pyproject.toml" | head -n 1)"
@@ -177,6 +185,8 @@ detect_soc() {
   if command -v npu-smi >/dev/null && info="$(npu-smi info 2>/dev/null)"; then
     if grep -Eq '910_?93' <<<"$info"; then echo ascend910_93; return; fi
     if grep -Eq '910B' <<<"$info"; then echo ascend910b; return; fi
+    if grep -Eq '310P' <<<"$info"; then echo ascend310p; return; fi
+    if grep -Eq '910A|910Pro|910Premium' <<<"$info"; then echo ascend910; return; fi
   fi
   echo ascend910b
 }
@@ -184,7 +194,7 @@ detect_soc() {
 build_cann() {
   find_cann || no_cann
   [[ -f "${op_jsons[0]}" ]] || die "no op/*.json: the operators' interfaces msopgen generates the project from"
-  soc="${soc:-$(detect_soc)}"
+  if ((${#socs[@]} == 0)); then soc="$(detect_soc)"; socs=("$soc"); fi
   local project="$build_dir/op_project"
   step "CANN $cann_root, SoC $soc, vendor $vendor"
   step "msopgen gen -> $project"
@@ -192,7 +202,7 @@ build_cann() {
   local op_json="$build_dir/ops.json"
   python3 -c 'import json, sys; json.dump([op for f in sys.argv[2:] for op in json.load(open(f))], open(sys.argv[1], "w"), indent=1)' \
     "$op_json" "${op_jsons[@]}"
-  "$msopgen" gen -i "$op_json" -c "ai_core-$soc" -lan cpp -out "$project"
+  "$msopgen" gen -i "$op_json" -c "ai_core-${socs[0]}" -lan cpp -out "$project"
   step "placing op_host/ and op_kernel/ sources"
   cp "$repo"/op_host/*.cpp "$repo"/op_host/*.h "$project/op_host/"
   find "$repo/op_kernel" -maxdepth 1 -type f -exec cp {} "$project/op_kernel/" \;
@@ -200,7 +210,7 @@ build_cann() {
   # The generated CMakePresets.json ("default") is used as generated; the values that differ
   # here are given on the command line, which overrides a preset's cache variables.
   (cd "$project" && cmake -S . -B build_out --preset=default \
-    -Dvendor_name="$vendor" -DASCEND_CANN_PACKAGE_PATH="$cann_root" -DASCEND_COMPUTE_UNIT="$soc")
+    -Dvendor_name="$vendor" -DASCEND_CANN_PACKAGE_PATH="$cann_root" -DASCEND_COMPUTE_UNIT="$(IFS=';'; echo "${socs[*]}")")
   step "building the kernel binaries and the package"
   cmake --build "$project/build_out" --target binary --parallel "${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
   cmake --build "$project/build_out" --target package --parallel "${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"

@@ -75,7 +75,9 @@ class BenchRow:
         """standard / flash for time, intermediate memory and GM traffic (None when unknown)."""
         return {
             "time": self.standard_ms / self.flash_ms if self.standard_ms is not None else None,
-            "intermediate_memory": self.standard_intermediate_bytes / max(1, self.flash_intermediate_bytes),
+            # None when FlashAttention has no scratch at all (the coupled-core path): no finite ratio
+            "intermediate_memory": (self.standard_intermediate_bytes / self.flash_intermediate_bytes)
+            if self.flash_intermediate_bytes else None,
             "intermediate_memory_whole_workspace": self.standard_intermediate_bytes / max(1, self.flash_workspace_bytes),
             "gm_traffic": (self.standard_gm_bytes / self.flash_gm_bytes) if self.flash_gm_bytes else None,
             "modeled_hbm_over_compulsory": (self.l2.hbm_bytes / self.compulsory_bytes) if self.l2 else None,

@@ -121,3 +121,39 @@ def test_what_the_chip_lacks_is_refused_naming_it(soc):
                                     "needs ") and f"B of UB per AI Core" in out["blocks"]
     assert f"{soc} has 262144 B" in out["blocks"]
     assert not out["device_objects_made"]
+
+
+# The probe kernel (tests/kernels/probe.cpp) on a coupled chip: what each architecture lacks
+# stops the launch with the rule, the path or instruction, and the chip.
+ARCH_RULES_SCRIPT = """
+import json, sys
+import numpy as np
+import simlib
+sim = simlib.SimKernels()
+out = {{}}
+for name, op, kernel_type in (("aicore", 200, 6), ("aiv_only", 0, 0), ("declared_aiv_on_aicore", 0, 6)):
+    rc, msg, _ = sim.probe(op, np.ones(64, np.float32), kernel_type=kernel_type)
+    out[name] = [rc, msg]
+sim.free_all()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("soc, aicore_rule", [
+    ("Ascend310P3", "rule 'data path' violated on AIC 0 in DataCopyPad: the unaligned GM <-> UB copy (DataCopyPad) "
+                    "does not exist on Ascend310P3 (arch 2002)"),
+    ("Ascend910A", "rule 'kernel type' violated on AIC 0 in KERNEL_TASK_TYPE_DEFAULT: KERNEL_TASK_TYPE does not "
+                   "exist on Ascend910A (arch 1001)"),
+])
+def test_paths_the_architecture_lacks_are_violations(soc, aicore_rule):
+    import pathlib
+    kernels = str(pathlib.Path(__file__).parent / "kernels")
+    out = run_python("import sys; sys.path.insert(0, %r)\n" % kernels + ARCH_RULES_SCRIPT.format(),
+                     ACL_FA_SIM_SOC=soc)
+    rc, msg = out["aicore"]
+    assert rc == 507015 and aicore_rule in msg, msg
+    # Separate AIC/AIV kernel types do not launch on coupled AI Cores.
+    rc, msg = out["aiv_only"]
+    assert rc != 0 and f"the simulated chip {soc} has coupled AI Cores" in msg, msg
+    rc, msg = out["declared_aiv_on_aicore"]
+    assert rc == 507015 and "rule 'kernel type'" in msg, msg

@@ -13,6 +13,7 @@ Tests that pack a .run need makeself; they skip without it only outside CI.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shlex
 import shutil
@@ -140,7 +141,8 @@ J
 cat > "$out/CMakeLists.txt" <<'C'
 cmake_minimum_required(VERSION 3.19)
 project(generated NONE)
-set(run ${CMAKE_BINARY_DIR}/custom_opp_${vendor_name}_${ASCEND_COMPUTE_UNIT}.run)
+string(REPLACE ";" "_" units "${ASCEND_COMPUTE_UNIT}")
+set(run ${CMAKE_BINARY_DIR}/custom_opp_${vendor_name}_${units}.run)
 add_custom_target(binary COMMAND ${CMAKE_COMMAND} -E touch ${CMAKE_BINARY_DIR}/binary.done)
 add_custom_target(package COMMAND ${CMAKE_COMMAND} -E copy ${CMAKE_BINARY_DIR}/binary.done ${run})
 C
@@ -188,15 +190,16 @@ def test_build_rejects_an_soc_the_operator_is_not_registered_for(tmp_path):
     env = {**os.environ, "ASCEND_HOME_PATH": str(tmp_path / "toolkit"),
            "ASCEND_OPP_PATH": str(tmp_path)}
     proc = _run(["bash", str(REPO / "build.sh"), "--build-dir", str(tmp_path / "out"),
-                 "--soc", "ascend310p"], env=env, timeout=30)
+                 "--soc", "ascend310p,ascend310b"], env=env, timeout=30)
     assert proc.returncode == 2
-    assert ("--soc ascend310p: the operator is registered for ascend910b and ascend910_93"
+    assert ("--soc ascend310b: the operator is registered for ascend910b, ascend910_93, ascend310p and ascend910"
             in proc.stderr)
     assert not (tmp_path / "out" / "op_project").exists()
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--soc", "ascend310p"], "--soc ascend310p: the operator is registered for ascend910b and ascend910_93"),
+    (["--soc", "ascend310b"], "--soc ascend310b: the operator is registered for ascend910b, ascend910_93, ascend310p and ascend910"),
+    (["--soc", "ascend910b,ascend310b"], "--soc ascend310b: the operator is registered for"),
     (["--sim", "--soc", "ascend910b"], "--soc ascend910b goes with the CANN build"),
 ])
 def test_build_checks_soc_before_looking_for_cann(tmp_path, args, message):
@@ -216,6 +219,20 @@ def test_installed_and_removed_counts_agree(stand_in_run, tmp_path):
     n_in = int(re.search(r"installed (\d+) files", installed.stdout).group(1))
     n_out = int(re.search(r"removed (\d+) files", removed.stdout).group(1))
     assert n_in == n_out > 0
+
+
+def test_build_takes_a_list_of_socs(tmp_path):
+    """One project, one kernel binary per SoC: the first SoC for msopgen, all of them as the
+    generated presets' ASCEND_COMPUTE_UNIT list."""
+    msopgen = _fake_toolkit(tmp_path / "toolkit")
+    out = tmp_path / "out"
+    env = {**os.environ, "ASCEND_HOME_PATH": str(tmp_path / "toolkit"), "ASCEND_OPP_PATH": str(tmp_path)}
+    proc = _run(["bash", str(REPO / "build.sh"), "--build-dir", str(out), "--soc", "ascend310p,ascend910",
+                 "--vendor", "myvendor"], env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (msopgen.parent / "args").read_text().split()[4] == "ai_core-ascend310p"
+    cache = (out / "op_project/build_out/CMakeCache.txt").read_text()
+    assert re.search(r"^ASCEND_COMPUTE_UNIT:\w+=ascend310p;ascend910$", cache, re.M), cache
 
 
 def test_build_rejects_unknown_option():

@@ -36,6 +36,7 @@ enum ProbeOp : int32_t {
     PROBE_BAD_INDEX,
     PROBE_BAD_KERNEL_TYPE,
     PROBE_BAD_RACE_NO_FLAG,  // PROBE_EXP without the V_MTE3 SetFlag/WaitFlag pair (a race only the trace sees)
+    PROBE_AICORE_EXP = 200,  // PROBE_EXP declared as KERNEL_TYPE_AICORE (the coupled chips' type)
 };
 
 uint32_t Align8(uint32_t n) { return (n + 7) / 8 * 8; }
@@ -172,6 +173,9 @@ extern "C" __global__ __aicore__ void probe(GM_ADDR in, GM_ADDR out, GM_ADDR til
     GET_TILING_DATA(t, tiling);
     if (t.op == PROBE_BAD_KERNEL_TYPE) {
         KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
+    } else if (t.op == PROBE_AICORE_EXP) {
+        KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AICORE);
+        t.op = PROBE_EXP;
     } else {
         KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
     }
