@@ -95,7 +95,7 @@ def reported_as_usage_errors():
 def main():
     """FlashAttention forward on Ascend NPUs, or on the CPU simulator of the same ABI.
 
-    Every option of run, plan and bench can also be set with the environment variable
+    Every option of run, plan, bench and profile can also be set with the environment variable
     ACL_FA_<OPTION> (--seq-kv: ACL_FA_SEQ_KV), shown in each command's --help."""
     logging.basicConfig(format="acl-fa: %(message)s")
 
@@ -193,10 +193,10 @@ def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
              "refuses the problem).")
 @backward_option
 @deterministic_option
-@click.option("--sweep", is_flag=True, help="Run every (BLOCK_M, BLOCK_N) that fits on the simulator and print its "
+@click.option("--sweep", is_flag=True, envvar="ACL_FA_SWEEP", show_envvar=True, help="Run every (BLOCK_M, BLOCK_N) that fits on the simulator and print its "
                                            "modeled NPU time (pipeline model; slow on large problems).")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE.png",
-              help="With --sweep: draw modeled time against BLOCK_M per BLOCK_N.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), envvar="ACL_FA_PLOT",
+              show_envvar=True, default=None, metavar="FILE.png", help="With --sweep: draw modeled time against BLOCK_M per BLOCK_N.")
 def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json,
          backward, deterministic, sweep, plot_path):
     """Show what the operator will do: blocks, buffer budget, core split, workspace, memory."""
@@ -233,6 +233,8 @@ def _plan_sweep(problem: dict, soc: str, as_json: bool, plot_path) -> None:
 
     if soc is not None and soc.lower() == "all":
         raise click.ClickException("--sweep needs one chip (--soc NAME)")
+    if plot_path:
+        _check_plot_support()
     with reported_as_usage_errors():
         soc = plan_module.chip(soc).name  # default: $ACL_FA_SIM_SOC, else the catalogue's default
     os.environ["ACL_FA_SIM_SOC"] = soc  # the simulated chip of this process
@@ -483,22 +485,25 @@ def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal,
 
 @main.command()
 @problem_options
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, writable=True), default=None,
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, writable=True), envvar="ACL_FA_TRACE",
+              show_envvar=True, default=None,
               metavar="FILE.json", help="Write the modeled schedule as a Chrome/Perfetto trace (a track per core "
                                         "and pipe, waits visible).")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE.png",
-              help="Draw AI Core group 0 over its first work item (needs the 'plot' extra: matplotlib).")
-@click.option("--sensitivity", is_flag=True, help="Also replay with each assumed cost at x0.5 and x1.5.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), envvar="ACL_FA_PLOT",
+              show_envvar=True, default=None, metavar="FILE.png", help="Draw AI Core group 0 over its first work item (needs the 'plot' extra: matplotlib).")
+@click.option("--sensitivity", is_flag=True, envvar="ACL_FA_SENSITIVITY", show_envvar=True, help="Also replay with each assumed cost at x0.5 and x1.5.")
+@seed_option
 @backend_option
 @device_option
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option("Print the report as JSON.")
 def profile(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, trace_path,
             plot_path, sensitivity, seed, backend, device, as_json):
     """Modeled NPU time of one problem on the simulated chip: time, TFLOP/s, busy pipes, the critical
     resource, a timeline (pipeline model over the simulator's instruction trace; not a measurement)."""
     from . import profile as profile_module
 
+    if plot_path:
+        _check_plot_support()
     with reported_as_usage_errors():
         report = profile_module.profile_job(
             seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,

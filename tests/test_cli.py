@@ -54,8 +54,8 @@ def _options(command):
 
 
 def test_one_environment_variable_per_option():
-    """Every option of run, plan and bench reads ACL_FA_<OPTION>, the same name in each."""
-    for command in ("run", "plan", "bench"):
+    """Every option of run, plan, bench and profile reads ACL_FA_<OPTION>, the same name in each."""
+    for command in ("run", "plan", "bench", "profile"):
         for option in _options(command):
             long = max(option.opts, key=len).lstrip("-").split("/")[0]
             assert option.envvar == "ACL_FA_" + long.upper().replace("-", "_"), (command, option.opts)
