@@ -13,6 +13,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from . import plan as plan_module
 from . import timing
 from .accuracy import Accuracy, check_accuracy, naive_same_precision
 from .attention import Problem, problem_from_sizes
@@ -164,11 +165,20 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
 
 
 def _traffic_lines(r: RunReport) -> list:
-    """Where the GM accesses go, by tensor (from the GM trace), and why: each AIV streams its kv
-    head's K and V once per half query block it owns; S, P and P.V pass between the cube and the
-    vector cores through the workspace."""
+    """Where the GM accesses go, by tensor (from the GM trace), and why. On A2/A3 each AIV streams
+    its kv head's K and V once per half query block it owns, and S, P and P.V pass between the cube
+    and the vector cores through the workspace; on a coupled-core chip (910A, 310P) one AI Core
+    streams them once per query block and nothing passes through the workspace."""
     t = r.sim["gm_trace_by_tensor"]
     p = r.problem
+    if plan_module.chip(r.soc).coupled:
+        kv, q, out = (sum(t[n]["read"] + t[n]["write"] for n in names) for names in (("k", "v"), ("q",), ("out", "lse")))
+        kv_once = 2 * p.batch * p.num_heads * p.seq_kv * p.head_dim * p.dtype.itemsize
+        blocks = -(-p.seq_q // r.block_m)
+        return [f"            by tensor (GM trace): K+V {format_bytes(kv)} = {kv / max(1, kv_once):.1f} passes over "
+                f"each query head's K/V ({blocks} query blocks of {r.block_m} rows"
+                f"{', fewer above the diagonal' if p.causal else ''}); Q {format_bytes(q)}; O+LSE {format_bytes(out)}",
+                "            workspace 0 B: the coupled AI Core keeps S, P and P.V in its own buffers"]
     total = lambda *names: sum(t[n]["read"] + t[n]["write"] for n in names)  # noqa: E731
     kv, q, ws, out = total("k", "v"), total("q"), total("workspace"), total("out", "lse")
     half_blocks = 2 * -(-p.seq_q // r.block_m)
@@ -189,8 +199,9 @@ def format_report(r: RunReport) -> str:
         f"backend     {r.backend}   SoC {r.soc}",
         f"problem     B={p.batch} N={p.num_heads} Nkv={p.num_kv_heads} Sq={p.seq_q} Skv={p.seq_kv} D={p.head_dim} "
         f"{p.dtype_name} {p.layout}{' causal' if p.causal else ''} scale={p.scale:.6g}",
-        f"tiling      BLOCK_M={r.block_m} BLOCK_N={r.block_n} on {r.cores} AIC cores "
-        f"(x2 AIV), work max/mean {r.balance:.3f}",
+        f"tiling      BLOCK_M={r.block_m} BLOCK_N={r.block_n} on {r.cores} "
+        f"{'AI Cores (cube and vector coupled)' if plan_module.chip(r.soc).coupled else 'AIC cores (x2 AIV)'}, "
+        f"work max/mean {r.balance:.3f}",
         f"time        {r.median_ms:.3f} ms per iteration (median of {len(r.times_ms)}; {r.time_label})",
         f"throughput  {r.tflops:.3f} TFLOP/s ({p.flops() / 1e9:.1f} GFLOP useful per call)",
         *(timing.format_summary(r.model) if r.model is not None else []),
@@ -198,8 +209,10 @@ def format_report(r: RunReport) -> str:
         f"workspace {format_bytes(r.device_bytes['workspace'])} "
         f"(intermediates {format_bytes(r.device_bytes['intermediate'])} + the library's system workspace)",
         f"            standard attention would hold {format_bytes(r.standard_intermediate_bytes)} of S and P: "
-        f"{r.standard_intermediate_bytes / max(1, r.device_bytes['intermediate']):.1f}x these intermediates, "
-        f"{r.standard_intermediate_bytes / max(1, r.device_bytes['workspace']):.1f}x the whole workspace",
+        # a kernel with no scratch of its own (the coupled path) has no ratio against it
+        + (f"{r.standard_intermediate_bytes / r.device_bytes['intermediate']:.1f}x these intermediates, "
+           if r.device_bytes['intermediate'] else "")
+        + f"{r.standard_intermediate_bytes / max(1, r.device_bytes['workspace']):.1f}x the whole workspace",
     ]
     if r.sim is not None:
         gm = r.sim["gm_bytes"]
