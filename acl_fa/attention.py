@@ -289,6 +289,52 @@ def runner_for(session: DeviceSession) -> OpRunner:
     return opcall.runner_for(session, FLASH_ATTENTION)
 
 
+# The kernel keeps scores and the unnormalised output in float32; a quarter of its largest value
+# leaves room for the running sum's and the rescale's roundings.
+_FLOAT32_LIMIT = float(np.finfo(np.float32).max) / 4
+
+
+def max_magnitude(x) -> float:
+    """max |x| of a float16/bfloat16/float32 array, by its bit patterns (magnitude order is the
+    order of the bits without the sign for finite values), so no copy and no slow custom-dtype
+    reduction; inf when x holds an inf or NaN, 0.0 for an empty array."""
+    if x.size == 0:
+        return 0.0
+    bits = np.dtype(f"uint{8 * x.dtype.itemsize}")
+    magnitude_bits = np.array(np.iinfo(bits).max >> 1, dtype=bits)
+    top = np.bitwise_and(x.view(bits), magnitude_bits).max()
+    value = float(np.array(top, dtype=bits).view(x.dtype))
+    return value if np.isfinite(value) else float("inf")
+
+
+def check_float32_range(problem: Problem, q, k, v) -> None:
+    """Refuses, before device work, finite inputs whose scores or output sums could leave
+    float32 inside the kernel (where they would turn into inf/NaN silently).
+
+    Bounds: |scale * q_i . k_j| <= scale * D * max|q| * max|k|, and the unnormalised output
+    sum_j exp(s_ij - m_i) v_j <= Skv * max|v| (every weight is at most 1). Each is checked only
+    when the dtype's largest values could break it (never for float16 at ordinary scales), so
+    the usual call pays nothing. DeviceArray inputs are on the device and are not inspected."""
+    if not all(isinstance(x, np.ndarray) for x in (q, k, v)):
+        return
+    dtype_max = float(ml_dtypes.finfo(problem.dtype).max)
+    with np.errstate(over="ignore"):
+        if problem.scale * problem.head_dim * dtype_max * dtype_max > _FLOAT32_LIMIT:
+            bound = problem.scale * problem.head_dim * max_magnitude(q) * max_magnitude(k)
+            if np.isfinite(bound) and bound > _FLOAT32_LIMIT:
+                raise InvalidArgumentError(
+                    f"scale={problem.scale:g} with these q and k allows scores up to {bound:.3g} "
+                    f"(scale x D x max|q| x max|k|), beyond what the kernel's float32 scores hold "
+                    f"({_FLOAT32_LIMIT:.3g}): use a smaller scale or rescale q or k")
+        if problem.seq_kv * dtype_max > _FLOAT32_LIMIT:
+            bound = problem.seq_kv * max_magnitude(v)
+            if np.isfinite(bound) and bound > _FLOAT32_LIMIT:
+                raise InvalidArgumentError(
+                    f"v values up to {max_magnitude(v):.3g} over Skv={problem.seq_kv} keys can reach "
+                    f"{bound:.3g} in the kernel's float32 output sum (limit {_FLOAT32_LIMIT:.3g}): rescale v "
+                    f"and the output by the same power of two")
+
+
 def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
                     block_m=None, block_n=None, return_lse=False, backend=None, device=None, session=None):
     """FlashAttention forward: softmax(scale * Q K^T + mask) V per head.
@@ -303,6 +349,7 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
                                     num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
+    check_float32_range(problem, q, k, v)
     if session is None:
         session = default_session(backend, device)
     if return_lse:

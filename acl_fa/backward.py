@@ -16,7 +16,7 @@ import numpy as np
 
 from . import opcall
 from ._ffi import ffi
-from .attention import Problem, _as_array, make_problem
+from .attention import Problem, _as_array, check_float32_range, make_problem
 from .errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
 from .runtime import DeviceSession
@@ -124,6 +124,7 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
     problem, *arrays = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale, layout=layout,
                                          num_heads=num_heads, num_kv_heads=num_kv_heads,
                                          deterministic=deterministic, block_m=block_m, block_n=block_n)
+    check_float32_range(problem.forward, *arrays[1:4])  # the scores it recomputes, as the forward's
     if session is None:
         session = default_session(backend, device)
     return runner_for(session).run(problem, *arrays)
