@@ -10,6 +10,7 @@
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
+#include "cube_tiling.h"
 #include "tiling_policy.h"
 #include "toolchain/slog.h"
 
@@ -151,27 +152,6 @@ const char *SocText(platform_ascendc::SocVersion soc) {
     }
 }
 
-// One matmul of a vector unit's item: A [m, k] (T), B [k, n] (T, stored [n, k] when transB), C
-// fp32. MIX path: A and C in GM (the workspace); each matmul gets a quarter of L1 (an AIC serves
-// 2 AIVs x 2 matmuls). Coupled path: C in UB (VECCALC), A too for P.V (aInUb); each matmul gets
-// half of L1 and the UB the kernel gives it for ND <-> NZ (ubBytes).
-bool CubeTiling(const platform_ascendc::PlatformAscendC &platform, matmul_tiling::DataType dt, bool coupled,
-                bool aInUb, bool transB, int32_t m, int32_t n, int32_t k, uint64_t l1Bytes, uint64_t ubBytes,
-                TCubeTiling *tiling) {
-    using matmul_tiling::CubeFormat;
-    using matmul_tiling::TPosition;
-    matmul_tiling::MatmulApiTiling mm(platform);
-    mm.SetAType(aInUb ? TPosition::VECCALC : TPosition::GM, CubeFormat::ND, dt, false);
-    mm.SetBType(TPosition::GM, CubeFormat::ND, dt, transB);
-    mm.SetCType(coupled ? TPosition::VECCALC : TPosition::GM, CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
-    mm.SetShape(m, n, k);
-    mm.SetOrgShape(m, n, k);
-    mm.SetBias(false);
-    mm.SetBufferSpace(static_cast<int32_t>(l1Bytes / (coupled ? 2 : 4)), -1,
-                      coupled ? static_cast<int32_t>(ubBytes) : -1);
-    return mm.GetTiling(*tiling) != -1;
-}
-
 ge::graphStatus TilingFunc(gert::TilingContext *context) {
     const gert::StorageShape *q = context->GetInputShape(kQuery);
     const gert::StorageShape *k = context->GetInputShape(kKey);
@@ -269,10 +249,15 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
                                                   : matmul_tiling::DataType::DT_FLOAT16;
     const int32_t m = static_cast<int32_t>(plan.subBlockM), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(d.headDim);
-    if (!CubeTiling(platform, mmType, plan.coupled, false, true, m, n, hd, chip.l1Bytes, plan.mmUbBytes,
-                    &td->qkTiling) ||
-        !CubeTiling(platform, mmType, plan.coupled, plan.coupled, false, m, hd, n, chip.l1Bytes, plan.mmUbBytes,
-                    &td->pvTiling)) {
+    // Per vector unit's item: S = Q.K^T ([m, hd] x [n, hd]^T) and P.V ([m, n] x [n, hd]), C fp32. MIX path:
+    // A and C in GM (the workspace), each matmul a quarter of L1 (an AIC serves 2 AIVs x 2 matmuls).
+    // Coupled path: C in UB, A too for P.V, each matmul half of L1 and the UB the kernel gives it.
+    const uint32_t l1Share = plan.coupled ? 2 : 4;
+    const int32_t ubBytes = plan.coupled ? static_cast<int32_t>(plan.mmUbBytes) : -1;
+    const fa_host::CubeSpec qk{m, n, hd, false, true, false, plan.coupled, l1Share, ubBytes};
+    const fa_host::CubeSpec pv{m, hd, n, false, false, plan.coupled, plan.coupled, l1Share, ubBytes};
+    if (!fa_host::FillCubeTiling(platform, mmType, qk, chip.l1Bytes, &td->qkTiling) ||
+        !fa_host::FillCubeTiling(platform, mmType, pv, chip.l1Bytes, &td->pvTiling)) {
         FA_LOGE(context, "matmul tiling failed for block_m=%u, block_n=%u, head_dim=%d on %s", plan.blockM,
                 plan.blockN, hd, chip.socName.c_str());
         return ge::GRAPH_FAILED;

@@ -11,6 +11,7 @@
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
+#include "cube_tiling.h"
 #include "toolchain/slog.h"
 
 #define FAD_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
@@ -103,23 +104,6 @@ ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
     return ge::GRAPH_SUCCESS;
 }
 
-// One matmul of an AIV's piece: A [m, k], B [k, n] (stored [n, k] when transB), C fp32 in GM.
-// Each gets a quarter of L1: an AIC serves 2 AIVs x 2 matmuls.
-bool CubeTiling(const platform_ascendc::PlatformAscendC &platform, matmul_tiling::DataType dt, bool transB,
-                int32_t m, int32_t n, int32_t k, uint64_t l1Bytes, TCubeTiling *tiling) {
-    using matmul_tiling::CubeFormat;
-    using matmul_tiling::TPosition;
-    matmul_tiling::MatmulApiTiling mm(platform);
-    mm.SetAType(TPosition::GM, CubeFormat::ND, dt, false);
-    mm.SetBType(TPosition::GM, CubeFormat::ND, dt, transB);
-    mm.SetCType(TPosition::GM, CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
-    mm.SetShape(m, n, k);
-    mm.SetOrgShape(m, n, k);
-    mm.SetBias(false);
-    mm.SetBufferSpace(static_cast<int32_t>(l1Bytes / 4), -1, -1);
-    return mm.GetTiling(*tiling) != -1;
-}
-
 int32_t ClampToInt32(int64_t v) {
     return v > INT32_MAX ? INT32_MAX : (v < INT32_MIN ? INT32_MIN : static_cast<int32_t>(v));
 }
@@ -208,8 +192,12 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
         p.bf16 ? matmul_tiling::DataType::DT_BF16 : matmul_tiling::DataType::DT_FLOAT16;
     const int32_t m = static_cast<int32_t>(plan.rows), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(p.headDim);
-    if (!CubeTiling(platform, mmType, true, m, n, hd, chip.l1Bytes, &td->qkTiling) ||
-        !CubeTiling(platform, mmType, false, m, hd, n, chip.l1Bytes, &td->pvTiling)) {
+    // Per AIV piece: S = Q.K^T and P.V with A and C in GM; each a quarter of L1 (an AIC serves
+    // 2 AIVs x 2 matmuls).
+    const fa_host::CubeSpec qk{m, n, hd, false, true, false, false, 4, -1};
+    const fa_host::CubeSpec pv{m, hd, n, false, false, false, false, 4, -1};
+    if (!fa_host::FillCubeTiling(platform, mmType, qk, chip.l1Bytes, &td->qkTiling) ||
+        !fa_host::FillCubeTiling(platform, mmType, pv, chip.l1Bytes, &td->pvTiling)) {
         FAD_LOGE(context, "matmul tiling failed for %d rows, %d-key chunks, head_dim %d", m, n, hd);
         return ge::GRAPH_FAILED;
     }

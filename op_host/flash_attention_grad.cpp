@@ -11,6 +11,7 @@
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
+#include "cube_tiling.h"
 #include "toolchain/slog.h"
 
 #define FAG_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
@@ -142,23 +143,6 @@ const char *SocText(platform_ascendc::SocVersion soc) {
     }
 }
 
-// One matmul shape of an AIV's step: A [m, k] (stored [k, m] when transA), B [k, n] (stored
-// [n, k] when transB), C fp32 to GM. Each gets a sixth of L1: an AIC serves 2 AIVs x 3 matmuls.
-bool CubeTiling(const platform_ascendc::PlatformAscendC &platform, matmul_tiling::DataType dt, bool transA,
-                bool transB, int32_t m, int32_t n, int32_t k, uint64_t l1Bytes, TCubeTiling *tiling) {
-    using matmul_tiling::CubeFormat;
-    using matmul_tiling::TPosition;
-    matmul_tiling::MatmulApiTiling mm(platform);
-    mm.SetAType(TPosition::GM, CubeFormat::ND, dt, transA);
-    mm.SetBType(TPosition::GM, CubeFormat::ND, dt, transB);
-    mm.SetCType(TPosition::GM, CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
-    mm.SetShape(m, n, k);
-    mm.SetOrgShape(m, n, k);
-    mm.SetBias(false);
-    mm.SetBufferSpace(static_cast<int32_t>(l1Bytes / 6), -1, -1);
-    return mm.GetTiling(*tiling) != -1;
-}
-
 ge::graphStatus TilingFunc(gert::TilingContext *context) {
     const gert::Shape *shapes[6];
     for (size_t i = 0; i < 6; ++i) {
@@ -259,9 +243,14 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     const matmul_tiling::DataType mmType = bf16 ? matmul_tiling::DataType::DT_BF16 : matmul_tiling::DataType::DT_FLOAT16;
     const int32_t m = static_cast<int32_t>(plan.blockM), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(d.headDim);
-    if (!CubeTiling(platform, mmType, false, true, m, n, hd, chip.l1Bytes, &td->scoreTiling) ||
-        !CubeTiling(platform, mmType, true, false, n, hd, m, chip.l1Bytes, &td->kvGradTiling) ||
-        !CubeTiling(platform, mmType, false, false, m, hd, n, chip.l1Bytes, &td->dqTiling)) {
+    // Per AIV step, A and C in GM, each a sixth of L1 (an AIC serves 2 AIVs x 3 matmuls): scores
+    // ([m, hd] x [n, hd]^T), dK/dV (A stored [m, n]: [n, m]^T x [m, hd]) and dQ ([m, n] x [n, hd]).
+    const fa_host::CubeSpec score{m, n, hd, false, true, false, false, 6, -1};
+    const fa_host::CubeSpec kvGrad{n, hd, m, true, false, false, false, 6, -1};
+    const fa_host::CubeSpec dq{m, hd, n, false, false, false, false, 6, -1};
+    if (!fa_host::FillCubeTiling(platform, mmType, score, chip.l1Bytes, &td->scoreTiling) ||
+        !fa_host::FillCubeTiling(platform, mmType, kvGrad, chip.l1Bytes, &td->kvGradTiling) ||
+        !fa_host::FillCubeTiling(platform, mmType, dq, chip.l1Bytes, &td->dqTiling)) {
         FAG_LOGE(context, "matmul tiling failed for block_m=%u, block_n=%u, head_dim=%d on %s", plan.blockM,
                  plan.blockN, hd, chip.socName.c_str());
         return ge::GRAPH_FAILED;

@@ -1,0 +1,36 @@
+#pragma once
+// The Matmul-API tiling every op's TilingFunc fills for its matmuls (forward, backward, decode):
+// C [m, n] fp32 = A [m, k] * B [k, n], in the input dtype.
+#include <cstdint>
+
+#include "tiling/platform/platform_ascendc.h"
+#include "tiling/tiling_api.h"
+
+namespace fa_host {
+
+struct CubeSpec {
+    int32_t m, n, k;
+    bool transA;       // A stored [k, m]
+    bool transB;       // B stored [n, k]
+    bool aInUb;        // A read from UB (VECCALC; coupled chips' P.V) instead of GM
+    bool cInUb;        // C written to UB (VECCALC; coupled chips) instead of GM
+    uint32_t l1Share;  // the matmul gets L1 / l1Share bytes: an AIC serves its AIVs' matmuls
+    int32_t ubBytes;   // UB the kernel gives the matmul for ND <-> NZ (coupled chips); -1: none
+};
+
+inline bool FillCubeTiling(const platform_ascendc::PlatformAscendC &platform, matmul_tiling::DataType dt,
+                           const CubeSpec &s, uint64_t l1Bytes, TCubeTiling *tiling) {
+    using matmul_tiling::CubeFormat;
+    using matmul_tiling::TPosition;
+    matmul_tiling::MatmulApiTiling mm(platform);
+    mm.SetAType(s.aInUb ? TPosition::VECCALC : TPosition::GM, CubeFormat::ND, dt, s.transA);
+    mm.SetBType(TPosition::GM, CubeFormat::ND, dt, s.transB);
+    mm.SetCType(s.cInUb ? TPosition::VECCALC : TPosition::GM, CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
+    mm.SetShape(s.m, s.n, s.k);
+    mm.SetOrgShape(s.m, s.n, s.k);
+    mm.SetBias(false);
+    mm.SetBufferSpace(static_cast<int32_t>(l1Bytes / s.l1Share), -1, s.ubBytes);
+    return mm.GetTiling(*tiling) != -1;
+}
+
+}  // namespace fa_host
