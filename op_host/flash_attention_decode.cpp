@@ -11,6 +11,7 @@
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
+#include "chip_limits.h"
 #include "cube_tiling.h"
 #include "toolchain/slog.h"
 
@@ -140,13 +141,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
     fa_policy::ChipLimits chip;
     chip.socName = "this SoC";
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, chip.ubBytes);
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::L1, chip.l1Bytes);
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::L0_A, chip.l0aBytes);
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::L0_B, chip.l0bBytes);
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::L0_C, chip.l0cBytes);
-    chip.aicNum = platform.GetCoreNumAic();
-    chip.aivNum = platform.GetCoreNumAiv();
+    fa_host::ReadChipBuffers(platform, &chip);
     fa_policy::DecodePlan plan;
     if (!fa_policy::ComputeDecodePlan(p, chip, &plan, &error)) {
         FAD_LOGE(context, "%s", error.c_str());

@@ -11,6 +11,7 @@
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
+#include "chip_limits.h"
 #include "cube_tiling.h"
 #include "toolchain/slog.h"
 
@@ -134,15 +135,6 @@ ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
     return ge::GRAPH_SUCCESS;
 }
 
-const char *SocText(platform_ascendc::SocVersion soc) {
-    switch (soc) {
-        case platform_ascendc::SocVersion::ASCEND910: return "Ascend910";
-        case platform_ascendc::SocVersion::ASCEND910B: return "Ascend910B";
-        case platform_ascendc::SocVersion::ASCEND310P: return "Ascend310P";
-        default: return "this SoC";
-    }
-}
-
 ge::graphStatus TilingFunc(gert::TilingContext *context) {
     const gert::Shape *shapes[6];
     for (size_t i = 0; i < 6; ++i) {
@@ -173,14 +165,8 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
 
     platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
     fa_policy::ChipLimits chip;
-    chip.socName = SocText(platform.GetSocVersion());
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, chip.ubBytes);
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::L1, chip.l1Bytes);
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::L0_A, chip.l0aBytes);
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::L0_B, chip.l0bBytes);
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::L0_C, chip.l0cBytes);
-    chip.aicNum = platform.GetCoreNumAic();
-    chip.aivNum = platform.GetCoreNumAiv();
+    chip.socName = fa_host::SocText(platform.GetSocVersion());
+    fa_host::ReadChipBuffers(platform, &chip);
 
     fa_policy::Problem problem;
     problem.batch = static_cast<uint64_t>(d.batch);
