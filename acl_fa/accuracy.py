@@ -36,24 +36,27 @@ class Accuracy:
         return self.max_error <= self.tolerance and not math.isnan(self.max_error)
 
 
-def naive_same_precision(q, k, v, dtype, *, causal, scale, layout, num_heads=None, num_kv_heads=None, heads):
+def naive_same_precision(q, k, v, dtype, *, causal, scale, layout, num_heads=None, num_kv_heads=None, heads,
+                         **features):
     """Standard attention with every intermediate rounded to `dtype`, for `heads` only.
+    `features`: window / attn_mask / dropout_p / seed / offset, as attention_reference.
 
     Returns [B, len(heads), Sq, D] float64. Rows are processed in chunks like the reference.
     """
     qb = to_bnsd(np.asarray(q), layout, num_heads)
     out = np.zeros((qb.shape[0], len(heads), qb.shape[2], qb.shape[3]))
-    for b, slot, rows, q_rows, k_head, v_head, masked in head_chunks(
+    for b, slot, rows, q_rows, k_head, v_head, hidden, keep in head_chunks(
             q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
-            dtype=np.float32, chunk_bytes=32 << 20):
+            dtype=np.float32, chunk_bytes=32 << 20, causal=causal, **features):
         s = (q_rows @ k_head.T).astype(dtype).astype(np.float32) * np.float32(scale)
-        if causal:
-            s[masked(rows)] = -np.inf
+        if hidden is not None:
+            s[hidden] = -np.inf
         m = s.max(axis=1, keepdims=True)
         m = np.where(np.isneginf(m), 0, m)
         p = np.exp(s - m)
         with np.errstate(divide="ignore", invalid="ignore"):
-            p = (p / p.sum(axis=1, keepdims=True)).astype(dtype).astype(np.float32)
+            p = p / p.sum(axis=1, keepdims=True)
+        p = (p if keep is None else p * keep).astype(dtype).astype(np.float32)
         out[b, slot, rows] = np.nan_to_num(p @ v_head, nan=0.0).astype(dtype)
     return out
 
@@ -102,17 +105,19 @@ class GradientAccuracy:
 
 
 def check_gradients(grads, q, k, v, dout, *, causal, scale, layout, num_heads, num_kv_heads, dtype_name,
-                    kv_heads=None) -> list:
+                    kv_heads=None, **features) -> list:
     """dq, dk, dv (in `layout`) against the float64 backward. The naive same-precision backward
     takes the inputs in the dtype, computes in fp32, rounds P and dS to the dtype before the
     matmuls that read them and its results to the dtype. kv_heads (default all) restricts the
     check to those kv heads and the query heads of their groups (the reference costs
-    O(Sq * Skv * D) per head). Returns [GradientAccuracy] for dq, dk, dv."""
+    O(Sq * Skv * D) per head). `features`: window / attn_mask / dropout_p / seed / offset, as
+    attention_reference_backward. Returns [GradientAccuracy] for dq, dk, dv."""
     group = num_heads // num_kv_heads
     kv_heads = list(range(num_kv_heads)) if kv_heads is None else list(kv_heads)
     heads = [h * group + g for h in kv_heads for g in range(group)]
     dtype = np.asarray(q).dtype
-    kw = dict(causal=causal, scale=scale, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads)
+    kw = dict(causal=causal, scale=scale, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
+              **features)
     ref = attention_reference_backward(dout, q, k, v, **kw)
     naive = attention_reference_backward(dout, q, k, v, work_dtype=np.float32, round_to=dtype, **kw)
     results = []
