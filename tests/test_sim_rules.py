@@ -31,6 +31,10 @@ CASES = [
     (109, "GM allocation", "GlobalTensor::SetGlobalBuffer", "not inside any live device allocation"),
     (110, "LocalTensor bounds", "LocalTensor::GetValue", "index 64 outside"),
     (111, "kernel type", "KERNEL_TASK_TYPE_DEFAULT", "declares type 5 but was launched as type 0"),
+    (113, "integer overflow", "Muls", "65535 and 65535 give 4294836225"),
+    (114, "shift amount", "ShiftRight", "scalarValue 33 is outside [0, 32]"),
+    (115, "Compares mode", "Compares", "int32_t supports only CMPMODE::EQ"),
+    (116, "Gather offset", "Gather", "byte offset 256 is not aligned to the element or outside src's 256 bytes"),
 ]
 
 

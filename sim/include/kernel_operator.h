@@ -10,4 +10,5 @@
 #include "ascendc_sim/tpipe.h"
 #include "ascendc_sim/data_copy.h"
 #include "ascendc_sim/vec.h"
+#include "ascendc_sim/vec_int.h"
 #include "ascendc_sim/cross_core.h"

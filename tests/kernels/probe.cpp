@@ -36,6 +36,10 @@ enum ProbeOp : int32_t {
     PROBE_BAD_INDEX,
     PROBE_BAD_KERNEL_TYPE,
     PROBE_BAD_RACE_NO_FLAG,  // PROBE_EXP without the V_MTE3 SetFlag/WaitFlag pair (a race only the trace sees)
+    PROBE_BAD_INT_OVERFLOW,  // int32 Muls past 2^31 (no documented wraparound)
+    PROBE_BAD_SHIFT_AMOUNT,  // ShiftRight of uint32_t by 33
+    PROBE_BAD_COMPARES_INT,  // Compares int32_t with CMPMODE::GE (A2/A3: EQ only)
+    PROBE_BAD_GATHER_OFFSET, // Gather byte offset past src
     PROBE_AICORE_EXP = 200,  // PROBE_EXP declared as KERNEL_TYPE_AICORE (the coupled chips' type)
 };
 
@@ -159,6 +163,28 @@ void Run(const ProbeTiling &t, GM_ADDR in, GM_ADDR out) {
             Exp(y, x, cnt);
             DataCopyPad(outGm, y, DataCopyExtParams(1, n * 4, 0, 0, 0));  // MTE3 may read y before V wrote it
             return;
+        case PROBE_BAD_INT_OVERFLOW: {
+            LocalTensor<int32_t> xi = x.ReinterpretCast<int32_t>();
+            Duplicate(xi, 65535, 8);
+            Muls(xi, xi, 65535, 8);
+            break;
+        }
+        case PROBE_BAD_SHIFT_AMOUNT: {
+            LocalTensor<uint32_t> xu = x.ReinterpretCast<uint32_t>();
+            ShiftRight(xu, xu, 33u, 8);
+            break;
+        }
+        case PROBE_BAD_COMPARES_INT: {
+            LocalTensor<int32_t> xi = x.ReinterpretCast<int32_t>();
+            Compares(tmp.ReinterpretCast<uint8_t>(), xi, 0, CMPMODE::GE, 64);
+            break;
+        }
+        case PROBE_BAD_GATHER_OFFSET: {
+            LocalTensor<uint32_t> off = tmp.ReinterpretCast<uint32_t>();
+            Duplicate(off.ReinterpretCast<int32_t>(), static_cast<int32_t>(na * 4), 8);
+            Gather(y, x, off, 0, 8);
+            break;
+        }
         default: break;
     }
     SetFlag<HardEvent::V_MTE3>(0);

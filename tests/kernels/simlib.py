@@ -25,6 +25,8 @@ int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, 
                       size_t errLen);
 int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n, uint64_t spin,
                           uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim, char *err, size_t errLen);
+int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bits, const uint32_t *t, uint32_t blockDim,
+                           char *err, size_t errLen);
 """
 
 MEMCPY_H2D, MEMCPY_D2H = 1, 2

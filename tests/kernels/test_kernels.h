@@ -51,6 +51,17 @@ struct CrossCoreTiling {
     uint32_t m, mmN, k;     // CROSS_MATMUL_AT_B: C [m, mmN] fp32, A^T stored [k, m] half, B [k, mmN] half per AIV
     TCubeTiling cube;       // M = m, N = mmN, K = k
 };
+
+struct PhiloxTileTiling {
+    uint32_t key0, key1;      // seed low / high word
+    uint32_t ctr2, ctr3;      // counter words 2 and 3 (the stream)
+    uint32_t threshold;       // keep iff word >= threshold
+    float invKeepProb;
+    uint32_t i0, j0;          // tile origin in the sequence (j0 a multiple of 4)
+    uint32_t rows, width;     // tile [rows, width] fp32, width a multiple of 64
+    uint32_t lanes;           // counters per chunk (multiple of width / 4)
+    uint32_t rowsPerCore;     // core b takes rows [b * rowsPerCore, (b + 1) * rowsPerCore)
+};
 #endif
 
 #ifdef __cplusplus
@@ -79,6 +90,11 @@ int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, 
 /* One cross_core scenario (CrossCoreOp) on blockDim MIX 1:2 blocks. */
 int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n, uint64_t spin,
                           uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim, char *err, size_t errLen);
+
+/* philox_tile (op_kernel/philox_dropout.h) on blockDim AIVs: words [rows, width] int32, bits
+ * [rows * width / 8] uint8, pOut = p with dropout; t = PhiloxTileTiling's fields in order. */
+int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bits, const uint32_t *t, uint32_t blockDim,
+                           char *err, size_t errLen);
 
 #ifdef __cplusplus
 }

@@ -92,6 +92,24 @@ inline void Unary(const char *api, const LocalTensor<T> &dst, const LocalTensor<
     const T *x = a.SimData();
     for (int32_t i = 0; i < count; ++i) d[i] = f(x[i]);
 }
+// Integer arithmetic on the vector unit: asc-devkit documents int16_t/int32_t for Add, Sub, Mul,
+// Adds and Muls on A2/A3 but no wraparound, so a result outside the dtype is a violation rather
+// than silently wrapped (kernels keep their integer values in range).
+template <typename T, typename F>
+inline T Arith(const char *api, T x, T y, F f) {
+    if constexpr (std::is_integral_v<T>) {
+        const int64_t r = f(int64_t(x), int64_t(y));
+        if (r < int64_t(std::numeric_limits<T>::min()) || r > int64_t(std::numeric_limits<T>::max())) {
+            acl_fa_sim::kernel::Violation("integer overflow", api,
+                                          std::to_string(int64_t(x)) + " and " + std::to_string(int64_t(y)) +
+                                              " give " + std::to_string(r) +
+                                              ", outside the dtype (the unit's overflow behaviour is undocumented)");
+        }
+        return T(r);
+    } else {
+        return T(f(x, y));
+    }
+}
 // Max as the vector unit does it: a NaN operand gives NaN.
 template <typename T>
 inline T MaxOf(T x, T y) {
@@ -106,15 +124,18 @@ inline T MaxOf(T x, T y) {
 // ---- binary ----
 template <typename T>
 void Add(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
-    sim::Binary("Add", dst, src0, src1, count, [](T x, T y) { return T(x + y); });
+    sim::Binary("Add", dst, src0, src1, count,
+                [](T x, T y) { return sim::Arith("Add", x, y, [](auto a, auto b) { return a + b; }); });
 }
 template <typename T>
 void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
-    sim::Binary("Sub", dst, src0, src1, count, [](T x, T y) { return T(x - y); });
+    sim::Binary("Sub", dst, src0, src1, count,
+                [](T x, T y) { return sim::Arith("Sub", x, y, [](auto a, auto b) { return a - b; }); });
 }
 template <typename T>
 void Mul(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
-    sim::Binary("Mul", dst, src0, src1, count, [](T x, T y) { return T(x * y); });
+    sim::Binary("Mul", dst, src0, src1, count,
+                [](T x, T y) { return sim::Arith("Mul", x, y, [](auto a, auto b) { return a * b; }); });
 }
 template <typename T>
 void Div(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
@@ -189,17 +210,20 @@ void RepeatBinary(const char *api, const LocalTensor<T> &dst, const LocalTensor<
 template <typename T, bool isSetMask = true>
 void Add(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
          const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
-    sim::RepeatBinary("Add", dst, src0, src1, mask, repeatTime, repeatParams, [](T x, T y) { return T(x + y); });
+    sim::RepeatBinary("Add", dst, src0, src1, mask, repeatTime, repeatParams,
+                      [](T x, T y) { return sim::Arith("Add", x, y, [](auto a, auto b) { return a + b; }); });
 }
 template <typename T, bool isSetMask = true>
 void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
          const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
-    sim::RepeatBinary("Sub", dst, src0, src1, mask, repeatTime, repeatParams, [](T x, T y) { return T(x - y); });
+    sim::RepeatBinary("Sub", dst, src0, src1, mask, repeatTime, repeatParams,
+                      [](T x, T y) { return sim::Arith("Sub", x, y, [](auto a, auto b) { return a - b; }); });
 }
 template <typename T, bool isSetMask = true>
 void Mul(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
          const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
-    sim::RepeatBinary("Mul", dst, src0, src1, mask, repeatTime, repeatParams, [](T x, T y) { return T(x * y); });
+    sim::RepeatBinary("Mul", dst, src0, src1, mask, repeatTime, repeatParams,
+                      [](T x, T y) { return sim::Arith("Mul", x, y, [](auto a, auto b) { return a * b; }); });
 }
 template <typename T, bool isSetMask = true>
 void Div(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
@@ -217,12 +241,14 @@ void Max(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTenso
 template <typename T, bool isSetMask = true>
 void Adds(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
     const T s = scalarValue;
-    sim::Unary("Adds", dst, src, count, [s](T x) { return T(x + s); });
+    sim::Unary("Adds", dst, src, count,
+               [s](T x) { return sim::Arith("Adds", x, s, [](auto a, auto b) { return a + b; }); });
 }
 template <typename T, bool isSetMask = true>
 void Muls(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
     const T s = scalarValue;
-    sim::Unary("Muls", dst, src, count, [s](T x) { return T(x * s); });
+    sim::Unary("Muls", dst, src, count,
+               [s](T x) { return sim::Arith("Muls", x, s, [](auto a, auto b) { return a * b; }); });
 }
 template <typename T, bool isSetMask = true>
 void Maxs(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {

@@ -1,0 +1,48 @@
+"""Modeled cost of the in-kernel dropout (op_kernel/philox_dropout.h) per tile element.
+
+Launches the philox_tile test kernel on one AIV (a 64 x 128 fp32 tile; every chunk is generated
+twice: the raw words for the bit-exact test and the keep mask applied to P) under the pipeline
+model and prints modeled cycles, vector instructions and cycles per element per generation.
+Modeled, not measured (docs/timing_model.md). Needs ACL_FA_SIM_LIB_DIR (a build's lib/).
+Usage: python bench/philox_tile_cost.py [--lanes 128 256]
+"""
+import argparse
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "kernels"))
+sys.path.insert(0, str(ROOT / "tests"))
+import simlib  # noqa: E402
+
+_H = (ROOT / "acl_fa" / "cdefs" / "acl_fa_sim.h").read_text()
+_MODEL = _H[_H.index("typedef struct aclfaSimPipeCosts"):_H.index("aclError aclfaSimGetModeledOps")]
+simlib.CDEF += "\n".join(line for line in _MODEL.splitlines() if not line.startswith("#"))
+
+from test_philox_dropout import run_tile  # noqa: E402
+
+ROWS, WIDTH = 64, 128
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lanes", type=int, nargs="+", default=[128, 256])
+    args = ap.parse_args()
+    sim = simlib.SimKernels()
+    print(f"tile {ROWS}x{WIDTH} fp32 on 1 AIV, 2 generations per chunk")
+    print(f"{'lanes':>6} {'cycles':>10} {'V instr':>8} {'cycles/elem/gen':>16}")
+    for lanes in args.lanes:
+        sim.engine.aclfaSimSetOpTrace(1)
+        try:
+            run_tile(sim, 1, 2, 0, 0, ROWS, WIDTH, lanes, 0.9)
+        finally:
+            sim.engine.aclfaSimSetOpTrace(0)
+        st = sim.ffi.new("aclfaSimModelStats *")
+        assert sim.engine.aclfaSimGetModelStats(st) == 0
+        elems = ROWS * WIDTH
+        print(f"{lanes:>6} {st.cycles:>10.0f} {st.ops:>8} {st.cycles / elems / 2:>16.1f}")
+        sim.free_all()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+// philox_tile.cpp -- test kernel for op_kernel/philox_dropout.h: per core a slice of the rows of
+// a [rows, width] score tile (rows [i0 + core * rowsPerCore, ...), columns [j0, j0 + width)):
+// the raw Philox4x32-10 words in tile order, the keep bits, and P with dropout applied.
+// AIV only. tests/test_philox_dropout.py compares everything bit for bit with numpy.
+#include "kernel_operator.h"
+#include "philox_dropout.h"
+#include "test_kernels.h"
+
+namespace {
+
+class PhiloxTile {
+public:
+    __aicore__ inline void Init(GM_ADDR p, GM_ADDR pOut, GM_ADDR words, GM_ADDR bits, const PhiloxTileTiling &t)
+    {
+        t_ = t;
+        const uint32_t core = AscendC::GetBlockIdx();
+        rowBegin_ = core * t.rowsPerCore;
+        rowEnd_ = rowBegin_ + t.rowsPerCore < t.rows ? rowBegin_ + t.rowsPerCore : t.rows;
+        const uint64_t elems = uint64_t(t.rows) * t.width;
+        pGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(p), elems);
+        pOutGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(pOut), elems);
+        wordsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(words), elems);
+        bitsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ uint8_t *>(bits), elems / 8);
+        keep_.Init(&pipe_, t.lanes);
+        keep_.SetWidth(t.width);
+        const uint32_t chunk = philox_dropout::PHILOX_WORDS * keep_.Lanes();
+        pipe_.InitBuffer(pQue_, 1, chunk * sizeof(float));
+        pipe_.InitBuffer(outQue_, 1, chunk * sizeof(float));
+        pipe_.InitBuffer(wordsQue_, 1, chunk * sizeof(int32_t));
+        pipe_.InitBuffer(bitsQue_, 1, (chunk / 8 + 31) / 32 * 32);
+        stream_ = philox_dropout::MakeStream((uint64_t(t.key1) << 32) | t.key0,
+                                             (uint64_t(t.ctr3) << 32) | t.ctr2, 0, t.threshold, t.invKeepProb);
+    }
+    __aicore__ inline void Process()
+    {
+        for (uint32_t r = rowBegin_; r < rowEnd_; r += keep_.ChunkRows()) {
+            const uint32_t rows = rowEnd_ - r < keep_.ChunkRows() ? rowEnd_ - r : keep_.ChunkRows();
+            const uint32_t n = rows * t_.width;
+            const uint64_t at = uint64_t(r) * t_.width;
+
+            AscendC::LocalTensor<int32_t> w = wordsQue_.AllocTensor<int32_t>();
+            keep_.Words(w, stream_, t_.i0 + r, t_.j0);
+            wordsQue_.EnQue(w);
+            w = wordsQue_.DeQue<int32_t>();
+            AscendC::DataCopy(wordsGm_[at], w, n);
+            wordsQue_.FreeTensor(w);
+
+            AscendC::LocalTensor<float> p = pQue_.AllocTensor<float>();
+            AscendC::DataCopy(p, pGm_[at], n);
+            pQue_.EnQue(p);
+            p = pQue_.DeQue<float>();
+            AscendC::LocalTensor<float> o = outQue_.AllocTensor<float>();
+            AscendC::DataCopy(o, p, n);
+            pQue_.FreeTensor(p);
+            keep_.Apply(o, stream_, t_.i0 + r, t_.j0, rows, t_.width);
+            AscendC::LocalTensor<uint8_t> b = bitsQue_.AllocTensor<uint8_t>();
+            AscendC::DataCopy(b, keep_.KeepBitsTensor(), (n / 8 + 31) / 32 * 32);
+            bitsQue_.EnQue(b);
+            outQue_.EnQue(o);
+            o = outQue_.DeQue<float>();
+            AscendC::DataCopy(pOutGm_[at], o, n);
+            outQue_.FreeTensor(o);
+            b = bitsQue_.DeQue<uint8_t>();
+            AscendC::DataCopyPad(bitsGm_[at / 8], b, AscendC::DataCopyExtParams(1, n / 8, 0, 0, 0));
+            bitsQue_.FreeTensor(b);
+        }
+    }
+
+private:
+    AscendC::TPipe pipe_;
+    philox_dropout::PhiloxKeepMask keep_;
+    philox_dropout::DropoutStream stream_;
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> pQue_;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_, wordsQue_, bitsQue_;
+    AscendC::GlobalTensor<float> pGm_, pOutGm_;
+    AscendC::GlobalTensor<int32_t> wordsGm_;
+    AscendC::GlobalTensor<uint8_t> bitsGm_;
+    PhiloxTileTiling t_{};
+    uint32_t rowBegin_ = 0, rowEnd_ = 0;
+};
+
+}  // namespace
+
+extern "C" __global__ __aicore__ void philox_tile(GM_ADDR p, GM_ADDR pOut, GM_ADDR words, GM_ADDR bits,
+                                                  GM_ADDR tiling)
+{
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    REGISTER_TILING_DEFAULT(PhiloxTileTiling);
+    GET_TILING_DATA(t, tiling);
+    PhiloxTile op;
+    op.Init(p, pOut, words, bits, t);
+    op.Process();
+}
