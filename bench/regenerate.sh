@@ -7,9 +7,10 @@
 #   bench/regenerate.sh bench soc    # chosen sections
 #
 # Sections: readme plan bench soc l2 efficiency rss overhead torch matmul backward model ring decode
+#   dropout
 #   backward  the FlashAttentionGrad rows (torch for its comparison; about 30 minutes on 2 cores)
 #   torch   needs torch (pip install torch --index-url https://download.pytorch.org/whl/cpu)
-#   matmul, model (its GEMM row)  need a development build with the test kernels:
+#   matmul, dropout, model (its GEMM row)  need a development build with the test kernels:
 #           cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build
 #           and ACL_FA_SIM_LIB_DIR=$PWD/build/lib in the environment
 # Simulator times are host wall time of the CPU simulator, never NPU timings; they depend on the
@@ -44,6 +45,7 @@ section() {
         overhead) run driver-overhead "$PYTHON" bench/driver_overhead.py --runs 7 --calls 1000 ;;
         torch) run vs-torch "$PYTHON" bench/vs_torch.py --runs 5 ;;
         matmul) run sim-matmul "$PYTHON" bench/sim_matmul.py ;;
+        dropout) run philox-tile-cost "$PYTHON" bench/philox_tile_cost.py ;;
         backward)
             run backward-plan acl-fa plan --backward --seq 4096 --causal --soc all
             run backward-run acl-fa run --seq 4096 --causal --backward --iters 1 --warmup 0
@@ -63,7 +65,7 @@ section() {
             run decode-batch acl-fa bench --decode --paged --block-size 128 --seq-kv 4096 --batch 32 "${common[@]}" --steps 2
             run decode-contiguous acl-fa bench --decode --seq-kv 32768 "${common[@]}" --steps 4
             run decode-loop acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8 --paged --steps 64 --json ;;
-        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul backward model ring decode; do section "$s"; done ;;
+        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul dropout backward model ring decode; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
 }
