@@ -1,8 +1,8 @@
 """The in-kernel dropout (op_kernel/philox_dropout.h) through the philox_tile test kernel: the
-Philox4x32-10 words it generates on the vector unit, its keep bits and the dropped-out P equal an
-independent numpy Philox bit for bit, for tile origins, widths, chunk sizes, core counts, seeds
-and streams that cross the 16-bit limb and 32-bit word boundaries. The numpy Philox is checked
-first against Random123's published known-answer vectors."""
+Philox4x32-10 words it generates on the vector unit, its keep bits and the dropped-out P equal the
+independent numpy Philox (acl_fa/philox.py, checked against Random123's known-answer vectors in
+tests/test_philox.py) bit for bit, for tile origins, widths, chunk sizes, core counts, seeds and
+streams that cross the 16-bit limb and 32-bit word boundaries."""
 import sys
 import pathlib
 
@@ -12,37 +12,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "kernels"))
 import simlib  # noqa: E402
 
-M0, M1, W0, W1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
-MASK32 = np.uint64(0xFFFFFFFF)
-
-
-def philox4x32_10(counter, key):
-    """Random123's Philox4x32-10 on uint64 arrays [..., 4] of uint32 words (numpy, independent of
-    the kernel: 64-bit products instead of 16-bit limbs)."""
-    c = [np.asarray(counter, np.uint64)[..., w] & MASK32 for w in range(4)]
-    k0, k1 = key
-    for r in range(10):
-        p0 = np.uint64(M0) * c[0]
-        p1 = np.uint64(M1) * c[2]
-        c = [(p1 >> np.uint64(32)) ^ c[1] ^ np.uint64(k0), p1 & MASK32, (p0 >> np.uint64(32)) ^ c[3] ^ np.uint64(k1),
-             p0 & MASK32]
-        k0, k1 = (k0 + W0) & 0xFFFFFFFF, (k1 + W1) & 0xFFFFFFFF
-    return np.stack(c, axis=-1).astype(np.uint32)
-
-
-# Random123 tests/kat_vectors, philox4x32 10 rounds (also in TensorFlow's
-# compiler/tests/stateless_random_ops_test / random_ops_util known-output checks).
-KAT = [
-    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
-    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF, 0xFFFFFFFF), (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
-    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
-     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
-]
-
-
-@pytest.mark.parametrize("ctr,key,want", KAT)
-def test_numpy_philox_known_answers(ctr, key, want):
-    assert tuple(int(w) for w in philox4x32_10(np.array(ctr), key)) == want
+from acl_fa.philox import dropout_threshold, keep_mask, philox4x32  # noqa: E402
 
 
 def tile_words(seed, stream, i0, j0, rows, width):
@@ -54,12 +24,8 @@ def tile_words(seed, stream, i0, j0, rows, width):
     ctr[..., 1] = i
     ctr[..., 2] = stream & 0xFFFFFFFF
     ctr[..., 3] = stream >> 32
-    words = philox4x32_10(ctr, (seed & 0xFFFFFFFF, seed >> 32))
+    words = philox4x32(ctr, (seed & 0xFFFFFFFF, seed >> 32))
     return words[np.arange(rows)[:, None], np.arange(width)[None, :], (j & np.uint64(3)).astype(np.int64)]
-
-
-def threshold(keep_prob):
-    return min(0xFFFFFFFF, int(np.floor((1.0 - float(np.float32(keep_prob))) * 2.0**32)))
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +36,7 @@ def sim():
 
 
 def run_tile(sim, seed, stream, i0, j0, rows, width, lanes, keep_prob, cores=1):
-    thr = threshold(keep_prob)
+    thr = dropout_threshold(keep_prob)
     inv = np.float32(1.0) / np.float32(keep_prob)
     rows_per_core = -(-rows // cores)
     t = np.array([seed & 0xFFFFFFFF, seed >> 32, stream & 0xFFFFFFFF, stream >> 32, thr,
@@ -100,7 +66,8 @@ def test_kernel_philox_words_keep_bits_and_dropout(sim, seed, stream, i0, j0, ro
     p, out, words, bits, thr, inv = run_tile(sim, seed, stream, i0, j0, rows, width, lanes, keep_prob, cores)
     want = tile_words(seed, stream, i0, j0, rows, width)
     np.testing.assert_array_equal(words, want)
-    keep = want >= np.uint32(thr)
+    keep = keep_mask(seed, stream, 0, 0, 1, i0 + rows, j0 + width, keep_prob, rows=slice(i0, i0 + rows))[:, j0:]
+    np.testing.assert_array_equal(keep, want >= np.uint32(thr))
     np.testing.assert_array_equal(np.unpackbits(bits, bitorder="little").reshape(rows, width).astype(bool), keep)
     np.testing.assert_array_equal(out, np.where(keep, p * inv, np.float32(0)))
 
