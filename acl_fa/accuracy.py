@@ -45,7 +45,7 @@ def naive_same_precision(q, k, v, dtype, *, causal, scale, layout, num_heads=Non
     """
     qb = to_bnsd(np.asarray(q), layout, num_heads)
     out = np.zeros((qb.shape[0], len(heads), qb.shape[2], qb.shape[3]))
-    for b, slot, rows, q_rows, k_head, v_head, hidden, keep in head_chunks(
+    for b, slot, rows, _, q_rows, k_head, v_head, hidden, keep in head_chunks(
             q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
             dtype=np.float32, chunk_bytes=32 << 20, causal=causal, **features):
         s = (q_rows @ k_head.T).astype(dtype).astype(np.float32) * np.float32(scale)

@@ -28,7 +28,7 @@ from .errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["UNBOUNDED", "UINT64_MAX", "AttentionOptions", "window_band", "device_mask", "dropout_keep_prob",
            "dropout_rng", "cu_seqlens_ends", "check_max_seqlen", "build_options",
-           "band_visible"]
+           "band_visible", "band_columns"]
 
 # pre_tokens / next_tokens value meaning "no bound" (the int32 maximum, as FlashAttentionScore and
 # our decode op, op/flash_attention_decode.json).
@@ -239,10 +239,21 @@ def build_options(*, batch: int, heads: int, seq_q: int, seq_kv: int, causal: bo
     return options, mask
 
 
-def band_visible(options: AttentionOptions, seq_q: int, seq_kv: int, rows: slice) -> np.ndarray:
-    """bool [rows, Skv]: the band of `options` (mask not included) for query rows `rows` of a
-    sequence of Sq queries and Skv keys: i + diag - pre <= j <= i + diag + next."""
+def band_columns(options: AttentionOptions, seq_q: int, seq_kv: int, rows: slice) -> slice:
+    """The keys any of the query rows `rows` can see under the band (a slice of range(Skv),
+    empty when none)."""
+    diag = seq_kv - seq_q
+    lo = max(0, rows.start + diag - options.pre_tokens)
+    hi = min(seq_kv, rows.stop - 1 + diag + options.next_tokens + 1)
+    return slice(lo, max(lo, hi))
+
+
+def band_visible(options: AttentionOptions, seq_q: int, seq_kv: int, rows: slice, cols: Optional[slice] = None):
+    """bool [rows, cols]: the band of `options` (mask not included) for query rows `rows` and key
+    columns `cols` (default all) of a sequence of Sq queries and Skv keys:
+    i + diag - pre <= j <= i + diag + next."""
+    cols = slice(0, seq_kv) if cols is None else cols
     i = np.arange(rows.start, rows.stop, dtype=np.int64)[:, None] + (seq_kv - seq_q)
-    j = np.arange(seq_kv, dtype=np.int64)[None, :]
+    j = np.arange(cols.start, cols.stop, dtype=np.int64)[None, :]
     return (j >= i - options.pre_tokens) & (j <= i + options.next_tokens)
 

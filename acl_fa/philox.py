@@ -66,23 +66,26 @@ def dropout_threshold(keep_prob: float) -> int:
 
 
 def keep_mask(seed: int, offset: int, b: int, n: int, N: int, Sq: int, Skv: int, keep_prob: float,
-              rows=None) -> np.ndarray:
+              rows=None, cols=None) -> np.ndarray:
     """The dropout keep mask of query head n of batch b (varlen: sequence b): bool [Sq, Skv],
-    True = kept, or only the query rows `rows` (a slice of range(Sq)) so callers can go in chunks.
+    True = kept, or only the query rows `rows` and key columns `cols` (slices of range(Sq) and
+    range(Skv)) so callers can go in chunks and skip keys outside a band.
 
     seed, offset: uint64; N: query heads. Element (i, j) is kept iff word j & 3 of
     philox4x32((j >> 2, i, lo, hi), (seed lo, seed hi)) >= dropout_threshold(keep_prob), where
     (hi:lo) = (offset + b*N + n) mod 2^64."""
     rows = slice(0, Sq) if rows is None else rows
+    start, stop, _ = (slice(0, Skv) if cols is None else cols).indices(Skv)
+    stop = max(start, stop)
     row_ids = np.arange(Sq, dtype=np.uint64)[rows]
     stream = (int(offset) + int(b) * int(N) + int(n)) % (1 << 64)
-    groups = (Skv + 3) // 4
+    first, groups = start >> 2, ((stop + 3) >> 2) - (start >> 2)
     counter = np.empty((row_ids.size, groups, 4), dtype=np.uint64)
-    counter[..., 0] = np.arange(groups, dtype=np.uint64)[None, :]
+    counter[..., 0] = np.arange(first, first + groups, dtype=np.uint64)[None, :]
     counter[..., 1] = row_ids[:, None]
     counter[..., 2] = stream & 0xFFFFFFFF
     counter[..., 3] = stream >> 32
     seed = int(seed)
     words = philox4x32(counter, (seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF))
-    words = words.reshape(row_ids.size, groups * 4)[:, :Skv]
+    words = words.reshape(row_ids.size, groups * 4)[:, start - 4 * first:stop - 4 * first]
     return words >= np.uint32(dropout_threshold(keep_prob))

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .attention_options import UNBOUNDED, band_visible, build_options
+from .attention_options import UNBOUNDED, band_columns, band_visible, build_options
 from .layouts import to_bnsd, from_bnsd
 from .philox import keep_mask
 
@@ -33,12 +33,13 @@ def _features(batch, n_heads, sq, skv, causal, window, attn_mask, dropout_p, see
 def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=None, dtype=np.float64,
                 chunk_bytes=_DEFAULT_CHUNK_BYTES, causal=False, window=None, attn_mask=None, dropout_p=0.0,
                 seed=0, offset=0):
-    """Yields (b, slot, rows, q_rows, k_head, v_head, hidden, keep) for every selected query head
-    and chunk of query rows: q_rows [rows, D], k_head / v_head [Skv, D] of the kv head it reads
-    (all in `dtype`), `rows` the slice of query rows, `slot` the index into `heads` (default:
-    all). hidden: bool [rows, Skv], True = key not visible (outside the causal/window band or
+    """Yields (b, slot, rows, cols, q_rows, k_head, v_head, hidden, keep) for every selected query
+    head and chunk of query rows: `rows` the slice of query rows, `cols` the slice of keys the
+    band lets those rows see (all keys without a window), q_rows [rows, D], k_head / v_head
+    [cols, D] of the kv head it reads (all in `dtype`), `slot` the index into `heads` (default:
+    all). hidden: bool [rows, cols], True = key not visible (outside the causal/window band or
     masked out by attn_mask, True = attend), or None when every key is visible. keep: the
-    dropout multiplier [rows, Skv] in `dtype` (Z / keep_prob, Z the Philox keep mask of
+    dropout multiplier [rows, cols] in `dtype` (Z / keep_prob, Z the Philox keep mask of
     acl_fa/philox.py), or None without dropout. Semantics: docs/attention_options.md."""
     qb = to_bnsd(np.asarray(q), layout, num_heads)
     kb = to_bnsd(np.asarray(k), layout, num_kv_heads or num_heads)
@@ -54,12 +55,13 @@ def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=Non
     chunk = max(1, chunk_bytes // max(1, skv * np.dtype(dtype).itemsize))
     inv_keep = np.dtype(dtype).type(1.0 / options.keep_prob)
 
-    def hidden_of(b, h, rows):
-        hidden = ~band_visible(options, sq, skv, rows) if banded else None
+    def hidden_of(b, h, rows, cols):
+        hidden = ~band_visible(options, sq, skv, rows, cols) if banded else None
         if mask is not None:
             m = mask[min(b, mask.shape[0] - 1), min(h, mask.shape[1] - 1)]
-            m = (m[rows] if m.shape[0] == sq else m).astype(bool)
-            hidden = np.broadcast_to(m, (rows.stop - rows.start, skv)) if hidden is None else hidden | m
+            m = (m[rows] if m.shape[0] == sq else m)[:, cols].astype(bool)
+            hidden = np.broadcast_to(m, (rows.stop - rows.start, cols.stop - cols.start)) if hidden is None \
+                else hidden | m
         return hidden
 
     for b in range(batch):
@@ -68,11 +70,14 @@ def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=Non
             v_head = vb[b, h // group].astype(dtype)
             for r0 in range(0, sq, chunk):
                 rows = slice(r0, min(sq, r0 + chunk))
+                cols = band_columns(options, sq, skv, rows) if banded else slice(0, skv)
                 keep = None
                 if options.has_dropout:
-                    z = keep_mask(options.seed, options.offset, b, h, n_heads, sq, skv, options.keep_prob, rows=rows)
+                    z = keep_mask(options.seed, options.offset, b, h, n_heads, sq, skv, options.keep_prob, rows=rows,
+                                  cols=cols)
                     keep = z.astype(dtype) * inv_keep
-                yield b, slot, rows, qb[b, h, rows].astype(dtype), k_head, v_head, hidden_of(b, h, rows), keep
+                yield (b, slot, rows, cols, qb[b, h, rows].astype(dtype), k_head[cols], v_head[cols],
+                       hidden_of(b, h, rows, cols), keep)
 
 
 def attention_reference(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
@@ -93,7 +98,7 @@ def attention_reference(q, k, v, *, causal=False, scale=None, layout="BNSD", num
     n_out = n_heads if heads is None else len(heads)
     out = np.zeros((batch, n_out, sq, d), dtype=np.float64)
     lse = np.full((batch, n_out, sq), -np.inf, dtype=np.float64)
-    for b, slot, rows, q_rows, k_head, v_head, hidden, keep in head_chunks(
+    for b, slot, rows, _, q_rows, k_head, v_head, hidden, keep in head_chunks(
             q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads, causal=causal,
             window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=seed, offset=offset):
         o, row_lse = _forward_rows(q_rows, k_head, v_head, hidden, keep, scale)
@@ -179,7 +184,7 @@ def attention_reference_backward(dout, q, k, v, *, causal=False, scale=None, lay
     dq = np.zeros((batch, len(head_list), sq, d), dtype=work_dtype)
     dk = np.zeros(kb.shape, dtype=work_dtype)
     dv = np.zeros(kb.shape, dtype=work_dtype)
-    for b, slot, rows, q_rows, k_head, v_head, hidden, keep in head_chunks(
+    for b, slot, rows, cols, q_rows, k_head, v_head, hidden, keep in head_chunks(
             q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
             dtype=work_dtype, causal=causal, window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=seed,
             offset=offset):
@@ -188,8 +193,8 @@ def attention_reference_backward(dout, q, k, v, *, causal=False, scale=None, lay
         dq_rows, dk_part, dv_part = attention_backward_math(
             dout_rows, q_rows, k_head, v_head, hidden, scale, work_dtype, round_to, keep)
         dq[b, slot, rows] = dq_rows
-        dk[b, h // group] += dk_part
-        dv[b, h // group] += dv_part
+        dk[b, h // group, cols] += dk_part
+        dv[b, h // group, cols] += dv_part
     return tuple(from_bnsd(x, layout).astype(out_dtype, copy=False) for x in (dq, dk, dv))
 
 

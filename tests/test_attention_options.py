@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from acl_fa.attention_options import (UNBOUNDED, AttentionOptions, band_visible, build_options, check_max_seqlen,
+from acl_fa.attention_options import (UNBOUNDED, AttentionOptions, band_columns, band_visible, build_options, check_max_seqlen,
                                       cu_seqlens_ends, device_mask, dropout_keep_prob, window_band)
 from acl_fa.errors import InvalidArgumentError, InvalidTypeError
 
@@ -31,6 +31,12 @@ def test_band_visible_is_the_rule():
     for i in range(SQ):
         for j in range(SKV):
             assert vis[i, j] == (i + 2 - 2 <= j <= i + 2 + 1)
+    for r0, r1 in ((0, 1), (1, 4), (4, 5)):
+        cols = band_columns(opts, SQ, SKV, slice(r0, r1))
+        seen = np.flatnonzero(vis[r0:r1].any(axis=0))
+        assert (cols.start, cols.stop) == (seen[0], seen[-1] + 1)
+        assert (band_visible(opts, SQ, SKV, slice(r0, r1), cols) == vis[r0:r1, cols]).all()
+    assert band_columns(AttentionOptions(pre_tokens=0, next_tokens=0), 9, 3, slice(0, 5)).stop == 0  # sees nothing
 
 
 @pytest.mark.parametrize("shape", [(SQ, SKV), (SKV,), (B, 1, SQ, SKV), (1, N, SQ, SKV), (B, N, SQ, SKV),

@@ -66,6 +66,8 @@ def test_keep_mask_follows_the_key_scheme():
 def test_keep_mask_rows_and_rate():
     full = keep_mask(7, 0, 0, 0, 1, 64, 200, 0.75)
     assert (keep_mask(7, 0, 0, 0, 1, 64, 200, 0.75, rows=slice(10, 30)) == full[10:30]).all()
+    for cols in (slice(5, 6), slice(3, 130), slice(8, 12), slice(197, 200), slice(50, 50)):
+        assert (keep_mask(7, 0, 0, 0, 1, 64, 200, 0.75, rows=slice(1, 9), cols=cols) == full[1:9, cols]).all()
     assert abs(full.mean() - 0.75) < 0.02
     assert keep_mask(7, 0, 0, 0, 1, 8, 9, 1.0).all()
     # different heads and offsets draw different masks; the same key draws the same
