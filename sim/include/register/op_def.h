@@ -32,6 +32,9 @@ class OpParamDef {
     OpParamDef &DataType(std::vector<ge::DataType> types);
     OpParamDef &Format(std::vector<ge::Format> formats);
     OpParamDef &UnknownShapeFormat(std::vector<ge::Format> formats);
+    // REQUIRED / OPTIONAL: TilingFunc reads the input's values (host copy) through
+    // GetInputTensor / GetOptionalInputTensor; IGNORE (default): shape and dtype only.
+    OpParamDef &ValueDepend(Option value_depend);
 
  private:
     friend class acl_fa_sim::host::OpDefReader;

@@ -13,10 +13,14 @@ namespace acl_fa_sim {
 namespace host {
 
 // One concrete tensor as the op sees it. dtype/format are ge::DataType / ge::Format values.
+// present = false: an OPTIONAL input the caller left out (null in aclnn). values: the host copy
+// of the elements, which the op runtime hands the TilingFunc for a ValueDepend input.
 struct TensorInfo {
     std::vector<int64_t> shape;
     int32_t dtype = 0;
     int32_t format = 2;  // ge::FORMAT_ND
+    bool present = true;
+    std::vector<uint8_t> values;
 };
 
 // Attr values in the order the OpDef declares them (bool, int64, float, string).

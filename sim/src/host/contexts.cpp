@@ -20,6 +20,11 @@ const CompileTimeTensorDesc *ExtendedKernelContext::GetOutputDesc(const size_t i
     return index < node_->outputDescs.size() ? &node_->outputDescs[index] : nullptr;
 }
 
+const CompileTimeTensorDesc *ExtendedKernelContext::GetOptionalInputDesc(const size_t ir_index) const {
+    const int at = node_->Present(ir_index);
+    return at < 0 ? nullptr : &node_->inputDescs[at];
+}
+
 size_t ExtendedKernelContext::GetComputeNodeInputNum() const { return node_->inputDescs.size(); }
 
 size_t ExtendedKernelContext::GetComputeNodeOutputNum() const { return node_->outputDescs.size(); }
@@ -39,6 +44,20 @@ const StorageShape *TilingContext::GetInputShape(const size_t index) const {
 
 const StorageShape *TilingContext::GetOutputShape(const size_t index) const {
     return index < node_->outputShapes.size() ? &node_->outputShapes[index] : nullptr;
+}
+
+const StorageShape *TilingContext::GetOptionalInputShape(const size_t ir_index) const {
+    const int at = node_->Present(ir_index);
+    return at < 0 ? nullptr : &node_->inputShapes[at];
+}
+
+const Tensor *TilingContext::GetInputTensor(const size_t index) const {
+    return index < node_->inputTensors.size() ? &node_->inputTensors[index] : nullptr;
+}
+
+const Tensor *TilingContext::GetOptionalInputTensor(const size_t ir_index) const {
+    const int at = node_->Present(ir_index);
+    return at < 0 ? nullptr : &node_->inputTensors[at];
 }
 
 ge::graphStatus TilingContext::SetTilingKey(const uint64_t tiling_key) {
@@ -78,6 +97,11 @@ fe::PlatFormInfos *TilingContext::GetPlatformInfo() const { return node_->platfo
 // ---- InferShapeContext ----
 const Shape *InferShapeContext::GetInputShape(const size_t index) const {
     return index < node_->inputShapes.size() ? &node_->inputShapes[index].GetOriginShape() : nullptr;
+}
+
+const Shape *InferShapeContext::GetOptionalInputShape(const size_t ir_index) const {
+    const int at = node_->Present(ir_index);
+    return at < 0 ? nullptr : &node_->inputShapes[at].GetOriginShape();
 }
 
 Shape *InferShapeContext::GetOutputShape(const size_t index) {

@@ -11,6 +11,7 @@
 #include "exe_graph/runtime/compute_node_info.h"
 #include "exe_graph/runtime/runtime_attrs.h"
 #include "exe_graph/runtime/storage_shape.h"
+#include "exe_graph/runtime/tensor.h"
 #include "exe_graph/runtime/tiling_data.h"
 
 namespace fe {
@@ -47,6 +48,11 @@ struct NodeData {
     std::vector<gert::StorageShape> outputShapes;
     std::vector<gert::CompileTimeTensorDesc> inputDescs;
     std::vector<gert::CompileTimeTensorDesc> outputDescs;
+    // Inputs present, in OpDef order (inputShapes/inputDescs/inputTensors are indexed by these
+    // positions); irToPresent[ir] = that position, or -1 for an absent OPTIONAL input.
+    std::vector<int> irToPresent;
+    std::vector<gert::Tensor> inputTensors;
+    std::vector<std::vector<uint8_t>> inputValues;  // host copies behind ValueDepend tensors
     const AttrStore *attrs = nullptr;
     // Tiling outputs.
     fe::PlatFormInfos *platform = nullptr;
@@ -58,6 +64,12 @@ struct NodeData {
 
     template <typename Context>
     Context MakeContext() { return Context(this); }
+    // Present-input position of OpDef input `ir`, or -1.
+    int Present(size_t ir) const { return ir < irToPresent.size() ? irToPresent[ir] : -1; }
+    static void SetTensorData(gert::Tensor *t, const void *addr, size_t size) {
+        t->addr_ = addr;
+        t->size_ = size;
+    }
 };
 
 }  // namespace host

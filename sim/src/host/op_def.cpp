@@ -49,6 +49,10 @@ OpParamDef &OpParamDef::ParamType(Option param_type) {
     impl_->info.paramType = param_type;
     return *this;
 }
+OpParamDef &OpParamDef::ValueDepend(Option value_depend) {
+    impl_->info.valueDepend = value_depend;
+    return *this;
+}
 OpParamDef &OpParamDef::DataType(std::vector<ge::DataType> types) {
     impl_->info.dataTypes = std::move(types);
     return *this;

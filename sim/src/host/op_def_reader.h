@@ -14,6 +14,7 @@ namespace host {
 struct ParamInfo {
     std::string name;
     ops::Option paramType = ops::REQUIRED;
+    ops::Option valueDepend = ops::IGNORE;  // ValueDepend: the TilingFunc sees the values
     std::vector<ge::DataType> dataTypes;  // column i of every param forms one supported combination
     std::vector<ge::Format> formats;
 };

@@ -68,6 +68,7 @@ int MatchColumn(const std::vector<ParamInfo> &params, const std::vector<TensorIn
         bool all = true;
         for (size_t i = 0; i < tensors.size() && all; ++i) {
             const ParamInfo &p = params[i];
+            if (!tensors[i].present) continue;  // an absent OPTIONAL input matches every column
             all = col < p.dataTypes.size() && p.dataTypes[col] == tensors[i].dtype &&
                   (p.formats.empty() || (col < p.formats.size() && p.formats[col] == tensors[i].format));
         }
@@ -91,6 +92,12 @@ bool CheckTensors(const OpInfo &op, const char *what, const std::vector<ParamInf
         *error = op.type + " takes " + std::to_string(params.size()) + " " + what + ", got " +
                  std::to_string(tensors.size());
         return false;
+    }
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        if (!tensors[i].present && params[i].paramType != ops::OPTIONAL) {
+            *error = op.type + ": " + what + " '" + params[i].name + "' is required and was not given";
+            return false;
+        }
     }
     if (MatchColumn(params, tensors) < 0) {
         std::ostringstream os;
@@ -221,9 +228,24 @@ NodeData MakeNode(const OpInfo &op, const AttrStore &attrs, const std::vector<Te
     node.nodeType = op.type;
     node.nodeName = op.type;
     node.attrs = &attrs;
-    for (const auto &t : inputs) {
+    for (size_t ir = 0; ir < inputs.size(); ++ir) {
+        const TensorInfo &t = inputs[ir];
+        if (!t.present) {
+            node.irToPresent.push_back(-1);
+            continue;
+        }
+        node.irToPresent.push_back(static_cast<int>(node.inputShapes.size()));
         node.inputShapes.push_back(ToStorageShape(t.shape));
         node.inputDescs.push_back(ToDesc(t));
+        const gert::CompileTimeTensorDesc &desc = node.inputDescs.back();
+        node.inputTensors.emplace_back(node.inputShapes.back(), desc.GetFormat(), desc.GetDataType());
+        const bool valueDepend = ir < op.inputs.size() && op.inputs[ir].valueDepend != ops::IGNORE;
+        node.inputValues.push_back(valueDepend ? t.values : std::vector<uint8_t>{});
+    }
+    // Addresses after the vectors stop growing.
+    for (size_t i = 0; i < node.inputTensors.size(); ++i) {
+        const auto &values = node.inputValues[i];
+        NodeData::SetTensorData(&node.inputTensors[i], values.empty() ? nullptr : values.data(), values.size());
     }
     return node;
 }

@@ -20,9 +20,12 @@ struct NodeData;
 namespace gert {
 class ExtendedKernelContext {
  public:
-    // nullptr when index is out of range.
+    // nullptr when index is out of range. `index` counts the inputs present (an absent
+    // OPTIONAL input takes no index, as in CANN); the *Optional* getters take the OpDef index.
     const CompileTimeTensorDesc *GetInputDesc(const size_t index) const;
     const CompileTimeTensorDesc *GetOutputDesc(const size_t index) const;
+    // By the input's index in the OpDef (ir_index); nullptr when that OPTIONAL input is absent.
+    const CompileTimeTensorDesc *GetOptionalInputDesc(const size_t ir_index) const;
     size_t GetComputeNodeInputNum() const;
     size_t GetComputeNodeOutputNum() const;
     const RuntimeAttrs *GetAttrs() const;

@@ -12,6 +12,8 @@ class InferShapeContext : public ExtendedKernelContext {
  public:
     // nullptr when index is out of range.
     const Shape *GetInputShape(const size_t index) const;
+    // By OpDef index; nullptr when the OPTIONAL input is absent.
+    const Shape *GetOptionalInputShape(const size_t ir_index) const;
     Shape *GetOutputShape(const size_t index);
 
  private:

@@ -7,6 +7,7 @@
 
 #include "exe_graph/runtime/extended_kernel_context.h"
 #include "exe_graph/runtime/storage_shape.h"
+#include "exe_graph/runtime/tensor.h"
 #include "exe_graph/runtime/tiling_data.h"
 #include "graph/error_codes.h"
 
@@ -20,6 +21,12 @@ class TilingContext : public ExtendedKernelContext {
     // nullptr when index is out of range.
     const StorageShape *GetInputShape(const size_t index) const;
     const StorageShape *GetOutputShape(const size_t index) const;
+    // By OpDef index; nullptr when the OPTIONAL input is absent.
+    const StorageShape *GetOptionalInputShape(const size_t ir_index) const;
+    // The input as a tensor; its data address is the host copy of its values when the OpDef
+    // marks it ValueDepend, nullptr otherwise. GetInputTensor: by present-input index.
+    const Tensor *GetInputTensor(const size_t index) const;
+    const Tensor *GetOptionalInputTensor(const size_t ir_index) const;
 
     ge::graphStatus SetTilingKey(const uint64_t tiling_key);
     uint64_t GetTilingKey() const;
