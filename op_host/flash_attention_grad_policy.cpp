@@ -117,19 +117,70 @@ bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint3
 
 }  // namespace
 
-uint32_t FirstQueryBlockSeeing(const Problem &p, uint32_t blockM, uint32_t blockN, uint64_t j) {
-    const uint32_t numQBlocks = static_cast<uint32_t>(CeilDiv(p.seqQ, blockM));
-    if (!p.causal) return 0;
-    // Row i sees key k iff k <= i + Skv - Sq: the block's first key j * blockN is seen from row
-    // j * blockN - (Skv - Sq) on; the query block holding that row is the first.
-    const int64_t firstRow = static_cast<int64_t>(j * blockN) - (static_cast<int64_t>(p.seqKv) - static_cast<int64_t>(p.seqQ));
-    if (firstRow <= 0) return 0;
-    if (static_cast<uint64_t>(firstRow) >= p.seqQ) return numQBlocks;
-    return static_cast<uint32_t>(static_cast<uint64_t>(firstRow) / blockM);
+void GradBand(const Problem &p, int64_t *pre, int64_t *next) {
+    *pre = p.preTokens;
+    *next = p.causal && p.nextTokens > 0 ? 0 : p.nextTokens;
 }
 
+namespace {
+uint64_t SeqQ(const Problem &p, uint64_t seq) { return p.seqLensQ.empty() ? p.seqQ : p.seqLensQ[seq]; }
+uint64_t SeqKv(const Problem &p, uint64_t seq) { return p.seqLensKv.empty() ? p.seqKv : p.seqLensKv[seq]; }
+}  // namespace
+
+void QueryBlocksSeeing(const Problem &p, uint32_t blockM, uint64_t seq, uint64_t keyBegin, uint64_t keyEnd,
+                       uint32_t *first, uint32_t *end) {
+    // Key k is seen by rows [k - diag - next, k - diag + pre] (diag = Skv - Sq); as pre + next >= 0
+    // the rows of consecutive keys overlap or touch, so a key range is seen by one row range.
+    *first = *end = 0;
+    const int64_t sq = static_cast<int64_t>(SeqQ(p, seq));
+    const int64_t skv = static_cast<int64_t>(SeqKv(p, seq));
+    const int64_t keyStop = std::min<int64_t>(static_cast<int64_t>(keyEnd), skv);
+    if (static_cast<int64_t>(keyBegin) >= keyStop) return;
+    int64_t pre = 0, next = 0;
+    GradBand(p, &pre, &next);
+    const int64_t diag = skv - sq;
+    const int64_t rowLo = std::max<int64_t>(static_cast<int64_t>(keyBegin) - diag - next, 0);
+    const int64_t rowHi = std::min<int64_t>(keyStop - diag + pre, sq);
+    if (rowHi <= rowLo) return;
+    *first = static_cast<uint32_t>(rowLo / blockM);
+    *end = static_cast<uint32_t>(CeilDiv(static_cast<uint64_t>(rowHi), blockM));
+}
+
+namespace {
+
+// "" or what is wrong with the band and the per-sequence lengths (varlen).
+std::string ValidateBandAndSequences(const Problem &p) {
+    int64_t pre = 0, next = 0;
+    GradBand(p, &pre, &next);
+    if (pre < -kUnboundedTokens || next < -kUnboundedTokens || pre + next < 0) {
+        return Format("pre_tokens + next_tokens must be >= 0 (a band of at least one diagonal), got pre_tokens=%lld, "
+                      "next_tokens=%lld%s", static_cast<long long>(pre), static_cast<long long>(next),
+                      p.causal ? " (causal: next_tokens <= 0)" : "");
+    }
+    if (p.seqLensQ.empty() && p.seqLensKv.empty()) return {};
+    if (p.seqLensQ.size() != p.batch || p.seqLensKv.size() != p.batch) {
+        return Format("actual_seq_qlen and actual_seq_kvlen must both hold one length per sequence: %zu and %zu "
+                      "lengths for %llu sequences", p.seqLensQ.size(), p.seqLensKv.size(),
+                      static_cast<unsigned long long>(p.batch));
+    }
+    for (size_t s = 0; s < p.seqLensQ.size(); ++s) {
+        if (p.seqLensQ[s] > p.seqQ || p.seqLensKv[s] > p.seqKv) {
+            return Format("sequence %zu (%llu queries, %llu keys) is longer than seq_q %llu / seq_kv %llu", s,
+                          static_cast<unsigned long long>(p.seqLensQ[s]), static_cast<unsigned long long>(p.seqLensKv[s]),
+                          static_cast<unsigned long long>(p.seqQ), static_cast<unsigned long long>(p.seqKv));
+        }
+    }
+    return {};
+}
+
+}  // namespace
+
 bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, GradPlan *plan, std::string *error) {
-    *error = ValidateProblem(p);
+    // The layout code only picks row strides here: TND (varlen) has BSND's.
+    Problem checked = p;
+    if (checked.layout == kLayoutTnd) checked.layout = kLayoutBsnd;
+    *error = ValidateProblem(checked);
+    if (error->empty()) *error = ValidateBandAndSequences(p);
     if (error->empty()) *error = ValidateChip(c);
     if (!error->empty()) return false;
     GradPlan out;
@@ -148,12 +199,19 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
                         static_cast<unsigned long long>(out.totalUnits));
         return false;
     }
-    std::vector<uint64_t> perBlock(out.numKvBlocks);
-    for (uint32_t j = 0; j < out.numKvBlocks; ++j) {
-        perBlock[j] = group * (out.numQBlocks - FirstQueryBlockSeeing(p, out.blockM, out.blockN, j));
+    // Query blocks each kv block of each sequence walks (the same for every kv head).
+    std::vector<uint64_t> perBlock(p.seqLensKv.empty() ? out.numKvBlocks : p.batch * out.numKvBlocks);
+    for (size_t at = 0; at < perBlock.size(); ++at) {
+        const uint64_t seq = at / out.numKvBlocks, j = at % out.numKvBlocks;
+        uint32_t first = 0, end = 0;
+        QueryBlocksSeeing(p, out.blockM, seq, j * n, (j + 1) * n, &first, &end);
+        perBlock[at] = group * (end - first);
     }
     std::vector<uint64_t> work(out.totalUnits);
-    for (uint64_t u = 0; u < out.totalUnits; ++u) work[u] = std::max<uint64_t>(perBlock[u % out.numKvBlocks], 1);
+    for (uint64_t u = 0; u < out.totalUnits; ++u) {
+        const uint64_t seq = u / (p.numKvHeads * out.numKvBlocks), j = u % out.numKvBlocks;
+        work[u] = std::max<uint64_t>(perBlock[p.seqLensKv.empty() ? j : seq * out.numKvBlocks + j], 1);
+    }
     const uint32_t aivs = std::min<uint32_t>({c.aivNum ? c.aivNum : 2 * c.aicNum, kGradMaxAiv, 2 * kMaxCores});
     std::vector<uint32_t> starts = SplitContiguous(work, aivs);
     const uint32_t used = static_cast<uint32_t>(starts.size() - 1);
@@ -190,8 +248,11 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     out.wsScratchBytes = at;
     out.userWorkspaceBytes = out.wsScratchOffset + out.aivNum * out.wsScratchBytes;
 
-    const uint32_t keyLayout = p.layout == kLayoutBsh ? kLayoutBsnd : p.layout;
-    out.tilingKey = (p.bf16 ? kGradKeyBf16 : 0) | (p.causal ? kGradKeyCausal : 0) |
+    const uint32_t keyLayout = p.layout == kLayoutBnsd ? kLayoutBnsd : kLayoutBsnd;  // BSH, TND: BSND's path
+    int64_t pre = 0, next = 0;
+    GradBand(p, &pre, &next);
+    const bool band = pre < kUnboundedTokens || next < kUnboundedTokens;
+    out.tilingKey = (p.bf16 ? kGradKeyBf16 : 0) | (band ? kGradKeyCausal : 0) |
                     (static_cast<uint64_t>(keyLayout) << kGradKeyLayoutShift) |
                     (deterministic ? kGradKeyDeterministic : 0);
     *plan = std::move(out);

@@ -19,10 +19,11 @@ struct GradPlan {
     uint32_t rowChunk = 0;                     // rows per row-phase chunk
     uint32_t blockDim = 0;                     // MIX 1:2 blocks of the launch
     uint32_t aivNum = 0;                       // 2 * blockDim
-    uint64_t totalUnits = 0;                   // B * Nkv * numKvBlocks
+    uint64_t totalUnits = 0;                   // B * Nkv * numKvBlocks (varlen: B sequences, the longest's blocks)
     std::vector<uint32_t> unitStart;           // aivNum + 1 entries
     uint32_t numSlots = 0;                     // deterministic dQ partial slots
-    // Work = query blocks walked (a unit of kv head h walks groupSize heads' visible blocks).
+    // Work = query blocks walked (a unit of kv head h walks groupSize heads' blocks in the band;
+    // a unit that walks none, or a varlen unit past its sequence's keys, counts 1).
     uint64_t totalWork = 0, maxCoreWork = 0;
     double meanCoreWork = 0, imbalance = 0;    // over the AIVs that have units
     std::vector<BudgetLine> budget;            // per-AIV UB lines, then totals (L1, L0C)
@@ -42,15 +43,19 @@ constexpr uint32_t kGradMaxAiv = 128;           // FAG_MAX_AIV of the tiling str
 
 // Tiling-key bits (FAG_KEY_* of flash_attention_grad_tiling.h; op_host static_asserts them).
 constexpr uint64_t kGradKeyBf16 = 1u << 0;
-constexpr uint64_t kGradKeyCausal = 1u << 1;
+constexpr uint64_t kGradKeyCausal = 1u << 1;  // the band bit: causal or windowed
 constexpr uint32_t kGradKeyLayoutShift = 2;
 constexpr uint64_t kGradKeyDeterministic = 1u << 4;
 
 bool ComputeGradPlan(const Problem &problem, bool deterministic, const ChipLimits &chip, GradPlan *plan,
                      std::string *error);
 
-// Query blocks (of blockM rows) that see kv block j: [first, numQBlocks); first == numQBlocks
-// when none does.
-uint32_t FirstQueryBlockSeeing(const Problem &problem, uint32_t blockM, uint32_t blockN, uint64_t j);
+// The band the backward applies: (pre, next) of the problem with causal folded in (next <= 0).
+void GradBand(const Problem &problem, int64_t *pre, int64_t *next);
+
+// Query blocks [*first, *end) (of blockM rows) of sequence `seq` holding a row that sees one of
+// its keys [keyBegin, keyEnd) (both 0 when none does); the kernel's QueryBlocksSeeing.
+void QueryBlocksSeeing(const Problem &problem, uint32_t blockM, uint64_t seq, uint64_t keyBegin, uint64_t keyEnd,
+                       uint32_t *first, uint32_t *end);
 
 }  // namespace fa_policy

@@ -55,8 +55,17 @@ struct Problem {
     uint64_t headDim = 0;     // D
     uint32_t dtypeBytes = 2;  // bytes of the input dtype (fp16 / bf16: 2, fp32: 4)
     bool bf16 = false;        // tiling-key dtype bit (with dtypeBytes 2)
-    uint32_t layout = 0;      // FA_LAYOUT_* code: 0 BNSD, 1 BSND, 2 BSH
-    bool causal = false;
+    uint32_t layout = 0;      // FA_LAYOUT_* code: 0 BNSD, 1 BSND, 2 BSH, 3 TND
+    bool causal = false;      // the V1 attr: the same as nextTokens 0 (intersected with the band below)
+    // Band (FlashAttentionV2): key j is visible to query i of a sequence iff
+    //   i + diag - preTokens <= j <= i + diag + nextTokens,  diag = Skv - Sq of that sequence;
+    // values >= kUnboundedTokens mean no bound on that side. preTokens + nextTokens >= 0.
+    int64_t preTokens = 2147483647;
+    int64_t nextTokens = 2147483647;
+    // Variable-length batch (layout TND): the query and key lengths of each of the `batch`
+    // sequences; empty for a fixed-length batch. seqQ / seqKv are then the longest lengths.
+    std::vector<uint64_t> seqLensQ, seqLensKv;
+    uint64_t tokensQ = 0, tokensKv = 0;  // varlen: Tq and Tkv, the packed token counts
     uint32_t userBlockM = 0;  // 0 = choose
     uint32_t userBlockN = 0;  // 0 = choose
 };
@@ -113,6 +122,8 @@ constexpr uint64_t kKeyCoupled = 1u << 7;
 constexpr uint32_t kLayoutBnsd = 0;
 constexpr uint32_t kLayoutBsnd = 1;
 constexpr uint32_t kLayoutBsh = 2;
+constexpr uint32_t kLayoutTnd = 3;  // [T, N, D]: BSND's memory order with sequences packed
+constexpr int64_t kUnboundedTokens = 2147483647;  // pre/next_tokens at or above: unbounded
 
 // UB bytes the kernel gives the Matmul API for its ND<->NZ conversions on the coupled path
 // (SetLocalWorkspace) for m rows, n = blockN, d = headDim and a t-byte dtype.

@@ -1,32 +1,19 @@
 // flash_attention_grad.cpp -- kernel entry of the FlashAttentionGrad op: read the tiling, pick
-// the instance for the tiling key, run it. The math is in flash_attention_grad_kernel.h.
+// the instance for the tiling key, run it. The math is in flash_attention_grad_kernel.h (shared
+// with FlashAttentionGradV2's entry, flash_attention_grad_v2.cpp).
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 
 #include "flash_attention_grad_kernel.h"
 #include "flash_attention_grad_tiling.h"
 
-template <typename T>
-__aicore__ inline void RunFlashAttentionGrad(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut,
-                                             GM_ADDR dout, GM_ADDR softmaxLse, GM_ADDR dq, GM_ADDR dk, GM_ADDR dv,
-                                             GM_ADDR workspace, const FlashAttentionGradTilingData *tilingData)
-{
-    AscendC::TPipe pipe;
-    flash_attn_grad::FlashAttentionGradKernel<T> op;
-    // The AIC serves the AIVs' matmul requests from here on and does not run the code below.
-    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.scoreMm, &tilingData->scoreTiling, op.kvGradMm,
-                      &tilingData->kvGradTiling, op.dqMm, &tilingData->dqTiling);
-    op.Init(query, key, value, attentionOut, dout, softmaxLse, dq, dk, dv, workspace, tilingData, &pipe);
-    op.Process();
-}
-
-// Every key op_host can produce (flash_attention_grad_tiling.h): dtype bit 0, causal bit 1,
-// layout bits 2-3 (BNSD 0, BSND 1; BSH runs BSND's path), deterministic bit 4. Causal, layout
+// Every key op_host can produce (flash_attention_grad_tiling.h): dtype bit 0, band bit 1,
+// layout bits 2-3 (BNSD 0, BSND 1; BSH runs BSND's path), deterministic bit 4. The band, layout
 // and mode are handled at run time by one instance per dtype; each key has its own binary.
 #define FAG_CASE(KEY, T)                                                                                     \
     if (TILING_KEY_IS(KEY)) {                                                                                \
-        RunFlashAttentionGrad<T>(query, key, value, attention_out, dout, softmax_lse, dq, dk, dv, workspace, \
-                                 &tilingData);                                                               \
+        flash_attn_grad::RunFlashAttentionGrad<T>(query, key, value, attention_out, dout, softmax_lse, nullptr, \
+                                                  nullptr, dq, dk, dv, workspace, &tilingData);                  \
         return;                                                                                              \
     }
 #define FAG_CASES_FOR_DTYPE(DTYPE_BIT, T) \

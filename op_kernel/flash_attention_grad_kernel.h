@@ -5,12 +5,13 @@
 // Three phases, separated by SyncAll (all vector cores):
 //   1. D = rowsum(dO * O) per query row (fp32, to the workspace); non-deterministic mode also
 //      zeroes the dQ accumulator.
-//   2. Each AIV runs its units (one K/V block j of one kv head, flash_attention_grad_tiling.h):
-//      for every query head n of the kv head's group and every query block i that sees block j
-//      (causal: only blocks at or below the diagonal),
+//   2. Each AIV runs its units (one K/V block j of one kv head of one sequence,
+//      flash_attention_grad_tiling.h): for every query head n of the kv head's group and every
+//      query block i whose band rows see block j (QueryBlocksSeeing: causal or windowed blocks
+//      outside the band are never loaded),
 //        S    = Q_i . K_j^T                       (cube)
 //        dP   = dO_i . V_j^T                      (cube)
-//        P    = exp(scale * S - LSE_i)            (vector; masked keys -> 0)
+//        P    = exp(scale * S - LSE_i)            (vector; keys outside the band -> 0, MaskScores)
 //        dS   = scale * P * (dP - D_i)            (vector)
 //        dV_j += P^T . dO_i,  dK_j += dS^T . Q_i  (cube, A transposed, accumulated in GM fp32)
 //        dQ_i += dS . K_j                         (cube; into this AIV's partial slot, or added
@@ -64,9 +65,11 @@ public:
     AscendC::Matmul<TransType, RowsType, AccType> kvGradMm;  // dV += P^T.dO, dK += dS^T.Q: [n, D] fp32
     AscendC::Matmul<RowsType, RowsType, AccType> dqMm;       // dS.K: [m, D] fp32
 
+    // actualSeqQlen / actualSeqKvlen: int64 cumulative end offsets (varlen), else unused (nullptr).
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut, GM_ADDR dout,
-                                GM_ADDR softmaxLse, GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace,
-                                const FlashAttentionGradTilingData *tiling, AscendC::TPipe *pipe);
+                                GM_ADDR softmaxLse, GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR dq,
+                                GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace, const FlashAttentionGradTilingData *tiling,
+                                AscendC::TPipe *pipe);
     __aicore__ inline void Process();
 
 private:
@@ -78,6 +81,7 @@ private:
     __aicore__ inline void Step(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock, uint32_t kvBlock, bool first,
                                 uint64_t dqRowsOffset, bool dqFirst);
     __aicore__ inline void ComputeProbs(uint32_t rows, uint32_t row0, uint32_t col0, uint32_t cols);
+    // Keys of rows row0.. outside the band (and the block's padding columns) -> -inf.
     __aicore__ inline void ComputeDs(uint32_t rows);
     __aicore__ inline void AddDqAtomically(uint64_t accOffset, uint32_t rows);
     __aicore__ inline void WriteKvGrads(uint32_t b, uint32_t h, uint32_t col0, uint32_t cols, bool computed);
@@ -95,16 +99,30 @@ private:
                                         const AscendC::LocalTensor<float> &rowValues, uint32_t rows, uint32_t width,
                                         uint32_t stride);
 
-    // First query block whose rows see kv block j (numQBlocks when none does).
-    __aicore__ inline uint32_t FirstQueryBlockSeeing(uint32_t kvBlock) const;
+    // One sequence: batch b of a dense layout, or varlen sequence b.
+    struct Seq {
+        uint32_t sq = 0, skv = 0;           // its query and key rows
+        uint64_t qStart = 0, kvStart = 0;   // its first row in the token dimension (BSND, BSH, TND)
+        int64_t diag = 0;                   // skv - sq
+    };
+    // Makes seq_ sequence b's (varlen: two int64 reads from each of actual_seq_qlen / kvlen).
+    __aicore__ inline void LoadSeq(uint32_t b);
+    // Query blocks [*first, *end) of seq_ holding a row that sees one of the keys [keyBegin,
+    // keyEnd) (both 0 when none does). For kv blocks both ends are non-decreasing in the block.
+    __aicore__ inline void QueryBlocksSeeing(uint32_t keyBegin, uint32_t keyEnd, uint32_t *first,
+                                             uint32_t *end) const;
+    // Offsets in seq_ (b must be the loaded sequence for the token layouts).
     __aicore__ inline uint64_t QueryOffset(uint32_t b, uint32_t n, uint32_t s) const;
     __aicore__ inline uint64_t KvOffset(uint32_t b, uint32_t h, uint32_t s) const;
+    __aicore__ inline uint64_t LseIndex(uint32_t b, uint32_t n, uint32_t s) const;
 
     const FlashAttentionGradTilingData *td_ = nullptr;
     AscendC::TPipe *pipe_ = nullptr;
 
     AscendC::GlobalTensor<T> queryGm_, keyGm_, valueGm_, outGm_, doutGm_, dqGm_, dkGm_, dvGm_;
-    AscendC::GlobalTensor<float> lseGm_;
+    AscendC::GlobalTensor<float> lseGm_;        // [B, N, Sq], varlen [N, Tq]
+    AscendC::GlobalTensor<int64_t> seqQEndGm_;  // varlen: actual_seq_qlen [B], cumulative ends
+    AscendC::GlobalTensor<int64_t> seqKvEndGm_;
     AscendC::GlobalTensor<float> deltaGm_;   // [B, N, Sq] fp32
     AscendC::GlobalTensor<float> dqAccGm_;   // partial slots, or the [B, N, Sq, D] accumulator
     AscendC::GlobalTensor<float> scoreGm_;   // this AIV's scratch: S [m, n] fp32
@@ -125,12 +143,15 @@ private:
 
     uint32_t aiv_ = 0;
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
+    Seq seq_;
+    uint32_t seqIndex_ = 0xFFFFFFFFu;  // the sequence seq_ holds
 };
 
 template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
                                                          GM_ADDR attentionOut, GM_ADDR dout, GM_ADDR softmaxLse,
-                                                         GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace,
+                                                         GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR dq,
+                                                         GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace,
                                                          const FlashAttentionGradTilingData *tiling,
                                                          AscendC::TPipe *pipe)
 {
@@ -139,8 +160,16 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     const uint32_t m = td_->blockM;
     const uint32_t n = td_->blockN;
     const uint32_t d = td_->headDim;
-    const uint64_t qRows = static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seqQ;
-    const uint64_t kvElems = static_cast<uint64_t>(td_->batch) * td_->numKvHeads * td_->seqKv * d;
+    // Rows of every query head (the LSE's and dQ's), and the padded [B, N, Sq] rows of D.
+    const uint64_t qRows = td_->varlen != 0 ? td_->totalQ * td_->numHeads
+                                            : static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seqQ;
+    const uint64_t deltaRows = static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seqQ;
+    const uint64_t kvElems = (td_->varlen != 0 ? td_->totalKv : static_cast<uint64_t>(td_->batch) * td_->seqKv) *
+                             td_->numKvHeads * d;
+    if (td_->varlen != 0) {
+        seqQEndGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int64_t *>(actualSeqQlen), td_->batch);
+        seqKvEndGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int64_t *>(actualSeqKvlen), td_->batch);
+    }
     queryGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(query), qRows * d);
     keyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(key), kvElems);
     valueGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(value), kvElems);
@@ -153,10 +182,10 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
 
     aiv_ = AscendC::GetBlockIdx();
     GM_ADDR user = AscendC::GetUserWorkspace(workspace);
-    deltaGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsDeltaOffset), qRows);
+    deltaGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsDeltaOffset), deltaRows);
     const uint64_t slotElems = static_cast<uint64_t>(td_->groupSize) * td_->seqQ * d;
     dqAccGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsDqOffset),
-                             td_->deterministic != 0 ? td_->numSlots * slotElems : qRows * d);
+                             td_->deterministic != 0 ? td_->numSlots * slotElems : deltaRows * d);
     GM_ADDR slice = user + td_->wsScratchOffset + aiv_ * td_->wsScratchBytes;
     scoreGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset), m * n);
     gradGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsGradOffset), m * n);
@@ -191,13 +220,36 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
 }
 
 template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::LoadSeq(uint32_t b)
+{
+    if (b == seqIndex_) {
+        return;
+    }
+    seqIndex_ = b;
+    if (td_->varlen != 0) {
+        const int64_t qBegin = b == 0 ? 0 : seqQEndGm_.GetValue(b - 1);
+        const int64_t kvBegin = b == 0 ? 0 : seqKvEndGm_.GetValue(b - 1);
+        seq_.qStart = static_cast<uint64_t>(qBegin);
+        seq_.kvStart = static_cast<uint64_t>(kvBegin);
+        seq_.sq = static_cast<uint32_t>(seqQEndGm_.GetValue(b) - qBegin);
+        seq_.skv = static_cast<uint32_t>(seqKvEndGm_.GetValue(b) - kvBegin);
+    } else {
+        seq_.qStart = static_cast<uint64_t>(b) * td_->seqQ;
+        seq_.kvStart = static_cast<uint64_t>(b) * td_->seqKv;
+        seq_.sq = td_->seqQ;
+        seq_.skv = td_->seqKv;
+    }
+    seq_.diag = static_cast<int64_t>(seq_.skv) - static_cast<int64_t>(seq_.sq);
+}
+
+template <typename T>
 __aicore__ inline uint64_t FlashAttentionGradKernel<T>::QueryOffset(uint32_t b, uint32_t n, uint32_t s) const
 {
     const uint64_t d = td_->headDim;
     if (td_->layout == FA_LAYOUT_BNSD) {
         return ((static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + s) * d;
     }
-    return ((static_cast<uint64_t>(b) * td_->seqQ + s) * td_->numHeads + n) * d;  // BSND, BSH
+    return ((seq_.qStart + s) * td_->numHeads + n) * d;  // BSND, BSH, TND
 }
 
 template <typename T>
@@ -207,25 +259,41 @@ __aicore__ inline uint64_t FlashAttentionGradKernel<T>::KvOffset(uint32_t b, uin
     if (td_->layout == FA_LAYOUT_BNSD) {
         return ((static_cast<uint64_t>(b) * td_->numKvHeads + h) * td_->seqKv + s) * d;
     }
-    return ((static_cast<uint64_t>(b) * td_->seqKv + s) * td_->numKvHeads + h) * d;
+    return ((seq_.kvStart + s) * td_->numKvHeads + h) * d;
 }
 
 template <typename T>
-__aicore__ inline uint32_t FlashAttentionGradKernel<T>::FirstQueryBlockSeeing(uint32_t kvBlock) const
+__aicore__ inline uint64_t FlashAttentionGradKernel<T>::LseIndex(uint32_t b, uint32_t n, uint32_t s) const
 {
-    if (td_->causal == 0) {
-        return 0;
+    if (td_->varlen != 0) {
+        return static_cast<uint64_t>(n) * td_->totalQ + seq_.qStart + s;  // [N, Tq]
     }
-    // Row i sees key k iff k <= i + (Skv - Sq): the block's first key is seen from row
-    // kvBlock * blockN - (Skv - Sq) on (bottom-right aligned mask).
-    const int64_t firstRow = static_cast<int64_t>(kvBlock) * td_->blockN - (static_cast<int64_t>(td_->seqKv) - td_->seqQ);
-    if (firstRow <= 0) {
-        return 0;
+    return (static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + s;
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::QueryBlocksSeeing(uint32_t keyBegin, uint32_t keyEnd,
+                                                                      uint32_t *first, uint32_t *end) const
+{
+    // Key k is seen by rows [k - diag - nextTokens, k - diag + preTokens]; as preTokens +
+    // nextTokens >= 0 the rows of consecutive keys overlap or touch, so keys [keyBegin, keyEnd)
+    // are seen by rows [keyBegin - diag - next, keyEnd - 1 - diag + pre], clamped to [0, sq).
+    *first = 0;
+    *end = 0;
+    const uint32_t keyStop = Min(keyEnd, seq_.skv);
+    if (keyBegin >= keyStop) {
+        return;
     }
-    if (firstRow >= static_cast<int64_t>(td_->seqQ)) {
-        return td_->numQBlocks;
+    const int64_t sq = seq_.sq;
+    int64_t rowLo = static_cast<int64_t>(keyBegin) - seq_.diag - td_->nextTokens;
+    int64_t rowHi = static_cast<int64_t>(keyStop) - seq_.diag + td_->preTokens;  // exclusive
+    rowLo = rowLo < 0 ? 0 : rowLo;
+    rowHi = rowHi > sq ? sq : rowHi;
+    if (rowHi <= rowLo) {
+        return;
     }
-    return static_cast<uint32_t>(firstRow) / td_->blockM;
+    *first = static_cast<uint32_t>(rowLo) / td_->blockM;
+    *end = CeilDiv(static_cast<uint32_t>(rowHi), td_->blockM);
 }
 
 template <typename T>
@@ -253,7 +321,11 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ComputeDelta()
     for (uint32_t item = aiv_; item < items; item += td_->aivNum) {
         const uint32_t headIndex = item / chunksPerHead;  // b * numHeads + n
         const uint32_t row0 = (item % chunksPerHead) * chunk;
-        const uint32_t rows = Min(chunk, td_->seqQ - row0);
+        LoadSeq(headIndex / td_->numHeads);
+        if (row0 >= seq_.sq) {
+            continue;  // varlen: past this sequence's rows
+        }
+        const uint32_t rows = Min(chunk, seq_.sq - row0);
         const uint64_t offset = QueryOffset(headIndex / td_->numHeads, headIndex % td_->numHeads, row0);
         WaitForPipe<AscendC::HardEvent::V_MTE2>();
         LoadRows(prob_, doutGm_[offset], rows, rowStrideQ_);
@@ -300,25 +372,35 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ProcessUnits()
         const uint32_t b = kvHeadIndex / td_->numKvHeads;
         const uint32_t h = kvHeadIndex % td_->numKvHeads;
         const uint32_t j = unit % kvBlocks;
-        // The first kv block of this head in the range writes the slot's rows, later ones add.
+        const uint32_t col0 = j * td_->blockN;
+        LoadSeq(b);
+        if (col0 >= seq_.skv) {
+            continue;  // varlen: past this sequence's keys, an empty unit
+        }
+        // The first kv block of this head in the range writes a query block's slot rows, later
+        // ones add: query block i was first touched here by block j when j is the range's first
+        // or block j - 1 does not see i (the blocks' query ranges only move forward).
         const uint32_t firstJ = (unitBegin > kvHeadIndex * kvBlocks ? unitBegin : kvHeadIndex * kvBlocks) -
                                 kvHeadIndex * kvBlocks;
         const uint64_t slot = slotBase + (kvHeadIndex - firstKvHead);
-        const uint32_t qBegin = FirstQueryBlockSeeing(j);
+        uint32_t qBegin = 0, qEnd = 0, prevEnd = 0, unused = 0;
+        QueryBlocksSeeing(col0, col0 + td_->blockN, &qBegin, &qEnd);
+        if (j != firstJ) {
+            QueryBlocksSeeing(col0 - td_->blockN, col0, &unused, &prevEnd);
+        }
         bool first = true;
         for (uint32_t g = 0; g < td_->groupSize; ++g) {
             const uint32_t n = h * td_->groupSize + g;
-            for (uint32_t i = qBegin; i < td_->numQBlocks; ++i) {
+            for (uint32_t i = qBegin; i < qEnd; ++i) {
                 const uint64_t rowsOffset =
                     td_->deterministic != 0
                         ? slot * slotElems + (static_cast<uint64_t>(g) * td_->seqQ + i * td_->blockM) * td_->headDim
                         : ((static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + i * td_->blockM) * td_->headDim;
-                Step(b, n, h, i, j, first, rowsOffset, j == firstJ);
+                Step(b, n, h, i, j, first, rowsOffset, j == firstJ || i >= prevEnd);
                 first = false;
             }
         }
-        const uint32_t col0 = j * td_->blockN;
-        WriteKvGrads(b, h, col0, Min(td_->blockN, td_->seqKv - col0), !first);
+        WriteKvGrads(b, h, col0, Min(td_->blockN, seq_.skv - col0), !first);
     }
 }
 
@@ -330,9 +412,9 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n,
     const uint32_t d = td_->headDim;
     const uint32_t bn = td_->blockN;
     const uint32_t row0 = qBlock * td_->blockM;
-    const uint32_t rows = Min(td_->blockM, td_->seqQ - row0);
+    const uint32_t rows = Min(td_->blockM, seq_.sq - row0);
     const uint32_t col0 = kvBlock * bn;
-    const uint32_t cols = Min(bn, td_->seqKv - col0);
+    const uint32_t cols = Min(bn, seq_.skv - col0);
     const uint64_t qOffset = QueryOffset(b, n, row0);
     const uint64_t kvOffset = KvOffset(b, h, col0);
 
@@ -351,7 +433,7 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n,
     AscendC::DataCopyExtParams rowParams{1, static_cast<uint32_t>(rows * sizeof(float)), 0, 0, 0};
     AscendC::DataCopyPadExtParams<float> noPad{false, 0, 0, 0.0f};
     WaitForPipe<AscendC::HardEvent::V_MTE2>();
-    AscendC::DataCopyPad(lse_, lseGm_[rowIndex], rowParams, noPad);
+    AscendC::DataCopyPad(lse_, lseGm_[LseIndex(b, n, row0)], rowParams, noPad);
     AscendC::DataCopyPad(delta_, deltaGm_[rowIndex], rowParams, noPad);
     AscendC::DataCopy(score_, scoreGm_, rows * bn);
     AscendC::DataCopy(grad_, gradGm_, rows * bn);
@@ -417,25 +499,26 @@ __aicore__ inline void FlashAttentionGradKernel<T>::MaskScores(uint32_t rows, ui
                                                                uint32_t cols)
 {
     const uint32_t n = td_->blockN;
-    // visible(r) = keys of row (row0 + r) inside this block: all `cols` real columns, or fewer on
-    // a block crossing the causal diagonal (key k visible iff k <= i + Skv - Sq).
-    const int64_t diagonal = static_cast<int64_t>(td_->seqKv) - td_->seqQ;
-    const int64_t firstRowLimit = static_cast<int64_t>(row0) + diagonal - col0 + 1;  // visible(0), unclamped
-    const bool crossesDiagonal = td_->causal != 0 && firstRowLimit < static_cast<int64_t>(cols);
-    if (!crossesDiagonal && cols == n) {
-        return;  // fully visible block: no mask work
+    // Row r = row0 + r' sees the block's columns [lo(r), hi(r)): its band [r + diag - pre,
+    // r + diag + next] minus col0, within the `cols` real columns. lo and hi grow by one per row,
+    // so the block needs no mask when its first row's hi and its last row's lo allow all n.
+    const int64_t loFirst = static_cast<int64_t>(row0) + seq_.diag - td_->preTokens - col0;
+    const int64_t hiFirst = static_cast<int64_t>(row0) + seq_.diag + td_->nextTokens - col0 + 1;
+    if (cols == n && loFirst + static_cast<int64_t>(rows) - 1 <= 0 && hiFirst >= static_cast<int64_t>(n)) {
+        return;  // every column of every row visible: no mask work
     }
     for (uint32_t r = 0; r < rows; ++r) {
-        int64_t limit = static_cast<int64_t>(cols);
-        if (crossesDiagonal && firstRowLimit + r < limit) {
-            limit = firstRowLimit + r;
+        int64_t lo = loFirst + r, hi = hiFirst + r;
+        lo = lo < 0 ? 0 : (lo > cols ? cols : lo);
+        hi = hi > cols ? cols : (hi < lo ? lo : hi);
+        if (lo > 0) {
+            attn_rows::FillColumns(score_, r * n, 0, static_cast<uint32_t>(lo), NEG_INF);
         }
-        if (limit >= static_cast<int64_t>(n)) {
-            continue;
+        if (hi < static_cast<int64_t>(n)) {
+            attn_rows::FillColumns(score_, r * n, static_cast<uint32_t>(hi), n, NEG_INF);
         }
-        const uint32_t visible = limit <= 0 ? 0 : static_cast<uint32_t>(limit);
-        attn_rows::FillColumns(score_, r * n, visible, n, NEG_INF);  // columns [visible, n) of row r
     }
+    // (An explicit attention mask hides further columns of these rows here.)
 }
 
 template <typename T>
@@ -499,7 +582,11 @@ __aicore__ inline void FlashAttentionGradKernel<T>::WriteDq()
         const uint32_t kvHeadIndex = b * td_->numKvHeads + n / td_->groupSize;
         const uint32_t g = n % td_->groupSize;
         const uint32_t blockRow0 = qBlock * td_->blockM;
-        const uint32_t blockRows = Min(td_->blockM, td_->seqQ - blockRow0);
+        LoadSeq(b);
+        if (blockRow0 >= seq_.sq) {
+            continue;  // varlen: past this sequence's rows
+        }
+        const uint32_t blockRows = Min(td_->blockM, seq_.sq - blockRow0);
         for (uint32_t r = 0; r < blockRows; r += td_->rowChunk) {
             const uint32_t rows = Min(td_->rowChunk, blockRows - r);
             const uint32_t row0 = blockRow0 + r;
@@ -518,7 +605,14 @@ __aicore__ inline void FlashAttentionGradKernel<T>::WriteDq()
                     if (end <= begin) {
                         continue;
                     }
-                    if (begin < headEnd && end > headBegin && FirstQueryBlockSeeing(Max(begin, headBegin) - headBegin) <= qBlock) {
+                    // The range's kv blocks of this head see query blocks [seenFirst, seenEnd).
+                    uint32_t seenFirst = 0, seenEnd = 0;
+                    if (begin < headEnd && end > headBegin) {
+                        QueryBlocksSeeing((Max(begin, headBegin) - headBegin) * td_->blockN,
+                                          ((end < headEnd ? end : headEnd) - headBegin) * td_->blockN, &seenFirst,
+                                          &seenEnd);
+                    }
+                    if (seenFirst <= qBlock && qBlock < seenEnd) {
                         const uint64_t slot = slotBase + (kvHeadIndex - begin / kvBlocks);
                         const uint64_t offset = slot * slotElems + (static_cast<uint64_t>(g) * td_->seqQ + row0) * d;
                         if (!any) {
@@ -589,6 +683,26 @@ __aicore__ inline void FlashAttentionGradKernel<T>::SubtractRows(const AscendC::
 {
     attn_rows::BroadcastRows(brcb_, rowValues, rows);
     attn_rows::ApplyRows<attn_rows::Op::SUB>(tile, brcb_, rows, width, stride);
+}
+
+// ---- entry ----------------------------------------------------------------------------------
+
+// One run of the kernel for dtype T, as the ops' kernel entries (flash_attention_grad.cpp,
+// flash_attention_grad_v2.cpp) call it for their tiling keys.
+template <typename T>
+__aicore__ inline void RunFlashAttentionGrad(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut,
+                                             GM_ADDR dout, GM_ADDR softmaxLse, GM_ADDR actualSeqQlen,
+                                             GM_ADDR actualSeqKvlen, GM_ADDR dq, GM_ADDR dk, GM_ADDR dv,
+                                             GM_ADDR workspace, const FlashAttentionGradTilingData *tilingData)
+{
+    AscendC::TPipe pipe;
+    FlashAttentionGradKernel<T> op;
+    // The AIC serves the AIVs' matmul requests from here on and does not run the code below.
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.scoreMm, &tilingData->scoreTiling, op.kvGradMm,
+                      &tilingData->kvGradTiling, op.dqMm, &tilingData->dqTiling);
+    op.Init(query, key, value, attentionOut, dout, softmaxLse, actualSeqQlen, actualSeqKvlen, dq, dk, dv, workspace,
+            tilingData, &pipe);
+    op.Process();
 }
 
 }  // namespace flash_attn_grad

@@ -10,17 +10,27 @@
 // Most vector cores any supported chip has (64 AIC x 2 AIV); bounds unitStart.
 constexpr uint32_t FAG_MAX_AIV = 128;
 
-// Tiling key bits: bit 0 dtype (0 float16, 1 bfloat16), bit 1 causal, bits 2-3 layout
-// (FA_LAYOUT_* codes of flash_attention_tiling.h), bit 4 deterministic.
+// Tiling key bits: bit 0 dtype (0 float16, 1 bfloat16), bit 1 band (a causal or windowed
+// problem: some key blocks are skipped or masked), bits 2-3 layout (FA_LAYOUT_* codes of
+// flash_attention_tiling.h; TND runs BSND's path with per-sequence bases), bit 4 deterministic.
 constexpr uint64_t FAG_KEY_BF16 = 1u << 0;
 constexpr uint64_t FAG_KEY_CAUSAL = 1u << 1;
 constexpr uint32_t FAG_KEY_LAYOUT_SHIFT = 2;
 constexpr uint64_t FAG_KEY_DETERMINISTIC = 1u << 4;
 
-// Work: a unit is one K/V block of one kv head,
+// Visibility (the band): in a sequence of Sq queries and Skv keys, with diag = Skv - Sq, key k
+// is visible to query row i iff  i + diag - preTokens <= k <= i + diag + nextTokens
+// (causal = (unbounded, 0); 2147483647 = unbounded; preTokens + nextTokens >= 0).
+//
+// Sequences: batch b of a dense layout (all of length seqQ / seqKv), or, with varlen = 1
+// (layout TND, q [Tq, N, D], k/v [Tkv, Nkv, D]), sequence b of actual_seq_qlen/kvlen (cumulative
+// end offsets, int64, read by the kernel) whose lengths are at most seqQ / seqKv.
+//
+// Work: a unit is one K/V block of one kv head of one sequence,
 //   unit = (b * numKvHeads + h) * numKvBlocks + j,
 // and owns dK, dV of its blockN key rows: it walks the query heads of h's group and, for each,
-// the query blocks that see block j (causal: at or below the diagonal). Vector core a (block
+// the query blocks whose band rows see block j. (Varlen: blocks past the sequence's own Skv
+// are empty units.) Vector core a (block
 // index a of the MIX 1:2 launch's AIVs) runs units [unitStart[a], unitStart[a + 1]), a
 // contiguous range that may span kv heads; ranges are balanced by the query blocks walked.
 //
@@ -46,16 +56,20 @@ constexpr uint64_t FAG_KEY_DETERMINISTIC = 1u << 4;
 // rowChunk * D <= m * n and rowChunk <= m.
 struct FlashAttentionGradTilingData {
     // ---- problem ----
-    uint32_t batch;          // B
+    uint32_t batch;          // B (varlen: sequences)
     uint32_t numHeads;       // N
     uint32_t numKvHeads;     // Nkv; numHeads % numKvHeads == 0
     uint32_t groupSize;      // numHeads / numKvHeads
-    uint32_t seqQ;           // Sq >= 1
-    uint32_t seqKv;          // Skv >= 1
+    uint32_t seqQ;           // Sq >= 1 (varlen: the longest sequence's)
+    uint32_t seqKv;          // Skv >= 1 (varlen: the longest sequence's)
     uint32_t headDim;        // D, multiple of 16, <= 256
-    uint32_t layout;         // FA_LAYOUT_*
-    uint32_t causal;         // 1: mask key j > i + (Skv - Sq)
+    uint32_t layout;         // FA_LAYOUT_* (varlen: FA_LAYOUT_BSND's row strides)
+    uint32_t varlen;         // 1: TND, per-sequence lengths from actual_seq_qlen / actual_seq_kvlen
     uint32_t deterministic;  // 1: dQ summed in a fixed order (see above)
+    uint64_t totalQ;         // varlen: Tq (rows of query, dq; columns of the [N, Tq] LSE)
+    uint64_t totalKv;        // varlen: Tkv
+    int64_t preTokens;       // the band (see above)
+    int64_t nextTokens;
     float scaleValue;        // multiplies Q.K^T
     // ---- blocks ----
     uint32_t blockM;         // query rows per step, multiple of 16
@@ -69,7 +83,7 @@ struct FlashAttentionGradTilingData {
     uint32_t unitStart[FAG_MAX_AIV + 1];  // unit ranges per AIV; [aivNum] == totalUnits
     uint32_t numSlots;       // deterministic: dQ partial slots (sum over AIVs of kv heads touched)
     // ---- GM workspace, bytes from the start of the user workspace ----
-    uint64_t wsDeltaOffset;    // D: [B, N, Sq] fp32
+    uint64_t wsDeltaOffset;    // D: [B, N, Sq] fp32 (varlen: Sq the longest)
     uint64_t wsDqOffset;       // deterministic: numSlots x [groupSize, Sq, D] fp32; else [B, N, Sq, D] fp32
     uint64_t wsScratchOffset;  // per-AIV scratch slices, AIV a's at wsScratchOffset + a * wsScratchBytes
     uint64_t wsScratchBytes;   // one slice: S [m][n] fp32, dP [m][n] fp32, P [m][n] T, dS [m][n] T,

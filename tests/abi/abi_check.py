@@ -264,6 +264,8 @@ def run_all(real_include: Path) -> list[str]:
             # the custom op's generated aclnn entries, against the simulator's copies of them
             (["acl/acl.h", "aclnn/aclnn_base.h", str(ROOT / "sim/src/opapi/aclnn_flash_attention_grad.h")],
              CDEFS / "aclnn_flash_attention_grad.h"),
+            (["acl/acl.h", "aclnn/aclnn_base.h", str(ROOT / "sim/src/opapi/aclnn_flash_attention_grad_v2.h")],
+             CDEFS / "aclnn_flash_attention_grad_v2.h"),
         ]
         for includes, cdef in checks:
             try:

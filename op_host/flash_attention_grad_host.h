@@ -1,0 +1,39 @@
+// flash_attention_grad_host.h -- what the FlashAttentionGrad and FlashAttentionGradV2 op_hosts
+// share: reading B, N, Nkv, Sq, Skv, D from the tensors' shapes in the layout, and the tiling
+// (policy plan -> FlashAttentionGradTilingData, matmul tilings, workspace, block dim, key).
+// Written against the real CANN host APIs only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "register/op_def_registry.h"
+#include "flash_attention_grad_policy.h"
+
+namespace fa_host {
+
+struct GradDims {
+    uint32_t layout = 0;  // FA_LAYOUT_* (TND: FA_LAYOUT_BSND's row strides, varlen = true)
+    bool varlen = false;
+    // Dense layouts: all set. TND: numHeads, numKvHeads, headDim and the token counts; batch,
+    // seqQ, seqKv come from actual_seq_qlen / kvlen (sequences, longest lengths).
+    int64_t batch = 0, numHeads = 0, numKvHeads = 0, seqQ = 0, seqKv = 0, headDim = 0;
+    int64_t tokensQ = 0, tokensKv = 0;
+};
+
+std::string GradShapeText(const gert::Shape &s);
+
+// The dims from query, key (value, attention_out, dout and softmax_lse must match) in the layout
+// BNSD | BSND | BSH, or TND when allowTnd (q [Tq, N, D], k/v [Tkv, Nkv, D], lse [N, Tq]).
+// "" or what is wrong.
+std::string ReadGradDims(const gert::Shape &q, const gert::Shape &k, const gert::Shape &v, const gert::Shape &out,
+                         const gert::Shape &dout, const gert::Shape &lse, const char *layoutAttr, int64_t numHeadsAttr,
+                         int64_t numKvHeadsAttr, bool allowTnd, GradDims *d);
+
+// Plans `problem` for the context's chip and fills the tiling data, matmul tilings, block dim,
+// schedule mode, tiling key and workspace. `problem` holds every size and the band (and varlen
+// lengths); *error names what failed.
+ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_policy::Problem problem,
+                         bool deterministic, float scale, std::string *error);
+
+}  // namespace fa_host

@@ -1,0 +1,230 @@
+// flash_attention_grad_v2.cpp -- the FlashAttentionGradV2 operator's host side: OpDef
+// registration (the interface of op/flash_attention_grad_v2.json), InferShape / InferDataType
+// and TilingFunc. V2 is FlashAttentionGrad with the band (pre_tokens / next_tokens) in place of
+// the causal flag and variable-length batches (layout TND with actual_seq_qlen / kvlen, read
+// here as ValueDepend inputs so the policy balances the cores by each sequence's real work).
+// It shares the dims, the plan and the tiling with V1 (flash_attention_grad_host.h) and runs the
+// same kernel (op_kernel/flash_attention_grad_kernel.h).
+// Written against the real CANN host APIs only; errors go to the CANN log (module OP).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flash_attention_grad_host.h"
+#include "flash_attention_grad_policy.h"
+#include "register/op_def_registry.h"
+#include "toolchain/slog.h"
+
+#define FAG2_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
+
+namespace {
+
+// Inputs, outputs and attrs in OpDef order.
+enum InputIndex : size_t {
+    kQuery = 0, kKey, kValue, kAttentionOut, kDout, kSoftmaxLse, kAttenMask, kActualSeqQlen, kActualSeqKvlen
+};
+enum OutputIndex : size_t { kDq = 0, kDk, kDv };
+enum AttrIndex : size_t {
+    kScaleValue = 0, kPreTokens, kNextTokens, kInputLayout, kNumHeads, kNumKvHeads, kKeepProb, kSeed, kOffset,
+    kDeterministic, kBlockM, kBlockN
+};
+constexpr size_t kRequiredInputs = 6;
+
+std::string ReadDimsFromContext(const gert::RuntimeAttrs *attrs, const gert::Shape *const shapes[kRequiredInputs],
+                                fa_host::GradDims *d) {
+    if (attrs == nullptr) return "no attrs";
+    for (size_t i = 0; i < kRequiredInputs; ++i) {
+        if (shapes[i] == nullptr) return "missing input shape";
+    }
+    const int64_t *numHeads = attrs->GetInt(kNumHeads);
+    const int64_t *numKvHeads = attrs->GetInt(kNumKvHeads);
+    if (numHeads == nullptr || numKvHeads == nullptr) return "attrs num_heads / num_kv_heads missing";
+    return fa_host::ReadGradDims(*shapes[kQuery], *shapes[kKey], *shapes[kValue], *shapes[kAttentionOut],
+                                 *shapes[kDout], *shapes[kSoftmaxLse], attrs->GetStr(kInputLayout), *numHeads,
+                                 *numKvHeads, true, d);
+}
+
+// The cumulative end offsets of `name` (actual_seq_qlen / kvlen): int64, one per sequence,
+// non-decreasing from >= 0 and ending at `tokens`. Fills the lengths; "" or what is wrong.
+std::string ReadSequenceEnds(const gert::Tensor *t, const char *name, int64_t tokens, std::vector<uint64_t> *lens) {
+    if (t == nullptr) return std::string("input_layout TND needs ") + name;
+    if (t->GetDataType() != ge::DT_INT64) return std::string(name) + " must be int64";
+    const gert::Shape &shape = t->GetOriginShape();
+    const int64_t count = t->GetShapeSize();
+    if (shape.GetDimNum() != 1 || count < 1) {
+        return std::string(name) + " must be 1-D with one end offset per sequence, got " + fa_host::GradShapeText(shape);
+    }
+    const int64_t *ends = t->GetData<int64_t>();
+    if (ends == nullptr) return std::string(name) + ": no host values (the input must be ValueDepend)";
+    int64_t previous = 0;
+    for (int64_t s = 0; s < count; ++s) {
+        if (ends[s] < previous) {
+            return std::string(name) + " must hold non-decreasing cumulative ends >= 0 (without the leading 0): entry " +
+                   std::to_string(s) + " is " + std::to_string(ends[s]) + " after " + std::to_string(previous);
+        }
+        lens->push_back(static_cast<uint64_t>(ends[s] - previous));
+        previous = ends[s];
+    }
+    if (previous != tokens) {
+        return std::string(name) + " must end at the token count " + std::to_string(tokens) + ", got " +
+               std::to_string(previous);
+    }
+    return "";
+}
+
+ge::graphStatus InferShape(gert::InferShapeContext *context) {
+    const gert::Shape *shapes[kRequiredInputs];
+    for (size_t i = 0; i < kRequiredInputs; ++i) shapes[i] = context->GetInputShape(i);
+    fa_host::GradDims d;
+    const std::string error = ReadDimsFromContext(context->GetAttrs(), shapes, &d);
+    gert::Shape *dq = context->GetOutputShape(kDq);
+    gert::Shape *dk = context->GetOutputShape(kDk);
+    gert::Shape *dv = context->GetOutputShape(kDv);
+    if (!error.empty() || dq == nullptr || dk == nullptr || dv == nullptr) {
+        FAG2_LOGE(context, "InferShape: %s", error.empty() ? "missing output shape" : error.c_str());
+        return ge::GRAPH_FAILED;
+    }
+    *dq = *shapes[kQuery];  // gradients have the shapes of what they differentiate
+    *dk = *shapes[kKey];
+    *dv = *shapes[kValue];
+    return ge::GRAPH_SUCCESS;
+}
+
+ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
+    context->SetOutputDataType(kDq, context->GetInputDataType(kQuery));
+    context->SetOutputDataType(kDk, context->GetInputDataType(kQuery));
+    context->SetOutputDataType(kDv, context->GetInputDataType(kQuery));
+    return ge::GRAPH_SUCCESS;
+}
+
+// The problem from the context: dims, band, varlen lengths, blocks. "" or what is wrong.
+std::string ReadProblem(gert::TilingContext *context, fa_host::GradDims *d, fa_policy::Problem *p, bool *deterministic,
+                        float *scale) {
+    const gert::Shape *shapes[kRequiredInputs];
+    for (size_t i = 0; i < kRequiredInputs; ++i) {
+        const gert::StorageShape *s = context->GetInputShape(i);
+        shapes[i] = s != nullptr ? &s->GetOriginShape() : nullptr;
+    }
+    const gert::RuntimeAttrs *attrs = context->GetAttrs();
+    std::string error = ReadDimsFromContext(attrs, shapes, d);
+    if (!error.empty()) return error;
+    const gert::CompileTimeTensorDesc *qDesc = context->GetInputDesc(kQuery);
+    const float *scaleValue = attrs->GetFloat(kScaleValue);
+    const int64_t *pre = attrs->GetInt(kPreTokens);
+    const int64_t *next = attrs->GetInt(kNextTokens);
+    const float *keepProb = attrs->GetFloat(kKeepProb);
+    const bool *det = attrs->GetBool(kDeterministic);
+    const int64_t *blockM = attrs->GetInt(kBlockM);
+    const int64_t *blockN = attrs->GetInt(kBlockN);
+    if (qDesc == nullptr || scaleValue == nullptr || pre == nullptr || next == nullptr || keepProb == nullptr ||
+        det == nullptr || blockM == nullptr || blockN == nullptr) {
+        return "query desc or attrs scale_value / pre_tokens / next_tokens / keep_prob / deterministic / block_m / "
+               "block_n missing";
+    }
+    if (*blockM < 0 || *blockM > UINT32_MAX || *blockN < 0 || *blockN > UINT32_MAX) {
+        return "block_m and block_n must be >= 0 (0 = auto)";
+    }
+    if (context->GetOptionalInputShape(kAttenMask) != nullptr) {
+        return "atten_mask is not supported by FlashAttentionGradV2 yet: pass a null mask";
+    }
+    if (*keepProb != 1.0f) {
+        return "keep_prob must be 1 (dropout is not supported by FlashAttentionGradV2 yet), got " +
+               std::to_string(*keepProb);
+    }
+    p->numHeads = static_cast<uint64_t>(d->numHeads);
+    p->numKvHeads = static_cast<uint64_t>(d->numKvHeads);
+    p->headDim = static_cast<uint64_t>(d->headDim);
+    p->dtypeBytes = 2;  // float16 / bfloat16, as the OpDef allows
+    p->bf16 = qDesc->GetDataType() == ge::DT_BF16;
+    p->layout = d->varlen ? fa_policy::kLayoutTnd : d->layout;
+    p->preTokens = *pre;
+    p->nextTokens = *next;
+    p->userBlockM = static_cast<uint32_t>(*blockM);
+    p->userBlockN = static_cast<uint32_t>(*blockN);
+    const gert::Tensor *qlen = context->GetOptionalInputTensor(kActualSeqQlen);
+    const gert::Tensor *kvlen = context->GetOptionalInputTensor(kActualSeqKvlen);
+    if (!d->varlen) {
+        if (qlen != nullptr || kvlen != nullptr) {
+            return "actual_seq_qlen / actual_seq_kvlen go with input_layout TND only";
+        }
+        p->batch = static_cast<uint64_t>(d->batch);
+        p->seqQ = static_cast<uint64_t>(d->seqQ);
+        p->seqKv = static_cast<uint64_t>(d->seqKv);
+    } else {
+        error = ReadSequenceEnds(qlen, "actual_seq_qlen", d->tokensQ, &p->seqLensQ);
+        if (error.empty()) error = ReadSequenceEnds(kvlen, "actual_seq_kvlen", d->tokensKv, &p->seqLensKv);
+        if (!error.empty()) return error;
+        if (p->seqLensQ.size() != p->seqLensKv.size()) {
+            return "actual_seq_qlen (" + std::to_string(p->seqLensQ.size()) + " sequences) and actual_seq_kvlen (" +
+                   std::to_string(p->seqLensKv.size()) + ") must describe the same sequences";
+        }
+        p->batch = p->seqLensQ.size();
+        p->tokensQ = static_cast<uint64_t>(d->tokensQ);
+        p->tokensKv = static_cast<uint64_t>(d->tokensKv);
+        for (size_t s = 0; s < p->seqLensQ.size(); ++s) {
+            p->seqQ = p->seqLensQ[s] > p->seqQ ? p->seqLensQ[s] : p->seqQ;
+            p->seqKv = p->seqLensKv[s] > p->seqKv ? p->seqLensKv[s] : p->seqKv;
+        }
+        // A batch of empty sequences still plans one row and key (nothing is walked).
+        p->seqQ = p->seqQ > 0 ? p->seqQ : 1;
+        p->seqKv = p->seqKv > 0 ? p->seqKv : 1;
+    }
+    *deterministic = *det;
+    *scale = *scaleValue;
+    return "";
+}
+
+ge::graphStatus TilingFunc(gert::TilingContext *context) {
+    fa_host::GradDims d;
+    fa_policy::Problem problem;
+    bool deterministic = true;
+    float scale = 1.0f;
+    std::string error = ReadProblem(context, &d, &problem, &deterministic, &scale);
+    ge::graphStatus rc = ge::GRAPH_FAILED;
+    if (error.empty()) rc = fa_host::TileGrad(context, d, problem, deterministic, scale, &error);
+    if (rc != ge::GRAPH_SUCCESS) FAG2_LOGE(context, "%s", error.c_str());
+    return rc;
+}
+
+}  // namespace
+
+namespace ops {
+class FlashAttentionGradV2 : public OpDef {
+ public:
+    explicit FlashAttentionGradV2(const char *name) : OpDef(name) {
+        const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16};
+        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND};
+        for (const char *input : {"query", "key", "value", "attention_out", "dout"}) {
+            this->Input(input).ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
+        }
+        this->Input("softmax_lse").ParamType(REQUIRED).DataType({ge::DT_FLOAT, ge::DT_FLOAT}).Format(nd).UnknownShapeFormat(nd);
+        this->Input("atten_mask").ParamType(OPTIONAL).DataType({ge::DT_BOOL, ge::DT_UINT8}).Format(nd).UnknownShapeFormat(nd);
+        for (const char *lengths : {"actual_seq_qlen", "actual_seq_kvlen"}) {
+            this->Input(lengths)
+                .ParamType(OPTIONAL)
+                .ValueDepend(OPTIONAL)
+                .DataType({ge::DT_INT64, ge::DT_INT64})
+                .Format(nd)
+                .UnknownShapeFormat(nd);
+        }
+        for (const char *output : {"dq", "dk", "dv"}) {
+            this->Output(output).ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
+        }
+        this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
+        this->Attr("pre_tokens").AttrType(OPTIONAL).Int(2147483647);
+        this->Attr("next_tokens").AttrType(OPTIONAL).Int(2147483647);
+        this->Attr("input_layout").AttrType(OPTIONAL).String("BNSD");
+        this->Attr("num_heads").AttrType(OPTIONAL).Int(0);
+        this->Attr("num_kv_heads").AttrType(OPTIONAL).Int(0);
+        this->Attr("keep_prob").AttrType(OPTIONAL).Float(1.0);
+        this->Attr("seed").AttrType(OPTIONAL).Int(0);
+        this->Attr("offset").AttrType(OPTIONAL).Int(0);
+        this->Attr("deterministic").AttrType(OPTIONAL).Bool(true);
+        this->Attr("block_m").AttrType(OPTIONAL).Int(0);
+        this->Attr("block_n").AttrType(OPTIONAL).Int(0);
+        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
+        this->AICore().SetTiling(TilingFunc).AddConfig("ascend910b").AddConfig("ascend910_93");
+    }
+};
+OP_ADD(FlashAttentionGradV2);
+}  // namespace ops
