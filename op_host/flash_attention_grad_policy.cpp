@@ -85,7 +85,17 @@ bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint3
         }
     }
     const uint32_t capM = static_cast<uint32_t>(std::min<uint64_t>(AlignUp(p.seqQ, kBlockAlign), kGradMaxBlockM));
-    const uint32_t capN = static_cast<uint32_t>(std::min<uint64_t>(AlignUp(p.seqKv, kBlockAlign), kGradReferenceBlockN));
+    uint32_t capN = static_cast<uint32_t>(std::min<uint64_t>(AlignUp(p.seqKv, kBlockAlign), kGradReferenceBlockN));
+    // A band of bounded width W = pre + next + 1: each key block of n keys is seen by about
+    // n + W - 1 rows, of which every key sees W, so executed / useful MACs ~ (n + W - 1) / W;
+    // n <= W / 16 keeps that near 1.06 (the kernel trims each step to the rows that see it).
+    int64_t pre = 0, next = 0;
+    GradBand(p, &pre, &next);
+    if (pre < kUnboundedTokens && next < kUnboundedTokens) {
+        const uint64_t width = static_cast<uint64_t>(pre + next + 1);
+        capN = std::min<uint32_t>(capN, static_cast<uint32_t>(std::max<uint64_t>(width / 16 / kBlockAlign * kBlockAlign,
+                                                                                   kBlockAlign)));
+    }
     std::vector<uint32_t> ns;
     if (p.userBlockN != 0) {
         ns.push_back(p.userBlockN);
@@ -126,6 +136,19 @@ namespace {
 uint64_t SeqQ(const Problem &p, uint64_t seq) { return p.seqLensQ.empty() ? p.seqQ : p.seqLensQ[seq]; }
 uint64_t SeqKv(const Problem &p, uint64_t seq) { return p.seqLensKv.empty() ? p.seqKv : p.seqLensKv[seq]; }
 }  // namespace
+
+uint64_t RowsSeeing(const Problem &p, uint64_t seq, uint64_t keyBegin, uint64_t keyEnd) {
+    const int64_t sq = static_cast<int64_t>(SeqQ(p, seq));
+    const int64_t skv = static_cast<int64_t>(SeqKv(p, seq));
+    const int64_t keyStop = std::min<int64_t>(static_cast<int64_t>(keyEnd), skv);
+    if (static_cast<int64_t>(keyBegin) >= keyStop) return 0;
+    int64_t pre = 0, next = 0;
+    GradBand(p, &pre, &next);
+    const int64_t diag = skv - sq;
+    const int64_t rowLo = std::max<int64_t>(static_cast<int64_t>(keyBegin) - diag - next, 0);
+    const int64_t rowHi = std::min<int64_t>(keyStop - diag + pre, sq);
+    return rowHi > rowLo ? static_cast<uint64_t>(rowHi - rowLo) : 0;
+}
 
 void QueryBlocksSeeing(const Problem &p, uint32_t blockM, uint64_t seq, uint64_t keyBegin, uint64_t keyEnd,
                        uint32_t *first, uint32_t *end) {
@@ -199,13 +222,12 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
                         static_cast<unsigned long long>(out.totalUnits));
         return false;
     }
-    // Query blocks each kv block of each sequence walks (the same for every kv head).
+    // Query rows each kv block of each sequence walks (the same for every kv head): the kernel
+    // trims every step to the rows that see the block.
     std::vector<uint64_t> perBlock(p.seqLensKv.empty() ? out.numKvBlocks : p.batch * out.numKvBlocks);
     for (size_t at = 0; at < perBlock.size(); ++at) {
         const uint64_t seq = at / out.numKvBlocks, j = at % out.numKvBlocks;
-        uint32_t first = 0, end = 0;
-        QueryBlocksSeeing(p, out.blockM, seq, j * n, (j + 1) * n, &first, &end);
-        perBlock[at] = group * (end - first);
+        perBlock[at] = group * RowsSeeing(p, seq, j * n, (j + 1) * n);
     }
     std::vector<uint64_t> work(out.totalUnits);
     for (uint64_t u = 0; u < out.totalUnits; ++u) {

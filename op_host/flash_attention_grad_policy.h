@@ -22,7 +22,7 @@ struct GradPlan {
     uint64_t totalUnits = 0;                   // B * Nkv * numKvBlocks (varlen: B sequences, the longest's blocks)
     std::vector<uint32_t> unitStart;           // aivNum + 1 entries
     uint32_t numSlots = 0;                     // deterministic dQ partial slots
-    // Work = query blocks walked (a unit of kv head h walks groupSize heads' blocks in the band;
+    // Work = query rows walked (a unit of kv head h walks groupSize heads' rows that see its keys;
     // a unit that walks none, or a varlen unit past its sequence's keys, counts 1).
     uint64_t totalWork = 0, maxCoreWork = 0;
     double meanCoreWork = 0, imbalance = 0;    // over the AIVs that have units
@@ -57,5 +57,7 @@ void GradBand(const Problem &problem, int64_t *pre, int64_t *next);
 // its keys [keyBegin, keyEnd) (both 0 when none does); the kernel's QueryBlocksSeeing.
 void QueryBlocksSeeing(const Problem &problem, uint32_t blockM, uint64_t seq, uint64_t keyBegin, uint64_t keyEnd,
                        uint32_t *first, uint32_t *end);
+// Query rows of sequence `seq` that see one of its keys [keyBegin, keyEnd).
+uint64_t RowsSeeing(const Problem &problem, uint64_t seq, uint64_t keyBegin, uint64_t keyEnd);
 
 }  // namespace fa_policy

@@ -78,12 +78,16 @@ private:
     __aicore__ inline void ProcessUnits();
     __aicore__ inline void WriteDq();
     // Phase 2.
+    // One (query block, kv block) step; dqRowsOffset: the dQ rows of the query block's first row
+    // (slot or accumulator), dqFirst: the slot's first write of them.
     __aicore__ inline void Step(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock, uint32_t kvBlock, bool first,
                                 uint64_t dqRowsOffset, bool dqFirst);
     __aicore__ inline void ComputeProbs(uint32_t rows, uint32_t row0, uint32_t col0, uint32_t cols);
     // Keys of rows row0.. outside the band (and the block's padding columns) -> -inf.
     __aicore__ inline void ComputeDs(uint32_t rows);
     __aicore__ inline void AddDqAtomically(uint64_t accOffset, uint32_t rows);
+    // dQ slot rows [offset, offset + rows * D) = 0 (score_ is free after the step's vector work).
+    __aicore__ inline void ZeroDqRows(uint64_t offset, uint32_t rows);
     __aicore__ inline void WriteKvGrads(uint32_t b, uint32_t h, uint32_t col0, uint32_t cols, bool computed);
     __aicore__ inline void MaskScores(uint32_t rows, uint32_t row0, uint32_t col0, uint32_t cols);
 
@@ -411,10 +415,22 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n,
 {
     const uint32_t d = td_->headDim;
     const uint32_t bn = td_->blockN;
-    const uint32_t row0 = qBlock * td_->blockM;
-    const uint32_t rows = Min(td_->blockM, seq_.sq - row0);
     const uint32_t col0 = kvBlock * bn;
     const uint32_t cols = Min(bn, seq_.skv - col0);
+    // The step computes only the block's rows [lo, hi) that see a key of block j (a band's edge
+    // blocks and the causal diagonal lose their blind rows: executed MACs follow the band). A
+    // deterministic slot's first write of a query block zeroes the other rows, to which later kv
+    // blocks of the slot add (or which stay 0 for the slot sum).
+    const uint32_t blockRow0 = qBlock * td_->blockM;
+    const uint32_t blockRows = Min(td_->blockM, seq_.sq - blockRow0);
+    const int64_t seenLo = static_cast<int64_t>(col0) - seq_.diag - td_->nextTokens - blockRow0;
+    const int64_t seenHi = static_cast<int64_t>(col0 + cols) - seq_.diag + td_->preTokens - blockRow0;  // exclusive
+    const uint32_t lo = seenLo <= 0 ? 0 : (seenLo >= blockRows ? blockRows - 1 : static_cast<uint32_t>(seenLo));
+    const uint32_t hi = seenHi <= lo ? lo + 1 : (seenHi >= blockRows ? blockRows : static_cast<uint32_t>(seenHi));
+    const uint32_t row0 = blockRow0 + lo;
+    const uint32_t rows = hi - lo;
+    const uint64_t dqBlockOffset = dqRowsOffset;
+    dqRowsOffset += static_cast<uint64_t>(lo) * d;
     const uint64_t qOffset = QueryOffset(b, n, row0);
     const uint64_t kvOffset = KvOffset(b, h, col0);
 
@@ -443,6 +459,10 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n,
     WaitForPipe<AscendC::HardEvent::V_MTE3>();
     AscendC::DataCopy(probGm_, prob_, rows * bn);
     AscendC::DataCopy(dsGm_, ds_, rows * bn);
+    if (td_->deterministic != 0 && dqFirst) {
+        ZeroDqRows(dqBlockOffset, lo);
+        ZeroDqRows(dqBlockOffset + static_cast<uint64_t>(hi) * d, blockRows - hi);
+    }
     WaitForPipe<AscendC::HardEvent::MTE3_S>();  // P and dS are in GM before the cube is asked to read them
 
     // dV_j += P^T . dO_i and dK_j += dS^T . Q_i: A^T stored [rows, blockN] (row stride blockN),
@@ -519,6 +539,23 @@ __aicore__ inline void FlashAttentionGradKernel<T>::MaskScores(uint32_t rows, ui
         }
     }
     // (An explicit attention mask hides further columns of these rows here.)
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::ZeroDqRows(uint64_t offset, uint32_t rows)
+{
+    if (rows == 0) {
+        return;
+    }
+    const uint32_t d = td_->headDim;
+    const uint32_t chunk = Min(td_->rowChunk, rows);
+    AscendC::Duplicate(score_, 0.0f, chunk * d);
+    WaitForPipe<AscendC::HardEvent::V_MTE3>();
+    for (uint32_t r = 0; r < rows; r += chunk) {
+        AscendC::DataCopy(dqAccGm_[offset + static_cast<uint64_t>(r) * d], score_, Min(chunk, rows - r) * d);
+    }
+    WaitForPipe<AscendC::HardEvent::MTE3_V>();
+    WaitForPipe<AscendC::HardEvent::MTE3_MTE2>();
 }
 
 template <typename T>
