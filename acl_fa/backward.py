@@ -42,13 +42,7 @@ def make_grad_problem(dout, q, k, v, out, lse, *, causal=False, scale=None, layo
     problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                     num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
     dout, out, lse = (_as_array(name, x) for name, x in (("dout", dout), ("out", out), ("lse", lse)))
-    for name, x in (("dout", dout), ("out", out)):
-        if x.dtype != q.dtype:
-            raise InvalidTypeError(f"{name} has dtype {x.dtype}; it must have q's dtype {q.dtype}")
-        if x.shape != q.shape:
-            raise InvalidArgumentError(f"{name} has shape {x.shape}; it must have q's shape {q.shape}")
-    if lse.dtype != np.float32:
-        raise InvalidTypeError(f"lse has dtype {lse.dtype}; it must be float32 (as flash_attention returns it)")
+    check_like_forward(q, dout, out, lse)
     if lse.shape != problem.lse_shape:
         raise InvalidArgumentError(f"lse has shape {lse.shape}; it must be [B, N, Sq] = {list(problem.lse_shape)}")
     if not isinstance(deterministic, (bool, np.bool_)):
@@ -62,6 +56,17 @@ def make_grad_problem(dout, q, k, v, out, lse, *, causal=False, scale=None, layo
             f"lse[{b}, {n}, {s + blind}] is {seen[b, n, s]} but that row sees keys; lse must be the forward's "
             f"(causal={problem.causal}, scale={problem.scale:g}, layout {problem.layout})")
     return (GradProblem(problem, bool(deterministic)), dout, q, k, v, out, lse)
+
+
+def check_like_forward(q, dout, out, lse) -> None:
+    """dout and out have q's dtype and shape, lse is float32 (what the forward returned)."""
+    for name, x in (("dout", dout), ("out", out)):
+        if x.dtype != q.dtype:
+            raise InvalidTypeError(f"{name} has dtype {x.dtype}; it must have q's dtype {q.dtype}")
+        if x.shape != q.shape:
+            raise InvalidArgumentError(f"{name} has shape {x.shape}; it must have q's shape {q.shape}")
+    if lse.dtype != np.float32:
+        raise InvalidTypeError(f"lse has dtype {lse.dtype}; it must be float32 (as flash_attention returns it)")
 
 
 def check_grad_plan(problem: GradProblem, soc: str):

@@ -23,6 +23,7 @@ import numpy as np
 from . import opcall
 from ._ffi import ffi
 from .attention import Problem, _as_array
+from .backward import check_like_forward
 from .errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op
 from .runtime import DeviceSession
@@ -59,15 +60,10 @@ def make_grad_v2_problem(problem: Problem, options, dout, q, k, v, out, lse, mas
         raise InvalidArgumentError(f"dropout_p={1.0 - options.keep_prob:g}: the backward does not run dropout yet")
     if not isinstance(deterministic, (bool, np.bool_)):
         raise InvalidTypeError(f"deterministic must be a bool, got {deterministic!r}")
-    for name, x in (("dout", dout), ("out", out)):
-        if x.dtype != q.dtype:
-            raise InvalidTypeError(f"{name} has dtype {x.dtype}; it must have q's dtype {q.dtype}")
-        if x.shape != q.shape:
-            raise InvalidArgumentError(f"{name} has shape {x.shape}; it must have q's shape {q.shape}")
-    if k.shape != v.shape:
-        raise InvalidArgumentError(f"k {k.shape} and v {v.shape} must have the same shape")
-    if lse.dtype != np.float32:
-        raise InvalidTypeError(f"lse has dtype {lse.dtype}; it must be float32 (as the forward returns it)")
+    check_like_forward(q, dout, out, lse)
+    if k.shape != v.shape or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise InvalidArgumentError(f"k {k.shape} {k.dtype} and v {v.shape} {v.dtype} must have one shape and q's dtype "
+                                   f"{q.dtype}")
     varlen = options.cu_seqlens_q is not None
     if varlen:
         if options.cu_seqlens_kv is None or len(options.cu_seqlens_q) != len(options.cu_seqlens_kv):

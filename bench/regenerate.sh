@@ -52,7 +52,8 @@ section() {
             run backward-run-atomic acl-fa run --seq 4096 --causal --backward --atomic --iters 1 --warmup 0 --no-check
             run backward-bench acl-fa bench --backward --seq 4096 --causal --iters 1 --warmup 0
             run backward-rss "$PYTHON" bench/backward_rss.py --seq 32768 --heads 8 --head-dim 128
-            run backward-rss-atomic "$PYTHON" bench/backward_rss.py --seq 32768 --heads 8 --head-dim 128 --atomic ;;
+            run backward-rss-atomic "$PYTHON" bench/backward_rss.py --seq 32768 --heads 8 --head-dim 128 --atomic
+            run backward-window "$PYTHON" bench/backward_window.py --seq 32768 --heads 1 --head-dim 128 --window 256,0 ;;
         model)
             run model-profile acl-fa profile --seq 4096 --causal --plot bench/profile_4096_causal.png
             run model-sensitivity acl-fa profile --seq 4096 --heads 8 --causal --sensitivity

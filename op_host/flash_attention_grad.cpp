@@ -17,7 +17,6 @@ namespace {
 
 // Inputs, outputs and attrs in OpDef order.
 enum InputIndex : size_t { kQuery = 0, kKey, kValue, kAttentionOut, kDout, kSoftmaxLse };
-enum OutputIndex : size_t { kDq = 0, kDk, kDv };
 enum AttrIndex : size_t {
     kScaleValue = 0, kCausal, kInputLayout, kNumHeads, kNumKvHeads, kDeterministic, kBlockM, kBlockN
 };
@@ -40,25 +39,7 @@ ge::graphStatus InferShape(gert::InferShapeContext *context) {
     const gert::Shape *shapes[6];
     for (size_t i = 0; i < 6; ++i) shapes[i] = context->GetInputShape(i);
     fa_host::GradDims d;
-    const std::string error = ReadDimsFromContext(context->GetAttrs(), shapes, &d);
-    gert::Shape *dq = context->GetOutputShape(kDq);
-    gert::Shape *dk = context->GetOutputShape(kDk);
-    gert::Shape *dv = context->GetOutputShape(kDv);
-    if (!error.empty() || dq == nullptr || dk == nullptr || dv == nullptr) {
-        FAG_LOGE(context, "InferShape: %s", error.empty() ? "missing output shape" : error.c_str());
-        return ge::GRAPH_FAILED;
-    }
-    *dq = *shapes[kQuery];  // gradients have the shapes of what they differentiate
-    *dk = *shapes[kKey];
-    *dv = *shapes[kValue];
-    return ge::GRAPH_SUCCESS;
-}
-
-ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
-    context->SetOutputDataType(kDq, context->GetInputDataType(kQuery));
-    context->SetOutputDataType(kDk, context->GetInputDataType(kQuery));
-    context->SetOutputDataType(kDv, context->GetInputDataType(kQuery));
-    return ge::GRAPH_SUCCESS;
+    return fa_host::InferGradShapes(context, ReadDimsFromContext(context->GetAttrs(), shapes, &d));
 }
 
 ge::graphStatus TilingFunc(gert::TilingContext *context) {
@@ -128,7 +109,7 @@ class FlashAttentionGrad : public OpDef {
         this->Attr("deterministic").AttrType(OPTIONAL).Bool(true);
         this->Attr("block_m").AttrType(OPTIONAL).Int(0);
         this->Attr("block_n").AttrType(OPTIONAL).Int(0);
-        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
+        this->SetInferShape(InferShape).SetInferDataType(fa_host::InferGradDataTypes);
         this->AICore().SetTiling(TilingFunc).AddConfig("ascend910b").AddConfig("ascend910_93");
     }
 };

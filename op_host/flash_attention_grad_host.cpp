@@ -7,6 +7,7 @@
 #include "tiling/tiling_api.h"
 #include "chip_limits.h"
 #include "cube_tiling.h"
+#include "toolchain/slog.h"
 
 static_assert(fa_policy::kGradKeyBf16 == FAG_KEY_BF16 && fa_policy::kGradKeyCausal == FAG_KEY_CAUSAL &&
                   fa_policy::kGradKeyLayoutShift == FAG_KEY_LAYOUT_SHIFT &&
@@ -104,6 +105,23 @@ std::string ReadGradDims(const gert::Shape &q, const gert::Shape &k, const gert:
                std::to_string(d->numHeads) + ", " + std::to_string(d->seqQ) + "]";
     }
     return "";
+}
+
+ge::graphStatus InferGradShapes(gert::InferShapeContext *context, const std::string &error) {
+    gert::Shape *grads[3];
+    for (size_t i = 0; i < 3; ++i) grads[i] = context->GetOutputShape(i);
+    if (!error.empty() || grads[0] == nullptr || grads[1] == nullptr || grads[2] == nullptr) {
+        dlog_error(OP, "[%s] InferShape: %s", context->GetNodeName(),
+                   error.empty() ? "missing output shape" : error.c_str());
+        return ge::GRAPH_FAILED;
+    }
+    for (size_t i = 0; i < 3; ++i) *grads[i] = *context->GetInputShape(i);  // a gradient is shaped as its input
+    return ge::GRAPH_SUCCESS;
+}
+
+ge::graphStatus InferGradDataTypes(gert::InferDataTypeContext *context) {
+    for (size_t i = 0; i < 3; ++i) context->SetOutputDataType(i, context->GetInputDataType(0));
+    return ge::GRAPH_SUCCESS;
 }
 
 ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_policy::Problem problem,

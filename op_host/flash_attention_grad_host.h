@@ -30,6 +30,11 @@ std::string ReadGradDims(const gert::Shape &q, const gert::Shape &k, const gert:
                          const gert::Shape &dout, const gert::Shape &lse, const char *layoutAttr, int64_t numHeadsAttr,
                          int64_t numKvHeadsAttr, bool allowTnd, GradDims *d);
 
+// InferShape of both ops once the dims were read (`error` "" or what is wrong): dq, dk, dv take
+// the shapes of inputs 0, 1, 2 (query, key, value). InferDataType: query's dtype.
+ge::graphStatus InferGradShapes(gert::InferShapeContext *context, const std::string &error);
+ge::graphStatus InferGradDataTypes(gert::InferDataTypeContext *context);
+
 // Plans `problem` for the context's chip and fills the tiling data, matmul tilings, block dim,
 // schedule mode, tiling key and workspace. `problem` holds every size and the band (and varlen
 // lengths); *error names what failed.

@@ -23,7 +23,6 @@ namespace {
 enum InputIndex : size_t {
     kQuery = 0, kKey, kValue, kAttentionOut, kDout, kSoftmaxLse, kAttenMask, kActualSeqQlen, kActualSeqKvlen
 };
-enum OutputIndex : size_t { kDq = 0, kDk, kDv };
 enum AttrIndex : size_t {
     kScaleValue = 0, kPreTokens, kNextTokens, kInputLayout, kNumHeads, kNumKvHeads, kKeepProb, kSeed, kOffset,
     kDeterministic, kBlockM, kBlockN
@@ -76,25 +75,7 @@ ge::graphStatus InferShape(gert::InferShapeContext *context) {
     const gert::Shape *shapes[kRequiredInputs];
     for (size_t i = 0; i < kRequiredInputs; ++i) shapes[i] = context->GetInputShape(i);
     fa_host::GradDims d;
-    const std::string error = ReadDimsFromContext(context->GetAttrs(), shapes, &d);
-    gert::Shape *dq = context->GetOutputShape(kDq);
-    gert::Shape *dk = context->GetOutputShape(kDk);
-    gert::Shape *dv = context->GetOutputShape(kDv);
-    if (!error.empty() || dq == nullptr || dk == nullptr || dv == nullptr) {
-        FAG2_LOGE(context, "InferShape: %s", error.empty() ? "missing output shape" : error.c_str());
-        return ge::GRAPH_FAILED;
-    }
-    *dq = *shapes[kQuery];  // gradients have the shapes of what they differentiate
-    *dk = *shapes[kKey];
-    *dv = *shapes[kValue];
-    return ge::GRAPH_SUCCESS;
-}
-
-ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
-    context->SetOutputDataType(kDq, context->GetInputDataType(kQuery));
-    context->SetOutputDataType(kDk, context->GetInputDataType(kQuery));
-    context->SetOutputDataType(kDv, context->GetInputDataType(kQuery));
-    return ge::GRAPH_SUCCESS;
+    return fa_host::InferGradShapes(context, ReadDimsFromContext(context->GetAttrs(), shapes, &d));
 }
 
 // The problem from the context: dims, band, varlen lengths, blocks. "" or what is wrong.
@@ -222,7 +203,7 @@ class FlashAttentionGradV2 : public OpDef {
         this->Attr("deterministic").AttrType(OPTIONAL).Bool(true);
         this->Attr("block_m").AttrType(OPTIONAL).Int(0);
         this->Attr("block_n").AttrType(OPTIONAL).Int(0);
-        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
+        this->SetInferShape(InferShape).SetInferDataType(fa_host::InferGradDataTypes);
         this->AICore().SetTiling(TilingFunc).AddConfig("ascend910b").AddConfig("ascend910_93");
     }
 };

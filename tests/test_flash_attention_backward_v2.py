@@ -6,8 +6,7 @@ Tolerance (flash-attention's rule, as tests/test_flash_attention_backward.py): t
 dq, dk, dv against float64 is at most twice the error of a naive backward in the input
 precision (inputs in the dtype, fp32 arithmetic, P and dS rounded to the dtype before the
 matmuls that read them, results in the dtype) plus one unit roundoff at the gradient's
-magnitude. The reference here applies the band (and the sequences) as an explicit mask to
-acl_fa.reference.attention_backward_math, one head and one sequence at a time.
+magnitude. The reference is acl_fa.reference's (window and varlen), the band given as a window.
 """
 from __future__ import annotations
 
@@ -22,8 +21,9 @@ from acl_fa.attention import make_problem
 from acl_fa.attention_options import UNBOUNDED, AttentionOptions
 from acl_fa.backward_v2 import run_backward_v2
 from acl_fa.errors import AclError, InvalidArgumentError
-from acl_fa.layouts import from_bnsd, shape_of, to_bnsd
-from acl_fa.reference import attention_backward_math
+from acl_fa.layouts import shape_of, to_bnsd
+from acl_fa.reference import (attention_reference, attention_reference_backward, attention_reference_varlen,
+                              attention_reference_varlen_backward)
 from acl_fa.sim_stats import last_launch
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -39,75 +39,21 @@ def _band_masked(sq, skv, pre, nxt):
     return ~((j >= i + diag - pre) & (j <= i + diag + nxt))
 
 
-def _forward_head(q, k, v, masked, scale):
-    """(out [sq, D], lse [sq]) of one head in float64; rows that see no key: 0, -inf."""
-    s = (q @ k.T) * scale
-    s[masked] = -np.inf
-    m = s.max(axis=1, keepdims=True) if s.shape[1] else np.full((s.shape[0], 1), -np.inf)
-    seen = ~np.isneginf(m[:, 0])
-    p = np.exp(s - np.where(np.isneginf(m), 0, m))
-    total = p.sum(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = p / total
-        lse = np.where(seen, (m + np.log(total))[:, 0], -np.inf)
-    p[~seen] = 0
-    return p @ v, lse
-
-
-def _sequences(q, k, layout, n, nkv, cu_q, cu_kv):
-    """[(q [N, sq, D], k [Nkv, skv, D], where)] per sequence; `where` maps back."""
-    if cu_q is None:
-        qb, kb = to_bnsd(q, layout, n), to_bnsd(k, layout, nkv)
-        return [(qb[b], kb[b], b) for b in range(qb.shape[0])]
-    starts_q, starts_kv = (0,) + tuple(cu_q[:-1]), (0,) + tuple(cu_kv[:-1])
-    return [(q[a:e].transpose(1, 0, 2), k[c:f].transpose(1, 0, 2), (a, e, c, f))
-            for a, e, c, f in zip(starts_q, cu_q, starts_kv, cu_kv)]
-
-
 def _reference(q, k, v, dout, *, layout, n, nkv, pre, nxt, scale, cu_q=None, cu_kv=None, work=np.float64,
                round_to=None):
-    """(out, lse, dq, dk, dv) in `work`, laid out as the op's (lse [B, N, Sq] or [N, Tq])."""
-    group = n // nkv
-    varlen = cu_q is not None
-    out = np.zeros(q.shape, work)
-    dq, dk, dv = np.zeros(q.shape, work), np.zeros(k.shape, work), np.zeros(v.shape, work)
-    lse = np.zeros((n, q.shape[0]) if varlen else (to_bnsd(q, layout, n).shape[:3]), np.float64)
-    seqs_q = _sequences(q, k, layout, n, nkv, cu_q, cu_kv)
-    seqs_v = _sequences(dout, v, layout, n, nkv, cu_q, cu_kv)
-    o_b = np.zeros(to_bnsd(q, layout, n).shape, work) if not varlen else None
-    dq_b = np.zeros_like(o_b) if not varlen else None
-    dk_b = np.zeros(to_bnsd(k, layout, nkv).shape, work) if not varlen else None
-    dv_b = np.zeros_like(dk_b) if not varlen else None
-    for (qs, ks, where), (dos, vs, _) in zip(seqs_q, seqs_v):
-        sq, skv = qs.shape[1], ks.shape[1]
-        masked = _band_masked(sq, skv, pre, nxt)
-        o_s, dq_s = np.zeros(qs.shape, work), np.zeros(qs.shape, work)
-        dk_s, dv_s = np.zeros(ks.shape, work), np.zeros(vs.shape, work)
-        for h in range(n):
-            kh = ks[h // group].astype(work)
-            vh = vs[h // group].astype(work)
-            qh = qs[h].astype(work)
-            o, l = _forward_head(qh.astype(np.float64), kh.astype(np.float64), vh.astype(np.float64), masked, scale)
-            o_s[h] = o
-            if varlen:
-                lse[h, where[0]:where[1]] = l
-            else:
-                lse[where, h] = l
-            if sq == 0 or skv == 0:
-                continue
-            a, b, c = attention_backward_math(dos[h].astype(work), qh, kh, vh, masked, scale, work, round_to)
-            dq_s[h] = a
-            dk_s[h // group] += b
-            dv_s[h // group] += c
-        if varlen:
-            a, e, c, f = where
-            out[a:e], dq[a:e] = o_s.transpose(1, 0, 2), dq_s.transpose(1, 0, 2)
-            dk[c:f], dv[c:f] = dk_s.transpose(1, 0, 2), dv_s.transpose(1, 0, 2)
-        else:
-            o_b[where], dq_b[where], dk_b[where], dv_b[where] = o_s, dq_s, dk_s, dv_s
-    if not varlen:
-        out, dq, dk, dv = (from_bnsd(x, layout) for x in (o_b, dq_b, dk_b, dv_b))
-    return out, lse, dq, dk, dv
+    """(out, lse, dq, dk, dv) of acl_fa.reference with the band as a window, laid out as the op's
+    (lse [B, N, Sq] or [N, Tq]); gradients in `work`."""
+    window = (-1 if pre == U else pre, -1 if nxt == U else nxt)
+    grad_kw = dict(scale=scale, window=window, work_dtype=work, out_dtype=work, round_to=round_to)
+    if cu_q is None:
+        heads = dict(layout=layout, num_heads=n, num_kv_heads=nkv)
+        out, lse = attention_reference(q, k, v, scale=scale, window=window, **heads)
+        grads = attention_reference_backward(dout, q, k, v, **heads, **grad_kw)
+    else:  # flash-attn's cu_seqlens: the leading 0, then the op's cumulative ends
+        starts_q, starts_kv = (0,) + tuple(cu_q), (0,) + tuple(cu_kv)
+        out, lse = attention_reference_varlen(q, k, v, starts_q, starts_kv, scale=scale, window=window)
+        grads = attention_reference_varlen_backward(dout, q, k, v, starts_q, starts_kv, **grad_kw)
+    return (out, lse, *grads)
 
 
 def _inputs(q_shape, kv_shape, dtype, seed=0):

@@ -171,11 +171,14 @@ def test_build_cann_branch_drives_msopgen_and_the_generated_presets(tmp_path):
     # One project for every op of op/: their descriptions merged into one JSON list.
     ops = json.loads((out / "ops.json").read_text())
     assert [op["op"] for op in ops] == [json.loads(f.read_text())[0]["op"] for f in sorted((REPO / "op").glob("*.json"))]
-    assert {"FlashAttention", "FlashAttentionGrad", "FlashAttentionDecode"} <= {op["op"] for op in ops}
+    assert {"FlashAttention", "FlashAttentionGrad", "FlashAttentionGradV2", "FlashAttentionDecode"} <= {
+        op["op"] for op in ops}
     project = out / "op_project"
     for name in ("op_host/flash_attention.cpp", "op_host/tiling_policy.cpp", "op_host/flash_attention_grad.cpp",
                  "op_kernel/flash_attention.cpp", "op_kernel/flash_attention_tiling.h",
                  "op_kernel/flash_attention_grad.cpp", "op_kernel/flash_attention_grad_kernel.h",
+                 "op_host/flash_attention_grad_v2.cpp", "op_host/flash_attention_grad_host.cpp",
+                 "op_kernel/flash_attention_grad_v2.cpp",
                  "op_host/flash_attention_decode.cpp", "op_host/decode_tiling_policy.cpp",
                  "op_kernel/flash_attention_decode.cpp", "op_kernel/flash_attention_decode_kernel.h"):
         assert (project / name).read_text() == (REPO / name).read_text(), name
