@@ -500,6 +500,8 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ComputeProbs(uint32_t rows, 
     MaskScores(rows, row0, col0, cols);
     SubtractRows(score_, lse_, rows, bn, bn);
     AscendC::Exp(score_, score_, elems);  // P = exp(scale * S - LSE), masked -> 0
+    // prob_ feeds dV += P^T . dO: with dropout it is P o Z / keep_prob (Z the tile's keep mask
+    // for rows row0.., columns col0..), while score_ keeps the undropped P for dS.
     AscendC::Cast(prob_, score_, AscendC::RoundMode::CAST_RINT, elems);
 }
 
@@ -508,6 +510,8 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ComputeDs(uint32_t rows)
 {
     const uint32_t bn = td_->blockN;
     const uint32_t elems = rows * bn;
+    // With dropout dP is first multiplied by Z / keep_prob (the same keep mask as P's): dS =
+    // P o (dP o Z / keep_prob - D), D = rowsum(dO o O) as computed.
     SubtractRows(grad_, delta_, rows, bn, bn);  // dP - D
     AscendC::Mul(grad_, grad_, score_, elems);            // dS = P * (dP - D)
     AscendC::Muls(grad_, grad_, td_->scaleValue, elems);  // the scale of dQ and dK, applied once here
@@ -538,7 +542,9 @@ __aicore__ inline void FlashAttentionGradKernel<T>::MaskScores(uint32_t rows, ui
             attn_rows::FillColumns(score_, r * n, static_cast<uint32_t>(hi), n, NEG_INF);
         }
     }
-    // (An explicit attention mask hides further columns of these rows here.)
+    // An explicit attention mask hides further columns of these rows here (its tile for rows
+    // row0.., columns col0..), and a key block it hides entirely can leave the walk in
+    // QueryBlocksSeeing's caller (ProcessUnits).
 }
 
 template <typename T>
