@@ -316,6 +316,19 @@ def plan(
     )
 
 
+def analytic_cycles(*, block_m: int, block_n: int, soc: "Optional[str | ChipLimits]" = None, **sizes) -> float:
+    """The tiling policy's analytic modeled cycles of the forward with (block_m, block_n)
+    (op_host/block_cost.h; MIX path): the cost the auto blocks minimize. ``sizes`` as for plan()."""
+    limits = soc if isinstance(soc, ChipLimits) else chip(soc)
+    sizes.setdefault("seq_kv", None)
+    sizes["seq_kv"] = sizes["seq"] if sizes["seq_kv"] is None else sizes["seq_kv"]
+    sizes.setdefault("heads", 1)
+    sizes["kv_heads"] = sizes.get("kv_heads") or sizes["heads"]
+    defaults = dict(batch=1, head_dim=128, dtype="float16", layout="BNSD", causal=False)
+    problem, c_limits = c_problem_and_limits(limits, block_m=block_m, block_n=block_n, **{**defaults, **sizes})
+    return float(_plan_lib().aclfaPlanModeledCycles(problem, c_limits, block_m, block_n))
+
+
 def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):.2f} MiB"
 

@@ -17,7 +17,7 @@ from .attention import problem_from_sizes
 from .run import random_inputs
 from .api import Session
 
-__all__ = ["SweepRow", "sweep", "format_sweep", "plot_sweep", "BLOCK_M_CANDIDATES", "BLOCK_N_CANDIDATES"]
+__all__ = ["SweepRow", "sweep", "analytic_error", "format_sweep", "plot_sweep", "BLOCK_M_CANDIDATES", "BLOCK_N_CANDIDATES"]
 
 BLOCK_M_CANDIDATES = (32, 64, 96, 128, 160, 192, 256)
 BLOCK_N_CANDIDATES = (64, 128, 192, 256, 384, 512)
@@ -28,6 +28,7 @@ class SweepRow:
     block_m: int
     block_n: int
     time_s: Optional[float]       # modeled (None when the blocks do not fit)
+    analytic_s: Optional[float]   # the tiling policy's analytic estimate (op_host/block_cost.h)
     tflops: Optional[float]
     critical: Optional[str]
     refused: Optional[str]        # why the policy refuses the blocks
@@ -48,34 +49,62 @@ def sweep(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int 
     with Session(device=device, backend=backend) as session:
         soc = session.soc_name()
         chosen = plan_module.plan(soc=soc, **sizes)
+        clock_hz = timing.pipe_costs(session.backend)["clockMHz"] * 1e6
         base = problem_from_sizes(**sizes)
         q, k, v = random_inputs(base, seed)
-        for bm in block_ms:
-            for bn in block_ns:
-                try:
-                    plan_module.plan(soc=soc, block_m=bm, block_n=bn, **sizes)
-                except plan_module.PlanError as exc:
-                    rows.append(SweepRow(bm, bn, None, None, None, str(exc)))
-                    continue
-                with timing.op_trace(session.backend):
-                    session.flash_attention(q, k, v, causal=causal, layout=layout, num_heads=heads,
-                                            num_kv_heads=kv_heads, block_m=bm, block_n=bn)
-                model = timing.last_model(session.backend)
-                rows.append(SweepRow(bm, bn, model.seconds, base.flops() / model.seconds / 1e12, model.critical, None,
-                                     (bm, bn) == (chosen.block_m, chosen.block_n)))
-                if progress:
-                    progress()
+        # The grid, and the policy's own choice where the grid does not hold it.
+        pairs = [(bm, bn) for bm in block_ms for bn in block_ns]
+        if (chosen.block_m, chosen.block_n) not in pairs:
+            pairs.append((chosen.block_m, chosen.block_n))
+        for bm, bn in pairs:
+            try:
+                plan_module.plan(soc=soc, block_m=bm, block_n=bn, **sizes)
+            except plan_module.PlanError as exc:
+                rows.append(SweepRow(bm, bn, None, None, None, None, str(exc)))
+                continue
+            with timing.op_trace(session.backend):
+                session.flash_attention(q, k, v, causal=causal, layout=layout, num_heads=heads,
+                                        num_kv_heads=kv_heads, block_m=bm, block_n=bn)
+            model = timing.last_model(session.backend)
+            analytic = plan_module.analytic_cycles(soc=soc, block_m=bm, block_n=bn, **sizes) / clock_hz
+            rows.append(SweepRow(bm, bn, model.seconds, analytic, base.flops() / model.seconds / 1e12,
+                                 model.critical, None, (bm, bn) == (chosen.block_m, chosen.block_n)))
+            if progress:
+                progress()
     return rows
 
 
+def analytic_error(rows: list) -> dict:
+    """How well the policy's analytic cost stands in for the model over the fitting rows:
+    median and largest |analytic / modeled - 1|, and how much slower the policy's choice models
+    than the sweep's fastest candidate (0 = it is the fastest)."""
+    fit = [r for r in rows if r.time_s is not None]
+    if not fit:
+        return {}
+    errors = sorted(abs(r.analytic_s / r.time_s - 1) for r in fit)
+    best = min(r.time_s for r in fit)
+    chosen = [r.time_s for r in fit if r.chosen]
+    return {"median_abs_error": errors[len(errors) // 2], "max_abs_error": errors[-1],
+            "choice_vs_best": chosen[0] / best - 1 if chosen else None}
+
+
 def format_sweep(rows: list, title: str) -> str:
-    lines = [title, "modeled kernel time (pipeline model, not a measurement; * = the policy's choice)", "",
-             "| BLOCK_M | BLOCK_N | modeled us | TFLOP/s | critical |", "|---|---|---|---|---|"]
+    lines = [title, "modeled kernel time (pipeline model, not a measurement; * = the policy's choice;",
+             "analytic = the policy's closed-form estimate it chooses by, op_host/block_cost.h)", "",
+             "| BLOCK_M | BLOCK_N | modeled us | analytic us | TFLOP/s | critical |", "|---|---|---|---|---|---|"]
     for r in rows:
         if r.time_s is None:
             continue
         mark = " *" if r.chosen else ""
-        lines.append(f"| {r.block_m}{mark} | {r.block_n} | {r.time_s * 1e6:.1f} | {r.tflops:.1f} | {r.critical} |")
+        lines.append(f"| {r.block_m}{mark} | {r.block_n} | {r.time_s * 1e6:.1f} | {r.analytic_s * 1e6:.1f} | "
+                     f"{r.tflops:.1f} | {r.critical} |")
+    err = analytic_error(rows)
+    if err:
+        lines.append("")
+        choice = ("not in the sweep" if err["choice_vs_best"] is None
+                  else f"{err['choice_vs_best'] * 100:+.1f}% modeled time vs the fastest candidate")
+        lines.append(f"analytic vs model: median |error| {err['median_abs_error'] * 100:.1f}%, "
+                     f"largest {err['max_abs_error'] * 100:.1f}%; the policy's choice: {choice}")
     refused = [r for r in rows if r.time_s is None]
     if refused:
         lines.append("")

@@ -64,6 +64,11 @@ int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfaPlanLimits 
 /* sizeof of the structs above: 0 problem, 1 limits, 2 budget line, 3 plan; 0 otherwise. */
 size_t aclfaPlanSizeOf(int32_t which);
 
+/* The policy's analytic modeled cycles of the forward with (blockM, blockN) on the MIX path
+ * (op_host/block_cost.h): what the auto blocks minimize. -1 on NULL arguments or a zero block. */
+double aclfaPlanModeledCycles(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits, uint32_t blockM,
+                              uint32_t blockN);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,37 @@ void SetError(char *errBuf, size_t errLen, const std::string &msg) {
     if (errBuf != nullptr && errLen > 0) std::snprintf(errBuf, errLen, "%s", msg.c_str());
 }
 
+fa_policy::Problem ToPolicy(const aclfaPlanProblem &problem) {
+    fa_policy::Problem p;
+    p.batch = problem.batch;
+    p.numHeads = problem.numHeads;
+    p.numKvHeads = problem.numKvHeads;
+    p.seqQ = problem.seqQ;
+    p.seqKv = problem.seqKv;
+    p.headDim = problem.headDim;
+    p.dtypeBytes = problem.dtypeBytes;
+    p.bf16 = problem.bf16 != 0;
+    p.layout = problem.layout;
+    p.causal = problem.causal != 0;
+    p.userBlockM = problem.blockM;
+    p.userBlockN = problem.blockN;
+    return p;
+}
+
+fa_policy::ChipLimits ToPolicy(const aclfaPlanLimits &limits) {
+    fa_policy::ChipLimits c;
+    c.socName = std::string(limits.socName, strnlen(limits.socName, ACLFA_PLAN_NAME_LEN));
+    c.ubBytes = limits.ubBytes;
+    c.l1Bytes = limits.l1Bytes;
+    c.l0aBytes = limits.l0aBytes;
+    c.l0bBytes = limits.l0bBytes;
+    c.l0cBytes = limits.l0cBytes;
+    c.aicNum = limits.aicNum;
+    c.aivNum = limits.aivNum;
+    c.socVersion = limits.socVersion;
+    return c;
+}
+
 }  // namespace
 
 extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits,
@@ -25,29 +56,8 @@ extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfa
         SetError(errBuf, errLen, "aclfaPlanCompute: problem, limits and plan must not be NULL");
         return -1;
     }
-    fa_policy::Problem p;
-    p.batch = problem->batch;
-    p.numHeads = problem->numHeads;
-    p.numKvHeads = problem->numKvHeads;
-    p.seqQ = problem->seqQ;
-    p.seqKv = problem->seqKv;
-    p.headDim = problem->headDim;
-    p.dtypeBytes = problem->dtypeBytes;
-    p.bf16 = problem->bf16 != 0;
-    p.layout = problem->layout;
-    p.causal = problem->causal != 0;
-    p.userBlockM = problem->blockM;
-    p.userBlockN = problem->blockN;
-    fa_policy::ChipLimits c;
-    c.socName = std::string(limits->socName, strnlen(limits->socName, ACLFA_PLAN_NAME_LEN));
-    c.ubBytes = limits->ubBytes;
-    c.l1Bytes = limits->l1Bytes;
-    c.l0aBytes = limits->l0aBytes;
-    c.l0bBytes = limits->l0bBytes;
-    c.l0cBytes = limits->l0cBytes;
-    c.aicNum = limits->aicNum;
-    c.aivNum = limits->aivNum;
-    c.socVersion = limits->socVersion;
+    const fa_policy::Problem p = ToPolicy(*problem);
+    const fa_policy::ChipLimits c = ToPolicy(*limits);
 
     fa_policy::Plan out;
     std::string error;
@@ -97,4 +107,10 @@ extern "C" size_t aclfaPlanSizeOf(int32_t which) {
         case 3: return sizeof(aclfaPlan);
         default: return 0;
     }
+}
+
+extern "C" double aclfaPlanModeledCycles(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits,
+                                         uint32_t blockM, uint32_t blockN) {
+    if (problem == nullptr || limits == nullptr || blockM == 0 || blockN == 0) return -1.0;
+    return fa_policy::ModeledKernelCycles(ToPolicy(*problem), ToPolicy(*limits), blockM, blockN);
 }

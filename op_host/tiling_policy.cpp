@@ -1,16 +1,22 @@
 // tiling_policy.cpp -- see tiling_policy.h.
 #include "tiling_policy.h"
 
+#include "block_cost.h"
+
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace fa_policy {
 namespace {
 
 constexpr uint32_t kBlockAlign = 16;      // cube fractal edge: blocks are multiples of 16 rows
 constexpr uint32_t kAutoBlockMStep = 32;  // auto blockM keeps both AIV halves multiples of 16
+constexpr uint32_t kAutoBlockNStep = 64;  // auto blockN: whole 256-B fp32 repeats per score row
+constexpr uint64_t kExactSplitItems = 1u << 16;  // cost model: split items exactly up to this count
+constexpr double kMaxCausalMacs = 1.05;   // auto blocks: executed / visible (query, key) pairs
 constexpr uint64_t kUbAlign = 32;         // UB allocations are 32-B granular
 constexpr uint64_t kFp32 = 4;
 constexpr uint64_t kMaxDim = 256;
@@ -202,10 +208,80 @@ uint32_t LargestFitting(uint32_t cap, uint32_t step, Fits fits) {
     return 0;
 }
 
-// Chooses (blockM, blockN) or explains why none fits. Auto blockM: the largest that fits
-// with blockN = min(128, Skv rounded to 16), capped at Sq rounded up to 32 (both AIVs'
-// halves multiples of 16) and kMaxBlockM. Then auto blockN: the largest that fits with
-// that blockM, capped at Skv rounded up to 16 and kMaxBlockN.
+// (query, key) pairs the cube computes with (blockM, blockN) over the pairs the mask leaves
+// visible: 1 without a causal mask (tails are trimmed to the real rows and columns).
+double ExecutedOverVisiblePairs(const Problem &p, uint32_t blockM, uint32_t blockN) {
+    if (!p.causal) return 1.0;
+    // Row i sees max(0, i + Skv - Sq + 1) keys (never more than Skv since i < Sq): an arithmetic
+    // series from the first row that sees a key to the last row, which sees all Skv.
+    const uint64_t firstSeeing = p.seqQ > p.seqKv ? p.seqQ - p.seqKv : 0;
+    const uint64_t rows = p.seqQ - firstSeeing;
+    const double visible = static_cast<double>(rows) * static_cast<double>(p.seqKv - rows + 1 + p.seqKv) / 2;
+    double executed = 0;
+    for (uint64_t qb = 0; qb * blockM < p.seqQ; ++qb) {
+        const uint64_t blockRows = std::min<uint64_t>(blockM, p.seqQ - qb * blockM);
+        executed += static_cast<double>(blockRows) *
+                    static_cast<double>(std::min<uint64_t>(KvBlocksForQueryBlock(p, blockM, blockN, qb) * blockN, p.seqKv));
+    }
+    return visible == 0 ? 1.0 : executed / visible;
+}
+
+// Auto blocks on the MIX path: of the (blockM, blockN) that fit -- blockM a multiple of 32 up to
+// Sq rounded up to 32 and kMaxBlockM (or the user's), blockN a multiple of 64 below Skv rounded up
+// to 16, or that itself, at most kMaxBlockN (or the user's) -- the one of least modeled time (ties: the larger
+// blockM, then blockN). False when none fits.
+bool ChooseBlocksByCost(const Problem &p, const ChipLimits &c, uint32_t capM, uint32_t capN, uint32_t *blockM,
+                        uint32_t *blockN) {
+    std::vector<uint32_t> ms, ns;
+    if (p.userBlockM != 0) {
+        ms.push_back(p.userBlockM);
+    } else {
+        for (uint32_t m = capM / kAutoBlockMStep * kAutoBlockMStep; m >= kAutoBlockMStep; m -= kAutoBlockMStep) {
+            ms.push_back(m);
+        }
+    }
+    if (p.userBlockN != 0) {
+        ns.push_back(p.userBlockN);
+    } else {
+        // Multiples of 64 (whole 256-B fp32 repeats per score row) and all of Skv when it is shorter.
+        ns.push_back(capN);
+        for (uint32_t n = (capN - 1) / kAutoBlockNStep * kAutoBlockNStep; n >= kAutoBlockNStep; n -= kAutoBlockNStep) {
+            ns.push_back(n);
+        }
+    }
+    // Causal blocks that cross the diagonal compute masked pairs too; the cube may do at most
+    // kMaxCausalMacs times the visible pairs' work (the work-efficiency goal of bench/RESULTS.md),
+    // unless no fitting candidate meets it.
+    bool anyEfficient = false;
+    for (uint32_t m : ms) {
+        for (uint32_t n : ns) {
+            anyEfficient = anyEfficient || (ExecutedOverVisiblePairs(p, m, n) <= kMaxCausalMacs &&
+                                            CheckFits(m, n, p, c).empty());
+        }
+    }
+    double best = 0;
+    bool found = false;
+    for (uint32_t m : ms) {
+        for (uint32_t n : ns) {
+            if (anyEfficient && ExecutedOverVisiblePairs(p, m, n) > kMaxCausalMacs) continue;
+            if (!CheckFits(m, n, p, c).empty()) continue;
+            const double cycles = ModeledKernelCycles(p, c, m, n);
+            if (!found || cycles < best) {
+                best = cycles;
+                *blockM = m;
+                *blockN = n;
+                found = true;
+            }
+        }
+    }
+    return found;
+}
+
+// Chooses (blockM, blockN) or explains why none fits. On the MIX path the blocks of least
+// modeled time (ChooseBlocksByCost); when none of those fits, and on the coupled path: auto
+// blockM is the largest that fits with blockN = min(128, Skv rounded to 16), capped at Sq
+// rounded up to 32 (both AIVs' halves multiples of 16) and kMaxBlockM; then auto blockN the
+// largest that fits with that blockM, capped at Skv rounded up to 16 and kMaxBlockN.
 bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint32_t *blockN, std::string *error) {
     const uint32_t capM = static_cast<uint32_t>(std::min<uint64_t>(AlignUp(p.seqQ, kAutoBlockMStep), kMaxBlockM));
     const uint32_t capN = static_cast<uint32_t>(std::min<uint64_t>(AlignUp(p.seqKv, kBlockAlign), kMaxBlockN));
@@ -214,6 +290,10 @@ bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint3
         *blockM = p.userBlockM;
         *blockN = p.userBlockN;
         return error->empty();
+    }
+    if (!FeaturesOfSoc(c.socVersion).coupled && ChooseBlocksByCost(p, c, capM, capN, blockM, blockN)) {
+        error->clear();
+        return true;
     }
     uint32_t m = p.userBlockM;
     if (m == 0) {
@@ -312,6 +392,39 @@ uint64_t KvBlocksForQueryBlock(const Problem &p, uint32_t blockM, uint32_t block
     const int64_t lastKey = static_cast<int64_t>(lastRow + p.seqKv) - static_cast<int64_t>(p.seqQ);
     if (lastKey < 0) return 0;
     return std::min<uint64_t>(static_cast<uint64_t>(lastKey) / blockN + 1, numKvBlocks);
+}
+
+double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t blockM, uint32_t blockN) {
+    const uint64_t numQBlocks = CeilDiv(p.seqQ, blockM);
+    const bool zigzag = p.causal;
+    std::vector<uint64_t> perPosition(numQBlocks);
+    uint64_t perHead = 0, largestItem = 0;
+    for (uint64_t pos = 0; pos < numQBlocks; ++pos) {
+        perPosition[pos] = KvBlocksForQueryBlock(p, blockM, blockN, QueryBlockAt(pos, numQBlocks, zigzag));
+        perHead += perPosition[pos];
+        largestItem = std::max(largestItem, perPosition[pos]);
+    }
+    const uint64_t items = p.batch * p.numHeads * numQBlocks;
+    const uint64_t cores = std::max<uint64_t>(1, std::min<uint64_t>({c.aicNum, kMaxCores, items}));
+    // The busiest core's steps: from the real split while the item list is small, else the larger
+    // of an even share and the largest item.
+    double busiest = std::max(static_cast<double>(p.batch * p.numHeads * perHead) / cores,
+                              static_cast<double>(largestItem));
+    if (items <= kExactSplitItems) {
+        std::vector<uint64_t> work(items);
+        for (uint64_t i = 0; i < items; ++i) work[i] = perPosition[i % numQBlocks];
+        const std::vector<uint32_t> starts = SplitContiguous(work, static_cast<uint32_t>(cores));
+        uint64_t most = 0;
+        for (size_t core = 0; core + 1 < starts.size(); ++core) {
+            uint64_t load = 0;
+            for (uint32_t i = starts[core]; i < starts[core + 1]; ++i) load += work[i];
+            most = std::max(most, load);
+        }
+        busiest = static_cast<double>(most);
+    }
+    StepCosts costs;
+    if (c.socName == "Ascend910B4") costs.gmBytesPerCycle /= 2;  // docs/timing_model.md: GM bandwidth
+    return busiest * StepCycles(blockM, blockN, p.headDim, p.dtypeBytes, static_cast<uint32_t>(cores), costs);
 }
 
 ArchFeatures FeaturesOfSoc(uint32_t socVersion) {

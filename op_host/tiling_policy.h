@@ -145,6 +145,11 @@ std::string ValidateChip(const ChipLimits &c);
 // range cost: the start of each range, then work.size().
 std::vector<uint32_t> SplitContiguous(const std::vector<uint64_t> &work, uint32_t cores);
 
+// Modeled cycles of the forward kernel with (blockM, blockN) on the MIX path (block_cost.h): the
+// K/V-block steps of the busiest core -- the larger of an even share of all steps and the
+// largest item -- times one step's cycles. The auto blocks minimize it.
+double ModeledKernelCycles(const Problem &problem, const ChipLimits &chip, uint32_t blockM, uint32_t blockN);
+
 // Kv blocks the query block `qb` computes (0 when all its rows see no key).
 uint64_t KvBlocksForQueryBlock(const Problem &problem, uint32_t blockM, uint32_t blockN, uint64_t qb);
 

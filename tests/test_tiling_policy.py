@@ -101,10 +101,11 @@ def test_plan_fits_and_is_consistent(soc, case):
     assert p.user_workspace_bytes == 2 * p.used_core_num * p.ws_bytes_per_aiv
 
 
-@pytest.mark.parametrize("soc", list(CHIPS))
+@pytest.mark.parametrize("soc", [name for name, c in CHIPS.items() if c.soc_version != 1])
 @pytest.mark.parametrize("head_dim", [16, 64, 128, 192, 256])
 def test_largest_block_m_is_chosen(soc, head_dim):
-    """No larger blockM (step 32) fits with the reference blockN of 128."""
+    """On the coupled path no larger blockM (step 32) fits with the reference blockN of 128 (the
+    MIX path chooses by modeled cost instead: tests/test_block_cost.py)."""
     chip = CHIPS[soc]
     p = plan(soc=chip, seq=8192, heads=8, head_dim=head_dim)
     if p.block_m + 32 <= 256:
@@ -139,8 +140,8 @@ def test_causal_balance_b1_n32_s4096_on_24_aic():
 
 
 def test_causal_skips_blocks_above_the_diagonal():
-    full = plan(soc=CHIPS["Ascend910B2"], seq=4096, heads=32)
     causal = plan(soc=CHIPS["Ascend910B2"], seq=4096, heads=32, causal=True)
+    full = plan(soc=CHIPS["Ascend910B2"], seq=4096, heads=32, block_m=causal.block_m, block_n=causal.block_n)
     assert causal.total_work < 0.6 * full.total_work
     assert full.total_work == full.total_items * full.num_kv_blocks
 

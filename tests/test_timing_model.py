@@ -164,8 +164,11 @@ def test_plan_sweep_models_each_fitting_candidate(sim_only):
 
     rows = sweep(seq=256, heads=2, head_dim=64, causal=True, block_ms=(32, 64, 512), block_ns=(64, 128))
     timed = [r for r in rows if r.time_s is not None]
-    assert {(r.block_m, r.block_n) for r in timed} == {(32, 64), (32, 128), (64, 64), (64, 128)}
-    assert all(r.time_s > 0 and r.tflops > 0 and r.critical for r in timed)
+    grid = {(32, 64), (32, 128), (64, 64), (64, 128)}
+    chosen = [(r.block_m, r.block_n) for r in timed if r.chosen]
+    assert len(chosen) == 1, "the policy's own choice is swept, in the grid or after it"
+    assert {(r.block_m, r.block_n) for r in timed} == grid | set(chosen)
+    assert all(r.time_s > 0 and r.analytic_s > 0 and r.tflops > 0 and r.critical for r in timed)
     refused = [r for r in rows if r.time_s is None]
     assert [(r.block_m, r.block_n) for r in refused] == [(512, 64), (512, 128)] and all(r.refused for r in refused)
     assert "| 32 | 64 |" in format_sweep(rows, "t")

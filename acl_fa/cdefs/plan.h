@@ -50,3 +50,8 @@ typedef struct aclfaPlan {
 int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits, aclfaPlan *plan,
                          char *errBuf, size_t errLen);
 size_t aclfaPlanSizeOf(int32_t which);
+
+/* The policy's analytic modeled cycles of the forward with (blockM, blockN) on the MIX path
+ * (op_host/block_cost.h): what the auto blocks minimize. -1 on NULL arguments or a zero block. */
+double aclfaPlanModeledCycles(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits, uint32_t blockM,
+                              uint32_t blockN);
