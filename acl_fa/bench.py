@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import l2model, sim_stats
+from . import l2model, sim_stats, timing
 from .attention import Problem, check_plan, problem_from_sizes
 from .measure import measure
 from .layouts import to_bnsd
@@ -62,6 +62,7 @@ class BenchRow:
     l2: Optional[l2model.L2Stats]           # L2 model over the trace in launch order
     l2_concurrent: Optional[l2model.L2Stats]  # ... with the cores interleaved as on the chip
     roofline: Optional[dict]
+    model: Optional[dict] = None            # timing.summary: modeled NPU time of the kernel (sim)
 
     @property
     def flash_ms(self) -> float:
@@ -104,6 +105,7 @@ class BenchRow:
             "l2_model": self.l2.to_dict() if self.l2 else None,
             "l2_model_concurrent": self.l2_concurrent.to_dict() if self.l2_concurrent else None,
             "roofline": self.roofline,
+            "modeled_time": self.model,
             "ratios": self.ratios(),
         }
 
@@ -182,7 +184,9 @@ def _bench_one(session: DeviceSession, problem: Problem, *, warmup: int, iters: 
     p = problem
     item = p.dtype.itemsize
     core_max = core_mean = None
-    bound = None
+    bound = model = None
+    if m.model is not None and m.l2_modeled is not None:
+        model = timing.summary(m.model, p.flops(), m.l2_modeled.hbm_bytes, chip_peaks(soc))
     if stats is not None:
         core_max, core_mean = sim_stats.core_loads(stats)
         hbm = l2_concurrent.hbm_bytes if l2_concurrent is not None else stats["gm_bytes"]
@@ -200,7 +204,8 @@ def _bench_one(session: DeviceSession, problem: Problem, *, warmup: int, iters: 
         compulsory_bytes=compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv, p.head_dim,
                                           item),
         useful_macs=p.flops() // 2, executed_macs=stats["cube_macs"] if stats else None,
-        core_max_macs=core_max, core_mean_macs=core_mean, l2=l2_stats, l2_concurrent=l2_concurrent, roofline=bound)
+        core_max_macs=core_max, core_mean_macs=core_mean, l2=l2_stats, l2_concurrent=l2_concurrent, roofline=bound,
+        model=model)
 
 
 def run_bench(*, seqs, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 32,
@@ -272,15 +277,19 @@ def format_bench(report: BenchReport) -> str:
           _x(r.ratios()["gm_traffic"])] for r in report.rows])
     if any(r.roofline for r in report.rows):
         out += ["", "modeled (not measured): HBM = LRU of the chip's L2 over the GM trace, in launch order and "
-                "with the cores interleaved;", ROOFLINE_LABEL + " (HBM term: interleaved)", ""]
+                "with the cores interleaved;", ROOFLINE_LABEL + " (HBM term: interleaved);",
+                "modeled us, TFLOP/s, cube peak: " + timing.LABEL, ""]
         out += _table(
             ["S", "raw GM access", "modeled HBM", "(interleaved)", "compulsory", "HBM/comp", "(interleaved)",
-             "modeled us", "bound", "MACs exec/useful", "core max/mean"],
+             "bound us", "bound", "modeled us", "TFLOP/s", "cube peak", "MACs exec/useful", "core max/mean"],
             [[r.seq, _b(r.flash_gm_bytes), _b(r.l2.hbm_bytes if r.l2 else None),
               _b(r.l2_concurrent.hbm_bytes if r.l2_concurrent else None),
               _b(r.compulsory_bytes), _x(r.ratios()["modeled_hbm_over_compulsory"]),
               _x(r.ratios()["modeled_hbm_concurrent_over_compulsory"]),
               f"{r.roofline['time_s'] * 1e6:.1f}", r.roofline["bound"],
+              "-" if r.model is None else f"{r.model['time_s'] * 1e6:.1f}",
+              "-" if r.model is None else f"{r.model['tflops']:.1f}",
+              "-" if r.model is None else f"{100 * r.model['cube_peak_fraction']:.1f}%",
               f"{r.ratios()['executed_over_useful_macs']:.3f}", f"{r.ratios()['core_max_over_mean_macs']:.3f}"]
              for r in report.rows if r.roofline])
     return "\n".join(out)

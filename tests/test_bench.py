@@ -245,6 +245,10 @@ def test_bench_cli_json_fields_and_ratios(sim_only):
         roof = row["roofline"]
         assert roof["time_s"] == max(roof["cube_s"], roof["vector_s"], roof["hbm_s"])
         assert roof["bound"] in ("cube", "vector", "hbm")
+        # The pipeline model's time: never below the roofline bound, TFLOP/s of the useful work at it.
+        model = row["modeled_time"]
+        assert "modeled" in model["label"] and model["time_s"] >= roof["time_s"]
+        assert model["tflops"] == pytest.approx(2 * fa["useful_macs"] / model["time_s"] / 1e12)
     # the useful MACs follow the causal triangle: 2 matmuls * D (128) * visible pairs * heads
     assert report["rows"][0]["flash"]["useful_macs"] == 2 * 128 * (64 * 65 // 2) * 2
 
@@ -257,6 +261,7 @@ def test_bench_cli_text_labels_and_no_l2(sim_only):
     report = bench_json("--seq", "64", "--iters", "1", "--heads", "1", "--no-l2", "--json")
     assert report["rows"][0]["l2_model"] is None and report["rows"][0]["l2_model_concurrent"] is None
     assert report["rows"][0]["roofline"]["hbm_bytes_source"].startswith("raw GM")
+    assert report["rows"][0]["modeled_time"] is None  # the model runs with the traced launch
 
 
 @pytest.mark.parametrize("seq", ["64,x", "0", ","])
