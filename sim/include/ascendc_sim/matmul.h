@@ -130,11 +130,12 @@ void CheckUbPath(const acl_fa_sim::kernel::CoreContext &core, const char *api, c
 void CheckLocalWorkspace(const acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, uint64_t bytes,
                          bool given, const char *api);
 
-// Records the job on the instruction trace (when on): a request to the cube that reads A and B
-// and writes C (GM, or this core's UB when !cInGm); `sync` adds the wait for it. Returns the
-// job's key for WaitIterateAll.
+// Records the job on the instruction trace (when on): a request to the cube that reads A (GM, or
+// this core's UB when !aInGm) and B (GM) and writes C (GM, or this core's UB when !cInGm); `sync`
+// adds the wait for it. Returns the job's key for WaitIterateAll.
 uint64_t TraceMatmulJob(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, const MatmulJob &job,
-                        uint32_t aBytes, uint32_t bBytes, uint32_t cBytes, bool cInGm, bool sync, const char *api);
+                        uint32_t aBytes, uint32_t bBytes, uint32_t cBytes, bool aInGm, bool cInGm, bool sync,
+                        const char *api);
 
 template <typename T>
 uint64_t GmSpan(int64_t rows, int64_t cols, int64_t ld) {
@@ -405,7 +406,7 @@ private:
         sim::CountMatmul(core, tiling_, bm, bn, singleK_, sizeof(SrcAT), sizeof(SrcBT), cGmBytes, aRows, bRows, cRows);
         if (acl_fa_sim::kernel::Tracing(core)) {
             pendingJob_ = sim::TraceMatmulJob(core, tiling_, job, sizeof(SrcAT), sizeof(SrcBT), sizeof(DstT),
-                                              cGmSpan != 0, sync, api);
+                                              !aInUb_, cGmSpan != 0, sync, api);
         }
     }
 

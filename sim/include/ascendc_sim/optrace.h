@@ -79,8 +79,10 @@ struct MatmulWork {
     uint32_t m = 0, n = 0, k = 0;      // single shape of the request
     uint32_t baseM = 0, baseN = 0, baseK = 0;
     uint32_t aBytes = 0, bBytes = 0;   // element sizes of A and B
-    uint64_t gmReadBytes = 0;          // operand loads (the Matmul traffic model)
+    uint64_t gmReadBytes = 0;          // operand loads from GM (the Matmul traffic model)
+    uint64_t localReadBytes = 0;       // operand loads from this core's UB (coupled chips' A in VECCALC)
     uint64_t outBytes = 0;             // result bytes leaving L0C (fp32 or C's type)
+    bool outToGm = true;               // false: C goes to this core's UB (coupled chips)
 };
 
 struct OpTrace {

@@ -178,7 +178,8 @@ void CheckLocalWorkspace(const acl_fa_sim::kernel::CoreContext &core, const TCub
 }
 
 uint64_t TraceMatmulJob(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, const MatmulJob &j,
-                        uint32_t aBytes, uint32_t bBytes, uint32_t cBytes, bool cInGm, bool sync, const char *api) {
+                        uint32_t aBytes, uint32_t bBytes, uint32_t cBytes, bool aInGm, bool cInGm, bool sync,
+                        const char *api) {
     using acl_fa_sim::kernel::GmRange;
     acl_fa_sim::kernel::MatmulWork w;
     w.m = j.m;
@@ -189,12 +190,24 @@ uint64_t TraceMatmulJob(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling
     w.baseK = t.baseK;
     w.aBytes = aBytes;
     w.bBytes = bBytes;
-    w.gmReadBytes = OperandLoadBytes(t, j.m, j.n, j.k, aBytes, bBytes);
+    // A from UB (coupled chips) is an on-core move: its bytes leave the GM traffic.
+    const uint64_t loads = OperandLoadBytes(t, j.m, j.n, j.k, aBytes, bBytes);
+    const uint64_t aLoads = aInGm ? 0 : loads - OperandLoadBytes(t, j.m, j.n, j.k, 0, bBytes);
+    w.gmReadBytes = loads - aLoads;
+    w.localReadBytes = aLoads;
     w.outBytes = uint64_t(j.m) * j.n * cBytes;
+    w.outToGm = cInGm;
     // A: [m, k] rows (or [k, m] stored), B: [k, n] rows (or [n, k] stored), C: [m, n] rows.
     acl_fa_sim::kernel::MemRange ranges[3];
-    ranges[0] = j.transA ? GmRange(j.a, uint64_t(j.m) * aBytes, false, j.k, j.lda * aBytes)
-                         : GmRange(j.a, uint64_t(j.k) * aBytes, false, j.m, j.lda * aBytes);
+    if (aInGm) {
+        ranges[0] = j.transA ? GmRange(j.a, uint64_t(j.m) * aBytes, false, j.k, j.lda * aBytes)
+                             : GmRange(j.a, uint64_t(j.k) * aBytes, false, j.m, j.lda * aBytes);
+    } else {
+        ranges[0] = acl_fa_sim::kernel::LocalRange(false, static_cast<const uint8_t *>(j.a) - core.ub.base,
+                                                   uint64_t(j.transA ? j.m : j.k) * aBytes, false);
+        ranges[0].count = j.transA ? j.k : j.m;
+        ranges[0].stride = j.lda * aBytes;
+    }
     ranges[1] = j.transB ? GmRange(j.b, uint64_t(j.k) * bBytes, false, j.n, j.ldb * bBytes)
                          : GmRange(j.b, uint64_t(j.n) * bBytes, false, j.k, j.ldb * bBytes);
     if (cInGm) {

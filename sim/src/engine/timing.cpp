@@ -507,10 +507,13 @@ private:
         const uint64_t tiles = std::max<uint64_t>(1, mBlocks * nBlocks * up(w.k, std::max<uint32_t>(w.baseK, 1)));
         const double l0Bytes = double(w.aBytes) * up(w.m, 16) * 16 * up(w.k, c0) * c0 * nBlocks +
                                double(w.bBytes) * up(w.k, c0) * c0 * up(w.n, 16) * 16 * mBlocks;
-        gmBytes_ += double(w.gmReadBytes) + double(w.outBytes);
-        const double x[4] = {w.gmReadBytes / coreBw_, l0Bytes / c_.mte1BytesPerCycle,
-                             fractals * c_.cubeFractalCycles,
-                             w.outBytes / std::min(c_.fixpipeBytesPerCycle, coreBw_)};
+        gmBytes_ += double(w.gmReadBytes) + (w.outToGm ? double(w.outBytes) : 0.0);
+        // Operands from UB (coupled chips) move at the core's port rate without GM bandwidth;
+        // results to UB leave FixPipe at its own rate.
+        const double x[4] = {w.gmReadBytes / coreBw_ + w.localReadBytes / c_.corePortBytesPerCycle,
+                             l0Bytes / c_.mte1BytesPerCycle, fractals * c_.cubeFractalCycles,
+                             w.outBytes / (w.outToGm ? std::min(c_.fixpipeBytesPerCycle, coreBw_)
+                                                     : c_.fixpipeBytesPerCycle)};
         double sum = 0, peak = 0;
         for (double v : x) {
             sum += v;
@@ -521,7 +524,8 @@ private:
         // Stage spans: each stage starts one tile after the previous one's start.
         double stageStart = start;
         const double lat[4] = {c_.mte2LatencyCycles, 0, 0, c_.fixpipeLatencyCycles};
-        const uint64_t units[4] = {w.gmReadBytes, uint64_t(l0Bytes), uint64_t(w.m) * w.n * w.k, w.outBytes};
+        const uint64_t units[4] = {w.gmReadBytes + w.localReadBytes, uint64_t(l0Bytes), uint64_t(w.m) * w.n * w.k,
+                                   w.outBytes};
         double stageAt[4];
         for (int i = 0; i < 4; ++i) {
             stageAt[i] = i == 3 ? std::max(stageStart, end - lat[3] - x[3]) : stageStart;
