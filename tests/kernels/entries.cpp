@@ -14,6 +14,7 @@ extern "C" void matmul_only(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, 
 extern "C" void probe(GM_ADDR in, GM_ADDR out, GM_ADDR tiling);
 extern "C" void gemm_aic(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling);
 extern "C" void philox_tile(GM_ADDR p, GM_ADDR pOut, GM_ADDR words, GM_ADDR bits, GM_ADDR tiling);
+extern "C" void mask_tile(GM_ADDR mask, GM_ADDR scores, GM_ADDR out, GM_ADDR summary, GM_ADDR tiling);
 extern "C" void cross_core(GM_ADDR x, GM_ADDR b, GM_ADDR out, GM_ADDR workspace, GM_ADDR tiling);
 
 namespace {
@@ -153,5 +154,17 @@ extern "C" int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bi
     aclError rc = acl_fa_sim::LaunchKernel(
         "philox_tile", blockDim, KERNEL_TYPE_AIV_ONLY,
         [&] { philox_tile(Gm(p), Gm(pOut), Gm(words), Gm(bits), reinterpret_cast<GM_ADDR>(&tiling)); }, &msg);
+    return Finish(rc, msg, err, errLen);
+}
+
+extern "C" int aclfaSimTestMaskTile(void *mask, void *scores, void *out, void *summary, const uint32_t *t,
+                                    uint32_t blockDim, char *err, size_t errLen) {
+    MaskTileTiling tiling{};
+    static_assert(sizeof(MaskTileTiling) == 10 * sizeof(uint32_t), "MaskTileTiling: 10 32-bit fields");
+    std::memcpy(&tiling, t, sizeof(tiling));
+    std::string msg;
+    aclError rc = acl_fa_sim::LaunchKernel(
+        "mask_tile", blockDim, KERNEL_TYPE_AIV_ONLY,
+        [&] { mask_tile(Gm(mask), Gm(scores), Gm(out), Gm(summary), reinterpret_cast<GM_ADDR>(&tiling)); }, &msg);
     return Finish(rc, msg, err, errLen);
 }

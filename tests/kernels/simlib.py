@@ -27,6 +27,8 @@ int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspa
                           uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim, char *err, size_t errLen);
 int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bits, const uint32_t *t, uint32_t blockDim,
                            char *err, size_t errLen);
+int aclfaSimTestMaskTile(void *mask, void *scores, void *out, void *summary, const uint32_t *t, uint32_t blockDim,
+                         char *err, size_t errLen);
 """
 
 MEMCPY_H2D, MEMCPY_D2H = 1, 2

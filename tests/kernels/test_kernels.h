@@ -62,6 +62,13 @@ struct PhiloxTileTiling {
     uint32_t lanes;           // counters per chunk (multiple of width / 4)
     uint32_t rowsPerCore;     // core b takes rows [b * rowsPerCore, (b + 1) * rowsPerCore)
 };
+
+struct MaskTileTiling {
+    uint32_t batch, heads, sq, skv;  // scores [batch, heads, sq, skv] fp32
+    uint32_t mb, mn, mq;             // device mask uint8 [mb, mn, mq, skv], 1 = masked
+    uint32_t blockM, blockN;         // tile = summary block (blockN a multiple of 8)
+    uint32_t maskRows;               // MaskTiles rows per pass (a multiple of 4)
+};
 #endif
 
 #ifdef __cplusplus
@@ -95,6 +102,11 @@ int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspa
  * [rows * width / 8] uint8, pOut = p with dropout; t = PhiloxTileTiling's fields in order. */
 int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bits, const uint32_t *t, uint32_t blockDim,
                            char *err, size_t errLen);
+
+/* mask_tile (op_kernel/attention_mask.h) on blockDim AIVs: out = scores with the mask applied per
+ * tile, summary = the block classes; t = MaskTileTiling's fields in order. */
+int aclfaSimTestMaskTile(void *mask, void *scores, void *out, void *summary, const uint32_t *t, uint32_t blockDim,
+                         char *err, size_t errLen);
 
 #ifdef __cplusplus
 }

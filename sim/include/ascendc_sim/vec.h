@@ -338,8 +338,30 @@ void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, uint64_t mask[],
 }
 
 // ---- Cast ----
+// uint8_t -> half (CAST_NONE; exact for 0..255): asc-devkit Cast.md, A2/A3 table.
+namespace sim {
+template <typename T>
+void CastFromU8(const LocalTensor<T> &dst, const LocalTensor<uint8_t> &src, const RoundMode &roundMode,
+                const uint32_t count) {
+    static_assert(std::is_same_v<T, half>, "Cast from uint8_t: the simulator converts to half only");
+    acl_fa_sim::kernel::Enter("Cast");
+    if (roundMode != RoundMode::CAST_NONE) {
+        acl_fa_sim::kernel::Violation("Cast mode", "Cast", "uint8_t -> half takes CAST_NONE only");
+    }
+    sim::CheckLocalT("Cast", "dst", dst, uint64_t(count) * sizeof(T));
+    sim::CheckLocalT("Cast", "src", src, uint64_t(count));
+    sim::CountVector(count);
+    sim::TraceVector("Cast", sim::RepeatsOf(uint64_t(count) * sizeof(T)),
+                     {sim::LocalOf(dst, uint64_t(count) * sizeof(T), true), sim::LocalOf(src, uint64_t(count), false)});
+    for (uint32_t i = 0; i < count; ++i) dst.SimData()[i] = T(static_cast<float>(src.SimData()[i]));
+}
+}  // namespace sim
 template <typename T, typename U>
 void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode &roundMode, const uint32_t count) {
+    if constexpr (std::is_same_v<U, uint8_t>) {
+        sim::CastFromU8(dst, src, roundMode, count);
+        return;
+    } else {
     static_assert(sim::TypeTag<T>() >= 0 && sim::TypeTag<U>() >= 0,
                   "Cast: the simulator supports float, half, bfloat16_t and int32_t");
     auto &core = acl_fa_sim::kernel::Enter("Cast");
@@ -353,6 +375,7 @@ void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode 
                      {sim::LocalOf(dst, uint64_t(count) * sizeof(T), true),
                       sim::LocalOf(src, uint64_t(count) * sizeof(U), false)});
     sim::CastImpl(dst.SimData(), sim::TypeTag<T>(), src.SimData(), sim::TypeTag<U>(), count, roundMode);
+    }
 }
 
 // ---- reductions (count form): result in dst[0]; calIndex puts the index in dst[1] ----
