@@ -113,9 +113,11 @@ public:
     }
 
     // p[r, c] (r < rows, c < width) = keep(i0 + r, j0 + c) ? p[r, c] / keep_prob : 0; p's row
-    // stride is width. j0: a multiple of 4.
+    // stride is width. j0: a multiple of 4. With keepBytes, also keepBytes[r, c] = 1 if kept, else
+    // 0 (uint8 [rows, width]; the dropout_mask output, a testing aid).
     __aicore__ inline void Apply(const AscendC::LocalTensor<float> &p, const DropoutStream &st, uint32_t i0,
-                                 uint32_t j0, uint32_t rows, uint32_t width)
+                                 uint32_t j0, uint32_t rows, uint32_t width,
+                                 const AscendC::LocalTensor<uint8_t> *keepBytes = nullptr)
     {
         SetWidth(width);
         for (uint32_t r0 = 0; r0 < rows; r0 += chunkRows_) {
@@ -124,6 +126,9 @@ public:
             const AscendC::LocalTensor<float> pc = p[r0 * width_];
             AscendC::Muls(pc, pc, st.invKeepProb, static_cast<int32_t>(n));
             AscendC::Select(pc, keepBits_, pc, 0.0f, AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, n);
+            if (keepBytes != nullptr) {
+                KeepBytes((*keepBytes)[r0 * width_], n);
+            }
         }
     }
 
@@ -167,6 +172,16 @@ public:
             AscendC::Add(prod_[w * L], s[2 * w * L], s[(2 * w + 1) * L], static_cast<int32_t>(L));
         }
         AscendC::Gather(words, prod_, gatherOffset_, 0, PHILOX_WORDS * L);
+    }
+
+    // bytes[0:n] = 1 where the last KeepBits chunk keeps its element (tile order), else 0; uses
+    // the word scratch as a half tile.
+    __aicore__ inline void KeepBytes(const AscendC::LocalTensor<uint8_t> &bytes, uint32_t n)
+    {
+        const AscendC::LocalTensor<half> ones = prod_.ReinterpretCast<half>();
+        AscendC::Duplicate(ones, static_cast<half>(1.0f), static_cast<int32_t>(n));
+        AscendC::Select(ones, keepBits_, ones, static_cast<half>(0.0f), AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, n);
+        AscendC::Cast(bytes, ones, AscendC::RoundMode::CAST_NONE, n);
     }
 
     __aicore__ inline uint32_t ChunkRows() const { return chunkRows_; }

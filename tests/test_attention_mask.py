@@ -19,7 +19,7 @@ VISIBLE, MIXED, MASKED = 0, 1, 2
 def sim():
     s = simlib.SimKernels()
     yield s
-    s.free_all()
+    s.close()
 
 
 def classify(mask, block_m, block_n):

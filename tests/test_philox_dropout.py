@@ -1,8 +1,8 @@
 """The in-kernel dropout (op_kernel/philox_dropout.h) through the philox_tile test kernel: the
-Philox4x32-10 words it generates on the vector unit, its keep bits and the dropped-out P equal the
-independent numpy Philox (acl_fa/philox.py, checked against Random123's known-answer vectors in
-tests/test_philox.py) bit for bit, for tile origins, widths, chunk sizes, core counts, seeds and
-streams that cross the 16-bit limb and 32-bit word boundaries."""
+Philox4x32-10 words it generates on the vector unit, its keep mask (uint8, the dropout_mask output
+form) and the dropped-out P equal the independent numpy Philox (acl_fa/philox.py, checked against
+Random123's known-answer vectors in tests/test_philox.py) bit for bit, for tile origins, widths,
+chunk sizes, core counts, seeds and streams that cross the 16-bit limb and 32-bit word boundaries."""
 import sys
 import pathlib
 
@@ -32,7 +32,7 @@ def tile_words(seed, stream, i0, j0, rows, width):
 def sim():
     s = simlib.SimKernels()
     yield s
-    s.free_all()
+    s.close()
 
 
 def run_tile(sim, seed, stream, i0, j0, rows, width, lanes, keep_prob, cores=1):
@@ -43,12 +43,12 @@ def run_tile(sim, seed, stream, i0, j0, rows, width, lanes, keep_prob, cores=1):
                   np.float32(inv).view(np.uint32), i0, j0, rows, width, lanes, rows_per_core], np.uint32)
     p = np.random.default_rng(seed % 1000).uniform(0.0, 1.0, (rows, width)).astype(np.float32)
     dp = sim.device(p)
-    dout, dwords, dbits = sim.device(p.nbytes), sim.device(p.nbytes), sim.device(max(32, p.size // 8))
+    dout, dwords, dbytes = sim.device(p.nbytes), sim.device(p.nbytes), sim.device(p.size)
     e = sim.err()
-    rc = sim.k.aclfaSimTestPhiloxTile(dp, dout, dwords, dbits, sim.ffi.from_buffer("uint32_t[]", t), cores, e, 4096)
+    rc = sim.k.aclfaSimTestPhiloxTile(dp, dout, dwords, dbytes, sim.ffi.from_buffer("uint32_t[]", t), cores, e, 4096)
     assert rc == 0, sim.ffi.string(e).decode()
     return (p, sim.host(dout, p.shape, np.float32), sim.host(dwords, p.shape, np.uint32),
-            sim.host(dbits, (p.size // 8,), np.uint8), thr, inv)
+            sim.host(dbytes, p.shape, np.uint8), thr, inv)
 
 
 CASES = [
@@ -62,21 +62,21 @@ CASES = [
 
 
 @pytest.mark.parametrize("seed,stream,i0,j0,rows,width,lanes,keep_prob,cores", CASES)
-def test_kernel_philox_words_keep_bits_and_dropout(sim, seed, stream, i0, j0, rows, width, lanes, keep_prob, cores):
-    p, out, words, bits, thr, inv = run_tile(sim, seed, stream, i0, j0, rows, width, lanes, keep_prob, cores)
+def test_kernel_philox_words_keep_mask_and_dropout(sim, seed, stream, i0, j0, rows, width, lanes, keep_prob, cores):
+    p, out, words, keep_bytes, thr, inv = run_tile(sim, seed, stream, i0, j0, rows, width, lanes, keep_prob, cores)
     want = tile_words(seed, stream, i0, j0, rows, width)
     np.testing.assert_array_equal(words, want)
     keep = keep_mask(seed, stream, 0, 0, 1, i0 + rows, j0 + width, keep_prob, rows=slice(i0, i0 + rows))[:, j0:]
     np.testing.assert_array_equal(keep, want >= np.uint32(thr))
-    np.testing.assert_array_equal(np.unpackbits(bits, bitorder="little").reshape(rows, width).astype(bool), keep)
+    np.testing.assert_array_equal(keep_bytes, keep.astype(np.uint8))
     np.testing.assert_array_equal(out, np.where(keep, p * inv, np.float32(0)))
 
 
 def test_keep_rate_and_threshold_edges(sim):
     # keep_prob 1 keeps everything (threshold 0); the words equal to the threshold are kept.
-    _, out, words, bits, thr, _ = run_tile(sim, 99, 5, 0, 0, 16, 128, 512, 1.0)
-    assert thr == 0 and np.all(np.unpackbits(bits) == 1)
-    _, _, words, bits, thr, _ = run_tile(sim, 99, 5, 0, 0, 64, 128, 512, 0.75)
-    keep = np.unpackbits(bits, bitorder="little").reshape(64, 128).astype(bool)
+    _, out, words, keep_bytes, thr, _ = run_tile(sim, 99, 5, 0, 0, 16, 128, 512, 1.0)
+    assert thr == 0 and np.all(keep_bytes == 1)
+    _, _, words, keep_bytes, thr, _ = run_tile(sim, 99, 5, 0, 0, 64, 128, 512, 0.75)
+    keep = keep_bytes.astype(bool)
     assert abs(keep.mean() - 0.75) < 0.02
     assert np.array_equal(keep, words >= np.uint32(thr))

@@ -18,7 +18,7 @@ AIVS = 2 * BLOCKS
 def sim():
     s = simlib.SimKernels()
     yield s
-    s.free_all()
+    s.close()
 
 
 def run(sim, op, x, n, b=None, out_elems=None, spin=0, mnk=(0, 0, 0), blocks=BLOCKS):

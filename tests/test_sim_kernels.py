@@ -19,7 +19,7 @@ except ImportError:  # bf16 reference unavailable
 def sim():
     s = simlib.SimKernels()
     yield s
-    s.free_all()
+    s.close()
 
 
 def rng(seed=0):

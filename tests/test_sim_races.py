@@ -19,7 +19,7 @@ def kernels():
     s = simlib.SimKernels()
     yield s
     s.engine.aclfaSimSetOpTrace(0)
-    s.free_all()
+    s.close()
 
 
 def test_race_rule_fires_on_a_removed_flag_pair(kernels):

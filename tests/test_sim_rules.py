@@ -15,7 +15,7 @@ import simlib  # noqa: E402
 def sim():
     s = simlib.SimKernels()
     yield s
-    s.free_all()
+    s.close()
 
 
 CASES = [

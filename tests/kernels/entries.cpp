@@ -13,7 +13,7 @@ extern "C" void mm_softmax(GM_ADDR a, GM_ADDR b, GM_ADDR out, GM_ADDR workspace,
 extern "C" void matmul_only(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling);
 extern "C" void probe(GM_ADDR in, GM_ADDR out, GM_ADDR tiling);
 extern "C" void gemm_aic(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling);
-extern "C" void philox_tile(GM_ADDR p, GM_ADDR pOut, GM_ADDR words, GM_ADDR bits, GM_ADDR tiling);
+extern "C" void philox_tile(GM_ADDR p, GM_ADDR pOut, GM_ADDR words, GM_ADDR bytes, GM_ADDR tiling);
 extern "C" void mask_tile(GM_ADDR mask, GM_ADDR scores, GM_ADDR out, GM_ADDR summary, GM_ADDR tiling);
 extern "C" void cross_core(GM_ADDR x, GM_ADDR b, GM_ADDR out, GM_ADDR workspace, GM_ADDR tiling);
 
@@ -145,7 +145,7 @@ extern "C" int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, vo
     return Finish(rc, msg, err, errLen);
 }
 
-extern "C" int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bits, const uint32_t *t,
+extern "C" int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bytes, const uint32_t *t,
                                       uint32_t blockDim, char *err, size_t errLen) {
     PhiloxTileTiling tiling{};
     static_assert(sizeof(PhiloxTileTiling) == 12 * sizeof(uint32_t), "PhiloxTileTiling: 12 32-bit fields");
@@ -153,7 +153,7 @@ extern "C" int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bi
     std::string msg;
     aclError rc = acl_fa_sim::LaunchKernel(
         "philox_tile", blockDim, KERNEL_TYPE_AIV_ONLY,
-        [&] { philox_tile(Gm(p), Gm(pOut), Gm(words), Gm(bits), reinterpret_cast<GM_ADDR>(&tiling)); }, &msg);
+        [&] { philox_tile(Gm(p), Gm(pOut), Gm(words), Gm(bytes), reinterpret_cast<GM_ADDR>(&tiling)); }, &msg);
     return Finish(rc, msg, err, errLen);
 }
 

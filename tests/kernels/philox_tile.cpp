@@ -1,6 +1,7 @@
 // philox_tile.cpp -- test kernel for op_kernel/philox_dropout.h: per core a slice of the rows of
 // a [rows, width] score tile (rows [i0 + core * rowsPerCore, ...), columns [j0, j0 + width)):
-// the raw Philox4x32-10 words in tile order, the keep bits, and P with dropout applied.
+// the raw Philox4x32-10 words in tile order, the keep mask as uint8 bytes (1 = kept; the
+// forward's dropout_mask form), and P with dropout applied.
 // AIV only. tests/test_philox_dropout.py compares everything bit for bit with numpy.
 #include "kernel_operator.h"
 #include "philox_dropout.h"
@@ -10,7 +11,7 @@ namespace {
 
 class PhiloxTile {
 public:
-    __aicore__ inline void Init(GM_ADDR p, GM_ADDR pOut, GM_ADDR words, GM_ADDR bits, const PhiloxTileTiling &t)
+    __aicore__ inline void Init(GM_ADDR p, GM_ADDR pOut, GM_ADDR words, GM_ADDR bytes, const PhiloxTileTiling &t)
     {
         t_ = t;
         const uint32_t core = AscendC::GetBlockIdx();
@@ -20,14 +21,14 @@ public:
         pGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(p), elems);
         pOutGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(pOut), elems);
         wordsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(words), elems);
-        bitsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ uint8_t *>(bits), elems / 8);
+        bytesGm_.SetGlobalBuffer(reinterpret_cast<__gm__ uint8_t *>(bytes), elems);
         keep_.Init(&pipe_, t.lanes);
         keep_.SetWidth(t.width);
         const uint32_t chunk = philox_dropout::PHILOX_WORDS * keep_.Lanes();
         pipe_.InitBuffer(pQue_, 1, chunk * sizeof(float));
         pipe_.InitBuffer(outQue_, 1, chunk * sizeof(float));
         pipe_.InitBuffer(wordsQue_, 1, chunk * sizeof(int32_t));
-        pipe_.InitBuffer(bitsQue_, 1, (chunk / 8 + 31) / 32 * 32);
+        pipe_.InitBuffer(bytesQue_, 1, chunk);
         stream_ = philox_dropout::MakeStream((uint64_t(t.key1) << 32) | t.key0,
                                              (uint64_t(t.ctr3) << 32) | t.ctr2, 0, t.threshold, t.invKeepProb);
     }
@@ -52,17 +53,16 @@ public:
             AscendC::LocalTensor<float> o = outQue_.AllocTensor<float>();
             AscendC::DataCopy(o, p, n);
             pQue_.FreeTensor(p);
-            keep_.Apply(o, stream_, t_.i0 + r, t_.j0, rows, t_.width);
-            AscendC::LocalTensor<uint8_t> b = bitsQue_.AllocTensor<uint8_t>();
-            AscendC::DataCopy(b, keep_.KeepBitsTensor(), (n / 8 + 31) / 32 * 32);
-            bitsQue_.EnQue(b);
+            AscendC::LocalTensor<uint8_t> b = bytesQue_.AllocTensor<uint8_t>();
+            keep_.Apply(o, stream_, t_.i0 + r, t_.j0, rows, t_.width, &b);
+            bytesQue_.EnQue(b);
             outQue_.EnQue(o);
             o = outQue_.DeQue<float>();
             AscendC::DataCopy(pOutGm_[at], o, n);
             outQue_.FreeTensor(o);
-            b = bitsQue_.DeQue<uint8_t>();
-            AscendC::DataCopyPad(bitsGm_[at / 8], b, AscendC::DataCopyExtParams(1, n / 8, 0, 0, 0));
-            bitsQue_.FreeTensor(b);
+            b = bytesQue_.DeQue<uint8_t>();
+            AscendC::DataCopyPad(bytesGm_[at], b, AscendC::DataCopyExtParams(1, n, 0, 0, 0));
+            bytesQue_.FreeTensor(b);
         }
     }
 
@@ -71,23 +71,23 @@ private:
     philox_dropout::PhiloxKeepMask keep_;
     philox_dropout::DropoutStream stream_;
     AscendC::TQue<AscendC::TPosition::VECIN, 1> pQue_;
-    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_, wordsQue_, bitsQue_;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_, wordsQue_, bytesQue_;
     AscendC::GlobalTensor<float> pGm_, pOutGm_;
     AscendC::GlobalTensor<int32_t> wordsGm_;
-    AscendC::GlobalTensor<uint8_t> bitsGm_;
+    AscendC::GlobalTensor<uint8_t> bytesGm_;
     PhiloxTileTiling t_{};
     uint32_t rowBegin_ = 0, rowEnd_ = 0;
 };
 
 }  // namespace
 
-extern "C" __global__ __aicore__ void philox_tile(GM_ADDR p, GM_ADDR pOut, GM_ADDR words, GM_ADDR bits,
+extern "C" __global__ __aicore__ void philox_tile(GM_ADDR p, GM_ADDR pOut, GM_ADDR words, GM_ADDR bytes,
                                                   GM_ADDR tiling)
 {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
     REGISTER_TILING_DEFAULT(PhiloxTileTiling);
     GET_TILING_DATA(t, tiling);
     PhiloxTile op;
-    op.Init(p, pOut, words, bits, t);
+    op.Init(p, pOut, words, bytes, t);
     op.Process();
 }

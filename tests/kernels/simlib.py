@@ -25,7 +25,7 @@ int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, 
                       size_t errLen);
 int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n, uint64_t spin,
                           uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim, char *err, size_t errLen);
-int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bits, const uint32_t *t, uint32_t blockDim,
+int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bytes, const uint32_t *t, uint32_t blockDim,
                            char *err, size_t errLen);
 int aclfaSimTestMaskTile(void *mask, void *scores, void *out, void *summary, const uint32_t *t, uint32_t blockDim,
                          char *err, size_t errLen);
@@ -53,7 +53,9 @@ class SimKernels:
         self.rt = self.ffi.dlopen(str(d / "libascendcl.so"))
         self.engine = self.ffi.dlopen(str(d / "libascendc_sim.so"))
         self.k = self.ffi.dlopen(str(d / "libaclfa_sim_testkernels.so"))
-        assert self.rt.aclInit(self.ffi.NULL) in (0, 100002)  # 100002: already initialised
+        rc = self.rt.aclInit(self.ffi.NULL)
+        assert rc in (0, 100002)  # 100002: already initialised (by someone else: not ours to finalize)
+        self._owns_init = rc == 0
         assert self.rt.aclrtSetDevice(0) == 0
         self._bufs = []
 
@@ -77,6 +79,14 @@ class SimKernels:
         for p in self._bufs:
             self.rt.aclrtFree(p)
         self._bufs.clear()
+
+    def close(self):
+        """Frees the buffers and finalizes ACL when this object initialized it, so that a later
+        Session in the process starts from a clean runtime (its leak check counts aclInit)."""
+        self.free_all()
+        if self._owns_init:
+            self.rt.aclFinalize()
+            self._owns_init = False
 
     def err(self):
         return self.ffi.new("char[4096]")

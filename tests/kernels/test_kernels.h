@@ -98,9 +98,9 @@ int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, 
 int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n, uint64_t spin,
                           uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim, char *err, size_t errLen);
 
-/* philox_tile (op_kernel/philox_dropout.h) on blockDim AIVs: words [rows, width] int32, bits
- * [rows * width / 8] uint8, pOut = p with dropout; t = PhiloxTileTiling's fields in order. */
-int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bits, const uint32_t *t, uint32_t blockDim,
+/* philox_tile (op_kernel/philox_dropout.h) on blockDim AIVs: words [rows, width] int32, keep bytes
+ * [rows, width] uint8 (1 = kept), pOut = p with dropout; t = PhiloxTileTiling's fields in order. */
+int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bytes, const uint32_t *t, uint32_t blockDim,
                            char *err, size_t errLen);
 
 /* mask_tile (op_kernel/attention_mask.h) on blockDim AIVs: out = scores with the mask applied per

@@ -355,11 +355,39 @@ void CastFromU8(const LocalTensor<T> &dst, const LocalTensor<uint8_t> &src, cons
                      {sim::LocalOf(dst, uint64_t(count) * sizeof(T), true), sim::LocalOf(src, uint64_t(count), false)});
     for (uint32_t i = 0; i < count; ++i) dst.SimData()[i] = T(static_cast<float>(src.SimData()[i]));
 }
+// half -> uint8_t (asc-devkit Cast.md, A2/A3 table: CAST_NONE / RINT / FLOOR / CEIL / ROUND / TRUNC);
+// values are rounded as the mode says and saturated to [0, 255].
+template <typename U>
+void CastToU8(const LocalTensor<uint8_t> &dst, const LocalTensor<U> &src, const RoundMode &roundMode,
+              const uint32_t count) {
+    static_assert(std::is_same_v<U, half>, "Cast to uint8_t: the simulator converts from half only");
+    acl_fa_sim::kernel::Enter("Cast");
+    sim::CheckLocalT("Cast", "dst", dst, uint64_t(count));
+    sim::CheckLocalT("Cast", "src", src, uint64_t(count) * sizeof(U));
+    sim::CountVector(count);
+    sim::TraceVector("Cast", sim::RepeatsOf(uint64_t(count) * sizeof(U)),
+                     {sim::LocalOf(dst, uint64_t(count), true), sim::LocalOf(src, uint64_t(count) * sizeof(U), false)});
+    for (uint32_t i = 0; i < count; ++i) {
+        const float x = static_cast<float>(src.SimData()[i]);
+        float r = x;
+        switch (roundMode) {
+            case RoundMode::CAST_FLOOR: r = std::floor(x); break;
+            case RoundMode::CAST_CEIL: r = std::ceil(x); break;
+            case RoundMode::CAST_ROUND: r = std::round(x); break;
+            case RoundMode::CAST_TRUNC: r = std::trunc(x); break;
+            default: r = std::nearbyint(x); break;  // CAST_NONE / CAST_RINT: to nearest, ties to even
+        }
+        dst.SimData()[i] = static_cast<uint8_t>(r != r ? 0.0f : std::min(255.0f, std::max(0.0f, r)));
+    }
+}
 }  // namespace sim
 template <typename T, typename U>
 void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode &roundMode, const uint32_t count) {
     if constexpr (std::is_same_v<U, uint8_t>) {
         sim::CastFromU8(dst, src, roundMode, count);
+        return;
+    } else if constexpr (std::is_same_v<T, uint8_t>) {
+        sim::CastToU8(dst, src, roundMode, count);
         return;
     } else {
     static_assert(sim::TypeTag<T>() >= 0 && sim::TypeTag<U>() >= 0,
