@@ -38,17 +38,9 @@ def sim():
 def run_tile(sim, seed, stream, i0, j0, rows, width, lanes, keep_prob, cores=1):
     thr = dropout_threshold(keep_prob)
     inv = np.float32(1.0) / np.float32(keep_prob)
-    rows_per_core = -(-rows // cores)
-    t = np.array([seed & 0xFFFFFFFF, seed >> 32, stream & 0xFFFFFFFF, stream >> 32, thr,
-                  np.float32(inv).view(np.uint32), i0, j0, rows, width, lanes, rows_per_core], np.uint32)
     p = np.random.default_rng(seed % 1000).uniform(0.0, 1.0, (rows, width)).astype(np.float32)
-    dp = sim.device(p)
-    dout, dwords, dbytes = sim.device(p.nbytes), sim.device(p.nbytes), sim.device(p.size)
-    e = sim.err()
-    rc = sim.k.aclfaSimTestPhiloxTile(dp, dout, dwords, dbytes, sim.ffi.from_buffer("uint32_t[]", t), cores, e, 4096)
-    assert rc == 0, sim.ffi.string(e).decode()
-    return (p, sim.host(dout, p.shape, np.float32), sim.host(dwords, p.shape, np.uint32),
-            sim.host(dbytes, p.shape, np.uint8), thr, inv)
+    out, words, keep_bytes = sim.philox_tile(p, seed, stream, i0, j0, lanes, thr, inv, cores)
+    return p, out, words, keep_bytes, thr, inv
 
 
 CASES = [

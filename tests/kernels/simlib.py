@@ -96,6 +96,22 @@ class SimKernels:
         assert self.engine.aclfaSimGetLastLaunchStats(s) == 0
         return s
 
+    def philox_tile(self, p, seed, stream, i0, j0, lanes, threshold, inv_keep_prob, cores=1):
+        """The philox_tile kernel (op_kernel/philox_dropout.h) on p [rows, width] fp32 of the tile at
+        (i0, j0): (p with dropout, the Philox words uint32, the keep mask uint8), all [rows, width]."""
+        rows, width = p.shape
+        t = np.array([seed & 0xFFFFFFFF, seed >> 32, stream & 0xFFFFFFFF, stream >> 32, threshold,
+                      np.float32(inv_keep_prob).view(np.uint32), i0, j0, rows, width, lanes, -(-rows // cores)],
+                     np.uint32)
+        dp = self.device(np.ascontiguousarray(p, np.float32))
+        dout, dwords, dbytes = self.device(p.size * 4), self.device(p.size * 4), self.device(p.size)
+        e = self.err()
+        rc = self.k.aclfaSimTestPhiloxTile(dp, dout, dwords, dbytes, self.ffi.from_buffer("uint32_t[]", t), cores,
+                                           e, 4096)
+        assert rc == 0, self.ffi.string(e).decode()
+        return (self.host(dout, p.shape, np.float32), self.host(dwords, p.shape, np.uint32),
+                self.host(dbytes, p.shape, np.uint8))
+
     def probe(self, op, x, param=0.0, out_elems=None, kernel_type=KERNEL_TYPE_AIV_ONLY):
         x = np.ascontiguousarray(x, np.float32)
         n = x.size
