@@ -6,7 +6,7 @@
 #   bench/regenerate.sh all          # everything below (about 15 minutes on 2 cores)
 #   bench/regenerate.sh bench soc    # chosen sections
 #
-# Sections: readme plan bench soc l2 efficiency rss overhead torch matmul backward model ring decode
+# Sections: readme plan bench soc l2 efficiency rss overhead torch matmul backward model sweep ring decode
 #   dropout
 #   backward  the FlashAttentionGrad rows (torch for its comparison; about 30 minutes on 2 cores)
 #   torch   needs torch (pip install torch --index-url https://download.pytorch.org/whl/cpu)
@@ -59,6 +59,10 @@ section() {
             run model-sensitivity acl-fa profile --seq 4096 --heads 8 --causal --sensitivity
             run model-fa "$PYTHON" bench/fa_model.py
             run model-gemm "$PYTHON" bench/gemm_model.py ;;
+        sweep)
+            run sweep-4096 acl-fa plan --seq 4096 --heads 8 --causal --sweep --plot bench/sweep_4096_causal.png
+            run sweep-4096-310p env ACL_FA_SIM_SOC=Ascend310P3 acl-fa plan --seq 4096 --heads 8 --causal --sweep
+            run sweep-before-after "$PYTHON" bench/block_choice.py ;;
         ring) run ring-model "$PYTHON" bench/ring_model.py ;;
         decode)
             local common=(--heads 32 --kv-heads 8 --head-dim 128)
@@ -66,7 +70,7 @@ section() {
             run decode-batch acl-fa bench --decode --paged --block-size 128 --seq-kv 4096 --batch 32 "${common[@]}" --steps 2
             run decode-contiguous acl-fa bench --decode --seq-kv 32768 "${common[@]}" --steps 4
             run decode-loop acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8 --paged --steps 64 --json ;;
-        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul dropout backward model ring decode; do section "$s"; done ;;
+        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
 }
