@@ -28,7 +28,7 @@ class SweepRow:
     block_m: int
     block_n: int
     time_s: Optional[float]       # modeled (None when the blocks do not fit)
-    analytic_s: Optional[float]   # the tiling policy's analytic estimate (op_host/block_cost.h)
+    analytic_s: Optional[float]   # the tiling policy's analytic estimate (op_host/block_cost.h; MIX path only)
     tflops: Optional[float]
     critical: Optional[str]
     refused: Optional[str]        # why the policy refuses the blocks
@@ -66,7 +66,9 @@ def sweep(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int 
                 session.flash_attention(q, k, v, causal=causal, layout=layout, num_heads=heads,
                                         num_kv_heads=kv_heads, block_m=bm, block_n=bn)
             model = timing.last_model(session.backend)
-            analytic = plan_module.analytic_cycles(soc=soc, block_m=bm, block_n=bn, **sizes) / clock_hz
+            # The closed form describes the MIX path only; the coupled path chooses without it.
+            analytic = (None if chosen.chip.coupled else
+                        plan_module.analytic_cycles(soc=soc, block_m=bm, block_n=bn, **sizes) / clock_hz)
             rows.append(SweepRow(bm, bn, model.seconds, analytic, base.flops() / model.seconds / 1e12,
                                  model.critical, None, (bm, bn) == (chosen.block_m, chosen.block_n)))
             if progress:
@@ -78,7 +80,7 @@ def analytic_error(rows: list) -> dict:
     """How well the policy's analytic cost stands in for the model over the fitting rows:
     median and largest |analytic / modeled - 1|, and how much slower the policy's choice models
     than the sweep's fastest candidate (0 = it is the fastest)."""
-    fit = [r for r in rows if r.time_s is not None]
+    fit = [r for r in rows if r.time_s is not None and r.analytic_s is not None]
     if not fit:
         return {}
     errors = sorted(abs(r.analytic_s / r.time_s - 1) for r in fit)
@@ -96,7 +98,8 @@ def format_sweep(rows: list, title: str) -> str:
         if r.time_s is None:
             continue
         mark = " *" if r.chosen else ""
-        lines.append(f"| {r.block_m}{mark} | {r.block_n} | {r.time_s * 1e6:.1f} | {r.analytic_s * 1e6:.1f} | "
+        analytic = "-" if r.analytic_s is None else f"{r.analytic_s * 1e6:.1f}"
+        lines.append(f"| {r.block_m}{mark} | {r.block_n} | {r.time_s * 1e6:.1f} | {analytic} | "
                      f"{r.tflops:.1f} | {r.critical} |")
     err = analytic_error(rows)
     if err:
