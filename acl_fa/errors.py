@@ -83,6 +83,7 @@ ERROR_CODES: dict[int, CodeInfo] = {
     107006: CodeInfo("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID", "an event has no valid timestamp"),
     107007: CodeInfo("ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL", "the end event was recorded before the start"),
     107008: CodeInfo("ACL_ERROR_RT_ADDR_UNALIGNED", "a memory address is not aligned"),
+    107019: CodeInfo("ACL_ERROR_RT_WAIT_TIMEOUT", "a stream's wait for an event timed out"),
     107020: CodeInfo("ACL_ERROR_RT_TASK_TIMEOUT", "a task on the stream timed out"),
     107022: CodeInfo("ACL_ERROR_RT_DEVICE_TASK_ABORT", "the device aborted the task"),
     207000: CodeInfo("ACL_ERROR_RT_FEATURE_NOT_SUPPORT", "feature not supported by this device"),

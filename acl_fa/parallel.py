@@ -18,8 +18,12 @@ are read back and merged in float64 by their LSE, out = sum_i exp(lse_i - lse) o
 lse = logsumexp_i lse_i. The device memory per rank is its chunks, the two key/value buffers of
 the ring and one call's output -- O(S/P).
 
-Ordering: the simulated runtime has no aclrtStreamWaitEvent yet, so each step ends with the host
-waiting for both streams (the send/receive of step t overlaps the compute of step t).
+Ordering, on the device (aclrtStreamWaitEvent): the compute of step t waits for the event
+recorded after the receive of step t - 1 (it reads those buffers); the send/receive of step t
+waits for the event recorded after the last FlashAttention call of step t - 1 (it overwrites the
+buffers that step read). The host never waits for the comm stream inside the ring; it waits for
+the compute stream only to read each call's partial output for the host-side merge. The
+send/receive of step t overlaps the compute of step t.
 Sq must equal Skv (self-attention over one sequence); any S >= P (causal: >= 2P) splits.
 """
 from __future__ import annotations
@@ -144,6 +148,48 @@ class _Rank:
     def _chunk_sizes(self, source: int) -> list:
         return [k.size for k, _ in self.kv_all[source]]
 
+    def _enqueue_exchange(self, step: int, buffers, comm_stream, computed, received):
+        """Step `step`'s send/receive on the comm stream (none at the last step): send the chunks
+        in hand (those of rank r - step) to r + 1, receive those of r - step - 1 from r - 1 into
+        the other buffer set, once the compute of step - 1 (which read that set) has finished."""
+        p, r = self.p, self.r
+        if step >= p - 1:
+            return
+        source, incoming = (r - step) % p, (r - step - 1) % p
+        cur, nxt = buffers[step % 2], buffers[(step + 1) % 2]
+        if step > 0:
+            comm_stream.wait(computed[step - 1])
+        items = []
+        for j, (kb, vb) in enumerate(cur):
+            n = self._chunk_sizes(source)[j]
+            items += [("send", kb, n, self.dtype, (r + 1) % p), ("send", vb, n, self.dtype, (r + 1) % p)]
+        for j, (kb, vb) in enumerate(nxt):
+            n = self._chunk_sizes(incoming)[j]
+            items += [("recv", kb, n, self.dtype, (r - 1) % p), ("recv", vb, n, self.dtype, (r - 1) % p)]
+        self.comm.send_recv(items, comm_stream)
+        received[step].record(comm_stream)
+        if self.session.backend.name == "sim":  # the link counter, read in stream order right after the exchange
+            self._host_task(comm_stream, lambda: self.sent_after.append(self._sent()))
+
+    def _sent(self) -> int:
+        return self.comm.link_stats(self.r, (self.r + 1) % self.p)["bytes"]
+
+    def _host_task(self, stream, fn):
+        """Runs fn() on the stream's worker in stream order (simulator: aclfaSimStreamEnqueue)."""
+        from ._ffi import ffi
+
+        @ffi.callback("aclfaSimTaskFn")
+        def task(user, err, size):
+            try:
+                fn()
+                return 0
+            except BaseException as exc:  # reported by the stream's next synchronize
+                text = f"{type(exc).__name__}: {exc}".encode()[: size - 1]
+                ffi.memmove(err, text + b"\0", len(text) + 1)
+                return 500000  # ACL_ERROR_INTERNAL_ERROR
+        self.callbacks.append(task)  # alive until the stream was synchronized
+        self.session.call("aclfaSimStreamEnqueue", stream.handle, b"ring link counter", task, ffi.NULL, ffi.NULL)
+
     def run(self):
         import time
 
@@ -152,6 +198,7 @@ class _Rank:
             self._run()
         except BaseException as exc:  # reported by the caller, which owns the threads
             self.error = exc
+            self.failed_at = time.monotonic()  # the first failure is the cause; peers fail after it
         self.wall = time.perf_counter() - start
 
     def _run(self):
@@ -177,39 +224,54 @@ class _Rank:
                 views[key] = DeviceArray(s, shape, self.dtype, _buffer=buf)
             return views[key]
 
-        partial = [[] for _ in self.q_host]  # per query chunk: [(out float32?, lse)]
+        # Device-side order (aclrtStreamWaitEvent), the host never waits for the comm stream in the loop:
+        #   received[t] on comm after step t's send/receive; compute step t+1 waits for it (it reads those buffers);
+        #   computed[t] on compute after step t's calls; comm step t+1 waits for it (it receives into the
+        #   buffers step t computed on). The host waits for the compute stream only to read the partial
+        #   outputs for the host-side merge.
+        received = [s.event(timing=False) for _ in range(p)]
+        computed = [s.event(timing=False) for _ in range(p)]
+        partial = [[] for _ in self.q_host]  # per query chunk: [(out, lse)]
         link = self.comm.link_stats(r, (r + 1) % p) if p > 1 else None
-        for step in range(p):
-            source = (r - step) % p
-            cur, nxt = buffers[step % 2], buffers[(step + 1) % 2]
-            before = self.comm.link_stats(r, (r + 1) % p)["bytes"] if p > 1 else 0
-            if step < p - 1:
-                incoming = (source - 1) % p
-                items = []
-                for j, (kb, vb) in enumerate(cur):
-                    n = self._chunk_sizes(source)[j]
-                    items += [("send", kb, n, self.dtype, (r + 1) % p), ("send", vb, n, self.dtype, (r + 1) % p)]
-                for j, (kb, vb) in enumerate(nxt):
-                    n = self._chunk_sizes(incoming)[j]
-                    items += [("recv", kb, n, self.dtype, (r - 1) % p), ("recv", vb, n, self.dtype, (r - 1) % p)]
-                self.comm.send_recv(items, comm_stream)
-            step_flops = 0
-            for qi, ki, causal in ring_plan(r, step, p, self.causal):
-                kshape = self.kv_all[source][ki][0].shape
-                q = q_dev[qi]
-                k, v = view(cur[ki][0], kshape), view(cur[ki][1], kshape)
-                problem, *_ = attention.make_problem(q, k, v, causal=causal, scale=self.scale, layout="BNSD")
-                out, lse = runner.run(problem, q, k, v, outputs=("out", "lse"))
-                partial[qi].append((out, lse))
-                b, n, sq, d = q.shape
-                step_flops += 4 * b * n * d * problem.visible_pairs()
-            comm_stream.synchronize()
-            after = self.comm.link_stats(r, (r + 1) % p)["bytes"] if p > 1 else 0
-            self.bytes_per_step.append(after - before)
-            self.flops += step_flops
-            self.compute_model.append(step_flops / self.peak if self.peak else 0.0)
-            bw = link["bandwidth_gbs"] * 1e9 if link else 0.0
-            self.comm_model.append((link["latency_us"] * 1e-6 * 2 * len(cur) + (after - before) / bw) if bw and after > before else 0.0)
+        sent_before = self._sent() if p > 1 else 0
+        self.sent_after, self.callbacks = [], []
+        with s.in_flight(), runner.lock:
+            compute_stream = runner.stream
+            self._enqueue_exchange(0, buffers, comm_stream, computed, received)
+            for step in range(p):
+                source = (r - step) % p
+                cur = buffers[step % 2]
+                if step > 0:
+                    compute_stream.wait(received[step - 1])
+                plan = ring_plan(r, step, p, self.causal)
+                step_flops = 0
+                for i, (qi, ki, causal) in enumerate(plan):
+                    kshape = self.kv_all[source][ki][0].shape
+                    q = q_dev[qi]
+                    k, v = view(cur[ki][0], kshape), view(cur[ki][1], kshape)
+                    problem, *_ = attention.make_problem(q, k, v, causal=causal, scale=self.scale, layout="BNSD")
+                    prepared = runner.prepare(problem, runner.bound_inputs((q, k, v)))
+                    runner.launch(prepared, compute_stream)
+                    if i == len(plan) - 1:  # the step's last read of `cur` is queued: free it for the next exchange
+                        computed[step].record(compute_stream)
+                        self._enqueue_exchange(step + 1, buffers, comm_stream, computed, received)
+                    # Read now: a later call may reuse (or the cache evict) this problem's output buffers.
+                    compute_stream.synchronize()
+                    partial[qi].append((prepared.read("out"), prepared.read("lse")))
+                    b, n, sq, d = q.shape
+                    step_flops += 4 * b * n * d * problem.visible_pairs()
+                self.flops += step_flops
+                self.compute_model.append(step_flops / self.peak if self.peak else 0.0)
+        comm_stream.synchronize()
+        self.callbacks.clear()
+        # Bytes sent per step, from the link counter read after each exchange (the last step sends nothing).
+        marks = [sent_before, *self.sent_after]
+        self.bytes_per_step = [b - a for a, b in zip(marks, marks[1:])] + [0]
+        bw = link["bandwidth_gbs"] * 1e9 if link else 0.0
+        self.comm_model = [link["latency_us"] * 1e-6 * 2 * slots + n / bw if bw and n else 0.0
+                           for n in self.bytes_per_step]
+        for e in received + computed:
+            e.close()
         self.results = [_merge(parts) for parts in partial]
         comm_stream.close()
         for array in views.values():
@@ -271,9 +333,9 @@ def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="B
             t.start()
         for t in threads:
             t.join()
-        for rk in ranks:
-            if rk.error is not None:
-                raise rk.error
+        failed = [rk for rk in ranks if rk.error is not None]
+        if failed:
+            raise min(failed, key=lambda rk: rk.failed_at).error
         out = np.empty(qb.shape, np.float64)
         lse = np.empty(qb.shape[:3], np.float64)
         for rr, rk in zip(ranges, ranks):

@@ -748,6 +748,17 @@ class Stream(_Child):
             self._state.count_copy(kind, count)
         self.keep_alive(dst, src)
 
+    def wait(self, event: "Event"):
+        """aclrtStreamWaitEvent: work queued on this stream after the call starts only once the
+        event's latest record (its first one, if it was never recorded) has completed -- the
+        order is kept on the device; the host does not wait."""
+        if not isinstance(event, Event):
+            raise InvalidTypeError(f"Stream.wait needs an Event, got {type(event).__name__}")
+        if event._state is not self._state:
+            raise InvalidArgumentError("Stream.wait: the event belongs to another Session")
+        self._state.call("aclrtStreamWaitEvent", self._live_handle(), event.handle)
+        self.keep_alive(event)
+
     def keep_alive(self, *objects):
         """Holds `objects` until the next synchronize() (work in flight uses them)."""
         with self._lock:

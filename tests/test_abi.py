@@ -84,7 +84,8 @@ def test_a_wrong_hccl_declaration_is_caught(real_include, work):
 def test_cdef_declares_what_the_driver_needs():
     # A few functions whose absence would leave the check above vacuous.
     decls = " ".join(abi_check.function_declarations(abi_check.CDEFS / "acl_rt.h"))
-    for name in ["aclInit", "aclrtMalloc", "aclrtMemcpyAsync", "aclrtEventElapsedTime", "aclGetRecentErrMsg"]:
+    for name in ["aclInit", "aclrtMalloc", "aclrtMemcpyAsync", "aclrtEventElapsedTime", "aclGetRecentErrMsg",
+                 "aclrtStreamWaitEvent", "aclrtSetOpWaitTimeout"]:
         assert re.search(rf"\b{name}\(", decls), name
 
 

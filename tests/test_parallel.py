@@ -109,3 +109,43 @@ def test_cli_run_parallel_ring_reports_devices_links_overlap_and_check():
     # S=96 over 2P=8 chunks of 12 rows: each step but the last moves K and V of 2 chunks, 1 kv head, D=32, fp16
     assert report["link_bytes_per_step"][0] == [2 * 24 * 32 * 2] * 3 + [0]
     assert report["accuracy"]["max_error"] <= report["accuracy"]["tolerance"]
+
+
+ORDERING = """
+import time
+import numpy as np, acl_fa
+from acl_fa import parallel
+from acl_fa.errors import AclError
+from acl_fa.runtime import live_counts
+from acl_fa.loader import get_backend
+
+rng = np.random.default_rng(3)
+q = rng.standard_normal((1, 2, 64, 32)).astype(np.float16)
+backend = get_backend()
+backend.call("aclfaSimSetFaults", b"aclrtStreamWaitEvent:1")
+start = time.monotonic()
+try:
+    parallel.ring_attention(q, q, q, devices=[0, 1, 2, 3], causal=True); raise SystemExit("no error")
+except AclError as exc:
+    assert exc.api == "aclrtStreamWaitEvent", exc
+backend.call("aclfaSimSetFaults", b"")
+print("failed as injected after", round(time.monotonic() - start, 1), "s")
+counts = live_counts(backend)
+assert counts["streams"] == 0 and counts["events"] == 0 and counts["deviceAllocations"] == 0, counts
+out, lse = parallel.ring_attention(q, q, q, devices=[0, 1, 2, 3], causal=True)
+ref, _ = acl_fa.flash_attention(q, q, q, causal=True, return_lse=True)
+assert np.abs(out.astype(np.float32) - ref.astype(np.float32)).max() < 2e-3
+print("ok ordering")
+"""
+
+
+def test_ring_orders_its_streams_on_the_device_and_fails_cleanly():
+    """The ring's comm and compute streams are ordered by aclrtStreamWaitEvent (an injected
+    failure of that call surfaces with its name); the other ranks, whose peer stopped, end by
+    HCCL_EXEC_TIMEOUT instead of hanging; nothing is left behind and the next ring works."""
+    env = dict(os.environ, ACL_FA_BACKEND="sim", HCCL_EXEC_TIMEOUT="3")
+    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(ORDERING)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ok ordering" in proc.stdout, proc.stdout

@@ -289,6 +289,7 @@ CALL_SITES = {
     "aclrtCreateEvent": lambda s, o: s.event(timing=False),
     "aclrtRecordEvent": lambda s, o: o["start"].record(o["stream"]),
     "aclrtSynchronizeEvent": lambda s, o: o["end"].synchronize(),
+    "aclrtStreamWaitEvent": lambda s, o: o["stream"].wait(o["end"]),
     "aclrtEventElapsedTime": lambda s, o: o["start"].elapsed_ms(o["end"]),
     "aclCreateTensor": lambda s, o: Tensor(o["device"]),
     "aclrtGetMemInfo": lambda s, o: s.mem_info(),

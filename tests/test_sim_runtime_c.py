@@ -154,11 +154,116 @@ def test_async_copies_events_and_elapsed_time():
     """)
 
 
+STREAM_TASKS = """
+import threading, time
+order = []
+def host_task(name, seconds=0.0):
+    @ffi.callback("int(void *, char *, size_t)")
+    def run(user, buf, n):
+        time.sleep(seconds); order.append(name); return 0
+    host_task.keep.append(run)
+    return run
+host_task.keep = []
+def stream():
+    s = ffi.new("aclrtStream*"); assert rt.aclrtCreateStream(s) == 0; return s[0]
+def event():
+    e = ffi.new("aclrtEvent*"); assert rt.aclrtCreateEvent(e) == 0; return e[0]
+"""
+
+
+def test_stream_wait_event_orders_streams_on_the_device():
+    """A stream's tasks after aclrtStreamWaitEvent run only after the tasks before the record,
+    without the host waiting; several streams may wait for one record; a later record of the
+    same event does not hold back a wait issued before it."""
+    run_snippet("""
+        rt.aclInit(ffi.NULL); rt.aclrtSetDevice(0)
+        a, b, c = stream(), stream(), stream()
+        done = event()
+        assert rt.aclfaSimStreamEnqueue(a, b"slow", host_task("a", 0.3), ffi.NULL, ffi.NULL) == 0
+        assert rt.aclrtRecordEvent(done, a) == 0
+        for s, name in ((b, "b"), (c, "c")):
+            assert rt.aclrtStreamWaitEvent(s, done) == 0
+            assert rt.aclfaSimStreamEnqueue(s, name.encode(), host_task(name), ffi.NULL, ffi.NULL) == 0
+        assert rt.aclrtSynchronizeStream(b) == 0 and rt.aclrtSynchronizeStream(c) == 0
+        assert order[0] == "a" and sorted(order[1:]) == ["b", "c"], order
+        # Re-recorded behind a blocked task: a wait issued before that record is already satisfied.
+        gate = threading.Event()
+        @ffi.callback("int(void *, char *, size_t)")
+        def blocked(user, buf, n):
+            gate.wait(30); order.append("late"); return 0
+        assert rt.aclfaSimStreamEnqueue(a, b"blocked", blocked, ffi.NULL, ffi.NULL) == 0
+        assert rt.aclrtStreamWaitEvent(b, done) == 0
+        assert rt.aclrtRecordEvent(done, a) == 0
+        assert rt.aclfaSimStreamEnqueue(b, b"b2", host_task("b2"), ffi.NULL, ffi.NULL) == 0
+        assert rt.aclrtSynchronizeStreamWithTimeout(b, 5000) == 0 and order[-1] == "b2"
+        # A wait issued after that record holds the stream until the blocked task ran.
+        assert rt.aclrtStreamWaitEvent(b, done) == 0
+        assert rt.aclfaSimStreamEnqueue(b, b"b3", host_task("b3"), ffi.NULL, ffi.NULL) == 0
+        assert rt.aclrtSynchronizeStreamWithTimeout(b, 200) == rt.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+        gate.set()
+        assert rt.aclrtSynchronizeStream(b) == 0 and order[-2:] == ["late", "b3"], order
+        # A failed task does not hold a waiting stream for ever: the record behind it still
+        # completes; the failure is the failed stream's to report.
+        @ffi.callback("int(void *, char *, size_t)")
+        def failing(user, buf, n):
+            ffi.memmove(buf, b"boom\\0", 5); return rt.ACL_ERROR_RT_AICORE_EXCEPTION
+        assert rt.aclfaSimStreamEnqueue(a, b"failing", failing, ffi.NULL, ffi.NULL) == 0
+        assert rt.aclfaSimStreamEnqueue(a, b"discarded", host_task("discarded"), ffi.NULL, ffi.NULL) == 0
+        assert rt.aclrtRecordEvent(done, a) == 0
+        assert rt.aclrtStreamWaitEvent(b, done) == 0
+        assert rt.aclrtSynchronizeStreamWithTimeout(b, 5000) == 0
+        assert rt.aclrtSynchronizeStream(a) == rt.ACL_ERROR_RT_AICORE_EXCEPTION and "discarded" not in order
+        for s in (a, b, c):
+            assert rt.aclrtDestroyStream(s) == 0
+        assert rt.aclrtDestroyEvent(done) == 0 and live().events == 0
+    """, helpers=STREAM_TASKS)
+
+
+def test_stream_wait_for_an_event_never_recorded():
+    """The wait holds the stream until the event's first record (from any stream or thread);
+    aclrtSetOpWaitTimeout bounds it (ACL_ERROR_RT_WAIT_TIMEOUT at the next synchronize, the
+    stream usable afterwards); destroying the event or the stream ends a hopeless wait."""
+    run_snippet("""
+        rt.aclInit(ffi.NULL); rt.aclrtSetDevice(0)
+        a, b = stream(), stream()
+        never = event()
+        assert rt.aclrtStreamWaitEvent(b, never) == 0
+        assert rt.aclfaSimStreamEnqueue(b, b"after", host_task("after"), ffi.NULL, ffi.NULL) == 0
+        assert rt.aclrtSynchronizeStreamWithTimeout(b, 200) == rt.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+        assert order == []
+        assert rt.aclrtRecordEvent(never, a) == 0
+        assert rt.aclrtSynchronizeStream(b) == 0 and order == ["after"]
+
+        assert rt.aclrtSetOpWaitTimeout(1) == 0
+        other = event()
+        start = time.monotonic()
+        assert rt.aclrtStreamWaitEvent(b, other) == 0
+        assert rt.aclfaSimStreamEnqueue(b, b"skipped", host_task("skipped"), ffi.NULL, ffi.NULL) == 0
+        assert rt.aclrtSynchronizeStream(b) == rt.ACL_ERROR_RT_WAIT_TIMEOUT
+        text = msg(); assert "aclrtStreamWaitEvent" in text and "aclrtSetOpWaitTimeout = 1 s" in text, text
+        assert 0.9 <= time.monotonic() - start < 10 and "skipped" not in order
+        assert rt.aclrtSetOpWaitTimeout(0) == 0
+        assert rt.aclfaSimStreamEnqueue(b, b"again", host_task("again"), ffi.NULL, ffi.NULL) == 0
+        assert rt.aclrtSynchronizeStream(b) == 0 and order[-1] == "again"
+
+        assert rt.aclrtStreamWaitEvent(b, other) == 0
+        assert rt.aclrtDestroyEvent(other) == 0
+        assert rt.aclrtSynchronizeStream(b) == rt.ACL_ERROR_RT_PARAM_INVALID
+        assert "destroyed while the stream waited" in msg()
+        assert rt.aclrtStreamWaitEvent(b, other) == rt.ACL_ERROR_RT_PARAM_INVALID and "not a live event" in msg()
+        assert rt.aclrtStreamWaitEvent(b, ffi.NULL) == rt.ACL_ERROR_INVALID_PARAM
+
+        c = stream()
+        assert rt.aclrtStreamWaitEvent(c, event()) == 0
+        assert rt.aclrtDestroyStream(c) == 0  # returns: the wait gives up when its stream goes
+        for s in (a, b):
+            assert rt.aclrtDestroyStream(s) == 0
+    """, helpers=STREAM_TASKS, timeout=60)
+
+
 def test_task_error_is_reported_by_the_next_synchronize():
     run_snippet("""
         rt.aclInit(ffi.NULL); rt.aclrtSetDevice(0)
-        ffi.cdef("typedef int (*task_fn)(void *, char *, size_t);"
-                 "int aclfaSimStreamEnqueue(void *, const char *, task_fn, void *, void (*)(void *));")
         ran = []
         @ffi.callback("int(void *, char *, size_t)")
         def failing(user, buf, n):
@@ -228,8 +333,6 @@ def test_nnopbase_validation_and_accounting():
 # ---- aclrtSynchronizeStreamWithTimeout ------------------------------------------------------
 
 SLOW_TASK = """
-ffi.cdef("typedef int (*task_fn)(void *, char *, size_t);"
-         "int aclfaSimStreamEnqueue(void *, const char *, task_fn, void *, void (*)(void *));")
 import threading, time
 release = threading.Event()
 @ffi.callback("int(void *, char *, size_t)")
@@ -263,8 +366,6 @@ def test_synchronize_with_timeout_times_out_then_completes():
 def test_synchronize_with_timeout_reports_a_failed_task_once():
     run_snippet("""
         rt.aclInit(ffi.NULL); rt.aclrtSetDevice(0)
-        ffi.cdef("typedef int (*task_fn)(void *, char *, size_t);"
-                 "int aclfaSimStreamEnqueue(void *, const char *, task_fn, void *, void (*)(void *));")
         @ffi.callback("int(void *, char *, size_t)")
         def failing(user, buf, n):
             return rt.ACL_ERROR_RT_AICORE_EXCEPTION

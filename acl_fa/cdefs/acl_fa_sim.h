@@ -51,6 +51,11 @@ typedef struct aclfaSimLiveCounts {
 aclError aclfaSimGetLiveCounts(aclfaSimLiveCounts *counts);
 aclError aclfaSimSetFaults(const char *spec);
 
+/* A host function run in order on a stream's worker thread; an error code (with errBuf) fails the stream. */
+typedef aclError (*aclfaSimTaskFn)(void *userData, char *errBuf, size_t errBufLen);
+aclError aclfaSimStreamEnqueue(aclrtStream stream, const char *taskName, aclfaSimTaskFn fn, void *userData,
+                               void (*release)(void *userData));
+
 /* ---- acl_fa_sim_kernel.h : launch statistics (libascendc_sim.so) ----------------------- */
 #define ACLFA_SIM_MAX_AIC 64
 #define ACLFA_SIM_MAX_AIV 128

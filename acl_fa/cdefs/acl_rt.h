@@ -53,6 +53,7 @@ typedef uint16_t aclFloat16;
 #define ACL_ERROR_RT_INVALID_MEMORY_TYPE 107016
 #define ACL_ERROR_RT_INVALID_HANDLE 107017
 #define ACL_ERROR_RT_INVALID_MALLOC_TYPE 107018
+#define ACL_ERROR_RT_WAIT_TIMEOUT 107019
 #define ACL_ERROR_RT_TASK_TIMEOUT 107020
 #define ACL_ERROR_RT_DEVICE_TASK_ABORT 107022
 #define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000
@@ -276,3 +277,5 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream);
 aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status);
 aclError aclrtSynchronizeEvent(aclrtEvent event);
 aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent);
+aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
+aclError aclrtSetOpWaitTimeout(uint32_t timeout);

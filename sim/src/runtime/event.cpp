@@ -1,7 +1,17 @@
-// event.cpp -- events: create/destroy, record in stream order, synchronize, query, elapsed time.
+// event.cpp -- events: create/destroy, record in stream order, synchronize, query, elapsed time,
+// and a stream waiting for an event (aclrtStreamWaitEvent, aclrtSetOpWaitTimeout).
 //
 // A record is a task on the stream; when the worker reaches it the event takes a host
 // steady-clock timestamp and completes. Times are the simulator's host times, not NPU times.
+//
+// A wait is a task on the waiting stream that holds that stream's later tasks back until the
+// event's record it captured has completed: the latest record issued before the wait call, or,
+// for an event never recorded, its first record (an event of aclrtCreateEvent[WithFlag] is "not
+// ready" until recorded -- aclrtQueryEventStatus says so -- so a wait on it waits for the record;
+// docs/simulator.md). aclrtSetOpWaitTimeout bounds the waits issued after it (seconds, 0 = no
+// limit, the default); a wait past it fails the stream with ACL_ERROR_RT_WAIT_TIMEOUT, reported
+// by the next synchronize, as the ACL documentation of aclrtStreamWaitEvent describes.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -26,6 +36,7 @@ struct Event {
     uint64_t recorded = 0;   // records issued; guarded by mutex
     uint64_t completed = 0;  // highest record the stream has reached; guarded by mutex
     Clock::time_point stamp; // time of the completed record; guarded by mutex
+    bool destroyed = false;  // aclrtDestroyEvent ran; a pending wait fails; guarded by mutex
 };
 
 struct EventRegistry {
@@ -92,6 +103,50 @@ aclError RunRecord(void *state, std::string *) {
 
 void ReleaseRecord(void *state) { delete static_cast<RecordTask *>(state); }
 
+// aclrtSetOpWaitTimeout's value in seconds (0: waits never time out).
+std::atomic<uint32_t> g_opWaitTimeoutSeconds{0};
+
+// How often a blocked wait looks at its stream's stop request and the event's destruction.
+constexpr auto kWaitSlice = std::chrono::milliseconds(20);
+
+// State of one wait task: the event, the record number it waits for, the limit captured at the
+// call, and the waiting stream (alive while its worker runs the task).
+struct WaitTask {
+    std::shared_ptr<Event> event;
+    uint64_t sequence;
+    uint32_t timeoutSeconds;
+    const Stream *stream;
+};
+
+aclError RunWait(void *state, std::string *message) {
+    WaitTask *task = static_cast<WaitTask *>(state);
+    Event &event = *task->event;
+    const auto start = Clock::now();
+    const auto limit = std::chrono::seconds(task->timeoutSeconds);
+    std::unique_lock<std::mutex> lock(event.mutex);
+    for (;;) {
+        if (event.completed >= task->sequence) return ACL_SUCCESS;
+        if (event.destroyed) {
+            *message = "the event was destroyed while the stream waited for its record " +
+                       std::to_string(task->sequence) + " (destroy an event only after the waits on it completed)";
+            return ACL_ERROR_RT_PARAM_INVALID;
+        }
+        if (task->stream->StopRequested()) {
+            *message = "the stream was destroyed while it waited for an event that never completed";
+            return ACL_ERROR_RT_WAIT_TIMEOUT;
+        }
+        if (task->timeoutSeconds != 0 && Clock::now() - start >= limit) {
+            *message = "the event's record " + std::to_string(task->sequence) + " (of " +
+                       std::to_string(event.recorded) + " issued) did not complete within aclrtSetOpWaitTimeout = " +
+                       std::to_string(task->timeoutSeconds) + " s";
+            return ACL_ERROR_RT_WAIT_TIMEOUT;
+        }
+        event.completedCv.wait_for(lock, kWaitSlice);
+    }
+}
+
+void ReleaseWait(void *state) { delete static_cast<WaitTask *>(state); }
+
 }  // namespace
 
 void AbandonEventsInChild() { g_events = new EventRegistry; }
@@ -116,14 +171,23 @@ aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag) {
 aclError aclrtDestroyEvent(aclrtEvent event) {
     if (aclfaSimShouldFail("aclrtDestroyEvent")) return ACL_ERROR_RT_INTERNAL_ERROR;
     if (event == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtDestroyEvent: event is NULL");
+    std::shared_ptr<Event> destroyed;
     {
         EventRegistry &registry = *g_events;
         std::lock_guard<std::mutex> lock(registry.mutex);
-        if (registry.events.erase(event) == 0) {
+        auto it = registry.events.find(event);
+        if (it == registry.events.end()) {
             return Fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtDestroyEvent: event %p is not a live event", event);
         }
+        destroyed = std::move(it->second);
+        registry.events.erase(it);
     }
-    --Live().events;  // a pending record keeps its own reference
+    {
+        std::lock_guard<std::mutex> lock(destroyed->mutex);
+        destroyed->destroyed = true;
+        destroyed->completedCv.notify_all();
+    }
+    --Live().events;  // a pending record or wait keeps its own reference
     return ACL_SUCCESS;
 }
 
@@ -145,7 +209,36 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
     task.run = RunRecord;
     task.state = new RecordTask{target, sequence};
     task.release = ReleaseRecord;
+    task.runAfterFailure = true;
     Enqueue(*onStream, std::move(task));
+    return ACL_SUCCESS;
+}
+
+aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
+    if (aclfaSimShouldFail("aclrtStreamWaitEvent")) return ACL_ERROR_RT_INTERNAL_ERROR;
+    std::shared_ptr<Event> target;
+    aclError ret = FindEvent("aclrtStreamWaitEvent", "event", event, &target);
+    if (ret != ACL_SUCCESS) return ret;
+    std::shared_ptr<Stream> waiting;
+    ret = ResolveStream("aclrtStreamWaitEvent", stream, &waiting);
+    if (ret != ACL_SUCCESS) return ret;
+    uint64_t sequence;
+    {
+        std::lock_guard<std::mutex> lock(target->mutex);
+        sequence = target->recorded > 0 ? target->recorded : 1;  // never recorded: its first record
+    }
+    Task task;
+    task.name = "aclrtStreamWaitEvent";
+    task.run = RunWait;
+    task.state = new WaitTask{target, sequence, g_opWaitTimeoutSeconds.load(), waiting.get()};
+    task.release = ReleaseWait;
+    Enqueue(*waiting, std::move(task));
+    return ACL_SUCCESS;
+}
+
+aclError aclrtSetOpWaitTimeout(uint32_t timeout) {
+    if (aclfaSimShouldFail("aclrtSetOpWaitTimeout")) return ACL_ERROR_RT_INTERNAL_ERROR;
+    g_opWaitTimeoutSeconds.store(timeout);
     return ACL_SUCCESS;
 }
 

@@ -64,6 +64,10 @@ struct Task {
     aclError (*run)(void *state, std::string *message) = nullptr;
     void *state = nullptr;
     void (*release)(void *state) = nullptr;  // called once after the run or the discard
+    // Runs even when an earlier task of the stream failed (event records: a stream waiting for
+    // the event must not be held for ever by another stream's failure, which that stream's
+    // synchronize reports).
+    bool runAfterFailure = false;
 };
 
 // Adds the task to the stream's queue (never fails once the stream is resolved).

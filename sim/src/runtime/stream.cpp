@@ -43,6 +43,7 @@ void Stream::Stop() {
         std::lock_guard<std::mutex> lock(mutex_);
         if (stopping_) return;
         stopping_ = true;
+        stopRequested_.store(true, std::memory_order_release);
         workAvailable_.notify_all();
     }
     if (worker_.joinable()) worker_.join();
@@ -55,7 +56,8 @@ void Stream::Run() {
         if (queue_.empty()) return;  // stopping and drained
         Task task = std::move(queue_.front());
         queue_.pop_front();
-        const bool discard = error_ != ACL_SUCCESS;  // the stream is in error until a synchronize reports it
+        // The stream is in error until a synchronize reports it; its tasks are discarded until then.
+        const bool discard = error_ != ACL_SUCCESS && !task.runAfterFailure;
         lock.unlock();
         aclError ret = ACL_SUCCESS;
         std::string message;

@@ -1,6 +1,7 @@
 // stream.h -- a simulated stream: an ordered queue of tasks run by one worker thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -35,6 +36,10 @@ public:
     // Runs what is queued, then ends the worker thread. Idempotent.
     void Stop();
 
+    // True once Stop() began: a task that blocks (aclrtStreamWaitEvent) gives up then, so a
+    // stream whose wait can never be satisfied can still be destroyed.
+    bool StopRequested() const { return stopRequested_.load(std::memory_order_acquire); }
+
 private:
     void Run();
 
@@ -49,6 +54,7 @@ private:
     aclError error_ = ACL_SUCCESS;  // first failure since the last synchronize; later tasks are discarded
     std::string errorMessage_;
     bool stopping_ = false;
+    std::atomic<bool> stopRequested_{false};
     std::thread worker_;
 };
 
