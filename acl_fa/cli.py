@@ -329,8 +329,8 @@ def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype,
 @json_option("Print the report as JSON.")
 @backward_option
 @deterministic_option
-@click.option("--parallel", "parallel_mode", type=click.Choice(["ring"]), envvar="ACL_FA_PARALLEL", default=None,
-              show_envvar=True, help="Shard the sequence over --devices devices (sequence parallelism over HCCL).")
+@click.option("--parallel", "parallel_mode", type=click.Choice(["ring", "ulysses"]), envvar="ACL_FA_PARALLEL",
+              default=None, show_envvar=True, help="Shard the sequence over --devices devices (sequence parallelism over HCCL).")
 @click.option("--devices", type=click.IntRange(min=1), envvar="ACL_FA_DEVICES", default=2, show_default=True,
               show_envvar=True, metavar="P", help="Devices (0..P-1) for --parallel.")
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
@@ -339,8 +339,8 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
     --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
-    then the backward on its outputs, with the gradient check. With --parallel ring: the sequence
-    sharded over --devices devices, with per-device time, bytes per link and modeled overlap."""
+    then the backward on its outputs, with the gradient check. With --parallel ring|ulysses: the
+    sequence sharded over --devices devices, with per-device time, bytes per link and modeled time."""
     if parallel_mode:
         _run_parallel(parallel_mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale,
                       check, seed, backend, as_json)

@@ -178,6 +178,28 @@ class Communicator:
         t = hccl_dtype(dtype)
         self._call("HcclAlltoAll", stream, [sown, rown], sptr, count, t, rptr, count, t)
 
+    def all_to_all_v(self, send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype, stream: Stream):
+        """HcclAlltoAllV: send_counts[j] elements of `dtype` at element offset send_displs[j] of
+        send go to rank j; recv_counts[i] elements from rank i land at recv_displs[i] of recv.
+        Every list has one entry per rank; each block must lie inside its buffer."""
+        itemsize = np.dtype(dtype).itemsize
+        arrays = []
+        for name, values in (("send_counts", send_counts), ("send_displs", send_displs),
+                             ("recv_counts", recv_counts), ("recv_displs", recv_displs)):
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) != self.size:
+                raise InvalidArgumentError(f"{name} must list one element count per rank ({self.size}), got {values!r}")
+            for i, x in enumerate(values):
+                if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0:
+                    raise InvalidArgumentError(f"{name}[{i}] must be an integer >= 0, got {x!r}")
+            arrays.append([int(x) for x in values])
+        sc, sd, rc, rd = arrays
+        sptr, sown = _pointer(send, max(c + d for c, d in zip(sc, sd)) * itemsize, "send buffer")
+        rptr, rown = _pointer(recv, max(c + d for c, d in zip(rc, rd)) * itemsize, "receive buffer")
+        c_arrays = [ffi.new("uint64_t[]", a) for a in arrays]
+        t = hccl_dtype(dtype)
+        self._call("HcclAlltoAllV", stream, [sown, rown, *c_arrays], sptr, c_arrays[0], c_arrays[1], t, rptr,
+                   c_arrays[2], c_arrays[3], t)
+
     def all_reduce(self, send, recv, count: int, dtype, stream: Stream, op: str = "sum"):
         if op not in _REDUCE_OPS:
             raise InvalidArgumentError(f"op={op!r} must be one of {', '.join(_REDUCE_OPS)}")

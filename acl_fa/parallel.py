@@ -41,7 +41,7 @@ from .errors import InvalidArgumentError, InvalidTypeError
 from .layouts import from_bnsd, to_bnsd
 from .loader import device_count, get_backend
 
-__all__ = ["ring_attention", "RingReport", "zigzag_chunks", "ring_plan"]
+__all__ = ["ring_attention", "RingReport", "zigzag_chunks", "ring_plan", "ulysses_attention", "UlyssesReport"]
 
 
 def _bounds(total: int, parts: int) -> list:
@@ -384,3 +384,6 @@ def _peak_flops(backend) -> float:
 
     chip = backend.fn("aclfaSimGetChip")()
     return float(chip.cubeFp16Tflops) * 1e12 if chip != ffi.NULL else 0.0
+
+
+from .ulysses import UlyssesReport, ulysses_attention  # noqa: E402  (ulysses uses the helpers above)

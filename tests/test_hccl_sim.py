@@ -135,6 +135,59 @@ def test_python_ranks_as_processes_all_reduce(tmp_path):
     """)
 
 
+def test_all_to_all_v_moves_uneven_blocks_and_counts_each_link():
+    """HcclAlltoAllV: rank r sends (r + j + 1) int32 to rank j at its own displacements; every
+    block lands where the receiver's rdispls say, own block copied locally; the link counters
+    see exactly the off-rank blocks; a receiver expecting another count is named with its peer."""
+    run_python("""
+        p = 3
+        sessions = [acl_fa.Session(device=d) for d in range(p)]
+        comms = Communicator.init_all(sessions)
+        streams = [s.stream() for s in sessions]
+        count = lambda src, dst: src + dst + 1
+        sends, recvs, layouts = [], [], []
+        for r, s in enumerate(sessions):
+            sc = [count(r, j) for j in range(p)]
+            sd = [sum(sc[:j]) + 2 * j for j in range(p)]          # gaps between the send blocks
+            rc = [count(i, r) for i in range(p)]
+            rd = [sum(rc[i + 1:]) for i in range(p)]              # blocks stored in reverse rank order
+            data = np.full(sd[-1] + sc[-1], -1, np.int32)
+            for j in range(p):
+                data[sd[j]:sd[j] + sc[j]] = 1000 * r + 10 * j + np.arange(sc[j])
+            sends.append(s.upload(data)); recvs.append(s.alloc(4 * sum(rc))); layouts.append((rc, rd))
+            comms[r].all_to_all_v(sends[r], sc, sd, recvs[r], rc, rd, np.int32, streams[r])
+        for st in streams:
+            st.synchronize()
+        for r in range(p):
+            rc, rd = layouts[r]
+            got = recvs[r].to_numpy((sum(rc),), np.int32)
+            for i in range(p):
+                assert np.array_equal(got[rd[i]:rd[i] + rc[i]], 1000 * i + 10 * r + np.arange(rc[i])), (r, i, got)
+            for j in range(p):
+                if j != r:
+                    assert comms[r].link_stats(r, j)["bytes"] == 4 * count(r, j)
+        # rank 1 expects one element too many from rank 0
+        comms[0].all_to_all_v(sends[0], [1, 2, 3], [0, 3, 7], recvs[0], [1, 2, 3], [0, 1, 3], np.int32, streams[0])
+        big = sessions[1].alloc(4 * 16)
+        comms[1].all_to_all_v(sends[1], [2, 3, 4], [0, 4, 9], big, [3, 3, 4], [0, 3, 6], np.int32, streams[1])
+        comms[2].all_to_all_v(sends[2], [3, 4, 5], [0, 5, 11], recvs[2], [3, 4, 5], [0, 3, 7], np.int32, streams[2])
+        messages = []
+        for st in streams:
+            try:
+                st.synchronize()
+            except AclError as exc:
+                messages.append(exc.message)
+        assert any("rank 0 sent HcclAlltoAllV of 2 x int32 but rank 1 expects HcclAlltoAllV of 3 x int32" in m
+                   for m in messages), messages
+        try:
+            comms[0].all_to_all_v(sends[0], [1, 2], [0, 3], recvs[0], [1, 2, 3], [0, 1, 3], np.int32, streams[0])
+            raise SystemExit("no error")
+        except acl_fa.errors.InvalidArgumentError as exc:
+            assert "send_counts must list one element count per rank (3)" in str(exc)
+        print("ok")
+    """)
+
+
 def test_ranks_disagreeing_on_a_count_abort_the_clique_naming_both():
     run_python("""
         sessions = [acl_fa.Session(device=d) for d in range(2)]

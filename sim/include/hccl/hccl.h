@@ -43,6 +43,12 @@ extern HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType,
 extern HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType,
                                const void *recvBuf, uint64_t recvCount, HcclDataType recvType,
                                HcclComm comm, aclrtStream stream);
+/* sendCounts/sdispls/recvCounts/rdispls: uint64_t arrays of nRanks entries, in elements of
+ * sendType/recvType: sendCounts[j] elements at sdispls[j] go to rank j; recvCounts[i] elements
+ * from rank i land at rdispls[i]. */
+extern HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void *sdispls,
+                                HcclDataType sendType, const void *recvBuf, const void *recvCounts,
+                                const void *rdispls, HcclDataType recvType, HcclComm comm, aclrtStream stream);
 extern const char *HcclGetErrorString(HcclResult code);
 /* The items run together: no order among them (a ring's send and receive cannot deadlock). */
 extern HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum, HcclComm comm,

@@ -394,6 +394,58 @@ HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType se
     return Enqueue("HcclAlltoAll", std::move(task), stream);
 }
 
+HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void *sdispls, HcclDataType sendType,
+                         const void *recvBuf, const void *recvCounts, const void *rdispls, HcclDataType recvType,
+                         HcclComm comm, aclrtStream stream) {
+    ACLFA_HCCL_PROLOGUE("HcclAlltoAllV")
+    if ((ret_ = CheckType("HcclAlltoAllV", "sendType", sendType)) != HCCL_SUCCESS) return ret_;
+    if ((ret_ = CheckType("HcclAlltoAllV", "recvType", recvType)) != HCCL_SUCCESS) return ret_;
+    if (sendType != recvType) {
+        return Fail(HCCL_E_PARA, std::string("HcclAlltoAllV: the simulator moves elements unchanged: sendType ") +
+                                     DataTypeName(sendType) + " must equal recvType " + DataTypeName(recvType));
+    }
+    const char *arrayNames[4] = {"sendCounts", "sdispls", "recvCounts", "rdispls"};
+    const void *arrays[4] = {sendCounts, sdispls, recvCounts, rdispls};
+    for (int i = 0; i < 4; ++i) {
+        if (arrays[i] == nullptr) return Fail(HCCL_E_PTR, std::string("HcclAlltoAllV: ") + arrayNames[i] + " is NULL");
+    }
+    // Host arrays of nRanks uint64_t each, in elements (the real API's units).
+    const uint64_t *sc = static_cast<const uint64_t *>(sendCounts), *sd = static_cast<const uint64_t *>(sdispls);
+    const uint64_t *rc = static_cast<const uint64_t *>(recvCounts), *rd = static_cast<const uint64_t *>(rdispls);
+    const uint64_t size = DataTypeSize(sendType);
+    const uint32_t self = comm_->rank;
+    for (uint32_t peer = 0; peer < comm_->nRanks; ++peer) {
+        const std::string at = "[" + std::to_string(peer) + "]";
+        if ((ret_ = CheckBuffer("HcclAlltoAllV", ("sendBuf block " + at).c_str(),
+                                static_cast<const uint8_t *>(sendBuf) + sd[peer] * size, sc[peer] * size)) != HCCL_SUCCESS) {
+            return ret_;
+        }
+        if ((ret_ = CheckBuffer("HcclAlltoAllV", ("recvBuf block " + at).c_str(),
+                                static_cast<const uint8_t *>(recvBuf) + rd[peer] * size, rc[peer] * size)) != HCCL_SUCCESS) {
+            return ret_;
+        }
+    }
+    if (sc[self] != rc[self]) {
+        return Fail(HCCL_E_PARA, "HcclAlltoAllV: rank " + std::to_string(self) + " sends itself sendCounts[" +
+                                     std::to_string(self) + "] = " + std::to_string(sc[self]) + " elements but expects recvCounts[" +
+                                     std::to_string(self) + "] = " + std::to_string(rc[self]));
+    }
+    auto task = std::make_unique<OpTask>();
+    task->comm = comm_;
+    uint8_t *send = static_cast<uint8_t *>(const_cast<void *>(sendBuf));
+    uint8_t *recv = static_cast<uint8_t *>(const_cast<void *>(recvBuf));
+    for (uint32_t peer = 0; peer < comm_->nRanks; ++peer) {
+        if (peer == self) continue;
+        // Counts of zero still send a header, so a peer expecting data learns it gets none.
+        task->items.push_back(MakeItem(true, peer, send + sd[peer] * size, Call::kAlltoAllV, sendType, sc[peer]));
+        task->items.push_back(MakeItem(false, peer, recv + rd[peer] * size, Call::kAlltoAllV, recvType, rc[peer]));
+    }
+    task->localSrc = send + sd[self] * size;
+    task->localDst = recv + rd[self] * size;
+    task->localBytes = sc[self] * size;
+    return Enqueue("HcclAlltoAllV", std::move(task), stream);
+}
+
 HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType, HcclReduceOp op,
                          HcclComm comm, aclrtStream stream) {
     ACLFA_HCCL_PROLOGUE("HcclAllReduce")

@@ -30,7 +30,7 @@ namespace hccl {
 constexpr uint32_t kMaxRanks = 64;  // = the simulator's device limit (ACL_FA_SIM_DEVICE_COUNT)
 
 // What a message belongs to; a receiver accepts only the kind its own call expects.
-enum class Call : uint32_t { kPointToPoint = 0, kAllReduce, kAllGather, kAlltoAll, kBarrier };
+enum class Call : uint32_t { kPointToPoint = 0, kAllReduce, kAllGather, kAlltoAll, kBarrier, kAlltoAllV };
 const char *CallName(Call call);
 
 struct MessageHeader {

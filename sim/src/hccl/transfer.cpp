@@ -83,6 +83,7 @@ const char *CallName(Call call) {
         case Call::kAllGather: return "HcclAllGather";
         case Call::kAlltoAll: return "HcclAlltoAll";
         case Call::kBarrier: return "HcclBarrier";
+        case Call::kAlltoAllV: return "HcclAlltoAllV";
     }
     return "?";
 }
