@@ -63,7 +63,9 @@ section() {
             run sweep-4096 acl-fa plan --seq 4096 --heads 8 --causal --sweep --plot bench/sweep_4096_causal.png
             run sweep-4096-310p env ACL_FA_SIM_SOC=Ascend310P3 acl-fa plan --seq 4096 --heads 8 --causal --sweep
             run sweep-before-after "$PYTHON" bench/block_choice.py ;;
-        ring) run ring-model "$PYTHON" bench/ring_model.py ;;
+        ring)
+            run ring-model "$PYTHON" bench/ring_model.py
+            run ulysses-model "$PYTHON" bench/ulysses_model.py ;;
         decode)
             local common=(--heads 32 --kv-heads 8 --head-dim 128)
             run decode-paged acl-fa bench --decode --paged --block-size 128 --seq-kv 32768 "${common[@]}" --steps 4
