@@ -94,6 +94,12 @@ class Op:
         returns the workspace bytes phase 1 will ask for (0 if unknown)."""
         return 0
 
+    def constants(self, problem) -> dict:
+        """{role: array} of input roles of `buffers` that the problem itself fixes and the caller
+        does not pass (e.g. value-depend sequence lengths, which phase 1 reads from the device):
+        uploaded once, before phase 1."""
+        return {}
+
 
 def _destroy_executor(backend, executor):
     backend.call("aclDestroyAclOpExecutor", executor)
@@ -142,6 +148,8 @@ class PreparedCall:
             raise InvalidArgumentError(
                 f"{self.op.name} takes {len(self.op.inputs)} inputs ({', '.join(self.op.inputs)}), got {len(arrays)}")
         for role, array in zip(self.op.inputs, arrays):
+            if array is None and role not in self.buffers:
+                continue  # an optional input the call does not use (no buffer, NULL to phase 1)
             if role in self.bound:
                 if array is not self.bound[role]:
                     raise InvalidArgumentError(f"{self.op.name}: input {role} is not the DeviceArray this call was "
@@ -307,6 +315,8 @@ class OpRunner:
                 nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                 buffers[role] = DeviceBuffer(session, nbytes, shape=shape, dtype=dtype)
                 tensors[role] = Tensor(buffers[role])
+            for role, array in op.constants(problem).items():
+                buffers[role].copy_from_host(array)
             ws_size = ffi.new("uint64_t *")
             handle = ffi.new("aclOpExecutor **")
 

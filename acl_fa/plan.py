@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -27,7 +28,8 @@ CATALOGUE_LIBRARY_NAME = "libascendcl.so"
 ENV_SIM_SOC = "ACL_FA_SIM_SOC"
 DEFAULT_SOC = "Ascend910B2"
 
-LAYOUTS = ("BNSD", "BSND", "BSH")  # index = the tiling struct's layout code
+LAYOUTS = ("BNSD", "BSND", "BSH", "TND")  # index = the tiling struct's layout code (TND: varlen)
+UNBOUNDED_TOKENS = 2147483647  # pre_tokens / next_tokens without a bound (op_host's kUnboundedTokens)
 DTYPES = ("float16", "bfloat16", "float32")
 _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The op's AddConfig() targets (op_host/flash_attention.cpp): other chips get a plan for
@@ -41,6 +43,10 @@ _SOC_ASCEND910, _SOC_ASCEND310P = 0, 2  # platform_ascendc::SocVersion
 _ERR_LEN = 1024
 _UINT32_MAX = 2**32 - 1
 _STRUCTS = ("aclfaPlanProblem", "aclfaPlanLimits", "aclfaPlanBudgetLine", "aclfaPlan")
+
+
+# The length arrays a C problem points to, alive as long as the problem is.
+_keepalive: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class PlanError(InvalidArgumentError):
@@ -117,6 +123,11 @@ class Plan:
     user_workspace_bytes: int = 0
     system_workspace_bytes: int = 0
     tiling_key: int = 0
+    # FlashAttentionV2's band and varlen lengths (unbounded / None for the plain forward).
+    pre_tokens: int = UNBOUNDED_TOKENS
+    next_tokens: int = UNBOUNDED_TOKENS
+    seq_lens_q: Optional[tuple] = None
+    seq_lens_kv: Optional[tuple] = None
 
     @property
     def workspace_bytes(self) -> int:
@@ -126,9 +137,11 @@ class Plan:
     @property
     def tensor_bytes(self) -> int:
         """Device bytes of q, k, v, out (in the dtype) and lse (float32)."""
-        q = self.batch * self.heads * self.seq * self.head_dim
-        kv = self.batch * self.kv_heads * self.seq_kv * self.head_dim
-        return _DTYPE_BYTES[self.dtype] * (2 * q + 2 * kv) + 4 * self.batch * self.heads * self.seq
+        tokens_q = sum(self.seq_lens_q) if self.seq_lens_q is not None else self.batch * self.seq
+        tokens_kv = sum(self.seq_lens_kv) if self.seq_lens_kv is not None else self.batch * self.seq_kv
+        q = tokens_q * self.heads * self.head_dim
+        kv = tokens_kv * self.kv_heads * self.head_dim
+        return _DTYPE_BYTES[self.dtype] * (2 * q + 2 * kv) + 4 * self.heads * tokens_q
 
     @property
     def device_bytes(self) -> int:
@@ -241,11 +254,32 @@ def _choice(what: str, value: str, allowed: tuple) -> int:
 
 
 def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout,
-                         causal, block_m, block_n) -> tuple:
+                         causal, block_m, block_n, pre_tokens=None, next_tokens=None, seq_lens_q=None,
+                         seq_lens_kv=None) -> tuple:
     """The policies' C inputs (aclfaPlanProblem, aclfaPlanLimits), validated; shared with the
-    backward's plan (acl_fa.backward_plan)."""
+    backward's plan (acl_fa.backward_plan). pre_tokens / next_tokens: the band (None =
+    unbounded); seq_lens_q / seq_lens_kv: a varlen batch's lengths (layout TND; batch, seq and
+    seq_kv are then the count and the longest). The C problem keeps the length arrays alive."""
     _choice("dtype", dtype, DTYPES)
     layout_code = _choice("layout", layout, LAYOUTS)
+    band = []
+    for key, value in (("pre_tokens", pre_tokens), ("next_tokens", next_tokens)):
+        value = UNBOUNDED_TOKENS if value is None else value
+        if isinstance(value, bool) or not isinstance(value, int) or not -UNBOUNDED_TOKENS <= value <= UNBOUNDED_TOKENS:
+            raise PlanError(f"{key} must be an integer in [-{UNBOUNDED_TOKENS}, {UNBOUNDED_TOKENS}], got {value!r}")
+        band.append(value)
+    if (layout == "TND") != (seq_lens_q is not None):
+        raise PlanError("layout TND goes with seq_lens_q / seq_lens_kv (a varlen batch), and only it")
+    lens = []
+    if seq_lens_q is not None:
+        for key, values in (("seq_lens_q", seq_lens_q), ("seq_lens_kv", seq_lens_kv)):
+            if values is None or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in values):
+                raise PlanError(f"{key} must be non-negative integer lengths, got {values!r}")
+        if len(seq_lens_q) != len(seq_lens_kv) or not seq_lens_q:
+            raise PlanError(f"seq_lens_q and seq_lens_kv must have one length per sequence, got {len(seq_lens_q)} "
+                            f"and {len(seq_lens_kv)}")
+        batch, seq, seq_kv = len(seq_lens_q), max(seq_lens_q), max(seq_lens_kv)
+        lens = [ffi.new("uint64_t[]", list(seq_lens_q)), ffi.new("uint64_t[]", list(seq_lens_kv))]
     ints = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
                 head_dim=head_dim, block_m=block_m or 0, block_n=block_n or 0)
     for key, value in ints.items():
@@ -259,6 +293,11 @@ def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_he
     problem.dtypeBytes, problem.bf16 = _DTYPE_BYTES[dtype], int(dtype == "bfloat16")
     problem.layout, problem.causal = layout_code, int(bool(causal))
     problem.blockM, problem.blockN = ints["block_m"], ints["block_n"]
+    problem.preTokens, problem.nextTokens = band
+    if lens:
+        problem.seqLensQ, problem.seqLensKv = lens
+        problem.tokensQ, problem.tokensKv = sum(seq_lens_q), sum(seq_lens_kv)
+        _keepalive[problem] = lens
     c_limits = ffi.new("aclfaPlanLimits *")
     c_limits.socName = limits.name.encode()[:31]
     c_limits.ubBytes, c_limits.l1Bytes = limits.ub_bytes, limits.l1_bytes
@@ -283,6 +322,10 @@ def plan(
     soc: "Optional[str | ChipLimits]" = None,
     block_m: Optional[int] = None,
     block_n: Optional[int] = None,
+    pre_tokens: Optional[int] = None,
+    next_tokens: Optional[int] = None,
+    seq_lens_q: Optional[tuple] = None,
+    seq_lens_kv: Optional[tuple] = None,
 ) -> Plan:
     """The operator's plan for this problem on `soc` (a catalogue name or ChipLimits).
 
@@ -291,9 +334,15 @@ def plan(
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
     seq_kv = seq if seq_kv is None else seq_kv
     kv_heads = heads if kv_heads is None else kv_heads
+    if seq_lens_q is not None:  # varlen: the batch is the sequences
+        seq_lens_q, seq_lens_kv = tuple(seq_lens_q), tuple(seq_lens_kv) if seq_lens_kv is not None else None
+        if seq_lens_kv is not None and seq_lens_q and seq_lens_kv:
+            batch, seq, seq_kv = len(seq_lens_q), max(seq_lens_q), max(seq_lens_kv)
     problem, c_limits = c_problem_and_limits(limits, seq=seq, seq_kv=seq_kv, batch=batch, heads=heads,
                                              kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, layout=layout,
-                                             causal=causal, block_m=block_m, block_n=block_n)
+                                             causal=causal, block_m=block_m, block_n=block_n,
+                                             pre_tokens=pre_tokens, next_tokens=next_tokens,
+                                             seq_lens_q=seq_lens_q, seq_lens_kv=seq_lens_kv)
     out = ffi.new("aclfaPlan *")
     err = ffi.new("char[]", _ERR_LEN)
     if _plan_lib().aclfaPlanCompute(problem, c_limits, out, err, _ERR_LEN) != 0:
@@ -313,6 +362,8 @@ def plan(
         ws_pv_offset=out.wsPvOffset, ws_bytes_per_aiv=out.wsBytesPerAiv,
         user_workspace_bytes=out.userWorkspaceBytes,
         system_workspace_bytes=limits.lib_api_workspace_bytes, tiling_key=out.tilingKey,
+        pre_tokens=problem.preTokens, next_tokens=problem.nextTokens,
+        seq_lens_q=seq_lens_q, seq_lens_kv=seq_lens_kv,
     )
 
 
@@ -333,6 +384,17 @@ def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):.2f} MiB"
 
 
+def _band_text(p: Plan) -> str:
+    """' window pre=.. next=..' and ' varlen (k sequences)' where they apply, else ''."""
+    text = ""
+    if p.pre_tokens < UNBOUNDED_TOKENS or p.next_tokens < UNBOUNDED_TOKENS:
+        side = lambda v: "unbounded" if v >= UNBOUNDED_TOKENS else str(v)  # noqa: E731
+        text += f" band pre_tokens={side(p.pre_tokens)} next_tokens={side(p.next_tokens)}"
+    if p.seq_lens_q is not None:
+        text += f" varlen ({len(p.seq_lens_q)} sequences, Sq/Skv above are the longest)"
+    return text
+
+
 def format_plan(p: Plan) -> str:
     """A human-readable report of one plan."""
     c = p.chip
@@ -344,7 +406,7 @@ def format_plan(p: Plan) -> str:
         f"chip      {c.name} ({c.short_soc}): {c.aic_num} AIC / {c.aiv_num} AIV, UB {c.ub_bytes} B, "
         f"L1 {c.l1_bytes} B, L0A/B/C {c.l0a_bytes}/{c.l0b_bytes}/{c.l0c_bytes} B; kernel: {kernel}",
         f"problem   B={p.batch} N={p.heads} Nkv={p.kv_heads} Sq={p.seq} Skv={p.seq_kv} D={p.head_dim} "
-        f"{p.dtype} {p.layout}{' causal' if p.causal else ''}",
+        f"{p.dtype} {p.layout}{' causal' if p.causal else ''}{_band_text(p)}",
         f"blocks    BLOCK_M={p.block_m} ({unit_rows}) BLOCK_N={p.block_n}; "
         f"{p.num_q_blocks} query x {p.num_kv_blocks} kv blocks per head",
         f"budget    (per {unit} UB buffers in the kernel's InitBuffer order, then totals)",

@@ -22,10 +22,17 @@ typedef struct aclfaPlanProblem {
     uint64_t batch, numHeads, numKvHeads, seqQ, seqKv, headDim;
     uint32_t dtypeBytes; /* 2 for float16 / bfloat16, 4 for float32 */
     uint32_t bf16;       /* 1: bfloat16 (tiling-key bit) */
-    uint32_t layout;     /* 0 BNSD, 1 BSND, 2 BSH */
+    uint32_t layout;     /* 0 BNSD, 1 BSND, 2 BSH, 3 TND */
     uint32_t causal;
     uint32_t blockM;     /* 0 = choose */
     uint32_t blockN;     /* 0 = choose */
+    /* FlashAttentionV2: the band (key j visible to query i iff i + diag - preTokens <= j <=
+     * i + diag + nextTokens; 2147483647 = unbounded: set both, 0 is a bound) and, for layout
+     * 3 (TND), the batch's per-sequence lengths (batch entries each; NULL otherwise) and
+     * token counts. */
+    int64_t preTokens, nextTokens;
+    const uint64_t *seqLensQ, *seqLensKv;
+    uint64_t tokensQ, tokensKv;
 } aclfaPlanProblem;
 
 typedef struct aclfaPlanLimits {

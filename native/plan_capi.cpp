@@ -31,6 +31,14 @@ fa_policy::Problem ToPolicy(const aclfaPlanProblem &problem) {
     p.causal = problem.causal != 0;
     p.userBlockM = problem.blockM;
     p.userBlockN = problem.blockN;
+    p.preTokens = problem.preTokens;
+    p.nextTokens = problem.nextTokens;
+    if (problem.layout == fa_policy::kLayoutTnd && problem.seqLensQ != nullptr && problem.seqLensKv != nullptr) {
+        p.seqLensQ.assign(problem.seqLensQ, problem.seqLensQ + problem.batch);
+        p.seqLensKv.assign(problem.seqLensKv, problem.seqLensKv + problem.batch);
+        p.tokensQ = problem.tokensQ;
+        p.tokensKv = problem.tokensKv;
+    }
     return p;
 }
 
@@ -54,6 +62,10 @@ extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfa
                                     aclfaPlan *plan, char *errBuf, size_t errLen) {
     if (problem == nullptr || limits == nullptr || plan == nullptr) {
         SetError(errBuf, errLen, "aclfaPlanCompute: problem, limits and plan must not be NULL");
+        return -1;
+    }
+    if (problem->layout == fa_policy::kLayoutTnd && (problem->seqLensQ == nullptr || problem->seqLensKv == nullptr)) {
+        SetError(errBuf, errLen, "aclfaPlanCompute: layout TND needs seqLensQ and seqLensKv");
         return -1;
     }
     const fa_policy::Problem p = ToPolicy(*problem);

@@ -156,7 +156,35 @@ std::string ValidateProblem(const Problem &p) {
         return Format("dtype must be float16, bfloat16 (2 bytes) or float32 (4 bytes), got %u bytes", p.dtypeBytes);
     }
     if (p.dtypeBytes == 4 && p.bf16) return "dtype: bfloat16 is 2 bytes, got 4";
-    if (p.layout > kLayoutBsh) return Format("input_layout code must be 0 (BNSD), 1 (BSND) or 2 (BSH), got %u", p.layout);
+    if (p.layout > kLayoutTnd) {
+        return Format("input_layout code must be 0 (BNSD), 1 (BSND), 2 (BSH) or 3 (TND), got %u", p.layout);
+    }
+    const bool varlen = !p.seqLensQ.empty() || !p.seqLensKv.empty();
+    if (varlen != (p.layout == kLayoutTnd)) {
+        return varlen ? "per-sequence lengths need input_layout TND"
+                      : "input_layout TND needs the sequence lengths (actual_seq_qlen, actual_seq_kvlen)";
+    }
+    if (varlen) {
+        if (p.seqLensQ.size() != p.batch || p.seqLensKv.size() != p.batch) {
+            return Format("actual_seq_qlen and actual_seq_kvlen must both hold one length per sequence: %zu and "
+                          "%zu lengths for %llu sequences", p.seqLensQ.size(), p.seqLensKv.size(),
+                          static_cast<unsigned long long>(p.batch));
+        }
+        for (size_t s = 0; s < p.seqLensQ.size(); ++s) {
+            if (p.seqLensQ[s] > p.seqQ || p.seqLensKv[s] > p.seqKv) {
+                return Format("sequence %zu (%llu queries, %llu keys) is longer than seq_q %llu / seq_kv %llu", s,
+                              static_cast<unsigned long long>(p.seqLensQ[s]),
+                              static_cast<unsigned long long>(p.seqLensKv[s]),
+                              static_cast<unsigned long long>(p.seqQ), static_cast<unsigned long long>(p.seqKv));
+            }
+        }
+    }
+    const Band band = EffectiveBand(p);
+    if (band.pre < -kUnboundedTokens || band.next < -kUnboundedTokens || band.pre + band.next < 0) {
+        return Format("pre_tokens + next_tokens must be >= 0 (a band of at least one diagonal), got pre_tokens=%lld, "
+                      "next_tokens=%lld%s", static_cast<long long>(p.preTokens), static_cast<long long>(p.nextTokens),
+                      p.causal ? " with causal (next_tokens <= 0)" : "");
+    }
     const struct {
         const char *name;
         uint32_t value, max;
@@ -384,14 +412,40 @@ std::vector<uint32_t> SplitContiguous(const std::vector<uint64_t> &work, uint32_
     return starts;
 }
 
-uint64_t KvBlocksForQueryBlock(const Problem &p, uint32_t blockM, uint32_t blockN, uint64_t qb) {
-    const uint64_t numKvBlocks = CeilDiv(p.seqKv, blockN);
-    if (!p.causal) return numKvBlocks;
-    // Last row of the block sees keys j <= row + (Skv - Sq) (bottom-right aligned mask).
-    const uint64_t lastRow = std::min<uint64_t>((qb + 1) * blockM, p.seqQ) - 1;
-    const int64_t lastKey = static_cast<int64_t>(lastRow + p.seqKv) - static_cast<int64_t>(p.seqQ);
-    if (lastKey < 0) return 0;
-    return std::min<uint64_t>(static_cast<uint64_t>(lastKey) / blockN + 1, numKvBlocks);
+Band EffectiveBand(const Problem &p) {
+    Band band;
+    band.pre = std::min(p.preTokens, kUnboundedTokens);
+    band.next = std::min(p.nextTokens, kUnboundedTokens);
+    if (p.causal) band.next = std::min<int64_t>(band.next, 0);
+    return band;
+}
+
+bool VisibleKeys(const Band &band, uint64_t sq, uint64_t skv, uint64_t row0, uint64_t rowEnd, uint64_t *first,
+                 uint64_t *end) {
+    *first = *end = 0;
+    if (rowEnd <= row0 || skv == 0) return false;
+    const int64_t diag = static_cast<int64_t>(skv) - static_cast<int64_t>(sq);
+    const int64_t lo = band.pre >= kUnboundedTokens ? 0 : static_cast<int64_t>(row0) + diag - band.pre;
+    const int64_t hi = band.next >= kUnboundedTokens ? static_cast<int64_t>(skv) - 1
+                                                     : static_cast<int64_t>(rowEnd - 1) + diag + band.next;
+    const int64_t from = std::max<int64_t>(lo, 0);
+    const int64_t to = std::min<int64_t>(hi, static_cast<int64_t>(skv) - 1);
+    if (to < from) return false;
+    *first = static_cast<uint64_t>(from);
+    *end = static_cast<uint64_t>(to) + 1;
+    return true;
+}
+
+uint64_t SeqLenQ(const Problem &p, uint64_t seq) { return p.seqLensQ.empty() ? p.seqQ : p.seqLensQ[seq]; }
+uint64_t SeqLenKv(const Problem &p, uint64_t seq) { return p.seqLensKv.empty() ? p.seqKv : p.seqLensKv[seq]; }
+
+uint64_t KvBlocksForQueryBlock(const Problem &p, uint32_t blockM, uint32_t blockN, uint64_t qb, uint64_t seq) {
+    const uint64_t sq = SeqLenQ(p, seq), skv = SeqLenKv(p, seq);
+    const uint64_t row0 = qb * blockM;
+    if (row0 >= sq) return 0;
+    uint64_t first = 0, end = 0;
+    if (!VisibleKeys(EffectiveBand(p), sq, skv, row0, std::min<uint64_t>(row0 + blockM, sq), &first, &end)) return 0;
+    return CeilDiv(end, blockN) - first / blockN;
 }
 
 double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t blockM, uint32_t blockN) {
@@ -462,28 +516,46 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     out.coupled = coupled;
     out.numQBlocks = static_cast<uint32_t>(CeilDiv(p.seqQ, blockM));
     out.numKvBlocks = static_cast<uint32_t>(CeilDiv(p.seqKv, blockN));
-    out.qZigzag = p.causal ? 1 : 0;
+    const Band band = EffectiveBand(p);
+    out.qZigzag = band.Restricted() ? 1 : 0;
     out.budget = ComputeNeeds(blockM, blockN, p, c).lines;
 
-    // Work items (b, n, query-block position), numbered as the tiling header says.
-    // batch and num_heads are < 2^32 (ValidateProblem), so their product fits 64 bits; the
-    // third factor is checked by division so that the count cannot wrap.
-    const uint64_t heads = p.batch * p.numHeads;
-    if (heads > UINT32_MAX / out.numQBlocks) {
-        *error = Format("batch * num_heads * ceil(seq_q / block_m) = %llu * %llu * %u work items exceeds 2^32",
-                        static_cast<unsigned long long>(p.batch), static_cast<unsigned long long>(p.numHeads),
-                        out.numQBlocks);
-        return false;
+    // Work items (sequence b, head n, query-block position), numbered as the tiling header
+    // says: the items of sequence b follow those of b - 1, each sequence with its own number
+    // of query blocks when the batch is varlen. The count is checked against 2^32 as it grows.
+    std::vector<uint64_t> work;
+    for (uint64_t b = 0; b < p.batch; ++b) {
+        const uint64_t nq = CeilDiv(SeqLenQ(p, b), blockM);
+        if (nq == 0) continue;
+        if (p.numHeads * nq > UINT32_MAX - work.size()) {
+            *error = Format("batch * num_heads * ceil(seq_q / block_m) = %llu * %llu * %llu work items exceeds 2^32",
+                            static_cast<unsigned long long>(p.batch), static_cast<unsigned long long>(p.numHeads),
+                            static_cast<unsigned long long>(nq));
+            return false;
+        }
+        std::vector<uint64_t> perPosition(nq);
+        for (uint64_t pos = 0; pos < nq; ++pos) {
+            perPosition[pos] = KvBlocksForQueryBlock(p, blockM, blockN, QueryBlockAt(pos, nq, out.qZigzag), b);
+        }
+        for (uint64_t n = 0; n < p.numHeads; ++n) work.insert(work.end(), perPosition.begin(), perPosition.end());
+        if (p.seqLensQ.empty()) {
+            // Fixed lengths: every sequence's items are the same; copy the first one's.
+            const size_t perSeq = work.size();
+            if (perSeq * p.batch > UINT32_MAX) {
+                *error = Format("batch * num_heads * ceil(seq_q / block_m) = %llu * %llu * %llu work items exceeds "
+                                "2^32", static_cast<unsigned long long>(p.batch),
+                                static_cast<unsigned long long>(p.numHeads), static_cast<unsigned long long>(nq));
+                return false;
+            }
+            const std::vector<uint64_t> first = work;
+            work.reserve(perSeq * p.batch);
+            for (uint64_t rest = 1; rest < p.batch; ++rest) work.insert(work.end(), first.begin(), first.end());
+            break;
+        }
     }
-    out.totalItems = heads * out.numQBlocks;
-    std::vector<uint64_t> perPosition(out.numQBlocks);
-    for (uint64_t pos = 0; pos < out.numQBlocks; ++pos) {
-        perPosition[pos] = KvBlocksForQueryBlock(p, blockM, blockN, QueryBlockAt(pos, out.numQBlocks, out.qZigzag));
-    }
-    std::vector<uint64_t> work(out.totalItems);
-    for (uint64_t i = 0; i < out.totalItems; ++i) work[i] = perPosition[i % out.numQBlocks];
+    out.totalItems = work.size();
     const uint32_t cores = std::min<uint32_t>(c.aicNum, kMaxCores);
-    out.coreItemStart = SplitContiguous(work, cores);
+    out.coreItemStart = work.empty() ? std::vector<uint32_t>{0, 0} : SplitContiguous(work, cores);
     out.usedCoreNum = static_cast<uint32_t>(out.coreItemStart.size() - 1);
     for (uint32_t core = 0; core < out.usedCoreNum; ++core) {
         uint64_t load = 0;
@@ -507,12 +579,16 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
         out.userWorkspaceBytes = 2ull * out.usedCoreNum * out.wsBytesPerAiv;
     }
 
-    // BSH has BSND's memory order and runs its path: the key carries BSND.
-    const uint32_t keyLayout = p.layout == kLayoutBsh ? kLayoutBsnd : p.layout;
+    // BSH and TND have BSND's memory order and run its path: the key carries BSND. The causal
+    // bit stands for any restricting band; a varlen batch sets both tail bits (any sequence
+    // may end inside a block).
+    const bool varlen = p.layout == kLayoutTnd;
+    const uint32_t keyLayout = p.layout == kLayoutBsh || varlen ? kLayoutBsnd : p.layout;
     out.tilingKey = (p.bf16 ? kKeyBf16 : 0) | (p.dtypeBytes == 4 ? kKeyFp32 : 0) | (coupled ? kKeyCoupled : 0) |
-                    (p.causal ? kKeyCausal : 0) |
+                    (band.Restricted() ? kKeyCausal : 0) |
                     (static_cast<uint64_t>(keyLayout) << kKeyLayoutShift) |
-                    (p.seqQ % blockM != 0 ? kKeySqTail : 0) | (p.seqKv % blockN != 0 ? kKeySkvTail : 0);
+                    (varlen || p.seqQ % blockM != 0 ? kKeySqTail : 0) |
+                    (varlen || p.seqKv % blockN != 0 ? kKeySkvTail : 0);
     *plan = std::move(out);
     return true;
 }

@@ -150,7 +150,26 @@ std::vector<uint32_t> SplitContiguous(const std::vector<uint64_t> &work, uint32_
 // largest item -- times one step's cycles. The auto blocks minimize it.
 double ModeledKernelCycles(const Problem &problem, const ChipLimits &chip, uint32_t blockM, uint32_t blockN);
 
-// Kv blocks the query block `qb` computes (0 when all its rows see no key).
-uint64_t KvBlocksForQueryBlock(const Problem &problem, uint32_t blockM, uint32_t blockN, uint64_t qb);
+// The band the kernel applies: (preTokens, nextTokens) with causal folded in (next <= 0).
+struct Band {
+    int64_t pre = kUnboundedTokens;
+    int64_t next = kUnboundedTokens;
+    bool Restricted() const { return pre < kUnboundedTokens || next < kUnboundedTokens; }
+};
+Band EffectiveBand(const Problem &problem);
+
+// Keys [*first, *end) that query rows [row0, rowEnd) of a sequence of sq queries and skv keys
+// see under `band` (the union of the rows' intervals, contiguous since pre + next >= 0).
+// False (and an empty range) when none of the rows sees a key.
+bool VisibleKeys(const Band &band, uint64_t sq, uint64_t skv, uint64_t row0, uint64_t rowEnd, uint64_t *first,
+                 uint64_t *end);
+
+// Kv blocks the query block `qb` of sequence `seq` computes (0 when all its rows see no key):
+// the blocks that hold a visible key of any of its rows.
+uint64_t KvBlocksForQueryBlock(const Problem &problem, uint32_t blockM, uint32_t blockN, uint64_t qb,
+                               uint64_t seq = 0);
+// Query / key length of sequence `seq` (the fixed lengths when the batch is not varlen).
+uint64_t SeqLenQ(const Problem &problem, uint64_t seq);
+uint64_t SeqLenKv(const Problem &problem, uint64_t seq);
 
 }  // namespace fa_policy

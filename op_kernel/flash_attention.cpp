@@ -1,77 +1,9 @@
 // flash_attention.cpp -- kernel entry of the FlashAttention op: read the tiling, pick the
-// instance for the tiling key, run it. The math is in flash_attention_kernel.h (Atlas A2/A3,
-// MIX AIC:AIV 1:2), flash_attention_coupled_kernel.h (310P and 910A: coupled AI Cores) and
-// flash_attention_rows.h (the vector half both share).
-//
-// The build compiles this file once per target architecture (__NPU_ARCH__): 2201 for
-// ascend910b / ascend910_93, 2002 for ascend310p, 1001 for ascend910. Each architecture's
-// binary holds only the keys op_host produces for it (flash_attention_tiling.h: bit 7 says
-// coupled) and declares the kernel type the architecture launches:
-//   2201  KERNEL_TYPE_MIX_AIC_1_2 (one AIC + two AIVs per block)
-//   2002  KERNEL_TYPE_AICORE (one AI Core per block; Atlas inference series)
-//   1001  none: KERNEL_TASK_TYPE is not supported on the Atlas training series, every
-//         kernel runs on the AI Cores
-// (asc-devkit docs/zh/api/SIMD-API/基础API/Kernel-Tiling/设置Kernel类型.md, "kernel type取值约束").
-#include "kernel_operator.h"
-#include "lib/matmul_intf.h"
-
-#include "flash_attention_tiling.h"
-
-#if defined(__NPU_ARCH__) && (__NPU_ARCH__ == 2002 || __NPU_ARCH__ == 1001)
-#include "flash_attention_coupled_kernel.h"
-
-template <typename T>
-__aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut,
-                                         GM_ADDR softmaxLse, GM_ADDR workspace,
-                                         const FlashAttentionTilingData *tilingData)
-{
-    (void)workspace;  // no user workspace: S, P and P.V stay inside the AI Core
-    AscendC::TPipe pipe;
-    flash_attn::FlashAttentionCoupledKernel<T> op;
-    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.qkMm, &tilingData->qkTiling, op.pvMm,
-                      &tilingData->pvTiling);
-    op.Init(query, key, value, attentionOut, softmaxLse, tilingData, &pipe);
-    op.Process();
-}
-#else
-#include "flash_attention_kernel.h"
-
-template <typename T>
-__aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut,
-                                         GM_ADDR softmaxLse, GM_ADDR workspace,
-                                         const FlashAttentionTilingData *tilingData)
-{
-    AscendC::TPipe pipe;
-    flash_attn::FlashAttentionKernel<T> op;
-    // The AIC serves the AIVs' matmul requests from here on and does not run the code below.
-    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.qkMm, &tilingData->qkTiling, op.pvMm,
-                      &tilingData->pvTiling);
-    op.Init(query, key, value, attentionOut, softmaxLse, workspace, tilingData, &pipe);
-    op.Process();
-}
-#endif
-
-// Every key op_host can produce for one dtype (flash_attention_tiling.h): causal bit 1, layout
-// bits 2-3, Sq/Skv tail bits 4-5 over the dtype and path bits in BASE. Causal, layout and tails
-// are handled at run time by one instance per dtype; the keys exist so that each combination
-// has its own binary on the chip.
-#define FA_CASE(KEY, T)                                                                                   \
-    if (TILING_KEY_IS(KEY)) {                                                                             \
-        RunFlashAttention<T>(query, key, value, attention_out, softmax_lse, workspace, &tilingData);     \
-        return;                                                                                           \
-    }
-#define FA_CASES_WITH_TAILS(BASE, T) \
-    FA_CASE((BASE), T)               \
-    FA_CASE((BASE) + 16, T)          \
-    FA_CASE((BASE) + 32, T)          \
-    FA_CASE((BASE) + 48, T)
-#define FA_CASES_FOR_DTYPE(BASE, T)         \
-    FA_CASES_WITH_TAILS((BASE) + 0, T)      \
-    FA_CASES_WITH_TAILS((BASE) + 2, T)      \
-    FA_CASES_WITH_TAILS((BASE) + 4, T)      \
-    FA_CASES_WITH_TAILS((BASE) + 6, T)      \
-    FA_CASES_WITH_TAILS((BASE) + 8, T)      \
-    FA_CASES_WITH_TAILS((BASE) + 10, T)
+// instance for the tiling key, run it (flash_attention_entry.h). The math is in
+// flash_attention_kernel.h (Atlas A2/A3, MIX AIC:AIV 1:2), flash_attention_coupled_kernel.h
+// (310P and 910A: coupled AI Cores) and flash_attention_rows.h (the vector half both share).
+// FlashAttentionV2 (flash_attention_v2.cpp) runs the same kernel with its optional inputs.
+#include "flash_attention_entry.h"
 
 extern "C" __global__ __aicore__ void flash_attention(GM_ADDR query, GM_ADDR key, GM_ADDR value,
                                                       GM_ADDR attention_out, GM_ADDR softmax_lse,
@@ -79,15 +11,7 @@ extern "C" __global__ __aicore__ void flash_attention(GM_ADDR query, GM_ADDR key
 {
     REGISTER_TILING_DEFAULT(FlashAttentionTilingData);
     GET_TILING_DATA(tilingData, tiling);
-#if defined(__NPU_ARCH__) && __NPU_ARCH__ == 2002
-    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AICORE);
-    FA_CASES_FOR_DTYPE(FA_KEY_COUPLED, half)  // float16 only: no bfloat16, no float32 cube
-#elif defined(__NPU_ARCH__) && __NPU_ARCH__ == 1001
-    FA_CASES_FOR_DTYPE(FA_KEY_COUPLED, half)  // float16 only: no bfloat16, no float32 cube
-#else
-    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
-    FA_CASES_FOR_DTYPE(0, half)
-    FA_CASES_FOR_DTYPE(FA_KEY_BF16, bfloat16_t)
-    FA_CASES_FOR_DTYPE(FA_KEY_FP32, float)
-#endif
+    GM_ADDR actual_seq_qlen = nullptr;  // V1: fixed lengths only (tilingData.varlen == 0)
+    GM_ADDR actual_seq_kvlen = nullptr;
+    FA_KERNEL_TYPE_AND_CASES()
 }

@@ -8,7 +8,8 @@
 //   P_j  = online softmax of S_j in place (flash_attention_rows.h), cast to T in UB
 //   PV_j = P_j . V_j        (Matmul API, A from VECCALC: P goes UB -> L1, C fp32 into UB)
 //   acc  = alpha * acc + PV_j
-// and finally O = acc / l, LSE = m + ln(l). Nothing passes between cube and vector through GM:
+// and finally O = acc / l, LSE = m + ln(l), over the K/V blocks the rows' band lets them see
+// (flash_attention_items.h, as on the MIX path). Nothing passes between cube and vector through GM:
 // the kernel has no user workspace. The Matmul API converts ND data through a UB workspace
 // the kernel provides (SetLocalWorkspace; these architectures have no Fixpipe).
 //
@@ -23,6 +24,7 @@
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 
+#include "flash_attention_items.h"
 #include "flash_attention_rows.h"
 #include "flash_attention_tiling.h"
 
@@ -40,21 +42,21 @@ public:
     AscendC::Matmul<QType, KTransType, AccType> qkMm;  // S = Q . K^T, [rows, cols] fp32 in UB
     AscendC::Matmul<ProbType, VType, AccType> pvMm;    // P . V, [rows, D] fp32 in UB
 
-    __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut,
-                                GM_ADDR softmaxLse, const FlashAttentionTilingData *tiling, AscendC::TPipe *pipe);
+    // actualSeqQlen / actualSeqKvlen: the varlen cumulative ends (int64 GM), unused otherwise.
+    __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR actualSeqQlen,
+                                GM_ADDR actualSeqKvlen, GM_ADDR attentionOut, GM_ADDR softmaxLse,
+                                const FlashAttentionTilingData *tiling, AscendC::TPipe *pipe);
     __aicore__ inline void Process();
 
 private:
     __aicore__ inline void ProcessItem(uint32_t item);
     __aicore__ inline void ComputeBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0);
-    __aicore__ inline void WriteOutput(uint32_t rows, uint32_t row0, uint64_t outOffset, uint64_t lseOffset);
-
-    __aicore__ inline uint64_t QueryOffset(uint32_t b, uint32_t n, uint32_t s) const;
-    __aicore__ inline uint64_t KvOffset(uint32_t b, uint32_t h, uint32_t s) const;
+    __aicore__ inline void WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset);
 
     const FlashAttentionTilingData *td_ = nullptr;
     AscendC::TPipe *pipe_ = nullptr;
     OnlineSoftmax softmax_;
+    ItemMap items_;
 
     AscendC::GlobalTensor<T> queryGm_, keyGm_, valueGm_, outGm_;
     AscendC::GlobalTensor<float> lseGm_;
@@ -73,10 +75,12 @@ private:
     uint32_t core_ = 0;
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
     uint64_t kvOffset_ = 0;                      // element offset of (b, h, 0) in K and V
+    uint32_t seqKv_ = 0;                         // keys of the current item's sequence
 };
 
 template <typename T>
 __aicore__ inline void FlashAttentionCoupledKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
+                                                            GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen,
                                                             GM_ADDR attentionOut, GM_ADDR softmaxLse,
                                                             const FlashAttentionTilingData *tiling,
                                                             AscendC::TPipe *pipe)
@@ -87,14 +91,15 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::Init(GM_ADDR query, GM_AD
     const uint32_t n = td_->blockN;
     const uint32_t d = td_->headDim;
 
-    const uint64_t qElems = static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seqQ * d;
-    const uint64_t kvElems = static_cast<uint64_t>(td_->batch) * td_->numKvHeads * td_->seqKv * d;
+    const uint64_t qElems = static_cast<uint64_t>(td_->tokensQ) * td_->numHeads * d;
+    const uint64_t kvElems = static_cast<uint64_t>(td_->tokensKv) * td_->numKvHeads * d;
     queryGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(query), qElems);
     keyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(key), kvElems);
     valueGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(value), kvElems);
     outGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(attentionOut), qElems);
     lseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(softmaxLse),
-                           static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seqQ);
+                           static_cast<uint64_t>(td_->tokensQ) * td_->numHeads);
+    items_.Init(td_, actualSeqQlen, actualSeqKvlen);
     core_ = AscendC::GetBlockIdx();
 
     // UB, in the order and sizes op_host budgets (flash_attention_tiling.h).
@@ -120,26 +125,6 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::Init(GM_ADDR query, GM_AD
 }
 
 template <typename T>
-__aicore__ inline uint64_t FlashAttentionCoupledKernel<T>::QueryOffset(uint32_t b, uint32_t n, uint32_t s) const
-{
-    const uint64_t d = td_->headDim;
-    if (td_->layout == FA_LAYOUT_BNSD) {
-        return ((static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + s) * d;
-    }
-    return ((static_cast<uint64_t>(b) * td_->seqQ + s) * td_->numHeads + n) * d;  // BSND, BSH
-}
-
-template <typename T>
-__aicore__ inline uint64_t FlashAttentionCoupledKernel<T>::KvOffset(uint32_t b, uint32_t h, uint32_t s) const
-{
-    const uint64_t d = td_->headDim;
-    if (td_->layout == FA_LAYOUT_BNSD) {
-        return ((static_cast<uint64_t>(b) * td_->numKvHeads + h) * td_->seqKv + s) * d;
-    }
-    return ((static_cast<uint64_t>(b) * td_->seqKv + s) * td_->numKvHeads + h) * d;
-}
-
-template <typename T>
 __aicore__ inline void FlashAttentionCoupledKernel<T>::Process()
 {
     if (core_ >= td_->usedCoreNum) {
@@ -155,39 +140,31 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::Process()
 template <typename T>
 __aicore__ inline void FlashAttentionCoupledKernel<T>::ProcessItem(uint32_t item)
 {
-    const uint32_t nq = td_->numQBlocks;
-    const uint32_t headIndex = item / nq;  // b * numHeads + n
-    const uint32_t pos = item % nq;
-    const uint32_t qBlock = td_->qZigzag == 0 ? pos : (pos % 2 == 0 ? pos / 2 : nq - 1 - pos / 2);
-    const uint32_t b = headIndex / td_->numHeads;
-    const uint32_t n = headIndex % td_->numHeads;
-    const uint32_t kvHead = n / td_->groupSize;
-    const uint32_t row0 = qBlock * td_->blockM;
-    const uint32_t rows = Min(td_->blockM, td_->seqQ - row0);
+    ItemPlace place;
+    items_.Locate(item, &place);
+    const uint32_t row0 = place.qBlock * td_->blockM;
+    const uint32_t rows = Min(td_->blockM, place.seqQ - row0);
 
-    // Keys these rows can see: all, or (causal, bottom-right aligned) keys j <= i + (Skv - Sq)
-    // for the last row i.
-    uint32_t kvEnd = td_->seqKv;
-    if (td_->causal != 0) {
-        const int64_t lastVisible = static_cast<int64_t>(row0) + rows + td_->seqKv - td_->seqQ;
-        kvEnd = lastVisible <= 0 ? 0 : Min(static_cast<uint32_t>(lastVisible), td_->seqKv);
-    }
-    const uint32_t kvBlocks = CeilDiv(kvEnd, td_->blockN);
-    const uint64_t queryOffset = QueryOffset(b, n, row0);
-    kvOffset_ = KvOffset(b, kvHead, 0);
-    softmax_.Reset(acc_, rows);
+    // Only the K/V blocks holding a key some row of the item sees under the band.
+    uint32_t keyFirst = 0, keyEnd = 0;
+    VisibleKeys(td_, place.seqQ, place.seqKv, row0, rows, &keyFirst, &keyEnd);
+    const uint32_t kvBegin = keyFirst / td_->blockN;
+    const uint32_t kvEnd = keyEnd == 0 ? kvBegin : CeilDiv(keyEnd, td_->blockN);
+    const uint64_t queryOffset = items_.QueryOffset(place, row0);
+    kvOffset_ = items_.KvOffset(place, 0);
+    seqKv_ = place.seqKv;
+    softmax_.Reset(acc_, rows, place.seqQ, place.seqKv);
 
-    if (kvBlocks > 0) {
+    if (kvEnd > kvBegin) {
         // qk: A = Q rows [rows, D] (row stride rowStrideQ_), B^T = K rows [cols, D] (row stride
         // rowStrideKv_); C [rows, cols] into UB.
         qkMm.SetOrgShape(rows, td_->blockN, rowStrideQ_, rowStrideKv_);
         qkMm.SetTensorA(queryGm_[queryOffset]);
     }
-    for (uint32_t j = 0; j < kvBlocks; ++j) {
+    for (uint32_t j = kvBegin; j < kvEnd; ++j) {
         ComputeBlock(j, rows, row0);
     }
-    const uint64_t lseOffset = static_cast<uint64_t>(headIndex) * td_->seqQ + row0;
-    WriteOutput(rows, row0, queryOffset, lseOffset);
+    WriteOutput(rows, queryOffset, place.lseRow0 + row0);
 }
 
 template <typename T>
@@ -195,7 +172,7 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ComputeBlock(uint32_t kvB
 {
     const uint32_t d = td_->headDim;
     const uint32_t col0 = kvBlock * td_->blockN;
-    const uint32_t cols = Min(td_->blockN, td_->seqKv - col0);
+    const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
     // The cube writes C to UB in rows padded to 32 bytes: [rows, align8(cols)] fp32.
     const uint32_t stride = (cols + FP32_PER_BLOCK - 1) / FP32_PER_BLOCK * FP32_PER_BLOCK;
     const uint64_t kvRow0 = kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_;
@@ -210,7 +187,7 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ComputeBlock(uint32_t kvB
 
     // pv: A = P [rows, cols] in UB (row stride `stride`), B = V rows [cols, D] (row stride
     // rowStrideKv_); C [rows, D] into UB.
-    pvMm.SetOrgShape(rows, rowStrideKv_, stride, td_->seqKv);
+    pvMm.SetOrgShape(rows, rowStrideKv_, stride, seqKv_);
     pvMm.SetTensorA(prob_);
     pvMm.SetTensorB(valueGm_[kvRow0]);
     pvMm.SetTail(rows, d, cols);
@@ -219,12 +196,12 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ComputeBlock(uint32_t kvB
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionCoupledKernel<T>::WriteOutput(uint32_t rows, uint32_t row0, uint64_t outOffset,
+__aicore__ inline void FlashAttentionCoupledKernel<T>::WriteOutput(uint32_t rows, uint64_t outOffset,
                                                                    uint64_t lseOffset)
 {
     const uint32_t d = td_->headDim;
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
-    softmax_.Finish(acc_, lse, rows, row0);
+    softmax_.Finish(acc_, lse, rows);
 
     AscendC::LocalTensor<T> out = outQue_.AllocTensor<T>();
     AscendC::Cast(out, acc_, AscendC::RoundMode::CAST_RINT, rows * d);
@@ -233,7 +210,7 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::WriteOutput(uint32_t rows
     if (td_->layout == FA_LAYOUT_BNSD) {
         AscendC::DataCopy(outGm_[outOffset], out, rows * d);
     } else {
-        // BSND / BSH: consecutive sequence rows are numHeads * D elements apart in GM; a row is
+        // BSND / BSH / TND: consecutive sequence rows are numHeads * D elements apart in GM; a row is
         // D * sizeof(T) bytes, a whole number of 32-B blocks.
         const uint16_t rowBlocks = static_cast<uint16_t>(d * sizeof(T) / 32);
         AscendC::DataCopyParams params{static_cast<uint16_t>(rows), rowBlocks, 0,

@@ -6,12 +6,14 @@
 // blockN rows through the cube:
 //   S_j   = Q . K_j^T                (cube, Matmul API, fp32 to a double-buffered GM workspace slot;
 //                                     QK of block j+1 runs on the cube while block j is softmaxed)
-//   S_j  *= scale; mask              (vector; only on blocks crossing the causal diagonal or the Skv tail)
+//   S_j  *= scale; mask              (vector; only on blocks the band's edges or the Skv tail cross)
 //   m_new = max(m, rowmax(S_j));  alpha = exp(m - m_new)
 //   P_j   = exp(S_j - m_new);  l = alpha * l + rowsum(P_j)          (fp32)
 //   acc   = alpha * acc + P_j . V_j  (cube for P.V, vector for the update)
-// and finally O = acc / l, LSE = m + ln(l) (the vector half is flash_attention_rows.h). Blocks
-// entirely above the causal diagonal are never computed. All row-wise statistics are vectors in
+// and finally O = acc / l, LSE = m + ln(l) (the vector half is flash_attention_rows.h). Only the
+// K/V blocks holding a key the rows' band (pre_tokens / next_tokens; causal is next_tokens 0)
+// lets them see are loaded and computed (flash_attention_items.h); a varlen batch (TND) gives
+// each sequence its own lengths and packed rows. All row-wise statistics are vectors in
 // UB, broadcast with Brcb: the scalar unit only steers loops and never touches score elements.
 // T is half, bfloat16_t or float (float: fp32 operands on the cube, P handed over in fp32).
 #pragma once
@@ -19,6 +21,7 @@
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 
+#include "flash_attention_items.h"
 #include "flash_attention_rows.h"
 #include "flash_attention_tiling.h"
 
@@ -37,8 +40,9 @@ public:
     AscendC::Matmul<QType, KTransType, AccType> qkMm;  // S = Q . K^T, [rows, cols] fp32
     AscendC::Matmul<QType, VType, AccType> pvMm;       // P . V, [rows, D] fp32
 
-    __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut,
-                                GM_ADDR softmaxLse, GM_ADDR workspace,
+    // actualSeqQlen / actualSeqKvlen: the varlen cumulative ends (int64 GM), unused otherwise.
+    __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR actualSeqQlen,
+                                GM_ADDR actualSeqKvlen, GM_ADDR attentionOut, GM_ADDR softmaxLse, GM_ADDR workspace,
                                 const FlashAttentionTilingData *tiling, AscendC::TPipe *pipe);
     __aicore__ inline void Process();
 
@@ -49,14 +53,12 @@ private:
     __aicore__ inline void IssueScores(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void SoftmaxBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0);
     __aicore__ inline void AccumulateValues(uint32_t kvBlock, uint32_t rows);
-    __aicore__ inline void WriteOutput(uint32_t rows, uint32_t row0, uint64_t outOffset, uint64_t lseOffset);
-
-    __aicore__ inline uint64_t QueryOffset(uint32_t b, uint32_t n, uint32_t s) const;
-    __aicore__ inline uint64_t KvOffset(uint32_t b, uint32_t h, uint32_t s) const;
+    __aicore__ inline void WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset);
 
     const FlashAttentionTilingData *td_ = nullptr;
     AscendC::TPipe *pipe_ = nullptr;
     OnlineSoftmax softmax_;
+    ItemMap items_;
 
     AscendC::GlobalTensor<T> queryGm_, keyGm_, valueGm_, outGm_;
     AscendC::GlobalTensor<float> lseGm_;
@@ -77,10 +79,12 @@ private:
     uint32_t core_ = 0, subBlock_ = 0;
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
     uint64_t queryOffset_ = 0, kvOffset_ = 0;    // element offsets of (b, n, row0) and (b, h, 0)
+    uint32_t seqKv_ = 0;                         // keys of the current item's sequence
 };
 
 template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
+                                                     GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen,
                                                      GM_ADDR attentionOut, GM_ADDR softmaxLse,
                                                      GM_ADDR workspace,
                                                      const FlashAttentionTilingData *tiling,
@@ -92,14 +96,15 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     const uint32_t n = td_->blockN;
     const uint32_t d = td_->headDim;
 
-    const uint64_t qElems = static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seqQ * d;
-    const uint64_t kvElems = static_cast<uint64_t>(td_->batch) * td_->numKvHeads * td_->seqKv * d;
+    const uint64_t qElems = static_cast<uint64_t>(td_->tokensQ) * td_->numHeads * d;
+    const uint64_t kvElems = static_cast<uint64_t>(td_->tokensKv) * td_->numKvHeads * d;
     queryGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(query), qElems);
     keyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(key), kvElems);
     valueGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(value), kvElems);
     outGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(attentionOut), qElems);
     lseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(softmaxLse),
-                           static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seqQ);
+                           static_cast<uint64_t>(td_->tokensQ) * td_->numHeads);
+    items_.Init(td_, actualSeqQlen, actualSeqKvlen);
 
     // UB, in the order and sizes op_host budgets (flash_attention_tiling.h); before the workspace
     // slices, so that blocks too large for UB stop every AIV here, ahead of any GM range.
@@ -131,26 +136,6 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
 }
 
 template <typename T>
-__aicore__ inline uint64_t FlashAttentionKernel<T>::QueryOffset(uint32_t b, uint32_t n, uint32_t s) const
-{
-    const uint64_t d = td_->headDim;
-    if (td_->layout == FA_LAYOUT_BNSD) {
-        return ((static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + s) * d;
-    }
-    return ((static_cast<uint64_t>(b) * td_->seqQ + s) * td_->numHeads + n) * d;  // BSND, BSH
-}
-
-template <typename T>
-__aicore__ inline uint64_t FlashAttentionKernel<T>::KvOffset(uint32_t b, uint32_t h, uint32_t s) const
-{
-    const uint64_t d = td_->headDim;
-    if (td_->layout == FA_LAYOUT_BNSD) {
-        return ((static_cast<uint64_t>(b) * td_->numKvHeads + h) * td_->seqKv + s) * d;
-    }
-    return ((static_cast<uint64_t>(b) * td_->seqKv + s) * td_->numKvHeads + h) * d;
-}
-
-template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::Process()
 {
     if (core_ >= td_->usedCoreNum) {
@@ -166,17 +151,12 @@ __aicore__ inline void FlashAttentionKernel<T>::Process()
 template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
 {
-    const uint32_t nq = td_->numQBlocks;
-    const uint32_t headIndex = item / nq;  // b * numHeads + n
-    const uint32_t pos = item % nq;
-    const uint32_t qBlock = td_->qZigzag == 0 ? pos : (pos % 2 == 0 ? pos / 2 : nq - 1 - pos / 2);
-    const uint32_t b = headIndex / td_->numHeads;
-    const uint32_t n = headIndex % td_->numHeads;
-    const uint32_t kvHead = n / td_->groupSize;
+    ItemPlace place;
+    items_.Locate(item, &place);
 
     // Rows of this item, split between the two AIVs: sub-block 0 takes ceil(itemRows / 2).
-    const uint32_t itemRow0 = qBlock * td_->blockM;
-    const uint32_t itemRows = Min(td_->blockM, td_->seqQ - itemRow0);
+    const uint32_t itemRow0 = place.qBlock * td_->blockM;
+    const uint32_t itemRows = Min(td_->blockM, place.seqQ - itemRow0);
     const uint32_t firstHalf = (itemRows + 1) / 2;
     const uint32_t row0 = itemRow0 + (subBlock_ == 0 ? 0 : firstHalf);
     const uint32_t rows = subBlock_ == 0 ? firstHalf : itemRows - firstHalf;
@@ -184,47 +164,44 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
         return;
     }
 
-    // Keys this AIV's rows can see: all, or (causal, bottom-right aligned) keys
-    // j <= i + (Skv - Sq) for its last row i.
-    uint32_t kvEnd = td_->seqKv;
-    if (td_->causal != 0) {
-        const int64_t lastVisible = static_cast<int64_t>(row0) + rows + td_->seqKv - td_->seqQ;
-        kvEnd = lastVisible <= 0 ? 0 : Min(static_cast<uint32_t>(lastVisible), td_->seqKv);
-    }
-    const uint32_t kvBlocks = CeilDiv(kvEnd, td_->blockN);
+    // Only the K/V blocks holding a key some row of this AIV sees under the band.
+    uint32_t keyFirst = 0, keyEnd = 0;
+    VisibleKeys(td_, place.seqQ, place.seqKv, row0, rows, &keyFirst, &keyEnd);
+    const uint32_t kvBegin = keyFirst / td_->blockN;
+    const uint32_t kvEnd = keyEnd == 0 ? kvBegin : CeilDiv(keyEnd, td_->blockN);
 
-    queryOffset_ = QueryOffset(b, n, row0);
-    kvOffset_ = KvOffset(b, kvHead, 0);
-    softmax_.Reset(acc_, rows);
+    seqKv_ = place.seqKv;
+    queryOffset_ = items_.QueryOffset(place, row0);
+    kvOffset_ = items_.KvOffset(place, 0);
+    softmax_.Reset(acc_, rows, place.seqQ, place.seqKv);
 
-    if (kvBlocks > 0) {
+    if (kvEnd > kvBegin) {
         // qk: A = Q rows [rows, D] (row stride rowStrideQ_), B^T = K rows [cols, D] (row stride
         // rowStrideKv_), C = S [rows, cols] with row stride blockN.
         qkMm.SetOrgShape(rows, td_->blockN, rowStrideQ_, rowStrideKv_, td_->blockN);
         qkMm.SetTensorA(queryGm_[queryOffset_]);
         // pv: A = P [rows, cols] (row stride blockN), B = V rows [cols, D] (row stride
         // rowStrideKv_), C = [rows, D] with row stride D.
-        pvMm.SetOrgShape(rows, rowStrideKv_, td_->blockN, td_->seqKv, td_->headDim);
+        pvMm.SetOrgShape(rows, rowStrideKv_, td_->blockN, place.seqKv, td_->headDim);
         pvMm.SetTensorA(probGm_);
-        IssueScores(0, rows);
+        IssueScores(kvBegin, rows);
     }
-    for (uint32_t j = 0; j < kvBlocks; ++j) {
+    for (uint32_t j = kvBegin; j < kvEnd; ++j) {
         qkMm.WaitIterateAll();
-        if (j + 1 < kvBlocks) {
+        if (j + 1 < kvEnd) {
             IssueScores(j + 1, rows);  // the cube computes S_{j+1} while the vector units work on S_j
         }
         SoftmaxBlock(j, rows, row0);
         AccumulateValues(j, rows);
     }
-    const uint64_t lseOffset = static_cast<uint64_t>(headIndex) * td_->seqQ + row0;
-    WriteOutput(rows, row0, QueryOffset(b, n, row0), lseOffset);
+    WriteOutput(rows, queryOffset_, place.lseRow0 + row0);
 }
 
 template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::IssueScores(uint32_t kvBlock, uint32_t rows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
-    const uint32_t cols = Min(td_->blockN, td_->seqKv - col0);
+    const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
     qkMm.SetTensorB(keyGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_], true);
     qkMm.SetTail(rows, cols, td_->headDim);
     qkMm.template IterateAll<false>(scoreGm_[kvBlock % 2], 0, false, true);
@@ -263,7 +240,7 @@ __aicore__ inline void FlashAttentionKernel<T>::AccumulateValues(uint32_t kvBloc
 {
     const uint32_t d = td_->headDim;
     const uint32_t col0 = kvBlock * td_->blockN;
-    const uint32_t cols = Min(td_->blockN, td_->seqKv - col0);
+    const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
 
     pvMm.SetTensorB(valueGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_]);
     pvMm.SetTail(rows, d, cols);
@@ -278,12 +255,11 @@ __aicore__ inline void FlashAttentionKernel<T>::AccumulateValues(uint32_t kvBloc
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::WriteOutput(uint32_t rows, uint32_t row0, uint64_t outOffset,
-                                                            uint64_t lseOffset)
+__aicore__ inline void FlashAttentionKernel<T>::WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset)
 {
     const uint32_t d = td_->headDim;
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
-    softmax_.Finish(acc_, lse, rows, row0);
+    softmax_.Finish(acc_, lse, rows);
 
     AscendC::LocalTensor<T> out = outQue_.AllocTensor<T>();
     if constexpr (FP32_IO) {
@@ -296,7 +272,7 @@ __aicore__ inline void FlashAttentionKernel<T>::WriteOutput(uint32_t rows, uint3
     if (td_->layout == FA_LAYOUT_BNSD) {
         AscendC::DataCopy(outGm_[outOffset], out, rows * d);
     } else {
-        // BSND / BSH: consecutive sequence rows are numHeads * D elements apart in GM.
+        // BSND / BSH / TND: consecutive sequence rows are numHeads * D elements apart in GM.
         const uint32_t gapBytes = (td_->numHeads - 1) * d * sizeof(T);
         AscendC::DataCopyExtParams params{static_cast<uint16_t>(rows), static_cast<uint32_t>(d * sizeof(T)),
                                           0, gapBytes, 0};

@@ -2,11 +2,15 @@
 // every architecture: the online softmax of one score block and the final O / LSE rows.
 //
 // For a query row block of `rows` rows and a K/V block of `cols` keys (tile row stride n):
-//   S     *= scale; mask             (only on blocks crossing the causal diagonal or the Skv tail)
-//   m_new  = max(m, rowmax(S));  alpha = exp(m - m_new)
+//   S     *= scale; visibility       (MaskScores: -inf outside the band and past the Skv tail;
+//                                     only on blocks the band's edges or the tail cross)
+//   m_new  = max(m, rowmax(S), -FLT_MAX);  alpha = exp(m - m_new)
 //   P      = exp(S - m_new);  l = alpha * l + rowsum(P)              (fp32, in place of S)
 //   acc    = alpha * acc + P.V
-// and at the end O = acc / l, LSE = m + ln(l). Per-row statistics are fp32 vectors in UB.
+// and at the end O = acc / max(l, FLT_MIN), LSE = m + ln(l). Per-row statistics are fp32
+// vectors in UB. The floor on m keeps a row that has seen no key yet at P = exp(-inf) = 0
+// instead of exp(-inf + inf) = NaN; such a row ends with l = 0, so O = 0 and LSE = -inf
+// without knowing why it saw nothing (band, sequence end or, later, a mask).
 // Row-wise broadcasts use Brcb where the architecture has it (dav-c220, dav-m200); dav-c100
 // (910A, arch 1001) has no Brcb (asc-devkit impl/basic_api/dav_c100/kernel_operator_vec_brcb_impl.h
 // reports it unsupported), so there each row's value is read by the scalar unit and applied with
@@ -24,6 +28,8 @@ using attn_rows::FP32_PER_BLOCK;
 using attn_rows::FP32_PER_REPEAT;
 constexpr uint32_t STAT_SLOTS = 6;        // per-row fp32 vectors kept in statBuf (see StatSlot)
 constexpr float NEG_INF = -__builtin_inff();
+constexpr float MAX_FLOOR = -3.40282346638528859812e+38f;  // -FLT_MAX: the floor of the running row max
+constexpr float SUM_FLOOR = 1.17549435082228750797e-38f;   // FLT_MIN: O = acc / max(l, FLT_MIN)
 
 #if defined(__NPU_ARCH__) && __NPU_ARCH__ == 1001
 constexpr bool HAS_BRCB = false;
@@ -57,8 +63,9 @@ public:
 
     __aicore__ inline void Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m);
 
-    // Starts a row block: m = -inf, l = 0, acc = 0 ([rows, D] fp32).
-    __aicore__ inline void Reset(const AscendC::LocalTensor<float> &acc, uint32_t rows);
+    // Starts a row block of a sequence with seqQ queries and seqKv keys: m = -inf, l = 0,
+    // acc = 0 ([rows, D] fp32).
+    __aicore__ inline void Reset(const AscendC::LocalTensor<float> &acc, uint32_t rows, uint32_t seqQ, uint32_t seqKv);
     // Turns scores [rows, stride] fp32 of kv block `kvBlock` into P in place and updates m, l,
     // alpha. stride (a multiple of 8, at least the block's key count) is blockN, or less for the
     // Skv tail block of a tile that the cube wrote with rows of its own width; columns past the
@@ -68,14 +75,14 @@ public:
     // acc = alpha * acc + pv, both [rows, D] fp32.
     __aicore__ inline void Accumulate(const AscendC::LocalTensor<float> &acc, const AscendC::LocalTensor<float> &pv,
                                       uint32_t rows);
-    // acc = acc / l (O in fp32), lse = m + ln(l); rows that see no key: O 0 (in out after the
-    // caller's cast, see BlindRows) and LSE -inf.
+    // acc = acc / l (O in fp32), lse = m + ln(l); rows that saw no key (l = 0): O 0, LSE -inf.
     __aicore__ inline void Finish(const AscendC::LocalTensor<float> &acc, const AscendC::LocalTensor<float> &lse,
-                                  uint32_t rows, uint32_t row0);
-    // Rows [0, result) of the tile starting at row0 see no key (causal with Sq > Skv).
-    __aicore__ inline uint32_t BlindRows(uint32_t rows, uint32_t row0) const;
+                                  uint32_t rows);
 
 private:
+    // The per-tile visibility of the scores [rows, stride] of keys [col0, col0 + cols) for query
+    // rows [row0, row0 + rows): -inf outside the band and in columns [cols, stride). Every
+    // restriction of which key a query may see is applied here.
     __aicore__ inline void MaskScores(const AscendC::LocalTensor<float> &scores, uint32_t stride, uint32_t rows,
                                       uint32_t row0, uint32_t col0, uint32_t cols);
     // tile[r, :width] = tile[r, :width] (OP) rowValues[r] for a tile with row stride `stride`.
@@ -91,6 +98,7 @@ private:
     AscendC::TBuf<AscendC::TPosition::VECCALC> brcbBuf_;  // [m, 8] fp32
     AscendC::LocalTensor<float> stat_, fold_, brcb_;
     uint32_t statStride_ = 0;  // elements between StatSlot vectors
+    uint32_t seqQ_ = 0, seqKv_ = 0;  // the current row block's sequence lengths
     uint32_t maxSlot_ = ROW_MAX_A;  // the slot holding the current row max (swaps with ROW_MAX_B)
 };
 
@@ -106,8 +114,11 @@ __aicore__ inline void OnlineSoftmax::Init(AscendC::TPipe *pipe, const FlashAtte
     brcb_ = brcbBuf_.Get<float>();
 }
 
-__aicore__ inline void OnlineSoftmax::Reset(const AscendC::LocalTensor<float> &acc, uint32_t rows)
+__aicore__ inline void OnlineSoftmax::Reset(const AscendC::LocalTensor<float> &acc, uint32_t rows, uint32_t seqQ,
+                                            uint32_t seqKv)
 {
+    seqQ_ = seqQ;
+    seqKv_ = seqKv;
     maxSlot_ = ROW_MAX_A;
     AscendC::Duplicate(Slot(ROW_MAX_A), NEG_INF, rows);
     AscendC::Duplicate(Slot(ROW_SUM), 0.0f, rows);
@@ -119,7 +130,7 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
 {
     const uint32_t n = stride;
     const uint32_t col0 = kvBlock * td_->blockN;
-    const uint32_t cols = Min(td_->blockN, td_->seqKv - col0);
+    const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
     const uint32_t elems = rows * n;  // [rows, n]; columns >= cols are masked below
 
     AscendC::Muls(scores, scores, td_->scaleValue, elems);
@@ -135,6 +146,7 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
 
     attn_rows::ReduceRows<attn_rows::Reduce::MAX>(blockMax, scores, fold_, rows, n, n);
     AscendC::Max(newMax, rowMax, blockMax, rows);    // m_new = max(m_old, rowmax(S))
+    AscendC::Maxs(newMax, newMax, MAX_FLOOR, rows);  // finite even for a row that sees no key yet
     AscendC::Sub(alpha, rowMax, newMax, rows);
     AscendC::Exp(alpha, alpha, rows);                // alpha = exp(m_old - m_new), 0 on the first block
     ApplyRows<attn_rows::Op::SUB>(scores, newMax, rows, n, n);
@@ -153,52 +165,48 @@ __aicore__ inline void OnlineSoftmax::Accumulate(const AscendC::LocalTensor<floa
 }
 
 __aicore__ inline void OnlineSoftmax::Finish(const AscendC::LocalTensor<float> &acc,
-                                             const AscendC::LocalTensor<float> &lse, uint32_t rows, uint32_t row0)
+                                             const AscendC::LocalTensor<float> &lse, uint32_t rows)
 {
     const uint32_t d = td_->headDim;
     AscendC::LocalTensor<float> rowSum = Slot(ROW_SUM);
-    ApplyRows<attn_rows::Op::DIV>(acc, rowSum, rows, d, d);  // O = acc / l
     AscendC::Ln(lse, rowSum, rows);
-    AscendC::Add(lse, lse, Slot(maxSlot_), rows);    // LSE = m + ln(l)
-    const uint32_t blind = BlindRows(rows, row0);
-    if (blind > 0) {
-        AscendC::Duplicate(acc, 0.0f, blind * d);
-        AscendC::Duplicate(lse, NEG_INF, blind);
-    }
-}
-
-__aicore__ inline uint32_t OnlineSoftmax::BlindRows(uint32_t rows, uint32_t row0) const
-{
-    // The first rows i of the sequence with i + Skv - Sq < 0 see no key at all.
-    if (td_->causal == 0 || td_->seqQ <= td_->seqKv) {
-        return 0;
-    }
-    const uint32_t blind = td_->seqQ - td_->seqKv;
-    return row0 < blind ? Min(blind - row0, rows) : 0;
+    AscendC::Add(lse, lse, Slot(maxSlot_), rows);    // LSE = m + ln(l): -inf where l = 0
+    // A row that saw a key has l >= 1 (its max term is exp(0)); one that saw none has l = 0 and
+    // acc = 0, so O = 0 / FLT_MIN = 0.
+    AscendC::Maxs(rowSum, rowSum, SUM_FLOOR, rows);
+    ApplyRows<attn_rows::Op::DIV>(acc, rowSum, rows, d, d);  // O = acc / l
 }
 
 __aicore__ inline void OnlineSoftmax::MaskScores(const AscendC::LocalTensor<float> &scores, uint32_t stride,
                                                  uint32_t rows, uint32_t row0, uint32_t col0, uint32_t cols)
 {
     const uint32_t n = stride;
-    // visible(r) = keys of row (row0 + r) inside this block: all `cols` real columns, or fewer on
-    // a block crossing the causal diagonal (key j visible iff j <= i + Skv - Sq).
-    const int64_t diagonal = static_cast<int64_t>(td_->seqKv) - td_->seqQ;
-    const int64_t firstRowLimit = static_cast<int64_t>(row0) + diagonal - col0 + 1;  // visible(0), unclamped
-    const bool crossesDiagonal = td_->causal != 0 && firstRowLimit < static_cast<int64_t>(cols);
-    if (!crossesDiagonal && cols == n) {
-        return;  // fully visible block: no mask work
+    // Row r (query i = row0 + r) sees the block's columns [from(r), to(r)) with
+    //   from(r) = i + diag - pre - col0,  to(r) = i + diag + next - col0 + 1   (diag = Skv - Sq)
+    // clamped to [0, cols]; both grow by one per row.
+    const int64_t diag = static_cast<int64_t>(seqKv_) - seqQ_;
+    const bool boundedPre = td_->preTokens < FA_UNBOUNDED_TOKENS;
+    const bool boundedNext = td_->nextTokens < FA_UNBOUNDED_TOKENS;
+    const int64_t from0 = boundedPre ? static_cast<int64_t>(row0) + diag - td_->preTokens - col0 : 0;
+    const int64_t to0 = boundedNext ? static_cast<int64_t>(row0) + diag + td_->nextTokens - col0 + 1
+                                    : static_cast<int64_t>(cols);
+    const bool cutsLeft = boundedPre && from0 + static_cast<int64_t>(rows) - 1 > 0;
+    const bool cutsRight = boundedNext && to0 < static_cast<int64_t>(cols);
+    if (!cutsLeft && !cutsRight && cols == n) {
+        return;  // every row sees every column: no mask work
     }
     for (uint32_t r = 0; r < rows; ++r) {
-        int64_t limit = static_cast<int64_t>(cols);
-        if (crossesDiagonal && firstRowLimit + r < limit) {
-            limit = firstRowLimit + r;
+        int64_t from = cutsLeft ? from0 + r : 0;
+        int64_t to = cutsRight ? to0 + r : static_cast<int64_t>(cols);
+        to = to > static_cast<int64_t>(cols) ? static_cast<int64_t>(cols) : to;
+        to = to < 0 ? 0 : to;
+        from = from < 0 ? 0 : (from > to ? to : from);
+        if (from > 0) {
+            attn_rows::FillColumns(scores, r * n, 0, static_cast<uint32_t>(from), NEG_INF);  // [0, from) -> -inf
         }
-        if (limit >= static_cast<int64_t>(n)) {
-            continue;
+        if (to < static_cast<int64_t>(n)) {
+            attn_rows::FillColumns(scores, r * n, static_cast<uint32_t>(to), n, NEG_INF);  // [to, n) -> -inf
         }
-        const uint32_t visible = limit <= 0 ? 0 : static_cast<uint32_t>(limit);
-        attn_rows::FillColumns(scores, r * n, visible, n, NEG_INF);  // columns [visible, n) -> -inf
     }
 }
 

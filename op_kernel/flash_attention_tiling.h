@@ -18,11 +18,15 @@ constexpr uint32_t FA_MAX_CORES = 64;
 constexpr uint32_t FA_LAYOUT_BNSD = 0;  // [B, N, S, D]
 constexpr uint32_t FA_LAYOUT_BSND = 1;  // [B, S, N, D]
 constexpr uint32_t FA_LAYOUT_BSH = 2;   // [B, S, N*D]; same memory order as BSND
+constexpr uint32_t FA_LAYOUT_TND = 3;   // [T, N, D]: sequences packed along T (varlen); BSND's order
+
+// pre_tokens / next_tokens at or above this bound the band on that side not at all.
+constexpr int64_t FA_UNBOUNDED_TOKENS = 2147483647;
 
 // Tiling key bits (op_host sets, the kernel entry dispatches on them):
 //   bit 0     dtype: 1 bfloat16 (with bit 6 clear)
-//   bit 1     causal
-//   bits 2-3  layout (FA_LAYOUT_*; BSH runs the BSND path)
+//   bit 1     band: pre_tokens or next_tokens bounds the visible keys (causal is next_tokens 0)
+//   bits 2-3  layout (FA_LAYOUT_*; BSH and TND run the BSND path)
 //   bit 4     Sq tail: Sq % blockM != 0
 //   bit 5     Skv tail: Skv % blockN != 0
 //   bit 6     dtype: 1 float32
@@ -39,8 +43,12 @@ constexpr uint64_t FA_KEY_COUPLED = 1u << 7;
 // Work items are (b, n, query block) triples, numbered
 //   item = (b * numHeads + n) * numQBlocks + p
 // where p is the position of the query block in a per-head order: with qZigzag == 0,
-// block index qb = p; with qZigzag == 1 (causal), qb = p / 2 for even p and
+// block index qb = p; with qZigzag == 1 (a band), qb = p / 2 for even p and
 // numQBlocks - 1 - p / 2 for odd p, so consecutive pairs have equal causal work.
+// Varlen (layout TND): sequence b has its own nq(b) = ceil(Sq(b) / blockM) query blocks and the
+// items of sequence b follow those of b - 1: item = firstItem(b) + n * nq(b) + p, with
+// firstItem(b) = numHeads * (nq(0) + ... + nq(b - 1)); Sq(b), Skv(b) come from the cumulative
+// ends actual_seq_qlen / actual_seq_kvlen the kernel reads from GM.
 // Core c (block index c of the launch: an AIC with its two AIVs on the MIX path, one AI Core
 // on the coupled path) runs items [coreItemStart[c], coreItemStart[c + 1]). On the MIX path
 // its two AIVs split every item's rows: sub-block 0 takes the first ceil(rows / 2) rows,
@@ -72,11 +80,11 @@ struct FlashAttentionTilingData {
     uint32_t numHeads;       // N, query heads
     uint32_t numKvHeads;     // Nkv; numHeads % numKvHeads == 0
     uint32_t groupSize;      // numHeads / numKvHeads (query heads per kv head)
-    uint32_t seqQ;           // Sq >= 1
-    uint32_t seqKv;          // Skv >= 1
+    uint32_t seqQ;           // Sq >= 1 (varlen: the longest sequence's)
+    uint32_t seqKv;          // Skv >= 1 (varlen: the longest sequence's)
     uint32_t headDim;        // D, multiple of 16, <= 256
     uint32_t layout;         // FA_LAYOUT_*
-    uint32_t causal;         // 1: mask key j > i + (Skv - Sq)
+    uint32_t causal;         // the V1 attr (informational: the kernel applies preTokens / nextTokens)
     float scaleValue;        // multiplies Q.K^T before the softmax
     // ---- blocks ----
     uint32_t blockM;         // query rows per work item, multiple of 16
@@ -97,6 +105,13 @@ struct FlashAttentionTilingData {
     // ---- coupled path ----
     uint32_t mmUbBytes;      // UB for the Matmul API's ND<->NZ conversions (SetLocalWorkspace)
     uint32_t reserved;       // keeps the tilings 8-byte aligned
+    // ---- band and sequences ----
+    int64_t preTokens;       // key j is visible to query i iff i + diag - preTokens <= j <= i + diag + nextTokens,
+    int64_t nextTokens;      // diag = Skv - Sq of the row's sequence; >= FA_UNBOUNDED_TOKENS: no bound that side
+    uint32_t varlen;         // 1: layout TND; batch sequences whose lengths the kernel reads from GM
+    uint32_t tokensQ;        // rows of query / out along the packed token axis: Tq (varlen), else batch * seqQ
+    uint32_t tokensKv;       // rows of key / value: Tkv (varlen), else batch * seqKv
+    uint32_t reserved2;      // keeps the tilings 8-byte aligned
     // ---- matmul tilings (single core shapes for one AIV) ----
     TCubeTiling qkTiling;    // S = Q.K^T: M = subBlockM, N = blockN, K = headDim; B transposed
     TCubeTiling pvTiling;    // O = P.V:   M = subBlockM, N = headDim, K = blockN

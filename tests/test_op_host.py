@@ -53,6 +53,8 @@ typedef struct {
     uint32_t coreItemStart[65];
     uint64_t wsScoreOffset, wsProbOffset, wsPvOffset, wsBytesPerAiv;
     uint32_t mmUbBytes, reserved;
+    int64_t preTokens, nextTokens;
+    uint32_t varlen, tokensQ, tokensKv, reserved2;
     TCubeTiling qkTiling;
     TCubeTiling pvTiling;
 } FlashAttentionTilingData;
@@ -118,7 +120,7 @@ def tiling(shapes, dtype=DT_FLOAT16, **given):
 
 def test_struct_declaration_matches_cpp():
     assert lib.aclfaProbeTilingDataSize() == ffi.sizeof("FlashAttentionTilingData")
-    fields = ("scaleValue", "coreItemStart", "wsScoreOffset", "qkTiling", "pvTiling")
+    fields = ("scaleValue", "coreItemStart", "wsScoreOffset", "qkTiling", "pvTiling", "preTokens", "tokensQ")
     for i, name in enumerate(fields):
         assert lib.aclfaProbeTilingOffset(i) == ffi.offsetof("FlashAttentionTilingData", name), name
 

@@ -16,6 +16,9 @@ typedef struct aclfaPlanProblem {
     uint32_t causal;
     uint32_t blockM;
     uint32_t blockN;
+    int64_t preTokens, nextTokens;
+    const uint64_t *seqLensQ, *seqLensKv;
+    uint64_t tokensQ, tokensKv;
 } aclfaPlanProblem;
 
 typedef struct aclfaPlanLimits {

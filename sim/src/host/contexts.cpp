@@ -104,6 +104,11 @@ const Shape *InferShapeContext::GetOptionalInputShape(const size_t ir_index) con
     return at < 0 ? nullptr : &node_->inputShapes[at].GetOriginShape();
 }
 
+const Tensor *InferShapeContext::GetOptionalInputTensor(const size_t ir_index) const {
+    const int at = node_->Present(ir_index);
+    return at < 0 ? nullptr : &node_->inputTensors[at];
+}
+
 Shape *InferShapeContext::GetOutputShape(const size_t index) {
     return index < node_->outputShapes.size() ? &node_->outputShapes[index].MutableOriginShape() : nullptr;
 }

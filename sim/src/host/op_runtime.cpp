@@ -312,6 +312,7 @@ uint32_t RunTiling(const std::string &opType, const std::vector<TensorInfo> &inp
     if (!BuildAttrs(op, attrs, &store, error)) return ge::GRAPH_FAILED;
     NodeData node = MakeNode(op, store, inputs);
     for (const auto &t : outputs) {
+        if (!t.present) continue;  // an OPTIONAL output the caller did not give
         node.outputShapes.push_back(ToStorageShape(t.shape));
         node.outputDescs.push_back(ToDesc(t));
     }

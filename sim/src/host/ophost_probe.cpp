@@ -119,6 +119,8 @@ size_t aclfaProbeTilingOffset(int32_t which) {
         case 2: return offsetof(FlashAttentionTilingData, wsScoreOffset);
         case 3: return offsetof(FlashAttentionTilingData, qkTiling);
         case 4: return offsetof(FlashAttentionTilingData, pvTiling);
+        case 5: return offsetof(FlashAttentionTilingData, preTokens);
+        case 6: return offsetof(FlashAttentionTilingData, tokensQ);
         default: return 0;
     }
 }

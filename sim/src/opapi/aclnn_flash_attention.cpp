@@ -15,10 +15,10 @@
 
 #include "acl_fa_sim.h"
 #include "flash_attention_launch.h"
+#include "forward_args.h"
 #include "opapi_common.h"
 #include "aclnn/opdev/op_errno.h"
 #include "sim_host/op_runtime.h"
-#include "test_tiling_override.h"
 
 namespace {
 
@@ -27,150 +27,6 @@ using namespace acl_fa_sim::opapi;
 constexpr const char *OP_TYPE = "FlashAttention";
 constexpr const char *API_PHASE1 = "aclnnFlashAttentionGetWorkspaceSize";
 constexpr const char *API_PHASE2 = "aclnnFlashAttention";
-
-// Everything phase two needs; owned by the executor, copied into each stream task.
-struct LaunchSpec {
-    acl_fa_sim::FlashAttentionLaunch launch;
-    uint64_t workspaceSize = 0;
-};
-
-// Problem sizes read from the shapes for a layout.
-struct Dims {
-    int64_t b = 0, n = 0, nkv = 0, sq = 0, skv = 0, d = 0;
-};
-
-bool ReadDims(const std::string &layout, const Arg &q, const Arg &k, int64_t numHeads, int64_t numKvHeads,
-              Dims *dims, Failure *failure)
-{
-    const uint64_t rank = layout == "BSH" ? 3 : 4;
-    for (const Arg *arg : {&q, &k}) {
-        if (arg->view.dimNum != rank) {
-            *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s must have rank %llu for layout %s, got %s", API_PHASE1,
-                            arg->name, static_cast<unsigned long long>(rank), layout.c_str(),
-                            ShapeString(arg->view).c_str());
-            return false;
-        }
-    }
-    const int64_t *qd = q.view.dims;
-    const int64_t *kd = k.view.dims;
-    dims->b = qd[0];
-    if (kd[0] != dims->b) {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: batch differs: query %s, key %s", API_PHASE1,
-                        ShapeString(q.view).c_str(), ShapeString(k.view).c_str());
-        return false;
-    }
-    if (layout == "BNSD") {
-        *dims = Dims{qd[0], qd[1], kd[1], qd[2], kd[2], qd[3]};
-    } else if (layout == "BSND") {
-        *dims = Dims{qd[0], qd[2], kd[2], qd[1], kd[1], qd[3]};
-    } else {  // BSH: heads come from the attrs
-        if (numHeads <= 0) {
-            *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: layout BSH needs numHeads > 0 (got %lld)", API_PHASE1,
-                            static_cast<long long>(numHeads));
-            return false;
-        }
-        if (qd[2] % numHeads != 0) {
-            *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: query hidden size %lld is not divisible by numHeads %lld",
-                            API_PHASE1, static_cast<long long>(qd[2]), static_cast<long long>(numHeads));
-            return false;
-        }
-        const int64_t d = qd[2] / numHeads;
-        if (kd[2] % d != 0) {
-            *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: key hidden size %lld is not a multiple of the head dim %lld",
-                            API_PHASE1, static_cast<long long>(kd[2]), static_cast<long long>(d));
-            return false;
-        }
-        *dims = Dims{qd[0], numHeads, kd[2] / d, qd[1], kd[1], d};
-        if (numKvHeads > 0 && numKvHeads != dims->nkv) {
-            *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: numKvHeads %lld does not match key hidden size %lld / head dim %lld",
-                            API_PHASE1, static_cast<long long>(numKvHeads), static_cast<long long>(kd[2]),
-                            static_cast<long long>(d));
-            return false;
-        }
-        return true;
-    }
-    if (kd[rank - 1] != dims->d) {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: head dim differs: query %s, key %s", API_PHASE1,
-                        ShapeString(q.view).c_str(), ShapeString(k.view).c_str());
-        return false;
-    }
-    if (numHeads > 0 && numHeads != dims->n) {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: numHeads %lld does not match query %s (layout %s)", API_PHASE1,
-                        static_cast<long long>(numHeads), ShapeString(q.view).c_str(), layout.c_str());
-        return false;
-    }
-    if (numKvHeads > 0 && numKvHeads != dims->nkv) {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: numKvHeads %lld does not match key %s (layout %s)", API_PHASE1,
-                        static_cast<long long>(numKvHeads), ShapeString(k.view).c_str(), layout.c_str());
-        return false;
-    }
-    return true;
-}
-
-bool Validate(const std::string &layout, const Arg &q, const Arg &k, const Arg &v, const Arg &out, const Arg &lse,
-              int64_t numHeads, int64_t numKvHeads, Dims *dims, Failure *failure)
-{
-    const int32_t dtype = q.view.dataType;
-    if (dtype != DT_FLOAT16 && dtype != DT_BF16 && dtype != DT_FLOAT) {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: query must be float16, bfloat16 or float32, got %s (%d)",
-                        API_PHASE1, DtypeName(dtype), dtype);
-        return false;
-    }
-    for (const Arg *arg : {&k, &v, &out}) {
-        if (arg->view.dataType != dtype) {
-            *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s must have the dtype of query (%s), got %s", API_PHASE1,
-                            arg->name, DtypeName(dtype), DtypeName(arg->view.dataType));
-            return false;
-        }
-    }
-    if (lse.view.dataType != DT_FLOAT) {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: softmaxLseOut must be float32, got %s", API_PHASE1,
-                        DtypeName(lse.view.dataType));
-        return false;
-    }
-    if (layout != "BNSD" && layout != "BSND" && layout != "BSH") {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: inputLayout must be BNSD, BSND or BSH, got \"%s\"", API_PHASE1,
-                        layout.c_str());
-        return false;
-    }
-    if (!ReadDims(layout, q, k, numHeads, numKvHeads, dims, failure)) {
-        return false;
-    }
-    if (v.view.dimNum != k.view.dimNum ||
-        !std::equal(v.view.dims, v.view.dims + v.view.dimNum, k.view.dims)) {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: value %s must have the shape of key %s", API_PHASE1,
-                        ShapeString(v.view).c_str(), ShapeString(k.view).c_str());
-        return false;
-    }
-    if (dims->nkv <= 0 || dims->n % dims->nkv != 0) {
-        *failure = Fail(ACLNN_ERR_PARAM_INVALID, "%s: query heads %lld must be a multiple of key/value heads %lld",
-                        API_PHASE1, static_cast<long long>(dims->n), static_cast<long long>(dims->nkv));
-        return false;
-    }
-    return true;
-}
-
-int32_t RunLaunchSpec(void *payload, void *workspace, uint64_t workspaceSize, aclrtStream stream)
-{
-    const auto *spec = static_cast<const LaunchSpec *>(payload);
-    if (aclfaSimShouldFail(API_PHASE2)) {
-        return ACLNN_ERR_RUNTIME_ERROR;  // injected; the executor is consumed as on any failure
-    }
-    const aclnnStatus wsStatus = CheckWorkspace(API_PHASE2, workspace, workspaceSize, spec->workspaceSize);
-    if (wsStatus != ACLNN_SUCCESS) {
-        return wsStatus;
-    }
-    auto task = std::make_unique<acl_fa_sim::FlashAttentionLaunch>(spec->launch);
-    task->workspace = static_cast<uint8_t *>(workspace);
-    const aclError rc = acl_fa_sim::EnqueueFlashAttention(stream, task.get());
-    if (rc != ACL_SUCCESS) {
-        return ACLNN_ERR_RUNTIME_ERROR;  // the runtime's message stays in aclGetRecentErrMsg
-    }
-    task.release();  // owned by the stream task now
-    return ACLNN_SUCCESS;
-}
-
-void DestroyLaunchSpec(void *payload) { delete static_cast<LaunchSpec *>(payload); }
 
 }  // namespace
 
@@ -197,8 +53,8 @@ extern "C" aclnnStatus aclnnFlashAttentionGetWorkspaceSize(
         }
     }
     const std::string layout = inputLayoutOptional == nullptr ? "BNSD" : inputLayoutOptional;
-    Dims dims;
-    if (!Validate(layout, q, k, v, out, lse, numHeads, numKvHeads, &dims, &failure)) {
+    ForwardDims dims;
+    if (!ValidateForward(API_PHASE1, layout, false, q, k, v, out, lse, numHeads, numKvHeads, &dims, &failure)) {
         return Report(failure);
     }
     if (!HasOp(OP_TYPE)) {
@@ -229,32 +85,14 @@ extern "C" aclnnStatus aclnnFlashAttentionGetWorkspaceSize(
     if (RunTiling(OP_TYPE, inputs, {InfoOf(out), InfoOf(lse)}, attrs, &tiling, &error) != 0) {
         return Report(Fail(ACLNN_ERR_INNER_TILING_ERROR, "%s: tiling failed: %s", API_PHASE1, error.c_str()));
     }
-    if (!acl_fa_sim::ApplyTestTilingOverride(&tiling.tilingData, &tiling.tilingKey, &error)) {  // test-only, inert by default
-        return Report(Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s", API_PHASE1, error.c_str()));
-    }
-
-    auto spec = std::make_unique<LaunchSpec>();
+    acl_fa_sim::FlashAttentionLaunch launch;
     const size_t elementBytes = q.view.dataType == DT_FLOAT ? 4 : 2;  // float32; float16 and bfloat16
-    spec->launch.query = DataOf(q, elementBytes);
-    spec->launch.key = DataOf(k, elementBytes);
-    spec->launch.value = DataOf(v, elementBytes);
-    spec->launch.attentionOut = DataOf(out, elementBytes);
-    spec->launch.softmaxLse = DataOf(lse, sizeof(float));
-    spec->launch.blockDim = tiling.blockDim;
-    spec->launch.tilingKey = tiling.tilingKey;
-    spec->launch.tilingData = tiling.tilingData;
-    for (uint64_t bytes : tiling.workspaceSizes) {
-        spec->workspaceSize += bytes;
-    }
-    const uint64_t wsBytes = spec->workspaceSize;
-    aclOpExecutor *created = aclfaSimCreateExecutor(OP_TYPE, spec.get(), RunLaunchSpec, DestroyLaunchSpec);
-    if (created == nullptr) {
-        return ACLNN_ERR_INNER_CREATE_EXECUTOR;  // nnopbase set the message
-    }
-    spec.release();
-    *workspaceSize = wsBytes;
-    *executor = created;
-    return ACLNN_SUCCESS;
+    launch.query = DataOf(q, elementBytes);
+    launch.key = DataOf(k, elementBytes);
+    launch.value = DataOf(v, elementBytes);
+    launch.attentionOut = DataOf(out, elementBytes);
+    launch.softmaxLse = DataOf(lse, sizeof(float));
+    return CreateForwardExecutor(OP_TYPE, API_PHASE1, API_PHASE2, &tiling, launch, workspaceSize, executor);
 }
 
 extern "C" aclnnStatus aclnnFlashAttention(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,

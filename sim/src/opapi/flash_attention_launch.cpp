@@ -26,6 +26,9 @@ namespace {
 
 using KernelEntry = void (*)(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attention_out,
                              GM_ADDR softmax_lse, GM_ADDR workspace, GM_ADDR tiling);
+using KernelEntryV2 = void (*)(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR atten_mask,
+                               GM_ADDR actual_seq_qlen, GM_ADDR actual_seq_kvlen, GM_ADDR attention_out,
+                               GM_ADDR softmax_lse, GM_ADDR dropout_mask, GM_ADDR workspace, GM_ADDR tiling);
 
 // The directory this library was loaded from (the kernel modules lie next to it).
 std::string OwnDirectory()
@@ -39,14 +42,14 @@ std::string OwnDirectory()
     return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// The flash_attention entry of the kernel binary for `npuArch`, loaded once; nullptr with
-// *error set when it cannot be loaded.
-KernelEntry EntryFor(int32_t npuArch, std::string *error)
+// The entry `name` of the kernel binary for `npuArch`, loaded once; nullptr with *error set
+// when it cannot be loaded.
+void *EntryFor(int32_t npuArch, const std::string &name, std::string *error)
 {
     static std::mutex mutex;
-    static std::map<int32_t, KernelEntry> loaded;
+    static std::map<std::pair<int32_t, std::string>, void *> loaded;
     std::lock_guard<std::mutex> lock(mutex);
-    auto found = loaded.find(npuArch);
+    auto found = loaded.find({npuArch, name});
     if (found != loaded.end()) return found->second;
     const std::string path = OwnDirectory() + "/libflash_attention_kernel_" + std::to_string(npuArch) + ".so";
     void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -56,12 +59,12 @@ KernelEntry EntryFor(int32_t npuArch, std::string *error)
                  (why != nullptr ? why : path);
         return nullptr;
     }
-    auto entry = reinterpret_cast<KernelEntry>(dlsym(handle, "flash_attention"));
+    void *entry = dlsym(handle, name.c_str());
     if (entry == nullptr) {
-        *error = path + " has no flash_attention entry";
+        *error = path + " has no " + name + " entry";
         return nullptr;
     }
-    loaded[npuArch] = entry;
+    loaded[{npuArch, name}] = entry;
     return entry;
 }
 
@@ -70,7 +73,8 @@ aclError RunOnStream(void *userData, char *errBuf, size_t errBufLen)
     const auto *launch = static_cast<const FlashAttentionLaunch *>(userData);
     const aclfaSimChip *chip = aclfaSimGetChip();
     std::string error;
-    const KernelEntry entry = EntryFor(chip->npuArch, &error);
+    const std::string name = launch->v2 ? "flash_attention_v2" : "flash_attention";
+    void *entry = EntryFor(chip->npuArch, name, &error);
     if (entry == nullptr) {
         snprintf(errBuf, errBufLen, "%s", error.c_str());
         return ACL_ERROR_RT_AICORE_EXCEPTION;
@@ -88,10 +92,18 @@ aclError RunOnStream(void *userData, char *errBuf, size_t errBufLen)
         SetLaunchWorkItems(std::move(items));
     }
     const aclError rc = LaunchKernel(
-        "flash_attention", launch->blockDim, kernelType,
+        name.c_str(), launch->blockDim, kernelType,
         [launch, entry] {
-            entry(launch->query, launch->key, launch->value, launch->attentionOut, launch->softmaxLse,
-                  launch->workspace, const_cast<uint8_t *>(launch->tilingData.data()));
+            uint8_t *tiling = const_cast<uint8_t *>(launch->tilingData.data());
+            if (launch->v2) {
+                reinterpret_cast<KernelEntryV2>(entry)(launch->query, launch->key, launch->value, launch->attenMask,
+                                                       launch->actualSeqQlen, launch->actualSeqKvlen,
+                                                       launch->attentionOut, launch->softmaxLse, launch->dropoutMask,
+                                                       launch->workspace, tiling);
+            } else {
+                reinterpret_cast<KernelEntry>(entry)(launch->query, launch->key, launch->value, launch->attentionOut,
+                                                     launch->softmaxLse, launch->workspace, tiling);
+            }
         },
         &error);
     if (rc != ACL_SUCCESS) {
@@ -106,7 +118,8 @@ void Release(void *userData) { delete static_cast<FlashAttentionLaunch *>(userDa
 
 aclError EnqueueFlashAttention(aclrtStream stream, FlashAttentionLaunch *launch)
 {
-    return aclfaSimStreamEnqueue(stream, "flash_attention", RunOnStream, launch, Release);
+    return aclfaSimStreamEnqueue(stream, launch->v2 ? "flash_attention_v2" : "flash_attention", RunOnStream, launch,
+                                 Release);
 }
 
 }  // namespace acl_fa_sim

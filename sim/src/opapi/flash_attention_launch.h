@@ -1,4 +1,6 @@
-// flash_attention_launch.h -- one launch of the flash_attention kernel on a simulated stream.
+// flash_attention_launch.h -- one launch of the forward kernel on a simulated stream: the
+// flash_attention entry (FlashAttention) or flash_attention_v2 (FlashAttentionV2, with its
+// optional inputs and outputs; null when not given).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,11 @@ struct FlashAttentionLaunch {
     uint8_t *value = nullptr;
     uint8_t *attentionOut = nullptr;
     uint8_t *softmaxLse = nullptr;
+    bool v2 = false;                    // run flash_attention_v2 with the pointers below
+    uint8_t *attenMask = nullptr;       // V2 optional inputs
+    uint8_t *actualSeqQlen = nullptr;
+    uint8_t *actualSeqKvlen = nullptr;
+    uint8_t *dropoutMask = nullptr;     // V2 optional output
     uint8_t *workspace = nullptr;
     uint32_t blockDim = 0;
     uint64_t tilingKey = 0;

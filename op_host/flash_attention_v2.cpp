@@ -1,0 +1,273 @@
+// flash_attention_v2.cpp -- the FlashAttentionV2 operator's host side: OpDef registration (the
+// interface of op/flash_attention_v2.json), InferShape / InferDataType, and TilingFunc. The
+// forward of FlashAttention (op_host/flash_attention.cpp) generalized: a band of visible keys
+// (pre_tokens / next_tokens, FlashAttentionScore's attrs) and variable-length batches (layout
+// TND with the cumulative ends actual_seq_qlen / actual_seq_kvlen, value-depend inputs so that
+// the tiling balances the cores by each sequence's real work). Same policy, same tiling
+// struct and the same kernel source as FlashAttention (forward_tiling.h). Written against the
+// real CANN host APIs only; errors go to the CANN log (module OP).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "forward_tiling.h"
+
+namespace {
+
+using fa_host::Dims;
+
+// Inputs, outputs and attrs in OpDef (IR) order.
+enum InputIndex : size_t { kQuery = 0, kKey, kValue, kAttenMask, kActualSeqQlen, kActualSeqKvlen };
+enum OutputIndex : size_t { kAttentionOut = 0, kSoftmaxLse, kDropoutMask };
+enum AttrIndex : size_t {
+    kScaleValue = 0, kPreTokens, kNextTokens, kInputLayout, kNumHeads, kNumKvHeads, kKeepProb, kSeed, kOffset,
+    kBlockM, kBlockN
+};
+
+std::string ReadDimsFromAttrs(const gert::RuntimeAttrs *attrs, const gert::Shape &q, const gert::Shape &k,
+                              const gert::Shape &v, Dims *d) {
+    if (attrs == nullptr) return "no attrs";
+    const char *layout = attrs->GetStr(kInputLayout);
+    const int64_t *numHeads = attrs->GetInt(kNumHeads);
+    const int64_t *numKvHeads = attrs->GetInt(kNumKvHeads);
+    if (numHeads == nullptr || numKvHeads == nullptr) return "attrs num_heads / num_kv_heads missing";
+    return fa_host::ReadDims(q, k, v, layout, *numHeads, *numKvHeads, true, d);
+}
+
+// The lengths of a varlen batch from the cumulative ends (int64, no leading 0) of
+// actual_seq_qlen and actual_seq_kvlen: one per sequence, non-decreasing, the last equal to
+// the token count of query (Tq) and key (Tkv). Returns "" or what is wrong.
+std::string ReadSequences(const gert::Tensor *qEnds, const gert::Tensor *kvEnds, int64_t tokensQ, int64_t tokensKv,
+                          fa_policy::Problem *problem) {
+    if (qEnds == nullptr || kvEnds == nullptr) {
+        return "input_layout TND needs actual_seq_qlen and actual_seq_kvlen (cumulative sequence ends)";
+    }
+    const struct {
+        const char *name;
+        const gert::Tensor *ends;
+        int64_t tokens;
+        std::vector<uint64_t> *lens;
+    } lists[] = {{"actual_seq_qlen", qEnds, tokensQ, &problem->seqLensQ},
+                 {"actual_seq_kvlen", kvEnds, tokensKv, &problem->seqLensKv}};
+    for (const auto &list : lists) {
+        const int64_t *ends = list.ends->GetData<int64_t>();
+        const int64_t count = list.ends->GetShapeSize();
+        if (ends == nullptr) return std::string(list.name) + " has no host data (it must be value-depend)";
+        if (count < 1) return std::string(list.name) + " must hold at least one sequence end";
+        int64_t previous = 0;
+        for (int64_t s = 0; s < count; ++s) {
+            if (ends[s] < previous) {
+                return std::string(list.name) + " must be non-decreasing cumulative ends starting at >= 0: entry " +
+                       std::to_string(s) + " is " + std::to_string(ends[s]) + " after " + std::to_string(previous);
+            }
+            list.lens->push_back(static_cast<uint64_t>(ends[s] - previous));
+            previous = ends[s];
+        }
+        if (previous != list.tokens) {
+            return std::string(list.name) + " must end at the token count " + std::to_string(list.tokens) +
+                   ", its last entry is " + std::to_string(previous);
+        }
+    }
+    if (problem->seqLensQ.size() != problem->seqLensKv.size()) {
+        return "actual_seq_qlen and actual_seq_kvlen must have one entry per sequence, got " +
+               std::to_string(problem->seqLensQ.size()) + " and " + std::to_string(problem->seqLensKv.size());
+    }
+    problem->batch = problem->seqLensQ.size();
+    problem->seqQ = *std::max_element(problem->seqLensQ.begin(), problem->seqLensQ.end());
+    problem->seqKv = *std::max_element(problem->seqLensKv.begin(), problem->seqLensKv.end());
+    problem->tokensQ = static_cast<uint64_t>(tokensQ);
+    problem->tokensKv = static_cast<uint64_t>(tokensKv);
+    if (problem->seqQ == 0 || problem->seqKv == 0) {
+        return "a TND batch needs at least one query and one key (every sequence is empty)";
+    }
+    return "";
+}
+
+ge::graphStatus InferShape(gert::InferShapeContext *context) {
+    const gert::Shape *q = context->GetInputShape(kQuery);
+    const gert::Shape *k = context->GetInputShape(kKey);
+    const gert::Shape *v = context->GetInputShape(kValue);
+    gert::Shape *out = context->GetOutputShape(kAttentionOut);
+    gert::Shape *lse = context->GetOutputShape(kSoftmaxLse);
+    if (q == nullptr || k == nullptr || v == nullptr || out == nullptr || lse == nullptr) {
+        FA_LOGE(context, "InferShape: missing input or output shape");
+        return ge::GRAPH_FAILED;
+    }
+    Dims d;
+    const std::string error = ReadDimsFromAttrs(context->GetAttrs(), *q, *k, *v, &d);
+    if (!error.empty()) {
+        FA_LOGE(context, "%s", error.c_str());
+        return ge::GRAPH_FAILED;
+    }
+    *out = *q;  // attention_out: like query
+    lse->SetDimNum(0);
+    if (d.layout == FA_LAYOUT_TND) {
+        lse->AppendDim(d.numHeads).AppendDim(d.seqQ);  // softmax_lse: [N, Tq] fp32 (flash-attn varlen's layout)
+    } else {
+        lse->AppendDim(d.batch).AppendDim(d.numHeads).AppendDim(d.seqQ);  // [B, N, Sq] fp32
+    }
+    // dropout_mask (optional): [B, N, Sq, Skv]; TND: [sequences, N, longest Sq, longest Skv].
+    gert::Shape *mask = context->GetOutputShape(kDropoutMask);
+    if (mask != nullptr) {
+        int64_t batch = d.batch, sq = d.seqQ, skv = d.seqKv;
+        if (d.layout == FA_LAYOUT_TND) {
+            fa_policy::Problem problem;
+            const std::string seqError =
+                ReadSequences(context->GetOptionalInputTensor(kActualSeqQlen),
+                              context->GetOptionalInputTensor(kActualSeqKvlen), d.seqQ, d.seqKv, &problem);
+            if (!seqError.empty()) {
+                FA_LOGE(context, "%s", seqError.c_str());
+                return ge::GRAPH_FAILED;
+            }
+            batch = static_cast<int64_t>(problem.batch);
+            sq = static_cast<int64_t>(problem.seqQ);
+            skv = static_cast<int64_t>(problem.seqKv);
+        }
+        mask->SetDimNum(0);
+        mask->AppendDim(batch).AppendDim(d.numHeads).AppendDim(sq).AppendDim(skv);
+    }
+    return ge::GRAPH_SUCCESS;
+}
+
+ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
+    context->SetOutputDataType(kAttentionOut, context->GetInputDataType(kQuery));
+    context->SetOutputDataType(kSoftmaxLse, ge::DT_FLOAT);
+    context->SetOutputDataType(kDropoutMask, ge::DT_UINT8);
+    return ge::GRAPH_SUCCESS;
+}
+
+ge::graphStatus TilingFunc(gert::TilingContext *context) {
+    const gert::StorageShape *q = context->GetInputShape(kQuery);
+    const gert::StorageShape *k = context->GetInputShape(kKey);
+    const gert::StorageShape *v = context->GetInputShape(kValue);
+    const gert::CompileTimeTensorDesc *qDesc = context->GetInputDesc(kQuery);
+    const gert::RuntimeAttrs *attrs = context->GetAttrs();
+    if (q == nullptr || k == nullptr || v == nullptr || qDesc == nullptr || attrs == nullptr) {
+        FA_LOGE(context, "TilingFunc: missing input shape, desc or attrs");
+        return ge::GRAPH_FAILED;
+    }
+    Dims d;
+    std::string error = ReadDimsFromAttrs(attrs, q->GetOriginShape(), k->GetOriginShape(), v->GetOriginShape(), &d);
+    const float *scale = attrs->GetFloat(kScaleValue);
+    const int64_t *preTokens = attrs->GetInt(kPreTokens);
+    const int64_t *nextTokens = attrs->GetInt(kNextTokens);
+    const float *keepProb = attrs->GetFloat(kKeepProb);
+    const int64_t *blockM = attrs->GetInt(kBlockM);
+    const int64_t *blockN = attrs->GetInt(kBlockN);
+    if (error.empty() && (scale == nullptr || preTokens == nullptr || nextTokens == nullptr || keepProb == nullptr ||
+                          blockM == nullptr || blockN == nullptr)) {
+        error = "attrs scale_value / pre_tokens / next_tokens / keep_prob / block_m / block_n missing";
+    }
+    if (error.empty() && (*blockM < 0 || *blockM > UINT32_MAX || *blockN < 0 || *blockN > UINT32_MAX)) {
+        error = "block_m and block_n must be >= 0 (0 = auto)";
+    }
+    // Not applied by this kernel yet: refused rather than ignored.
+    if (error.empty() && context->GetOptionalInputShape(kAttenMask) != nullptr) {
+        error = "atten_mask is not supported by this build of FlashAttentionV2 yet";
+    }
+    if (error.empty() && *keepProb != 1.0f) {
+        error = "keep_prob " + std::to_string(*keepProb) + " (dropout) is not supported by this build of "
+                "FlashAttentionV2 yet; use 1.0";
+    }
+    const gert::StorageShape *qEnds = context->GetOptionalInputShape(kActualSeqQlen);
+    const gert::StorageShape *kvEnds = context->GetOptionalInputShape(kActualSeqKvlen);
+    if (error.empty() && d.layout != FA_LAYOUT_TND && (qEnds != nullptr || kvEnds != nullptr)) {
+        error = "actual_seq_qlen / actual_seq_kvlen are for input_layout TND only";
+    }
+    fa_policy::Problem problem;
+    problem.batch = static_cast<uint64_t>(d.batch);
+    problem.seqQ = static_cast<uint64_t>(d.seqQ);
+    problem.seqKv = static_cast<uint64_t>(d.seqKv);
+    if (error.empty() && d.layout == FA_LAYOUT_TND) {
+        error = ReadSequences(context->GetOptionalInputTensor(kActualSeqQlen),
+                              context->GetOptionalInputTensor(kActualSeqKvlen), d.seqQ, d.seqKv, &problem);
+    }
+    if (!error.empty()) {
+        FA_LOGE(context, "%s", error.c_str());
+        return ge::GRAPH_FAILED;
+    }
+    const ge::DataType dtype = qDesc->GetDataType();
+    problem.numHeads = static_cast<uint64_t>(d.numHeads);
+    problem.numKvHeads = static_cast<uint64_t>(d.numKvHeads);
+    problem.headDim = static_cast<uint64_t>(d.headDim);
+    problem.dtypeBytes = dtype == ge::DT_FLOAT ? 4 : 2;  // float32; float16 / bfloat16
+    problem.bf16 = dtype == ge::DT_BF16;
+    problem.layout = d.layout;
+    problem.preTokens = *preTokens;
+    problem.nextTokens = *nextTokens;
+    problem.userBlockM = static_cast<uint32_t>(*blockM);
+    problem.userBlockN = static_cast<uint32_t>(*blockN);
+    return fa_host::WriteForwardTiling(context, problem, *scale, false);
+}
+
+}  // namespace
+
+namespace ops {
+class FlashAttentionV2 : public OpDef {
+ public:
+    explicit FlashAttentionV2(const char *name) : OpDef(name) {
+        // Columns: float16, bfloat16, float32 inputs (as FlashAttention), each with a uint8 and a
+        // bool atten_mask (1 / true = masked out, FlashAttentionScore's convention); the tiling
+        // refuses, naming the chip, a dtype the chip's AI Core cannot take.
+        const std::vector<ge::DataType> types = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT,
+                                                 ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT};
+        const std::vector<ge::DataType> masks = {ge::DT_UINT8, ge::DT_UINT8, ge::DT_UINT8,
+                                                 ge::DT_BOOL,  ge::DT_BOOL,  ge::DT_BOOL};
+        const std::vector<ge::DataType> int64s(6, ge::DT_INT64);
+        const std::vector<ge::DataType> floats(6, ge::DT_FLOAT);
+        const std::vector<ge::DataType> uint8s(6, ge::DT_UINT8);
+        const std::vector<ge::Format> nd(6, ge::FORMAT_ND);
+        this->Input("query").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
+        this->Input("key").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
+        this->Input("value").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
+        this->Input("atten_mask")
+            .ParamType(OPTIONAL)
+            .DataType(masks)
+            .Format(nd)
+            .UnknownShapeFormat(nd);
+        this->Input("actual_seq_qlen")
+            .ParamType(OPTIONAL)
+            .DataType(int64s)
+            .Format(nd)
+            .ValueDepend(OPTIONAL)
+            .UnknownShapeFormat(nd);
+        this->Input("actual_seq_kvlen")
+            .ParamType(OPTIONAL)
+            .DataType(int64s)
+            .Format(nd)
+            .ValueDepend(OPTIONAL)
+            .UnknownShapeFormat(nd);
+        this->Output("attention_out").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
+        this->Output("softmax_lse")
+            .ParamType(REQUIRED)
+            .DataType(floats)
+            .Format(nd)
+            .UnknownShapeFormat(nd);
+        this->Output("dropout_mask")
+            .ParamType(OPTIONAL)
+            .DataType(uint8s)
+            .Format(nd)
+            .UnknownShapeFormat(nd);
+        this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
+        this->Attr("pre_tokens").AttrType(OPTIONAL).Int(2147483647);
+        this->Attr("next_tokens").AttrType(OPTIONAL).Int(2147483647);
+        this->Attr("input_layout").AttrType(OPTIONAL).String("BNSD");
+        this->Attr("num_heads").AttrType(OPTIONAL).Int(0);
+        this->Attr("num_kv_heads").AttrType(OPTIONAL).Int(0);
+        this->Attr("keep_prob").AttrType(OPTIONAL).Float(1.0);
+        this->Attr("seed").AttrType(OPTIONAL).Int(0);
+        this->Attr("offset").AttrType(OPTIONAL).Int(0);
+        this->Attr("block_m").AttrType(OPTIONAL).Int(0);
+        this->Attr("block_n").AttrType(OPTIONAL).Int(0);
+        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
+        this->AICore()
+            .SetTiling(TilingFunc)
+            .AddConfig("ascend910b")
+            .AddConfig("ascend910_93")
+            .AddConfig("ascend310p")
+            .AddConfig("ascend910");
+    }
+};
+OP_ADD(FlashAttentionV2);
+}  // namespace ops

@@ -1,0 +1,213 @@
+#pragma once
+// What the forward ops' host sides (op_host/flash_attention.cpp for FlashAttention,
+// op_host/flash_attention_v2.cpp for FlashAttentionV2) share: the problem read from the shapes
+// and the layout, and the tiling written from the policy's plan (FlashAttentionTilingData, the
+// matmul tilings, block dim, tiling key, workspace).
+#include <cstdint>
+#include <string>
+
+#include "../op_kernel/flash_attention_tiling.h"
+#include "register/op_def_registry.h"
+#include "tiling/platform/platform_ascendc.h"
+#include "tiling/tiling_api.h"
+#include "chip_limits.h"
+#include "cube_tiling.h"
+#include "tiling_policy.h"
+#include "toolchain/slog.h"
+
+#define FA_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
+
+namespace fa_host {
+
+// Problem sizes read from the shapes and the layout.
+struct Dims {
+    uint32_t layout = 0;
+    int64_t batch = 0, numHeads = 0, numKvHeads = 0, seqQ = 0, seqKv = 0, headDim = 0;
+};
+
+inline std::string ShapeText(const gert::Shape &s) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.GetDimNum(); ++i) out += (i ? ", " : "") + std::to_string(s.GetDim(i));
+    return out + "]";
+}
+
+// Reads B, N, Nkv, Sq, Skv, D. BNSD: [B, N, S, D]; BSND: [B, S, N, D]; BSH: [B, S, N*D]
+// with N from num_heads (and Nkv from num_kv_heads, default N); TND (only when allowTnd, the
+// V2 op): [T, N, D] with B = 1 and Sq, Skv the token counts Tq, Tkv until the caller reads
+// the sequences. num_heads / num_kv_heads, when non-zero, must agree with the shapes.
+// Returns "" or what is wrong.
+inline std::string ReadDims(const gert::Shape &q, const gert::Shape &k, const gert::Shape &v, const char *layout,
+                            int64_t numHeadsAttr, int64_t numKvHeadsAttr, bool allowTnd, Dims *d) {
+    if (k != v) return "key " + ShapeText(k) + " and value " + ShapeText(v) + " must have the same shape";
+    const std::string name = layout != nullptr ? layout : "";
+    if (numHeadsAttr < 0 || numKvHeadsAttr < 0) return "num_heads and num_kv_heads must be >= 0";
+    if (name == "TND" && allowTnd) {
+        if (q.GetDimNum() != 3 || k.GetDimNum() != 3) {
+            return "input_layout TND needs 3-D query and key, got " + ShapeText(q) + " and " + ShapeText(k);
+        }
+        d->layout = FA_LAYOUT_TND;
+        d->batch = 1;
+        d->seqQ = q.GetDim(0);
+        d->numHeads = q.GetDim(1);
+        d->headDim = q.GetDim(2);
+        d->seqKv = k.GetDim(0);
+        d->numKvHeads = k.GetDim(1);
+        if (k.GetDim(2) != d->headDim) return "query and key head_dim differ: " + ShapeText(q) + " vs " + ShapeText(k);
+        if ((numHeadsAttr != 0 && numHeadsAttr != d->numHeads) ||
+            (numKvHeadsAttr != 0 && numKvHeadsAttr != d->numKvHeads)) {
+            return "num_heads / num_kv_heads (" + std::to_string(numHeadsAttr) + ", " + std::to_string(numKvHeadsAttr) +
+                   ") do not match query " + ShapeText(q) + " and key " + ShapeText(k);
+        }
+        if (d->numHeads < 1 || d->numKvHeads < 1 || d->seqQ < 1 || d->seqKv < 1 || d->headDim < 1) {
+            return "every size must be >= 1: query " + ShapeText(q) + ", key " + ShapeText(k);
+        }
+        return "";
+    }
+    if (name == "BNSD" || name == "BSND") {
+        if (q.GetDimNum() != 4 || k.GetDimNum() != 4) {
+            return "input_layout " + name + " needs 4-D query and key, got " + ShapeText(q) + " and " + ShapeText(k);
+        }
+        const bool bnsd = name == "BNSD";
+        d->layout = bnsd ? FA_LAYOUT_BNSD : FA_LAYOUT_BSND;
+        d->batch = q.GetDim(0);
+        d->numHeads = q.GetDim(bnsd ? 1 : 2);
+        d->seqQ = q.GetDim(bnsd ? 2 : 1);
+        d->headDim = q.GetDim(3);
+        d->numKvHeads = k.GetDim(bnsd ? 1 : 2);
+        d->seqKv = k.GetDim(bnsd ? 2 : 1);
+        if (k.GetDim(3) != d->headDim) return "query and key head_dim differ: " + ShapeText(q) + " vs " + ShapeText(k);
+        if (numHeadsAttr != 0 && numHeadsAttr != d->numHeads) {
+            return "num_heads=" + std::to_string(numHeadsAttr) + " but query " + ShapeText(q) + " has " +
+                   std::to_string(d->numHeads) + " heads";
+        }
+        if (numKvHeadsAttr != 0 && numKvHeadsAttr != d->numKvHeads) {
+            return "num_kv_heads=" + std::to_string(numKvHeadsAttr) + " but key " + ShapeText(k) + " has " +
+                   std::to_string(d->numKvHeads) + " heads";
+        }
+    } else if (name == "BSH") {
+        if (q.GetDimNum() != 3 || k.GetDimNum() != 3) {
+            return "input_layout BSH needs 3-D query and key, got " + ShapeText(q) + " and " + ShapeText(k);
+        }
+        if (numHeadsAttr <= 0) return "input_layout BSH needs num_heads > 0";
+        d->layout = FA_LAYOUT_BSH;
+        d->batch = q.GetDim(0);
+        d->seqQ = q.GetDim(1);
+        d->numHeads = numHeadsAttr;
+        d->numKvHeads = numKvHeadsAttr != 0 ? numKvHeadsAttr : numHeadsAttr;
+        if (q.GetDim(2) % d->numHeads != 0) {
+            return "query hidden size " + std::to_string(q.GetDim(2)) + " is not a multiple of num_heads=" +
+                   std::to_string(d->numHeads);
+        }
+        d->headDim = q.GetDim(2) / d->numHeads;
+        d->seqKv = k.GetDim(1);
+        if (k.GetDim(2) != d->numKvHeads * d->headDim) {
+            return "key hidden size " + std::to_string(k.GetDim(2)) + " != num_kv_heads * head_dim = " +
+                   std::to_string(d->numKvHeads) + " * " + std::to_string(d->headDim);
+        }
+    } else {
+        return std::string(allowTnd ? "input_layout must be BNSD, BSND, BSH or TND" : "input_layout must be BNSD, BSND or BSH") +
+               ", got '" + name + "'";
+    }
+    if (k.GetDim(0) != d->batch) return "query and key batch differ: " + ShapeText(q) + " vs " + ShapeText(k);
+    if (d->batch < 1 || d->numHeads < 1 || d->numKvHeads < 1 || d->seqQ < 1 || d->seqKv < 1 || d->headDim < 1) {
+        return "every size must be >= 1: query " + ShapeText(q) + ", key " + ShapeText(k);
+    }
+    return "";
+}
+
+// The forward's tiling for `problem` (its dtype fields, B, N, Nkv, Sq, Skv, D, layout, band
+// and sequences filled by the caller): runs the policy for the chip, then fills
+// FlashAttentionTilingData (scale and the V1 causal attr as given), the matmul tilings, block
+// dim, tiling key and workspace. GRAPH_FAILED (logged) when the policy or the matmul tiling refuses.
+inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_policy::Problem &problem, float scale,
+                                          bool causalAttr) {
+    platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
+    fa_policy::ChipLimits chip;
+    chip.socName = SocText(platform.GetSocVersion());
+    chip.socVersion = static_cast<uint32_t>(platform.GetSocVersion());
+    ReadChipBuffers(platform, &chip);
+    fa_policy::Plan plan;
+    std::string error;
+    if (!fa_policy::ComputePlan(problem, chip, &plan, &error)) {
+        FA_LOGE(context, "%s", error.c_str());
+        return ge::GRAPH_FAILED;
+    }
+    const bool fp32 = problem.dtypeBytes == 4;
+    const bool bf16 = problem.bf16;
+    const fa_policy::Band band = fa_policy::EffectiveBand(problem);
+    const bool varlen = problem.layout == FA_LAYOUT_TND;
+    const uint64_t tokensQ = varlen ? problem.tokensQ : problem.batch * problem.seqQ;
+    const uint64_t tokensKv = varlen ? problem.tokensKv : problem.batch * problem.seqKv;
+    if (tokensQ > UINT32_MAX || tokensKv > UINT32_MAX) {
+        FA_LOGE(context, "batch * seq_q = %llu query rows and batch * seq_kv = %llu key rows must each be < 2^32",
+                static_cast<unsigned long long>(tokensQ), static_cast<unsigned long long>(tokensKv));
+        return ge::GRAPH_FAILED;
+    }
+
+    FlashAttentionTilingData *td = context->GetTilingData<FlashAttentionTilingData>();
+    if (td == nullptr) {
+        FA_LOGE(context, "tiling buffer smaller than FlashAttentionTilingData (%zu B)", sizeof(FlashAttentionTilingData));
+        return ge::GRAPH_FAILED;
+    }
+    *td = FlashAttentionTilingData{};
+    td->batch = static_cast<uint32_t>(problem.batch);
+    td->numHeads = static_cast<uint32_t>(problem.numHeads);
+    td->numKvHeads = static_cast<uint32_t>(problem.numKvHeads);
+    td->groupSize = static_cast<uint32_t>(problem.numHeads / problem.numKvHeads);
+    td->seqQ = static_cast<uint32_t>(problem.seqQ);
+    td->seqKv = static_cast<uint32_t>(problem.seqKv);
+    td->headDim = static_cast<uint32_t>(problem.headDim);
+    td->layout = problem.layout;
+    td->causal = causalAttr ? 1 : 0;
+    td->scaleValue = scale;
+    td->preTokens = band.pre;
+    td->nextTokens = band.next;
+    td->varlen = varlen ? 1 : 0;
+    td->tokensQ = static_cast<uint32_t>(tokensQ);
+    td->tokensKv = static_cast<uint32_t>(tokensKv);
+    td->blockM = plan.blockM;
+    td->blockN = plan.blockN;
+    td->subBlockM = plan.subBlockM;
+    td->numQBlocks = plan.numQBlocks;
+    td->numKvBlocks = plan.numKvBlocks;
+    td->qZigzag = plan.qZigzag;
+    td->usedCoreNum = plan.usedCoreNum;
+    td->totalItems = static_cast<uint32_t>(plan.totalItems);
+    for (size_t i = 0; i < plan.coreItemStart.size(); ++i) td->coreItemStart[i] = plan.coreItemStart[i];
+    td->wsScoreOffset = plan.wsScoreOffset;
+    td->wsProbOffset = plan.wsProbOffset;
+    td->wsPvOffset = plan.wsPvOffset;
+    td->wsBytesPerAiv = plan.wsBytesPerAiv;
+    td->mmUbBytes = static_cast<uint32_t>(plan.mmUbBytes);
+
+    const matmul_tiling::DataType mmType = fp32   ? matmul_tiling::DataType::DT_FLOAT
+                                           : bf16 ? matmul_tiling::DataType::DT_BF16
+                                                  : matmul_tiling::DataType::DT_FLOAT16;
+    const int32_t m = static_cast<int32_t>(plan.subBlockM), n = static_cast<int32_t>(plan.blockN);
+    const int32_t hd = static_cast<int32_t>(problem.headDim);
+    // Per vector unit's item: S = Q.K^T ([m, hd] x [n, hd]^T) and P.V ([m, n] x [n, hd]), C fp32. MIX path:
+    // A and C in GM (the workspace), each matmul a quarter of L1 (an AIC serves 2 AIVs x 2 matmuls).
+    // Coupled path: C in UB, A too for P.V, each matmul half of L1 and the UB the kernel gives it.
+    const uint32_t l1Share = plan.coupled ? 2 : 4;
+    const int32_t ubBytes = plan.coupled ? static_cast<int32_t>(plan.mmUbBytes) : -1;
+    const CubeSpec qk{m, n, hd, false, true, false, plan.coupled, l1Share, ubBytes};
+    const CubeSpec pv{m, hd, n, false, false, plan.coupled, plan.coupled, l1Share, ubBytes};
+    if (!FillCubeTiling(platform, mmType, qk, chip.l1Bytes, &td->qkTiling) ||
+        !FillCubeTiling(platform, mmType, pv, chip.l1Bytes, &td->pvTiling)) {
+        FA_LOGE(context, "matmul tiling failed for block_m=%u, block_n=%u, head_dim=%d on %s", plan.blockM,
+                plan.blockN, hd, chip.socName.c_str());
+        return ge::GRAPH_FAILED;
+    }
+
+    context->SetBlockDim(plan.usedCoreNum);  // MIX 1:2: one block = 1 AIC + 2 AIV; coupled: one AI Core
+    context->SetTilingKey(plan.tilingKey);
+    size_t *workspaces = context->GetWorkspaceSizes(1);
+    if (workspaces == nullptr) {
+        FA_LOGE(context, "no workspace slot");
+        return ge::GRAPH_FAILED;
+    }
+    workspaces[0] = platform.GetLibApiWorkSpaceSize() + plan.userWorkspaceBytes;
+    return ge::GRAPH_SUCCESS;
+}
+
+}  // namespace fa_host

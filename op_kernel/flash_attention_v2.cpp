@@ -1,0 +1,20 @@
+// flash_attention_v2.cpp -- kernel entry of the FlashAttentionV2 op (op/flash_attention_v2.json):
+// the FlashAttention forward kernel (flash_attention_entry.h) with the band of pre_tokens /
+// next_tokens and, for layout TND, the varlen sequences whose cumulative ends arrive in
+// actual_seq_qlen / actual_seq_kvlen. Optional inputs and outputs the caller did not give arrive
+// as null addresses. atten_mask and dropout_mask are not read yet: op_host refuses a mask,
+// keep_prob < 1 and a dropout_mask output until the kernel applies them.
+#include "flash_attention_entry.h"
+
+extern "C" __global__ __aicore__ void flash_attention_v2(GM_ADDR query, GM_ADDR key, GM_ADDR value,
+                                                         GM_ADDR atten_mask, GM_ADDR actual_seq_qlen,
+                                                         GM_ADDR actual_seq_kvlen, GM_ADDR attention_out,
+                                                         GM_ADDR softmax_lse, GM_ADDR dropout_mask,
+                                                         GM_ADDR workspace, GM_ADDR tiling)
+{
+    REGISTER_TILING_DEFAULT(FlashAttentionTilingData);
+    GET_TILING_DATA(tilingData, tiling);
+    (void)atten_mask;
+    (void)dropout_mask;
+    FA_KERNEL_TYPE_AND_CASES()
+}
