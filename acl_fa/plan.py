@@ -28,7 +28,9 @@ CATALOGUE_LIBRARY_NAME = "libascendcl.so"
 ENV_SIM_SOC = "ACL_FA_SIM_SOC"
 DEFAULT_SOC = "Ascend910B2"
 
-LAYOUTS = ("BNSD", "BSND", "BSH", "TND")  # index = the tiling struct's layout code (TND: varlen)
+LAYOUTS = ("BNSD", "BSND", "BSH")  # index = the tiling struct's layout code; the CLI's --layout choices
+# TND (a varlen batch, code 3) is planned only with seq_lens_q / seq_lens_kv.
+LAYOUT_CODES = LAYOUTS + ("TND",)
 UNBOUNDED_TOKENS = 2147483647  # pre_tokens / next_tokens without a bound (op_host's kUnboundedTokens)
 DTYPES = ("float16", "bfloat16", "float32")
 _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
@@ -261,7 +263,7 @@ def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_he
     unbounded); seq_lens_q / seq_lens_kv: a varlen batch's lengths (layout TND; batch, seq and
     seq_kv are then the count and the longest). The C problem keeps the length arrays alive."""
     _choice("dtype", dtype, DTYPES)
-    layout_code = _choice("layout", layout, LAYOUTS)
+    layout_code = _choice("layout", layout, LAYOUT_CODES if seq_lens_q is not None else LAYOUTS)
     band = []
     for key, value in (("pre_tokens", pre_tokens), ("next_tokens", next_tokens)):
         value = UNBOUNDED_TOKENS if value is None else value
