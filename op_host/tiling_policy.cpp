@@ -305,6 +305,37 @@ bool ChooseBlocksByCost(const Problem &p, const ChipLimits &c, uint32_t capM, ui
     return found;
 }
 
+// Blocks for a narrow band (pre_tokens and next_tokens both bounded, band width
+// W = pre + next + 1 keys per row): a vector unit's tile of m rows touches about m + W - 1
+// keys, rounded out to blockN, so it executes about (m + W + blockN) / W of the useful work.
+// When the usual blocks (*blockM, *blockN) have m + blockN > W / kNarrowBandShare, they are
+// replaced by the largest m and blockN (powers of two from 16) within that share, or 16 and 16
+// when the band is narrower still, keeping the waste near 1 / kNarrowBandShare. Nothing
+// changes for a block the caller gave or a band unbounded on a side.
+constexpr uint64_t kNarrowBandShare = 10;
+void NarrowBandBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint32_t *blockN) {
+    const Band band = EffectiveBand(p);
+    if (p.userBlockM != 0 || p.userBlockN != 0 || band.pre >= kUnboundedTokens || band.next >= kUnboundedTokens) {
+        return;
+    }
+    const uint64_t width = static_cast<uint64_t>(band.pre + band.next + 1);
+    const bool coupled = FeaturesOfSoc(c.socVersion).coupled;
+    const uint32_t vectorsPerBlock = coupled ? 1 : 2;  // blockM / rows per vector unit
+    if ((RowsPerVector(*blockM, coupled) + *blockN) * kNarrowBandShare <= width) return;
+    uint32_t bestM = kBlockAlign, bestN = kBlockAlign;
+    for (uint32_t m = kBlockAlign; m * vectorsPerBlock <= *blockM; m *= 2) {
+        for (uint32_t n = kBlockAlign; n <= *blockN; n *= 2) {
+            if ((m + n) * kNarrowBandShare <= width && m + n > bestM + bestN) {
+                bestM = m;
+                bestN = n;
+            }
+        }
+    }
+    // Smaller than blocks that fit: these fit too (every budget line grows with m and n).
+    *blockM = bestM * vectorsPerBlock;
+    *blockN = bestN;
+}
+
 // Chooses (blockM, blockN) or explains why none fits. On the MIX path the blocks of least
 // modeled time (ChooseBlocksByCost); when none of those fits, and on the coupled path: auto
 // blockM is the largest that fits with blockN = min(128, Skv rounded to 16), capped at Sq
@@ -508,6 +539,7 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     const bool coupled = FeaturesOfSoc(c.socVersion).coupled;
     uint32_t blockM = 0, blockN = 0;
     if (!ChooseBlocks(p, c, &blockM, &blockN, error)) return false;
+    NarrowBandBlocks(p, c, &blockM, &blockN);
 
     Plan out;
     out.blockM = blockM;

@@ -182,6 +182,8 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ComputeBlock(uint32_t kvB
     qkMm.IterateAll(scores_);
 
     softmax_.ScoresToProbs(scores_, stride, kvBlock, rows, row0);
+    // P [rows, stride] fp32 is final here (l and the LSE already hold its undropped sums): the
+    // one point where it may still change before P.V.
     AscendC::Cast(prob_, scores_, AscendC::RoundMode::CAST_RINT, rows * stride);
     WaitForPipe<AscendC::HardEvent::V_MTE3>();  // P is complete in UB before it moves to L1
 

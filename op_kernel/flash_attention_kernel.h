@@ -217,6 +217,8 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, u
     scoreQue_.EnQue(scores);
     scores = scoreQue_.DeQue<float>();
     softmax_.ScoresToProbs(scores, td_->blockN, kvBlock, rows, row0);
+    // P [rows, blockN] fp32 is final here (l and the LSE already hold its undropped sums): the
+    // one point where it may still change before P.V.
 
     if constexpr (FP32_IO) {
         // P is already the cube's operand type: the fp32 tile goes to GM as it is (no probQue).

@@ -109,7 +109,6 @@ def expected_counts(plan) -> KernelCounts:
     aic_macs = [0] * plan.used_core_num
     aiv_vec = [0] * (plan.used_core_num * AIV_PER_AIC)
     t = {name: {"read": 0, "write": 0} for name in ("q", "k", "v", "out", "lse", "workspace")}
-    blind = plan.seq - plan.seq_kv if plan.causal and plan.seq > plan.seq_kv else 0
     for core in range(plan.used_core_num):
         for item in range(plan.core_item_start[core], plan.core_item_start[core + 1]):
             for sub in range(AIV_PER_AIC):
@@ -132,17 +131,16 @@ def expected_counts(plan) -> KernelCounts:
                     ws["read"] += rows * cols * isz            # P as the P.V Matmul's A
                     ws["write"] += rows * d * FP32             # P.V (Matmul C)
                     ws["read"] += rows * d * FP32              # P.V into UB
-                    # SoftmaxBlock: scale, mask, max, alpha, P = exp(S - m), sum, P cast.
+                    # SoftmaxBlock: scale, mask, max (floored at -FLT_MAX), alpha, P = exp(S - m),
+                    # sum, P cast.
                     vec += rows * n + _mask_elems(plan, rows, row0, col0, cols)
-                    vec += _reduce_rows(rows, n) + 3 * rows + _brcb(rows) + _row_ops(rows, n)
+                    vec += _reduce_rows(rows, n) + 4 * rows + _brcb(rows) + _row_ops(rows, n)
                     vec += rows * n + _reduce_rows(rows, n) + 2 * rows + rows * n
                     # AccumulateValues: acc = alpha * acc + P.V.
                     vec += _brcb(rows) + _row_ops(rows, d) + rows * d
-                # WriteOutput: O = acc / l, cast, LSE = m + ln(l), rows that see no key zeroed.
-                vec += _brcb(rows) + _row_ops(rows, d) + rows * d + 2 * rows
-                masked = min(max(blind - row0, 0), rows)
-                if masked:
-                    vec += masked * d + masked
+                # WriteOutput: LSE = m + ln(l), l floored at FLT_MIN (rows that saw no key: l = 0,
+                # acc = 0), O = acc / l, cast.
+                vec += _brcb(rows) + _row_ops(rows, d) + rows * d + 3 * rows
                 aiv_vec[core * AIV_PER_AIC + sub] += vec
                 t["out"]["write"] += rows * d * isz
                 t["lse"]["write"] += rows * FP32

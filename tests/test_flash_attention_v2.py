@@ -213,6 +213,15 @@ def expected_macs(plan, seqs, pre, nxt) -> int:
     return total * plan.heads
 
 
+def assert_tiling_is_the_plans(stats, plan):
+    """The launch's block dim and per-core item counts (op_host's tiling) are those of the
+    Python plan (acl_fa.plan over native/plan_capi.cpp): the two agree on band and sequences."""
+    assert stats["block_dim"] == plan.used_core_num
+    starts = plan.core_item_start
+    assert [c["work_items"] for c in stats["aic"]][:plan.used_core_num] == [
+        starts[i + 1] - starts[i] for i in range(plan.used_core_num)]
+
+
 def useful(seqs, pre, nxt, heads, d) -> int:
     return 2 * heads * d * sum(int(visible(sq, skv, pre, nxt).sum()) for sq, skv in seqs)
 
@@ -232,6 +241,7 @@ def test_band_blocks_executed(session, sim_only, case, waste):
     assert stats["kernel"] == "flash_attention_v2"
     plan = attention_v2.check_v2_plan(attention_v2.V2Call(problem, Options(pre, nxt)), session.soc_name())
     assert stats["cube_macs"] == expected_macs(plan, [(sq, skv)], pre, nxt)
+    assert_tiling_is_the_plans(stats, plan)
     band = useful([(sq, skv)], pre, nxt, n, d)
     assert stats["cube_macs"] <= waste * band
     assert stats["cube_macs"] < 0.4 * useful([(sq, skv)], INF, INF, n, d)
@@ -247,6 +257,7 @@ def test_varlen_balances_by_real_work(session, sim_only):
     options = Options(INF, 0, cu_seqlens_q=tuple(np.cumsum(lens)), cu_seqlens_kv=tuple(np.cumsum(lens)))
     plan = attention_v2.check_v2_plan(attention_v2.V2Call(problem, options), session.soc_name())
     assert stats["cube_macs"] == expected_macs(plan, list(zip(lens, lens)), INF, 0)
+    assert_tiling_is_the_plans(stats, plan)
     macs = [c["cube_macs"] for c in stats["aic"]][:plan.used_core_num]
     assert plan.used_core_num > 8
     assert max(macs) / (sum(macs) / len(macs)) <= 1.1

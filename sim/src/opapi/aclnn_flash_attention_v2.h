@@ -1,7 +1,7 @@
 /*
  * aclnn_flash_attention_v2.h -- the two-phase op API of the FlashAttentionV2 custom operator, in
- * the form CANN's msopgen generates from op/flash_attention_v2.json (docs/cann-facts.md#custom-
- * operator-api): inputs (an optional one as <name>Optional), then attrs in declaration order
+ * the form CANN's msopgen generates from op/flash_attention_v2.json
+ * (docs/cann-facts.md#custom-operator-api): inputs (an optional one as <name>Optional), then attrs in declaration order
  * (float -> double, int -> int64_t, the optional string attr -> char *...Optional), then outputs
  * (<name>Out, an optional one <name>OutOptional), workspace size and executor.
  * Installed as vendors/<vendor>/op_api/include/aclnn_flash_attention_v2.h; exported by
