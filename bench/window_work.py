@@ -7,7 +7,6 @@ pairs of the band i - pre <= j <= i + next (bottom-right aligned, Sq = Skv here)
 Usage: python bench/window_work.py [--seq 32768] [--heads 1] [--window 256,0] [--runs 1]
 """
 import argparse
-import dataclasses
 
 import numpy as np
 
@@ -16,23 +15,9 @@ from common import header, median, table
 import acl_fa  # noqa: E402
 from acl_fa import attention_v2, sim_stats  # noqa: E402
 from acl_fa.attention import check_plan, make_problem, runner_for  # noqa: E402
+from acl_fa.attention_options import AttentionOptions  # noqa: E402
 from acl_fa.plan import UNBOUNDED_TOKENS  # noqa: E402
 from acl_fa.run import random_inputs  # noqa: E402
-
-
-@dataclasses.dataclass(frozen=True)
-class WindowOptions:
-    """The AttentionOptions fields run_forward_v2 reads: a band, nothing else."""
-
-    pre_tokens: int
-    next_tokens: int
-    keep_prob: float = 1.0
-    seed: int = 0
-    offset: int = 0
-    mask_shape: tuple = None
-    cu_seqlens_q: tuple = None
-    cu_seqlens_kv: tuple = None
-    return_dropout_mask: bool = False
 
 
 def band_pairs(seq: int, pre: int, nxt: int) -> int:
@@ -74,7 +59,7 @@ def main():
     shells = [np.empty((1, args.heads, args.seq, d), np.float16) for _ in range(3)]
     causal, *_ = make_problem(*shells, causal=True)
     band, *_ = make_problem(*shells)
-    options = WindowOptions(pre, nxt)
+    options = AttentionOptions(pre_tokens=pre, next_tokens=nxt)
     with acl_fa.Session(backend="sim") as session:
         soc = session.soc_name()
         q, k, v = random_inputs(causal)

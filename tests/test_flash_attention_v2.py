@@ -9,9 +9,6 @@ LSE -inf.
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Optional
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -19,26 +16,12 @@ import pytest
 from acl_fa import attention_v2, sim_stats
 from acl_fa.accuracy import check_accuracy
 from acl_fa.attention import make_problem
+from acl_fa.attention_options import AttentionOptions as Options
 from acl_fa.errors import AclError
 from acl_fa.layouts import to_bnsd
 from acl_fa.plan import UNBOUNDED_TOKENS as INF
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """The fields of attention_options.AttentionOptions that run_forward_v2 reads."""
-
-    pre_tokens: int = INF
-    next_tokens: int = INF
-    keep_prob: float = 1.0
-    seed: int = 0
-    offset: int = 0
-    mask_shape: Optional[tuple] = None
-    cu_seqlens_q: Optional[tuple] = None
-    cu_seqlens_kv: Optional[tuple] = None
-    return_dropout_mask: bool = False
 
 
 def visible(sq: int, skv: int, pre: int, nxt: int) -> np.ndarray:
