@@ -201,12 +201,7 @@ __aicore__ inline void OnlineSoftmax::MaskScores(const AscendC::LocalTensor<floa
         to = to > static_cast<int64_t>(cols) ? static_cast<int64_t>(cols) : to;
         to = to < 0 ? 0 : to;
         from = from < 0 ? 0 : (from > to ? to : from);
-        if (from > 0) {
-            attn_rows::FillColumns(scores, r * n, 0, static_cast<uint32_t>(from), NEG_INF);  // [0, from) -> -inf
-        }
-        if (to < static_cast<int64_t>(n)) {
-            attn_rows::FillColumns(scores, r * n, static_cast<uint32_t>(to), n, NEG_INF);  // [to, n) -> -inf
-        }
+        attn_rows::FillOutside(scores, r * n, static_cast<uint32_t>(from), static_cast<uint32_t>(to), n, NEG_INF);
     }
 }
 

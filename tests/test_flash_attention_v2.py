@@ -323,3 +323,51 @@ def test_band_that_sees_nothing_is_refused(session):
     problem, q, k, v = make_problem(q, q, q)
     with pytest.raises(InvalidArgumentError, match="pre_tokens"):
         attention_v2.run_forward_v2(session, problem, Options(5, -6), q, k, v)
+
+
+@pytest.mark.parametrize("kw, blocks", [
+    (dict(pre_tokens=256, next_tokens=0), (32, 16)),          # narrow band: 16-row AIV tiles, 16 keys
+    (dict(pre_tokens=1023, next_tokens=0), (64, 64)),         # (32 + 64) x 10 <= 1024 keys
+    (dict(pre_tokens=256, next_tokens=INF), (160, 128)),      # one side unbounded: the usual blocks
+    (dict(pre_tokens=8192, next_tokens=8192), (160, 128)),    # wide band: the usual blocks
+    (dict(pre_tokens=256, next_tokens=0, block_m=64, block_n=64), (64, 64)),  # the caller's blocks stay
+])
+def test_narrow_bands_get_narrow_tiles(kw, blocks):
+    from acl_fa.plan import plan
+
+    p = plan(seq=32768, heads=1, head_dim=128, soc="Ascend910B2", **kw)
+    assert (p.block_m, p.block_n) == blocks
+
+
+def test_coupled_chips_take_whole_narrow_tiles():
+    from acl_fa.plan import plan
+
+    p = plan(seq=4096, heads=1, head_dim=128, soc="Ascend310P3", pre_tokens=256, next_tokens=0)
+    assert (p.block_m, p.block_n) == (16, 16)  # one AI Core takes all 16 rows
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(pre_tokens=5, next_tokens=-6), "pre_tokens + next_tokens must be >= 0"),
+    (dict(pre_tokens=2**31, next_tokens=0), "pre_tokens must be an integer in"),
+    (dict(layout="TND"), "layout must be one of BNSD, BSND, BSH, got 'TND'"),
+    (dict(layout="TND", seq_lens_q=(3, 4), seq_lens_kv=(3,)), "one length per sequence"),
+])
+def test_plan_refuses_bad_bands_and_sequences(kw, message):
+    from acl_fa.plan import PlanError, plan
+
+    with pytest.raises(PlanError) as info:
+        plan(seq=256, heads=1, head_dim=64, soc="Ascend910B2", **kw)
+    assert message in str(info.value)
+
+
+def test_plan_counts_each_sequences_work():
+    """A varlen plan's work is the sum of its sequences' plans (same blocks), not the longest
+    sequence's times the count."""
+    from acl_fa.plan import plan
+
+    lens = (1000, 17, 300)
+    kw = dict(heads=2, head_dim=64, soc="Ascend910B2", block_m=64, block_n=64, pre_tokens=INF, next_tokens=0)
+    varlen = plan(seq=1, layout="TND", seq_lens_q=lens, seq_lens_kv=lens, **kw)
+    single = [plan(seq=s, **kw) for s in lens]
+    assert varlen.total_work == sum(p.total_work for p in single)
+    assert varlen.total_items == sum(p.total_items for p in single)
