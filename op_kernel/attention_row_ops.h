@@ -95,6 +95,9 @@ __aicore__ inline void FillColumns(const AscendC::LocalTensor<float> &tile, uint
     }
 }
 
+// Bits [0, k) of a repeat's mask (k <= 64; a shift by 64 would be undefined).
+__aicore__ inline uint64_t LowBits(uint32_t k) { return k >= FP32_PER_REPEAT ? ~0ULL : ((1ULL << k) - 1); }
+
 // Sets the columns of the row starting at rowBase outside [from, to) -- [0, from) and [to, n) --
 // to `value`, for a row of n columns (from <= to <= n). A row of at most one repeat takes both
 // sides in one bit-masked Duplicate.
@@ -102,9 +105,7 @@ __aicore__ inline void FillOutside(const AscendC::LocalTensor<float> &tile, uint
                                    uint32_t to, uint32_t n, float value)
 {
     if (n <= FP32_PER_REPEAT) {
-        const uint64_t row = n == 64 ? ~0ULL : ((1ULL << n) - 1);
-        const uint64_t keep = (to == 64 ? ~0ULL : ((1ULL << to) - 1)) & ~((1ULL << from) - 1);
-        uint64_t mask[2] = {row & ~keep, 0};
+        uint64_t mask[2] = {LowBits(n) & ~(LowBits(to) & ~LowBits(from)), 0};
         if (mask[0] != 0) {
             AscendC::Duplicate(tile[rowBase], value, mask, 1, 1, 8);
         }
