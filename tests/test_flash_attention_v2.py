@@ -85,6 +85,11 @@ def run_fixed(session, case, rng):
 
 @pytest.mark.parametrize("case", FIXED, ids=lambda c: "-".join(str(x) for x in c))
 def test_band_matches_the_reference(session, case):
+    check_band(session, case)
+
+
+def check_band(session, case):
+    """The band case against the float64 reference (2x-naive rule), blind rows 0 / -inf."""
     b, n, nkv, sq, skv, d, dtype, layout, (pre, nxt), _, _ = case
     rng = np.random.default_rng(sq * 7 + skv)
     problem, (q, k, v), out, lse, mask = run_fixed(session, case, rng)
@@ -149,6 +154,11 @@ def run_varlen(session, case, rng):
 
 @pytest.mark.parametrize("case", VARLEN, ids=lambda c: "-".join(str(x) for x in c))
 def test_varlen_matches_the_reference(session, case):
+    check_varlen(session, case)
+
+
+def check_varlen(session, case):
+    """The varlen case against the float64 reference per sequence (2x-naive rule)."""
     lens_q, lens_kv, n, nkv, d, dtype, (pre, nxt), _, _ = case
     rng = np.random.default_rng(sum(lens_q))
     problem, (q, k, v), out, lse = run_varlen(session, case, rng)
@@ -169,6 +179,38 @@ def test_varlen_matches_the_reference(session, case):
     acc = check_accuracy(as_bnsd(out), lse[None], as_bnsd(ref_out), ref_lse[None], as_bnsd(naive), dtype, range(n))
     assert acc.ok, acc
     assert acc.lse_max_error < 1e-3, acc
+
+
+# The coupled-core chips (one AI Core per item, no bfloat16 / float32): the float16 cases.
+COUPLED_SCRIPT = """
+import json
+import acl_fa
+from test_flash_attention_v2 import FIXED, VARLEN, check_band, check_varlen
+
+verdicts = {}
+with acl_fa.Session(backend="sim") as s:
+    soc = s.soc_name()
+    for kind, cases, check in (("band", FIXED, check_band), ("varlen", VARLEN, check_varlen)):
+        for i, case in enumerate(cases):
+            if "float16" not in case:
+                continue
+            try:
+                check(s, case)
+                verdicts[f"{kind}{i}"] = "ok"
+            except AssertionError as exc:
+                verdicts[f"{kind}{i}"] = f"mismatch: {exc}"
+print(json.dumps(dict(soc=soc, verdicts=verdicts)))
+"""
+
+
+@pytest.mark.parametrize("soc", ["Ascend310P3", "Ascend910A"])
+def test_coupled_chips_run_bands_and_varlen(sim_only, soc):
+    from conftest import run_python
+
+    run = run_python(COUPLED_SCRIPT, ACL_FA_BACKEND="sim", ACL_FA_SIM_SOC=soc)
+    assert run["soc"] == soc
+    assert len(run["verdicts"]) >= 6
+    assert all(v == "ok" for v in run["verdicts"].values()), run["verdicts"]
 
 
 def expected_macs(plan, seqs, pre, nxt) -> int:
