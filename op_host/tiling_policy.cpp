@@ -159,10 +159,11 @@ std::string ValidateProblem(const Problem &p) {
     if (p.layout > kLayoutTnd) {
         return Format("input_layout code must be 0 (BNSD), 1 (BSND), 2 (BSH) or 3 (TND), got %u", p.layout);
     }
+    // Per-sequence lengths: always with TND; the backward's policy passes them with the BSND
+    // code (TND's row strides).
     const bool varlen = !p.seqLensQ.empty() || !p.seqLensKv.empty();
-    if (varlen != (p.layout == kLayoutTnd)) {
-        return varlen ? "per-sequence lengths need input_layout TND"
-                      : "input_layout TND needs the sequence lengths (actual_seq_qlen, actual_seq_kvlen)";
+    if (p.layout == kLayoutTnd && !varlen) {
+        return "input_layout TND needs the sequence lengths (actual_seq_qlen, actual_seq_kvlen)";
     }
     if (varlen) {
         if (p.seqLensQ.size() != p.batch || p.seqLensKv.size() != p.batch) {
