@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import attention, backward, decode, opcall
+from . import attention, backward, decode, opcall, varlen
 from .attention import flash_attention
 from .backward import flash_attention_backward
 from .compat import flash_attn_func, scaled_dot_product_attention
 from .decode import flash_attention_with_kvcache
+from .varlen import flash_attention_varlen, flash_attention_varlen_backward
 from .device_array import DeviceArray
 from .runtime import DeviceSession
 
 __all__ = ["Session", "DeviceArray", "flash_attention", "flash_attention_backward", "flash_attention_with_kvcache",
-           "flash_attn_func", "scaled_dot_product_attention"]
+           "flash_attention_varlen", "flash_attention_varlen_backward", "flash_attn_func",
+           "scaled_dot_product_attention"]
 
 
 class Session(DeviceSession):
@@ -37,6 +39,15 @@ class Session(DeviceSession):
     def flash_attention_backward(self, dout, q, k, v, out, lse, **options):
         """acl_fa.flash_attention_backward on this session."""
         return backward.flash_attention_backward(dout, q, k, v, out, lse, session=self, **options)
+
+    def flash_attention_varlen(self, q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
+        """acl_fa.flash_attention_varlen on this session."""
+        return varlen.flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, session=self, **options)
+
+    def flash_attention_varlen_backward(self, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, **options):
+        """acl_fa.flash_attention_varlen_backward on this session."""
+        return varlen.flash_attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+                                                      session=self, **options)
 
     def clear_cache(self):
         """Releases the device buffers, tensors, executors and workspaces every op keeps per

@@ -21,6 +21,7 @@ import numpy as np
 from . import opcall
 from ._ffi import ffi
 from .device_array import DeviceArray
+from .attention_options import build_options
 from .errors import InvalidArgumentError, InvalidTypeError
 from .layouts import LAYOUT_RANK, LAYOUTS, shape_of, split_dims
 from .opcall import Op, OpRunner, default_session
@@ -336,22 +337,40 @@ def check_float32_range(problem: Problem, q, k, v) -> None:
 
 
 def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
-                    block_m=None, block_n=None, return_lse=False, backend=None, device=None, session=None):
+                    block_m=None, block_n=None, return_lse=False, window=None, backend=None, device=None,
+                    session=None):
     """FlashAttention forward: softmax(scale * Q K^T + mask) V per head.
 
     q [B, N, Sq, D] (BNSD), [B, Sq, N, D] (BSND) or [B, Sq, N*D] (BSH); k, v likewise with Nkv
-    heads and Skv rows; float16 or bfloat16 (ml_dtypes). causal masks key j > i + (Skv - Sq).
-    scale defaults to 1/sqrt(D). Returns out (like q), and lse float32 [B, N, Sq] when
-    return_lse. Any numpy layout is accepted (copied C-contiguous once); q, k, v may also be
-    DeviceArrays of the session (used in place, no host copy).
+    heads and Skv rows; float16, bfloat16 (ml_dtypes) or float32. scale defaults to 1/sqrt(D).
+    Any numpy layout is accepted (copied C-contiguous once); q, k, v may also be DeviceArrays of
+    the session (used in place, no host copy). Semantics of the options in
+    docs/attention_options.md:
+
+    - causal: key j is hidden from query i when j > i + (Skv - Sq) (bottom-right aligned).
+    - window=(left, right): key j is visible to query i iff
+      i + (Skv - Sq) - left <= j <= i + (Skv - Sq) + right; -1 = unbounded; intersects causal.
+      Runs FlashAttentionV2, which never loads or computes blocks outside the band.
+
+    Rows that see no key give 0 (lse -inf). Returns out (like q), and lse float32 [B, N, Sq]
+    when return_lse.
     """
     problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                     num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
+    options, mask = build_options(batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
+                                  seq_kv=problem.seq_kv, causal=causal, window=window)
     check_float32_range(problem, q, k, v)
     if session is None:
         session = default_session(backend, device)
-    if return_lse:
-        return runner_for(session).run(problem, q, k, v, outputs=("out", "lse"))
-    return runner_for(session).run(problem, q, k, v, outputs=("out",))[0]
+    if options.is_default:
+        if options.is_causal and not problem.causal:  # window (-1, 0) is causal: the V1 op's is_causal
+            problem = dataclasses.replace(problem, causal=True)
+        roles = ("out", "lse") if return_lse else ("out",)
+        results = runner_for(session).run(problem, q, k, v, outputs=roles)
+        return results if return_lse else results[0]
+    from .attention_v2 import run_forward_v2
+
+    out, lse, _ = run_forward_v2(session, problem, options, q, k, v, mask)
+    return (out, lse) if return_lse else out

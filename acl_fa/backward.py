@@ -17,11 +17,12 @@ import numpy as np
 from . import opcall
 from ._ffi import ffi
 from .attention import Problem, _as_array, check_float32_range, make_problem
+from .attention_options import build_options
 from .errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
 from .runtime import DeviceSession
 
-__all__ = ["GradProblem", "make_grad_problem", "FLASH_ATTENTION_GRAD", "flash_attention_backward"]
+__all__ = ["GradProblem", "make_grad_problem", "FLASH_ATTENTION_GRAD", "flash_attention_backward", "backward_options"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,20 +117,35 @@ def runner_for(session: DeviceSession) -> OpRunner:
 
 
 def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD", num_heads=None,
-                             num_kv_heads=None, deterministic=True, block_m=None, block_n=None, backend=None,
-                             device=None, session=None):
+                             num_kv_heads=None, deterministic=True, block_m=None, block_n=None, window=None,
+                             backend=None, device=None, session=None):
     """FlashAttention backward: (dq, dk, dv) for the upstream gradient dout of
     out, lse = flash_attention(q, k, v, ..., return_lse=True) with the same options.
 
-    dq is shaped like q, dk and dv like k and v, in their dtype and layout; with GQA/MQA the
-    gradient of a kv head sums over its query-head group. deterministic=True (default) sums
-    dQ's contributions in a fixed order, so repeated calls give identical bits; False adds
-    them with fp32 atomic adds (less workspace; equal within rounding, not bitwise).
+    window must be the forward's (docs/attention_options.md). dq is shaped like q, dk and
+    dv like k and v, in their dtype and layout; with GQA/MQA the gradient of a kv head sums over
+    its query-head group; rows that see no key get dq 0. deterministic=True (default) sums dQ's
+    contributions in a fixed order, so repeated calls give identical bits; False adds them with
+    fp32 atomic adds (less workspace; equal within rounding, not bitwise).
     """
-    problem, *arrays = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale, layout=layout,
-                                         num_heads=num_heads, num_kv_heads=num_kv_heads,
+    forward, *_ = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                               num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+    options, mask = backward_options(forward, causal=causal, window=window)
+    if not options.is_default:
+        from .backward_v2 import run_backward_v2
+
+        check_float32_range(forward, *(_as_array(name, x) for name, x in (("q", q), ("k", k), ("v", v))))
+        session = default_session(backend, device) if session is None else session
+        return run_backward_v2(session, forward, options, dout, q, k, v, out, lse, mask, deterministic)
+    problem, *arrays = make_grad_problem(dout, q, k, v, out, lse, causal=causal or options.is_causal, scale=scale,
+                                         layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads,
                                          deterministic=deterministic, block_m=block_m, block_n=block_n)
     check_float32_range(problem.forward, *arrays[1:4])  # the scores it recomputes, as the forward's
-    if session is None:
-        session = default_session(backend, device)
+    session = default_session(backend, device) if session is None else session
     return runner_for(session).run(problem, *arrays)
+
+
+def backward_options(forward: Problem, *, causal, window, cu_seqlens_q=None, cu_seqlens_kv=None) -> tuple:
+    """The backward's (AttentionOptions, device mask): the forward's options."""
+    return build_options(batch=forward.batch, heads=forward.num_heads, seq_q=forward.seq_q, seq_kv=forward.seq_kv,
+                         causal=causal, window=window, cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv)

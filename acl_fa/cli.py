@@ -150,8 +150,8 @@ def json_option(help_text: str):
     return click.option("--json", "as_json", is_flag=True, envvar="ACL_FA_JSON", show_envvar=True, help=help_text)
 
 
-seed_option = click.option("--seed", type=int, envvar="ACL_FA_SEED", default=0, show_default=True, show_envvar=True,
-                           help="Seed of the random inputs.")
+seed_option = click.option("--seed", type=click.IntRange(min=0), envvar="ACL_FA_SEED", default=0, show_default=True,
+                           show_envvar=True, help="Seed of the random inputs.")
 
 
 backward_option = click.option(
@@ -160,6 +160,44 @@ backward_option = click.option(
 deterministic_option = click.option(
     "--deterministic/--atomic", envvar="ACL_FA_DETERMINISTIC", default=True, show_default=True, show_envvar=True,
     help="Backward dQ: summed in a fixed order (bit-identical runs) or with fp32 atomic adds.")
+
+
+class _IntList(click.ParamType):
+    """Comma-separated integers of a fixed count (or any count when count is None) and a minimum."""
+
+    def __init__(self, name: str, count=None, minimum: int = 1):
+        self.name, self.count, self.minimum = name, count, minimum
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (list, tuple)):
+            return tuple(value)
+        try:
+            values = tuple(int(part) for part in str(value).split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of integers", param, ctx)
+        if self.count is not None and len(values) != self.count:
+            self.fail(f"{value!r}: expected {self.count} comma-separated integers ({self.name})", param, ctx)
+        if not values or min(values) < self.minimum:
+            self.fail(f"{value!r}: every value must be >= {self.minimum}", param, ctx)
+        return values
+
+
+# The V2 options (docs/attention_options.md), shared by `run` and `plan`.
+window_option = click.option(
+    "--window", type=_IntList("L,R", count=2, minimum=-1), envvar="ACL_FA_WINDOW", default=None, show_envvar=True,
+    metavar="L,R", help="Sliding window: query i sees keys i+Skv-Sq-L .. i+Skv-Sq+R; -1 = unbounded. Combines with "
+                        "--causal by intersection.")
+varlen_option = click.option(
+    "--varlen", type=_IntList("S[,S...]"), envvar="ACL_FA_VARLEN", default=None, show_envvar=True,
+    metavar="S[,S...]", help="A variable-length batch (layout TND) of sequences of these lengths (queries and keys "
+                             "alike); replaces --seq/--seq-kv/--batch/--layout.")
+_RUN_OPTION_OPTIONS = [window_option, varlen_option]
+
+
+def run_option_options(function):
+    for option in reversed(_RUN_OPTION_OPTIONS):
+        function = option(function)
+    return function
 
 
 def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
@@ -197,11 +235,27 @@ def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
                                            "modeled NPU time (pipeline model; slow on large problems).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), envvar="ACL_FA_PLOT",
               show_envvar=True, default=None, metavar="FILE.png", help="With --sweep: draw modeled time against BLOCK_M per BLOCK_N.")
+@window_option
+@varlen_option
 def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json,
-         backward, deterministic, sweep, plot_path):
-    """Show what the operator will do: blocks, buffer budget, core split, workspace, memory."""
+         backward, deterministic, sweep, plot_path, window, varlen):
+    """Show what the operator will do: blocks, buffer budget, core split, workspace, memory.
+    With --window / --varlen: FlashAttentionV2's plan, its work counted over the band and the
+    sequences only."""
     problem = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                    dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
+    if window is not None or varlen is not None:
+        if backward or sweep:
+            raise click.UsageError("--window/--varlen plans are of the forward (no --backward or --sweep)")
+        from . import run_options
+
+        with reported_as_usage_errors():
+            problem = run_options.v2_plan_problem(problem, window=window, varlen=varlen)
+            if soc is None or soc.lower() != "all":
+                p = plan_module.plan(soc=soc, **problem)
+                click.echo(json.dumps([p.to_dict()], indent=2) if as_json else
+                           plan_module.format_plan(p) + "\n" + run_options.band_work_line(p))
+                return
     if backward:
         _plan_backward(problem, soc, deterministic, as_json)
         return
@@ -333,14 +387,31 @@ def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype,
               default=None, show_envvar=True, help="Shard the sequence over --devices devices (sequence parallelism over HCCL).")
 @click.option("--devices", type=click.IntRange(min=1), envvar="ACL_FA_DEVICES", default=2, show_default=True,
               show_envvar=True, metavar="P", help="Devices (0..P-1) for --parallel.")
+@run_option_options
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
         iters, check, seed, decode, paged, block_size, steps, num_splits, backend, device, as_json, backward,
-        deterministic, parallel_mode, devices):
+        deterministic, parallel_mode, devices, window, varlen):
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
     --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
     then the backward on its outputs, with the gradient check. With --parallel ring|ulysses: the
-    sequence sharded over --devices devices, with per-device time, bytes per link and modeled time."""
+    sequence sharded over --devices devices, with per-device time, bytes per link and modeled time.
+    With --window or --varlen: the FlashAttentionV2 ops (and their
+    backward with --backward), the work against the band's useful MACs, the check against the
+    float64 reference with the same options."""
+    from . import run_options
+
+    if run_options.uses_options(window=window, varlen=varlen):
+        if parallel_mode or decode or paged:
+            raise click.UsageError("--window/--varlen do not combine with --parallel, --decode or --paged")
+        _run_with_options(dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
+                               head_dim=head_dim, dtype=dtype, layout=layout, causal=causal, scale=scale,
+                               block_m=block_m or None, block_n=block_n or None, window=window,
+                               varlen=list(varlen) if varlen else None,
+                               backward=backward, deterministic=deterministic, warmup=warmup, iters=iters,
+                               check=check, backend=None if backend == "auto" else backend, device=device,
+                               seed=seed), as_json)
+        return
     if parallel_mode:
         _run_parallel(parallel_mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale,
                       check, seed, backend, as_json)
@@ -366,6 +437,17 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_module.format_report(report))
     if report.accuracy is not None and not report.accuracy.ok:
         raise click.ClickException("the result is outside the tolerance (see 'check' above)")
+
+
+def _run_with_options(options: dict, as_json: bool):
+    from . import run_options
+
+    total_steps = (2 if options["backward"] else 1) * (1 + options["warmup"] + options["iters"]) + 1
+    with reported_as_usage_errors(), progress(total_steps, "acl-fa run") as bar:
+        report = run_options.run_options_job(**options, progress=lambda stage, steps: bar.update(steps))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_options.format_options_report(report))
+    if not report.ok:
+        raise click.ClickException("a result is outside the tolerance (see 'check' above)")
 
 
 def _run_parallel(mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale, check, seed,

@@ -47,7 +47,8 @@ def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iter
     """Uploads the inputs (q, k, v for the forward) once, launches warmup + iters times (timing
     the last iters) and reads back the outputs (download) and, on the simulator, the counters
     (per_core: also per core) and the L2 model (l2). `tick(stage, steps)` reports progress.
-    Another op: its `runner` (acl_fa.opcall.runner_for) and `check(problem, soc) -> plan`."""
+    Another op: its `runner` (acl_fa.opcall.runner_for) and `check(problem, soc) -> plan` (None
+    for an op without a plan mirror: the Measurement's plan and intermediate bytes are then None)."""
     tick = tick or (lambda stage, steps: None)
     soc = session.soc_name()
     plan = (check or check_plan)(problem, soc)
@@ -71,7 +72,9 @@ def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iter
         finally:
             start.close()
             end.close()
-        outputs = {role: prepared.read(role) for role in runner.op.outputs} if download else {}
+        # an optional output the call does not ask for has no buffer
+        outputs = {role: prepared.read(role) for role in runner.op.outputs if role in prepared.buffers} \
+            if download else {}
         stats = sim_stats.last_launch(session.backend, per_core=per_core) if sim else None
         l2_launch = l2_interleaved = traffic = l2_modeled = model = None
         if sim and l2:
@@ -91,6 +94,6 @@ def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iter
                     regions["workspace"] = (int(ffi.cast("uintptr_t", prepared.workspace.ptr)),
                                             prepared.workspace.nbytes)
                 traffic = l2model.traffic_by_region(session.backend, regions)
-        device_bytes = dict(prepared.bytes_by_role(), intermediate=plan.user_workspace_bytes)
+        device_bytes = dict(prepared.bytes_by_role(), intermediate=None if plan is None else plan.user_workspace_bytes)
     return Measurement(plan, soc, times, outputs.get("out"), outputs.get("lse"), device_bytes, stats, l2_launch,
                        l2_interleaved, traffic, outputs, l2_modeled, model)

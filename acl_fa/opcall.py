@@ -170,7 +170,7 @@ class PreparedCall:
     def bytes_by_role(self) -> dict:
         """Device bytes held: inputs, outputs and the workspace."""
         return {"inputs": sum(self.buffers[r].nbytes for r in self.op.inputs if r in self.buffers),
-                "outputs": sum(self.buffers[r].nbytes for r in self.op.outputs),
+                "outputs": sum(self.buffers[r].nbytes for r in self.op.outputs if r in self.buffers),
                 "workspace": self.workspace_size}
 
 

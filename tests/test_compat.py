@@ -54,10 +54,17 @@ def test_flash_attn_func_is_bshd_bottom_right(b, sq, skv, n, nkv, d, causal):
     np.testing.assert_allclose(lse[seen], ref_lse2[seen], atol=1e-4)
 
 
+@pytest.mark.parametrize("window_size,causal", [((16, 0), False), ([-1, 4], False), ((8, 8), True)])
+def test_flash_attn_func_window_size_is_the_sliding_window(window_size, causal):
+    q = _randn((1, 40, 2, 16), 1)
+    k, v = _randn((1, 56, 2, 16), 2), _randn((1, 56, 2, 16), 3)
+    out = acl_fa.flash_attn_func(q, k, v, causal=causal, window_size=window_size)
+    ref, _ = attention_reference(q, k, v, causal=causal, window=tuple(window_size), layout="BSND")
+    np.testing.assert_allclose(out.astype(np.float64), ref, atol=TOL)
+
+
 @pytest.mark.parametrize("kwargs, feature", [
     ({"dropout_p": 0.1}, "dropout"),
-    ({"window_size": (128, 0)}, "sliding-window"),
-    ({"window_size": [-1, 4]}, "sliding-window"),
     ({"softcap": 30.0}, "soft-capping"),
     ({"alibi_slopes": np.ones(2, np.float32)}, "ALiBi"),
 ])
@@ -71,6 +78,7 @@ def test_flash_attn_func_unbuilt_features_name_themselves(kwargs, feature):
     ({"dropout_p": "0"}, InvalidTypeError, "dropout_p"),
     ({"window_size": -1}, InvalidTypeError, "window_size"),
     ({"window_size": (-1, -1, -1)}, InvalidArgumentError, "window_size"),
+    ({"window_size": (-2, 0)}, InvalidArgumentError, "window"),
     ({"return_attn_probs": 1}, InvalidTypeError, "return_attn_probs"),
     ({"causal": 1}, InvalidTypeError, "causal"),
 ])

@@ -1,0 +1,75 @@
+"""`acl-fa run` and `acl-fa plan` with --window and --varlen (CliRunner,
+small problems): the V2 ops' report, its check against the float64 reference and the band's work."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from acl_fa.attention_options import AttentionOptions
+from acl_fa.cli import main
+from acl_fa.run_options import band_pairs
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def _ok(*args):
+    result = _invoke(*args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return result.stdout
+
+
+SMALL = ["--heads", "2", "--head-dim", "64", "--iters", "1", "--warmup", "0"]
+
+
+@pytest.mark.parametrize("args", [
+    ["--seq", "300", "--window", "40,0", "--causal"],
+    ["--varlen", "200,37,5", "--causal", "--window", "30,-1"],
+], ids=["window", "varlen"])
+def test_run_with_options_checks_against_the_reference(sim_only, args):
+    data = json.loads(_ok("run", *args, *SMALL, "--json"))
+    assert data["check"]["ok"] and data["check"]["max_error"] <= data["check"]["tolerance"]
+    executed = data["simulator"]["cube_macs"]
+    assert data["useful_macs"] <= executed < 2.5 * data["useful_macs"]   # the band, not the square
+    text = _ok("run", *args, *SMALL)
+    assert "op FlashAttentionV2" in text and ": OK" in text and "band pre_tokens=" in text
+
+
+def test_run_backward_with_options(sim_only):
+    text = _ok("run", "--varlen", "150,20", "--causal", "--window", "24,0", "--backward", *SMALL)
+    assert text.count(": OK") == 4, text   # the forward and dq, dk, dv
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--window", "5"], "expected 2 comma-separated integers"),
+    (["--window", "-2,0"], "must be >= -1"),
+    (["--varlen", "10,0"], "must be >= 1"),
+    (["--varlen", "10", "--decode"], "do not combine"),
+], ids=["window-count", "window-low", "varlen-zero", "decode"])
+def test_run_option_errors(args, message):
+    result = _invoke("run", *args)
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_plan_shows_the_band_work():
+    text = _ok("plan", "--seq", "4096", "--window", "256,0", "--causal")
+    useful = 32 * band_pairs(AttentionOptions(pre_tokens=256, next_tokens=0), 4096, 4096)
+    assert "band pre_tokens=256 next_tokens=0" in text and f"band      {useful} visible" in text
+    ratio = float(text.rsplit("(", 1)[1].split("x")[0])
+    assert 1.0 <= ratio < 1.5
+    text = _ok("plan", "--varlen", "4096,1000,17", "--causal")
+    assert "TND" in text and "varlen (3 sequences" in text
+    assert "--window/--varlen plans are of the forward" in _invoke("plan", "--varlen", "8", "--backward").output
+
+
+def test_band_pairs():
+    opts = AttentionOptions(pre_tokens=2, next_tokens=1)
+    want = sum(1 for i in range(5) for j in range(7) if i + 2 - 2 <= j <= i + 2 + 1)
+    assert band_pairs(opts, 5, 7) == want
+    keys = [True, False, True, True, False, True, True]
+    assert band_pairs(opts, 5, 7, key_visible=keys) == \
+        sum(1 for i in range(5) for j in range(7) if i <= j <= i + 3 and keys[j])
+    assert band_pairs(AttentionOptions(), 3, 4) == 12
