@@ -37,7 +37,7 @@ import numpy as np
 
 from . import attention, hccl
 from .api import Session
-from .errors import InvalidArgumentError
+from .errors import AclError, InvalidArgumentError
 from .layouts import from_bnsd, to_bnsd
 from .loader import get_backend
 from .parallel import _bounds, _check_devices, _peak_flops
@@ -149,6 +149,7 @@ class _UlyssesRank:
         heads = {"q": hq, "k": hkv, "v": hkv}
         gathered = {name: s.alloc(batch * seq * h * d * pr.dtype.itemsize) for name, h in heads.items()}
         back = s.alloc(batch * p * mine * hq * d * pr.dtype.itemsize)
+        compute_stream = None
         try:
             for name, h in heads.items():
                 block = mine * h * d
@@ -184,6 +185,14 @@ class _UlyssesRank:
             for view in views.values():
                 view.buffer = None  # closed below, not through the view
         finally:
+            # Work still queued (after a failure here or on a peer) may use the buffers: let it drain first.
+            # Its errors are the consequence of the failure being raised, which is the one reported.
+            for stream in (compute_stream, comm_stream):
+                if stream is not None:
+                    try:
+                        stream.synchronize()
+                    except AclError:
+                        pass
             for x in [*sent.values(), *gathered.values(), back, inbound, computed, comm_stream]:
                 x.close()
 

@@ -398,3 +398,25 @@ def test_fault_when_opening_or_closing_a_session(sim_only, api):
     assert result["left"] == left, "only the object whose release failed may remain"
     assert result["usable"]
     assert result["final"] == final
+
+
+def test_stream_wait_orders_work_across_streams_without_the_host(session, backend, sim_only):
+    data = np.random.default_rng(2).standard_normal(1 << 18).astype(np.float32)
+    producer, consumer = session.stream(), session.stream()
+    staging_in, staging_out = session.alloc_host(data.nbytes), session.alloc_host(data.nbytes)
+    staging_in.numpy(np.float32)[:] = data
+    first, second = session.alloc(data.nbytes), session.alloc(data.nbytes)
+    ready = session.event(timing=False)
+    producer.copy(first, staging_in)
+    ready.record(producer)
+    consumer.wait(ready)                 # the device orders the next copies behind the H2D copy
+    consumer.copy(second, first)
+    consumer.copy(staging_out, second)
+    consumer.synchronize()               # the host never waited for the producer
+    assert np.array_equal(staging_out.numpy(np.float32), data)
+    producer.synchronize()
+    with pytest.raises(acl_fa.errors.InvalidTypeError, match="Stream.wait needs an Event"):
+        consumer.wait(producer)
+    with acl_fa.Session(backend="sim") as other:
+        with pytest.raises(InvalidArgumentError, match="belongs to another Session"):
+            consumer.wait(other.event())
