@@ -16,7 +16,8 @@ __all__ = ["last_launch", "core_loads"]
 _FIELDS = (("gm_read_bytes", "gmReadBytes"), ("gm_write_bytes", "gmWriteBytes"), ("cube_macs", "cubeMacs"),
            ("vector_elems", "vectorElems"), ("scalar_accesses", "scalarAccesses"),
            ("ub_high_water", "ubHighWater"), ("l1_high_water", "l1HighWater"), ("work_items", "workItems"),
-           ("atomic_add_bytes", "atomicAddBytes"), ("sync_all_calls", "syncAllCalls"))
+           ("atomic_add_bytes", "atomicAddBytes"), ("sync_all_calls", "syncAllCalls"),
+           ("inter_block_flag_calls", "interBlockFlagCalls"))
 
 
 def _core(c) -> dict:

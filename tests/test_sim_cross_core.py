@@ -1,5 +1,5 @@
-"""GM atomic add (SetAtomicAdd / SetAtomicNone), the SyncAll barrier and Matmul with A
-transposed and enAtomic, through tests/kernels/cross_core.cpp."""
+"""GM atomic add (SetAtomicAdd / SetAtomicNone), the SyncAll barrier, Matmul with A
+transposed and enAtomic, and the IBSet / IBWait flags, through tests/kernels/cross_core.cpp."""
 import sys
 import pathlib
 
@@ -9,7 +9,8 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "kernels"))
 import simlib  # noqa: E402
 
-SUM, WRONG_TYPE, SKIP_BARRIER, LATE_BARRIER, MATMUL_AT_B, SYNC_ALL_CUBE = range(6)
+(SUM, WRONG_TYPE, SKIP_BARRIER, LATE_BARRIER, MATMUL_AT_B, SYNC_ALL_CUBE, IB_CHAIN, IB_MISSING_SET, IB_LATE_SET,
+ IB_SET_TWICE, IB_BAD_BLOCK_IDX) = range(11)
 BLOCKS = 6            # MIX 1:2 -> 12 AIVs
 AIVS = 2 * BLOCKS
 
@@ -119,3 +120,72 @@ def test_matmul_a_transposed_accumulates_atomically(sim, m, n, k):
     assert s.total.atomicAddBytes == AIVS * m * n * 4   # every AIV's C went through the atomic path
     pad = lambda v: -(-v // 16) * 16  # noqa: E731
     assert s.total.cubeMacs == AIVS * pad(m) * pad(n) * pad(k)
+
+
+# ---- IBSet / IBWait ----------------------------------------------------------------------------
+
+def flags():
+    return np.zeros(AIVS * 8, np.int32)  # one 32-B flag per AIV, zeroed as the docs require
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "5"])
+def test_ib_flags_order_the_adds_last_aiv_first(sim, monkeypatch, threads):
+    """Each AIV adds its tile by read-add-write after the next AIV's IBSet: the float32 sum is
+    the sequential one, AIV 11 first, bit for bit on any host thread count."""
+    monkeypatch.setenv("ACL_FA_SIM_THREADS", threads)
+    n = 64
+    x = order_sensitive_tiles(n)
+    want = np.zeros(n, np.float32)
+    for a in reversed(range(AIVS)):
+        want = want + x[a]
+    for _ in range(3):
+        rc, msg, out = run(sim, IB_CHAIN, x, n, b=flags())
+        assert rc == 0, msg
+        np.testing.assert_array_equal(out[:n], want)
+    s = sim.stats()
+    assert s.total.interBlockFlagCalls == 2 * (AIVS - 1)   # one IBSet and one IBWait per hand-over
+    assert s.total.scalarAccesses == 2 * 2 * (AIVS - 1)    # each call tests and writes ub[0]
+
+
+@pytest.mark.parametrize("threads", ["1", "4"])
+def test_ib_wait_for_a_flag_nobody_sets_is_a_hang_naming_the_core(sim, monkeypatch, threads):
+    """Once every other core has left, the wait can never end: reported at once, not after the limit."""
+    monkeypatch.setenv("ACL_FA_SIM_THREADS", threads)
+    monkeypatch.setenv("ACL_FA_SIM_SYNC_TIMEOUT", "600")
+    rc, msg, _ = run(sim, IB_MISSING_SET, np.zeros((AIVS, 8), np.float32), 8, b=flags())
+    assert rc == simlib.AICORE_EXCEPTION
+    assert "rule 'IBWait' violated" in msg and "hang" in msg and "can never return" in msg
+    assert "AIV 1 (block 0, sub-block 1) in IBWait(blockIdx 1, eventID 0)" in msg
+    assert "AIV 0 " not in msg.split("waiting for a flag:")[1]   # only the waiting core is named
+
+
+def test_ib_wait_beyond_the_time_limit_is_a_hang(sim, monkeypatch):
+    monkeypatch.setenv("ACL_FA_SIM_SYNC_TIMEOUT", "0.2")
+    rc, msg, _ = run(sim, IB_LATE_SET, np.zeros((AIVS, 8), np.float32), 8, b=flags(), spin=10**9, blocks=1)
+    assert rc == simlib.AICORE_EXCEPTION
+    assert "not returned after 0.2" in msg and "AIV 0 (block 0, sub-block 0) in IBWait(blockIdx 0, eventID 0)" in msg
+
+
+def test_ib_wait_for_a_late_set_within_the_limit_passes(sim, monkeypatch):
+    monkeypatch.setenv("ACL_FA_SIM_THREADS", "1")
+    rc, msg, _ = run(sim, IB_LATE_SET, np.zeros((AIVS, 8), np.float32), 8, b=flags(), spin=10**5)
+    assert rc == 0, msg
+    assert sim.stats().total.interBlockFlagCalls == 2
+
+
+def test_ib_set_on_a_flag_still_set_waits_and_hangs(sim):
+    """IBSet waits until an IBWait consumed the flag: a second IBSet without one never returns."""
+    rc, msg, _ = run(sim, IB_SET_TWICE, np.zeros((AIVS, 8), np.float32), 8, b=flags())
+    assert rc == simlib.AICORE_EXCEPTION
+    assert "rule 'IBSet' violated" in msg and "AIV 0 (block 0, sub-block 0) in IBSet(blockIdx 0, eventID 0)" in msg
+
+
+def test_ib_flag_that_is_not_zeroed_first_makes_ib_set_wait(sim):
+    rc, msg, _ = run(sim, IB_SET_TWICE, np.zeros((AIVS, 8), np.float32), 8, b=np.ones(AIVS * 8, np.int32))
+    assert rc == simlib.AICORE_EXCEPTION and "hang" in msg and "IBSet(blockIdx 0, eventID 0)" in msg
+
+
+def test_ib_block_idx_must_be_below_the_core_count(sim):
+    rc, msg, _ = run(sim, IB_BAD_BLOCK_IDX, np.zeros((AIVS, 8), np.float32), 8, b=flags())
+    assert rc == simlib.AICORE_EXCEPTION
+    assert f"blockIdx must be in [0, {AIVS - 1}]" in msg and "GetBlockNum() * 2 with isAIVOnly = false" in msg

@@ -71,6 +71,7 @@ typedef struct aclfaSimCoreStats {
     uint64_t workItems;       /* AIC: items its tiling gave it; AIV: 0 */
     uint64_t atomicAddBytes;
     uint64_t syncAllCalls;
+    uint64_t interBlockFlagCalls;
 } aclfaSimCoreStats;
 
 typedef struct aclfaSimLaunchStats {

@@ -31,6 +31,7 @@ typedef struct aclfaSimCoreStats {
     uint64_t workItems;       /* work items the launch's tiling gave this AIC core (SetLaunchWorkItems); 0 on AIVs */
     uint64_t atomicAddBytes;  /* of gmWriteBytes: bytes added to GM under SetAtomicAdd (UB->GM copies) or Matmul enAtomic */
     uint64_t syncAllCalls;    /* SyncAll barriers this core passed */
+    uint64_t interBlockFlagCalls; /* IBSet and IBWait calls this core completed */
 } aclfaSimCoreStats;
 
 typedef struct aclfaSimLaunchStats {

@@ -1,5 +1,5 @@
 // cross_core.cpp -- test kernel of SetAtomicAdd / SetAtomicNone, SyncAll and Matmul with A
-// transposed and enAtomic (tests/test_sim_cross_core.py). One tile of `n` floats per AIV;
+// transposed and enAtomic, IBSet / IBWait (tests/test_sim_cross_core.py). One tile of `n` floats per AIV;
 // CROSS_* scenarios are listed in test_kernels.h.
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
@@ -26,6 +26,56 @@ void AtomicSum(const CrossCoreTiling &t, AscendC::GlobalTensor<float> &x, Ascend
     if (aiv == 0) {
         AscendC::DataCopy(tile, out, t.n);
         AscendC::DataCopy(out[t.n], tile, t.n);
+    }
+}
+
+// The IBSet / IBWait scenarios. Flags: b as int32 (zeroed by the host), one 32-B block per AIV
+// (MIX: the core count is GetBlockNum() * 2 with isAIVOnly = false); flag a hands over to AIV a.
+void InterBlockFlags(const CrossCoreTiling &t, GM_ADDR b, AscendC::GlobalTensor<float> &x,
+                     AscendC::GlobalTensor<float> &out, AscendC::TPipe &pipe, uint32_t aiv, uint32_t aivs) {
+    AscendC::GlobalTensor<int32_t> flags;
+    flags.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(b), uint64_t(aivs) * 8);
+    AscendC::TBuf<AscendC::TPosition::VECCALC> flagBuf, tileBuf, sumBuf;
+    pipe.InitBuffer(flagBuf, 32);
+    AscendC::LocalTensor<int32_t> ub = flagBuf.Get<int32_t>();
+    const int32_t me = static_cast<int32_t>(aiv), last = static_cast<int32_t>(aivs) - 1;
+    switch (t.op) {
+        case CROSS_IB_CHAIN: {
+            // Without the flags the adds would race (lost updates) and come in any order.
+            pipe.InitBuffer(tileBuf, t.n * sizeof(float));
+            pipe.InitBuffer(sumBuf, t.n * sizeof(float));
+            AscendC::LocalTensor<float> tile = tileBuf.Get<float>(), sum = sumBuf.Get<float>();
+            AscendC::DataCopy(tile, x[uint64_t(aiv) * t.n], t.n);
+            if (me != last) AscendC::IBWait<false>(flags, ub, me, 0);
+            AscendC::DataCopy(sum, out, t.n);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            AscendC::Add(sum, sum, tile, t.n);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            AscendC::DataCopy(out, sum, t.n);
+            if (me != 0) AscendC::IBSet<false>(flags, ub, me - 1, 0);
+            break;
+        }
+        case CROSS_IB_MISSING_SET:
+            if (me == 1) AscendC::IBWait<false>(flags, ub, 1, 0);
+            break;
+        case CROSS_IB_LATE_SET:
+            if (me == 0) AscendC::IBWait<false>(flags, ub, 0, 0);
+            if (me == last) {
+                for (uint64_t i = 0; i < t.spin; ++i) (void)AscendC::GetBlockIdx();
+                AscendC::IBSet<false>(flags, ub, 0, 0);
+            }
+            break;
+        case CROSS_IB_SET_TWICE:
+            if (me == 0) {
+                AscendC::IBSet<false>(flags, ub, 0, 0);
+                AscendC::IBSet<false>(flags, ub, 0, 0);
+            }
+            break;
+        case CROSS_IB_BAD_BLOCK_IDX:
+            if (me == 0) AscendC::IBSet<false>(flags, ub, static_cast<int32_t>(aivs), 0);
+            break;
+        default:
+            break;
     }
 }
 
@@ -81,6 +131,7 @@ extern "C" __global__ __aicore__ void cross_core(GM_ADDR x, GM_ADDR b, GM_ADDR o
             AscendC::SyncAll<false>();
             break;
         default:
+            InterBlockFlags(t, b, xGm, outGm, pipe, aiv, aivs);
             break;
     }
 }

@@ -42,12 +42,17 @@ enum CrossCoreOp : int32_t {
     CROSS_LATE_BARRIER = 3,       // the last AIV arrives after `spin` calls
     CROSS_MATMUL_AT_B = 4,        // C += A^T . B from every AIV (Matmul, A transposed, enAtomic)
     CROSS_AIC_SYNC_AIV_ONLY = 5,  // SyncAll<false> in a MIX kernel whose AICs serve Matmul
+    CROSS_IB_CHAIN = 6,           // out += x[aiv] by read-add-write, AIV last .. 0 in turn (IBWait / IBSet)
+    CROSS_IB_MISSING_SET = 7,     // AIV 1 waits for a flag nobody sets
+    CROSS_IB_LATE_SET = 8,        // AIV 0 waits for the last AIV, which sets after `spin` calls
+    CROSS_IB_SET_TWICE = 9,       // AIV 0 sets one flag twice; nobody waits
+    CROSS_IB_BAD_BLOCK_IDX = 10,  // blockIdx == the core count
 };
 
 struct CrossCoreTiling {
     int32_t op;             // CrossCoreOp
     uint32_t n;             // floats per AIV tile (multiple of 8)
-    uint64_t spin;          // CROSS_LATE_BARRIER
+    uint64_t spin;          // CROSS_LATE_BARRIER, CROSS_IB_LATE_SET
     uint32_t m, mmN, k;     // CROSS_MATMUL_AT_B: C [m, mmN] fp32, A^T stored [k, m] half, B [k, mmN] half per AIV
     TCubeTiling cube;       // M = m, N = mmN, K = k
 };

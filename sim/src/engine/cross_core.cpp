@@ -1,6 +1,8 @@
-// cross_core.cpp -- GM atomic add and the SyncAll barrier (ascendc_sim/cross_core.h).
+// cross_core.cpp -- GM atomic add, the SyncAll barrier and the IBSet/IBWait flags
+// (ascendc_sim/cross_core.h).
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -81,7 +83,8 @@ void AddToGm(void *dst, const void *src, uint64_t bytes, int tag) {
 CrossCore::CrossCore(const std::vector<bool> &isAic, const std::vector<std::string> &names,
                      const volatile bool *abortFlag, std::function<void()> startSpareWorker)
     : isAic_(isAic), names_(names), arrived_(isAic.size(), false), finished_(isAic.size(), false),
-      abortFlag_(abortFlag), startSpareWorker_(std::move(startSpareWorker)), timeout_(SyncTimeoutSeconds()) {}
+      flagWait_(isAic.size(), nullptr), flagWant_(isAic.size(), 0), flagCall_(isAic.size()), abortFlag_(abortFlag),
+      startSpareWorker_(std::move(startSpareWorker)), timeout_(SyncTimeoutSeconds()) {}
 
 bool CrossCore::Takes(uint32_t core, bool aivOnly) const { return !aivOnly || !isAic_[core]; }
 
@@ -125,6 +128,7 @@ void CrossCore::Arrive(CoreContext &core, bool aivOnly) {
     }
     // The cores this one waits for may not have started yet: while it blocks, another host
     // thread runs the cores still waiting to start (ACL_FA_SIM_THREADS bounds the running ones).
+    wake_.notify_all();  // a core waiting for a flag re-checks whether any core can still move
     lock.unlock();
     startSpareWorker_();
     lock.lock();
@@ -146,6 +150,71 @@ void CrossCore::Arrive(CoreContext &core, bool aivOnly) {
         }
     }
     ++core.stats->syncAllCalls;
+}
+
+bool CrossCore::NoCoreCanMove() const {
+    for (uint32_t c = 0; c < isAic_.size(); ++c) {
+        const bool waitsForFlag = flagWait_[c] != nullptr && *flagWait_[c] != flagWant_[c];
+        if (!finished_[c] && !arrived_[c] && !waitsForFlag) return false;
+    }
+    return true;
+}
+
+std::string CrossCore::FlagWaiters() const {
+    std::string out;
+    uint32_t listed = 0, more = 0;
+    for (uint32_t c = 0; c < isAic_.size(); ++c) {
+        if (flagWait_[c] == nullptr) continue;
+        if (listed < 16) {
+            out += (listed ? ", " : "") + names_[c] + " in " + flagCall_[c];
+            ++listed;
+        } else {
+            ++more;
+        }
+    }
+    if (more) out += " and " + std::to_string(more) + " more";
+    return out;
+}
+
+void CrossCore::InterBlockFlag(CoreContext &core, bool set, int32_t *flag, int32_t *ub, const std::string &call) {
+    const int32_t want = set ? 0 : 1;
+    const uint32_t me = core.launchIndex;
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (*flag != want) {
+        flagWait_[me] = flag;
+        flagWant_[me] = want;
+        flagCall_[me] = call;
+        struct Clear {
+            std::vector<const int32_t *> &wait;
+            uint32_t me;
+            ~Clear() { wait[me] = nullptr; }
+        } clear{flagWait_, me};
+        wake_.notify_all();
+        // As at SyncAll: the core that will flip the flag may not have started yet.
+        lock.unlock();
+        startSpareWorker_();
+        lock.lock();
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
+        while (*flag != want) {
+            if (*abortFlag_) throw CoreStopped{};
+            if (NoCoreCanMove()) {
+                Violation(set ? "IBSet" : "IBWait", set ? "IBSet" : "IBWait",
+                          "hang: " + call + " can never return: every core of the launch has left the kernel, waits "
+                          "at SyncAll or waits for a flag; waiting for a flag: " + FlagWaiters() +
+                          (set ? " (IBSet waits for a flag an IBWait has not consumed)"
+                               : " (each IBWait needs an IBSet with the same gmWorkspace, blockIdx and eventID)"));
+            }
+            if (wake_.wait_until(lock, deadline) == std::cv_status::timeout && *flag != want && !*abortFlag_) {
+                Violation(set ? "IBSet" : "IBWait", set ? "IBSet" : "IBWait",
+                          "hang: " + call + " not returned after " + std::to_string(timeout_) +
+                              " s (ACL_FA_SIM_SYNC_TIMEOUT); waiting for a flag: " + FlagWaiters());
+            }
+        }
+    }
+    std::memcpy(ub, flag, 32);  // the call's DataCopy of the flag's block into UB
+    ub[0] = 1 - want;
+    flag[0] = 1 - want;
+    wake_.notify_all();
 }
 
 void CrossCore::Finished(uint32_t core) {
@@ -199,6 +268,56 @@ void SyncAllImpl(bool aivOnly) {
     // the model's barrier families: 1 vector cores only, 2 every core
     acl_fa_sim::kernel::TraceSyncAll(core, aivOnly && !core.coupled ? 1 : 2, "SyncAll");
     core.crossCore->Arrive(core, aivOnly && !core.coupled);
+}
+
+void InterBlockFlagImpl(bool set, bool aivOnly, int32_t *gm, const void *gmLo, const void *gmHi, int32_t *ub,
+                        uint32_t ubElems, bool ubInUb, int32_t blockIdx, int32_t eventID) {
+    namespace k = acl_fa_sim::kernel;
+    const char *api = set ? "IBSet" : "IBWait";
+    auto &core = k::Enter(api);
+    if (core.isAic && !core.coupled) return;  // separated cores: only the vector cores take part
+    // The flags' core count: GetBlockNum(), doubled in MIX mode (isAIVOnly = false) on a chip
+    // with separate cube and vector cores (impl: blockNum * 2 on __NPU_ARCH__ 2201).
+    const int64_t coreNum = static_cast<int64_t>(core.blockNum) * (!aivOnly && !core.coupled ? 2 : 1);
+    const std::string call = std::string(api) + "(blockIdx " + std::to_string(blockIdx) + ", eventID " +
+                             std::to_string(eventID) + ")";
+    if (blockIdx < 0 || blockIdx >= coreNum) {
+        k::Violation(api, api,
+                     call + ": blockIdx must be in [0, " + std::to_string(coreNum - 1) + "] (the core count is " +
+                         "GetBlockNum()" + (!aivOnly && !core.coupled ? " * 2 with isAIVOnly = false" : "") + ")");
+    }
+    if (eventID < 0) k::Violation(api, api, call + ": eventID must be >= 0");
+    if (!ubInUb) k::Violation(api, api, call + ": ubWorkspace must be a UB tensor (VECIN, VECCALC or VECOUT)");
+    if (ubElems < 8) {
+        k::Violation(api, api, call + ": ubWorkspace holds " + std::to_string(ubElems * 4) + " B; it needs 32 B");
+    }
+    int32_t *flag = gm + (coreNum * 8 * eventID + static_cast<int64_t>(blockIdx) * 8);
+    const auto *lo = static_cast<const uint8_t *>(gmLo), *hi = static_cast<const uint8_t *>(gmHi);
+    const auto *at = reinterpret_cast<const uint8_t *>(flag);
+    if (at < lo || at + 32 > hi) {
+        k::Violation(api, api,
+                     call + ": gmWorkspace holds " + std::to_string(hi - reinterpret_cast<const uint8_t *>(gm)) +
+                         " B from its start; this flag needs coreNum * 32 * eventID + blockIdx * 32 + 32 = " +
+                         std::to_string(coreNum * 32 * eventID + int64_t{blockIdx} * 32 + 32) + " B");
+    }
+    // Program order drains every pipe before and after (the call's PIPE_ALL barriers); the
+    // trace records them, the flag's read (MTE2), the scalar test and write of ub[0] and the
+    // flag's write (MTE3). Cross-core flag key: the flag's address, tagged by the top bit.
+    const uint64_t key = (uint64_t{1} << 63) | reinterpret_cast<uint64_t>(flag);
+    k::TraceBarrier(core, k::Pipe::COUNT, api);
+    if (!set) k::TraceCrossFlag(core, false, k::Pipe::S, key, api);
+    k::TraceExec(core, k::Pipe::MTE2, k::Unit::BYTES, 32, api);
+    k::TraceBarrier(core, k::Pipe::COUNT, api);
+    k::TraceExec(core, k::Pipe::S, k::Unit::SCALAR_ACCESSES, 2, api);
+    k::TraceExec(core, k::Pipe::MTE3, k::Unit::BYTES, 32, api);
+    if (set) k::TraceCrossFlag(core, true, k::Pipe::MTE3, key, api);
+    k::TraceBarrier(core, k::Pipe::COUNT, api);
+    core.crossCore->InterBlockFlag(core, set, flag, ub, call);
+    // Counters: the successful poll only (the number of polls before it depends on host timing).
+    core.stats->gmReadBytes += 32;
+    core.stats->gmWriteBytes += 32;
+    core.stats->scalarAccesses += 2;
+    ++core.stats->interBlockFlagCalls;
 }
 
 }  // namespace sim

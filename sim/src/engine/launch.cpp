@@ -116,6 +116,7 @@ void SumInto(aclfaSimCoreStats &t, const aclfaSimCoreStats &c) {
     t.workItems += c.workItems;
     t.atomicAddBytes += c.atomicAddBytes;
     t.syncAllCalls += c.syncAllCalls;
+    t.interBlockFlagCalls += c.interBlockFlagCalls;
 }
 
 // Arenas of one worker thread, reused by the cores it runs.
