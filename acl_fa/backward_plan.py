@@ -36,7 +36,7 @@ class GradPlan:
     row_chunk: int
     block_dim: int
     aiv_num: int
-    num_slots: int
+    num_dq_flags: int
     total_units: int
     unit_start: list = field(default_factory=list)
     total_work: int = 0
@@ -86,7 +86,7 @@ def grad_plan(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: 
         chip=limits, batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, seq_kv=seq_kv, head_dim=head_dim,
         dtype=dtype, layout=layout, causal=bool(causal), deterministic=bool(deterministic),
         block_m=out.blockM, block_n=out.blockN, num_q_blocks=out.numQBlocks, num_kv_blocks=out.numKvBlocks,
-        row_chunk=out.rowChunk, block_dim=out.blockDim, aiv_num=out.aivNum, num_slots=out.numSlots,
+        row_chunk=out.rowChunk, block_dim=out.blockDim, aiv_num=out.aivNum, num_dq_flags=out.numDqFlags,
         total_units=out.totalUnits, unit_start=[out.unitStart[i] for i in range(out.aivNum + 1)],
         total_work=out.totalWork, max_core_work=out.maxCoreWork, mean_core_work=out.meanCoreWork,
         imbalance=out.imbalance,
@@ -110,7 +110,7 @@ def _mib(n: int) -> str:
 
 def format_grad_plan(p: GradPlan) -> str:
     c = p.chip
-    mode = "deterministic (dQ partial slots summed in a fixed order)" if p.deterministic else \
+    mode = "deterministic (dQ added in K/V-block order, IBSet/IBWait)" if p.deterministic else \
         "atomic (dQ added with SetAtomicAdd<float>)"
     lines = [
         f"chip      {c.name} ({c.short_soc}): {c.aic_num} AIC / {c.aiv_num} AIV, UB {c.ub_bytes} B, L1 {c.l1_bytes} B",
@@ -129,7 +129,7 @@ def format_grad_plan(p: GradPlan) -> str:
         f"walked) total {p.total_work}, max/AIV {p.max_core_work}, mean {p.mean_core_work:.1f}, "
         f"max/mean {p.imbalance:.3f}",
         f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system {p.system_workspace_bytes} + dQ "
-        f"{_mib(p.ws_dq_bytes)}{f' ({p.num_slots} slots)' if p.deterministic else ''} + {p.aiv_num} x "
+        f"{_mib(p.ws_dq_bytes)}{f' + {p.num_dq_flags} x 32 B flags' if p.deterministic else ''} + {p.aiv_num} x "
         f"{p.ws_scratch_bytes} B scratch + D",
         f"tiling key {p.tiling_key:#x}",
     ]

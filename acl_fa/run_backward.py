@@ -173,8 +173,8 @@ def format_backward_report(r: BackwardReport) -> str:
             f"  work        cube MACs {s['cube_macs'] / 1e9:.2f} G = {s['executed_over_useful_macs']:.3f}x useful, "
             f"AIC max/mean {s['core_max_over_mean_macs']:.3f}; vector elements {s['vector_elems'] / 1e9:.2f} G, "
             f"scalar accesses {s['scalar_accesses']}, UB peak {format_bytes(s['ub_high_water'])}",
-            f"  cross-core  {s['sync_all_calls']} SyncAll passes, {format_bytes(s['atomic_add_bytes'])} added "
-            f"atomically to GM"]
+            f"  cross-core  {s['sync_all_calls']} SyncAll passes, {s['inter_block_flag_calls']} IBSet/IBWait calls "
+            f"(dQ hand-overs), {format_bytes(s['atomic_add_bytes'])} added atomically to GM"]
     if r.checks is not None:
         heads = "all heads" if p.batch * p.num_heads * p.seq_q * p.seq_kv <= FULL_CHECK_PAIRS else \
             "kv head 0 and its query heads"

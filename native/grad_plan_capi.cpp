@@ -55,7 +55,7 @@ extern "C" int32_t aclfaGradPlanCompute(const aclfaPlanProblem *problem, uint32_
     plan->rowChunk = out.rowChunk;
     plan->blockDim = out.blockDim;
     plan->aivNum = out.aivNum;
-    plan->numSlots = out.numSlots;
+    plan->numDqFlags = out.numDqFlags;
     plan->totalUnits = out.totalUnits;
     plan->totalWork = out.totalWork;
     plan->maxCoreWork = out.maxCoreWork;

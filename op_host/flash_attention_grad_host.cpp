@@ -166,8 +166,9 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
     td->aivNum = plan.aivNum;
     td->totalUnits = static_cast<uint32_t>(plan.totalUnits);
     for (size_t i = 0; i < plan.unitStart.size(); ++i) td->unitStart[i] = plan.unitStart[i];
-    td->numSlots = plan.numSlots;
+    td->numDqFlags = plan.numDqFlags;
     td->wsDeltaOffset = plan.wsDeltaOffset;
+    td->wsFlagOffset = plan.wsFlagOffset;
     td->wsDqOffset = plan.wsDqOffset;
     td->wsScratchOffset = plan.wsScratchOffset;
     td->wsScratchBytes = plan.wsScratchBytes;

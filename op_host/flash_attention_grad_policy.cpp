@@ -9,6 +9,7 @@ namespace {
 constexpr uint32_t kBlockAlign = 16;  // cube fractal edge
 constexpr uint64_t kUbAlign = 32;
 constexpr uint64_t kFp32 = 4;
+constexpr uint64_t kFlagBytes = 32;  // one IBSet/IBWait flag: a 32-B block of int32
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -34,6 +35,7 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
         {"deltaBuf [m] fp32", AlignUp(m * kFp32, kUbAlign), c.ubBytes},
         {"brcbBuf [m,8] fp32", m * 8 * kFp32, c.ubBytes},
         {"foldBuf [m,64] fp32", m * 64 * kFp32, c.ubBytes},
+        {"flagBuf IBSet/IBWait [8] int32", kFlagBytes, c.ubBytes},
     };
     for (const auto &line : needs.lines) needs.ub += line.bytes;
     needs.l1 = 2 * ((m * d + n * d) + (m * n + m * d) + (m * n + n * d)) * t;
@@ -216,6 +218,11 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
 
     // Units (b, h, j) with their work: the query heads of h's group times the query blocks seeing j.
     const uint64_t group = p.numHeads / p.numKvHeads;
+    if (p.batch * p.numHeads * out.numQBlocks > INT32_MAX) {
+        *error = Format("the backward's problem is too large: %llu query blocks (the dQ flags are numbered in int32)",
+                        static_cast<unsigned long long>(p.batch * p.numHeads * out.numQBlocks));
+        return false;
+    }
     out.totalUnits = p.batch * p.numKvHeads * out.numKvBlocks;
     if (out.totalUnits > UINT32_MAX || p.batch * p.numHeads * p.seqQ * d > (uint64_t{1} << 40)) {
         *error = Format("the backward's problem is too large: %llu K/V block units",
@@ -246,18 +253,24 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
         for (uint32_t u = starts[a]; u < starts[a + 1]; ++u) load += work[u];
         out.totalWork += load;
         out.maxCoreWork = std::max(out.maxCoreWork, load);
-        if (starts[a + 1] > starts[a]) {
-            out.numSlots += (starts[a + 1] - 1) / out.numKvBlocks - starts[a] / out.numKvBlocks + 1;
-        }
     }
     out.meanCoreWork = static_cast<double>(out.totalWork) / used;
     out.imbalance = out.totalWork == 0 ? 1.0 : static_cast<double>(out.maxCoreWork) / out.meanCoreWork;
 
-    // Workspace: D, the dQ accumulator (or partial slots), then one scratch slice per AIV.
-    const uint64_t headRows = p.seqQ * d * kFp32;  // one query head's [Sq, D] fp32
+    // Workspace: D, the dQ flags (deterministic), the dQ accumulator, then one scratch slice per AIV.
+    // One flag per (chain, waiting AIV): chains (b, n, query block) x aivNum.
+    const uint64_t flags = deterministic ? p.batch * p.numHeads * out.numQBlocks * out.aivNum : 0;
+    if (flags > UINT32_MAX) {
+        *error = Format("the backward's problem is too large: %llu deterministic dQ flags",
+                        static_cast<unsigned long long>(flags));
+        return false;
+    }
+    out.numDqFlags = static_cast<uint32_t>(flags);
     out.wsDeltaOffset = 0;
-    out.wsDqOffset = AlignUp(p.batch * p.numHeads * p.seqQ * kFp32, kWorkspaceAlign);
-    out.wsDqBytes = deterministic ? out.numSlots * group * headRows : p.batch * p.numHeads * headRows;
+    out.wsFlagOffset = AlignUp(p.batch * p.numHeads * p.seqQ * kFp32, kWorkspaceAlign);
+    out.wsFlagBytes = uint64_t{out.numDqFlags} * kFlagBytes;
+    out.wsDqOffset = out.wsFlagOffset + AlignUp(out.wsFlagBytes, kWorkspaceAlign);
+    out.wsDqBytes = p.batch * p.numHeads * p.seqQ * d * kFp32;
     out.wsScratchOffset = out.wsDqOffset + AlignUp(out.wsDqBytes, kWorkspaceAlign);
     uint64_t at = 0;
     for (auto [field, bytes] : {std::pair<uint64_t *, uint64_t>{&out.wsScoreOffset, m * n * kFp32},

@@ -3,8 +3,8 @@
 // probabilities instead of storing them.
 //
 // Three phases, separated by SyncAll (all vector cores):
-//   1. D = rowsum(dO * O) per query row (fp32, to the workspace); non-deterministic mode also
-//      zeroes the dQ accumulator.
+//   1. D = rowsum(dO * O) per query row (fp32, to the workspace); the dQ accumulator and the
+//      dQ flags (deterministic mode) are zeroed.
 //   2. Each AIV runs its units (one K/V block j of one kv head of one sequence,
 //      flash_attention_grad_tiling.h): for every query head n of the kv head's group and every
 //      query block i whose band rows see block j (QueryBlocksSeeing: causal or windowed blocks
@@ -14,14 +14,34 @@
 //        P    = exp(scale * S - LSE_i)            (vector; keys outside the band -> 0, MaskScores)
 //        dS   = scale * P * (dP - D_i)            (vector)
 //        dV_j += P^T . dO_i,  dK_j += dS^T . Q_i  (cube, A transposed, accumulated in GM fp32)
-//        dQ_i += dS . K_j                         (cube; into this AIV's partial slot, or added
-//                                                  with SetAtomicAdd<float> to one accumulator)
+//        dQ_i += dS . K_j                         (cube, added to the one fp32 accumulator)
 //      dK_j and dV_j belong to the unit alone: cast and written when its walk ends.
-//   3. dQ = the partial slots summed in slot order (deterministic) or the accumulator, cast.
+//   3. dQ = the accumulator, cast.
+// dQ_i gathers one contribution per K/V block j whose walk includes it, from units on any AIV.
+// Atomic mode adds them with SetAtomicAdd<float> in whatever order the cores reach them.
+// Deterministic mode adds them in descending j, whatever core holds which unit: the unit of
+// block j waits (IBWait) until block j+1 has added its part, adds (Matmul enAtomic) and hands
+// over (IBSet) to block j-1. So the fp32 sum order of every dQ element is fixed by j alone:
+// bit-identical across runs, host threads and core counts. The blocks walking query block i
+// are consecutive (QueryBlocksSeeing's ends are non-decreasing in j), so j's neighbours in
+// the chain are j+1 and j-1 when they walk i too. The hand-over of query block i of head
+// (b, n) uses eventID (b * N + n) * numQBlocks + i and, as blockIdx, the AIV that waits (the
+// owner of block j-1's unit): one flag per chain and waiting core, so a flag never has two
+// waiters at once -- with one flag per chain, the AIVs of j-1 and j-2 could both wait on it
+// and the wrong one take block j's hand-over.
+// Why this cannot deadlock: order the steps by (kv head, -j, query head, i); every AIV runs
+// its steps in ascending order (ProcessUnits), and a step waits only for a step of smaller
+// order (j+1 of the same head and rows). Among the steps still waiting, the one of smallest
+// order waits for a step that is not waiting and whose AIV has only smaller steps before it,
+// which are done -- so that step runs, sets the flag and the wait ends. IBSet itself never
+// waits: the flag (chain, AIV A) is set for A's blocks of the chain in descending order, each
+// set after the previous one was consumed (A consumed it before adding, and the next set comes
+// after that add in the chain).
 // Every per-row quantity (LSE, D) is a vector broadcast with Brcb: the scalar unit steers
-// loops only and never touches score elements. The APIs beyond the forward's -- Matmul with A
-// transposed and enAtomic, SetAtomicAdd / SetAtomicNone, SyncAll<true> -- behave as
-// docs/cann-facts.md#ascend-c-kernel-apis records.
+// loops only and never touches score elements (IBSet/IBWait test their flag with two scalar
+// accesses per call: per step, not per element). The APIs beyond the forward's -- Matmul with
+// A transposed and enAtomic, SetAtomicAdd / SetAtomicNone, SyncAll<true>, IBSet / IBWait --
+// behave as docs/cann-facts.md#ascend-c-kernel-apis records.
 #pragma once
 
 #include "kernel_operator.h"
@@ -39,10 +59,10 @@ using attn_rows::FP32_PER_REPEAT;
 using attn_rows::Min;
 
 constexpr float NEG_INF = -__builtin_inff();
+// An IBSet/IBWait flag: one 32-B block of int32 (docs/cann-facts.md#ascend-c-kernel-apis).
+constexpr uint32_t FLAG_INT32S = 8;
 // LSE of a row that sees no key is -inf; clamped to this, exp(-inf - LSE) stays 0 instead of NaN.
 constexpr float FP32_LOWEST = -3.40282346638528859811704183484516925e+38f;
-
-__aicore__ inline uint32_t Max(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
 // Orders the pipe named second after the pipe named first (e.g. V_MTE3: the copy out waits
 // for the vector unit's last write).
@@ -75,19 +95,23 @@ public:
 private:
     // Phase 1 and 3, and the dK/dV write-out.
     __aicore__ inline void ComputeDelta();
+    __aicore__ inline void ZeroFlags();
     __aicore__ inline void ProcessUnits();
+    __aicore__ inline void WalkUnit(uint32_t unit);
     __aicore__ inline void WriteDq();
     // Phase 2.
-    // One (query block, kv block) step; dqRowsOffset: the dQ rows of the query block's first row
-    // (slot or accumulator), dqFirst: the slot's first write of them.
+    // One (query block, kv block) step; waitFor / handTo: deterministic mode's chain neighbours
+    // (block kvBlock + 1 added before this step; block kvBlock - 1 adds after it).
     __aicore__ inline void Step(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock, uint32_t kvBlock, bool first,
-                                uint64_t dqRowsOffset, bool dqFirst);
+                                bool waitFor, bool handTo);
+    __aicore__ inline void AddDqInOrder(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock, uint32_t kvBlock,
+                                        uint64_t dqRowsOffset, bool waitFor, bool handTo);
+    // The AIV whose range [unitStart[a], unitStart[a + 1]) holds `unit`.
+    __aicore__ inline uint32_t AivOfUnit(uint32_t unit) const;
     __aicore__ inline void ComputeProbs(uint32_t rows, uint32_t row0, uint32_t col0, uint32_t cols);
     // Keys of rows row0.. outside the band (and the block's padding columns) -> -inf.
     __aicore__ inline void ComputeDs(uint32_t rows);
     __aicore__ inline void AddDqAtomically(uint64_t accOffset, uint32_t rows);
-    // dQ slot rows [offset, offset + rows * D) = 0 (score_ is free after the step's vector work).
-    __aicore__ inline void ZeroDqRows(uint64_t offset, uint32_t rows);
     __aicore__ inline void WriteKvGrads(uint32_t b, uint32_t h, uint32_t col0, uint32_t cols, bool computed);
     __aicore__ inline void MaskScores(uint32_t rows, uint32_t row0, uint32_t col0, uint32_t cols);
 
@@ -128,7 +152,8 @@ private:
     AscendC::GlobalTensor<int64_t> seqQEndGm_;  // varlen: actual_seq_qlen [B], cumulative ends
     AscendC::GlobalTensor<int64_t> seqKvEndGm_;
     AscendC::GlobalTensor<float> deltaGm_;   // [B, N, Sq] fp32
-    AscendC::GlobalTensor<float> dqAccGm_;   // partial slots, or the [B, N, Sq, D] accumulator
+    AscendC::GlobalTensor<float> dqAccGm_;   // the [B, N, Sq, D] fp32 accumulator
+    AscendC::GlobalTensor<int32_t> flagGm_;  // deterministic: numDqFlags 32-B flags
     AscendC::GlobalTensor<float> scoreGm_;   // this AIV's scratch: S [m, n] fp32
     AscendC::GlobalTensor<float> gradGm_;    // dP [m, n] fp32
     AscendC::GlobalTensor<T> probGm_;        // P [m, n] T
@@ -138,12 +163,13 @@ private:
     AscendC::GlobalTensor<float> dqPartGm_;  // dS.K_j of one step [m, D] fp32 (non-deterministic)
 
     AscendC::TBuf<AscendC::TPosition::VECCALC> scoreBuf_, gradBuf_, probBuf_, dsBuf_, lseBuf_, deltaBuf_, brcbBuf_,
-        foldBuf_;
+        foldBuf_, flagBuf_;
     AscendC::LocalTensor<float> score_;  // [m, n] fp32: S then P; row phases [rowChunk, D]
     AscendC::LocalTensor<float> grad_;   // [m, n] fp32: dP then dS
     AscendC::LocalTensor<T> prob_;       // [m, n] T
     AscendC::LocalTensor<T> ds_;         // [m, n] T
     AscendC::LocalTensor<float> lse_, delta_, brcb_, fold_;
+    AscendC::LocalTensor<int32_t> flagUb_;  // IBSet/IBWait's 32-B UB scratch
 
     uint32_t aiv_ = 0;
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
@@ -187,9 +213,9 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     aiv_ = AscendC::GetBlockIdx();
     GM_ADDR user = AscendC::GetUserWorkspace(workspace);
     deltaGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsDeltaOffset), deltaRows);
-    const uint64_t slotElems = static_cast<uint64_t>(td_->groupSize) * td_->seqQ * d;
-    dqAccGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsDqOffset),
-                             td_->deterministic != 0 ? td_->numSlots * slotElems : deltaRows * d);
+    dqAccGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsDqOffset), deltaRows * d);
+    flagGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(user + td_->wsFlagOffset),
+                            static_cast<uint64_t>(td_->numDqFlags) * FLAG_INT32S);
     GM_ADDR slice = user + td_->wsScratchOffset + aiv_ * td_->wsScratchBytes;
     scoreGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset), m * n);
     gradGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsGradOffset), m * n);
@@ -209,6 +235,7 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     pipe_->InitBuffer(deltaBuf_, rowVectorBytes);
     pipe_->InitBuffer(brcbBuf_, m * FP32_PER_BLOCK * sizeof(float));
     pipe_->InitBuffer(foldBuf_, m * FP32_PER_REPEAT * sizeof(float));
+    pipe_->InitBuffer(flagBuf_, FLAG_INT32S * sizeof(int32_t));
     score_ = scoreBuf_.Get<float>();
     grad_ = gradBuf_.Get<float>();
     prob_ = probBuf_.Get<T>();
@@ -217,6 +244,7 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     delta_ = deltaBuf_.Get<float>();
     brcb_ = brcbBuf_.Get<float>();
     fold_ = foldBuf_.Get<float>();
+    flagUb_ = flagBuf_.Get<int32_t>();
 
     const bool bnsd = td_->layout == FA_LAYOUT_BNSD;
     rowStrideQ_ = bnsd ? d : td_->numHeads * d;
@@ -304,7 +332,10 @@ template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::Process()
 {
     ComputeDelta();
-    AscendC::SyncAll();  // D (and the zeroed dQ accumulator) complete before any core reads them
+    if (td_->deterministic != 0) {
+        ZeroFlags();
+    }
+    AscendC::SyncAll();  // D, the zeroed dQ accumulator and flags complete before any core uses them
     ProcessUnits();
     AscendC::SyncAll();  // every dQ contribution has landed
     WriteDq();
@@ -342,14 +373,34 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ComputeDelta()
         WaitForPipe<AscendC::HardEvent::V_MTE3>();
         AscendC::DataCopyExtParams params{1, static_cast<uint32_t>(rows * sizeof(float)), 0, 0, 0};
         AscendC::DataCopyPad(deltaGm_[static_cast<uint64_t>(headIndex) * td_->seqQ + row0], delta_, params);
-        if (td_->deterministic == 0) {
-            // The dQ accumulator starts at 0: these rows, in BNSD order.
-            AscendC::Duplicate(score_, 0.0f, rows * d);
-            WaitForPipe<AscendC::HardEvent::V_MTE3>();
-            AscendC::DataCopy(dqAccGm_[(static_cast<uint64_t>(headIndex) * td_->seqQ + row0) * d], score_, rows * d);
-        }
+        // The dQ accumulator starts at 0 (rows no kv block sees stay 0): these rows, in BNSD order.
+        AscendC::Duplicate(score_, 0.0f, rows * d);
+        WaitForPipe<AscendC::HardEvent::V_MTE3>();
+        AscendC::DataCopy(dqAccGm_[(static_cast<uint64_t>(headIndex) * td_->seqQ + row0) * d], score_, rows * d);
         WaitForPipe<AscendC::HardEvent::MTE3_V>();
     }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::ZeroFlags()
+{
+    // IBSet/IBWait need their flags at 0 (docs/cann-facts.md#ascend-c-kernel-apis): each AIV
+    // zeroes an equal share, at most a score tile (m * n fp32, whole flags) per copy.
+    const uint32_t perAiv = CeilDiv(td_->numDqFlags, td_->aivNum);
+    const uint32_t begin = Min(aiv_ * perAiv, td_->numDqFlags);
+    const uint32_t end = Min(begin + perAiv, td_->numDqFlags);
+    const uint32_t flagsPerCopy = td_->blockM * td_->blockN / FLAG_INT32S;
+    if (begin == end) {
+        return;
+    }
+    AscendC::Duplicate(score_, 0.0f, Min(end - begin, flagsPerCopy) * FLAG_INT32S);  // 0.0f is all zero bits
+    WaitForPipe<AscendC::HardEvent::V_MTE3>();
+    const AscendC::LocalTensor<int32_t> zeros = score_.ReinterpretCast<int32_t>();
+    for (uint32_t f = begin; f < end; f += flagsPerCopy) {
+        AscendC::DataCopy(flagGm_[static_cast<uint64_t>(f) * FLAG_INT32S], zeros,
+                          Min(flagsPerCopy, end - f) * FLAG_INT32S);
+    }
+    WaitForPipe<AscendC::HardEvent::MTE3_V>();
 }
 
 // ---- phase 2: the units ------------------------------------------------------------------------
@@ -357,70 +408,61 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ComputeDelta()
 template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::ProcessUnits()
 {
+    // This AIV's units [unitStart[a], unitStart[a + 1]) in the order the deterministic dQ needs
+    // (see the top of the file): kv heads ascending, within a head K/V blocks descending.
     const uint32_t kvBlocks = td_->numKvBlocks;
     const uint32_t unitBegin = td_->unitStart[aiv_];
     const uint32_t unitEnd = td_->unitStart[aiv_ + 1];
-    // Partial slots of this AIV (deterministic): one per kv head its range touches, numbered
-    // after those of the AIVs before it.
-    uint32_t slotBase = 0;
-    for (uint32_t a = 0; a < aiv_; ++a) {
-        if (td_->unitStart[a + 1] > td_->unitStart[a]) {
-            slotBase += (td_->unitStart[a + 1] - 1) / kvBlocks - td_->unitStart[a] / kvBlocks + 1;
+    for (uint32_t headBegin = unitBegin; headBegin < unitEnd;) {
+        const uint32_t headEnd = Min((headBegin / kvBlocks + 1) * kvBlocks, unitEnd);
+        for (uint32_t unit = headEnd; unit > headBegin; --unit) {
+            WalkUnit(unit - 1);
         }
-    }
-    const uint32_t firstKvHead = unitBegin / kvBlocks;  // b * numKvHeads + h of the first unit
-    const uint64_t slotElems = static_cast<uint64_t>(td_->groupSize) * td_->seqQ * td_->headDim;
-
-    for (uint32_t unit = unitBegin; unit < unitEnd; ++unit) {
-        const uint32_t kvHeadIndex = unit / kvBlocks;
-        const uint32_t b = kvHeadIndex / td_->numKvHeads;
-        const uint32_t h = kvHeadIndex % td_->numKvHeads;
-        const uint32_t j = unit % kvBlocks;
-        const uint32_t col0 = j * td_->blockN;
-        LoadSeq(b);
-        if (col0 >= seq_.skv) {
-            continue;  // varlen: past this sequence's keys, an empty unit
-        }
-        // The first kv block of this head in the range writes a query block's slot rows, later
-        // ones add: query block i was first touched here by block j when j is the range's first
-        // or block j - 1 does not see i (the blocks' query ranges only move forward).
-        const uint32_t firstJ = (unitBegin > kvHeadIndex * kvBlocks ? unitBegin : kvHeadIndex * kvBlocks) -
-                                kvHeadIndex * kvBlocks;
-        const uint64_t slot = slotBase + (kvHeadIndex - firstKvHead);
-        uint32_t qBegin = 0, qEnd = 0, prevEnd = 0, unused = 0;
-        QueryBlocksSeeing(col0, col0 + td_->blockN, &qBegin, &qEnd);
-        if (j != firstJ) {
-            QueryBlocksSeeing(col0 - td_->blockN, col0, &unused, &prevEnd);
-        }
-        bool first = true;
-        for (uint32_t g = 0; g < td_->groupSize; ++g) {
-            const uint32_t n = h * td_->groupSize + g;
-            for (uint32_t i = qBegin; i < qEnd; ++i) {
-                const uint64_t rowsOffset =
-                    td_->deterministic != 0
-                        ? slot * slotElems + (static_cast<uint64_t>(g) * td_->seqQ + i * td_->blockM) * td_->headDim
-                        : ((static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + i * td_->blockM) * td_->headDim;
-                Step(b, n, h, i, j, first, rowsOffset, j == firstJ || i >= prevEnd);
-                first = false;
-            }
-        }
-        WriteKvGrads(b, h, col0, Min(td_->blockN, seq_.skv - col0), !first);
+        headBegin = headEnd;
     }
 }
 
 template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::WalkUnit(uint32_t unit)
+{
+    const uint32_t kvHeadIndex = unit / td_->numKvBlocks;
+    const uint32_t b = kvHeadIndex / td_->numKvHeads;
+    const uint32_t h = kvHeadIndex % td_->numKvHeads;
+    const uint32_t j = unit % td_->numKvBlocks;
+    const uint32_t bn = td_->blockN;
+    const uint32_t col0 = j * bn;
+    LoadSeq(b);
+    if (col0 >= seq_.skv) {
+        return;  // varlen: past this sequence's keys, an empty unit
+    }
+    // The query blocks this block walks, and those its chain neighbours j+1 and j-1 walk.
+    uint32_t qBegin = 0, qEnd = 0, nextBegin = 0, nextEnd = 0, prevBegin = 0, prevEnd = 0;
+    QueryBlocksSeeing(col0, col0 + bn, &qBegin, &qEnd);
+    QueryBlocksSeeing(col0 + bn, col0 + 2 * bn, &nextBegin, &nextEnd);  // empty past the keys
+    if (j > 0) {
+        QueryBlocksSeeing(col0 - bn, col0, &prevBegin, &prevEnd);
+    }
+    bool first = true;
+    for (uint32_t g = 0; g < td_->groupSize; ++g) {
+        for (uint32_t i = qBegin; i < qEnd; ++i) {
+            Step(b, h * td_->groupSize + g, h, i, j, first, nextBegin <= i && i < nextEnd,
+                 prevBegin <= i && i < prevEnd);
+            first = false;
+        }
+    }
+    WriteKvGrads(b, h, col0, Min(bn, seq_.skv - col0), !first);
+}
+
+template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock,
-                                                         uint32_t kvBlock, bool first, uint64_t dqRowsOffset,
-                                                         bool dqFirst)
+                                                         uint32_t kvBlock, bool first, bool waitFor, bool handTo)
 {
     const uint32_t d = td_->headDim;
     const uint32_t bn = td_->blockN;
     const uint32_t col0 = kvBlock * bn;
     const uint32_t cols = Min(bn, seq_.skv - col0);
     // The step computes only the block's rows [lo, hi) that see a key of block j (a band's edge
-    // blocks and the causal diagonal lose their blind rows: executed MACs follow the band). A
-    // deterministic slot's first write of a query block zeroes the other rows, to which later kv
-    // blocks of the slot add (or which stay 0 for the slot sum).
+    // blocks and the causal diagonal lose their blind rows: executed MACs follow the band).
     const uint32_t blockRow0 = qBlock * td_->blockM;
     const uint32_t blockRows = Min(td_->blockM, seq_.sq - blockRow0);
     const int64_t seenLo = static_cast<int64_t>(col0) - seq_.diag - td_->nextTokens - blockRow0;
@@ -429,8 +471,7 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n,
     const uint32_t hi = seenHi <= lo ? lo + 1 : (seenHi >= blockRows ? blockRows : static_cast<uint32_t>(seenHi));
     const uint32_t row0 = blockRow0 + lo;
     const uint32_t rows = hi - lo;
-    const uint64_t dqBlockOffset = dqRowsOffset;
-    dqRowsOffset += static_cast<uint64_t>(lo) * d;
+    const uint64_t dqRowsOffset = ((static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + row0) * d;  // BNSD
     const uint64_t qOffset = QueryOffset(b, n, row0);
     const uint64_t kvOffset = KvOffset(b, h, col0);
 
@@ -459,10 +500,6 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n,
     WaitForPipe<AscendC::HardEvent::V_MTE3>();
     AscendC::DataCopy(probGm_, prob_, rows * bn);
     AscendC::DataCopy(dsGm_, ds_, rows * bn);
-    if (td_->deterministic != 0 && dqFirst) {
-        ZeroDqRows(dqBlockOffset, lo);
-        ZeroDqRows(dqBlockOffset + static_cast<uint64_t>(hi) * d, blockRows - hi);
-    }
     WaitForPipe<AscendC::HardEvent::MTE3_S>();  // P and dS are in GM before the cube is asked to read them
 
     // dV_j += P^T . dO_i and dK_j += dS^T . Q_i: A^T stored [rows, blockN] (row stride blockN),
@@ -482,11 +519,45 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n,
     dqMm.SetTensorA(dsGm_);
     dqMm.SetTensorB(keyGm_[kvOffset]);
     if (td_->deterministic != 0) {
-        dqMm.IterateAll(dqAccGm_[dqRowsOffset], dqFirst ? 0 : 1);  // this AIV's own slot
+        AddDqInOrder(b, n, h, qBlock, kvBlock, dqRowsOffset, waitFor, handTo);
     } else {
         dqMm.IterateAll(dqPartGm_);
         AddDqAtomically(dqRowsOffset, rows);
     }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::AddDqInOrder(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock,
+                                                                 uint32_t kvBlock, uint64_t dqRowsOffset,
+                                                                 bool waitFor, bool handTo)
+{
+    // IBSet/IBWait<false> address flag (blockIdx, eventID) at gm[coreNum * 8 * eventID +
+    // blockIdx * 8], coreNum = GetBlockNum() * 2 = aivNum in MIX mode: numDqFlags = aivNum x
+    // the chains' eventIDs, as op_host sizes them.
+    const int32_t chain = static_cast<int32_t>((b * td_->numHeads + n) * td_->numQBlocks + qBlock);
+    if (waitFor) {
+        AscendC::IBWait<false>(flagGm_, flagUb_, static_cast<int32_t>(aiv_), chain);  // block kvBlock + 1 added
+    }
+    dqMm.IterateAll(dqAccGm_[dqRowsOffset], 1);
+    if (handTo) {
+        const uint32_t nextUnit = (b * td_->numKvHeads + h) * td_->numKvBlocks + kvBlock - 1;
+        AscendC::IBSet<false>(flagGm_, flagUb_, static_cast<int32_t>(AivOfUnit(nextUnit)), chain);
+    }
+}
+
+template <typename T>
+__aicore__ inline uint32_t FlashAttentionGradKernel<T>::AivOfUnit(uint32_t unit) const
+{
+    uint32_t lo = 0, hi = td_->aivNum;  // unitStart[lo] <= unit < unitStart[hi]
+    while (hi - lo > 1) {
+        const uint32_t mid = (lo + hi) / 2;
+        if (td_->unitStart[mid] <= unit) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;  // the last of several AIVs starting at `unit` (those before it have empty ranges)
 }
 
 template <typename T>
@@ -548,23 +619,6 @@ __aicore__ inline void FlashAttentionGradKernel<T>::MaskScores(uint32_t rows, ui
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::ZeroDqRows(uint64_t offset, uint32_t rows)
-{
-    if (rows == 0) {
-        return;
-    }
-    const uint32_t d = td_->headDim;
-    const uint32_t chunk = Min(td_->rowChunk, rows);
-    AscendC::Duplicate(score_, 0.0f, chunk * d);
-    WaitForPipe<AscendC::HardEvent::V_MTE3>();
-    for (uint32_t r = 0; r < rows; r += chunk) {
-        AscendC::DataCopy(dqAccGm_[offset + static_cast<uint64_t>(r) * d], score_, Min(chunk, rows - r) * d);
-    }
-    WaitForPipe<AscendC::HardEvent::MTE3_V>();
-    WaitForPipe<AscendC::HardEvent::MTE3_MTE2>();
-}
-
-template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::AddDqAtomically(uint64_t accOffset, uint32_t rows)
 {
     // The step's [rows, D] fp32 part, rowChunk rows at a time through UB, added to the accumulator.
@@ -614,17 +668,12 @@ template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::WriteDq()
 {
     const uint32_t d = td_->headDim;
-    const uint32_t kvBlocks = td_->numKvBlocks;
-    const uint64_t slotElems = static_cast<uint64_t>(td_->groupSize) * td_->seqQ * d;
     const uint32_t items = td_->batch * td_->numHeads * td_->numQBlocks;
     for (uint32_t item = aiv_; item < items; item += td_->aivNum) {
         const uint32_t headIndex = item / td_->numQBlocks;  // b * numHeads + n
-        const uint32_t qBlock = item % td_->numQBlocks;
         const uint32_t b = headIndex / td_->numHeads;
         const uint32_t n = headIndex % td_->numHeads;
-        const uint32_t kvHeadIndex = b * td_->numKvHeads + n / td_->groupSize;
-        const uint32_t g = n % td_->groupSize;
-        const uint32_t blockRow0 = qBlock * td_->blockM;
+        const uint32_t blockRow0 = (item % td_->numQBlocks) * td_->blockM;
         LoadSeq(b);
         if (blockRow0 >= seq_.sq) {
             continue;  // varlen: past this sequence's rows
@@ -634,47 +683,8 @@ __aicore__ inline void FlashAttentionGradKernel<T>::WriteDq()
             const uint32_t rows = Min(td_->rowChunk, blockRows - r);
             const uint32_t row0 = blockRow0 + r;
             WaitForPipe<AscendC::HardEvent::V_MTE2>();
-            if (td_->deterministic == 0) {
-                AscendC::DataCopy(score_, dqAccGm_[(static_cast<uint64_t>(headIndex) * td_->seqQ + row0) * d], rows * d);
-                WaitForPipe<AscendC::HardEvent::MTE2_V>();
-            } else {
-                // Slots of this kv head, in slot order (AIV order): each AIV range that holds
-                // one of the head's kv blocks seen by this query block wrote these rows.
-                const uint32_t headBegin = kvHeadIndex * kvBlocks, headEnd = headBegin + kvBlocks;
-                uint32_t slotBase = 0;
-                bool any = false;
-                for (uint32_t a = 0; a < td_->aivNum; ++a) {
-                    const uint32_t begin = td_->unitStart[a], end = td_->unitStart[a + 1];
-                    if (end <= begin) {
-                        continue;
-                    }
-                    // The range's kv blocks of this head see query blocks [seenFirst, seenEnd).
-                    uint32_t seenFirst = 0, seenEnd = 0;
-                    if (begin < headEnd && end > headBegin) {
-                        QueryBlocksSeeing((Max(begin, headBegin) - headBegin) * td_->blockN,
-                                          ((end < headEnd ? end : headEnd) - headBegin) * td_->blockN, &seenFirst,
-                                          &seenEnd);
-                    }
-                    if (seenFirst <= qBlock && qBlock < seenEnd) {
-                        const uint64_t slot = slotBase + (kvHeadIndex - begin / kvBlocks);
-                        const uint64_t offset = slot * slotElems + (static_cast<uint64_t>(g) * td_->seqQ + row0) * d;
-                        if (!any) {
-                            AscendC::DataCopy(score_, dqAccGm_[offset], rows * d);
-                            WaitForPipe<AscendC::HardEvent::MTE2_V>();
-                        } else {
-                            AscendC::DataCopy(grad_, dqAccGm_[offset], rows * d);
-                            WaitForPipe<AscendC::HardEvent::MTE2_V>();
-                            AscendC::Add(score_, score_, grad_, rows * d);
-                            WaitForPipe<AscendC::HardEvent::V_MTE2>();
-                        }
-                        any = true;
-                    }
-                    slotBase += (end - 1) / kvBlocks - begin / kvBlocks + 1;
-                }
-                if (!any) {
-                    AscendC::Duplicate(score_, 0.0f, rows * d);  // rows that see no key
-                }
-            }
+            AscendC::DataCopy(score_, dqAccGm_[(static_cast<uint64_t>(headIndex) * td_->seqQ + row0) * d], rows * d);
+            WaitForPipe<AscendC::HardEvent::MTE2_V>();
             AscendC::Cast(prob_, score_, AscendC::RoundMode::CAST_RINT, rows * d);
             WaitForPipe<AscendC::HardEvent::V_MTE3>();
             StoreRows(dqGm_[QueryOffset(b, n, row0)], prob_, rows, rowStrideQ_);

@@ -34,14 +34,16 @@ constexpr uint64_t FAG_KEY_DETERMINISTIC = 1u << 4;
 // index a of the MIX 1:2 launch's AIVs) runs units [unitStart[a], unitStart[a + 1]), a
 // contiguous range that may span kv heads; ranges are balanced by the query blocks walked.
 //
-// dQ gathers the contributions of every unit of a kv head:
-//   deterministic = 1: AIV a writes them, per kv head its range touches, into a partial slot
-//     [groupSize, Sq, D] fp32 (slots numbered in AIV order, then head order); after SyncAll
-//     the partials of each query row block are summed in slot order (a fixed order), so the
-//     result is the same on every run and any number of host threads.
-//   deterministic = 0: every contribution is added with SetAtomicAdd<float> into one
-//     [B, N, Sq, D] fp32 accumulator (zeroed before a first SyncAll); the order of the adds,
-//     and so the last bits, vary between runs.
+// dQ gathers the contributions of every unit of a kv head into one [B, N, Sq, D] fp32
+// accumulator (zeroed before a first SyncAll):
+//   deterministic = 1: query block i of head (b, n) receives them in descending K/V block j,
+//     handed from block j+1 to block j by IBSet/IBWait with eventID (b * N + n) * numQBlocks + i
+//     and blockIdx the AIV of block j (numDqFlags = aivNum x B * N * numQBlocks 32-B int32
+//     flags, zeroed with the accumulator): the sum's order depends on j alone, so the result is
+//     the same on every run, host thread count and core count (flash_attention_grad_kernel.h
+//     argues why the waits cannot deadlock).
+//   deterministic = 0: every contribution is added with SetAtomicAdd<float>; the order of the
+//     adds, and so the last bits, vary between runs.
 //
 // Per-AIV UB (m = blockM, n = blockN, T = input dtype, 2 bytes), in InitBuffer order:
 //   scoreBuf  m*n*4      S, then P (fp32); row phases: [rows, D] fp32 tiles
@@ -52,6 +54,7 @@ constexpr uint64_t FAG_KEY_DETERMINISTIC = 1u << 4;
 //   deltaBuf  align32(m*4)   D = rowsum(dO * O) of the block's rows, fp32
 //   brcbBuf   m*8*4      Brcb of a per-row vector
 //   foldBuf   m*64*4     row reductions: a tile folded to 64 columns
+//   flagBuf   32         IBSet/IBWait's UB scratch (int32 x 8)
 // Row phases (the D pre-pass, the dQ fold, the dK/dV write-out) take rowChunk rows at a time,
 // rowChunk * D <= m * n and rowChunk <= m.
 struct FlashAttentionGradTilingData {
@@ -81,10 +84,11 @@ struct FlashAttentionGradTilingData {
     uint32_t aivNum;         // vector cores of the launch = 2 * block dim
     uint32_t totalUnits;     // batch * numKvHeads * numKvBlocks
     uint32_t unitStart[FAG_MAX_AIV + 1];  // unit ranges per AIV; [aivNum] == totalUnits
-    uint32_t numSlots;       // deterministic: dQ partial slots (sum over AIVs of kv heads touched)
+    uint32_t numDqFlags;     // deterministic: aivNum * B * N * numQBlocks IBSet/IBWait flags (see above); else 0
     // ---- GM workspace, bytes from the start of the user workspace ----
     uint64_t wsDeltaOffset;    // D: [B, N, Sq] fp32 (varlen: Sq the longest)
-    uint64_t wsDqOffset;       // deterministic: numSlots x [groupSize, Sq, D] fp32; else [B, N, Sq, D] fp32
+    uint64_t wsFlagOffset;     // deterministic: numDqFlags x 32 B (int32 flags, zeroed by the kernel)
+    uint64_t wsDqOffset;       // the dQ accumulator [B, N, Sq, D] fp32 (varlen: N x [Tq, D])
     uint64_t wsScratchOffset;  // per-AIV scratch slices, AIV a's at wsScratchOffset + a * wsScratchBytes
     uint64_t wsScratchBytes;   // one slice: S [m][n] fp32, dP [m][n] fp32, P [m][n] T, dS [m][n] T,
                                // dK [n][D] fp32, dV [n][D] fp32, dQ part [m][D] fp32; each 512-B aligned

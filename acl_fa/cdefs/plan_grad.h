@@ -6,7 +6,7 @@
 typedef struct aclfaGradPlan {
     uint32_t blockM, blockN, numQBlocks, numKvBlocks, rowChunk;
     uint32_t blockDim, aivNum;
-    uint32_t numSlots;
+    uint32_t numDqFlags;
     uint32_t numLines, reserved;
     uint64_t totalUnits;
     uint64_t totalWork, maxCoreWork;
