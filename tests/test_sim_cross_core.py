@@ -189,3 +189,29 @@ def test_ib_block_idx_must_be_below_the_core_count(sim):
     rc, msg, _ = run(sim, IB_BAD_BLOCK_IDX, np.zeros((AIVS, 8), np.float32), 8, b=flags())
     assert rc == simlib.AICORE_EXCEPTION
     assert f"blockIdx must be in [0, {AIVS - 1}]" in msg and "GetBlockNum() * 2 with isAIVOnly = false" in msg
+
+
+def _modeled_chain(sim, blocks):
+    """IB_CHAIN with the instruction trace and the race rule on: (rc, message, modeled cycles)."""
+    from acl_fa import timing
+    assert sim.engine.aclfaSimSetOpTrace(timing.TRACE_OPS | timing.TRACE_RACES) == 0
+    try:
+        rc, msg, _ = run(sim, IB_CHAIN, order_sensitive_tiles(64)[:2 * blocks], 64, b=flags(), blocks=blocks)
+    finally:
+        sim.engine.aclfaSimSetOpTrace(0)
+    stats = sim.ffi.new("aclfaSimModelStats *")
+    assert sim.engine.aclfaSimGetModelStats(stats) == 0
+    return rc, msg, stats.cycles
+
+
+def test_ib_hand_overs_are_ordering_edges_and_waits_of_the_timing_model(sim):
+    """Each AIV reads `out`, which the previous AIV of the chain wrote on another core: without
+    the IBSet -> IBWait edge the race rule would fail the launch. Each hand-over waits at least
+    the cross-core flag latency, so the modeled time grows by that per AIV in the chain."""
+    costs = sim.ffi.new("aclfaSimPipeCosts *")
+    assert sim.engine.aclfaSimGetPipeCosts(sim.ffi.NULL, costs) == 0
+    rc, msg, short = _modeled_chain(sim, 1)   # 2 AIVs: 1 hand-over
+    assert rc == 0, msg
+    rc, msg, long = _modeled_chain(sim, 6)    # 12 AIVs: 11 hand-overs
+    assert rc == 0, msg
+    assert long - short >= 10 * costs.syncAllCycles, (short, long, costs.syncAllCycles)
