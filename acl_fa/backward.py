@@ -124,9 +124,10 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
 
     window must be the forward's (docs/attention_options.md). dq is shaped like q, dk and
     dv like k and v, in their dtype and layout; with GQA/MQA the gradient of a kv head sums over
-    its query-head group; rows that see no key get dq 0. deterministic=True (default) sums dQ's
-    contributions in a fixed order, so repeated calls give identical bits; False adds them with
-    fp32 atomic adds (less workspace; equal within rounding, not bitwise).
+    its query-head group; rows that see no key get dq 0. deterministic=True (default) adds dQ's
+    contributions in K/V-block order, so repeated calls -- and chips with other core counts --
+    give identical bits; False adds them with fp32 atomic adds in any order (no waits between
+    cores; equal within rounding, not bitwise).
     """
     forward, *_ = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
