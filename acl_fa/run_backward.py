@@ -152,7 +152,7 @@ def _check_line(c: GradientAccuracy) -> str:
 
 def format_backward_report(r: BackwardReport) -> str:
     p = r.problem.forward
-    mode = "deterministic (fixed-order dQ sums)" if r.problem.deterministic else "atomic dQ adds"
+    mode = "deterministic (dQ added in K/V-block order)" if r.problem.deterministic else "atomic dQ adds"
     lines = ["forward", *("  " + line for line in format_report(r.forward).splitlines()), "backward",
              f"  tiling      BLOCK_M={r.block_m} BLOCK_N={r.block_n} on {r.aivs} AIVs, planned work max/mean "
              f"{r.balance:.3f}; {mode}",

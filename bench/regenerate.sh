@@ -51,6 +51,7 @@ section() {
             run backward-run acl-fa run --seq 4096 --causal --backward --iters 1 --warmup 0
             run backward-run-atomic acl-fa run --seq 4096 --causal --backward --atomic --iters 1 --warmup 0 --no-check
             run backward-bench acl-fa bench --backward --seq 4096 --causal --iters 1 --warmup 0
+            run backward-bench-n2 acl-fa bench --backward --seq 4096 --heads 2 --causal --iters 1 --warmup 0
             run backward-rss "$PYTHON" bench/backward_rss.py --seq 32768 --heads 8 --head-dim 128
             run backward-rss-atomic "$PYTHON" bench/backward_rss.py --seq 32768 --heads 8 --head-dim 128 --atomic
             run backward-window "$PYTHON" bench/backward_window.py --seq 32768 --heads 1 --head-dim 128 --window 256,0 ;;
