@@ -96,6 +96,8 @@ MAX_HEADS = 2**32 - 1
 
 def _as_array(name: str, x):
     """`x` as a numpy array, or `x` itself when it is a DeviceArray (used in place)."""
+    if type(x) is np.ndarray:  # the common case, first
+        return x
     if isinstance(x, DeviceArray):
         return x
     if isinstance(x, (str, bytes)) or x is None:
@@ -135,7 +137,7 @@ def _check_int(name: str, value, *, minimum: int, maximum: int, allow_none: bool
 def _typed(options: tuple) -> tuple:
     """The cache key of the options: each value with its type, since 1 == 1.0 == True hash alike
     and validation must see the value the caller passed (causal=1 is refused, causal=True not)."""
-    return tuple((type(value), value) for value in options)
+    return tuple([(type(value), value) for value in options])
 
 
 def make_problem(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
@@ -146,8 +148,8 @@ def make_problem(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=
     validation depends only on shapes, dtypes and options, and repeated calls with the same
     ones (the common case) reuse the validated Problem.
     """
-    arrays = tuple(_as_array(name, x) for name, x in (("q", q), ("k", k), ("v", v)))
-    metas = tuple(_ArrayMeta(a.shape, a.dtype) for a in arrays)
+    arrays = (_as_array("q", q), _as_array("k", k), _as_array("v", v))
+    metas = tuple([_ArrayMeta(a.shape, a.dtype) for a in arrays])
     options = _typed((causal, scale, layout, num_heads, num_kv_heads, block_m, block_n))
     try:
         problem = _validated_problem(metas, options)
@@ -316,24 +318,34 @@ def check_float32_range(problem: Problem, q, k, v) -> None:
     sum_j exp(s_ij - m_i) v_j <= Skv * max|v| (every weight is at most 1). Each is checked only
     when the dtype's largest values could break it (never for float16 at ordinary scales), so
     the usual call pays nothing. DeviceArray inputs are on the device and are not inspected."""
-    if not all(isinstance(x, np.ndarray) for x in (q, k, v)):
+    check_scores, check_sum = _range_checks(problem)
+    if not (check_scores or check_sum) or not all(isinstance(x, np.ndarray) for x in (q, k, v)):
         return
-    dtype_max = float(ml_dtypes.finfo(problem.dtype).max)
     with np.errstate(over="ignore"):
-        if problem.scale * problem.head_dim * dtype_max * dtype_max > _FLOAT32_LIMIT:
+        if check_scores:
             bound = problem.scale * problem.head_dim * max_magnitude(q) * max_magnitude(k)
             if np.isfinite(bound) and bound > _FLOAT32_LIMIT:
                 raise InvalidArgumentError(
                     f"scale={problem.scale:g} with these q and k allows scores up to {bound:.3g} "
                     f"(scale x D x max|q| x max|k|), beyond what the kernel's float32 scores hold "
                     f"({_FLOAT32_LIMIT:.3g}): use a smaller scale or rescale q or k")
-        if problem.seq_kv * dtype_max > _FLOAT32_LIMIT:
+        if check_sum:
             bound = problem.seq_kv * max_magnitude(v)
             if np.isfinite(bound) and bound > _FLOAT32_LIMIT:
                 raise InvalidArgumentError(
                     f"v values up to {max_magnitude(v):.3g} over Skv={problem.seq_kv} keys can reach "
                     f"{bound:.3g} in the kernel's float32 output sum (limit {_FLOAT32_LIMIT:.3g}): rescale v "
                     f"and the output by the same power of two")
+
+
+@functools.lru_cache(maxsize=64)
+def _range_checks(problem: Problem) -> tuple:
+    """(scores, output sum): whether the dtype's largest values could break each bound of
+    check_float32_range for this problem (decided once per problem)."""
+    dtype_max = float(ml_dtypes.finfo(problem.dtype).max)
+    with np.errstate(over="ignore"):
+        return (problem.scale * problem.head_dim * dtype_max * dtype_max > _FLOAT32_LIMIT,
+                problem.seq_kv * dtype_max > _FLOAT32_LIMIT)
 
 
 def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,

@@ -163,7 +163,7 @@ class Backend:
         APIs (aclCreateTensor, ...) fail on NULL, reported as ACLNN_ERR_INNER_NULLPTR.
         The exception carries aclGetRecentErrMsg() of this thread.
         """
-        function = self.fn(api)
+        function = self._functions.get(api) or self.fn(api)
         result = function(*args)
         if isinstance(result, int):
             if result != 0:

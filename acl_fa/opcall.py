@@ -51,7 +51,7 @@ from .errors import AclMemoryError, InsufficientMemoryError, InvalidArgumentErro
 from .device_array import DeviceArray, check_device_array
 from .interrupts import deferred
 from .loader import check_device_id, get_backend
-from .runtime import DeviceBuffer, DeviceSession, Stream, _Child
+from .runtime import ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, DeviceBuffer, DeviceSession, Stream, _Child
 from .tensor import Tensor
 from .units import format_bytes
 
@@ -143,10 +143,18 @@ class PreparedCall:
                 self.workspace.close()
 
     def upload(self, *arrays):
-        """Synchronous H2D copies of the input arrays (in ``op.inputs`` order)."""
+        """Synchronous H2D copies of the input arrays (in ``op.inputs`` order), each of the
+        problem's shape and dtype (validated by the op; any layout, copied C-contiguous once).
+
+        Runs within the caller's call in flight on the Session, holding the runner's lock
+        (OpRunner.run, measure, decode): the buffers are the cache's and live until the runner
+        evicts them under that lock, so their addresses are used as they are, and the in-flight
+        registration and device binding of the caller's call serve every copy."""
         if len(arrays) != len(self.op.inputs):
             raise InvalidArgumentError(
                 f"{self.op.name} takes {len(self.op.inputs)} inputs ({', '.join(self.op.inputs)}), got {len(arrays)}")
+        state = self.executor._state
+        copies = nbytes = 0
         for role, array in zip(self.op.inputs, arrays):
             if array is None and role not in self.buffers:
                 continue  # an optional input the call does not use (no buffer, NULL to phase 1)
@@ -155,12 +163,27 @@ class PreparedCall:
                     raise InvalidArgumentError(f"{self.op.name}: input {role} is not the DeviceArray this call was "
                                                "prepared with")
                 continue
-            self.buffers[role].copy_from_host(array)
+            buffer = self.buffers[role]
+            host = np.ascontiguousarray(array)
+            if host.nbytes != buffer.nbytes or host.dtype != buffer.dtype:
+                raise InvalidArgumentError(f"{self.op.name}: input {role} is {host.shape} {host.dtype}; the call was "
+                                           f"prepared for {buffer.shape} {buffer.dtype}")
+            state.call("aclrtMemcpy", buffer.ptr, buffer.nbytes, ffi.from_buffer(host), host.nbytes,
+                       ACL_MEMCPY_HOST_TO_DEVICE)
+            copies += 1
+            nbytes += host.nbytes
+        if copies:
+            state.count_copy(ACL_MEMCPY_HOST_TO_DEVICE, nbytes, calls=copies)
 
     def read(self, role: str) -> np.ndarray:
-        """A new host array holding output (or input) `role`."""
+        """A new host array holding output (or input) `role` (called as upload is)."""
         buffer = self.buffers[role]
-        return buffer.copy_to_host(np.empty(buffer.shape, buffer.dtype))
+        out = np.empty(buffer.shape, buffer.dtype)
+        state = self.executor._state
+        state.call("aclrtMemcpy", ffi.from_buffer(out, require_writable=True), out.nbytes, buffer.ptr, out.nbytes,
+                   ACL_MEMCPY_DEVICE_TO_HOST)
+        state.count_copy(ACL_MEMCPY_DEVICE_TO_HOST, out.nbytes)
+        return out
 
     def device_bytes(self) -> int:
         """Device memory held (aclrtMalloc sizes)."""

@@ -118,6 +118,17 @@ class _AclProcess:
 
 _process = _AclProcess()
 os.register_at_fork(after_in_child=_process.forget_after_fork)
+# This process's id, renewed in a forked child (os.fork runs the after_in_child hooks before it
+# returns there), so checking a Session's process costs a comparison and no getpid() per call.
+_pid = os.getpid()
+
+
+def _renew_pid():
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_renew_pid)
 _thread = threading.local()  # .token: the Session state last bound on this thread
 _tokens = itertools.count(1)
 
@@ -189,23 +200,25 @@ class _SessionState:
         # Copies this session made: kind ("h2d", "d2h", "d2d") -> [calls, bytes].
         self.copies: dict = {kind: [0, 0] for kind in _COPY_KINDS.values()}
 
-    def count_copy(self, kind: int, nbytes: int):
+    def count_copy(self, kind: int, nbytes: int, calls: int = 1):
         with self.lock:
             entry = self.copies[_COPY_KINDS[kind]]
-            entry[0] += 1
+            entry[0] += calls
             entry[1] += int(nbytes)
 
     def check_process(self):
-        if self.pid != os.getpid():
+        if self.pid != _pid:
             raise ForkedSessionError(
                 f"the Session was opened in process {self.pid}, and this is process {os.getpid()}, "
                 f"forked from it: device contexts do not cross fork; open a new Session in this process")
 
     def in_flight(self, releasing: bool = False):
         """Context manager marking a call in flight (see _InFlight); ForkedSessionError in a
-        forked child, ClosedObjectError once close() began (unless `releasing` an object)."""
+        forked child, ClosedObjectError once close() began (unless `releasing` an object).
+        A thread already in flight here passed both checks when its outermost call began."""
         self.check_process()
-        if self.in_flight_here():
+        ref = self.calls.get(threading.get_ident())
+        if ref is not None and ref() is not None:
             return _NESTED
         return _InFlight(self, releasing)
 
@@ -239,7 +252,14 @@ class _SessionState:
         return ref is not None and ref() is not None
 
     def call(self, api: str, *args):
-        """Checked ACL call on the calling thread, with this session's device bound."""
+        """Checked ACL call on the calling thread, with this session's device bound. Inside a
+        call already in flight and bound on this thread (an op call: OpRunner.run), the
+        registration, process check and aclrtSetDevice of its start stand for every ACL call
+        it makes: close() waits for it as a whole, and a fork starts no thread of it."""
+        ref = self.calls.get(threading.get_ident())
+        if ref is not None and ref() is not None and getattr(_thread, "token", None) == self.token \
+                and self.pid == _pid:
+            return self.backend.call(api, *args)
         with self.in_flight():
             self.bind()
             return self.backend.call(api, *args)

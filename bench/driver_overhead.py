@@ -4,11 +4,20 @@ upload q/k/v, launch the cached repeatable executor, synchronize, download out.
 
 The C program is built here with `cc` against the simulator's headers (sim/include, the op's
 aclnn header) and the libraries of ACL_FA_SIM_LIB_DIR. Both sides: median per call over
---calls calls after a warm-up, repeated --runs times (C: separate processes), median of runs.
-The difference is what the Python driver adds (validation, the tiling-policy check, cffi, numpy).
+--calls calls after a warm-up, in a new process per run, repeated --runs times (the paths
+alternate within a run, so all see the same host load), median of runs. Two times per call:
+wall (what a caller waits) and the CPU time of the calling thread (not the simulator's stream
+and core threads, not time spent waiting or preempted; on a loaded host wall times swing by
+tens of µs, this far less). The difference to C is what the Python driver adds (validation,
+the op-call path, cffi, numpy).
+
+--compare TREE also times the acl_fa package of another source tree (e.g. an older commit's
+`git archive <commit> acl_fa | tar -x -C TREE`) on the same libraries, side by side.
 Usage: python bench/driver_overhead.py [--runs 5] [--calls 2000] [--heads 1 --seq 16 --dim 16]
+       [--compare TREE]
 """
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -37,22 +46,34 @@ def build_c(workdir: Path, libdir: Path) -> Path:
     return exe
 
 
-def c_us(exe: Path, heads: int, seq: int, dim: int, calls: int) -> float:
+def c_us(exe: Path, heads: int, seq: int, dim: int, calls: int) -> tuple:
+    """(wall, thread CPU) µs per call of the C program (one process)."""
     out = subprocess.run([str(exe), str(heads), str(seq), str(dim), str(calls)], capture_output=True, text=True,
-                         check=True).stdout
-    return float(out.split()[1])
+                         check=True).stdout.split()
+    return float(out[1]), float(out[3])
 
 
-def python_us(session, heads: int, seq: int, dim: int, calls: int) -> float:
+def python_us(session, heads: int, seq: int, dim: int, calls: int) -> tuple:
+    """(wall, thread CPU) µs per Session.flash_attention call, medians over `calls`."""
     rng = np.random.default_rng(0)
     q, k, v = (rng.uniform(0.5, 1.0, (1, heads, seq, dim)).astype(np.float16) for _ in range(3))
     session.flash_attention(q, k, v, scale=1.0)  # warm-up: buffers, tensors, executor cached
-    us = []
+    wall, cpu = [], []
     for _ in range(calls):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         session.flash_attention(q, k, v, scale=1.0)
-        us.append((time.perf_counter() - t0) * 1e6)
-    return median(us)
+        cpu.append((time.thread_time() - c0) * 1e6)
+        wall.append((time.perf_counter() - t0) * 1e6)
+    return median(wall), median(cpu)
+
+
+def python_us_in(tree: Path, heads: int, seq: int, dim: int, calls: int) -> tuple:
+    """python_us in a new process importing acl_fa from source tree `tree`."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run([sys.executable, __file__, "--python-only", "--heads", str(heads), "--seq", str(seq),
+                          "--dim", str(dim), "--calls", str(calls)], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    return float(out[-2]), float(out[-1])
 
 
 def main():
@@ -62,23 +83,37 @@ def main():
     parser.add_argument("--heads", type=int, default=1)
     parser.add_argument("--seq", type=int, default=16)
     parser.add_argument("--dim", type=int, default=16)
+    parser.add_argument("--compare", type=Path, help="another source tree whose acl_fa is timed alongside")
+    parser.add_argument("--python-only", action="store_true", help=argparse.SUPPRESS)  # one measurement
     args = parser.parse_args()
-    libdir = sim_library_dir()
     shape = (args.heads, args.seq, args.dim, args.calls)
+    if args.python_only:
+        with acl_fa.Session(backend="sim") as session:
+            print(acl_fa.__file__, *(f"{x:.3f}" for x in python_us(session, *shape)))
+        return
+    libdir = sim_library_dir()
+    trees = {"this tree": Path(acl_fa.__file__).resolve().parent.parent}
+    if args.compare is not None:
+        trees[str(args.compare)] = args.compare.resolve()
     with tempfile.TemporaryDirectory() as tmp:
         exe = build_c(Path(tmp), libdir)
-        with acl_fa.Session(backend="sim") as session:
-            c_runs, py_runs = [], []
-            for _ in range(args.runs):  # alternate so both see the same host load
-                c_runs.append(c_us(exe, *shape))
-                py_runs.append(python_us(session, *shape))
-    c_med, py_med = median(c_runs), median(py_runs)
+        runs = {"C": []} | {name: [] for name in trees}
+        for _ in range(args.runs):
+            runs["C"].append(c_us(exe, *shape))
+            for name, tree in trees.items():
+                runs[name].append(python_us_in(tree, *shape))
+    meds = {name: (median(w for w, _ in r), median(c for _, c in r)) for name, r in runs.items()}
     print(header(f"Driver overhead per call (B1 N{args.heads} S{args.seq} D{args.dim} fp16, simulator)"))
-    print(f"Libraries: {libdir}. Per run: median of {args.calls} calls; table: median of {args.runs} runs "
-          f"(all runs: C {', '.join(f'{x:.1f}' for x in c_runs)}; Python {', '.join(f'{x:.1f}' for x in py_runs)}).\n")
-    print(table(["path", "us per call", "above C"],
-                [["C program (bench/driver_overhead.c)", f"{c_med:.1f}", "-"],
-                 ["Session.flash_attention", f"{py_med:.1f}", f"{py_med - c_med:.1f} us"]]))
+    print(f"Libraries: {libdir}. Per run: median of {args.calls} calls in a new process; table: median of "
+          f"{args.runs} runs. All runs, wall / thread CPU µs: "
+          + "; ".join(f"{name} {', '.join(f'{w:.1f}/{c:.1f}' for w, c in r)}" for name, r in runs.items()) + ".\n")
+    c_wall, c_cpu = meds["C"]
+    rows = [["C program (bench/driver_overhead.c)", f"{c_wall:.1f}", "-", f"{c_cpu:.1f}", "-"]]
+    for name in trees:
+        wall, cpu = meds[name]
+        rows.append([f"Session.flash_attention ({name})", f"{wall:.1f}", f"{wall - c_wall:.1f} us", f"{cpu:.1f}",
+                     f"{cpu - c_cpu:.1f} us"])
+    print(table(["path", "wall us per call", "wall above C", "thread CPU us per call", "CPU above C"], rows))
 
 
 if __name__ == "__main__":

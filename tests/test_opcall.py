@@ -90,3 +90,40 @@ def test_a_second_op_reuses_the_path(session):
         with pytest.raises(InvalidArgumentError, match="takes 3 inputs"):
             prepared.upload(q, k)
     runner.close()
+
+
+def test_a_cached_call_checks_its_session_once_not_per_acl_call(session, monkeypatch):
+    """A repeated op call (3 uploads, launch, synchronize, read: 6 ACL calls) registers in flight
+    once and does its process and device checks at its start, not per ACL call: no getpid()
+    system call (the process id is renewed at fork), one _InFlight, no aclrtSetDevice; the copy
+    counters still count every copy."""
+    from acl_fa import runtime
+
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((1, 2, 32, 16)).astype(np.float16) for _ in range(3))
+    expected = session.flash_attention(q, k, v)
+    counts = {"getpid": 0, "in_flight": 0, "set_device": 0}
+    real_getpid, real_init, real_call = runtime.os.getpid, runtime._InFlight.__init__, session.backend.call
+
+    def getpid():
+        counts["getpid"] += 1
+        return real_getpid()
+
+    def in_flight_init(self, *args):
+        counts["in_flight"] += 1
+        real_init(self, *args)
+
+    def call(api, *args):
+        counts["set_device"] += api == "aclrtSetDevice"
+        return real_call(api, *args)
+
+    monkeypatch.setattr(runtime.os, "getpid", getpid)
+    monkeypatch.setattr(runtime._InFlight, "__init__", in_flight_init)
+    monkeypatch.setattr(session.backend, "call", call)
+    before = session.copy_counters()
+    np.testing.assert_array_equal(session.flash_attention(q, k, v), expected)
+    after = session.copy_counters()
+    assert counts == {"getpid": 0, "in_flight": 1, "set_device": 0}
+    assert after["h2d"]["calls"] - before["h2d"]["calls"] == 3
+    assert after["h2d"]["bytes"] - before["h2d"]["bytes"] == 3 * q.nbytes
+    assert after["d2h"]["calls"] - before["d2h"]["calls"] == 1
