@@ -315,9 +315,10 @@ _DECODE_OPTIONS = [
     click.option("--steps", type=click.IntRange(min=1), envvar="ACL_FA_STEPS", default=8, show_default=True,
                  show_envvar=True, metavar="N",
                  help="Decode steps, each appending --seq tokens per sequence to the cache."),
-    click.option("--num-splits", type=click.IntRange(min=0, max=1), envvar="ACL_FA_NUM_SPLITS", default=0,
-                 show_default=True, show_envvar=True,
-                 help="0: each sequence's keys split over all cores; 1: one core per sequence and kv head."),
+    click.option("--num-splits", type=click.IntRange(min=0, max=2**31 - 1), envvar="ACL_FA_NUM_SPLITS", default=0,
+                 show_default=True, show_envvar=True, metavar="S",
+                 help="0: each sequence's keys split over all cores; 1: one core per sequence and kv head; S >= 2: "
+                      "S pieces per sequence and kv head (clamped to the vector cores and the key chunks)."),
 ]
 
 

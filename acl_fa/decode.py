@@ -15,8 +15,13 @@ flash-attn's ``flash_attn_with_kvcache``:
 - causal: query token s of a sequence with L keys sees keys j <= s + L - Sq (bottom-right
   aligned); window (left, right): keys s + L - Sq - left .. s + L - Sq + right, -1 = unbounded
   (causal sets right to 0);
-- num_splits: 0 lets the kernel split each sequence's keys over all cores (flash-decoding); 1
-  keeps each (sequence, kv head) on one core.
+- num_splits: 0 lets the kernel split each sequence's keys over all cores (flash-decoding: the
+  keys of all (sequence, kv head) groups cut into one equal range per vector core); 1 keeps each
+  group on one core; S >= 2 cuts each group's keys into S pieces of equal key chunks (as
+  flash-attn's num_splits), spread round-robin over the vector cores and merged by their LSE.
+  S is clamped to the vector cores' count (2 per AI Core: more pieces of one group cannot run
+  at once; ``acl_fa.plan`` shows the value used) and, per group at run time, to its key chunks
+  (a piece holds at least one chunk of up to blockN keys).
 
 Returns out [B, Sq, N, D] (and lse float32 [B, N, Sq] with return_lse). Keys past a sequence's
 length are never read: unused cache slots may hold anything.
@@ -51,6 +56,7 @@ HEAD_DIM_MULTIPLE = 16
 BLOCK_SIZE_MULTIPLE = 16
 MAX_ROWS = 255          # query heads per kv head x Sq: the kernel's matmul M (decode_tiling_policy.h)
 UNBOUNDED = 2147483647  # pre_tokens / next_tokens meaning "no limit"
+MAX_SPLITS = 2**31 - 1  # num_splits: an int64 attribute the tiling refuses beyond int32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,10 +254,11 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options) -> DecodePr
         raise InvalidArgumentError(f"scale must be finite and > 0, got {scale}")
     if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral):
         raise InvalidTypeError(f"num_splits must be an integer, got {num_splits!r}")
-    if num_splits not in (0, 1):
+    if not 0 <= num_splits <= MAX_SPLITS:
         raise InvalidArgumentError(
-            f"num_splits must be 0 (auto: each sequence's keys split over all cores) or 1 (one core per "
-            f"sequence and kv head), got {num_splits}")
+            f"num_splits must be 0 (auto: each sequence's keys split over all cores), 1 (one core per "
+            f"sequence and kv head) or a split count in [2, {MAX_SPLITS}] (clamped to the vector cores), "
+            f"got {num_splits}")
     return DecodeProblem(batch, seq_q, heads, kv_heads, d, q_dtype, blocks, block_size, max_blocks, paged, scale,
                          pre, nxt, int(num_splits))
 

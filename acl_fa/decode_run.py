@@ -176,13 +176,21 @@ def _traced_kv_read(session, q, k_cache, v_cache, seqlens, table, num_splits) ->
     return traffic["k"]["read"] + traffic["v"]["read"]
 
 
+def _split_words(num_splits: int) -> str:
+    if num_splits == 0:
+        return "keys split over all cores"
+    if num_splits == 1:
+        return "one core per sequence and kv head"
+    return f"up to {num_splits} pieces per sequence and kv head, round-robin over the vector cores"
+
+
 def format_decode_report(r: DecodeReport) -> str:
     cache = "contiguous" if r.block_size is None else f"paged, block_size {r.block_size}"
     lines = [
         f"backend     {r.backend}   SoC {r.soc}",
         f"problem     decode B={r.batch} N={r.heads} Nkv={r.kv_heads} Sq={r.seq_q} D={r.head_dim} {r.dtype}; "
         f"{r.seq_kv} cached tokens per sequence ({cache}); {r.steps} steps appending {r.seq_q} token(s) each",
-        f"split       num_splits={r.num_splits} ({'keys split over all cores' if r.num_splits == 0 else 'one core per sequence and kv head'})",
+        f"split       num_splits={r.num_splits} ({_split_words(r.num_splits)})",
     ]
     step = f"time        {r.median_step_ms:.3f} ms per step end to end (median of {r.steps})"
     if r.median_kernel_ms is not None:

@@ -75,9 +75,9 @@ std::string Validate(const DecodeProblem &p, const ChipLimits &c) {
                       static_cast<unsigned long long>(p.numHeads / p.numKvHeads));
     }
     if (p.dtypeBytes != 2) return Format("dtype must be float16 or bfloat16, got %u bytes", p.dtypeBytes);
-    if (p.numSplits != 0 && p.numSplits != 1) {
-        return Format("num_splits must be 0 (auto: split the keys over all cores) or 1 (one core per sequence "
-                      "and kv head), got %lld",
+    if (p.numSplits < 0 || p.numSplits > INT32_MAX) {
+        return Format("num_splits must be 0 (auto: split the keys over all cores), 1 (one core per sequence and "
+                      "kv head) or a split count >= 2 (below 2^31), got %lld",
                       static_cast<long long>(p.numSplits));
     }
     if (c.ubBytes == 0 || c.l1Bytes == 0 || c.l0cBytes == 0 || c.aicNum == 0) {
@@ -129,11 +129,21 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     out.splitKv = p.numSplits == 1 ? 0 : 1;
     out.usedCoreNum = c.aicNum;
     out.numParts = 2 * c.aicNum;
+    // An explicit count: more pieces of one group than AIVs cannot run at once.
+    out.splitsPerGroup = p.numSplits >= 2 ? static_cast<uint32_t>(std::min<int64_t>(p.numSplits, out.numParts)) : 0;
     out.budget = DecodeNeeds(m, n, d, t, c).lines;
     out.lseStride = static_cast<uint32_t>(AlignUp(m, 8));
     const uint64_t groups = p.batch * p.numKvHeads;
-    // Each part boundary inside a group adds one piece: sum of pieces <= groups + parts.
-    out.maxSlots = out.splitKv ? static_cast<uint32_t>(groups + out.numParts) : 0;
+    // Each part boundary inside a group adds one piece: sum of pieces <= groups + parts; with an
+    // explicit count, at most that many pieces per group.
+    const uint64_t slots = out.splitsPerGroup >= 2 ? groups * out.splitsPerGroup
+                                                   : (out.splitKv ? groups + out.numParts : 0);
+    if (slots > UINT32_MAX) {
+        *error = Format("%llu partial slots (batch x num_kv_heads x num_splits) exceed 2^32",
+                        static_cast<unsigned long long>(slots));
+        return false;
+    }
+    out.maxSlots = static_cast<uint32_t>(slots);
 
     out.wsQOffset = 0;
     out.wsScoreOffset = out.wsQOffset + AlignUp(m * d * t, kWorkspaceAlign);

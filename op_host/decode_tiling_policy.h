@@ -30,7 +30,8 @@ struct DecodeProblem {
     uint64_t maxBlocksPerSeq = 0;  // block table row length
     uint32_t dtypeBytes = 2;
     bool bf16 = false;
-    int64_t numSplits = 0;         // 0: auto (cut groups between parts); 1: never cut a group
+    int64_t numSplits = 0;         // 0: auto (cut groups between parts); 1: never cut a group;
+                                   // S >= 2: at most S pieces per group (clamped to numParts)
 };
 
 struct DecodePlan {
@@ -38,9 +39,11 @@ struct DecodePlan {
     uint32_t blockN = 0;          // keys per chunk
     uint32_t chunksPerBlock = 0;  // ceil(blockSize / blockN)
     uint32_t splitKv = 0;         // 1: SyncAll + combine (batch schedule mode)
+    uint32_t splitsPerGroup = 0;  // explicit split count after clamping (>= 2), 0 otherwise
     uint32_t usedCoreNum = 0;     // block dim: all AIC cores
     uint32_t numParts = 0;        // 2 * usedCoreNum AIVs, each an equal share of the keys
-    uint32_t maxSlots = 0;        // partial (O, LSE) slots: groups + parts when splitKv
+    uint32_t maxSlots = 0;        // partial (O, LSE) slots: groups + parts when splitKv (groups * S
+                                  // with an explicit S)
     uint32_t lseStride = 0;       // floats per partial LSE slot
     std::vector<BudgetLine> budget;  // per-AIV UB lines in InitBuffer order, then totals
     uint64_t wsQOffset = 0, wsScoreOffset = 0, wsProbOffset = 0, wsPvOffset = 0, wsBytesPerAiv = 0;

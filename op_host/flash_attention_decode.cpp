@@ -173,6 +173,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     td->splitKv = plan.splitKv;
     td->usedCoreNum = plan.usedCoreNum;
     td->numParts = plan.numParts;
+    td->splitsPerGroup = plan.splitsPerGroup;
     td->maxSlots = plan.maxSlots;
     td->lseStride = plan.lseStride;
     td->wsQOffset = plan.wsQOffset;

@@ -58,8 +58,10 @@ struct GroupSpan {
     uint32_t b = 0, h = 0, group = 0;
     KeyRange keys;
     uint64_t unitStart = 0;  // first unit of the group in the global order
-    uint32_t firstPart = 0, lastPart = 0;
+    uint32_t firstPart = 0, lastPart = 0;  // equal-ranges schedule: the parts holding its units
+    uint32_t pieces = 1;     // pieces the group is cut into (each on one part)
     uint32_t slotBase = 0;   // first partial slot (groups with >= 2 pieces)
+    uint64_t pieceBase = 0;  // explicit splits: global number of the group's first piece
 };
 
 template <typename T>
@@ -87,7 +89,8 @@ private:
     __aicore__ inline uint32_t PartOfUnit(uint64_t unit) const;
     __aicore__ inline void NextGroup(GroupSpan *span);
 
-    __aicore__ inline void RunPiece(const GroupSpan &span, uint32_t unitBegin, uint32_t unitEnd);
+    __aicore__ inline void PlaceGroup(GroupSpan *span) const;
+    __aicore__ inline void RunPiece(const GroupSpan &span, uint32_t piece, uint32_t unitBegin, uint32_t unitEnd);
     __aicore__ inline void PackQuery(uint32_t b, uint32_t h);
     __aicore__ inline void ChunkOf(uint32_t b, uint32_t h, uint32_t seqLen, uint32_t unit, uint64_t *kvOffset,
                                    uint32_t *key0, uint32_t *cols);
@@ -226,14 +229,29 @@ __aicore__ inline uint32_t FlashAttentionDecodeKernel<T>::PartOfUnit(uint64_t un
     return static_cast<uint32_t>(a < p ? a : p - 1);
 }
 
+// How the group at `span` (its keys known) is cut: its pieces and, on the equal-ranges schedule,
+// the parts holding its units (a group without keys: one empty piece, on part g % numParts).
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::PlaceGroup(GroupSpan *span) const
+{
+    const uint32_t n = span->keys.units;
+    if (td_->splitsPerGroup >= 2) {
+        span->pieces = n < td_->splitsPerGroup ? (n == 0 ? 1 : n) : td_->splitsPerGroup;
+        return;
+    }
+    span->firstPart = n == 0 ? span->group % td_->numParts : PartOfUnit(span->unitStart);
+    span->lastPart = (n == 0 || td_->splitKv == 0) ? span->firstPart : PartOfUnit(span->unitStart + n - 1);
+    span->pieces = span->lastPart - span->firstPart + 1;
+}
+
 // Advances `span` to the next group (b, h), in order g = b * Nkv + h.
 template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::NextGroup(GroupSpan *span)
 {
-    const uint32_t pieces = span->lastPart - span->firstPart + 1;
     span->unitStart += span->keys.units;
-    if (pieces >= 2) {
-        span->slotBase += pieces;
+    span->pieceBase += span->pieces;
+    if (span->pieces >= 2) {
+        span->slotBase += span->pieces;
     }
     if (++span->h == td_->numKvHeads) {
         span->h = 0;
@@ -257,17 +275,23 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Process()
         if (span.h == 0) {
             span.keys = KeysOf(span.b);
         }
+        PlaceGroup(&span);
         const uint32_t n = span.keys.units;
-        span.firstPart = n == 0 ? g % td_->numParts : PartOfUnit(span.unitStart);
-        span.lastPart = (n == 0 || td_->splitKv == 0) ? span.firstPart : PartOfUnit(span.unitStart + n - 1);
-        if (part_ >= span.firstPart && part_ <= span.lastPart) {
+        if (td_->splitsPerGroup >= 2) {
+            for (uint32_t j = 0; j < span.pieces; ++j) {
+                if ((span.pieceBase + j) % td_->numParts == part_) {
+                    RunPiece(span, j, static_cast<uint32_t>(static_cast<uint64_t>(n) * j / span.pieces),
+                             static_cast<uint32_t>(static_cast<uint64_t>(n) * (j + 1) / span.pieces));
+                }
+            }
+        } else if (part_ >= span.firstPart && part_ <= span.lastPart) {
             uint32_t begin = 0, end = n;
             if (td_->splitKv != 0 && n > 0) {
                 const uint64_t s = PartStart(part_), e = PartStart(part_ + 1);
                 begin = static_cast<uint32_t>((s > span.unitStart ? s : span.unitStart) - span.unitStart);
                 end = static_cast<uint32_t>((e < span.unitStart + n ? e : span.unitStart + n) - span.unitStart);
             }
-            RunPiece(span, begin, end);
+            RunPiece(span, part_ - span.firstPart, begin, end);
         }
         NextGroup(&span);
     }
@@ -282,10 +306,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Process()
         if (merge.h == 0) {
             merge.keys = KeysOf(merge.b);
         }
-        const uint32_t n = merge.keys.units;
-        merge.firstPart = n == 0 ? g % td_->numParts : PartOfUnit(merge.unitStart);
-        merge.lastPart = n == 0 ? merge.firstPart : PartOfUnit(merge.unitStart + n - 1);
-        if (merge.lastPart > merge.firstPart && g % td_->numParts == part_) {
+        PlaceGroup(&merge);
+        if (merge.pieces >= 2 && g % td_->numParts == part_) {
             Combine(merge);
         }
         NextGroup(&merge);
@@ -295,8 +317,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Process()
 // ---- one piece: chunks [unitBegin, unitEnd) of a group ---------------------------------------
 
 template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &span, uint32_t unitBegin,
-                                                               uint32_t unitEnd)
+__aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &span, uint32_t piece,
+                                                               uint32_t unitBegin, uint32_t unitEnd)
 {
     const uint32_t m = td_->rows;
     PackQuery(span.b, span.h);
@@ -339,11 +361,10 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
 
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
     FinishRows(rowMax, lse);
-    const uint32_t pieces = span.lastPart - span.firstPart + 1;
-    if (pieces == 1) {
+    if (span.pieces == 1) {
         WriteOutput(span.b, span.h, lse);
     } else {
-        WritePartial(span.slotBase + (part_ - span.firstPart), lse);
+        WritePartial(span.slotBase + piece, lse);
     }
 }
 
@@ -539,7 +560,7 @@ template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &span)
 {
     const uint32_t m = td_->rows, d = td_->headDim, stride = td_->lseStride;
-    const uint32_t pieces = span.lastPart - span.firstPart + 1;
+    const uint32_t pieces = span.pieces;
     AscendC::LocalTensor<float> maxLse = stat_[ROW_MAX_A * statStride_];
     AscendC::LocalTensor<float> pieceLse = stat_[BLOCK_MAX * statStride_];
     AscendC::LocalTensor<float> weight = stat_[ALPHA * statStride_];

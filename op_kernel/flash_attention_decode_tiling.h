@@ -21,6 +21,10 @@
 // AIV block index a, units [a * U / numParts, (a + 1) * U / numParts)); the kernel computes
 // this from the lengths at run time (the tiling does not see them). With splitKv == 0 a
 // group is never cut: it runs whole on the part owning its first unit.
+// An explicit split count S = splitsPerGroup >= 2 (num_splits of the call) replaces the equal
+// ranges: each group's n units are cut into p = min(S, n) pieces of equal units (piece j:
+// units [j * n / p, (j + 1) * n / p)), and the pieces of all groups, numbered k = 0, 1, ... in
+// group then piece order, go round-robin to the parts (piece k on part k % numParts).
 //
 // A part's share of a group is a piece. A group with one piece writes its output directly.
 // A group with P >= 2 pieces: piece j writes its normalized O and its LSE into partial slot
@@ -78,7 +82,8 @@ struct FlashAttentionDecodeTilingData {
     // ---- work ----
     uint32_t usedCoreNum;      // block dim (AIC cores); numParts = 2 * usedCoreNum
     uint32_t numParts;
-    uint32_t maxSlots;         // partial slots: numGroups + numParts
+    uint32_t splitsPerGroup;   // S >= 2: pieces per group (round-robin); 0: equal ranges or whole
+    uint32_t maxSlots;         // partial slots: numGroups + numParts (numGroups * S when S >= 2)
     uint32_t lseStride;        // floats per partial LSE slot: rows rounded up to 8
     // ---- GM workspace, bytes ----
     uint64_t wsQOffset;        // per AIV slice: [m][d] T

@@ -65,6 +65,11 @@ CASES = [
     ("no_split_paged", 3, 1, 8, 2, 64, [700, 20, 130], 128, F16, True, None, 1, 0),
     ("empty_sequence", 2, 1, 4, 2, 64, [0, 50], None, F16, True, None, 0, 0),
     ("append_contiguous_sq1", 2, 1, 8, 8, 64, [10, 77], None, BF16, True, None, 0, 1),
+    # explicit split counts: fewer chunks than splits (clamped per group), uneven pieces, a count
+    # above the vector cores (clamped to them), an empty sequence, causal Sq > 1 with a window
+    ("splits_2_mixed_paged", 4, 1, 8, 2, 64, [1, 17, 4096, 700], 128, F16, True, None, 2, 0),
+    ("splits_5_bf16_contiguous", 3, 1, 8, 1, 128, [3000, 0, 129], None, BF16, True, None, 5, 0),
+    ("splits_1000_clamped", 2, 2, 4, 2, 64, [2048, 300], 64, F16, True, (500, -1), 1000, 2),
 ]
 
 
@@ -120,6 +125,13 @@ def test_split_and_unsplit_agree(session):
     assert np.abs(split.astype(np.float32) - whole.astype(np.float32)).max() < 2e-3
     again = session.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table)
     np.testing.assert_array_equal(split.view(np.uint16), again.view(np.uint16))  # fixed combine order
+    for splits in (2, 3, 7, 48):  # explicit counts: the same result, and the same again
+        explicit = session.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table,
+                                                        num_splits=splits)
+        assert np.abs(explicit.astype(np.float32) - whole.astype(np.float32)).max() < 2e-3, splits
+        repeat = session.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table,
+                                                      num_splits=splits)
+        np.testing.assert_array_equal(explicit.view(np.uint16), repeat.view(np.uint16))
 
 
 def test_int_cache_seqlens_and_default_session():
@@ -221,7 +233,9 @@ BAD = [
      "k and v must be given together"),
     ("table_batch", _with(block_table=lambda a: a["block_table"][:1]), acl_fa.InvalidArgumentError,
      "block_table must be"),
-    ("num_splits_3", _with(num_splits=3), acl_fa.InvalidArgumentError, "num_splits must be 0"),
+    ("num_splits_negative", _with(num_splits=-1), acl_fa.InvalidArgumentError,
+     r"num_splits must be 0 .* or a split count in \[2, 2147483647\].*got -1"),
+    ("num_splits_beyond_int32", _with(num_splits=2**31), acl_fa.InvalidArgumentError, "got 2147483648"),
     ("float_table", _with(block_table=lambda a: a["block_table"].astype(np.float32)), acl_fa.InvalidTypeError,
      "integer array"),
     ("window_type", _with(window=5), acl_fa.InvalidTypeError, "window must be"),
@@ -275,3 +289,20 @@ def test_chips_without_separate_vector_cores_are_refused_before_device_work(sim_
                 print(json.dumps({"error": str(exc)}))
     """, ACL_FA_SIM_SOC=soc)
     assert result["error"] is not None and "Atlas A2/A3" in result["error"] and soc in result["error"], result
+
+
+@pytest.mark.parametrize("splits,busy_aiv", [(1, 1), (2, 2), (5, 5), (0, 48), (1000, 48)])
+def test_explicit_num_splits_cut_each_sequence_into_that_many_pieces(session, sim_only, splits, busy_aiv):
+    """One sequence and kv head of 48 chunks on the 910B2 (24 AIC, 48 AIV): num_splits=S puts
+    S pieces on S vector cores (S clamped to 48), 0 spreads the keys over all 48, 1 keeps one."""
+    from acl_fa import sim_stats
+
+    rng = np.random.default_rng(11)
+    k_cache, v_cache, table = make_cache(rng, 1, [48 * 128], 1, 64, F16, 128)
+    q = rng.standard_normal((1, 1, 4, 64)).astype(F16)
+    lens = np.array([48 * 128], np.int32)
+    out, lse = session.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table,
+                                                    num_splits=splits, return_lse=True)
+    stats = sim_stats.last_launch(session.backend, per_core=True)
+    assert sum(1 for core in stats["aiv"] if core["vector_elems"]) == busy_aiv
+    check(q, k_cache, v_cache, lens, table, out, lse, causal=True)
