@@ -221,6 +221,28 @@ def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
         click.echo(backward_plan.format_grad_plan_table(rows))
 
 
+_DECODE_OPTIONS = [
+    click.option("--decode", is_flag=True, envvar="ACL_FA_DECODE", show_envvar=True, help="Decode against a device KV cache (flash_attention_with_kvcache)."),
+    click.option("--paged", is_flag=True, envvar="ACL_FA_PAGED", show_envvar=True, help="Decode with a paged KV cache (implies --decode)."),
+    click.option("--block-size", type=click.IntRange(min=16), envvar="ACL_FA_BLOCK_SIZE", default=128,
+                 show_default=True, show_envvar=True, metavar="N",
+                 help="Keys per cache block with --paged (a multiple of 16)."),
+    click.option("--steps", type=click.IntRange(min=1), envvar="ACL_FA_STEPS", default=8, show_default=True,
+                 show_envvar=True, metavar="N",
+                 help="Decode steps, each appending --seq tokens per sequence to the cache."),
+    click.option("--num-splits", type=click.IntRange(min=0, max=2**31 - 1), envvar="ACL_FA_NUM_SPLITS", default=0,
+                 show_default=True, show_envvar=True, metavar="S",
+                 help="0: each sequence's keys split over all cores; 1: one core per sequence and kv head; S >= 2: "
+                      "S pieces per sequence and kv head (clamped to the vector cores and the key chunks)."),
+]
+
+
+def _decode_options(function):
+    for option in reversed(_DECODE_OPTIONS):
+        function = option(function)
+    return function
+
+
 @main.command()
 @problem_options
 @click.option("--soc", envvar="ACL_FA_SOC", default=None, show_envvar=True, metavar="NAME|all",
@@ -237,11 +259,19 @@ def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
               show_envvar=True, default=None, metavar="FILE.png", help="With --sweep: draw modeled time against BLOCK_M per BLOCK_N.")
 @window_option
 @varlen_option
+@_decode_options
 def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json,
-         backward, deterministic, sweep, plot_path, window, varlen):
+         backward, deterministic, sweep, plot_path, window, varlen, decode, paged, block_size, steps, num_splits):
     """Show what the operator will do: blocks, buffer budget, core split, workspace, memory.
     With --window / --varlen: FlashAttentionV2's plan, its work counted over the band and the
-    sequences only."""
+    sequences only. With --decode (or --paged): one decode step of --seq query tokens against
+    --seq-kv cached keys per sequence (default 4096, as acl-fa run --decode): GQA-packed rows, key
+    chunks, the work items (batch, kv head, split) on the vector cores, merges, core balance."""
+    if decode or paged:
+        _plan_decode(dict(seq_q=seq, seq_kv=seq_kv or 4096, batch=batch, heads=heads, kv_heads=kv_heads,
+                          head_dim=head_dim, dtype=dtype, block_size=block_size if paged else None,
+                          num_splits=num_splits), soc, as_json)
+        return
     problem = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                    dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
     if window is not None or varlen is not None:
@@ -280,6 +310,16 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
         click.echo(plan_module.format_plan_table(rows))
 
 
+def _plan_decode(problem: dict, soc: str, as_json: bool) -> None:
+    from . import decode_plan
+
+    if soc is not None and soc.lower() == "all":
+        raise click.ClickException("--decode plans one chip (--soc NAME)")
+    with reported_as_usage_errors():
+        p = decode_plan.decode_plan(soc=soc, **problem)
+    click.echo(json.dumps([p.to_dict()], indent=2) if as_json else decode_plan.format_decode_plan(p))
+
+
 def _plan_sweep(problem: dict, soc: str, as_json: bool, plot_path) -> None:
     import os
 
@@ -304,28 +344,6 @@ def _plan_sweep(problem: dict, soc: str, as_json: bool, plot_path) -> None:
         except ImportError as exc:
             raise click.ClickException(str(exc)) from exc
         click.echo(f"plot written to {plot_path}", err=True)
-
-
-_DECODE_OPTIONS = [
-    click.option("--decode", is_flag=True, envvar="ACL_FA_DECODE", show_envvar=True, help="Decode against a device KV cache (flash_attention_with_kvcache)."),
-    click.option("--paged", is_flag=True, envvar="ACL_FA_PAGED", show_envvar=True, help="Decode with a paged KV cache (implies --decode)."),
-    click.option("--block-size", type=click.IntRange(min=16), envvar="ACL_FA_BLOCK_SIZE", default=128,
-                 show_default=True, show_envvar=True, metavar="N",
-                 help="Keys per cache block with --paged (a multiple of 16)."),
-    click.option("--steps", type=click.IntRange(min=1), envvar="ACL_FA_STEPS", default=8, show_default=True,
-                 show_envvar=True, metavar="N",
-                 help="Decode steps, each appending --seq tokens per sequence to the cache."),
-    click.option("--num-splits", type=click.IntRange(min=0, max=2**31 - 1), envvar="ACL_FA_NUM_SPLITS", default=0,
-                 show_default=True, show_envvar=True, metavar="S",
-                 help="0: each sequence's keys split over all cores; 1: one core per sequence and kv head; S >= 2: "
-                      "S pieces per sequence and kv head (clamped to the vector cores and the key chunks)."),
-]
-
-
-def _decode_options(function):
-    for option in reversed(_DECODE_OPTIONS):
-        function = option(function)
-    return function
 
 
 def _run_decode_command(seq_kv, batch, heads, kv_heads, head_dim, dtype, seq_q, block_size, num_splits, steps, check,

@@ -300,14 +300,18 @@ def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_he
         problem.seqLensQ, problem.seqLensKv = lens
         problem.tokensQ, problem.tokensKv = sum(seq_lens_q), sum(seq_lens_kv)
         _keepalive[problem] = lens
-    c_limits = ffi.new("aclfaPlanLimits *")
-    c_limits.socName = limits.name.encode()[:31]
-    c_limits.ubBytes, c_limits.l1Bytes = limits.ub_bytes, limits.l1_bytes
-    c_limits.l0aBytes, c_limits.l0bBytes, c_limits.l0cBytes = (
-        limits.l0a_bytes, limits.l0b_bytes, limits.l0c_bytes)
-    c_limits.aicNum, c_limits.aivNum = limits.aic_num, limits.aiv_num
-    c_limits.socVersion = limits.soc_version
-    return problem, c_limits
+    return problem, c_limits(limits)
+
+
+def c_limits(limits: ChipLimits):
+    """The chip as every policy of libaclfa_plan.so takes it (aclfaPlanLimits)."""
+    out = ffi.new("aclfaPlanLimits *")
+    out.socName = limits.name.encode()[:31]
+    out.ubBytes, out.l1Bytes = limits.ub_bytes, limits.l1_bytes
+    out.l0aBytes, out.l0bBytes, out.l0cBytes = limits.l0a_bytes, limits.l0b_bytes, limits.l0c_bytes
+    out.aicNum, out.aivNum = limits.aic_num, limits.aiv_num
+    out.socVersion = limits.soc_version
+    return out
 
 
 def plan(

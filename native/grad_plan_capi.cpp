@@ -6,40 +6,17 @@
 #include <string>
 
 #include "flash_attention_grad_policy.h"
+#include "plan_marshal.h"
 
 extern "C" int32_t aclfaGradPlanCompute(const aclfaPlanProblem *problem, uint32_t deterministic,
                                         const aclfaPlanLimits *limits, aclfaGradPlan *plan, char *errBuf,
                                         size_t errLen) {
-    auto fail = [&](const std::string &msg) {
-        if (errBuf != nullptr && errLen > 0) std::snprintf(errBuf, errLen, "%s", msg.c_str());
-        return -1;
-    };
+    auto fail = [&](const std::string &msg) { return aclfa_plan::Report(errBuf, errLen, msg); };
     if (problem == nullptr || limits == nullptr || plan == nullptr) {
         return fail("aclfaGradPlanCompute: problem, limits and plan must not be NULL");
     }
-    fa_policy::Problem p;
-    p.batch = problem->batch;
-    p.numHeads = problem->numHeads;
-    p.numKvHeads = problem->numKvHeads;
-    p.seqQ = problem->seqQ;
-    p.seqKv = problem->seqKv;
-    p.headDim = problem->headDim;
-    p.dtypeBytes = problem->dtypeBytes;
-    p.bf16 = problem->bf16 != 0;
-    p.layout = problem->layout;
-    p.causal = problem->causal != 0;
-    p.userBlockM = problem->blockM;
-    p.userBlockN = problem->blockN;
-    fa_policy::ChipLimits c;
-    c.socName = std::string(limits->socName, strnlen(limits->socName, ACLFA_PLAN_NAME_LEN));
-    c.ubBytes = limits->ubBytes;
-    c.l1Bytes = limits->l1Bytes;
-    c.l0aBytes = limits->l0aBytes;
-    c.l0bBytes = limits->l0bBytes;
-    c.l0cBytes = limits->l0cBytes;
-    c.aicNum = limits->aicNum;
-    c.aivNum = limits->aivNum;
-    c.socVersion = limits->socVersion;
+    const fa_policy::Problem p = aclfa_plan::ProblemFromC(*problem);
+    const fa_policy::ChipLimits c = aclfa_plan::LimitsFromC(*limits);
 
     fa_policy::GradPlan out;
     std::string error;
@@ -69,14 +46,8 @@ extern "C" int32_t aclfaGradPlanCompute(const aclfaPlanProblem *problem, uint32_
     plan->userWorkspaceBytes = out.userWorkspaceBytes;
     plan->tilingKey = out.tilingKey;
     for (size_t i = 0; i < out.unitStart.size(); ++i) plan->unitStart[i] = out.unitStart[i];
-    plan->numLines = static_cast<uint32_t>(out.budget.size());
-    for (size_t i = 0; i < out.budget.size(); ++i) {
-        std::snprintf(plan->lines[i].name, sizeof(plan->lines[i].name), "%s", out.budget[i].name.c_str());
-        plan->lines[i].bytes = out.budget[i].bytes;
-        plan->lines[i].capacity = out.budget[i].capacity;
-    }
-    if (errBuf != nullptr && errLen > 0) errBuf[0] = '\0';
-    return 0;
+    aclfa_plan::BudgetToC(out.budget, plan->lines, &plan->numLines);  // size checked above
+    return aclfa_plan::Ok(errBuf, errLen);
 }
 
 extern "C" size_t aclfaGradPlanSizeOf(void) { return sizeof(aclfaGradPlan); }

@@ -159,4 +159,81 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     return true;
 }
 
+bool ComputeDecodeSchedule(const DecodeProblem &p, const DecodePlan &plan, const std::vector<int64_t> &seqLens,
+                           int64_t preTokens, int64_t nextTokens, DecodeSchedule *schedule, std::string *error) {
+    if (seqLens.size() != p.batch) {
+        *error = Format("%zu sequence lengths for batch %llu", seqLens.size(), static_cast<unsigned long long>(p.batch));
+        return false;
+    }
+    const uint64_t capacity = p.maxBlocksPerSeq * p.blockSize;
+    std::vector<uint64_t> units(p.batch, 0);
+    DecodeSchedule out;
+    for (uint64_t b = 0; b < p.batch; ++b) {
+        const int64_t len = seqLens[b];
+        if (len < 0 || static_cast<uint64_t>(len) > capacity) {
+            *error = Format("sequence %llu has %lld keys; the cache holds 0 .. %llu per sequence",
+                            static_cast<unsigned long long>(b), static_cast<long long>(len),
+                            static_cast<unsigned long long>(capacity));
+            return false;
+        }
+        // As KeysOf: row s sees keys [s + L - Sq - preTokens, s + L - Sq + nextTokens] of [0, L).
+        const int64_t hi = std::min(std::max(len + nextTokens, int64_t{0}), len);
+        const int64_t lo = std::min(std::max(len - static_cast<int64_t>(p.seqQ) - preTokens, int64_t{0}), len);
+        if (lo >= hi) continue;
+        const uint64_t bs = p.blockSize, bn = plan.blockN, cpb = plan.chunksPerBlock;
+        const uint64_t first = (lo / bs) * cpb + (lo % bs) / bn;
+        const uint64_t last = ((hi - 1) / bs) * cpb + ((hi - 1) % bs) / bn;
+        units[b] = last - first + 1;
+        out.totalUnits += units[b] * p.numKvHeads;
+    }
+    const uint64_t parts = plan.numParts, total = out.totalUnits;
+    out.groups = p.batch * p.numKvHeads;
+    out.partUnits.assign(parts, 0);
+    out.partPieces.assign(parts, 0);
+    out.partCombines.assign(parts, 0);
+    // As PartStart / PartOfUnit: part a owns units [a * U / P, (a + 1) * U / P).
+    auto start = [&](uint64_t a) { return total * a / parts; };
+    auto partOf = [&](uint64_t u) {
+        const uint64_t a = ((u + 1) * parts + total - 1) / total - 1;
+        return a < parts ? a : parts - 1;
+    };
+    uint64_t unitStart = 0, pieceBase = 0;
+    out.minPieces = UINT32_MAX;
+    for (uint64_t g = 0; g < out.groups; ++g) {
+        const uint64_t n = units[g / p.numKvHeads];
+        uint64_t pieces = 1;
+        if (plan.splitsPerGroup >= 2) {
+            pieces = n == 0 ? 1 : std::min<uint64_t>(plan.splitsPerGroup, n);
+            for (uint64_t j = 0; j < pieces; ++j) {
+                const uint64_t part = (pieceBase + j) % parts;
+                out.partUnits[part] += n * (j + 1) / pieces - n * j / pieces;
+                out.partPieces[part] += 1;
+            }
+        } else if (n == 0 || plan.splitKv == 0) {
+            const uint64_t part = n == 0 ? g % parts : partOf(unitStart);
+            out.partUnits[part] += n;
+            out.partPieces[part] += 1;
+        } else {
+            const uint64_t firstPart = partOf(unitStart), lastPart = partOf(unitStart + n - 1);
+            pieces = lastPart - firstPart + 1;
+            for (uint64_t a = firstPart; a <= lastPart; ++a) {
+                out.partUnits[a] += std::min(start(a + 1), unitStart + n) - std::max(start(a), unitStart);
+                out.partPieces[a] += 1;
+            }
+        }
+        if (pieces >= 2) {
+            ++out.combineGroups;
+            out.partCombines[g % parts] += 1;
+        }
+        out.pieces += pieces;
+        out.minPieces = std::min<uint32_t>(out.minPieces, static_cast<uint32_t>(pieces));
+        out.maxPieces = std::max<uint32_t>(out.maxPieces, static_cast<uint32_t>(pieces));
+        unitStart += n;
+        pieceBase += pieces;
+    }
+    if (out.groups == 0) out.minPieces = 0;
+    *schedule = std::move(out);
+    return true;
+}
+
 }  // namespace fa_policy

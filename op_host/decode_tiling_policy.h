@@ -62,4 +62,24 @@ constexpr uint64_t kDecodeKeySplit = 1u << 1;
 
 bool ComputeDecodePlan(const DecodeProblem &problem, const ChipLimits &chip, DecodePlan *plan, std::string *error);
 
+// The kernel's work split for given sequence lengths (the tiling cannot see them: the kernel
+// computes this from actual_seq_lengths_kv at run time, op_kernel/flash_attention_decode_kernel.h
+// Process()), for `acl-fa plan`: which vector core (part) computes which key chunks ("units")
+// of which (sequence, kv head) group, and which groups are merged after SyncAll.
+struct DecodeSchedule {
+    uint64_t groups = 0;          // B * Nkv
+    uint64_t totalUnits = 0;      // key chunks of all groups
+    uint64_t pieces = 0;          // work items (group, piece) over all groups
+    uint64_t combineGroups = 0;   // groups cut into >= 2 pieces (merged by LSE)
+    uint32_t minPieces = 0, maxPieces = 0;  // pieces per group (splits per sequence and kv head)
+    std::vector<uint64_t> partUnits;   // per part (AIV block index): chunks computed
+    std::vector<uint32_t> partPieces;  // per part: pieces computed
+    std::vector<uint32_t> partCombines;  // per part: groups it merges
+};
+
+// seqLens: B lengths (keys in the cache per sequence); preTokens / nextTokens as the op's
+// attributes (2147483647 = unbounded; nextTokens 0 = causal).
+bool ComputeDecodeSchedule(const DecodeProblem &problem, const DecodePlan &plan, const std::vector<int64_t> &seqLens,
+                           int64_t preTokens, int64_t nextTokens, DecodeSchedule *schedule, std::string *error);
+
 }  // namespace fa_policy

@@ -1,0 +1,72 @@
+// plan_marshal.h -- the conversions every C ABI of libaclfa_plan.so shares: the C structs of
+// aclfa_plan.h into the policies' C++ types (problem, chip limits) and their budget lines and
+// errors back.
+#pragma once
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "aclfa_plan.h"
+#include "tiling_policy.h"
+
+namespace aclfa_plan {
+
+inline fa_policy::Problem ProblemFromC(const aclfaPlanProblem &problem) {
+    fa_policy::Problem p;
+    p.batch = problem.batch;
+    p.numHeads = problem.numHeads;
+    p.numKvHeads = problem.numKvHeads;
+    p.seqQ = problem.seqQ;
+    p.seqKv = problem.seqKv;
+    p.headDim = problem.headDim;
+    p.dtypeBytes = problem.dtypeBytes;
+    p.bf16 = problem.bf16 != 0;
+    p.layout = problem.layout;
+    p.causal = problem.causal != 0;
+    p.userBlockM = problem.blockM;
+    p.userBlockN = problem.blockN;
+    return p;
+}
+
+inline fa_policy::ChipLimits LimitsFromC(const aclfaPlanLimits &limits) {
+    fa_policy::ChipLimits c;
+    c.socName = std::string(limits.socName, strnlen(limits.socName, ACLFA_PLAN_NAME_LEN));
+    c.ubBytes = limits.ubBytes;
+    c.l1Bytes = limits.l1Bytes;
+    c.l0aBytes = limits.l0aBytes;
+    c.l0bBytes = limits.l0bBytes;
+    c.l0cBytes = limits.l0cBytes;
+    c.aicNum = limits.aicNum;
+    c.aivNum = limits.aivNum;
+    c.socVersion = limits.socVersion;
+    return c;
+}
+
+// Copies the budget into lines[ACLFA_PLAN_MAX_LINES]; false when it has more lines.
+inline bool BudgetToC(const std::vector<fa_policy::BudgetLine> &budget, aclfaPlanBudgetLine *lines,
+                      uint32_t *numLines) {
+    if (budget.size() > ACLFA_PLAN_MAX_LINES) return false;
+    for (size_t i = 0; i < budget.size(); ++i) {
+        std::snprintf(lines[i].name, sizeof(lines[i].name), "%s", budget[i].name.c_str());
+        lines[i].bytes = budget[i].bytes;
+        lines[i].capacity = budget[i].capacity;
+    }
+    *numLines = static_cast<uint32_t>(budget.size());
+    return true;
+}
+
+// The C ABI's error convention: the message in errBuf (NUL-terminated, truncated to errLen)
+// and -1; Ok() empties errBuf and returns 0.
+inline int32_t Report(char *errBuf, size_t errLen, const std::string &message) {
+    if (errBuf != nullptr && errLen > 0) std::snprintf(errBuf, errLen, "%s", message.c_str());
+    return -1;
+}
+
+inline int32_t Ok(char *errBuf, size_t errLen) {
+    if (errBuf != nullptr && errLen > 0) errBuf[0] = '\0';
+    return 0;
+}
+
+}  // namespace aclfa_plan

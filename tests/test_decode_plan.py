@@ -1,0 +1,97 @@
+"""`acl-fa plan --decode` / acl_fa.decode_plan: the decode op's tiling and its split of the keys
+into work items, from the policy module the TilingFunc uses; the split is checked against what the
+real kernel does on the simulator (per-core cube work)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from acl_fa import sim_stats
+from acl_fa.cli import main
+from acl_fa.decode_plan import decode_plan
+from acl_fa.plan import PlanError
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["plan", *args], catch_exceptions=False)
+
+
+def test_plan_decode_shows_the_split_of_the_issue_shape():
+    result = run("--seq", "1", "--seq-kv", "32768", "--kv-heads", "8", "--paged", "--block-size", "128")
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "4 query heads x 1 token(s) = 4 rows" in text
+    assert "8 groups (sequence, kv head), 2048 chunks" in text
+    assert "48 work items (batch, kv head, split); splits per sequence and kv head 6;" in text
+    assert "AIV: 48 of 48 busy" in text and "AIC (2 AIV each): 24 of 24 busy, chunks max/mean 1.008" in text
+
+
+# split, lengths, (pieces per group min, max), work items, merged groups, busy AIC; N=16, Nkv=4:
+# 4 groups per sequence, 128-key chunks
+SPLITS = [
+    (0, [32768], (12, 12), 48, 4, 24),    # 1024 chunks in 48 equal ranges: 12 per group
+    (1, [32768], (1, 1), 4, 0, 4),
+    (4, [32768], (4, 4), 16, 4, 8),       # 16 pieces: 16 AIV, 8 AIC
+    (100, [32768], (48, 48), 192, 4, 24),  # clamped to the 48 AIV
+    # 2 / 1 / 0 / 32 chunks: a group has at most its chunks as pieces, an empty one a single
+    # (empty) piece; parts 12 .. 15 get those empty pieces, so AIC 6 and 7 stay idle
+    (3, [256, 128, 0, 4096], (1, 3), 4 * 2 + 4 * 1 + 4 * 1 + 4 * 3, 8, 12),
+]
+
+
+@pytest.mark.parametrize("splits,lengths,pieces,items,merged,busy", SPLITS)
+def test_plan_split_per_num_splits(splits, lengths, pieces, items, merged, busy):
+    p = decode_plan(seq_kv=lengths, batch=len(lengths), heads=16, kv_heads=4, block_size=128, num_splits=splits)
+    assert (p.min_pieces, p.max_pieces) == pieces
+    assert p.pieces == items and p.combine_groups == merged
+    assert sum(1 for u in p.aic_units if u) == busy
+    assert sum(p.part_units) == p.total_units == sum(-(-n // 128) for n in lengths) * 4
+    assert sum(p.part_combines) == merged
+
+
+@pytest.mark.parametrize("splits,lengths", [(0, [2048]), (1, [1024, 2048, 640]), (5, [2048, 384]),
+                                            (0, [128, 4096, 1024, 0]), (2, [640] * 6)])
+def test_plan_split_is_the_kernels(session, sim_only, splits, lengths):
+    """The cube work each AI Core does in a launch of the real kernel is in proportion to the key
+    chunks the plan gives it (every chunk a full 128 keys here)."""
+    from test_decode import make_cache
+
+    batch = len(lengths)
+    rng = np.random.default_rng(3)
+    k_cache, v_cache, table = make_cache(rng, batch, lengths, 2, 64, np.float16, 128)
+    q = rng.standard_normal((batch, 1, 8, 64)).astype(np.float16)
+    session.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=np.array(lengths, np.int32),
+                                         block_table=table, num_splits=splits)
+    macs = [core["cube_macs"] for core in sim_stats.last_launch(session.backend, per_core=True)["aic"]]
+    p = decode_plan(seq_kv=lengths, batch=batch, heads=8, kv_heads=2, head_dim=64, block_size=128,
+                    num_splits=splits, soc=session.soc_name())
+    assert len(macs) == p.used_core_num
+    per_chunk = sum(macs) // p.total_units
+    assert [m // per_chunk for m in macs] == p.aic_units
+    assert all(m % per_chunk == 0 for m in macs)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(block_size=100), "block_size must be a positive multiple of 16"),
+    (dict(num_splits=-1), "num_splits must be a non-negative integer"),
+    (dict(seq_kv=[5, 6]), "seq_kv must be one length or 1"),
+    (dict(heads=6, kv_heads=4), "num_heads \\(6\\) must be a multiple of num_kv_heads \\(4\\)"),
+    (dict(dtype="float32"), "dtype must be one of float16, bfloat16"),
+])
+def test_plan_refuses_bad_decode_problems(kwargs, message):
+    with pytest.raises(PlanError, match=message):
+        decode_plan(**({"seq_kv": 1024} | kwargs))
+
+
+def test_plan_decode_json_and_errors_through_the_cli():
+    result = run("--decode", "--seq", "2", "--seq-kv", "1000", "--heads", "8", "--kv-heads", "2", "--batch", "3",
+                 "--num-splits", "2", "--json")
+    assert result.exit_code == 0, result.output
+    (p,) = json.loads(result.output)
+    assert p["rows"] == 8 and p["splits_per_group"] == 2 and p["groups"] == 6 and p["pieces"] == 12
+    assert p["block_size"] is None and p["seq_lens"] == [1000] * 3
+    bad = run("--paged", "--block-size", "24", "--seq", "1")
+    assert bad.exit_code != 0 and "multiple of 16" in bad.output
