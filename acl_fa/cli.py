@@ -234,6 +234,10 @@ _DECODE_OPTIONS = [
                  show_default=True, show_envvar=True, metavar="S",
                  help="0: each sequence's keys split over all cores; 1: one core per sequence and kv head; S >= 2: "
                       "S pieces per sequence and kv head (clamped to the vector cores and the key chunks)."),
+    click.option("--prefill/--no-prefill", envvar="ACL_FA_PREFILL", default=None, show_envvar=True,
+                 help="Fill the cache by a timed prefill (flash_attention over the --seq-kv prompt tokens, then "
+                      "its K/V into the cache on the device), or from the host. Default: the prefill when "
+                      "batch x heads x seq_kv^2 <= 32 x 4096^2 (beyond, the simulator takes long)."),
 ]
 
 
@@ -261,7 +265,8 @@ def _decode_options(function):
 @varlen_option
 @_decode_options
 def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json,
-         backward, deterministic, sweep, plot_path, window, varlen, decode, paged, block_size, steps, num_splits):
+         backward, deterministic, sweep, plot_path, window, varlen, decode, paged, block_size, steps, num_splits,
+         prefill):
     """Show what the operator will do: blocks, buffer budget, core split, workspace, memory.
     With --window / --varlen: FlashAttentionV2's plan, its work counted over the band and the
     sequences only. With --decode (or --paged): one decode step of --seq query tokens against
@@ -347,23 +352,23 @@ def _plan_sweep(problem: dict, soc: str, as_json: bool, plot_path) -> None:
 
 
 def _run_decode_command(seq_kv, batch, heads, kv_heads, head_dim, dtype, seq_q, block_size, num_splits, steps, check,
-                        seed, backend, device, as_json):
+                        seed, backend, device, as_json, prefill=None):
     from . import api
     from . import decode_run
 
-    with reported_as_usage_errors(), progress(steps + 2, "acl-fa run --decode") as bar:
+    with reported_as_usage_errors(), progress(steps + 3, "acl-fa run --decode") as bar:
         with api.Session(device=device, backend=None if backend == "auto" else backend) as session:
             report = decode_run.run_decode(
                 session, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, seq_q=seq_q,
                 dtype=dtype, block_size=block_size, num_splits=num_splits, steps=steps, check=check, seed=seed,
-                tick=lambda stage, n: bar.update(n))
+                prefill=prefill, tick=lambda stage, n: bar.update(n))
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else decode_run.format_decode_report(report))
     if report.accuracy is not None and not report.accuracy.ok:
         raise click.ClickException("the result is outside the tolerance (see 'check' above)")
 
 
 def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype, block_size, num_splits, steps, seed,
-                          backend, device, as_json):
+                          backend, device, as_json, prefill=None):
     from . import api
     from . import decode_run
 
@@ -374,7 +379,8 @@ def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype,
             for length in lengths:
                 report = decode_run.run_decode(
                     session, seq_kv=length, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-                    dtype=dtype, block_size=block_size, num_splits=num_splits, steps=steps, check=True, seed=seed)
+                    dtype=dtype, block_size=block_size, num_splits=num_splits, steps=steps, check=True, seed=seed,
+                    prefill=prefill)
                 torch_ms = decode_run.torch_sdpa_ms(batch, heads, kv_heads or heads, 1, length + steps, head_dim,
                                                     dtype, seed=seed)
                 rows.append((report, torch_ms))
@@ -408,7 +414,7 @@ def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype,
               show_envvar=True, metavar="P", help="Devices (0..P-1) for --parallel.")
 @run_option_options
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
-        iters, check, seed, decode, paged, block_size, steps, num_splits, backend, device, as_json, backward,
+        iters, check, seed, decode, paged, block_size, steps, num_splits, prefill, backend, device, as_json, backward,
         deterministic, parallel_mode, devices, window, varlen):
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
@@ -437,7 +443,7 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
         return
     if decode or paged:
         _run_decode_command(seq_kv or 4096, batch, heads, kv_heads, head_dim, dtype, seq, block_size if paged else None,
-                            num_splits, steps, check, seed, backend, device, as_json)
+                            num_splits, steps, check, seed, backend, device, as_json, prefill)
         return
     if backward:
         _run_backward(dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
@@ -543,7 +549,7 @@ def _bench_problem_options(function):
 @click.option("--torch/--no-torch", "with_torch", envvar="ACL_FA_TORCH", default=True, show_default=True,
               show_envvar=True, help="--backward: also time torch's CPU autograd through SDPA (when torch is installed).")
 def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, warmup, iters,
-          l2, seed, decode, paged, block_size, steps, num_splits, backend, device, as_json, plot_path, backward,
+          l2, seed, decode, paged, block_size, steps, num_splits, prefill, backend, device, as_json, plot_path, backward,
           deterministic, with_torch):
     """Standard attention against FlashAttention by sequence length: time, device memory, GM
     traffic and ratios; on the simulator also the L2 model, a roofline bound and work efficiency
@@ -553,7 +559,7 @@ def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal,
 
     if decode or paged:
         _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype, block_size if paged else None,
-                              num_splits, steps, seed, backend, device, as_json)
+                              num_splits, steps, seed, backend, device, as_json, prefill)
         return
     if backward:
         from . import bench_backward

@@ -48,7 +48,8 @@ from .errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
 from .runtime import DeviceSession
 
-__all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "flash_attention_with_kvcache", "decode_plan_check"]
+__all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "flash_attention_with_kvcache", "decode_plan_check",
+           "write_kv_cache"]
 
 SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 MAX_HEAD_DIM = 256
@@ -347,6 +348,38 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
         stream.synchronize()
         results = tuple(prepared.read(role) for role in outputs)
     return results if return_lse else results[0]
+
+
+def write_kv_cache(k_cache: DeviceArray, v_cache: DeviceArray, k, v, *, cache_seqlens, block_table=None):
+    """Writes k / v [B, S_new, Nkv, D] into DeviceArray caches at positions cache_seqlens (as the
+    k/v of flash_attention_with_kvcache are, without attention): how a prefill's keys and values
+    enter the cache. One upload of k/v unless they are DeviceArrays of the caches' Session, then
+    one device-to-device copy per run of tokens inside a cache block; the same checks before any
+    device work."""
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if not isinstance(cache, DeviceArray):
+            raise InvalidTypeError(f"{name} must be a DeviceArray (write_kv_cache writes on the device), "
+                                   f"got {type(cache).__name__}")
+    session = k_cache.session
+    new_metas = (_meta("k", k), _meta("v", v))
+    (k_shape, k_dtype) = new_metas[0]
+    if len(k_shape) != 4:
+        raise InvalidArgumentError(f"k must be [B, S_new, Nkv, D], got shape {k_shape}")
+    q_meta = ((k_shape[0], 1, k_shape[2], k_shape[3]), k_dtype)  # one query row per kv head: no attention
+    table_shape = None if block_table is None else _meta("block_table", block_table)[0]
+    problem = _validated(q_meta, (_meta("k_cache", k_cache), _meta("v_cache", v_cache)), table_shape, new_metas,
+                         (None, UNBOUNDED, 0, 0))
+    if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
+        cache_seqlens = np.full((problem.batch,), int(cache_seqlens), np.int32)
+    seqlens = _host_ints("cache_seqlens", cache_seqlens, (problem.batch,))
+    table = (_host_ints("block_table", block_table, (problem.batch, problem.max_blocks)) if problem.paged
+             else np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1))
+    _check_lengths(problem, seqlens, k_shape[1], table if problem.paged else None)
+    for name, array in (("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
+        if isinstance(array, DeviceArray):
+            check_device_array(name, array, session)
+    with session.in_flight():
+        _append_device_caches(session, problem, {"k_cache": k_cache, "v_cache": v_cache}, k, v, seqlens, table)
 
 
 def _host_or_device(x):

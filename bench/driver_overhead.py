@@ -70,9 +70,11 @@ def python_us(session, heads: int, seq: int, dim: int, calls: int) -> tuple:
 def python_us_in(tree: Path, heads: int, seq: int, dim: int, calls: int) -> tuple:
     """python_us in a new process importing acl_fa from source tree `tree`."""
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, __file__, "--python-only", "--heads", str(heads), "--seq", str(seq),
-                          "--dim", str(dim), "--calls", str(calls)], env=env, capture_output=True, text=True,
-                         check=True).stdout.split()
+    done = subprocess.run([sys.executable, __file__, "--python-only", "--heads", str(heads), "--seq", str(seq),
+                           "--dim", str(dim), "--calls", str(calls)], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"driver_overhead: measuring {tree} failed:\n{done.stderr}")
+    out = done.stdout.split()
     return float(out[-2]), float(out[-1])
 
 
@@ -92,7 +94,8 @@ def main():
             print(acl_fa.__file__, *(f"{x:.3f}" for x in python_us(session, *shape)))
         return
     libdir = sim_library_dir()
-    trees = {"this tree": Path(acl_fa.__file__).resolve().parent.parent}
+    # this checkout's acl_fa (else the imported package's)
+    trees = {"this tree": ROOT if (ROOT / "acl_fa").is_dir() else Path(acl_fa.__file__).resolve().parent.parent}
     if args.compare is not None:
         trees[str(args.compare)] = args.compare.resolve()
     with tempfile.TemporaryDirectory() as tmp:
