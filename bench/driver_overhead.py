@@ -9,7 +9,8 @@ alternate within a run, so all see the same host load), median of runs. Two time
 wall (what a caller waits) and the CPU time of the calling thread (not the simulator's stream
 and core threads, not time spent waiting or preempted; on a loaded host wall times swing by
 tens of µs, this far less). The difference to C is what the Python driver adds (validation,
-the op-call path, cffi, numpy).
+the op-call path, cffi, numpy). A third figure per Python run: the calling thread's CPU per call
+with the call's C functions replaced by no-ops (after the real calls): the driver's own code, warm.
 
 --compare TREE also times the acl_fa package of another source tree (e.g. an older commit's
 `git archive <commit> acl_fa | tar -x -C TREE`) on the same libraries, side by side.
@@ -47,24 +48,40 @@ def build_c(workdir: Path, libdir: Path) -> Path:
 
 
 def c_us(exe: Path, heads: int, seq: int, dim: int, calls: int) -> tuple:
-    """(wall, thread CPU) µs per call of the C program (one process)."""
+    """(wall, thread CPU, -) µs per call of the C program (one process)."""
     out = subprocess.run([str(exe), str(heads), str(seq), str(dim), str(calls)], capture_output=True, text=True,
                          check=True).stdout.split()
-    return float(out[1]), float(out[3])
+    return float(out[1]), float(out[3]), float("nan")
+
+
+# The C functions a cached call makes (3 uploads and a download, launch, synchronize).
+PER_CALL_APIS = ("aclrtMemcpy", "aclnnFlashAttention", "aclrtSynchronizeStreamWithTimeout")
 
 
 def python_us(session, heads: int, seq: int, dim: int, calls: int) -> tuple:
-    """(wall, thread CPU) µs per Session.flash_attention call, medians over `calls`."""
+    """(wall, thread CPU, Python alone) µs per Session.flash_attention call, medians over `calls`;
+    Python alone: thread CPU with the call's C functions replaced by no-ops afterwards (what the
+    driver's own code costs, warm)."""
     rng = np.random.default_rng(0)
     q, k, v = (rng.uniform(0.5, 1.0, (1, heads, seq, dim)).astype(np.float16) for _ in range(3))
     session.flash_attention(q, k, v, scale=1.0)  # warm-up: buffers, tensors, executor cached
-    wall, cpu = [], []
+    wall, cpu, alone = [], [], []
     for _ in range(calls):
         t0, c0 = time.perf_counter(), time.thread_time()
         session.flash_attention(q, k, v, scale=1.0)
         cpu.append((time.thread_time() - c0) * 1e6)
         wall.append((time.perf_counter() - t0) * 1e6)
-    return median(wall), median(cpu)
+    functions = session.backend._functions
+    real = {api: functions[api] for api in PER_CALL_APIS}
+    functions.update({api: (lambda *args: 0) for api in PER_CALL_APIS})
+    try:
+        for _ in range(calls):
+            c0 = time.thread_time()
+            session.flash_attention(q, k, v, scale=1.0)
+            alone.append((time.thread_time() - c0) * 1e6)
+    finally:
+        functions.update(real)
+    return median(wall), median(cpu), median(alone)
 
 
 def python_us_in(tree: Path, heads: int, seq: int, dim: int, calls: int) -> tuple:
@@ -75,7 +92,7 @@ def python_us_in(tree: Path, heads: int, seq: int, dim: int, calls: int) -> tupl
     if done.returncode != 0:
         sys.exit(f"driver_overhead: measuring {tree} failed:\n{done.stderr}")
     out = done.stdout.split()
-    return float(out[-2]), float(out[-1])
+    return float(out[-3]), float(out[-2]), float(out[-1])
 
 
 def main():
@@ -105,18 +122,20 @@ def main():
             runs["C"].append(c_us(exe, *shape))
             for name, tree in trees.items():
                 runs[name].append(python_us_in(tree, *shape))
-    meds = {name: (median(w for w, _ in r), median(c for _, c in r)) for name, r in runs.items()}
+    meds = {name: tuple(median(x[i] for x in r) for i in range(3)) for name, r in runs.items()}
     print(header(f"Driver overhead per call (B1 N{args.heads} S{args.seq} D{args.dim} fp16, simulator)"))
     print(f"Libraries: {libdir}. Per run: median of {args.calls} calls in a new process; table: median of "
-          f"{args.runs} runs. All runs, wall / thread CPU µs: "
-          + "; ".join(f"{name} {', '.join(f'{w:.1f}/{c:.1f}' for w, c in r)}" for name, r in runs.items()) + ".\n")
-    c_wall, c_cpu = meds["C"]
-    rows = [["C program (bench/driver_overhead.c)", f"{c_wall:.1f}", "-", f"{c_cpu:.1f}", "-"]]
+          f"{args.runs} runs. All runs, wall / thread CPU (/ Python alone) µs: "
+          + "; ".join(f"{name} {', '.join('/'.join(f'{x:.1f}' for x in run if x == x) for run in r)}"
+                      for name, r in runs.items()) + ".\n")
+    c_wall, c_cpu, _ = meds["C"]
+    rows = [["C program (bench/driver_overhead.c)", f"{c_wall:.1f}", "-", f"{c_cpu:.1f}", "-", "-"]]
     for name in trees:
-        wall, cpu = meds[name]
+        wall, cpu, alone = meds[name]
         rows.append([f"Session.flash_attention ({name})", f"{wall:.1f}", f"{wall - c_wall:.1f} us", f"{cpu:.1f}",
-                     f"{cpu - c_cpu:.1f} us"])
-    print(table(["path", "wall us per call", "wall above C", "thread CPU us per call", "CPU above C"], rows))
+                     f"{cpu - c_cpu:.1f} us", f"{alone:.1f}"])
+    print(table(["path", "wall us per call", "wall above C", "thread CPU us per call", "CPU above C",
+                 "Python alone (C calls as no-ops), thread CPU us"], rows))
 
 
 if __name__ == "__main__":
