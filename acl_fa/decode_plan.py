@@ -154,7 +154,7 @@ def decode_plan(*, seq_kv: "int | Sequence[int]", batch: int = 1, heads: int = 3
     c_lens = ffi.new("int64_t[]", lengths or [0])
     out = ffi.new("aclfaDecodePlan *")
     err = ffi.new("char[]", 1024)
-    if _lib().aclfaDecodePlanCompute(problem, c_lens, planmod.c_limits(limits), out, err, 1024) != 0:
+    if _lib().aclfaDecodePlanCompute(problem, c_lens, planmod.c_chip_limits(limits), out, err, 1024) != 0:
         raise PlanError(ffi.string(err).decode())
     parts = out.numParts
     return DecodePlan(

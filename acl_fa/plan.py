@@ -300,10 +300,10 @@ def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_he
         problem.seqLensQ, problem.seqLensKv = lens
         problem.tokensQ, problem.tokensKv = sum(seq_lens_q), sum(seq_lens_kv)
         _keepalive[problem] = lens
-    return problem, c_limits(limits)
+    return problem, c_chip_limits(limits)
 
 
-def c_limits(limits: ChipLimits):
+def c_chip_limits(limits: ChipLimits):
     """The chip as every policy of libaclfa_plan.so takes it (aclfaPlanLimits)."""
     out = ffi.new("aclfaPlanLimits *")
     out.socName = limits.name.encode()[:31]
