@@ -1,36 +1,17 @@
 // plan_capi.cpp -- the C ABI of aclfa_plan.h over fa_policy::ComputePlan.
 #include "aclfa_plan.h"
 
-#include <cstdio>
 #include <cstring>
-#include <string>
 
+#include "plan_marshal.h"
 #include "tiling_policy.h"
 
 namespace {
 
-void CopyName(char (&dst)[ACLFA_PLAN_NAME_LEN], const std::string &src) {
-    std::snprintf(dst, sizeof(dst), "%s", src.c_str());
-}
-
-void SetError(char *errBuf, size_t errLen, const std::string &msg) {
-    if (errBuf != nullptr && errLen > 0) std::snprintf(errBuf, errLen, "%s", msg.c_str());
-}
-
-fa_policy::Problem ToPolicy(const aclfaPlanProblem &problem) {
-    fa_policy::Problem p;
-    p.batch = problem.batch;
-    p.numHeads = problem.numHeads;
-    p.numKvHeads = problem.numKvHeads;
-    p.seqQ = problem.seqQ;
-    p.seqKv = problem.seqKv;
-    p.headDim = problem.headDim;
-    p.dtypeBytes = problem.dtypeBytes;
-    p.bf16 = problem.bf16 != 0;
-    p.layout = problem.layout;
-    p.causal = problem.causal != 0;
-    p.userBlockM = problem.blockM;
-    p.userBlockN = problem.blockN;
+// The forward's problem: the fields every policy shares (aclfa_plan::ProblemFromC), then its
+// band and, for TND, the per-sequence lengths.
+fa_policy::Problem ForwardProblemFromC(const aclfaPlanProblem &problem) {
+    fa_policy::Problem p = aclfa_plan::ProblemFromC(problem);
     p.preTokens = problem.preTokens;
     p.nextTokens = problem.nextTokens;
     if (problem.layout == fa_policy::kLayoutTnd && problem.seqLensQ != nullptr && problem.seqLensKv != nullptr) {
@@ -42,44 +23,25 @@ fa_policy::Problem ToPolicy(const aclfaPlanProblem &problem) {
     return p;
 }
 
-fa_policy::ChipLimits ToPolicy(const aclfaPlanLimits &limits) {
-    fa_policy::ChipLimits c;
-    c.socName = std::string(limits.socName, strnlen(limits.socName, ACLFA_PLAN_NAME_LEN));
-    c.ubBytes = limits.ubBytes;
-    c.l1Bytes = limits.l1Bytes;
-    c.l0aBytes = limits.l0aBytes;
-    c.l0bBytes = limits.l0bBytes;
-    c.l0cBytes = limits.l0cBytes;
-    c.aicNum = limits.aicNum;
-    c.aivNum = limits.aivNum;
-    c.socVersion = limits.socVersion;
-    return c;
-}
-
 }  // namespace
 
 extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits,
                                     aclfaPlan *plan, char *errBuf, size_t errLen) {
     if (problem == nullptr || limits == nullptr || plan == nullptr) {
-        SetError(errBuf, errLen, "aclfaPlanCompute: problem, limits and plan must not be NULL");
-        return -1;
+        return aclfa_plan::Report(errBuf, errLen, "aclfaPlanCompute: problem, limits and plan must not be NULL");
     }
     if (problem->layout == fa_policy::kLayoutTnd && (problem->seqLensQ == nullptr || problem->seqLensKv == nullptr)) {
-        SetError(errBuf, errLen, "aclfaPlanCompute: layout TND needs seqLensQ and seqLensKv");
-        return -1;
+        return aclfa_plan::Report(errBuf, errLen, "aclfaPlanCompute: layout TND needs seqLensQ and seqLensKv");
     }
-    const fa_policy::Problem p = ToPolicy(*problem);
-    const fa_policy::ChipLimits c = ToPolicy(*limits);
+    const fa_policy::Problem p = ForwardProblemFromC(*problem);
+    const fa_policy::ChipLimits c = aclfa_plan::LimitsFromC(*limits);
 
     fa_policy::Plan out;
     std::string error;
-    if (!fa_policy::ComputePlan(p, c, &out, &error)) {
-        SetError(errBuf, errLen, error);
-        return -1;
-    }
+    if (!fa_policy::ComputePlan(p, c, &out, &error)) return aclfa_plan::Report(errBuf, errLen, error);
     if (out.budget.size() > ACLFA_PLAN_MAX_LINES) {
-        SetError(errBuf, errLen, "aclfaPlanCompute: the plan has more budget lines than ACLFA_PLAN_MAX_LINES");
-        return -1;
+        return aclfa_plan::Report(errBuf, errLen,
+                                  "aclfaPlanCompute: the plan has more budget lines than ACLFA_PLAN_MAX_LINES");
     }
     std::memset(plan, 0, sizeof(*plan));
     plan->blockM = out.blockM;
@@ -101,14 +63,8 @@ extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfa
     plan->userWorkspaceBytes = out.userWorkspaceBytes;
     plan->tilingKey = out.tilingKey;
     for (size_t i = 0; i < out.coreItemStart.size(); ++i) plan->coreItemStart[i] = out.coreItemStart[i];
-    plan->numLines = static_cast<uint32_t>(out.budget.size());
-    for (size_t i = 0; i < out.budget.size(); ++i) {
-        CopyName(plan->lines[i].name, out.budget[i].name);
-        plan->lines[i].bytes = out.budget[i].bytes;
-        plan->lines[i].capacity = out.budget[i].capacity;
-    }
-    SetError(errBuf, errLen, "");
-    return 0;
+    aclfa_plan::BudgetToC(out.budget, plan->lines, &plan->numLines);  // size checked above
+    return aclfa_plan::Ok(errBuf, errLen);
 }
 
 extern "C" size_t aclfaPlanSizeOf(int32_t which) {
@@ -124,5 +80,6 @@ extern "C" size_t aclfaPlanSizeOf(int32_t which) {
 extern "C" double aclfaPlanModeledCycles(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits,
                                          uint32_t blockM, uint32_t blockN) {
     if (problem == nullptr || limits == nullptr || blockM == 0 || blockN == 0) return -1.0;
-    return fa_policy::ModeledKernelCycles(ToPolicy(*problem), ToPolicy(*limits), blockM, blockN);
+    return fa_policy::ModeledKernelCycles(ForwardProblemFromC(*problem), aclfa_plan::LimitsFromC(*limits), blockM,
+                                          blockN);
 }
