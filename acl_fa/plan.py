@@ -373,16 +373,18 @@ def plan(
     )
 
 
-def analytic_cycles(*, block_m: int, block_n: int, soc: "Optional[str | ChipLimits]" = None, **sizes) -> float:
+def analytic_cycles(*, seq: int, block_m: int, block_n: int, seq_kv: Optional[int] = None, batch: int = 1,
+                    heads: int = 1, kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16",
+                    layout: str = "BNSD", causal: bool = False,
+                    soc: "Optional[str | ChipLimits]" = None) -> float:
     """The tiling policy's analytic modeled cycles of the forward with (block_m, block_n)
-    (op_host/block_cost.h; MIX path): the cost the auto blocks minimize. ``sizes`` as for plan()."""
+    (op_host/block_cost.h; MIX path): the cost the auto blocks minimize. Sizes as for plan()."""
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
-    sizes.setdefault("seq_kv", None)
-    sizes["seq_kv"] = sizes["seq"] if sizes["seq_kv"] is None else sizes["seq_kv"]
-    sizes.setdefault("heads", 1)
-    sizes["kv_heads"] = sizes.get("kv_heads") or sizes["heads"]
-    defaults = dict(batch=1, head_dim=128, dtype="float16", layout="BNSD", causal=False)
-    problem, c_limits = c_problem_and_limits(limits, block_m=block_m, block_n=block_n, **{**defaults, **sizes})
+    seq_kv = seq if seq_kv is None else seq_kv
+    kv_heads = heads if kv_heads is None else kv_heads
+    problem, c_limits = c_problem_and_limits(limits, seq=seq, seq_kv=seq_kv, batch=batch, heads=heads,
+                                             kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, layout=layout,
+                                             causal=causal, block_m=block_m, block_n=block_n)
     return float(_plan_lib().aclfaPlanModeledCycles(problem, c_limits, block_m, block_n))
 
 

@@ -281,26 +281,30 @@ bool ChooseBlocksByCost(const Problem &p, const ChipLimits &c, uint32_t capM, ui
     // Causal blocks that cross the diagonal compute masked pairs too; the cube may do at most
     // kMaxCausalMacs times the visible pairs' work (the work-efficiency goal of bench/RESULTS.md),
     // unless no fitting candidate meets it.
+    struct Candidate {
+        uint32_t m, n;
+        bool efficient;
+    };
+    std::vector<Candidate> fitting;  // in the search order: larger blockM, then larger blockN first
     bool anyEfficient = false;
     for (uint32_t m : ms) {
         for (uint32_t n : ns) {
-            anyEfficient = anyEfficient || (ExecutedOverVisiblePairs(p, m, n) <= kMaxCausalMacs &&
-                                            CheckFits(m, n, p, c).empty());
+            if (!CheckFits(m, n, p, c).empty()) continue;
+            const bool efficient = ExecutedOverVisiblePairs(p, m, n) <= kMaxCausalMacs;
+            fitting.push_back({m, n, efficient});
+            anyEfficient = anyEfficient || efficient;
         }
     }
     double best = 0;
     bool found = false;
-    for (uint32_t m : ms) {
-        for (uint32_t n : ns) {
-            if (anyEfficient && ExecutedOverVisiblePairs(p, m, n) > kMaxCausalMacs) continue;
-            if (!CheckFits(m, n, p, c).empty()) continue;
-            const double cycles = ModeledKernelCycles(p, c, m, n);
-            if (!found || cycles < best) {
-                best = cycles;
-                *blockM = m;
-                *blockN = n;
-                found = true;
-            }
+    for (const Candidate &k : fitting) {
+        if (anyEfficient && !k.efficient) continue;
+        const double cycles = ModeledKernelCycles(p, c, k.m, k.n);
+        if (!found || cycles < best) {
+            best = cycles;
+            *blockM = k.m;
+            *blockN = k.n;
+            found = true;
         }
     }
     return found;
