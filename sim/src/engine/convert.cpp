@@ -6,6 +6,10 @@
 #include <cstring>
 #include <string>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "ascendc_sim/vec.h"
 
 #define ACLFA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -13,19 +17,68 @@
 namespace acl_fa_sim {
 namespace kernel {
 
-ACLFA_CLONES void ConvertF32ToF16(const float *src, uint16_t *dst, size_t n) {
+// fp16 <-> fp32. GCC does not vectorize _Float16 conversions (one vcvtph2ps/vcvtps2ph per
+// element), and these loops carry every Matmul operand and Cast of the fp16 kernels, so with F16C
+// they convert eight lanes per instruction. Both paths use the same instructions, rounding by the
+// current MXCSR direction (nearest even unless a caller changed it), so results are bit-identical.
+namespace {
+
+void F32ToF16Scalar(const float *src, uint16_t *dst, size_t n) {
     for (size_t i = 0; i < n; ++i) {
-        const _Float16 h = static_cast<_Float16>(src[i]);  // round to nearest even
+        const _Float16 h = static_cast<_Float16>(src[i]);
         std::memcpy(&dst[i], &h, 2);
     }
 }
 
-ACLFA_CLONES void ConvertF16ToF32(const uint16_t *src, float *dst, size_t n) {
+void F16ToF32Scalar(const uint16_t *src, float *dst, size_t n) {
     for (size_t i = 0; i < n; ++i) {
         _Float16 h;
         std::memcpy(&h, &src[i], 2);
         dst[i] = static_cast<float>(h);
     }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void F32ToF16Wide(const float *src, uint16_t *dst, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_CUR_DIRECTION);
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + i), h);
+    }
+    F32ToF16Scalar(src + i, dst + i, n - i);
+}
+
+__attribute__((target("avx,f16c"))) void F16ToF32Wide(const uint16_t *src, float *dst, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i));
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+    F16ToF32Scalar(src + i, dst + i, n - i);
+}
+
+bool HasF16c() {
+    __builtin_cpu_init();  // may run before libgcc's own constructor has filled the CPU model
+    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+
+const bool g_hasF16c = HasF16c();
+#endif
+
+}  // namespace
+
+void ConvertF32ToF16(const float *src, uint16_t *dst, size_t n) {
+#if defined(__x86_64__)
+    if (g_hasF16c) return F32ToF16Wide(src, dst, n);
+#endif
+    F32ToF16Scalar(src, dst, n);
+}
+
+void ConvertF16ToF32(const uint16_t *src, float *dst, size_t n) {
+#if defined(__x86_64__)
+    if (g_hasF16c) return F16ToF32Wide(src, dst, n);
+#endif
+    F16ToF32Scalar(src, dst, n);
 }
 
 ACLFA_CLONES void ConvertF32ToBf16(const float *src, uint16_t *dst, size_t n) {

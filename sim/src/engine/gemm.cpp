@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ascendc_sim/core.h"
+#include "scratch.h"
 
 namespace acl_fa_sim {
 namespace kernel {
@@ -93,19 +94,19 @@ inline __attribute__((always_inline)) void GemmBody(int m, int n, int k, const f
     static_assert(MC % MR == 0, "MC must hold whole MR strips");
     thread_local std::vector<float> apack, bpack;
     const int nStrips = (n + NR - 1) / NR;
-    bpack.resize(size_t(KC) * NR * nStrips);
-    apack.resize(size_t(KC) * MC);
+    float *const bpackData = Scratch(bpack, size_t(KC) * NR * nStrips);
+    float *const apackData = Scratch(apack, size_t(KC) * MC);
     for (int pc = 0; pc < k; pc += KC) {
         const int kc = std::min(KC, k - pc);
         const bool acc = accumulate || pc > 0;
-        PackB<NR>(kc, n, B + size_t(pc) * ldb, ldb, bpack.data());
+        PackB<NR>(kc, n, B + size_t(pc) * ldb, ldb, bpackData);
         for (int ic = 0; ic < m; ic += MC) {
             const int mc = std::min(MC, m - ic);
-            PackA<MR>(mc, kc, A + size_t(ic) * lda + pc, lda, apack.data());
+            PackA<MR>(mc, kc, A + size_t(ic) * lda + pc, lda, apackData);
             for (int jr = 0; jr < n; jr += NR) {
-                const float *bp = bpack.data() + size_t(jr / NR) * kc * NR;
+                const float *bp = bpackData + size_t(jr / NR) * kc * NR;
                 for (int ir = 0; ir < mc; ir += MR) {
-                    MicroKernel<MR, NV, W>(kc, apack.data() + size_t(ir / MR) * kc * MR, bp,
+                    MicroKernel<MR, NV, W>(kc, apackData + size_t(ir / MR) * kc * MR, bp,
                                            C + size_t(ic + ir) * ldc + jr, ldc, acc, std::min(MR, mc - ir),
                                            std::min(NR, n - jr));
                 }

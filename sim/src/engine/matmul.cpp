@@ -8,6 +8,7 @@
 #include "ascendc_sim/matmul.h"
 #include "cross_core_internal.h"
 #include "engine_internal.h"
+#include "scratch.h"
 
 namespace AscendC {
 namespace sim {
@@ -25,9 +26,9 @@ void LoadOperand(const void *src, int tag, int64_t ld, bool trans, int rows, int
     using namespace acl_fa_sim::kernel;
     thread_local std::vector<float> line;
     const int outer = trans ? cols : rows, inner = trans ? rows : cols;
-    line.resize(inner);
+    float *const lineData = acl_fa_sim::kernel::Scratch(line, size_t(inner));
     for (int o = 0; o < outer; ++o) {
-        float *row = trans ? line.data() : dst + int64_t(o) * cols;
+        float *row = trans ? lineData : dst + int64_t(o) * cols;
         if (tag == 0) {
             std::copy_n(static_cast<const float *>(src) + o * ld, inner, row);
         } else {
@@ -87,16 +88,17 @@ uint64_t CheckCubeTiling(const TCubeTiling &t, uint32_t aBytes, uint32_t bBytes,
 
 void RunMatmul(const MatmulJob &j) {
     thread_local std::vector<float> a, b, c;
-    a.resize(size_t(j.m) * j.k);
-    b.resize(size_t(j.k) * j.n);
-    LoadOperand(j.a, j.aTag, j.lda, j.transA, j.m, j.k, a.data());
-    LoadOperand(j.b, j.bTag, j.ldb, j.transB, j.k, j.n, b.data());
+    using acl_fa_sim::kernel::Scratch;
+    float *const aData = Scratch(a, size_t(j.m) * j.k);
+    float *const bData = Scratch(b, size_t(j.k) * j.n);
+    LoadOperand(j.a, j.aTag, j.lda, j.transA, j.m, j.k, aData);
+    LoadOperand(j.b, j.bTag, j.ldb, j.transB, j.k, j.n, bData);
     if (j.gmAtomic) {
         // A * B first, then added to C row by row under the atomic lock (other cores may add too).
         thread_local std::vector<float> prod;
         thread_local std::vector<uint16_t> narrow;
         prod.assign(size_t(j.m) * j.n, 0.0f);
-        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, a.data(), j.k, b.data(), j.n, prod.data(), j.n, false);
+        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, j.n, prod.data(), j.n, false);
         const size_t elem = j.cTag == 0 ? 4 : 2;
         for (int i = 0; i < j.m; ++i) {
             const float *row = prod.data() + size_t(i) * j.n;
@@ -104,7 +106,7 @@ void RunMatmul(const MatmulJob &j) {
             if (j.cTag == 0) {
                 acl_fa_sim::kernel::AddToGm(dst, row, uint64_t(j.n) * 4, 0);
             } else {
-                narrow.resize(j.n);
+                Scratch(narrow, size_t(j.n));
                 (j.cTag == 1 ? acl_fa_sim::kernel::ConvertF32ToF16 : acl_fa_sim::kernel::ConvertF32ToBf16)(
                     row, narrow.data(), j.n);
                 acl_fa_sim::kernel::AddToGm(dst, narrow.data(), uint64_t(j.n) * 2, j.cTag);
@@ -113,17 +115,17 @@ void RunMatmul(const MatmulJob &j) {
         return;
     }
     if (j.cTag == 0) {
-        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, a.data(), j.k, b.data(), j.n, static_cast<float *>(j.c),
+        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, j.n, static_cast<float *>(j.c),
                                   static_cast<int>(j.ldc), j.accumulate);
         return;
     }
-    c.resize(size_t(j.m) * j.n);
-    if (j.accumulate) LoadOperand(j.c, j.cTag, j.ldc, false, j.m, j.n, c.data());
-    acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, a.data(), j.k, b.data(), j.n, c.data(), j.n, j.accumulate);
+    float *const cData = Scratch(c, size_t(j.m) * j.n);
+    if (j.accumulate) LoadOperand(j.c, j.cTag, j.ldc, false, j.m, j.n, cData);
+    acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, j.n, cData, j.n, j.accumulate);
     for (int i = 0; i < j.m; ++i) {
         uint16_t *dst = static_cast<uint16_t *>(j.c) + i * j.ldc;
         (j.cTag == 1 ? acl_fa_sim::kernel::ConvertF32ToF16 : acl_fa_sim::kernel::ConvertF32ToBf16)(
-            c.data() + size_t(i) * j.n, dst, j.n);
+            cData + size_t(i) * j.n, dst, j.n);
     }
 }
 
