@@ -454,7 +454,18 @@ def test_fork_while_other_threads_launch_and_synchronize():
         import threading
         sim = simlib.SimKernels()
         sk, srt = sim.ffi, sim.rt
-        stop = threading.Event(); errors = []
+        # cffi's ABI mode resolves a library function on its first use under a Python lock
+        # (FFI._lock); a fork while the busy thread holds it would leave the child that lock
+        # held forever -- a hang of the test, not of the runtime. Every function and type both
+        # sides use is resolved here, and the busy thread has gone round once before any fork,
+        # so what the forks race with is the runtime's own C-level work.
+        scale_add(sim)
+        for name in ("aclInit", "aclFinalize", "aclrtSetDevice", "aclrtResetDevice", "aclrtCreateStream",
+                     "aclrtDestroyStream", "aclrtMalloc", "aclrtFree", "aclrtMemcpyAsync", "aclrtSynchronizeStream"):
+            getattr(srt, name)
+        for ctype in ("aclrtStream*", "void**"):
+            sk.new(ctype)
+        stop = threading.Event(); warm = threading.Event(); errors = []
         def busy():
             try:
                 srt.aclrtSetDevice(0)
@@ -465,6 +476,8 @@ def test_fork_while_other_threads_launch_and_synchronize():
                     scale_add(sim)
                     assert srt.aclrtMemcpyAsync(p[0], 1 << 16, sk.from_buffer(host), 1 << 16, 1, s[0]) == 0
                     assert srt.aclrtSynchronizeStream(s[0]) == 0
+                    if not warm.is_set():
+                        warm.set()
                 srt.aclrtFree(p[0]); srt.aclrtDestroyStream(s[0]); srt.aclrtResetDevice(0)
             except BaseException as exc:
                 errors.append(exc)
@@ -475,6 +488,7 @@ def test_fork_while_other_threads_launch_and_synchronize():
             assert srt.aclrtSynchronizeStream(sk.NULL) == 0
             assert srt.aclFinalize() == 0
         t = threading.Thread(target=busy); t.start()
+        assert warm.wait(60), errors
         for _ in range(12):
             time.sleep(0.02)
             in_child(child)
