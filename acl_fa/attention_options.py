@@ -73,7 +73,7 @@ class AttentionOptions:
 
     @property
     def dropout_threshold(self) -> int:
-        """The uint32 a Philox word must reach to keep its element (acl_fa/philox.py)."""
+        """The 8-bit Philox draw (in [0, 256]) an element needs to be kept (acl_fa/philox.py)."""
         return philox.dropout_threshold(self.keep_prob)
 
     @property

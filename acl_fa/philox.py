@@ -7,18 +7,24 @@ published known-answer vectors (tests/test_philox.py; sources in docs/attention_
 the reference attention (acl_fa/reference.py) draws its dropout from it, so the kernels' keep
 masks are compared bit for bit with this file, never with themselves.
 
-Key scheme of the dropout (docs/attention_options.md#dropout):
+Key scheme of the dropout (docs/attention_options.md#dropout): one Philox call decides 16
+elements with 8-bit draws, as flash-attn's CUDA kernels do.
     key     = (seed mod 2^32, seed >> 32)
-    counter = (j >> 2, i, low and high words of (offset + b*N + n) mod 2^64)
-    x(i, j) = word (j & 3) of philox(counter, key)
-    keep(i, j) iff x >= dropout_threshold(keep_prob)
+    counter = (j >> 4, i, low and high words of (offset + b*N + n) mod 2^64)
+    u(i, j) = byte (j & 15) of philox(counter, key), the output words little endian:
+              (word[(j >> 2) & 3] >> (8 * (j & 3))) & 0xFF
+    keep(i, j) iff u >= dropout_threshold(keep_prob)            (threshold in [0, 256])
+The keep probability is thereby quantized to multiples of 1/256 (quantized_keep_prob); kept
+values are still scaled by 1/keep_prob, so E[dropout(P)] = P * quantized / keep_prob, a relative
+bias of at most 1/(512 keep_prob) (docs/attention_options.md#dropout).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["philox4x32", "dropout_threshold", "keep_mask", "M0", "M1", "W0", "W1", "ROUNDS"]
+__all__ = ["philox4x32", "philox_bytes", "dropout_threshold", "quantized_keep_prob", "keep_mask",
+          "ELEMENTS_PER_COUNTER", "M0", "M1", "W0", "W1", "ROUNDS"]
 
 # Random123 philox.h: PHILOX_M4x32_0/1 (round multipliers) and PHILOX_W32_0/1 (Weyl key bumps).
 M0 = 0xD2511F53
@@ -26,6 +32,8 @@ M1 = 0xCD9E8D57
 W0 = 0x9E3779B9
 W1 = 0xBB67AE85
 ROUNDS = 10
+ELEMENTS_PER_COUNTER = 16  # 8-bit draws per 128-bit Philox output
+DRAW_LEVELS = 256          # values of one 8-bit draw
 
 _U32 = np.uint64(0xFFFFFFFF)
 _SHIFT = np.uint64(32)
@@ -57,12 +65,26 @@ def philox4x32(counter, key, rounds: int = ROUNDS) -> np.ndarray:
     return np.stack([c0, c1, c2, c3], axis=-1).astype(np.uint32)
 
 
+def philox_bytes(words: np.ndarray) -> np.ndarray:
+    """The 16 bytes of each 128-bit Philox output, uint32 [..., 4] -> uint8 [..., 16]: byte 4w + k is
+    bits [8k, 8k + 8) of word w (the words' little-endian memory image, flash-attn's uint4 -> uint8[16])."""
+    w = np.ascontiguousarray(words, dtype=np.uint32)
+    shifts = np.arange(4, dtype=np.uint32) * np.uint32(8)
+    return ((w[..., :, None] >> shifts) & np.uint32(0xFF)).astype(np.uint8).reshape(*w.shape[:-1], 16)
+
+
 def dropout_threshold(keep_prob: float) -> int:
-    """The uint32 threshold a Philox word must reach to keep its element:
-    min(2^32 - 1, floor((1 - keep_prob) * 2^32)) in double from the float32 keep_prob, as op_host
-    computes it for the tiling. keep_prob 1 gives 0 (every word keeps)."""
+    """The 8-bit draw an element needs to be kept (keep iff draw >= threshold), in [0, 256]:
+    floor((1 - keep_prob) * 256 + 1/2) in double from the float32 keep_prob (round half up), as
+    op_host computes it for the tiling. keep_prob 1 gives 0 (every draw keeps); 256 keeps nothing."""
     p = 1.0 - float(np.float32(keep_prob))
-    return min(0xFFFFFFFF, int(np.floor(p * 4294967296.0)))
+    return int(np.floor(p * DRAW_LEVELS + 0.5))
+
+
+def quantized_keep_prob(keep_prob: float) -> float:
+    """The probability an element is actually kept: (256 - dropout_threshold(keep_prob)) / 256, within
+    1/512 of keep_prob (kept values are scaled by 1/keep_prob, not by this)."""
+    return (DRAW_LEVELS - dropout_threshold(keep_prob)) / DRAW_LEVELS
 
 
 def keep_mask(seed: int, offset: int, b: int, n: int, N: int, Sq: int, Skv: int, keep_prob: float,
@@ -71,21 +93,22 @@ def keep_mask(seed: int, offset: int, b: int, n: int, N: int, Sq: int, Skv: int,
     True = kept, or only the query rows `rows` and key columns `cols` (slices of range(Sq) and
     range(Skv)) so callers can go in chunks and skip keys outside a band.
 
-    seed, offset: uint64; N: query heads. Element (i, j) is kept iff word j & 3 of
-    philox4x32((j >> 2, i, lo, hi), (seed lo, seed hi)) >= dropout_threshold(keep_prob), where
+    seed, offset: uint64; N: query heads. Element (i, j) is kept iff byte j & 15 (philox_bytes) of
+    philox4x32((j >> 4, i, lo, hi), (seed lo, seed hi)) >= dropout_threshold(keep_prob), where
     (hi:lo) = (offset + b*N + n) mod 2^64."""
     rows = slice(0, Sq) if rows is None else rows
     start, stop, _ = (slice(0, Skv) if cols is None else cols).indices(Skv)
     stop = max(start, stop)
     row_ids = np.arange(Sq, dtype=np.uint64)[rows]
     stream = (int(offset) + int(b) * int(N) + int(n)) % (1 << 64)
-    first, groups = start >> 2, ((stop + 3) >> 2) - (start >> 2)
+    per = ELEMENTS_PER_COUNTER
+    first, groups = start // per, -(-stop // per) - start // per
     counter = np.empty((row_ids.size, groups, 4), dtype=np.uint64)
     counter[..., 0] = np.arange(first, first + groups, dtype=np.uint64)[None, :]
     counter[..., 1] = row_ids[:, None]
     counter[..., 2] = stream & 0xFFFFFFFF
     counter[..., 3] = stream >> 32
     seed = int(seed)
-    words = philox4x32(counter, (seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF))
-    words = words.reshape(row_ids.size, groups * 4)[:, start - 4 * first:stop - 4 * first]
-    return words >= np.uint32(dropout_threshold(keep_prob))
+    draws = philox_bytes(philox4x32(counter, (seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF)))
+    draws = draws.reshape(row_ids.size, groups * per)[:, start - per * first:stop - per * first]
+    return draws.astype(np.int32) >= dropout_threshold(keep_prob)

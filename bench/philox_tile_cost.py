@@ -1,10 +1,10 @@
 """Modeled cost of the in-kernel dropout (op_kernel/philox_dropout.h) per tile element.
 
 Launches the philox_tile test kernel on one AIV (a 64 x 128 fp32 tile; every chunk is generated
-twice: the raw words for the bit-exact test and the keep mask applied to P) under the pipeline
+twice: the 8-bit draws for the bit-exact test and the keep mask applied to P) under the pipeline
 model and prints modeled cycles, vector instructions and cycles per element per generation.
 Modeled, not measured (docs/timing_model.md). Needs ACL_FA_SIM_LIB_DIR (a build's lib/).
-Usage: python bench/philox_tile_cost.py [--lanes 128 256]
+Usage: python bench/philox_tile_cost.py [--lanes 64 128]
 """
 import argparse
 import pathlib
@@ -25,7 +25,7 @@ ROWS, WIDTH = 64, 128
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lanes", type=int, nargs="+", default=[128, 256])
+    ap.add_argument("--lanes", type=int, nargs="+", default=[64, 128])
     args = ap.parse_args()
     sim = simlib.SimKernels()
     print(f"tile {ROWS}x{WIDTH} fp32 on 1 AIV, 2 generations per chunk")

@@ -45,7 +45,7 @@ section() {
         overhead) run driver-overhead "$PYTHON" bench/driver_overhead.py --runs 7 --calls 1000 ;;
         torch) run vs-torch "$PYTHON" bench/vs_torch.py --runs 5 ;;
         matmul) run sim-matmul "$PYTHON" bench/sim_matmul.py ;;
-        dropout) run philox-tile-cost "$PYTHON" bench/philox_tile_cost.py --lanes 128 256 512 ;;
+        dropout) run philox-tile-cost "$PYTHON" bench/philox_tile_cost.py --lanes 32 64 128 256 ;;
         backward)
             run backward-plan acl-fa plan --backward --seq 4096 --causal --soc all
             run backward-run acl-fa run --seq 4096 --causal --backward --iters 1 --warmup 0

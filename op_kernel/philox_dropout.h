@@ -4,11 +4,14 @@
 //
 // Key scheme (shared with the float64 reference and the backward, which regenerates the mask):
 //   key     = (seed & 0xFFFFFFFF, seed >> 32)
-//   counter = (j >> 2, i, lo32(stream), hi32(stream)),  stream = offset + b * N + n  (mod 2^64)
-//   x(i, j) = word (j & 3) of Philox4x32-10(counter, key);  keep(i, j) iff x >= threshold (unsigned)
+//   counter = (j >> 4, i, lo32(stream), hi32(stream)),  stream = offset + b * N + n  (mod 2^64)
+//   u(i, j) = byte (j & 15) of Philox4x32-10(counter, key), i.e. bits [8 (j & 3), 8 (j & 3) + 8)
+//             of output word (j >> 2) & 3;  keep(i, j) iff u >= threshold
 // where i, j are the query and key positions within the sequence and threshold =
-// min(2^32 - 1, floor((1 - keep_prob) * 2^32)) comes from op_host. Kept P values are scaled by
-// 1 / keep_prob.
+// floor((1 - keep_prob) * 256 + 1/2) in [0, 256] comes from op_host. One Philox call decides 16
+// elements with 8-bit draws (as flash-attn's CUDA kernels do), so an element is kept with
+// probability (256 - threshold) / 256, within 1/512 of keep_prob; kept P values are scaled by
+// 1 / keep_prob (docs/attention_options.md#dropout states the resulting bias).
 //
 // The A2/A3 vector unit has no 32x32->64-bit multiply (Mull is Ascend 950 only), no 32-bit
 // And/Or/Xor (And/Or take int16_t/uint16_t), compares int32_t only for equality, and documents
@@ -17,12 +20,12 @@
 //   mulhilo(x, M): x_i * M_j as 2 * (x_i * (M_j >> 1)) + (M_j & 1) * x_i, each product < 2^31,
 //                  split into 16-bit halves, summed per limb column and carried;
 //   a ^ b        = (a | b) - (a & b) on the uint16_t view;
-//   x >= thr     : v = (x_hi - thr_hi) * 65536 + (x_lo - thr_lo) in fp32 (exact integers below
-//                  2^16 in, the sign of v survives rounding), Compares(v, 0, GE).
-// A chunk of `lanes` counters covers lanes * 4 tile elements: the counters are laid out
-// [chunkRows, width / 4], the four output words are computed word-major, and one Gather
-// interleaves them back into the tile's [chunkRows, width] order (element (r, c) = word c & 3 of
-// counter (r, c / 4)). No tile element is touched by the scalar unit.
+//   draws        : limb >> 8 and limb - ((limb >> 8) << 8), 16 planes of 8-bit values;
+//   u >= thr     : Cast to fp32 (exact below 2^24), Compares(u, thr, GE).
+// A chunk of `lanes` counters covers lanes * 16 tile elements: the counters are laid out
+// [chunkRows, width / 16], the 8 limbs of the output are computed limb-major, split into 16 draw
+// planes, and one Gather interleaves them into the tile's [chunkRows, width] order (element
+// (r, c) = draw c & 15 of counter (r, c / 16)). No tile element is touched by the scalar unit.
 #pragma once
 
 #include "kernel_operator.h"
@@ -34,17 +37,21 @@ constexpr uint32_t PHILOX_M1 = 0xCD9E8D57u;  // multiplier of counter word 2
 constexpr uint32_t PHILOX_W0 = 0x9E3779B9u;  // key bumps (golden ratio, sqrt(3) - 1)
 constexpr uint32_t PHILOX_W1 = 0xBB67AE85u;
 constexpr uint32_t PHILOX_ROUNDS = 10;
-constexpr uint32_t PHILOX_WORDS = 4;  // output words per counter = tile columns per counter
+constexpr uint32_t PHILOX_WORDS = 4;  // output words per counter
+constexpr uint32_t ELEMENTS_PER_COUNTER = 16;  // 8-bit draws per output = tile columns per counter
+constexpr uint32_t DRAW_BITS = 8;
+static_assert(PHILOX_ROUNDS % 2 == 0, "the output lands in state_[0] (the rounds ping-pong)");
 
 constexpr uint32_t LIMB_BITS = 16;
 constexpr uint32_t LIMB_MASK = 0xFFFFu;
-constexpr uint32_t CHUNK_LANE_ALIGN = 16;  // 4 x lanes fp32 = whole 256-B repeats (Compares)
+constexpr uint32_t CHUNK_LANE_ALIGN = 8;  // planes of lanes int32 32-B aligned; 16 x lanes fp32 whole
+                                         // 256-B repeats (Compares)
 
 // One (b, n)'s dropout parameters: the Philox key, the counter's upper words and the keep rule.
 struct DropoutStream {
     uint32_t key0 = 0, key1 = 0;    // seed low / high word
     uint32_t ctr2 = 0, ctr3 = 0;    // stream = offset + b * N + n, low / high word
-    uint32_t threshold = 0;         // keep iff x >= threshold
+    uint32_t threshold = 0;         // keep iff the 8-bit draw >= threshold (0..256)
     float invKeepProb = 1.0f;       // scale of kept values
 };
 
@@ -65,17 +72,18 @@ __aicore__ inline DropoutStream MakeStream(uint64_t seed, uint64_t offset, uint6
 // Generates keep masks of [rows, width] fp32 tiles (row stride width) and applies them.
 class PhiloxKeepMask {
 public:
-    // UB bytes Init takes for chunks of up to `lanes` counters (lanes * 4 tile elements).
+    // UB bytes Init takes for chunks of up to `lanes` counters (lanes * 16 tile elements).
     __aicore__ static inline uint32_t UbBytes(uint32_t lanes)
     {
-        // int32 lanes: state 2 x 8L, products 4L, their high halves 4L, mulhi results 4L,
-        // XOR scratch 2 x 2L, round key 4L, low-limb pattern 4L, counter row/column index 2L,
-        // Gather offsets 4L; plus the keep bits (4L elements / 8).
-        return lanes * 4u * 46u + Align32(lanes / 2u);
+        // int32 lanes: state 2 x 8L (then the 16 draw planes), scratch 16L (products 4L, their
+        // high halves 4L, mulhi results 4L, XOR scratch 2 x 2L; then the tile-order draws),
+        // round key 4L, low-limb pattern 4L, counter row/column index 2L, Gather offsets 16L;
+        // plus the keep bits (16L elements / 8).
+        return lanes * 4u * 58u + Align32(lanes * 2u);
     }
 
     // capacity: counters per chunk at most (a multiple of CHUNK_LANE_ALIGN, at least the widest
-    // tile's width / 4); takes UbBytes(capacity) of UB.
+    // tile's width / 16); takes UbBytes(capacity) of UB.
     __aicore__ inline void Init(AscendC::TPipe *pipe, uint32_t capacity)
     {
         capacity_ = capacity;
@@ -94,26 +102,26 @@ public:
         colIndex_ = all[40 * C];
         rowIndex_ = all[41 * C];
         gatherOffset_ = all[42 * C].ReinterpretCast<uint32_t>();
-        keepBits_ = all[46 * C].ReinterpretCast<uint8_t>();
+        keepBits_ = all[58 * C].ReinterpretCast<uint8_t>();
         AscendC::Duplicate(lowPattern_, static_cast<int32_t>(LIMB_MASK), static_cast<int32_t>(4 * C));
     }
 
-    // Tiles of row length `width` (a multiple of 8, at most capacity * 4) from here on: a chunk is
-    // the most rows whose counters fit the capacity with lanes a multiple of CHUNK_LANE_ALIGN.
+    // Tiles of row length `width` (a multiple of 16, at most capacity * 16) from here on: a chunk
+    // is the most rows whose counters fit the capacity with lanes a multiple of CHUNK_LANE_ALIGN.
     __aicore__ inline void SetWidth(uint32_t width)
     {
         if (width == width_) return;
         width_ = width;
-        wordsPerRow_ = width / PHILOX_WORDS;
-        chunkRows_ = capacity_ / wordsPerRow_;
-        while (chunkRows_ > 1 && (chunkRows_ * wordsPerRow_) % CHUNK_LANE_ALIGN != 0) --chunkRows_;
-        lanes_ = chunkRows_ * wordsPerRow_;
+        countersPerRow_ = width / ELEMENTS_PER_COUNTER;
+        chunkRows_ = capacity_ / countersPerRow_;
+        while (chunkRows_ > 1 && (chunkRows_ * countersPerRow_) % CHUNK_LANE_ALIGN != 0) --chunkRows_;
+        lanes_ = chunkRows_ * countersPerRow_;
         lanes_ = (lanes_ + CHUNK_LANE_ALIGN - 1) / CHUNK_LANE_ALIGN * CHUNK_LANE_ALIGN;
         BuildIndices();
     }
 
     // p[r, c] (r < rows, c < width) = keep(i0 + r, j0 + c) ? p[r, c] / keep_prob : 0; p's row
-    // stride is width. j0: a multiple of 4. With keepBytes, also keepBytes[r, c] = 1 if kept, else
+    // stride is width. j0: a multiple of 16. With keepBytes, also keepBytes[r, c] = 1 if kept, else
     // 0 (uint8 [rows, width]; the dropout_mask output, a testing aid).
     __aicore__ inline void Apply(const AscendC::LocalTensor<float> &p, const DropoutStream &st, uint32_t i0,
                                  uint32_t j0, uint32_t rows, uint32_t width,
@@ -136,42 +144,33 @@ public:
     // [j0, j0 + width) (SetWidth), one bit per element in row-major order (bit 1 = kept).
     __aicore__ inline void KeepBits(const DropoutStream &st, uint32_t i0, uint32_t j0)
     {
-        Generate(st, i0, j0);
-        // v = (x_hi - thr_hi) * 65536 + (x_lo - thr_lo) per word, word-major into prod_.
-        const uint32_t L = lanes_;
-        const AscendC::LocalTensor<float> f = Cur(1).ReinterpretCast<float>();
-        AscendC::Cast(f, Cur(0), AscendC::RoundMode::CAST_RINT, 8 * L);  // limbs < 2^16: exact
-        const float thrLo = static_cast<float>(st.threshold & LIMB_MASK);
-        const float thrHi = static_cast<float>(st.threshold >> LIMB_BITS);
-        const AscendC::LocalTensor<float> v = prod_.ReinterpretCast<float>();
-        for (uint32_t w = 0; w < PHILOX_WORDS; ++w) {
-            const AscendC::LocalTensor<float> lo = f[2 * w * L];
-            const AscendC::LocalTensor<float> hi = f[(2 * w + 1) * L];
-            AscendC::Adds(lo, lo, -thrLo, static_cast<int32_t>(L));
-            AscendC::Adds(hi, hi, -thrHi, static_cast<int32_t>(L));
-            AscendC::Muls(hi, hi, 65536.0f, static_cast<int32_t>(L));
-            AscendC::Add(v[w * L], lo, hi, static_cast<int32_t>(L));
-        }
-        const AscendC::LocalTensor<float> tile = prodHigh_.ReinterpretCast<float>();
-        AscendC::Gather(tile, v, gatherOffset_, 0, PHILOX_WORDS * L);
-        AscendC::Compares(keepBits_, tile, 0.0f, AscendC::CMPMODE::GE, PHILOX_WORDS * L);
+        const uint32_t n = ELEMENTS_PER_COUNTER * lanes_;
+        Draws(prod_, st, i0, j0);
+        // The draw planes are free again: the tile-order draws as fp32 there (exact, < 2^8).
+        const AscendC::LocalTensor<float> u = state_[0].ReinterpretCast<float>();
+        AscendC::Cast(u, prod_, AscendC::RoundMode::CAST_RINT, n);
+        AscendC::Compares(keepBits_, u, static_cast<float>(st.threshold), AscendC::CMPMODE::GE, n);
     }
 
-    // words[r, c] = x(i0 + r, j0 + c) for the chunk's rows (SetWidth first): the raw Philox words in tile order
-    // (uint32 bits in int32 lanes; [chunkRows(), width]). A testing aid for bit-exact checks.
-    __aicore__ inline void Words(const AscendC::LocalTensor<int32_t> &words, const DropoutStream &st, uint32_t i0,
+    // draws[r, c] = u(i0 + r, j0 + c) for the chunk's rows (SetWidth first): the 8-bit draws in
+    // tile order ([chunkRows(), width] int32 in [0, 256), then tail lanes; 16 * Lanes() elements).
+    // Not the Philox state's memory. The keep bits use it; for tests a bit-exact view.
+    __aicore__ inline void Draws(const AscendC::LocalTensor<int32_t> &draws, const DropoutStream &st, uint32_t i0,
                                  uint32_t j0)
     {
         Generate(st, i0, j0);
+        // Limb plane k (word k / 2, low limb if k even) of state_[0] holds draws 2k (its low
+        // byte) and 2k + 1 (its high byte): high bytes to planes 8..15, low bytes stay in 0..7.
         const uint32_t L = lanes_;
-        const AscendC::LocalTensor<int32_t> s = Cur(0);
-        for (uint32_t w = 0; w < PHILOX_WORDS; ++w) {
-            // hi << 16 may set the sign bit; adding lo < 2^16 to it cannot overflow.
-            const AscendC::LocalTensor<uint32_t> hi = s[(2 * w + 1) * L].ReinterpretCast<uint32_t>();
-            AscendC::ShiftLeft(hi, hi, static_cast<uint32_t>(LIMB_BITS), static_cast<int32_t>(L));
-            AscendC::Add(prod_[w * L], s[2 * w * L], s[(2 * w + 1) * L], static_cast<int32_t>(L));
-        }
-        AscendC::Gather(words, prod_, gatherOffset_, 0, PHILOX_WORDS * L);
+        const int32_t n8 = static_cast<int32_t>(8 * L);
+        const AscendC::LocalTensor<int32_t> s = state_[0];
+        const AscendC::LocalTensor<uint32_t> low = s.ReinterpretCast<uint32_t>();
+        const AscendC::LocalTensor<uint32_t> high = s[8 * L].ReinterpretCast<uint32_t>();
+        const AscendC::LocalTensor<uint32_t> shifted = draws.ReinterpretCast<uint32_t>();
+        AscendC::ShiftRight(high, low, DRAW_BITS, n8);
+        AscendC::ShiftLeft(shifted, high, DRAW_BITS, n8);
+        AscendC::Sub(s, s, draws, n8);
+        AscendC::Gather(draws, s, gatherOffset_, 0, ELEMENTS_PER_COUNTER * L);
     }
 
     // bytes[0:n] = 1 where the last KeepBits chunk keeps its element (tile order), else 0; uses
@@ -185,7 +184,7 @@ public:
     }
 
     __aicore__ inline uint32_t ChunkRows() const { return chunkRows_; }
-    // Counters per chunk; KeepBits and Words cover 4 * Lanes() elements (ChunkRows() rows and
+    // Counters per chunk; KeepBits and Draws cover 16 * Lanes() elements (ChunkRows() rows and
     // tail lanes that no row uses).
     __aicore__ inline uint32_t Lanes() const { return lanes_; }
     __aicore__ inline const AscendC::LocalTensor<uint8_t> &KeepBitsTensor() const { return keepBits_; }
@@ -194,42 +193,53 @@ private:
     __aicore__ static inline uint32_t Min(uint32_t a, uint32_t b) { return a < b ? a : b; }
     __aicore__ static inline uint32_t Align32(uint32_t bytes) { return (bytes + 31u) / 32u * 32u; }
 
-    // State buffer `which` (0: current, 1: the other); word w's limbs at [2w L, (2w + 2) L).
+    // State buffer `which` (0: current, 1: the other); word w's limbs at [2w L, (2w + 2) L). The
+    // rounds swap the two, an even number of times: Generate's output is state_[0].
     __aicore__ inline AscendC::LocalTensor<int32_t> Cur(uint32_t which) const { return state_[cur_ ^ which]; }
 
-    // Per tile width: the counters' row/column index of each lane and the Gather offsets from
-    // tile order to word-major order. (lowPattern_: 0x0000FFFF per int32 lane, i.e. (0xFFFF,
-    // 0x0000) on the uint16 view, keeps the low 16 bits; little endian.)
+    // Per tile width: the counters' row/column index of each lane and the Gather offsets from the
+    // draw planes to tile order. (lowPattern_: 0x0000FFFF per int32 lane, i.e. (0xFFFF, 0x0000) on
+    // the uint16 view, keeps the low 16 bits; little endian.)
     __aicore__ inline void BuildIndices()
     {
         const uint32_t L = lanes_;
-        // Lanes past the chunk's rows (lanes_ rounded up) get counter (0, 0): computed, never used.
-        AscendC::Duplicate(colIndex_, 0, static_cast<int32_t>(L));
-        AscendC::Duplicate(rowIndex_, 0, static_cast<int32_t>(L));
-        AscendC::Duplicate(gatherOffset_.ReinterpretCast<int32_t>(), 0, static_cast<int32_t>(PHILOX_WORDS * L));
-        AscendC::CreateVecIndex(colIndex_, static_cast<int32_t>(0), wordsPerRow_);
-        for (uint32_t r = 0; r < chunkRows_; ++r) {
-            if (r > 0) {
-                AscendC::Adds(colIndex_[r * wordsPerRow_], colIndex_, 0, static_cast<int32_t>(wordsPerRow_));
-            }
-            AscendC::Duplicate(rowIndex_[r * wordsPerRow_], static_cast<int32_t>(r),
-                               static_cast<int32_t>(wordsPerRow_));
-        }
-        // Gather byte offset of tile element (r, c): ((c & 3) * L + r * width / 4 + c / 4) * 4.
-        // Row 0 from an index ramp, the other rows by adding r * width (bytes of width / 4 words).
+        const int32_t n1 = static_cast<int32_t>(L);
+        // Lane t holds counter (row t / cpr, column t mod cpr), cpr = width / 16 (rows of cpr lanes
+        // need not start 32-B aligned, so no per-row instructions): the row as floor((t + 1/2) / cpr)
+        // in fp32, exact for t < 2^21 since (t + 1/2) / cpr is >= 1 / (2 cpr) from an integer. Lanes
+        // past the chunk's rows (lanes_ rounded up) are computed and never used.
+        const AscendC::LocalTensor<float> ramp = prod_.ReinterpretCast<float>();
+        AscendC::CreateVecIndex(ramp, 0.5f, L);
+        AscendC::Muls(ramp, ramp, 1.0f / static_cast<float>(countersPerRow_), n1);
+        AscendC::Cast(rowIndex_, ramp, AscendC::RoundMode::CAST_FLOOR, L);
+        AscendC::CreateVecIndex(colIndex_, static_cast<int32_t>(0), L);
+        AscendC::Muls(prodHigh_, rowIndex_, static_cast<int32_t>(countersPerRow_), n1);
+        AscendC::Sub(colIndex_, colIndex_, prodHigh_, n1);
+        AscendC::Duplicate(gatherOffset_.ReinterpretCast<int32_t>(), 0,
+                           static_cast<int32_t>(ELEMENTS_PER_COUNTER * L));
+        // Draw e = c & 15 of element (r, c) sits in plane (e >> 1) + 8 (e & 1) (Draws), so its Gather
+        // byte offset is (((e >> 1) + 8 (e & 1)) L + r width / 16 + c / 16) * 4. Row 0 from an
+        // index ramp, the other rows by adding r * width / 4 bytes. The state and the scratch
+        // (16 L int32 each, >= width) are free here.
         const AscendC::LocalTensor<int32_t> off = gatherOffset_.ReinterpretCast<int32_t>();
-        const AscendC::LocalTensor<int32_t> tmp = prod_;
-        AscendC::CreateVecIndex(tmp, static_cast<int32_t>(0), width_);
-        const AscendC::LocalTensor<uint32_t> tmpU = tmp.ReinterpretCast<uint32_t>();
-        const AscendC::LocalTensor<uint32_t> wordU = prodHigh_.ReinterpretCast<uint32_t>();
-        AscendC::ShiftLeft(wordU, tmpU, 30u, static_cast<int32_t>(width_));          // (c & 3) << 30
-        AscendC::ShiftRight(wordU, wordU, 30u, static_cast<int32_t>(width_));        // c & 3
-        AscendC::Muls(prodHigh_, prodHigh_, static_cast<int32_t>(L), static_cast<int32_t>(width_));
-        AscendC::ShiftRight(tmpU, tmpU, 2u, static_cast<int32_t>(width_));           // c / 4
-        AscendC::Add(off, prodHigh_, tmp, static_cast<int32_t>(width_));
-        AscendC::Muls(off, off, 4, static_cast<int32_t>(width_));
+        const AscendC::LocalTensor<int32_t> col = prod_, plane = state_[0];
+        const AscendC::LocalTensor<uint32_t> colU = col.ReinterpretCast<uint32_t>();
+        const AscendC::LocalTensor<uint32_t> planeU = plane.ReinterpretCast<uint32_t>();
+        const int32_t w = static_cast<int32_t>(width_);
+        AscendC::CreateVecIndex(col, static_cast<int32_t>(0), width_);
+        AscendC::ShiftRight(off.ReinterpretCast<uint32_t>(), colU, 4u, w);  // c / 16
+        AscendC::ShiftLeft(planeU, colU, 28u, w);
+        AscendC::ShiftRight(planeU, planeU, 28u, w);                       // e = c & 15
+        AscendC::ShiftLeft(colU, planeU, 31u, w);
+        AscendC::ShiftRight(colU, colU, 31u, w);                           // e & 1
+        AscendC::Muls(col, col, 8, w);
+        AscendC::ShiftRight(planeU, planeU, 1u, w);                        // e >> 1
+        AscendC::Add(plane, plane, col, w);
+        AscendC::Muls(plane, plane, static_cast<int32_t>(L), w);
+        AscendC::Add(off, off, plane, w);
+        AscendC::Muls(off, off, 4, w);
         for (uint32_t r = 1; r < chunkRows_; ++r) {
-            AscendC::Adds(off[r * width_], off, static_cast<int32_t>(r * width_), static_cast<int32_t>(width_));
+            AscendC::Adds(off[r * width_], off, static_cast<int32_t>(r * countersPerRow_ * 4), w);
         }
     }
 
@@ -298,14 +308,15 @@ private:
         }
     }
 
-    // The four output words of every lane's counter (j0 / 4 + column, i0 + row, ctr2, ctr3) into Cur(0).
+    // The four output words of every lane's counter (j0 / 16 + column, i0 + row, ctr2, ctr3) into
+    // state_[0], as 8 limb planes of L lanes.
     __aicore__ inline void Generate(const DropoutStream &st, uint32_t i0, uint32_t j0)
     {
         const uint32_t L = lanes_;
         const int32_t n1 = static_cast<int32_t>(L);
         AscendC::LocalTensor<int32_t> s = Cur(0);
         // Counter words 0 and 1 as whole values (< 2^31), then split into limbs.
-        AscendC::Adds(s, colIndex_, static_cast<int32_t>(j0 / PHILOX_WORDS), n1);
+        AscendC::Adds(s, colIndex_, static_cast<int32_t>(j0 / ELEMENTS_PER_COUNTER), n1);
         AscendC::Adds(s[2 * L], rowIndex_, static_cast<int32_t>(i0), n1);
         for (uint32_t w = 0; w < 2; ++w) {
             const AscendC::LocalTensor<int32_t> lo = s[2 * w * L];
@@ -339,9 +350,10 @@ private:
     }
 
     AscendC::TBuf<AscendC::TPosition::VECCALC> buf_;
-    AscendC::LocalTensor<int32_t> state_[2];    // [8L] each: words 0..3, limbs lo/hi, ping-pong
-    AscendC::LocalTensor<int32_t> prod_;        // [4L] products' low halves; then v / word scratch
-    AscendC::LocalTensor<int32_t> prodHigh_;    // [4L] products' high halves; then the tile-order v
+    AscendC::LocalTensor<int32_t> state_[2];    // [8C] each, contiguous: words 0..3, limbs lo/hi,
+                                                // ping-pong; then the 16 draw planes from state_[0]
+    AscendC::LocalTensor<int32_t> prod_;        // [4L] products' low halves; scratch start [16C]
+    AscendC::LocalTensor<int32_t> prodHigh_;    // [4L] products' high halves
     AscendC::LocalTensor<int32_t> high_;        // [4L] hi(M0 x0), hi(M1 x2)
     AscendC::LocalTensor<int32_t> xorOut_;      // [2L]
     AscendC::LocalTensor<int32_t> xorTmp_;      // [2L] x & y of Xor; carries of MulHiLo
@@ -349,10 +361,10 @@ private:
     AscendC::LocalTensor<int32_t> lowPattern_;  // [4L] 0x0000FFFF
     AscendC::LocalTensor<int32_t> colIndex_;    // [L] counter column of each lane
     AscendC::LocalTensor<int32_t> rowIndex_;    // [L] counter row of each lane
-    AscendC::LocalTensor<uint32_t> gatherOffset_;  // [4L] bytes: tile element -> word-major v
-    AscendC::LocalTensor<uint8_t> keepBits_;    // [4L / 8]
+    AscendC::LocalTensor<uint32_t> gatherOffset_;  // [16L] bytes: tile element -> its draw plane
+    AscendC::LocalTensor<uint8_t> keepBits_;    // [16L / 8]
     uint32_t capacity_ = 0;
-    uint32_t lanes_ = 0, width_ = 0, wordsPerRow_ = 0, chunkRows_ = 0;  // for the current width
+    uint32_t lanes_ = 0, width_ = 0, countersPerRow_ = 0, chunkRows_ = 0;  // for the current width
     uint32_t cur_ = 0;
 };
 

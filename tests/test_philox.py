@@ -3,7 +3,7 @@ mask's key scheme (docs/attention_options.md#dropout)."""
 import numpy as np
 import pytest
 
-from acl_fa.philox import dropout_threshold, keep_mask, philox4x32
+from acl_fa.philox import dropout_threshold, keep_mask, philox4x32, philox_bytes, quantized_keep_prob
 
 # (rounds, counter words, key words, expected output words), hex as published.
 # The first three: Random123 tests/kat_vectors, "philox4x32 10" lines (DEShawResearch/random123).
@@ -41,35 +41,57 @@ def test_vectorized_over_counters_equals_one_at_a_time():
         assert (whole[idx] == philox4x32(counters[idx], key)).all()
 
 
+def test_philox_bytes_are_the_little_endian_image_of_the_words():
+    words = philox4x32(np.array([[1, 2, 3, 4], [5, 6, 7, 8]]), (9, 10))
+    assert (philox_bytes(words) == words.astype("<u4").view(np.uint8).reshape(2, 16)).all()
+    assert list(philox_bytes(np.array([0x04030201, 0x08070605, 0x0C0B0A09, 0x100F0E0D], np.uint32))) == list(
+        range(1, 17))
+
+
 @pytest.mark.parametrize("keep_prob,threshold", [
     (1.0, 0),
-    (0.5, 1 << 31),
-    (0.9, int(np.floor((1 - float(np.float32(0.9))) * 2**32))),  # float32 keep_prob, double arithmetic
-    (0.0, 2**32 - 1),
+    (0.5, 128),
+    (0.9, 26),        # (1 - float32 0.9) * 256 = 25.6000...: 230 of 256 draws keep
+    (0.8, 51),        # 51.19999 rounds down
+    (0.75, 64),
+    (1 - 0.5 / 256, 1),  # exactly half a level: rounds half up
+    (0.001, 256),     # 255.744: keeps no draw
+    (0.0, 256),
 ])
 def test_dropout_threshold(keep_prob, threshold):
     assert dropout_threshold(keep_prob) == threshold
+    assert quantized_keep_prob(keep_prob) == (256 - threshold) / 256
+    assert abs(quantized_keep_prob(keep_prob) - float(np.float32(keep_prob))) <= 1 / 512
 
 
 def test_keep_mask_follows_the_key_scheme():
-    seed, offset, b, n, heads, sq, skv = 0x0123456789ABCDEF, 2**64 - 3, 1, 2, 3, 5, 11
+    seed, offset, b, n, heads, sq, skv = 0x0123456789ABCDEF, 2**64 - 3, 1, 2, 3, 5, 37
     mask = keep_mask(seed, offset, b, n, heads, sq, skv, 0.8)
     stream = (offset + b * heads + n) % 2**64  # wraps past 2^64
     thr = dropout_threshold(0.8)
     for i in range(sq):
         for j in range(skv):
-            word = philox4x32(np.array([j >> 2, i, stream & 0xFFFFFFFF, stream >> 32]),
-                              (seed & 0xFFFFFFFF, seed >> 32))[j & 3]
-            assert mask[i, j] == (word >= thr)
+            word = philox4x32(np.array([j >> 4, i, stream & 0xFFFFFFFF, stream >> 32]),
+                              (seed & 0xFFFFFFFF, seed >> 32))[(j >> 2) & 3]
+            draw = (int(word) >> (8 * (j & 3))) & 0xFF
+            assert mask[i, j] == (draw >= thr)
 
 
-def test_keep_mask_rows_and_rate():
+def test_keep_mask_rows_and_cols():
     full = keep_mask(7, 0, 0, 0, 1, 64, 200, 0.75)
     assert (keep_mask(7, 0, 0, 0, 1, 64, 200, 0.75, rows=slice(10, 30)) == full[10:30]).all()
-    for cols in (slice(5, 6), slice(3, 130), slice(8, 12), slice(197, 200), slice(50, 50)):
+    for cols in (slice(5, 6), slice(3, 130), slice(16, 32), slice(8, 12), slice(197, 200), slice(50, 50)):
         assert (keep_mask(7, 0, 0, 0, 1, 64, 200, 0.75, rows=slice(1, 9), cols=cols) == full[1:9, cols]).all()
-    assert abs(full.mean() - 0.75) < 0.02
     assert keep_mask(7, 0, 0, 0, 1, 8, 9, 1.0).all()
+    assert not keep_mask(7, 0, 0, 0, 1, 8, 40, 0.0005).any()  # threshold 256
     # different heads and offsets draw different masks; the same key draws the same
     assert (keep_mask(7, 0, 0, 1, 2, 64, 200, 0.75) != full).any()
     assert (keep_mask(7, 1, 0, 0, 2, 64, 200, 0.75) == keep_mask(7, 0, 0, 1, 2, 64, 200, 0.75)).all()
+
+
+@pytest.mark.parametrize("keep_prob", [0.9, 0.8, 0.5, 0.3])
+def test_keep_rate_is_the_quantized_keep_prob(keep_prob):
+    # 2^20 draws: the rate's standard deviation is <= 0.5 / 1024, so the 5-sigma bound 0.0025 fails
+    # a threshold one level off (its rate is 1/256 = 0.0039 away).
+    mask = keep_mask(2024, 11, 0, 0, 1, 1024, 1024, keep_prob)
+    assert abs(mask.mean() - quantized_keep_prob(keep_prob)) < 0.0025

@@ -98,7 +98,7 @@ class SimKernels:
 
     def philox_tile(self, p, seed, stream, i0, j0, lanes, threshold, inv_keep_prob, cores=1):
         """The philox_tile kernel (op_kernel/philox_dropout.h) on p [rows, width] fp32 of the tile at
-        (i0, j0): (p with dropout, the Philox words uint32, the keep mask uint8), all [rows, width]."""
+        (i0, j0): (p with dropout, the 8-bit Philox draws uint32, the keep mask uint8), all [rows, width]."""
         rows, width = p.shape
         t = np.array([seed & 0xFFFFFFFF, seed >> 32, stream & 0xFFFFFFFF, stream >> 32, threshold,
                       np.float32(inv_keep_prob).view(np.uint32), i0, j0, rows, width, lanes, -(-rows // cores)],

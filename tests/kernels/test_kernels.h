@@ -60,11 +60,11 @@ struct CrossCoreTiling {
 struct PhiloxTileTiling {
     uint32_t key0, key1;      // seed low / high word
     uint32_t ctr2, ctr3;      // counter words 2 and 3 (the stream)
-    uint32_t threshold;       // keep iff word >= threshold
+    uint32_t threshold;       // keep iff the 8-bit draw >= threshold (0..256)
     float invKeepProb;
-    uint32_t i0, j0;          // tile origin in the sequence (j0 a multiple of 4)
+    uint32_t i0, j0;          // tile origin in the sequence (j0 a multiple of 16)
     uint32_t rows, width;     // tile [rows, width] fp32, width a multiple of 64
-    uint32_t lanes;           // counters per chunk (multiple of width / 4)
+    uint32_t lanes;           // counters per chunk (a multiple of 8, at least width / 16)
     uint32_t rowsPerCore;     // core b takes rows [b * rowsPerCore, (b + 1) * rowsPerCore)
 };
 
@@ -103,8 +103,8 @@ int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, 
 int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n, uint64_t spin,
                           uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim, char *err, size_t errLen);
 
-/* philox_tile (op_kernel/philox_dropout.h) on blockDim AIVs: words [rows, width] int32, keep bytes
- * [rows, width] uint8 (1 = kept), pOut = p with dropout; t = PhiloxTileTiling's fields in order. */
+/* philox_tile (op_kernel/philox_dropout.h) on blockDim AIVs: words = the 8-bit draws [rows, width] int32,
+ * keep bytes [rows, width] uint8 (1 = kept), pOut = p with dropout; t = PhiloxTileTiling's fields in order. */
 int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bytes, const uint32_t *t, uint32_t blockDim,
                            char *err, size_t errLen);
 
