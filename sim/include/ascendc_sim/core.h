@@ -123,9 +123,10 @@ void ConvertF32ToBf16(const float *src, uint16_t *dst, size_t n);
 void ConvertBf16ToF32(const uint16_t *src, float *dst, size_t n);
 
 // fp32 GEMM: C[m, n] (row stride ldc) = A[m, k] (row stride lda) * B[k, n] (row stride ldb),
-// accumulate into C when `accumulate`. Cache-blocked, AVX-512 / AVX2 / generic by CPU.
+// accumulate into C when `accumulate`; with transB, b holds B^T [n, k] (row stride ldb). The
+// products and their order are the same either way. Cache-blocked, AVX-512 / AVX2 / generic by CPU.
 void Sgemm(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float *c, int ldc,
-           bool accumulate);
+           bool accumulate, bool transB = false);
 
 }  // namespace kernel
 }  // namespace acl_fa_sim

@@ -87,9 +87,24 @@ void PackB(int kc, int n, const float *B, int ldb, float *out) {
     }
 }
 
+// Packs B[kc x n] given as its transpose Bt[n x kc] (row stride ldbt, the Matmul API's
+// isTransposeB operand, e.g. K rows for Q.K^T) into the same NR-column strips as PackB, so the
+// operand is never transposed in memory first.
+template <int NR>
+void PackBTransposed(int kc, int n, const float *Bt, int ldbt, float *out) {
+    for (int j0 = 0; j0 < n; j0 += NR) {
+        const int nr = std::min(NR, n - j0);
+        for (int j = 0; j < NR; ++j) {
+            const float *src = Bt + size_t(j0 + j) * ldbt;
+            for (int p = 0; p < kc; ++p) out[p * NR + j] = j < nr ? src[p] : 0.0f;
+        }
+        out += kc * NR;
+    }
+}
+
 template <int MR, int NV, int W>
 inline __attribute__((always_inline)) void GemmBody(int m, int n, int k, const float *A, int lda, const float *B,
-                                                    int ldb, float *C, int ldc, bool accumulate) {
+                                                    int ldb, bool transB, float *C, int ldc, bool accumulate) {
     constexpr int NR = NV * W;
     static_assert(MC % MR == 0, "MC must hold whole MR strips");
     thread_local std::vector<float> apack, bpack;
@@ -99,7 +114,11 @@ inline __attribute__((always_inline)) void GemmBody(int m, int n, int k, const f
     for (int pc = 0; pc < k; pc += KC) {
         const int kc = std::min(KC, k - pc);
         const bool acc = accumulate || pc > 0;
-        PackB<NR>(kc, n, B + size_t(pc) * ldb, ldb, bpackData);
+        if (transB) {
+            PackBTransposed<NR>(kc, n, B + pc, ldb, bpackData);
+        } else {
+            PackB<NR>(kc, n, B + size_t(pc) * ldb, ldb, bpackData);
+        }
         for (int ic = 0; ic < m; ic += MC) {
             const int mc = std::min(MC, m - ic);
             PackA<MR>(mc, kc, A + size_t(ic) * lda + pc, lda, apackData);
@@ -116,21 +135,22 @@ inline __attribute__((always_inline)) void GemmBody(int m, int n, int k, const f
 }
 
 __attribute__((target("avx512f,fma"))) void GemmAvx512(int m, int n, int k, const float *A, int lda,
-                                                        const float *B, int ldb, float *C, int ldc, bool accumulate) {
-    GemmBody<8, 2, 16>(m, n, k, A, lda, B, ldb, C, ldc, accumulate);  // 16 zmm accumulators
+                                                        const float *B, int ldb, bool transB, float *C, int ldc,
+                                                        bool accumulate) {
+    GemmBody<8, 2, 16>(m, n, k, A, lda, B, ldb, transB, C, ldc, accumulate);  // 16 zmm accumulators
 }
 
 __attribute__((target("avx2,fma"))) void GemmAvx2(int m, int n, int k, const float *A, int lda, const float *B,
-                                                   int ldb, float *C, int ldc, bool accumulate) {
-    GemmBody<6, 2, 8>(m, n, k, A, lda, B, ldb, C, ldc, accumulate);  // 12 ymm accumulators
+                                                   int ldb, bool transB, float *C, int ldc, bool accumulate) {
+    GemmBody<6, 2, 8>(m, n, k, A, lda, B, ldb, transB, C, ldc, accumulate);  // 12 ymm accumulators
 }
 
-void GemmBaseline(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
-                  bool accumulate) {
-    GemmBody<4, 2, 4>(m, n, k, A, lda, B, ldb, C, ldc, accumulate);  // 8 xmm accumulators
+void GemmBaseline(int m, int n, int k, const float *A, int lda, const float *B, int ldb, bool transB, float *C,
+                  int ldc, bool accumulate) {
+    GemmBody<4, 2, 4>(m, n, k, A, lda, B, ldb, transB, C, ldc, accumulate);  // 8 xmm accumulators
 }
 
-using GemmFn = void (*)(int, int, int, const float *, int, const float *, int, float *, int, bool);
+using GemmFn = void (*)(int, int, int, const float *, int, const float *, int, bool, float *, int, bool);
 
 GemmFn PickGemm() {
     __builtin_cpu_init();
@@ -142,7 +162,7 @@ GemmFn PickGemm() {
 }  // namespace
 
 void Sgemm(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float *c, int ldc,
-           bool accumulate) {
+           bool accumulate, bool transB) {
     static const GemmFn fn = PickGemm();
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
@@ -150,7 +170,7 @@ void Sgemm(int m, int n, int k, const float *a, int lda, const float *b, int ldb
             for (int i = 0; i < m; ++i) std::fill(c + size_t(i) * ldc, c + size_t(i) * ldc + n, 0.0f);
         return;
     }
-    fn(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+    fn(m, n, k, a, lda, b, ldb, transB, c, ldc, accumulate);
 }
 
 }  // namespace kernel

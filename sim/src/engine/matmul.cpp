@@ -92,13 +92,15 @@ void RunMatmul(const MatmulJob &j) {
     float *const aData = Scratch(a, size_t(j.m) * j.k);
     float *const bData = Scratch(b, size_t(j.k) * j.n);
     LoadOperand(j.a, j.aTag, j.lda, j.transA, j.m, j.k, aData);
-    LoadOperand(j.b, j.bTag, j.ldb, j.transB, j.k, j.n, bData);
+    // A transposed B is converted as stored, [n, k], and packed from there by the GEMM.
+    LoadOperand(j.b, j.bTag, j.ldb, false, j.transB ? j.n : j.k, j.transB ? j.k : j.n, bData);
+    const int ldb = j.transB ? j.k : j.n;
     if (j.gmAtomic) {
         // A * B first, then added to C row by row under the atomic lock (other cores may add too).
         thread_local std::vector<float> prod;
         thread_local std::vector<uint16_t> narrow;
         prod.assign(size_t(j.m) * j.n, 0.0f);
-        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, j.n, prod.data(), j.n, false);
+        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, ldb, prod.data(), j.n, false, j.transB);
         const size_t elem = j.cTag == 0 ? 4 : 2;
         for (int i = 0; i < j.m; ++i) {
             const float *row = prod.data() + size_t(i) * j.n;
@@ -115,13 +117,13 @@ void RunMatmul(const MatmulJob &j) {
         return;
     }
     if (j.cTag == 0) {
-        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, j.n, static_cast<float *>(j.c),
-                                  static_cast<int>(j.ldc), j.accumulate);
+        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, ldb, static_cast<float *>(j.c),
+                                  static_cast<int>(j.ldc), j.accumulate, j.transB);
         return;
     }
     float *const cData = Scratch(c, size_t(j.m) * j.n);
     if (j.accumulate) LoadOperand(j.c, j.cTag, j.ldc, false, j.m, j.n, cData);
-    acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, j.n, cData, j.n, j.accumulate);
+    acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, ldb, cData, j.n, j.accumulate, j.transB);
     for (int i = 0; i < j.m; ++i) {
         uint16_t *dst = static_cast<uint16_t *>(j.c) + i * j.ldc;
         (j.cTag == 1 ? acl_fa_sim::kernel::ConvertF32ToF16 : acl_fa_sim::kernel::ConvertF32ToBf16)(
