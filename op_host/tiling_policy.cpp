@@ -58,7 +58,7 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, 
         {coupled ? "pvBuf PV [m,d] fp32" : "pvQue PV [m,d] fp32", m * d * kFp32, ub},
         {"outQue O [m,d] T", m * d * t, ub},
         {"accBuf acc [m,d] fp32", m * d * kFp32, ub},
-        {"statBuf 6 x [m] fp32", 6 * AlignUp(m * kFp32, kUbAlign), ub},
+        {"statBuf 7 x [m] fp32", 7 * AlignUp(m * kFp32, kUbAlign), ub},
         {"foldBuf [m,64] fp32", m * 64 * kFp32, ub},
         {"brcbBuf [m,8] fp32", m * 8 * kFp32, ub},
         {"lseQue lse [m] fp32", AlignUp(m * kFp32, kUbAlign), ub},
@@ -611,8 +611,8 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
         const uint64_t m = out.subBlockM, n = blockN, d = p.headDim;
         out.wsScoreOffset = 0;
         out.wsProbOffset = out.wsScoreOffset + AlignUp(2 * m * n * kFp32, kWorkspaceAlign);
-        out.wsPvOffset = out.wsProbOffset + AlignUp(m * n * p.dtypeBytes, kWorkspaceAlign);
-        out.wsBytesPerAiv = out.wsPvOffset + AlignUp(m * d * kFp32, kWorkspaceAlign);
+        out.wsPvOffset = out.wsProbOffset + AlignUp(2 * m * n * p.dtypeBytes, kWorkspaceAlign);
+        out.wsBytesPerAiv = out.wsPvOffset + AlignUp(2 * m * d * kFp32, kWorkspaceAlign);
         out.userWorkspaceBytes = 2ull * out.usedCoreNum * out.wsBytesPerAiv;
     }
 

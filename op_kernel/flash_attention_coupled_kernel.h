@@ -194,7 +194,7 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ComputeBlock(uint32_t kvB
     pvMm.SetTensorB(valueGm_[kvRow0]);
     pvMm.SetTail(rows, d, cols);
     pvMm.IterateAll(pv_);
-    softmax_.Accumulate(acc_, pv_, rows);
+    softmax_.Accumulate(acc_, pv_, rows, kvBlock);
 }
 
 template <typename T>

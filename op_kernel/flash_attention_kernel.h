@@ -9,8 +9,12 @@
 //   S_j  *= scale; mask              (vector; only on blocks the band's edges or the Skv tail cross)
 //   m_new = max(m, rowmax(S_j));  alpha = exp(m - m_new)
 //   P_j   = exp(S_j - m_new);  l = alpha * l + rowsum(P_j)          (fp32)
-//   acc   = alpha * acc + P_j . V_j  (cube for P.V, vector for the update)
-// and finally O = acc / l, LSE = m + ln(l) (the vector half is flash_attention_rows.h). Only the
+//   acc   = alpha_j * acc + P_j . V_j  (cube for P.V, vector for the update)
+// and finally O = acc / l, LSE = m + ln(l) (the vector half is flash_attention_rows.h).
+// Software pipeline per AIV, step j: wait S_j; issue QK_{j+1}; softmax S_j -> P_j (GM slot j % 2);
+// wait P_{j-1} . V_{j-1} and add it with alpha_{j-1}; issue P_j . V_j. So the cube computes
+// P_{j-1} . V_{j-1} and S_{j+1} while the vector unit softmaxes block j, and each Matmul object
+// has at most one request outstanding. Only the
 // K/V blocks holding a key the rows' band (pre_tokens / next_tokens; causal is next_tokens 0)
 // lets them see are loaded and computed (flash_attention_items.h); a varlen batch (TND) gives
 // each sequence its own lengths and packed rows. All row-wise statistics are vectors in
@@ -52,6 +56,7 @@ private:
     __aicore__ inline void ProcessItem(uint32_t item);
     __aicore__ inline void IssueScores(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void SoftmaxBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0);
+    __aicore__ inline void IssueValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void AccumulateValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset);
 
@@ -62,9 +67,10 @@ private:
 
     AscendC::GlobalTensor<T> queryGm_, keyGm_, valueGm_, outGm_;
     AscendC::GlobalTensor<float> lseGm_;
-    AscendC::GlobalTensor<float> scoreGm_[2];  // [subBlockM, blockN] fp32 each, this AIV's slots
-    AscendC::GlobalTensor<T> probGm_;          // [subBlockM, blockN] T
-    AscendC::GlobalTensor<float> pvGm_;        // [subBlockM, headDim] fp32
+    // This AIV's workspace slots; block j uses slot j % 2 of each.
+    AscendC::GlobalTensor<float> scoreGm_[2];  // [subBlockM, blockN] fp32
+    AscendC::GlobalTensor<T> probGm_[2];       // [subBlockM, blockN] T
+    AscendC::GlobalTensor<float> pvGm_[2];     // [subBlockM, headDim] fp32
 
     AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;   // [m, n] fp32
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> probQue_;   // [m, n] T (not for T = float)
@@ -124,11 +130,12 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     core_ = aiv / AIV_PER_AIC;
     subBlock_ = AscendC::GetSubBlockIdx();
     GM_ADDR slice = AscendC::GetUserWorkspace(workspace) + aiv * td_->wsBytesPerAiv;
-    scoreGm_[0].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset), m * n);
-    scoreGm_[1].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + m * n,
-                                m * n);
-    probGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), m * n);
-    pvGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset), m * d);
+    for (uint32_t slot = 0; slot < 2; ++slot) {
+        scoreGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + slot * m * n,
+                                       m * n);
+        probGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset) + slot * m * n, m * n);
+        pvGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset) + slot * m * d, m * d);
+    }
 
     const bool bnsd = td_->layout == FA_LAYOUT_BNSD;
     rowStrideQ_ = bnsd ? d : td_->numHeads * d;
@@ -183,7 +190,6 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
         // pv: A = P [rows, cols] (row stride blockN), B = V rows [cols, D] (row stride
         // rowStrideKv_), C = [rows, D] with row stride D.
         pvMm.SetOrgShape(rows, rowStrideKv_, td_->blockN, place.seqKv, td_->headDim);
-        pvMm.SetTensorA(probGm_);
         IssueScores(kvBegin, rows);
     }
     for (uint32_t j = kvBegin; j < kvEnd; ++j) {
@@ -192,7 +198,13 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
             IssueScores(j + 1, rows);  // the cube computes S_{j+1} while the vector units work on S_j
         }
         SoftmaxBlock(j, rows, row0);
-        AccumulateValues(j, rows);
+        if (j > kvBegin) {
+            AccumulateValues(j - 1, rows);  // P_{j-1} . V_{j-1} ran on the cube during the softmax
+        }
+        IssueValues(j, rows);
+    }
+    if (kvEnd > kvBegin) {
+        AccumulateValues(kvEnd - 1, rows);
     }
     WriteOutput(rows, queryOffset_, place.lseRow0 + row0);
 }
@@ -223,7 +235,7 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, u
     if constexpr (FP32_IO) {
         // P is already the cube's operand type: the fp32 tile goes to GM as it is (no probQue).
         WaitForPipe<AscendC::HardEvent::V_MTE3>();
-        AscendC::DataCopy(probGm_, scores, elems);
+        AscendC::DataCopy(probGm_[kvBlock % 2], scores, elems);
         scoreQue_.FreeTensor(scores);
     } else {
         AscendC::LocalTensor<T> prob = probQue_.AllocTensor<T>();
@@ -231,28 +243,36 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, u
         scoreQue_.FreeTensor(scores);
         probQue_.EnQue(prob);
         prob = probQue_.DeQue<T>();
-        AscendC::DataCopy(probGm_, prob, elems);
+        AscendC::DataCopy(probGm_[kvBlock % 2], prob, elems);
         probQue_.FreeTensor(prob);
     }
     WaitForPipe<AscendC::HardEvent::MTE3_S>();      // P is in GM before the cube is asked to read it
 }
 
+// P_j . V_j on the cube into pv slot j % 2, asynchronously. P_j's slot was last read by
+// P_{j-2} . V_{j-2}, waited for in AccumulateValues(j - 2); the pv slot was last read by that
+// AccumulateValues' copy, which the vector work of SoftmaxBlock(j) and its MTE3_S wait follow.
+template <typename T>
+__aicore__ inline void FlashAttentionKernel<T>::IssueValues(uint32_t kvBlock, uint32_t rows)
+{
+    const uint32_t col0 = kvBlock * td_->blockN;
+    const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
+    pvMm.SetTensorA(probGm_[kvBlock % 2]);
+    pvMm.SetTensorB(valueGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_]);
+    pvMm.SetTail(rows, td_->headDim, cols);
+    pvMm.template IterateAll<false>(pvGm_[kvBlock % 2], 0, false, true);
+}
+
+// acc = alpha_j * acc + P_j . V_j once the cube has written P_j . V_j (issued by IssueValues(j)).
 template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::AccumulateValues(uint32_t kvBlock, uint32_t rows)
 {
-    const uint32_t d = td_->headDim;
-    const uint32_t col0 = kvBlock * td_->blockN;
-    const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
-
-    pvMm.SetTensorB(valueGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_]);
-    pvMm.SetTail(rows, d, cols);
-    pvMm.IterateAll(pvGm_);
-
+    pvMm.WaitIterateAll();
     AscendC::LocalTensor<float> pv = pvQue_.AllocTensor<float>();
-    AscendC::DataCopy(pv, pvGm_, rows * d);
+    AscendC::DataCopy(pv, pvGm_[kvBlock % 2], rows * td_->headDim);
     pvQue_.EnQue(pv);
     pv = pvQue_.DeQue<float>();
-    softmax_.Accumulate(acc_, pv, rows);
+    softmax_.Accumulate(acc_, pv, rows, kvBlock);
     pvQue_.FreeTensor(pv);
 }
 

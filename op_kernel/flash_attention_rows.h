@@ -26,7 +26,7 @@ namespace flash_attn {
 
 using attn_rows::FP32_PER_BLOCK;
 using attn_rows::FP32_PER_REPEAT;
-constexpr uint32_t STAT_SLOTS = 6;        // per-row fp32 vectors kept in statBuf (see StatSlot)
+constexpr uint32_t STAT_SLOTS = 7;        // per-row fp32 vectors kept in statBuf (see StatSlot)
 constexpr float NEG_INF = -__builtin_inff();
 constexpr float MAX_FLOOR = -3.40282346638528859812e+38f;  // -FLT_MAX: the floor of the running row max
 constexpr float SUM_FLOOR = 1.17549435082228750797e-38f;   // FLT_MIN: O = acc / max(l, FLT_MIN)
@@ -59,22 +59,25 @@ __aicore__ inline void WaitForPipe()
 class OnlineSoftmax {
 public:
     // Per-row fp32 vectors of statBuf.
-    enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA };
+    // alpha has one slot per K/V block parity (ALPHA_A + kvBlock % 2): a kernel that adds P_j . V_j
+    // only after the softmax of block j + 1 still rescales acc by block j's alpha.
+    enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA_A, ALPHA_B };
 
     __aicore__ inline void Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m);
 
     // Starts a row block of a sequence with seqQ queries and seqKv keys: m = -inf, l = 0,
     // acc = 0 ([rows, D] fp32).
     __aicore__ inline void Reset(const AscendC::LocalTensor<float> &acc, uint32_t rows, uint32_t seqQ, uint32_t seqKv);
-    // Turns scores [rows, stride] fp32 of kv block `kvBlock` into P in place and updates m, l,
-    // alpha. stride (a multiple of 8, at least the block's key count) is blockN, or less for the
+    // Turns scores [rows, stride] fp32 of kv block `kvBlock` into P in place and updates m, l and
+    // the block's alpha. stride (a multiple of 8, at least the block's key count) is blockN, or less for the
     // Skv tail block of a tile that the cube wrote with rows of its own width; columns past the
     // block's keys become P = 0. row0 = the first query row of the tile in the sequence.
     __aicore__ inline void ScoresToProbs(const AscendC::LocalTensor<float> &scores, uint32_t stride,
                                          uint32_t kvBlock, uint32_t rows, uint32_t row0);
-    // acc = alpha * acc + pv, both [rows, D] fp32.
+    // acc = alpha_kvBlock * acc + pv, both [rows, D] fp32, pv = P_kvBlock . V_kvBlock; valid until
+    // the softmax of block kvBlock + 2.
     __aicore__ inline void Accumulate(const AscendC::LocalTensor<float> &acc, const AscendC::LocalTensor<float> &pv,
-                                      uint32_t rows);
+                                      uint32_t rows, uint32_t kvBlock);
     // acc = acc / l (O in fp32), lse = m + ln(l); rows that saw no key (l = 0): O 0, LSE -inf.
     __aicore__ inline void Finish(const AscendC::LocalTensor<float> &acc, const AscendC::LocalTensor<float> &lse,
                                   uint32_t rows);
@@ -142,7 +145,7 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     AscendC::LocalTensor<float> blockMax = Slot(BLOCK_MAX);
     AscendC::LocalTensor<float> blockSum = Slot(BLOCK_SUM);
     AscendC::LocalTensor<float> rowSum = Slot(ROW_SUM);
-    AscendC::LocalTensor<float> alpha = Slot(ALPHA);
+    AscendC::LocalTensor<float> alpha = Slot(ALPHA_A + kvBlock % 2);
 
     attn_rows::ReduceRows<attn_rows::Reduce::MAX>(blockMax, scores, fold_, rows, n, n);
     AscendC::Max(newMax, rowMax, blockMax, rows);    // m_new = max(m_old, rowmax(S))
@@ -157,10 +160,11 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
 }
 
 __aicore__ inline void OnlineSoftmax::Accumulate(const AscendC::LocalTensor<float> &acc,
-                                                 const AscendC::LocalTensor<float> &pv, uint32_t rows)
+                                                 const AscendC::LocalTensor<float> &pv, uint32_t rows,
+                                                 uint32_t kvBlock)
 {
     const uint32_t d = td_->headDim;
-    ApplyRows<attn_rows::Op::MUL>(acc, Slot(ALPHA), rows, d, d);  // acc *= alpha
+    ApplyRows<attn_rows::Op::MUL>(acc, Slot(ALPHA_A + kvBlock % 2), rows, d, d);  // acc *= alpha
     AscendC::Add(acc, acc, pv, rows * d);                 // acc += P . V
 }
 

@@ -63,8 +63,8 @@ constexpr uint64_t FA_KEY_COUPLED = 1u << 7;
 //   pvQue      VECIN  depth 1   m*d*4              P.V of one kv block, fp32 (coupled: pvBuf, C in UB)
 //   outQue     VECOUT depth 1   m*d*t              final O rows in T
 //   accBuf     TBuf             m*d*4              O accumulator, fp32
-//   statBuf    TBuf             6*align32(m*4)     per-row fp32 vectors: max (2 slots), sum,
-//                                                  block max, block sum, alpha
+//   statBuf    TBuf             7*align32(m*4)     per-row fp32 vectors: max (2 slots), sum,
+//                                                  block max, block sum, alpha (2 slots)
 //   foldBuf    TBuf             m*64*4             row reductions: a tile folded to 64 columns
 //   brcbBuf    TBuf             m*8*4              Brcb of a per-row vector, one 32-B block per row
 //   lseQue     VECOUT depth 1   align32(m*4)       LSE rows, fp32
@@ -72,8 +72,8 @@ constexpr uint64_t FA_KEY_COUPLED = 1u << 7;
 // (InitBuffer places each buffer 32-B aligned, so the sum of these is the UB used.)
 // GM workspace per AIV (MIX path only; after the system workspace), each region 512-byte aligned:
 //   score  [2][m][n] fp32  (double buffer: QK of block j+1 runs while block j is softmaxed)
-//   prob   [m][n] T
-//   pv     [m][d] fp32
+//   prob   [2][m][n] T     (double buffer: P.V of block j-1 reads one slot while block j's P
+//   pv     [2][m][d] fp32   is written to the other; its result lands in pv slot (j-1) % 2)
 struct FlashAttentionTilingData {
     // ---- problem ----
     uint32_t batch;          // B
@@ -99,8 +99,8 @@ struct FlashAttentionTilingData {
     uint32_t coreItemStart[FA_MAX_CORES + 1];  // item ranges per core; [usedCoreNum] == totalItems
     // ---- GM workspace, bytes, per AIV, relative to that AIV's slice of the user workspace ----
     uint64_t wsScoreOffset;  // [2][subBlockM][blockN] fp32
-    uint64_t wsProbOffset;   // [subBlockM][blockN] T
-    uint64_t wsPvOffset;     // [subBlockM][headDim] fp32
+    uint64_t wsProbOffset;   // [2][subBlockM][blockN] T
+    uint64_t wsPvOffset;     // [2][subBlockM][headDim] fp32
     uint64_t wsBytesPerAiv;  // slice size; AIV i's slice starts at i * wsBytesPerAiv
     // ---- coupled path ----
     uint32_t mmUbBytes;      // UB for the Matmul API's ND<->NZ conversions (SetLocalWorkspace)
