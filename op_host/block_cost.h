@@ -8,11 +8,13 @@
 //   AIC: four Matmul jobs run one at a time on the shared cube -- per AIV S = Q.K^T [r, n, D]
 //        and O' = P.V [r, D, n]; a job costs the MTE2 and FixPipe latencies plus its MTE2 /
 //        MTE1 / cube / FixPipe stages pipelined over its base tiles.
-//   AIV: the chain the kernel waits on: S from GM -> the softmax vector passes -> P to GM ->
-//        the synchronous P.V request -> O' from GM, plus on average half a cube round of the
-//        other AIV's jobs queued ahead of its P.V request.
-//   step = max(cube busy, AIV chain, the group's GM bytes at its share of the chip's GM rate).
-// Kernel time ~ (K/V-block steps of the busiest core) x step. Checked against the full event
+//   AIV: the chain of one step on the vector unit: S from GM -> the softmax vector passes -> P
+//        to GM -> O' of the previous block from GM and the rescale-accumulate. The cube's jobs are
+//        off this chain: P_{j-1}.V_{j-1} and S_{j+1} run while block j is softmaxed, so the AIV
+//        waits for the cube only when the cube is the busier of the two.
+//   step = max(cube busy, AIV chain); each work item adds the pipeline's fill and drain.
+// Kernel time ~ max((K/V-block steps of the busiest core) x step + its items x fill,
+//                   all groups' GM bytes at the chip's GM rate). Checked against the full event
 // model on a grid by tests/test_block_cost.py; its error is recorded in bench/RESULTS.md
 // ("Blocks chosen by modeled time").
 #pragma once
@@ -38,7 +40,8 @@ struct StepCosts {
     double matmulRequestCycles = 400;
     double flagLatencyCycles = 10;
     double gmBytesPerCycle = 4000e9 / 1800e6;  // chip GM (L2) rate; 910B4: half
-    double baseTiles = 2;             // Matmul base tiles a job is pipelined over (typical)
+    double l0bHalfBytes = 32768;      // one of L0B's two 64-KiB / 2 buffers: bounds baseN x baseK
+    double maxBaseN = 256;            // the widest base tile the Matmul tiling picks here
 };
 
 // Cycles of one Matmul job C[m, n] fp32 = A[m, k] . B[k, n] reading `readBytes` from GM.
@@ -46,7 +49,13 @@ inline double MatmulJobCycles(double m, double n, double k, double t, double rea
     auto up = [](double v, double a) { return static_cast<double>(static_cast<uint64_t>((v + a - 1) / a)); };
     const double c0 = 32.0 / t;  // K elements per fractal row
     const double fractals = up(m, 16) * up(n, 16) * up(k, c0);
-    const double l0Bytes = t * up(m, 16) * 16 * k + t * k * up(n, 16) * 16;
+    // Base tiles as the Matmul tiling chooses them for these shapes (m fits one base tile):
+    // baseN = min(n, 256), baseK the largest multiple of 16 with baseN x baseK in half of L0B.
+    const double baseN = std::min(up(n, 16) * 16, c.maxBaseN);
+    const double baseK = std::min(up(k, 16) * 16, std::max(16.0, 16 * static_cast<double>(static_cast<uint64_t>(
+                                                                    c.l0bHalfBytes / t / baseN / 16))));
+    const double nBlocks = up(n, baseN), tiles = nBlocks * up(k, baseK);
+    const double l0Bytes = t * up(m, 16) * 16 * k * nBlocks + t * k * up(n, 16) * 16;
     const double stages[4] = {readBytes / c.corePortBytesPerCycle, l0Bytes / c.mte1BytesPerCycle,
                               fractals * c.cubeFractalCycles, m * n * 4 / c.fixpipeBytesPerCycle};
     double sum = 0, peak = 0;
@@ -54,11 +63,19 @@ inline double MatmulJobCycles(double m, double n, double k, double t, double rea
         sum += s;
         peak = std::max(peak, s);
     }
-    return c.mte2LatencyCycles + c.fixpipeLatencyCycles + (sum + (c.baseTiles - 1) * peak) / c.baseTiles;
+    return c.mte2LatencyCycles + c.fixpipeLatencyCycles + (sum + (tiles - 1) * peak) / tiles;
 }
 
-// Modeled cycles of one K/V-block step of a blockM x blockN item (both AIVs).
-inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes, uint32_t groups,
+// GM bytes one group (AIC + 2 AIV) moves per K/V-block step: the AIC's operand reads and result
+// writes, the AIVs' S and O' reads and P writes.
+inline double GroupStepBytes(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes) {
+    const double r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
+    return 2 * ((r + n) * d * t + r * n * 4 + (r * n + n * d) * t + r * d * 4) + 2 * (r * n * 4 + r * d * 4 + r * n * t);
+}
+
+// Modeled cycles of one K/V-block step of a blockM x blockN item (both AIVs) on its own core; the
+// chip's GM rate bounds the whole launch instead (ModeledKernelCycles).
+inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
                          const StepCosts &c) {
     const double r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
     const double port = c.corePortBytesPerCycle;
@@ -70,15 +87,20 @@ inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uin
     const double instructions = 16 + 3 * (n / 64) + d / 64;
     const double vector = instructions * c.vectorIssueCycles + repeats * c.vectorRepeatCycles;
     const double chain = (c.mte2LatencyCycles + r * n * 4 / port) + vector + (c.mte3LatencyCycles + r * n * t / port) +
-                         c.matmulRequestCycles + pv + (c.mte2LatencyCycles + r * d * 4 / port) +
-                         2 * c.flagLatencyCycles;
+                         (c.mte2LatencyCycles + r * d * 4 / port) + 2 * c.flagLatencyCycles;
     const double cube = 2 * (qk + pv);
-    const double step = std::max(cube, chain + 0.5 * (qk + pv));
-    // GM bytes of the group per step: the AIC's operand reads and result writes, the AIVs' S and
-    // O' reads and P writes.
-    const double groupBytes = 2 * ((r + n) * d * t + r * n * 4 + (r * n + n * d) * t + r * d * 4) +
-                              2 * (r * n * 4 + r * d * 4 + r * n * t);
-    return std::max(step, groups * groupBytes / c.gmBytesPerCycle);
+    return std::max(cube, chain);
+}
+
+// Modeled cycles a work item adds to its steps: the pipeline's fill and drain. Its first S is
+// waited for with nothing to overlap (request + QK), and its last P.V is waited for after the
+// last softmax (request + P.V + O' from GM), on the vector unit of each AIV.
+inline double ItemFillCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
+                             const StepCosts &c) {
+    const double r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
+    const double qk = MatmulJobCycles(r, n, d, t, (r + n) * d * t, c);
+    const double pv = MatmulJobCycles(r, d, n, t, r * n * t + n * d * t, c);
+    return 2 * c.matmulRequestCycles + qk + pv + c.mte2LatencyCycles + r * d * 4 / c.corePortBytesPerCycle;
 }
 
 }  // namespace fa_policy

@@ -497,9 +497,11 @@ double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t block
     const uint64_t items = p.batch * p.numHeads * numQBlocks;
     const uint64_t cores = std::max<uint64_t>(1, std::min<uint64_t>({c.aicNum, kMaxCores, items}));
     // The busiest core's steps: from the real split while the item list is small, else the larger
-    // of an even share and the largest item.
+    // of an even share and the largest item
+    // (and its items, each adding the pipeline's fill and drain).
     double busiest = std::max(static_cast<double>(p.batch * p.numHeads * perHead) / cores,
                               static_cast<double>(largestItem));
+    double busiestItems = static_cast<double>(CeilDiv(items, cores));
     if (items <= kExactSplitItems) {
         std::vector<uint64_t> work(items);
         for (uint64_t i = 0; i < items; ++i) work[i] = perPosition[i % numQBlocks];
@@ -508,13 +510,19 @@ double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t block
         for (size_t core = 0; core + 1 < starts.size(); ++core) {
             uint64_t load = 0;
             for (uint32_t i = starts[core]; i < starts[core + 1]; ++i) load += work[i];
-            most = std::max(most, load);
+            if (load >= most) {
+                most = load;
+                busiestItems = starts[core + 1] - starts[core];
+            }
         }
         busiest = static_cast<double>(most);
     }
     StepCosts costs;
     if (c.socName == "Ascend910B4") costs.gmBytesPerCycle /= 2;  // docs/timing_model.md: GM bandwidth
-    return busiest * StepCycles(blockM, blockN, p.headDim, p.dtypeBytes, static_cast<uint32_t>(cores), costs);
+    const double core = busiest * StepCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs) +
+                        busiestItems * ItemFillCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs);
+    const double steps = static_cast<double>(p.batch * p.numHeads * perHead);
+    return std::max(core, steps * GroupStepBytes(blockM, blockN, p.headDim, p.dtypeBytes) / costs.gmBytesPerCycle);
 }
 
 ArchFeatures FeaturesOfSoc(uint32_t socVersion) {

@@ -45,7 +45,7 @@ def expected_ub(block_m, block_n, d, coupled, t=2):
     a32 = lambda x: (x + 31) // 32 * 32  # noqa: E731
     prob = m * n * t if coupled or t == 2 else 0
     total = (m * n * 4 + prob + m * d * 4 + m * d * t + m * d * 4
-             + 6 * a32(m * 4) + a32(m * 4) + m * 64 * 4 + m * 8 * 4)
+             + 7 * a32(m * 4) + a32(m * 4) + m * 64 * 4 + m * 8 * 4)
     if coupled:
         total += 2 * max(m * d * t, n * d * t, m * n * 4, m * n * t, m * d * 4)
     return total
@@ -98,6 +98,10 @@ def test_plan_fits_and_is_consistent(soc, case):
     assert p.ws_score_offset == 0 and p.ws_prob_offset % 512 == 0 and p.ws_pv_offset % 512 == 0
     assert p.ws_bytes_per_aiv % 512 == 0
     assert p.ws_prob_offset >= 2 * p.sub_block_m * p.block_n * 4
+    # P and P.V are double-buffered too: P.V of block j-1 runs while block j's P is written.
+    t = {"float32": 4}.get(case.get("dtype"), 2)
+    assert p.ws_pv_offset >= p.ws_prob_offset + 2 * p.sub_block_m * p.block_n * t
+    assert p.ws_bytes_per_aiv >= p.ws_pv_offset + 2 * p.sub_block_m * case.get("head_dim", 128) * 4
     assert p.user_workspace_bytes == 2 * p.used_core_num * p.ws_bytes_per_aiv
 
 
@@ -154,10 +158,10 @@ def test_user_blocks_that_fit_are_kept():
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(block_m=256, block_n=512), "needs 597504 B of UB per AIV (largest line: scoreQue S [m,n] fp32, "
+    (dict(block_m=256, block_n=512), "needs 598016 B of UB per AIV (largest line: scoreQue S [m,n] fp32, "
                                      "262144 B); Ascend910B2 has 196352 B"),
     (dict(block_m=256, block_n=128, dtype="float32"), "block_m=256, block_n=128 (head_dim=128, 4-byte dtype) "
-                                                      "needs 302592 B of UB per AIV"),
+                                                      "needs 303104 B of UB per AIV"),
     (dict(block_m=256, block_n=128, head_dim=256), "of UB per AIV"),
     (dict(block_m=24), "block_m must be 0 (auto) or a multiple of 16 up to 256, got 24"),
     (dict(block_n=1024), "block_n must be 0 (auto) or a multiple of 16 up to 512, got 1024"),
