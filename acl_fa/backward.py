@@ -17,7 +17,7 @@ import numpy as np
 from . import opcall
 from ._ffi import ffi
 from .attention import Problem, _as_array, check_float32_range, make_problem
-from .attention_options import build_options
+from .attention_options import build_options, dropout_keep_prob
 from .errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
 from .runtime import DeviceSession
@@ -118,11 +118,14 @@ def runner_for(session: DeviceSession) -> OpRunner:
 
 def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD", num_heads=None,
                              num_kv_heads=None, deterministic=True, block_m=None, block_n=None, window=None,
-                             backend=None, device=None, session=None):
+                             attn_mask=None, dropout_p=0.0, seed=None, offset=0, backend=None, device=None,
+                             session=None):
     """FlashAttention backward: (dq, dk, dv) for the upstream gradient dout of
     out, lse = flash_attention(q, k, v, ..., return_lse=True) with the same options.
 
-    window must be the forward's (docs/attention_options.md). dq is shaped like q, dk and
+    window, attn_mask (bool, True = the query may attend to the key), dropout_p, seed and offset
+    must be the forward's (docs/attention_options.md): the kernel regenerates the forward's
+    dropout mask from seed and offset, so dropout_p > 0 needs the seed. dq is shaped like q, dk and
     dv like k and v, in their dtype and layout; with GQA/MQA the gradient of a kv head sums over
     its query-head group; rows that see no key get dq 0. deterministic=True (default) adds dQ's
     contributions in K/V-block order, so repeated calls -- and chips with other core counts --
@@ -131,7 +134,8 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
     """
     forward, *_ = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
-    options, mask = backward_options(forward, causal=causal, window=window)
+    options, mask = backward_options(forward, causal=causal, window=window, attn_mask=attn_mask, dropout_p=dropout_p,
+                                     seed=seed, offset=offset)
     if not options.is_default:
         from .backward_v2 import run_backward_v2
 
@@ -146,7 +150,14 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
     return runner_for(session).run(problem, *arrays)
 
 
-def backward_options(forward: Problem, *, causal, window, cu_seqlens_q=None, cu_seqlens_kv=None) -> tuple:
-    """The backward's (AttentionOptions, device mask): the forward's options."""
+def backward_options(forward: Problem, *, causal, window, attn_mask=None, dropout_p=0.0, seed=None, offset=0,
+                     cu_seqlens_q=None, cu_seqlens_kv=None) -> tuple:
+    """The backward's (AttentionOptions, device mask): the forward's options, with the seed
+    required when dropout is on (the backward regenerates the forward's keep mask from it)."""
+    if seed is None and dropout_keep_prob(dropout_p) < 1.0:  # a bad dropout_p is named first
+        raise InvalidArgumentError(
+            "seed: the backward with dropout_p > 0 needs the forward's seed and offset (the ones the forward "
+            "returned) to regenerate its dropout mask")
     return build_options(batch=forward.batch, heads=forward.num_heads, seq_q=forward.seq_q, seq_kv=forward.seq_kv,
-                         causal=causal, window=window, cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv)
+                         causal=causal, window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=seed,
+                         offset=offset, cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv)

@@ -80,15 +80,18 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
 
 
 def flash_attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
-                                    max_seqlen_k=None, causal=False, window=None, scale=None, deterministic=True, block_m=None, block_n=None, backend=None,
+                                    max_seqlen_k=None, causal=False, window=None, dropout_p=0.0, seed=None, offset=0,
+                                    scale=None, deterministic=True, block_m=None, block_n=None, backend=None,
                                     device=None, session=None):
     """(dq [Tq, N, D], dk, dv [Tkv, Nkv, D]) for the upstream gradient dout [Tq, N, D] of
-    out, lse = flash_attention_varlen(..., return_lse=True) with the same arguments. Sequences
-    that see no key get zero gradients."""
+    out, lse = flash_attention_varlen(..., return_lse=True) with the same arguments; with
+    dropout_p > 0 the forward's seed and offset (sequence s, head n draws Philox stream
+    offset + s * N + n, as in the forward). Sequences that see no key get zero gradients."""
     problem, ends_q, ends_kv, q, k, v = make_varlen_problem(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, scale=scale,
         block_m=block_m, block_n=block_n)
-    options, _ = backward_options(problem, causal=causal, window=window, cu_seqlens_q=ends_q, cu_seqlens_kv=ends_kv)
+    options, _ = backward_options(problem, causal=causal, window=window, dropout_p=dropout_p, seed=seed, offset=offset,
+                                  cu_seqlens_q=ends_q, cu_seqlens_kv=ends_kv)
     from .backward_v2 import run_backward_v2
 
     session = default_session(backend, device) if session is None else session

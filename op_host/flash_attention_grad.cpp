@@ -81,7 +81,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     problem.causal = *causal;
     problem.userBlockM = static_cast<uint32_t>(*blockM);
     problem.userBlockN = static_cast<uint32_t>(*blockN);
-    const ge::graphStatus rc = fa_host::TileGrad(context, d, problem, *deterministic, *scale, &error);
+    const ge::graphStatus rc = fa_host::TileGrad(context, d, problem, *deterministic, *scale, fa_host::GradDropout{}, &error);
     if (rc != ge::GRAPH_SUCCESS) FAG_LOGE(context, "%s", error.c_str());
     return rc;
 }

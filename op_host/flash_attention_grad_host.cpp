@@ -125,7 +125,7 @@ ge::graphStatus InferGradDataTypes(gert::InferDataTypeContext *context) {
 }
 
 ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_policy::Problem problem,
-                         bool deterministic, float scale, std::string *error) {
+                         bool deterministic, float scale, const GradDropout &dropout, std::string *error) {
     platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
     fa_policy::ChipLimits chip;
     chip.socName = SocText(platform.GetSocVersion());
@@ -179,6 +179,18 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
     td->wsDkOffset = plan.wsDkOffset;
     td->wsDvOffset = plan.wsDvOffset;
     td->wsDqPartOffset = plan.wsDqPartOffset;
+    td->hasMask = problem.mask ? 1 : 0;
+    td->maskB = static_cast<uint32_t>(problem.maskB);
+    td->maskN = static_cast<uint32_t>(problem.maskN);
+    td->maskQ = static_cast<uint32_t>(problem.maskQ);
+    td->maskRows = plan.maskRows;
+    td->wsMaskSummaryOffset = plan.wsMaskSummaryOffset;
+    td->dropout = problem.dropout ? 1 : 0;
+    td->keepThreshold = fa_policy::DropoutThreshold(dropout.keepProb);
+    td->invKeepProb = 1.0f / dropout.keepProb;
+    td->philoxLanes = plan.philoxLanes;
+    td->seed = dropout.seed;
+    td->offset = dropout.offset;
 
     const matmul_tiling::DataType mmType =
         problem.bf16 ? matmul_tiling::DataType::DT_BF16 : matmul_tiling::DataType::DT_FLOAT16;

@@ -35,10 +35,17 @@ std::string ReadGradDims(const gert::Shape &q, const gert::Shape &k, const gert:
 ge::graphStatus InferGradShapes(gert::InferShapeContext *context, const std::string &error);
 ge::graphStatus InferGradDataTypes(gert::InferDataTypeContext *context);
 
+// Dropout of a call: keep_prob (1 = none; problem.dropout says keep_prob < 1), the Philox key
+// and first stream (the uint64 bits of the int64 attrs).
+struct GradDropout {
+    float keepProb = 1.0f;
+    uint64_t seed = 0, offset = 0;
+};
+
 // Plans `problem` for the context's chip and fills the tiling data, matmul tilings, block dim,
-// schedule mode, tiling key and workspace. `problem` holds every size and the band (and varlen
-// lengths); *error names what failed.
+// schedule mode, tiling key and workspace. `problem` holds every size, the band (and varlen
+// lengths), the mask's dims and whether dropout is on; *error names what failed.
 ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_policy::Problem problem,
-                         bool deterministic, float scale, std::string *error);
+                         bool deterministic, float scale, const GradDropout &dropout, std::string *error);
 
 }  // namespace fa_host

@@ -10,6 +10,11 @@ constexpr uint32_t kBlockAlign = 16;  // cube fractal edge
 constexpr uint64_t kUbAlign = 32;
 constexpr uint64_t kFp32 = 4;
 constexpr uint64_t kFlagBytes = 32;  // one IBSet/IBWait flag: a 32-B block of int32
+// Philox counters per chunk with dropout: a chunk covers 16 x lanes tile elements, which the
+// kernel drops out through foldBuf [m, 64] fp32, so lanes <= 4 m; 128 (29 KiB of UB) when m
+// allows. Always >= blockN / 16 (a tile row) and a multiple of 8 (philox_dropout.h Init).
+constexpr uint32_t kGradPhiloxLanes = 128;
+uint32_t GradPhiloxLanes(uint32_t blockM) { return std::min<uint32_t>(kGradPhiloxLanes, 4 * blockM); }
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -37,6 +42,10 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
         {"foldBuf [m,64] fp32", m * 64 * kFp32, c.ubBytes},
         {"flagBuf IBSet/IBWait [8] int32", kFlagBytes, c.ubBytes},
     };
+    if (p.mask) needs.lines.push_back({"maskBuf mask tiles [16,n] u8/f16/f32", MaskTilesUbBytes(kMaskRows, n), c.ubBytes});
+    if (p.dropout) {
+        needs.lines.push_back({"keepBuf Philox4x32-10 keep mask", PhiloxUbBytes(GradPhiloxLanes(blockM)), c.ubBytes});
+    }
     for (const auto &line : needs.lines) needs.ub += line.bytes;
     needs.l1 = 2 * ((m * d + n * d) + (m * n + m * d) + (m * n + n * d)) * t;
     const uint64_t mPad = AlignUp(m, kBlockAlign);
@@ -282,6 +291,14 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     }
     out.wsScratchBytes = at;
     out.userWorkspaceBytes = out.wsScratchOffset + out.aivNum * out.wsScratchBytes;
+    if (p.mask) {
+        // One summary byte per (mask batch, mask head, query block, kv block): the steps' blocks.
+        out.maskRows = kMaskRows;
+        out.wsMaskSummaryOffset = AlignUp(out.userWorkspaceBytes, kWorkspaceAlign);
+        out.wsMaskSummaryBytes = p.maskB * p.maskN * (p.maskQ == 1 ? 1 : out.numQBlocks) * out.numKvBlocks;
+        out.userWorkspaceBytes = out.wsMaskSummaryOffset + AlignUp(out.wsMaskSummaryBytes, kWorkspaceAlign);
+    }
+    if (p.dropout) out.philoxLanes = GradPhiloxLanes(out.blockM);
 
     const uint32_t keyLayout = p.layout == kLayoutBnsd ? kLayoutBnsd : kLayoutBsnd;  // BSH, TND: BSND's path
     int64_t pre = 0, next = 0;

@@ -32,6 +32,12 @@ struct GradPlan {
     uint64_t wsScratchOffset = 0, wsScratchBytes = 0;
     uint64_t wsScoreOffset = 0, wsGradOffset = 0, wsProbOffset = 0, wsDsOffset = 0;
     uint64_t wsDkOffset = 0, wsDvOffset = 0, wsDqPartOffset = 0;
+    // Attention mask (problem.mask): MaskTiles rows per pass and the per-block summary
+    // (maskB x maskN x query blocks x kv blocks bytes, after the scratch slices).
+    uint32_t maskRows = 0;
+    uint64_t wsMaskSummaryOffset = 0, wsMaskSummaryBytes = 0;
+    // Dropout (problem.dropout): Philox counters per chunk (PhiloxKeepMask's capacity).
+    uint32_t philoxLanes = 0;
     uint64_t userWorkspaceBytes = 0;
     uint64_t tilingKey = 0;
 };

@@ -1,8 +1,9 @@
 // flash_attention_grad_v2.cpp -- the FlashAttentionGradV2 operator's host side: OpDef
 // registration (the interface of op/flash_attention_grad_v2.json), InferShape / InferDataType
 // and TilingFunc. V2 is FlashAttentionGrad with the band (pre_tokens / next_tokens) in place of
-// the causal flag and variable-length batches (layout TND with actual_seq_qlen / kvlen, read
-// here as ValueDepend inputs so the policy balances the cores by each sequence's real work).
+// the causal flag, variable-length batches (layout TND with actual_seq_qlen / kvlen, read
+// here as ValueDepend inputs so the policy balances the cores by each sequence's real work),
+// an explicit attention mask (atten_mask, 1 = masked out) and dropout (keep_prob, seed, offset).
 // It shares the dims, the plan and the tiling with V1 (flash_attention_grad_host.h) and runs the
 // same kernel (op_kernel/flash_attention_grad_kernel.h).
 // Written against the real CANN host APIs only; errors go to the CANN log (module OP).
@@ -80,7 +81,7 @@ ge::graphStatus InferShape(gert::InferShapeContext *context) {
 
 // The problem from the context: dims, band, varlen lengths, blocks. "" or what is wrong.
 std::string ReadProblem(gert::TilingContext *context, fa_host::GradDims *d, fa_policy::Problem *p, bool *deterministic,
-                        float *scale) {
+                        float *scale, fa_host::GradDropout *dropout) {
     const gert::Shape *shapes[kRequiredInputs];
     for (size_t i = 0; i < kRequiredInputs; ++i) {
         const gert::StorageShape *s = context->GetInputShape(i);
@@ -97,21 +98,36 @@ std::string ReadProblem(gert::TilingContext *context, fa_host::GradDims *d, fa_p
     const bool *det = attrs->GetBool(kDeterministic);
     const int64_t *blockM = attrs->GetInt(kBlockM);
     const int64_t *blockN = attrs->GetInt(kBlockN);
+    const int64_t *seed = attrs->GetInt(kSeed);
+    const int64_t *offset = attrs->GetInt(kOffset);
     if (qDesc == nullptr || scaleValue == nullptr || pre == nullptr || next == nullptr || keepProb == nullptr ||
-        det == nullptr || blockM == nullptr || blockN == nullptr) {
-        return "query desc or attrs scale_value / pre_tokens / next_tokens / keep_prob / deterministic / block_m / "
-               "block_n missing";
+        det == nullptr || blockM == nullptr || blockN == nullptr || seed == nullptr || offset == nullptr) {
+        return "query desc or attrs scale_value / pre_tokens / next_tokens / keep_prob / seed / offset / "
+               "deterministic / block_m / block_n missing";
     }
     if (*blockM < 0 || *blockM > UINT32_MAX || *blockN < 0 || *blockN > UINT32_MAX) {
         return "block_m and block_n must be >= 0 (0 = auto)";
     }
-    if (context->GetOptionalInputShape(kAttenMask) != nullptr) {
-        return "atten_mask is not supported by FlashAttentionGradV2 yet: pass a null mask";
+    // The mask: rank 4 [maskB, maskN, maskQ, Skv] (the policy checks dims 0..2 against B, N, Sq).
+    const gert::StorageShape *maskShape = context->GetOptionalInputShape(kAttenMask);
+    if (maskShape != nullptr) {
+        const gert::Shape &m = maskShape->GetOriginShape();
+        if (m.GetDimNum() != 4 || (!d->varlen && m.GetDim(3) != d->seqKv)) {
+            return "atten_mask must be rank 4 [1 or B, 1 or N, 1 or Sq, Skv] with Skv = " + std::to_string(d->seqKv) +
+                   ", got " + fa_host::GradShapeText(m);
+        }
+        p->mask = true;
+        p->maskB = static_cast<uint64_t>(m.GetDim(0));
+        p->maskN = static_cast<uint64_t>(m.GetDim(1));
+        p->maskQ = static_cast<uint64_t>(m.GetDim(2));
     }
-    if (*keepProb != 1.0f) {
-        return "keep_prob must be 1 (dropout is not supported by FlashAttentionGradV2 yet), got " +
-               std::to_string(*keepProb);
+    if (!(*keepProb > 0.0f && *keepProb <= 1.0f)) {
+        return "keep_prob must be in (0, 1] (1 = no dropout), got " + std::to_string(*keepProb);
     }
+    p->dropout = *keepProb < 1.0f;
+    dropout->keepProb = *keepProb;
+    dropout->seed = static_cast<uint64_t>(*seed);
+    dropout->offset = static_cast<uint64_t>(*offset);
     p->numHeads = static_cast<uint64_t>(d->numHeads);
     p->numKvHeads = static_cast<uint64_t>(d->numKvHeads);
     p->headDim = static_cast<uint64_t>(d->headDim);
@@ -160,9 +176,10 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     fa_policy::Problem problem;
     bool deterministic = true;
     float scale = 1.0f;
-    std::string error = ReadProblem(context, &d, &problem, &deterministic, &scale);
+    fa_host::GradDropout dropout;
+    std::string error = ReadProblem(context, &d, &problem, &deterministic, &scale, &dropout);
     ge::graphStatus rc = ge::GRAPH_FAILED;
-    if (error.empty()) rc = fa_host::TileGrad(context, d, problem, deterministic, scale, &error);
+    if (error.empty()) rc = fa_host::TileGrad(context, d, problem, deterministic, scale, dropout, &error);
     if (rc != ge::GRAPH_SUCCESS) FAG2_LOGE(context, "%s", error.c_str());
     return rc;
 }
@@ -173,18 +190,22 @@ namespace ops {
 class FlashAttentionGradV2 : public OpDef {
  public:
     explicit FlashAttentionGradV2(const char *name) : OpDef(name) {
-        const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16};
-        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND};
+        // Columns: float16 and bfloat16 inputs, each with a uint8 and a bool atten_mask (1 / true =
+        // masked out, FlashAttentionScore's convention).
+        const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT16, ge::DT_BF16};
+        const std::vector<ge::DataType> masks = {ge::DT_UINT8, ge::DT_UINT8, ge::DT_BOOL, ge::DT_BOOL};
+        const std::vector<ge::Format> nd(4, ge::FORMAT_ND);
         for (const char *input : {"query", "key", "value", "attention_out", "dout"}) {
             this->Input(input).ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
         }
-        this->Input("softmax_lse").ParamType(REQUIRED).DataType({ge::DT_FLOAT, ge::DT_FLOAT}).Format(nd).UnknownShapeFormat(nd);
-        this->Input("atten_mask").ParamType(OPTIONAL).DataType({ge::DT_BOOL, ge::DT_UINT8}).Format(nd).UnknownShapeFormat(nd);
+        this->Input("softmax_lse").ParamType(REQUIRED).DataType(std::vector<ge::DataType>(4, ge::DT_FLOAT)).Format(nd)
+            .UnknownShapeFormat(nd);
+        this->Input("atten_mask").ParamType(OPTIONAL).DataType(masks).Format(nd).UnknownShapeFormat(nd);
         for (const char *lengths : {"actual_seq_qlen", "actual_seq_kvlen"}) {
             this->Input(lengths)
                 .ParamType(OPTIONAL)
                 .ValueDepend(OPTIONAL)
-                .DataType({ge::DT_INT64, ge::DT_INT64})
+                .DataType(std::vector<ge::DataType>(4, ge::DT_INT64))
                 .Format(nd)
                 .UnknownShapeFormat(nd);
         }

@@ -4,6 +4,7 @@
 #include "block_cost.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <string>
@@ -25,6 +26,13 @@ uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
+
+uint64_t MaskTilesUbBytes(uint64_t rows, uint64_t n) {
+    const uint64_t elems = rows * AlignUp(n, kUbAlign);
+    return AlignUp(elems, kUbAlign) + 2 * elems + 4 * elems + AlignUp(CeilDiv(elems, 8), kUbAlign) + 32;
+}
+
+uint64_t PhiloxUbBytes(uint64_t lanes) { return lanes * 4 * 58 + AlignUp(lanes * 2, kUbAlign); }
 
 std::string Format(const char *fmt, ...) {
     char buf[512];
@@ -185,6 +193,22 @@ std::string ValidateProblem(const Problem &p) {
         return Format("pre_tokens + next_tokens must be >= 0 (a band of at least one diagonal), got pre_tokens=%lld, "
                       "next_tokens=%lld%s", static_cast<long long>(p.preTokens), static_cast<long long>(p.nextTokens),
                       p.causal ? " with causal (next_tokens <= 0)" : "");
+    }
+    if (p.mask) {
+        if (varlen) {
+            return "atten_mask with input_layout TND (a varlen batch) is not supported: use a fixed-length layout "
+                   "or express the restriction as a window";
+        }
+        const struct {
+            const char *name;
+            uint64_t value, full;
+        } dims[] = {{"batch", p.maskB, p.batch}, {"heads", p.maskN, p.numHeads}, {"seq_q", p.maskQ, p.seqQ}};
+        for (const auto &dim : dims) {
+            if (dim.value != 1 && dim.value != dim.full) {
+                return Format("atten_mask %s dimension must be 1 or %llu, got %llu", dim.name,
+                              static_cast<unsigned long long>(dim.full), static_cast<unsigned long long>(dim.value));
+            }
+        }
     }
     const struct {
         const char *name;
@@ -446,6 +470,11 @@ std::vector<uint32_t> SplitContiguous(const std::vector<uint64_t> &work, uint32_
     }
     starts.push_back(static_cast<uint32_t>(items));
     return starts;
+}
+
+uint32_t DropoutThreshold(float keepProb) {
+    const double t = std::floor((1.0 - static_cast<double>(keepProb)) * 256.0 + 0.5);
+    return t <= 0.0 ? 0u : (t >= 256.0 ? 256u : static_cast<uint32_t>(t));
 }
 
 Band EffectiveBand(const Problem &p) {

@@ -68,6 +68,12 @@ struct Problem {
     uint64_t tokensQ = 0, tokensKv = 0;  // varlen: Tq and Tkv, the packed token counts
     uint32_t userBlockM = 0;  // 0 = choose
     uint32_t userBlockN = 0;  // 0 = choose
+    // FlashAttentionV2's mask and dropout (MIX path only): each takes UB and workspace only when
+    // on. The device mask is uint8 [maskB, maskN, maskQ, seqKv] (each 1 or B / N / Sq).
+    bool mask = false;
+    uint64_t maskB = 1, maskN = 1, maskQ = 1;
+    bool dropout = false;         // keep_prob < 1
+    bool dropoutMaskOut = false;  // the dropout_mask output is written
 };
 
 // One line of the buffer budget: `bytes` of `capacity` used.
@@ -99,6 +105,13 @@ struct Plan {
     uint64_t mmUbBytes = 0;           // coupled: UB for the Matmul API's ND <-> NZ (SetLocalWorkspace)
     uint64_t tilingKey = 0;
 };
+
+// UB of op_kernel/attention_mask.h MaskTiles::UbBytes(rows, n) and op_kernel/philox_dropout.h
+// PhiloxKeepMask::UbBytes(lanes), which this pure header cannot include (they pull in
+// kernel_operator.h); tests/test_mask_dropout_forward.py checks them against the kernel's.
+uint64_t MaskTilesUbBytes(uint64_t rows, uint64_t n);
+uint64_t PhiloxUbBytes(uint64_t lanes);
+constexpr uint32_t kMaskRows = 16;  // mask tile rows per pass (a multiple of 4)
 
 // Largest values the policy chooses by itself (a user block may not exceed them either):
 // beyond these the kernel gains no reuse and the item count (core balance) suffers.
@@ -149,6 +162,11 @@ std::vector<uint32_t> SplitContiguous(const std::vector<uint64_t> &work, uint32_
 // K/V-block steps of the busiest core -- the larger of an even share of all steps and the
 // largest item -- times one step's cycles. The auto blocks minimize it.
 double ModeledKernelCycles(const Problem &problem, const ChipLimits &chip, uint32_t blockM, uint32_t blockN);
+
+// Dropout's keep rule: an 8-bit Philox draw u keeps its element iff u >= DropoutThreshold(keepProb)
+// = floor((1 - keepProb) * 256 + 1/2) in [0, 256], computed in double from the float32 keep_prob
+// (the float64 reference's formula, acl_fa/philox.py dropout_threshold).
+uint32_t DropoutThreshold(float keepProb);
 
 // The band the kernel applies: (preTokens, nextTokens) with causal folded in (next <= 0).
 struct Band {

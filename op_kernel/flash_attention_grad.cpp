@@ -13,7 +13,7 @@
 #define FAG_CASE(KEY, T)                                                                                     \
     if (TILING_KEY_IS(KEY)) {                                                                                \
         flash_attn_grad::RunFlashAttentionGrad<T>(query, key, value, attention_out, dout, softmax_lse, nullptr, \
-                                                  nullptr, dq, dk, dv, workspace, &tilingData);                  \
+                                                  nullptr, nullptr, dq, dk, dv, workspace, &tilingData);         \
         return;                                                                                              \
     }
 #define FAG_CASES_FOR_DTYPE(DTYPE_BIT, T) \

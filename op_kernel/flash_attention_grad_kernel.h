@@ -4,18 +4,23 @@
 //
 // Three phases, separated by SyncAll (all vector cores):
 //   1. D = rowsum(dO * O) per query row (fp32, to the workspace); the dQ accumulator and the
-//      dQ flags (deterministic mode) are zeroed.
+//      dQ flags (deterministic mode) are zeroed; with an attention mask, each AIV classifies
+//      its share of the mask's blocks (attention_mask.h) into the workspace summary.
 //   2. Each AIV runs its units (one K/V block j of one kv head of one sequence,
 //      flash_attention_grad_tiling.h): for every query head n of the kv head's group and every
 //      query block i whose band rows see block j (QueryBlocksSeeing: causal or windowed blocks
 //      outside the band are never loaded),
 //        S    = Q_i . K_j^T                       (cube)
 //        dP   = dO_i . V_j^T                      (cube)
-//        P    = exp(scale * S - LSE_i)            (vector; keys outside the band -> 0, MaskScores)
+//        P    = exp(scale * S + bias - LSE_i)     (vector; keys outside the band -> 0, MaskScores;
+//                                                  bias: the mask's 0 / -inf on BLOCK_MIXED blocks)
+//        dropout: Pd = P o Z / keep_prob, dP := dP o Z / keep_prob (Z regenerated, ApplyDropout)
 //        dS   = scale * P * (dP - D_i)            (vector)
-//        dV_j += P^T . dO_i,  dK_j += dS^T . Q_i  (cube, A transposed, accumulated in GM fp32)
+//        dV_j += Pd^T . dO_i,  dK_j += dS^T . Q_i (cube, A transposed, accumulated in GM fp32)
 //        dQ_i += dS . K_j                         (cube, added to the one fp32 accumulator)
-//      dK_j and dV_j belong to the unit alone: cast and written when its walk ends.
+//      dK_j and dV_j belong to the unit alone: cast and written when its walk ends. A step the
+//      mask hides entirely (BLOCK_MASKED) is skipped: nothing is loaded or computed, only the
+//      deterministic dQ hand-over passes through it.
 //   3. dQ = the accumulator, cast.
 // dQ_i gathers one contribution per K/V block j whose walk includes it, from units on any AIV.
 // Atomic mode adds them with SetAtomicAdd<float> in whatever order the cores reach them.
@@ -47,7 +52,9 @@
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 
+#include "attention_mask.h"
 #include "attention_row_ops.h"
+#include "philox_dropout.h"
 #include "flash_attention_grad_tiling.h"
 #include "flash_attention_tiling.h"
 
@@ -86,29 +93,38 @@ public:
     AscendC::Matmul<RowsType, RowsType, AccType> dqMm;       // dS.K: [m, D] fp32
 
     // actualSeqQlen / actualSeqKvlen: int64 cumulative end offsets (varlen), else unused (nullptr).
+    // attenMask: uint8 [maskB, maskN, maskQ, Skv] when tiling->hasMask, else unused (nullptr).
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut, GM_ADDR dout,
-                                GM_ADDR softmaxLse, GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR dq,
-                                GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace, const FlashAttentionGradTilingData *tiling,
-                                AscendC::TPipe *pipe);
+                                GM_ADDR softmaxLse, GM_ADDR attenMask, GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen,
+                                GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace,
+                                const FlashAttentionGradTilingData *tiling, AscendC::TPipe *pipe);
     __aicore__ inline void Process();
 
 private:
     // Phase 1 and 3, and the dK/dV write-out.
     __aicore__ inline void ComputeDelta();
     __aicore__ inline void ZeroFlags();
+    __aicore__ inline void SummarizeMask();
     __aicore__ inline void ProcessUnits();
     __aicore__ inline void WalkUnit(uint32_t unit);
     __aicore__ inline void WriteDq();
     // Phase 2.
     // One (query block, kv block) step; waitFor / handTo: deterministic mode's chain neighbours
-    // (block kvBlock + 1 added before this step; block kvBlock - 1 adds after it).
-    __aicore__ inline void Step(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock, uint32_t kvBlock, bool first,
+    // (block kvBlock + 1 added before this step; block kvBlock - 1 adds after it). False when
+    // the mask hides the block entirely (nothing computed, dK_j / dV_j untouched).
+    __aicore__ inline bool Step(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock, uint32_t kvBlock, bool first,
                                 bool waitFor, bool handTo);
+    // The summary class (attn_mask::BlockClass) of query block qBlock x kv block kvBlock of (b, n).
+    __aicore__ inline uint8_t MaskClass(uint32_t b, uint32_t n, uint32_t qBlock, uint32_t kvBlock) const;
     __aicore__ inline void AddDqInOrder(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock, uint32_t kvBlock,
                                         uint64_t dqRowsOffset, bool waitFor, bool handTo);
     // The AIV whose range [unitStart[a], unitStart[a + 1]) holds `unit`.
     __aicore__ inline uint32_t AivOfUnit(uint32_t unit) const;
-    __aicore__ inline void ComputeProbs(uint32_t rows, uint32_t row0, uint32_t col0, uint32_t cols);
+    __aicore__ inline void ComputeProbs(uint32_t b, uint32_t n, uint32_t rows, uint32_t row0, uint32_t col0,
+                                        uint32_t cols, bool maskBias);
+    // prob_ = T(P o Z / keep_prob) and grad_ = dP o Z / keep_prob for the tile's rows row0.. and
+    // keys col0.. of head (b, n); score_ keeps P.
+    __aicore__ inline void ApplyDropout(uint32_t b, uint32_t n, uint32_t rows, uint32_t row0, uint32_t col0);
     // Keys of rows row0.. outside the band (and the block's padding columns) -> -inf.
     __aicore__ inline void ComputeDs(uint32_t rows);
     __aicore__ inline void AddDqAtomically(uint64_t accOffset, uint32_t rows);
@@ -161,6 +177,11 @@ private:
     AscendC::GlobalTensor<float> dkAccGm_;   // dK_j [n, D] fp32
     AscendC::GlobalTensor<float> dvAccGm_;   // dV_j [n, D] fp32
     AscendC::GlobalTensor<float> dqPartGm_;  // dS.K_j of one step [m, D] fp32 (non-deterministic)
+    AscendC::GlobalTensor<uint8_t> maskSummaryGm_;  // hasMask: one BlockClass byte per summary block
+
+    attn_mask::MaskGeometry maskGeom_;
+    attn_mask::MaskTiles mask_;            // hasMask only
+    philox_dropout::PhiloxKeepMask keep_;  // dropout only
 
     AscendC::TBuf<AscendC::TPosition::VECCALC> scoreBuf_, gradBuf_, probBuf_, dsBuf_, lseBuf_, deltaBuf_, brcbBuf_,
         foldBuf_, flagBuf_;
@@ -180,8 +201,9 @@ private:
 template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
                                                          GM_ADDR attentionOut, GM_ADDR dout, GM_ADDR softmaxLse,
-                                                         GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR dq,
-                                                         GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace,
+                                                         GM_ADDR attenMask, GM_ADDR actualSeqQlen,
+                                                         GM_ADDR actualSeqKvlen, GM_ADDR dq, GM_ADDR dk, GM_ADDR dv,
+                                                         GM_ADDR workspace,
                                                          const FlashAttentionGradTilingData *tiling,
                                                          AscendC::TPipe *pipe)
 {
@@ -245,6 +267,22 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     brcb_ = brcbBuf_.Get<float>();
     fold_ = foldBuf_.Get<float>();
     flagUb_ = flagBuf_.Get<int32_t>();
+    if (td_->hasMask != 0) {
+        maskGeom_.mb = td_->maskB;
+        maskGeom_.mn = td_->maskN;
+        maskGeom_.mq = td_->maskQ;
+        maskGeom_.mk = td_->seqKv;
+        maskGeom_.blockM = m;
+        maskGeom_.blockN = n;
+        mask_.Init(pipe_, maskGeom_, td_->maskRows);
+        mask_.SetGlobal(attenMask);
+        maskSummaryGm_.SetGlobalBuffer(reinterpret_cast<__gm__ uint8_t *>(user + td_->wsMaskSummaryOffset),
+                                       maskGeom_.SummaryBytes());
+    }
+    if (td_->dropout != 0) {
+        keep_.Init(pipe_, td_->philoxLanes);
+        keep_.SetWidth(n);
+    }
 
     const bool bnsd = td_->layout == FA_LAYOUT_BNSD;
     rowStrideQ_ = bnsd ? d : td_->numHeads * d;
@@ -335,7 +373,10 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Process()
     if (td_->deterministic != 0) {
         ZeroFlags();
     }
-    AscendC::SyncAll();  // D, the zeroed dQ accumulator and flags complete before any core uses them
+    if (td_->hasMask != 0) {
+        SummarizeMask();
+    }
+    AscendC::SyncAll();  // D, the zeroed dQ accumulator and flags, the mask summary complete before any core uses them
     ProcessUnits();
     AscendC::SyncAll();  // every dQ contribution has landed
     WriteDq();
@@ -403,6 +444,16 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ZeroFlags()
     WaitForPipe<AscendC::HardEvent::MTE3_V>();
 }
 
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::SummarizeMask()
+{
+    // An equal share of the summary rows per AIV (attention_mask.h: one DataCopyPad per row).
+    const uint32_t rows = maskGeom_.SummaryRows();
+    const uint32_t perAiv = CeilDiv(rows, td_->aivNum);
+    const uint32_t first = Min(aiv_ * perAiv, rows);
+    mask_.Summarize(maskSummaryGm_, first, Min(perAiv, rows - first));
+}
+
 // ---- phase 2: the units ------------------------------------------------------------------------
 
 template <typename T>
@@ -442,21 +493,48 @@ __aicore__ inline void FlashAttentionGradKernel<T>::WalkUnit(uint32_t unit)
     if (j > 0) {
         QueryBlocksSeeing(col0 - bn, col0, &prevBegin, &prevEnd);
     }
-    bool first = true;
+    bool first = true;  // no step has written dK_j / dV_j yet
     for (uint32_t g = 0; g < td_->groupSize; ++g) {
         for (uint32_t i = qBegin; i < qEnd; ++i) {
-            Step(b, h * td_->groupSize + g, h, i, j, first, nextBegin <= i && i < nextEnd,
-                 prevBegin <= i && i < prevEnd);
-            first = false;
+            if (Step(b, h * td_->groupSize + g, h, i, j, first, nextBegin <= i && i < nextEnd,
+                     prevBegin <= i && i < prevEnd)) {
+                first = false;
+            }
         }
     }
     WriteKvGrads(b, h, col0, Min(bn, seq_.skv - col0), !first);
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock,
+__aicore__ inline uint8_t FlashAttentionGradKernel<T>::MaskClass(uint32_t b, uint32_t n, uint32_t qBlock,
+                                                                 uint32_t kvBlock) const
+{
+    if (td_->hasMask == 0) {
+        return attn_mask::BLOCK_VISIBLE;
+    }
+    const uint64_t row = maskGeom_.SummaryRow(b, n, qBlock * td_->blockM);
+    return maskSummaryGm_.GetValue(row * maskGeom_.KeyBlocks() + kvBlock);
+}
+
+template <typename T>
+__aicore__ inline bool FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock,
                                                          uint32_t kvBlock, bool first, bool waitFor, bool handTo)
 {
+    const uint8_t maskClass = MaskClass(b, n, qBlock, kvBlock);
+    if (maskClass == attn_mask::BLOCK_MASKED) {
+        // Every pair of the block is masked out: P = 0, so it adds nothing to dK_j, dV_j or dQ_i.
+        // The dQ chain of query block i still runs through block j: take the hand-over from
+        // j + 1 and give it to j - 1 (the sum's order stays the blocks' order).
+        const int32_t chain = static_cast<int32_t>((b * td_->numHeads + n) * td_->numQBlocks + qBlock);
+        if (td_->deterministic != 0 && waitFor) {
+            AscendC::IBWait<false>(flagGm_, flagUb_, static_cast<int32_t>(aiv_), chain);
+        }
+        if (td_->deterministic != 0 && handTo) {
+            const uint32_t nextUnit = (b * td_->numKvHeads + h) * td_->numKvBlocks + kvBlock - 1;
+            AscendC::IBSet<false>(flagGm_, flagUb_, static_cast<int32_t>(AivOfUnit(nextUnit)), chain);
+        }
+        return false;
+    }
     const uint32_t d = td_->headDim;
     const uint32_t bn = td_->blockN;
     const uint32_t col0 = kvBlock * bn;
@@ -495,7 +573,10 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n,
     AscendC::DataCopy(score_, scoreGm_, rows * bn);
     AscendC::DataCopy(grad_, gradGm_, rows * bn);
     WaitForPipe<AscendC::HardEvent::MTE2_V>();
-    ComputeProbs(rows, row0, col0, cols);
+    ComputeProbs(b, n, rows, row0, col0, cols, maskClass == attn_mask::BLOCK_MIXED);
+    if (td_->dropout != 0) {
+        ApplyDropout(b, n, rows, row0, col0);
+    }
     ComputeDs(rows);
     WaitForPipe<AscendC::HardEvent::V_MTE3>();
     AscendC::DataCopy(probGm_, prob_, rows * bn);
@@ -524,6 +605,7 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n,
         dqMm.IterateAll(dqPartGm_);
         AddDqAtomically(dqRowsOffset, rows);
     }
+    return true;
 }
 
 template <typename T>
@@ -561,19 +643,48 @@ __aicore__ inline uint32_t FlashAttentionGradKernel<T>::AivOfUnit(uint32_t unit)
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::ComputeProbs(uint32_t rows, uint32_t row0, uint32_t col0,
-                                                                 uint32_t cols)
+__aicore__ inline void FlashAttentionGradKernel<T>::ComputeProbs(uint32_t b, uint32_t n, uint32_t rows,
+                                                                 uint32_t row0, uint32_t col0, uint32_t cols,
+                                                                 bool maskBias)
 {
     const uint32_t bn = td_->blockN;
     const uint32_t elems = rows * bn;
     AscendC::Maxs(lse_, lse_, FP32_LOWEST, rows);  // rows that see no key: -inf -> lowest finite
     AscendC::Muls(score_, score_, td_->scaleValue, elems);
     MaskScores(rows, row0, col0, cols);
+    if (maskBias) {
+        mask_.AddBias(score_, bn, b, n, row0, rows, col0, cols);  // masked pairs -> -inf
+    }
     SubtractRows(score_, lse_, rows, bn, bn);
     AscendC::Exp(score_, score_, elems);  // P = exp(scale * S - LSE), masked -> 0
-    // prob_ feeds dV += P^T . dO: with dropout it is P o Z / keep_prob (Z the tile's keep mask
-    // for rows row0.., columns col0..), while score_ keeps the undropped P for dS.
-    AscendC::Cast(prob_, score_, AscendC::RoundMode::CAST_RINT, elems);
+    // prob_ feeds dV += P^T . dO; with dropout ApplyDropout writes it as P o Z / keep_prob.
+    if (td_->dropout == 0) {
+        AscendC::Cast(prob_, score_, AscendC::RoundMode::CAST_RINT, elems);
+    }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::ApplyDropout(uint32_t b, uint32_t n, uint32_t rows,
+                                                                 uint32_t row0, uint32_t col0)
+{
+    // The forward's keep mask of these positions (philox_dropout.h's key scheme: head b * N + n,
+    // query row0 + r and key col0 + c of the sequence; col0 is a multiple of blockN, so of 16),
+    // generated once per chunk of rows and applied to P (into fold_, then prob_) and to dP.
+    const uint32_t bn = td_->blockN;
+    const philox_dropout::DropoutStream stream = philox_dropout::MakeStream(
+        td_->seed, td_->offset, static_cast<uint64_t>(b) * td_->numHeads + n, td_->keepThreshold, td_->invKeepProb);
+    const uint32_t chunkRows = keep_.ChunkRows();
+    for (uint32_t r = 0; r < rows; r += chunkRows) {
+        const uint32_t count = Min(chunkRows, rows - r) * bn;  // <= 16 x philoxLanes <= foldBuf's m * 64
+        keep_.KeepBits(stream, row0 + r, col0);
+        const AscendC::LocalTensor<uint8_t> &bits = keep_.KeepBitsTensor();
+        AscendC::Muls(fold_, score_[r * bn], td_->invKeepProb, static_cast<int32_t>(count));
+        AscendC::Select(fold_, bits, fold_, 0.0f, AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, count);
+        AscendC::Cast(prob_[r * bn], fold_, AscendC::RoundMode::CAST_RINT, count);
+        const AscendC::LocalTensor<float> dp = grad_[r * bn];
+        AscendC::Muls(dp, dp, td_->invKeepProb, static_cast<int32_t>(count));
+        AscendC::Select(dp, bits, dp, 0.0f, AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, count);
+    }
 }
 
 template <typename T>
@@ -613,9 +724,6 @@ __aicore__ inline void FlashAttentionGradKernel<T>::MaskScores(uint32_t rows, ui
             attn_rows::FillColumns(score_, r * n, static_cast<uint32_t>(hi), n, NEG_INF);
         }
     }
-    // An explicit attention mask hides further columns of these rows here (its tile for rows
-    // row0.., columns col0..), and a key block it hides entirely can leave the walk in
-    // QueryBlocksSeeing's caller (ProcessUnits).
 }
 
 template <typename T>
@@ -744,17 +852,18 @@ __aicore__ inline void FlashAttentionGradKernel<T>::SubtractRows(const AscendC::
 // flash_attention_grad_v2.cpp) call it for their tiling keys.
 template <typename T>
 __aicore__ inline void RunFlashAttentionGrad(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut,
-                                             GM_ADDR dout, GM_ADDR softmaxLse, GM_ADDR actualSeqQlen,
-                                             GM_ADDR actualSeqKvlen, GM_ADDR dq, GM_ADDR dk, GM_ADDR dv,
-                                             GM_ADDR workspace, const FlashAttentionGradTilingData *tilingData)
+                                             GM_ADDR dout, GM_ADDR softmaxLse, GM_ADDR attenMask,
+                                             GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR dq, GM_ADDR dk,
+                                             GM_ADDR dv, GM_ADDR workspace,
+                                             const FlashAttentionGradTilingData *tilingData)
 {
     AscendC::TPipe pipe;
     FlashAttentionGradKernel<T> op;
     // The AIC serves the AIVs' matmul requests from here on and does not run the code below.
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.scoreMm, &tilingData->scoreTiling, op.kvGradMm,
                       &tilingData->kvGradTiling, op.dqMm, &tilingData->dqTiling);
-    op.Init(query, key, value, attentionOut, dout, softmaxLse, actualSeqQlen, actualSeqKvlen, dq, dk, dv, workspace,
-            tilingData, &pipe);
+    op.Init(query, key, value, attentionOut, dout, softmaxLse, attenMask, actualSeqQlen, actualSeqKvlen, dq, dk, dv,
+            workspace, tilingData, &pipe);
     op.Process();
 }
 

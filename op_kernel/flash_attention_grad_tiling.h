@@ -55,8 +55,21 @@ constexpr uint64_t FAG_KEY_DETERMINISTIC = 1u << 4;
 //   brcbBuf   m*8*4      Brcb of a per-row vector
 //   foldBuf   m*64*4     row reductions: a tile folded to 64 columns
 //   flagBuf   32         IBSet/IBWait's UB scratch (int32 x 8)
+//   maskBuf   MaskTiles::UbBytes(maskRows, n)   with an attention mask only (attention_mask.h)
+//   keepBuf   PhiloxKeepMask::UbBytes(philoxLanes)   with dropout only (philox_dropout.h)
 // Row phases (the D pre-pass, the dQ fold, the dK/dV write-out) take rowChunk rows at a time,
 // rowChunk * D <= m * n and rowChunk <= m.
+//
+// Attention mask (hasMask = 1; FlashAttentionGradV2 only, dense layouts): uint8 [maskB, maskN,
+// maskQ, Skv], 1 = masked out, broadcast over dims of size 1. Before the first SyncAll every AIV
+// classifies its share of the summary rows (attention_mask.h, blocks of blockM x blockN, so one
+// summary byte per step) into the workspace at wsMaskSummaryOffset; a BLOCK_MASKED step is
+// skipped (no load, no matmul; in deterministic mode it still passes the dQ hand-over on), a
+// BLOCK_MIXED step adds the mask's bias to its scores before P is recomputed.
+//
+// Dropout (dropout = 1): the keep mask Z of the forward, regenerated from the same Philox key
+// (philox_dropout.h: seed, offset, head b * N + n, positions in the sequence) for every step's
+// tile: dV += (P o Z / keep_prob)^T dO, dP = (dO V^T) o Z / keep_prob, dS = P o (dP - D).
 struct FlashAttentionGradTilingData {
     // ---- problem ----
     uint32_t batch;          // B (varlen: sequences)
@@ -93,6 +106,18 @@ struct FlashAttentionGradTilingData {
     uint64_t wsScratchBytes;   // one slice: S [m][n] fp32, dP [m][n] fp32, P [m][n] T, dS [m][n] T,
                                // dK [n][D] fp32, dV [n][D] fp32, dQ part [m][D] fp32; each 512-B aligned
     uint64_t wsScoreOffset, wsGradOffset, wsProbOffset, wsDsOffset, wsDkOffset, wsDvOffset, wsDqPartOffset;
+    // ---- attention mask (see above) ----
+    uint32_t hasMask;
+    uint32_t maskB, maskN, maskQ;    // device mask dims 0..2 (1 = broadcast); dim 3 is seqKv
+    uint32_t maskRows;               // MaskTiles rows per pass (multiple of 4)
+    uint64_t wsMaskSummaryOffset;    // summary: maskB * maskN * (maskQ == 1 ? 1 : numQBlocks) x numKvBlocks bytes
+    // ---- dropout (see above) ----
+    uint32_t dropout;
+    uint32_t keepThreshold;          // keep iff the 8-bit Philox draw >= keepThreshold (0..256)
+    float invKeepProb;               // 1 / keep_prob, the scale of kept values
+    uint32_t philoxLanes;            // Philox counters per chunk (PhiloxKeepMask::Init capacity, <= 4 blockM)
+    uint64_t seed;                   // Philox key (uint64 bits of the int64 attr)
+    uint64_t offset;                 // first Philox stream of the call (uint64 bits)
     // ---- matmul tilings (one AIV's shapes) ----
     TCubeTiling scoreTiling;   // S = Q.K^T and dP = dO.V^T: M = blockM, N = blockN, K = D; B transposed
     TCubeTiling kvGradTiling;  // dV += P^T.dO and dK += dS^T.Q: M = blockN, N = D, K = blockM; A transposed

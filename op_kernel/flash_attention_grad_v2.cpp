@@ -1,5 +1,5 @@
 // flash_attention_grad_v2.cpp -- kernel entry of the FlashAttentionGradV2 op (sliding-window
-// bands and varlen TND on top of FlashAttentionGrad): read the tiling, pick the instance for the
+// bands, varlen TND, the attention mask and dropout on top of FlashAttentionGrad): read the tiling, pick the instance for the
 // tiling key, run the one backward kernel (flash_attention_grad_kernel.h). Arguments in OpDef
 // order: inputs (optional ones nullptr when absent), outputs, workspace, tiling.
 #include "kernel_operator.h"
@@ -12,8 +12,8 @@
 #define FAG_V2_CASE(KEY, T)                                                                                      \
     if (TILING_KEY_IS(KEY)) {                                                                                    \
         flash_attn_grad::RunFlashAttentionGrad<T>(query, key, value, attention_out, dout, softmax_lse,            \
-                                                  actual_seq_qlen, actual_seq_kvlen, dq, dk, dv, workspace,       \
-                                                  &tilingData);                                                  \
+                                                  atten_mask, actual_seq_qlen, actual_seq_kvlen, dq, dk, dv,      \
+                                                  workspace, &tilingData);                                       \
         return;                                                                                                  \
     }
 #define FAG_V2_CASES_FOR_DTYPE(DTYPE_BIT, T) \
@@ -33,7 +33,6 @@ extern "C" __global__ __aicore__ void flash_attention_grad_v2(GM_ADDR query, GM_
                                                               GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace,
                                                               GM_ADDR tiling)
 {
-    (void)atten_mask;  // mask tiles: not read yet (refused by op_host until they are)
     REGISTER_TILING_DEFAULT(FlashAttentionGradTilingData);
     GET_TILING_DATA(tilingData, tiling);
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
