@@ -24,6 +24,7 @@ from .api import (
     flash_attention_varlen_backward,
     flash_attention_with_kvcache,
     flash_attn_func,
+    merge_attention_partials,
     scaled_dot_product_attention,
 )
 from .loader import get_backend
@@ -64,6 +65,7 @@ __all__ = [
     "flash_attention_with_kvcache",
     "flash_attn_func",
     "get_backend",
+    "merge_attention_partials",
     "scaled_dot_product_attention",
     "sim_stats",
 ]

@@ -13,17 +13,21 @@ against chunk r), at a step with the chunks of rank s < r both query chunks agai
 and with s > r query chunk 2P-1-r against both key chunks -- the other pairs lie above the
 diagonal and are never computed.
 
-Merge: **host-side** (a first step, labeled as such): each FlashAttention call's output and LSE
-are read back and merged in float64 by their LSE, out = sum_i exp(lse_i - lse) out_i with
-lse = logsumexp_i lse_i. The device memory per rank is its chunks, the two key/value buffers of
-the ring and one call's output -- O(S/P).
+Merge: on the device, by the project's AttentionLseMerge op (acl_fa.lse_merge, docs/lse_merge.md):
+each query chunk's partial outputs are merged by their LSE as they are computed, in call order,
+out = sum_i exp(lse_i - lse) out_i with lse = logsumexp_i lse_i, into a float32 accumulator on
+the rank's device; the last merge writes the chunk's result in the input dtype, and only that
+result and its LSE are read back. The device memory per rank is its chunks, the two key/value
+buffers of the ring, one call's output and per query chunk a copy of its first partial, the
+float32 accumulator and the result -- O(S/P).
 
 Ordering, on the device (aclrtStreamWaitEvent): the compute of step t waits for the event
 recorded after the receive of step t - 1 (it reads those buffers); the send/receive of step t
 waits for the event recorded after the last FlashAttention call of step t - 1 (it overwrites the
-buffers that step read). The host never waits for the comm stream inside the ring; it waits for
-the compute stream only to read each call's partial output for the host-side merge. The
-send/receive of step t overlaps the compute of step t.
+buffers that step read). The merges run on the compute stream after the call that produced their
+partial. The host never waits for the comm stream inside the ring; it waits for the compute
+stream only to read a chunk's merged result. The send/receive of step t overlaps the compute of
+step t.
 Sq must equal Skv (self-attention over one sequence); any S >= P (causal: >= 2P) splits.
 """
 from __future__ import annotations
@@ -108,6 +112,7 @@ class RingReport:
     modeled_compute_seconds: list
     wall_seconds: list          # per rank: host wall time of the rank's thread
     link: dict
+    d2h_bytes: list = dataclasses.field(default_factory=list)  # per rank: bytes copied device -> host
 
     @property
     def balance(self) -> float:
@@ -194,8 +199,11 @@ class _Rank:
         import time
 
         start = time.perf_counter()
+        self.d2h_bytes = 0
+        before = self.session.copy_counters()["d2h"]["bytes"]
         try:
             self._run()
+            self.d2h_bytes = self.session.copy_counters()["d2h"]["bytes"] - before
         except BaseException as exc:  # reported by the caller, which owns the threads
             self.error = exc
             self.failed_at = time.monotonic()  # the first failure is the cause; peers fail after it
@@ -216,22 +224,24 @@ class _Rank:
         runner = attention.runner_for(s)
         from .device_array import DeviceArray
 
-        views: dict = {}
+        views: dict = {}  # holds each viewed buffer, so no id is reused while its view is kept
 
-        def view(buf, shape):
-            key = (id(buf), shape)
+        def view(buf, shape, dtype=self.dtype):
+            key = (id(buf), shape, np.dtype(dtype))
             if key not in views:
-                views[key] = DeviceArray(s, shape, self.dtype, _buffer=buf)
+                views[key] = DeviceArray(s, shape, dtype, _buffer=buf)
             return views[key]
 
         # Device-side order (aclrtStreamWaitEvent), the host never waits for the comm stream in the loop:
         #   received[t] on comm after step t's send/receive; compute step t+1 waits for it (it reads those buffers);
         #   computed[t] on compute after step t's calls; comm step t+1 waits for it (it receives into the
-        #   buffers step t computed on). The host waits for the compute stream only to read the partial
-        #   outputs for the host-side merge.
+        #   buffers step t computed on). The host waits for the compute stream only to read a chunk's
+        #   merged result.
         received = [s.event(timing=False) for _ in range(p)]
         computed = [s.event(timing=False) for _ in range(p)]
-        partial = [[] for _ in self.q_host]  # per query chunk: [(out, lse)]
+        calls = [sum(qi == c for step in range(p) for qi, _, _ in ring_plan(r, step, p, self.causal))
+                 for c in range(len(self.q_host))]
+        merges = [_ChunkMerge(s, x.shape, self.dtype, n) for x, n in zip(self.q_host, calls)]
         link = self.comm.link_stats(r, (r + 1) % p) if p > 1 else None
         sent_before = self._sent() if p > 1 else 0
         self.sent_after, self.callbacks = [], []
@@ -255,9 +265,11 @@ class _Rank:
                     if i == len(plan) - 1:  # the step's last read of `cur` is queued: free it for the next exchange
                         computed[step].record(compute_stream)
                         self._enqueue_exchange(step + 1, buffers, comm_stream, computed, received)
-                    # Read now: a later call may reuse (or the cache evict) this problem's output buffers.
-                    compute_stream.synchronize()
-                    partial[qi].append((prepared.read("out"), prepared.read("lse")))
+                    # Merged now, in stream order: a later call may reuse this problem's output buffers,
+                    # and its prepare() (which may evict them) first waits for the compute stream.
+                    lse_shape = q.shape[:3]
+                    merges[qi].add(compute_stream, view(prepared.buffers["out"], q.shape),
+                                   view(prepared.buffers["lse"], lse_shape, np.float32))
                     b, n, sq, d = q.shape
                     step_flops += 4 * b * n * d * problem.visible_pairs()
                 self.flops += step_flops
@@ -272,10 +284,12 @@ class _Rank:
                            for n in self.bytes_per_step]
         for e in received + computed:
             e.close()
-        self.results = [_merge(parts) for parts in partial]
+        self.results = [m.result for m in merges]
         comm_stream.close()
+        for m in merges:
+            m.close()
         for array in views.values():
-            array.buffer = None  # the buffer is closed below, not through the view
+            array.buffer = None  # the buffer is closed below or by the forward's cache, not through the view
         for pair in buffers:
             for kb, vb in pair:
                 kb.close()
@@ -284,17 +298,52 @@ class _Rank:
             x.close()
 
 
-def _merge(parts) -> tuple:
-    """Merges partial (out, lse) of one query chunk by their LSE, in float64."""
-    lses = np.stack([lse.astype(np.float64) for _, lse in parts])  # [T, B, N, S]
-    top = np.max(lses, axis=0)
-    safe = np.where(np.isfinite(top), top, 0.0)
-    weights = np.exp(lses - safe)
-    total = weights.sum(axis=0)
-    lse = np.where(total > 0, safe + np.log(np.where(total > 0, total, 1.0)), -np.inf)
-    out = sum(w[..., None] * o.astype(np.float64) for w, (o, _) in zip(weights, parts))
-    out = out / np.where(total > 0, total, 1.0)[..., None]
-    return out, lse
+class _ChunkMerge:
+    """The running LSE merge of one query chunk's `total` partial results on its rank's device
+    (acl_fa.lse_merge), fed in call order on the compute stream: partial 0 is copied aside (the
+    forward reuses its output buffers on its next call of the same problem), partial 1 merges
+    with it into a float32 accumulator, later ones into the accumulator in place, and the last
+    into the result in the input dtype, which is then read back with its LSE (``result``). A
+    chunk with one partial is read back as it is."""
+
+    def __init__(self, session: Session, shape: tuple, dtype, total: int):
+        from .device_array import DeviceArray
+
+        self.session, self.total, self.seen, self.result = session, total, 0, None
+        self.arrays: list = []
+
+        def pair(out_dtype):
+            made = (DeviceArray.empty(session, shape, out_dtype), DeviceArray.empty(session, shape[:-1], np.float32))
+            self.arrays.extend(made)
+            return made
+
+        self.first = pair(dtype) if total >= 2 else None
+        self.acc = pair(np.float32) if total >= 3 else None
+        self.final = pair(dtype) if total >= 2 else None
+
+    def add(self, stream, out, lse):
+        """Takes the next partial, DeviceArrays `out` [B, N, S, D] and `lse` [B, N, S] that work
+        already queued on `stream` writes."""
+        from .lse_merge import enqueue_merge
+
+        k, self.seen = self.seen, self.seen + 1
+        if self.total == 1:
+            stream.synchronize()
+            self.result = (out.numpy(), lse.numpy())
+        elif k == 0:
+            stream.copy(self.first[0].buffer, out.buffer)
+            stream.copy(self.first[1].buffer, lse.buffer)
+        else:
+            last = k == self.total - 1
+            enqueue_merge(self.session, stream, *(self.first if k == 1 else self.acc), out, lse,
+                          *(self.final if last else self.acc))
+            if last:
+                stream.synchronize()
+                self.result = (self.final[0].numpy(), self.final[1].numpy())
+
+    def close(self):
+        for array in self.arrays:
+            array.close()
 
 
 def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="BNSD", num_heads=None,
@@ -349,7 +398,7 @@ def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="B
         return (*result, RingReport(devices, problem.causal, p, [sum(rk.bytes_per_step) for rk in ranks],
                                     [rk.bytes_per_step for rk in ranks], [rk.flops for rk in ranks],
                                     [rk.comm_model for rk in ranks], [rk.compute_model for rk in ranks],
-                                    [rk.wall for rk in ranks], link))
+                                    [rk.wall for rk in ranks], link, [rk.d2h_bytes for rk in ranks]))
     finally:
         for c in comms:
             if c is not None:

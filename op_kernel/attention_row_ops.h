@@ -3,7 +3,10 @@
 // per-row vector, and updates of each row by a per-row value. Each processes 64 columns (one
 // 256-B repeat) at a time with one repeat per row (rows <= 255); repeat strides are in 32-B
 // blocks. Per-row values are broadcast with Brcb (one 32-B block per row), so the scalar unit
-// never touches tile elements.
+// never touches tile elements -- except on dav-c100 (910A, arch 1001), which has no Brcb
+// (asc-devkit impl/basic_api/dav_c100/kernel_operator_vec_brcb_impl.h reports it unsupported):
+// there ApplyRowValues reads each row's value with the scalar unit and applies it with one
+// scalar-operand vector instruction per row.
 #pragma once
 
 #include "kernel_operator.h"
@@ -12,6 +15,22 @@ namespace attn_rows {
 
 constexpr uint32_t FP32_PER_REPEAT = 64;  // one 256-B vector repeat of fp32
 constexpr uint32_t FP32_PER_BLOCK = 8;    // one 32-B data block of fp32
+
+#if defined(__NPU_ARCH__) && __NPU_ARCH__ == 1001
+constexpr bool HAS_BRCB = false;
+#else
+constexpr bool HAS_BRCB = true;
+#endif
+
+// Orders the pipe named second after the pipe named first (e.g. MTE3_S: the scalar unit waits
+// until the last GM write of MTE3 has landed).
+template <AscendC::HardEvent EVENT>
+__aicore__ inline void WaitForPipe()
+{
+    event_t eventId = static_cast<event_t>(GetTPipePtr()->FetchEventID(EVENT));
+    AscendC::SetFlag<EVENT>(eventId);
+    AscendC::WaitFlag<EVENT>(eventId);
+}
 
 __aicore__ inline uint32_t CeilDiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 __aicore__ inline uint32_t Min(uint32_t a, uint32_t b) { return a < b ? a : b; }
@@ -69,6 +88,34 @@ __aicore__ inline void ApplyRows(const AscendC::LocalTensor<float> &tile, const 
             AscendC::Mul(tile[c], tile[c], brcb, w, static_cast<uint8_t>(rows), params);
         } else {
             AscendC::Div(tile[c], tile[c], brcb, w, static_cast<uint8_t>(rows), params);
+        }
+    }
+}
+
+// tile[r, 0:width] = tile[r, 0:width] (OP) rowValues[r] on every architecture: BroadcastRows into
+// brcb ([align8(rows), 8] fp32) + ApplyRows where there is Brcb, else per row through the scalar
+// unit (brcb unused).
+template <Op OP>
+__aicore__ inline void ApplyRowValues(const AscendC::LocalTensor<float> &tile, const AscendC::LocalTensor<float> &brcb,
+                                      const AscendC::LocalTensor<float> &rowValues, uint32_t rows, uint32_t width,
+                                      uint32_t stride)
+{
+    if constexpr (HAS_BRCB) {
+        BroadcastRows(brcb, rowValues, rows);
+        ApplyRows<OP>(tile, brcb, rows, width, stride);
+    } else {
+        // rows scalar reads per call, independent of width.
+        WaitForPipe<AscendC::HardEvent::V_S>();
+        for (uint32_t r = 0; r < rows; ++r) {
+            const float value = rowValues.GetValue(r);
+            const AscendC::LocalTensor<float> row = tile[r * stride];
+            if constexpr (OP == Op::SUB) {
+                AscendC::Adds(row, row, -value, width);
+            } else if constexpr (OP == Op::MUL) {
+                AscendC::Muls(row, row, value, width);
+            } else {
+                AscendC::Muls(row, row, 1.0f / value, width);
+            }
         }
     }
 }

@@ -37,14 +37,7 @@ constexpr float NEG_INF = -__builtin_inff();
 __aicore__ inline uint32_t Align32Bytes(uint32_t bytes) { return (bytes + 31) / 32 * 32; }
 __aicore__ inline int64_t Clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-// Orders the pipe named second after the pipe named first.
-template <AscendC::HardEvent EVENT>
-__aicore__ inline void WaitForPipe()
-{
-    event_t eventId = static_cast<event_t>(GetTPipePtr()->FetchEventID(EVENT));
-    AscendC::SetFlag<EVENT>(eventId);
-    AscendC::WaitFlag<EVENT>(eventId);
-}
+using attn_rows::WaitForPipe;  // orders the pipe named second after the one named first
 
 // The keys one sequence's rows can see and the chunks ("units") that hold them.
 struct KeyRange {

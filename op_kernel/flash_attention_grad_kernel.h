@@ -71,15 +71,7 @@ constexpr uint32_t FLAG_INT32S = 8;
 // LSE of a row that sees no key is -inf; clamped to this, exp(-inf - LSE) stays 0 instead of NaN.
 constexpr float FP32_LOWEST = -3.40282346638528859811704183484516925e+38f;
 
-// Orders the pipe named second after the pipe named first (e.g. V_MTE3: the copy out waits
-// for the vector unit's last write).
-template <AscendC::HardEvent EVENT>
-__aicore__ inline void WaitForPipe()
-{
-    event_t eventId = static_cast<event_t>(GetTPipePtr()->FetchEventID(EVENT));
-    AscendC::SetFlag<EVENT>(eventId);
-    AscendC::WaitFlag<EVENT>(eventId);
-}
+using attn_rows::WaitForPipe;  // orders the pipe named second after the one named first
 
 template <typename T>
 class FlashAttentionGradKernel {

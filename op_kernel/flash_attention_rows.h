@@ -11,10 +11,8 @@
 // vectors in UB. The floor on m keeps a row that has seen no key yet at P = exp(-inf) = 0
 // instead of exp(-inf + inf) = NaN; such a row ends with l = 0, so O = 0 and LSE = -inf
 // without knowing why it saw nothing (band, sequence end or, later, a mask).
-// Row-wise broadcasts use Brcb where the architecture has it (dav-c220, dav-m200); dav-c100
-// (910A, arch 1001) has no Brcb (asc-devkit impl/basic_api/dav_c100/kernel_operator_vec_brcb_impl.h
-// reports it unsupported), so there each row's value is read by the scalar unit and applied with
-// one scalar-operand vector instruction per row.
+// Row-wise broadcasts use Brcb where the architecture has it (dav-c220, dav-m200) and the scalar
+// unit on dav-c100 (attn_rows::ApplyRowValues).
 #pragma once
 
 #include "kernel_operator.h"
@@ -31,25 +29,11 @@ constexpr float NEG_INF = -__builtin_inff();
 constexpr float MAX_FLOOR = -3.40282346638528859812e+38f;  // -FLT_MAX: the floor of the running row max
 constexpr float SUM_FLOOR = 1.17549435082228750797e-38f;   // FLT_MIN: O = acc / max(l, FLT_MIN)
 
-#if defined(__NPU_ARCH__) && __NPU_ARCH__ == 1001
-constexpr bool HAS_BRCB = false;
-#else
-constexpr bool HAS_BRCB = true;
-#endif
-
 using attn_rows::CeilDiv;
 using attn_rows::Min;
 __aicore__ inline uint32_t Align32Bytes(uint32_t bytes) { return (bytes + 31) / 32 * 32; }
 
-// Orders the pipe named second after the pipe named first (e.g. MTE3_S: the scalar unit waits
-// until the last GM write of MTE3 has landed).
-template <AscendC::HardEvent EVENT>
-__aicore__ inline void WaitForPipe()
-{
-    event_t eventId = static_cast<event_t>(GetTPipePtr()->FetchEventID(EVENT));
-    AscendC::SetFlag<EVENT>(eventId);
-    AscendC::WaitFlag<EVENT>(eventId);
-}
+using attn_rows::WaitForPipe;
 
 // The online-softmax state of one vector unit's rows and the row-wise operations on its tiles.
 // Buffers (UB, m = rows per vector unit; flash_attention_tiling.h):
@@ -214,25 +198,7 @@ __aicore__ inline void OnlineSoftmax::ApplyRows(const AscendC::LocalTensor<float
                                                 const AscendC::LocalTensor<float> &rowValues, uint32_t rows,
                                                 uint32_t width, uint32_t stride)
 {
-    if constexpr (HAS_BRCB) {
-        attn_rows::BroadcastRows(brcb_, rowValues, rows);
-        attn_rows::ApplyRows<OP>(tile, brcb_, rows, width, stride);
-    } else {
-        // No Brcb: the scalar unit reads each row's value once and one scalar-operand vector
-        // instruction applies it to the row (rows scalar reads per call, independent of width).
-        WaitForPipe<AscendC::HardEvent::V_S>();
-        for (uint32_t r = 0; r < rows; ++r) {
-            const float value = rowValues.GetValue(r);
-            const AscendC::LocalTensor<float> row = tile[r * stride];
-            if constexpr (OP == attn_rows::Op::SUB) {
-                AscendC::Adds(row, row, -value, width);
-            } else if constexpr (OP == attn_rows::Op::MUL) {
-                AscendC::Muls(row, row, value, width);
-            } else {
-                AscendC::Muls(row, row, 1.0f / value, width);
-            }
-        }
-    }
+    attn_rows::ApplyRowValues<OP>(tile, brcb_, rowValues, rows, width, stride);
 }
 
 }  // namespace flash_attn

@@ -8,7 +8,7 @@
 # of LIB_DIR in its DT_NEEDED closure, the per-architecture kernel binaries
 # libflash_attention_kernel_<arch>.so it loads and theirs, plus libacl_rt.so (the runtime name
 # acl-fa loads first), so that op_api/lib is a complete simulator library directory;
-# op_api/include/aclnn_flash_attention*.h;
+# op_api/include/aclnn_*.h;
 # version.info. Writes OUT_DIR/custom_opp_sim_<arch>.run and prints its path.
 set -euo pipefail
 
@@ -56,7 +56,7 @@ mkdir -p "$vdir/op_api/lib" "$vdir/op_api/include"
 for lib in "${closure[@]}"; do
   cp --preserve=mode "$lib_dir/$lib" "$vdir/op_api/lib/"
 done
-cp "$repo"/sim/src/opapi/aclnn_flash_attention*.h "$vdir/op_api/include/"
+cp "$repo"/sim/src/opapi/aclnn_*.h "$vdir/op_api/include/"
 # version.info: CANN's key (the compiler that built the kernels: none here), then ours; acl-fa's
 # op-library discovery reads acl_fa_backend to tell a simulator package from an NPU one.
 cat >"$vdir/version.info" <<EOF

@@ -1,7 +1,8 @@
 """acl_fa.parallel.ring_attention: sharded over simulated devices == the float64 reference within
 the 2x-naive rule (ring, causal zigzag and not, GQA, S not divisible by the device count,
 2/3/4/8 devices, every layout); bytes per link per step = the analytic K/V shard size; bad input
-refused before device work, named.
+refused before device work, named; the partial outputs are merged on the devices (device -> host
+bytes of a ring call = one output and its LSE).
 
 Runs in a fresh process: loading HCCL makes 8 simulated devices the default for the process.
 """
@@ -58,6 +59,8 @@ for p, causal, layout, n, nkv, s, dtype in CASES:
             assert rep.link_bytes_per_step[r][step] == expected, (r, step, rep.link_bytes_per_step[r], expected)
     if causal:
         assert rep.balance <= 1.15, rep.balance  # tiny S: chunks differ by a row
+    # The partials are merged on the devices: only the output and its LSE come back to the host.
+    assert sum(rep.d2h_bytes) == 2 * n * s * (d * dt.itemsize + 4), (rep.d2h_bytes, 2 * n * s * (d * dt.itemsize + 4))
     print("ok", p, causal, layout, acc.max_error, acc.tolerance, rep.balance)
 
 q = np.zeros((1, 2, 16, 32), np.float16)

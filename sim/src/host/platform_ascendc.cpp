@@ -11,7 +11,12 @@ constexpr uint32_t kLibApiWorkspaceOther = 2u * 1024 * 1024;
 constexpr uint32_t kMixAicAivRatio = 2;  // 910B-class MIX kernels: 1 AIC + 2 AIV per block
 }  // namespace
 
-uint32_t PlatformAscendC::GetCoreNum(void) const { return platformInfo_->Chip().aicNum; }
+uint32_t PlatformAscendC::GetCoreNum(void) const {
+    // As documented for CANN: the vector cores on chips with separate cube and vector cores
+    // (Atlas A2/A3), the AI Cores on coupled chips.
+    const aclfaSimChip &chip = platformInfo_->Chip();
+    return chip.coupled != 0 ? chip.aicNum : chip.aivNum;
+}
 
 uint32_t PlatformAscendC::GetCoreNumAic(void) const { return platformInfo_->Chip().aicNum; }
 

@@ -42,31 +42,6 @@ std::string OwnDirectory()
     return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// The entry `name` of the kernel binary for `npuArch`, loaded once; nullptr with *error set
-// when it cannot be loaded.
-void *EntryFor(int32_t npuArch, const std::string &name, std::string *error)
-{
-    static std::mutex mutex;
-    static std::map<std::pair<int32_t, std::string>, void *> loaded;
-    std::lock_guard<std::mutex> lock(mutex);
-    auto found = loaded.find({npuArch, name});
-    if (found != loaded.end()) return found->second;
-    const std::string path = OwnDirectory() + "/libflash_attention_kernel_" + std::to_string(npuArch) + ".so";
-    void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-        const char *why = dlerror();
-        *error = "no flash_attention kernel binary for arch " + std::to_string(npuArch) + ": " +
-                 (why != nullptr ? why : path);
-        return nullptr;
-    }
-    void *entry = dlsym(handle, name.c_str());
-    if (entry == nullptr) {
-        *error = path + " has no " + name + " entry";
-        return nullptr;
-    }
-    loaded[{npuArch, name}] = entry;
-    return entry;
-}
 
 aclError RunOnStream(void *userData, char *errBuf, size_t errBufLen)
 {
@@ -74,7 +49,7 @@ aclError RunOnStream(void *userData, char *errBuf, size_t errBufLen)
     const aclfaSimChip *chip = aclfaSimGetChip();
     std::string error;
     const std::string name = launch->v2 ? "flash_attention_v2" : "flash_attention";
-    void *entry = EntryFor(chip->npuArch, name, &error);
+    void *entry = KernelEntryFor(chip->npuArch, name, &error);
     if (entry == nullptr) {
         snprintf(errBuf, errBufLen, "%s", error.c_str());
         return ACL_ERROR_RT_AICORE_EXCEPTION;
@@ -115,6 +90,30 @@ aclError RunOnStream(void *userData, char *errBuf, size_t errBufLen)
 void Release(void *userData) { delete static_cast<FlashAttentionLaunch *>(userData); }
 
 }  // namespace
+
+void *KernelEntryFor(int32_t npuArch, const std::string &name, std::string *error)
+{
+    static std::mutex mutex;
+    static std::map<std::pair<int32_t, std::string>, void *> loaded;
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = loaded.find({npuArch, name});
+    if (found != loaded.end()) return found->second;
+    const std::string path = OwnDirectory() + "/libflash_attention_kernel_" + std::to_string(npuArch) + ".so";
+    void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+        const char *why = dlerror();
+        *error = "no kernel binary for arch " + std::to_string(npuArch) + ": " +
+                 (why != nullptr ? why : path);
+        return nullptr;
+    }
+    void *entry = dlsym(handle, name.c_str());
+    if (entry == nullptr) {
+        *error = path + " has no " + name + " entry";
+        return nullptr;
+    }
+    loaded[{npuArch, name}] = entry;
+    return entry;
+}
 
 aclError EnqueueFlashAttention(aclrtStream stream, FlashAttentionLaunch *launch)
 {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "acl/acl_base.h"
@@ -27,6 +28,11 @@ struct FlashAttentionLaunch {
     uint64_t tilingKey = 0;
     std::vector<uint8_t> tilingData;  // FlashAttentionTilingData bytes, as TilingFunc wrote them
 };
+
+// The kernel entry `name` of the per-architecture kernel binary for `npuArch`
+// (libflash_attention_kernel_<arch>.so next to this library: the forward's entries and
+// attention_lse_merge), loaded once; nullptr with *error set when it cannot be loaded.
+void *KernelEntryFor(int32_t npuArch, const std::string &name, std::string *error);
 
 // Enqueues the launch on `stream` (NULL = default stream). On success the stream task owns
 // `launch` and deletes it when done; on failure the caller still owns it.
