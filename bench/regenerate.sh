@@ -67,6 +67,7 @@ section() {
             run sweep-before-after "$PYTHON" bench/block_choice.py ;;
         ring)
             run ring-model "$PYTHON" bench/ring_model.py
+            run ring-merge "$PYTHON" bench/ring_merge.py
             run ulysses-model "$PYTHON" bench/ulysses_model.py ;;
         window) run window-work "$PYTHON" bench/window_work.py --seq 32768 --heads 1 --window 256,0 ;;
         decode)
