@@ -65,9 +65,10 @@ def test_analytic_cost_tracks_the_event_model(session, sim_only, causal):
         analytic = plan_module.analytic_cycles(soc=soc, block_m=bm, block_n=bn, causal=causal, **SIZES) / clock_hz
         errors.append(analytic / _modeled_seconds(session, bm, bn, causal) - 1)
     worst = max(abs(e) for e in errors)
-    # bench/RESULTS.md records 13% largest at B1 N8 S4096; small launches carry more fixed cost.
-    assert worst <= 0.30, [f"{b}: {e:+.2f}" for b, e in zip(GRID, errors)]
-    assert float(np.median(np.abs(errors))) <= 0.15, errors
+    # bench/RESULTS.md records 10.8% largest at B1 N8 S4096; small launches carry more fixed cost
+    # (here up to 15%, median 7-10%, with the per-item pipeline fill in the closed form).
+    assert worst <= 0.20, [f"{b}: {e:+.2f}" for b, e in zip(GRID, errors)]
+    assert float(np.median(np.abs(errors))) <= 0.12, errors
 
 
 def _causal_waste(sizes, bm, bn):
