@@ -128,6 +128,64 @@ def test_datacopypad_pads_the_block(sim, n):
     assert np.all(out[n:na] == -7.0)
 
 
+INT_OPS = {"Add": (0, np.add), "Sub": (1, np.subtract), "Mul": (2, np.multiply),
+           "Adds": (3, np.add), "Muls": (4, np.multiply)}
+
+
+def _int_probe(sim, op, dtype, in_place, a, b):
+    """PROBE_INT_ARITH: (rc, message, result) of `op` on int arrays a, b (scalar forms use b[0])."""
+    code = INT_OPS[op][0] + (8 if dtype == np.int16 else 0) + (16 if in_place else 0)
+    words = np.concatenate([a.astype(dtype).view(np.float32), b.astype(dtype).view(np.float32)])
+    rc, msg, out = sim.probe(15, words, param=float(code), out_elems=words.size // 2)
+    return rc, msg, (out.view(dtype) if out is not None else None)
+
+
+# Values that keep every result inside the dtype, per (op, dtype): |a|, |b| bounds.
+INT_RANGES = {("Add", np.int32): 2**30, ("Sub", np.int32): 2**30, ("Mul", np.int32): 2**15,
+              ("Add", np.int16): 2**14, ("Sub", np.int16): 2**14, ("Mul", np.int16): 2**7}
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["out", "in-place"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int16], ids=["i32", "i16"])
+@pytest.mark.parametrize("op", list(INT_OPS))
+def test_int_arith_values_and_the_first_overflow(sim, op, dtype, in_place):
+    # 1096 words: three of the engine's 512-element blocks (int32) with a tail that is not a whole
+    # vector; every result in range equals numpy's.
+    per_word = 4 // np.dtype(dtype).itemsize
+    count = 1096 * per_word
+    bound = INT_RANGES[(op.rstrip("s"), dtype)]
+    r = rng(INT_OPS[op][0])
+    a = r.integers(-bound + 1, bound, count)
+    b = r.integers(-bound + 1, bound, count)
+    rc, msg, out = _int_probe(sim, op, dtype, in_place, a, b)
+    assert rc == 0, msg
+    y = b[0] if op.endswith("s") else b
+    np.testing.assert_array_equal(out, INT_OPS[op][1](a, y).astype(dtype))
+    # Results outside the dtype at elements 700 and 900 (both past the first block): the
+    # violation names the first one's operands and exact result.
+    info = np.iinfo(dtype)
+    first, second = 700 * per_word // 2 * 2 + 1, 900 * per_word
+    scalar_ops = op.endswith("s")
+    for at in (first, second):
+        if op.startswith("Add"):
+            a[at] = info.max
+            if not scalar_ops:
+                b[at] = 1 + at % 3
+        elif op == "Sub":
+            a[at], b[at] = info.min, 1 + at % 3
+        else:
+            a[at] = info.max // 3 + at
+            if not scalar_ops:
+                b[at] = 4
+    if scalar_ops:
+        b[0] = 1 if op == "Adds" else 4
+    rc, msg, _ = _int_probe(sim, op, dtype, in_place, a, b)
+    y = b[0] if scalar_ops else b[first]
+    want = int(INT_OPS[op][1](np.int64(a[first]), np.int64(y)))
+    assert rc == simlib.AICORE_EXCEPTION, msg
+    assert f"rule 'integer overflow' violated on AIV 0 in {op}: {a[first]} and {y} give {want}," in msg, msg
+
+
 def test_duplicate_maxs(sim):
     x = rng(3).normal(0, 1, 100).astype(np.float32)
     _, _, out = sim.probe(13, x, param=0.1)

@@ -23,6 +23,7 @@ enum ProbeOp : int32_t {
     PROBE_PAD,             // out[i] = in[i] for the first n, then param up to the 32-byte block
     PROBE_DUP_MAXS,        // out[i] = max(in[i], param) via Duplicate + Max and Maxs (checked equal)
     PROBE_CAST_ROUND_F16,  // out[i] = float(half(in[i])) with CAST_ROUND (ties away from zero)
+    PROBE_INT_ARITH,       // in = [a | b] int bit patterns, n / 2 words each: out = a op b (IntArithProbe)
     PROBE_BAD_UB_CAPACITY = 100,
     PROBE_BAD_COPY_LENGTH,
     PROBE_BAD_UB_ALIGN,
@@ -44,6 +45,27 @@ enum ProbeOp : int32_t {
 };
 
 uint32_t Align8(uint32_t n) { return (n + 7) / 8 * 8; }
+
+// The integer count forms: a = x[0, h), b = x[h, 2h) (h words, a multiple of 8) as T; code =
+// op (0 Add, 1 Sub, 2 Mul, 3 Adds, 4 Muls; the scalar is b[0]) + 8 for int16_t + 16 for in place
+// (dst = a). Returns dst's h words.
+template <typename T>
+AscendC::LocalTensor<float> IntArithProbe(const AscendC::LocalTensor<float> &x, const AscendC::LocalTensor<float> &tmp,
+                                          int32_t code, uint32_t h) {
+    using namespace AscendC;
+    const int32_t cnt = static_cast<int32_t>(h * 4 / sizeof(T));
+    const LocalTensor<T> a = x.ReinterpretCast<T>(), b = x[h].ReinterpretCast<T>();
+    const LocalTensor<T> dst = (code / 16) % 2 != 0 ? a : tmp.ReinterpretCast<T>();
+    const T s = b.GetValue(0);
+    switch (code % 8) {
+        case 0: Add(dst, a, b, cnt); break;
+        case 1: Sub(dst, a, b, cnt); break;
+        case 2: Mul(dst, a, b, cnt); break;
+        case 3: Adds(dst, a, s, cnt); break;
+        default: Muls(dst, a, s, cnt); break;
+    }
+    return dst.template ReinterpretCast<float>();
+}
 
 void Run(const ProbeTiling &t, GM_ADDR in, GM_ADDR out) {
     using namespace AscendC;
@@ -111,6 +133,14 @@ void Run(const ProbeTiling &t, GM_ADDR in, GM_ADDR out) {
             break;
         }
         case PROBE_PAD: DataCopy(y, x, na); outN = na; break;
+        case PROBE_INT_ARITH: {
+            const int32_t code = static_cast<int32_t>(t.param);
+            outN = n / 2;
+            const LocalTensor<float> r = (code / 8) % 2 != 0 ? IntArithProbe<int16_t>(x, tmp, code, outN)
+                                                             : IntArithProbe<int32_t>(x, tmp, code, outN);
+            DataCopy(y, r, outN);
+            break;
+        }
         case PROBE_DUP_MAXS:
             Duplicate(tmp, t.param, cnt);
             Max(y, x, tmp, cnt);

@@ -95,20 +95,56 @@ inline void Unary(const char *api, const LocalTensor<T> &dst, const LocalTensor<
 // Integer arithmetic on the vector unit: asc-devkit documents int16_t/int32_t for Add, Sub, Mul,
 // Adds and Muls on A2/A3 but no wraparound, so a result outside the dtype is a violation rather
 // than silently wrapped (kernels keep their integer values in range).
+[[noreturn]] inline void IntegerOverflow(const char *api, int64_t x, int64_t y, int64_t r) {
+    acl_fa_sim::kernel::Violation("integer overflow", api,
+                                  std::to_string(x) + " and " + std::to_string(y) + " give " + std::to_string(r) +
+                                      ", outside the dtype (the unit's overflow behaviour is undocumented)");
+}
 template <typename T, typename F>
 inline T Arith(const char *api, T x, T y, F f) {
     if constexpr (std::is_integral_v<T>) {
         const int64_t r = f(int64_t(x), int64_t(y));
         if (r < int64_t(std::numeric_limits<T>::min()) || r > int64_t(std::numeric_limits<T>::max())) {
-            acl_fa_sim::kernel::Violation("integer overflow", api,
-                                          std::to_string(int64_t(x)) + " and " + std::to_string(int64_t(y)) +
-                                              " give " + std::to_string(r) +
-                                              ", outside the dtype (the unit's overflow behaviour is undocumented)");
+            IntegerOverflow(api, int64_t(x), int64_t(y), r);
         }
         return T(r);
     } else {
         return T(f(x, y));
     }
+}
+
+// The int16_t/int32_t count forms run in the engine (vec_int.cpp, vectorized): dst[i] = a[i] op b[i]
+// (Scalar: a[i] op s) in int64 for i < n. Returns n, or the index of the first result outside T;
+// dst then holds only whole blocks before it, and the operands of that element are unchanged.
+enum class IntOp : uint8_t { kAdd, kSub, kMul };
+size_t IntArith(IntOp op, int16_t *dst, const int16_t *a, const int16_t *b, size_t n);
+size_t IntArith(IntOp op, int32_t *dst, const int32_t *a, const int32_t *b, size_t n);
+size_t IntArithScalar(IntOp op, int16_t *dst, const int16_t *a, int16_t s, size_t n);
+size_t IntArithScalar(IntOp op, int32_t *dst, const int32_t *a, int32_t s, size_t n);
+template <typename T>
+constexpr bool IsVecInt() {
+    return std::is_same_v<T, int16_t> || std::is_same_v<T, int32_t>;
+}
+inline int64_t IntOpApply(IntOp op, int64_t x, int64_t y) {
+    return op == IntOp::kAdd ? x + y : op == IntOp::kSub ? x - y : x * y;
+}
+template <typename T>
+inline void IntBinary(const char *api, IntOp op, const LocalTensor<T> &dst, const LocalTensor<T> &a,
+                      const LocalTensor<T> &b, int32_t count) {
+    acl_fa_sim::kernel::Enter(api);
+    VecOperands(api, count, dst, a, b);
+    const T *x = a.SimData(), *y = b.SimData();
+    const size_t bad = IntArith(op, dst.SimData(), x, y, static_cast<size_t>(count));
+    if (bad < static_cast<size_t>(count)) IntegerOverflow(api, x[bad], y[bad], IntOpApply(op, x[bad], y[bad]));
+}
+template <typename T>
+inline void IntScalar(const char *api, IntOp op, const LocalTensor<T> &dst, const LocalTensor<T> &a, T s,
+                      int32_t count) {
+    acl_fa_sim::kernel::Enter(api);
+    VecOperands(api, count, dst, a);
+    const T *x = a.SimData();
+    const size_t bad = IntArithScalar(op, dst.SimData(), x, s, static_cast<size_t>(count));
+    if (bad < static_cast<size_t>(count)) IntegerOverflow(api, x[bad], s, IntOpApply(op, x[bad], s));
 }
 // Max as the vector unit does it: a NaN operand gives NaN.
 template <typename T>
@@ -124,18 +160,30 @@ inline T MaxOf(T x, T y) {
 // ---- binary ----
 template <typename T>
 void Add(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
-    sim::Binary("Add", dst, src0, src1, count,
-                [](T x, T y) { return sim::Arith("Add", x, y, [](auto a, auto b) { return a + b; }); });
+    if constexpr (sim::IsVecInt<T>()) {
+        sim::IntBinary("Add", sim::IntOp::kAdd, dst, src0, src1, count);
+    } else {
+        sim::Binary("Add", dst, src0, src1, count,
+                    [](T x, T y) { return sim::Arith("Add", x, y, [](auto a, auto b) { return a + b; }); });
+    }
 }
 template <typename T>
 void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
-    sim::Binary("Sub", dst, src0, src1, count,
-                [](T x, T y) { return sim::Arith("Sub", x, y, [](auto a, auto b) { return a - b; }); });
+    if constexpr (sim::IsVecInt<T>()) {
+        sim::IntBinary("Sub", sim::IntOp::kSub, dst, src0, src1, count);
+    } else {
+        sim::Binary("Sub", dst, src0, src1, count,
+                    [](T x, T y) { return sim::Arith("Sub", x, y, [](auto a, auto b) { return a - b; }); });
+    }
 }
 template <typename T>
 void Mul(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
-    sim::Binary("Mul", dst, src0, src1, count,
-                [](T x, T y) { return sim::Arith("Mul", x, y, [](auto a, auto b) { return a * b; }); });
+    if constexpr (sim::IsVecInt<T>()) {
+        sim::IntBinary("Mul", sim::IntOp::kMul, dst, src0, src1, count);
+    } else {
+        sim::Binary("Mul", dst, src0, src1, count,
+                    [](T x, T y) { return sim::Arith("Mul", x, y, [](auto a, auto b) { return a * b; }); });
+    }
 }
 template <typename T>
 void Div(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
@@ -241,14 +289,22 @@ void Max(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTenso
 template <typename T, bool isSetMask = true>
 void Adds(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
     const T s = scalarValue;
-    sim::Unary("Adds", dst, src, count,
-               [s](T x) { return sim::Arith("Adds", x, s, [](auto a, auto b) { return a + b; }); });
+    if constexpr (sim::IsVecInt<T>()) {
+        sim::IntScalar("Adds", sim::IntOp::kAdd, dst, src, s, count);
+    } else {
+        sim::Unary("Adds", dst, src, count,
+                   [s](T x) { return sim::Arith("Adds", x, s, [](auto a, auto b) { return a + b; }); });
+    }
 }
 template <typename T, bool isSetMask = true>
 void Muls(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
     const T s = scalarValue;
-    sim::Unary("Muls", dst, src, count,
-               [s](T x) { return sim::Arith("Muls", x, s, [](auto a, auto b) { return a * b; }); });
+    if constexpr (sim::IsVecInt<T>()) {
+        sim::IntScalar("Muls", sim::IntOp::kMul, dst, src, s, count);
+    } else {
+        sim::Unary("Muls", dst, src, count,
+                   [s](T x) { return sim::Arith("Muls", x, s, [](auto a, auto b) { return a * b; }); });
+    }
 }
 template <typename T, bool isSetMask = true>
 void Maxs(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
