@@ -76,7 +76,7 @@ public:
     __aicore__ static inline uint32_t UbBytes(uint32_t lanes)
     {
         // int32 lanes: state 2 x 8L (then the 16 draw planes), scratch 16L (products 4L, their
-        // high halves 4L, mulhi results 4L, XOR scratch 2 x 2L; then the tile-order draws),
+        // high halves 4L, mulhi results 4L, XOR scratch 4L; then the tile-order draws),
         // round key 4L, low-limb pattern 4L, counter row/column index 2L, Gather offsets 16L;
         // plus the keep bits (16L elements / 8).
         return lanes * 4u * 58u + Align32(lanes * 2u);
@@ -95,8 +95,7 @@ public:
         prod_ = all[16 * C];
         prodHigh_ = all[20 * C];
         high_ = all[24 * C];
-        xorOut_ = all[28 * C];
-        xorTmp_ = all[30 * C];
+        xorTmp_ = all[28 * C];
         roundKey_ = all[32 * C];
         lowPattern_ = all[36 * C];
         colIndex_ = all[40 * C];
@@ -159,8 +158,8 @@ public:
                                  uint32_t j0)
     {
         Generate(st, i0, j0);
-        // Limb plane k (word k / 2, low limb if k even) of state_[0] holds draws 2k (its low
-        // byte) and 2k + 1 (its high byte): high bytes to planes 8..15, low bytes stay in 0..7.
+        // Each limb plane k of state_[0] holds two draws (its low and high byte; which draws:
+        // BuildIndices): high bytes to planes 8 + k, low bytes stay in plane k.
         const uint32_t L = lanes_;
         const int32_t n8 = static_cast<int32_t>(8 * L);
         const AscendC::LocalTensor<int32_t> s = state_[0];
@@ -193,7 +192,8 @@ private:
     __aicore__ static inline uint32_t Min(uint32_t a, uint32_t b) { return a < b ? a : b; }
     __aicore__ static inline uint32_t Align32(uint32_t bytes) { return (bytes + 31u) / 32u * 32u; }
 
-    // State buffer `which` (0: current, 1: the other); word w's limbs at [2w L, (2w + 2) L). The
+    // State buffer `which` (0: current, 1: the other): slots of 2 L lanes (low limbs, then high
+    // limbs) holding words [x0, x2, x1, x3], word w in slot (w & 1) * 2 + (w >> 1). The
     // rounds swap the two, an even number of times: Generate's output is state_[0].
     __aicore__ inline AscendC::LocalTensor<int32_t> Cur(uint32_t which) const { return state_[cur_ ^ which]; }
 
@@ -217,24 +217,27 @@ private:
         AscendC::Sub(colIndex_, colIndex_, prodHigh_, n1);
         AscendC::Duplicate(gatherOffset_.ReinterpretCast<int32_t>(), 0,
                            static_cast<int32_t>(ELEMENTS_PER_COUNTER * L));
-        // Draw e = c & 15 of element (r, c) sits in plane (e >> 1) + 8 (e & 1) (Draws), so its Gather
-        // byte offset is (((e >> 1) + 8 (e & 1)) L + r width / 16 + c / 16) * 4. Row 0 from an
-        // index ramp, the other rows by adding r * width / 4 bytes. The state and the scratch
-        // (16 L int32 each, >= width) are free here.
+        // Draw e = c & 15 (bits e3 e2 e1 e0) of element (r, c) is byte e & 3 of word e >> 2: limb e1
+        // of the word's slot 2 e2 + e3 (Generate), i.e. limb plane 4 e2 + 2 e3 + e1, its high byte
+        // when e0 = 1, so it sits in draw plane 8 e0 + e1 + 4 e2 + 2 e3 (Draws). Its Gather byte
+        // offset is (plane L + r width / 16 + c / 16) * 4. Row 0 from index ramps, the other rows
+        // by adding r * width / 4 bytes. The state and the scratch (16 L int32 each, >= width) are
+        // free here.
         const AscendC::LocalTensor<int32_t> off = gatherOffset_.ReinterpretCast<int32_t>();
         const AscendC::LocalTensor<int32_t> col = prod_, plane = state_[0];
         const AscendC::LocalTensor<uint32_t> colU = col.ReinterpretCast<uint32_t>();
-        const AscendC::LocalTensor<uint32_t> planeU = plane.ReinterpretCast<uint32_t>();
         const int32_t w = static_cast<int32_t>(width_);
         AscendC::CreateVecIndex(col, static_cast<int32_t>(0), width_);
         AscendC::ShiftRight(off.ReinterpretCast<uint32_t>(), colU, 4u, w);  // c / 16
-        AscendC::ShiftLeft(planeU, colU, 28u, w);
-        AscendC::ShiftRight(planeU, planeU, 28u, w);                       // e = c & 15
-        AscendC::ShiftLeft(colU, planeU, 31u, w);
-        AscendC::ShiftRight(colU, colU, 31u, w);                           // e & 1
-        AscendC::Muls(col, col, 8, w);
-        AscendC::ShiftRight(planeU, planeU, 1u, w);                        // e >> 1
-        AscendC::Add(plane, plane, col, w);
+        AscendC::Duplicate(plane, 0, w);
+        constexpr int32_t planeWeight[4] = {8, 1, 4, 2};  // of e0, e1, e2, e3
+        for (uint32_t bit = 0; bit < 4; ++bit) {
+            AscendC::CreateVecIndex(col, static_cast<int32_t>(0), width_);
+            AscendC::ShiftLeft(colU, colU, 31u - bit, w);
+            AscendC::ShiftRight(colU, colU, 31u, w);  // bit `bit` of c
+            AscendC::Muls(col, col, planeWeight[bit], w);
+            AscendC::Add(plane, plane, col, w);
+        }
         AscendC::Muls(plane, plane, static_cast<int32_t>(L), w);
         AscendC::Add(off, off, plane, w);
         AscendC::Muls(off, off, 4, w);
@@ -243,15 +246,16 @@ private:
         }
     }
 
-    // x ^ y for `lanes` int32 lanes of 16-bit limbs: (x | y) - (x & y).
+    // dst = x ^ y for `lanes` (<= 4 L) int32 lanes of 16-bit limbs: (x | y) - (x & y); x & y first,
+    // so dst may be x or y.
     __aicore__ inline void Xor(const AscendC::LocalTensor<int32_t> &dst, const AscendC::LocalTensor<int32_t> &x,
                                const AscendC::LocalTensor<int32_t> &y, uint32_t lanes)
     {
         const int32_t halves = static_cast<int32_t>(2 * lanes);
-        AscendC::Or(dst.ReinterpretCast<uint16_t>(), x.ReinterpretCast<uint16_t>(), y.ReinterpretCast<uint16_t>(),
-                    halves);
         AscendC::And(xorTmp_.ReinterpretCast<uint16_t>(), x.ReinterpretCast<uint16_t>(),
                      y.ReinterpretCast<uint16_t>(), halves);
+        AscendC::Or(dst.ReinterpretCast<uint16_t>(), x.ReinterpretCast<uint16_t>(), y.ReinterpretCast<uint16_t>(),
+                    halves);
         AscendC::Sub(dst, dst, xorTmp_, static_cast<int32_t>(lanes));
     }
 
@@ -317,32 +321,31 @@ private:
         AscendC::LocalTensor<int32_t> s = Cur(0);
         // Counter words 0 and 1 as whole values (< 2^31), then split into limbs.
         AscendC::Adds(s, colIndex_, static_cast<int32_t>(j0 / ELEMENTS_PER_COUNTER), n1);
-        AscendC::Adds(s[2 * L], rowIndex_, static_cast<int32_t>(i0), n1);
-        for (uint32_t w = 0; w < 2; ++w) {
-            const AscendC::LocalTensor<int32_t> lo = s[2 * w * L];
-            AscendC::ShiftRight(s[(2 * w + 1) * L].ReinterpretCast<uint32_t>(), lo.ReinterpretCast<uint32_t>(),
+        AscendC::Adds(s[4 * L], rowIndex_, static_cast<int32_t>(i0), n1);
+        for (uint32_t slot = 0; slot < 4; slot += 2) {
+            const AscendC::LocalTensor<int32_t> lo = s[2 * slot * L];
+            AscendC::ShiftRight(s[(2 * slot + 1) * L].ReinterpretCast<uint32_t>(), lo.ReinterpretCast<uint32_t>(),
                                 static_cast<uint32_t>(LIMB_BITS), n1);
             LowLimb(lo, L);
         }
-        AscendC::Duplicate(s[4 * L], static_cast<int32_t>(st.ctr2 & LIMB_MASK), n1);
-        AscendC::Duplicate(s[5 * L], static_cast<int32_t>(st.ctr2 >> LIMB_BITS), n1);
+        AscendC::Duplicate(s[2 * L], static_cast<int32_t>(st.ctr2 & LIMB_MASK), n1);
+        AscendC::Duplicate(s[3 * L], static_cast<int32_t>(st.ctr2 >> LIMB_BITS), n1);
         AscendC::Duplicate(s[6 * L], static_cast<int32_t>(st.ctr3 & LIMB_MASK), n1);
         AscendC::Duplicate(s[7 * L], static_cast<int32_t>(st.ctr3 >> LIMB_BITS), n1);
 
         uint32_t k0 = st.key0, k1 = st.key1;
         for (uint32_t round = 0; round < PHILOX_ROUNDS; ++round) {
             const AscendC::LocalTensor<int32_t> in = Cur(0), out = Cur(1);
-            // out = (hi(M1 x2) ^ x1 ^ k0, lo(M1 x2), hi(M0 x0) ^ x3 ^ k1, lo(M0 x0))
-            MulHiLo(in, PHILOX_M0, out[6 * L], high_);
-            MulHiLo(in[4 * L], PHILOX_M1, out[2 * L], high_[2 * L]);
+            // (x0', x1', x2', x3') = (hi(M1 x2) ^ x1 ^ k0, lo(M1 x2), hi(M0 x0) ^ x3 ^ k1, lo(M0 x0)):
+            // high_ = [hi(M1 x2), hi(M0 x0)] meets [x1, x3] and [k0, k1] in one XOR of 4 L lanes each.
+            MulHiLo(in, PHILOX_M0, out[6 * L], high_[2 * L]);
+            MulHiLo(in[2 * L], PHILOX_M1, out[4 * L], high_);
             AscendC::Duplicate(roundKey_, static_cast<int32_t>(k0 & LIMB_MASK), n1);
             AscendC::Duplicate(roundKey_[L], static_cast<int32_t>(k0 >> LIMB_BITS), n1);
             AscendC::Duplicate(roundKey_[2 * L], static_cast<int32_t>(k1 & LIMB_MASK), n1);
             AscendC::Duplicate(roundKey_[3 * L], static_cast<int32_t>(k1 >> LIMB_BITS), n1);
-            Xor(xorOut_, high_[2 * L], in[2 * L], 2 * L);
-            Xor(out, xorOut_, roundKey_, 2 * L);
-            Xor(xorOut_, high_, in[6 * L], 2 * L);
-            Xor(out[4 * L], xorOut_, roundKey_[2 * L], 2 * L);
+            Xor(out, high_, in[4 * L], 4 * L);
+            Xor(out, out, roundKey_, 4 * L);
             cur_ ^= 1u;
             k0 += PHILOX_W0;  // uint32 wraparound on the scalar unit, as Random123 bumps the key
             k1 += PHILOX_W1;
@@ -350,13 +353,12 @@ private:
     }
 
     AscendC::TBuf<AscendC::TPosition::VECCALC> buf_;
-    AscendC::LocalTensor<int32_t> state_[2];    // [8C] each, contiguous: words 0..3, limbs lo/hi,
-                                                // ping-pong; then the 16 draw planes from state_[0]
+    AscendC::LocalTensor<int32_t> state_[2];    // [8C] each, contiguous: words x0, x2, x1, x3, limbs
+                                                // lo/hi, ping-pong; then the 16 draw planes
     AscendC::LocalTensor<int32_t> prod_;        // [4L] products' low halves; scratch start [16C]
     AscendC::LocalTensor<int32_t> prodHigh_;    // [4L] products' high halves
     AscendC::LocalTensor<int32_t> high_;        // [4L] hi(M0 x0), hi(M1 x2)
-    AscendC::LocalTensor<int32_t> xorOut_;      // [2L]
-    AscendC::LocalTensor<int32_t> xorTmp_;      // [2L] x & y of Xor; carries of MulHiLo
+    AscendC::LocalTensor<int32_t> xorTmp_;      // [4L] x & y of Xor; carries of MulHiLo
     AscendC::LocalTensor<int32_t> roundKey_;    // [4L] k0 lo, k0 hi, k1 lo, k1 hi
     AscendC::LocalTensor<int32_t> lowPattern_;  // [4L] 0x0000FFFF
     AscendC::LocalTensor<int32_t> colIndex_;    // [L] counter column of each lane
