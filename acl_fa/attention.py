@@ -28,7 +28,7 @@ from .opcall import Op, OpRunner, default_session
 from .runtime import DeviceSession
 
 __all__ = ["Problem", "make_problem", "problem_from_sizes", "check_plan", "FLASH_ATTENTION", "runner_for",
-           "flash_attention", "default_session"]
+           "flash_attention", "default_session", "AttentionOutputs", "outputs_of"]
 
 # float32 runs with float32 operands on the cube where the chip's cube takes them (Atlas A2/A3);
 # the tiling refuses it, naming the chip, elsewhere.
@@ -348,9 +348,45 @@ def _range_checks(problem: Problem) -> tuple:
                 problem.seq_kv * dtype_max > _FLOAT32_LIMIT)
 
 
+class AttentionOutputs(tuple):
+    """What the forward returns when return_lse or return_dropout_mask is set: a tuple of out,
+    then lse (if return_lse), then the keep mask (if return_dropout_mask), so
+    ``out, lse = flash_attention(..., return_lse=True)`` unpacks as before; the same values are
+    attributes, with the dropout's random state:
+
+    - ``seed``, ``offset``: the uint64 seed and offset the dropout used (the seed drawn when the
+      call passed seed=None); pass them to the backward. 0 and the given offset without dropout.
+    - ``next_offset``: offset + B*N (mod 2^64), the offset of the next call's fresh dropout with
+      the same seed (a call uses the Philox streams offset .. offset + B*N - 1).
+    """
+
+    def __new__(cls, out, lse, dropout_mask, *, seed, offset, next_offset, return_lse, return_dropout_mask):
+        items = (out,) + ((lse,) if return_lse else ()) + ((dropout_mask,) if return_dropout_mask else ())
+        self = super().__new__(cls, items)
+        self.out, self.lse, self.dropout_mask = out, lse, dropout_mask
+        self.seed, self.offset, self.next_offset = seed, offset, next_offset
+        return self
+
+    def __reduce__(self):
+        return (_rebuild_outputs, (tuple(self), dict(self.__dict__)))
+
+
+def _rebuild_outputs(items, attrs):
+    result = tuple.__new__(AttentionOutputs, items)
+    result.__dict__.update(attrs)
+    return result
+
+
+def outputs_of(out, lse, dropout_mask, options, streams: int, return_lse: bool) -> AttentionOutputs:
+    """The AttentionOutputs of a forward call that used `streams` Philox streams (B*N)."""
+    return AttentionOutputs(out, lse, dropout_mask, seed=options.seed, offset=options.offset,
+                            next_offset=(options.offset + streams) % (1 << 64), return_lse=return_lse,
+                            return_dropout_mask=options.return_dropout_mask)
+
+
 def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
-                    block_m=None, block_n=None, return_lse=False, window=None, backend=None, device=None,
-                    session=None):
+                    block_m=None, block_n=None, return_lse=False, window=None, attn_mask=None, dropout_p=0.0,
+                    seed=None, offset=0, return_dropout_mask=False, backend=None, device=None, session=None):
     """FlashAttention forward: softmax(scale * Q K^T + mask) V per head.
 
     q [B, N, Sq, D] (BNSD), [B, Sq, N, D] (BSND) or [B, Sq, N*D] (BSH); k, v likewise with Nkv
@@ -363,26 +399,45 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
     - window=(left, right): key j is visible to query i iff
       i + (Skv - Sq) - left <= j <= i + (Skv - Sq) + right; -1 = unbounded; intersects causal.
       Runs FlashAttentionV2, which never loads or computes blocks outside the band.
+    - attn_mask: a bool array, **True = the query may attend to the key** (torch SDPA's
+      convention), of any shape that broadcasts to [B, N, Sq, Skv] with Skv columns ([Sq, Skv],
+      [B, 1, Sq, Skv], [1, N, Sq, Skv], [B, N, Sq, Skv], key padding [B, 1, 1, Skv]); held on the
+      device at its own shape, never expanded; key blocks it hides completely are skipped.
+    - dropout_p in [0, 1): dropout on the attention probabilities inside the kernel (kept values
+      scaled by 1/(1 - dropout_p)), Philox4x32-10 keyed by (seed, offset + b*N + n, i, j), so the
+      same arguments give the same result on any chip, block size or thread count. seed=None
+      draws one (returned as ``.seed`` of the result with return_lse=True). The LSE is that of
+      the undropped probabilities.
+    - return_dropout_mask: also return the keep mask the kernel used, uint8 [B, N, Sq, Skv]
+      (1 = kept; a testing aid that materializes it). Pairs the query cannot see (band, mask)
+      hold 0.
 
-    Rows that see no key give 0 (lse -inf). Returns out (like q), and lse float32 [B, N, Sq]
-    when return_lse.
+    Rows that see no key give 0 (lse -inf). Returns out (like q); with return_lse or
+    return_dropout_mask an AttentionOutputs tuple (out, lse float32 [B, N, Sq] if return_lse,
+    the keep mask if return_dropout_mask) whose .seed / .offset / .next_offset are the dropout's.
     """
     problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                     num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
     options, mask = build_options(batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
-                                  seq_kv=problem.seq_kv, causal=causal, window=window)
+                                  seq_kv=problem.seq_kv, causal=causal, window=window, attn_mask=attn_mask,
+                                  dropout_p=dropout_p, seed=seed, offset=offset,
+                                  return_dropout_mask=return_dropout_mask)
     check_float32_range(problem, q, k, v)
     if session is None:
         session = default_session(backend, device)
     if options.is_default:
         if options.is_causal and not problem.causal:  # window (-1, 0) is causal: the V1 op's is_causal
             problem = dataclasses.replace(problem, causal=True)
-        roles = ("out", "lse") if return_lse else ("out",)
-        results = runner_for(session).run(problem, q, k, v, outputs=roles)
-        return results if return_lse else results[0]
-    from .attention_v2 import run_forward_v2
+        if not return_lse:
+            return runner_for(session).run(problem, q, k, v, outputs=("out",))[0]
+        out, lse = runner_for(session).run(problem, q, k, v, outputs=("out", "lse"))
+        dropout_mask = None
+    else:
+        from .attention_v2 import run_forward_v2
 
-    out, lse, _ = run_forward_v2(session, problem, options, q, k, v, mask)
-    return (out, lse) if return_lse else out
+        out, lse, dropout_mask = run_forward_v2(session, problem, options, q, k, v, mask)
+        if not (return_lse or options.return_dropout_mask):
+            return out
+    return outputs_of(out, lse, dropout_mask, options, problem.batch * problem.num_heads, bool(return_lse))

@@ -80,7 +80,8 @@ def check_v2_plan(call: V2Call, soc: str):
         return planmod.plan(
             batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, seq=p.seq_q, seq_kv=p.seq_kv,
             head_dim=p.head_dim, dtype=p.dtype_name, layout=p.layout, causal=False, block_m=p.block_m,
-            block_n=p.block_n, soc=soc, pre_tokens=o.pre_tokens, next_tokens=o.next_tokens, **lens)
+            block_n=p.block_n, soc=soc, pre_tokens=o.pre_tokens, next_tokens=o.next_tokens,
+            mask_shape=o.mask_shape, dropout=o.keep_prob < 1.0, dropout_mask_out=o.return_dropout_mask, **lens)
     except planmod.PlanError as exc:
         raise InvalidArgumentError(str(exc)) from exc
 
@@ -158,4 +159,28 @@ def run_forward_v2(session: DeviceSession, problem: Problem, options, q, k, v, m
     call = V2Call(problem, options)
     roles = ("out", "lse", "dropout_mask") if options.return_dropout_mask else ("out", "lse")
     results = runner_for(session).run(call, q, k, v, mask_u8, outputs=roles)
-    return (results[0], results[1], results[2] if options.return_dropout_mask else None)
+    if not options.return_dropout_mask:
+        return results[0], results[1], None
+    return results[0], results[1], visible_keep_mask(results[2], problem, options, mask_u8)
+
+
+def visible_keep_mask(keep: np.ndarray, problem: Problem, options, mask_u8) -> np.ndarray:
+    """The kernel's keep mask uint8 [B, N, Sq, Skv] (TND: [sequences, N, longest Sq, longest Skv])
+    with every pair the query cannot see set to 0: the kernel writes only the blocks it computes
+    (never those outside the band, hidden by the mask or past a sequence's end), so the rest of
+    the buffer is whatever it held before."""
+    from .attention_options import band_visible
+
+    keep = keep & np.uint8(1)
+    if problem.layout != "TND":
+        keep &= band_visible(options, problem.seq_q, problem.seq_kv, slice(0, problem.seq_q)).astype(np.uint8)
+        if mask_u8 is not None:
+            keep &= (mask_u8 == 0).astype(np.uint8)  # broadcasts the mask's own shape, 1 = masked out
+        return keep
+    lens_q = np.diff((0,) + tuple(options.cu_seqlens_q))
+    lens_kv = np.diff((0,) + tuple(options.cu_seqlens_kv))
+    for s, (sq, skv) in enumerate(zip(lens_q, lens_kv)):
+        keep[s, :, sq:, :] = 0
+        keep[s, :, :, skv:] = 0
+        keep[s, :, :sq, :skv] &= band_visible(options, int(sq), int(skv), slice(0, int(sq))).astype(np.uint8)
+    return keep

@@ -151,7 +151,7 @@ def json_option(help_text: str):
 
 
 seed_option = click.option("--seed", type=click.IntRange(min=0), envvar="ACL_FA_SEED", default=0, show_default=True,
-                           show_envvar=True, help="Seed of the random inputs.")
+                           show_envvar=True, help="Seed of the random inputs (and of the dropout with --dropout).")
 
 
 backward_option = click.option(
@@ -191,7 +191,15 @@ varlen_option = click.option(
     "--varlen", type=_IntList("S[,S...]"), envvar="ACL_FA_VARLEN", default=None, show_envvar=True,
     metavar="S[,S...]", help="A variable-length batch (layout TND) of sequences of these lengths (queries and keys "
                              "alike); replaces --seq/--seq-kv/--batch/--layout.")
-_RUN_OPTION_OPTIONS = [window_option, varlen_option]
+dropout_option = click.option(
+    "--dropout", type=click.FloatRange(min=0.0, max=1.0, max_open=True), envvar="ACL_FA_DROPOUT", default=0.0,
+    show_default=True, show_envvar=True, metavar="P",
+    help="Dropout probability inside the kernel (Philox4x32-10 keyed by --seed, offset 0).")
+mask_density_option = click.option(
+    "--mask-density", type=click.FloatRange(min=0.0, max=1.0, max_open=True), envvar="ACL_FA_MASK_DENSITY",
+    default=None, show_envvar=True, metavar="F",
+    help="A key-padding attn_mask [B, 1, 1, Skv] hiding the last F of the keys (fraction in [0, 1)).")
+_RUN_OPTION_OPTIONS = [window_option, dropout_option, mask_density_option, varlen_option]
 
 
 def run_option_options(function):
@@ -262,14 +270,16 @@ def _decode_options(function):
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), envvar="ACL_FA_PLOT",
               show_envvar=True, default=None, metavar="FILE.png", help="With --sweep: draw modeled time against BLOCK_M per BLOCK_N.")
 @window_option
+@dropout_option
+@mask_density_option
 @varlen_option
 @_decode_options
 def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json,
-         backward, deterministic, sweep, plot_path, window, varlen, decode, paged, block_size, steps, num_splits,
-         prefill):
+         backward, deterministic, sweep, plot_path, window, dropout, mask_density, varlen, decode, paged, block_size,
+         steps, num_splits, prefill):
     """Show what the operator will do: blocks, buffer budget, core split, workspace, memory.
-    With --window / --varlen: FlashAttentionV2's plan, its work counted over the band and the
-    sequences only. With --decode (or --paged): one decode step of --seq query tokens against
+    With --window / --dropout / --mask-density / --varlen: FlashAttentionV2's plan (with the UB
+    and workspace the mask and dropout take), its work counted over the band and the sequences. With --decode (or --paged): one decode step of --seq query tokens against
     --seq-kv cached keys per sequence (default 4096, as acl-fa run --decode): GQA-packed rows, key
     chunks, the work items (batch, kv head, split) on the vector cores, merges, core balance."""
     if decode or paged:
@@ -279,13 +289,15 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
         return
     problem = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                    dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
-    if window is not None or varlen is not None:
+    if window is not None or varlen is not None or dropout > 0 or mask_density is not None:
         if backward or sweep:
-            raise click.UsageError("--window/--varlen plans are of the forward (no --backward or --sweep)")
+            raise click.UsageError("--window/--dropout/--mask-density/--varlen plans are of the forward (no "
+                                   "--backward or --sweep)")
         from . import run_options
 
         with reported_as_usage_errors():
-            problem = run_options.v2_plan_problem(problem, window=window, varlen=varlen)
+            problem = run_options.v2_plan_problem(problem, window=window, varlen=varlen, dropout=dropout,
+                                                  mask_density=mask_density)
             if soc is None or soc.lower() != "all":
                 p = plan_module.plan(soc=soc, **problem)
                 click.echo(json.dumps([p.to_dict()], indent=2) if as_json else
@@ -415,24 +427,25 @@ def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype,
 @run_option_options
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
         iters, check, seed, decode, paged, block_size, steps, num_splits, prefill, backend, device, as_json, backward,
-        deterministic, parallel_mode, devices, window, varlen):
+        deterministic, parallel_mode, devices, window, dropout, mask_density, varlen):
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
     --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
     then the backward on its outputs, with the gradient check. With --parallel ring|ulysses: the
     sequence sharded over --devices devices, with per-device time, bytes per link and modeled time.
-    With --window or --varlen: the FlashAttentionV2 ops (and their
-    backward with --backward), the work against the band's useful MACs, the check against the
-    float64 reference with the same options."""
+    With --window, --mask-density, --dropout or --varlen: the FlashAttentionV2 ops (and their
+    backward with --backward), the work against the useful MACs (the pairs the band and the mask
+    leave visible), the check against the float64 reference with the same options."""
     from . import run_options
 
-    if run_options.uses_options(window=window, varlen=varlen):
+    if run_options.uses_options(window=window, dropout=dropout, mask_density=mask_density, varlen=varlen):
         if parallel_mode or decode or paged:
-            raise click.UsageError("--window/--varlen do not combine with --parallel, --decode or --paged")
+            raise click.UsageError("--window/--dropout/--mask-density/--varlen do not combine with --parallel, "
+                                   "--decode or --paged")
         _run_with_options(dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
                                head_dim=head_dim, dtype=dtype, layout=layout, causal=causal, scale=scale,
-                               block_m=block_m or None, block_n=block_n or None, window=window,
-                               varlen=list(varlen) if varlen else None,
+                               block_m=block_m or None, block_n=block_n or None, window=window, dropout=dropout,
+                               mask_density=mask_density, varlen=list(varlen) if varlen else None,
                                backward=backward, deterministic=deterministic, warmup=warmup, iters=iters,
                                check=check, backend=None if backend == "auto" else backend, device=device,
                                seed=seed), as_json)

@@ -130,6 +130,10 @@ class Plan:
     next_tokens: int = UNBOUNDED_TOKENS
     seq_lens_q: Optional[tuple] = None
     seq_lens_kv: Optional[tuple] = None
+    # Its mask (the rank-4 device shape, or None) and dropout (keep_prob < 1, keep mask written).
+    mask_shape: Optional[tuple] = None
+    dropout: bool = False
+    dropout_mask_out: bool = False
 
     @property
     def workspace_bytes(self) -> int:
@@ -257,11 +261,13 @@ def _choice(what: str, value: str, allowed: tuple) -> int:
 
 def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout,
                          causal, block_m, block_n, pre_tokens=None, next_tokens=None, seq_lens_q=None,
-                         seq_lens_kv=None) -> tuple:
+                         seq_lens_kv=None, mask_shape=None, dropout=False, dropout_mask_out=False) -> tuple:
     """The policies' C inputs (aclfaPlanProblem, aclfaPlanLimits), validated; shared with the
     backward's plan (acl_fa.backward_plan). pre_tokens / next_tokens: the band (None =
     unbounded); seq_lens_q / seq_lens_kv: a varlen batch's lengths (layout TND; batch, seq and
-    seq_kv are then the count and the longest). The C problem keeps the length arrays alive."""
+    seq_kv are then the count and the longest); mask_shape: the rank-4 device mask [mb, mn, mq,
+    Skv] or None; dropout / dropout_mask_out: keep_prob < 1 / the keep mask is written (the
+    forward's policy budgets their UB and workspace). The C problem keeps the length arrays alive."""
     _choice("dtype", dtype, DTYPES)
     layout_code = _choice("layout", layout, LAYOUT_CODES if seq_lens_q is not None else LAYOUTS)
     band = []
@@ -296,6 +302,12 @@ def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_he
     problem.layout, problem.causal = layout_code, int(bool(causal))
     problem.blockM, problem.blockN = ints["block_m"], ints["block_n"]
     problem.preTokens, problem.nextTokens = band
+    if mask_shape is not None:
+        if len(mask_shape) != 4 or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in mask_shape):
+            raise PlanError(f"mask_shape must be 4 positive integers [mb, mn, mq, Skv], got {mask_shape!r}")
+        problem.mask = 1
+        problem.maskB, problem.maskN, problem.maskQ = mask_shape[:3]
+    problem.dropout, problem.dropoutMaskOut = int(bool(dropout)), int(bool(dropout_mask_out))
     if lens:
         problem.seqLensQ, problem.seqLensKv = lens
         problem.tokensQ, problem.tokensKv = sum(seq_lens_q), sum(seq_lens_kv)
@@ -332,6 +344,9 @@ def plan(
     next_tokens: Optional[int] = None,
     seq_lens_q: Optional[tuple] = None,
     seq_lens_kv: Optional[tuple] = None,
+    mask_shape: Optional[tuple] = None,
+    dropout: bool = False,
+    dropout_mask_out: bool = False,
 ) -> Plan:
     """The operator's plan for this problem on `soc` (a catalogue name or ChipLimits).
 
@@ -348,7 +363,9 @@ def plan(
                                              kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, layout=layout,
                                              causal=causal, block_m=block_m, block_n=block_n,
                                              pre_tokens=pre_tokens, next_tokens=next_tokens,
-                                             seq_lens_q=seq_lens_q, seq_lens_kv=seq_lens_kv)
+                                             seq_lens_q=seq_lens_q, seq_lens_kv=seq_lens_kv,
+                                             mask_shape=None if mask_shape is None else tuple(mask_shape),
+                                             dropout=dropout, dropout_mask_out=dropout_mask_out)
     out = ffi.new("aclfaPlan *")
     err = ffi.new("char[]", _ERR_LEN)
     if _plan_lib().aclfaPlanCompute(problem, c_limits, out, err, _ERR_LEN) != 0:
@@ -370,6 +387,8 @@ def plan(
         system_workspace_bytes=limits.lib_api_workspace_bytes, tiling_key=out.tilingKey,
         pre_tokens=problem.preTokens, next_tokens=problem.nextTokens,
         seq_lens_q=seq_lens_q, seq_lens_kv=seq_lens_kv,
+        mask_shape=None if mask_shape is None else tuple(mask_shape), dropout=bool(dropout),
+        dropout_mask_out=bool(dropout_mask_out),
     )
 
 
@@ -400,6 +419,10 @@ def _band_text(p: Plan) -> str:
         text += f" band pre_tokens={side(p.pre_tokens)} next_tokens={side(p.next_tokens)}"
     if p.seq_lens_q is not None:
         text += f" varlen ({len(p.seq_lens_q)} sequences, Sq/Skv above are the longest)"
+    if p.mask_shape is not None:
+        text += f" mask {list(p.mask_shape)}"
+    if p.dropout:
+        text += " dropout" + (" (keep mask written)" if p.dropout_mask_out else "")
     return text
 
 

@@ -1,9 +1,9 @@
-"""``acl-fa run`` with the V2 options (--window, --varlen): the
+"""``acl-fa run`` with the V2 options (--window, --mask-density, --dropout, --varlen): the
 FlashAttentionV2 forward (and with --backward FlashAttentionGradV2) on random inputs, timed,
 counted and checked against the float64 reference with the same options.
 
 Library code (the CLI parses and prints). Work is reported against the band's useful MACs
-(the pairs the window and causal leave visible), so a run shows how much
+(the pairs the window, causal and a key-padding mask leave visible), so a run shows how much
 of the executed cube work was useful. Semantics of the options: docs/attention_options.md.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 from . import attention_v2, opcall
 from .accuracy import Accuracy, check_accuracy, check_gradients, naive_same_precision
 from .attention import Problem, problem_from_sizes
-from .attention_options import AttentionOptions, build_options, window_band
+from .attention_options import AttentionOptions, build_options, dropout_keep_prob, window_band
 from .errors import InvalidArgumentError
 from .layouts import to_bnsd
 from .measure import measure
@@ -31,9 +31,9 @@ __all__ = ["OptionsRunReport", "run_options_job", "format_options_report", "band
            "v2_plan_problem"]
 
 
-def uses_options(*, window=None, varlen=None) -> bool:
+def uses_options(*, window=None, dropout=0.0, mask_density=None, varlen=None) -> bool:
     """Whether a run needs the V2 ops."""
-    return window is not None or varlen is not None
+    return window is not None or dropout > 0 or mask_density is not None or varlen is not None
 
 
 def band_pairs(options: AttentionOptions, seq_q: int, seq_kv: int, key_visible: Optional[np.ndarray] = None) -> int:
@@ -50,12 +50,19 @@ def band_pairs(options: AttentionOptions, seq_q: int, seq_kv: int, key_visible: 
     return int((prefix[hi] - prefix[lo]).sum())
 
 
-def v2_plan_problem(problem: dict, *, window=None, varlen=None) -> dict:
+def v2_plan_problem(problem: dict, *, window=None, varlen=None, dropout=0.0, mask_density=None) -> dict:
     """The keyword arguments of acl_fa.plan.plan for FlashAttentionV2: `problem` (plan's sizes)
-    with the band of `window` and causal (causal folded in, as the op takes it) and, for a
-    varlen batch, layout TND with the sequence lengths (queries and keys alike)."""
+    with the band of `window` and causal (causal folded in, as the op takes it), the dropout and
+    the key-padding mask of --mask-density ([B, 1, 1, Skv]) and, for a varlen batch, layout TND
+    with the sequence lengths (queries and keys alike)."""
     pre, nxt = window_band(window, problem["causal"])
-    v2 = dict(problem, causal=False, pre_tokens=pre, next_tokens=nxt)
+    v2 = dict(problem, causal=False, pre_tokens=pre, next_tokens=nxt, dropout=dropout_keep_prob(dropout) < 1.0)
+    if mask_density is not None:
+        if varlen is not None:
+            raise InvalidArgumentError("--mask-density does not combine with --varlen (masks with varlen are not "
+                                       "taken)")
+        key_padding_mask(1, 1, mask_density)  # validates the fraction
+        v2["mask_shape"] = (problem["batch"], 1, 1, problem["seq_kv"] or problem["seq"])
     if varlen is not None:
         v2.update(layout="TND", seq_lens_q=tuple(varlen), seq_lens_kv=tuple(varlen), batch=len(varlen),
                   seq=max(varlen), seq_kv=max(varlen))
@@ -145,14 +152,24 @@ def _inputs(*, seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, sca
     return attention_v2.varlen_problem(base, ends, ends), q, k, v
 
 
+def key_padding_mask(batch: int, seq_kv: int, hidden: float) -> np.ndarray:
+    """bool [B, 1, 1, Skv], True = attend: key padding hiding the last round(hidden * Skv) keys
+    of every sequence (padding at the end, as a padded batch has it)."""
+    if not 0.0 <= hidden < 1.0:
+        raise InvalidArgumentError(f"--mask-density (the fraction of keys hidden) must be in [0, 1), got {hidden}")
+    mask = np.ones((batch, 1, 1, seq_kv), dtype=bool)
+    mask[..., seq_kv - int(round(hidden * seq_kv)):] = False
+    return mask
+
+
 def _sequences(problem: Problem, options: AttentionOptions):
     """(index, q rows, kv rows) per sequence of a varlen problem."""
     starts_q, starts_kv = (0,) + tuple(options.cu_seqlens_q), (0,) + tuple(options.cu_seqlens_kv)
     return varlen_sequences(starts_q, starts_kv)
 
 
-def _features(options: AttentionOptions, window) -> dict:
-    return dict(window=window, seed=options.seed, offset=options.offset)
+def _features(options: AttentionOptions, attn_mask, dropout_p: float, window) -> dict:
+    return dict(window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=options.seed, offset=options.offset)
 
 
 def _worst(results):
@@ -175,7 +192,7 @@ def _units(problem: Problem, options: AttentionOptions, q_arrays: list, kv_array
                    (options.offset + s * problem.num_heads) % (1 << 64))
 
 
-def _check_forward(problem, options, q, k, v, out, lse, window, causal) -> Accuracy:
+def _check_forward(problem, options, q, k, v, out, lse, attn_mask, dropout_p, window, causal) -> Accuracy:
     """The forward against the float64 reference by the 2x-naive rule: every head of a small
     problem, else the first and last head; a varlen batch sequence by sequence (the worst)."""
     n = problem.num_heads
@@ -186,7 +203,7 @@ def _check_forward(problem, options, q, k, v, out, lse, window, causal) -> Accur
     for (q_s, out_s, lse_s), (k_s, v_s), layout, offset in _units(problem, options, [q, out, lse_rows], [k, v]):
         if options.is_varlen:
             lse_s = lse_s.transpose(0, 2, 1)                                  # [1, s, N] -> [1, N, s]
-        features = dict(_features(options, window), offset=offset)
+        features = dict(_features(options, attn_mask, dropout_p, window), offset=offset)
         kw = dict(causal=causal, scale=problem.scale, layout=layout, num_heads=n, num_kv_heads=problem.num_kv_heads,
                   heads=heads)
         ref_out, ref_lse = attention_reference(q_s, k_s, v_s, **kw, **features)
@@ -197,7 +214,7 @@ def _check_forward(problem, options, q, k, v, out, lse, window, causal) -> Accur
     return _worst(results)
 
 
-def _check_backward(problem, options, grads, q, k, v, dout, window, causal) -> list:
+def _check_backward(problem, options, grads, q, k, v, dout, attn_mask, dropout_p, window, causal) -> list:
     """dq, dk, dv against the float64 backward by the 2x-naive rule (acl_fa.accuracy): all kv
     heads of a small problem, else kv head 0 and its query heads; varlen sequence by sequence
     (the worst of each gradient)."""
@@ -207,7 +224,7 @@ def _check_backward(problem, options, grads, q, k, v, dout, window, causal) -> l
     per_unit = []
     for (q_s, dout_s, dq_s), (k_s, v_s, dk_s, dv_s), layout, offset in _units(
             problem, options, [q, dout, dq], [k, v, dk, dv]):
-        features = dict(_features(options, window), offset=offset)
+        features = dict(_features(options, attn_mask, dropout_p, window), offset=offset)
         per_unit.append(check_gradients((dq_s, dk_s, dv_s), q_s, k_s, v_s, dout_s, causal=causal, scale=problem.scale,
                                         layout=layout, num_heads=n, num_kv_heads=nkv, dtype_name=problem.dtype_name,
                                         kv_heads=kv_heads, **features))
@@ -217,23 +234,30 @@ def _check_backward(problem, options, grads, q, k, v, dout, window, causal) -> l
 def run_options_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 32,
                     kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16",
                     layout: str = "BNSD", causal: bool = False, scale: Optional[float] = None,
-                    block_m: Optional[int] = None, block_n: Optional[int] = None, window=None,
-                    varlen: Optional[list] = None, backward: bool = False,
+                    block_m: Optional[int] = None, block_n: Optional[int] = None, window=None, dropout: float = 0.0,
+                    mask_density: Optional[float] = None, varlen: Optional[list] = None, backward: bool = False,
                     deterministic: bool = True, warmup: int = 1, iters: int = 3, check: bool = True,
                     backend: Optional[str] = None, device: int = 0, seed: int = 0,
                     progress: Optional[Callable[[str, int], None]] = None) -> OptionsRunReport:
     """Runs the V2 forward (and the V2 backward on its outputs with `backward`) on random
-    inputs with the options; `seed` seeds the inputs."""
+    inputs with the options; `seed` seeds the inputs and the dropout."""
     tick = progress or (lambda stage, steps: None)
     problem, q, k, v = _inputs(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
                                head_dim=head_dim, dtype=dtype, layout=layout, scale=scale, block_m=block_m,
                                block_n=block_n, varlen=varlen, seed=seed)
+    if varlen is not None and mask_density is not None:
+        raise InvalidArgumentError("--mask-density does not combine with --varlen (masks with varlen are not taken)")
+    if backward and (dropout > 0 or mask_density is not None):
+        raise InvalidArgumentError("--backward does not take --dropout / --mask-density yet: the backward kernel "
+                                   "does not apply them")
+    attn_mask = None if mask_density is None else key_padding_mask(problem.batch, problem.seq_kv, mask_density)
     ends = None if varlen is None else tuple(int(x) for x in np.cumsum(varlen))
     options, mask_u8 = build_options(batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
-                                     seq_kv=problem.seq_kv, causal=causal, window=window, cu_seqlens_q=ends,
-                                     cu_seqlens_kv=ends)
+                                     seq_kv=problem.seq_kv, causal=causal, window=window, attn_mask=attn_mask,
+                                     dropout_p=dropout, seed=seed, cu_seqlens_q=ends, cu_seqlens_kv=ends)
     if varlen is None:
-        pairs = problem.batch * band_pairs(options, problem.seq_q, problem.seq_kv)
+        pairs = sum(band_pairs(options, problem.seq_q, problem.seq_kv, None if attn_mask is None else attn_mask[b, 0, 0])
+                    for b in range(problem.batch))
     else:
         pairs = sum(band_pairs(options, n, n) for n in varlen)
     useful_macs = 2 * problem.num_heads * problem.head_dim * pairs
@@ -253,7 +277,7 @@ def run_options_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, h
             bwd = measure(session, grad, *arrays, warmup=warmup, iters=iters, tick=tick,
                           runner=opcall.runner_for(session, op), check=lambda problem_, soc: None)
         backend_name = session.backend.name
-    window_args = dict(window=window, causal=causal)
+    window_args = dict(attn_mask=attn_mask, dropout_p=dropout, window=window, causal=causal)
     accuracy = _check_forward(problem, options, q, k, v, out, lse, **window_args) if check else None
     report = OptionsRunReport(
         backend=backend_name, soc=m.soc, problem=problem, options=options, lengths=varlen,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .attention import _as_array, check_float32_range, make_problem
+from .attention import _as_array, check_float32_range, make_problem, outputs_of
 from .attention_options import build_options, check_max_seqlen, cu_seqlens_ends
 from .backward import backward_options
 from .device_array import DeviceArray
@@ -52,7 +52,8 @@ def make_varlen_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, ma
 
 
 def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_seqlen_k=None, causal=False,
-                           window=None, scale=None, return_lse=False, block_m=None, block_n=None, backend=None,
+                           window=None, scale=None, return_lse=False, dropout_p=0.0, seed=None, offset=0,
+                           return_dropout_mask=False, attn_mask=None, block_m=None, block_n=None, backend=None,
                            device=None, session=None):
     """FlashAttention over a batch of sequences of different lengths (flash-attn's
     flash_attn_varlen_func). q [Tq, N, D], k / v [Tkv, Nkv, D] (float16, bfloat16, float32),
@@ -62,21 +63,35 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
     bottom-right aligned with its own lengths (docs/attention_options.md). max_seqlen_* default
     to the longest sequence (a larger value is accepted; a smaller one refused).
 
-    Returns out [Tq, N, D], and lse float32 [N, Tq] when return_lse. Rows that see no key (an
-    empty key sequence, a window) give 0 and lse -inf."""
+    dropout_p, seed, offset, return_dropout_mask: as flash_attention, with b the sequence index
+    (a call uses the Philox streams offset .. offset + num_seqs*N - 1); the keep mask is uint8
+    [num_seqs, N, max Sq, max Skv], 0 past each sequence's lengths. attn_mask is not supported
+    with varlen batches (use causal / window).
+
+    Returns out [Tq, N, D]; with return_lse or return_dropout_mask an AttentionOutputs tuple
+    (out, lse float32 [N, Tq] if return_lse, the keep mask if return_dropout_mask) with the
+    dropout's .seed / .offset / .next_offset. Rows that see no key (an empty key sequence, a
+    window) give 0 and lse -inf."""
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
+    if attn_mask is not None:
+        raise InvalidArgumentError("attn_mask is not supported by flash_attention_varlen (True = the query may "
+                                   "attend to the key); restrict the keys with causal / window, or run the "
+                                   "sequences padded through flash_attention with a key-padding mask")
     problem, ends_q, ends_kv, q, k, v = make_varlen_problem(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, scale=scale,
         block_m=block_m, block_n=block_n)
     options, _ = build_options(batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
-                               seq_kv=problem.seq_kv, causal=causal, window=window, cu_seqlens_q=ends_q,
+                               seq_kv=problem.seq_kv, causal=causal, window=window, dropout_p=dropout_p, seed=seed,
+                               offset=offset, return_dropout_mask=return_dropout_mask, cu_seqlens_q=ends_q,
                                cu_seqlens_kv=ends_kv)
     from .attention_v2 import run_forward_v2
 
     session = default_session(backend, device) if session is None else session
-    out, lse, _ = run_forward_v2(session, problem, options, q, k, v, None)
-    return (out, lse) if return_lse else out
+    out, lse, dropout_mask = run_forward_v2(session, problem, options, q, k, v, None)
+    if not (return_lse or options.return_dropout_mask):
+        return out
+    return outputs_of(out, lse, dropout_mask, options, problem.batch * problem.num_heads, bool(return_lse))
 
 
 def flash_attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,

@@ -7,7 +7,7 @@
 #   bench/regenerate.sh bench soc    # chosen sections
 #
 # Sections: readme plan bench soc l2 efficiency rss overhead torch matmul backward model sweep ring decode
-#   dropout window
+#   dropout window mask
 #   backward  the FlashAttentionGrad rows (torch for its comparison; about 30 minutes on 2 cores)
 #   torch   needs torch (pip install torch --index-url https://download.pytorch.org/whl/cpu)
 #   matmul, dropout, model (its GEMM row)  need a development build with the test kernels:
@@ -70,13 +70,14 @@ section() {
             run ring-merge "$PYTHON" bench/ring_merge.py
             run ulysses-model "$PYTHON" bench/ulysses_model.py ;;
         window) run window-work "$PYTHON" bench/window_work.py --seq 32768 --heads 1 --window 256,0 ;;
+        mask) run mask-dropout-work "$PYTHON" bench/mask_dropout_work.py --seq 4096 --heads 2 --dropout 0.1 --runs 2 ;;
         decode)
             local common=(--heads 32 --kv-heads 8 --head-dim 128)
             run decode-paged acl-fa bench --decode --paged --block-size 128 --seq-kv 32768 "${common[@]}" --steps 4
             run decode-batch acl-fa bench --decode --paged --block-size 128 --seq-kv 4096 --batch 32 "${common[@]}" --steps 2
             run decode-contiguous acl-fa bench --decode --seq-kv 32768 "${common[@]}" --steps 4
             run decode-loop acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8 --paged --steps 64 --json ;;
-        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window; do section "$s"; done ;;
+        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
 }

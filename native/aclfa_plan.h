@@ -33,6 +33,11 @@ typedef struct aclfaPlanProblem {
     int64_t preTokens, nextTokens;
     const uint64_t *seqLensQ, *seqLensKv;
     uint64_t tokensQ, tokensKv;
+    /* FlashAttentionV2's mask (device mask [maskB, maskN, maskQ, seqKv], each 1 or the full
+     * size) and dropout (keep_prob < 1; dropoutMaskOut: the keep mask is written): each adds its
+     * UB and workspace only when set. The forward's policy only. */
+    uint32_t mask, dropout, dropoutMaskOut, reserved;
+    uint64_t maskB, maskN, maskQ;
 } aclfaPlanProblem;
 
 typedef struct aclfaPlanLimits {

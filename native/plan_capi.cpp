@@ -9,7 +9,7 @@
 namespace {
 
 // The forward's problem: the fields every policy shares (aclfa_plan::ProblemFromC), then its
-// band and, for TND, the per-sequence lengths.
+// band, for TND the per-sequence lengths, and the mask and dropout.
 fa_policy::Problem ForwardProblemFromC(const aclfaPlanProblem &problem) {
     fa_policy::Problem p = aclfa_plan::ProblemFromC(problem);
     p.preTokens = problem.preTokens;
@@ -20,6 +20,12 @@ fa_policy::Problem ForwardProblemFromC(const aclfaPlanProblem &problem) {
         p.tokensQ = problem.tokensQ;
         p.tokensKv = problem.tokensKv;
     }
+    p.mask = problem.mask != 0;
+    p.maskB = problem.maskB;
+    p.maskN = problem.maskN;
+    p.maskQ = problem.maskQ;
+    p.dropout = problem.dropout != 0;
+    p.dropoutMaskOut = problem.dropoutMaskOut != 0;
     return p;
 }
 

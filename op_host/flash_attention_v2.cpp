@@ -7,6 +7,7 @@
 // struct and the same kernel source as FlashAttention (forward_tiling.h). Written against the
 // real CANN host APIs only; errors go to the CANN log (module OP).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -82,6 +83,35 @@ std::string ReadSequences(const gert::Tensor *qEnds, const gert::Tensor *kvEnds,
         return "a TND batch needs at least one query and one key (every sequence is empty)";
     }
     return "";
+}
+
+// The device mask's dims from atten_mask's shape: rank 4 [mb, mn, mq, Skv] with mb in {1, B},
+// mn in {1, N}, mq in {1, Sq}; never expanded. Returns "" or what is wrong.
+std::string ReadMask(const gert::StorageShape *mask, const Dims &d, fa_policy::Problem *problem) {
+    if (mask == nullptr) return "";
+    const gert::Shape &m = mask->GetOriginShape();
+    const std::string want = "[1 or " + std::to_string(d.batch) + ", 1 or " + std::to_string(d.numHeads) +
+                             ", 1 or " + std::to_string(d.seqQ) + ", " + std::to_string(d.seqKv) + "]";
+    if (d.layout == FA_LAYOUT_TND) {
+        return "atten_mask with input_layout TND (a varlen batch) is not supported: use a fixed-length layout or a "
+               "window";
+    }
+    if (m.GetDimNum() != 4 || (m.GetDim(0) != 1 && m.GetDim(0) != d.batch) ||
+        (m.GetDim(1) != 1 && m.GetDim(1) != d.numHeads) || (m.GetDim(2) != 1 && m.GetDim(2) != d.seqQ) ||
+        m.GetDim(3) != d.seqKv) {
+        return "atten_mask shape " + fa_host::ShapeText(m) + " must be " + want + " (1 = masked out)";
+    }
+    problem->mask = true;
+    problem->maskB = static_cast<uint64_t>(m.GetDim(0));
+    problem->maskN = static_cast<uint64_t>(m.GetDim(1));
+    problem->maskQ = static_cast<uint64_t>(m.GetDim(2));
+    return "";
+}
+
+// keep iff the 8-bit Philox draw >= floor((1 - keep_prob) * 256 + 1/2), in [0, 256], in double
+// from the float32 keep_prob (docs/attention_options.md#dropout).
+uint32_t KeepThreshold(float keepProb) {
+    return static_cast<uint32_t>(std::floor((1.0 - static_cast<double>(keepProb)) * 256.0 + 0.5));
 }
 
 ge::graphStatus InferShape(gert::InferShapeContext *context) {
@@ -162,13 +192,8 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     if (error.empty() && (*blockM < 0 || *blockM > UINT32_MAX || *blockN < 0 || *blockN > UINT32_MAX)) {
         error = "block_m and block_n must be >= 0 (0 = auto)";
     }
-    // Not applied by this kernel yet: refused rather than ignored.
-    if (error.empty() && context->GetOptionalInputShape(kAttenMask) != nullptr) {
-        error = "atten_mask is not supported by this build of FlashAttentionV2 yet";
-    }
-    if (error.empty() && *keepProb != 1.0f) {
-        error = "keep_prob " + std::to_string(*keepProb) + " (dropout) is not supported by this build of "
-                "FlashAttentionV2 yet; use 1.0";
+    if (error.empty() && !(*keepProb > 0.0f && *keepProb <= 1.0f)) {
+        error = "keep_prob must be in (0, 1] (1 = no dropout), got " + std::to_string(*keepProb);
     }
     const gert::StorageShape *qEnds = context->GetOptionalInputShape(kActualSeqQlen);
     const gert::StorageShape *kvEnds = context->GetOptionalInputShape(kActualSeqKvlen);
@@ -198,7 +223,24 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     problem.nextTokens = *nextTokens;
     problem.userBlockM = static_cast<uint32_t>(*blockM);
     problem.userBlockN = static_cast<uint32_t>(*blockN);
-    return fa_host::WriteForwardTiling(context, problem, *scale, false);
+    error = ReadMask(context->GetOptionalInputShape(kAttenMask), d, &problem);
+    if (!error.empty()) {
+        FA_LOGE(context, "%s", error.c_str());
+        return ge::GRAPH_FAILED;
+    }
+    problem.dropout = *keepProb < 1.0f;
+    problem.dropoutMaskOut = context->GetOutputShape(kDropoutMask) != nullptr;
+    const ge::graphStatus status = fa_host::WriteForwardTiling(context, problem, *scale, false);
+    if (status != ge::GRAPH_SUCCESS) return status;
+    // The dropout key (docs/attention_options.md#dropout); seed and offset are uint64 in int64 attrs.
+    FlashAttentionTilingData *td = context->GetTilingData<FlashAttentionTilingData>();
+    const int64_t *seed = attrs->GetInt(kSeed);
+    const int64_t *offset = attrs->GetInt(kOffset);
+    td->keepThreshold = KeepThreshold(*keepProb);
+    td->invKeepProb = 1.0f / *keepProb;
+    td->seed = seed != nullptr ? static_cast<uint64_t>(*seed) : 0;
+    td->offset = offset != nullptr ? static_cast<uint64_t>(*offset) : 0;
+    return ge::GRAPH_SUCCESS;
 }
 
 }  // namespace

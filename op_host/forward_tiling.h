@@ -19,6 +19,8 @@
 
 namespace fa_host {
 
+constexpr uint32_t kBatchScheduleMode = 1;  // TilingContext::SetScheduleMode: all blocks resident at once
+
 // Problem sizes read from the shapes and the layout.
 struct Dims {
     uint32_t layout = 0;
@@ -179,6 +181,15 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     td->wsPvOffset = plan.wsPvOffset;
     td->wsBytesPerAiv = plan.wsBytesPerAiv;
     td->mmUbBytes = static_cast<uint32_t>(plan.mmUbBytes);
+    td->hasMask = problem.mask ? 1 : 0;
+    td->maskB = static_cast<uint32_t>(problem.maskB);
+    td->maskN = static_cast<uint32_t>(problem.maskN);
+    td->maskQ = static_cast<uint32_t>(problem.maskQ);
+    td->maskRows = plan.maskRows;
+    td->wsMaskSummaryOffset = plan.wsMaskSummaryOffset;
+    td->philoxLanes = plan.philoxLanes;
+    td->hasDropoutMask = problem.dropoutMaskOut ? 1 : 0;
+    td->invKeepProb = 1.0f;
 
     const matmul_tiling::DataType mmType = fp32   ? matmul_tiling::DataType::DT_FLOAT
                                            : bf16 ? matmul_tiling::DataType::DT_BF16
@@ -200,6 +211,14 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     }
 
     context->SetBlockDim(plan.usedCoreNum);  // MIX 1:2: one block = 1 AIC + 2 AIV; coupled: one AI Core
+    if (problem.mask) {
+        // The mask's block summary pre-pass ends with SyncAll: every block resident at once
+        // (docs/cann-facts.md, SyncAll).
+        if (context->SetScheduleMode(kBatchScheduleMode) != ge::GRAPH_SUCCESS) {
+            FA_LOGE(context, "SetScheduleMode(%u) failed", kBatchScheduleMode);
+            return ge::GRAPH_FAILED;
+        }
+    }
     context->SetTilingKey(plan.tilingKey);
     size_t *workspaces = context->GetWorkspaceSizes(1);
     if (workspaces == nullptr) {

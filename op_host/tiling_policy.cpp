@@ -34,6 +34,12 @@ uint64_t MaskTilesUbBytes(uint64_t rows, uint64_t n) {
 
 uint64_t PhiloxUbBytes(uint64_t lanes) { return lanes * 4 * 58 + AlignUp(lanes * 2, kUbAlign); }
 
+uint32_t PhiloxLanes(uint32_t n) {
+    constexpr uint32_t kMinLanes = 128;  // 29 KiB; fewer lanes pay the per-instruction cost more often
+    const uint32_t row = static_cast<uint32_t>(AlignUp(CeilDiv(n, 16), 8));  // a row's counters, whole planes
+    return std::max(row, kMinLanes);
+}
+
 std::string Format(const char *fmt, ...) {
     char buf[512];
     va_list ap;
@@ -75,6 +81,20 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, 
     return lines;
 }
 
+// The V2 options' UB lines (none when off), after lseQue in the kernel's InitBuffer order.
+void OptionUbLines(const Problem &p, uint64_t m, uint64_t n, uint64_t ub, std::vector<BudgetLine> *lines) {
+    if (p.mask) lines->push_back({"maskBuf mask tiles [16,n] u8/f16/f32", MaskTilesUbBytes(kMaskRows, n), ub});
+    if (p.dropout) {
+        lines->push_back({"philoxBuf Philox4x32-10 keep mask", PhiloxUbBytes(PhiloxLanes(static_cast<uint32_t>(n))),
+                          ub});
+    }
+    if (p.dropoutMaskOut) {
+        // A Philox chunk's keep bytes (16 elements a lane) and as half, then [m, align32(n)] uint8 rows.
+        const uint64_t chunk = 16ull * PhiloxLanes(static_cast<uint32_t>(n));
+        lines->push_back({"keepBuf dropout_mask chunk u8+f16, rows [m,n] u8", 3 * chunk + m * AlignUp(n, kUbAlign), ub});
+    }
+}
+
 // Rows one vector unit owns per item: an AIV takes half of the item on the MIX path, a
 // coupled AI Core all of it.
 uint64_t RowsPerVector(uint32_t blockM, bool coupled) { return coupled ? blockM : blockM / 2; }
@@ -95,6 +115,7 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
     const uint64_t vectorsPerCube = coupled ? 1 : 2;
     Needs needs;
     needs.lines = UbLines(m, n, d, t, c.ubBytes, coupled);
+    OptionUbLines(p, m, n, c.ubBytes, &needs.lines);
     for (const auto &line : needs.lines) needs.ubTotal += line.bytes;
     const uint64_t l1Qk = (m * d + n * d) * t;
     const uint64_t l1Pv = (m * n + n * d) * t;
@@ -219,6 +240,7 @@ std::string ValidateProblem(const Problem &p) {
             return Format("%s must be 0 (auto) or a multiple of 16 up to %u, got %u", b.name, b.max, b.value);
         }
     }
+
     return {};
 }
 
@@ -579,6 +601,15 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     if (error->empty()) *error = ValidateDtypeOnChip(p, c);
     if (!error->empty()) return false;
     const bool coupled = FeaturesOfSoc(c.socVersion).coupled;
+    if (coupled && (p.mask || p.dropout || p.dropoutMaskOut)) {
+        // The Philox generator needs ShiftLeft / ShiftRight and the mask pre-pass a cross-core
+        // barrier between vector cores: built for the A2/A3 MIX path (docs/dropout_and_mask.md).
+        *error = Format("%s is supported on Atlas A2/A3 (Ascend910B*, Ascend910_93*) only; %s has coupled AI Cores",
+                        p.mask ? (p.dropout ? "atten_mask and dropout (keep_prob < 1)" : "atten_mask")
+                               : "dropout (keep_prob < 1, dropout_mask)",
+                        c.socName.c_str());
+        return false;
+    }
     uint32_t blockM = 0, blockN = 0;
     if (!ChooseBlocks(p, c, &blockM, &blockN, error)) return false;
     NarrowBandBlocks(p, c, &blockM, &blockN);
@@ -651,6 +682,16 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
         out.wsPvOffset = out.wsProbOffset + AlignUp(2 * m * n * p.dtypeBytes, kWorkspaceAlign);
         out.wsBytesPerAiv = out.wsPvOffset + AlignUp(2 * m * d * kFp32, kWorkspaceAlign);
         out.userWorkspaceBytes = 2ull * out.usedCoreNum * out.wsBytesPerAiv;
+        if (p.mask) {
+            // One byte per (mask batch, mask head, query block, key block); a query block is an
+            // item's blockM rows, or one block for a mask shared by every query (maskQ 1).
+            const uint64_t qBlocks = p.maskQ == 1 ? 1 : CeilDiv(p.maskQ, blockM);
+            out.maskRows = kMaskRows;
+            out.maskSummaryBytes = p.maskB * p.maskN * qBlocks * CeilDiv(p.seqKv, blockN);
+            out.wsMaskSummaryOffset = out.userWorkspaceBytes;
+            out.userWorkspaceBytes += AlignUp(out.maskSummaryBytes, kWorkspaceAlign);
+        }
+        if (p.dropout) out.philoxLanes = PhiloxLanes(blockN);
     }
 
     // BSH and TND have BSND's memory order and run its path: the key carries BSND. The causal

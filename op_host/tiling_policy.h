@@ -104,6 +104,12 @@ struct Plan {
     uint64_t userWorkspaceBytes = 0;  // 2 * usedCoreNum * wsBytesPerAiv
     uint64_t mmUbBytes = 0;           // coupled: UB for the Matmul API's ND <-> NZ (SetLocalWorkspace)
     uint64_t tilingKey = 0;
+    // Mask and dropout (0 when off): mask tile rows per pass, the block summary's bytes and its
+    // offset in the user workspace (after the AIV slices, included in userWorkspaceBytes), Philox
+    // counters per chunk.
+    uint32_t maskRows = 0;
+    uint64_t maskSummaryBytes = 0, wsMaskSummaryOffset = 0;
+    uint32_t philoxLanes = 0;
 };
 
 // UB of op_kernel/attention_mask.h MaskTiles::UbBytes(rows, n) and op_kernel/philox_dropout.h
@@ -111,6 +117,8 @@ struct Plan {
 // kernel_operator.h); tests/test_mask_dropout_forward.py checks them against the kernel's.
 uint64_t MaskTilesUbBytes(uint64_t rows, uint64_t n);
 uint64_t PhiloxUbBytes(uint64_t lanes);
+// Philox counters per chunk for key blocks of n keys: at least a row (n / 16), a multiple of 8.
+uint32_t PhiloxLanes(uint32_t n);
 constexpr uint32_t kMaskRows = 16;  // mask tile rows per pass (a multiple of 4)
 
 // Largest values the policy chooses by itself (a user block may not exceed them either):

@@ -13,5 +13,7 @@ extern "C" __global__ __aicore__ void flash_attention(GM_ADDR query, GM_ADDR key
     GET_TILING_DATA(tilingData, tiling);
     GM_ADDR actual_seq_qlen = nullptr;  // V1: fixed lengths only (tilingData.varlen == 0)
     GM_ADDR actual_seq_kvlen = nullptr;
+    GM_ADDR atten_mask = nullptr;  // V1: no mask, no dropout (tilingData.hasMask == 0, philoxLanes == 0)
+    GM_ADDR dropout_mask = nullptr;
     FA_KERNEL_TYPE_AND_CASES()
 }

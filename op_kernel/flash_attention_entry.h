@@ -1,7 +1,8 @@
 // flash_attention_entry.h -- what the kernel entries of FlashAttention (flash_attention.cpp) and
 // FlashAttentionV2 (flash_attention_v2.cpp) share: the run of one instance of the forward kernel
 // for the architecture being compiled (__NPU_ARCH__) and the dispatch over every tiling key
-// op_host can produce. One kernel source serves both ops; V1 passes no sequence lengths.
+// op_host can produce. One kernel source serves both ops; V1 passes no sequence lengths, mask
+// or dropout_mask.
 //
 // The build compiles each entry once per target architecture: 2201 for ascend910b /
 // ascend910_93, 2002 for ascend310p, 1001 for ascend910. Each architecture's binary holds only
@@ -23,11 +24,15 @@
 #include "flash_attention_coupled_kernel.h"
 
 template <typename T>
-__aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR actualSeqQlen,
-                                         GM_ADDR actualSeqKvlen, GM_ADDR attentionOut, GM_ADDR softmaxLse,
-                                         GM_ADDR workspace, const FlashAttentionTilingData *tilingData)
+__aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attenMask,
+                                         GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR attentionOut,
+                                         GM_ADDR softmaxLse, GM_ADDR dropoutMask, GM_ADDR workspace,
+                                         const FlashAttentionTilingData *tilingData)
 {
     (void)workspace;  // no user workspace: S, P and P.V stay inside the AI Core
+    // op_host refuses atten_mask and dropout on the coupled chips (tiling_policy.cpp ComputePlan).
+    (void)attenMask;
+    (void)dropoutMask;
     AscendC::TPipe pipe;
     flash_attn::FlashAttentionCoupledKernel<T> op;
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.qkMm, &tilingData->qkTiling, op.pvMm,
@@ -39,16 +44,18 @@ __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR val
 #include "flash_attention_kernel.h"
 
 template <typename T>
-__aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR actualSeqQlen,
-                                         GM_ADDR actualSeqKvlen, GM_ADDR attentionOut, GM_ADDR softmaxLse,
-                                         GM_ADDR workspace, const FlashAttentionTilingData *tilingData)
+__aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attenMask,
+                                         GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR attentionOut,
+                                         GM_ADDR softmaxLse, GM_ADDR dropoutMask, GM_ADDR workspace,
+                                         const FlashAttentionTilingData *tilingData)
 {
     AscendC::TPipe pipe;
     flash_attn::FlashAttentionKernel<T> op;
     // The AIC serves the AIVs' matmul requests from here on and does not run the code below.
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.qkMm, &tilingData->qkTiling, op.pvMm,
                       &tilingData->pvTiling);
-    op.Init(query, key, value, actualSeqQlen, actualSeqKvlen, attentionOut, softmaxLse, workspace, tilingData, &pipe);
+    op.Init(query, key, value, attenMask, actualSeqQlen, actualSeqKvlen, attentionOut, softmaxLse, dropoutMask,
+            workspace, tilingData, &pipe);
     op.Process();
 }
 #endif
@@ -59,8 +66,8 @@ __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR val
 // has its own binary on the chip.
 #define FA_CASE(KEY, T)                                                                                   \
     if (TILING_KEY_IS(KEY)) {                                                                             \
-        RunFlashAttention<T>(query, key, value, actual_seq_qlen, actual_seq_kvlen, attention_out,        \
-                             softmax_lse, workspace, &tilingData);                                        \
+        RunFlashAttention<T>(query, key, value, atten_mask, actual_seq_qlen, actual_seq_kvlen,           \
+                             attention_out, softmax_lse, dropout_mask, workspace, &tilingData);           \
         return;                                                                                           \
     }
 #define FA_CASES_WITH_TAILS(BASE, T) \
@@ -77,7 +84,8 @@ __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR val
     FA_CASES_WITH_TAILS((BASE) + 10, T)
 
 // The cases of every tiling key for the architecture being compiled; expects query, key, value,
-// actual_seq_qlen, actual_seq_kvlen, attention_out, softmax_lse, workspace and tilingData in scope.
+// atten_mask, actual_seq_qlen, actual_seq_kvlen, attention_out, softmax_lse, dropout_mask, workspace
+// and tilingData in scope (the optional ones null when absent).
 #if defined(__NPU_ARCH__) && __NPU_ARCH__ == 2002
 #define FA_KERNEL_TYPE_AND_CASES()               \
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AICORE); \

@@ -10,7 +10,7 @@
 // and at the end O = acc / max(l, FLT_MIN), LSE = m + ln(l). Per-row statistics are fp32
 // vectors in UB. The floor on m keeps a row that has seen no key yet at P = exp(-inf) = 0
 // instead of exp(-inf + inf) = NaN; such a row ends with l = 0, so O = 0 and LSE = -inf
-// without knowing why it saw nothing (band, sequence end or, later, a mask).
+// without knowing why it saw nothing (band, sequence end or an explicit mask).
 // Row-wise broadcasts use Brcb where the architecture has it (dav-c220, dav-m200) and the scalar
 // unit on dav-c100 (attn_rows::ApplyRowValues).
 #pragma once
@@ -35,6 +35,14 @@ __aicore__ inline uint32_t Align32Bytes(uint32_t bytes) { return (bytes + 31) / 
 
 using attn_rows::WaitForPipe;
 
+// ScoresToProbs' default: no mask bias.
+struct NoBias {
+    __aicore__ inline void AddBias(const AscendC::LocalTensor<float> &, uint32_t, uint32_t, uint32_t, uint32_t,
+                                   uint32_t)
+    {
+    }
+};
+
 // The online-softmax state of one vector unit's rows and the row-wise operations on its tiles.
 // Buffers (UB, m = rows per vector unit; flash_attention_tiling.h):
 //   statBuf  STAT_SLOTS x [m] fp32, each slot align32(m * 4) bytes
@@ -56,8 +64,11 @@ public:
     // the block's alpha. stride (a multiple of 8, at least the block's key count) is blockN, or less for the
     // Skv tail block of a tile that the cube wrote with rows of its own width; columns past the
     // block's keys become P = 0. row0 = the first query row of the tile in the sequence.
+    // bias (optional): an explicit mask's AddBias(scores, stride, row0, rows, col0, cols), which adds
+    // 0 / -inf to the scaled scores of the tile's keys [col0, col0 + cols) before the row max.
+    template <typename Bias = NoBias>
     __aicore__ inline void ScoresToProbs(const AscendC::LocalTensor<float> &scores, uint32_t stride,
-                                         uint32_t kvBlock, uint32_t rows, uint32_t row0);
+                                         uint32_t kvBlock, uint32_t rows, uint32_t row0, Bias *bias = nullptr);
     // acc = alpha_kvBlock * acc + pv, both [rows, D] fp32, pv = P_kvBlock . V_kvBlock; valid until
     // the softmax of block kvBlock + 2.
     __aicore__ inline void Accumulate(const AscendC::LocalTensor<float> &acc, const AscendC::LocalTensor<float> &pv,
@@ -112,8 +123,9 @@ __aicore__ inline void OnlineSoftmax::Reset(const AscendC::LocalTensor<float> &a
     AscendC::Duplicate(acc, 0.0f, rows * td_->headDim);
 }
 
+template <typename Bias>
 __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<float> &scores, uint32_t stride,
-                                                    uint32_t kvBlock, uint32_t rows, uint32_t row0)
+                                                    uint32_t kvBlock, uint32_t rows, uint32_t row0, Bias *bias)
 {
     const uint32_t n = stride;
     const uint32_t col0 = kvBlock * td_->blockN;
@@ -122,6 +134,9 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
 
     AscendC::Muls(scores, scores, td_->scaleValue, elems);
     MaskScores(scores, n, rows, row0, col0, cols);
+    if (bias != nullptr) {
+        bias->AddBias(scores, n, row0, rows, col0, cols);
+    }
 
     AscendC::LocalTensor<float> rowMax = Slot(maxSlot_);
     maxSlot_ = maxSlot_ == ROW_MAX_A ? ROW_MAX_B : ROW_MAX_A;

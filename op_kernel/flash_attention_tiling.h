@@ -70,10 +70,17 @@ constexpr uint64_t FA_KEY_COUPLED = 1u << 7;
 //   lseQue     VECOUT depth 1   align32(m*4)       LSE rows, fp32
 //   mmWorkBuf  TBuf             mmUbBytes          coupled only: the Matmul API's ND<->NZ workspace
 // (InitBuffer places each buffer 32-B aligned, so the sum of these is the UB used.)
+// Only with the V2 options (MIX path), after lseQue:
+//   maskBuf    TBuf             MaskTiles::UbBytes(maskRows, n)      atten_mask given
+//   philoxBuf  TBuf             PhiloxKeepMask::UbBytes(philoxLanes) keep_prob < 1
+//   keepBuf    TBuf             48*philoxLanes + m*align32(n)        dropout_mask output given: a
+//                                                                    chunk's keep bytes and as half,
+//                                                                    then 32-B aligned rows
 // GM workspace per AIV (MIX path only; after the system workspace), each region 512-byte aligned:
 //   score  [2][m][n] fp32  (double buffer: QK of block j+1 runs while block j is softmaxed)
 //   prob   [2][m][n] T     (double buffer: P.V of block j-1 reads one slot while block j's P
 //   pv     [2][m][d] fp32   is written to the other; its result lands in pv slot (j-1) % 2)
+// then, shared, from wsMaskSummaryOffset: the mask's block summary (atten_mask given).
 struct FlashAttentionTilingData {
     // ---- problem ----
     uint32_t batch;          // B
@@ -116,4 +123,20 @@ struct FlashAttentionTilingData {
     TCubeTiling qkTiling;    // S = Q.K^T: M = subBlockM, N = blockN, K = headDim; B transposed
     TCubeTiling pvTiling;    // O = P.V:   M = subBlockM, N = headDim, K = blockN
                              // (coupled: C of both, and A of P.V, in UB)
+    // ---- attention mask (FlashAttentionV2 atten_mask; MIX path only) ----
+    uint32_t hasMask;        // 1: atten_mask uint8 [maskB, maskN, maskQ, seqKv], 1 = masked out
+    uint32_t maskB;          // 1 or batch
+    uint32_t maskN;          // 1 or numHeads
+    uint32_t maskQ;          // 1 or seqQ
+    uint32_t maskRows;       // mask tile rows per pass (attention_mask.h MaskTiles capacity, multiple of 4)
+    uint32_t reserved3;      // keeps the tilings 8-byte aligned
+    uint64_t wsMaskSummaryOffset;  // bytes from the user workspace's start: the block summary, one byte
+                                   // per (mask batch, mask head, query block, key block), shared by all AIVs
+    // ---- dropout (FlashAttentionV2 keep_prob < 1; MIX path only) ----
+    uint32_t philoxLanes;    // 0: no dropout; else PhiloxKeepMask capacity (counters per chunk)
+    uint32_t keepThreshold;  // keep iff the 8-bit Philox draw >= this, 0..256 (docs/attention_options.md#dropout)
+    float invKeepProb;       // kept P values are multiplied by this (float32 1 / keep_prob)
+    uint32_t hasDropoutMask; // 1: the dropout_mask output (uint8 [B, N, Sq, Skv], 1 = kept) is written
+    uint64_t seed;           // Philox key (uint64 bits of the int64 attr)
+    uint64_t offset;         // first Philox stream of the call; (b, n) uses offset + b * N + n
 };

@@ -1,9 +1,9 @@
 // flash_attention_v2.cpp -- kernel entry of the FlashAttentionV2 op (op/flash_attention_v2.json):
 // the FlashAttention forward kernel (flash_attention_entry.h) with the band of pre_tokens /
 // next_tokens and, for layout TND, the varlen sequences whose cumulative ends arrive in
-// actual_seq_qlen / actual_seq_kvlen. Optional inputs and outputs the caller did not give arrive
-// as null addresses. atten_mask and dropout_mask are not read yet: op_host refuses a mask,
-// keep_prob < 1 and a dropout_mask output until the kernel applies them.
+// actual_seq_qlen / actual_seq_kvlen, the attention mask atten_mask and dropout (keep_prob, seed,
+// offset; the keep mask to dropout_mask when given). Optional inputs and outputs the caller did
+// not give arrive as null addresses.
 #include "flash_attention_entry.h"
 
 extern "C" __global__ __aicore__ void flash_attention_v2(GM_ADDR query, GM_ADDR key, GM_ADDR value,
@@ -14,7 +14,5 @@ extern "C" __global__ __aicore__ void flash_attention_v2(GM_ADDR query, GM_ADDR 
 {
     REGISTER_TILING_DEFAULT(FlashAttentionTilingData);
     GET_TILING_DATA(tilingData, tiling);
-    (void)atten_mask;
-    (void)dropout_mask;
     FA_KERNEL_TYPE_AND_CASES()
 }

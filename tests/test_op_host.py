@@ -57,6 +57,12 @@ typedef struct {
     uint32_t varlen, tokensQ, tokensKv, reserved2;
     TCubeTiling qkTiling;
     TCubeTiling pvTiling;
+    uint32_t hasMask, maskB, maskN, maskQ, maskRows, reserved3;
+    uint64_t wsMaskSummaryOffset;
+    uint32_t philoxLanes, keepThreshold;
+    float invKeepProb;
+    uint32_t hasDropoutMask;
+    uint64_t seed, offset;
 } FlashAttentionTilingData;
 """)
 PROBE = Path(os.environ.get("ACL_FA_PROBE_LIB", sim_library_dir() / "libophost_probe.so"))
@@ -120,7 +126,8 @@ def tiling(shapes, dtype=DT_FLOAT16, **given):
 
 def test_struct_declaration_matches_cpp():
     assert lib.aclfaProbeTilingDataSize() == ffi.sizeof("FlashAttentionTilingData")
-    fields = ("scaleValue", "coreItemStart", "wsScoreOffset", "qkTiling", "pvTiling", "preTokens", "tokensQ")
+    fields = ("scaleValue", "coreItemStart", "wsScoreOffset", "qkTiling", "pvTiling", "preTokens", "tokensQ",
+              "hasMask", "wsMaskSummaryOffset", "seed")
     for i, name in enumerate(fields):
         assert lib.aclfaProbeTilingOffset(i) == ffi.offsetof("FlashAttentionTilingData", name), name
 

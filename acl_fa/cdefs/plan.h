@@ -19,6 +19,8 @@ typedef struct aclfaPlanProblem {
     int64_t preTokens, nextTokens;
     const uint64_t *seqLensQ, *seqLensKv;
     uint64_t tokensQ, tokensKv;
+    uint32_t mask, dropout, dropoutMaskOut, reserved;
+    uint64_t maskB, maskN, maskQ;
 } aclfaPlanProblem;
 
 typedef struct aclfaPlanLimits {

@@ -121,6 +121,9 @@ size_t aclfaProbeTilingOffset(int32_t which) {
         case 4: return offsetof(FlashAttentionTilingData, pvTiling);
         case 5: return offsetof(FlashAttentionTilingData, preTokens);
         case 6: return offsetof(FlashAttentionTilingData, tokensQ);
+        case 7: return offsetof(FlashAttentionTilingData, hasMask);
+        case 8: return offsetof(FlashAttentionTilingData, wsMaskSummaryOffset);
+        case 9: return offsetof(FlashAttentionTilingData, seed);
         default: return 0;
     }
 }

@@ -107,6 +107,7 @@ extern "C" aclnnStatus aclnnFlashAttentionV2GetWorkspaceSize(
         return Report(failure);
     }
     const std::string layout = inputLayoutOptional == nullptr ? "BNSD" : inputLayoutOptional;
+    const bool tndLayout = layout == "TND";
     ForwardDims dims;
     if (!ValidateForward(API_PHASE1, layout, true, q, k, v, out, lse, numHeads, numKvHeads, &dims, &failure)) {
         return Report(failure);
@@ -114,6 +115,23 @@ extern "C" aclnnStatus aclnnFlashAttentionV2GetWorkspaceSize(
     if (hasMask && mask.view.dataType != DT_UINT8 && mask.view.dataType != DT_BOOL) {
         return Report(Fail(ACLNN_ERR_PARAM_INVALID, "%s: attenMaskOptional must be uint8 or bool (1 = masked out), "
                            "got %s", API_PHASE1, DtypeName(mask.view.dataType)));
+    }
+    if (hasMask && !tndLayout) {
+        // Rank 4 [mb, mn, mq, Skv], each of mb, mn, mq 1 or the full size: read at its own shape.
+        const int64_t full[4] = {dims.b, dims.n, dims.sq, dims.skv};
+        bool fits = mask.view.dimNum == 4 && mask.view.dims[3] == dims.skv;
+        for (int i = 0; fits && i < 3; ++i) fits = mask.view.dims[i] == 1 || mask.view.dims[i] == full[i];
+        if (!fits) {
+            return Report(Fail(ACLNN_ERR_PARAM_INVALID, "%s: attenMaskOptional %s must be [1 or %lld, 1 or %lld, 1 or "
+                               "%lld, %lld] (1 = masked out; it is read at its own shape, never expanded)",
+                               API_PHASE1, ShapeString(mask.view).c_str(), static_cast<long long>(dims.b),
+                               static_cast<long long>(dims.n), static_cast<long long>(dims.sq),
+                               static_cast<long long>(dims.skv)));
+        }
+    }
+    if (!(keepProb > 0.0 && keepProb <= 1.0)) {
+        return Report(Fail(ACLNN_ERR_PARAM_INVALID, "%s: keepProb must be in (0, 1] (1 = no dropout), got %g",
+                           API_PHASE1, keepProb));
     }
     if (hasDropout && dropout.view.dataType != DT_UINT8) {
         return Report(Fail(ACLNN_ERR_PARAM_INVALID, "%s: dropoutMaskOutOptional must be uint8, got %s", API_PHASE1,
@@ -174,10 +192,6 @@ extern "C" aclnnStatus aclnnFlashAttentionV2GetWorkspaceSize(
     if (!CheckOutput(API_PHASE1, out, inferred[0], &failure) || !CheckOutput(API_PHASE1, lse, inferred[1], &failure) ||
         (hasDropout && !CheckOutput(API_PHASE1, dropout, inferred[2], &failure))) {
         return Report(failure);
-    }
-    if (hasDropout) {
-        return Report(Fail(ACLNN_ERR_PARAM_INVALID, "%s: dropoutMaskOutOptional is not supported by this build of "
-                           "FlashAttentionV2 yet (pass NULL)", API_PHASE1));
     }
     TilingResult tiling;
     if (RunTiling(OP_TYPE, inputs, {InfoOf(out), InfoOf(lse), hasDropout ? InfoOf(dropout) : Absent()}, attrs,

@@ -1,0 +1,82 @@
+"""Mask and dropout in the FlashAttentionV2 forward at S=4096 (B1, fp16, D128) on the simulator:
+executed cube MACs (counters) of a key-padding mask hiding half of the keys against no mask, the
+mask's device bytes against its given shape and against [B, N, Sq, Skv], and the kernel's
+simulator wall time with dropout against p = 0.
+
+All runs go through FlashAttentionV2 with the blocks the policy picks with mask and dropout both
+on, so the rows differ only in the option measured. Useful MACs: 2 x N x D x visible pairs.
+Usage: python bench/mask_dropout_work.py [--seq 4096] [--heads 2] [--dropout 0.1] [--runs 2] [--block-m M --block-n N]
+"""
+import argparse
+
+import numpy as np
+
+from common import header, median, table
+
+import acl_fa  # noqa: E402
+from acl_fa import attention_v2, sim_stats  # noqa: E402
+from acl_fa.attention import make_problem  # noqa: E402
+from acl_fa.attention_options import build_options  # noqa: E402
+from acl_fa.run import random_inputs  # noqa: E402
+
+
+def launch(session, problem, options, mask, q, k, v, runs: int) -> list:
+    stats = []
+    for _ in range(runs):
+        attention_v2.run_forward_v2(session, problem, options, q, k, v, mask)
+        stats.append(sim_stats.last_launch(session.backend))
+    assert all(x["cube_macs"] == stats[0]["cube_macs"] for x in stats)  # deterministic counters
+    return stats
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seq", type=int, default=4096)
+    parser.add_argument("--heads", type=int, default=2)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--block-m", type=int, default=0, help="0: the policy's choice with both options on")
+    parser.add_argument("--block-n", type=int, default=0, help="0: the policy's choice with both options on")
+    args = parser.parse_args()
+    s, n, d = args.seq, args.heads, 128
+    shells = [np.empty((1, n, s, d), np.float16) for _ in range(3)]
+    plain, *_ = make_problem(*shells)
+    padding = np.ones((1, 1, 1, s), dtype=bool)
+    padding[..., s // 2:] = False  # key padding: the second half of the keys hidden
+    # Every run with the blocks the policy picks with both options on (the most UB), so only the
+    # option differs between the rows.
+    chosen = attention_v2.check_v2_plan(attention_v2.V2Call(plain, build_options(
+        batch=1, heads=n, seq_q=s, seq_kv=s, attn_mask=padding, dropout_p=args.dropout, seed=1)[0]), None)
+    problem, *_ = make_problem(*shells, block_m=args.block_m or chosen.block_m, block_n=args.block_n or chosen.block_n)
+    sizes = dict(batch=1, heads=n, seq_q=s, seq_kv=s)
+    runs = {
+        "no mask, p = 0": build_options(**sizes, window=(-1, -1)),
+        "key padding [1, 1, 1, S] hiding half, p = 0": build_options(**sizes, attn_mask=padding),
+        f"no mask, dropout p = {args.dropout}": build_options(**sizes, dropout_p=args.dropout, seed=1),
+    }
+    results = {}
+    with acl_fa.Session(backend="sim") as session:
+        soc = session.soc_name()
+        q, k, v = random_inputs(problem)
+        for name, (options, mask) in runs.items():
+            plan = attention_v2.check_v2_plan(attention_v2.V2Call(problem, options), soc)
+            results[name] = (plan, mask, launch(session, problem, options, mask, q, k, v, args.runs))
+    full_pairs, half_pairs = s * s, s * (s // 2)
+    rows = []
+    for name, (plan, mask, stats) in results.items():
+        useful = 2 * n * d * (half_pairs if mask is not None else full_pairs)
+        rows.append([name, f"{plan.block_m} x {plan.block_n}", f"{useful:,}", f"{stats[-1]['cube_macs']:,}",
+                     "-" if mask is None else f"{mask.nbytes:,} B", f"{median([x['wall_seconds'] for x in stats]):.2f}"])
+    print(header(f"Mask and dropout in FlashAttentionV2 at S={s} (B1 N{n} D{d} fp16, {soc})"))
+    print(table(["run", "BLOCK_M x BLOCK_N", "useful MACs", "executed cube MACs", "mask device bytes",
+                 "kernel s (simulator)"], rows))
+    base, masked, dropped = (results[name][2] for name in runs)
+    t = lambda stats: median([x["wall_seconds"] for x in stats])  # noqa: E731
+    print(f"\nExecuted cube MACs: no mask / key padding = {base[-1]['cube_macs'] / masked[-1]['cube_macs']:.3f}x; "
+          f"mask bytes {padding.nbytes:,} B given shape vs {n * s * s:,} B expanded to [B, N, Sq, Skv] uint8.")
+    print(f"Simulator time with dropout p = {args.dropout} / p = 0: {t(dropped) / t(base):.2f}x "
+          f"({t(dropped):.2f} s vs {t(base):.2f} s).")
+
+
+if __name__ == "__main__":
+    main()
