@@ -7,7 +7,6 @@
 // struct and the same kernel source as FlashAttention (forward_tiling.h). Written against the
 // real CANN host APIs only; errors go to the CANN log (module OP).
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -106,12 +105,6 @@ std::string ReadMask(const gert::StorageShape *mask, const Dims &d, fa_policy::P
     problem->maskN = static_cast<uint64_t>(m.GetDim(1));
     problem->maskQ = static_cast<uint64_t>(m.GetDim(2));
     return "";
-}
-
-// keep iff the 8-bit Philox draw >= floor((1 - keep_prob) * 256 + 1/2), in [0, 256], in double
-// from the float32 keep_prob (docs/attention_options.md#dropout).
-uint32_t KeepThreshold(float keepProb) {
-    return static_cast<uint32_t>(std::floor((1.0 - static_cast<double>(keepProb)) * 256.0 + 0.5));
 }
 
 ge::graphStatus InferShape(gert::InferShapeContext *context) {
@@ -236,7 +229,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     FlashAttentionTilingData *td = context->GetTilingData<FlashAttentionTilingData>();
     const int64_t *seed = attrs->GetInt(kSeed);
     const int64_t *offset = attrs->GetInt(kOffset);
-    td->keepThreshold = KeepThreshold(*keepProb);
+    td->keepThreshold = fa_policy::DropoutThreshold(*keepProb);
     td->invKeepProb = 1.0f / *keepProb;
     td->seed = seed != nullptr ? static_cast<uint64_t>(*seed) : 0;
     td->offset = offset != nullptr ? static_cast<uint64_t>(*offset) : 0;
