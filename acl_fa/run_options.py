@@ -247,9 +247,6 @@ def run_options_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, h
                                block_n=block_n, varlen=varlen, seed=seed)
     if varlen is not None and mask_density is not None:
         raise InvalidArgumentError("--mask-density does not combine with --varlen (masks with varlen are not taken)")
-    if backward and (dropout > 0 or mask_density is not None):
-        raise InvalidArgumentError("--backward does not take --dropout / --mask-density yet: the backward kernel "
-                                   "does not apply them")
     attn_mask = None if mask_density is None else key_padding_mask(problem.batch, problem.seq_kv, mask_density)
     ends = None if varlen is None else tuple(int(x) for x in np.cumsum(varlen))
     options, mask_u8 = build_options(batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,

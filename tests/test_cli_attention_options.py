@@ -40,8 +40,15 @@ def test_run_with_options_checks_against_the_reference(sim_only, args):
     assert "op FlashAttentionV2" in text and ": OK" in text and "band pre_tokens=" in text
 
 
-def test_run_backward_with_options(sim_only):
-    text = _ok("run", "--varlen", "150,20", "--causal", "--window", "24,0", "--backward", *SMALL)
+@pytest.mark.parametrize("args", [
+    ["--varlen", "150,20", "--causal", "--window", "24,0"],
+    ["--varlen", "150,20,7", "--causal", "--window", "40,-1", "--dropout", "0.1"],
+    ["--seq", "160", "--causal", "--mask-density", "0.5", "--dropout", "0.2"],
+], ids=["varlen-window", "varlen-window-dropout", "mask-dropout"])
+def test_run_backward_with_options(sim_only, args):
+    """The backward of every option the forward takes, checked against the float64 reference
+    backward with the same window, mask and regenerated dropout mask."""
+    text = _ok("run", *args, "--backward", *SMALL)
     assert text.count(": OK") == 4, text   # the forward and dq, dk, dv
 
 
@@ -53,9 +60,7 @@ def test_run_backward_with_options(sim_only):
     (["--dropout", "1"], "--dropout"),
     (["--mask-density", "1.0"], "--mask-density"),
     (["--mask-density", "0.5", "--varlen", "10"], "does not combine with --varlen"),
-    (["--dropout", "0.1", "--backward"], "--backward does not take --dropout"),
-], ids=["window-count", "window-low", "varlen-zero", "decode", "dropout-1", "density-1", "mask-varlen",
-        "dropout-backward"])
+], ids=["window-count", "window-low", "varlen-zero", "decode", "dropout-1", "density-1", "mask-varlen"])
 def test_run_option_errors(args, message):
     result = _invoke("run", *args)
     # 2: click's usage errors; 1: acl-fa's refusal of the combination (reported_as_usage_errors)
