@@ -423,7 +423,8 @@ def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype,
 @click.option("--parallel", "parallel_mode", type=click.Choice(["ring", "ulysses"]), envvar="ACL_FA_PARALLEL",
               default=None, show_envvar=True, help="Shard the sequence over --devices devices (sequence parallelism over HCCL).")
 @click.option("--devices", type=click.IntRange(min=1), envvar="ACL_FA_DEVICES", default=2, show_default=True,
-              show_envvar=True, metavar="P", help="Devices (0..P-1) for --parallel.")
+              show_envvar=True, metavar="P", help="Devices (0..P-1) for --parallel (under acl-fa launch: one per rank, "
+              "the launch's -n).")
 @run_option_options
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
         iters, check, seed, decode, paged, block_size, steps, num_splits, prefill, backend, device, as_json, backward,
@@ -451,8 +452,10 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
                                seed=seed), as_json)
         return
     if parallel_mode:
+        if click.get_current_context().get_parameter_source("heads") == click.core.ParameterSource.DEFAULT:
+            heads = PARALLEL_DEFAULT_HEADS
         _run_parallel(parallel_mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale,
-                      check, seed, backend, as_json)
+                      check, seed, backend, as_json, backward)
         return
     if decode or paged:
         _run_decode_command(seq_kv or 4096, batch, heads, kv_heads, head_dim, dtype, seq, block_size if paged else None,
@@ -488,18 +491,40 @@ def _run_with_options(options: dict, as_json: bool):
         raise click.ClickException("a result is outside the tolerance (see 'check' above)")
 
 
+# --parallel's default query heads: the simulator's time grows with N S^2, and one head keeps
+# `acl-fa run --parallel ring --devices 8 --seq 131072 --causal` to minutes (bench/RESULTS.md).
+PARALLEL_DEFAULT_HEADS = 1
+
+
 def _run_parallel(mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale, check, seed,
-                  backend, as_json):
+                  backend, as_json, backward=False):
     from . import parallel_run
 
+    if backward and (mode != "ring" or parallel_run.under_launch()):
+        raise click.UsageError("--backward with --parallel: ring, one process for all devices (acl-fa run --parallel "
+                               "ring --devices P --backward); per-rank processes: RankContext.ring_attention_backward")
+    if parallel_run.under_launch():  # one rank of `acl-fa launch`: the clique's size is the device count
+        with reported_as_usage_errors():
+            rank, report = parallel_run.run_parallel_rank_job(
+                mode=mode, seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
+                layout=layout, causal=causal, scale=scale, check=check, seed=seed,
+                backend=None if backend == "auto" else backend)
+        if rank == 0:  # every rank has the whole report; one prints it
+            click.echo(json.dumps(report.to_dict(), indent=2) if as_json else
+                       parallel_run.format_parallel_report(report))
+        if report.accuracy is not None and not report.accuracy.ok:
+            raise click.ClickException("the result is outside the tolerance (see 'check' above)")
+        return
     with reported_as_usage_errors():
         report = parallel_run.run_parallel_job(
             mode=mode, devices=devices, seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
             dtype=dtype, layout=layout, causal=causal, scale=scale, check=check, seed=seed,
-            backend=None if backend == "auto" else backend)
+            backend=None if backend == "auto" else backend, backward=backward)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else parallel_run.format_parallel_report(report))
     if report.accuracy is not None and not report.accuracy.ok:
         raise click.ClickException("the result is outside the tolerance (see 'check' above)")
+    if report.gradients and not all(g.ok for g in report.gradients):
+        raise click.ClickException("a gradient is outside the tolerance (see 'backward' above)")
 
 
 def _run_backward(options: dict, as_json: bool):
@@ -641,3 +666,35 @@ def profile(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal
         except ImportError as exc:
             raise click.ClickException(str(exc)) from exc
         click.echo(f"plot written to {plot_path}", err=True)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-n", "ranks", type=click.IntRange(min=1), required=True, metavar="N", help="Processes (ranks), one per device.")
+@click.option("--devices", type=str, default=None, metavar="D0,D1,...",
+              help="The device of each rank [default: rank r on device r].")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), envvar="ACL_FA_LAUNCH_TIMEOUT", default=3600.0,
+              show_default=True, show_envvar=True, metavar="SECONDS",
+              help="Stop every rank and fail when they are still running after this long.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def launch(ranks, devices, timeout, command):
+    """Run COMMAND as N processes, one per device, joined as one HCCL clique: each gets ACL_FA_RANK,
+    ACL_FA_WORLD_SIZE, ACL_FA_DEVICE and ACL_FA_ROOT_INFO (acl_fa.parallel.RankContext.from_env).
+    Output lines are prefixed with the rank; a failing rank stops the others; the exit code is the
+    first failing rank's (124 on timeout). Example: acl-fa launch -n 4 -- acl-fa run --parallel ring
+    --seq 4096 --causal"""
+    from . import launch as launch_module
+
+    ids = None
+    if devices is not None:
+        try:
+            ids = [int(x) for x in devices.split(",")]
+        except ValueError:
+            raise click.UsageError(f"--devices {devices!r}: a comma-separated list of device ids") from None
+    command = list(command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if command and command[0] == "acl-fa":  # the same acl-fa as this one (its interpreter and package)
+        command = [sys.executable, "-m", "acl_fa", *command[1:]]
+    with reported_as_usage_errors():
+        code = launch_module.launch(ranks, command, devices=ids, timeout=timeout)
+    sys.exit(code)

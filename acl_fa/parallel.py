@@ -32,6 +32,7 @@ Sq must equal Skv (self-attention over one sequence); any S >= P (causal: >= 2P)
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import threading
@@ -44,8 +45,9 @@ from .api import Session
 from .errors import InvalidArgumentError, InvalidTypeError
 from .layouts import from_bnsd, to_bnsd
 from .loader import device_count, get_backend
+from .rank_agree import agree
 
-__all__ = ["ring_attention", "RingReport", "zigzag_chunks", "ring_plan", "ulysses_attention", "UlyssesReport"]
+__all__ = ["ring_attention", "ring_attention_backward", "RingReport", "RankContext", "RankReport", "ring_report", "zigzag_chunks", "ring_plan", "ulysses_attention", "UlyssesReport"]
 
 
 def _bounds(total: int, parts: int) -> list:
@@ -113,6 +115,8 @@ class RingReport:
     wall_seconds: list          # per rank: host wall time of the rank's thread
     link: dict
     d2h_bytes: list = dataclasses.field(default_factory=list)  # per rank: bytes copied device -> host
+    device_bytes: list = dataclasses.field(default_factory=list)  # per rank: peak device memory the ring held
+    ring_buffer_bytes: list = dataclasses.field(default_factory=list)  # per rank: of which its q chunks and K/V sets
 
     @property
     def balance(self) -> float:
@@ -131,16 +135,46 @@ class RingReport:
                 "hidden_fraction": hidden / comm if comm else 1.0}
 
 
-class _Rank:
-    """One rank's device work: its query chunks, the travelling key/value chunks, the steps."""
+@dataclasses.dataclass
+class RankReport:
+    """One rank's part of a RingReport (RankContext.ring_attention(report=True))."""
 
-    def __init__(self, comm: hccl.Communicator, session: Session, q_chunks, kv_chunks_all, causal, scale, dtype,
+    rank: int
+    device: int
+    link_bytes_per_step: list
+    flops: int
+    modeled_comm_seconds: list
+    modeled_compute_seconds: list
+    wall_seconds: float
+    device_bytes: int
+    link: dict
+    ring_buffer_bytes: int = 0
+    d2h_bytes: int = 0
+
+
+def ring_report(ranks: Sequence[RankReport], causal: bool) -> RingReport:
+    """The RingReport of every rank's RankReport (rank order)."""
+    return RingReport([rk.device for rk in ranks], causal, len(ranks), [sum(rk.link_bytes_per_step) for rk in ranks],
+                      [rk.link_bytes_per_step for rk in ranks], [rk.flops for rk in ranks],
+                      [rk.modeled_comm_seconds for rk in ranks], [rk.modeled_compute_seconds for rk in ranks],
+                      [rk.wall_seconds for rk in ranks], ranks[0].link, [rk.d2h_bytes for rk in ranks],
+                      [rk.device_bytes for rk in ranks], [rk.ring_buffer_bytes for rk in ranks])
+
+
+class _Rank:
+    """One rank's ring: its query chunks, its key/value chunks (which travel), the steps.
+
+    q_chunks / kv_chunks: this rank's BNSD host arrays, one per zigzag chunk it holds; `rows[s]`:
+    the row counts of rank s's chunks (zigzag_chunks), which size what arrives from rank s."""
+
+    def __init__(self, comm: hccl.Communicator, session: Session, q_chunks, kv_chunks, rows, causal, scale, dtype,
                  peak_flops):
         self.comm, self.session = comm, session
         self.r, self.p = comm.rank, comm.size
         self.causal, self.scale, self.dtype = causal, scale, np.dtype(dtype)
-        self.kv_all = kv_chunks_all  # per rank: [(k_chunk, v_chunk) host arrays] -- only shapes used off-rank
-        self.q_host = q_chunks
+        self.q_host, self.kv_host, self.rows = q_chunks, kv_chunks, rows
+        b, nkv, _, d = kv_chunks[0][0].shape
+        self.kv_row_elems = b * nkv * d  # elements of one K (or V) row over batch and kv heads
         self.peak = peak_flops
         self.error: Optional[BaseException] = None
         self.results = None
@@ -149,9 +183,19 @@ class _Rank:
         self.compute_model: list = []
         self.comm_model: list = []
         self.wall = 0.0
+        self.device_bytes = 0
+        self.ring_buffer_bytes = 0
+
+    def _used(self) -> int:
+        free, total = self.session.mem_info()
+        return total - free
 
     def _chunk_sizes(self, source: int) -> list:
-        return [k.size for k, _ in self.kv_all[source]]
+        return [n * self.kv_row_elems for n in self.rows[source]]
+
+    def _kv_shape(self, source: int, j: int) -> tuple:
+        b, nkv, _, d = self.kv_host[0][0].shape
+        return (b, nkv, self.rows[source][j], d)
 
     def _enqueue_exchange(self, step: int, buffers, comm_stream, computed, received):
         """Step `step`'s send/receive on the comm stream (none at the last step): send the chunks
@@ -210,17 +254,31 @@ class _Rank:
         self.wall = time.perf_counter() - start
 
     def _run(self):
+        with contextlib.ExitStack() as held:  # every device object closed on success and on failure
+            self._ring(held)
+
+    def _ring(self, held: contextlib.ExitStack):
         s, p, r = self.session, self.p, self.r
-        q_dev = [s.to_device(x) for x in self.q_host]
+        # Peak device memory of the ring: HBM in use (aclrtGetMemInfo) above what it was at the start,
+        # sampled after every allocation point (uploads, buffers, each call's prepare).
+        base = self._used()
+        q_dev = [_held(held, s.to_device(x)) for x in self.q_host]
         # Two sets of key/value buffers of the largest chunk: the one computed on, the one received into.
-        slots = len(self.kv_all[r])
-        biggest = max(k.size for chunks in self.kv_all for k, _ in chunks)
+        slots = len(self.kv_host)
+        biggest = max(n for rows in self.rows for n in rows) * self.kv_row_elems
         itemsize = self.dtype.itemsize
-        buffers = [[(s.alloc(biggest * itemsize), s.alloc(biggest * itemsize)) for _ in range(slots)] for _ in range(2)]
-        for (kb, vb), (k, v) in zip(buffers[0], self.kv_all[r]):
+        buffers = [[(_held(held, s.alloc(biggest * itemsize)), _held(held, s.alloc(biggest * itemsize)))
+                    for _ in range(slots)] for _ in range(2)]
+        for (kb, vb), (k, v) in zip(buffers[0], self.kv_host):
             kb.copy_from_host(k)
             vb.copy_from_host(v)
-        comm_stream = s.stream()
+        calls = [sum(qi == c for step in range(p) for qi, _, _ in ring_plan(r, step, p, self.causal))
+                 for c in range(len(self.q_host))]
+        merges = [_ChunkMerge(s, x.shape, self.dtype, n) for x, n in zip(self.q_host, calls)]
+        for m in merges:
+            held.callback(m.close)  # after the streams settled (registered before them)
+        # Its query chunks, the two K/V buffer sets and the merge's buffers (the rest is the op's cache).
+        self.ring_buffer_bytes = self._used() - base
         runner = attention.runner_for(s)
         from .device_array import DeviceArray
 
@@ -232,19 +290,24 @@ class _Rank:
                 views[key] = DeviceArray(s, shape, dtype, _buffer=buf)
             return views[key]
 
+        @held.callback
+        def _drop_views():
+            for array in views.values():
+                array.buffer = None  # closed on its own or by the forward's cache, not through the view
+
         # Device-side order (aclrtStreamWaitEvent), the host never waits for the comm stream in the loop:
         #   received[t] on comm after step t's send/receive; compute step t+1 waits for it (it reads those buffers);
         #   computed[t] on compute after step t's calls; comm step t+1 waits for it (it receives into the
         #   buffers step t computed on). The host waits for the compute stream only to read a chunk's
         #   merged result.
-        received = [s.event(timing=False) for _ in range(p)]
-        computed = [s.event(timing=False) for _ in range(p)]
-        calls = [sum(qi == c for step in range(p) for qi, _, _ in ring_plan(r, step, p, self.causal))
-                 for c in range(len(self.q_host))]
-        merges = [_ChunkMerge(s, x.shape, self.dtype, n) for x, n in zip(self.q_host, calls)]
+        received = [_held(held, s.event(timing=False)) for _ in range(p)]
+        computed = [_held(held, s.event(timing=False)) for _ in range(p)]
+        self.sent_after, self.callbacks = [], []
+        held.callback(self.callbacks.clear)  # runs after the streams settled (the stack unwinds last-in first)
+        held.callback(_settle, runner.stream)  # the compute stream (the runner's) reads the buffers above
+        comm_stream = _held(held, s.stream(), settle=True)
         link = self.comm.link_stats(r, (r + 1) % p) if p > 1 else None
         sent_before = self._sent() if p > 1 else 0
-        self.sent_after, self.callbacks = [], []
         with s.in_flight(), runner.lock:
             compute_stream = runner.stream
             self._enqueue_exchange(0, buffers, comm_stream, computed, received)
@@ -256,11 +319,12 @@ class _Rank:
                 plan = ring_plan(r, step, p, self.causal)
                 step_flops = 0
                 for i, (qi, ki, causal) in enumerate(plan):
-                    kshape = self.kv_all[source][ki][0].shape
+                    kshape = self._kv_shape(source, ki)
                     q = q_dev[qi]
                     k, v = view(cur[ki][0], kshape), view(cur[ki][1], kshape)
                     problem, *_ = attention.make_problem(q, k, v, causal=causal, scale=self.scale, layout="BNSD")
                     prepared = runner.prepare(problem, runner.bound_inputs((q, k, v)))
+                    self.device_bytes = max(self.device_bytes, self._used() - base)
                     runner.launch(prepared, compute_stream)
                     if i == len(plan) - 1:  # the step's last read of `cur` is queued: free it for the next exchange
                         computed[step].record(compute_stream)
@@ -275,27 +339,32 @@ class _Rank:
                 self.flops += step_flops
                 self.compute_model.append(step_flops / self.peak if self.peak else 0.0)
         comm_stream.synchronize()
-        self.callbacks.clear()
         # Bytes sent per step, from the link counter read after each exchange (the last step sends nothing).
         marks = [sent_before, *self.sent_after]
         self.bytes_per_step = [b - a for a, b in zip(marks, marks[1:])] + [0]
         bw = link["bandwidth_gbs"] * 1e9 if link else 0.0
         self.comm_model = [link["latency_us"] * 1e-6 * 2 * slots + n / bw if bw and n else 0.0
                            for n in self.bytes_per_step]
-        for e in received + computed:
-            e.close()
         self.results = [m.result for m in merges]
-        comm_stream.close()
-        for m in merges:
-            m.close()
-        for array in views.values():
-            array.buffer = None  # the buffer is closed below or by the forward's cache, not through the view
-        for pair in buffers:
-            for kb, vb in pair:
-                kb.close()
-                vb.close()
-        for x in q_dev:
-            x.close()
+
+
+def _settle(stream):
+    """Waits for `stream`, dropping its error: on a failure path the error that matters is already
+    propagating, and on success the stream was waited for already."""
+    try:
+        stream.synchronize()
+    except Exception:  # noqa: BLE001 -- follows from the failure being raised
+        pass
+
+
+def _held(stack: contextlib.ExitStack, obj, settle: bool = False):
+    """Registers obj.close() on `stack` (a stream: after _settle)."""
+    if settle:
+        stack.callback(obj.close)
+        stack.callback(_settle, obj)
+    else:
+        stack.callback(obj.close)
+    return obj
 
 
 class _ChunkMerge:
@@ -346,10 +415,244 @@ class _ChunkMerge:
             array.close()
 
 
+ENV_RANK, ENV_SIZE, ENV_DEVICE, ENV_ROOT = "ACL_FA_RANK", "ACL_FA_WORLD_SIZE", "ACL_FA_DEVICE", "ACL_FA_ROOT_INFO"
+ROOT_WAIT_SECONDS = 60.0  # how long a rank waits for rank 0 to publish the root info file
+
+
+class RankContext:
+    """One rank of a clique in this process, for SPMD code (one process per device, or one thread
+    per device): its Session on its device and its Communicator.
+
+    ``RankContext.join(rank, size, root, device=...)`` joins with root info from
+    ``hccl.root_info()`` passed out of band; ``RankContext.from_env()`` does it from what
+    ``acl-fa launch`` hands every rank (README, "More than one device"). ``close()`` (or
+    ``with``) destroys the communicator, then the session if the context opened it.
+    """
+
+    def __init__(self, session: Session, comm: hccl.Communicator, *, owns: bool = False):
+        self.session, self.comm, self._owns = session, comm, owns
+        self.peak = _peak_flops(session.backend)
+
+    @property
+    def rank(self) -> int:
+        return self.comm.rank
+
+    @property
+    def size(self) -> int:
+        return self.comm.size
+
+    @property
+    def device(self) -> int:
+        return self.session.device
+
+    @classmethod
+    def join(cls, rank: int, size: int, root: bytes, *, device: Optional[int] = None, backend=None) -> "RankContext":
+        """Opens a Session on `device` (default: `rank`) and joins the clique of `size` ranks as
+        `rank` (HcclCommInitRootInfo; blocks until every rank joined, HCCL_CONNECT_TIMEOUT)."""
+        for name, value in (("rank", rank), ("size", size)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise InvalidTypeError(f"{name} must be an integer, got {value!r}")
+        if size < 1 or not 0 <= rank < size:
+            raise InvalidArgumentError(f"rank={rank} must lie in [0, size={size})")
+        be = hccl.use_hccl(get_backend(backend))
+        device = rank if device is None else device
+        _check_devices([device], be)
+        session = Session(device=int(device), backend=be.name)
+        try:
+            comm = hccl.Communicator.join(session, int(size), int(rank), root)
+        except BaseException:
+            session.close()
+            raise
+        return cls(session, comm, owns=True)
+
+    @classmethod
+    def from_env(cls, backend=None, environ=None) -> "RankContext":
+        """Joins from ACL_FA_RANK, ACL_FA_WORLD_SIZE, ACL_FA_DEVICE and ACL_FA_ROOT_INFO (a file
+        path): rank 0 writes HcclGetRootInfo's bytes there (atomically, by rename), every other
+        rank waits up to ROOT_WAIT_SECONDS for it."""
+        import os
+
+        env = os.environ if environ is None else environ
+        missing = [n for n in (ENV_RANK, ENV_SIZE, ENV_ROOT) if not env.get(n)]
+        if missing:
+            raise InvalidArgumentError(f"{', '.join(missing)} not set: run under 'acl-fa launch -n N -- ...'")
+        try:
+            rank, size = int(env[ENV_RANK]), int(env[ENV_SIZE])
+            device = int(env[ENV_DEVICE]) if env.get(ENV_DEVICE) else rank
+        except ValueError:
+            raise InvalidArgumentError(f"{ENV_RANK}={env[ENV_RANK]!r}, {ENV_SIZE}={env[ENV_SIZE]!r}, "
+                                       f"{ENV_DEVICE}={env.get(ENV_DEVICE)!r} must be integers") from None
+        be = hccl.use_hccl(get_backend(backend))
+        root = _publish_root(env[ENV_ROOT], be) if rank == 0 else _wait_root(env[ENV_ROOT], rank)
+        return cls.join(rank, size, root, device=device, backend=be.name)
+
+    def close(self):
+        try:
+            self.comm.close()
+        finally:
+            if self._owns:
+                self.session.close()
+
+    def __enter__(self) -> "RankContext":
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<RankContext rank {self.rank} of {self.size} on device {self.device}>"
+
+    def ring_attention(self, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
+                       report=False):
+        """This rank's part of ring attention over the clique. q, k, v: the rank's shard in
+        `layout` -- its zigzag_chunks rows of the sequence, concatenated in that order (non-causal:
+        rows [S r / P, S (r + 1) / P); causal: chunks r and 2P-1-r of 2P). Every rank calls it
+        together; shapes, dtype, layout, causal and scale are checked to agree among the ranks
+        (the ranks that differ are named) and the shard sizes against the split of the total S,
+        before any device work of the ring. Returns (out shard like q, lse float32 [B, N, rows])
+        and a RankReport when `report`."""
+        problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
+                                                  num_heads=num_heads, num_kv_heads=num_kv_heads)
+        if problem.seq_q != problem.seq_kv:
+            raise InvalidArgumentError(f"rank {self.rank}: the q shard has {problem.seq_q} rows and the k/v shard "
+                                       f"{problem.seq_kv}; a rank holds the same rows of q, k and v")
+        p, r = self.size, self.rank
+        shared = dict(batch=problem.batch, heads=problem.num_heads, kv_heads=problem.num_kv_heads,
+                      head_dim=problem.head_dim, dtype=problem.dtype_name, layout=problem.layout,
+                      causal=bool(problem.causal), scale=float(problem.scale))
+        rows = [x["rows"] for x in agree(self.comm, "ring_attention", shared, {"rows": problem.seq_q})]
+        ranges = _check_split(rows, problem.causal)
+        chunk_rows = [[b - a for a, b in rr] for rr in ranges]
+        qb, kb, vb = (to_bnsd(q, problem.layout, problem.num_heads), to_bnsd(k, problem.layout, problem.num_kv_heads),
+                      to_bnsd(v, problem.layout, problem.num_kv_heads))
+        cuts = np.cumsum([0, *chunk_rows[r]])
+        pieces = [slice(int(a), int(b)) for a, b in zip(cuts, cuts[1:])]
+        q_chunks = [np.ascontiguousarray(qb[:, :, c]) for c in pieces]
+        kv_chunks = [(np.ascontiguousarray(kb[:, :, c]), np.ascontiguousarray(vb[:, :, c])) for c in pieces]
+        rk = _Rank(self.comm, self.session, q_chunks, kv_chunks, chunk_rows, problem.causal, problem.scale,
+                   problem.dtype, self.peak)
+        rk.run()
+        if rk.error is not None:
+            raise rk.error
+        out = np.concatenate([o for o, _ in rk.results], axis=2)
+        lse = np.concatenate([lse for _, lse in rk.results], axis=2).astype(np.float32)
+        out = np.ascontiguousarray(from_bnsd(out.astype(problem.dtype), problem.layout))
+        if not report:
+            return out, lse
+        link = self.comm.link_stats(r, (r + 1) % p) if p > 1 else {}
+        link = {key: link[key] for key in ("kind", "bandwidth_gbs", "latency_us", "devices_per_server")} if link else {}
+        return out, lse, RankReport(r, self.device, rk.bytes_per_step, rk.flops, rk.comm_model, rk.compute_model,
+                                    rk.wall, rk.device_bytes, link, rk.ring_buffer_bytes, rk.d2h_bytes)
+
+
+    def ring_attention_backward(self, dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD",
+                                num_heads=None, num_kv_heads=None):
+        """This rank's part of the ring backward: (dq, dk, dv) of its shard, shaped like q, k, v.
+        dout, q, k, v, out: the rank's rows as for ring_attention (out and lse: ring_attention's
+        output on this rank -- the whole sequence's O and LSE at these rows). Checked among the ranks
+        as ring_attention is, before device work (acl_fa/ring_backward.py)."""
+        from .backward import make_grad_problem
+        from .ring_backward import run_rank_backward
+
+        grad, dout, q, k, v, out, lse = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
+                                                          layout=layout, num_heads=num_heads,
+                                                          num_kv_heads=num_kv_heads)
+        problem = grad.forward
+        if problem.seq_q != problem.seq_kv:
+            raise InvalidArgumentError(f"rank {self.rank}: the q shard has {problem.seq_q} rows and the k/v shard "
+                                       f"{problem.seq_kv}; a rank holds the same rows of q, k and v")
+        shared = dict(batch=problem.batch, heads=problem.num_heads, kv_heads=problem.num_kv_heads,
+                      head_dim=problem.head_dim, dtype=problem.dtype_name, layout=problem.layout,
+                      causal=bool(problem.causal), scale=float(problem.scale))
+        rows = [x["rows"] for x in agree(self.comm, "ring_attention_backward", shared, {"rows": problem.seq_q})]
+        ranges = _check_split(rows, problem.causal)
+        chunk_rows = [[b - a for a, b in rr] for rr in ranges]
+        cuts = np.cumsum([0, *chunk_rows[self.rank]])
+        pieces = [slice(int(a), int(b)) for a, b in zip(cuts, cuts[1:])]
+        heads = {"q": problem.num_heads, "dout": problem.num_heads, "out": problem.num_heads,
+                 "k": problem.num_kv_heads, "v": problem.num_kv_heads}
+        arrays = {"q": q, "dout": dout, "out": out, "k": k, "v": v}
+        chunks = {name: [np.ascontiguousarray(to_bnsd(x, problem.layout, heads[name])[:, :, c]) for c in pieces]
+                  for name, x in arrays.items()}
+        chunks["lse"] = [np.ascontiguousarray(lse[:, :, c]) for c in pieces]
+        got = run_rank_backward(self.comm, self.session, chunks, chunk_rows, problem.causal, problem.scale,
+                                problem.dtype)
+        self.last_backward = {key: got[key] for key in ("bytes_per_step", "flops", "wall")}
+        return tuple(np.ascontiguousarray(from_bnsd(np.concatenate(got[name], axis=2).astype(problem.dtype),
+                                                    problem.layout)) for name in ("dq", "dk", "dv"))
+
+def _publish_root(path: str, backend) -> bytes:
+    import os
+
+    root = hccl.root_info(backend)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(root)
+    os.replace(tmp, path)
+    return root
+
+
+def _wait_root(path: str, rank: int) -> bytes:
+    import os
+    import time
+
+    deadline = time.monotonic() + ROOT_WAIT_SECONDS
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank {rank}: rank 0 did not publish the root info at {path} within "
+                               f"{ROOT_WAIT_SECONDS:g} s")
+        time.sleep(0.02)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _check_split(rows: list, causal: bool) -> list:
+    """The zigzag ranges of S = sum(rows) over len(rows) ranks, after checking that rank r holds
+    exactly its share; the error names the ranks that do not."""
+    p, seq = len(rows), sum(rows)
+    need = 2 * p if causal else p
+    if seq < need:
+        raise InvalidArgumentError(f"S={seq} (the ranks' rows {rows}) cannot be split over {p} ranks: "
+                                   f"{'the zigzag split needs S >= 2P' if causal else 'needs S >= P'} = {need}")
+    ranges = zigzag_chunks(seq, p, causal)
+    want = [sum(b - a for a, b in rr) for rr in ranges]
+    wrong = [f"rank {i} holds {got}, its share is {w}" for i, (got, w) in enumerate(zip(rows, want)) if got != w]
+    if wrong:
+        raise InvalidArgumentError(f"the shards do not follow the {'zigzag ' if causal else ''}split of S={seq} over "
+                                   f"{p} ranks (acl_fa.parallel.zigzag_chunks): {'; '.join(wrong)}")
+    return ranges
+
+
+def _run_threads(contexts: list, work) -> list:
+    """work(context) on one thread per context; their results in order. The first failure (in
+    time) is raised: the other ranks' errors follow from it (a peer stopped)."""
+    import time
+
+    results: list = [None] * len(contexts)
+    errors: list = [None] * len(contexts)
+
+    def target(i):
+        try:
+            results[i] = work(contexts[i])
+        except BaseException as exc:  # reported below, by the caller's thread
+            errors[i] = (time.monotonic(), exc)
+
+    threads = [threading.Thread(target=target, args=(i,), name=f"ring-rank-{i}") for i in range(len(contexts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    failed = [e for e in errors if e is not None]
+    if failed:
+        raise min(failed, key=lambda e: e[0])[1]
+    return results
+
+
 def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="BNSD", num_heads=None,
                    num_kv_heads=None, backend=None, report=False):
     """FlashAttention of host arrays sharded over `devices` (default: every device) by ring
-    attention. Returns (out like q, lse float32 [B, N, S]), and a RingReport when `report`."""
+    attention: P RankContexts of this process, one thread each. Returns (out like q, lse float32
+    [B, N, S]), and a RingReport when `report`."""
     problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
                                               num_heads=num_heads, num_kv_heads=num_kv_heads)
     if problem.seq_q != problem.seq_kv:
@@ -366,46 +669,101 @@ def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="B
     qb, kb, vb = (to_bnsd(q, layout, problem.num_heads), to_bnsd(k, layout, problem.num_kv_heads),
                   to_bnsd(v, layout, problem.num_kv_heads))
     ranges = zigzag_chunks(problem.seq_q, p, problem.causal)
-    q_chunks = [[np.ascontiguousarray(qb[:, :, a:b]) for a, b in rr] for rr in ranges]
-    kv_chunks = [[(np.ascontiguousarray(kb[:, :, a:b]), np.ascontiguousarray(vb[:, :, a:b])) for a, b in rr]
-                 for rr in ranges]
+
+    def shard(x, rr):
+        return np.concatenate([x[:, :, a:b] for a, b in rr], axis=2)
+
     sessions = [Session(device=d, backend=be.name) for d in devices]
     comms = []
     try:
-        comms = hccl.Communicator.init_all(sessions) if p > 1 else [None]
-        peak = _peak_flops(be)
-        ranks = [_Rank(c, s, q_chunks[i], kv_chunks, problem.causal, problem.scale, problem.dtype, peak)
-                 if c is not None else _SingleRank(s, q_chunks[0], kv_chunks, problem, peak)
-                 for i, (c, s) in enumerate(zip(comms, sessions))]
-        threads = [threading.Thread(target=rk.run, name=f"ring-rank-{i}") for i, rk in enumerate(ranks)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        failed = [rk for rk in ranks if rk.error is not None]
-        if failed:
-            raise min(failed, key=lambda rk: rk.failed_at).error
-        out = np.empty(qb.shape, np.float64)
-        lse = np.empty(qb.shape[:3], np.float64)
-        for rr, rk in zip(ranges, ranks):
-            for (a, b), (o, l) in zip(rr, rk.results):
-                out[:, :, a:b] = o
-                lse[:, :, a:b] = l
-        result = (np.ascontiguousarray(from_bnsd(out.astype(problem.dtype), layout)), lse.astype(np.float32))
+        if p == 1:
+            rk = _SingleRank(sessions[0], [qb], [[(kb, vb)]], problem, _peak_flops(be))
+            rk.run()
+            if rk.error is not None:
+                raise rk.error
+            outs = [(rk.results[0][0], rk.results[0][1], RankReport(0, devices[0], [0], rk.flops, [0.0],
+                                                                    rk.compute_model, rk.wall, 0, {}))]
+        else:
+            comms = hccl.Communicator.init_all(sessions)
+            contexts = [RankContext(s, c) for s, c in zip(sessions, comms)]
+            outs = _run_threads(contexts, lambda ctx: ctx.ring_attention(
+                shard(qb, ranges[ctx.rank]), shard(kb, ranges[ctx.rank]), shard(vb, ranges[ctx.rank]),
+                causal=problem.causal, scale=problem.scale, layout="BNSD", report=True))
+        out = np.empty(qb.shape, problem.dtype)
+        lse = np.empty(qb.shape[:3], np.float32)
+        for rr, (o, l, _) in zip(ranges, outs):
+            cuts = np.cumsum([0, *[b - a for a, b in rr]])
+            for (a, b), c0, c1 in zip(rr, cuts, cuts[1:]):
+                out[:, :, a:b] = o[:, :, c0:c1]
+                lse[:, :, a:b] = l[:, :, c0:c1]
+        result = (np.ascontiguousarray(from_bnsd(out, layout)), lse)
         if not report:
             return result
-        link = hccl.link_model(devices[0], devices[1 % p], be) if p > 1 else {}
-        return (*result, RingReport(devices, problem.causal, p, [sum(rk.bytes_per_step) for rk in ranks],
-                                    [rk.bytes_per_step for rk in ranks], [rk.flops for rk in ranks],
-                                    [rk.comm_model for rk in ranks], [rk.compute_model for rk in ranks],
-                                    [rk.wall for rk in ranks], link, [rk.d2h_bytes for rk in ranks]))
+        return (*result, ring_report([rep for _, _, rep in outs], problem.causal))
     finally:
         for c in comms:
-            if c is not None:
-                c.close()
+            c.close()
         for s in sessions:
             s.close()
 
+
+def ring_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=False, scale=None, layout="BNSD",
+                            num_heads=None, num_kv_heads=None, backend=None):
+    """The ring backward of host arrays over `devices` (P RankContexts on threads): (dq, dk, dv)
+    for the upstream gradient dout of out, lse = ring_attention(q, k, v, ...) (or the single-device
+    flash_attention with return_lse=True) with the same options."""
+    from .backward import make_grad_problem
+
+    grad, dout, q, k, v, out, lse = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
+                                                      layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads)
+    problem = grad.forward
+    if problem.seq_q != problem.seq_kv:
+        raise InvalidArgumentError(f"ring attention shards one sequence: Sq={problem.seq_q} must equal "
+                                   f"Skv={problem.seq_kv}")
+    be = hccl.use_hccl(get_backend(backend))
+    devices = _check_devices(devices, be)
+    p = len(devices)
+    need = 2 * p if problem.causal else p
+    if problem.seq_q < need:
+        raise InvalidArgumentError(f"S={problem.seq_q} cannot be split over {p} devices: "
+                                   f"{'the zigzag split needs S >= 2P' if problem.causal else 'needs S >= P'} = {need}")
+    if p == 1:
+        from .backward import flash_attention_backward
+
+        with Session(device=devices[0], backend=be.name) as session:
+            return flash_attention_backward(dout, q, k, v, out, lse, causal=problem.causal, scale=problem.scale,
+                                            layout=problem.layout, num_heads=num_heads, num_kv_heads=num_kv_heads,
+                                            session=session)
+    heads = {"q": problem.num_heads, "dout": problem.num_heads, "out": problem.num_heads,
+             "k": problem.num_kv_heads, "v": problem.num_kv_heads}
+    bnsd = {name: to_bnsd(x, problem.layout, heads[name]) for name, x in
+            (("q", q), ("k", k), ("v", v), ("dout", dout), ("out", out))}
+    bnsd["lse"] = lse
+    ranges = zigzag_chunks(problem.seq_q, p, problem.causal)
+
+    def shard(x, rr):
+        return np.concatenate([x[:, :, a:b] for a, b in rr], axis=2)
+
+    sessions = [Session(device=d, backend=be.name) for d in devices]
+    comms = []
+    try:
+        comms = hccl.Communicator.init_all(sessions)
+        contexts = [RankContext(s, c) for s, c in zip(sessions, comms)]
+        grads = _run_threads(contexts, lambda ctx: ctx.ring_attention_backward(
+            *(shard(bnsd[n], ranges[ctx.rank]) for n in ("dout", "q", "k", "v", "out", "lse")),
+            causal=problem.causal, scale=problem.scale, layout="BNSD"))
+    finally:
+        for c in comms:
+            c.close()
+        for s in sessions:
+            s.close()
+    whole = [np.empty(bnsd[n].shape, problem.dtype) for n in ("q", "k", "v")]
+    for rr, parts in zip(ranges, grads):
+        cuts = np.cumsum([0, *[b - a for a, b in rr]])
+        for (a, b), c0, c1 in zip(rr, cuts, cuts[1:]):
+            for w, part in zip(whole, parts):
+                w[:, :, a:b] = part[:, :, c0:c1]
+    return tuple(np.ascontiguousarray(from_bnsd(w, problem.layout)) for w in whole)
 
 class _SingleRank(_Rank):
     """P = 1: the whole problem on one device (no ring)."""
@@ -413,7 +771,7 @@ class _SingleRank(_Rank):
     def __init__(self, session, q_chunks, kv_chunks, problem, peak):
         self.session, self.q_host, self.kv_all, self.problem, self.peak = session, q_chunks, kv_chunks, problem, peak
         self.error, self.results, self.bytes_per_step, self.flops = None, None, [0], 0
-        self.compute_model, self.comm_model, self.wall = [], [0.0], 0.0
+        self.compute_model, self.comm_model, self.wall, self.device_bytes = [], [0.0], 0.0, 0
 
     def _run(self):
         q = self.q_host[0]

@@ -21,11 +21,12 @@ import numpy as np
 from . import parallel
 from .accuracy import check_accuracy, naive_same_precision
 from .errors import InvalidArgumentError
-from .layouts import shape_of, to_bnsd
+from .layouts import from_bnsd, shape_of, to_bnsd
+from .rank_agree import all_gather_host
 from .reference import attention_reference
 from .units import format_bytes
 
-__all__ = ["run_parallel_job", "format_parallel_report"]
+__all__ = ["run_parallel_job", "run_parallel_rank_job", "under_launch", "format_parallel_report"]
 
 
 @dataclasses.dataclass
@@ -34,6 +35,8 @@ class ParallelRun:
     sizes: dict
     report: object  # parallel.RingReport or parallel.UlyssesReport
     accuracy: object  # acl_fa.accuracy.Accuracy or None
+    gradients: list = dataclasses.field(default_factory=list)  # [GradientAccuracy] of the ring backward
+    backward: dict = dataclasses.field(default_factory=dict)    # the ring backward's wall seconds
 
     def to_dict(self) -> dict:
         rep = self.report
@@ -46,38 +49,192 @@ class ParallelRun:
         return {"mode": self.mode, **self.sizes, "devices": rep.devices, "balance": rep.balance,
                 "link": rep.link, "link_bytes": rep.link_bytes, "link_bytes_per_step": rep.link_bytes_per_step,
                 "flops": rep.flops, "wall_seconds": rep.wall_seconds, "modeled": rep.overlap(),
+                "device_bytes": rep.device_bytes, "ring_buffer_bytes": rep.ring_buffer_bytes, "checked_rows": sampled_rows(self.sizes["seq"]),
+                "backward": dict(self.backward, gradients=[dataclasses.asdict(g) | {"ok": g.ok}
+                                                           for g in self.gradients]) if self.backward else None,
                 "accuracy": None if self.accuracy is None else dataclasses.asdict(self.accuracy)}
 
 
-def run_parallel_job(*, mode="ring", devices=2, seq, batch=1, heads=8, kv_heads=None, head_dim=128,
-                     dtype="float16", layout="BNSD", causal=False, scale=None, check=True, seed=0,
-                     backend=None) -> ParallelRun:
-    run = {"ring": parallel.ring_attention, "ulysses": parallel.ulysses_attention}.get(mode)
-    if run is None:
-        raise InvalidArgumentError(f"--parallel {mode!r}: must be ring or ulysses")
-    kv_heads = kv_heads or heads
+def _inputs(seq, batch, heads, kv_heads, head_dim, dtype, layout, seed) -> tuple:
+    """(q, k, v, dtype): the run's random inputs, the same on every rank for one seed."""
     dt = np.dtype(ml_dtypes.bfloat16) if dtype in ("bfloat16", "bf16") else np.dtype(dtype)
     rng = np.random.default_rng(seed)
     q = rng.standard_normal(shape_of(layout, batch, heads, seq, head_dim), dtype=np.float32).astype(dt)
     k = rng.standard_normal(shape_of(layout, batch, kv_heads, seq, head_dim), dtype=np.float32).astype(dt)
     v = rng.standard_normal(shape_of(layout, batch, kv_heads, seq, head_dim), dtype=np.float32).astype(dt)
+    return q, k, v, dt
+
+
+def under_launch() -> bool:
+    """True in a rank process of `acl-fa launch` (its environment names the rank)."""
+    import os
+
+    return bool(os.environ.get(parallel.ENV_RANK))
+
+
+def run_parallel_job(*, mode="ring", devices=2, seq, batch=1, heads=8, kv_heads=None, head_dim=128,
+                     dtype="float16", layout="BNSD", causal=False, scale=None, check=True, seed=0,
+                     backend=None, backward=False) -> ParallelRun:
+    run = {"ring": parallel.ring_attention, "ulysses": parallel.ulysses_attention}.get(mode)
+    if run is None:
+        raise InvalidArgumentError(f"--parallel {mode!r}: must be ring or ulysses")
+    kv_heads = kv_heads or heads
+    q, k, v, dt = _inputs(seq, batch, heads, kv_heads, head_dim, dtype, layout, seed)
     names = dict(num_heads=heads, num_kv_heads=kv_heads) if layout == "BSH" else {}
     out, lse, report = run(q, k, v, devices=list(range(devices)), causal=causal, scale=scale, layout=layout,
                            backend=backend, report=True, **names)
-    accuracy = None
-    if check:
-        sample = [0]
-        scale_value = scale if scale is not None else 1.0 / np.sqrt(head_dim)
-        ref_out, ref_lse = attention_reference(q, k, v, causal=causal, scale=scale_value, layout=layout, heads=sample,
-                                               **names)
-        naive = naive_same_precision(q, k, v, dt, causal=causal, scale=scale_value, layout=layout, heads=sample,
-                                     **names)
-        got = to_bnsd(out, layout, heads)[:, sample]
-        accuracy = check_accuracy(got, lse[:, sample], to_bnsd(ref_out, layout, 1), ref_lse, naive,
-                                  "bfloat16" if dt != np.float16 else "float16", sample)
+    accuracy = check_sharded(q, k, v, out, lse, dt, causal=causal, scale=scale, layout=layout, heads=heads,
+                             kv_heads=kv_heads) if check else None
     sizes = dict(seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=str(dt),
                  layout=layout, causal=causal)
-    return ParallelRun(mode, sizes, report, accuracy)
+    run_ = ParallelRun(mode, sizes, report, accuracy)
+    if backward:
+        _ring_backward(run_, q, k, v, out, lse, dt, devices=devices, causal=causal, scale=scale, layout=layout,
+                       heads=heads, kv_heads=kv_heads, check=check, seed=seed, backend=backend, names=names)
+    return run_
+
+
+def _ring_backward(run_, q, k, v, out, lse, dt, *, devices, causal, scale, layout, heads, kv_heads, check, seed,
+                   backend, names):
+    """parallel.ring_attention_backward on a random dout, checked (kv head 0 and its query heads)
+    against the float64 backward by the 2x-naive rule when S <= CHECK_ALL_ROWS."""
+    import time
+
+    if run_.mode != "ring":
+        raise InvalidArgumentError("--backward with --parallel: ring only")
+    dout = np.random.default_rng(seed + 1).standard_normal(q.shape, dtype=np.float32).astype(dt)
+    start = time.perf_counter()
+    grads = parallel.ring_attention_backward(dout, q, k, v, out, lse, devices=list(range(devices)), causal=causal,
+                                             scale=scale, layout=layout, backend=backend, **names)
+    run_.backward = {"wall_seconds": time.perf_counter() - start, "checked": False}
+    if check and run_.sizes["seq"] <= CHECK_ALL_ROWS:
+        from .accuracy import check_gradients
+
+        d = run_.sizes["head_dim"]
+        run_.gradients = check_gradients(grads, q, k, v, dout, causal=causal,
+                                         scale=scale if scale is not None else 1.0 / np.sqrt(d), layout=layout,
+                                         num_heads=heads, num_kv_heads=kv_heads,
+                                         dtype_name="bfloat16" if dt != np.float16 else "float16", kv_heads=[0])
+        run_.backward["checked"] = True
+
+
+def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, head_dim=128, dtype="float16",
+                          layout="BNSD", causal=False, scale=None, check=True, seed=0, backend=None):
+    """This process's rank of `acl-fa launch -n P -- acl-fa run --parallel ring ...`: joins the
+    clique (RankContext.from_env), runs the ring on its shard of the same random inputs every rank
+    makes from the seed, then gathers over HCCL to every rank the per-rank reports and head 0 of
+    the outputs. Returns (rank, ParallelRun with the whole run's report and check)."""
+    if mode != "ring":
+        raise InvalidArgumentError(f"--parallel {mode} under acl-fa launch: only ring runs one process per device "
+                                   "(ulysses: one process for all devices, acl-fa run --parallel ulysses --devices P)")
+    kv_heads = kv_heads or heads
+    q, k, v, dt = _inputs(seq, batch, heads, kv_heads, head_dim, dtype, layout, seed)
+    with parallel.RankContext.from_env(backend=backend) as ctx:
+        p, r = ctx.size, ctx.rank
+        ranges = parallel.zigzag_chunks(seq, p, causal) if seq >= (2 * p if causal else p) else None
+        if ranges is None:  # every rank refuses the same way, before joining the ring
+            raise InvalidArgumentError(f"S={seq} cannot be split over {p} ranks: "
+                                       f"{'the zigzag split needs S >= 2P' if causal else 'needs S >= P'} = "
+                                       f"{2 * p if causal else p}")
+        shard = [to_bnsd(x, layout, n) for x, n in ((q, heads), (k, kv_heads), (v, kv_heads))]
+        shard = [np.concatenate([x[:, :, a:b] for a, b in ranges[r]], axis=2) for x in shard]
+        out, lse, mine = ctx.ring_attention(*shard, causal=causal, scale=scale, layout="BNSD", report=True)
+        reports = _gather_reports(ctx, mine)
+        full_out, full_lse = _gather_head0(ctx, out, lse, ranges, seq)
+        rank = r
+    report = parallel.ring_report(reports, causal)
+    accuracy = None
+    if check:
+        full = from_bnsd(_pad_heads(full_out, heads), layout)
+        accuracy = check_sharded(q, k, v, full, _pad_heads(full_lse, heads), dt, causal=causal, scale=scale,
+                                 layout=layout, heads=heads, kv_heads=kv_heads)
+    sizes = dict(seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=str(dt),
+                 layout=layout, causal=causal)
+    return rank, ParallelRun(mode, sizes, report, accuracy)
+
+
+def _pad_heads(x, heads: int):
+    """Head 0 (axis 1) of x placed in an array of `heads` heads (the others zero: the check reads head 0 only)."""
+    full = np.zeros((x.shape[0], heads, *x.shape[2:]), x.dtype)
+    full[:, :1] = x
+    return full
+
+
+def _gather_reports(ctx, mine) -> list:
+    """Every rank's RankReport, through one HcclAllGather of fixed-size float64 records."""
+    p = ctx.size
+    record = np.array([mine.rank, mine.device, mine.flops, mine.wall_seconds, mine.device_bytes, mine.ring_buffer_bytes,
+                       *mine.link_bytes_per_step, *mine.modeled_comm_seconds, *mine.modeled_compute_seconds],
+                      np.float64)
+    table = all_gather_host(ctx.comm, record)
+    reports = []
+    for row in table:
+        steps = [row[6 + i * p: 6 + (i + 1) * p] for i in range(3)]
+        reports.append(parallel.RankReport(int(row[0]), int(row[1]), [int(x) for x in steps[0]], int(row[2]),
+                                           list(map(float, steps[1])), list(map(float, steps[2])), float(row[3]),
+                                           int(row[4]), mine.link, int(row[5])))
+    return reports
+
+
+def _gather_head0(ctx, out, lse, ranges, seq) -> tuple:
+    """Head 0 of the whole output [B, 1, S, D] and LSE [B, 1, S] on every rank: each rank's shard
+    (BNSD, its zigzag rows) padded to the longest shard, all-gathered, put back in sequence order."""
+    longest = max(sum(b - a for a, b in rr) for rr in ranges)
+    b_, _, _, d = out.shape
+    packed = np.zeros((b_, longest, d + 2), np.float32)  # D output columns, then the LSE, then 0
+    rows = out.shape[2]
+    packed[:, :rows, :d] = out[:, 0].astype(np.float32)
+    packed[:, :rows, d] = lse[:, 0]
+    table = all_gather_host(ctx.comm, packed)
+    full_out = np.empty((b_, 1, seq, d), out.dtype)
+    full_lse = np.empty((b_, 1, seq), np.float32)
+    for rr, piece in zip(ranges, table):
+        at = 0
+        for a, b in rr:
+            full_out[:, 0, a:b] = piece[:, at:at + b - a, :d].astype(out.dtype)
+            full_lse[:, 0, a:b] = piece[:, at:at + b - a, d]
+            at += b - a
+    return full_out, full_lse
+
+
+# Above this many rows the check takes sampled blocks of query rows (the float64 reference of all
+# S rows of a head costs S^2 D multiply-adds: ~2e12 at S = 131072, D = 64).
+CHECK_ALL_ROWS = 8192
+SAMPLE_BLOCKS, SAMPLE_ROWS = 4, 64
+
+
+def sampled_rows(seq: int) -> list:
+    """(start, stop) blocks of query rows the check compares: all rows up to CHECK_ALL_ROWS, else
+    SAMPLE_BLOCKS blocks of SAMPLE_ROWS spread over the sequence, the last one ending at S (its rows
+    see every key)."""
+    if seq <= CHECK_ALL_ROWS:
+        return [(0, seq)]
+    starts = [(seq - SAMPLE_ROWS) * i // (SAMPLE_BLOCKS - 1) for i in range(SAMPLE_BLOCKS)]
+    return [(a, a + SAMPLE_ROWS) for a in starts]
+
+
+def check_sharded(q, k, v, out, lse, dt, *, causal, scale, layout, heads, kv_heads):
+    """Head 0 of every batch against the float64 reference by the 2x-naive rule, on sampled_rows.
+    A block [a, b) of query rows is exact against keys [0, b) when causal (the reference aligns the
+    causal mask bottom-right, so local row i sees keys <= a + i) and all keys otherwise."""
+    qb, kb, vb = to_bnsd(q, layout, heads)[:, :1], to_bnsd(k, layout, kv_heads)[:, :1], to_bnsd(v, layout, kv_heads)[:, :1]
+    got, got_lse = to_bnsd(out, layout, heads)[:, :1], lse[:, :1]
+    seq, d = qb.shape[2], qb.shape[3]
+    scale_value = scale if scale is not None else 1.0 / np.sqrt(d)
+    parts = {"ref": [], "ref_lse": [], "naive": [], "got": [], "got_lse": []}
+    for a, b in sampled_rows(seq):
+        keys = slice(0, b) if causal else slice(0, seq)
+        args = (qb[:, :, a:b], kb[:, :, keys], vb[:, :, keys])
+        ref_out, ref_lse = attention_reference(*args, causal=causal, scale=scale_value, layout="BNSD")
+        parts["ref"].append(ref_out)
+        parts["ref_lse"].append(ref_lse)
+        parts["naive"].append(naive_same_precision(*args, dt, causal=causal, scale=scale_value, layout="BNSD",
+                                                   heads=[0]))
+        parts["got"].append(got[:, :, a:b])
+        parts["got_lse"].append(got_lse[:, :, a:b])
+    joined = {key: np.concatenate(value, axis=2) for key, value in parts.items()}
+    return check_accuracy(joined["got"], joined["got_lse"], joined["ref"], joined["ref_lse"], joined["naive"],
+                          "bfloat16" if dt != np.float16 else "float16", [0])
 
 
 def format_parallel_report(run: ParallelRun) -> str:
@@ -88,17 +245,34 @@ def format_parallel_report(run: ParallelRun) -> str:
              f"D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices {rep.devices}"
              f"{' (zigzag split)' if s['causal'] else ''}"]
     lines += _link_line(rep)
-    lines.append("device  wall s (host)  sent to next  per step (bytes)            FLOPs")
+    lines.append("device  wall s (host)  sent to next  per step (bytes)            FLOPs      device memory")
     for i, d in enumerate(rep.devices):
         per_step = ",".join(str(b) for b in rep.link_bytes_per_step[i])
         lines.append(f"{d:6d}  {rep.wall_seconds[i]:13.3f}  {format_bytes(rep.link_bytes[i]):>12}  "
-                     f"{per_step[:26]:26}  {rep.flops[i]:.3e}")
+                     f"{per_step[:26]:26}  {rep.flops[i]:.3e}  {format_bytes(rep.device_bytes[i]):>12}")
+    itemsize = np.dtype(ml_dtypes.bfloat16 if s["dtype"] == "bfloat16" else s["dtype"]).itemsize
+    qkvo = s["batch"] * s["seq"] * s["head_dim"] * (2 * s["heads"] + 2 * s["kv_heads"]) * itemsize  # Q, O; K, V
+    worst = max(range(len(rep.devices)), key=lambda i: rep.device_bytes[i])
+    ring = rep.ring_buffer_bytes[worst] if rep.ring_buffer_bytes else 0
+    lines.append(f"device memory (peak, the ring's HBM above its start): {format_bytes(rep.device_bytes[worst])} per "
+                 f"device = q chunks, two K/V buffer sets and the merge's buffers {format_bytes(ring)} + the op's "
+                 f"cached calls (outputs, "
+                 f"LSE, workspace) {format_bytes(rep.device_bytes[worst] - ring)}; Q, K, V, O / P = "
+                 f"{format_bytes(qkvo // len(rep.devices))}")
     lines.append(f"balance (max/mean FLOPs): {rep.balance:.4f}")
     o = rep.overlap()
     lines.append(f"modeled: communication {o['comm_seconds'] * 1e3:.4f} ms, compute at cube peak "
                  f"{o['compute_seconds'] * 1e3:.4f} ms (sums over devices and steps); hidden by overlap "
                  f"{o['hidden_seconds'] * 1e3:.4f} ms = {100 * o['hidden_fraction']:.1f}% of the communication")
     lines += _check_line(run)
+    if run.backward:
+        lines.append(f"backward (ring, dK/dV accumulators around the ring, host-side accumulation, not overlapped): "
+                     f"{run.backward['wall_seconds']:.3f} s wall (host)")
+        for g in run.gradients:
+            lines.append(f"backward check {g.name} (kv head 0 and its query heads vs float64 backward, 2x-naive rule): "
+                         f"max error {g.max_error:.3e}, tolerance {g.tolerance:.3e}: {'OK' if g.ok else 'FAILED'}")
+        if not run.backward["checked"]:
+            lines.append(f"backward check: skipped (S > {CHECK_ALL_ROWS}, or --no-check)")
     return "\n".join(lines)
 
 
@@ -113,7 +287,10 @@ def _check_line(run) -> list:
     if run.accuracy is None:
         return []
     a = run.accuracy
-    return [f"check (head 0 vs float64 reference, 2x-naive rule): max error {a.max_error:.3e}, "
+    blocks = sampled_rows(run.sizes["seq"])
+    rows = "all rows" if blocks == [(0, run.sizes["seq"])] else \
+        f"rows {', '.join(f'{a0}..{b0 - 1}' for a0, b0 in blocks)}"
+    return [f"check (head 0, {rows}, vs float64 reference, 2x-naive rule): max error {a.max_error:.3e}, "
             f"tolerance {a.tolerance:.3e} (naive {a.naive_error:.3e}), lse error {a.lse_max_error:.3e}: "
             f"{'OK' if a.ok else 'FAILED'}"]
 

@@ -1,0 +1,157 @@
+"""The ring backward (acl_fa/ring_backward.py): parallel.ring_attention_backward == the float64
+backward within the 2x-naive rule and close to the single-device op (causal zigzag and not, GQA, S
+not divisible by P, 2/3/4/8 devices, layouts); one process per rank (acl-fa launch) == one process
+bit for bit, with the bytes per step of K, V and the dK/dV accumulators; `acl-fa run --parallel
+ring --backward`; bad input refused before device work. Fresh processes (HCCL makes 8 devices the
+process default), every wait with a timeout.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(**extra):
+    env = dict(os.environ, ACL_FA_BACKEND="sim", **{k: str(v) for k, v in extra.items()})
+    for name in ("ACL_FA_SIM_DEVICE_COUNT", "ACL_FA_SIM_FAIL", "ACL_FA_RANK", "ACL_FA_WORLD_SIZE", "ACL_FA_DEVICE",
+                 "ACL_FA_ROOT_INFO"):
+        env.pop(name, None)
+    return env
+
+
+def _python(code, *args, timeout=400):
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+TABLE = """
+import numpy as np, ml_dtypes, acl_fa
+from acl_fa import parallel
+from acl_fa.accuracy import check_gradients
+from acl_fa.layouts import shape_of
+from acl_fa.errors import InvalidArgumentError, InvalidTypeError
+
+CASES = [  # devices, causal, layout, N, Nkv, S, dtype
+    (2, False, "BNSD", 2, 2, 40, "float16"),
+    (4, True, "BSND", 4, 2, 37, "float16"),
+    (3, True, "BSH", 2, 1, 29, "float16"),
+    (8, True, "BNSD", 2, 1, 70, "bfloat16"),
+]
+rng = np.random.default_rng(5)
+for p, causal, layout, n, nkv, s, dtype in CASES:
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    d = 32
+    q = rng.standard_normal(shape_of(layout, 1, n, s, d)).astype(dt)
+    k, v = (rng.standard_normal(shape_of(layout, 1, nkv, s, d)).astype(dt) for _ in range(2))
+    dout = rng.standard_normal(q.shape).astype(dt)
+    heads = dict(num_heads=n, num_kv_heads=nkv) if layout == "BSH" else {}
+    out, lse = parallel.ring_attention(q, k, v, devices=list(range(p)), causal=causal, layout=layout, **heads)
+    grads = parallel.ring_attention_backward(dout, q, k, v, out, lse, devices=list(range(p)), causal=causal,
+                                             layout=layout, **heads)
+    for g, x in zip(grads, (q, k, v)):
+        assert g.shape == x.shape and g.dtype == dt
+    checks = check_gradients(grads, q, k, v, dout, causal=causal, scale=1 / np.sqrt(d), layout=layout, num_heads=n,
+                             num_kv_heads=nkv, dtype_name=dtype)
+    assert all(c.ok for c in checks), (p, causal, layout, checks)
+    single = acl_fa.flash_attention_backward(dout, q, k, v, out, lse, causal=causal, layout=layout, **heads)
+    for c, g, one in zip(checks, grads, single):
+        gap = np.abs(g.astype(np.float64) - one.astype(np.float64)).max()
+        assert gap <= c.tolerance, (c.name, gap, c.tolerance)
+    print("ok", p, causal, layout, dtype, [(c.name, round(c.max_error, 5), round(c.tolerance, 5)) for c in checks])
+
+q = np.zeros((1, 2, 16, 32), np.float16)
+lse = np.zeros((1, 2, 16), np.float32)
+BAD = [
+    (dict(devices=[0, 0]), (q, lse), InvalidArgumentError, "devices[1]=0 repeats devices[0]"),
+    (dict(devices=[0, 1]), (q, lse[:, :, :8]), InvalidArgumentError, "lse has shape (1, 2, 8)"),
+    (dict(devices=[0, 1]), (q.astype(np.float32), lse), InvalidTypeError, "out has dtype float32"),
+    (dict(devices=list(range(8)), causal=True), (q[:, :, :15], lse[:, :, :15]), InvalidArgumentError,
+     "S=15 cannot be split over 8 devices: the zigzag split needs S >= 2P = 16"),
+]
+for kwargs, (out, l), error, words in BAD:
+    x = q[:, :, :out.shape[2]]
+    try:
+        parallel.ring_attention_backward(x, x, x, x, out, l, **kwargs); raise SystemExit(f"no error for {words}")
+    except error as exc:
+        assert words in str(exc), (words, str(exc))
+print("ok bad inputs")
+"""
+
+
+def test_ring_backward_matches_the_float64_backward_and_the_single_device_op():
+    out = _python(TABLE, timeout=600)
+    assert out.count("ok ") == 5, out
+
+
+RANK = """
+import os, sys, numpy as np
+from acl_fa import parallel
+out_dir, S = sys.argv[1], 45
+rng = np.random.default_rng(2)
+q = rng.standard_normal((1, 4, S, 32)).astype(np.float16)
+k, v = (rng.standard_normal((1, 2, S, 32)).astype(np.float16) for _ in range(2))
+dout = rng.standard_normal(q.shape).astype(np.float16)
+with parallel.RankContext.from_env() as ctx:
+    rows = parallel.zigzag_chunks(S, ctx.size, True)[ctx.rank]
+    take = lambda x: np.concatenate([x[:, :, a:b] for a, b in rows], axis=2)
+    out, lse = ctx.ring_attention(take(q), take(k), take(v), causal=True)
+    dq, dk, dv = ctx.ring_attention_backward(take(dout), take(q), take(k), take(v), out, lse, causal=True)
+    np.savez(os.path.join(out_dir, f"rank{ctx.rank}.npz"), dq=dq, dk=dk, dv=dv, rows=np.array(rows),
+             sent=np.array(ctx.last_backward["bytes_per_step"]))
+    print("rank", ctx.rank, "done")
+"""
+
+SINGLE = """
+import sys, numpy as np
+from acl_fa import parallel
+p, path, S = int(sys.argv[1]), sys.argv[2], 45
+rng = np.random.default_rng(2)
+q = rng.standard_normal((1, 4, S, 32)).astype(np.float16)
+k, v = (rng.standard_normal((1, 2, S, 32)).astype(np.float16) for _ in range(2))
+dout = rng.standard_normal(q.shape).astype(np.float16)
+out, lse = parallel.ring_attention(q, k, v, devices=list(range(p)), causal=True)
+dq, dk, dv = parallel.ring_attention_backward(dout, q, k, v, out, lse, devices=list(range(p)), causal=True)
+np.savez(path, dq=dq, dk=dk, dv=dv)
+"""
+
+
+def test_spmd_ring_backward_equals_one_process_and_counts_its_bytes(tmp_path):
+    p = 4
+    proc = subprocess.run([sys.executable, "-m", "acl_fa", "launch", "-n", str(p), "--timeout", "200", "--",
+                           sys.executable, "-c", RANK, str(tmp_path)], capture_output=True, text=True, timeout=240,
+                          env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _python(SINGLE, p, tmp_path / "single.npz")
+    whole = np.load(tmp_path / "single.npz")
+    chunks = [[b - a for a, b in rr] for rr in __import__("acl_fa.parallel", fromlist=["x"]).zigzag_chunks(45, p, True)]
+    for r in range(p):
+        part = np.load(tmp_path / f"rank{r}.npz")
+        rows = np.concatenate([np.arange(a, b) for a, b in part["rows"]])
+        for name in ("dq", "dk", "dv"):
+            assert np.array_equal(part[name], whole[name][:, :, rows]), (r, name)
+        # Step t: rank r sends the chunks of rank r - t: K and V (fp16, 2 kv heads, D=32) except at the
+        # last step, and their dK/dV accumulators (float32) at every step.
+        for t, sent in enumerate(part["sent"]):
+            n = sum(chunks[(r - t) % p])
+            want = (2 * 2 * 32 * n * 2 if t < p - 1 else 0) + 2 * 2 * 32 * n * 4
+            assert sent == want, (r, t, part["sent"], want)
+
+
+def test_cli_run_parallel_ring_backward_checks_the_gradients():
+    proc = subprocess.run([sys.executable, "-m", "acl_fa", "run", "--parallel", "ring", "--devices", "3", "--seq", "50",
+                           "--causal", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--backward"],
+                          capture_output=True, text=True, timeout=300, env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in ("dq", "dk", "dv"):
+        assert f"backward check {name} (kv head 0 and its query heads vs float64 backward, 2x-naive rule)" in proc.stdout
+    assert proc.stdout.count(": OK") == 4, proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "acl_fa", "run", "--parallel", "ulysses", "--devices", "2", "--seq",
+                           "32", "--backward"], capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
+    assert proc.returncode == 2 and "--backward with --parallel: ring" in proc.stderr, proc.stderr
