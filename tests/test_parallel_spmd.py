@@ -263,3 +263,11 @@ def test_rank_context_refuses_bad_ranks_and_devices():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env(),
                           cwd=ROOT)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_parallel_run_defaults_to_one_head():
+    """`acl-fa run --parallel` without --heads runs one head (the scale run's default, README)."""
+    proc = subprocess.run([sys.executable, "-m", "acl_fa", "run", "--parallel", "ring", "--devices", "2", "--seq", "32",
+                           "--head-dim", "32"], capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "B=1 N=1 Nkv=1 S=32 D=32" in proc.stdout and ": OK" in proc.stdout, proc.stdout
