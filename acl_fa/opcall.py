@@ -212,6 +212,11 @@ class OpRunner:
         self.op = op
         self.lock = threading.Lock()
         self._cache: collections.OrderedDict = collections.OrderedDict()
+        # Device bytes the cached calls hold, kept as they come and go (inside deferred() with
+        # the cache itself). Never summed over self._cache.values(): that iteration looks each
+        # key up with PyDict_GetItem, which swallows an exception raised in the key's Python
+        # __hash__ -- a Ctrl-C landing there surfaced as a KeyError instead of KeyboardInterrupt.
+        self._held_bytes = 0
         self._stream: Optional[Stream] = None
         self._soc: Optional[str] = None  # the session's SoC name, asked once
         self._unsettled = False  # work launched on the stream and not yet waited for
@@ -245,7 +250,7 @@ class OpRunner:
         return self._stream
 
     def cached_bytes(self) -> int:
-        return sum(p.device_bytes() for p in self._cache.values())
+        return self._held_bytes
 
     def _evict(self, keep: int, nbytes: Optional[int] = None) -> int:
         """Drops least recently used problems until at most `keep` remain and (when `nbytes`
@@ -254,7 +259,9 @@ class OpRunner:
         while self._cache and (len(self._cache) > keep or (nbytes is not None and self.cached_bytes() > nbytes)):
             with deferred():  # out of the cache and closed, or neither
                 prepared = self._cache.popitem(last=False)[1]
-                released += prepared.device_bytes()
+                held = prepared.device_bytes()
+                self._held_bytes -= held
+                released += held
                 prepared.close()
         return released
 
@@ -297,6 +304,7 @@ class OpRunner:
                 self._evict(0)  # what the other problems hold may be what is missing: retry once
                 prepared = self._build(problem, bound)
             self._cache[key] = prepared
+            self._held_bytes += prepared.device_bytes()
         return prepared
 
     def _make_room(self, needed: dict):
