@@ -648,13 +648,9 @@ def _run_threads(contexts: list, work) -> list:
     return results
 
 
-def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="BNSD", num_heads=None,
-                   num_kv_heads=None, backend=None, report=False):
-    """FlashAttention of host arrays sharded over `devices` (default: every device) by ring
-    attention: P RankContexts of this process, one thread each. Returns (out like q, lse float32
-    [B, N, S]), and a RingReport when `report`."""
-    problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
-                                              num_heads=num_heads, num_kv_heads=num_kv_heads)
+def _ring_devices(problem, devices, backend) -> tuple:
+    """(backend, device list) of a ring over `devices` for `problem`, checked before device work:
+    one sequence (Sq = Skv) that splits over the devices (S >= P; S >= 2P for the zigzag)."""
     if problem.seq_q != problem.seq_kv:
         raise InvalidArgumentError(f"ring attention shards one sequence: Sq={problem.seq_q} must equal "
                                    f"Skv={problem.seq_kv}")
@@ -665,6 +661,18 @@ def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="B
     if problem.seq_q < need:
         raise InvalidArgumentError(f"S={problem.seq_q} cannot be split over {p} devices: "
                                    f"{'the zigzag split needs S >= 2P' if problem.causal else 'needs S >= P'} = {need}")
+    return be, devices
+
+
+def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="BNSD", num_heads=None,
+                   num_kv_heads=None, backend=None, report=False):
+    """FlashAttention of host arrays sharded over `devices` (default: every device) by ring
+    attention: P RankContexts of this process, one thread each. Returns (out like q, lse float32
+    [B, N, S]), and a RingReport when `report`."""
+    problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
+                                              num_heads=num_heads, num_kv_heads=num_kv_heads)
+    be, devices = _ring_devices(problem, devices, backend)
+    p = len(devices)
     layout = problem.layout
     qb, kb, vb = (to_bnsd(q, layout, problem.num_heads), to_bnsd(k, layout, problem.num_kv_heads),
                   to_bnsd(v, layout, problem.num_kv_heads))
@@ -717,16 +725,8 @@ def ring_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=Fal
     grad, dout, q, k, v, out, lse = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
                                                       layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads)
     problem = grad.forward
-    if problem.seq_q != problem.seq_kv:
-        raise InvalidArgumentError(f"ring attention shards one sequence: Sq={problem.seq_q} must equal "
-                                   f"Skv={problem.seq_kv}")
-    be = hccl.use_hccl(get_backend(backend))
-    devices = _check_devices(devices, be)
+    be, devices = _ring_devices(problem, devices, backend)
     p = len(devices)
-    need = 2 * p if problem.causal else p
-    if problem.seq_q < need:
-        raise InvalidArgumentError(f"S={problem.seq_q} cannot be split over {p} devices: "
-                                   f"{'the zigzag split needs S >= 2P' if problem.causal else 'needs S >= P'} = {need}")
     if p == 1:
         from .backward import flash_attention_backward
 
