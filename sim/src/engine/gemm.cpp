@@ -94,9 +94,12 @@ template <int NR>
 void PackBTransposed(int kc, int n, const float *Bt, int ldbt, float *out) {
     for (int j0 = 0; j0 < n; j0 += NR) {
         const int nr = std::min(NR, n - j0);
-        for (int j = 0; j < NR; ++j) {
+        for (int j = 0; j < nr; ++j) {
             const float *src = Bt + size_t(j0 + j) * ldbt;
-            for (int p = 0; p < kc; ++p) out[p * NR + j] = j < nr ? src[p] : 0.0f;
+            for (int p = 0; p < kc; ++p) out[p * NR + j] = src[p];
+        }
+        for (int j = nr; j < NR; ++j) {
+            for (int p = 0; p < kc; ++p) out[p * NR + j] = 0.0f;
         }
         out += kc * NR;
     }

@@ -99,11 +99,11 @@ void RunMatmul(const MatmulJob &j) {
         // A * B first, then added to C row by row under the atomic lock (other cores may add too).
         thread_local std::vector<float> prod;
         thread_local std::vector<uint16_t> narrow;
-        prod.assign(size_t(j.m) * j.n, 0.0f);
-        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, ldb, prod.data(), j.n, false, j.transB);
+        float *const prodData = Scratch(prod, size_t(j.m) * j.n);  // Sgemm without accumulate writes all of it
+        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, ldb, prodData, j.n, false, j.transB);
         const size_t elem = j.cTag == 0 ? 4 : 2;
         for (int i = 0; i < j.m; ++i) {
-            const float *row = prod.data() + size_t(i) * j.n;
+            const float *row = prodData + size_t(i) * j.n;
             void *dst = static_cast<uint8_t *>(j.c) + size_t(i) * j.ldc * elem;
             if (j.cTag == 0) {
                 acl_fa_sim::kernel::AddToGm(dst, row, uint64_t(j.n) * 4, 0);
