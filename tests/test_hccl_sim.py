@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -47,17 +48,22 @@ def test_c_client_threads_of_one_process(client, ranks):
         assert f"ok link rank {r} bytes {2 * 4 * ((5 << 20) // 4 + 3)} kind HCCS" in proc.stdout
 
 
+def _cliques_made_by(pid):
+    """Shared-memory names of the cliques whose root info process `pid` made (sim/src/hccl/clique.cpp)."""
+    return [n for n in os.listdir("/dev/shm") if n.startswith(f"aclfa_hccl_{pid}_")]
+
+
 def test_c_client_one_process_per_rank(client, tmp_path):
     root = tmp_path / "root.bin"
-    subprocess.run([str(client), "root", str(root)], check=True, timeout=60, env=_env())
+    maker = subprocess.Popen([str(client), "root", str(root)], env=_env())
+    assert maker.wait(timeout=60) == 0
     procs = [subprocess.Popen([str(client), "rank", str(root), "3", str(r)], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, env=_env()) for r in range(3)]
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     for r, (p, out) in enumerate(zip(procs, outputs)):
         assert p.returncode == 0, out
         assert f"ok collectives rank {r}" in out and "ok done" in out
-    leftovers = [n for n in os.listdir("/dev/shm") if n.startswith(f"aclfa_hccl_")]
-    assert not [n for n in leftovers if any(str(p.pid) in n for p in procs)]
+    assert not _cliques_made_by(maker.pid)
 
 
 PRELUDE = """
@@ -234,7 +240,9 @@ def test_a_rank_that_never_calls_is_reported_as_a_hang():
 
 
 def test_a_rank_that_never_joins_times_out_naming_it():
-    run_python("""
+    out = run_python("""
+        import os
+        print("pid", os.getpid())
         with acl_fa.Session(device=0) as s:
             try:
                 Communicator.join(s, 3, 0, hccl.root_info()); raise SystemExit("no error")
@@ -242,6 +250,26 @@ def test_a_rank_that_never_joins_times_out_naming_it():
                 assert exc.name == "HCCL_E_TIMEOUT" and exc.code == 9
                 assert "rank(s) 1, 2 of 3 never joined within HCCL_CONNECT_TIMEOUT=1 s" in exc.message, exc
     """, HCCL_CONNECT_TIMEOUT="1")
+    # The timed-out clique can never form, so its shared memory is gone with the error.
+    assert not _cliques_made_by(int(out.split()[1]))
+
+
+def test_root_info_nobody_joins_is_swept_once_stale(client, tmp_path):
+    """A root info that is never joined leaves shared memory behind its exited maker; the next
+    HcclGetRootInfo removes it once it is older than HCCL_CONNECT_TIMEOUT, and not before."""
+    makers = []
+    for name in ("first.bin", "second.bin"):
+        makers.append(subprocess.Popen([str(client), "root", str(tmp_path / name)], env=_env()))
+        assert makers[-1].wait(timeout=60) == 0
+    assert len(_cliques_made_by(makers[0].pid)) == 1, "a young root info must survive its maker's exit"
+    time.sleep(1.5)
+    sweeper = subprocess.Popen([str(client), "root", str(tmp_path / "third.bin")],
+                               env=_env(HCCL_CONNECT_TIMEOUT="1"))
+    assert sweeper.wait(timeout=60) == 0
+    assert not _cliques_made_by(makers[0].pid) and not _cliques_made_by(makers[1].pid)
+    assert len(_cliques_made_by(sweeper.pid)) == 1
+    for name in _cliques_made_by(sweeper.pid):
+        os.remove(f"/dev/shm/{name}")
 
 
 def test_bad_arguments_are_named_at_the_call():

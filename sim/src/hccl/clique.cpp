@@ -1,4 +1,5 @@
 // clique.cpp -- root info, joining a clique in shared memory, the communicator registry.
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -53,6 +54,44 @@ bool ParseRootInfo(const HcclRootInfo &rootInfo, RootInfoBody *body) {
     memcpy(body, rootInfo.internal, sizeof(*body));
     body->shmName[sizeof(body->shmName) - 1] = '\0';
     return memcmp(body->magic, kRootMagic, sizeof(kRootMagic)) == 0 && body->shmName[0] == '/';
+}
+
+void UnlinkClique(const std::string &controlName) {
+    shm_unlink(controlName.c_str());
+    shm_unlink(DataName(controlName).c_str());
+}
+
+bool ProcessAlive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+
+// Shared memory of cliques that can no longer form: names are unlinked once every rank has
+// mapped them, or when a join times out, but a root info that is never joined (or whose ranks all
+// died before the last one joined) has nobody to remove it. Such a clique is stale when it is older
+// than HCCL_CONNECT_TIMEOUT and neither its maker nor any rank that joined it is alive; then no
+// rank can still join it in time. Runs whenever a root info is made.
+void SweepStaleCliques(double connectTimeout) {
+    DIR *dir = opendir("/dev/shm");
+    if (dir == nullptr) return;
+    const std::string prefix = "aclfa_hccl_";
+    while (dirent *entry = readdir(dir)) {
+        std::string file = entry->d_name;
+        if (file.compare(0, prefix.size(), prefix) != 0 || file.size() < 2 ||
+            file.compare(file.size() - 2, 2, ".d") == 0) {
+            continue;
+        }
+        const int32_t creator = static_cast<int32_t>(atoi(file.c_str() + prefix.size()));
+        if (ProcessAlive(creator)) continue;
+        std::string name = "/" + file, ignored;
+        auto *control = static_cast<Control *>(MapShared(name, sizeof(Control), /*create=*/false, &ignored));
+        if (control == nullptr) continue;
+        bool stale = __atomic_load_n(&control->magic, __ATOMIC_ACQUIRE) == kControlMagic &&
+                     MonotonicSeconds() - control->createdAt > connectTimeout;
+        for (uint32_t r = 0; stale && r < kMaxRanks; ++r) {
+            if (control->rankJoined[r] && ProcessAlive(control->rankPid[r])) stale = false;
+        }
+        munmap(control, sizeof(Control));
+        if (stale) UnlinkClique(name);
+    }
+    closedir(dir);
 }
 
 std::mutex g_registryMutex;
@@ -119,6 +158,7 @@ void Abort(Control &control, aclError code, const std::string &message) {
 }
 
 HcclResult MakeRootInfo(HcclRootInfo *rootInfo, std::string *error) {
+    SweepStaleCliques(EnvSeconds("HCCL_CONNECT_TIMEOUT", 120.0));
     static std::atomic<uint64_t> counter{0};
     char name[64];
     snprintf(name, sizeof(name), "/aclfa_hccl_%d_%llu_%llx", static_cast<int>(getpid()),
@@ -139,6 +179,7 @@ HcclResult MakeRootInfo(HcclRootInfo *rootInfo, std::string *error) {
     pthread_condattr_setclock(&condAttr, CLOCK_MONOTONIC);
     pthread_cond_init(&control->changed, &condAttr);
     pthread_condattr_destroy(&condAttr);
+    control->createdAt = MonotonicSeconds();
     __atomic_store_n(&control->magic, kControlMagic, __ATOMIC_RELEASE);
     munmap(control, sizeof(Control));
 
@@ -228,6 +269,8 @@ HcclResult AwaitClique(Comm &comm, std::string *error) {
                      std::to_string(control.nRanks) + " never joined within HCCL_CONNECT_TIMEOUT=" +
                      std::to_string(static_cast<int>(limit)) + " s";
             Abort(control, ACL_ERROR_RT_TASK_TIMEOUT, *error);
+            // The clique can no longer form: late joiners find the names gone (a stale root info).
+            UnlinkClique(comm.shmName);
             return HCCL_E_TIMEOUT;
         }
     }
@@ -237,8 +280,7 @@ HcclResult AwaitClique(Comm &comm, std::string *error) {
     ControlLock lock(comm.control);
     if (++control.mapped == control.nRanks) {
         // Every rank holds both mappings: the names are no longer needed.
-        shm_unlink(comm.shmName.c_str());
-        shm_unlink(DataName(comm.shmName).c_str());
+        UnlinkClique(comm.shmName);
     }
     return HCCL_SUCCESS;
 }

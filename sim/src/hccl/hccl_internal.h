@@ -62,6 +62,7 @@ struct Control {
     uint32_t joined;
     uint32_t mapped;         // ranks that mapped the data segment; the last one unlinks the names
     uint64_t chunkBytes;     // staging chunk per channel
+    double createdAt;        // MonotonicSeconds() when HcclGetRootInfo made it (boot-wide clock)
     uint8_t rankJoined[kMaxRanks];
     int32_t rankPid[kMaxRanks];
     int32_t rankDevice[kMaxRanks];
