@@ -28,16 +28,7 @@ enum InputIndex : size_t { kQuery = 0, kKey = 1, kValue = 2 };
 enum OutputIndex : size_t { kAttentionOut = 0, kSoftmaxLse = 1 };
 enum AttrIndex : size_t { kScaleValue = 0, kCausal, kInputLayout, kNumHeads, kNumKvHeads, kBlockM, kBlockN };
 
-// The attrs every stage reads; attrs a stage does not need are still validated here.
-std::string ReadDimsFromAttrs(const gert::RuntimeAttrs *attrs, const gert::Shape &q, const gert::Shape &k,
-                              const gert::Shape &v, Dims *d) {
-    if (attrs == nullptr) return "no attrs";
-    const char *layout = attrs->GetStr(kInputLayout);
-    const int64_t *numHeads = attrs->GetInt(kNumHeads);
-    const int64_t *numKvHeads = attrs->GetInt(kNumKvHeads);
-    if (numHeads == nullptr || numKvHeads == nullptr) return "attrs num_heads / num_kv_heads missing";
-    return fa_host::ReadDims(q, k, v, layout, *numHeads, *numKvHeads, false, d);
-}
+constexpr fa_host::ForwardAttrIndex kForwardAttrs{kInputLayout, kNumHeads, kNumKvHeads, kBlockM, kBlockN};
 
 ge::graphStatus InferShape(gert::InferShapeContext *context) {
     const gert::Shape *q = context->GetInputShape(kQuery);
@@ -50,7 +41,7 @@ ge::graphStatus InferShape(gert::InferShapeContext *context) {
         return ge::GRAPH_FAILED;
     }
     Dims d;
-    const std::string error = ReadDimsFromAttrs(context->GetAttrs(), *q, *k, *v, &d);
+    const std::string error = fa_host::ReadDimsFromAttrs(context->GetAttrs(), kForwardAttrs, *q, *k, *v, false, &d);
     if (!error.empty()) {
         FA_LOGE(context, "%s", error.c_str());
         return ge::GRAPH_FAILED;
@@ -68,45 +59,18 @@ ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
 }
 
 ge::graphStatus TilingFunc(gert::TilingContext *context) {
-    const gert::StorageShape *q = context->GetInputShape(kQuery);
-    const gert::StorageShape *k = context->GetInputShape(kKey);
-    const gert::StorageShape *v = context->GetInputShape(kValue);
-    const gert::CompileTimeTensorDesc *qDesc = context->GetInputDesc(kQuery);
-    const gert::RuntimeAttrs *attrs = context->GetAttrs();
-    if (q == nullptr || k == nullptr || v == nullptr || qDesc == nullptr || attrs == nullptr) {
-        FA_LOGE(context, "TilingFunc: missing input shape, desc or attrs");
-        return ge::GRAPH_FAILED;
-    }
+    const gert::RuntimeAttrs *attrs = nullptr;
     Dims d;
-    std::string error = ReadDimsFromAttrs(attrs, q->GetOriginShape(), k->GetOriginShape(), v->GetOriginShape(), &d);
-    const float *scale = attrs->GetFloat(kScaleValue);
-    const bool *causal = attrs->GetBool(kCausal);
-    const int64_t *blockM = attrs->GetInt(kBlockM);
-    const int64_t *blockN = attrs->GetInt(kBlockN);
-    if (error.empty() && (scale == nullptr || causal == nullptr || blockM == nullptr || blockN == nullptr)) {
-        error = "attrs scale_value / causal / block_m / block_n missing";
-    }
-    if (error.empty() && (*blockM < 0 || *blockM > UINT32_MAX || *blockN < 0 || *blockN > UINT32_MAX)) {
-        error = "block_m and block_n must be >= 0 (0 = auto)";
-    }
+    fa_policy::Problem problem;
+    std::string error = fa_host::ReadForwardProblem(context, kForwardAttrs, false, &attrs, &d, &problem);
+    const float *scale = error.empty() ? attrs->GetFloat(kScaleValue) : nullptr;
+    const bool *causal = error.empty() ? attrs->GetBool(kCausal) : nullptr;
+    if (error.empty() && (scale == nullptr || causal == nullptr)) error = "attrs scale_value / causal missing";
     if (!error.empty()) {
         FA_LOGE(context, "%s", error.c_str());
         return ge::GRAPH_FAILED;
     }
-    const ge::DataType dtype = qDesc->GetDataType();
-    fa_policy::Problem problem;
-    problem.batch = static_cast<uint64_t>(d.batch);
-    problem.numHeads = static_cast<uint64_t>(d.numHeads);
-    problem.numKvHeads = static_cast<uint64_t>(d.numKvHeads);
-    problem.seqQ = static_cast<uint64_t>(d.seqQ);
-    problem.seqKv = static_cast<uint64_t>(d.seqKv);
-    problem.headDim = static_cast<uint64_t>(d.headDim);
-    problem.dtypeBytes = dtype == ge::DT_FLOAT ? 4 : 2;  // float32; float16 / bfloat16
-    problem.bf16 = dtype == ge::DT_BF16;
-    problem.layout = d.layout;
     problem.causal = *causal;
-    problem.userBlockM = static_cast<uint32_t>(*blockM);
-    problem.userBlockN = static_cast<uint32_t>(*blockN);
     return fa_host::WriteForwardTiling(context, problem, *scale, *causal);
 }
 

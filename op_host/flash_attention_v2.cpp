@@ -25,15 +25,7 @@ enum AttrIndex : size_t {
     kBlockM, kBlockN
 };
 
-std::string ReadDimsFromAttrs(const gert::RuntimeAttrs *attrs, const gert::Shape &q, const gert::Shape &k,
-                              const gert::Shape &v, Dims *d) {
-    if (attrs == nullptr) return "no attrs";
-    const char *layout = attrs->GetStr(kInputLayout);
-    const int64_t *numHeads = attrs->GetInt(kNumHeads);
-    const int64_t *numKvHeads = attrs->GetInt(kNumKvHeads);
-    if (numHeads == nullptr || numKvHeads == nullptr) return "attrs num_heads / num_kv_heads missing";
-    return fa_host::ReadDims(q, k, v, layout, *numHeads, *numKvHeads, true, d);
-}
+constexpr fa_host::ForwardAttrIndex kForwardAttrs{kInputLayout, kNumHeads, kNumKvHeads, kBlockM, kBlockN};
 
 // The lengths of a varlen batch from the cumulative ends (int64, no leading 0) of
 // actual_seq_qlen and actual_seq_kvlen: one per sequence, non-decreasing, the last equal to
@@ -118,7 +110,7 @@ ge::graphStatus InferShape(gert::InferShapeContext *context) {
         return ge::GRAPH_FAILED;
     }
     Dims d;
-    const std::string error = ReadDimsFromAttrs(context->GetAttrs(), *q, *k, *v, &d);
+    const std::string error = fa_host::ReadDimsFromAttrs(context->GetAttrs(), kForwardAttrs, *q, *k, *v, true, &d);
     if (!error.empty()) {
         FA_LOGE(context, "%s", error.c_str());
         return ge::GRAPH_FAILED;
@@ -161,29 +153,16 @@ ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
 }
 
 ge::graphStatus TilingFunc(gert::TilingContext *context) {
-    const gert::StorageShape *q = context->GetInputShape(kQuery);
-    const gert::StorageShape *k = context->GetInputShape(kKey);
-    const gert::StorageShape *v = context->GetInputShape(kValue);
-    const gert::CompileTimeTensorDesc *qDesc = context->GetInputDesc(kQuery);
-    const gert::RuntimeAttrs *attrs = context->GetAttrs();
-    if (q == nullptr || k == nullptr || v == nullptr || qDesc == nullptr || attrs == nullptr) {
-        FA_LOGE(context, "TilingFunc: missing input shape, desc or attrs");
-        return ge::GRAPH_FAILED;
-    }
+    const gert::RuntimeAttrs *attrs = nullptr;
     Dims d;
-    std::string error = ReadDimsFromAttrs(attrs, q->GetOriginShape(), k->GetOriginShape(), v->GetOriginShape(), &d);
-    const float *scale = attrs->GetFloat(kScaleValue);
-    const int64_t *preTokens = attrs->GetInt(kPreTokens);
-    const int64_t *nextTokens = attrs->GetInt(kNextTokens);
-    const float *keepProb = attrs->GetFloat(kKeepProb);
-    const int64_t *blockM = attrs->GetInt(kBlockM);
-    const int64_t *blockN = attrs->GetInt(kBlockN);
-    if (error.empty() && (scale == nullptr || preTokens == nullptr || nextTokens == nullptr || keepProb == nullptr ||
-                          blockM == nullptr || blockN == nullptr)) {
-        error = "attrs scale_value / pre_tokens / next_tokens / keep_prob / block_m / block_n missing";
-    }
-    if (error.empty() && (*blockM < 0 || *blockM > UINT32_MAX || *blockN < 0 || *blockN > UINT32_MAX)) {
-        error = "block_m and block_n must be >= 0 (0 = auto)";
+    fa_policy::Problem problem;
+    std::string error = fa_host::ReadForwardProblem(context, kForwardAttrs, true, &attrs, &d, &problem);
+    const float *scale = error.empty() ? attrs->GetFloat(kScaleValue) : nullptr;
+    const int64_t *preTokens = error.empty() ? attrs->GetInt(kPreTokens) : nullptr;
+    const int64_t *nextTokens = error.empty() ? attrs->GetInt(kNextTokens) : nullptr;
+    const float *keepProb = error.empty() ? attrs->GetFloat(kKeepProb) : nullptr;
+    if (error.empty() && (scale == nullptr || preTokens == nullptr || nextTokens == nullptr || keepProb == nullptr)) {
+        error = "attrs scale_value / pre_tokens / next_tokens / keep_prob missing";
     }
     if (error.empty() && !(*keepProb > 0.0f && *keepProb <= 1.0f)) {
         error = "keep_prob must be in (0, 1] (1 = no dropout), got " + std::to_string(*keepProb);
@@ -193,10 +172,6 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     if (error.empty() && d.layout != FA_LAYOUT_TND && (qEnds != nullptr || kvEnds != nullptr)) {
         error = "actual_seq_qlen / actual_seq_kvlen are for input_layout TND only";
     }
-    fa_policy::Problem problem;
-    problem.batch = static_cast<uint64_t>(d.batch);
-    problem.seqQ = static_cast<uint64_t>(d.seqQ);
-    problem.seqKv = static_cast<uint64_t>(d.seqKv);
     if (error.empty() && d.layout == FA_LAYOUT_TND) {
         error = ReadSequences(context->GetOptionalInputTensor(kActualSeqQlen),
                               context->GetOptionalInputTensor(kActualSeqKvlen), d.seqQ, d.seqKv, &problem);
@@ -205,17 +180,8 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
         FA_LOGE(context, "%s", error.c_str());
         return ge::GRAPH_FAILED;
     }
-    const ge::DataType dtype = qDesc->GetDataType();
-    problem.numHeads = static_cast<uint64_t>(d.numHeads);
-    problem.numKvHeads = static_cast<uint64_t>(d.numKvHeads);
-    problem.headDim = static_cast<uint64_t>(d.headDim);
-    problem.dtypeBytes = dtype == ge::DT_FLOAT ? 4 : 2;  // float32; float16 / bfloat16
-    problem.bf16 = dtype == ge::DT_BF16;
-    problem.layout = d.layout;
     problem.preTokens = *preTokens;
     problem.nextTokens = *nextTokens;
-    problem.userBlockM = static_cast<uint32_t>(*blockM);
-    problem.userBlockN = static_cast<uint32_t>(*blockN);
     error = ReadMask(context->GetOptionalInputShape(kAttenMask), d, &problem);
     if (!error.empty()) {
         FA_LOGE(context, "%s", error.c_str());

@@ -117,6 +117,62 @@ inline std::string ReadDims(const gert::Shape &q, const gert::Shape &k, const ge
     return "";
 }
 
+// Where a forward op keeps, in its OpDef attr order, the attrs every forward reads.
+struct ForwardAttrIndex {
+    size_t inputLayout, numHeads, numKvHeads, blockM, blockN;
+};
+
+// Dims from the q/k/v shapes and the attrs input_layout, num_heads, num_kv_heads (allowTnd: the
+// V2 op). Returns "" or what is wrong.
+inline std::string ReadDimsFromAttrs(const gert::RuntimeAttrs *attrs, const ForwardAttrIndex &index,
+                                     const gert::Shape &q, const gert::Shape &k, const gert::Shape &v,
+                                     bool allowTnd, Dims *d) {
+    if (attrs == nullptr) return "no attrs";
+    const char *layout = attrs->GetStr(index.inputLayout);
+    const int64_t *numHeads = attrs->GetInt(index.numHeads);
+    const int64_t *numKvHeads = attrs->GetInt(index.numKvHeads);
+    if (numHeads == nullptr || numKvHeads == nullptr) return "attrs num_heads / num_kv_heads missing";
+    return ReadDims(q, k, v, layout, *numHeads, *numKvHeads, allowTnd, d);
+}
+
+// The start of every forward TilingFunc: the dims of query/key/value (inputs 0, 1, 2) and the
+// problem's sizes, dtype, layout and the user's block_m / block_n (0 = auto). The caller adds
+// what its op has beyond that (causal or a band, sequences, mask, dropout). Returns "" or what is
+// wrong; `attrs` is non-null when it returns "".
+inline std::string ReadForwardProblem(gert::TilingContext *context, const ForwardAttrIndex &index, bool allowTnd,
+                                      const gert::RuntimeAttrs **attrs, Dims *d, fa_policy::Problem *problem) {
+    const gert::StorageShape *q = context->GetInputShape(0);
+    const gert::StorageShape *k = context->GetInputShape(1);
+    const gert::StorageShape *v = context->GetInputShape(2);
+    const gert::CompileTimeTensorDesc *qDesc = context->GetInputDesc(0);
+    *attrs = context->GetAttrs();
+    if (q == nullptr || k == nullptr || v == nullptr || qDesc == nullptr || *attrs == nullptr) {
+        return "TilingFunc: missing input shape, desc or attrs";
+    }
+    std::string error = ReadDimsFromAttrs(*attrs, index, q->GetOriginShape(), k->GetOriginShape(),
+                                          v->GetOriginShape(), allowTnd, d);
+    if (!error.empty()) return error;
+    const int64_t *blockM = (*attrs)->GetInt(index.blockM);
+    const int64_t *blockN = (*attrs)->GetInt(index.blockN);
+    if (blockM == nullptr || blockN == nullptr) return "attrs block_m / block_n missing";
+    if (*blockM < 0 || *blockM > UINT32_MAX || *blockN < 0 || *blockN > UINT32_MAX) {
+        return "block_m and block_n must be >= 0 (0 = auto)";
+    }
+    const ge::DataType dtype = qDesc->GetDataType();
+    problem->batch = static_cast<uint64_t>(d->batch);
+    problem->numHeads = static_cast<uint64_t>(d->numHeads);
+    problem->numKvHeads = static_cast<uint64_t>(d->numKvHeads);
+    problem->seqQ = static_cast<uint64_t>(d->seqQ);
+    problem->seqKv = static_cast<uint64_t>(d->seqKv);
+    problem->headDim = static_cast<uint64_t>(d->headDim);
+    problem->dtypeBytes = dtype == ge::DT_FLOAT ? 4 : 2;  // float32; float16 / bfloat16
+    problem->bf16 = dtype == ge::DT_BF16;
+    problem->layout = d->layout;
+    problem->userBlockM = static_cast<uint32_t>(*blockM);
+    problem->userBlockN = static_cast<uint32_t>(*blockN);
+    return "";
+}
+
 // The forward's tiling for `problem` (its dtype fields, B, N, Nkv, Sq, Skv, D, layout, band
 // and sequences filled by the caller): runs the policy for the chip, then fills
 // FlashAttentionTilingData (scale and the V1 causal attr as given), the matmul tilings, block
