@@ -18,8 +18,9 @@ probes a CANN found on disk in a child process before loading anything here.
 Every path tried is recorded in order with its outcome ("not found", "failed to load:
 <dlerror>", ...); `doctor` shows the record, and AclLibraryError carries it when nothing loads.
 The op library (libcust_opapi.so, the aclnn entry of our operator) is loaded on first use, and
-so is HCCL (``libhccl.so``, for acl_fa.parallel): backend npu looks in the directory its runtime
-came from, then the other CANN lib64 directories above; backend sim uses the simulator's own.
+so are HCCL (``libhccl.so``, for acl_fa.parallel) and CANN's builtin op library (``libopapi.so``,
+for aclnnInplaceAdd): backend npu looks in the directory its runtime came from, then the other
+CANN lib64 directories above; backend sim uses the simulator's own.
 """
 from __future__ import annotations
 
@@ -70,6 +71,8 @@ OP_LIBRARY_NAME = "libcust_opapi.so"
 HCCL_NAME = "libhccl.so"
 # Functions of libhccl.so: HCCL's own and the simulator's extensions to it.
 HCCL_PREFIXES = ("Hccl", "aclfaSimHccl")
+BUILTIN_OPAPI_NAME = "libopapi.so"
+BUILTIN_OPAPI_PREFIXES = ("aclnnInplaceAdd", "aclfaSimGetBuiltinOpStats")
 OP_ENTRY = "aclnnFlashAttentionGetWorkspaceSize"  # what makes a libcust_opapi.so ours
 # version.info key written by `./build.sh --sim` packages; a package without it was built by CANN.
 PACKAGE_BACKEND_KEY = "acl_fa_backend"
@@ -121,6 +124,9 @@ class Backend:
         self._hccl = None
         self.hccl_path: Optional[Path] = None
         self.hccl_error: Optional[AclLibraryError] = None
+        self._builtin_opapi = None
+        self.builtin_opapi_path: Optional[Path] = None
+        self.builtin_opapi_error: Optional[AclLibraryError] = None
 
     # ---- symbols ---------------------------------------------------------------------
     def fn(self, api: str) -> Callable:
@@ -128,9 +134,14 @@ class Backend:
         cached = self._functions.get(api)
         if cached is not None:
             return cached
-        if api.startswith("aclnn") and not api.startswith(("aclnnInit", "aclnnFinalize")):
-            self.load_op_library()
-        libs = [self.load_hccl()] if api.startswith(HCCL_PREFIXES) else list(self._libs)
+        if api.startswith(HCCL_PREFIXES):
+            libs = [self.load_hccl()]
+        elif api.startswith(BUILTIN_OPAPI_PREFIXES):
+            libs = [self.load_builtin_opapi()]
+        else:
+            if api.startswith("aclnn") and not api.startswith(("aclnnInit", "aclnnFinalize")):
+                self.load_op_library()
+            libs = list(self._libs)
         for lib in libs:
             try:
                 function = getattr(lib, api)
@@ -153,7 +164,7 @@ class Backend:
     def library_paths(self) -> list:
         paths = [self.runtime_path, self.nnopbase_path]
         paths += [self.op_library_path] if self.op_library_path else []
-        return paths + ([self.hccl_path] if self.hccl_path else [])
+        return paths + [p for p in (self.hccl_path, self.builtin_opapi_path) if p]
 
     # ---- the checked call --------------------------------------------------------------
     def call(self, api: str, *args):
@@ -191,31 +202,43 @@ class Backend:
 
     # ---- HCCL ------------------------------------------------------------------------------
     def hccl_dirs(self) -> list:
-        """Where libhccl.so is looked for, in order (see the module docstring)."""
+        """Where libhccl.so (and libopapi.so) is looked for, in order (see the module docstring)."""
         if self.name == "sim":
             return [self.libdir]
         return [self.libdir] + [d for d in npu_library_dirs(os.environ) if d != self.libdir]
 
     def load_hccl(self):
         """Loads libhccl.so once (the cffi library); AclLibraryError listing every path tried."""
+        return self._load_cann_library("hccl", HCCL_NAME, "HCCL")
+
+    def load_builtin_opapi(self):
+        """Loads CANN's builtin op library libopapi.so once (same search as HCCL's)."""
+        return self._load_cann_library("builtin_opapi", BUILTIN_OPAPI_NAME, "the builtin op library")
+
+    def _load_cann_library(self, key: str, file_name: str, what: str):
+        """The library `file_name` from hccl_dirs(), loaded once and kept as self._<key>, its path
+        as self.<key>_path; a failure is kept as self.<key>_error and raised again on every call."""
         with self._op_lock:
-            if self._hccl is not None:
-                return self._hccl
-            if self.hccl_error is not None:
-                raise self.hccl_error
+            lib = getattr(self, f"_{key}")
+            if lib is not None:
+                return lib
+            error = getattr(self, f"{key}_error")
+            if error is not None:
+                raise error
             attempts: list = []
             for libdir in self.hccl_dirs():
-                lib = _try_dlopen("hccl", libdir / HCCL_NAME, attempts)
+                lib = _try_dlopen(key, libdir / file_name, attempts)
                 if lib is not None:
-                    self._hccl, self.hccl_path = lib, libdir / HCCL_NAME
+                    setattr(self, f"_{key}", lib)
+                    setattr(self, f"{key}_path", libdir / file_name)
                     break
             self.attempts.extend(attempts)
-            if self._hccl is None:
-                self.hccl_error = AclLibraryError(
-                    f"HCCL ({HCCL_NAME}) of backend {self.name} was not found or failed to load",
-                    attempts, _env_snapshot(os.environ))
-                raise self.hccl_error
-            return self._hccl
+            if lib is None:
+                error = AclLibraryError(f"{what} ({file_name}) of backend {self.name} was not found or failed to load",
+                                        attempts, _env_snapshot(os.environ))
+                setattr(self, f"{key}_error", error)
+                raise error
+            return lib
 
     # ---- the op library ------------------------------------------------------------------
     def load_op_library(self):

@@ -143,6 +143,13 @@ struct aclOpExecutor;
 /* ACLNN_ERR_PARAM_NULLPTR for NULL arguments, else ACLNN_SUCCESS. */
 int32_t aclfaSimGetTensorView(const struct aclTensor *tensor, aclfaSimTensorView *view);
 
+struct aclScalar;
+
+/* What an aclScalar holds: its aclDataType and the value's aclDataTypeSize bytes (zero-padded
+ * to 16). ACLNN_ERR_PARAM_NULLPTR for NULL arguments, ACLNN_ERR_PARAM_INVALID for a scalar that
+ * is not live, else ACLNN_SUCCESS. */
+int32_t aclfaSimGetScalarValue(const struct aclScalar *scalar, int32_t *dataType, unsigned char bytes[16]);
+
 /* Phase two of an op: run what phase one prepared. */
 typedef int32_t (*aclfaSimExecutorRunFn)(void *payload, void *workspace, uint64_t workspaceSize,
                                          aclrtStream stream);

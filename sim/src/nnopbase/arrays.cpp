@@ -116,4 +116,19 @@ aclnnStatus aclDestroyScalar(const aclScalar *scalar) {
     return ACLNN_SUCCESS;
 }
 
+int32_t aclfaSimGetScalarValue(const aclScalar *scalar, int32_t *dataType, unsigned char bytes[16]) {
+    if (scalar == nullptr || dataType == nullptr || bytes == nullptr) {
+        aclfaSimSetErrMsg("aclfaSimGetScalarValue: %s is NULL",
+                          scalar == nullptr ? "scalar" : dataType == nullptr ? "dataType" : "bytes");
+        return ACLNN_ERR_PARAM_NULLPTR;
+    }
+    if (!Scalars().Contains(scalar)) {
+        aclfaSimSetErrMsg("aclfaSimGetScalarValue: %p is not a live aclScalar", static_cast<const void *>(scalar));
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    *dataType = scalar->dataType;
+    memcpy(bytes, scalar->bytes, sizeof(scalar->bytes));
+    return ACLNN_SUCCESS;
+}
+
 }  // extern "C"

@@ -184,6 +184,27 @@ aclError RunCopy(void *state, std::string *message) {
 
 void ReleaseCopy(void *state) { delete static_cast<CopyTask *>(state); }
 
+// State of one aclrtMemsetAsync task: `count` bytes at `dst` set to `value`.
+struct MemsetTask {
+    void *dst;
+    int32_t value;
+    size_t count;
+    bool device;
+};
+
+aclError RunMemset(void *state, std::string *message) {
+    MemsetTask *set = static_cast<MemsetTask *>(state);
+    if (set->device && CheckDeviceRange("aclrtMemsetAsync", "devPtr", set->dst, set->count, "the memset") != 0) {
+        const char *detail = aclGetRecentErrMsg();
+        *message = std::string("device memory freed before the memset ran: ") + (detail != nullptr ? detail : "");
+        return ACL_ERROR_RT_DEVICE_MEM_ERROR;
+    }
+    memset(set->dst, set->value, set->count);
+    return ACL_SUCCESS;
+}
+
+void ReleaseMemset(void *state) { delete static_cast<MemsetTask *>(state); }
+
 bool IsDdrAttr(aclrtMemAttr attr) {
     return attr == ACL_DDR_MEM || attr == ACL_DDR_MEM_HUGE || attr == ACL_DDR_MEM_NORMAL ||
            attr == ACL_DDR_MEM_P2P_HUGE || attr == ACL_DDR_MEM_P2P_NORMAL;
@@ -386,6 +407,31 @@ aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
         if (ret != ACL_SUCCESS) return ret;
     }
     memset(devPtr, value, count);
+    return ACL_SUCCESS;
+}
+
+// aclrtMemset in stream order; as for aclrtMemset, the runtime tells host from device memory by
+// the address (torch-npu torch_npu/include/acl/acl_rt.h).
+aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream) {
+    if (aclfaSimShouldFail("aclrtMemsetAsync")) return ACL_ERROR_RT_DRV_INTERNAL_ERROR;
+    if (devPtr == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemsetAsync: devPtr is NULL");
+    if (count > maxCount) {
+        return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemsetAsync: count %zu exceeds maxCount %zu", count, maxCount);
+    }
+    std::shared_ptr<Stream> target;
+    aclError ret = ResolveStream("aclrtMemsetAsync", stream, &target);
+    if (ret != ACL_SUCCESS) return ret;
+    const bool device = IsDevicePointer(devPtr);
+    if (device) {
+        ret = CheckDeviceRange("aclrtMemsetAsync", "devPtr", devPtr, count, "the device memset");
+        if (ret != ACL_SUCCESS) return ret;
+    }
+    Task task;
+    task.name = "aclrtMemsetAsync";
+    task.run = RunMemset;
+    task.state = new MemsetTask{devPtr, value, count, device};
+    task.release = ReleaseMemset;
+    Enqueue(*target, std::move(task));
     return ACL_SUCCESS;
 }
 
