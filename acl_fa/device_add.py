@@ -55,10 +55,10 @@ class DeviceAdds:
         self._calls: dict = {}  # (self_ref.serial, other.serial) -> (executor, workspace, tensors, arrays)
 
     def enqueue(self, stream: Stream, self_ref: DeviceArray, other: DeviceArray) -> None:
+        check_add(self.session, self_ref, other)
         key = (self_ref.serial, other.serial)
         call = self._calls.get(key)
         if call is None:
-            check_add(self.session, self_ref, other)
             call = self._calls[key] = self._prepare(self_ref, other)
         executor, workspace = call[:2]
         ws, ws_size = (workspace.ptr, workspace.nbytes) if workspace is not None else (ffi.NULL, 0)

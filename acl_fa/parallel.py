@@ -224,20 +224,7 @@ class _Rank:
         return self.comm.link_stats(self.r, (self.r + 1) % self.p)["bytes"]
 
     def _host_task(self, stream, fn):
-        """Runs fn() on the stream's worker in stream order (simulator: aclfaSimStreamEnqueue)."""
-        from ._ffi import ffi
-
-        @ffi.callback("aclfaSimTaskFn")
-        def task(user, err, size):
-            try:
-                fn()
-                return 0
-            except BaseException as exc:  # reported by the stream's next synchronize
-                text = f"{type(exc).__name__}: {exc}".encode()[: size - 1]
-                ffi.memmove(err, text + b"\0", len(text) + 1)
-                return 500000  # ACL_ERROR_INTERNAL_ERROR
-        self.callbacks.append(task)  # alive until the stream was synchronized
-        self.session.call("aclfaSimStreamEnqueue", stream.handle, b"ring link counter", task, ffi.NULL, ffi.NULL)
+        host_task(self.session, stream, fn, self.callbacks)
 
     def run(self):
         import time
@@ -346,6 +333,24 @@ class _Rank:
         self.comm_model = [link["latency_us"] * 1e-6 * 2 * slots + n / bw if bw and n else 0.0
                            for n in self.bytes_per_step]
         self.results = [m.result for m in merges]
+
+
+def host_task(session: Session, stream, fn, callbacks: list):
+    """Runs fn() on the stream's worker in stream order (simulator: aclfaSimStreamEnqueue); the
+    callback is kept in `callbacks`, which the caller keeps until the stream was synchronized."""
+    from ._ffi import ffi
+
+    @ffi.callback("aclfaSimTaskFn")
+    def task(user, err, size):
+        try:
+            fn()
+            return 0
+        except BaseException as exc:  # reported by the stream's next synchronize
+            text = f"{type(exc).__name__}: {exc}".encode()[: size - 1]
+            ffi.memmove(err, text + b"\0", len(text) + 1)
+            return 500000  # ACL_ERROR_INTERNAL_ERROR
+    callbacks.append(task)
+    session.call("aclfaSimStreamEnqueue", stream.handle, b"ring link counter", task, ffi.NULL, ffi.NULL)
 
 
 def _settle(stream):
@@ -577,7 +582,7 @@ class RankContext:
         chunks["lse"] = [np.ascontiguousarray(lse[:, :, c]) for c in pieces]
         got = run_rank_backward(self.comm, self.session, chunks, chunk_rows, problem.causal, problem.scale,
                                 problem.dtype)
-        self.last_backward = {key: got[key] for key in ("bytes_per_step", "flops", "wall")}
+        self.last_backward = {key: got[key] for key in ("bytes_per_step", "flops", "d2h_bytes", "wall")}
         return tuple(np.ascontiguousarray(from_bnsd(np.concatenate(got[name], axis=2).astype(problem.dtype),
                                                     problem.layout)) for name in ("dq", "dk", "dv"))
 

@@ -32,7 +32,7 @@ def work(tmp_path_factory):
 def test_cdefs_parse_with_cffi():
     cffi = pytest.importorskip("cffi")
     ffi = cffi.FFI()
-    for name in ["acl_rt.h", "aclnn_base.h", "acl_fa_sim.h", "hccl.h", "hccl_sim.h"]:
+    for name in ["acl_rt.h", "aclnn_base.h", "acl_fa_sim.h", "hccl.h", "hccl_sim.h", "aclnn_add.h", "opapi_sim.h"]:
         ffi.cdef((abi_check.CDEFS / name).read_text())
 
 
@@ -47,7 +47,11 @@ def test_runtime_sources_compile_against_real_headers(real_include):
     (["acl/acl.h"], "acl_rt.h"),
     (["acl/acl.h", "aclnn/aclnn_base.h"], "aclnn_base.h"),
     (["acl/acl.h", "aclnn/aclnn_base.h", "acl_fa_sim.h", "acl_fa_sim_kernel.h"], "acl_fa_sim.h"),
-], ids=["acl_rt", "aclnn_base", "acl_fa_sim"])
+    # CANN's aclnnop/aclnn_add.h is not in the torch-npu wheel: the reference is the simulator's
+    # mirror of it (sim/include/aclnnop/aclnn_add.h, written from ops-math math/add/op_api/aclnn_add.h).
+    (["acl/acl.h", "aclnn/aclnn_base.h", "aclnnop/aclnn_add.h"], "aclnn_add.h"),
+    (["acl/acl.h", "acl_fa_sim_opapi.h"], "opapi_sim.h"),
+], ids=["acl_rt", "aclnn_base", "acl_fa_sim", "aclnn_add", "opapi_sim"])
 def test_cdef_functions_match_real_prototypes(real_include, work, includes, cdef):
     abi_check.check_declarations(real_include, includes, abi_check.CDEFS / cdef, work)
 

@@ -104,7 +104,7 @@ with parallel.RankContext.from_env() as ctx:
     out, lse = ctx.ring_attention(take(q), take(k), take(v), causal=True)
     dq, dk, dv = ctx.ring_attention_backward(take(dout), take(q), take(k), take(v), out, lse, causal=True)
     np.savez(os.path.join(out_dir, f"rank{ctx.rank}.npz"), dq=dq, dk=dk, dv=dv, rows=np.array(rows),
-             sent=np.array(ctx.last_backward["bytes_per_step"]))
+             sent=np.array(ctx.last_backward["bytes_per_step"]), d2h=ctx.last_backward["d2h_bytes"])
     print("rank", ctx.rank, "done")
 """
 
@@ -136,12 +136,17 @@ def test_spmd_ring_backward_equals_one_process_and_counts_its_bytes(tmp_path):
         rows = np.concatenate([np.arange(a, b) for a, b in part["rows"]])
         for name in ("dq", "dk", "dv"):
             assert np.array_equal(part[name], whole[name][:, :, rows]), (r, name)
-        # Step t: rank r sends the chunks of rank r - t: K and V (fp16, 2 kv heads, D=32) except at the
-        # last step, and their dK/dV accumulators (float32) at every step.
+        # Exchange t = 0 .. P: rank r sends K and V (fp16, 2 kv heads, D=32) of rank r - t's chunks
+        # (t < P - 1) and the dK/dV accumulators (float32) of rank r - t + 1's, which step t - 1
+        # completed (t >= 1).
+        assert len(part["sent"]) == p + 1, part["sent"]
         for t, sent in enumerate(part["sent"]):
-            n = sum(chunks[(r - t) % p])
-            want = (2 * 2 * 32 * n * 2 if t < p - 1 else 0) + 2 * 2 * 32 * n * 4
-            assert sent == want, (r, t, part["sent"], want)
+            kv = 2 * 2 * 32 * sum(chunks[(r - t) % p]) * 2 if t < p - 1 else 0
+            acc = 2 * 2 * 32 * sum(chunks[(r - t + 1) % p]) * 4 if t >= 1 else 0
+            assert sent == kv + acc, (r, t, part["sent"], kv + acc)
+        # Read back: only the rank's final float32 dQ (4 heads), dK and dV (2 kv heads).
+        n = sum(chunks[r])
+        assert part["d2h"] == (4 + 2 + 2) * n * 32 * 4, (r, int(part["d2h"]))
 
 
 def test_cli_run_parallel_ring_backward_checks_the_gradients():
@@ -155,3 +160,46 @@ def test_cli_run_parallel_ring_backward_checks_the_gradients():
     proc = subprocess.run([sys.executable, "-m", "acl_fa", "run", "--parallel", "ulysses", "--devices", "2", "--seq",
                            "32", "--backward"], capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
     assert proc.returncode == 2 and "--backward with --parallel: ring" in proc.stderr, proc.stderr
+
+
+FAULT = """
+import numpy as np
+from acl_fa import parallel
+from acl_fa.errors import AclError
+from acl_fa.loader import get_backend
+from acl_fa.runtime import live_counts
+
+rng = np.random.default_rng(4)
+q = rng.standard_normal((1, 2, 48, 32)).astype(np.float16)
+dout = rng.standard_normal(q.shape).astype(np.float16)
+out, lse = parallel.ring_attention(q, q, q, devices=[0, 1], causal=True)
+backend = get_backend()
+for spec in (b"aclnnInplaceAdd:5", b"aclnnInplaceAddGetWorkspaceSize:2"):
+    backend.call("aclfaSimSetFaults", spec)
+    try:
+        parallel.ring_attention_backward(dout, q, q, q, out, lse, devices=[0, 1], causal=True)
+        raise SystemExit(f"no error for {spec}")
+    except AclError as exc:
+        api = spec.split(b":")[0].decode()
+        assert exc.api == api and api in str(exc) and "injected" in str(exc), (spec, exc)
+    backend.call("aclfaSimSetFaults", b"")
+    counts = live_counts(backend)
+    assert all(counts[k] == 0 for k in ("streams", "events", "deviceAllocations", "tensors", "executors", "scalars")), \
+        counts
+    print("failed as injected:", spec.decode())
+grads = parallel.ring_attention_backward(dout, q, q, q, out, lse, devices=[0, 1], causal=True)
+again = parallel.ring_attention_backward(dout, q, q, q, out, lse, devices=[0, 1], causal=True)
+assert all(np.array_equal(a, b) for a, b in zip(grads, again))
+print("ok fault")
+"""
+
+
+def test_a_failing_device_add_surfaces_with_its_api_and_leaves_nothing_behind():
+    """aclnnInplaceAdd (phase two) and its phase one fail as injected: an AclError naming the API on
+    the rank that failed (its peer ends by HCCL_EXEC_TIMEOUT rather than hanging), every device
+    object released, and the next ring backward gives the same result twice."""
+    env = dict(_env(), HCCL_EXEC_TIMEOUT="10")
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(FAULT)], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ok fault" in proc.stdout and proc.stdout.count("failed as injected") == 2, proc.stdout

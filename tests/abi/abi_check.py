@@ -215,10 +215,11 @@ HCCL_LAYOUT = ["sizeof(HcclRootInfo)", "sizeof(HcclSendRecvItem)",
 
 
 def simulator_sources() -> list[Path]:
-    """The simulator sources that implement a real API: runtime, nnopbase, HCCL."""
+    """The simulator sources that implement a real API: runtime, nnopbase, HCCL, builtin op API."""
     return sorted((ROOT / "sim" / "src" / "runtime").glob("*.c*")) + \
         sorted((ROOT / "sim" / "src" / "nnopbase").glob("*.cpp")) + \
-        sorted((ROOT / "sim" / "src" / "hccl").glob("*.cpp"))
+        sorted((ROOT / "sim" / "src" / "hccl").glob("*.cpp")) + \
+        sorted((ROOT / "sim" / "src" / "opapi_builtin").glob("*.cpp"))
 
 
 def hccl_problems(real_include: Path, work: Path) -> list[str]:
