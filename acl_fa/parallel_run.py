@@ -266,7 +266,8 @@ def format_parallel_report(run: ParallelRun) -> str:
                  f"{o['hidden_seconds'] * 1e3:.4f} ms = {100 * o['hidden_fraction']:.1f}% of the communication")
     lines += _check_line(run)
     if run.backward:
-        lines.append(f"backward (ring, dK/dV accumulators around the ring, host-side accumulation, not overlapped): "
+        lines.append(f"backward (ring, float32 dK/dV accumulators around the ring, summed on the device with "
+                     f"aclnnInplaceAdd, their exchange overlapped with the next step's calls): "
                      f"{run.backward['wall_seconds']:.3f} s wall (host)")
         for g in run.gradients:
             lines.append(f"backward check {g.name} (kv head 0 and its query heads vs float64 backward, 2x-naive rule): "

@@ -110,8 +110,79 @@ struct Add {
     int32_t selfType = ACL_FLOAT, otherType = ACL_FLOAT, computeType = ACL_FLOAT;
     float alpha = 1.0f;
     uint64_t elements = 0;
+    bool contiguous = false;  // both dense row-major views of selfRef's shape
     int32_t device = 0;  // whose counters the run adds to (the caller's device at phase two)
 };
+
+void AddStrided(const Add &a, size_t selfBytes, size_t otherBytes);
+
+// Both operands dense, row-major and of selfRef's shape (the ring's case): the same arithmetic as
+// AddStrided, a block of elements at a time, each conversion loop free of per-element dtype tests.
+// binary16 bits to float, exactly, by re-biasing the exponent in integer arithmetic (no libgcc call
+// per element, unlike a _Float16 conversion without F16C): subnormals through one float subtraction,
+// Inf/NaN by setting the exponent to all ones.
+float HalfBitsToFloat(uint16_t h)
+{
+    constexpr uint32_t EXP = 0x7c00u << 13;  // binary16's exponent field, moved to float's position
+    const uint32_t shifted = static_cast<uint32_t>(h & 0x7fffu) << 13;
+    uint32_t bits = shifted + ((127u - 15u) << 23);
+    float out;
+    if ((shifted & EXP) == EXP) {
+        bits += (128u - 16u) << 23;
+    } else if ((shifted & EXP) == 0) {  // zero or subnormal: value = mantissa * 2^-24
+        bits += 1u << 23;
+        float magic;
+        const uint32_t magicBits = 113u << 23;  // 2^-14
+        memcpy(&out, &bits, 4);
+        memcpy(&magic, &magicBits, 4);
+        out -= magic;
+        memcpy(&bits, &out, 4);
+    }
+    bits |= static_cast<uint32_t>(h & 0x8000u) << 16;
+    memcpy(&out, &bits, 4);
+    return out;
+}
+
+void LoadBlock(const uint8_t *p, int32_t dtype, float *out, uint64_t n)
+{
+    uint16_t bits[1];
+    if (dtype == ACL_FLOAT) {
+        memcpy(out, p, n * 4);
+    } else if (dtype == ACL_FLOAT16) {
+        for (uint64_t i = 0; i < n; ++i) {
+            memcpy(bits, p + 2 * i, 2);
+            out[i] = HalfBitsToFloat(bits[0]);
+        }
+    } else {
+        for (uint64_t i = 0; i < n; ++i) {
+            memcpy(bits, p + 2 * i, 2);
+            const uint32_t wide = static_cast<uint32_t>(bits[0]) << 16;  // bfloat16: float's upper half
+            memcpy(out + i, &wide, 4);
+        }
+    }
+}
+
+void AddContiguous(const Add &a)
+{
+    constexpr uint64_t BLOCK = 1024;
+    float self[BLOCK], other[BLOCK];
+    const size_t selfBytes = ElementBytes(a.selfType), otherBytes = ElementBytes(a.otherType);
+    for (uint64_t start = 0; start < a.elements; start += BLOCK) {
+        const uint64_t n = a.elements - start < BLOCK ? a.elements - start : BLOCK;
+        uint8_t *s = a.self + start * selfBytes;
+        LoadBlock(s, a.selfType, self, n);
+        LoadBlock(a.other + start * otherBytes, a.otherType, other, n);
+        if (a.alpha != 1.0f) {
+            for (uint64_t i = 0; i < n; ++i) other[i] = RoundTo(a.alpha * other[i], a.computeType);
+        }
+        if (a.computeType == ACL_FLOAT && a.selfType == ACL_FLOAT) {
+            for (uint64_t i = 0; i < n; ++i) self[i] += other[i];
+            memcpy(s, self, n * 4);
+        } else {
+            for (uint64_t i = 0; i < n; ++i) Store(s + i * selfBytes, RoundTo(self[i] + other[i], a.computeType), a.selfType);
+        }
+    }
+}
 
 aclError RunAdd(void *userData, char *errBuf, size_t errBufLen)
 {
@@ -124,23 +195,10 @@ aclError RunAdd(void *userData, char *errBuf, size_t errBufLen)
         return ACL_ERROR_RT_DEVICE_MEM_ERROR;
     }
     const size_t selfBytes = ElementBytes(a->selfType), otherBytes = ElementBytes(a->otherType);
-    int64_t index[MAX_DIMS] = {};
-    for (uint64_t n = 0; n < a->elements; ++n) {
-        int64_t selfAt = 0, otherAt = 0;
-        for (uint64_t d = 0; d < a->dims; ++d) {
-            selfAt += index[d] * a->selfStrides[d];
-            otherAt += index[d] * a->otherStrides[d];
-        }
-        uint8_t *s = a->self + selfAt * static_cast<int64_t>(selfBytes);
-        const uint8_t *o = a->other + otherAt * static_cast<int64_t>(otherBytes);
-        // In the promoted dtype: alpha * other rounded to it, then the sum rounded to it, then cast.
-        const float scaled = a->alpha == 1.0f ? Load(o, a->otherType) : RoundTo(a->alpha * Load(o, a->otherType),
-                                                                                 a->computeType);
-        Store(s, RoundTo(Load(s, a->selfType) + scaled, a->computeType), a->selfType);
-        for (int64_t d = static_cast<int64_t>(a->dims) - 1; d >= 0; --d) {  // row-major odometer
-            if (++index[d] < a->shape[d]) break;
-            index[d] = 0;
-        }
+    if (a->contiguous) {
+        AddContiguous(*a);
+    } else {
+        AddStrided(*a, selfBytes, otherBytes);
     }
     Counters &c = Stats()[a->device];
     c.calls += 1;
@@ -148,6 +206,28 @@ aclError RunAdd(void *userData, char *errBuf, size_t errBufLen)
     c.readBytes += a->elements * (selfBytes + otherBytes);
     c.writeBytes += a->elements * selfBytes;
     return ACL_SUCCESS;
+}
+
+void AddStrided(const Add &a, size_t selfBytes, size_t otherBytes)
+{
+    int64_t index[MAX_DIMS] = {};
+    for (uint64_t n = 0; n < a.elements; ++n) {
+        int64_t selfAt = 0, otherAt = 0;
+        for (uint64_t d = 0; d < a.dims; ++d) {
+            selfAt += index[d] * a.selfStrides[d];
+            otherAt += index[d] * a.otherStrides[d];
+        }
+        uint8_t *s = a.self + selfAt * static_cast<int64_t>(selfBytes);
+        const uint8_t *o = a.other + otherAt * static_cast<int64_t>(otherBytes);
+        // In the promoted dtype: alpha * other rounded to it, then the sum rounded to it, then cast.
+        const float scaled = a.alpha == 1.0f ? Load(o, a.otherType) : RoundTo(a.alpha * Load(o, a.otherType),
+                                                                                 a.computeType);
+        Store(s, RoundTo(Load(s, a.selfType) + scaled, a.computeType), a.selfType);
+        for (int64_t d = static_cast<int64_t>(a.dims) - 1; d >= 0; --d) {  // row-major odometer
+            if (++index[d] < a.shape[d]) break;
+            index[d] = 0;
+        }
+    }
 }
 
 void ReleaseAdd(void *userData) { delete static_cast<Add *>(userData); }
@@ -245,6 +325,12 @@ extern "C" aclnnStatus aclnnInplaceAddGetWorkspaceSize(const aclTensor *selfRef,
         }
         add->otherStrides[d] = extent == 1 ? 0 : rhs.strides[d - lead];
     }
+    bool dense = rhs.dimNum == self.dimNum;
+    for (int64_t d = static_cast<int64_t>(self.dimNum) - 1, step = 1; d >= 0; --d) {
+        dense = dense && self.strides[d] == step && add->otherStrides[d] == step && rhs.dims[d] == self.dims[d];
+        step *= self.dims[d];
+    }
+    add->contiguous = dense;
     add->selfType = self.dataType;
     add->otherType = rhs.dataType;
     add->computeType = Promote(self.dataType, rhs.dataType);
