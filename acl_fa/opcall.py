@@ -131,6 +131,7 @@ class PreparedCall:
     workspace: Optional[DeviceBuffer]
     workspace_size: int    # bytes phase 1 asked for (0: no workspace)
     bound: dict = dataclasses.field(default_factory=dict)  # role -> DeviceArray used in place
+    owns_workspace: bool = True  # False: `workspace` is the caller's (OpRunner.prepare(workspace=...))
 
     def close(self):
         with deferred():
@@ -139,7 +140,7 @@ class PreparedCall:
                 tensor.close()
             for buffer in self.buffers.values():
                 buffer.close()
-            if self.workspace is not None:
+            if self.workspace is not None and self.owns_workspace:
                 self.workspace.close()
 
     def upload(self, *arrays):
@@ -188,7 +189,7 @@ class PreparedCall:
     def device_bytes(self) -> int:
         """Device memory held (aclrtMalloc sizes)."""
         held = sum(malloc_bytes(b.nbytes) for b in self.buffers.values())
-        return held + (malloc_bytes(self.workspace_size) if self.workspace_size else 0)
+        return held + (malloc_bytes(self.workspace_size) if self.workspace_size and self.owns_workspace else 0)
 
     def bytes_by_role(self) -> dict:
         """Device bytes held: inputs, outputs and the workspace."""
@@ -275,34 +276,43 @@ class OpRunner:
                 bound[role] = array
         return bound
 
-    def prepare(self, problem, bound: Optional[dict] = None) -> PreparedCall:
-        """Device state for `problem` with the input roles of `bound` ({role: DeviceArray}) used
-        in place (cached per problem and arrays); caller holds the lock. A problem new to this
-        Session is first checked by the op for the session's chip and against the device's free
-        memory, before device work."""
+    def prepare(self, problem, bound: Optional[dict] = None, workspace: Optional[DeviceArray] = None) -> PreparedCall:
+        """Device state for `problem` with the roles of `bound` ({role: DeviceArray}) used in place
+        and, when `workspace` (a DeviceArray of at least workspace_bytes(problem)) is given, that
+        memory as the call's workspace instead of one of its own (cached per problem and arrays);
+        caller holds the lock. A call whose roles are all bound and whose workspace is the
+        caller's holds no device memory in the cache. A problem new to this Session is first
+        checked by the op for the session's chip and against the device's free memory, before
+        device work."""
         self._settle()
         bound = bound or {}
-        # Keyed by the problem alone when every input is the cache's own buffer.
-        key = (problem, tuple((role, array.serial) for role, array in sorted(bound.items()))) if bound else problem
+        arrays = sorted(bound.items()) + ([("(workspace)", workspace)] if workspace is not None else [])
+        # Keyed by the problem alone when every buffer is the cache's own.
+        key = (problem, tuple((role, array.serial) for role, array in arrays)) if arrays else problem
         prepared = self._cache.get(key)
         if prepared is not None:
             self._cache.move_to_end(key)
             return prepared
         if self._soc is None:
             self._soc = self.session.soc_name()
-        workspace = int(self.op.check(problem, self._soc) or 0)
+        ws_bytes = int(self.op.check(problem, self._soc) or 0)
+        if workspace is not None:
+            check_device_array("workspace", workspace, self.session)
+            if workspace.nbytes < ws_bytes:
+                raise InvalidArgumentError(f"{self.op.name}: the workspace given is {workspace.nbytes} B; this call "
+                                           f"needs {ws_bytes} B")
         needed = {role: malloc_bytes(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
                   for role, (shape, dtype) in self.op.buffers(problem).items() if role not in bound}
-        needed["workspace"] = malloc_bytes(workspace) if workspace else 0
+        needed["workspace"] = malloc_bytes(ws_bytes) if ws_bytes and workspace is None else 0
         self._make_room(needed)
         with deferred():  # built and cached, or released
             try:
-                prepared = self._build(problem, bound)
+                prepared = self._build(problem, bound, workspace)
             except AclMemoryError:
                 if not self._cache:
                     raise
                 self._evict(0)  # what the other problems hold may be what is missing: retry once
-                prepared = self._build(problem, bound)
+                prepared = self._build(problem, bound, workspace)
             self._cache[key] = prepared
             self._held_bytes += prepared.device_bytes()
         return prepared
@@ -326,7 +336,25 @@ class OpRunner:
             f"the device has {format_bytes(free)} free of {format_bytes(total)}",
             "device", total_needed, free)
 
-    def _build(self, problem, bound: dict) -> PreparedCall:
+    def workspace_bytes(self, problem) -> int:
+        """Workspace bytes a call of `problem` asks for (the op's host-side check; raises as
+        prepare would for a problem the chip cannot run)."""
+        if self._soc is None:
+            self._soc = self.session.soc_name()
+        return int(self.op.check(problem, self._soc) or 0)
+
+    def discard(self, arrays) -> None:
+        """Drops the cached calls bound to any of `arrays` (DeviceArrays about to be freed, whose
+        serials no later call can present again); caller holds the lock."""
+        serials = {array.serial for array in arrays}
+        with deferred():
+            for key in [key for key in self._cache if isinstance(key, tuple) and len(key) == 2
+                        and isinstance(key[1], tuple) and any(serial in serials for _, serial in key[1])]:
+                prepared = self._cache.pop(key)
+                self._held_bytes -= prepared.device_bytes()
+                prepared.close()
+
+    def _build(self, problem, bound: dict, borrowed: Optional[DeviceArray] = None) -> PreparedCall:
         session, op = self.session, self.op
         buffers: dict = {}
         tensors: dict = {}
@@ -359,6 +387,11 @@ class OpRunner:
             executor = _Executor(session, phase1)
             session.call("aclSetAclOpExecutorRepeatable", executor.handle)
             size = int(ws_size[0])
+            if size and borrowed is not None:
+                if borrowed.nbytes < size:
+                    raise InvalidArgumentError(f"{op.name}: phase 1 asked for a workspace of {size} B; the one given "
+                                               f"is {borrowed.nbytes} B")
+                return PreparedCall(op, buffers, tensors, executor, borrowed.buffer, size, dict(bound), False)
             if size:
                 workspace = DeviceBuffer(session, size)
             return PreparedCall(op, buffers, tensors, executor, workspace, size, dict(bound))

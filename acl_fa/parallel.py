@@ -47,7 +47,8 @@ from .layouts import from_bnsd, to_bnsd
 from .loader import device_count, get_backend
 from .rank_agree import agree
 
-__all__ = ["ring_attention", "ring_attention_backward", "RingReport", "RankContext", "RankReport", "ring_report", "zigzag_chunks", "ring_plan", "ulysses_attention", "UlyssesReport"]
+__all__ = ["ring_attention", "ring_attention_backward", "RingReport", "MemoryBound", "sub_blocks", "ring_units",
+           "ring_calls", "BLOCK_ROWS", "RankContext", "RankReport", "ring_report", "zigzag_chunks", "ring_plan", "ulysses_attention", "UlyssesReport"]
 
 
 def _bounds(total: int, parts: int) -> list:
@@ -116,7 +117,8 @@ class RingReport:
     link: dict
     d2h_bytes: list = dataclasses.field(default_factory=list)  # per rank: bytes copied device -> host
     device_bytes: list = dataclasses.field(default_factory=list)  # per rank: peak device memory the ring held
-    ring_buffer_bytes: list = dataclasses.field(default_factory=list)  # per rank: of which its q chunks and K/V sets
+    ring_buffer_bytes: list = dataclasses.field(default_factory=list)  # per rank: of which the ring's own buffers
+    memory_bounds: list = dataclasses.field(default_factory=list)  # per rank: its MemoryBound
 
     @property
     def balance(self) -> float:
@@ -150,6 +152,7 @@ class RankReport:
     link: dict
     ring_buffer_bytes: int = 0
     d2h_bytes: int = 0
+    memory_bound: Optional["MemoryBound"] = None
 
 
 def ring_report(ranks: Sequence[RankReport], causal: bool) -> RingReport:
@@ -158,7 +161,30 @@ def ring_report(ranks: Sequence[RankReport], causal: bool) -> RingReport:
                       [rk.link_bytes_per_step for rk in ranks], [rk.flops for rk in ranks],
                       [rk.modeled_comm_seconds for rk in ranks], [rk.modeled_compute_seconds for rk in ranks],
                       [rk.wall_seconds for rk in ranks], ranks[0].link, [rk.d2h_bytes for rk in ranks],
-                      [rk.device_bytes for rk in ranks], [rk.ring_buffer_bytes for rk in ranks])
+                      [rk.device_bytes for rk in ranks], [rk.ring_buffer_bytes for rk in ranks],
+                      [rk.memory_bound for rk in ranks])
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryBound:
+    """What a rank's ring may hold on its device (bytes), against which its measured peak is checked.
+
+    shards: its rows of Q, K, V and of the output O with its LSE (the op's two outputs), at
+    their sizes -- the part that falls as 1/P. constant: one workspace serving every call (the
+    largest a call of at most BLOCK_ROWS query and key rows asks for), the spare K/V sub-block
+    of BLOCK_ROWS rows the exchange receives into, and one call's partial output and LSE of
+    BLOCK_ROWS query rows -- independent of S. rounding: the sub-block slots are sized for the
+    largest sub-block of any rank (at most 2 rows more than the rank's own, per sub-block) and
+    aclrtMalloc rounds each allocation up by at most 63 B: 2 / BLOCK_ROWS of K, V / P and a few
+    bytes per sub-block."""
+
+    shards: int
+    constant: int
+    rounding: int
+
+    @property
+    def bound(self) -> int:
+        return self.shards + self.constant + self.rounding
 
 
 class _Rank:
@@ -185,40 +211,11 @@ class _Rank:
         self.wall = 0.0
         self.device_bytes = 0
         self.ring_buffer_bytes = 0
+        self.memory: Optional[MemoryBound] = None
 
     def _used(self) -> int:
         free, total = self.session.mem_info()
         return total - free
-
-    def _chunk_sizes(self, source: int) -> list:
-        return [n * self.kv_row_elems for n in self.rows[source]]
-
-    def _kv_shape(self, source: int, j: int) -> tuple:
-        b, nkv, _, d = self.kv_host[0][0].shape
-        return (b, nkv, self.rows[source][j], d)
-
-    def _enqueue_exchange(self, step: int, buffers, comm_stream, computed, received):
-        """Step `step`'s send/receive on the comm stream (none at the last step): send the chunks
-        in hand (those of rank r - step) to r + 1, receive those of r - step - 1 from r - 1 into
-        the other buffer set, once the compute of step - 1 (which read that set) has finished."""
-        p, r = self.p, self.r
-        if step >= p - 1:
-            return
-        source, incoming = (r - step) % p, (r - step - 1) % p
-        cur, nxt = buffers[step % 2], buffers[(step + 1) % 2]
-        if step > 0:
-            comm_stream.wait(computed[step - 1])
-        items = []
-        for j, (kb, vb) in enumerate(cur):
-            n = self._chunk_sizes(source)[j]
-            items += [("send", kb, n, self.dtype, (r + 1) % p), ("send", vb, n, self.dtype, (r + 1) % p)]
-        for j, (kb, vb) in enumerate(nxt):
-            n = self._chunk_sizes(incoming)[j]
-            items += [("recv", kb, n, self.dtype, (r - 1) % p), ("recv", vb, n, self.dtype, (r - 1) % p)]
-        self.comm.send_recv(items, comm_stream)
-        received[step].record(comm_stream)
-        if self.session.backend.name == "sim":  # the link counter, read in stream order right after the exchange
-            self._host_task(comm_stream, lambda: self.sent_after.append(self._sent()))
 
     def _sent(self) -> int:
         return self.comm.link_stats(self.r, (self.r + 1) % self.p)["bytes"]
@@ -245,94 +242,189 @@ class _Rank:
             self._ring(held)
 
     def _ring(self, held: contextlib.ExitStack):
-        s, p, r = self.session, self.p, self.r
-        # Peak device memory of the ring: HBM in use (aclrtGetMemInfo) above what it was at the start,
-        # sampled after every allocation point (uploads, buffers, each call's prepare).
-        base = self._used()
-        q_dev = [_held(held, s.to_device(x)) for x in self.q_host]
-        # Two sets of key/value buffers of the largest chunk: the one computed on, the one received into.
-        slots = len(self.kv_host)
-        biggest = max(n for rows in self.rows for n in rows) * self.kv_row_elems
-        itemsize = self.dtype.itemsize
-        buffers = [[(_held(held, s.alloc(biggest * itemsize)), _held(held, s.alloc(biggest * itemsize)))
-                    for _ in range(slots)] for _ in range(2)]
-        for (kb, vb), (k, v) in zip(buffers[0], self.kv_host):
-            kb.copy_from_host(k)
-            vb.copy_from_host(v)
-        calls = [sum(qi == c for step in range(p) for qi, _, _ in ring_plan(r, step, p, self.causal))
-                 for c in range(len(self.q_host))]
-        merges = [_ChunkMerge(s, x.shape, self.dtype, n) for x, n in zip(self.q_host, calls)]
-        for m in merges:
-            held.callback(m.close)  # after the streams settled (registered before them)
-        # Its query chunks, the two K/V buffer sets and the merge's buffers (the rest is the op's cache).
-        self.ring_buffer_bytes = self._used() - base
-        runner = attention.runner_for(s)
         from .device_array import DeviceArray
+        from .lse_merge import enqueue_merge
+
+        s, p, r = self.session, self.p, self.r
+        dtype, itemsize = self.dtype, self.dtype.itemsize
+        pieces = sub_blocks(self.rows, BLOCK_ROWS)
+        units = ring_units(pieces, r)
+        b, n, _, d = self.q_host[0].shape
+        nkv = self.kv_host[0][0].shape[1]
+        # Peak device memory of the ring: HBM in use (aclrtGetMemInfo) above what it was at the start,
+        # sampled after every allocation point (the uploads and buffers, each call's prepare).
+        base = self._used()
+        # Q/P: the rank's query rows as sub-chunks; O/P (+ its LSE): the output sub-chunks, each call's
+        # partial merged into them in place.
+        q_dev = [[_held(held, s.to_device(np.ascontiguousarray(x[:, :, a0:a1]))) for a0, a1 in pieces[r][j]]
+                 for j, x in enumerate(self.q_host)]
+        out_dev = [[(_held(held, DeviceArray.empty(s, q.shape, dtype)),
+                     _held(held, DeviceArray.empty(s, q.shape[:3], np.float32))) for q in row] for row in q_dev]
+        # (K + V)/P plus one sub-block: a slot per sub-block of the rank's K/V set and a spare one that
+        # receives; a slot whose sub-block was sent becomes the spare (slot_rows <= BLOCK_ROWS).
+        slot_rows = max(a1 - a0 for per_rank in pieces for chunk in per_rank for a0, a1 in chunk)
+        slot_bytes = slot_rows * self.kv_row_elems * itemsize
+        slots = [(_held(held, s.alloc(slot_bytes)), _held(held, s.alloc(slot_bytes))) for _ in range(len(units) + 1)]
+        hold = list(range(len(units)))  # unit -> slot holding it; slot len(units) is the spare
+        spare = len(units)
+        for u, (j, i) in enumerate(units):
+            a0, a1 = pieces[r][j][i]
+            k, v = self.kv_host[j]
+            slots[u][0].copy_from_host(np.ascontiguousarray(k[:, :, a0:a1]))
+            slots[u][1].copy_from_host(np.ascontiguousarray(v[:, :, a0:a1]))
+        # Constant: one call's partial output and LSE (a query sub-chunk) and one workspace for every call.
+        q_rows = max(a1 - a0 for chunk in pieces[r] for a0, a1 in chunk)
+        partial = (_held(held, s.alloc(q_rows * b * n * d * itemsize)), _held(held, s.alloc(q_rows * b * n * 4)))
+        runner = attention.runner_for(s)
+        shapes = {(pieces[r][qi][a][1] - pieces[r][qi][a][0], pieces[(r - t) % p][j][i][1] - pieces[(r - t) % p][j][i][0],
+                   diag) for t in range(p) for u, (j, i) in enumerate(units)
+                  for qi, a, diag in ring_calls(r, t, p, self.causal, units[u], pieces)}
+        ws_bytes = max(runner.workspace_bytes(attention.problem_from_sizes(
+            seq=sq, seq_kv=skv, batch=b, heads=n, kv_heads=nkv, head_dim=d, dtype=dtype.name, causal=diag,
+            scale=self.scale)) for sq, skv, diag in shapes)
+        workspace = _held(held, DeviceArray.empty(s, (ws_bytes,), np.uint8)) if ws_bytes else None
+        self.ring_buffer_bytes = self._used() - base
+        kv_row = self.kv_row_elems * itemsize  # bytes of one row of K (or V) over batch and kv heads
+        q_row = b * n * d * itemsize  # one row of Q (or O) over batch and heads
+        block_ws = max(runner.workspace_bytes(attention.problem_from_sizes(
+            seq=BLOCK_ROWS, batch=b, heads=n, kv_heads=nkv, head_dim=d, dtype=dtype.name, causal=c,
+            scale=self.scale)) for c in (False, True))
+        allocations = 3 * sum(len(row) for row in q_dev) + 2 * len(slots) + 2 + 1  # q, out, lse; K, V; partial; ws
+        self.memory = MemoryBound(
+            shards=sum(self.rows[r]) * (2 * q_row + 2 * kv_row + b * n * 4),
+            constant=max(block_ws, ws_bytes) + 2 * BLOCK_ROWS * kv_row + BLOCK_ROWS * (q_row + b * n * 4),
+            rounding=2 * len(units) * 2 * kv_row + 63 * allocations)
 
         views: dict = {}  # holds each viewed buffer, so no id is reused while its view is kept
 
-        def view(buf, shape, dtype=self.dtype):
-            key = (id(buf), shape, np.dtype(dtype))
+        def view(buf, shape, dt=dtype):
+            key = (id(buf), shape, np.dtype(dt))
             if key not in views:
-                views[key] = DeviceArray(s, shape, dtype, _buffer=buf)
+                views[key] = DeviceArray(s, shape, dt, _buffer=buf)
             return views[key]
 
         @held.callback
-        def _drop_views():
+        def _forget():  # after the streams settled: the cached calls bound to this memory go before it
+            arrays = [*views.values(), *(q for row in q_dev for q in row), *(x for row in out_dev for o in row for x in o)]
+            arrays += [workspace] if workspace is not None else []
+            for rn in (runner, _merge_runner(s)):
+                with rn.lock:
+                    rn.discard(arrays)
             for array in views.values():
-                array.buffer = None  # closed on its own or by the forward's cache, not through the view
+                array.buffer = None  # closed on its own, not through the view
 
-        # Device-side order (aclrtStreamWaitEvent), the host never waits for the comm stream in the loop:
-        #   received[t] on comm after step t's send/receive; compute step t+1 waits for it (it reads those buffers);
-        #   computed[t] on compute after step t's calls; comm step t+1 waits for it (it receives into the
-        #   buffers step t computed on). The host waits for the compute stream only to read a chunk's
-        #   merged result.
-        received = [_held(held, s.event(timing=False)) for _ in range(p)]
-        computed = [_held(held, s.event(timing=False)) for _ in range(p)]
+        # Device-side order (aclrtStreamWaitEvent), per ring step t and K/V sub-block u; the host never
+        # waits for the comm stream in the loop:
+        #   received[t][u] on comm after u's send/receive of step t; compute of u at step t+1 waits for it;
+        #   computed[t][u] on compute after the calls on u at step t; the send of u (and the receive into
+        #   the spare slot, freed by the previous sub-block's send) waits for it.
+        # So the exchange of sub-block u overlaps the compute on sub-block u + 1.
+        received = [[_held(held, s.event(timing=False)) for _ in units] for _ in range(p)]
+        computed = [[_held(held, s.event(timing=False)) for _ in units] for _ in range(p)]
         self.sent_after, self.callbacks = [], []
         held.callback(self.callbacks.clear)  # runs after the streams settled (the stack unwinds last-in first)
         held.callback(_settle, runner.stream)  # the compute stream (the runner's) reads the buffers above
         comm_stream = _held(held, s.stream(), settle=True)
         link = self.comm.link_stats(r, (r + 1) % p) if p > 1 else None
         sent_before = self._sent() if p > 1 else 0
+        seen = [[False] * len(row) for row in q_dev]  # a query sub-chunk's first partial goes to its output
         with s.in_flight(), runner.lock:
             compute_stream = runner.stream
-            self._enqueue_exchange(0, buffers, comm_stream, computed, received)
             for step in range(p):
-                source = (r - step) % p
-                cur = buffers[step % 2]
-                if step > 0:
-                    compute_stream.wait(received[step - 1])
-                plan = ring_plan(r, step, p, self.causal)
+                source, incoming = (r - step) % p, (r - step - 1) % p
                 step_flops = 0
-                for i, (qi, ki, causal) in enumerate(plan):
-                    kshape = self._kv_shape(source, ki)
-                    q = q_dev[qi]
-                    k, v = view(cur[ki][0], kshape), view(cur[ki][1], kshape)
-                    problem, *_ = attention.make_problem(q, k, v, causal=causal, scale=self.scale, layout="BNSD")
-                    prepared = runner.prepare(problem, runner.bound_inputs((q, k, v)))
-                    self.device_bytes = max(self.device_bytes, self._used() - base)
-                    runner.launch(prepared, compute_stream)
-                    if i == len(plan) - 1:  # the step's last read of `cur` is queued: free it for the next exchange
-                        computed[step].record(compute_stream)
-                        self._enqueue_exchange(step + 1, buffers, comm_stream, computed, received)
-                    # Merged now, in stream order: a later call may reuse this problem's output buffers,
-                    # and its prepare() (which may evict them) first waits for the compute stream.
-                    lse_shape = q.shape[:3]
-                    merges[qi].add(compute_stream, view(prepared.buffers["out"], q.shape),
-                                   view(prepared.buffers["lse"], lse_shape, np.float32))
-                    b, n, sq, d = q.shape
-                    step_flops += 4 * b * n * d * problem.visible_pairs()
+                for u, (j, i) in enumerate(units):
+                    if step > 0:
+                        compute_stream.wait(received[step - 1][u])
+                    k0, k1 = pieces[source][j][i]
+                    kshape = (b, nkv, k1 - k0, d)
+                    k, v = view(slots[hold[u]][0], kshape), view(slots[hold[u]][1], kshape)
+                    for qi, a, diag in ring_calls(r, step, p, self.causal, units[u], pieces):
+                        q = q_dev[qi][a]
+                        out, lse = out_dev[qi][a]
+                        if seen[qi][a]:
+                            out, lse = view(partial[0], q.shape), view(partial[1], q.shape[:3], np.float32)
+                        problem, *_ = attention.make_problem(q, k, v, causal=diag, scale=self.scale, layout="BNSD")
+                        prepared = runner.prepare(problem, runner.bound_inputs((q, k, v)) | {"out": out, "lse": lse},
+                                                  workspace=workspace)
+                        self.device_bytes = max(self.device_bytes, self._used() - base)
+                        runner.launch(prepared, compute_stream)
+                        if seen[qi][a]:  # in stream order after the call; the next call reuses `partial`
+                            enqueue_merge(s, compute_stream, *out_dev[qi][a], out, lse, *out_dev[qi][a])
+                        seen[qi][a] = True
+                        step_flops += 4 * b * n * d * problem.visible_pairs()
+                    computed[step][u].record(compute_stream)
+                    if step < p - 1:
+                        i0, i1 = pieces[incoming][j][i]
+                        comm_stream.wait(computed[step][u])
+                        to, frm = (r + 1) % p, (r - 1) % p
+                        sent, got = (k1 - k0) * self.kv_row_elems, (i1 - i0) * self.kv_row_elems
+                        self.comm.send_recv([("send", slots[hold[u]][0], sent, dtype, to),
+                                             ("send", slots[hold[u]][1], sent, dtype, to),
+                                             ("recv", slots[spare][0], got, dtype, frm),
+                                             ("recv", slots[spare][1], got, dtype, frm)], comm_stream)
+                        received[step][u].record(comm_stream)
+                        hold[u], spare = spare, hold[u]
+                if step < p - 1 and s.backend.name == "sim":  # the link counter, in stream order after the step
+                    self._host_task(comm_stream, lambda: self.sent_after.append(self._sent()))
                 self.flops += step_flops
                 self.compute_model.append(step_flops / self.peak if self.peak else 0.0)
         comm_stream.synchronize()
-        # Bytes sent per step, from the link counter read after each exchange (the last step sends nothing).
+        compute_stream.synchronize()
+        self.results = [(np.concatenate([o.numpy() for o, _ in row], axis=2),
+                         np.concatenate([lse.numpy() for _, lse in row], axis=2)) for row in out_dev]
+        # Bytes sent per step, from the link counter read after each step's exchanges (the last sends nothing).
         marks = [sent_before, *self.sent_after]
-        self.bytes_per_step = [b - a for a, b in zip(marks, marks[1:])] + [0]
+        self.bytes_per_step = [b1 - b0 for b0, b1 in zip(marks, marks[1:])] + [0]
         bw = link["bandwidth_gbs"] * 1e9 if link else 0.0
-        self.comm_model = [link["latency_us"] * 1e-6 * 2 * slots + n / bw if bw and n else 0.0
-                           for n in self.bytes_per_step]
-        self.results = [m.result for m in merges]
+        # Per step: one K and one V message per sub-block, each paying the link latency.
+        self.comm_model = [link["latency_us"] * 1e-6 * 2 * len(units) + nb / bw if bw and nb else 0.0
+                           for nb in self.bytes_per_step]
+
+
+def _merge_runner(session):
+    from .lse_merge import runner_for
+
+    return runner_for(session)
+
+
+# Rows of a query sub-chunk and of a key/value sub-block: the ring computes and exchanges in these
+# units, so what a rank holds beyond its shards is a constant number of them (_Rank._ring).
+BLOCK_ROWS = 2048
+
+
+def sub_blocks(rows: list, block: int) -> list:
+    """[rank][chunk] -> (start, stop) row ranges (within the chunk) of its sub-blocks, each at most
+    `block` rows. Every chunk of every rank is cut into the same count m = ceil(max chunk rows /
+    block) of near-equal pieces, so every rank's set travels as the same number of exchanges, the
+    pieces of any two chunks (whose rows differ by at most 1: zigzag_chunks) differ by at most 2
+    rows, and on the rank itself its query and key sub-blocks share bounds (the causal diagonal
+    splits into square diagonal blocks). block >= 2 keeps every piece non-empty."""
+    if block < 2:
+        raise InvalidArgumentError(f"block={block}: a sub-block needs at least 2 rows")
+    count = -(-max(n for rr in rows for n in rr) // block)
+    return [[_bounds(n, count) for n in rr] for rr in rows]
+
+
+def ring_units(pieces: list, rank: int) -> list:
+    """The (chunk, sub-block) units of a rank's key/value set, in the order the ring computes on and
+    exchanges them (the same count on every rank)."""
+    return [(j, i) for j in range(len(pieces[rank])) for i in range(len(pieces[rank][j]))]
+
+
+def ring_calls(rank: int, step: int, ranks: int, causal: bool, unit: tuple, pieces: list) -> list:
+    """The FlashAttention calls of `rank` at `step` on key/value sub-block `unit` = (chunk j, i):
+    (query chunk, query sub-block, causal) of ring_plan's pairs (pieces: sub_blocks) with key chunk j. On a causal pair
+    (the diagonal chunk, whose query and key sub-blocks share bounds) sub-block a meets key
+    sub-block i only if a >= i, causally when a == i; otherwise every query sub-block meets it."""
+    j, i = unit
+    calls = []
+    for qi, ki, diag in ring_plan(rank, step, ranks, causal):
+        if ki != j:
+            continue
+        count = len(pieces[rank][qi])
+        calls += [(qi, a, diag and a == i) for a in range(count) if not diag or a >= i]
+    return calls
 
 
 def host_task(session: Session, stream, fn, callbacks: list):
@@ -370,54 +462,6 @@ def _held(stack: contextlib.ExitStack, obj, settle: bool = False):
     else:
         stack.callback(obj.close)
     return obj
-
-
-class _ChunkMerge:
-    """The running LSE merge of one query chunk's `total` partial results on its rank's device
-    (acl_fa.lse_merge), fed in call order on the compute stream: partial 0 is copied aside (the
-    forward reuses its output buffers on its next call of the same problem), partial 1 merges
-    with it into a float32 accumulator, later ones into the accumulator in place, and the last
-    into the result in the input dtype, which is then read back with its LSE (``result``). A
-    chunk with one partial is read back as it is."""
-
-    def __init__(self, session: Session, shape: tuple, dtype, total: int):
-        from .device_array import DeviceArray
-
-        self.session, self.total, self.seen, self.result = session, total, 0, None
-        self.arrays: list = []
-
-        def pair(out_dtype):
-            made = (DeviceArray.empty(session, shape, out_dtype), DeviceArray.empty(session, shape[:-1], np.float32))
-            self.arrays.extend(made)
-            return made
-
-        self.first = pair(dtype) if total >= 2 else None
-        self.acc = pair(np.float32) if total >= 3 else None
-        self.final = pair(dtype) if total >= 2 else None
-
-    def add(self, stream, out, lse):
-        """Takes the next partial, DeviceArrays `out` [B, N, S, D] and `lse` [B, N, S] that work
-        already queued on `stream` writes."""
-        from .lse_merge import enqueue_merge
-
-        k, self.seen = self.seen, self.seen + 1
-        if self.total == 1:
-            stream.synchronize()
-            self.result = (out.numpy(), lse.numpy())
-        elif k == 0:
-            stream.copy(self.first[0].buffer, out.buffer)
-            stream.copy(self.first[1].buffer, lse.buffer)
-        else:
-            last = k == self.total - 1
-            enqueue_merge(self.session, stream, *(self.first if k == 1 else self.acc), out, lse,
-                          *(self.final if last else self.acc))
-            if last:
-                stream.synchronize()
-                self.result = (self.final[0].numpy(), self.final[1].numpy())
-
-    def close(self):
-        for array in self.arrays:
-            array.close()
 
 
 ENV_RANK, ENV_SIZE, ENV_DEVICE, ENV_ROOT = "ACL_FA_RANK", "ACL_FA_WORLD_SIZE", "ACL_FA_DEVICE", "ACL_FA_ROOT_INFO"
@@ -547,7 +591,7 @@ class RankContext:
         link = self.comm.link_stats(r, (r + 1) % p) if p > 1 else {}
         link = {key: link[key] for key in ("kind", "bandwidth_gbs", "latency_us", "devices_per_server")} if link else {}
         return out, lse, RankReport(r, self.device, rk.bytes_per_step, rk.flops, rk.comm_model, rk.compute_model,
-                                    rk.wall, rk.device_bytes, link, rk.ring_buffer_bytes, rk.d2h_bytes)
+                                    rk.wall, rk.device_bytes, link, rk.ring_buffer_bytes, rk.d2h_bytes, rk.memory)
 
 
     def ring_attention_backward(self, dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD",

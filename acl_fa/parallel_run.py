@@ -14,6 +14,7 @@ communication (slowest outgoing link) next to the modeled compute; the two do no
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import ml_dtypes
 import numpy as np
@@ -49,7 +50,10 @@ class ParallelRun:
         return {"mode": self.mode, **self.sizes, "devices": rep.devices, "balance": rep.balance,
                 "link": rep.link, "link_bytes": rep.link_bytes, "link_bytes_per_step": rep.link_bytes_per_step,
                 "flops": rep.flops, "wall_seconds": rep.wall_seconds, "modeled": rep.overlap(),
-                "device_bytes": rep.device_bytes, "ring_buffer_bytes": rep.ring_buffer_bytes, "checked_rows": sampled_rows(self.sizes["seq"]),
+                "device_bytes": rep.device_bytes, "ring_buffer_bytes": rep.ring_buffer_bytes,
+                "memory_bounds": [None if m is None else dataclasses.asdict(m) | {"bound": m.bound}
+                                  for m in rep.memory_bounds],
+                "memory_bound_met": memory_bound_met(rep), "checked_rows": sampled_rows(self.sizes["seq"]),
                 "backward": dict(self.backward, gradients=[dataclasses.asdict(g) | {"ok": g.ok}
                                                            for g in self.gradients]) if self.backward else None,
                 "accuracy": None if self.accuracy is None else dataclasses.asdict(self.accuracy)}
@@ -163,16 +167,20 @@ def _pad_heads(x, heads: int):
 def _gather_reports(ctx, mine) -> list:
     """Every rank's RankReport, through one HcclAllGather of fixed-size float64 records."""
     p = ctx.size
+    m = mine.memory_bound
     record = np.array([mine.rank, mine.device, mine.flops, mine.wall_seconds, mine.device_bytes, mine.ring_buffer_bytes,
+                       m.shards, m.constant, m.rounding,
                        *mine.link_bytes_per_step, *mine.modeled_comm_seconds, *mine.modeled_compute_seconds],
-                      np.float64)
+                      np.float64)  # byte counts < 2**53: exact in float64
     table = all_gather_host(ctx.comm, record)
     reports = []
+    head = 9
     for row in table:
-        steps = [row[6 + i * p: 6 + (i + 1) * p] for i in range(3)]
+        steps = [row[head + i * p: head + (i + 1) * p] for i in range(3)]
         reports.append(parallel.RankReport(int(row[0]), int(row[1]), [int(x) for x in steps[0]], int(row[2]),
                                            list(map(float, steps[1])), list(map(float, steps[2])), float(row[3]),
-                                           int(row[4]), mine.link, int(row[5])))
+                                           int(row[4]), mine.link, int(row[5]),
+                                           memory_bound=parallel.MemoryBound(int(row[6]), int(row[7]), int(row[8]))))
     return reports
 
 
@@ -250,15 +258,7 @@ def format_parallel_report(run: ParallelRun) -> str:
         per_step = ",".join(str(b) for b in rep.link_bytes_per_step[i])
         lines.append(f"{d:6d}  {rep.wall_seconds[i]:13.3f}  {format_bytes(rep.link_bytes[i]):>12}  "
                      f"{per_step[:26]:26}  {rep.flops[i]:.3e}  {format_bytes(rep.device_bytes[i]):>12}")
-    itemsize = np.dtype(ml_dtypes.bfloat16 if s["dtype"] == "bfloat16" else s["dtype"]).itemsize
-    qkvo = s["batch"] * s["seq"] * s["head_dim"] * (2 * s["heads"] + 2 * s["kv_heads"]) * itemsize  # Q, O; K, V
-    worst = max(range(len(rep.devices)), key=lambda i: rep.device_bytes[i])
-    ring = rep.ring_buffer_bytes[worst] if rep.ring_buffer_bytes else 0
-    lines.append(f"device memory (peak, the ring's HBM above its start): {format_bytes(rep.device_bytes[worst])} per "
-                 f"device = q chunks, two K/V buffer sets and the merge's buffers {format_bytes(ring)} + the op's "
-                 f"cached calls (outputs, "
-                 f"LSE, workspace) {format_bytes(rep.device_bytes[worst] - ring)}; Q, K, V, O / P = "
-                 f"{format_bytes(qkvo // len(rep.devices))}")
+    lines += _memory_lines(rep)
     lines.append(f"balance (max/mean FLOPs): {rep.balance:.4f}")
     o = rep.overlap()
     lines.append(f"modeled: communication {o['comm_seconds'] * 1e3:.4f} ms, compute at cube peak "
@@ -275,6 +275,31 @@ def format_parallel_report(run: ParallelRun) -> str:
         if not run.backward["checked"]:
             lines.append(f"backward check: skipped (S > {CHECK_ALL_ROWS}, or --no-check)")
     return "\n".join(lines)
+
+
+def memory_bound_met(rep) -> Optional[bool]:
+    """Whether every rank's peak device memory is within its MemoryBound (None: no bound, P = 1)."""
+    if not rep.memory_bounds or any(m is None for m in rep.memory_bounds):
+        return None
+    return all(peak <= m.bound for peak, m in zip(rep.device_bytes, rep.memory_bounds))
+
+
+def _memory_lines(rep) -> list:
+    worst = max(range(len(rep.devices)), key=lambda i: rep.device_bytes[i])
+    peak = rep.device_bytes[worst]
+    ring = rep.ring_buffer_bytes[worst] if rep.ring_buffer_bytes else 0
+    lines = [f"device memory (peak, the ring's HBM above its start, aclrtGetMemInfo): {format_bytes(peak)} on device "
+             f"{rep.devices[worst]} = the ring's buffers {format_bytes(ring)} + the ops' cached calls "
+             f"{format_bytes(peak - ring)}"]
+    met = memory_bound_met(rep)
+    if met is not None:
+        m = rep.memory_bounds[worst]
+        lines.append(f"memory bound per device: Q, K, V, O (+ its LSE) / P = {format_bytes(m.shards)} + constant "
+                     f"{format_bytes(m.constant)} (one workspace for every call, a spare K/V sub-block and one "
+                     f"partial of {parallel.BLOCK_ROWS} rows) + rounding {format_bytes(m.rounding)} = "
+                     f"{format_bytes(m.bound)}: {'met' if met else 'NOT met'} on every device"
+                     f"{'' if met else ' (' + ', '.join(str(d) for d, pk, mb in zip(rep.devices, rep.device_bytes, rep.memory_bounds) if pk > mb.bound) + ' over)'}")
+    return lines
 
 
 def _link_line(rep) -> list:
