@@ -169,22 +169,34 @@ def ring_report(ranks: Sequence[RankReport], causal: bool) -> RingReport:
 class MemoryBound:
     """What a rank's ring may hold on its device (bytes), against which its measured peak is checked.
 
-    shards: its rows of Q, K, V and of the output O with its LSE (the op's two outputs), at
-    their sizes -- the part that falls as 1/P. constant: one workspace serving every call (the
-    largest a call of at most BLOCK_ROWS query and key rows asks for), the spare K/V sub-block
-    of BLOCK_ROWS rows the exchange receives into, and one call's partial output and LSE of
-    BLOCK_ROWS query rows -- independent of S. rounding: the sub-block slots are sized for the
-    largest sub-block of any rank (at most 2 rows more than the rank's own, per sub-block) and
-    aclrtMalloc rounds each allocation up by at most 63 B: 2 / BLOCK_ROWS of K, V / P and a few
-    bytes per sub-block."""
+    shards: its rows of Q, K, V and of the output O with its LSE (the op's two outputs), in the
+    input dtype -- the part that falls as 1/P. accumulator: what a float32 accumulator of the
+    rank's output holds beyond O in the input dtype (accumulate="float32"; 0 with "output"),
+    also 1/P. constant: one workspace serving every call (the largest a call of at most
+    BLOCK_ROWS query and key rows asks for), the spare K/V sub-block of BLOCK_ROWS rows the
+    exchange receives into, and BLOCK_ROWS query rows of one call's partial output and LSE (and
+    with "float32" of the result read back and of the zero / -inf pair that starts an
+    accumulator) -- independent of S. rounding: the sub-block slots are sized for the largest
+    sub-block of any rank (at most 2 rows more than the rank's own, per sub-block) and aclrtMalloc
+    rounds each allocation up by at most 63 B: 2 / BLOCK_ROWS of K, V / P and a few bytes per
+    sub-block."""
 
     shards: int
     constant: int
     rounding: int
+    accumulator: int = 0
 
     @property
     def bound(self) -> int:
+        return self.shards + self.accumulator + self.constant + self.rounding
+
+    @property
+    def shards_bound(self) -> int:
+        """(Q + K + V + O + LSE) / P + constant + rounding: the bound without the accumulator's extra."""
         return self.shards + self.constant + self.rounding
+
+
+ACCUMULATE = ("float32", "output")
 
 
 class _Rank:
@@ -194,7 +206,7 @@ class _Rank:
     the row counts of rank s's chunks (zigzag_chunks), which size what arrives from rank s."""
 
     def __init__(self, comm: hccl.Communicator, session: Session, q_chunks, kv_chunks, rows, causal, scale, dtype,
-                 peak_flops):
+                 peak_flops, accumulate: str = "float32"):
         self.comm, self.session = comm, session
         self.r, self.p = comm.rank, comm.size
         self.causal, self.scale, self.dtype = causal, scale, np.dtype(dtype)
@@ -212,6 +224,7 @@ class _Rank:
         self.device_bytes = 0
         self.ring_buffer_bytes = 0
         self.memory: Optional[MemoryBound] = None
+        self.accumulate = accumulate
 
     def _used(self) -> int:
         free, total = self.session.mem_info()
@@ -254,11 +267,15 @@ class _Rank:
         # Peak device memory of the ring: HBM in use (aclrtGetMemInfo) above what it was at the start,
         # sampled after every allocation point (the uploads and buffers, each call's prepare).
         base = self._used()
-        # Q/P: the rank's query rows as sub-chunks; O/P (+ its LSE): the output sub-chunks, each call's
-        # partial merged into them in place.
+        # Q/P: the rank's query rows as sub-chunks. O/P (+ its LSE): per query sub-chunk its accumulator,
+        # into which each call's partial is merged -- float32 (the result rounded to the input dtype once,
+        # read back through `final`), or the output itself in the input dtype ("output": one rounding per
+        # merged partial).
+        exact = self.accumulate == "float32"
+        acc_dtype = np.dtype(np.float32) if exact else dtype
         q_dev = [[_held(held, s.to_device(np.ascontiguousarray(x[:, :, a0:a1]))) for a0, a1 in pieces[r][j]]
                  for j, x in enumerate(self.q_host)]
-        out_dev = [[(_held(held, DeviceArray.empty(s, q.shape, dtype)),
+        out_dev = [[(_held(held, DeviceArray.empty(s, q.shape, acc_dtype)),
                      _held(held, DeviceArray.empty(s, q.shape[:3], np.float32))) for q in row] for row in q_dev]
         # (K + V)/P plus one sub-block: a slot per sub-block of the rank's K/V set and a spare one that
         # receives; a slot whose sub-block was sent becomes the spare (slot_rows <= BLOCK_ROWS).
@@ -274,7 +291,21 @@ class _Rank:
             slots[u][1].copy_from_host(np.ascontiguousarray(v[:, :, a0:a1]))
         # Constant: one call's partial output and LSE (a query sub-chunk) and one workspace for every call.
         q_rows = max(a1 - a0 for chunk in pieces[r] for a0, a1 in chunk)
-        partial = (_held(held, s.alloc(q_rows * b * n * d * itemsize)), _held(held, s.alloc(q_rows * b * n * 4)))
+
+        def sub_chunk_pair():  # a buffer for q_rows rows of an output in the input dtype and one for their LSE
+            return _held(held, s.alloc(q_rows * b * n * d * itemsize)), _held(held, s.alloc(q_rows * b * n * 4))
+
+        partial = sub_chunk_pair()
+        final = start = None
+        if exact:  # the result of a sub-chunk's last merge; zeros with LSE -inf: merged with a first partial
+            final, start = sub_chunk_pair(), sub_chunk_pair()
+            start[0].copy_from_host(np.zeros(q_rows * b * n * d, dtype))
+            start[1].copy_from_host(np.full(q_rows * b * n, -np.inf, np.float32))
+        calls = {}  # (query chunk, sub-chunk) -> the number of partials it gets over the ring
+        for t in range(p):
+            for unit in units:
+                for qi, a, _ in ring_calls(r, t, p, self.causal, unit, pieces):
+                    calls[qi, a] = calls.get((qi, a), 0) + 1
         runner = attention.runner_for(s)
         shapes = {(pieces[r][qi][a][1] - pieces[r][qi][a][0], pieces[(r - t) % p][j][i][1] - pieces[(r - t) % p][j][i][0],
                    diag) for t in range(p) for u, (j, i) in enumerate(units)
@@ -289,10 +320,13 @@ class _Rank:
         block_ws = max(runner.workspace_bytes(attention.problem_from_sizes(
             seq=BLOCK_ROWS, batch=b, heads=n, kv_heads=nkv, head_dim=d, dtype=dtype.name, causal=c,
             scale=self.scale)) for c in (False, True))
-        allocations = 3 * sum(len(row) for row in q_dev) + 2 * len(slots) + 2 + 1  # q, out, lse; K, V; partial; ws
+        # q, out, lse; K, V; partial (final, start); workspace
+        allocations = 3 * sum(len(row) for row in q_dev) + 2 * len(slots) + (6 if exact else 2) + 1
         self.memory = MemoryBound(
             shards=sum(self.rows[r]) * (2 * q_row + 2 * kv_row + b * n * 4),
-            constant=max(block_ws, ws_bytes) + 2 * BLOCK_ROWS * kv_row + BLOCK_ROWS * (q_row + b * n * 4),
+            accumulator=sum(self.rows[r]) * b * n * d * (4 - itemsize) if exact else 0,
+            constant=(max(block_ws, ws_bytes) + 2 * BLOCK_ROWS * kv_row
+                      + (3 if exact else 1) * BLOCK_ROWS * (q_row + b * n * 4)),
             rounding=2 * len(units) * 2 * kv_row + 63 * allocations)
 
         views: dict = {}  # holds each viewed buffer, so no id is reused while its view is kept
@@ -327,7 +361,8 @@ class _Rank:
         comm_stream = _held(held, s.stream(), settle=True)
         link = self.comm.link_stats(r, (r + 1) % p) if p > 1 else None
         sent_before = self._sent() if p > 1 else 0
-        seen = [[False] * len(row) for row in q_dev]  # a query sub-chunk's first partial goes to its output
+        seen = {key: 0 for key in calls}  # partials of each query sub-chunk so far
+        results: dict = {}
         with s.in_flight(), runner.lock:
             compute_stream = runner.stream
             for step in range(p):
@@ -341,17 +376,32 @@ class _Rank:
                     k, v = view(slots[hold[u]][0], kshape), view(slots[hold[u]][1], kshape)
                     for qi, a, diag in ring_calls(r, step, p, self.causal, units[u], pieces):
                         q = q_dev[qi][a]
-                        out, lse = out_dev[qi][a]
-                        if seen[qi][a]:
-                            out, lse = view(partial[0], q.shape), view(partial[1], q.shape[:3], np.float32)
+                        lse_shape = q.shape[:3]
+                        acc = out_dev[qi][a]
+                        k_th, seen[qi, a] = seen[qi, a], seen[qi, a] + 1
+                        last = seen[qi, a] == calls[qi, a]
+                        # "output": the first partial is written into the output itself, later ones merged in.
+                        out, lse = (acc if not exact and k_th == 0 else
+                                    (view(partial[0], q.shape), view(partial[1], lse_shape, np.float32)))
                         problem, *_ = attention.make_problem(q, k, v, causal=diag, scale=self.scale, layout="BNSD")
                         prepared = runner.prepare(problem, runner.bound_inputs((q, k, v)) | {"out": out, "lse": lse},
                                                   workspace=workspace)
                         self.device_bytes = max(self.device_bytes, self._used() - base)
                         runner.launch(prepared, compute_stream)
-                        if seen[qi][a]:  # in stream order after the call; the next call reuses `partial`
-                            enqueue_merge(s, compute_stream, *out_dev[qi][a], out, lse, *out_dev[qi][a])
-                        seen[qi][a] = True
+                        # In stream order after the call; the next call reuses `partial`.
+                        if exact and last and k_th == 0:  # its only partial is the result
+                            results[qi, a] = (out, lse)
+                        elif exact and last:
+                            results[qi, a] = (view(final[0], q.shape), view(final[1], lse_shape, np.float32))
+                            enqueue_merge(s, compute_stream, *acc, out, lse, *results[qi, a])
+                        elif exact and k_th == 0:  # acc = the partial in float32 (merged with weight-0 zeros)
+                            enqueue_merge(s, compute_stream, view(start[0], q.shape), view(start[1], lse_shape, np.float32),
+                                          out, lse, *acc)
+                        elif k_th > 0:
+                            enqueue_merge(s, compute_stream, *acc, out, lse, *acc)
+                        if exact and last:  # read back now: `final` (or `partial`) serves the next sub-chunk
+                            compute_stream.synchronize()
+                            results[qi, a] = tuple(x.numpy() for x in results[qi, a])
                         step_flops += 4 * b * n * d * problem.visible_pairs()
                     computed[step][u].record(compute_stream)
                     if step < p - 1:
@@ -371,8 +421,10 @@ class _Rank:
                 self.compute_model.append(step_flops / self.peak if self.peak else 0.0)
         comm_stream.synchronize()
         compute_stream.synchronize()
-        self.results = [(np.concatenate([o.numpy() for o, _ in row], axis=2),
-                         np.concatenate([lse.numpy() for _, lse in row], axis=2)) for row in out_dev]
+        if not exact:
+            results = {(qi, a): (o.numpy(), lse.numpy()) for qi, row in enumerate(out_dev) for a, (o, lse) in enumerate(row)}
+        self.results = [tuple(np.concatenate([results[qi, a][x] for a in range(len(row))], axis=2) for x in (0, 1))
+                        for qi, row in enumerate(out_dev)]
         # Bytes sent per step, from the link counter read after each step's exchanges (the last sends nothing).
         marks = [sent_before, *self.sent_after]
         self.bytes_per_step = [b1 - b0 for b0, b1 in zip(marks, marks[1:])] + [0]
@@ -552,14 +604,21 @@ class RankContext:
         return f"<RankContext rank {self.rank} of {self.size} on device {self.device}>"
 
     def ring_attention(self, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
-                       report=False):
+                       report=False, accumulate="float32"):
         """This rank's part of ring attention over the clique. q, k, v: the rank's shard in
         `layout` -- its zigzag_chunks rows of the sequence, concatenated in that order (non-causal:
         rows [S r / P, S (r + 1) / P); causal: chunks r and 2P-1-r of 2P). Every rank calls it
         together; shapes, dtype, layout, causal and scale are checked to agree among the ranks
         (the ranks that differ are named) and the shard sizes against the split of the total S,
         before any device work of the ring. Returns (out shard like q, lse float32 [B, N, rows])
-        and a RankReport when `report`."""
+        and a RankReport when `report`.
+
+        accumulate: where each query row's partial results are merged (docs/lse_merge.md) --
+        "float32" (default): a float32 accumulator per row, rounded to the input dtype once; the
+        device holds (Q + K + V + 2 O) / P for a 16-bit dtype. "output": in place in the output,
+        in the input dtype, one rounding per merged partial; (Q + K + V + O) / P. Both plus the
+        constant of MemoryBound."""
+        _check_accumulate(accumulate)
         problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
                                                   num_heads=num_heads, num_kv_heads=num_kv_heads)
         if problem.seq_q != problem.seq_kv:
@@ -579,7 +638,7 @@ class RankContext:
         q_chunks = [np.ascontiguousarray(qb[:, :, c]) for c in pieces]
         kv_chunks = [(np.ascontiguousarray(kb[:, :, c]), np.ascontiguousarray(vb[:, :, c])) for c in pieces]
         rk = _Rank(self.comm, self.session, q_chunks, kv_chunks, chunk_rows, problem.causal, problem.scale,
-                   problem.dtype, self.peak)
+                   problem.dtype, self.peak, accumulate)
         rk.run()
         if rk.error is not None:
             raise rk.error
@@ -629,6 +688,13 @@ class RankContext:
         self.last_backward = {key: got[key] for key in ("bytes_per_step", "flops", "d2h_bytes", "wall")}
         return tuple(np.ascontiguousarray(from_bnsd(np.concatenate(got[name], axis=2).astype(problem.dtype),
                                                     problem.layout)) for name in ("dq", "dk", "dv"))
+
+def _check_accumulate(accumulate):
+    if not isinstance(accumulate, str):
+        raise InvalidTypeError(f"accumulate must be a string, got {accumulate!r}")
+    if accumulate not in ACCUMULATE:
+        raise InvalidArgumentError(f"accumulate={accumulate!r}: must be one of {', '.join(ACCUMULATE)}")
+
 
 def _publish_root(path: str, backend) -> bytes:
     import os
@@ -714,10 +780,11 @@ def _ring_devices(problem, devices, backend) -> tuple:
 
 
 def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="BNSD", num_heads=None,
-                   num_kv_heads=None, backend=None, report=False):
+                   num_kv_heads=None, backend=None, report=False, accumulate="float32"):
     """FlashAttention of host arrays sharded over `devices` (default: every device) by ring
     attention: P RankContexts of this process, one thread each. Returns (out like q, lse float32
-    [B, N, S]), and a RingReport when `report`."""
+    [B, N, S]), and a RingReport when `report`. accumulate: as RankContext.ring_attention."""
+    _check_accumulate(accumulate)
     problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
                                               num_heads=num_heads, num_kv_heads=num_kv_heads)
     be, devices = _ring_devices(problem, devices, backend)
@@ -745,7 +812,7 @@ def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="B
             contexts = [RankContext(s, c) for s, c in zip(sessions, comms)]
             outs = _run_threads(contexts, lambda ctx: ctx.ring_attention(
                 shard(qb, ranges[ctx.rank]), shard(kb, ranges[ctx.rank]), shard(vb, ranges[ctx.rank]),
-                causal=problem.causal, scale=problem.scale, layout="BNSD", report=True))
+                causal=problem.causal, scale=problem.scale, layout="BNSD", report=True, accumulate=accumulate))
         out = np.empty(qb.shape, problem.dtype)
         lse = np.empty(qb.shape[:3], np.float32)
         for rr, (o, l, _) in zip(ranges, outs):

@@ -78,15 +78,16 @@ def under_launch() -> bool:
 
 def run_parallel_job(*, mode="ring", devices=2, seq, batch=1, heads=8, kv_heads=None, head_dim=128,
                      dtype="float16", layout="BNSD", causal=False, scale=None, check=True, seed=0,
-                     backend=None, backward=False) -> ParallelRun:
+                     backend=None, backward=False, accumulate="float32") -> ParallelRun:
     run = {"ring": parallel.ring_attention, "ulysses": parallel.ulysses_attention}.get(mode)
     if run is None:
         raise InvalidArgumentError(f"--parallel {mode!r}: must be ring or ulysses")
     kv_heads = kv_heads or heads
     q, k, v, dt = _inputs(seq, batch, heads, kv_heads, head_dim, dtype, layout, seed)
     names = dict(num_heads=heads, num_kv_heads=kv_heads) if layout == "BSH" else {}
+    extra = dict(accumulate=accumulate) if mode == "ring" else {}
     out, lse, report = run(q, k, v, devices=list(range(devices)), causal=causal, scale=scale, layout=layout,
-                           backend=backend, report=True, **names)
+                           backend=backend, report=True, **names, **extra)
     accuracy = check_sharded(q, k, v, out, lse, dt, causal=causal, scale=scale, layout=layout, heads=heads,
                              kv_heads=kv_heads) if check else None
     sizes = dict(seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=str(dt),
@@ -169,18 +170,18 @@ def _gather_reports(ctx, mine) -> list:
     p = ctx.size
     m = mine.memory_bound
     record = np.array([mine.rank, mine.device, mine.flops, mine.wall_seconds, mine.device_bytes, mine.ring_buffer_bytes,
-                       m.shards, m.constant, m.rounding,
+                       m.shards, m.constant, m.rounding, m.accumulator,
                        *mine.link_bytes_per_step, *mine.modeled_comm_seconds, *mine.modeled_compute_seconds],
                       np.float64)  # byte counts < 2**53: exact in float64
     table = all_gather_host(ctx.comm, record)
     reports = []
-    head = 9
+    head = 10
     for row in table:
         steps = [row[head + i * p: head + (i + 1) * p] for i in range(3)]
         reports.append(parallel.RankReport(int(row[0]), int(row[1]), [int(x) for x in steps[0]], int(row[2]),
                                            list(map(float, steps[1])), list(map(float, steps[2])), float(row[3]),
                                            int(row[4]), mine.link, int(row[5]),
-                                           memory_bound=parallel.MemoryBound(int(row[6]), int(row[7]), int(row[8]))))
+                                           memory_bound=parallel.MemoryBound(int(row[6]), int(row[7]), int(row[8]), int(row[9]))))
     return reports
 
 
@@ -292,13 +293,21 @@ def _memory_lines(rep) -> list:
              f"{rep.devices[worst]} = the ring's buffers {format_bytes(ring)} + the ops' cached calls "
              f"{format_bytes(peak - ring)}"]
     met = memory_bound_met(rep)
-    if met is not None:
-        m = rep.memory_bounds[worst]
-        lines.append(f"memory bound per device: Q, K, V, O (+ its LSE) / P = {format_bytes(m.shards)} + constant "
-                     f"{format_bytes(m.constant)} (one workspace for every call, a spare K/V sub-block and one "
-                     f"partial of {parallel.BLOCK_ROWS} rows) + rounding {format_bytes(m.rounding)} = "
-                     f"{format_bytes(m.bound)}: {'met' if met else 'NOT met'} on every device"
-                     f"{'' if met else ' (' + ', '.join(str(d) for d, pk, mb in zip(rep.devices, rep.device_bytes, rep.memory_bounds) if pk > mb.bound) + ' over)'}")
+    if met is None:
+        return lines
+    m = rep.memory_bounds[worst]
+    over = [str(d) for d, pk, mb in zip(rep.devices, rep.device_bytes, rep.memory_bounds) if pk > mb.bound]
+    acc = (f" + the float32 accumulator beyond O {format_bytes(m.accumulator)}" if m.accumulator else
+           " (the output is the accumulator)")
+    lines.append(f"memory bound per device: Q, K, V, O (+ its LSE) / P {format_bytes(m.shards)}{acc} + constant "
+                 f"{format_bytes(m.constant)} (one workspace for every call, a spare K/V sub-block and the merge's "
+                 f"buffers of {parallel.BLOCK_ROWS} rows) + rounding {format_bytes(m.rounding)} = "
+                 f"{format_bytes(m.bound)}: {'met' if met else 'NOT met'} on every device"
+                 f"{'' if met else ' (devices ' + ', '.join(over) + ' over)'}")
+    within = all(pk <= mb.shards_bound for pk, mb in zip(rep.device_bytes, rep.memory_bounds))
+    lines.append(f"(Q + K + V + O) / P + the constant (no room for a float32 accumulator): "
+                 f"{format_bytes(m.shards_bound)}: {'met' if within else 'NOT met'}"
+                 f"{'' if within or not m.accumulator else ' (accumulate=output meets it)'}")
     return lines
 
 

@@ -136,8 +136,15 @@ print("failed as injected after", round(time.monotonic() - start, 1), "s")
 counts = live_counts(backend)
 assert counts["streams"] == 0 and counts["events"] == 0 and counts["deviceAllocations"] == 0, counts
 out, lse = parallel.ring_attention(q, q, q, devices=[0, 1, 2, 3], causal=True)
-ref, _ = acl_fa.flash_attention(q, q, q, causal=True, return_lse=True)
-assert np.abs(out.astype(np.float32) - ref.astype(np.float32)).max() < 2e-3
+# The 2x-naive rule against the float64 reference (the ring's merges round each partial into the
+# float16 output, so it is not bit-equal to the single-device op).
+from acl_fa.accuracy import check_accuracy, naive_same_precision
+from acl_fa.reference import attention_reference
+ref, ref_lse = attention_reference(q, q, q, causal=True)
+naive = naive_same_precision(q, q, q, np.dtype(np.float16), causal=True, scale=1 / np.sqrt(32), layout="BNSD",
+                             heads=[0, 1])
+acc = check_accuracy(out, lse, ref, ref_lse, naive, "float16", [0, 1])
+assert acc.ok, acc
 print("ok ordering")
 """
 

@@ -1,0 +1,82 @@
+"""Ring attention's device memory per rank (issue #17): the peak HBM a rank's ring holds
+(aclrtGetMemInfo, sampled at every allocation point, RankReport.device_bytes) is at most its
+rows of Q, K, V, O (+ the output's LSE) plus a constant independent of S: one workspace serving
+every call, one spare K/V sub-block the exchange receives into and one call's partial output
+(parallel.MemoryBound), with the K/V exchange and the merges cut into sub-blocks of BLOCK_ROWS
+rows. Both accumulations: "output" (merged in place into the output, in its dtype) within
+(Q + K + V + O) / P + the constant, "float32" with the accumulator's extra O / P on top.
+Run with BLOCK_ROWS = 16 so several sub-blocks travel per step at small S; the per-step
+link bytes stay the analytic K/V shard size and the result stays within the 2x-naive rule.
+
+Runs in a fresh process: loading HCCL makes 8 simulated devices the default for the process.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHECK = """
+import numpy as np, ml_dtypes
+from acl_fa import parallel
+from acl_fa.accuracy import check_accuracy, naive_same_precision
+from acl_fa.reference import attention_reference
+
+parallel.BLOCK_ROWS = 16
+B, N, NKV, D = 1, 2, 1, 32
+CASES = [  # devices, causal, S, dtype, accumulate: 1, 2 and 4 sub-blocks per chunk; one S not a multiple of anything
+    (4, True, 128, "float16", "output"), (4, True, 256, "float16", "output"), (4, True, 512, "float16", "output"),
+    (4, True, 128, "float16", "float32"), (4, True, 512, "float16", "float32"),
+    (3, False, 151, "float16", "float32"), (8, True, 300, "bfloat16", "output"),
+]
+rng = np.random.default_rng(5)
+excess = {}
+for p, causal, s, dtype, accumulate in CASES:
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    q = rng.standard_normal((B, N, s, D)).astype(dt)
+    k, v = (rng.standard_normal((B, NKV, s, D)).astype(dt) for _ in range(2))
+    out, lse, rep = parallel.ring_attention(q, k, v, devices=list(range(p)), causal=causal, report=True,
+                                            accumulate=accumulate)
+    ref, ref_lse = attention_reference(q, k, v, causal=causal)
+    naive = naive_same_precision(q, k, v, dt, causal=causal, scale=1 / np.sqrt(D), layout="BNSD", heads=list(range(N)))
+    acc = check_accuracy(out, lse, ref, ref_lse, naive, dtype, list(range(N)))
+    assert acc.ok, (p, causal, s, acc)
+    chunks = parallel.zigzag_chunks(s, p, causal)
+    row = 2 * B * NKV * D * dt.itemsize  # K and V of one row
+    for r in range(p):
+        want = [0 if t == p - 1 else row * sum(b - a for a, b in chunks[(r - t) % p]) for t in range(p)]
+        assert rep.link_bytes_per_step[r] == want, (r, rep.link_bytes_per_step[r], want)
+    for r, (peak, m) in enumerate(zip(rep.device_bytes, rep.memory_bounds)):
+        rows = sum(b - a for a, b in chunks[r])
+        assert m.shards == rows * (2 * B * N * D * dt.itemsize + row + B * N * 4), (m, rows)
+        # float32: the accumulator holds O / P at 4 bytes an element instead of the dtype's 2.
+        assert m.accumulator == (rows * B * N * D * 2 if accumulate == "float32" else 0), m
+        assert 0 < peak <= m.bound, (p, causal, s, r, peak, m)
+        if accumulate == "output":
+            assert peak <= m.shards_bound, (peak, m)
+        # Nothing beyond the ring's own buffers: the forward's calls hold no memory of their own.
+        assert peak == rep.ring_buffer_bytes[r], (peak, rep.ring_buffer_bytes[r])
+        # Above the shards: the constant and the rounding (which is 2 / BLOCK_ROWS of K, V / P at most).
+        assert peak - m.shards - m.accumulator <= m.constant + m.rounding
+        assert m.rounding <= 2 * rows * row / parallel.BLOCK_ROWS + 4 * row + 63 * (3 * rows + 10), m
+    if (p, causal, dt) == (4, True, np.dtype(np.float16)):
+        excess[accumulate, s] = max(peak - m.shards - m.accumulator for peak, m in zip(rep.device_bytes,
+                                                                                       rep.memory_bounds))
+    print("ok", p, causal, s, dtype, accumulate, max(rep.device_bytes), rep.memory_bounds[0], acc.max_error,
+          acc.tolerance)
+# 4x the rows per device, the same bytes above the shards (up to the rounding: 2 rows per sub-block).
+for mode in ("output", "float32"):
+    assert excess[mode, 512] - excess[mode, 128] <= 2 * (512 // 8 // 16) * 2 * 2 * NKV * D * 2 + 63 * 200, excess
+print("excess", excess)
+"""
+
+
+def test_ring_device_memory_is_the_shards_plus_a_constant():
+    env = dict(os.environ, ACL_FA_BACKEND="sim")
+    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK)], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("ok ") == 7 and "excess" in proc.stdout, proc.stdout
