@@ -13,21 +13,28 @@ against chunk r), at a step with the chunks of rank s < r both query chunks agai
 and with s > r query chunk 2P-1-r against both key chunks -- the other pairs lie above the
 diagonal and are never computed.
 
-Merge: on the device, by the project's AttentionLseMerge op (acl_fa.lse_merge, docs/lse_merge.md):
-each query chunk's partial outputs are merged by their LSE as they are computed, in call order,
-out = sum_i exp(lse_i - lse) out_i with lse = logsumexp_i lse_i, into a float32 accumulator on
-the rank's device; the last merge writes the chunk's result in the input dtype, and only that
-result and its LSE are read back. The device memory per rank is its chunks, the two key/value
-buffers of the ring, one call's output and per query chunk a copy of its first partial, the
-float32 accumulator and the result -- O(S/P).
+Sub-blocks: the ring computes and exchanges in units of at most BLOCK_ROWS rows (sub_blocks):
+each query chunk is cut into sub-chunks, each key/value chunk into sub-blocks with the same
+bounds, one FlashAttention call per (query sub-chunk, key sub-block) pair the plan leaves
+(ring_calls), and one HcclBatchSendRecv per key/value sub-block. A rank holds one slot per
+sub-block of the K/V set in hand plus one spare that receives; the slot just sent becomes the
+spare. Its device memory is its Q, K, V, O rows (plus the LSE, and with accumulate="float32" the
+accumulator's extra O/P) and a constant -- one workspace shared by every call, the spare
+sub-block, one partial of BLOCK_ROWS rows (MemoryBound).
 
-Ordering, on the device (aclrtStreamWaitEvent): the compute of step t waits for the event
-recorded after the receive of step t - 1 (it reads those buffers); the send/receive of step t
-waits for the event recorded after the last FlashAttention call of step t - 1 (it overwrites the
-buffers that step read). The merges run on the compute stream after the call that produced their
+Merge: on the device, by the project's AttentionLseMerge op (acl_fa.lse_merge, docs/lse_merge.md):
+each call's partial is merged by its LSE into its query sub-chunk's accumulator right after the
+call, out = sum_i exp(lse_i - lse) out_i with lse = logsumexp_i lse_i: a float32 accumulator whose
+last merge writes the result in the input dtype into a BLOCK_ROWS buffer that is read back at
+once ("float32"), or the output itself in the input dtype ("output").
+
+Ordering, on the device (aclrtStreamWaitEvent), per step t and key/value sub-block u: the calls on
+u at step t wait for the event recorded after u's receive at step t - 1; u's send/receive at step
+t waits for the event recorded after the calls on u at step t (the send reads that slot; the
+receive writes the spare). The merges run on the compute stream after the call that produced their
 partial. The host never waits for the comm stream inside the ring; it waits for the compute
-stream only to read a chunk's merged result. The send/receive of step t overlaps the compute of
-step t.
+stream before each call's prepare (the op runner's rule) and to read a result. The exchange of
+sub-block u overlaps the compute on sub-block u + 1.
 Sq must equal Skv (self-attention over one sequence); any S >= P (causal: >= 2P) splits.
 """
 from __future__ import annotations

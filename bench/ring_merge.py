@@ -6,8 +6,8 @@ the device merge reads back) and against every partial output + LSE (what the ho
 read back before). The merge's GM bytes per launch equal MergeProblem.gm_bytes on the simulator's
 counters (tests/test_lse_merge.py).
 
-Modeled (labeled): per ring step and worst device, the GM bytes of that step's merges (and the
-copy aside of a chunk's first partial) at the chip's HBM bandwidth, next to the step's modeled
+Modeled (labeled): per ring step and worst device, the GM bytes of that step's merges (one per
+call on a (query sub-chunk, key sub-block) pair, accumulate="float32") at the chip's HBM bandwidth, next to the step's modeled
 compute at the fp16 cube peak and its K/V communication (bench/ring_model.py's models).
 
     python bench/ring_merge.py            # after pip install . (or ACL_FA_SIM_LIB_DIR=<build>/lib)
@@ -29,29 +29,34 @@ from acl_fa.loader import get_backend  # noqa: E402
 T_BYTES = 2  # float16 output
 
 
-def partial_kinds(rank: int, ranks: int, causal: bool) -> list:
-    """Per step, the merge work of each call's partial: 'read' (a chunk's only partial, read back),
-    'copy' (a first partial copied aside), 'first', 'middle', 'last' (merges)."""
-    total = {}
+def partial_kinds(rank: int, ranks: int, causal: bool, pieces: list) -> list:
+    """Per step, the merge work of each call's partial with accumulate="float32" (docs/lse_merge.md),
+    as (query chunk, sub-chunk, kind): 'read' (a sub-chunk's only partial, read back as it is),
+    'first' (merged with zeros of LSE -inf into the float32 accumulator), 'middle', 'last' (into
+    the result in the input dtype). pieces: parallel.sub_blocks of the run."""
+    units = parallel.ring_units(pieces, rank)
+    total: dict = {}
     for step in range(ranks):
-        for qi, _, _ in parallel.ring_plan(rank, step, ranks, causal):
-            total[qi] = total.get(qi, 0) + 1
+        for unit in units:
+            for qi, a, _ in parallel.ring_calls(rank, step, ranks, causal, unit, pieces):
+                total[qi, a] = total.get((qi, a), 0) + 1
     seen: dict = {}
     steps = []
     for step in range(ranks):
         kinds = []
-        for qi, _, _ in parallel.ring_plan(rank, step, ranks, causal):
-            k = seen[qi] = seen.get(qi, -1) + 1
-            n = total[qi]
-            kinds.append((qi, "read" if n == 1 else "copy" if k == 0 else "last" if k == n - 1 else
-                          "first" if k == 1 else "middle"))
+        for unit in units:
+            for qi, a, _ in parallel.ring_calls(rank, step, ranks, causal, unit, pieces):
+                k = seen[qi, a] = seen.get((qi, a), -1) + 1
+                n = total[qi, a]
+                kinds.append((qi, a, "read" if n == 1 else "first" if k == 0 else "last" if k == n - 1 else "middle"))
         steps.append(kinds)
     return steps
 
 
 def merge_bytes(kind: str, rows: int, d: int) -> int:
-    """GM bytes of one partial's handling for `rows` rows of D (docs/lse_merge.md)."""
-    per_row = {"read": 0, "copy": 2 * (d * T_BYTES + 4), "first": d * (T_BYTES + T_BYTES + 4) + 12,
+    """GM bytes of one partial's merge for `rows` rows of D (MergeProblem.gm_bytes: out_a, out_b,
+    the result and three LSEs per row)."""
+    per_row = {"read": 0, "first": d * (T_BYTES + T_BYTES + 4) + 12,
                "middle": d * (4 + T_BYTES + 4) + 12, "last": d * (4 + T_BYTES + T_BYTES) + 12}[kind]
     return rows * per_row
 
@@ -77,11 +82,12 @@ def measured(seq: int, devices: int, heads: int, head_dim: int = 128):
 def modeled_merge(seq: int, devices: int, heads: int, head_dim: int, hbm_bps: float) -> tuple:
     """Worst device's per-step (merge GM bytes, modeled seconds) over the ring's steps."""
     chunks = parallel.zigzag_chunks(seq, devices, True)
+    pieces = parallel.sub_blocks([[b - a for a, b in rr] for rr in chunks], parallel.BLOCK_ROWS)
     worst = 0
     for r in range(devices):
-        for kinds in partial_kinds(r, devices, True):
-            step_bytes = sum(merge_bytes(kind, (chunks[r][qi][1] - chunks[r][qi][0]) * heads, head_dim)
-                             for qi, kind in kinds)
+        for kinds in partial_kinds(r, devices, True, pieces):
+            step_bytes = sum(merge_bytes(kind, (pieces[r][qi][a][1] - pieces[r][qi][a][0]) * heads, head_dim)
+                             for qi, a, kind in kinds)
             worst = max(worst, step_bytes)
     return worst, worst / hbm_bps
 
