@@ -1,4 +1,4 @@
-"""Ring attention's peak device memory per device against its bound (issue #17), at several S.
+"""Ring attention's peak device memory per device against its bound, at several S.
 
 Measured: each rank's peak HBM above the ring's start (aclrtGetMemInfo, sampled at every
 allocation point of the ring) on the simulated devices, next to parallel.MemoryBound: its rows of

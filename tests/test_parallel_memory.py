@@ -1,4 +1,4 @@
-"""Ring attention's device memory per rank (issue #17): the peak HBM a rank's ring holds
+"""Ring attention's device memory per rank: the peak HBM a rank's ring holds
 (aclrtGetMemInfo, sampled at every allocation point, RankReport.device_bytes) is at most its
 rows of Q, K, V, O (+ the output's LSE) plus a constant independent of S: one workspace serving
 every call, one spare K/V sub-block the exchange receives into and one call's partial output
