@@ -347,9 +347,14 @@ class OpRunner:
         """Drops the cached calls bound to any of `arrays` (DeviceArrays about to be freed, whose
         serials no later call can present again); caller holds the lock."""
         serials = {array.serial for array in arrays}
+        buffers = {id(array.buffer) for array in arrays}
+
+        def uses(prepared: PreparedCall) -> bool:
+            return (any(array.serial in serials for array in prepared.bound.values())
+                    or (not prepared.owns_workspace and id(prepared.workspace) in buffers))
+
         with deferred():
-            for key in [key for key in self._cache if isinstance(key, tuple) and len(key) == 2
-                        and isinstance(key[1], tuple) and any(serial in serials for _, serial in key[1])]:
+            for key in [key for key in list(self._cache) if uses(self._cache[key])]:
                 prepared = self._cache.pop(key)
                 self._held_bytes -= prepared.device_bytes()
                 prepared.close()

@@ -44,6 +44,12 @@ def test_a_call_on_the_callers_workspace_and_arrays_holds_nothing_in_the_cache()
         with runner.lock:
             runner.discard([workspace])
             assert all(p is not prepared for p in runner._cache.values())
+        with session.in_flight(), runner.lock:  # cached again; dropped through a bound output this time
+            again = runner.prepare(problem, runner.bound_inputs((q, k, v)) | {"out": out, "lse": lse},
+                                   workspace=workspace)
+            assert any(p is again for p in runner._cache.values())
+            runner.discard([lse])
+            assert all(p is not again for p in runner._cache.values())
         assert not workspace.closed  # the cache closed its executor and tensors, not the caller's memory
         workspace.close()
 
