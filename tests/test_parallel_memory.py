@@ -70,6 +70,14 @@ for p, causal, s, dtype, accumulate in CASES:
 for mode in ("output", "float32"):
     assert excess[mode, 512] - excess[mode, 128] <= 2 * (512 // 8 // 16) * 2 * 2 * NKV * D * 2 + 63 * 200, excess
 print("excess", excess)
+from acl_fa.errors import InvalidArgumentError, InvalidTypeError
+for bad, error, words in [("float16", InvalidArgumentError, "accumulate='float16': must be one of float32, output"),
+                          (32, InvalidTypeError, "accumulate must be a string, got 32")]:
+    try:
+        parallel.ring_attention(q, k, v, devices=[0, 1], accumulate=bad); raise SystemExit(f"no error for {bad!r}")
+    except error as exc:
+        assert words in str(exc), str(exc)
+print("refused")
 """
 
 
@@ -79,4 +87,4 @@ def test_ring_device_memory_is_the_shards_plus_a_constant():
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK)], capture_output=True, text=True,
                           timeout=600, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("ok ") == 7 and "excess" in proc.stdout, proc.stdout
+    assert proc.stdout.count("ok ") == 7 and "excess" in proc.stdout and "refused" in proc.stdout, proc.stdout
