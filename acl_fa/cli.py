@@ -500,20 +500,19 @@ def _run_parallel(mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, l
                   backend, as_json, backward=False):
     from . import parallel_run
 
-    if backward and (mode != "ring" or parallel_run.under_launch()):
-        raise click.UsageError("--backward with --parallel: ring, one process for all devices (acl-fa run --parallel "
-                               "ring --devices P --backward); per-rank processes: RankContext.ring_attention_backward")
+    if backward and mode != "ring":
+        raise click.UsageError("--backward with --parallel: ring (acl-fa run --parallel ring --devices P --backward, "
+                               "or one process per device under acl-fa launch)")
     if parallel_run.under_launch():  # one rank of `acl-fa launch`: the clique's size is the device count
         with reported_as_usage_errors():
             rank, report = parallel_run.run_parallel_rank_job(
                 mode=mode, seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
                 layout=layout, causal=causal, scale=scale, check=check, seed=seed,
-                backend=None if backend == "auto" else backend)
+                backend=None if backend == "auto" else backend, backward=backward)
         if rank == 0:  # every rank has the whole report; one prints it
             click.echo(json.dumps(report.to_dict(), indent=2) if as_json else
                        parallel_run.format_parallel_report(report))
-        if report.accuracy is not None and not report.accuracy.ok:
-            raise click.ClickException("the result is outside the tolerance (see 'check' above)")
+        _fail_on_tolerance(report)
         return
     with reported_as_usage_errors():
         report = parallel_run.run_parallel_job(
@@ -521,6 +520,10 @@ def _run_parallel(mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, l
             dtype=dtype, layout=layout, causal=causal, scale=scale, check=check, seed=seed,
             backend=None if backend == "auto" else backend, backward=backward)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else parallel_run.format_parallel_report(report))
+    _fail_on_tolerance(report)
+
+
+def _fail_on_tolerance(report):
     if report.accuracy is not None and not report.accuracy.ok:
         raise click.ClickException("the result is outside the tolerance (see 'check' above)")
     if report.gradients and not all(g.ok for g in report.gradients):

@@ -107,28 +107,64 @@ def _ring_backward(run_, q, k, v, out, lse, dt, *, devices, causal, scale, layou
 
     if run_.mode != "ring":
         raise InvalidArgumentError("--backward with --parallel: ring only")
-    dout = np.random.default_rng(seed + 1).standard_normal(q.shape, dtype=np.float32).astype(dt)
+    dout = _dout(q, dt, seed)
     start = time.perf_counter()
     grads = parallel.ring_attention_backward(dout, q, k, v, out, lse, devices=list(range(devices)), causal=causal,
                                              scale=scale, layout=layout, backend=backend, **names)
     run_.backward = {"wall_seconds": time.perf_counter() - start, "checked": False}
     if check and run_.sizes["seq"] <= CHECK_ALL_ROWS:
-        from .accuracy import check_gradients
+        _check_backward(run_, grads, q, k, v, dout, dt, causal=causal, scale=scale, layout=layout, heads=heads,
+                        kv_heads=kv_heads)
 
-        d = run_.sizes["head_dim"]
-        run_.gradients = check_gradients(grads, q, k, v, dout, causal=causal,
-                                         scale=scale if scale is not None else 1.0 / np.sqrt(d), layout=layout,
-                                         num_heads=heads, num_kv_heads=kv_heads,
-                                         dtype_name="bfloat16" if dt != np.float16 else "float16", kv_heads=[0])
-        run_.backward["checked"] = True
+
+def _dout(q, dt, seed):
+    """The backward's upstream gradient: random, shaped like q, the same on every rank for one seed."""
+    return np.random.default_rng(seed + 1).standard_normal(q.shape, dtype=np.float32).astype(dt)
+
+
+def _check_backward(run_, grads, q, k, v, dout, dt, *, causal, scale, layout, heads, kv_heads):
+    """kv head 0 and its query heads of (dq, dk, dv) against the float64 backward (2x-naive rule)."""
+    from .accuracy import check_gradients
+
+    d = run_.sizes["head_dim"]
+    run_.gradients = check_gradients(grads, q, k, v, dout, causal=causal,
+                                     scale=scale if scale is not None else 1.0 / np.sqrt(d), layout=layout,
+                                     num_heads=heads, num_kv_heads=kv_heads,
+                                     dtype_name="bfloat16" if dt != np.float16 else "float16", kv_heads=[0])
+    run_.backward["checked"] = True
+
+
+def _rank_backward(ctx, q, dt, shard, out, lse, ranges, *, seq, heads, kv_heads, layout, causal, scale, seed,
+                   gather) -> tuple:
+    """This rank's part of the ring backward (RankContext.ring_attention_backward) on its rows of
+    the run's dout. Returns (dout, the slowest rank's wall seconds, and -- when `gather` -- the whole
+    dq of kv head 0's query heads and dk, dv of kv head 0, in `layout`, other heads zero)."""
+    import time
+
+    dout = _dout(q, dt, seed)
+    rows = ranges[ctx.rank]
+    mine = np.concatenate([to_bnsd(dout, layout, heads)[:, :, a:b] for a, b in rows], axis=2)
+    start = time.perf_counter()
+    grads = ctx.ring_attention_backward(mine, *shard, out, lse, causal=causal, scale=scale, layout="BNSD")
+    wall = float(all_gather_host(ctx.comm, np.array([time.perf_counter() - start], np.float64)).max())
+    if not gather:
+        return dout, wall, None
+    group = heads // kv_heads
+    full = []
+    for g, n, total in zip(grads, (group, 1, 1), (heads, kv_heads, kv_heads)):
+        whole = np.zeros((g.shape[0], total, seq, g.shape[3]), g.dtype)
+        whole[:, :n] = _gather_rows(ctx, g[:, :n], ranges, seq)
+        full.append(from_bnsd(whole, layout))
+    return dout, wall, full
 
 
 def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, head_dim=128, dtype="float16",
-                          layout="BNSD", causal=False, scale=None, check=True, seed=0, backend=None):
+                          layout="BNSD", causal=False, scale=None, check=True, seed=0, backend=None, backward=False):
     """This process's rank of `acl-fa launch -n P -- acl-fa run --parallel ring ...`: joins the
     clique (RankContext.from_env), runs the ring on its shard of the same random inputs every rank
     makes from the seed, then gathers over HCCL to every rank the per-rank reports and head 0 of
-    the outputs. Returns (rank, ParallelRun with the whole run's report and check)."""
+    the outputs; with `backward`, then the ring backward and (checked) the gradients of kv head 0.
+    Returns (rank, ParallelRun with the whole run's report and checks)."""
     if mode != "ring":
         raise InvalidArgumentError(f"--parallel {mode} under acl-fa launch: only ring runs one process per device "
                                    "(ulysses: one process for all devices, acl-fa run --parallel ulysses --devices P)")
@@ -146,6 +182,10 @@ def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, 
         out, lse, mine = ctx.ring_attention(*shard, causal=causal, scale=scale, layout="BNSD", report=True)
         reports = _gather_reports(ctx, mine)
         full_out, full_lse = _gather_head0(ctx, out, lse, ranges, seq)
+        if backward:
+            dout, backward_wall, grads = _rank_backward(
+                ctx, q, dt, shard, out, lse, ranges, seq=seq, heads=heads, kv_heads=kv_heads, layout=layout,
+                causal=causal, scale=scale, seed=seed, gather=check and seq <= CHECK_ALL_ROWS)
         rank = r
     report = parallel.ring_report(reports, causal)
     accuracy = None
@@ -155,7 +195,13 @@ def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, 
                                  layout=layout, heads=heads, kv_heads=kv_heads)
     sizes = dict(seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=str(dt),
                  layout=layout, causal=causal)
-    return rank, ParallelRun(mode, sizes, report, accuracy)
+    run_ = ParallelRun(mode, sizes, report, accuracy)
+    if backward:
+        run_.backward = {"wall_seconds": backward_wall, "checked": False}
+        if grads is not None:
+            _check_backward(run_, grads, q, k, v, dout, dt, causal=causal, scale=scale, layout=layout, heads=heads,
+                            kv_heads=kv_heads)
+    return rank, run_
 
 
 def _pad_heads(x, heads: int):
@@ -186,24 +232,27 @@ def _gather_reports(ctx, mine) -> list:
 
 
 def _gather_head0(ctx, out, lse, ranges, seq) -> tuple:
-    """Head 0 of the whole output [B, 1, S, D] and LSE [B, 1, S] on every rank: each rank's shard
-    (BNSD, its zigzag rows) padded to the longest shard, all-gathered, put back in sequence order."""
+    """Head 0 of the whole output [B, 1, S, D] and LSE [B, 1, S] on every rank, in one gather."""
+    d = out.shape[3]
+    packed = np.concatenate([out[:, :1].astype(np.float32), lse[:, :1, :, None]], axis=3)  # D columns, then the LSE
+    whole = _gather_rows(ctx, packed, ranges, seq)
+    return whole[..., :d].astype(out.dtype), whole[..., d]
+
+
+def _gather_rows(ctx, x, ranges, seq) -> np.ndarray:
+    """The whole [B, H, S, C] on every rank from each rank's BNSD shard x [B, H, its zigzag rows, C]:
+    as float32, padded to the longest shard, all-gathered, put back in sequence order, cast back."""
     longest = max(sum(b - a for a, b in rr) for rr in ranges)
-    b_, _, _, d = out.shape
-    packed = np.zeros((b_, longest, d + 2), np.float32)  # D output columns, then the LSE, then 0
-    rows = out.shape[2]
-    packed[:, :rows, :d] = out[:, 0].astype(np.float32)
-    packed[:, :rows, d] = lse[:, 0]
+    packed = np.zeros((*x.shape[:2], longest, x.shape[3]), np.float32)
+    packed[:, :, :x.shape[2]] = x.astype(np.float32)
     table = all_gather_host(ctx.comm, packed)
-    full_out = np.empty((b_, 1, seq, d), out.dtype)
-    full_lse = np.empty((b_, 1, seq), np.float32)
+    whole = np.empty((*x.shape[:2], seq, x.shape[3]), x.dtype)
     for rr, piece in zip(ranges, table):
         at = 0
         for a, b in rr:
-            full_out[:, 0, a:b] = piece[:, at:at + b - a, :d].astype(out.dtype)
-            full_lse[:, 0, a:b] = piece[:, at:at + b - a, d]
+            whole[:, :, a:b] = piece[:, :, at:at + b - a].astype(x.dtype)
             at += b - a
-    return full_out, full_lse
+    return whole
 
 
 # Above this many rows the check takes sampled blocks of query rows (the float64 reference of all

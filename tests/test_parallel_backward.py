@@ -1,9 +1,10 @@
 """The ring backward (acl_fa/ring_backward.py): parallel.ring_attention_backward == the float64
 backward within the 2x-naive rule and close to the single-device op (causal zigzag and not, GQA, S
 not divisible by P, 2/3/4/8 devices, layouts); one process per rank (acl-fa launch) == one process
-bit for bit, with the bytes per step of K, V and the dK/dV accumulators; `acl-fa run --parallel
-ring --backward`; bad input refused before device work. Fresh processes (HCCL makes 8 devices the
-process default), every wait with a timeout.
+bit for bit, with the bytes per exchange of K, V and the dK/dV accumulators and the d2h bytes of
+just the final gradients; `acl-fa run --parallel ring --backward`, one process and under `acl-fa
+launch`; an injected aclnnInplaceAdd failure; bad input refused before device work. Fresh
+processes (HCCL makes 8 devices the process default), every wait with a timeout.
 """
 import os
 import subprocess
@@ -149,7 +150,7 @@ def test_spmd_ring_backward_equals_one_process_and_counts_its_bytes(tmp_path):
         assert part["d2h"] == (4 + 2 + 2) * n * 32 * 4, (r, int(part["d2h"]))
 
 
-def test_cli_run_parallel_ring_backward_checks_the_gradients():
+def test_cli_run_parallel_ring_backward_checks_the_gradients_in_one_process_and_under_launch():
     proc = subprocess.run([sys.executable, "-m", "acl_fa", "run", "--parallel", "ring", "--devices", "3", "--seq", "50",
                            "--causal", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--backward"],
                           capture_output=True, text=True, timeout=300, env=_env(), cwd=ROOT)
@@ -157,6 +158,15 @@ def test_cli_run_parallel_ring_backward_checks_the_gradients():
     for name in ("dq", "dk", "dv"):
         assert f"backward check {name} (kv head 0 and its query heads vs float64 backward, 2x-naive rule)" in proc.stdout
     assert proc.stdout.count(": OK") == 4, proc.stdout
+    # One process per device: each rank runs its part of the ring backward; rank 0 prints the checks.
+    proc = subprocess.run([sys.executable, "-m", "acl_fa", "launch", "-n", "2", "--timeout", "200", "--",
+                           sys.executable, "-m", "acl_fa", "run", "--parallel", "ring", "--seq", "50", "--causal", "--heads", "4",
+                           "--kv-heads", "2", "--head-dim", "32", "--backward"], capture_output=True, text=True,
+                          timeout=240, env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in ("dq", "dk", "dv"):
+        assert f"[rank 0] backward check {name} (kv head 0 and its query heads vs float64 backward" in proc.stdout
+    assert proc.stdout.count(": OK") == 4 and "[rank 1] backward" not in proc.stdout, proc.stdout
     proc = subprocess.run([sys.executable, "-m", "acl_fa", "run", "--parallel", "ulysses", "--devices", "2", "--seq",
                            "32", "--backward"], capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
     assert proc.returncode == 2 and "--backward with --parallel: ring" in proc.stderr, proc.stderr

@@ -179,7 +179,9 @@ void AddContiguous(const Add &a)
             for (uint64_t i = 0; i < n; ++i) self[i] += other[i];
             memcpy(s, self, n * 4);
         } else {
-            for (uint64_t i = 0; i < n; ++i) Store(s + i * selfBytes, RoundTo(self[i] + other[i], a.computeType), a.selfType);
+            for (uint64_t i = 0; i < n; ++i) {
+                Store(s + i * selfBytes, RoundTo(self[i] + other[i], a.computeType), a.selfType);
+            }
         }
     }
 }
@@ -354,7 +356,8 @@ extern "C" aclnnStatus aclnnInplaceAdd(void *workspace, uint64_t workspaceSize, 
 extern "C" aclError aclfaSimGetBuiltinOpStats(int32_t deviceId, aclfaSimBuiltinOpStats *stats)
 {
     if (stats == nullptr || deviceId < 0 || deviceId >= MAX_DEVICES) {
-        aclfaSimSetErrMsg("aclfaSimGetBuiltinOpStats: %s", stats == nullptr ? "stats is NULL" : "device id out of range");
+        aclfaSimSetErrMsg("aclfaSimGetBuiltinOpStats: %s",
+                          stats == nullptr ? "stats is NULL" : "device id out of range");
         return ACL_ERROR_INVALID_PARAM;
     }
     const Counters &c = Stats()[deviceId];
