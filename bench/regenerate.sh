@@ -70,6 +70,8 @@ section() {
             run ring-merge "$PYTHON" bench/ring_merge.py
             run ring-memory "$PYTHON" bench/ring_memory.py --seq 4096 8192 32768
             run ring-memory-output "$PYTHON" bench/ring_memory.py --seq 4096 8192 32768 --accumulate output
+            run ring-backward-4096 acl-fa run --parallel ring --devices 8 --seq 4096 --causal --backward
+            run ring-backward-copies "$PYTHON" bench/ring_backward_copies.py 8 4096
             run ulysses-model "$PYTHON" bench/ulysses_model.py ;;
         window) run window-work "$PYTHON" bench/window_work.py --seq 32768 --heads 1 --window 256,0 ;;
         mask) run mask-dropout-work "$PYTHON" bench/mask_dropout_work.py --seq 4096 --heads 2 --dropout 0.1 --runs 2 ;;
