@@ -64,9 +64,10 @@ void VecOperands(const char *api, int64_t count, const LocalTensor<Ts> &...ts) {
     int i = 0;
     const char *names[] = {"dst", "src0", "src1", "src2"};
     (CheckLocalT(api, names[std::min(i++, 3)], ts, uint64_t(count) * sizeof(Ts)), ...);
-    CountVector(static_cast<uint64_t>(count));
     acl_fa_sim::kernel::CoreContext *core = acl_fa_sim::kernel::CurrentCore();
-    if (core != nullptr && acl_fa_sim::kernel::Tracing(*core)) {
+    if (core == nullptr) acl_fa_sim::kernel::NoCore(api);
+    core->stats->vectorElems += static_cast<uint64_t>(count);  // CountVector, on the core at hand
+    if (acl_fa_sim::kernel::Tracing(*core)) {
         int j = 0;
         const uint64_t widest = std::max({sizeof(Ts)...});
         const bool exp = std::strcmp(api, "Exp") == 0 || std::strcmp(api, "Ln") == 0;
@@ -652,6 +653,10 @@ void Compare(const LocalTensor<U> &dst, const LocalTensor<T> &src0, const LocalT
 }
 
 // ---- Select (count form): dst[i] = bit i of selMask ? src0[i] : src1[i] (or the scalar) ----
+namespace sim {
+// fp32 tensor-scalar Select over n elements (vec_select.cpp).
+void SelectTensorScalar(float *dst, const uint8_t *bits, const float *src0, float src1, size_t n);
+}  // namespace sim
 template <typename T, typename U>
 void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, const LocalTensor<T> &src0,
             const LocalTensor<T> &src1, SELMODE selMode, uint32_t count) {
@@ -676,8 +681,12 @@ void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, const Loca
     sim::VecOperands("Select", count, dst, src0);
     sim::CheckLocalT("Select", "selMask", selMask, (count + 7) / 8);
     const uint8_t *bits = reinterpret_cast<const uint8_t *>(selMask.SimData());
-    for (uint32_t i = 0; i < count; ++i) {
-        dst.SimData()[i] = ((bits[i / 8] >> (i % 8)) & 1) ? src0.SimData()[i] : src1;
+    if constexpr (std::is_same_v<T, float>) {
+        sim::SelectTensorScalar(dst.SimData(), bits, src0.SimData(), src1, count);  // engine, vectorized
+    } else {
+        for (uint32_t i = 0; i < count; ++i) {
+            dst.SimData()[i] = ((bits[i / 8] >> (i % 8)) & 1) ? src0.SimData()[i] : src1;
+        }
     }
 }
 

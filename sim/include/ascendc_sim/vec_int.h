@@ -23,6 +23,22 @@
 namespace AscendC {
 
 namespace sim {
+// Element loops in the engine (vec_int.cpp, vec_select.cpp; vectorized): operands already
+// checked, n elements. And/Or on 16-bit lanes; shifts as ShiftLeft/ShiftRight below, s in
+// [0, bits]; Compares bits for fp32 against a scalar (n a multiple of 8); Gather returns n, or the
+// index of the first offset that is misaligned or outside srcBytes (dst then untouched).
+enum class BitOp : uint8_t { kAnd, kOr };
+void Bitwise16(BitOp op, uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n);
+void ShiftBits(bool left, int16_t *dst, const int16_t *src, unsigned s, size_t n);
+void ShiftBits(bool left, uint16_t *dst, const uint16_t *src, unsigned s, size_t n);
+void ShiftBits(bool left, int32_t *dst, const int32_t *src, unsigned s, size_t n);
+void ShiftBits(bool left, uint32_t *dst, const uint32_t *src, unsigned s, size_t n);
+void CompareScalarBits(uint8_t *bits, const float *x, float y, CMPMODE mode, size_t n);
+uint64_t GatherElems(uint32_t *dst, const uint32_t *src, const uint32_t *offset, uint32_t base, uint64_t srcBytes,
+                     uint64_t n);
+uint64_t GatherElems(uint16_t *dst, const uint16_t *src, const uint32_t *offset, uint32_t base, uint64_t srcBytes,
+                     uint64_t n);
+
 template <typename T>
 constexpr bool Is16BitInt() {
     return std::is_same_v<T, int16_t> || std::is_same_v<T, uint16_t>;
@@ -37,8 +53,8 @@ inline void RequireArch2201(const char *api) {
     auto &core = acl_fa_sim::kernel::Enter(api);
     if (core.npuArch != 2201) acl_fa_sim::kernel::MissingOnArch(core, "instruction", api, api);
 }
-template <typename T, typename F>
-void Shift(const char *api, const LocalTensor<T> &dst, const LocalTensor<T> &src, T amount, int32_t count, F f) {
+template <typename T>
+void Shift(const char *api, bool left, const LocalTensor<T> &dst, const LocalTensor<T> &src, T amount, int32_t count) {
     static_assert(IsShiftType<T>(), "ShiftLeft/ShiftRight: T must be int16_t, uint16_t, int32_t or uint32_t on A2/A3");
     RequireArch2201(api);
     const int64_t limit = sizeof(T) * 8;
@@ -48,42 +64,37 @@ void Shift(const char *api, const LocalTensor<T> &dst, const LocalTensor<T> &src
                                           std::to_string(limit) + "]");
     }
     VecOperands(api, count, dst, src);
-    T *d = dst.SimData();
-    const T *x = src.SimData();
-    for (int32_t i = 0; i < count; ++i) d[i] = f(x[i], static_cast<unsigned>(amount));
+    ShiftBits(left, dst.SimData(), src.SimData(), static_cast<unsigned>(amount), static_cast<size_t>(count));
 }
-template <typename T, typename F>
-void Bitwise(const char *api, const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b,
-             int32_t count, F f) {
+template <typename T>
+void Bitwise(const char *api, BitOp op, const LocalTensor<T> &dst, const LocalTensor<T> &a, const LocalTensor<T> &b,
+             int32_t count) {
     static_assert(Is16BitInt<T>(),
                   "And/Or: T must be int16_t or uint16_t on A2/A3 (ReinterpretCast 32-bit data to uint16_t)");
-    Binary(api, dst, a, b, count, f);
+    acl_fa_sim::kernel::Enter(api);
+    VecOperands(api, count, dst, a, b);
+    Bitwise16(op, reinterpret_cast<uint16_t *>(dst.SimData()), reinterpret_cast<const uint16_t *>(a.SimData()),
+              reinterpret_cast<const uint16_t *>(b.SimData()), static_cast<size_t>(count));
 }
 }  // namespace sim
 
 template <typename T>
 void And(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
-    sim::Bitwise("And", dst, src0, src1, count, [](T x, T y) { return T(x & y); });
+    sim::Bitwise("And", sim::BitOp::kAnd, dst, src0, src1, count);
 }
 template <typename T>
 void Or(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
-    sim::Bitwise("Or", dst, src0, src1, count, [](T x, T y) { return T(x | y); });
+    sim::Bitwise("Or", sim::BitOp::kOr, dst, src0, src1, count);
 }
 
 // Signed types shift arithmetically; bits shifted out of the top are dropped.
 template <typename T, bool isSetMask = true>
 void ShiftLeft(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
-    sim::Shift("ShiftLeft", dst, src, scalarValue, count, [](T x, unsigned s) {
-        using U = std::make_unsigned_t<T>;
-        return s >= sizeof(T) * 8 ? T(0) : T(U(x) << s);
-    });
+    sim::Shift("ShiftLeft", true, dst, src, scalarValue, count);
 }
 template <typename T, bool isSetMask = true>
 void ShiftRight(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
-    sim::Shift("ShiftRight", dst, src, scalarValue, count, [](T x, unsigned s) {
-        if (s >= sizeof(T) * 8) return std::is_signed_v<T> && x < 0 ? T(-1) : T(0);
-        return T(x >> s);  // arithmetic for signed T (C++20 semantics, as the unit does)
-    });
+    sim::Shift("ShiftRight", false, dst, src, scalarValue, count);
 }
 
 template <typename T, typename U>
@@ -105,6 +116,9 @@ void Compares(const LocalTensor<U> &dst, const LocalTensor<T> &src0, const T src
     uint8_t *bits = dst.SimData();
     const T *x = src0.SimData();
     const T y = src1Scalar;
+    if constexpr (std::is_same_v<T, float>) {
+        sim::CompareScalarBits(bits, x, y, cmpMode, count);
+    } else {
     for (uint32_t i = 0; i < count; i += 8) {
         uint8_t byte = 0;
         for (uint32_t j = 0; j < 8; ++j) {
@@ -121,6 +135,7 @@ void Compares(const LocalTensor<U> &dst, const LocalTensor<T> &src0, const T src
             byte |= static_cast<uint8_t>(r) << j;
         }
         bits[i / 8] = byte;
+    }
     }
 }
 
@@ -156,18 +171,16 @@ void Gather(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTen
         acl_fa_sim::kernel::Violation("Gather operands", "Gather", "src and dst are the same memory");
     }
     const uint64_t srcBytes = uint64_t(src.GetSize()) * sizeof(T);
+    using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>;
     const uint32_t *off = srcOffset.SimData();
-    const T *s = src.SimData();
-    T *d = dst.SimData();
-    for (uint32_t i = 0; i < count; ++i) {
+    const uint64_t i = sim::GatherElems(reinterpret_cast<Bits *>(dst.SimData()),
+                                        reinterpret_cast<const Bits *>(src.SimData()), off, srcBaseAddr, srcBytes, count);
+    if (i < count) {
         const uint64_t byte = uint64_t(srcBaseAddr) + off[i];
-        if (byte % sizeof(T) != 0 || byte + sizeof(T) > srcBytes) {
-            acl_fa_sim::kernel::Violation("Gather offset", "Gather",
-                                          "element " + std::to_string(i) + ": byte offset " + std::to_string(byte) +
-                                              " is not aligned to the element or outside src's " +
-                                              std::to_string(srcBytes) + " bytes");
-        }
-        d[i] = s[byte / sizeof(T)];
+        acl_fa_sim::kernel::Violation("Gather offset", "Gather",
+                                      "element " + std::to_string(i) + ": byte offset " + std::to_string(byte) +
+                                          " is not aligned to the element or outside src's " +
+                                          std::to_string(srcBytes) + " bytes");
     }
     sim::CountVector(count);
     sim::TraceVector("Gather", sim::RepeatsOf(uint64_t(count) * sizeof(T)),

@@ -26,7 +26,9 @@ namespace acl_fa_sim {
 namespace kernel {
 namespace {
 
-thread_local CoreContext *tlsCore = nullptr;
+// initial-exec: one pointer in the static TLS block, read without __tls_get_addr (every API call
+// reads it; glibc keeps static TLS room for libraries loaded later, as this one is by dlopen).
+thread_local CoreContext *tlsCore __attribute__((tls_model("initial-exec"))) = nullptr;
 thread_local uint64_t tlsNextTilingKey = 0;
 thread_local std::vector<uint64_t> tlsNextWorkItems;  // per AIC, for the next launch
 

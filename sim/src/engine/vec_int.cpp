@@ -1,14 +1,16 @@
 // vec_int.cpp -- the element loops of the int16_t/int32_t vector arithmetic (Add, Sub, Mul, Adds,
-// Muls count forms). Each result must fit the dtype (the unit's wraparound is undocumented:
-// vec.h); the loops find the first result that does not without a branch per element, so they
-// vectorize, and are compiled for x86-64-v4 / v3 / baseline, chosen at
-// load time (target_clones).
+// Muls count forms) and of the bit instructions (And, Or, ShiftLeft, ShiftRight). Each
+// arithmetic result must fit the dtype (the unit's wraparound is undocumented: vec.h); the loops
+// find the first result that does not without a branch per element, so they vectorize. All are
+// compiled for x86-64-v4 / v3 / baseline, chosen at load time (target_clones). The plain loops
+// keep the order of a sequential loop where dst partly overlaps a source (the compiler's
+// vectorized path runs only when the distance allows it).
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 
-#include "ascendc_sim/vec.h"
+#include "ascendc_sim/vec_int.h"
 
 #define ACLFA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
@@ -61,27 +63,85 @@ inline bool Overlaps(const T *x, const T *y, size_t n) {
     return p < q + n * sizeof(T) && q < p + n * sizeof(T);
 }
 
+// The operands x of a scalar Mul whose product with s fits T: [lo, hi] (s == 0: every x). A block
+// then needs only its min and max, two vector reductions, instead of a widened product per lane.
+template <typename T>
+struct MulRange {
+    int64_t lo, hi;
+    explicit MulRange(T s) {
+        constexpr int64_t tmin = std::numeric_limits<T>::min(), tmax = std::numeric_limits<T>::max();
+        const int64_t m = s;
+        // floor / ceil of a / b for b != 0 (C++ division truncates toward zero).
+        auto floorDiv = [](int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); };
+        auto ceilDiv = [](int64_t a, int64_t b) { return a / b + ((a % b != 0) && ((a < 0) == (b < 0))); };
+        if (m > 0) {
+            lo = ceilDiv(tmin, m), hi = floorDiv(tmax, m);
+        } else if (m < 0) {
+            lo = ceilDiv(tmax, m), hi = floorDiv(tmin, m);
+        } else {
+            lo = tmin, hi = tmax;
+        }
+    }
+};
+
+// One block of m results without a failing element: out[i] = x[i] op y (wrapping arithmetic on
+// the host, exact since nothing overflows).
+template <IntOp op, bool kScalar, typename T>
+__attribute__((always_inline)) inline void Write(T *out, const T *x, const T *y, size_t m) {
+    // uint32_t: wraps where int would overflow (uint16_t operands promote to int); the low bits
+    // are the exact result.
+    for (size_t i = 0; i < m; ++i) out[i] = static_cast<T>(Apply<op>(uint32_t(x[i]), uint32_t(y[kScalar ? 0 : i])));
+}
+
+// Index in [0, m) of the first result of a block that does not fit T (the block has one).
+template <IntOp op, bool kScalar, typename T>
+size_t FirstOverflow(const T *x, const T *y, size_t m) {
+    constexpr int64_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+    for (size_t i = 0; i < m; ++i) {
+        const int64_t r = Apply<op>(int64_t(x[i]), int64_t(y[kScalar ? 0 : i]));
+        if (r < lo || r > hi) return i;
+    }
+    return m;
+}
+
 // kScalar: b[0] is the scalar operand of every element.
 template <IntOp op, bool kScalar, typename T>
 __attribute__((always_inline)) inline size_t Run(T *dst, const T *a, const T *b, size_t n) {
     using L = Lane<op, T>;
-    constexpr int64_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
-    const bool inPlace = Overlaps(dst, a, n) || (!kScalar && Overlaps(dst, b, n));
+    // dst equal to or apart from each source: element i reads only its own operands before its
+    // result is written, so a block can be checked first and then written in place (a block is
+    // then either all written or, when it holds the failing element, untouched). A partial overlap
+    // computes the block aside and copies it.
+    const bool aside = (dst != a && Overlaps(dst, a, n)) || (!kScalar && dst != b && Overlaps(dst, b, n));
+    const bool checkFirst = !aside && (dst == a || (!kScalar && dst == b));
     T block[kBlock];
     for (size_t i0 = 0; i0 < n; i0 += kBlock) {
         const size_t m = std::min(kBlock, n - i0);
         const T *x = a + i0;
         const T *y = kScalar ? b : b + i0;
-        T *out = inPlace ? block : dst + i0;
-        typename L::Flag flag = 0;
-        for (size_t i = 0; i < m; ++i) out[i] = L::Do(x[i], y[kScalar ? 0 : i], flag);
-        if (L::Overflowed(flag)) {
+        if constexpr (kScalar && op == IntOp::kMul) {
+            const MulRange<T> range(*b);
+            T mn = std::numeric_limits<T>::max(), mx = std::numeric_limits<T>::min();
             for (size_t i = 0; i < m; ++i) {
-                const int64_t r = Apply<op>(int64_t(x[i]), int64_t(y[kScalar ? 0 : i]));
-                if (r < lo || r > hi) return i0 + i;
+                mn = std::min(mn, x[i]);
+                mx = std::max(mx, x[i]);
             }
+            if (mn < range.lo || mx > range.hi) return i0 + FirstOverflow<op, kScalar>(x, y, m);
+            Write<op, kScalar>(aside ? block : dst + i0, x, y, m);
+            if (aside) std::copy(block, block + m, dst + i0);
+            continue;
         }
-        if (inPlace) std::copy(block, block + m, dst + i0);
+        typename L::Flag flag = 0;
+        if (checkFirst) {
+            for (size_t i = 0; i < m; ++i) (void)L::Do(x[i], y[kScalar ? 0 : i], flag);
+            if (L::Overflowed(flag)) return i0 + FirstOverflow<op, kScalar>(x, y, m);
+            Write<op, kScalar>(dst + i0, x, y, m);
+            continue;
+        }
+        T *out = aside ? block : dst + i0;
+        for (size_t i = 0; i < m; ++i) out[i] = L::Do(x[i], y[kScalar ? 0 : i], flag);
+        if (L::Overflowed(flag)) return i0 + FirstOverflow<op, kScalar>(x, y, m);
+        if (aside) std::copy(block, block + m, dst + i0);
     }
     return n;
 }
@@ -109,6 +169,44 @@ ACLFA_CLONES size_t IntArithScalar(IntOp op, int16_t *dst, const int16_t *a, int
 }
 ACLFA_CLONES size_t IntArithScalar(IntOp op, int32_t *dst, const int32_t *a, int32_t s, size_t n) {
     return Dispatch<true>(op, dst, a, &s, n);
+}
+
+namespace {
+template <typename T>
+__attribute__((always_inline)) inline void ShiftLoop(bool left, T *dst, const T *src, unsigned s, size_t n) {
+    using U = std::make_unsigned_t<T>;
+    constexpr unsigned bits = sizeof(T) * 8;
+    if (left && s >= bits) {
+        for (size_t i = 0; i < n; ++i) dst[i] = T(0);
+    } else if (left) {
+        for (size_t i = 0; i < n; ++i) dst[i] = T(U(src[i]) << s);
+    } else if (s >= bits) {
+        // Every bit shifted out: the sign fill for signed T (-1 or 0), else 0.
+        for (size_t i = 0; i < n; ++i) dst[i] = std::is_signed_v<T> ? T(src[i] >> (bits - 1)) : T(0);
+    } else {
+        for (size_t i = 0; i < n; ++i) dst[i] = T(src[i] >> s);  // arithmetic for signed T
+    }
+}
+}  // namespace
+
+ACLFA_CLONES void Bitwise16(BitOp op, uint16_t *dst, const uint16_t *a, const uint16_t *b, size_t n) {
+    if (op == BitOp::kAnd) {
+        for (size_t i = 0; i < n; ++i) dst[i] = uint16_t(a[i] & b[i]);
+    } else {
+        for (size_t i = 0; i < n; ++i) dst[i] = uint16_t(a[i] | b[i]);
+    }
+}
+ACLFA_CLONES void ShiftBits(bool left, int16_t *dst, const int16_t *src, unsigned s, size_t n) {
+    ShiftLoop(left, dst, src, s, n);
+}
+ACLFA_CLONES void ShiftBits(bool left, uint16_t *dst, const uint16_t *src, unsigned s, size_t n) {
+    ShiftLoop(left, dst, src, s, n);
+}
+ACLFA_CLONES void ShiftBits(bool left, int32_t *dst, const int32_t *src, unsigned s, size_t n) {
+    ShiftLoop(left, dst, src, s, n);
+}
+ACLFA_CLONES void ShiftBits(bool left, uint32_t *dst, const uint32_t *src, unsigned s, size_t n) {
+    ShiftLoop(left, dst, src, s, n);
 }
 
 }  // namespace sim
