@@ -18,7 +18,8 @@
 // no int32_t wraparound. So every 32-bit word is held as two 16-bit limbs, each in an int32_t
 // lane (value in [0, 2^16)), and every intermediate stays below 2^31:
 //   mulhilo(x, M): x_i * M_j as 2 * (x_i * (M_j >> 1)) + (M_j & 1) * x_i, each product < 2^31,
-//                  split into 16-bit halves, summed per limb column and carried;
+//                  split into 16-bit halves, summed per limb column and carried; a round's
+//                  two (x0 by M0, x2 by M1) in the same instructions, on limb planes of both;
 //   a ^ b        = (a | b) - (a & b) on the uint16_t view;
 //   draws        : limb >> 8 and limb - ((limb >> 8) << 8), 16 planes of 8-bit values;
 //   u >= thr     : Cast to fp32 (exact below 2^24), Compares(u, thr, GE).
@@ -40,7 +41,7 @@ constexpr uint32_t PHILOX_ROUNDS = 10;
 constexpr uint32_t PHILOX_WORDS = 4;  // output words per counter
 constexpr uint32_t ELEMENTS_PER_COUNTER = 16;  // 8-bit draws per output = tile columns per counter
 constexpr uint32_t DRAW_BITS = 8;
-static_assert(PHILOX_ROUNDS % 2 == 0, "the output lands in state_[0] (the rounds ping-pong)");
+static_assert(PHILOX_ROUNDS % 2 == 0, "the last round writes the [x3, x1] planes where the first read them");
 
 constexpr uint32_t LIMB_BITS = 16;
 constexpr uint32_t LIMB_MASK = 0xFFFFu;
@@ -75,10 +76,10 @@ public:
     // UB bytes Init takes for chunks of up to `lanes` counters (lanes * 16 tile elements).
     __aicore__ static inline uint32_t UbBytes(uint32_t lanes)
     {
-        // int32 lanes: state 2 x 8L (then the 16 draw planes), scratch 16L (products 4L, their
-        // high halves 4L, mulhi results 4L, XOR scratch 4L; then the tile-order draws),
-        // round key 4L, low-limb pattern 4L, counter row/column index 2L, Gather offsets 16L;
-        // plus the keep bits (16L elements / 8).
+        // int32 lanes: state 16L (the multiplied pair 4L, the other pair twice 4L, multiplier
+        // halves 4L; then the 16 draw planes), scratch 16L (products 8L, their high halves 8L;
+        // then the tile-order draws), round key 4L, low-limb pattern 4L, counter row/column
+        // index 2L, Gather offsets 16L; plus the keep bits (16L elements / 8).
         return lanes * 4u * 58u + Align32(lanes * 2u);
     }
 
@@ -90,12 +91,9 @@ public:
         pipe->InitBuffer(buf_, UbBytes(capacity));
         AscendC::LocalTensor<int32_t> all = buf_.Get<int32_t>();
         const uint32_t C = capacity;
-        state_[0] = all[0];
-        state_[1] = all[8 * C];
+        state_ = all[0];
         prod_ = all[16 * C];
-        prodHigh_ = all[20 * C];
-        high_ = all[24 * C];
-        xorTmp_ = all[28 * C];
+        prodHigh_ = all[24 * C];
         roundKey_ = all[32 * C];
         lowPattern_ = all[36 * C];
         colIndex_ = all[40 * C];
@@ -146,7 +144,7 @@ public:
         const uint32_t n = ELEMENTS_PER_COUNTER * lanes_;
         Draws(prod_, st, i0, j0);
         // The draw planes are free again: the tile-order draws as fp32 there (exact, < 2^8).
-        const AscendC::LocalTensor<float> u = state_[0].ReinterpretCast<float>();
+        const AscendC::LocalTensor<float> u = state_.ReinterpretCast<float>();
         AscendC::Cast(u, prod_, AscendC::RoundMode::CAST_RINT, n);
         AscendC::Compares(keepBits_, u, static_cast<float>(st.threshold), AscendC::CMPMODE::GE, n);
     }
@@ -158,11 +156,11 @@ public:
                                  uint32_t j0)
     {
         Generate(st, i0, j0);
-        // Each limb plane k of state_[0] holds two draws (its low and high byte; which draws:
+        // Each limb plane k of the state holds two draws (its low and high byte; which draws:
         // BuildIndices): high bytes to planes 8 + k, low bytes stay in plane k.
         const uint32_t L = lanes_;
         const int32_t n8 = static_cast<int32_t>(8 * L);
-        const AscendC::LocalTensor<int32_t> s = state_[0];
+        const AscendC::LocalTensor<int32_t> s = state_;
         const AscendC::LocalTensor<uint32_t> low = s.ReinterpretCast<uint32_t>();
         const AscendC::LocalTensor<uint32_t> high = s[8 * L].ReinterpretCast<uint32_t>();
         const AscendC::LocalTensor<uint32_t> shifted = draws.ReinterpretCast<uint32_t>();
@@ -192,11 +190,6 @@ private:
     __aicore__ static inline uint32_t Min(uint32_t a, uint32_t b) { return a < b ? a : b; }
     __aicore__ static inline uint32_t Align32(uint32_t bytes) { return (bytes + 31u) / 32u * 32u; }
 
-    // State buffer `which` (0: current, 1: the other): slots of 2 L lanes (low limbs, then high
-    // limbs) holding words [x0, x2, x1, x3], word w in slot (w & 1) * 2 + (w >> 1). The
-    // rounds swap the two, an even number of times: Generate's output is state_[0].
-    __aicore__ inline AscendC::LocalTensor<int32_t> Cur(uint32_t which) const { return state_[cur_ ^ which]; }
-
     // Per tile width: the counters' row/column index of each lane and the Gather offsets from the
     // draw planes to tile order. (lowPattern_: 0x0000FFFF per int32 lane, i.e. (0xFFFF, 0x0000) on
     // the uint16 view, keeps the low 16 bits; little endian.)
@@ -217,20 +210,20 @@ private:
         AscendC::Sub(colIndex_, colIndex_, prodHigh_, n1);
         AscendC::Duplicate(gatherOffset_.ReinterpretCast<int32_t>(), 0,
                            static_cast<int32_t>(ELEMENTS_PER_COUNTER * L));
-        // Draw e = c & 15 (bits e3 e2 e1 e0) of element (r, c) is byte e & 3 of word e >> 2: limb e1
-        // of the word's slot 2 e2 + e3 (Generate), i.e. limb plane 4 e2 + 2 e3 + e1, its high byte
-        // when e0 = 1, so it sits in draw plane 8 e0 + e1 + 4 e2 + 2 e3 (Draws). Its Gather byte
-        // offset is (plane L + r width / 16 + c / 16) * 4. Row 0 from index ramps, the other rows
-        // by adding r * width / 4 bytes. The state and the scratch (16 L int32 each, >= width) are
-        // free here.
+        // Draw e = c & 15 (bits e3 e2 e1 e0) of element (r, c) is byte e & 3 of word w = e >> 2 =
+        // 2 e3 + e2: limb e1 of the word, its high byte when e0 = 1. Generate leaves word w's limb
+        // l in plane 1 + 4 e2 - e3 + 2 l (planes x2, x0, x2, x0, x3, x1, x3, x1 by limb), so the
+        // draw sits in draw plane 1 + 8 e0 + 2 e1 + 4 e2 - e3 (Draws). Its Gather byte offset is
+        // (plane L + r width / 16 + c / 16) * 4. Row 0 from index ramps, the other rows by adding
+        // r * width / 4 bytes. The state and the scratch (16 L int32 each, >= width) are free here.
         const AscendC::LocalTensor<int32_t> off = gatherOffset_.ReinterpretCast<int32_t>();
-        const AscendC::LocalTensor<int32_t> col = prod_, plane = state_[0];
+        const AscendC::LocalTensor<int32_t> col = prod_, plane = state_;
         const AscendC::LocalTensor<uint32_t> colU = col.ReinterpretCast<uint32_t>();
         const int32_t w = static_cast<int32_t>(width_);
         AscendC::CreateVecIndex(col, static_cast<int32_t>(0), width_);
         AscendC::ShiftRight(off.ReinterpretCast<uint32_t>(), colU, 4u, w);  // c / 16
-        AscendC::Duplicate(plane, 0, w);
-        constexpr int32_t planeWeight[4] = {8, 1, 4, 2};  // of e0, e1, e2, e3
+        AscendC::Duplicate(plane, 1, w);
+        constexpr int32_t planeWeight[4] = {8, 2, 4, -1};  // of e0, e1, e2, e3
         for (uint32_t bit = 0; bit < 4; ++bit) {
             AscendC::CreateVecIndex(col, static_cast<int32_t>(0), width_);
             AscendC::ShiftLeft(colU, colU, 31u - bit, w);
@@ -246,120 +239,162 @@ private:
         }
     }
 
-    // dst = x ^ y for `lanes` (<= 4 L) int32 lanes of 16-bit limbs: (x | y) - (x & y); x & y first,
-    // so dst may be x or y.
-    __aicore__ inline void Xor(const AscendC::LocalTensor<int32_t> &dst, const AscendC::LocalTensor<int32_t> &x,
-                               const AscendC::LocalTensor<int32_t> &y, uint32_t lanes)
-    {
-        const int32_t halves = static_cast<int32_t>(2 * lanes);
-        AscendC::And(xorTmp_.ReinterpretCast<uint16_t>(), x.ReinterpretCast<uint16_t>(),
-                     y.ReinterpretCast<uint16_t>(), halves);
-        AscendC::Or(dst.ReinterpretCast<uint16_t>(), x.ReinterpretCast<uint16_t>(), y.ReinterpretCast<uint16_t>(),
-                    halves);
-        AscendC::Sub(dst, dst, xorTmp_, static_cast<int32_t>(lanes));
-    }
-
-    // v &= 0xFFFF over `lanes` int32 lanes (values >= 0).
+    // v &= 0xFFFF over `lanes` (<= 4 L) int32 lanes (values >= 0).
     __aicore__ inline void LowLimb(const AscendC::LocalTensor<int32_t> &v, uint32_t lanes)
     {
         AscendC::And(v.ReinterpretCast<uint16_t>(), v.ReinterpretCast<uint16_t>(),
                      lowPattern_.ReinterpretCast<uint16_t>(), static_cast<int32_t>(2 * lanes));
     }
 
-    // (hi, lo) = x * m as 64 bits; x: one word's limbs [x0 (L), x1 (L)], lo/hi likewise.
-    __aicore__ inline void MulHiLo(const AscendC::LocalTensor<int32_t> &x, uint32_t m,
-                                   const AscendC::LocalTensor<int32_t> &lo, const AscendC::LocalTensor<int32_t> &hi)
+    // x &= y and x |= y halves of an XOR over 4 L int32 lanes of 16-bit limbs: x ^ y =
+    // (x | y) - (x & y); the And goes to tmp, the caller subtracts it.
+    __aicore__ inline void AndOr(const AscendC::LocalTensor<int32_t> &x, const AscendC::LocalTensor<int32_t> &y,
+                                 const AscendC::LocalTensor<int32_t> &tmp)
+    {
+        const int32_t halves = static_cast<int32_t>(8 * lanes_);
+        AscendC::And(tmp.ReinterpretCast<uint16_t>(), x.ReinterpretCast<uint16_t>(), y.ReinterpretCast<uint16_t>(),
+                     halves);
+        AscendC::Or(x.ReinterpretCast<uint16_t>(), x.ReinterpretCast<uint16_t>(), y.ReinterpretCast<uint16_t>(),
+                    halves);
+    }
+
+    // c += x for the words whose multiplier limb is odd (x m = 2 x h + b x): c and x are one limb
+    // plane of both words, [word a (L), word b (L)].
+    __aicore__ inline void AddOdd(const AscendC::LocalTensor<int32_t> &c, const AscendC::LocalTensor<int32_t> &x,
+                                  bool oddA, bool oddB)
     {
         const uint32_t L = lanes_;
-        const int32_t n1 = static_cast<int32_t>(L), n2 = static_cast<int32_t>(2 * L);
-        const uint32_t m0 = m & LIMB_MASK, m1 = m >> LIMB_BITS;
-        // prod_ = [x0 h0, x1 h0, x0 h1, x1 h1], h_j = m_j >> 1 < 2^15: every product < 2^31.
-        AscendC::Muls(prod_, x, static_cast<int32_t>(m0 >> 1), n2);
-        AscendC::Muls(prod_[2 * L], x, static_cast<int32_t>(m1 >> 1), n2);
-        AscendC::ShiftRight(prodHigh_.ReinterpretCast<uint32_t>(), prod_.ReinterpretCast<uint32_t>(),
-                            static_cast<uint32_t>(LIMB_BITS), static_cast<int32_t>(4 * L));
-        LowLimb(prod_, 4 * L);
-        const AscendC::LocalTensor<int32_t> pl00 = prod_, pl10 = prod_[L], pl01 = prod_[2 * L], pl11 = prod_[3 * L];
-        const AscendC::LocalTensor<int32_t> ph00 = prodHigh_, ph10 = prodHigh_[L], ph01 = prodHigh_[2 * L],
-                                            ph11 = prodHigh_[3 * L];
-        // Limb columns of x * m = sum_ij (2 p_ij + (m_j & 1) x_i) 2^(16 (i + j)):
-        //   c0 = 2 pl00 + b0 x0, c1 = 2 (pl10 + pl01 + ph00) + b0 x1 + b1 x0,
-        //   c2 = 2 (pl11 + ph10 + ph01) + b1 x1, c3 = 2 ph11; each < 2^20 before carrying.
-        const AscendC::LocalTensor<int32_t> c0 = lo, c1 = lo[L], c2 = hi, c3 = hi[L];
-        AscendC::Add(c0, pl00, pl00, n1);
-        AscendC::Add(c1, pl10, pl01, n1);
-        AscendC::Add(c1, c1, ph00, n1);
-        AscendC::Add(c1, c1, c1, n1);
-        AscendC::Add(c2, pl11, ph10, n1);
-        AscendC::Add(c2, c2, ph01, n1);
-        AscendC::Add(c2, c2, c2, n1);
-        AscendC::Add(c3, ph11, ph11, n1);
-        if ((m0 & 1u) != 0) {
-            AscendC::Add(lo, lo, x, n2);  // c0 += x0, c1 += x1
-        }
-        if ((m1 & 1u) != 0) {
-            AscendC::Add(c1, c1, x, n1);
-            AscendC::Add(c2, c2, x[L], n1);
-        }
-        // Carry c0 -> c1 -> c2 -> c3; the product is below 2^64, so c3 ends below 2^16.
-        const AscendC::LocalTensor<uint32_t> carry = xorTmp_.ReinterpretCast<uint32_t>();
-        const AscendC::LocalTensor<int32_t> cols[3] = {c0, c1, c2};
-        const AscendC::LocalTensor<int32_t> next[3] = {c1, c2, c3};
-        for (uint32_t k = 0; k < 3; ++k) {
-            AscendC::ShiftRight(carry, cols[k].ReinterpretCast<uint32_t>(), static_cast<uint32_t>(LIMB_BITS), n1);
-            LowLimb(cols[k], L);
-            AscendC::Add(next[k], next[k], xorTmp_, n1);
+        if (oddA && oddB) {
+            AscendC::Add(c, c, x, static_cast<int32_t>(2 * L));
+        } else if (oddA) {
+            AscendC::Add(c, c, x, static_cast<int32_t>(L));
+        } else if (oddB) {
+            AscendC::Add(c[L], c[L], x[L], static_cast<int32_t>(L));
         }
     }
 
-    // The four output words of every lane's counter (j0 / 16 + column, i0 + row, ctr2, ctr3) into
-    // state_[0], as 8 limb planes of L lanes.
+    // One round's two products, x0 M0 and x2 M1, as 64 bits each. x: [x0 lo, x2 lo, x0 hi, x2 hi]
+    // (4 L lanes, limbs). lo: [lo(M0 x0), lo(M1 x2)] limb-major likewise (4 L); hi likewise, at
+    // prod_[0, 4L). The multiplier halves h_j = m_j >> 1 of both words are planes of state_
+    // at 12 L: [h0(M0), h0(M1), h1(M0), h1(M1)], m_j = 16-bit limb j.
+    __aicore__ inline void MulHiLo2(const AscendC::LocalTensor<int32_t> &x, const AscendC::LocalTensor<int32_t> &lo)
+    {
+        const uint32_t L = lanes_;
+        const int32_t n2 = static_cast<int32_t>(2 * L);
+        const AscendC::LocalTensor<int32_t> h0 = state_[12 * L], h1 = state_[14 * L];
+        // prod_ = [p00, p10, p01, p11] (2 L each, both words), p_ij = x_i h_j < 2^31.
+        AscendC::Mul(prod_, x, h0, n2);
+        AscendC::Mul(prod_[2 * L], x[2 * L], h0, n2);
+        AscendC::Mul(prod_[4 * L], x, h1, n2);
+        AscendC::Mul(prod_[6 * L], x[2 * L], h1, n2);
+        AscendC::ShiftRight(prodHigh_.ReinterpretCast<uint32_t>(), prod_.ReinterpretCast<uint32_t>(),
+                            static_cast<uint32_t>(LIMB_BITS), static_cast<int32_t>(8 * L));
+        LowLimb(prod_, 4 * L);
+        LowLimb(prod_[4 * L], 4 * L);
+        const AscendC::LocalTensor<int32_t> pl00 = prod_, pl10 = prod_[2 * L], pl01 = prod_[4 * L],
+                                            pl11 = prod_[6 * L];
+        const AscendC::LocalTensor<int32_t> ph00 = prodHigh_, ph10 = prodHigh_[2 * L], ph01 = prodHigh_[4 * L],
+                                            ph11 = prodHigh_[6 * L];
+        // Limb columns of x m = sum_ij (2 p_ij + b_j x_i) 2^(16 (i + j)), b_j = m_j & 1:
+        //   c0 = 2 pl00 + b0 x0, c1 = 2 (pl10 + pl01 + ph00) + b0 x1 + b1 x0,
+        //   c2 = 2 (pl11 + ph10 + ph01) + b1 x1, c3 = 2 ph11; each < 2^20 before carrying.
+        // c2 and c3 take the places of pl00 and pl10 once those are summed.
+        const AscendC::LocalTensor<int32_t> c0 = lo, c1 = lo[2 * L], c2 = prod_, c3 = prod_[2 * L];
+        AscendC::Add(c0, pl00, pl00, n2);
+        AscendC::Add(c1, pl10, pl01, n2);
+        AscendC::Add(c1, c1, ph00, n2);
+        AscendC::Add(c1, c1, c1, n2);
+        AscendC::Add(c2, pl11, ph10, n2);
+        AscendC::Add(c2, c2, ph01, n2);
+        AscendC::Add(c2, c2, c2, n2);
+        AscendC::Add(c3, ph11, ph11, n2);
+        // b0: c0 += x0 and c1 += x1, i.e. [c0, c1] += x plane for plane; b1: c1 += x0, c2 += x1.
+        constexpr bool b0A = (PHILOX_M0 & 1u) != 0, b0B = (PHILOX_M1 & 1u) != 0;
+        constexpr bool b1A = ((PHILOX_M0 >> LIMB_BITS) & 1u) != 0, b1B = ((PHILOX_M1 >> LIMB_BITS) & 1u) != 0;
+        if (b0A && b0B) {
+            AscendC::Add(lo, lo, x, static_cast<int32_t>(4 * L));
+        } else {
+            AddOdd(c0, x, b0A, b0B);
+            AddOdd(c1, x[2 * L], b0A, b0B);
+        }
+        AddOdd(c1, x, b1A, b1B);
+        AddOdd(c2, x[2 * L], b1A, b1B);
+        // Carry c0 -> c1 -> c2 -> c3 (into ph00's free place); the products are below 2^64, so c3
+        // ends below 2^16.
+        const AscendC::LocalTensor<int32_t> carry = prodHigh_;
+        const AscendC::LocalTensor<int32_t> cols[3] = {c0, c1, c2};
+        const AscendC::LocalTensor<int32_t> next[3] = {c1, c2, c3};
+        for (uint32_t k = 0; k < 3; ++k) {
+            AscendC::ShiftRight(carry.ReinterpretCast<uint32_t>(), cols[k].ReinterpretCast<uint32_t>(),
+                                static_cast<uint32_t>(LIMB_BITS), n2);
+            LowLimb(cols[k], 2 * L);
+            AscendC::Add(next[k], next[k], carry, n2);
+        }
+    }
+
+    // The four output words of every lane's counter (j0 / 16 + column, i0 + row, ctr2, ctr3) as 8
+    // limb planes of L lanes at state_: [x2 lo, x0 lo, x2 hi, x0 hi, x3 lo, x1 lo, x3 hi, x1 hi].
+    //
+    // A round keeps the multiplied pair X = [x0 lo, x2 lo, x0 hi, x2 hi] at state_[0, 4L) and the
+    // other pair Y = [x3 lo, x1 lo, x3 hi, x1 hi] at state_[4L, 8L) or [8L, 12L) (alternately).
+    // With (lo, hi) = the products of X by (M0, M1): Y' = lo, and
+    // hi ^ Y ^ [k1, k0] = [x2', x0'] (limb-major), which is X' with its two words exchanged: the
+    // last Sub of that XOR writes each plane to its place (in the last round it stays as it is).
     __aicore__ inline void Generate(const DropoutStream &st, uint32_t i0, uint32_t j0)
     {
         const uint32_t L = lanes_;
         const int32_t n1 = static_cast<int32_t>(L);
-        AscendC::LocalTensor<int32_t> s = Cur(0);
-        // Counter words 0 and 1 as whole values (< 2^31), then split into limbs.
-        AscendC::Adds(s, colIndex_, static_cast<int32_t>(j0 / ELEMENTS_PER_COUNTER), n1);
-        AscendC::Adds(s[4 * L], rowIndex_, static_cast<int32_t>(i0), n1);
-        for (uint32_t slot = 0; slot < 4; slot += 2) {
-            const AscendC::LocalTensor<int32_t> lo = s[2 * slot * L];
-            AscendC::ShiftRight(s[(2 * slot + 1) * L].ReinterpretCast<uint32_t>(), lo.ReinterpretCast<uint32_t>(),
-                                static_cast<uint32_t>(LIMB_BITS), n1);
-            LowLimb(lo, L);
+        const AscendC::LocalTensor<int32_t> x = state_, y[2] = {state_[4 * L], state_[8 * L]};
+        // Counter words 0 and 1 as whole values (< 2^31), then split into limbs; words 2 and 3 and
+        // the multiplier halves are the same in every lane.
+        AscendC::Adds(x, colIndex_, static_cast<int32_t>(j0 / ELEMENTS_PER_COUNTER), n1);
+        AscendC::Adds(y[0][L], rowIndex_, static_cast<int32_t>(i0), n1);
+        AscendC::ShiftRight(x[2 * L].ReinterpretCast<uint32_t>(), x.ReinterpretCast<uint32_t>(),
+                            static_cast<uint32_t>(LIMB_BITS), n1);
+        AscendC::ShiftRight(y[0][3 * L].ReinterpretCast<uint32_t>(), y[0][L].ReinterpretCast<uint32_t>(),
+                            static_cast<uint32_t>(LIMB_BITS), n1);
+        LowLimb(x, L);
+        LowLimb(y[0][L], L);
+        const uint32_t constants[8][2] = {
+            {L, st.ctr2 & LIMB_MASK}, {3 * L, st.ctr2 >> LIMB_BITS},                  // x2
+            {4 * L, st.ctr3 & LIMB_MASK}, {6 * L, st.ctr3 >> LIMB_BITS},              // x3
+            {12 * L, (PHILOX_M0 & LIMB_MASK) >> 1}, {13 * L, (PHILOX_M1 & LIMB_MASK) >> 1},  // h0
+            {14 * L, PHILOX_M0 >> (LIMB_BITS + 1)}, {15 * L, PHILOX_M1 >> (LIMB_BITS + 1)}};  // h1
+        for (uint32_t k = 0; k < 8; ++k) {
+            AscendC::Duplicate(state_[constants[k][0]], static_cast<int32_t>(constants[k][1]), n1);
         }
-        AscendC::Duplicate(s[2 * L], static_cast<int32_t>(st.ctr2 & LIMB_MASK), n1);
-        AscendC::Duplicate(s[3 * L], static_cast<int32_t>(st.ctr2 >> LIMB_BITS), n1);
-        AscendC::Duplicate(s[6 * L], static_cast<int32_t>(st.ctr3 & LIMB_MASK), n1);
-        AscendC::Duplicate(s[7 * L], static_cast<int32_t>(st.ctr3 >> LIMB_BITS), n1);
 
         uint32_t k0 = st.key0, k1 = st.key1;
+        const AscendC::LocalTensor<int32_t> hi = prod_, tmp = prod_[4 * L];
         for (uint32_t round = 0; round < PHILOX_ROUNDS; ++round) {
-            const AscendC::LocalTensor<int32_t> in = Cur(0), out = Cur(1);
-            // (x0', x1', x2', x3') = (hi(M1 x2) ^ x1 ^ k0, lo(M1 x2), hi(M0 x0) ^ x3 ^ k1, lo(M0 x0)):
-            // high_ = [hi(M1 x2), hi(M0 x0)] meets [x1, x3] and [k0, k1] in one XOR of 4 L lanes each.
-            MulHiLo(in, PHILOX_M0, out[6 * L], high_[2 * L]);
-            MulHiLo(in[2 * L], PHILOX_M1, out[4 * L], high_);
-            AscendC::Duplicate(roundKey_, static_cast<int32_t>(k0 & LIMB_MASK), n1);
-            AscendC::Duplicate(roundKey_[L], static_cast<int32_t>(k0 >> LIMB_BITS), n1);
-            AscendC::Duplicate(roundKey_[2 * L], static_cast<int32_t>(k1 & LIMB_MASK), n1);
-            AscendC::Duplicate(roundKey_[3 * L], static_cast<int32_t>(k1 >> LIMB_BITS), n1);
-            Xor(out, high_, in[4 * L], 4 * L);
-            Xor(out, out, roundKey_, 4 * L);
-            cur_ ^= 1u;
+            const AscendC::LocalTensor<int32_t> in = y[round % 2], out = y[(round + 1) % 2];
+            MulHiLo2(x, out);
+            AscendC::Duplicate(roundKey_, static_cast<int32_t>(k1 & LIMB_MASK), n1);
+            AscendC::Duplicate(roundKey_[L], static_cast<int32_t>(k0 & LIMB_MASK), n1);
+            AscendC::Duplicate(roundKey_[2 * L], static_cast<int32_t>(k1 >> LIMB_BITS), n1);
+            AscendC::Duplicate(roundKey_[3 * L], static_cast<int32_t>(k0 >> LIMB_BITS), n1);
+            AndOr(hi, in, tmp);
+            AscendC::Sub(hi, hi, tmp, static_cast<int32_t>(4 * L));  // hi ^ Y
+            AndOr(hi, roundKey_, tmp);
+            if (round + 1 == PHILOX_ROUNDS) {
+                AscendC::Sub(x, hi, tmp, static_cast<int32_t>(4 * L));
+            } else {
+                for (uint32_t p = 0; p < 4; ++p) {  // plane p of [x2', x0'] to plane p ^ 1 of X'
+                    AscendC::Sub(x[(p ^ 1u) * L], hi[p * L], tmp[p * L], n1);
+                }
+            }
             k0 += PHILOX_W0;  // uint32 wraparound on the scalar unit, as Random123 bumps the key
             k1 += PHILOX_W1;
         }
     }
 
     AscendC::TBuf<AscendC::TPosition::VECCALC> buf_;
-    AscendC::LocalTensor<int32_t> state_[2];    // [8C] each, contiguous: words x0, x2, x1, x3, limbs
-                                                // lo/hi, ping-pong; then the 16 draw planes
-    AscendC::LocalTensor<int32_t> prod_;        // [4L] products' low halves; scratch start [16C]
-    AscendC::LocalTensor<int32_t> prodHigh_;    // [4L] products' high halves
-    AscendC::LocalTensor<int32_t> high_;        // [4L] hi(M0 x0), hi(M1 x2)
-    AscendC::LocalTensor<int32_t> xorTmp_;      // [4L] x & y of Xor; carries of MulHiLo
-    AscendC::LocalTensor<int32_t> roundKey_;    // [4L] k0 lo, k0 hi, k1 lo, k1 hi
+    AscendC::LocalTensor<int32_t> state_;       // [16C]: limb planes of the words and the multiplier
+                                                // halves (Generate); then the 16 draw planes
+    AscendC::LocalTensor<int32_t> prod_;        // [8L] products' low halves, then hi and XOR scratch;
+                                                // scratch start [16C]
+    AscendC::LocalTensor<int32_t> prodHigh_;    // [8L] products' high halves, then carries
+    AscendC::LocalTensor<int32_t> roundKey_;    // [4L] k1 lo, k0 lo, k1 hi, k0 hi
     AscendC::LocalTensor<int32_t> lowPattern_;  // [4L] 0x0000FFFF
     AscendC::LocalTensor<int32_t> colIndex_;    // [L] counter column of each lane
     AscendC::LocalTensor<int32_t> rowIndex_;    // [L] counter row of each lane
@@ -367,7 +402,6 @@ private:
     AscendC::LocalTensor<uint8_t> keepBits_;    // [16L / 8]
     uint32_t capacity_ = 0;
     uint32_t lanes_ = 0, width_ = 0, countersPerRow_ = 0, chunkRows_ = 0;  // for the current width
-    uint32_t cur_ = 0;
 };
 
 }  // namespace philox_dropout

@@ -84,6 +84,12 @@ struct MulRange {
     }
 };
 
+// |v| as uint32_t (exact for the most negative value too).
+template <typename T>
+inline uint32_t Magnitude(T v) {
+    return v < 0 ? uint32_t(0) - uint32_t(int32_t(v)) : uint32_t(v);
+}
+
 // One block of m results without a failing element: out[i] = x[i] op y (wrapping arithmetic on
 // the host, exact since nothing overflows).
 template <IntOp op, bool kScalar, typename T>
@@ -130,6 +136,20 @@ __attribute__((always_inline)) inline size_t Run(T *dst, const T *a, const T *b,
             Write<op, kScalar>(aside ? block : dst + i0, x, y, m);
             if (aside) std::copy(block, block + m, dst + i0);
             continue;
+        }
+        if constexpr (!kScalar && op == IntOp::kMul) {
+            // |x y| <= max|x| max|y|: when that bound fits T no product can overflow (the usual
+            // case, two max reductions); otherwise every product is checked exactly below.
+            uint32_t ax = 0, ay = 0;
+            for (size_t i = 0; i < m; ++i) {
+                ax = std::max(ax, Magnitude(x[i]));
+                ay = std::max(ay, Magnitude(y[i]));
+            }
+            if (uint64_t(ax) * ay <= uint64_t(std::numeric_limits<T>::max())) {
+                Write<op, kScalar>(aside ? block : dst + i0, x, y, m);
+                if (aside) std::copy(block, block + m, dst + i0);
+                continue;
+            }
         }
         typename L::Flag flag = 0;
         if (checkFirst) {
