@@ -77,3 +77,25 @@ def test_keep_rate_and_threshold_edges(sim):
     # 2^16 draws, standard deviation 0.0017: this seed's rate is 0.00072 from the quantized keep
     # probability and 0.0032 / 0.0046 from those of a threshold one level (1/256) off either way.
     assert abs(keep.mean() - quantized_keep_prob(0.75)) < 0.002
+
+
+def test_vector_instructions_per_chunk(sim):
+    """The generator's instruction count, from the simulator's trace (deterministic): a round
+    runs both mulhilos in the same instructions (41 vector instructions, 56 with one mulhilo at a
+    time), so a chunk of the philox_tile kernel -- two generations (the draws, then the keep mask
+    applied to P), its copies and the keep bytes -- takes at most 2 x (10 x 41 + 40) = 900
+    traced instructions (about 1,170 before)."""
+    from acl_fa import timing
+
+    def traced_ops(rows):
+        assert sim.engine.aclfaSimSetOpTrace(timing.TRACE_OPS) == 0
+        try:
+            sim.philox_tile(np.ones((rows, 128), np.float32), 1, 2, 0, 0, 16, 26, np.float32(1 / 0.9))
+        finally:
+            sim.engine.aclfaSimSetOpTrace(0)
+        stats = sim.ffi.new("aclfaSimModelStats *")
+        assert sim.engine.aclfaSimGetModelStats(stats) == 0
+        return stats.ops
+
+    per_chunk = traced_ops(4) - traced_ops(2)  # 16 lanes, 8 counters a row: chunks of 2 rows
+    assert 800 <= per_chunk <= 900, per_chunk

@@ -186,6 +186,68 @@ def test_int_arith_values_and_the_first_overflow(sim, op, dtype, in_place):
     assert f"rule 'integer overflow' violated on AIV 0 in {op}: {a[first]} and {y} give {want}," in msg, msg
 
 
+SHIFT_TYPES = {np.int32: 0, np.uint32: 1, np.int16: 2, np.uint16: 3}
+
+
+@pytest.mark.parametrize("dtype", list(SHIFT_TYPES), ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("left", [False, True], ids=["right", "left"])
+def test_shifts_every_amount(sim, dtype, left):
+    # Every amount the unit takes, 0 to the full width: unsigned right shifts are logical, signed
+    # ones arithmetic (a full-width shift leaves the sign fill), left shifts drop the top bits.
+    bits = np.dtype(dtype).itemsize * 8
+    words = 1096
+    x = rng(bits + left).integers(0, 2**32, words, dtype=np.uint64).astype(np.uint32)
+    x[:4] = [0, 0xFFFFFFFF, 0x80000000, 0x7FFF8001]
+    v = x.view(dtype).astype(np.int64)
+    for amount in range(bits + 1):
+        code = amount + (64 if left else 0) + 128 * SHIFT_TYPES[dtype]
+        rc, msg, out = sim.probe(16, x.view(np.float32), param=float(code), out_elems=words)
+        assert rc == 0, msg
+        if left:
+            want = (v << amount) & ((1 << bits) - 1)
+        elif np.issubdtype(dtype, np.signedinteger):
+            want = v >> min(amount, bits - 1)
+        else:
+            want = v >> amount
+        np.testing.assert_array_equal(out.view(dtype), want.astype(np.uint64).astype(dtype), err_msg=f"amount {amount}")
+
+
+def _fitting_operands(s, info):
+    """[lo, hi]: the x whose product with the scalar s lies in the dtype (every x when s = 0)."""
+    lo, hi = info.min, info.max
+    if s > 0:
+        lo, hi = -(-info.min // s), info.max // s
+    elif s < 0:
+        lo, hi = -(-info.max // s), info.min // s
+    return max(lo, int(info.min)), min(hi, int(info.max))
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["out", "in-place"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int16], ids=["i32", "i16"])
+@pytest.mark.parametrize("scalar", [1, -1, 0, 3, -3, 7, "max", "min"])
+def test_muls_range_edges(sim, dtype, in_place, scalar):
+    # The engine checks a block of Muls by its operands' min and max against the range that fits:
+    # both ends of that range pass exactly, one step past either end is the violation.
+    info = np.iinfo(dtype)
+    s = {"max": int(info.max), "min": int(info.min)}.get(scalar, scalar)
+    lo, hi = _fitting_operands(s, info)
+    count = 1096 * (4 // np.dtype(dtype).itemsize)
+    a = rng(abs(s) % 1000).integers(lo, hi, count, endpoint=True)
+    a[5], a[600] = lo, hi
+    b = np.full(count, s)
+    rc, msg, out = _int_probe(sim, "Muls", dtype, in_place, a, b)
+    assert rc == 0, msg
+    np.testing.assert_array_equal(out, (a * s).astype(dtype))
+    for past in (hi + 1, lo - 1):
+        if not info.min <= past <= info.max:
+            continue  # every operand fits on this side (s = 0, 1; -1 has one side)
+        a[700] = past
+        rc, msg, _ = _int_probe(sim, "Muls", dtype, in_place, a, b)
+        assert rc == simlib.AICORE_EXCEPTION, msg
+        assert f"in Muls: {past} and {s} give {past * s}," in msg, msg
+        a[700] = lo
+
+
 def test_duplicate_maxs(sim):
     x = rng(3).normal(0, 1, 100).astype(np.float32)
     _, _, out = sim.probe(13, x, param=0.1)

@@ -24,6 +24,7 @@ enum ProbeOp : int32_t {
     PROBE_DUP_MAXS,        // out[i] = max(in[i], param) via Duplicate + Max and Maxs (checked equal)
     PROBE_CAST_ROUND_F16,  // out[i] = float(half(in[i])) with CAST_ROUND (ties away from zero)
     PROBE_INT_ARITH,       // in = [a | b] int bit patterns, n / 2 words each: out = a op b (IntArithProbe)
+    PROBE_SHIFT,           // in = int bit patterns: out = in shifted (ShiftProbe), n words
     PROBE_BAD_UB_CAPACITY = 100,
     PROBE_BAD_COPY_LENGTH,
     PROBE_BAD_UB_ALIGN,
@@ -65,6 +66,20 @@ AscendC::LocalTensor<float> IntArithProbe(const AscendC::LocalTensor<float> &x, 
         default: Muls(dst, a, s, cnt); break;
     }
     return dst.template ReinterpretCast<float>();
+}
+
+// ShiftLeft / ShiftRight of x's n words viewed as T into y: code = amount (0..32) + 64 when left
+// + 128 * (0 int32_t, 1 uint32_t, 2 int16_t, 3 uint16_t).
+template <typename T>
+void ShiftProbe(const AscendC::LocalTensor<float> &y, const AscendC::LocalTensor<float> &x, int32_t code, uint32_t n) {
+    const int32_t cnt = static_cast<int32_t>(n * 4 / sizeof(T));
+    const T amount = static_cast<T>(code % 64);
+    const AscendC::LocalTensor<T> dst = y.ReinterpretCast<T>(), src = x.ReinterpretCast<T>();
+    if ((code / 64) % 2 != 0) {
+        AscendC::ShiftLeft(dst, src, amount, cnt);
+    } else {
+        AscendC::ShiftRight(dst, src, amount, cnt);
+    }
 }
 
 void Run(const ProbeTiling &t, GM_ADDR in, GM_ADDR out) {
@@ -139,6 +154,16 @@ void Run(const ProbeTiling &t, GM_ADDR in, GM_ADDR out) {
             const LocalTensor<float> r = (code / 8) % 2 != 0 ? IntArithProbe<int16_t>(x, tmp, code, outN)
                                                              : IntArithProbe<int32_t>(x, tmp, code, outN);
             DataCopy(y, r, outN);
+            break;
+        }
+        case PROBE_SHIFT: {
+            const int32_t code = static_cast<int32_t>(t.param);
+            switch (code / 128) {
+                case 0: ShiftProbe<int32_t>(y, x, code, na); break;
+                case 1: ShiftProbe<uint32_t>(y, x, code, na); break;
+                case 2: ShiftProbe<int16_t>(y, x, code, na); break;
+                default: ShiftProbe<uint16_t>(y, x, code, na); break;
+            }
             break;
         }
         case PROBE_DUP_MAXS:
