@@ -1,13 +1,15 @@
 """Mask and dropout in the FlashAttentionV2 forward at S=4096 (B1, fp16, D128) on the simulator:
 executed cube MACs (counters) of a key-padding mask hiding half of the keys against no mask, the
 mask's device bytes against its given shape and against [B, N, Sq, Skv], and the kernel's
-simulator wall time with dropout against p = 0.
+simulator time with dropout against p = 0: wall seconds of the launch (sim_stats) and CPU seconds
+of the process around each call (every thread's, so less sensitive to other load on the host).
 
 All runs go through FlashAttentionV2 with the blocks the policy picks with mask and dropout both
 on, so the rows differ only in the option measured. Useful MACs: 2 x N x D x visible pairs.
 Usage: python bench/mask_dropout_work.py [--seq 4096] [--heads 2] [--dropout 0.1] [--runs 2] [--block-m M --block-n N]
 """
 import argparse
+import resource
 
 import numpy as np
 
@@ -20,11 +22,18 @@ from acl_fa.attention_options import build_options  # noqa: E402
 from acl_fa.run import random_inputs  # noqa: E402
 
 
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def launch(session, problem, options, mask, q, k, v, runs: int) -> list:
     stats = []
     for _ in range(runs):
+        t0 = cpu_seconds()
         attention_v2.run_forward_v2(session, problem, options, q, k, v, mask)
-        stats.append(sim_stats.last_launch(session.backend))
+        cpu = cpu_seconds() - t0
+        stats.append(dict(sim_stats.last_launch(session.backend), cpu_seconds=cpu))
     assert all(x["cube_macs"] == stats[0]["cube_macs"] for x in stats)  # deterministic counters
     return stats
 
@@ -66,16 +75,19 @@ def main():
     for name, (plan, mask, stats) in results.items():
         useful = 2 * n * d * (half_pairs if mask is not None else full_pairs)
         rows.append([name, f"{plan.block_m} x {plan.block_n}", f"{useful:,}", f"{stats[-1]['cube_macs']:,}",
-                     "-" if mask is None else f"{mask.nbytes:,} B", f"{median([x['wall_seconds'] for x in stats]):.2f}"])
+                     "-" if mask is None else f"{mask.nbytes:,} B", f"{median([x['wall_seconds'] for x in stats]):.2f}",
+                     f"{median([x['cpu_seconds'] for x in stats]):.2f}"])
     print(header(f"Mask and dropout in FlashAttentionV2 at S={s} (B1 N{n} D{d} fp16, {soc})"))
     print(table(["run", "BLOCK_M x BLOCK_N", "useful MACs", "executed cube MACs", "mask device bytes",
-                 "kernel s (simulator)"], rows))
+                 "kernel s (simulator)", "call CPU s"], rows))
     base, masked, dropped = (results[name][2] for name in runs)
-    t = lambda stats: median([x["wall_seconds"] for x in stats])  # noqa: E731
+    t = lambda stats, key="wall_seconds": median([x[key] for x in stats])  # noqa: E731
     print(f"\nExecuted cube MACs: no mask / key padding = {base[-1]['cube_macs'] / masked[-1]['cube_macs']:.3f}x; "
           f"mask bytes {padding.nbytes:,} B given shape vs {n * s * s:,} B expanded to [B, N, Sq, Skv] uint8.")
     print(f"Simulator time with dropout p = {args.dropout} / p = 0: {t(dropped) / t(base):.2f}x "
-          f"({t(dropped):.2f} s vs {t(base):.2f} s).")
+          f"({t(dropped):.2f} s vs {t(base):.2f} s); CPU seconds of the calls: "
+          f"{t(dropped, 'cpu_seconds') / t(base, 'cpu_seconds'):.2f}x "
+          f"({t(dropped, 'cpu_seconds'):.2f} s vs {t(base, 'cpu_seconds'):.2f} s); medians of {args.runs} runs.")
 
 
 if __name__ == "__main__":
