@@ -184,7 +184,9 @@ q = rng.standard_normal((1, 2, 48, 32)).astype(np.float16)
 dout = rng.standard_normal(q.shape).astype(np.float16)
 out, lse = parallel.ring_attention(q, q, q, devices=[0, 1], causal=True)
 backend = get_backend()
-for spec in (b"aclnnInplaceAdd:5", b"aclnnInplaceAddGetWorkspaceSize:2"):
+# The add (phase two, phase one) and the device-side order of the streams (the step's adds wait for
+# the exchange that brings the accumulators; the exchange waits for the previous step's adds).
+for spec in (b"aclnnInplaceAdd:5", b"aclnnInplaceAddGetWorkspaceSize:2", b"aclrtStreamWaitEvent:3"):
     backend.call("aclfaSimSetFaults", spec)
     try:
         parallel.ring_attention_backward(dout, q, q, q, out, lse, devices=[0, 1], causal=True)
@@ -205,11 +207,11 @@ print("ok fault")
 
 
 def test_a_failing_device_add_surfaces_with_its_api_and_leaves_nothing_behind():
-    """aclnnInplaceAdd (phase two) and its phase one fail as injected: an AclError naming the API on
-    the rank that failed (its peer ends by HCCL_EXEC_TIMEOUT rather than hanging), every device
+    """aclnnInplaceAdd (phase two), its phase one and aclrtStreamWaitEvent fail as injected: an
+    AclError naming the API on the rank that failed (its peer ends by HCCL_EXEC_TIMEOUT rather than hanging), every device
     object released, and the next ring backward gives the same result twice."""
     env = dict(_env(), HCCL_EXEC_TIMEOUT="10")
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(FAULT)], capture_output=True, text=True, timeout=300,
                           env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "ok fault" in proc.stdout and proc.stdout.count("failed as injected") == 2, proc.stdout
+    assert "ok fault" in proc.stdout and proc.stdout.count("failed as injected") == 3, proc.stdout
