@@ -137,6 +137,7 @@ typedef struct aclfaSimPipeCosts {
     double matmulRequestCycles;
     double syncAllCycles;
     double hbmBytesPerCycle;
+    double crossCoreFlagCycles;
 } aclfaSimPipeCosts;
 
 typedef struct aclfaSimModelStats {

@@ -117,6 +117,7 @@ typedef struct aclfaSimPipeCosts {
     double matmulRequestCycles;    /* AIV -> AIC Matmul request until the cube starts it */
     double syncAllCycles;          /* SyncAll / cross-core flag */
     double hbmBytesPerCycle;       /* HBM bandwidth (for the HBM bound of the L2 replay) */
+    double crossCoreFlagCycles;    /* CrossCoreSetFlag -> CrossCoreWaitFlag across cores */
 } aclfaSimPipeCosts;
 
 typedef struct aclfaSimModelStats {

@@ -16,6 +16,7 @@ extern "C" void gemm_aic(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_
 extern "C" void philox_tile(GM_ADDR p, GM_ADDR pOut, GM_ADDR words, GM_ADDR bytes, GM_ADDR tiling);
 extern "C" void mask_tile(GM_ADDR mask, GM_ADDR scores, GM_ADDR out, GM_ADDR summary, GM_ADDR tiling);
 extern "C" void cross_core(GM_ADDR x, GM_ADDR b, GM_ADDR out, GM_ADDR workspace, GM_ADDR tiling);
+extern "C" void core_flags(GM_ADDR x, GM_ADDR work, GM_ADDR out, GM_ADDR tiling);
 
 namespace {
 int Finish(aclError rc, const std::string &msg, char *err, size_t errLen) {
@@ -142,6 +143,20 @@ extern "C" int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, vo
     aclError rc = acl_fa_sim::LaunchKernel(
         "cross_core", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
         [&] { cross_core(Gm(x), Gm(b), Gm(out), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
+    return Finish(rc, msg, err, errLen);
+}
+
+extern "C" int aclfaSimTestCoreFlags(int32_t op, void *x, void *work, void *out, uint32_t n, uint64_t spin,
+                                     uint32_t skip, uint32_t blockDim, char *err, size_t errLen) {
+    CoreFlagsTiling t{};
+    t.op = op;
+    t.n = n;
+    t.spin = spin;
+    t.skip = skip;
+    std::string msg;
+    aclError rc = acl_fa_sim::LaunchKernel(
+        "core_flags", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
+        [&] { core_flags(Gm(x), Gm(work), Gm(out), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
     return Finish(rc, msg, err, errLen);
 }
 

@@ -25,6 +25,8 @@ int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, 
                       size_t errLen);
 int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n, uint64_t spin,
                           uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim, char *err, size_t errLen);
+int aclfaSimTestCoreFlags(int32_t op, void *x, void *work, void *out, uint32_t n, uint64_t spin, uint32_t skip,
+                          uint32_t blockDim, char *err, size_t errLen);
 int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bytes, const uint32_t *t, uint32_t blockDim,
                            char *err, size_t errLen);
 int aclfaSimTestMaskTile(void *mask, void *scores, void *out, void *summary, const uint32_t *t, uint32_t blockDim,

@@ -57,6 +57,27 @@ struct CrossCoreTiling {
     TCubeTiling cube;       // M = m, N = mmN, K = k
 };
 
+// core_flags scenarios (CrossCoreSetFlag / CrossCoreWaitFlag)
+enum CoreFlagsOp : int32_t {
+    FLAGS_AIC_AIV = 0,       // mode 2 both ways: AIVs copy x to GM, the AIC sums each pair, the AIVs copy the sums out
+    FLAGS_AIV_PAIR = 1,      // mode 1: each AIV copies out what the other AIV of its group wrote
+    FLAGS_ALL_AIVS = 2,      // mode 0: each AIV copies out what the next AIV of the launch wrote
+    FLAGS_NEVER_SET = 3,     // AIV 1 waits for a flag nobody sets
+    FLAGS_BAD_ID = 4,        // flagId 11
+    FLAGS_BAD_PIPE = 5,      // a set on PIPE_S
+    FLAGS_BAD_MODE = 6,      // modeId 3
+    FLAGS_MODE1_ON_AIC = 7,  // an AIC sets mode 1
+    FLAGS_OVERFLOW = 8,      // the AIC sets a mode-2 flag 17 times, no AIV waits
+};
+enum CoreFlagsSkip : uint32_t { FLAGS_SKIP_NONE = 0, FLAGS_SKIP_AIC_WAIT = 1, FLAGS_SKIP_AIV_WAIT = 2 };
+
+struct CoreFlagsTiling {
+    int32_t op;             // CoreFlagsOp
+    uint32_t n;             // floats per AIV tile (multiple of 8)
+    uint64_t spin;          // scalar GM reads at the wait point: by the AIVs with FLAGS_SKIP_AIV_WAIT, else the AIC
+    uint32_t skip;          // CoreFlagsSkip
+};
+
 struct PhiloxTileTiling {
     uint32_t key0, key1;      // seed low / high word
     uint32_t ctr2, ctr3;      // counter words 2 and 3 (the stream)
@@ -102,6 +123,11 @@ int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, 
 /* One cross_core scenario (CrossCoreOp) on blockDim MIX 1:2 blocks. */
 int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n, uint64_t spin,
                           uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim, char *err, size_t errLen);
+
+/* One core_flags scenario (CoreFlagsOp) on blockDim MIX 1:2 blocks: x [2 blockDim, n] fp32, work
+ * [3 blockDim, n] fp32 scratch, out [2 blockDim, n] fp32. */
+int aclfaSimTestCoreFlags(int32_t op, void *x, void *work, void *out, uint32_t n, uint64_t spin, uint32_t skip,
+                          uint32_t blockDim, char *err, size_t errLen);
 
 /* philox_tile (op_kernel/philox_dropout.h) on blockDim AIVs: words = the 8-bit draws [rows, width] int32,
  * keep bytes [rows, width] uint8 (1 = kept), pOut = p with dropout; t = PhiloxTileTiling's fields in order. */

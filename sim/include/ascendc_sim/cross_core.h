@@ -28,6 +28,26 @@
 // on a cube core. A wait that can never end -- every other core of the launch has left the
 // kernel or waits itself -- or lasts beyond ACL_FA_SIM_SYNC_TIMEOUT is reported as a hang
 // naming the waiting cores and their flags.
+//
+// CrossCoreSetFlag<modeId, pipe>(flagId) / CrossCoreWaitFlag<modeId, pipe>(flagId) (asc-devkit
+// include/basic_api/kernel_operator_block_sync_intf.h; dav_c220: ffts_cross_core_sync(pipe,
+// msg(mode, flagId)) and wait_flag_dev(flagId); docs: CrossCoreSetFlag.md): the hardware flags
+// of a separated-core chip (910B, 910_93). Each core has a counter per flagId, 0 at launch; a
+// wait blocks every later instruction of the core while its counter is 0, then takes 1 from it.
+// A set is sent once `pipe` has finished the instructions issued before it, and counts as:
+//   mode 0  the cores of the setter's kind (all AIVs, or all AICs) of the launch: when every one
+//           of them has set flagId once more, each of their counters gains 1 (a barrier);
+//   mode 1  the AIVs of the setter's AI Core group, in the same way;
+//   mode 2  from the AIC: each AIV of its group gains 1; from an AIV: the group's AIC gains 1
+//           once every AIV of the group has set it once more.
+// Rules (docs): flagId in [0, 10] for kernels (11..14 serve SyncAll and the runtime), modeId in
+// [0, 2], the set's pipe neither PIPE_S nor PIPE_ALL, a counter holds at most 16 sets; modes 1
+// and 2 need a MIX kernel (a group of AIC and AIVs); the coupled chips (910A, 310P) have no such
+// flags. The wait's modeId and pipe do not change what it does on these chips. A wait no core
+// can end -- every other core left the kernel or waits itself -- is reported at once as a hang
+// naming the waiting cores, one lasting beyond ACL_FA_SIM_SYNC_TIMEOUT after that time.
+// (The Matmul API's own client/server flags are not simulated as flags: a MIX kernel whose AIC
+// serves Matmul requests runs no kernel code after REGIST_MATMUL_OBJ.)
 #pragma once
 
 #include "ascendc_sim/data_copy.h"
@@ -42,6 +62,8 @@ void SyncAllImpl(bool aivOnly);
 // buffer); ub / ubElems: the UB scratch, ubInUb whether its TPosition is a UB one.
 void InterBlockFlagImpl(bool set, bool aivOnly, int32_t *gm, const void *gmLo, const void *gmHi, int32_t *ub,
                         uint32_t ubElems, bool ubInUb, int32_t blockIdx, int32_t eventID);
+// set: CrossCoreSetFlag, else CrossCoreWaitFlag; pipe: the pipe_t value.
+void CrossCoreFlagImpl(bool set, int modeId, int pipe, uint16_t flagId);
 }  // namespace sim
 
 template <typename T>
@@ -66,6 +88,16 @@ __aicore__ inline void IBWait(const GlobalTensor<int32_t> &gmWorkspace, const Lo
     sim::InterBlockFlagImpl(false, isAIVOnly, gmWorkspace.SimData(), gmWorkspace.SimLo(), gmWorkspace.SimHi(),
                             ubWorkspace.SimData(), ubWorkspace.GetSize(), sim::IsUbPosition(ubWorkspace.SimPos()), blockIdx,
                             eventID);
+}
+
+template <uint8_t modeId, pipe_t pipe>
+__aicore__ inline void CrossCoreSetFlag(uint16_t flagId) {
+    sim::CrossCoreFlagImpl(true, modeId, static_cast<int>(pipe), flagId);
+}
+
+template <uint8_t modeId = 0, pipe_t pipe = PIPE_S>
+__aicore__ inline void CrossCoreWaitFlag(uint16_t flagId) {
+    sim::CrossCoreFlagImpl(false, modeId, static_cast<int>(pipe), flagId);
 }
 
 template <bool isAIVOnly = true>

@@ -12,7 +12,8 @@
 //   TraceMatmul    a Matmul request (runs on the group's AIC, or on this core's cube when
 //                  coupled) and, when synchronous, its wait; TraceMatmulWait for WaitIterateAll
 //   TraceSyncAll   SyncAll: every participating core waits for all the others
-//   TraceCrossFlag CrossCoreSetFlag / CrossCoreWaitFlag (flag shared between cores)
+//   TraceCrossFlag a flag shared between cores: IBSet / IBWait (GM), CrossCoreSetFlag /
+//                  CrossCoreWaitFlag (the hardware's per-core counters, `coreFlag`)
 // Ranges name the memory an instruction reads and writes: GM by host address, UB/L1 by arena
 // offset of this core. The trace belongs to the core's own thread: no locking.
 #pragma once
@@ -38,8 +39,10 @@ enum class OpKind : uint8_t {
     MM_ISSUE,    // Matmul request, job `key` of the core's trace
     MM_WAIT,     // the scalar unit waits for job `key`
     SYNC_ALL,    // all-core barrier (`key` names the barrier family)
-    CROSS_SET,   // cross-core flag `key` set from `pipe`
+    CROSS_SET,   // cross-core flag `key` set from `pipe` (IBSet: a flag in GM)
     CROSS_WAIT,  // cross-core flag `key` waited on by `pipe2`
+    CORE_FLAG_SET,   // CrossCoreSetFlag: one set of counter `key` (target core, flagId, setter) from `pipe`
+    CORE_FLAG_WAIT,  // CrossCoreWaitFlag: `pipe2` waits for the oldest set of counter `key`
 };
 
 // What an EXEC op's `units` count, for the cost table.
@@ -138,11 +141,16 @@ inline void TraceSyncAll(CoreContext &core, uint64_t family, const char *api) {
     op.key = family;
     RecordOp(core, op, nullptr, 0);
 }
-inline void TraceCrossFlag(CoreContext &core, bool set, Pipe pipe, uint64_t key, const char *api) {
+inline void TraceCrossFlag(CoreContext &core, bool set, Pipe pipe, uint64_t key, const char *api,
+                           bool coreFlag = false) {
     if (!Tracing(core)) return;
     TraceOp op;
     op.api = api;
-    op.kind = set ? OpKind::CROSS_SET : OpKind::CROSS_WAIT;
+    if (coreFlag) {
+        op.kind = set ? OpKind::CORE_FLAG_SET : OpKind::CORE_FLAG_WAIT;
+    } else {
+        op.kind = set ? OpKind::CROSS_SET : OpKind::CROSS_WAIT;
+    }
     op.pipe = pipe;
     op.pipe2 = pipe;
     op.key = key;

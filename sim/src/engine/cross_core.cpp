@@ -1,5 +1,5 @@
-// cross_core.cpp -- GM atomic add, the SyncAll barrier and the IBSet/IBWait flags
-// (ascendc_sim/cross_core.h).
+// cross_core.cpp -- GM atomic add, the SyncAll barrier, the IBSet/IBWait flags and the
+// CrossCoreSetFlag/CrossCoreWaitFlag counters (ascendc_sim/cross_core.h).
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -81,10 +81,16 @@ void AddToGm(void *dst, const void *src, uint64_t bytes, int tag) {
 }
 
 CrossCore::CrossCore(const std::vector<bool> &isAic, const std::vector<std::string> &names,
-                     const volatile bool *abortFlag, std::function<void()> startSpareWorker)
-    : isAic_(isAic), names_(names), arrived_(isAic.size(), false), finished_(isAic.size(), false),
-      flagWait_(isAic.size(), nullptr), flagWant_(isAic.size(), 0), flagCall_(isAic.size()), abortFlag_(abortFlag),
-      startSpareWorker_(std::move(startSpareWorker)), timeout_(SyncTimeoutSeconds()) {}
+                     const std::vector<uint32_t> &group, const volatile bool *abortFlag,
+                     std::function<void()> startSpareWorker)
+    : isAic_(isAic), names_(names), group_(group), arrived_(isAic.size(), false), finished_(isAic.size(), false),
+      flagWait_(isAic.size(), nullptr), flagWant_(isAic.size(), 0), flagCall_(isAic.size()),
+      coreFlags_(isAic.size()), coreFlagSets_(isAic.size()), coreFlagWait_(isAic.size(), -1), abortFlag_(abortFlag),
+      startSpareWorker_(std::move(startSpareWorker)), timeout_(SyncTimeoutSeconds()) {
+    for (auto &modes : coreFlagSets_) {
+        for (auto &flags : modes) flags.fill(0);
+    }
+}
 
 bool CrossCore::Takes(uint32_t core, bool aivOnly) const { return !aivOnly || !isAic_[core]; }
 
@@ -154,7 +160,8 @@ void CrossCore::Arrive(CoreContext &core, bool aivOnly) {
 
 bool CrossCore::NoCoreCanMove() const {
     for (uint32_t c = 0; c < isAic_.size(); ++c) {
-        const bool waitsForFlag = flagWait_[c] != nullptr && *flagWait_[c] != flagWant_[c];
+        const bool waitsForFlag = (flagWait_[c] != nullptr && *flagWait_[c] != flagWant_[c]) ||
+                                  (coreFlagWait_[c] >= 0 && coreFlags_[c][coreFlagWait_[c]].empty());
         if (!finished_[c] && !arrived_[c] && !waitsForFlag) return false;
     }
     return true;
@@ -164,7 +171,7 @@ std::string CrossCore::FlagWaiters() const {
     std::string out;
     uint32_t listed = 0, more = 0;
     for (uint32_t c = 0; c < isAic_.size(); ++c) {
-        if (flagWait_[c] == nullptr) continue;
+        if (flagWait_[c] == nullptr && coreFlagWait_[c] < 0) continue;
         if (listed < 16) {
             out += (listed ? ", " : "") + names_[c] + " in " + flagCall_[c];
             ++listed;
@@ -174,6 +181,29 @@ std::string CrossCore::FlagWaiters() const {
     }
     if (more) out += " and " + std::to_string(more) + " more";
     return out;
+}
+
+void CrossCore::WaitForFlag(std::unique_lock<std::mutex> &lock, const std::function<bool()> &ready,
+                            const char *rule, const std::string &call, const std::string &hint) {
+    wake_.notify_all();
+    // As at SyncAll: the core that will set the flag may not have started yet.
+    lock.unlock();
+    startSpareWorker_();
+    lock.lock();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
+    while (!ready()) {
+        if (*abortFlag_) throw CoreStopped{};
+        if (NoCoreCanMove()) {
+            Violation(rule, rule,
+                      "hang: " + call + " can never return: every core of the launch has left the kernel, waits "
+                      "at SyncAll or waits for a flag; waiting for a flag: " + FlagWaiters() + " (" + hint + ")");
+        }
+        if (wake_.wait_until(lock, deadline) == std::cv_status::timeout && !ready() && !*abortFlag_) {
+            Violation(rule, rule,
+                      "hang: " + call + " not returned after " + std::to_string(timeout_) +
+                          " s (ACL_FA_SIM_SYNC_TIMEOUT); waiting for a flag: " + FlagWaiters());
+        }
+    }
 }
 
 void CrossCore::InterBlockFlag(CoreContext &core, bool set, int32_t *flag, int32_t *ub, const std::string &call) {
@@ -189,32 +219,79 @@ void CrossCore::InterBlockFlag(CoreContext &core, bool set, int32_t *flag, int32
             uint32_t me;
             ~Clear() { wait[me] = nullptr; }
         } clear{flagWait_, me};
-        wake_.notify_all();
-        // As at SyncAll: the core that will flip the flag may not have started yet.
-        lock.unlock();
-        startSpareWorker_();
-        lock.lock();
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
-        while (*flag != want) {
-            if (*abortFlag_) throw CoreStopped{};
-            if (NoCoreCanMove()) {
-                Violation(set ? "IBSet" : "IBWait", set ? "IBSet" : "IBWait",
-                          "hang: " + call + " can never return: every core of the launch has left the kernel, waits "
-                          "at SyncAll or waits for a flag; waiting for a flag: " + FlagWaiters() +
-                          (set ? " (IBSet waits for a flag an IBWait has not consumed)"
-                               : " (each IBWait needs an IBSet with the same gmWorkspace, blockIdx and eventID)"));
-            }
-            if (wake_.wait_until(lock, deadline) == std::cv_status::timeout && *flag != want && !*abortFlag_) {
-                Violation(set ? "IBSet" : "IBWait", set ? "IBSet" : "IBWait",
-                          "hang: " + call + " not returned after " + std::to_string(timeout_) +
-                              " s (ACL_FA_SIM_SYNC_TIMEOUT); waiting for a flag: " + FlagWaiters());
-            }
-        }
+        WaitForFlag(lock, [&] { return *flag == want; }, set ? "IBSet" : "IBWait", call,
+                    set ? "IBSet waits for a flag an IBWait has not consumed"
+                        : "each IBWait needs an IBSet with the same gmWorkspace, blockIdx and eventID");
     }
     std::memcpy(ub, flag, 32);  // the call's DataCopy of the flag's block into UB
     ub[0] = 1 - want;
     flag[0] = 1 - want;
     wake_.notify_all();
+}
+
+std::vector<uint32_t> CrossCore::CoreFlagPeers(uint32_t core, int mode) const {
+    std::vector<uint32_t> peers;
+    if (mode == 2 && isAic_[core]) return {core};
+    for (uint32_t c = 0; c < isAic_.size(); ++c) {
+        if (mode == 0 ? isAic_[c] == isAic_[core] : (!isAic_[c] && group_[c] == group_[core])) peers.push_back(c);
+    }
+    return peers;
+}
+
+std::vector<uint32_t> CrossCore::CoreFlagTargets(uint32_t core, int mode) const {
+    if (mode != 2) return CoreFlagPeers(core, mode);
+    std::vector<uint32_t> targets;
+    for (uint32_t c = 0; c < isAic_.size(); ++c) {
+        if (group_[c] == group_[core] && isAic_[c] != isAic_[core]) targets.push_back(c);
+    }
+    return targets;
+}
+
+void CrossCore::CoreFlagSet(CoreContext &core, int mode, int flagId, const std::string &call) {
+    const uint32_t me = core.launchIndex;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::vector<uint32_t> peers = CoreFlagPeers(me, mode);
+    if (++coreFlagSets_[me][mode][flagId] > kCoreFlagMaxSets) {
+        Violation("CrossCoreSetFlag", "CrossCoreSetFlag",
+                  call + ": " + std::to_string(kCoreFlagMaxSets) + " earlier sets of this flagId still wait for the other "
+                  "cores of the mode to set it; a flag's counter holds at most " + std::to_string(kCoreFlagMaxSets) +
+                  " sets");
+    }
+    for (uint32_t p : peers) {
+        if (coreFlagSets_[p][mode][flagId] == 0) return;  // the 1 is given when the last peer sets
+    }
+    for (uint32_t p : peers) --coreFlagSets_[p][mode][flagId];
+    for (uint32_t t : CoreFlagTargets(me, mode)) {
+        auto &counter = coreFlags_[t][flagId];
+        if (counter.size() >= kCoreFlagMaxSets) {
+            Violation("CrossCoreSetFlag", "CrossCoreSetFlag",
+                      call + ": the counter of flagId " + std::to_string(flagId) + " on " + names_[t] + " already holds " +
+                          std::to_string(kCoreFlagMaxSets) + " sets no CrossCoreWaitFlag took; it holds at most " +
+                          std::to_string(kCoreFlagMaxSets));
+        }
+        counter.push_back(peers);
+    }
+    wake_.notify_all();
+}
+
+std::vector<uint32_t> CrossCore::CoreFlagWait(CoreContext &core, int flagId, const std::string &call) {
+    const uint32_t me = core.launchIndex;
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto &counter = coreFlags_[me][flagId];
+    if (counter.empty()) {
+        coreFlagWait_[me] = flagId;
+        flagCall_[me] = call;
+        struct Clear {
+            std::vector<int> &wait;
+            uint32_t me;
+            ~Clear() { wait[me] = -1; }
+        } clear{coreFlagWait_, me};
+        WaitForFlag(lock, [&] { return !counter.empty(); }, "CrossCoreWaitFlag", call,
+                    "each CrossCoreWaitFlag needs a CrossCoreSetFlag of the same flagId from every core of its mode");
+    }
+    std::vector<uint32_t> sources = std::move(counter.front());
+    counter.pop_front();
+    return sources;
 }
 
 void CrossCore::Finished(uint32_t core) {
@@ -318,6 +395,93 @@ void InterBlockFlagImpl(bool set, bool aivOnly, int32_t *gm, const void *gmLo, c
     core.stats->gmWriteBytes += 32;
     core.stats->scalarAccesses += 2;
     ++core.stats->interBlockFlagCalls;
+}
+
+namespace {
+
+const char *PipeTName(int pipe) {
+    switch (pipe) {
+        case PIPE_S: return "PIPE_S";
+        case PIPE_V: return "PIPE_V";
+        case PIPE_M: return "PIPE_M";
+        case PIPE_MTE1: return "PIPE_MTE1";
+        case PIPE_MTE2: return "PIPE_MTE2";
+        case PIPE_MTE3: return "PIPE_MTE3";
+        case PIPE_ALL: return "PIPE_ALL";
+        case PIPE_FIX: return "PIPE_FIX";
+        default: return "an unknown pipe";
+    }
+}
+
+// The trace's pipe of a set (the AIC's sets on PIPE_MTE3 order nothing it issued: it has no
+// MTE3 transfers to wait for); false for PIPE_S, PIPE_ALL and the pipes the model lacks.
+bool SetPipe(int pipe, acl_fa_sim::kernel::Pipe *out) {
+    using acl_fa_sim::kernel::Pipe;
+    switch (pipe) {
+        case PIPE_V: *out = Pipe::V; return true;
+        case PIPE_M: *out = Pipe::M; return true;
+        case PIPE_MTE1: *out = Pipe::MTE1; return true;
+        case PIPE_MTE2: *out = Pipe::MTE2; return true;
+        case PIPE_MTE3: *out = Pipe::MTE3; return true;
+        case PIPE_FIX: *out = Pipe::FIX; return true;
+        default: return false;
+    }
+}
+
+// Trace key of the counter of `flagId` on core `target` as raised by core `source`: each
+// (target, flagId, source) is one FIFO of sets in the timing model. Bit 62 keeps the keys apart
+// from IBSet's (bit 63, a GM address).
+uint64_t CoreFlagKey(uint32_t target, uint32_t source, int flagId) {
+    return (uint64_t{1} << 62) | (uint64_t{target} << 24) | (uint64_t{source} << 5) | static_cast<uint64_t>(flagId);
+}
+
+}  // namespace
+
+void CrossCoreFlagImpl(bool set, int modeId, int pipe, uint16_t flagId) {
+    namespace k = acl_fa_sim::kernel;
+    const char *api = set ? "CrossCoreSetFlag" : "CrossCoreWaitFlag";
+    auto &core = k::Enter(api);
+    const std::string call = std::string(api) + "<" + std::to_string(modeId) + ", " + PipeTName(pipe) + ">(" +
+                             std::to_string(flagId) + ")";
+    if (core.coupled) {
+        k::MissingOnArch(core, "instruction", api, api,
+                         " (the cross-core flags serve chips with separate cube and vector cores)");
+    }
+    if (flagId > 10) {
+        k::Violation(api, api,
+                     call + ": flagId must be in [0, 10] (11..14 serve SyncAll and the runtime's cross-core sync)");
+    }
+    const bool mix = core.kernelType == KERNEL_TYPE_MIX_AIC_1_1 || core.kernelType == KERNEL_TYPE_MIX_AIC_1_2;
+    if (set) {
+        if (modeId > 2) k::Violation(api, api, call + ": modeId must be 0, 1 or 2 on this chip");
+        if (modeId == 1 && core.isAic) {
+            k::Violation(api, api, call + ": mode 1 synchronises the AIVs of an AI Core group; an AIC sets mode 0 or 2");
+        }
+        if (modeId != 0 && !mix) {
+            k::Violation(api, api,
+                         call + ": modes 1 and 2 synchronise the cores of an AI Core group of a MIX kernel; this "
+                         "kernel is not MIX (KERNEL_TYPE_MIX_AIC_1_1 / KERNEL_TYPE_MIX_AIC_1_2)");
+        }
+    }
+    k::Pipe tracePipe = k::Pipe::S;
+    if (set && !SetPipe(pipe, &tracePipe)) {
+        k::Violation(api, api,
+                     call + ": the set's pipe must be PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3 or PIPE_FIX "
+                     "(not PIPE_S or PIPE_ALL on this chip)");
+    }
+    if (set) {
+        // One cross-core set per counter it may raise: the model pairs a wait with the sets
+        // the functional run says made its 1.
+        for (uint32_t t : core.crossCore->CoreFlagTargets(core.launchIndex, modeId)) {
+            k::TraceCrossFlag(core, true, tracePipe, CoreFlagKey(t, core.launchIndex, flagId), api, true);
+        }
+        core.crossCore->CoreFlagSet(core, modeId, flagId, call);
+    } else {
+        // wait_flag_dev holds every later instruction of the core: the scalar unit waits.
+        for (uint32_t source : core.crossCore->CoreFlagWait(core, flagId, call)) {
+            k::TraceCrossFlag(core, false, k::Pipe::S, CoreFlagKey(core.launchIndex, source, flagId), api, true);
+        }
+    }
 }
 
 }  // namespace sim

@@ -1,8 +1,10 @@
-// cross_core_internal.h -- the launch's cross-core state (SyncAll barrier, IBSet/IBWait flags) and
-// the GM atomic add.
+// cross_core_internal.h -- the launch's cross-core state (SyncAll barrier, IBSet/IBWait flags,
+// CrossCoreSetFlag/CrossCoreWaitFlag counters) and the GM atomic add.
 #pragma once
 
+#include <array>
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -20,10 +22,23 @@ void AddToGm(void *dst, const void *src, uint64_t bytes, int tag);
 
 // The SyncAll barrier of one launch. Cores are identified by CoreContext::launchIndex.
 struct CrossCore {
-    // isAic[i] / names[i]: kind and description of core i; startSpareWorker runs one more
-    // host worker on the cores not started yet (no-op when none is left).
-    CrossCore(const std::vector<bool> &isAic, const std::vector<std::string> &names, const volatile bool *abortFlag,
-              std::function<void()> startSpareWorker);
+    // isAic[i] / names[i]: kind and description of core i; group[i]: its AI Core group (MIX
+    // kernels: the AIC's block, an AIV's block / taskRatio; otherwise i); startSpareWorker runs
+    // one more host worker on the cores not started yet (no-op when none is left).
+    CrossCore(const std::vector<bool> &isAic, const std::vector<std::string> &names, const std::vector<uint32_t> &group,
+              const volatile bool *abortFlag, std::function<void()> startSpareWorker);
+
+    // The hardware flags (ascendc_sim/cross_core.h: CrossCoreSetFlag). flagId < kCoreFlags.
+    static constexpr int kCoreFlags = 16;
+    static constexpr uint32_t kCoreFlagMaxSets = 16;  // sets a counter holds (docs: CrossCoreSetFlag)
+    // The cores whose counter for flagId a set from `core` in `mode` raises, in order.
+    std::vector<uint32_t> CoreFlagTargets(uint32_t core, int mode) const;
+    // CrossCoreSetFlag: counts the set; raises a violation when a counter would exceed
+    // kCoreFlagMaxSets. `call` names the call for messages.
+    void CoreFlagSet(CoreContext &core, int mode, int flagId, const std::string &call);
+    // CrossCoreWaitFlag: waits until the core's counter for flagId is > 0 and takes 1 from it;
+    // returns the cores whose sets made that 1 (for the trace). Raises a violation for a hang.
+    std::vector<uint32_t> CoreFlagWait(CoreContext &core, int flagId, const std::string &call);
 
     // SyncAll: returns when every participating core arrived; raises a violation for a hang.
     void Arrive(CoreContext &core, bool aivOnly);
@@ -45,9 +60,18 @@ private:
     bool NoCoreCanMove() const;
     // The cores waiting for a flag, with their calls.
     std::string FlagWaiters() const;
+    // Blocks (lock held) until ready(); raises a `rule` violation for a hang: at once when no
+    // core can move any more (`hint` says what the wait needs), else after the time limit.
+    void WaitForFlag(std::unique_lock<std::mutex> &lock, const std::function<bool()> &ready, const char *rule,
+                     const std::string &call, const std::string &hint);
+
+    // Cores taking part with `core` in a counted set of `mode` (mode 0: its kind; 1 and 2 from an
+    // AIV: its group's AIVs; 2 from the AIC: itself).
+    std::vector<uint32_t> CoreFlagPeers(uint32_t core, int mode) const;
 
     std::vector<bool> isAic_;
     std::vector<std::string> names_;
+    std::vector<uint32_t> group_;
     std::mutex mutex_;
     std::condition_variable wake_;
     std::vector<bool> arrived_, finished_;
@@ -59,6 +83,11 @@ private:
     std::vector<const int32_t *> flagWait_;
     std::vector<int32_t> flagWant_;
     std::vector<std::string> flagCall_;
+    // Per core and flagId: the pending 1s of its counter, each with the cores whose sets made it.
+    std::vector<std::array<std::deque<std::vector<uint32_t>>, kCoreFlags>> coreFlags_;
+    // Per core, mode and flagId: its sets still waiting for the other peers' (modes 0, 1, 2).
+    std::vector<std::array<std::array<uint32_t, kCoreFlags>, 3>> coreFlagSets_;
+    std::vector<int> coreFlagWait_;  // per core: the flagId it waits for in CrossCoreWaitFlag, or -1
     const volatile bool *abortFlag_;
     std::function<void()> startSpareWorker_;
     double timeout_;

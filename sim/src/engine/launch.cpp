@@ -235,6 +235,8 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     std::function<void()> work;
     std::vector<bool> coreIsAic(inv.size());
     std::vector<std::string> coreNames(inv.size());
+    std::vector<uint32_t> coreGroup(inv.size());
+    const bool mixGroups = aicCount > 0 && aivCount > 0 && !chip->coupled;
     for (size_t k = 0; k < inv.size(); ++k) {
         CoreContext c;
         c.isAic = inv[k].isAic;
@@ -243,8 +245,9 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
         c.subBlockIdx = inv[k].isAic ? 0 : inv[k].blockIdx % ratio;
         coreIsAic[k] = inv[k].isAic;
         coreNames[k] = DescribeCore(c);
+        coreGroup[k] = !mixGroups ? static_cast<uint32_t>(k) : inv[k].isAic ? inv[k].blockIdx : inv[k].blockIdx / ratio;
     }
-    CrossCore crossCore(coreIsAic, coreNames, &abortFlag, [&] {
+    CrossCore crossCore(coreIsAic, coreNames, coreGroup, &abortFlag, [&] {
         std::lock_guard<std::mutex> lock(spareMutex);
         if (next.load() < inv.size()) spares.emplace_back([&] { work(); });
     });

@@ -39,6 +39,7 @@ const Field kFields[] = {
     {"syncAllCycles", "assumed"},
     {"hbmBytesPerCycle",
      "chip catalogue HBM GB/s / clock (sim/src/runtime/chips.cpp; assumed where marked there)"},
+    {"crossCoreFlagCycles", "assumed"},
 };
 // clang-format on
 constexpr uint32_t kFieldCount = sizeof(kFields) / sizeof(kFields[0]);
@@ -79,6 +80,7 @@ extern "C" aclError aclfaSimGetPipeCosts(const char *chipName, aclfaSimPipeCosts
     c.matmulRequestCycles = 400;
     c.syncAllCycles = 1000;
     c.hbmBytesPerCycle = chip->hbmBandwidthGBs * 1e9 / hz;
+    c.crossCoreFlagCycles = 100;
     *costs = c;
     return ACL_SUCCESS;
 }

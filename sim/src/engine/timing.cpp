@@ -19,8 +19,9 @@
 // (bursts above the average are not modeled).
 //
 // Races (Rule 3). Each (core, pipe) is a thread with a vector clock; program order on a pipe,
-// flags, queue hand-offs, Matmul request -> job -> wait, SyncAll and cross-core flags are the
-// edges; an instruction issued after the scalar unit waited for something inherits that wait.
+// flags, queue hand-offs, Matmul request -> job -> wait, SyncAll and cross-core flags (IBSet,
+// CrossCoreSetFlag) are the edges; an instruction issued after the scalar unit waited for
+// something inherits that wait.
 // Each memory range remembers its last writer (thread, clock). A read whose last writer is
 // another thread not ordered before it is a race on the chip, where the pipes run concurrently.
 #include "timing.h"
@@ -270,7 +271,7 @@ private:
                                  Api(trace_.traces[issuer].ops[opIndex]) + ": " + OpText(thread, issuer, opIndex) +
                                  " reads " + RangeText(r, std::max(lo, it->first), std::min(hi, w.hi)) +
                                  " last written by " + OpText(w.thread, w.core, w.op) +
-                                 " with no ordering edge between them (no SetFlag/WaitFlag, queue EnQue/DeQue, "
+                                 " with no ordering edge between them (no SetFlag/WaitFlag, queue EnQue/DeQue, cross-core flag, "
                                  "Matmul wait or SyncAll orders the write before the read; the pipes run "
                                  "concurrently on the chip)";
                     return;
@@ -353,14 +354,17 @@ private:
                 break;
             }
             case OpKind::SET_FLAG:
-            case OpKind::CROSS_SET: {
+            case OpKind::CROSS_SET:
+            case OpKind::CORE_FLAG_SET: {
                 double when = issue;
                 if (op.pipe != Pipe::S) {
                     when = std::max(issue, s.pipeFree[p]);
                     s.pipeFree[p] = when;
                 }
                 Token tok;
-                tok.time = when + (op.kind == OpKind::CROSS_SET ? c_.syncAllCycles : c_.flagLatencyCycles);
+                tok.time = when + (op.kind == OpKind::CROSS_SET       ? c_.syncAllCycles
+                                   : op.kind == OpKind::CORE_FLAG_SET ? c_.crossCoreFlagCycles
+                                                                      : c_.flagLatencyCycles);
                 if (races_) {
                     InheritScalar(core, p);
                     tok.clock = vc_[Thread(core, p)];
@@ -380,10 +384,11 @@ private:
                 break;
             }
             case OpKind::WAIT_FLAG:
-            case OpKind::CROSS_WAIT: {
+            case OpKind::CROSS_WAIT:
+            case OpKind::CORE_FLAG_WAIT: {
                 auto &tokens = op.kind == OpKind::WAIT_FLAG ? s.flags[op.key] : crossFlags_[op.key];
                 if (tokens.empty()) {
-                    if (op.kind == OpKind::CROSS_WAIT) {
+                    if (op.kind != OpKind::WAIT_FLAG) {
                         s.blocked = true;
                         crossWaiters_[op.key].push_back(core);
                         return false;
