@@ -38,13 +38,15 @@ def measured(seq: int, devices: int, heads: int, kv_heads: int, head_dim: int = 
 def modeled_row(seq: int, devices: int, heads: int, kv_heads: int, head_dim: int, link: dict, peak: float):
     """Worst device's per-step modeled (comm, compute) seconds over the ring's steps but the last."""
     chunks = parallel.zigzag_chunks(seq, devices, True)
+    pieces = parallel.sub_blocks([[b - a for a, b in rr] for rr in chunks], parallel.BLOCK_ROWS)
+    messages = 2 * len(parallel.ring_units(pieces, 0))  # K and V of each sub-block, each paying the latency
     worst_comm = worst_compute = 0.0
     for r in range(devices):
         for step in range(devices - 1):
             src = (r - step) % devices
             rows = [b - a for a, b in chunks[src]]
             comm_bytes = 2 * kv_heads * head_dim * 2 * sum(rows)  # K and V, fp16
-            comm = 4 * link["latency_us"] * 1e-6 + comm_bytes / (link["bandwidth_gbs"] * 1e9)
+            comm = messages * link["latency_us"] * 1e-6 + comm_bytes / (link["bandwidth_gbs"] * 1e9)
             flops = 0
             for qi, ki, causal in parallel.ring_plan(r, step, devices, True):
                 sq = chunks[r][qi][1] - chunks[r][qi][0]
