@@ -102,6 +102,52 @@ def test_whole_reduce(sim, rows):
     np.testing.assert_allclose(out[:rows], x.reshape(rows, 64).sum(1), rtol=1e-5, atol=1e-5)
 
 
+def first_max_bits(row):
+    """WholeReduceMax's value of one repeat: the first NaN, else the first of the largest elements
+    (so a max of zero keeps the sign of the first zero)."""
+    best = row[0]
+    for v in row[1:]:
+        if np.isnan(best):
+            break
+        if np.isnan(v) or v > best:
+            best = v
+    return np.float32(best).view(np.uint32)
+
+
+def test_whole_reduce_keeps_nan_signed_zero_and_element_order(sim):
+    """The value-only fp32 WholeReduceMax / WholeReduceSum (the engine's vectorized paths) give the
+    bits of the per-element definition: a row with NaN gives its first NaN, a max of +-0 the first
+    zero's sign, all -inf gives -inf; each row's sum is the float32 sum in element order (rows 17:
+    two groups of 8 rows and one alone)."""
+    rows = 17
+    x = rng(5).normal(0, 1, (rows, 64)).astype(np.float32)
+    x[0, 5], x[0, 9] = np.float32(np.nan), -np.float32(np.nan)      # first NaN's bits win
+    x[1] = -np.inf
+    x[2] = -1.0
+    x[2, 3], x[2, 40] = -0.0, 0.0                                    # -0 first: -0
+    x[3] = -1.0
+    x[3, 3], x[3, 40] = 0.0, -0.0                                    # +0 first: +0
+    x[4, 63] = np.inf
+    x[5, 0] = np.float32(np.nan)                                     # NaN at the first element
+    x[6] = 7.0                                                       # all equal
+    x[7, :] = x[7, ::-1] * np.float32(1e30)                          # large magnitudes: order-sensitive sums
+    x[8, 10] = np.float32(3.4e38)
+    x[8, 11] = np.float32(3.4e38)                                    # the sum overflows to inf
+    x[9] = 0.0
+    x[9, 0] = -0.0                                                   # -0 + 0 + ...: +0 (the sum starts at 0)
+    rc, msg, out = sim.probe(8, x.ravel(), out_elems=24)
+    assert rc == 0, msg
+    want = np.array([first_max_bits(r) for r in x], np.uint32)
+    np.testing.assert_array_equal(out[:rows].view(np.uint32), want)
+    rc, msg, out = sim.probe(9, x.ravel(), out_elems=24)
+    assert rc == 0, msg
+    seq = np.zeros(rows, np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(64):
+            seq = seq + x[:, i]
+    np.testing.assert_array_equal(out[:rows].view(np.uint32), seq.view(np.uint32))
+
+
 @pytest.mark.parametrize("n", [8, 40])
 def test_brcb(sim, n):
     x = rng(n).normal(0, 1, n).astype(np.float32)

@@ -51,6 +51,12 @@ void ExpF32(const float *src, float *dst, size_t n);
 void LnF32(const float *src, float *dst, size_t n);
 // Narrowing / widening conversions for Cast; tags: 0 float, 1 half, 2 bfloat16, 3 int32.
 void CastImpl(void *dst, int dstTag, const void *src, int srcTag, size_t n, RoundMode mode);
+// Fast paths of the value-only fp32 reductions on contiguous rows (engine, reduce.cpp); their
+// results are those of the per-element loops below. MaxValueF32: the max of x[0:n] into *out, or
+// false (nothing written) when the loop must decide (a NaN, n == 0, or a max of +-0).
+// SumRowsF32: dst[r * dstStep] = the sum from 0, in element order, of src[r * rowStride + 0:n].
+bool MaxValueF32(const float *x, size_t n, float *out);
+void SumRowsF32(const float *src, size_t rowStride, size_t n, size_t rows, float *dst, size_t dstStep);
 
 
 // Checks count >= 0 and that each operand holds it; counts the work and traces the
@@ -516,9 +522,10 @@ void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const Local
 // each repeat; repeat r reads 8 blocks of 32 B at src + r * srcRepStride blocks, block b at
 // b * srcBlkStride blocks ----
 namespace sim {
-template <typename T, typename F>
-void WholeReduce(const char *api, const LocalTensor<T> &dst, const LocalTensor<T> &src, int32_t mask,
-                 int32_t repeatTime, int32_t dstStep, int32_t srcBlkStride, int32_t srcRepStride, F reduce) {
+// The checks, counters and trace of one WholeReduce call; false when it has nothing to do.
+template <typename T>
+bool WholeReduceOperands(const char *api, const LocalTensor<T> &dst, const LocalTensor<T> &src, int32_t mask,
+                         int32_t repeatTime, int32_t dstStep, int32_t srcBlkStride, int32_t srcRepStride) {
     constexpr int32_t perBlock = 32 / sizeof(T);
     constexpr int32_t perRepeat = 256 / sizeof(T);
     if (mask < 0 || mask > perRepeat || repeatTime < 0 || repeatTime > 255) {
@@ -526,7 +533,7 @@ void WholeReduce(const char *api, const LocalTensor<T> &dst, const LocalTensor<T
                                       "mask " + std::to_string(mask) + " must be in [0, " + std::to_string(perRepeat) +
                                           "], repeatTime " + std::to_string(repeatTime) + " in [0, 255]");
     }
-    if (mask == 0 || repeatTime == 0) return;
+    if (mask == 0 || repeatTime == 0) return false;
     const int32_t lastBlock = (mask - 1) / perBlock;
     const uint64_t srcSpan = (uint64_t(repeatTime - 1) * srcRepStride + uint64_t(lastBlock) * srcBlkStride) * 32 +
                              uint64_t((mask - 1) % perBlock + 1) * sizeof(T);
@@ -536,6 +543,18 @@ void WholeReduce(const char *api, const LocalTensor<T> &dst, const LocalTensor<T
     CountVector(uint64_t(mask) * repeatTime);
     TraceVector(api, static_cast<uint64_t>(repeatTime),
                 {LocalOf(dst, (uint64_t(repeatTime - 1) * dstStep + 1) * sizeof(T), true), LocalOf(src, srcSpan, false)});
+    return true;
+}
+// True when the `mask` elements of each repeat are adjacent in UB (one block, or blocks back to back).
+template <typename T>
+constexpr bool RepeatIsContiguous(int32_t mask, int32_t srcBlkStride) {
+    return srcBlkStride == 1 || mask <= int32_t(32 / sizeof(T));
+}
+template <typename T, typename F>
+void WholeReduce(const char *api, const LocalTensor<T> &dst, const LocalTensor<T> &src, int32_t mask,
+                 int32_t repeatTime, int32_t dstStep, int32_t srcBlkStride, int32_t srcRepStride, F reduce) {
+    constexpr int32_t perBlock = 32 / sizeof(T);
+    if (!WholeReduceOperands(api, dst, src, mask, repeatTime, dstStep, srcBlkStride, srcRepStride)) return;
     for (int32_t r = 0; r < repeatTime; ++r) {
         const T *base = src.SimData() + uint64_t(r) * srcRepStride * perBlock;
         reduce(base, mask, perBlock, srcBlkStride, dst.SimData() + uint64_t(r) * dstStep);
@@ -550,8 +569,13 @@ void WholeReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src, const 
     acl_fa_sim::kernel::Enter("WholeReduceMax");
     const bool valueOnly = order == ReduceOrder::ORDER_ONLY_VALUE;
     const int32_t step = dstRepStride * (valueOnly ? 1 : 2);  // dstRepStride counts results
+    const bool fast = std::is_same_v<T, float> && valueOnly && sim::RepeatIsContiguous<T>(mask, srcBlkStride);
     sim::WholeReduce("WholeReduceMax", dst, src, mask, repeatTime, step, srcBlkStride, srcRepStride,
-                     [order](const T *base, int32_t n, int32_t perBlock, int32_t blkStride, T *out) {
+                     [order, fast](const T *base, int32_t n, int32_t perBlock, int32_t blkStride, T *out) {
+                         if constexpr (std::is_same_v<T, float>) {
+                             if (fast && sim::MaxValueF32(base, static_cast<size_t>(n), out)) return;
+                         }
+                         // The first NaN wins; otherwise the first of the largest elements.
                          T best = base[0];
                          uint32_t idx = 0;
                          for (int32_t i = 1; i < n; ++i) {
@@ -581,6 +605,17 @@ template <typename T, bool isSetMask = true>
 void WholeReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t mask, const int32_t repeatTime,
                     const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride) {
     acl_fa_sim::kernel::Enter("WholeReduceSum");
+    if constexpr (std::is_same_v<T, float>) {
+        // Each repeat summed from 0 in element order, as the loop below does.
+        if (sim::RepeatIsContiguous<T>(mask, srcBlkStride)) {
+            if (sim::WholeReduceOperands("WholeReduceSum", dst, src, mask, repeatTime, dstRepStride, srcBlkStride,
+                                         srcRepStride)) {
+                sim::SumRowsF32(src.SimData(), size_t(srcRepStride) * (32 / sizeof(float)), size_t(mask), size_t(repeatTime),
+                                dst.SimData(), size_t(dstRepStride));
+            }
+            return;
+        }
+    }
     sim::WholeReduce("WholeReduceSum", dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride,
                      [](const T *base, int32_t n, int32_t perBlock, int32_t blkStride, T *out) {
                          float s = 0.0f;

@@ -1,0 +1,66 @@
+// reduce.cpp -- value-only fp32 fast paths of WholeReduceMax / WholeReduceSum on contiguous
+// rows (vec.h). They give the same bits as the per-element loops of vec.h, which stay the
+// definition: the max falls back to them where the result depends on which element wins (a NaN,
+// or a zero max whose sign is that of the first zero), and the sums keep each row's order.
+// Compiled for x86-64-v4 / v3 / baseline like convert.cpp.
+#include <cstddef>
+#include <cstdint>
+
+#include "ascendc_sim/vec.h"
+
+#define ACLFA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
+namespace AscendC {
+namespace sim {
+
+ACLFA_CLONES bool MaxValueF32(const float *x, size_t n, float *out) {
+    // 8 lanes of running maxima; `x > m ? x : m` keeps m on ties and never takes a NaN, so any
+    // NaN is caught by the separate flag instead.
+    constexpr size_t kLanes = 8;
+    float m[kLanes];
+    bool nan = false;
+    for (size_t j = 0; j < kLanes; ++j) m[j] = -__builtin_inff();
+    size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        for (size_t j = 0; j < kLanes; ++j) {
+            const float v = x[i + j];
+            nan |= v != v;
+            m[j] = v > m[j] ? v : m[j];
+        }
+    }
+    for (size_t j = 0; i < n; ++i, ++j) {
+        const float v = x[i];
+        nan |= v != v;
+        m[j] = v > m[j] ? v : m[j];
+    }
+    float best = m[0];
+    for (size_t j = 1; j < kLanes; ++j) best = m[j] > best ? m[j] : best;
+    // Without NaN every element equal to a non-zero max has the max's bits, so which one wins
+    // does not matter; +0 and -0 compare equal and the first one wins: the exact loop decides.
+    if (nan || n == 0 || best == 0.0f) return false;
+    *out = best;
+    return true;
+}
+
+ACLFA_CLONES void SumRowsF32(const float *src, size_t rowStride, size_t n, size_t rows, float *dst, size_t dstStep) {
+    // Eight rows at a time, each summed from 0 in element order (the per-element loop's order):
+    // the rows are independent chains, so they overlap instead of waiting on one add at a time.
+    constexpr size_t kRows = 8;
+    size_t r = 0;
+    for (; r + kRows <= rows; r += kRows) {
+        float s[kRows] = {};
+        const float *base = src + r * rowStride;
+        for (size_t i = 0; i < n; ++i) {
+            for (size_t j = 0; j < kRows; ++j) s[j] += base[j * rowStride + i];
+        }
+        for (size_t j = 0; j < kRows; ++j) dst[(r + j) * dstStep] = s[j];
+    }
+    for (; r < rows; ++r) {
+        float s = 0.0f;
+        for (size_t i = 0; i < n; ++i) s += src[r * rowStride + i];
+        dst[r * dstStep] = s;
+    }
+}
+
+}  // namespace sim
+}  // namespace AscendC
