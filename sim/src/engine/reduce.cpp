@@ -5,6 +5,7 @@
 // Compiled for x86-64-v4 / v3 / baseline like convert.cpp.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "ascendc_sim/vec.h"
 
@@ -14,30 +15,33 @@ namespace AscendC {
 namespace sim {
 
 ACLFA_CLONES bool MaxValueF32(const float *x, size_t n, float *out) {
-    // 8 lanes of running maxima; `x > m ? x : m` keeps m on ties and never takes a NaN, so any
-    // NaN is caught by the separate flag instead.
+    // 8 lanes of running maxima; `v > m ? v : m` keeps m on ties and never takes a NaN, so a NaN
+    // is caught by the separate mask instead.
+    typedef float V8 __attribute__((vector_size(32)));
+    typedef int I8 __attribute__((vector_size(32)));
     constexpr size_t kLanes = 8;
-    float m[kLanes];
-    bool nan = false;
-    for (size_t j = 0; j < kLanes; ++j) m[j] = -__builtin_inff();
+    V8 m = V8{} - __builtin_inff();
+    I8 nan = I8{};
     size_t i = 0;
     for (; i + kLanes <= n; i += kLanes) {
-        for (size_t j = 0; j < kLanes; ++j) {
-            const float v = x[i + j];
-            nan |= v != v;
-            m[j] = v > m[j] ? v : m[j];
-        }
-    }
-    for (size_t j = 0; i < n; ++i, ++j) {
-        const float v = x[i];
+        V8 v;
+        std::memcpy(&v, x + i, sizeof(v));
         nan |= v != v;
-        m[j] = v > m[j] ? v : m[j];
+        m = v > m ? v : m;
     }
     float best = m[0];
-    for (size_t j = 1; j < kLanes; ++j) best = m[j] > best ? m[j] : best;
+    bool anyNan = false;
+    for (size_t j = 0; j < kLanes; ++j) {
+        anyNan |= nan[j] != 0;
+        best = m[j] > best ? m[j] : best;
+    }
+    for (; i < n; ++i) {
+        anyNan |= x[i] != x[i];
+        best = x[i] > best ? x[i] : best;
+    }
     // Without NaN every element equal to a non-zero max has the max's bits, so which one wins
     // does not matter; +0 and -0 compare equal and the first one wins: the exact loop decides.
-    if (nan || n == 0 || best == 0.0f) return false;
+    if (anyNan || n == 0 || best == 0.0f) return false;
     *out = best;
     return true;
 }
