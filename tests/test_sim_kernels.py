@@ -380,3 +380,32 @@ def test_gm_trace_records_ranges_in_order(sim):
     addr = lambda p: int(sim.ffi.cast("uintptr_t", p))
     assert got == [(addr(dx), 256, 0), (addr(dy), 256, 0), (addr(dz), 256, 1)]
     sim.engine.aclfaSimSetGmTrace(0)
+
+
+CUBE_TILING = np.array([64, 128, 64, 1, 1, 2, 2, 2, 2, 2, 2, 1], np.int32)  # baseM..dbL0C, fits 910B
+
+
+@pytest.mark.parametrize("m,n,k", [(16, 16, 128), (13, 20, 37), (64, 96, 256), (7, 9, 8)])
+def test_matmul_sums_each_element_in_k_order(sim, m, n, k):
+    """fp16 A . B^T -> fp32 C through the Matmul API (matmul_only, B transposed; one AIV takes all
+    rows) equals, bit for bit, each element summed from 0 in k order in float32 (a product of two
+    fp16 values is exact in float32, so that is also the fused multiply-add chain): whatever the
+    GEMM packs or reads in place -- small tiles read A in place and transpose B in 8 x 8 blocks
+    with edges, (64, 96, 256) packs A -- the order of the additions is the same (k <= 256: one
+    K panel)."""
+    r = rng(m * n + k)
+    a = r.normal(0, 1, (m, k)).astype(np.float16)
+    b = r.normal(0, 1, (n, k)).astype(np.float16)
+    da, db, dc = sim.device(a), sim.device(b), sim.device(m * n * 4)
+    ws = sim.device(simlib.SYS_WORKSPACE)
+    e = sim.err()
+    rc = sim.k.aclfaSimTestMatmul(da, db, dc, ws, m, n, k, m, 1, sim.ffi.from_buffer("int32_t[]", CUBE_TILING),
+                                  e, 4096)
+    assert rc == 0, sim.ffi.string(e)
+    c = sim.host(dc, (m, n), np.float32)
+    want = np.zeros((m, n), np.float32)
+    af, bf = a.astype(np.float32), b.astype(np.float32)
+    for p in range(k):
+        want = want + af[:, p:p + 1] * bf[:, p][None, :]
+    np.testing.assert_array_equal(c.view(np.uint32), want.view(np.uint32))
+    sim.free_all()
