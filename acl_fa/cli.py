@@ -425,10 +425,14 @@ def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype,
 @click.option("--devices", type=click.IntRange(min=1), envvar="ACL_FA_DEVICES", default=2, show_default=True,
               show_envvar=True, metavar="P", help="Devices (0..P-1) for --parallel (under acl-fa launch: one per rank, "
               "the launch's -n).")
+@click.option("--accumulate", type=click.Choice(["float32", "output"]), default=None, envvar="ACL_FA_ACCUMULATE",
+              show_envvar=True, help="--parallel ring: merge the partial outputs into a float32 accumulator (default; O/P more "
+              "device memory) or in place in the output's dtype (device memory (Q+K+V+O)/P plus a constant; "
+              "one rounding per merge). docs/lse_merge.md")
 @run_option_options
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
         iters, check, seed, decode, paged, block_size, steps, num_splits, prefill, backend, device, as_json, backward,
-        deterministic, parallel_mode, devices, window, dropout, mask_density, varlen):
+        deterministic, parallel_mode, devices, accumulate, window, dropout, mask_density, varlen):
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
     --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
@@ -451,11 +455,15 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
                                check=check, backend=None if backend == "auto" else backend, device=device,
                                seed=seed), as_json)
         return
+    if parallel_mode != "ring" and accumulate is not None and \
+            click.get_current_context().get_parameter_source("accumulate") == click.core.ParameterSource.COMMANDLINE:
+        # (ACL_FA_ACCUMULATE in the environment applies to the ring runs only.)
+        raise click.UsageError("--accumulate is for --parallel ring (how the ring merges its partial outputs)")
     if parallel_mode:
         if click.get_current_context().get_parameter_source("heads") == click.core.ParameterSource.DEFAULT:
             heads = PARALLEL_DEFAULT_HEADS
         _run_parallel(parallel_mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale,
-                      check, seed, backend, as_json, backward)
+                      check, seed, backend, as_json, backward, accumulate or "float32")
         return
     if decode or paged:
         _run_decode_command(seq_kv or 4096, batch, heads, kv_heads, head_dim, dtype, seq, block_size if paged else None,
@@ -497,7 +505,7 @@ PARALLEL_DEFAULT_HEADS = 1
 
 
 def _run_parallel(mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale, check, seed,
-                  backend, as_json, backward=False):
+                  backend, as_json, backward=False, accumulate="float32"):
     from . import parallel_run
 
     if backward and mode != "ring":
@@ -508,7 +516,7 @@ def _run_parallel(mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, l
             rank, report = parallel_run.run_parallel_rank_job(
                 mode=mode, seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
                 layout=layout, causal=causal, scale=scale, check=check, seed=seed,
-                backend=None if backend == "auto" else backend, backward=backward)
+                backend=None if backend == "auto" else backend, backward=backward, accumulate=accumulate)
         if rank == 0:  # every rank has the whole report; one prints it
             click.echo(json.dumps(report.to_dict(), indent=2) if as_json else
                        parallel_run.format_parallel_report(report))
@@ -518,7 +526,8 @@ def _run_parallel(mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, l
         report = parallel_run.run_parallel_job(
             mode=mode, devices=devices, seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
             dtype=dtype, layout=layout, causal=causal, scale=scale, check=check, seed=seed,
-            backend=None if backend == "auto" else backend, backward=backward)
+            backend=None if backend == "auto" else backend, backward=backward,
+            **(dict(accumulate=accumulate) if mode == "ring" else {}))
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else parallel_run.format_parallel_report(report))
     _fail_on_tolerance(report)
 

@@ -159,7 +159,8 @@ def _rank_backward(ctx, q, dt, shard, out, lse, ranges, *, seq, heads, kv_heads,
 
 
 def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, head_dim=128, dtype="float16",
-                          layout="BNSD", causal=False, scale=None, check=True, seed=0, backend=None, backward=False):
+                          layout="BNSD", causal=False, scale=None, check=True, seed=0, backend=None, backward=False,
+                          accumulate="float32"):
     """This process's rank of `acl-fa launch -n P -- acl-fa run --parallel ring ...`: joins the
     clique (RankContext.from_env), runs the ring on its shard of the same random inputs every rank
     makes from the seed, then gathers over HCCL to every rank the per-rank reports and head 0 of
@@ -179,7 +180,8 @@ def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, 
                                        f"{2 * p if causal else p}")
         shard = [to_bnsd(x, layout, n) for x, n in ((q, heads), (k, kv_heads), (v, kv_heads))]
         shard = [np.concatenate([x[:, :, a:b] for a, b in ranges[r]], axis=2) for x in shard]
-        out, lse, mine = ctx.ring_attention(*shard, causal=causal, scale=scale, layout="BNSD", report=True)
+        out, lse, mine = ctx.ring_attention(*shard, causal=causal, scale=scale, layout="BNSD", report=True,
+                                            accumulate=accumulate)
         reports = _gather_reports(ctx, mine)
         full_out, full_lse = _gather_head0(ctx, out, lse, ranges, seq)
         if backward:

@@ -88,3 +88,27 @@ def test_ring_device_memory_is_the_shards_plus_a_constant():
                           timeout=600, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("ok ") == 7 and "excess" in proc.stdout and "refused" in proc.stdout, proc.stdout
+
+
+def _run_cli(*args):
+    env = dict(os.environ, ACL_FA_BACKEND="sim")
+    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
+    return subprocess.run([sys.executable, "-m", "acl_fa", "run", *args], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+
+
+def test_cli_accumulate_chooses_the_ring_merge_and_its_bound():
+    """`acl-fa run --parallel ring --accumulate output` merges in the output (no float32 accumulator
+    in the bound it prints); --accumulate without --parallel ring is a usage error."""
+    ring = ["--parallel", "ring", "--devices", "4", "--seq", "256", "--causal", "--head-dim", "32"]
+    lines = {}
+    for mode in ("output", "float32"):
+        proc = _run_cli(*ring, "--accumulate", mode)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        lines[mode] = next(l for l in proc.stdout.splitlines() if l.startswith("memory bound per device"))
+        assert "met on every device" in lines[mode] and ": OK" in proc.stdout, proc.stdout
+    assert "(the output is the accumulator)" in lines["output"] and "float32 accumulator" not in lines["output"]
+    assert "the float32 accumulator beyond O" in lines["float32"]
+    for other in (["--seq", "64"], ["--parallel", "ulysses", "--devices", "2", "--seq", "64"]):
+        proc = _run_cli(*other, "--accumulate", "output")
+        assert proc.returncode == 2 and "--accumulate is for --parallel ring" in proc.stderr, proc.stdout + proc.stderr
