@@ -745,6 +745,36 @@ def _check_split(rows: list, causal: bool) -> list:
     return ranges
 
 
+def shard_rows(x, ranges):
+    """The rows `ranges` ([(a, b), ...], one rank's chunks of zigzag_chunks) of x [B, N, S, ...],
+    concatenated along S: the rank's shard."""
+    return np.concatenate([x[:, :, a:b] for a, b in ranges], axis=2)
+
+
+def place_rows(whole, part, ranges):
+    """The inverse of shard_rows: part's rows written back at `ranges` of whole (along S)."""
+    cuts = np.cumsum([0, *[b - a for a, b in ranges]])
+    for (a, b), c0, c1 in zip(ranges, cuts, cuts[1:]):
+        whole[:, :, a:b] = part[:, :, c0:c1]
+
+
+@contextlib.contextmanager
+def device_clique(devices, backend_name: str):
+    """One Session per device of this process and a new HCCL clique over them
+    (Communicator.init_all: its link counters start at zero); yields (sessions, comms) and
+    closes every comm, then every session, on success and on failure."""
+    sessions = [Session(device=d, backend=backend_name) for d in devices]
+    comms = []
+    try:
+        comms = hccl.Communicator.init_all(sessions)
+        yield sessions, comms
+    finally:
+        for c in comms:
+            c.close()
+        for s in sessions:
+            s.close()
+
+
 def _run_threads(contexts: list, work) -> list:
     """work(context) on one thread per context; their results in order. The first failure (in
     time) is raised: the other ranks' errors follow from it (a peer stopped)."""
@@ -800,42 +830,29 @@ def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="B
     qb, kb, vb = (to_bnsd(q, layout, problem.num_heads), to_bnsd(k, layout, problem.num_kv_heads),
                   to_bnsd(v, layout, problem.num_kv_heads))
     ranges = zigzag_chunks(problem.seq_q, p, problem.causal)
-
-    def shard(x, rr):
-        return np.concatenate([x[:, :, a:b] for a, b in rr], axis=2)
-
-    sessions = [Session(device=d, backend=be.name) for d in devices]
-    comms = []
-    try:
-        if p == 1:
-            rk = _SingleRank(sessions[0], [qb], [[(kb, vb)]], problem, _peak_flops(be))
+    if p == 1:
+        with Session(device=devices[0], backend=be.name) as session:
+            rk = _SingleRank(session, [qb], [[(kb, vb)]], problem, _peak_flops(be))
             rk.run()
-            if rk.error is not None:
-                raise rk.error
-            outs = [(rk.results[0][0], rk.results[0][1], RankReport(0, devices[0], [0], rk.flops, [0.0],
-                                                                    rk.compute_model, rk.wall, 0, {}))]
-        else:
-            comms = hccl.Communicator.init_all(sessions)
+        if rk.error is not None:
+            raise rk.error
+        outs = [(rk.results[0][0], rk.results[0][1], RankReport(0, devices[0], [0], rk.flops, [0.0],
+                                                                rk.compute_model, rk.wall, 0, {}))]
+    else:
+        with device_clique(devices, be.name) as (sessions, comms):
             contexts = [RankContext(s, c) for s, c in zip(sessions, comms)]
             outs = _run_threads(contexts, lambda ctx: ctx.ring_attention(
-                shard(qb, ranges[ctx.rank]), shard(kb, ranges[ctx.rank]), shard(vb, ranges[ctx.rank]),
+                shard_rows(qb, ranges[ctx.rank]), shard_rows(kb, ranges[ctx.rank]), shard_rows(vb, ranges[ctx.rank]),
                 causal=problem.causal, scale=problem.scale, layout="BNSD", report=True, accumulate=accumulate))
-        out = np.empty(qb.shape, problem.dtype)
-        lse = np.empty(qb.shape[:3], np.float32)
-        for rr, (o, l, _) in zip(ranges, outs):
-            cuts = np.cumsum([0, *[b - a for a, b in rr]])
-            for (a, b), c0, c1 in zip(rr, cuts, cuts[1:]):
-                out[:, :, a:b] = o[:, :, c0:c1]
-                lse[:, :, a:b] = l[:, :, c0:c1]
-        result = (np.ascontiguousarray(from_bnsd(out, layout)), lse)
-        if not report:
-            return result
-        return (*result, ring_report([rep for _, _, rep in outs], problem.causal))
-    finally:
-        for c in comms:
-            c.close()
-        for s in sessions:
-            s.close()
+    out = np.empty(qb.shape, problem.dtype)
+    lse = np.empty(qb.shape[:3], np.float32)
+    for rr, (o, l, _) in zip(ranges, outs):
+        place_rows(out, o, rr)
+        place_rows(lse, l, rr)
+    result = (np.ascontiguousarray(from_bnsd(out, layout)), lse)
+    if not report:
+        return result
+    return (*result, ring_report([rep for _, _, rep in outs], problem.causal))
 
 
 def ring_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=False, scale=None, layout="BNSD",
@@ -863,29 +880,15 @@ def ring_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=Fal
             (("q", q), ("k", k), ("v", v), ("dout", dout), ("out", out))}
     bnsd["lse"] = lse
     ranges = zigzag_chunks(problem.seq_q, p, problem.causal)
-
-    def shard(x, rr):
-        return np.concatenate([x[:, :, a:b] for a, b in rr], axis=2)
-
-    sessions = [Session(device=d, backend=be.name) for d in devices]
-    comms = []
-    try:
-        comms = hccl.Communicator.init_all(sessions)
+    with device_clique(devices, be.name) as (sessions, comms):
         contexts = [RankContext(s, c) for s, c in zip(sessions, comms)]
         grads = _run_threads(contexts, lambda ctx: ctx.ring_attention_backward(
-            *(shard(bnsd[n], ranges[ctx.rank]) for n in ("dout", "q", "k", "v", "out", "lse")),
+            *(shard_rows(bnsd[n], ranges[ctx.rank]) for n in ("dout", "q", "k", "v", "out", "lse")),
             causal=problem.causal, scale=problem.scale, layout="BNSD"))
-    finally:
-        for c in comms:
-            c.close()
-        for s in sessions:
-            s.close()
     whole = [np.empty(bnsd[n].shape, problem.dtype) for n in ("q", "k", "v")]
     for rr, parts in zip(ranges, grads):
-        cuts = np.cumsum([0, *[b - a for a, b in rr]])
-        for (a, b), c0, c1 in zip(rr, cuts, cuts[1:]):
-            for w, part in zip(whole, parts):
-                w[:, :, a:b] = part[:, :, c0:c1]
+        for w, part in zip(whole, parts):
+            place_rows(w, part, rr)
     return tuple(np.ascontiguousarray(from_bnsd(w, problem.layout)) for w in whole)
 
 class _SingleRank(_Rank):

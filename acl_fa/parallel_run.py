@@ -142,8 +142,7 @@ def _rank_backward(ctx, q, dt, shard, out, lse, ranges, *, seq, heads, kv_heads,
     import time
 
     dout = _dout(q, dt, seed)
-    rows = ranges[ctx.rank]
-    mine = np.concatenate([to_bnsd(dout, layout, heads)[:, :, a:b] for a, b in rows], axis=2)
+    mine = parallel.shard_rows(to_bnsd(dout, layout, heads), ranges[ctx.rank])
     start = time.perf_counter()
     grads = ctx.ring_attention_backward(mine, *shard, out, lse, causal=causal, scale=scale, layout="BNSD")
     wall = float(all_gather_host(ctx.comm, np.array([time.perf_counter() - start], np.float64)).max())
@@ -179,7 +178,7 @@ def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, 
                                        f"{'the zigzag split needs S >= 2P' if causal else 'needs S >= P'} = "
                                        f"{2 * p if causal else p}")
         shard = [to_bnsd(x, layout, n) for x, n in ((q, heads), (k, kv_heads), (v, kv_heads))]
-        shard = [np.concatenate([x[:, :, a:b] for a, b in ranges[r]], axis=2) for x in shard]
+        shard = [parallel.shard_rows(x, ranges[r]) for x in shard]
         out, lse, mine = ctx.ring_attention(*shard, causal=causal, scale=scale, layout="BNSD", report=True,
                                             accumulate=accumulate)
         reports = _gather_reports(ctx, mine)

@@ -36,11 +36,10 @@ from typing import Optional
 import numpy as np
 
 from . import attention, hccl
-from .api import Session
 from .errors import AclError, InvalidArgumentError
 from .layouts import from_bnsd, to_bnsd
 from .loader import get_backend
-from .parallel import _bounds, _check_devices, _peak_flops
+from .parallel import _bounds, _check_devices, _peak_flops, device_clique
 
 __all__ = ["ulysses_attention", "UlyssesReport", "kv_heads_of_rank", "ulysses_link_bytes"]
 
@@ -225,10 +224,7 @@ def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout
 
     shards = [{"q": send_layout(qb, a, b, hq), "k": send_layout(kb[:, kv_order], a, b, len(kv_heads[0])),
                "v": send_layout(vb[:, kv_order], a, b, len(kv_heads[0]))} for a, b in rows]
-    sessions = [Session(device=dv, backend=be.name) for dv in devices]
-    comms = []
-    try:
-        comms = hccl.Communicator.init_all(sessions)  # a new clique: its link counters start at zero
+    with device_clique(devices, be.name) as (sessions, comms):  # a new clique: its link counters start at zero
         peak = _peak_flops(be)
         ranks = [_UlyssesRank(c, sess, shards[i], rows, kv_heads, problem, peak)
                  for i, (c, sess) in enumerate(zip(comms, sessions))]
@@ -250,11 +246,6 @@ def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout
         if not report:
             return result
         return (*result, _report(be, devices, comms, ranks, rows, problem, kv_heads, peak))
-    finally:
-        for c in comms:
-            c.close()
-        for sess in sessions:
-            sess.close()
 
 
 def _report(be, devices, comms, ranks, rows, problem, kv_heads, peak) -> UlyssesReport:
