@@ -98,9 +98,5 @@ extern "C" aclnnStatus aclnnFlashAttentionGetWorkspaceSize(
 extern "C" aclnnStatus aclnnFlashAttention(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
                                            aclrtStream stream)
 {
-    if (executor == nullptr) {
-        aclfaSimSetErrMsg("%s: executor is nullptr", API_PHASE2);
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    return aclfaSimRunExecutor(executor, workspace, workspaceSize, stream);
+    return RunPhase2(API_PHASE2, workspace, workspaceSize, executor, stream);
 }

@@ -15,6 +15,7 @@
 #include "aclnn/opdev/op_errno.h"
 #include "acl_fa_sim.h"
 #include "flash_attention_decode_launch.h"
+#include "opapi_common.h"
 #include "sim_host/op_runtime.h"
 
 namespace {
@@ -247,8 +248,5 @@ extern "C" aclnnStatus aclnnFlashAttentionDecodeGetWorkspaceSize(
 extern "C" aclnnStatus aclnnFlashAttentionDecode(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
                                                  aclrtStream stream)
 {
-    if (executor == nullptr) {
-        return Report(ACLNN_ERR_PARAM_NULLPTR, "%s: executor is nullptr", API_PHASE2);
-    }
-    return aclfaSimRunExecutor(executor, workspace, workspaceSize, stream);
+    return acl_fa_sim::opapi::RunPhase2(API_PHASE2, workspace, workspaceSize, executor, stream);
 }

@@ -121,9 +121,5 @@ extern "C" aclnnStatus aclnnFlashAttentionGradV2GetWorkspaceSize(
 extern "C" aclnnStatus aclnnFlashAttentionGradV2(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
                                                  aclrtStream stream)
 {
-    if (executor == nullptr) {
-        aclfaSimSetErrMsg("%s: executor is nullptr", API_PHASE2);
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    return aclfaSimRunExecutor(executor, workspace, workspaceSize, stream);
+    return RunPhase2(API_PHASE2, workspace, workspaceSize, executor, stream);
 }

@@ -23,6 +23,13 @@ aclnnStatus Report(const Failure &failure)
     return failure.code;
 }
 
+aclnnStatus RunPhase2(const char *api, void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+                      aclrtStream stream)
+{
+    if (executor == nullptr) return Report(Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: executor is nullptr", api));
+    return aclfaSimRunExecutor(executor, workspace, workspaceSize, stream);
+}
+
 const char *DtypeName(int32_t dtype)
 {
     switch (dtype) {

@@ -30,6 +30,11 @@ Failure Fail(aclnnStatus code, const char *fmt, ...) __attribute__((format(print
 // Sets aclGetRecentErrMsg to the failure's message and returns its code.
 aclnnStatus Report(const Failure &failure);
 
+// Phase two of every op (`api`, e.g. "aclnnFlashAttention"): runs on `stream` the executor that
+// phase one made; a null executor is ACLNN_ERR_PARAM_NULLPTR with the API named.
+aclnnStatus RunPhase2(const char *api, void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+                      aclrtStream stream);
+
 const char *DtypeName(int32_t dtype);
 std::string ShapeString(const aclfaSimTensorView &view);
 std::string ShapeString(const std::vector<int64_t> &shape);
