@@ -122,6 +122,18 @@ class _ArrayMeta(NamedTuple):
         return len(self.shape)
 
 
+def resolve_scale(scale, head_dim: int) -> float:
+    """The softmax scale as a float: 1 / sqrt(head_dim) when None, else a finite real > 0."""
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real):
+        raise InvalidTypeError(f"scale must be a real number, got {scale!r}")
+    scale = float(scale)
+    if not math.isfinite(scale) or scale <= 0:
+        raise InvalidArgumentError(f"scale must be finite and > 0, got {scale}")
+    return scale
+
+
 def _check_int(name: str, value, *, minimum: int, maximum: int, allow_none: bool = True) -> int:
     if value is None and allow_none:
         return 0
@@ -228,13 +240,7 @@ def _validated_problem(metas: tuple, options: tuple) -> "Problem":
     if d % HEAD_DIM_MULTIPLE or d > MAX_HEAD_DIM:
         raise InvalidArgumentError(
             f"head dim D={d} must be a multiple of {HEAD_DIM_MULTIPLE} and <= {MAX_HEAD_DIM}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise InvalidTypeError(f"scale must be a real number, got {scale!r}")
-    scale = float(scale)
-    if not math.isfinite(scale) or scale <= 0:
-        raise InvalidArgumentError(f"scale must be finite and > 0, got {scale}")
+    scale = resolve_scale(scale, d)
     blocks = []
     for name, value in (("block_m", block_m), ("block_n", block_n)):
         value = _check_int(name, value, minimum=BLOCK_MULTIPLE, maximum=MAX_BLOCK)

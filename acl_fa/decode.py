@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import numbers
 from typing import Optional
 
@@ -43,6 +42,7 @@ import ml_dtypes
 import numpy as np
 
 from . import opcall
+from .attention import resolve_scale
 from .device_array import DeviceArray, check_device_array
 from .errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
@@ -246,13 +246,7 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options) -> DecodePr
                 raise InvalidArgumentError(f"{name} must be [B={batch}, S_new, Nkv={kv_heads}, D={d}], got {shape}")
         if kn_shape != vn_shape:
             raise InvalidArgumentError(f"k {kn_shape} and v {vn_shape} must have the same shape")
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise InvalidTypeError(f"scale must be a real number, got {scale!r}")
-    scale = float(scale)
-    if not math.isfinite(scale) or scale <= 0:
-        raise InvalidArgumentError(f"scale must be finite and > 0, got {scale}")
+    scale = resolve_scale(scale, d)
     if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral):
         raise InvalidTypeError(f"num_splits must be an integer, got {num_splits!r}")
     if not 0 <= num_splits <= MAX_SPLITS:
