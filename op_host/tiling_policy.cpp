@@ -40,6 +40,27 @@ uint32_t PhiloxLanes(uint32_t n) {
     return std::max(row, kMinLanes);
 }
 
+uint64_t PhiloxChunkUbBytes(uint64_t lanes, uint64_t m, uint64_t n, bool maskOut) {
+    // With dropout_mask: a chunk's keep bytes (16 elements a lane) and as half, then [m, align32(n)] uint8 rows.
+    return PhiloxUbBytes(lanes) + (maskOut ? 3 * 16 * lanes + m * AlignUp(n, kUbAlign) : 0);
+}
+
+uint32_t PhiloxLanesForUb(uint64_t m, uint64_t n, uint64_t freeUb, bool maskOut) {
+    // A chunk issues the same Philox instructions whatever its lanes (docs/dropout_and_mask.md,
+    // "Chunk size"), and generates every row of its capacity: a tile of m rows in k chunks of
+    // ceil(m / k) rows issues the fewest instructions for k chunks and generates no row twice
+    // over (at m = 32, n = 320: 2 chunks of 16 rows, where 128 lanes made 6 chunks of 6 rows, 36
+    // rows generated). The fewest chunks that fit `freeUb`.
+    const uint32_t floor = PhiloxLanes(static_cast<uint32_t>(n));
+    const uint64_t perRow = CeilDiv(n, 16);
+    for (uint64_t k = 1; k <= m; ++k) {
+        const uint64_t lanes = AlignUp(CeilDiv(m, k) * perRow, 8);
+        if (lanes <= floor) break;
+        if (PhiloxChunkUbBytes(lanes, m, n, maskOut) <= freeUb) return static_cast<uint32_t>(lanes);
+    }
+    return floor;
+}
+
 std::string Format(const char *fmt, ...) {
     char buf[512];
     va_list ap;
@@ -81,18 +102,22 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, 
     return lines;
 }
 
-// The V2 options' UB lines (none when off), after lseQue in the kernel's InitBuffer order.
-void OptionUbLines(const Problem &p, uint64_t m, uint64_t n, uint64_t ub, std::vector<BudgetLine> *lines) {
+// The V2 options' UB lines (none when off), after lseQue in the kernel's InitBuffer order; the
+// Philox lanes they budget (0 without dropout). Dropout takes the UB the other lines leave, in
+// PhiloxLanesForUb's chunks, and never less than PhiloxLanes(n): blocks fit exactly when they
+// fit with that floor, so every line still grows with m and n as far as fitting goes.
+uint32_t OptionUbLines(const Problem &p, uint64_t m, uint64_t n, uint64_t ub, std::vector<BudgetLine> *lines) {
     if (p.mask) lines->push_back({"maskBuf mask tiles [16,n] u8/f16/f32", MaskTilesUbBytes(kMaskRows, n), ub});
-    if (p.dropout) {
-        lines->push_back({"philoxBuf Philox4x32-10 keep mask", PhiloxUbBytes(PhiloxLanes(static_cast<uint32_t>(n))),
-                          ub});
-    }
+    if (!p.dropout) return 0;
+    uint64_t used = 0;
+    for (const auto &line : *lines) used += line.bytes;
+    const uint32_t lanes = PhiloxLanesForUb(m, n, ub > used ? ub - used : 0, p.dropoutMaskOut);
+    lines->push_back({"philoxBuf Philox4x32-10 keep mask", PhiloxUbBytes(lanes), ub});
     if (p.dropoutMaskOut) {
-        // A Philox chunk's keep bytes (16 elements a lane) and as half, then [m, align32(n)] uint8 rows.
-        const uint64_t chunk = 16ull * PhiloxLanes(static_cast<uint32_t>(n));
-        lines->push_back({"keepBuf dropout_mask chunk u8+f16, rows [m,n] u8", 3 * chunk + m * AlignUp(n, kUbAlign), ub});
+        lines->push_back({"keepBuf dropout_mask chunk u8+f16, rows [m,n] u8",
+                          PhiloxChunkUbBytes(lanes, m, n, true) - PhiloxUbBytes(lanes), ub});
     }
+    return lanes;
 }
 
 // Rows one vector unit owns per item: an AIV takes half of the item on the MIX path, a
@@ -107,6 +132,7 @@ uint64_t RowsPerVector(uint32_t blockM, bool coupled) { return coupled ? blockM 
 struct Needs {
     std::vector<BudgetLine> lines;
     uint64_t ubTotal = 0, l1Total = 0, l0cQk = 0, l0cPv = 0;
+    uint32_t philoxLanes = 0;  // dropout: Philox counters per chunk the UB lines hold
 };
 
 Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c) {
@@ -115,7 +141,7 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
     const uint64_t vectorsPerCube = coupled ? 1 : 2;
     Needs needs;
     needs.lines = UbLines(m, n, d, t, c.ubBytes, coupled);
-    OptionUbLines(p, m, n, c.ubBytes, &needs.lines);
+    needs.philoxLanes = OptionUbLines(p, m, n, c.ubBytes, &needs.lines);
     for (const auto &line : needs.lines) needs.ubTotal += line.bytes;
     const uint64_t l1Qk = (m * d + n * d) * t;
     const uint64_t l1Pv = (m * n + n * d) * t;
@@ -623,7 +649,8 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     out.numKvBlocks = static_cast<uint32_t>(CeilDiv(p.seqKv, blockN));
     const Band band = EffectiveBand(p);
     out.qZigzag = band.Restricted() ? 1 : 0;
-    out.budget = ComputeNeeds(blockM, blockN, p, c).lines;
+    const Needs needs = ComputeNeeds(blockM, blockN, p, c);
+    out.budget = needs.lines;
 
     // Work items (sequence b, head n, query-block position), numbered as the tiling header
     // says: the items of sequence b follow those of b - 1, each sequence with its own number
@@ -691,7 +718,7 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
             out.wsMaskSummaryOffset = out.userWorkspaceBytes;
             out.userWorkspaceBytes += AlignUp(out.maskSummaryBytes, kWorkspaceAlign);
         }
-        if (p.dropout) out.philoxLanes = PhiloxLanes(blockN);
+        if (p.dropout) out.philoxLanes = needs.philoxLanes;
     }
 
     // BSH and TND have BSND's memory order and run its path: the key carries BSND. The causal

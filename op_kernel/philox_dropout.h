@@ -104,14 +104,15 @@ public:
     }
 
     // Tiles of row length `width` (a multiple of 16, at most capacity * 16) from here on: a chunk
-    // is the most rows whose counters fit the capacity with lanes a multiple of CHUNK_LANE_ALIGN.
+    // is the most rows whose counters fit the capacity, its lanes rounded up to CHUNK_LANE_ALIGN
+    // (at most the capacity, itself a multiple): fewer than 8 tail lanes are generated and never
+    // used, where dropping rows until none are left would cost whole rows.
     __aicore__ inline void SetWidth(uint32_t width)
     {
         if (width == width_) return;
         width_ = width;
         countersPerRow_ = width / ELEMENTS_PER_COUNTER;
         chunkRows_ = capacity_ / countersPerRow_;
-        while (chunkRows_ > 1 && (chunkRows_ * countersPerRow_) % CHUNK_LANE_ALIGN != 0) --chunkRows_;
         lanes_ = chunkRows_ * countersPerRow_;
         lanes_ = (lanes_ + CHUNK_LANE_ALIGN - 1) / CHUNK_LANE_ALIGN * CHUNK_LANE_ALIGN;
         BuildIndices();

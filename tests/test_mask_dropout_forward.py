@@ -346,3 +346,31 @@ def test_ub_budget_is_the_kernels(session, sim_only, kwargs):
         blocks = mb * mn * (1 if mq == 1 else -(-mq // plan.block_m)) * -(-mk // plan.block_n)
         summary = -(-blocks // 512) * 512
     assert plan.user_workspace_bytes == slices + summary
+
+
+def philox_ub_bytes(lanes):
+    """op_kernel/philox_dropout.h PhiloxKeepMask::UbBytes."""
+    return lanes * 4 * 58 + -(-(2 * lanes) // 32) * 32
+
+
+@pytest.mark.parametrize("kwargs,lanes", [
+    (dict(dropout_p=0.1, seed=1), 320),  # 32 rows of 20 counters per AIV: two chunks of 16 rows
+    (dict(dropout_p=0.1, seed=1, attn_mask=np.ones((1, 1, 1, 4096), bool)), 160),  # with the mask's tiles: 4 x 8 rows
+    (dict(dropout_p=0.1, seed=1, return_dropout_mask=True), 224),  # keep rows: three chunks of 11 rows
+], ids=["dropout", "dropout+mask", "dropout+keep-mask"])
+def test_dropout_chunks_take_the_ub_left(session, kwargs, lanes):
+    """The Philox chunk takes the UB the other buffers leave, in the fewest chunks of equal rows
+    (a chunk issues the same instructions whatever its size), never below 128 lanes (before: 128
+    lanes, six chunks of 6 rows for 32 rows); the blocks that fit are those that fit with 128."""
+    from acl_fa import attention_v2
+    from acl_fa.attention import make_problem
+
+    shells = [np.empty((1, 2, 4096, 128), np.float16) for _ in range(3)]
+    problem, *_ = make_problem(*shells, block_m=64, block_n=320)
+    options, _ = build_options(batch=1, heads=2, seq_q=4096, seq_kv=4096, **kwargs)
+    plan = attention_v2.check_v2_plan(attention_v2.V2Call(problem, options), session.soc_name())
+    lines = {line.name: (line.bytes, line.capacity) for line in plan.budget}
+    philox = next(v for name, v in lines.items() if name.startswith("philoxBuf"))
+    assert philox[0] == philox_ub_bytes(lanes)
+    total, ub = lines["UB total per AIV"]
+    assert total <= ub

@@ -212,7 +212,7 @@ INT_OPS = {"Add": (0, np.add), "Sub": (1, np.subtract), "Mul": (2, np.multiply),
 
 def _int_probe(sim, op, dtype, in_place, a, b):
     """PROBE_INT_ARITH: (rc, message, result) of `op` on int arrays a, b (scalar forms use b[0])."""
-    code = INT_OPS[op][0] + (8 if dtype == np.int16 else 0) + (16 if in_place else 0)
+    code = INT_OPS[op][0] + (8 if dtype == np.int16 else 0) + {False: 0, "a": 16, "b": 32}[in_place]
     words = np.concatenate([a.astype(dtype).view(np.float32), b.astype(dtype).view(np.float32)])
     rc, msg, out = sim.probe(15, words, param=float(code), out_elems=words.size // 2)
     return rc, msg, (out.view(dtype) if out is not None else None)
@@ -223,12 +223,15 @@ INT_RANGES = {("Add", np.int32): 2**30, ("Sub", np.int32): 2**30, ("Mul", np.int
               ("Add", np.int16): 2**14, ("Sub", np.int16): 2**14, ("Mul", np.int16): 2**7}
 
 
-@pytest.mark.parametrize("in_place", [False, True], ids=["out", "in-place"])
+@pytest.mark.parametrize("in_place", [False, "a", "b"], ids=["out", "in-place-src0", "in-place-src1"])
 @pytest.mark.parametrize("dtype", [np.int32, np.int16], ids=["i32", "i16"])
 @pytest.mark.parametrize("op", list(INT_OPS))
 def test_int_arith_values_and_the_first_overflow(sim, op, dtype, in_place):
     # 1096 words: three of the engine's 512-element blocks (int32) with a tail that is not a whole
-    # vector; every result in range equals numpy's.
+    # vector; every result in range equals numpy's. In place, Add and Sub write a block in one pass
+    # and restore it from the results when it overflowed: the message still names the operands.
+    if in_place == "b" and op.endswith("s"):
+        pytest.skip("the scalar forms have no second tensor operand")
     per_word = 4 // np.dtype(dtype).itemsize
     count = 1096 * per_word
     bound = INT_RANGES[(op.rstrip("s"), dtype)]
@@ -300,7 +303,7 @@ def _fitting_operands(s, info):
     return max(lo, int(info.min)), min(hi, int(info.max))
 
 
-@pytest.mark.parametrize("in_place", [False, True], ids=["out", "in-place"])
+@pytest.mark.parametrize("in_place", [False, "a"], ids=["out", "in-place"])
 @pytest.mark.parametrize("dtype", [np.int32, np.int16], ids=["i32", "i16"])
 @pytest.mark.parametrize("scalar", [1, -1, 0, 3, -3, 7, "max", "min"])
 def test_muls_range_edges(sim, dtype, in_place, scalar):

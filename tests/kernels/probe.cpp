@@ -49,14 +49,14 @@ uint32_t Align8(uint32_t n) { return (n + 7) / 8 * 8; }
 
 // The integer count forms: a = x[0, h), b = x[h, 2h) (h words, a multiple of 8) as T; code =
 // op (0 Add, 1 Sub, 2 Mul, 3 Adds, 4 Muls; the scalar is b[0]) + 8 for int16_t + 16 for in place
-// (dst = a). Returns dst's h words.
+// on the first source (dst = a) or + 32 on the second (dst = b). Returns dst's h words.
 template <typename T>
 AscendC::LocalTensor<float> IntArithProbe(const AscendC::LocalTensor<float> &x, const AscendC::LocalTensor<float> &tmp,
                                           int32_t code, uint32_t h) {
     using namespace AscendC;
     const int32_t cnt = static_cast<int32_t>(h * 4 / sizeof(T));
     const LocalTensor<T> a = x.ReinterpretCast<T>(), b = x[h].ReinterpretCast<T>();
-    const LocalTensor<T> dst = (code / 16) % 2 != 0 ? a : tmp.ReinterpretCast<T>();
+    const LocalTensor<T> dst = (code / 16) % 2 != 0 ? a : (code / 32) % 2 != 0 ? b : tmp.ReinterpretCast<T>();
     const T s = b.GetValue(0);
     switch (code % 8) {
         case 0: Add(dst, a, b, cnt); break;

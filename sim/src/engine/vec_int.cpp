@@ -152,6 +152,31 @@ __attribute__((always_inline)) inline size_t Run(T *dst, const T *a, const T *b,
             }
         }
         typename L::Flag flag = 0;
+        if constexpr (op != IntOp::kMul) {
+            // In place with one source (dst == a or dst == b, not both): one pass writes the
+            // block; a block that overflowed is then restored from its results and the other
+            // operand (x + y and x - y wrap on the host, so each operand is recoverable).
+            if (checkFirst && (kScalar || a != b)) {
+                using U = std::make_unsigned_t<T>;
+                T *io = dst + i0;
+                if (dst == a) {
+                    for (size_t i = 0; i < m; ++i) io[i] = L::Do(io[i], y[kScalar ? 0 : i], flag);
+                } else {
+                    for (size_t i = 0; i < m; ++i) io[i] = L::Do(x[i], io[i], flag);
+                }
+                if (!L::Overflowed(flag)) continue;
+                for (size_t i = 0; i < m; ++i) {
+                    const U r = U(io[i]);
+                    if (dst == a) {
+                        const U v = U(y[kScalar ? 0 : i]);
+                        io[i] = T(op == IntOp::kAdd ? U(r - v) : U(r + v));
+                    } else {
+                        io[i] = T(op == IntOp::kAdd ? U(r - U(x[i])) : U(U(x[i]) - r));
+                    }
+                }
+                return i0 + FirstOverflow<op, kScalar>(x, y, m);
+            }
+        }
         if (checkFirst) {
             for (size_t i = 0; i < m; ++i) (void)L::Do(x[i], y[kScalar ? 0 : i], flag);
             if (L::Overflowed(flag)) return i0 + FirstOverflow<op, kScalar>(x, y, m);
