@@ -46,11 +46,11 @@ uint64_t PhiloxChunkUbBytes(uint64_t lanes, uint64_t m, uint64_t n, bool maskOut
 }
 
 uint32_t PhiloxLanesForUb(uint64_t m, uint64_t n, uint64_t freeUb, bool maskOut) {
-    // A chunk issues the same Philox instructions whatever its lanes (docs/dropout_and_mask.md,
-    // "Chunk size"), and generates every row of its capacity: a tile of m rows in k chunks of
-    // ceil(m / k) rows issues the fewest instructions for k chunks and generates no row twice
-    // over (at m = 32, n = 320: 2 chunks of 16 rows, where 128 lanes made 6 chunks of 6 rows, 36
-    // rows generated). The fewest chunks that fit `freeUb`.
+    // A chunk issues the same Philox instructions whatever its lanes and generates every row of
+    // its capacity (docs/dropout_and_mask.md#chunk-size): m rows in k chunks of ceil(m / k) rows
+    // issue k chunks' instructions and generate fewer than k rows past m (at m = 32, n = 320: 2
+    // chunks of 16 rows, where 128 lanes made 6 chunks of 6 rows, 36 rows generated). The fewest
+    // chunks that fit `freeUb`.
     const uint32_t floor = PhiloxLanes(static_cast<uint32_t>(n));
     const uint64_t perRow = CeilDiv(n, 16);
     for (uint64_t k = 1; k <= m; ++k) {
