@@ -355,9 +355,12 @@ def _memory_lines(rep) -> list:
                  f"{format_bytes(m.bound)}: {'met' if met else 'NOT met'} on every device"
                  f"{'' if met else ' (devices ' + ', '.join(over) + ' over)'}")
     within = all(pk <= mb.shards_bound for pk, mb in zip(rep.device_bytes, rep.memory_bounds))
+    # What meeting it costs: the running result in the output's dtype, rounded at every merge
+    # (docs/lse_merge.md, "Why no running result in T is precise enough").
+    rounded = "rounding the running result to the dtype at every merge: docs/lse_merge.md"
+    note = f" ({rounded})" if not m.accumulator else "" if within else f" (accumulate=output meets it, {rounded})"
     lines.append(f"(Q + K + V + O) / P + the constant (no room for a float32 accumulator): "
-                 f"{format_bytes(m.shards_bound)}: {'met' if within else 'NOT met'}"
-                 f"{'' if within or not m.accumulator else ' (accumulate=output meets it)'}")
+                 f"{format_bytes(m.shards_bound)}: {'met' if within else 'NOT met'}{note}")
     return lines
 
 

@@ -70,6 +70,8 @@ section() {
             run ring-merge "$PYTHON" bench/ring_merge.py
             run ring-memory "$PYTHON" bench/ring_memory.py --seq 4096 8192 32768
             run ring-memory-output "$PYTHON" bench/ring_memory.py --seq 4096 8192 32768 --accumulate output
+            run ring-rounding "$PYTHON" bench/ring_rounding.py --device
+            run ring-rounding-4-rows "$PYTHON" bench/ring_rounding.py --block-rows 4 --seeds 4
             run ring-backward-4096 acl-fa run --parallel ring --devices 8 --seq 4096 --causal --backward
             run ring-backward-copies "$PYTHON" bench/ring_backward_copies.py 8 4096
             run ulysses-model "$PYTHON" bench/ulysses_model.py ;;

@@ -101,14 +101,41 @@ def test_cli_accumulate_chooses_the_ring_merge_and_its_bound():
     """`acl-fa run --parallel ring --accumulate output` merges in the output (no float32 accumulator
     in the bound it prints); --accumulate without --parallel ring is a usage error."""
     ring = ["--parallel", "ring", "--devices", "4", "--seq", "256", "--causal", "--head-dim", "32"]
-    lines = {}
+    lines, strict = {}, {}
     for mode in ("output", "float32"):
         proc = _run_cli(*ring, "--accumulate", mode)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         lines[mode] = next(l for l in proc.stdout.splitlines() if l.startswith("memory bound per device"))
+        strict[mode] = next(l for l in proc.stdout.splitlines() if l.startswith("(Q + K + V + O) / P"))
         assert "met on every device" in lines[mode] and ": OK" in proc.stdout, proc.stdout
     assert "(the output is the accumulator)" in lines["output"] and "float32 accumulator" not in lines["output"]
     assert "the float32 accumulator beyond O" in lines["float32"]
+    # The strict bound, and what meeting it costs in precision (docs/lse_merge.md).
+    assert ": met (rounding the running result to the dtype at every merge" in strict["output"], strict
+    # S = 256: the float32 accumulator (32 KiB per device) fits in what the constant leaves over.
+    assert strict["float32"].endswith(": met"), strict
     for other in (["--seq", "64"], ["--parallel", "ulysses", "--devices", "2", "--seq", "64"]):
         proc = _run_cli(*other, "--accumulate", "output")
         assert proc.returncode == 2 and "--accumulate is for --parallel ring" in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_report_names_the_precision_cost_of_the_strict_bound():
+    """A float32 ring over (Q + K + V + O) / P + the constant is reported NOT met, with the mode that
+    meets it and at what precision; the "output" ring's line says it rounds at every merge."""
+    from acl_fa import parallel
+    from acl_fa.parallel_run import _memory_lines
+
+    def report(peak, accumulator):
+        bound = parallel.MemoryBound(shards=1000, constant=500, rounding=10, accumulator=accumulator)
+        return parallel.RingReport(devices=[0, 1], causal=True, steps=2, link_bytes=[0, 0],
+                                   link_bytes_per_step=[[0, 0]] * 2, flops=[1, 1], modeled_comm_seconds=[[0.0]] * 2,
+                                   modeled_compute_seconds=[[0.0]] * 2, wall_seconds=[0.0] * 2, link={},
+                                   device_bytes=[peak, peak - 1], ring_buffer_bytes=[peak, peak - 1],
+                                   memory_bounds=[bound, bound])
+
+    lines = _memory_lines(report(1800, 500))
+    assert lines[1].endswith(": met on every device"), lines
+    assert lines[2].endswith(": NOT met (accumulate=output meets it, rounding the running result to the dtype at "
+                             "every merge: docs/lse_merge.md)"), lines
+    lines = _memory_lines(report(1500, 0))
+    assert lines[2].endswith(": met (rounding the running result to the dtype at every merge: docs/lse_merge.md)"), lines
