@@ -121,7 +121,7 @@ class Plan:
     ws_score_offset: int = 0
     ws_prob_offset: int = 0
     ws_pv_offset: int = 0
-    ws_bytes_per_aiv: int = 0
+    ws_bytes_per_core: int = 0
     user_workspace_bytes: int = 0
     system_workspace_bytes: int = 0
     tiling_key: int = 0
@@ -382,7 +382,7 @@ def plan(
         budget=[BudgetLine(ffi.string(line.name).decode(), line.bytes, line.capacity)
                 for line in out.lines[0:out.numLines]],
         ws_score_offset=out.wsScoreOffset, ws_prob_offset=out.wsProbOffset,
-        ws_pv_offset=out.wsPvOffset, ws_bytes_per_aiv=out.wsBytesPerAiv,
+        ws_pv_offset=out.wsPvOffset, ws_bytes_per_core=out.wsBytesPerCore,
         user_workspace_bytes=out.userWorkspaceBytes,
         system_workspace_bytes=limits.lib_api_workspace_bytes, tiling_key=out.tilingKey,
         pre_tokens=problem.preTokens, next_tokens=problem.nextTokens,
@@ -457,7 +457,7 @@ def format_plan(p: Plan) -> str:
                      f"{p.system_workspace_bytes}; no user workspace (S, P and P.V stay in each AI Core)")
     else:
         lines.append(f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system "
-                     f"{p.system_workspace_bytes} + 2 x {p.used_core_num} AIV x {p.ws_bytes_per_aiv} B "
+                     f"{p.system_workspace_bytes} + {p.used_core_num} AIC groups x {p.ws_bytes_per_core} B "
                      f"(score @{p.ws_score_offset}, prob @{p.ws_prob_offset}, pv @{p.ws_pv_offset})")
     lines += [
         f"memory    {p.device_bytes} B ({_mib(p.device_bytes)}) of device memory per call = q, k, v, out, lse "

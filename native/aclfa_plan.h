@@ -61,8 +61,8 @@ typedef struct aclfaPlan {
     uint64_t totalItems;
     uint64_t totalWork, maxCoreWork; /* kv blocks computed: all cores / the busiest */
     double meanCoreWork, imbalance;  /* totalWork / usedCoreNum; maxCoreWork / meanCoreWork */
-    uint64_t wsScoreOffset, wsProbOffset, wsPvOffset, wsBytesPerAiv;
-    uint64_t userWorkspaceBytes;     /* 2 * usedCoreNum * wsBytesPerAiv (0 on the coupled path) */
+    uint64_t wsScoreOffset, wsProbOffset, wsPvOffset, wsBytesPerCore;
+    uint64_t userWorkspaceBytes;     /* usedCoreNum * wsBytesPerCore (+ mask summary; 0 on the coupled path) */
     uint64_t tilingKey;
     uint32_t coreItemStart[ACLFA_PLAN_MAX_CORES + 1];
     uint32_t reserved;

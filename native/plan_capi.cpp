@@ -65,7 +65,7 @@ extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfa
     plan->wsScoreOffset = out.wsScoreOffset;
     plan->wsProbOffset = out.wsProbOffset;
     plan->wsPvOffset = out.wsPvOffset;
-    plan->wsBytesPerAiv = out.wsBytesPerAiv;
+    plan->wsBytesPerCore = out.wsBytesPerCore;
     plan->userWorkspaceBytes = out.userWorkspaceBytes;
     plan->tilingKey = out.tilingKey;
     for (size_t i = 0; i < out.coreItemStart.size(); ++i) plan->coreItemStart[i] = out.coreItemStart[i];

@@ -3,15 +3,16 @@
 // forward kernel's per-K/V-block step (op_kernel/flash_attention_kernel.h), cheap enough to
 // evaluate for every candidate inside TilingFunc. Pure: no CANN include, no globals.
 //
-// The step of one work item over one K/V block of n columns, for each of the two AIVs with
-// r = blockM / 2 rows (T = bytes of the input dtype, D = head dim):
-//   AIC: four Matmul jobs run one at a time on the shared cube -- per AIV S = Q.K^T [r, n, D]
-//        and O' = P.V [r, D, n]; a job costs the MTE2 and FixPipe latencies plus its MTE2 /
-//        MTE1 / cube / FixPipe stages pipelined over its base tiles.
-//   AIV: the chain of one step on the vector unit: S from GM -> the softmax vector passes -> P
-//        to GM -> O' of the previous block from GM and the rescale-accumulate. The cube's jobs are
-//        off this chain: P_{j-1}.V_{j-1} and S_{j+1} run while block j is softmaxed, so the AIV
-//        waits for the cube only when the cube is the busier of the two.
+// The step of one work item of M = blockM rows over one K/V block of n columns (T = bytes of the
+// input dtype, D = head dim); each of the two AIVs softmaxes r = M / 2 of the rows:
+//   AIC: two Matmul jobs for all M rows, one at a time (sub-block 0 issues both) -- S = Q.K^T
+//        [M, n, D] and O' = P.V [M, D, n]; a job costs the MTE2 and FixPipe latencies plus its
+//        MTE2 / MTE1 / cube / FixPipe stages pipelined over its base tiles.
+//   AIV: the chain of one step on the vector unit: S (its r rows) from GM -> the softmax vector
+//        passes -> P to GM -> O' of the previous block from GM and the rescale-accumulate, with
+//        the pair's two meetings (mode-1 cross-core flags). The cube's jobs are off this chain:
+//        P_{j-1}.V_{j-1} and S_{j+1} run while block j is softmaxed, so the AIV waits for the
+//        cube only when the cube is the busier of the two.
 //   step = max(cube busy, AIV chain); each work item adds the pipeline's fill and drain.
 // Kernel time ~ max((K/V-block steps of the busiest core) x step + its items x fill,
 //                   all groups' GM bytes at the chip's GM rate). Checked against the full event
@@ -39,6 +40,7 @@ struct StepCosts {
     double fixpipeLatencyCycles = 100;
     double matmulRequestCycles = 400;
     double flagLatencyCycles = 10;
+    double crossCoreFlagCycles = 100;  // a CrossCoreSetFlag reaching the waiting core
     double gmBytesPerCycle = 4000e9 / 1800e6;  // chip GM (L2) rate; 910B4: half
     double l0bHalfBytes = 32768;      // one of L0B's two 64-KiB / 2 buffers: bounds baseN x baseK
     double maxBaseN = 256;            // the widest base tile the Matmul tiling picks here
@@ -67,40 +69,42 @@ inline double MatmulJobCycles(double m, double n, double k, double t, double rea
 }
 
 // GM bytes one group (AIC + 2 AIV) moves per K/V-block step: the AIC's operand reads and result
-// writes, the AIVs' S and O' reads and P writes.
+// writes for the item's M rows (K and V once), the AIVs' S and O' reads and P writes.
 inline double GroupStepBytes(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes) {
-    const double r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
-    return 2 * ((r + n) * d * t + r * n * 4 + (r * n + n * d) * t + r * d * 4) + 2 * (r * n * 4 + r * d * 4 + r * n * t);
+    const double m = blockM, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
+    return ((m + n) * d * t + m * n * 4 + (m * n + n * d) * t + m * d * 4) + (m * n * 4 + m * d * 4 + m * n * t);
 }
 
 // Modeled cycles of one K/V-block step of a blockM x blockN item (both AIVs) on its own core; the
 // chip's GM rate bounds the whole launch instead (ModeledKernelCycles).
 inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
                          const StepCosts &c) {
-    const double r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
+    const double m = blockM, r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
     const double port = c.corePortBytesPerCycle;
-    const double qk = MatmulJobCycles(r, n, d, t, (r + n) * d * t, c);
-    const double pv = MatmulJobCycles(r, d, n, t, r * n * t + n * d * t, c);
+    const double qk = MatmulJobCycles(m, n, d, t, (m + n) * d * t, c);
+    const double pv = MatmulJobCycles(m, d, n, t, m * n * t + n * d * t, c);
     // Softmax over [r, n] fp32: ~8 passes of r*n/64 repeats (scale, max folds, subtract, exp x2,
     // sum folds, cast) and ~16 + 3 n/64 instructions; rescale-accumulate over [r, d]: 2 passes.
     const double repeats = (8 * r * n + 2 * r * d) / 64;
     const double instructions = 16 + 3 * (n / 64) + d / 64;
     const double vector = instructions * c.vectorIssueCycles + repeats * c.vectorRepeatCycles;
     const double chain = (c.mte2LatencyCycles + r * n * 4 / port) + vector + (c.mte3LatencyCycles + r * n * t / port) +
-                         (c.mte2LatencyCycles + r * d * 4 / port) + 2 * c.flagLatencyCycles;
-    const double cube = 2 * (qk + pv);
+                         (c.mte2LatencyCycles + r * d * 4 / port) + 2 * c.flagLatencyCycles +
+                         2 * c.crossCoreFlagCycles;
+    const double cube = qk + pv;
     return std::max(cube, chain);
 }
 
 // Modeled cycles a work item adds to its steps: the pipeline's fill and drain. Its first S is
 // waited for with nothing to overlap (request + QK), and its last P.V is waited for after the
-// last softmax (request + P.V + O' from GM), on the vector unit of each AIV.
+// last softmax (request + P.V + a meeting + O' from GM), on the vector unit of each AIV.
 inline double ItemFillCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
                              const StepCosts &c) {
-    const double r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
-    const double qk = MatmulJobCycles(r, n, d, t, (r + n) * d * t, c);
-    const double pv = MatmulJobCycles(r, d, n, t, r * n * t + n * d * t, c);
-    return 2 * c.matmulRequestCycles + qk + pv + c.mte2LatencyCycles + r * d * 4 / c.corePortBytesPerCycle;
+    const double m = blockM, r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
+    const double qk = MatmulJobCycles(m, n, d, t, (m + n) * d * t, c);
+    const double pv = MatmulJobCycles(m, d, n, t, m * n * t + n * d * t, c);
+    return 2 * c.matmulRequestCycles + qk + pv + c.crossCoreFlagCycles + c.mte2LatencyCycles +
+           r * d * 4 / c.corePortBytesPerCycle;
 }
 
 }  // namespace fa_policy

@@ -235,7 +235,7 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     td->wsScoreOffset = plan.wsScoreOffset;
     td->wsProbOffset = plan.wsProbOffset;
     td->wsPvOffset = plan.wsPvOffset;
-    td->wsBytesPerAiv = plan.wsBytesPerAiv;
+    td->wsBytesPerCore = plan.wsBytesPerCore;
     td->mmUbBytes = static_cast<uint32_t>(plan.mmUbBytes);
     td->hasMask = problem.mask ? 1 : 0;
     td->maskB = static_cast<uint32_t>(problem.maskB);
@@ -250,12 +250,12 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     const matmul_tiling::DataType mmType = fp32   ? matmul_tiling::DataType::DT_FLOAT
                                            : bf16 ? matmul_tiling::DataType::DT_BF16
                                                   : matmul_tiling::DataType::DT_FLOAT16;
-    const int32_t m = static_cast<int32_t>(plan.subBlockM), n = static_cast<int32_t>(plan.blockN);
+    const int32_t m = static_cast<int32_t>(plan.blockM), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(problem.headDim);
-    // Per vector unit's item: S = Q.K^T ([m, hd] x [n, hd]^T) and P.V ([m, n] x [n, hd]), C fp32. MIX path:
-    // A and C in GM (the workspace), each matmul a quarter of L1 (an AIC serves 2 AIVs x 2 matmuls).
-    // Coupled path: C in UB, A too for P.V, each matmul half of L1 and the UB the kernel gives it.
-    const uint32_t l1Share = plan.coupled ? 2 : 4;
+    // Per item, all its blockM rows: S = Q.K^T ([m, hd] x [n, hd]^T) and P.V ([m, n] x [n, hd]), C fp32,
+    // each matmul half of L1. MIX path: A and C in GM (the group's workspace; sub-block 0 issues
+    // both matmuls for the pair). Coupled path: C in UB, A too for P.V, and the UB the kernel gives it.
+    const uint32_t l1Share = 2;
     const int32_t ubBytes = plan.coupled ? static_cast<int32_t>(plan.mmUbBytes) : -1;
     const CubeSpec qk{m, n, hd, false, true, false, plan.coupled, l1Share, ubBytes};
     const CubeSpec pv{m, hd, n, false, false, plan.coupled, plan.coupled, l1Share, ubBytes};

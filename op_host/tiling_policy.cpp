@@ -124,11 +124,11 @@ uint32_t OptionUbLines(const Problem &p, uint64_t m, uint64_t n, uint64_t ub, st
 // coupled AI Core all of it.
 uint64_t RowsPerVector(uint32_t blockM, bool coupled) { return coupled ? blockM : blockM / 2; }
 
-// L1 of one cube unit holds, for each vector unit it serves (2 AIVs on the MIX path, its own
-// vector unit when coupled), the operands of one item's two matmuls (S = Q.K^T: A [m,d],
-// B [n,d]; O = P.V: A [m,n], B [n,d]), so a K/V block is read from GM once per matmul. L0C
-// holds one matmul's whole [m,n] or [m,d] fp32 result (M padded to the 16-row fractal), so
-// it is written out once (fixpipe to GM on the MIX path, L0C -> UB when coupled).
+// L1 of one cube unit holds the operands of one item's two matmuls over all its blockM rows
+// (S = Q.K^T: A [M,d], B [n,d]; O = P.V: A [M,n], B [n,d], M = blockM: on the MIX path one AIV
+// issues them for both), so a K/V block is read from GM once per matmul. L0C holds one matmul's
+// whole [M,n] or [M,d] fp32 result (M padded to the 16-row fractal), so it is written out once
+// (fixpipe to GM on the MIX path, L0C -> UB when coupled).
 struct Needs {
     std::vector<BudgetLine> lines;
     uint64_t ubTotal = 0, l1Total = 0, l0cQk = 0, l0cPv = 0;
@@ -138,18 +138,18 @@ struct Needs {
 Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c) {
     const bool coupled = FeaturesOfSoc(c.socVersion).coupled;
     const uint64_t m = RowsPerVector(blockM, coupled), n = blockN, d = p.headDim, t = p.dtypeBytes;
-    const uint64_t vectorsPerCube = coupled ? 1 : 2;
+    const uint64_t mc = blockM;  // the cube's rows per matmul
     Needs needs;
     needs.lines = UbLines(m, n, d, t, c.ubBytes, coupled);
     needs.philoxLanes = OptionUbLines(p, m, n, c.ubBytes, &needs.lines);
     for (const auto &line : needs.lines) needs.ubTotal += line.bytes;
-    const uint64_t l1Qk = (m * d + n * d) * t;
-    const uint64_t l1Pv = (m * n + n * d) * t;
-    needs.l1Total = vectorsPerCube * (l1Qk + l1Pv);
-    needs.l0cQk = AlignUp(m, kBlockAlign) * n * kFp32;
-    needs.l0cPv = AlignUp(m, kBlockAlign) * d * kFp32;
+    const uint64_t l1Qk = (mc * d + n * d) * t;
+    const uint64_t l1Pv = (mc * n + n * d) * t;
+    needs.l1Total = l1Qk + l1Pv;
+    needs.l0cQk = AlignUp(mc, kBlockAlign) * n * kFp32;
+    needs.l0cPv = AlignUp(mc, kBlockAlign) * d * kFp32;
     needs.lines.push_back({coupled ? "UB total per AI Core" : "UB total per AIV", needs.ubTotal, c.ubBytes});
-    needs.lines.push_back({coupled ? "L1 QK+PV operands" : "L1 QK+PV operands x2 AIV", needs.l1Total, c.l1Bytes});
+    needs.lines.push_back({"L1 QK+PV operands", needs.l1Total, c.l1Bytes});
     needs.lines.push_back({"L0C QK result [m,n] fp32", needs.l0cQk, c.l0cBytes});
     needs.lines.push_back({"L0C PV result [m,d] fp32", needs.l0cPv, c.l0cBytes});
     return needs;
@@ -173,9 +173,9 @@ std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const 
                       static_cast<unsigned long long>(c.ubBytes));
     }
     if (needs.l1Total > c.l1Bytes) {
-        return Format("%s needs %llu B of L1 per %s (QK and PV operands%s); %s has %llu B", what.c_str(),
+        return Format("%s needs %llu B of L1 per %s (QK and PV operands); %s has %llu B", what.c_str(),
                       static_cast<unsigned long long>(needs.l1Total), coupled ? "AI Core" : "AIC",
-                      coupled ? "" : " of 2 AIVs", c.socName.c_str(), static_cast<unsigned long long>(c.l1Bytes));
+                      c.socName.c_str(), static_cast<unsigned long long>(c.l1Bytes));
     }
     if (needs.l0cQk > c.l0cBytes || needs.l0cPv > c.l0cBytes) {
         return Format("%s needs %llu B of L0C for one matmul result; %s has %llu B", what.c_str(),
@@ -698,17 +698,18 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     out.meanCoreWork = static_cast<double>(out.totalWork) / out.usedCoreNum;
     out.imbalance = out.totalWork == 0 ? 1.0 : static_cast<double>(out.maxCoreWork) / out.meanCoreWork;
 
-    // GM workspace per AIV (header order), each region 512-B aligned. The coupled path hands
-    // S, P and P.V between cube and vector inside the AI Core: no workspace.
+    // GM workspace per AIC group (header order), each region 512-B aligned: the slots of one
+    // item's blockM rows, which the group's two AIVs share (each reads and writes its half). The
+    // coupled path hands S, P and P.V between cube and vector inside the AI Core: no workspace.
     if (coupled) {
         out.mmUbBytes = MatmulLocalWorkspaceBytes(out.subBlockM, blockN, p.headDim, p.dtypeBytes);
     } else {
-        const uint64_t m = out.subBlockM, n = blockN, d = p.headDim;
+        const uint64_t m = blockM, n = blockN, d = p.headDim;
         out.wsScoreOffset = 0;
         out.wsProbOffset = out.wsScoreOffset + AlignUp(2 * m * n * kFp32, kWorkspaceAlign);
         out.wsPvOffset = out.wsProbOffset + AlignUp(2 * m * n * p.dtypeBytes, kWorkspaceAlign);
-        out.wsBytesPerAiv = out.wsPvOffset + AlignUp(2 * m * d * kFp32, kWorkspaceAlign);
-        out.userWorkspaceBytes = 2ull * out.usedCoreNum * out.wsBytesPerAiv;
+        out.wsBytesPerCore = out.wsPvOffset + AlignUp(2 * m * d * kFp32, kWorkspaceAlign);
+        out.userWorkspaceBytes = out.usedCoreNum * out.wsBytesPerCore;
         if (p.mask) {
             // One byte per (mask batch, mask head, query block, key block); a query block is an
             // item's blockM rows, or one block for a mask shared by every query (maskQ 1).

@@ -100,8 +100,8 @@ struct Plan {
     // Budget: the per-vector-unit UB buffers in the kernel's InitBuffer order, then the totals.
     std::vector<BudgetLine> budget;
     // GM workspace per AIV, bytes, each region 512-B aligned (MIX path; 0 when coupled).
-    uint64_t wsScoreOffset = 0, wsProbOffset = 0, wsPvOffset = 0, wsBytesPerAiv = 0;
-    uint64_t userWorkspaceBytes = 0;  // 2 * usedCoreNum * wsBytesPerAiv
+    uint64_t wsScoreOffset = 0, wsProbOffset = 0, wsPvOffset = 0, wsBytesPerCore = 0;
+    uint64_t userWorkspaceBytes = 0;  // usedCoreNum * wsBytesPerCore (+ the mask summary)
     uint64_t mmUbBytes = 0;           // coupled: UB for the Matmul API's ND <-> NZ (SetLocalWorkspace)
     uint64_t tilingKey = 0;
     // Mask and dropout (0 when off): mask tile rows per pass, the block summary's bytes and its

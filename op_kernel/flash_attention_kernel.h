@@ -1,9 +1,10 @@
 // flash_attention_kernel.h -- FlashAttention-2 forward for Atlas A2/A3 (arch 2201) as a mixed
 // AIC:AIV 1:2 kernel. The coupled-core chips run flash_attention_coupled_kernel.h instead.
 //
-// Per work item (b, n, query block of blockM rows) the two AIVs of one AIC each take half of the
-// rows. For its rows [row0, row0 + rows) an AIV keeps Q in place and streams the K/V blocks of
-// blockN rows through the cube:
+// Per work item (b, n, query block of blockM rows) the cube computes one QK and one P.V per K/V
+// block for all the item's rows, so a K/V block is loaded once per item; the two AIVs of the
+// group each softmax half of the rows. Sub-block 0 (the issuer) sends the Matmul requests for
+// the whole item; the AIVs hand S, P and P.V over in the group's GM workspace:
 //   S_j   = Q . K_j^T                (cube, Matmul API, fp32 to a double-buffered GM workspace slot;
 //                                     QK of block j+1 runs on the cube while block j is softmaxed)
 //   S_j  *= scale; mask              (vector; only on blocks the band's edges or the Skv tail cross)
@@ -11,16 +12,22 @@
 //   P_j   = exp(S_j - m_new);  l = alpha * l + rowsum(P_j)          (fp32)
 //   acc   = alpha_j * acc + P_j . V_j  (cube for P.V, vector for the update)
 // and finally O = acc / l, LSE = m + ln(l) (the vector half is flash_attention_rows.h).
-// Software pipeline per AIV, step j: wait S_j; issue QK_{j+1}; softmax S_j -> P_j (GM slot j % 2);
-// wait P_{j-1} . V_{j-1} and add it with alpha_{j-1}; issue P_j . V_j. So the cube computes
-// P_{j-1} . V_{j-1} and S_{j+1} while the vector unit softmaxes block j, and each Matmul object
-// has at most one request outstanding. Only the
-// K/V blocks holding a key the rows' band (pre_tokens / next_tokens; causal is next_tokens 0)
-// lets them see are loaded and computed (flash_attention_items.h); a varlen batch (TND) gives
+// Software pipeline per item, step j: the issuer waits S_j; both AIVs meet (PAIR_SCORES); the
+// issuer issues QK_{j+1}; each AIV softmaxes its rows of S_j into its rows of P slot j % 2; the
+// issuer waits P_{j-1} . V_{j-1}; both meet (PAIR_PROBS: both halves of P_j are in GM and
+// P_{j-1} . V_{j-1} is); the issuer issues P_j . V_j and each AIV adds its rows of
+// P_{j-1} . V_{j-1} with alpha_{j-1}. So the cube computes P_{j-1} . V_{j-1} and S_{j+1} while
+// the vector units softmax block j, and each Matmul object has at most one request outstanding.
+// The meetings are mode-1 cross-core flags (both AIVs of the group set, then both wait; docs/
+// cann-facts.md): every AIV takes every decision below from the item and the block (never from
+// its half), so both run the same sequence of meetings. Only the
+// K/V blocks holding a key the item's band (pre_tokens / next_tokens; causal is next_tokens 0)
+// lets some row see are loaded and computed (flash_attention_items.h); a varlen batch (TND) gives
 // each sequence its own lengths and packed rows.
 // FlashAttentionV2's options (docs/dropout_and_mask.md): with an atten_mask the AIVs first
-// classify its blocks (attention_mask.h, then SyncAll); blocks it hides completely are neither
-// loaded nor computed, mixed ones add its bias before the row max. With dropout, P is dropped
+// classify its blocks (attention_mask.h, then SyncAll); blocks it hides completely for the
+// item's query block are neither loaded nor computed, mixed ones add its bias before the row
+// max. With dropout, P is dropped
 // out (philox_dropout.h) after l took the undropped P and before P.V; the keep mask goes to
 // dropout_mask when that output is given. All row-wise statistics are vectors in
 // UB, broadcast with Brcb: the scalar unit only steers loops and never touches score elements.
@@ -39,6 +46,13 @@
 namespace flash_attn {
 
 constexpr uint32_t AIV_PER_AIC = 2;  // KERNEL_TYPE_MIX_AIC_1_2: AIV block idx / 2 = its AIC's block idx
+
+// Mode-1 cross-core flag ids of the AIV pair's meetings. On arch 2201 the Matmul API's
+// client/server waits use ids instIdx * 2 + sub-block (0..3 for this kernel's two objects) and
+// 15 (KFC_SYNC_ID), SyncAll 11..14; kernels may use 0..10 (docs/cann-facts.md).
+constexpr uint16_t PAIR_SCORES = 4;  // S_j is in GM (issuer) -- every AIV may read its rows
+constexpr uint16_t PAIR_PROBS = 5;   // both halves of P_j are in GM, P_prev . V_prev too
+constexpr uint16_t PAIR_VALUES = 6;  // P_prev . V_prev is in GM (an item's last block, or a parity clash)
 
 template <typename T>
 class FlashAttentionKernel {
@@ -82,9 +96,15 @@ private:
                                    uint32_t row0);
     __aicore__ inline void WriteKeepMask(const philox_dropout::DropoutStream &stream, uint32_t kvBlock, uint32_t rows,
                                          uint32_t row0);
-    __aicore__ inline void IssueScores(uint32_t kvBlock, uint32_t rows);
+    // Both AIVs of the group set flagId once `pipe` finished the work before it and wait for
+    // each other (mode 1); what the issuer waited for before it is then visible to both.
+    template <pipe_t pipe>
+    __aicore__ inline void MeetPair(uint16_t flagId);
+    __aicore__ inline void IssueScores(uint32_t kvBlock, uint32_t itemRows);
     __aicore__ inline void SoftmaxBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0);
-    __aicore__ inline void IssueValues(uint32_t kvBlock, uint32_t rows);
+    __aicore__ inline void IssueValues(uint32_t kvBlock, uint32_t itemRows);
+    // The issuer waits P_kvBlock . V_kvBlock, both meet, each adds its rows.
+    __aicore__ inline void FinishValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void AccumulateValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset);
 
@@ -95,10 +115,11 @@ private:
 
     AscendC::GlobalTensor<T> queryGm_, keyGm_, valueGm_, outGm_;
     AscendC::GlobalTensor<float> lseGm_;
-    // This AIV's workspace slots; block j uses slot j % 2 of each.
-    AscendC::GlobalTensor<float> scoreGm_[2];  // [subBlockM, blockN] fp32
-    AscendC::GlobalTensor<T> probGm_[2];       // [subBlockM, blockN] T
-    AscendC::GlobalTensor<float> pvGm_[2];     // [subBlockM, headDim] fp32
+    // The group's workspace slots, shared by its two AIVs; block j uses slot j % 2 of each. An
+    // AIV reads and writes the rows [halfRow_, halfRow_ + rows) of the item's tiles.
+    AscendC::GlobalTensor<float> scoreGm_[2];  // [blockM, blockN] fp32
+    AscendC::GlobalTensor<T> probGm_[2];       // [blockM, blockN] T
+    AscendC::GlobalTensor<float> pvGm_[2];     // [blockM, headDim] fp32
 
     AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;   // [m, n] fp32
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> probQue_;   // [m, n] T (not for T = float)
@@ -121,8 +142,11 @@ private:
 
     // Current item (this AIV's share of it).
     uint32_t core_ = 0, subBlock_ = 0;
+    bool issuer_ = false;                        // sub-block 0: sends the group's Matmul requests
+    uint32_t halfRow_ = 0;                       // this AIV's first row within the item
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
     uint64_t queryOffset_ = 0, kvOffset_ = 0;    // element offsets of (b, n, row0) and (b, h, 0)
+    uint64_t itemQueryOffset_ = 0;               // element offset of the item's first query row
     uint32_t seqKv_ = 0;                         // keys of the current item's sequence
     uint32_t seq_ = 0, head_ = 0;                // the item's sequence (batch index) and query head
     uint64_t summaryRow_ = 0;                    // the item's first summary byte (mask)
@@ -189,16 +213,20 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
                                    static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seqQ * td_->seqKv);
     }
 
-    // This AIV's slice of the user workspace.
+    // The group's slice of the user workspace (slots of blockM rows).
     const uint32_t aiv = AscendC::GetBlockIdx();
     core_ = aiv / AIV_PER_AIC;
     subBlock_ = AscendC::GetSubBlockIdx();
-    GM_ADDR slice = AscendC::GetUserWorkspace(workspace) + aiv * td_->wsBytesPerAiv;
+    issuer_ = subBlock_ == 0;
+    const uint32_t mi = td_->blockM;
+    GM_ADDR slice = AscendC::GetUserWorkspace(workspace) + static_cast<uint64_t>(core_) * td_->wsBytesPerCore;
     for (uint32_t slot = 0; slot < 2; ++slot) {
-        scoreGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + slot * m * n,
-                                       m * n);
-        probGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset) + slot * m * n, m * n);
-        pvGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset) + slot * m * d, m * d);
+        scoreGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + slot * mi * n,
+                                       mi * n);
+        probGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset) + slot * mi * n,
+                                      mi * n);
+        pvGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset) + slot * mi * d,
+                                    mi * d);
     }
     if (td_->hasMask != 0) {
         summaryGm_.SetGlobalBuffer(
@@ -265,19 +293,19 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
     ItemPlace place;
     items_.Locate(item, &place);
 
-    // Rows of this item, split between the two AIVs: sub-block 0 takes ceil(itemRows / 2).
+    // Rows of this item, split between the two AIVs: sub-block 0 takes ceil(itemRows / 2). An AIV
+    // with no rows (an item of one row) still meets its partner at every step.
     const uint32_t itemRow0 = place.qBlock * td_->blockM;
     const uint32_t itemRows = Min(td_->blockM, place.seqQ - itemRow0);
     const uint32_t firstHalf = (itemRows + 1) / 2;
-    const uint32_t row0 = itemRow0 + (subBlock_ == 0 ? 0 : firstHalf);
+    halfRow_ = subBlock_ == 0 ? 0 : firstHalf;
+    const uint32_t row0 = itemRow0 + halfRow_;
     const uint32_t rows = subBlock_ == 0 ? firstHalf : itemRows - firstHalf;
-    if (rows == 0) {
-        return;
-    }
 
-    // Only the K/V blocks holding a key some row of this AIV sees under the band.
+    // Only the K/V blocks holding a key some row of the item sees under the band: the same
+    // blocks for both AIVs (a half's rows that see none of a block's keys get P = 0 there).
     uint32_t keyFirst = 0, keyEnd = 0;
-    VisibleKeys(td_, place.seqQ, place.seqKv, row0, rows, &keyFirst, &keyEnd);
+    VisibleKeys(td_, place.seqQ, place.seqKv, itemRow0, itemRows, &keyFirst, &keyEnd);
     const uint32_t kvBegin = keyFirst / td_->blockN;
     const uint32_t kvEnd = keyEnd == 0 ? kvBegin : CeilDiv(keyEnd, td_->blockN);
 
@@ -285,67 +313,94 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
     seq_ = place.seq;
     head_ = place.head;
     if (td_->hasMask != 0) {
-        summaryRow_ = static_cast<uint64_t>(maskGeom_.SummaryRow(seq_, head_, row0)) * maskGeom_.KeyBlocks();
+        // One summary row per query block of blockM rows: both AIVs read the item's.
+        summaryRow_ = static_cast<uint64_t>(maskGeom_.SummaryRow(seq_, head_, itemRow0)) * maskGeom_.KeyBlocks();
     }
+    itemQueryOffset_ = items_.QueryOffset(place, itemRow0);
     queryOffset_ = items_.QueryOffset(place, row0);
     kvOffset_ = items_.KvOffset(place, 0);
-    softmax_.Reset(acc_, rows, place.seqQ, place.seqKv);
+    if (rows != 0) {
+        softmax_.Reset(acc_, rows, place.seqQ, place.seqKv);
+    }
 
     // Blocks the mask hides completely are skipped: the next issued block is the next computed one.
     uint32_t j = NextComputedBlock(kvBegin, kvEnd);
-    if (j < kvEnd) {
-        // qk: A = Q rows [rows, D] (row stride rowStrideQ_), B^T = K rows [cols, D] (row stride
-        // rowStrideKv_), C = S [rows, cols] with row stride blockN.
-        qkMm.SetOrgShape(rows, td_->blockN, rowStrideQ_, rowStrideKv_, td_->blockN);
-        qkMm.SetTensorA(queryGm_[queryOffset_]);
-        // pv: A = P [rows, cols] (row stride blockN), B = V rows [cols, D] (row stride
-        // rowStrideKv_), C = [rows, D] with row stride D.
-        pvMm.SetOrgShape(rows, rowStrideKv_, td_->blockN, place.seqKv, td_->headDim);
-        IssueScores(j, rows);
+    if (j < kvEnd && issuer_) {
+        // qk: A = Q rows [itemRows, D] (row stride rowStrideQ_), B^T = K rows [cols, D] (row stride
+        // rowStrideKv_), C = S [itemRows, cols] with row stride blockN.
+        qkMm.SetOrgShape(itemRows, td_->blockN, rowStrideQ_, rowStrideKv_, td_->blockN);
+        qkMm.SetTensorA(queryGm_[itemQueryOffset_]);
+        // pv: A = P [itemRows, cols] (row stride blockN), B = V rows [cols, D] (row stride
+        // rowStrideKv_), C = [itemRows, D] with row stride D.
+        pvMm.SetOrgShape(itemRows, rowStrideKv_, td_->blockN, place.seqKv, td_->headDim);
+        IssueScores(j, itemRows);
     }
     // Workspace and alpha slots are per block parity (j % 2). Without skipped blocks consecutive
     // computed blocks alternate and the pipeline overlaps fully; after a skip the next computed
     // block may share the current one's parity, and then the step waits where it would overwrite
     // a slot still in use (S of the next block issued after this softmax; the previous P.V added
-    // before it).
+    // before it). Slot reuse across the AIVs: a slot is rewritten only after a meeting at which
+    // the partner had set its flag behind its last read of it (its S and P.V reads precede, on its
+    // MTE2 -> V -> MTE3 chain, the P writes its PAIR_PROBS set waits for).
     bool pending = false;  // P_prev . V_prev issued, not yet added
     uint32_t prev = 0;
     while (j < kvEnd) {
-        qkMm.WaitIterateAll();
+        if (issuer_) {
+            qkMm.WaitIterateAll();
+        }
+        MeetPair<PIPE_MTE2>(PAIR_SCORES);
         const uint32_t next = NextComputedBlock(j + 1, kvEnd);
         const bool overlapNext = next < kvEnd && next % 2 != j % 2;
-        if (overlapNext) {
-            IssueScores(next, rows);  // the cube computes the next S while the vector units work on S_j
+        if (overlapNext && issuer_) {
+            IssueScores(next, itemRows);  // the cube computes the next S while the vector units work on S_j
         }
         if (pending && prev % 2 == j % 2) {
-            AccumulateValues(prev, rows);
+            FinishValues(prev, rows);
             pending = false;
         }
-        SoftmaxBlock(j, rows, row0);
-        if (pending) {
-            AccumulateValues(prev, rows);  // P_prev . V_prev ran on the cube during the softmax
+        if (rows != 0) {
+            SoftmaxBlock(j, rows, row0);
         }
-        IssueValues(j, rows);
-        if (next < kvEnd && !overlapNext) {
-            IssueScores(next, rows);
+        if (pending && issuer_) {
+            pvMm.WaitIterateAll();  // P_prev . V_prev ran on the cube during the softmax
+        }
+        MeetPair<PIPE_MTE3>(PAIR_PROBS);
+        if (issuer_) {
+            IssueValues(j, itemRows);
+        }
+        if (pending && rows != 0) {
+            AccumulateValues(prev, rows);
+        }
+        if (next < kvEnd && !overlapNext && issuer_) {
+            IssueScores(next, itemRows);
         }
         prev = j;
         pending = true;
         j = next;
     }
     if (pending) {
-        AccumulateValues(prev, rows);
+        FinishValues(prev, rows);
     }
-    WriteOutput(rows, queryOffset_, place.lseRow0 + row0);
+    if (rows != 0) {
+        WriteOutput(rows, queryOffset_, place.lseRow0 + row0);
+    }
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::IssueScores(uint32_t kvBlock, uint32_t rows)
+template <pipe_t pipe>
+__aicore__ inline void FlashAttentionKernel<T>::MeetPair(uint16_t flagId)
+{
+    AscendC::CrossCoreSetFlag<1, pipe>(flagId);
+    AscendC::CrossCoreWaitFlag<1>(flagId);
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionKernel<T>::IssueScores(uint32_t kvBlock, uint32_t itemRows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
     const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
     qkMm.SetTensorB(keyGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_], true);
-    qkMm.SetTail(rows, cols, td_->headDim);
+    qkMm.SetTail(itemRows, cols, td_->headDim);
     qkMm.template IterateAll<false>(scoreGm_[kvBlock % 2], 0, false, true);
 }
 
@@ -353,9 +408,10 @@ template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0)
 {
     const uint32_t elems = rows * td_->blockN;  // [rows, blockN]
+    const uint32_t at = halfRow_ * td_->blockN;  // this AIV's rows of the item's S and P tiles
 
     AscendC::LocalTensor<float> scores = scoreQue_.AllocTensor<float>();
-    AscendC::DataCopy(scores, scoreGm_[kvBlock % 2], elems);
+    AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], elems);
     scoreQue_.EnQue(scores);
     scores = scoreQue_.DeQue<float>();
     if (BlockClass(kvBlock) == attn_mask::BLOCK_MIXED) {
@@ -373,7 +429,7 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, u
     if constexpr (FP32_IO) {
         // P is already the cube's operand type: the fp32 tile goes to GM as it is (no probQue).
         WaitForPipe<AscendC::HardEvent::V_MTE3>();
-        AscendC::DataCopy(probGm_[kvBlock % 2], scores, elems);
+        AscendC::DataCopy(probGm_[kvBlock % 2][at], scores, elems);
         scoreQue_.FreeTensor(scores);
     } else {
         AscendC::LocalTensor<T> prob = probQue_.AllocTensor<T>();
@@ -381,15 +437,11 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, u
         scoreQue_.FreeTensor(scores);
         probQue_.EnQue(prob);
         prob = probQue_.DeQue<T>();
-        AscendC::DataCopy(probGm_[kvBlock % 2], prob, elems);
+        AscendC::DataCopy(probGm_[kvBlock % 2][at], prob, elems);
         probQue_.FreeTensor(prob);
     }
-    WaitForPipe<AscendC::HardEvent::MTE3_S>();      // P is in GM before the cube is asked to read it
 }
 
-// P_j . V_j on the cube into pv slot j % 2, asynchronously. P_j's slot was last read by
-// P_{j-2} . V_{j-2}, waited for in AccumulateValues(j - 2); the pv slot was last read by that
-// AccumulateValues' copy, which the vector work of SoftmaxBlock(j) and its MTE3_S wait follow.
 template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::DropOut(const AscendC::LocalTensor<float> &probs, uint32_t kvBlock,
                                                         uint32_t rows, uint32_t row0)
@@ -434,24 +486,40 @@ __aicore__ inline void FlashAttentionKernel<T>::WriteKeepMask(const philox_dropo
     WaitForPipe<AscendC::HardEvent::MTE3_V>();  // the next block rewrites keepRows_
 }
 
+// P_j . V_j for the item's rows on the cube into pv slot j % 2, asynchronously (issuer, after
+// PAIR_PROBS(j): both halves of P_j are in GM). P_j's slot was last read by the previous P.V of
+// that parity, which the issuer waited for before an earlier meeting; the pv slot was last read
+// by both AIVs' AccumulateValues of that block, before their PAIR_PROBS(j) sets.
 template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::IssueValues(uint32_t kvBlock, uint32_t rows)
+__aicore__ inline void FlashAttentionKernel<T>::IssueValues(uint32_t kvBlock, uint32_t itemRows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
     const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
     pvMm.SetTensorA(probGm_[kvBlock % 2]);
     pvMm.SetTensorB(valueGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_]);
-    pvMm.SetTail(rows, td_->headDim, cols);
+    pvMm.SetTail(itemRows, td_->headDim, cols);
     pvMm.template IterateAll<false>(pvGm_[kvBlock % 2], 0, false, true);
 }
 
-// acc = alpha_j * acc + P_j . V_j once the cube has written P_j . V_j (issued by IssueValues(j)).
+template <typename T>
+__aicore__ inline void FlashAttentionKernel<T>::FinishValues(uint32_t kvBlock, uint32_t rows)
+{
+    if (issuer_) {
+        pvMm.WaitIterateAll();
+    }
+    MeetPair<PIPE_MTE2>(PAIR_VALUES);
+    if (rows != 0) {
+        AccumulateValues(kvBlock, rows);
+    }
+}
+
+// acc = alpha_j * acc + P_j . V_j for this AIV's rows once P_j . V_j is in GM (the issuer waited
+// for it before the meeting that precedes this call).
 template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::AccumulateValues(uint32_t kvBlock, uint32_t rows)
 {
-    pvMm.WaitIterateAll();
     AscendC::LocalTensor<float> pv = pvQue_.AllocTensor<float>();
-    AscendC::DataCopy(pv, pvGm_[kvBlock % 2], rows * td_->headDim);
+    AscendC::DataCopy(pv, pvGm_[kvBlock % 2][halfRow_ * td_->headDim], rows * td_->headDim);
     pvQue_.EnQue(pv);
     pv = pvQue_.DeQue<float>();
     softmax_.Accumulate(acc_, pv, rows, kvBlock);

@@ -76,10 +76,12 @@ constexpr uint64_t FA_KEY_COUPLED = 1u << 7;
 //   keepBuf    TBuf             48*philoxLanes + m*align32(n)        dropout_mask output given: a
 //                                                                    chunk's keep bytes and as half,
 //                                                                    then 32-B aligned rows
-// GM workspace per AIV (MIX path only; after the system workspace), each region 512-byte aligned:
-//   score  [2][m][n] fp32  (double buffer: QK of block j+1 runs while block j is softmaxed)
-//   prob   [2][m][n] T     (double buffer: P.V of block j-1 reads one slot while block j's P
-//   pv     [2][m][d] fp32   is written to the other; its result lands in pv slot (j-1) % 2)
+// GM workspace per AIC group (MIX path only; after the system workspace), each region 512-byte
+// aligned, M = blockM (the item's rows: one QK and one P.V per K/V block serve both AIVs, each
+// of which reads S and P.V and writes P in its own rows of these tiles):
+//   score  [2][M][n] fp32  (double buffer: QK of block j+1 runs while block j is softmaxed)
+//   prob   [2][M][n] T     (double buffer: P.V of block j-1 reads one slot while block j's P
+//   pv     [2][M][d] fp32   is written to the other; its result lands in pv slot (j-1) % 2)
 // then, shared, from wsMaskSummaryOffset: the mask's block summary (atten_mask given).
 struct FlashAttentionTilingData {
     // ---- problem ----
@@ -104,11 +106,11 @@ struct FlashAttentionTilingData {
     uint32_t usedCoreNum;    // block dim of the launch (AIC cores with at least one item)
     uint32_t totalItems;     // batch * numHeads * numQBlocks
     uint32_t coreItemStart[FA_MAX_CORES + 1];  // item ranges per core; [usedCoreNum] == totalItems
-    // ---- GM workspace, bytes, per AIV, relative to that AIV's slice of the user workspace ----
-    uint64_t wsScoreOffset;  // [2][subBlockM][blockN] fp32
-    uint64_t wsProbOffset;   // [2][subBlockM][blockN] T
-    uint64_t wsPvOffset;     // [2][subBlockM][headDim] fp32
-    uint64_t wsBytesPerAiv;  // slice size; AIV i's slice starts at i * wsBytesPerAiv
+    // ---- GM workspace, bytes, per AIC group, relative to that group's slice of the user workspace ----
+    uint64_t wsScoreOffset;  // [2][blockM][blockN] fp32
+    uint64_t wsProbOffset;   // [2][blockM][blockN] T
+    uint64_t wsPvOffset;     // [2][blockM][headDim] fp32
+    uint64_t wsBytesPerCore; // slice size; group (block index) c's slice starts at c * wsBytesPerCore
     // ---- coupled path ----
     uint32_t mmUbBytes;      // UB for the Matmul API's ND<->NZ conversions (SetLocalWorkspace)
     uint32_t reserved;       // keeps the tilings 8-byte aligned
@@ -119,9 +121,9 @@ struct FlashAttentionTilingData {
     uint32_t tokensQ;        // rows of query / out along the packed token axis: Tq (varlen), else batch * seqQ
     uint32_t tokensKv;       // rows of key / value: Tkv (varlen), else batch * seqKv
     uint32_t reserved2;      // keeps the tilings 8-byte aligned
-    // ---- matmul tilings (single core shapes for one AIV) ----
-    TCubeTiling qkTiling;    // S = Q.K^T: M = subBlockM, N = blockN, K = headDim; B transposed
-    TCubeTiling pvTiling;    // O = P.V:   M = subBlockM, N = headDim, K = blockN
+    // ---- matmul tilings (single core shapes for one item; MIX: sub-block 0 issues them) ----
+    TCubeTiling qkTiling;    // S = Q.K^T: M = blockM, N = blockN, K = headDim; B transposed
+    TCubeTiling pvTiling;    // O = P.V:   M = blockM, N = headDim, K = blockN
                              // (coupled: C of both, and A of P.V, in UB)
     // ---- attention mask (FlashAttentionV2 atten_mask; MIX path only) ----
     uint32_t hasMask;        // 1: atten_mask uint8 [maskB, maskN, maskQ, seqKv], 1 = masked out

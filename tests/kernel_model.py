@@ -1,8 +1,9 @@
 """What the FlashAttention kernel must execute for a plan, derived from the plan alone.
 
 The plan (acl_fa.plan) fixes the blocks, the zigzag order and each AIC's contiguous range of
-work items; the kernel's structure (op_kernel/flash_attention_kernel.h) fixes what one AIV does
-for its half of a query block. From both this module predicts, per simulated core, the counters
+work items; the kernel's structure (op_kernel/flash_attention_kernel.h) fixes what the cube does
+for a query block (one QK and one P.V per K/V block for all its rows) and what one AIV does for
+its half of it. From both this module predicts, per simulated core, the counters
 the simulator reports for a real launch (acl_fa.sim_stats) and the GM trace bytes per tensor --
 so a kernel that computes blocks above the causal diagonal, an extra block, or ignores the
 zigzag order no longer matches.
@@ -53,19 +54,24 @@ def query_block_at(pos: int, num_q_blocks: int, zigzag: bool) -> int:
     return pos // 2 if pos % 2 == 0 else num_q_blocks - 1 - pos // 2
 
 
-def aiv_rows(plan, item: int, sub_block: int) -> tuple:
-    """(row0, rows, kv_end) of one AIV's share of a work item: sub-block 0 takes
-    ceil(item rows / 2); with causal, keys past the last row's diagonal are not visited."""
+def item_rows(plan, item: int) -> tuple:
+    """(row0, rows, kv_end) of a work item: its query block's rows and, with causal, the keys up to
+    its last row's diagonal -- the K/V blocks both AIVs of the group visit (one QK and one P.V
+    per block for all the item's rows)."""
     q_block = query_block_at(item % plan.num_q_blocks, plan.num_q_blocks, plan.q_zigzag)
-    item_row0 = q_block * plan.block_m
-    item_rows = min(plan.block_m, plan.seq - item_row0)
-    first = ceil_div(item_rows, 2)
-    row0 = item_row0 + (0 if sub_block == 0 else first)
-    rows = first if sub_block == 0 else item_rows - first
+    row0 = q_block * plan.block_m
+    rows = min(plan.block_m, plan.seq - row0)
     kv_end = plan.seq_kv
     if plan.causal:
         kv_end = min(max(row0 + rows + plan.seq_kv - plan.seq, 0), plan.seq_kv)
     return row0, rows, kv_end
+
+
+def aiv_rows(plan, item: int, sub_block: int) -> tuple:
+    """(row0, rows) of one AIV's share of a work item: sub-block 0 takes ceil(item rows / 2)."""
+    item_row0, rows, _ = item_rows(plan, item)
+    first = ceil_div(rows, 2)
+    return item_row0 + (0 if sub_block == 0 else first), (first if sub_block == 0 else rows - first)
 
 
 def _mask_elems(plan, rows: int, row0: int, col0: int, cols: int) -> int:
@@ -109,28 +115,32 @@ def expected_counts(plan) -> KernelCounts:
     aic_macs = [0] * plan.used_core_num
     aiv_vec = [0] * (plan.used_core_num * AIV_PER_AIC)
     t = {name: {"read": 0, "write": 0} for name in ("q", "k", "v", "out", "lse", "workspace")}
+    ws = t["workspace"]
     for core in range(plan.used_core_num):
         for item in range(plan.core_item_start[core], plan.core_item_start[core + 1]):
+            _, m, kv_end = item_rows(plan, item)
+            blocks = ceil_div(kv_end, n)
+            for j in range(blocks):
+                cols = min(n, plan.seq_kv - j * n)
+                # QK^T then P.V on the AIC, once for the item's m rows (sub-block 0 issues both).
+                aic_macs[core] += 2 * align(m, 16) * align(cols, 16) * align(d, c0)
+                t["q"]["read"] += m * d * isz
+                t["k"]["read"] += cols * d * isz
+                t["v"]["read"] += cols * d * isz
+                ws["write"] += m * cols * FP32             # S (Matmul C)
+                ws["read"] += m * cols * isz               # P as the P.V Matmul's A
+                ws["write"] += m * d * FP32                # P.V (Matmul C)
             for sub in range(AIV_PER_AIC):
-                row0, rows, kv_end = aiv_rows(plan, item, sub)
+                row0, rows = aiv_rows(plan, item, sub)
                 if rows == 0:
                     continue
                 vec = 2 * rows + rows * d                       # rowMax, rowSum, acc initialised
-                for j in range(ceil_div(kv_end, n)):
+                for j in range(blocks):
                     col0 = j * n
                     cols = min(n, plan.seq_kv - col0)
-                    # QK^T then P.V on the AIC.
-                    aic_macs[core] += 2 * align(rows, 16) * align(cols, 16) * align(d, c0)
-                    t["q"]["read"] += rows * d * isz
-                    t["k"]["read"] += cols * d * isz
-                    t["v"]["read"] += cols * d * isz
-                    ws = t["workspace"]
-                    ws["write"] += rows * cols * FP32          # S (Matmul C)
-                    ws["read"] += rows * n * FP32              # S into UB (whole BLOCK_N rows)
-                    ws["write"] += rows * n * isz              # P out of UB
-                    ws["read"] += rows * cols * isz            # P as the P.V Matmul's A
-                    ws["write"] += rows * d * FP32             # P.V (Matmul C)
-                    ws["read"] += rows * d * FP32              # P.V into UB
+                    ws["read"] += rows * n * FP32              # its rows of S into UB (whole BLOCK_N rows)
+                    ws["write"] += rows * n * isz              # its rows of P out of UB
+                    ws["read"] += rows * d * FP32              # its rows of P.V into UB
                     # SoftmaxBlock: scale, mask, max (floored at -FLT_MAX), alpha, P = exp(S - m),
                     # sum, P cast.
                     vec += rows * n + _mask_elems(plan, rows, row0, col0, cols)

@@ -23,7 +23,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # StepCosts member -> aclfaSimPipeCosts member of the same quantity.
 SHARED_COSTS = ("vectorIssueCycles", "vectorRepeatCycles", "vectorExpRepeatCycles", "cubeFractalCycles",
                 "corePortBytesPerCycle", "mte1BytesPerCycle", "fixpipeBytesPerCycle", "mte2LatencyCycles",
-                "mte3LatencyCycles", "fixpipeLatencyCycles", "matmulRequestCycles", "flagLatencyCycles")
+                "mte3LatencyCycles", "fixpipeLatencyCycles", "matmulRequestCycles", "flagLatencyCycles",
+                "crossCoreFlagCycles")
 
 
 def _step_costs() -> dict:
@@ -45,7 +46,7 @@ def test_step_costs_are_the_models_cost_table(session, sim_only):
 
 
 SIZES = dict(seq=1024, heads=4, head_dim=128)
-GRID = ((32, 128), (64, 64), (64, 256), (96, 384), (128, 128), (128, 192))
+GRID = ((32, 128), (64, 64), (64, 256), (96, 320), (128, 128), (128, 192))
 
 
 def _modeled_seconds(session, bm, bn, causal):
@@ -115,7 +116,7 @@ def test_auto_blocks_minimize_the_analytic_cost(sizes):
 def test_auto_blocks_model_close_to_the_fastest_candidate(session, sim_only):
     from acl_fa.sweep import analytic_error, sweep
 
-    rows = sweep(seq=1024, heads=4, causal=True, block_ms=(32, 64, 96, 128), block_ns=(64, 128, 256, 384))
+    rows = sweep(seq=1024, heads=4, causal=True, block_ms=(32, 64, 96, 128), block_ns=(64, 128, 256, 320))
     err = analytic_error(rows)
     assert [r for r in rows if r.chosen], "the policy's choice is swept too"
     assert err["choice_vs_best"] <= 0.10, err

@@ -51,7 +51,7 @@ typedef struct {
     uint32_t blockM, blockN, subBlockM, numQBlocks, numKvBlocks, qZigzag;
     uint32_t usedCoreNum, totalItems;
     uint32_t coreItemStart[65];
-    uint64_t wsScoreOffset, wsProbOffset, wsPvOffset, wsBytesPerAiv;
+    uint64_t wsScoreOffset, wsProbOffset, wsPvOffset, wsBytesPerCore;
     uint32_t mmUbBytes, reserved;
     int64_t preTokens, nextTokens;
     uint32_t varlen, tokensQ, tokensKv, reserved2;
@@ -172,7 +172,7 @@ def check_cube(t, m, n, k, limits):
     assert t.baseK * t.baseN * 2 * t.dbL0B <= limits.l0b_bytes
     assert t.baseM * t.baseN * 4 * t.dbL0C <= limits.l0c_bytes
     used = t.depthA1 * t.baseM * t.baseK * 2 + t.depthB1 * t.baseN * t.baseK * 2
-    assert used == t.shareL1Size <= limits.l1_bytes // 4
+    assert used == t.shareL1Size <= limits.l1_bytes // 2  # the AIC holds the item's two matmuls
     assert t.depthA1 % t.stepKa == 0 and t.depthB1 % t.stepKb == 0
 
 
@@ -197,12 +197,12 @@ def test_tiling_matches_the_policy(case):
     assert (td.numQBlocks, td.numKvBlocks, td.qZigzag) == (p.num_q_blocks, p.num_kv_blocks, int(p.q_zigzag))
     assert td.usedCoreNum == block_dim == p.used_core_num and td.totalItems == p.total_items
     assert list(td.coreItemStart)[:p.used_core_num + 1] == p.core_item_start
-    assert (td.wsScoreOffset, td.wsProbOffset, td.wsPvOffset, td.wsBytesPerAiv) == (
-        p.ws_score_offset, p.ws_prob_offset, p.ws_pv_offset, p.ws_bytes_per_aiv)
+    assert (td.wsScoreOffset, td.wsProbOffset, td.wsPvOffset, td.wsBytesPerCore) == (
+        p.ws_score_offset, p.ws_prob_offset, p.ws_pv_offset, p.ws_bytes_per_core)
     assert key == p.tiling_key
-    assert ws0 == 16 * 1024 * 1024 + 2 * block_dim * td.wsBytesPerAiv
-    check_cube(td.qkTiling, td.subBlockM, td.blockN, td.headDim, limits)
-    check_cube(td.pvTiling, td.subBlockM, td.headDim, td.blockN, limits)
+    assert ws0 == 16 * 1024 * 1024 + block_dim * td.wsBytesPerCore  # one slice per AIC group
+    check_cube(td.qkTiling, td.blockM, td.blockN, td.headDim, limits)  # one QK and one P.V per item
+    check_cube(td.pvTiling, td.blockM, td.headDim, td.blockN, limits)
 
 
 def test_tiling_rejection_reaches_the_caller():

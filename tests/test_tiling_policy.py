@@ -92,17 +92,18 @@ def test_plan_fits_and_is_consistent(soc, case):
     assert p.used_core_num == len(starts) - 1 <= min(chip.aic_num, 64)
     assert p.num_q_blocks == -(-case["seq"] // p.block_m)
     if coupled:  # S, P and P.V never leave the AI Core
-        assert p.user_workspace_bytes == 0 and p.ws_bytes_per_aiv == 0
+        assert p.user_workspace_bytes == 0 and p.ws_bytes_per_core == 0
         return
     # Workspace: 512-B aligned regions in header order.
     assert p.ws_score_offset == 0 and p.ws_prob_offset % 512 == 0 and p.ws_pv_offset % 512 == 0
-    assert p.ws_bytes_per_aiv % 512 == 0
-    assert p.ws_prob_offset >= 2 * p.sub_block_m * p.block_n * 4
+    assert p.ws_bytes_per_core % 512 == 0
+    # Slots of a whole item's rows, shared by the group's two AIVs: one slice per AIC group.
+    assert p.ws_prob_offset >= 2 * p.block_m * p.block_n * 4
     # P and P.V are double-buffered too: P.V of block j-1 runs while block j's P is written.
     t = {"float32": 4}.get(case.get("dtype"), 2)
-    assert p.ws_pv_offset >= p.ws_prob_offset + 2 * p.sub_block_m * p.block_n * t
-    assert p.ws_bytes_per_aiv >= p.ws_pv_offset + 2 * p.sub_block_m * case.get("head_dim", 128) * 4
-    assert p.user_workspace_bytes == 2 * p.used_core_num * p.ws_bytes_per_aiv
+    assert p.ws_pv_offset >= p.ws_prob_offset + 2 * p.block_m * p.block_n * t
+    assert p.ws_bytes_per_core >= p.ws_pv_offset + 2 * p.block_m * case.get("head_dim", 128) * 4
+    assert p.user_workspace_bytes == p.used_core_num * p.ws_bytes_per_core
 
 
 @pytest.mark.parametrize("soc", [name for name, c in CHIPS.items() if c.soc_version != 1])

@@ -44,7 +44,7 @@ typedef struct aclfaPlan {
     uint64_t totalItems;
     uint64_t totalWork, maxCoreWork;
     double meanCoreWork, imbalance;
-    uint64_t wsScoreOffset, wsProbOffset, wsPvOffset, wsBytesPerAiv;
+    uint64_t wsScoreOffset, wsProbOffset, wsPvOffset, wsBytesPerCore;
     uint64_t userWorkspaceBytes;
     uint64_t tilingKey;
     uint32_t coreItemStart[65];
