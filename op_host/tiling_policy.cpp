@@ -383,12 +383,14 @@ bool ChooseBlocksByCost(const Problem &p, const ChipLimits &c, uint32_t capM, ui
 }
 
 // Blocks for a narrow band (pre_tokens and next_tokens both bounded, band width
-// W = pre + next + 1 keys per row): a vector unit's tile of m rows touches about m + W - 1
-// keys, rounded out to blockN, so it executes about (m + W + blockN) / W of the useful work.
-// When the usual blocks (*blockM, *blockN) have m + blockN > W / kNarrowBandShare, they are
-// replaced by the largest m and blockN (powers of two from 16) within that share, or 16 and 16
-// when the band is narrower still, keeping the waste near 1 / kNarrowBandShare. Nothing
-// changes for a block the caller gave or a band unbounded on a side.
+// W = pre + next + 1 keys per row): the cube's tile of blockM rows (one QK and one P.V per item,
+// both AIVs' rows on the MIX path) touches about blockM + W - 1 keys, rounded out to blockN, so
+// it executes about (blockM + W + blockN) / W of the useful work. When the usual blocks have
+// blockM + blockN > W / kNarrowBandShare, they are replaced by the largest blockM and blockN
+// (powers of two from the smallest blockM -- 32 on the MIX path, whose AIV halves are multiples
+// of 16 rows, 16 when coupled -- and from 16) within that share, or the smallest of each when
+// the band is narrower still, keeping the waste near 1 / kNarrowBandShare. Nothing changes for a
+// block the caller gave or a band unbounded on a side.
 constexpr uint64_t kNarrowBandShare = 10;
 void NarrowBandBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint32_t *blockN) {
     const Band band = EffectiveBand(p);
@@ -397,10 +399,10 @@ void NarrowBandBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, u
     }
     const uint64_t width = static_cast<uint64_t>(band.pre + band.next + 1);
     const bool coupled = FeaturesOfSoc(c.socVersion).coupled;
-    const uint32_t vectorsPerBlock = coupled ? 1 : 2;  // blockM / rows per vector unit
-    if ((RowsPerVector(*blockM, coupled) + *blockN) * kNarrowBandShare <= width) return;
-    uint32_t bestM = kBlockAlign, bestN = kBlockAlign;
-    for (uint32_t m = kBlockAlign; m * vectorsPerBlock <= *blockM; m *= 2) {
+    const uint32_t minM = coupled ? kBlockAlign : kAutoBlockMStep;
+    if ((*blockM + *blockN) * kNarrowBandShare <= width) return;
+    uint32_t bestM = minM, bestN = kBlockAlign;
+    for (uint32_t m = minM; m <= *blockM; m *= 2) {
         for (uint32_t n = kBlockAlign; n <= *blockN; n *= 2) {
             if ((m + n) * kNarrowBandShare <= width && m + n > bestM + bestN) {
                 bestM = m;
@@ -409,7 +411,7 @@ void NarrowBandBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, u
         }
     }
     // Smaller than blocks that fit: these fit too (every budget line grows with m and n).
-    *blockM = bestM * vectorsPerBlock;
+    *blockM = bestM;
     *blockN = bestN;
 }
 
