@@ -623,8 +623,9 @@ class RankContext:
         accumulate: where each query row's partial results are merged (docs/lse_merge.md) --
         "float32" (default): a float32 accumulator per row, rounded to the input dtype once; the
         device holds (Q + K + V + 2 O) / P for a 16-bit dtype. "output": in place in the output,
-        in the input dtype, one rounding per merged partial; (Q + K + V + O) / P. Both plus the
-        constant of MemoryBound."""
+        in the input dtype, the running result rounded at every merge (and each partial by the
+        op); (Q + K + V + O) / P, but over the 2x-naive tolerance when one early partial dominates
+        a row (q = k = v: docs/lse_merge.md). Both plus the constant of MemoryBound."""
         _check_accumulate(accumulate)
         problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
                                                   num_heads=num_heads, num_kv_heads=num_kv_heads)
