@@ -310,7 +310,9 @@ uint32_t LargestFitting(uint32_t cap, uint32_t step, Fits fits) {
 }
 
 // (query, key) pairs the cube computes with (blockM, blockN) over the pairs the mask leaves
-// visible: 1 without a causal mask (tails are trimmed to the real rows and columns).
+// visible: 1 without a causal mask (tails are trimmed to the real rows and columns). Whole K/V
+// blocks are counted: an upper bound, as the MIX kernel's QK and P.V of a query block's last
+// K/V block stop at its last visible key.
 double ExecutedOverVisiblePairs(const Problem &p, uint32_t blockM, uint32_t blockN) {
     if (!p.causal) return 1.0;
     // Row i sees max(0, i + Skv - Sq + 1) keys (never more than Skv since i < Sq): an arithmetic

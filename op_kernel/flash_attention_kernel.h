@@ -22,8 +22,11 @@
 // cann-facts.md): every AIV takes every decision below from the item and the block (never from
 // its half), so both run the same sequence of meetings. Only the
 // K/V blocks holding a key the item's band (pre_tokens / next_tokens; causal is next_tokens 0)
-// lets some row see are loaded and computed (flash_attention_items.h); a varlen batch (TND) gives
-// each sequence its own lengths and packed rows.
+// lets some row see are loaded and computed (flash_attention_items.h), and the cube's QK and P.V
+// of the last one stop at the item's last visible key (the causal diagonal's block computes only
+// its visible columns; the columns past them, stale in the S slot, are outside every row's band
+// and MaskScores overwrites them with -inf, so P is 0 there); a varlen batch (TND) gives each
+// sequence its own lengths and packed rows.
 // FlashAttentionV2's options (docs/dropout_and_mask.md): with an atten_mask the AIVs first
 // classify its blocks (attention_mask.h, then SyncAll); blocks it hides completely for the
 // item's query block are neither loaded nor computed, mixed ones add its bias before the row
@@ -148,6 +151,7 @@ private:
     uint64_t queryOffset_ = 0, kvOffset_ = 0;    // element offsets of (b, n, row0) and (b, h, 0)
     uint64_t itemQueryOffset_ = 0;               // element offset of the item's first query row
     uint32_t seqKv_ = 0;                         // keys of the current item's sequence
+    uint32_t keyEnd_ = 0;                        // one past the item's last visible key (<= seqKv_)
     uint32_t seq_ = 0, head_ = 0;                // the item's sequence (batch index) and query head
     uint64_t summaryRow_ = 0;                    // the item's first summary byte (mask)
 };
@@ -310,6 +314,7 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
     const uint32_t kvEnd = keyEnd == 0 ? kvBegin : CeilDiv(keyEnd, td_->blockN);
 
     seqKv_ = place.seqKv;
+    keyEnd_ = keyEnd;
     seq_ = place.seq;
     head_ = place.head;
     if (td_->hasMask != 0) {
@@ -398,7 +403,7 @@ template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::IssueScores(uint32_t kvBlock, uint32_t itemRows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
-    const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
+    const uint32_t cols = Min(td_->blockN, keyEnd_ - col0);  // no key past the item's band
     qkMm.SetTensorB(keyGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_], true);
     qkMm.SetTail(itemRows, cols, td_->headDim);
     qkMm.template IterateAll<false>(scoreGm_[kvBlock % 2], 0, false, true);
@@ -494,7 +499,7 @@ template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::IssueValues(uint32_t kvBlock, uint32_t itemRows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
-    const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
+    const uint32_t cols = Min(td_->blockN, keyEnd_ - col0);  // P is 0 in the columns past them
     pvMm.SetTensorA(probGm_[kvBlock % 2]);
     pvMm.SetTensorB(valueGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_]);
     pvMm.SetTail(itemRows, td_->headDim, cols);

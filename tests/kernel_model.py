@@ -121,7 +121,7 @@ def expected_counts(plan) -> KernelCounts:
             _, m, kv_end = item_rows(plan, item)
             blocks = ceil_div(kv_end, n)
             for j in range(blocks):
-                cols = min(n, plan.seq_kv - j * n)
+                cols = min(n, kv_end - j * n)  # the last block stops at the item's last visible key
                 # QK^T then P.V on the AIC, once for the item's m rows (sub-block 0 issues both).
                 aic_macs[core] += 2 * align(m, 16) * align(cols, 16) * align(d, c0)
                 t["q"]["read"] += m * d * isz
