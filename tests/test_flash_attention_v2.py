@@ -250,7 +250,7 @@ def useful(seqs, pre, nxt, heads, d) -> int:
 
 # (case, executed / useful MACs at most): the tile waste per row is about the item's rows (one QK
 # and one P.V per item serve both AIVs) plus block_n over the band's width, 1 + (32 + 16) / 65 and
-# 1 + (32 + 32) / 41 (1.48 and 2.61 executed; 1.23 and about 2.2 when each AIV's half had its own
+# 1 + (32 + 32) / 41 (1.48 and 2.61 executed; the first was 1.23 when each AIV's half had its own
 # QK over its own blocks).
 @pytest.mark.parametrize("case, waste", [
     ((1, 2, 2, 512, 512, 64, "float16", "BNSD", (64, 0), 32, 16), 1.5),
