@@ -165,32 +165,24 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
 
 
 def _traffic_lines(r: RunReport) -> list:
-    """Where the GM accesses go, by tensor (from the GM trace), and why. On A2/A3 each AIV streams
-    its kv head's K and V once per half query block it owns, and S, P and P.V pass between the cube
-    and the vector cores through the workspace; on a coupled-core chip (910A, 310P) one AI Core
-    streams them once per query block and nothing passes through the workspace."""
+    """Where the GM accesses go, by tensor (from the GM trace), and why. Every chip streams a kv
+    head's K and V once per query block (on A2/A3 one QK and one P.V per K/V block serve both
+    AIVs of the group); on A2/A3 S, P and P.V pass between the cube and the vector cores through
+    the group's workspace, on a coupled-core chip (910A, 310P) they stay in the AI Core."""
     t = r.sim["gm_trace_by_tensor"]
     p = r.problem
-    if plan_module.chip(r.soc).coupled:
-        kv, q, out = (sum(t[n]["read"] + t[n]["write"] for n in names) for names in (("k", "v"), ("q",), ("out", "lse")))
-        kv_once = 2 * p.batch * p.num_heads * p.seq_kv * p.head_dim * p.dtype.itemsize
-        blocks = -(-p.seq_q // r.block_m)
-        return [f"            by tensor (GM trace): K+V {format_bytes(kv)} = {kv / max(1, kv_once):.1f} passes over "
-                f"each query head's K/V ({blocks} query blocks of {r.block_m} rows"
-                f"{', fewer above the diagonal' if p.causal else ''}); Q {format_bytes(q)}; O+LSE {format_bytes(out)}",
-                "            workspace 0 B: the coupled AI Core keeps S, P and P.V in its own buffers"]
     total = lambda *names: sum(t[n]["read"] + t[n]["write"] for n in names)  # noqa: E731
-    kv, q, ws, out = total("k", "v"), total("q"), total("workspace"), total("out", "lse")
-    half_blocks = 2 * -(-p.seq_q // r.block_m)
+    kv, q, out = total("k", "v"), total("q"), total("out", "lse")
     kv_once = 2 * p.batch * p.num_heads * p.seq_kv * p.head_dim * p.dtype.itemsize
-    passes = kv / max(1, kv_once)
-    return [
-        f"            by tensor (GM trace): K+V {format_bytes(kv)} = {passes:.1f} passes over each query head's K/V "
-        f"({half_blocks} half blocks of {r.block_m // 2} rows{', fewer above the diagonal' if p.causal else ''}); "
-        f"Q {format_bytes(q)}; O+LSE {format_bytes(out)}",
-        f"            workspace {format_bytes(ws)}: S, P and P.V handed between cube and vector cores per "
-        f"{r.block_m // 2}x{r.block_n} tile, a few MiB per core that stay in L2",
-    ]
+    blocks = -(-p.seq_q // r.block_m)
+    lines = [f"            by tensor (GM trace): K+V {format_bytes(kv)} = {kv / max(1, kv_once):.1f} passes over "
+             f"each query head's K/V ({blocks} query blocks of {r.block_m} rows"
+             f"{', fewer above the diagonal' if p.causal else ''}); Q {format_bytes(q)}; O+LSE {format_bytes(out)}"]
+    if plan_module.chip(r.soc).coupled:
+        return lines + ["            workspace 0 B: the coupled AI Core keeps S, P and P.V in its own buffers"]
+    return lines + [f"            workspace {format_bytes(total('workspace'))}: S, P and P.V handed between cube and "
+                    f"vector cores per {r.block_m}x{r.block_n} tile (each AIV its half of the rows), a few MiB per "
+                    "core that stay in L2"]
 
 
 def format_report(r: RunReport) -> str:
