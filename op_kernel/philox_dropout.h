@@ -17,9 +17,10 @@
 // And/Or/Xor (And/Or take int16_t/uint16_t), compares int32_t only for equality, and documents
 // no int32_t wraparound. So every 32-bit word is held as two 16-bit limbs, each in an int32_t
 // lane (value in [0, 2^16)), and every intermediate stays below 2^31:
-//   mulhilo(x, M): x_i * M_j as 2 * (x_i * (M_j >> 1)) + (M_j & 1) * x_i, each product < 2^31,
-//                  split into 16-bit halves, summed per limb column and carried; a round's
-//                  two (x0 by M0, x2 by M1) in the same instructions, on limb planes of both;
+//   mulhilo(x, M): M = 2^32 + m1 2^16 + m0 with signed limbs m_j in [-2^15, 2^15), so each
+//                  x_i m_j fits int32; the products split into 16-bit halves (arithmetic shift),
+//                  summed per limb column with x 2^32 and carried; a round's two (x0 by M0, x2
+//                  by M1) in the same instructions, on limb planes of both;
 //   a ^ b        = (a | b) - (a & b) on the uint16_t view;
 //   draws        : limb >> 8 and limb - ((limb >> 8) << 8), 16 planes of 8-bit values;
 //   u >= thr     : Cast to fp32 (exact below 2^24), Compares(u, thr, GE).
@@ -47,6 +48,30 @@ constexpr uint32_t LIMB_BITS = 16;
 constexpr uint32_t LIMB_MASK = 0xFFFFu;
 constexpr uint32_t CHUNK_LANE_ALIGN = 8;  // planes of lanes int32 32-B aligned; 16 x lanes fp32 whole
                                          // 256-B repeats (Compares)
+
+// A multiplier M as top 2^32 + m1 2^16 + m0 with m0, m1 in [-2^15, 2^15) (a limb of 2^15 or more
+// borrows 2^16 from the next): x_i m_j then stays inside int32 for 16-bit limbs x_i.
+constexpr uint32_t LIMB_HALF = 0x8000u;
+constexpr int32_t SignedLimb0(uint32_t m)
+{
+    return static_cast<int32_t>(m & LIMB_MASK) - ((m & LIMB_HALF) != 0 ? 0x10000 : 0);
+}
+constexpr int32_t UpperWithBorrow(uint32_t m)
+{
+    return static_cast<int32_t>(m >> LIMB_BITS) + ((m & LIMB_HALF) != 0 ? 1 : 0);
+}
+constexpr int32_t SignedLimb1(uint32_t m)
+{
+    return UpperWithBorrow(m) - (UpperWithBorrow(m) >= static_cast<int32_t>(LIMB_HALF) ? 0x10000 : 0);
+}
+constexpr int64_t SignedTop(uint32_t m) { return UpperWithBorrow(m) >= static_cast<int32_t>(LIMB_HALF) ? 1 : 0; }
+constexpr bool SignedLimbsAre(uint32_t m)
+{
+    return (SignedTop(m) << 32) + int64_t(SignedLimb1(m)) * 0x10000 + SignedLimb0(m) == int64_t(m);
+}
+static_assert(SignedLimbsAre(PHILOX_M0) && SignedLimbsAre(PHILOX_M1), "M = top 2^32 + m1 2^16 + m0");
+static_assert(SignedTop(PHILOX_M0) == 1 && SignedTop(PHILOX_M1) == 1,
+              "MulHiLo2 adds x 2^32 to both words' products in one instruction");
 
 // One (b, n)'s dropout parameters: the Philox key, the counter's upper words and the keep rule.
 struct DropoutStream {
@@ -76,8 +101,8 @@ public:
     // UB bytes Init takes for chunks of up to `lanes` counters (lanes * 16 tile elements).
     __aicore__ static inline uint32_t UbBytes(uint32_t lanes)
     {
-        // int32 lanes: state 16L (the multiplied pair 4L, the other pair twice 4L, multiplier
-        // halves 4L; then the 16 draw planes), scratch 16L (products 8L, their high halves 8L;
+        // int32 lanes: state 16L (the multiplied pair 4L, the other pair twice 4L, multiplier limbs
+        // 4L; then the 16 draw planes), scratch 16L (products 8L, their high halves 8L;
         // then the tile-order draws), round key 4L, low-limb pattern 4L, counter row/column
         // index 2L, Gather offsets 16L; plus the keep bits (16L elements / 8).
         return lanes * 4u * 58u + Align32(lanes * 2u);
@@ -259,78 +284,51 @@ private:
                     halves);
     }
 
-    // c += x for the words whose multiplier limb is odd (x m = 2 x h + b x): c and x are one limb
-    // plane of both words, [word a (L), word b (L)].
-    __aicore__ inline void AddOdd(const AscendC::LocalTensor<int32_t> &c, const AscendC::LocalTensor<int32_t> &x,
-                                  bool oddA, bool oddB)
-    {
-        const uint32_t L = lanes_;
-        if (oddA && oddB) {
-            AscendC::Add(c, c, x, static_cast<int32_t>(2 * L));
-        } else if (oddA) {
-            AscendC::Add(c, c, x, static_cast<int32_t>(L));
-        } else if (oddB) {
-            AscendC::Add(c[L], c[L], x[L], static_cast<int32_t>(L));
-        }
-    }
-
     // One round's two products, x0 M0 and x2 M1, as 64 bits each. x: [x0 lo, x2 lo, x0 hi, x2 hi]
     // (4 L lanes, limbs). lo: [lo(M0 x0), lo(M1 x2)] limb-major likewise (4 L); hi likewise, at
-    // prod_[0, 4L). The multiplier halves h_j = m_j >> 1 of both words are planes of state_
-    // at 12 L: [h0(M0), h0(M1), h1(M0), h1(M1)], m_j = 16-bit limb j.
-    __aicore__ inline void MulHiLo2(const AscendC::LocalTensor<int32_t> &x, const AscendC::LocalTensor<int32_t> &lo)
+    // the returned prodHigh_[4L, 8L). The multipliers' signed limbs (SignedLimbs) of both words are
+    // planes of state_ at 12 L: [m0(M0), m0(M1), m1(M0), m1(M1)].
+    __aicore__ inline AscendC::LocalTensor<int32_t> MulHiLo2(const AscendC::LocalTensor<int32_t> &x,
+                                                             const AscendC::LocalTensor<int32_t> &lo)
     {
         const uint32_t L = lanes_;
         const int32_t n2 = static_cast<int32_t>(2 * L);
-        const AscendC::LocalTensor<int32_t> h0 = state_[12 * L], h1 = state_[14 * L];
-        // prod_ = [p00, p10, p01, p11] (2 L each, both words), p_ij = x_i h_j < 2^31.
-        AscendC::Mul(prod_, x, h0, n2);
-        AscendC::Mul(prod_[2 * L], x[2 * L], h0, n2);
-        AscendC::Mul(prod_[4 * L], x, h1, n2);
-        AscendC::Mul(prod_[6 * L], x[2 * L], h1, n2);
-        AscendC::ShiftRight(prodHigh_.ReinterpretCast<uint32_t>(), prod_.ReinterpretCast<uint32_t>(),
-                            static_cast<uint32_t>(LIMB_BITS), static_cast<int32_t>(8 * L));
-        LowLimb(prod_, 4 * L);
-        LowLimb(prod_[4 * L], 4 * L);
-        const AscendC::LocalTensor<int32_t> pl00 = prod_, pl10 = prod_[2 * L], pl01 = prod_[4 * L],
-                                            pl11 = prod_[6 * L];
-        const AscendC::LocalTensor<int32_t> ph00 = prodHigh_, ph10 = prodHigh_[2 * L], ph01 = prodHigh_[4 * L],
-                                            ph11 = prodHigh_[6 * L];
-        // Limb columns of x m = sum_ij (2 p_ij + b_j x_i) 2^(16 (i + j)), b_j = m_j & 1:
-        //   c0 = 2 pl00 + b0 x0, c1 = 2 (pl10 + pl01 + ph00) + b0 x1 + b1 x0,
-        //   c2 = 2 (pl11 + ph10 + ph01) + b1 x1, c3 = 2 ph11; each < 2^20 before carrying.
-        // c2 and c3 take the places of pl00 and pl10 once those are summed.
-        const AscendC::LocalTensor<int32_t> c0 = lo, c1 = lo[2 * L], c2 = prod_, c3 = prod_[2 * L];
-        AscendC::Add(c0, pl00, pl00, n2);
+        const AscendC::LocalTensor<int32_t> m0 = state_[12 * L], m1 = state_[14 * L];
+        // prod_ = [p00, p10, p01, p11] (2 L each, both words), p_ij = x_i m_j, |p_ij| < 2^16 2^15.
+        AscendC::Mul(prod_, x, m0, n2);
+        AscendC::Mul(prod_[2 * L], x[2 * L], m0, n2);
+        AscendC::Mul(prod_[4 * L], x, m1, n2);
+        AscendC::Mul(prod_[6 * L], x[2 * L], m1, n2);
+        // p = 2^16 ph + pl: ph = floor(p / 2^16) in [-2^15, 2^15) (int32 ShiftRight is arithmetic),
+        // pl = p mod 2^16 (the low limb of the two's complement). pl00 is column 0 as it is.
+        AscendC::ShiftRight(prodHigh_, prod_, static_cast<int32_t>(LIMB_BITS), static_cast<int32_t>(8 * L));
+        AscendC::And(lo.ReinterpretCast<uint16_t>(), prod_.ReinterpretCast<uint16_t>(),
+                     lowPattern_.ReinterpretCast<uint16_t>(), static_cast<int32_t>(2 * n2));
+        LowLimb(prod_[2 * L], 4 * L);
+        LowLimb(prod_[6 * L], 2 * L);
+        const AscendC::LocalTensor<int32_t> pl10 = prod_[2 * L], pl01 = prod_[4 * L], pl11 = prod_[6 * L];
+        const AscendC::LocalTensor<int32_t> ph00 = prodHigh_, ph10 = prodHigh_[2 * L];
+        // Limb columns of x M = x 2^32 + sum_ij p_ij 2^(16 (i + j)):
+        //   c0 = pl00, c1 = pl10 + pl01 + ph00, c2 = pl11 + ph10 + ph01 + x0, c3 = ph11 + x1,
+        // c1 at lo's second limb plane, c2 and c3 in the places of ph01 and ph11 (adjacent, so x
+        // is added to both in one instruction).
+        const AscendC::LocalTensor<int32_t> c1 = lo[2 * L], c2 = prodHigh_[4 * L], c3 = prodHigh_[6 * L];
         AscendC::Add(c1, pl10, pl01, n2);
         AscendC::Add(c1, c1, ph00, n2);
-        AscendC::Add(c1, c1, c1, n2);
-        AscendC::Add(c2, pl11, ph10, n2);
-        AscendC::Add(c2, c2, ph01, n2);
-        AscendC::Add(c2, c2, c2, n2);
-        AscendC::Add(c3, ph11, ph11, n2);
-        // b0: c0 += x0 and c1 += x1, i.e. [c0, c1] += x plane for plane; b1: c1 += x0, c2 += x1.
-        constexpr bool b0A = (PHILOX_M0 & 1u) != 0, b0B = (PHILOX_M1 & 1u) != 0;
-        constexpr bool b1A = ((PHILOX_M0 >> LIMB_BITS) & 1u) != 0, b1B = ((PHILOX_M1 >> LIMB_BITS) & 1u) != 0;
-        if (b0A && b0B) {
-            AscendC::Add(lo, lo, x, static_cast<int32_t>(4 * L));
-        } else {
-            AddOdd(c0, x, b0A, b0B);
-            AddOdd(c1, x[2 * L], b0A, b0B);
-        }
-        AddOdd(c1, x, b1A, b1B);
-        AddOdd(c2, x[2 * L], b1A, b1B);
-        // Carry c0 -> c1 -> c2 -> c3 (into ph00's free place); the products are below 2^64, so c3
-        // ends below 2^16.
-        const AscendC::LocalTensor<int32_t> carry = prodHigh_;
-        const AscendC::LocalTensor<int32_t> cols[3] = {c0, c1, c2};
-        const AscendC::LocalTensor<int32_t> next[3] = {c1, c2, c3};
-        for (uint32_t k = 0; k < 3; ++k) {
-            AscendC::ShiftRight(carry.ReinterpretCast<uint32_t>(), cols[k].ReinterpretCast<uint32_t>(),
-                                static_cast<uint32_t>(LIMB_BITS), n2);
+        AscendC::Add(c2, c2, pl11, n2);
+        AscendC::Add(c2, c2, ph10, n2);
+        AscendC::Add(c2, c2, x, static_cast<int32_t>(4 * L));
+        // Carry c1 -> c2 -> c3 (c0 < 2^16 carries nothing; a carry may be -1): the product is in
+        // [0, 2^64), so c3 ends in [0, 2^16).
+        const AscendC::LocalTensor<int32_t> carry = prod_;
+        const AscendC::LocalTensor<int32_t> cols[2] = {c1, c2};
+        const AscendC::LocalTensor<int32_t> next[2] = {c2, c3};
+        for (uint32_t k = 0; k < 2; ++k) {
+            AscendC::ShiftRight(carry, cols[k], static_cast<int32_t>(LIMB_BITS), n2);
             LowLimb(cols[k], 2 * L);
             AscendC::Add(next[k], next[k], carry, n2);
         }
+        return c2;
     }
 
     // The four output words of every lane's counter (j0 / 16 + column, i0 + row, ctr2, ctr3) as 8
@@ -347,7 +345,7 @@ private:
         const int32_t n1 = static_cast<int32_t>(L);
         const AscendC::LocalTensor<int32_t> x = state_, y[2] = {state_[4 * L], state_[8 * L]};
         // Counter words 0 and 1 as whole values (< 2^31), then split into limbs; words 2 and 3 and
-        // the multiplier halves are the same in every lane.
+        // the multipliers' signed limbs are the same in every lane.
         AscendC::Adds(x, colIndex_, static_cast<int32_t>(j0 / ELEMENTS_PER_COUNTER), n1);
         AscendC::Adds(y[0][L], rowIndex_, static_cast<int32_t>(i0), n1);
         AscendC::ShiftRight(x[2 * L].ReinterpretCast<uint32_t>(), x.ReinterpretCast<uint32_t>(),
@@ -359,17 +357,19 @@ private:
         const uint32_t constants[8][2] = {
             {L, st.ctr2 & LIMB_MASK}, {3 * L, st.ctr2 >> LIMB_BITS},                  // x2
             {4 * L, st.ctr3 & LIMB_MASK}, {6 * L, st.ctr3 >> LIMB_BITS},              // x3
-            {12 * L, (PHILOX_M0 & LIMB_MASK) >> 1}, {13 * L, (PHILOX_M1 & LIMB_MASK) >> 1},  // h0
-            {14 * L, PHILOX_M0 >> (LIMB_BITS + 1)}, {15 * L, PHILOX_M1 >> (LIMB_BITS + 1)}};  // h1
+            {12 * L, static_cast<uint32_t>(SignedLimb0(PHILOX_M0))},                    // m0
+            {13 * L, static_cast<uint32_t>(SignedLimb0(PHILOX_M1))},
+            {14 * L, static_cast<uint32_t>(SignedLimb1(PHILOX_M0))},                    // m1
+            {15 * L, static_cast<uint32_t>(SignedLimb1(PHILOX_M1))}};
         for (uint32_t k = 0; k < 8; ++k) {
             AscendC::Duplicate(state_[constants[k][0]], static_cast<int32_t>(constants[k][1]), n1);
         }
 
         uint32_t k0 = st.key0, k1 = st.key1;
-        const AscendC::LocalTensor<int32_t> hi = prod_, tmp = prod_[4 * L];
+        const AscendC::LocalTensor<int32_t> tmp = prod_[4 * L];
         for (uint32_t round = 0; round < PHILOX_ROUNDS; ++round) {
             const AscendC::LocalTensor<int32_t> in = y[round % 2], out = y[(round + 1) % 2];
-            MulHiLo2(x, out);
+            const AscendC::LocalTensor<int32_t> hi = MulHiLo2(x, out);
             AscendC::Duplicate(roundKey_, static_cast<int32_t>(k1 & LIMB_MASK), n1);
             AscendC::Duplicate(roundKey_[L], static_cast<int32_t>(k0 & LIMB_MASK), n1);
             AscendC::Duplicate(roundKey_[2 * L], static_cast<int32_t>(k1 >> LIMB_BITS), n1);
@@ -390,11 +390,11 @@ private:
     }
 
     AscendC::TBuf<AscendC::TPosition::VECCALC> buf_;
-    AscendC::LocalTensor<int32_t> state_;       // [16C]: limb planes of the words and the multiplier
-                                                // halves (Generate); then the 16 draw planes
-    AscendC::LocalTensor<int32_t> prod_;        // [8L] products' low halves, then hi and XOR scratch;
-                                                // scratch start [16C]
-    AscendC::LocalTensor<int32_t> prodHigh_;    // [8L] products' high halves, then carries
+    AscendC::LocalTensor<int32_t> state_;       // [16C]: limb planes of the words and the multipliers'
+                                                // signed limbs (Generate); then the 16 draw planes
+    AscendC::LocalTensor<int32_t> prod_;        // [8L] products' low halves, then carries and XOR
+                                                // scratch; scratch start [16C]
+    AscendC::LocalTensor<int32_t> prodHigh_;    // [8L] products' high halves, then hi at [4L, 8L)
     AscendC::LocalTensor<int32_t> roundKey_;    // [4L] k1 lo, k0 lo, k1 hi, k0 hi
     AscendC::LocalTensor<int32_t> lowPattern_;  // [4L] 0x0000FFFF
     AscendC::LocalTensor<int32_t> colIndex_;    // [L] counter column of each lane
