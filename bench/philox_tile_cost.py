@@ -16,10 +16,6 @@ import numpy as np  # noqa: E402
 
 import simlib  # noqa: E402
 
-_H = (ROOT / "acl_fa" / "cdefs" / "acl_fa_sim.h").read_text()
-_MODEL = _H[_H.index("typedef struct aclfaSimPipeCosts"):_H.index("aclError aclfaSimGetModeledOps")]
-simlib.CDEF += "\n".join(line for line in _MODEL.splitlines() if not line.startswith("#"))
-
 ROWS, WIDTH = 64, 128
 
 
