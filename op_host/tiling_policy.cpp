@@ -40,6 +40,8 @@ uint32_t PhiloxLanes(uint32_t n) {
     return std::max(row, kMinLanes);
 }
 
+namespace {
+
 uint64_t PhiloxChunkUbBytes(uint64_t lanes, uint64_t m, uint64_t n, bool maskOut) {
     // With dropout_mask: a chunk's keep bytes (16 elements a lane) and as half, then [m, align32(n)] uint8 rows.
     return PhiloxUbBytes(lanes) + (maskOut ? 3 * 16 * lanes + m * AlignUp(n, kUbAlign) : 0);
@@ -60,6 +62,8 @@ uint32_t PhiloxLanesForUb(uint64_t m, uint64_t n, uint64_t freeUb, bool maskOut)
     }
     return floor;
 }
+
+}  // namespace
 
 std::string Format(const char *fmt, ...) {
     char buf[512];

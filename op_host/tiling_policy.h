@@ -117,7 +117,9 @@ struct Plan {
 // kernel_operator.h); tests/test_mask_dropout_forward.py checks them against the kernel's.
 uint64_t MaskTilesUbBytes(uint64_t rows, uint64_t n);
 uint64_t PhiloxUbBytes(uint64_t lanes);
-// Philox counters per chunk for key blocks of n keys: at least a row (n / 16), a multiple of 8.
+// Philox counters per chunk for key blocks of n keys: at least a row (n / 16), a multiple of 8;
+// the floor the forward budgets (its chunk takes the UB the other buffers leave on top,
+// docs/dropout_and_mask.md#chunk-size).
 uint32_t PhiloxLanes(uint32_t n);
 constexpr uint32_t kMaskRows = 16;  // mask tile rows per pass (a multiple of 4)
 
