@@ -43,6 +43,7 @@ import contextlib
 import dataclasses
 import math
 import threading
+import time
 from typing import Optional, Sequence
 
 import numpy as np
@@ -244,8 +245,6 @@ class _Rank:
         host_task(self.session, stream, fn, self.callbacks)
 
     def run(self):
-        import time
-
         start = time.perf_counter()
         self.d2h_bytes = 0
         before = self.session.copy_counters()["d2h"]["bytes"]
@@ -435,10 +434,26 @@ class _Rank:
         # Bytes sent per step, from the link counter read after each step's exchanges (the last sends nothing).
         marks = [sent_before, *self.sent_after]
         self.bytes_per_step = [b1 - b0 for b0, b1 in zip(marks, marks[1:])] + [0]
-        bw = link["bandwidth_gbs"] * 1e9 if link else 0.0
-        # Per step: one K and one V message per sub-block, each paying the link latency.
-        self.comm_model = [link["latency_us"] * 1e-6 * 2 * len(units) + nb / bw if bw and nb else 0.0
-                           for nb in self.bytes_per_step]
+        # Per step: one K and one V message per sub-block.
+        self.comm_model = [modeled_link_seconds(link, nb, 2 * len(units)) for nb in self.bytes_per_step]
+
+
+def modeled_link_seconds(link: Optional[dict], nbytes: int, messages: int) -> float:
+    """Modeled seconds of `messages` messages carrying `nbytes` bytes in all over `link` (the
+    simulated HCCL's link_stats: bandwidth_gbs per direction, latency_us per message;
+    docs/hccl.md); 0 when nothing is sent or the link is unknown (a real backend)."""
+    if not link or not nbytes or not link.get("bandwidth_gbs"):
+        return 0.0
+    return link["latency_us"] * 1e-6 * messages + nbytes / (link["bandwidth_gbs"] * 1e9)
+
+
+def link_figures(comm, rank: int, size: int) -> dict:
+    """The link model of rank -> rank + 1 (kind, bandwidth_gbs, latency_us, devices_per_server),
+    without its counters; {} for a one-device clique."""
+    if size < 2:
+        return {}
+    link = comm.link_stats(rank, (rank + 1) % size)
+    return {key: link[key] for key in ("kind", "bandwidth_gbs", "latency_us", "devices_per_server")}
 
 
 def _merge_runner(session):
@@ -655,18 +670,20 @@ class RankContext:
         out = np.ascontiguousarray(from_bnsd(out.astype(problem.dtype), problem.layout))
         if not report:
             return out, lse
-        link = self.comm.link_stats(r, (r + 1) % p) if p > 1 else {}
-        link = {key: link[key] for key in ("kind", "bandwidth_gbs", "latency_us", "devices_per_server")} if link else {}
         return out, lse, RankReport(r, self.device, rk.bytes_per_step, rk.flops, rk.comm_model, rk.compute_model,
-                                    rk.wall, rk.device_bytes, link, rk.ring_buffer_bytes, rk.d2h_bytes, rk.memory)
+                                    rk.wall, rk.device_bytes, link_figures(self.comm, r, p), rk.ring_buffer_bytes,
+                                    rk.d2h_bytes, rk.memory)
 
 
     def ring_attention_backward(self, dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD",
-                                num_heads=None, num_kv_heads=None):
+                                num_heads=None, num_kv_heads=None, report=False):
         """This rank's part of the ring backward: (dq, dk, dv) of its shard, shaped like q, k, v.
         dout, q, k, v, out: the rank's rows as for ring_attention (out and lse: ring_attention's
         output on this rank -- the whole sequence's O and LSE at these rows). Checked among the ranks
-        as ring_attention is, before device work (acl_fa/ring_backward.py)."""
+        as ring_attention is, before device work (acl_fa/ring_backward.py). With `report`, a
+        RankReport follows the gradients: per exchange t = 0 .. P the bytes sent to the next rank
+        and the modeled link time, per step t the op's FLOPs at the cube peak (exchange t runs
+        beside step t; exchange P, the accumulators' way home, beside nothing)."""
         from .backward import make_grad_problem
         from .ring_backward import run_rank_backward
 
@@ -694,8 +711,15 @@ class RankContext:
         got = run_rank_backward(self.comm, self.session, chunks, chunk_rows, problem.causal, problem.scale,
                                 problem.dtype)
         self.last_backward = {key: got[key] for key in ("bytes_per_step", "flops", "d2h_bytes", "wall")}
-        return tuple(np.ascontiguousarray(from_bnsd(np.concatenate(got[name], axis=2).astype(problem.dtype),
-                                                    problem.layout)) for name in ("dq", "dk", "dv"))
+        grads = tuple(np.ascontiguousarray(from_bnsd(np.concatenate(got[name], axis=2).astype(problem.dtype),
+                                                     problem.layout)) for name in ("dq", "dk", "dv"))
+        if not report:
+            return grads
+        link = link_figures(self.comm, self.rank, self.size)
+        comm = [modeled_link_seconds(link, nb, n) for nb, n in zip(got["bytes_per_step"], got["sends_per_step"])]
+        compute = [f / self.peak if self.peak else 0.0 for f in got["flops_per_step"]]
+        return (*grads, RankReport(self.rank, self.device, got["bytes_per_step"], got["flops"], comm, compute,
+                                   got["wall"], 0, link, d2h_bytes=got["d2h_bytes"]))
 
 def _check_accumulate(accumulate):
     if not isinstance(accumulate, str):
@@ -717,7 +741,6 @@ def _publish_root(path: str, backend) -> bytes:
 
 def _wait_root(path: str, rank: int) -> bytes:
     import os
-    import time
 
     deadline = time.monotonic() + ROOT_WAIT_SECONDS
     while not os.path.exists(path):
@@ -779,8 +802,6 @@ def device_clique(devices, backend_name: str):
 def _run_threads(contexts: list, work) -> list:
     """work(context) on one thread per context; their results in order. The first failure (in
     time) is raised: the other ranks' errors follow from it (a peer stopped)."""
-    import time
-
     results: list = [None] * len(contexts)
     errors: list = [None] * len(contexts)
 
@@ -857,10 +878,11 @@ def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="B
 
 
 def ring_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=False, scale=None, layout="BNSD",
-                            num_heads=None, num_kv_heads=None, backend=None):
+                            num_heads=None, num_kv_heads=None, backend=None, report=False):
     """The ring backward of host arrays over `devices` (P RankContexts on threads): (dq, dk, dv)
     for the upstream gradient dout of out, lse = ring_attention(q, k, v, ...) (or the single-device
-    flash_attention with return_lse=True) with the same options."""
+    flash_attention with return_lse=True) with the same options, and with `report` (P >= 2) a
+    RingReport of its exchanges (RankContext.ring_attention_backward)."""
     from .backward import make_grad_problem
 
     grad, dout, q, k, v, out, lse = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
@@ -872,9 +894,16 @@ def ring_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=Fal
         from .backward import flash_attention_backward
 
         with Session(device=devices[0], backend=be.name) as session:
-            return flash_attention_backward(dout, q, k, v, out, lse, causal=problem.causal, scale=problem.scale,
-                                            layout=problem.layout, num_heads=num_heads, num_kv_heads=num_kv_heads,
-                                            session=session)
+            start = time.perf_counter()
+            grads = flash_attention_backward(dout, q, k, v, out, lse, causal=problem.causal, scale=problem.scale,
+                                             layout=problem.layout, num_heads=num_heads, num_kv_heads=num_kv_heads,
+                                             session=session)
+        if not report:
+            return grads
+        flops, peak = grad.flops(), _peak_flops(be)
+        one = RankReport(0, devices[0], [0], flops, [0.0], [flops / peak if peak else 0.0],
+                         time.perf_counter() - start, 0, {})
+        return (*grads, ring_report([one], problem.causal))
     heads = {"q": problem.num_heads, "dout": problem.num_heads, "out": problem.num_heads,
              "k": problem.num_kv_heads, "v": problem.num_kv_heads}
     bnsd = {name: to_bnsd(x, problem.layout, heads[name]) for name, x in
@@ -885,12 +914,15 @@ def ring_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=Fal
         contexts = [RankContext(s, c) for s, c in zip(sessions, comms)]
         grads = _run_threads(contexts, lambda ctx: ctx.ring_attention_backward(
             *(shard_rows(bnsd[n], ranges[ctx.rank]) for n in ("dout", "q", "k", "v", "out", "lse")),
-            causal=problem.causal, scale=problem.scale, layout="BNSD"))
+            causal=problem.causal, scale=problem.scale, layout="BNSD", report=report))
     whole = [np.empty(bnsd[n].shape, problem.dtype) for n in ("q", "k", "v")]
     for rr, parts in zip(ranges, grads):
-        for w, part in zip(whole, parts):
+        for w, part in zip(whole, parts[:3]):
             place_rows(w, part, rr)
-    return tuple(np.ascontiguousarray(from_bnsd(w, problem.layout)) for w in whole)
+    result = tuple(np.ascontiguousarray(from_bnsd(w, problem.layout)) for w in whole)
+    if not report:
+        return result
+    return (*result, ring_report([parts[3] for parts in grads], problem.causal))
 
 class _SingleRank(_Rank):
     """P = 1: the whole problem on one device (no ring)."""

@@ -38,6 +38,7 @@ class ParallelRun:
     accuracy: object  # acl_fa.accuracy.Accuracy or None
     gradients: list = dataclasses.field(default_factory=list)  # [GradientAccuracy] of the ring backward
     backward: dict = dataclasses.field(default_factory=dict)    # the ring backward's wall seconds
+    backward_report: object = None  # parallel.RingReport of the ring backward's exchanges (P >= 2)
 
     def to_dict(self) -> dict:
         rep = self.report
@@ -55,8 +56,18 @@ class ParallelRun:
                                   for m in rep.memory_bounds],
                 "memory_bound_met": memory_bound_met(rep), "checked_rows": sampled_rows(self.sizes["seq"]),
                 "backward": dict(self.backward, gradients=[dataclasses.asdict(g) | {"ok": g.ok}
-                                                           for g in self.gradients]) if self.backward else None,
+                                                           for g in self.gradients],
+                                 **_backward_figures(self.backward_report)) if self.backward else None,
                 "accuracy": None if self.accuracy is None else dataclasses.asdict(self.accuracy)}
+
+
+def _backward_figures(rep) -> dict:
+    """The ring backward's exchanges for to_dict: bytes to the next rank per exchange t = 0 .. P,
+    FLOPs and the modeled overlap, per device."""
+    if rep is None:
+        return {}
+    return {"link_bytes": rep.link_bytes, "link_bytes_per_step": rep.link_bytes_per_step, "flops": rep.flops,
+            "balance": rep.balance, "modeled": rep.overlap()}
 
 
 def _inputs(seq, batch, heads, kv_heads, head_dim, dtype, layout, seed) -> tuple:
@@ -109,8 +120,9 @@ def _ring_backward(run_, q, k, v, out, lse, dt, *, devices, causal, scale, layou
         raise InvalidArgumentError("--backward with --parallel: ring only")
     dout = _dout(q, dt, seed)
     start = time.perf_counter()
-    grads = parallel.ring_attention_backward(dout, q, k, v, out, lse, devices=list(range(devices)), causal=causal,
-                                             scale=scale, layout=layout, backend=backend, **names)
+    *grads, run_.backward_report = parallel.ring_attention_backward(
+        dout, q, k, v, out, lse, devices=list(range(devices)), causal=causal, scale=scale, layout=layout,
+        backend=backend, report=True, **names)
     run_.backward = {"wall_seconds": time.perf_counter() - start, "checked": False}
     if check and run_.sizes["seq"] <= CHECK_ALL_ROWS:
         _check_backward(run_, grads, q, k, v, dout, dt, causal=causal, scale=scale, layout=layout, heads=heads,
@@ -137,24 +149,27 @@ def _check_backward(run_, grads, q, k, v, dout, dt, *, causal, scale, layout, he
 def _rank_backward(ctx, q, dt, shard, out, lse, ranges, *, seq, heads, kv_heads, layout, causal, scale, seed,
                    gather) -> tuple:
     """This rank's part of the ring backward (RankContext.ring_attention_backward) on its rows of
-    the run's dout. Returns (dout, the slowest rank's wall seconds, and -- when `gather` -- the whole
-    dq of kv head 0's query heads and dk, dv of kv head 0, in `layout`, other heads zero)."""
+    the run's dout. Returns (dout, the slowest rank's wall seconds, the RingReport of every rank's
+    exchanges, and -- when `gather` -- the whole dq of kv head 0's query heads and dk, dv of kv head
+    0, in `layout`, other heads zero)."""
     import time
 
     dout = _dout(q, dt, seed)
     mine = parallel.shard_rows(to_bnsd(dout, layout, heads), ranges[ctx.rank])
     start = time.perf_counter()
-    grads = ctx.ring_attention_backward(mine, *shard, out, lse, causal=causal, scale=scale, layout="BNSD")
+    *grads, rank_report = ctx.ring_attention_backward(mine, *shard, out, lse, causal=causal, scale=scale,
+                                                      layout="BNSD", report=True)
     wall = float(all_gather_host(ctx.comm, np.array([time.perf_counter() - start], np.float64)).max())
+    report = parallel.ring_report(_gather_reports(ctx, rank_report), causal)
     if not gather:
-        return dout, wall, None
+        return dout, wall, report, None
     group = heads // kv_heads
     full = []
     for g, n, total in zip(grads, (group, 1, 1), (heads, kv_heads, kv_heads)):
         whole = np.zeros((g.shape[0], total, seq, g.shape[3]), g.dtype)
         whole[:, :n] = _gather_rows(ctx, g[:, :n], ranges, seq)
         full.append(from_bnsd(whole, layout))
-    return dout, wall, full
+    return dout, wall, report, full
 
 
 def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, head_dim=128, dtype="float16",
@@ -184,7 +199,7 @@ def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, 
         reports = _gather_reports(ctx, mine)
         full_out, full_lse = _gather_head0(ctx, out, lse, ranges, seq)
         if backward:
-            dout, backward_wall, grads = _rank_backward(
+            dout, backward_wall, backward_report, grads = _rank_backward(
                 ctx, q, dt, shard, out, lse, ranges, seq=seq, heads=heads, kv_heads=kv_heads, layout=layout,
                 causal=causal, scale=scale, seed=seed, gather=check and seq <= CHECK_ALL_ROWS)
         rank = r
@@ -199,6 +214,7 @@ def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, 
     run_ = ParallelRun(mode, sizes, report, accuracy)
     if backward:
         run_.backward = {"wall_seconds": backward_wall, "checked": False}
+        run_.backward_report = backward_report
         if grads is not None:
             _check_backward(run_, grads, q, k, v, dout, dt, causal=causal, scale=scale, layout=layout, heads=heads,
                             kv_heads=kv_heads)
@@ -213,22 +229,24 @@ def _pad_heads(x, heads: int):
 
 
 def _gather_reports(ctx, mine) -> list:
-    """Every rank's RankReport, through one HcclAllGather of fixed-size float64 records."""
-    p = ctx.size
+    """Every rank's RankReport, through one HcclAllGather of fixed-size float64 records (every
+    rank's lists have the same length: P steps of the forward, P + 1 exchanges of the backward)."""
+    n = len(mine.link_bytes_per_step)
     m = mine.memory_bound
+    bound = [1, m.shards, m.constant, m.rounding, m.accumulator] if m is not None else [0, 0, 0, 0, 0]
     record = np.array([mine.rank, mine.device, mine.flops, mine.wall_seconds, mine.device_bytes, mine.ring_buffer_bytes,
-                       m.shards, m.constant, m.rounding, m.accumulator,
+                       mine.d2h_bytes, *bound,
                        *mine.link_bytes_per_step, *mine.modeled_comm_seconds, *mine.modeled_compute_seconds],
                       np.float64)  # byte counts < 2**53: exact in float64
     table = all_gather_host(ctx.comm, record)
     reports = []
-    head = 10
+    head = 12
     for row in table:
-        steps = [row[head + i * p: head + (i + 1) * p] for i in range(3)]
+        steps = [row[head + i * n: head + (i + 1) * n] for i in range(3)]
+        bound = parallel.MemoryBound(*(int(x) for x in row[8:12])) if row[7] else None
         reports.append(parallel.RankReport(int(row[0]), int(row[1]), [int(x) for x in steps[0]], int(row[2]),
                                            list(map(float, steps[1])), list(map(float, steps[2])), float(row[3]),
-                                           int(row[4]), mine.link, int(row[5]),
-                                           memory_bound=parallel.MemoryBound(int(row[6]), int(row[7]), int(row[8]), int(row[9]))))
+                                           int(row[4]), mine.link, int(row[5]), int(row[6]), memory_bound=bound))
     return reports
 
 
@@ -320,6 +338,7 @@ def format_parallel_report(run: ParallelRun) -> str:
         lines.append(f"backward (ring, float32 dK/dV accumulators around the ring, summed on the device with "
                      f"aclnnInplaceAdd, their exchange overlapped with the next step's calls): "
                      f"{run.backward['wall_seconds']:.3f} s wall (host)")
+        lines += _backward_exchange_lines(run.backward_report)
         for g in run.gradients:
             lines.append(f"backward check {g.name} (kv head 0 and its query heads vs float64 backward, 2x-naive rule): "
                          f"max error {g.max_error:.3e}, tolerance {g.tolerance:.3e}: {'OK' if g.ok else 'FAILED'}")
@@ -333,6 +352,24 @@ def memory_bound_met(rep) -> Optional[bool]:
     if not rep.memory_bounds or any(m is None for m in rep.memory_bounds):
         return None
     return all(peak <= m.bound for peak, m in zip(rep.device_bytes, rep.memory_bounds))
+
+
+def _backward_exchange_lines(rep) -> list:
+    """The ring backward's exchanges: exchange t (t = 0 .. P) carries the K/V of step t + 1 and the
+    float32 dK/dV accumulators step t - 1 completed, beside step t's calls."""
+    if rep is None or len(rep.devices) < 2:
+        return []
+    lines = ["backward exchanges (t = 0 .. P: K/V for step t + 1 and the dK/dV accumulators of step t - 1)",
+             "device  sent to next  per exchange (bytes)                  FLOPs"]
+    for i, d in enumerate(rep.devices):
+        per_step = ",".join(str(b) for b in rep.link_bytes_per_step[i])
+        lines.append(f"{d:6d}  {format_bytes(rep.link_bytes[i]):>12}  {per_step[:36]:36}  {rep.flops[i]:.3e}")
+    o = rep.overlap()
+    lines.append(f"backward balance (max/mean FLOPs): {rep.balance:.4f}; modeled: communication "
+                 f"{o['comm_seconds'] * 1e3:.4f} ms, compute at cube peak {o['compute_seconds'] * 1e3:.4f} ms "
+                 f"(sums over devices and exchanges); hidden by overlap {o['hidden_seconds'] * 1e3:.4f} ms = "
+                 f"{100 * o['hidden_fraction']:.1f}% of the communication")
+    return lines
 
 
 def _memory_lines(rep) -> list:

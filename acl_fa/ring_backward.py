@@ -42,7 +42,9 @@ def run_rank_backward(comm, session, chunks: dict, rows: list, causal: bool, sca
     """chunks: this rank's BNSD host arrays per zigzag chunk -- q, dout, out ([B, N, n, D]), lse
     (float32 [B, N, n]), k, v ([B, Nkv, n, D]); rows[s]: the row counts of rank s's chunks.
     Returns {"dq", "dk", "dv": per chunk float32 arrays, "bytes_per_step" (bytes sent to r + 1 by
-    exchange t = 0 .. P; simulator only), "flops", "d2h_bytes", "wall"}."""
+    exchange t = 0 .. P; simulator only), "sends_per_step" (messages to r + 1 by exchange t),
+    "flops_per_step" (the op's FLOPs of step t = 0 .. P - 1, then 0 for exchange P), "flops",
+    "d2h_bytes", "wall"}."""
     with contextlib.ExitStack() as held:
         return _Ring(comm, session, chunks, rows, causal, scale, np.dtype(dtype)).run(held)
 
@@ -98,7 +100,7 @@ class _Ring:
 
         received = [_held(held, s.event(timing=False)) for _ in range(p + 1)]
         computed = [_held(held, s.event(timing=False)) for _ in range(p)]
-        self.callbacks, self.sent_after = [], []
+        self.callbacks, self.sent_after, self.sends = [], [], []
         held.callback(self.callbacks.clear)  # after the streams settled (the stack unwinds last-in first)
         adds = DeviceAdds(s)
         held.callback(adds.close)
@@ -106,7 +108,7 @@ class _Ring:
         held.callback(_settle, runner.stream)
         comm_stream = _held(held, s.stream(), settle=True)
         sent_before = self._sent()
-        flops = 0
+        flops = [0] * (p + 1)  # per step; exchange P runs after the last step, with no calls beside it
 
         def zero(stream, buf, nbytes):
             s.call("aclrtMemsetAsync", buf.ptr, buf.nbytes, 0, nbytes, stream.handle)
@@ -139,7 +141,7 @@ class _Ring:
                     for half, name in ((0, "dk"), (1, "dv")):
                         adds.enqueue(compute, view(part[ki][half], shapes[ki], FLOAT32),
                                      view(outs[name], shapes[ki], self.dtype))
-                    flops += problem.flops()
+                    flops[step] += problem.flops()
                 here = acc[step % 2]  # rank `source`'s sums so far: from exchange `step`, none at step 0
                 if step == 0:
                     for (ak, av), n in zip(here, sizes):
@@ -161,8 +163,8 @@ class _Ring:
                  "dk": [home[j][0].copy_to_host(np.empty(own[j], FLOAT32)) for j in range(slots)],
                  "dv": [home[j][1].copy_to_host(np.empty(own[j], FLOAT32)) for j in range(slots)]}
         marks = [sent_before, *self.sent_after]
-        return {**grads, "bytes_per_step": [b - a for a, b in zip(marks, marks[1:])], "flops": flops,
-                "d2h_bytes": s.copy_counters()["d2h"]["bytes"] - d2h_before, "wall": time.perf_counter() - start}
+        return {**grads, "bytes_per_step": [b - a for a, b in zip(marks, marks[1:])], "sends_per_step": self.sends,
+                "flops_per_step": flops, "flops": sum(flops), "d2h_bytes": s.copy_counters()["d2h"]["bytes"] - d2h_before, "wall": time.perf_counter() - start}
 
     def _sent(self) -> int:
         return self.comm.link_stats(self.r, (self.r + 1) % self.p)["bytes"] if self.sim else 0
@@ -185,6 +187,7 @@ class _Ring:
             for j, pair in enumerate(sets):
                 n = self.rows[owner % p][j] * self.row_elems
                 items += [(kind, buf, n, dtype, peer % p) for buf in pair]
+        self.sends.append(sum(1 for item in items if item[0] == "send"))
         self.comm.send_recv(items, stream)
         received[t].record(stream)
         if self.sim:  # the link counter, read in stream order right after the exchange

@@ -215,3 +215,60 @@ def test_a_failing_device_add_surfaces_with_its_api_and_leaves_nothing_behind():
                           env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ok fault" in proc.stdout and proc.stdout.count("failed as injected") == 3, proc.stdout
+
+
+REPORT = """
+import numpy as np
+from acl_fa import parallel
+from acl_fa.backward import make_grad_problem
+
+for p, causal, s in ((3, True, 50), (4, False, 37), (2, True, 64)):
+    rng = np.random.default_rng(p)
+    q = rng.standard_normal((1, 2, s, 32)).astype(np.float16)
+    k, v = (rng.standard_normal((1, 1, s, 32)).astype(np.float16) for _ in range(2))
+    dout = rng.standard_normal(q.shape).astype(np.float16)
+    out, lse = parallel.ring_attention(q, k, v, devices=list(range(p)), causal=causal)
+    *grads, rep = parallel.ring_attention_backward(dout, q, k, v, out, lse, devices=list(range(p)), causal=causal,
+                                                   report=True)
+    plain = parallel.ring_attention_backward(dout, q, k, v, out, lse, devices=list(range(p)), causal=causal)
+    for a, b in zip(grads, plain):
+        assert np.array_equal(a, b)
+    ranges = parallel.zigzag_chunks(s, p, causal)
+    rows = [[b - a for a, b in rr] for rr in ranges]
+    kv_row, acc_row = 1 * 32 * 2 * 2, 1 * 32 * 4 * 2  # K and V (fp16), dK and dV accumulators (fp32), per row
+    link = rep.link
+    for r in range(p):
+        # Exchange t to r + 1: K/V of rank r - t (t < P - 1), accumulators of rank r - t + 1 (t >= 1).
+        want = [(sum(rows[(r - t) % p]) * kv_row if t < p - 1 else 0)
+                + (sum(rows[(r - t + 1) % p]) * acc_row if t >= 1 else 0) for t in range(p + 1)]
+        assert rep.link_bytes_per_step[r] == want, (p, r, rep.link_bytes_per_step[r], want)
+        sends = [2 * len(rows[r]) * ((t < p - 1) + (t >= 1)) for t in range(p + 1)]
+        model = [link["latency_us"] * 1e-6 * n + b / (link["bandwidth_gbs"] * 1e9) for n, b in zip(sends, want)]
+        assert np.allclose(rep.modeled_comm_seconds[r], model, rtol=1e-12), (rep.modeled_comm_seconds[r], model)
+        assert rep.modeled_compute_seconds[r][-1] == 0.0 and min(rep.modeled_compute_seconds[r][:-1]) > 0
+    # The ranks' FLOPs add up to the whole backward's (zigzag: the causal diagonal chunks are square).
+    whole = make_grad_problem(dout, q, k, v, out, lse, causal=causal)[0].flops()
+    assert sum(rep.flops) == whole, (sum(rep.flops), whole)
+    if causal and s % (2 * p) == 0:  # equal chunks: the zigzag pairs give every rank the same work
+        assert rep.balance == 1.0, rep.balance
+    o = rep.overlap()
+    assert 0 <= o["hidden_seconds"] <= min(o["comm_seconds"], o["compute_seconds"]) + 1e-15
+print("ok")
+"""
+
+
+def test_ring_backward_report_counts_every_exchange_and_models_it():
+    assert _python(REPORT).strip().endswith("ok")
+
+
+def test_cli_backward_prints_the_exchanges_and_the_modeled_overlap():
+    proc = subprocess.run([sys.executable, "-m", "acl_fa", "run", "--parallel", "ring", "--devices", "2", "--seq", "64",
+                           "--causal", "--heads", "2", "--kv-heads", "1", "--head-dim", "32", "--backward"],
+                          capture_output=True, text=True, timeout=300, env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    # P = 2, chunks of 16 rows, Nkv = 1, D = 32: K/V 2 x 16 x 32 x 2 B x 2 = 4096; dK/dV float32 twice that.
+    table = [line.split() for line in lines if line.split()[:1] in (["0"], ["1"]) and "," in line]
+    assert [row[3] for row in table[-2:]] == ["4096,8192,8192"] * 2, proc.stdout
+    modeled = [line for line in lines if line.startswith("backward balance (max/mean FLOPs): 1.0000; modeled:")]
+    assert len(modeled) == 1 and "hidden by overlap" in modeled[0], proc.stdout
