@@ -38,6 +38,18 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("mode,detail", [
+    (1, "element 5: byte offset 6 is not aligned to the element or outside src's 256 bytes"),
+    (2, "element 0: byte offset 2 is not aligned to the element or outside src's 256 bytes"),
+], ids=["first-of-two", "base-address"])
+def test_gather_names_the_first_bad_offset(sim, mode, detail):
+    # The engine checks a Gather's offsets in one pass (their maximum, the low bits of
+    # srcBaseAddr + offset) and names the first bad element only when that pass finds one.
+    rc, msg, _ = sim.probe(116, np.ones(64, np.float32), param=float(mode))
+    assert rc == simlib.AICORE_EXCEPTION, msg
+    assert f"rule 'Gather offset' violated on AIV 0 in Gather: {detail}" in msg, msg
+
+
 @pytest.mark.parametrize("op,rule,api,detail", CASES, ids=[c[1] + "/" + c[2] for c in CASES])
 def test_violation(sim, op, rule, api, detail):
     rc, msg, _ = sim.probe(op, np.ones(64, np.float32))

@@ -235,9 +235,21 @@ void Run(const ProbeTiling &t, GM_ADDR in, GM_ADDR out) {
             break;
         }
         case PROBE_BAD_GATHER_OFFSET: {
+            // param 0: every offset one past src; 1: offsets 4 i with element 5 misaligned (6)
+            // and element 6 past src; 2: offsets 4 i from srcBaseAddr 2 (every one misaligned).
             LocalTensor<uint32_t> off = tmp.ReinterpretCast<uint32_t>();
-            Duplicate(off.ReinterpretCast<int32_t>(), static_cast<int32_t>(na * 4), 8);
-            Gather(y, x, off, 0, 8);
+            const int32_t mode = static_cast<int32_t>(t.param);
+            if (mode == 0) {
+                Duplicate(off.ReinterpretCast<int32_t>(), static_cast<int32_t>(na * 4), 8);
+            } else {
+                CreateVecIndex(off.ReinterpretCast<int32_t>(), 0, 8);
+                Muls(off.ReinterpretCast<int32_t>(), off.ReinterpretCast<int32_t>(), 4, 8);
+                if (mode == 1) {
+                    off.SetValue(5, 6u);
+                    off.SetValue(6, na * 4);
+                }
+            }
+            Gather(y, x, off, mode == 2 ? 2u : 0u, 8);
             break;
         }
         default: break;

@@ -5,6 +5,7 @@
 // elements; otherwise, and where dst partly overlaps src0, a sequential loop. Results are
 // bit-identical either way: the same IEEE comparisons (ordered, NE unordered: a NaN compares false
 // except for NE) and a pure choice between two values.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -109,14 +110,17 @@ namespace {
 template <typename T>
 __attribute__((always_inline)) inline uint64_t GatherLoop(T *dst, const T *src, const uint32_t *offset,
                                                           uint32_t base, uint64_t srcBytes, uint64_t n) {
-    // Every offset first (one pass, no branch per element), then the loads: a bad offset leaves
-    // dst untouched and is named by the caller.
-    uint32_t bad = 0;
+    // Every offset first (one pass of 32-bit lanes, no branch per element), then the loads: a
+    // bad offset leaves dst untouched and is named by the caller. The pass keeps the largest
+    // offset (bounds: base + max + sizeof(T) <= srcBytes covers every element) and the OR of
+    // base + offset mod 2^32 (its low bits are those of the exact sum: alignment).
+    uint32_t lowBits = 0, maxOffset = 0;
     for (uint64_t i = 0; i < n; ++i) {
-        const uint64_t byte = uint64_t(base) + offset[i];
-        bad |= static_cast<uint32_t>(byte % sizeof(T) != 0) | static_cast<uint32_t>(byte + sizeof(T) > srcBytes);
+        lowBits |= base + offset[i];
+        maxOffset = std::max(maxOffset, offset[i]);
     }
-    if (bad != 0) {
+    const bool bad = n != 0 && ((lowBits & (sizeof(T) - 1)) != 0 || uint64_t(base) + maxOffset + sizeof(T) > srcBytes);
+    if (bad) {
         for (uint64_t i = 0; i < n; ++i) {
             const uint64_t byte = uint64_t(base) + offset[i];
             if (byte % sizeof(T) != 0 || byte + sizeof(T) > srcBytes) return i;
