@@ -18,6 +18,7 @@ constexpr uint32_t kAutoBlockMStep = 32;  // auto blockM keeps both AIV halves m
 constexpr uint32_t kAutoBlockNStep = 64;  // auto blockN: whole 256-B fp32 repeats per score row
 constexpr uint64_t kExactSplitItems = 1u << 16;  // cost model: split items exactly up to this count
 constexpr double kMaxCausalMacs = 1.05;   // auto blocks: executed / visible (query, key) pairs
+constexpr double kCapSlack = 1.10;        // ... unless a candidate over it models this much faster
 constexpr uint64_t kUbAlign = 32;         // UB allocations are 32-B granular
 constexpr uint64_t kFp32 = 4;
 constexpr uint64_t kMaxDim = 256;
@@ -314,9 +315,8 @@ uint32_t LargestFitting(uint32_t cap, uint32_t step, Fits fits) {
 }
 
 // (query, key) pairs the cube computes with (blockM, blockN) over the pairs the mask leaves
-// visible: 1 without a causal mask (tails are trimmed to the real rows and columns). Whole K/V
-// blocks are counted: an upper bound, as the MIX kernel's QK and P.V of a query block's last
-// K/V block stop at its last visible key.
+// visible: 1 without a causal mask (tails are trimmed to the real rows and columns, and a query
+// block's last K/V block to its last visible key, where the MIX kernel's QK and P.V stop).
 double ExecutedOverVisiblePairs(const Problem &p, uint32_t blockM, uint32_t blockN) {
     if (!p.causal) return 1.0;
     // Row i sees max(0, i + Skv - Sq + 1) keys (never more than Skv since i < Sq): an arithmetic
@@ -325,10 +325,12 @@ double ExecutedOverVisiblePairs(const Problem &p, uint32_t blockM, uint32_t bloc
     const uint64_t rows = p.seqQ - firstSeeing;
     const double visible = static_cast<double>(rows) * static_cast<double>(p.seqKv - rows + 1 + p.seqKv) / 2;
     double executed = 0;
+    const Band band = EffectiveBand(p);
     for (uint64_t qb = 0; qb * blockM < p.seqQ; ++qb) {
-        const uint64_t blockRows = std::min<uint64_t>(blockM, p.seqQ - qb * blockM);
-        executed += static_cast<double>(blockRows) *
-                    static_cast<double>(std::min<uint64_t>(KvBlocksForQueryBlock(p, blockM, blockN, qb) * blockN, p.seqKv));
+        const uint64_t row0 = qb * blockM, blockRows = std::min<uint64_t>(blockM, p.seqQ - row0);
+        uint64_t first = 0, end = 0;
+        if (!VisibleKeys(band, p.seqQ, p.seqKv, row0, row0 + blockRows, &first, &end)) continue;
+        executed += static_cast<double>(blockRows) * static_cast<double>(end - first / blockN * blockN);
     }
     return visible == 0 ? 1.0 : executed / visible;
 }
@@ -358,7 +360,9 @@ bool ChooseBlocksByCost(const Problem &p, const ChipLimits &c, uint32_t capM, ui
     }
     // Causal blocks that cross the diagonal compute masked pairs too; the cube may do at most
     // kMaxCausalMacs times the visible pairs' work (the work-efficiency goal of bench/RESULTS.md),
-    // unless no fitting candidate meets it.
+    // unless no fitting candidate meets it or the cheapest candidate over it models more than
+    // kCapSlack times faster than the cheapest within it (short causal sequences, where only the
+    // smallest blockM meet the cap: 32 rows at S = 1024).
     struct Candidate {
         uint32_t m, n;
         bool efficient;
@@ -373,17 +377,25 @@ bool ChooseBlocksByCost(const Problem &p, const ChipLimits &c, uint32_t capM, ui
             anyEfficient = anyEfficient || efficient;
         }
     }
-    double best = 0;
-    bool found = false;
+    // The cheapest candidate within the cap and the cheapest of all (first in the search order on ties).
+    double bestEfficient = 0, bestAny = 0;
+    const Candidate *efficientPick = nullptr, *anyPick = nullptr;
     for (const Candidate &k : fitting) {
-        if (anyEfficient && !k.efficient) continue;
         const double cycles = ModeledKernelCycles(p, c, k.m, k.n);
-        if (!found || cycles < best) {
-            best = cycles;
-            *blockM = k.m;
-            *blockN = k.n;
-            found = true;
+        if (anyPick == nullptr || cycles < bestAny) {
+            bestAny = cycles;
+            anyPick = &k;
         }
+        if (k.efficient && (efficientPick == nullptr || cycles < bestEfficient)) {
+            bestEfficient = cycles;
+            efficientPick = &k;
+        }
+    }
+    const bool found = anyPick != nullptr;
+    if (found) {
+        const Candidate *pick = anyEfficient && bestEfficient <= kCapSlack * bestAny ? efficientPick : anyPick;
+        *blockM = pick->m;
+        *blockN = pick->n;
     }
     return found;
 }

@@ -73,7 +73,8 @@ def test_analytic_cost_tracks_the_event_model(session, sim_only, causal):
 
 
 def _causal_waste(sizes, bm, bn):
-    """Executed / visible (query, key) pairs of a causal launch with (bm, bn); 1 when not causal."""
+    """Executed / visible (query, key) pairs of a causal launch with (bm, bn); 1 when not causal.
+    A query block's last K/V block stops at its last visible key (the kernel's QK and P.V do)."""
     sq, skv = sizes["seq"], sizes.get("seq_kv", sizes["seq"])
     if not sizes.get("causal"):
         return 1.0
@@ -81,8 +82,7 @@ def _causal_waste(sizes, bm, bn):
     executed = 0
     for row0 in range(0, sq, bm):
         last_key = min(row0 + bm, sq) - 1 + skv - sq
-        blocks = 0 if last_key < 0 else last_key // bn + 1
-        executed += (min(row0 + bm, sq) - row0) * min(blocks * bn, skv)
+        executed += (min(row0 + bm, sq) - row0) * (0 if last_key < 0 else min(last_key + 1, skv))
     return executed / visible
 
 
@@ -95,22 +95,28 @@ def _causal_waste(sizes, bm, bn):
 ])
 def test_auto_blocks_minimize_the_analytic_cost(sizes):
     """The auto blocks have the least analytic cost among the fitting candidates that keep a
-    causal launch's cube work within 1.05x of the visible pairs' (docs/timing_model.md)."""
+    causal launch's cube work within 1.05x of the visible pairs', unless a candidate over that
+    cap is more than 1.10x cheaper: then the least cost of all (docs/timing_model.md)."""
     soc = "Ascend910B2"
     chosen = plan_module.plan(soc=soc, **sizes)
     best = plan_module.analytic_cycles(soc=soc, block_m=chosen.block_m, block_n=chosen.block_n, **sizes)
-    assert _causal_waste(sizes, chosen.block_m, chosen.block_n) <= 1.05
     seq_kv = sizes.get("seq_kv", sizes["seq"])
+    costs = {}  # (bm, bn) -> (analytic cost, within the cap)
     for bm in range(32, 257, 32):
         for bn in sorted({*range(64, 513, 64), min(-(-seq_kv // 16) * 16, 512)}):
             try:
                 plan_module.plan(soc=soc, block_m=bm, block_n=bn, **sizes)
             except plan_module.PlanError:
                 continue
-            if _causal_waste(sizes, bm, bn) > 1.05:
-                continue
-            cost = plan_module.analytic_cycles(soc=soc, block_m=bm, block_n=bn, **sizes)
-            assert best <= cost * (1 + 1e-12), (chosen.block_m, chosen.block_n, bm, bn)
+            costs[bm, bn] = (plan_module.analytic_cycles(soc=soc, block_m=bm, block_n=bn, **sizes),
+                             _causal_waste(sizes, bm, bn) <= 1.05)
+    cheapest = min(cost for cost, _ in costs.values())
+    within = [cost for cost, efficient in costs.values() if efficient]
+    if within and min(within) <= 1.10 * cheapest:
+        assert _causal_waste(sizes, chosen.block_m, chosen.block_n) <= 1.05
+        assert best <= min(within) * (1 + 1e-12), (chosen.block_m, chosen.block_n)
+    else:
+        assert best <= cheapest * (1 + 1e-12), (chosen.block_m, chosen.block_n)
 
 
 def test_auto_blocks_model_close_to_the_fastest_candidate(session, sim_only):
