@@ -648,7 +648,7 @@ def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal,
                                         "and pipe, waits visible).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), envvar="ACL_FA_PLOT",
               show_envvar=True, default=None, metavar="FILE.png", help="Draw AI Core group 0 over its first work item (needs the 'plot' extra: matplotlib).")
-@click.option("--sensitivity", is_flag=True, envvar="ACL_FA_SENSITIVITY", show_envvar=True, help="Also replay with each assumed cost at x0.5 and x1.5.")
+@click.option("--sensitivity", is_flag=True, envvar="ACL_FA_SENSITIVITY", show_envvar=True, help="Also replay with each assumed or derived cost at x0.5 and x1.5.")
 @seed_option
 @backend_option
 @device_option

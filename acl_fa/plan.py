@@ -68,6 +68,7 @@ class ChipLimits:
     l0b_bytes: int
     l0c_bytes: int
     soc_version: int  # platform_ascendc::SocVersion: ASCEND910 0, ASCEND910B 1, ASCEND310P 2
+    l2_bytes_per_cycle: int = 0  # one AI Core's L2 rate, as GetCoreMemBw(L2) answers; 0 = unknown
 
     @property
     def has_kernel(self) -> bool:
@@ -229,6 +230,7 @@ def _chip_from_c(c) -> ChipLimits:
         l0a_bytes=int(c.l0aBytes),
         l0b_bytes=int(c.l0bBytes),
         l0c_bytes=int(c.l0cBytes),
+        l2_bytes_per_cycle=int(c.l2Rate),
     )
 
 
@@ -323,6 +325,7 @@ def c_chip_limits(limits: ChipLimits):
     out.l0aBytes, out.l0bBytes, out.l0cBytes = limits.l0a_bytes, limits.l0b_bytes, limits.l0c_bytes
     out.aicNum, out.aivNum = limits.aic_num, limits.aiv_num
     out.socVersion = limits.soc_version
+    out.l2BytesPerCycle = limits.l2_bytes_per_cycle
     return out
 
 

@@ -47,12 +47,13 @@ class ProfileReport:
 
 def sensitivity(backend, factor: float = 0.5) -> list:
     """[(field, relative change of the pipeline time at x(1-factor), at x(1+factor))] for each
-    cost marked "assumed", on the last traced launch."""
+    cost marked "assumed" or "derived" (a sourced figure combined by an assumed rule), on the
+    last traced launch."""
     base_costs = timing.pipe_costs(backend)
     base = timing.remodel(backend, base_costs).cycles
     rows = []
     for field, source in timing.cost_fields(backend):
-        if not source.startswith("assumed"):
+        if not source.startswith(("assumed", "derived")):
             continue
         changes = []
         for scale in (1 - factor, 1 + factor):

@@ -140,7 +140,8 @@ def modeled_gm_trace(backend: Backend):
 
 def cost_fields(backend: Backend) -> list:
     """[(field, source)] of the cost table, in declaration order; the source starts with
-    "assumed" where no public fact backs the value."""
+    "assumed" where no public fact backs the value, "derived" where a sourced figure is combined
+    by an assumed rule."""
     field = _engine(backend).fn("aclfaSimPipeCostField")
     out = []
     source = ffi.new("const char **")

@@ -46,6 +46,7 @@ typedef struct aclfaPlanLimits {
     uint32_t aicNum, aivNum;
     uint32_t socVersion; /* platform_ascendc::SocVersion: ASCEND910 0, ASCEND910B 1, ASCEND310P 2 */
     uint32_t reserved;
+    uint64_t l2BytesPerCycle; /* one AI Core's L2 rate as GetCoreMemBw(L2) answers; 0 = unknown */
 } aclfaPlanLimits;
 
 typedef struct aclfaPlanBudgetLine {

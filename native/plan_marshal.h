@@ -41,6 +41,7 @@ inline fa_policy::ChipLimits LimitsFromC(const aclfaPlanLimits &limits) {
     c.aicNum = limits.aicNum;
     c.aivNum = limits.aivNum;
     c.socVersion = limits.socVersion;
+    c.l2BytesPerCycle = limits.l2BytesPerCycle;
     return c;
 }
 

@@ -22,17 +22,19 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 namespace fa_policy {
 
 // The cost table of docs/timing_model.md (the simulator's aclfaSimGetPipeCosts for the 910B
-// family), in cycles and bytes per cycle; a test keeps the two equal.
+// family), in cycles and bytes per cycle; a test keeps the two equal. The GM rates are the
+// chip's (StepCostsOf).
 struct StepCosts {
     double vectorIssueCycles = 12;    // per vector instruction
     double vectorRepeatCycles = 1;    // per 256-B repeat
     double vectorExpRepeatCycles = 2;
     double cubeFractalCycles = 1;     // per 16 x 16 x (32 B / T) MAC step
-    double corePortBytesPerCycle = 128;
+    double corePortBytesPerCycle = 0;  // one AI Core's GM rate: GetCoreMemBw(L2)
     double mte1BytesPerCycle = 256;
     double fixpipeBytesPerCycle = 128;
     double mte2LatencyCycles = 400;
@@ -41,10 +43,20 @@ struct StepCosts {
     double matmulRequestCycles = 400;
     double flagLatencyCycles = 10;
     double crossCoreFlagCycles = 100;  // a CrossCoreSetFlag reaching the waiting core
-    double gmBytesPerCycle = 4000e9 / 1800e6;  // chip GM (L2) rate; 910B4: half
+    double gmBytesPerCycle = 0;       // the chip's GM (L2) rate: AI Cores x GetCoreMemBw(L2)
     double l0bHalfBytes = 32768;      // one of L0B's two 64-KiB / 2 buffers: bounds baseN x baseK
     double maxBaseN = 256;            // the widest base tile the Matmul tiling picks here
 };
+
+// The costs on a chip: its GM rates from the platform's L2 rate per AI Core (docs/timing_model.md:
+// GM bandwidth); a chip that reports none (0) leaves GM bandwidth out of the cost.
+inline StepCosts StepCostsOf(uint64_t l2BytesPerCycle, uint32_t aicNum) {
+    StepCosts c;
+    const double unbounded = std::numeric_limits<double>::infinity();
+    c.corePortBytesPerCycle = l2BytesPerCycle == 0 ? unbounded : static_cast<double>(l2BytesPerCycle);
+    c.gmBytesPerCycle = l2BytesPerCycle == 0 ? unbounded : static_cast<double>(l2BytesPerCycle) * aicNum;
+    return c;
+}
 
 // Cycles of one Matmul job C[m, n] fp32 = A[m, k] . B[k, n] reading `readBytes` from GM.
 inline double MatmulJobCycles(double m, double n, double k, double t, double readBytes, const StepCosts &c) {

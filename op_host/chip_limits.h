@@ -16,13 +16,14 @@ inline const char *SocText(platform_ascendc::SocVersion soc) {
     }
 }
 
-// The queried buffer sizes and core counts; socName and socVersion are the caller's to set.
+// The queried buffer sizes, L2 rate and core counts; socName and socVersion are the caller's to set.
 inline void ReadChipBuffers(const platform_ascendc::PlatformAscendC &platform, fa_policy::ChipLimits *chip) {
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, chip->ubBytes);
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::L1, chip->l1Bytes);
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::L0_A, chip->l0aBytes);
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::L0_B, chip->l0bBytes);
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::L0_C, chip->l0cBytes);
+    platform.GetCoreMemBw(platform_ascendc::CoreMemType::L2, chip->l2BytesPerCycle);
     chip->aicNum = platform.GetCoreNumAic();
     chip->aivNum = platform.GetCoreNumAiv();
 }

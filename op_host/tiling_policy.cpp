@@ -614,8 +614,7 @@ double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t block
         }
         busiest = static_cast<double>(most);
     }
-    StepCosts costs;
-    if (c.socName == "Ascend910B4") costs.gmBytesPerCycle /= 2;  // docs/timing_model.md: GM bandwidth
+    const StepCosts costs = StepCostsOf(c.l2BytesPerCycle, c.aicNum);
     const double core = busiest * StepCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs) +
                         busiestItems * ItemFillCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs);
     const double steps = static_cast<double>(p.batch * p.numHeads * perHead);

@@ -7,6 +7,7 @@ fitting candidate of least analytic cost (and model close to the fastest candida
 """
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import re
 
@@ -20,9 +21,10 @@ from test_flash_attention import _inputs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-# StepCosts member -> aclfaSimPipeCosts member of the same quantity.
+# StepCosts member -> aclfaSimPipeCosts member of the same quantity (the GM rates come from the
+# chip: test_gm_rates_are_the_models).
 SHARED_COSTS = ("vectorIssueCycles", "vectorRepeatCycles", "vectorExpRepeatCycles", "cubeFractalCycles",
-                "corePortBytesPerCycle", "mte1BytesPerCycle", "fixpipeBytesPerCycle", "mte2LatencyCycles",
+                "mte1BytesPerCycle", "fixpipeBytesPerCycle", "mte2LatencyCycles",
                 "mte3LatencyCycles", "fixpipeLatencyCycles", "matmulRequestCycles", "flagLatencyCycles",
                 "crossCoreFlagCycles")
 
@@ -42,7 +44,30 @@ def test_step_costs_are_the_models_cost_table(session, sim_only):
     model = timing.pipe_costs(session.backend, "Ascend910B2")
     for name in SHARED_COSTS:
         assert policy[name] == pytest.approx(model[name]), name
-    assert policy["gmBytesPerCycle"] == pytest.approx(model["gmBytesPerCycle"])
+
+
+MIX_CHIPS = ("Ascend910B1", "Ascend910B2", "Ascend910B3", "Ascend910B4", "Ascend910_93")
+
+
+@pytest.mark.parametrize("soc", MIX_CHIPS)
+def test_gm_rates_are_the_models(session, sim_only, soc):
+    """The policy's GM rates (StepCostsOf: the L2 rate GetCoreMemBw answers, times the AI Cores for
+    the chip) are the model's port and chip rates -- no chip-name special case."""
+    limits = plan_module.chip(soc)
+    model = timing.pipe_costs(session.backend, soc)
+    assert limits.l2_bytes_per_cycle == model["corePortBytesPerCycle"] == 110
+    assert limits.aic_num * limits.l2_bytes_per_cycle == model["gmBytesPerCycle"]
+
+
+def test_analytic_cost_follows_the_l2_rate():
+    """A GM-bound launch costs more at half the L2 rate; a chip that reports no rate (0) leaves GM
+    out of the cost, as if unbounded."""
+    sizes = dict(seq=4096, heads=8, causal=True, block_m=96, block_n=192)
+    b2 = plan_module.chip("Ascend910B2")
+    at = {rate: plan_module.analytic_cycles(soc=dataclasses.replace(b2, l2_bytes_per_cycle=rate), **sizes)
+          for rate in (0, 55, 110, 10**9)}
+    assert at[55] > at[110] > at[0]
+    assert at[0] == pytest.approx(at[10**9], rel=1e-6)
 
 
 SIZES = dict(seq=1024, heads=4, head_dim=128)

@@ -1,7 +1,8 @@
 """The tiling policy (op_host/tiling_policy.cpp) through its C ABI (libaclfa_plan.so).
 
 Chip limits are the docs/cann-facts.md#chips numbers as GetCoreMemSize answers them (910B-class
-UB/L1 minus the 256 B reserve), given explicitly so that the policy is tested on its own.
+UB/L1 minus the 256 B reserve) and the L2 rate GetCoreMemBw answers (docs/chips.md), given
+explicitly so that the policy is tested on its own.
 """
 from __future__ import annotations
 
@@ -15,15 +16,15 @@ KIB = 1024
 ASCEND910, ASCEND910B, ASCEND310P = 0, 1, 2  # platform_ascendc::SocVersion
 CHIPS = {
     "Ascend910B2": ChipLimits("Ascend910B2", "ascend910b", 2201, 24, 48, 196352, 524032, 64 * KIB, 64 * KIB, 128 * KIB,
-                              ASCEND910B),
+                              ASCEND910B, 110),
     "Ascend910B4": ChipLimits("Ascend910B4", "ascend910b", 2201, 20, 40, 196352, 524032, 64 * KIB, 64 * KIB, 128 * KIB,
-                              ASCEND910B),
+                              ASCEND910B, 110),
     "Ascend910_93": ChipLimits("Ascend910_93", "ascend910_93", 2201, 24, 48, 196352, 524032, 64 * KIB, 64 * KIB,
-                               128 * KIB, ASCEND910B),
+                               128 * KIB, ASCEND910B, 110),
     "Ascend910A": ChipLimits("Ascend910A", "ascend910", 1001, 32, 0, 256 * KIB, 1024 * KIB, 64 * KIB, 64 * KIB,
-                             256 * KIB, ASCEND910),
+                             256 * KIB, ASCEND910, 110),
     "Ascend310P3": ChipLimits("Ascend310P3", "ascend310p", 2002, 8, 7, 256 * KIB, 1024 * KIB, 64 * KIB, 64 * KIB,
-                              256 * KIB, ASCEND310P),
+                              256 * KIB, ASCEND310P, 114),
 }
 COUPLED = ("Ascend910A", "Ascend310P3")
 

@@ -25,6 +25,8 @@ typedef struct aclfaSimChip {
     double clockMHz;
     uint32_t l2LineBytes;
     uint32_t reserved;
+    uint32_t ddrRate, l2Rate, l2ReadRate, l2WriteRate;
+    uint32_t l1ToL0aRate, l1ToL0bRate, l0cToUbRate, ubToL2Rate;
 } aclfaSimChip;
 
 const aclfaSimChip *aclfaSimGetChip(void);
@@ -138,6 +140,8 @@ typedef struct aclfaSimPipeCosts {
     double syncAllCycles;
     double hbmBytesPerCycle;
     double crossCoreFlagCycles;
+    double corePortWriteBytesPerCycle;
+    double mte3BytesPerCycle;
 } aclfaSimPipeCosts;
 
 typedef struct aclfaSimModelStats {

@@ -29,6 +29,7 @@ typedef struct aclfaPlanLimits {
     uint32_t aicNum, aivNum;
     uint32_t socVersion; /* platform_ascendc::SocVersion: ASCEND910 0, ASCEND910B 1, ASCEND310P 2 */
     uint32_t reserved;
+    uint64_t l2BytesPerCycle;
 } aclfaPlanLimits;
 
 typedef struct aclfaPlanBudgetLine {

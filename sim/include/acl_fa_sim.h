@@ -45,6 +45,10 @@ typedef struct aclfaSimChip {
     double clockMHz;
     uint32_t l2LineBytes;      /* L2 cache line, bytes (used by the traffic model) */
     uint32_t reserved;
+    /* One AI Core's memory rates in bytes per cycle, the platform file's [AICoreMemoryRates]
+     * (docs/chips.md): GetCoreMemBw answers l2Rate (L2) and ddrRate (HBM). */
+    uint32_t ddrRate, l2Rate, l2ReadRate, l2WriteRate;
+    uint32_t l1ToL0aRate, l1ToL0bRate, l0cToUbRate, ubToL2Rate;
 } aclfaSimChip;
 
 /* Current chip (never NULL once the library is loaded). */

@@ -106,7 +106,7 @@ typedef struct aclfaSimPipeCosts {
     double vectorExpRepeatCycles;  /* per repeat of Exp/Ln */
     double cubeFractalCycles;      /* per 16x16x(32 B) fractal MAC step */
     double gmBytesPerCycle;        /* GM (L2) bandwidth of the chip, shared by the active cores */
-    double corePortBytesPerCycle;  /* upper limit of one core's GM traffic */
+    double corePortBytesPerCycle;  /* upper limit of one core's GM reads (MTE2, Matmul operands) */
     double mte2LatencyCycles;      /* GM -> UB/L1 first-byte latency */
     double mte3LatencyCycles;      /* UB -> GM */
     double mte1BytesPerCycle;      /* L1 -> L0A/L0B */
@@ -118,6 +118,8 @@ typedef struct aclfaSimPipeCosts {
     double syncAllCycles;          /* SyncAll / cross-core flag */
     double hbmBytesPerCycle;       /* HBM bandwidth (for the HBM bound of the L2 replay) */
     double crossCoreFlagCycles;    /* CrossCoreSetFlag -> CrossCoreWaitFlag across cores */
+    double corePortWriteBytesPerCycle; /* upper limit of one core's FixPipe writes to GM (L0C -> GM) */
+    double mte3BytesPerCycle;      /* upper limit of one core's MTE3 writes (UB -> GM) */
 } aclfaSimPipeCosts;
 
 typedef struct aclfaSimModelStats {

@@ -1,9 +1,6 @@
 // pipe_costs.cpp -- the timing model's cost table per chip of the catalogue, each constant with
 // its source or the word "assumed" (docs/timing_model.md lists them with the sensitivity of the
 // modeled time to each assumed one). Nothing here is fitted to any measurement.
-#include <cstring>
-#include <strings.h>
-
 #include "acl_fa_sim.h"
 #include "acl_fa_sim_kernel.h"
 
@@ -26,11 +23,11 @@ const Field kFields[] = {
     {"cubeFractalCycles",
      "16x16x16 fp16 MACs per cycle: fp16 peak = AIC x clock x 8192 FLOP (docs/timing_model.md: cube)"},
     {"gmBytesPerCycle",
-     "assumed (910B4 half of the other 910B: docs/timing_model.md: GM bandwidth)"},
-    {"corePortBytesPerCycle", "assumed"},
+     "derived: AI Cores x the ini's l2_rate, GetCoreMemBw(L2) (docs/timing_model.md: GM bandwidth)"},
+    {"corePortBytesPerCycle", "the ini's l2_rate = l2_read_rate, GetCoreMemBw(L2) (docs/chips.md)"},
     {"mte2LatencyCycles", "assumed"},
     {"mte3LatencyCycles", "assumed"},
-    {"mte1BytesPerCycle", "assumed"},
+    {"mte1BytesPerCycle", "the ini's l1_to_l0_b_rate; L0A loads counted at it too (docs/timing_model.md)"},
     {"fixpipeBytesPerCycle", "assumed"},
     {"fixpipeLatencyCycles", "assumed"},
     {"flagLatencyCycles", "assumed"},
@@ -40,18 +37,11 @@ const Field kFields[] = {
     {"hbmBytesPerCycle",
      "chip catalogue HBM GB/s / clock (sim/src/runtime/chips.cpp; assumed where marked there)"},
     {"crossCoreFlagCycles", "assumed"},
+    {"corePortWriteBytesPerCycle", "the ini's l2_write_rate (docs/chips.md)"},
+    {"mte3BytesPerCycle", "the ini's ub_to_l2_rate (docs/chips.md)"},
 };
 // clang-format on
 constexpr uint32_t kFieldCount = sizeof(kFields) / sizeof(kFields[0]);
-
-// GM (L2) bandwidth in GB/s, all assumed: 910B4 at half the other 910B parts, as
-// hw-native-sys/pto-isa's FA cost model scales it (docs/timing_model.md).
-double GmBandwidthGBs(const aclfaSimChip &chip) {
-    if (strcasecmp(chip.name, "Ascend910B4") == 0) return 2000.0;
-    if (chip.npuArch == 2201) return 4000.0;
-    if (chip.npuArch == 1001) return 2000.0;  // 910A
-    return 400.0;                             // 310P
-}
 
 }  // namespace
 
@@ -68,11 +58,14 @@ extern "C" aclError aclfaSimGetPipeCosts(const char *chipName, aclfaSimPipeCosts
     c.vectorRepeatCycles = 1;
     c.vectorExpRepeatCycles = 2;
     c.cubeFractalCycles = 1;
-    c.gmBytesPerCycle = GmBandwidthGBs(*chip) * 1e9 / hz;
-    c.corePortBytesPerCycle = 128;
+    // Per-core rates are the platform file's [AICoreMemoryRates] (bytes per cycle per AI Core);
+    // the chip's L2 rate is all AI Cores at l2_rate, as ddr_rate x cores matches the chip's HBM
+    // rate (docs/timing_model.md: GM bandwidth).
+    c.gmBytesPerCycle = static_cast<double>(chip->aicNum) * chip->l2Rate;
+    c.corePortBytesPerCycle = chip->l2Rate;
     c.mte2LatencyCycles = 400;
     c.mte3LatencyCycles = 200;
-    c.mte1BytesPerCycle = 256;
+    c.mte1BytesPerCycle = chip->l1ToL0bRate;
     c.fixpipeBytesPerCycle = 128;
     c.fixpipeLatencyCycles = 100;
     c.flagLatencyCycles = 10;
@@ -81,6 +74,8 @@ extern "C" aclError aclfaSimGetPipeCosts(const char *chipName, aclfaSimPipeCosts
     c.syncAllCycles = 1000;
     c.hbmBytesPerCycle = chip->hbmBandwidthGBs * 1e9 / hz;
     c.crossCoreFlagCycles = 100;
+    c.corePortWriteBytesPerCycle = chip->l2WriteRate;
+    c.mte3BytesPerCycle = chip->ubToL2Rate;
     *costs = c;
     return ACL_SUCCESS;
 }

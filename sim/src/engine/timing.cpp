@@ -12,11 +12,12 @@
 // global order of their scalar time, so requests reach a shared cube in time order and the
 // result depends on nothing but the trace and the costs.
 //
-// Bandwidth. Every core moves GM data at one rate b <= corePortBytesPerCycle. b is the largest
-// rate at which the launch's average GM rate (all GM bytes / modeled time) stays within the
-// chip's gmBytesPerCycle, found by bisection between gmBytesPerCycle / active cores (always
-// within) and the port limit: cores share the chip's bandwidth by their average concurrency
-// (bursts above the average are not modeled).
+// Bandwidth. Every core reads GM at one rate b <= corePortBytesPerCycle and writes it at the
+// same fraction b / corePortBytesPerCycle of its write ports (FixPipe corePortWriteBytesPerCycle,
+// MTE3 mte3BytesPerCycle). b is the largest rate at which the launch's average GM rate (all GM
+// bytes / modeled time) stays within the chip's gmBytesPerCycle, found by bisection between
+// gmBytesPerCycle / active cores (always within) and the port limit: cores share the chip's
+// bandwidth by their average concurrency (bursts above the average are not modeled).
 //
 // Races (Rule 3). Each (core, pipe) is a thread with a vector clock; program order on a pipe,
 // flags, queue hand-offs, Matmul request -> job -> wait, SyncAll and cross-core flags (IBSet,
@@ -162,6 +163,12 @@ private:
         out_->stats.coreGmBytesPerCycle = coreBw_;
     }
 
+    // A write port's rate at the launch's share of the chip's bandwidth (bytes per cycle).
+    double WriteRate(double port) const { return port * coreBw_ / c_.corePortBytesPerCycle; }
+    double FixpipeToGmRate() const {
+        return std::min(c_.fixpipeBytesPerCycle, WriteRate(c_.corePortWriteBytesPerCycle));
+    }
+
     double ExecCost(const TraceOp &op) {
         const double u = static_cast<double>(op.units);
         if (op.pipe == Pipe::MTE2 || op.pipe == Pipe::MTE3) gmBytes_ += u;
@@ -170,9 +177,9 @@ private:
                 return c_.vectorIssueCycles +
                        u * (op.unit == Unit::EXP_REPEATS ? c_.vectorExpRepeatCycles : c_.vectorRepeatCycles);
             case Pipe::MTE2: return c_.mte2LatencyCycles + u / coreBw_;
-            case Pipe::MTE3: return c_.mte3LatencyCycles + u / coreBw_;
+            case Pipe::MTE3: return c_.mte3LatencyCycles + u / WriteRate(c_.mte3BytesPerCycle);
             case Pipe::MTE1: return u / c_.mte1BytesPerCycle;
-            case Pipe::FIX: return c_.fixpipeLatencyCycles + u / std::min(c_.fixpipeBytesPerCycle, coreBw_);
+            case Pipe::FIX: return c_.fixpipeLatencyCycles + u / FixpipeToGmRate();
             case Pipe::M: return u * c_.cubeFractalCycles;
             default: return u * c_.scalarAccessCycles;
         }
@@ -517,8 +524,7 @@ private:
         // results to UB leave FixPipe at its own rate.
         const double x[4] = {w.gmReadBytes / coreBw_ + w.localReadBytes / c_.corePortBytesPerCycle,
                              l0Bytes / c_.mte1BytesPerCycle, fractals * c_.cubeFractalCycles,
-                             w.outBytes / (w.outToGm ? std::min(c_.fixpipeBytesPerCycle, coreBw_)
-                                                     : c_.fixpipeBytesPerCycle)};
+                             w.outBytes / (w.outToGm ? FixpipeToGmRate() : c_.fixpipeBytesPerCycle)};
         double sum = 0, peak = 0;
         for (double v : x) {
             sum += v;

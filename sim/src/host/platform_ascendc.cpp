@@ -52,6 +52,16 @@ void PlatformAscendC::GetCoreMemSize(const CoreMemType &memType, uint64_t &size)
     }
 }
 
+void PlatformAscendC::GetCoreMemBw(const CoreMemType &memType, uint64_t &bwSize) const {
+    // As CANN's PlatFormInfos::GetLocalMemBw: only L2 and HBM have a rate (docs/chips.md).
+    const aclfaSimChip &chip = platformInfo_->Chip();
+    switch (memType) {
+        case CoreMemType::L2: bwSize = chip.l2Rate; break;
+        case CoreMemType::HBM: bwSize = chip.ddrRate; break;
+        default: bwSize = 0; break;
+    }
+}
+
 SocVersion PlatformAscendC::GetSocVersion(void) const {
     return static_cast<SocVersion>(platformInfo_->Chip().socVersion);
 }

@@ -21,35 +21,44 @@ namespace {
 
 constexpr uint64_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
 
+// One AI Core's [AICoreMemoryRates] in bytes per cycle, from CANN 8.1.RC1's
+// data/platform_config/<SoC>.ini (docs/chips.md "Memory rates"): ddr, l2, l2 read, l2 write,
+// L1 -> L0A, L1 -> L0B, L0C -> UB, UB -> L2. The 910B1-4 files and Ascend910_9391.ini (A3) agree.
+#define RATES_910B 32, 110, 110, 86, 512, 256, 256, 64
+#define RATES_310P3 17, 114, 114, 114, 512, 256, 512, 114
+
 // clang-format off
 const aclfaSimChip kChips[] = {
     // name, shortSoc, socVersion, npuArch, aic, aiv, coupled,
-    // ub, l1, l0a, l0b, l0c, l2, hbm, GB/s, fp16 TFLOPS, MHz, L2 line, reserved
+    // ub, l1, l0a, l0b, l0c, l2, hbm, GB/s, fp16 TFLOPS, MHz, L2 line, reserved, memory rates
+    // (910A: no platform file in CANN 8.1.RC1; its rates are the 910B's, assumed)
     {"Ascend910B1", "ascend910b", 1, 2201, 24, 48, 0,
      196352, 524032, 64 * KiB, 64 * KiB, 128 * KiB, 192 * MiB, 64 * GiB,
-     1600.0 /* assumed */, 363.7, 1850.0, 512 /* assumed */, 0},
+     1600.0 /* assumed */, 363.7, 1850.0, 512 /* assumed */, 0, RATES_910B},
     {"Ascend910B2", "ascend910b", 1, 2201, 24, 48, 0,
      196352, 524032, 64 * KiB, 64 * KiB, 128 * KiB, 192 * MiB, 64 * GiB,
-     1500.0, 353.9, 1800.0, 512 /* assumed */, 0},
+     1500.0, 353.9, 1800.0, 512 /* assumed */, 0, RATES_910B},
     {"Ascend910B3", "ascend910b", 1, 2201, 20, 40, 0,
      196352, 524032, 64 * KiB, 64 * KiB, 128 * KiB, 192 * MiB, 64 * GiB /* assumed */,
-     1500.0 /* assumed */, 294.9, 1800.0 /* derived */, 512 /* assumed */, 0},
+     1500.0 /* assumed */, 294.9, 1800.0 /* derived */, 512 /* assumed */, 0, RATES_910B},
     {"Ascend910B4", "ascend910b", 1, 2201, 20, 40, 0,
      196352, 524032, 64 * KiB, 64 * KiB, 128 * KiB, 96 * MiB, 32 * GiB,
-     800.0 /* assumed */, 245.8, 1500.0 /* derived */, 512 /* assumed */, 0},
+     800.0 /* assumed */, 245.8, 1500.0 /* derived */, 512 /* assumed */, 0, RATES_910B},
     {"Ascend910_93", "ascend910_93", 1, 2201, 24, 48, 0,
      196352, 524032, 64 * KiB, 64 * KiB, 128 * KiB, 192 * MiB, 64 * GiB,
-     1600.0 /* assumed */, 353.9, 1800.0, 512 /* assumed */, 0},
+     1600.0 /* assumed */, 353.9, 1800.0, 512 /* assumed */, 0, RATES_910B},
     // Coupled cores: aicNum counts AI Cores, aivNum the extra vector cores.
     {"Ascend910A", "ascend910", 0, 1001, 32, 0, 1,
      256 * KiB, 1024 * KiB, 64 * KiB, 64 * KiB, 256 * KiB, 32 * MiB, 32 * GiB /* assumed */,
-     1200.0 /* assumed */, 256.0, 976.6 /* derived */, 128 /* assumed */, 0},
+     1200.0 /* assumed */, 256.0, 976.6 /* derived */, 128 /* assumed */, 0, RATES_910B /* assumed */},
     // One 310P3 chip: LPDDR4X, half of the Duo card's 408 GB/s; 24 GiB as a 300I Pro card.
     {"Ascend310P3", "ascend310p", 2, 2002, 8, 7, 1,
      256 * KiB, 1024 * KiB, 64 * KiB, 64 * KiB, 256 * KiB, 16 * MiB, 24 * GiB /* assumed */,
-     204.0, 70.0, 1068.0 /* derived */, 128 /* assumed */, 0},
+     204.0, 70.0, 1068.0 /* derived */, 128 /* assumed */, 0, RATES_310P3},
 };
 // clang-format on
+#undef RATES_910B
+#undef RATES_310P3
 constexpr uint32_t kChipCount = sizeof(kChips) / sizeof(kChips[0]);
 constexpr const char *kDefaultChip = "Ascend910B2";
 

@@ -37,6 +37,9 @@ class PlatformAscendC {
     uint32_t GetLibApiWorkSpaceSize(void) const;
     // Bytes of one core's memory; UB and L1 without the 256 B 910B-class chips reserve.
     void GetCoreMemSize(const CoreMemType &memType, uint64_t &size) const;
+    // One AI Core's bandwidth to a memory in bytes per cycle: L2 the platform file's
+    // [AICoreMemoryRates] l2_rate, HBM its ddr_rate; 0 for the other types (not supported).
+    void GetCoreMemBw(const CoreMemType &memType, uint64_t &bwSize) const;
     SocVersion GetSocVersion(void) const;
 
  private:
