@@ -3,7 +3,7 @@
 Runs the problem once with the instruction trace on and returns the pipeline model's schedule:
 as a Chrome/Perfetto trace (one process per core, one thread per pipe; flag, Matmul and SyncAll
 waits as "wait" slices), as a timeline picture of one AI Core group over its first work item,
-and, when asked, the sensitivity of the modeled time to each assumed cost (x0.5 and x1.5).
+and, when asked, the sensitivity of the modeled time to each assumed or derived cost (x0.5 and x1.5).
 Everything here is modeled, never measured.
 """
 
@@ -173,7 +173,7 @@ def format_profile(report: ProfileReport) -> str:
              f"BLOCK_N={report.block_n}"]
     lines += timing.format_summary(report.summary)
     if report.sensitivity is not None:
-        lines.append("sensitivity of the modeled pipeline time to each assumed cost (x0.5 / x1.5):")
+        lines.append("sensitivity of the modeled pipeline time to each assumed or derived cost (x0.5 / x1.5):")
         for field, lo, hi in report.sensitivity:
             lines.append(f"            {field:24s} {100 * lo:+7.1f}%  {100 * hi:+7.1f}%")
     return "\n".join(lines)
