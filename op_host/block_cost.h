@@ -37,6 +37,10 @@ struct StepCosts {
     double corePortBytesPerCycle = 0;  // one AI Core's GM rate: GetCoreMemBw(L2)
     double mte1BytesPerCycle = 256;
     double fixpipeBytesPerCycle = 128;
+    // GM write ports of the 910B family's platform files (docs/chips.md "Memory rates"; the MIX
+    // path runs on that family only): GetCoreMemBw answers no write rate.
+    double corePortWriteBytesPerCycle = 86;  // l2_write_rate: FixPipe L0C -> GM
+    double mte3BytesPerCycle = 64;           // ub_to_l2_rate: MTE3 UB -> GM
     double mte2LatencyCycles = 400;
     double mte3LatencyCycles = 200;
     double fixpipeLatencyCycles = 100;
@@ -71,7 +75,8 @@ inline double MatmulJobCycles(double m, double n, double k, double t, double rea
     const double nBlocks = up(n, baseN), tiles = nBlocks * up(k, baseK);
     const double l0Bytes = t * up(m, 16) * 16 * k * nBlocks + t * k * up(n, 16) * 16;
     const double stages[4] = {readBytes / c.corePortBytesPerCycle, l0Bytes / c.mte1BytesPerCycle,
-                              fractals * c.cubeFractalCycles, m * n * 4 / c.fixpipeBytesPerCycle};
+                              fractals * c.cubeFractalCycles,
+                              m * n * 4 / std::min(c.fixpipeBytesPerCycle, c.corePortWriteBytesPerCycle)};
     double sum = 0, peak = 0;
     for (double s : stages) {
         sum += s;
@@ -100,7 +105,7 @@ inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uin
     const double repeats = (8 * r * n + 2 * r * d) / 64;
     const double instructions = 16 + 3 * (n / 64) + d / 64;
     const double vector = instructions * c.vectorIssueCycles + repeats * c.vectorRepeatCycles;
-    const double chain = (c.mte2LatencyCycles + r * n * 4 / port) + vector + (c.mte3LatencyCycles + r * n * t / port) +
+    const double chain = (c.mte2LatencyCycles + r * n * 4 / port) + vector + (c.mte3LatencyCycles + r * n * t / c.mte3BytesPerCycle) +
                          (c.mte2LatencyCycles + r * d * 4 / port) + 2 * c.flagLatencyCycles +
                          2 * c.crossCoreFlagCycles;
     const double cube = qk + pv;

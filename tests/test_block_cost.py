@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_COSTS = ("vectorIssueCycles", "vectorRepeatCycles", "vectorExpRepeatCycles", "cubeFractalCycles",
                 "mte1BytesPerCycle", "fixpipeBytesPerCycle", "mte2LatencyCycles",
                 "mte3LatencyCycles", "fixpipeLatencyCycles", "matmulRequestCycles", "flagLatencyCycles",
-                "crossCoreFlagCycles")
+                "crossCoreFlagCycles", "corePortWriteBytesPerCycle", "mte3BytesPerCycle")
 
 
 def _step_costs() -> dict:
