@@ -53,7 +53,7 @@ struct StepCosts {
 };
 
 // The costs on a chip: its GM rates from the platform's L2 rate per AI Core (docs/timing_model.md:
-// GM bandwidth); a chip that reports none (0) leaves GM bandwidth out of the cost.
+// GM bandwidth); a chip that reports none (0) leaves GM reads and the chip's rate out of the cost.
 inline StepCosts StepCostsOf(uint64_t l2BytesPerCycle, uint32_t aicNum) {
     StepCosts c;
     const double unbounded = std::numeric_limits<double>::infinity();
@@ -105,7 +105,8 @@ inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uin
     const double repeats = (8 * r * n + 2 * r * d) / 64;
     const double instructions = 16 + 3 * (n / 64) + d / 64;
     const double vector = instructions * c.vectorIssueCycles + repeats * c.vectorRepeatCycles;
-    const double chain = (c.mte2LatencyCycles + r * n * 4 / port) + vector + (c.mte3LatencyCycles + r * n * t / c.mte3BytesPerCycle) +
+    const double chain = (c.mte2LatencyCycles + r * n * 4 / port) + vector +
+                         (c.mte3LatencyCycles + r * n * t / c.mte3BytesPerCycle) +
                          (c.mte2LatencyCycles + r * d * 4 / port) + 2 * c.flagLatencyCycles +
                          2 * c.crossCoreFlagCycles;
     const double cube = qk + pv;

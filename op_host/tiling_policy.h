@@ -45,7 +45,8 @@ struct ChipLimits {
     uint32_t aicNum = 0;   // cube cores (AI Cores when coupled): the launch's block dim is at most this
     uint32_t aivNum = 0;
     // One AI Core's L2 rate in bytes per cycle (PlatformAscendC::GetCoreMemBw(L2), the platform
-    // file's l2_rate); 0 = not reported, and then GM bandwidth does not bound the block cost.
+    // file's l2_rate); 0 = not reported, and then GM reads and the chip's rate do not bound the
+    // block cost.
     uint64_t l2BytesPerCycle = 0;
 };
 
