@@ -123,6 +123,7 @@ class Plan:
     ws_prob_offset: int = 0
     ws_pv_offset: int = 0
     ws_bytes_per_core: int = 0
+    solo_rows: bool = False  # each AIV issues its own QK and P.V (narrow bands), not one per group
     user_workspace_bytes: int = 0
     system_workspace_bytes: int = 0
     tiling_key: int = 0
@@ -386,6 +387,7 @@ def plan(
                 for line in out.lines[0:out.numLines]],
         ws_score_offset=out.wsScoreOffset, ws_prob_offset=out.wsProbOffset,
         ws_pv_offset=out.wsPvOffset, ws_bytes_per_core=out.wsBytesPerCore,
+        solo_rows=bool(out.soloRows),
         user_workspace_bytes=out.userWorkspaceBytes,
         system_workspace_bytes=limits.lib_api_workspace_bytes, tiling_key=out.tilingKey,
         pre_tokens=problem.preTokens, next_tokens=problem.nextTokens,

@@ -66,7 +66,7 @@ typedef struct aclfaPlan {
     uint64_t userWorkspaceBytes;     /* usedCoreNum * wsBytesPerCore (+ mask summary; 0 on the coupled path) */
     uint64_t tilingKey;
     uint32_t coreItemStart[ACLFA_PLAN_MAX_CORES + 1];
-    uint32_t reserved;
+    uint32_t soloRows;               /* 1: each AIV issues its own QK and P.V (narrow bands), 0: shared per group */
     aclfaPlanBudgetLine lines[ACLFA_PLAN_MAX_LINES];
 } aclfaPlan;
 

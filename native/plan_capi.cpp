@@ -66,6 +66,7 @@ extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfa
     plan->wsProbOffset = out.wsProbOffset;
     plan->wsPvOffset = out.wsPvOffset;
     plan->wsBytesPerCore = out.wsBytesPerCore;
+    plan->soloRows = out.soloRows;
     plan->userWorkspaceBytes = out.userWorkspaceBytes;
     plan->tilingKey = out.tilingKey;
     for (size_t i = 0; i < out.coreItemStart.size(); ++i) plan->coreItemStart[i] = out.coreItemStart[i];

@@ -401,24 +401,24 @@ bool ChooseBlocksByCost(const Problem &p, const ChipLimits &c, uint32_t capM, ui
 }
 
 // Blocks for a narrow band (pre_tokens and next_tokens both bounded, band width
-// W = pre + next + 1 keys per row): the cube's tile of blockM rows (one QK and one P.V per item,
-// both AIVs' rows on the MIX path) touches about blockM + W - 1 keys, rounded out to blockN, so
-// it executes about (blockM + W + blockN) / W of the useful work. When the usual blocks have
-// blockM + blockN > W / kNarrowBandShare, they are replaced by the largest blockM and blockN
-// (powers of two from the smallest blockM -- 32 on the MIX path, whose AIV halves are multiples
-// of 16 rows, 16 when coupled -- and from 16) within that share, or the smallest of each when
-// the band is narrower still, keeping the waste near 1 / kNarrowBandShare. Nothing changes for a
-// block the caller gave or a band unbounded on a side.
+// W = pre + next + 1 keys per row): a cube tile of r rows touches about r + W - 1 keys, rounded
+// out to blockN, so it executes about (r + W + blockN) / W of the useful work. When the usual
+// blocks have blockM + blockN > W / kNarrowBandShare, they are replaced by the largest blockM and
+// blockN (powers of two from the smallest blockM -- 32 on the MIX path, whose AIV halves are
+// multiples of 16 rows, 16 when coupled -- and from 16) within that share, or the smallest of
+// each when the band is narrower still, and returns true: then each AIV of the MIX path computes
+// its own half (r = blockM / 2, Plan::soloRows), keeping the waste near 1 / kNarrowBandShare.
+// Nothing changes for a block the caller gave or a band unbounded on a side.
 constexpr uint64_t kNarrowBandShare = 10;
-void NarrowBandBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint32_t *blockN) {
+bool NarrowBandBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint32_t *blockN) {
     const Band band = EffectiveBand(p);
     if (p.userBlockM != 0 || p.userBlockN != 0 || band.pre >= kUnboundedTokens || band.next >= kUnboundedTokens) {
-        return;
+        return false;
     }
     const uint64_t width = static_cast<uint64_t>(band.pre + band.next + 1);
     const bool coupled = FeaturesOfSoc(c.socVersion).coupled;
     const uint32_t minM = coupled ? kBlockAlign : kAutoBlockMStep;
-    if ((*blockM + *blockN) * kNarrowBandShare <= width) return;
+    if ((*blockM + *blockN) * kNarrowBandShare <= width) return false;
     uint32_t bestM = minM, bestN = kBlockAlign;
     for (uint32_t m = minM; m <= *blockM; m *= 2) {
         for (uint32_t n = kBlockAlign; n <= *blockN; n *= 2) {
@@ -431,6 +431,7 @@ void NarrowBandBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, u
     // Smaller than blocks that fit: these fit too (every budget line grows with m and n).
     *blockM = bestM;
     *blockN = bestN;
+    return true;
 }
 
 // Chooses (blockM, blockN) or explains why none fits. On the MIX path the blocks of least
@@ -657,9 +658,13 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     }
     uint32_t blockM = 0, blockN = 0;
     if (!ChooseBlocks(p, c, &blockM, &blockN, error)) return false;
-    NarrowBandBlocks(p, c, &blockM, &blockN);
+    const bool narrow = NarrowBandBlocks(p, c, &blockM, &blockN);
 
     Plan out;
+    // A band narrower than the item's rows plus a key block: one QK over the union of both AIVs'
+    // bands would compute keys only one half sees (the tile waste the rule above keeps near
+    // 1 / kNarrowBandShare), so each AIV computes its own half's band.
+    out.soloRows = narrow && !coupled ? 1 : 0;
     out.blockM = blockM;
     out.blockN = blockN;
     out.subBlockM = static_cast<uint32_t>(RowsPerVector(blockM, coupled));

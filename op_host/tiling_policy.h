@@ -107,6 +107,7 @@ struct Plan {
     uint64_t wsScoreOffset = 0, wsProbOffset = 0, wsPvOffset = 0, wsBytesPerCore = 0;
     uint64_t userWorkspaceBytes = 0;  // usedCoreNum * wsBytesPerCore (+ the mask summary)
     uint64_t mmUbBytes = 0;           // coupled: UB for the Matmul API's ND <-> NZ (SetLocalWorkspace)
+    uint32_t soloRows = 0;            // MIX: 1 = each AIV's own QK and P.V (narrow bands; FlashAttentionTilingData)
     uint64_t tilingKey = 0;
     // Mask and dropout (0 when off): mask tile rows per pass, the block summary's bytes and its
     // offset in the user workspace (after the AIV slices, included in userWorkspaceBytes), Philox

@@ -27,6 +27,10 @@
 // its visible columns; the columns past them, stale in the S slot, are outside every row's band
 // and MaskScores overwrites them with -inf, so P is 0 there); a varlen batch (TND) gives each
 // sequence its own lengths and packed rows.
+// Narrow bands (tiling soloRows = 1, op_host NarrowBandBlocks): the union of the two halves'
+// bands would make the shared QK compute many keys only one half sees, so each AIV is its own
+// issuer for its own rows and band (its own Matmul requests into its rows of the group's slots)
+// and the pair never meets; P is in GM before its P.V request by an MTE3 -> S wait instead.
 // FlashAttentionV2's options (docs/dropout_and_mask.md): with an atten_mask the AIVs first
 // classify its blocks (attention_mask.h, then SyncAll); blocks it hides completely for the
 // item's query block are neither loaded nor computed, mixed ones add its bias before the row
@@ -103,9 +107,9 @@ private:
     // each other (mode 1); what the issuer waited for before it is then visible to both.
     template <pipe_t pipe>
     __aicore__ inline void MeetPair(uint16_t flagId);
-    __aicore__ inline void IssueScores(uint32_t kvBlock, uint32_t itemRows);
+    __aicore__ inline void IssueScores(uint32_t kvBlock, uint32_t mmRows);
     __aicore__ inline void SoftmaxBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0);
-    __aicore__ inline void IssueValues(uint32_t kvBlock, uint32_t itemRows);
+    __aicore__ inline void IssueValues(uint32_t kvBlock, uint32_t mmRows);
     // The issuer waits P_kvBlock . V_kvBlock, both meet, each adds its rows.
     __aicore__ inline void FinishValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void AccumulateValues(uint32_t kvBlock, uint32_t rows);
@@ -147,6 +151,7 @@ private:
     uint32_t core_ = 0, subBlock_ = 0;
     bool issuer_ = false;                        // sub-block 0: sends the group's Matmul requests
     uint32_t halfRow_ = 0;                       // this AIV's first row within the item
+    uint32_t mmRow_ = 0;                         // first row of the Matmul jobs within the item's tiles
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
     uint64_t queryOffset_ = 0, kvOffset_ = 0;    // element offsets of (b, n, row0) and (b, h, 0)
     uint64_t itemQueryOffset_ = 0;               // element offset of the item's first query row
@@ -221,7 +226,7 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     const uint32_t aiv = AscendC::GetBlockIdx();
     core_ = aiv / AIV_PER_AIC;
     subBlock_ = AscendC::GetSubBlockIdx();
-    issuer_ = subBlock_ == 0;
+    issuer_ = subBlock_ == 0 || td_->soloRows != 0;
     const uint32_t mi = td_->blockM;
     GM_ADDR slice = AscendC::GetUserWorkspace(workspace) + static_cast<uint64_t>(core_) * td_->wsBytesPerCore;
     for (uint32_t slot = 0; slot < 2; ++slot) {
@@ -305,11 +310,18 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
     halfRow_ = subBlock_ == 0 ? 0 : firstHalf;
     const uint32_t row0 = itemRow0 + halfRow_;
     const uint32_t rows = subBlock_ == 0 ? firstHalf : itemRows - firstHalf;
+    const bool solo = td_->soloRows != 0;
+    if (solo && rows == 0) {
+        return;  // no partner waits for a solo AIV
+    }
+    // The rows of the cube's jobs: the item's (shared), or this AIV's own (solo).
+    const uint32_t mmRows = solo ? rows : itemRows;
+    mmRow_ = solo ? halfRow_ : 0;
 
-    // Only the K/V blocks holding a key some row of the item sees under the band: the same
-    // blocks for both AIVs (a half's rows that see none of a block's keys get P = 0 there).
+    // Only the K/V blocks holding a key some row of the jobs sees under the band: shared, the
+    // same blocks for both AIVs (a half's rows that see none of a block's keys get P = 0 there).
     uint32_t keyFirst = 0, keyEnd = 0;
-    VisibleKeys(td_, place.seqQ, place.seqKv, itemRow0, itemRows, &keyFirst, &keyEnd);
+    VisibleKeys(td_, place.seqQ, place.seqKv, itemRow0 + mmRow_, mmRows, &keyFirst, &keyEnd);
     const uint32_t kvBegin = keyFirst / td_->blockN;
     const uint32_t kvEnd = keyEnd == 0 ? kvBegin : CeilDiv(keyEnd, td_->blockN);
 
@@ -321,7 +333,7 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
         // One summary row per query block of blockM rows: both AIVs read the item's.
         summaryRow_ = static_cast<uint64_t>(maskGeom_.SummaryRow(seq_, head_, itemRow0)) * maskGeom_.KeyBlocks();
     }
-    itemQueryOffset_ = items_.QueryOffset(place, itemRow0);
+    itemQueryOffset_ = items_.QueryOffset(place, itemRow0 + mmRow_);
     queryOffset_ = items_.QueryOffset(place, row0);
     kvOffset_ = items_.KvOffset(place, 0);
     if (rows != 0) {
@@ -331,14 +343,14 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
     // Blocks the mask hides completely are skipped: the next issued block is the next computed one.
     uint32_t j = NextComputedBlock(kvBegin, kvEnd);
     if (j < kvEnd && issuer_) {
-        // qk: A = Q rows [itemRows, D] (row stride rowStrideQ_), B^T = K rows [cols, D] (row stride
-        // rowStrideKv_), C = S [itemRows, cols] with row stride blockN.
-        qkMm.SetOrgShape(itemRows, td_->blockN, rowStrideQ_, rowStrideKv_, td_->blockN);
+        // qk: A = Q rows [mmRows, D] (row stride rowStrideQ_), B^T = K rows [cols, D] (row stride
+        // rowStrideKv_), C = S [mmRows, cols] with row stride blockN.
+        qkMm.SetOrgShape(mmRows, td_->blockN, rowStrideQ_, rowStrideKv_, td_->blockN);
         qkMm.SetTensorA(queryGm_[itemQueryOffset_]);
-        // pv: A = P [itemRows, cols] (row stride blockN), B = V rows [cols, D] (row stride
-        // rowStrideKv_), C = [itemRows, D] with row stride D.
-        pvMm.SetOrgShape(itemRows, rowStrideKv_, td_->blockN, place.seqKv, td_->headDim);
-        IssueScores(j, itemRows);
+        // pv: A = P [mmRows, cols] (row stride blockN), B = V rows [cols, D] (row stride
+        // rowStrideKv_), C = [mmRows, D] with row stride D.
+        pvMm.SetOrgShape(mmRows, rowStrideKv_, td_->blockN, place.seqKv, td_->headDim);
+        IssueScores(j, mmRows);
     }
     // Workspace and alpha slots are per block parity (j % 2). Without skipped blocks consecutive
     // computed blocks alternate and the pipeline overlaps fully; after a skip the next computed
@@ -357,7 +369,7 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
         const uint32_t next = NextComputedBlock(j + 1, kvEnd);
         const bool overlapNext = next < kvEnd && next % 2 != j % 2;
         if (overlapNext && issuer_) {
-            IssueScores(next, itemRows);  // the cube computes the next S while the vector units work on S_j
+            IssueScores(next, mmRows);  // the cube computes the next S while the vector units work on S_j
         }
         if (pending && prev % 2 == j % 2) {
             FinishValues(prev, rows);
@@ -371,13 +383,13 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
         }
         MeetPair<PIPE_MTE3>(PAIR_PROBS);
         if (issuer_) {
-            IssueValues(j, itemRows);
+            IssueValues(j, mmRows);
         }
         if (pending && rows != 0) {
             AccumulateValues(prev, rows);
         }
         if (next < kvEnd && !overlapNext && issuer_) {
-            IssueScores(next, itemRows);
+            IssueScores(next, mmRows);
         }
         prev = j;
         pending = true;
@@ -395,18 +407,24 @@ template <typename T>
 template <pipe_t pipe>
 __aicore__ inline void FlashAttentionKernel<T>::MeetPair(uint16_t flagId)
 {
+    if (td_->soloRows != 0) {
+        if constexpr (pipe == PIPE_MTE3) {
+            WaitForPipe<AscendC::HardEvent::MTE3_S>();  // this AIV's P is in GM before its P.V request
+        }
+        return;
+    }
     AscendC::CrossCoreSetFlag<1, pipe>(flagId);
     AscendC::CrossCoreWaitFlag<1>(flagId);
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::IssueScores(uint32_t kvBlock, uint32_t itemRows)
+__aicore__ inline void FlashAttentionKernel<T>::IssueScores(uint32_t kvBlock, uint32_t mmRows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
     const uint32_t cols = Min(td_->blockN, keyEnd_ - col0);  // no key past the item's band
     qkMm.SetTensorB(keyGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_], true);
-    qkMm.SetTail(itemRows, cols, td_->headDim);
-    qkMm.template IterateAll<false>(scoreGm_[kvBlock % 2], 0, false, true);
+    qkMm.SetTail(mmRows, cols, td_->headDim);
+    qkMm.template IterateAll<false>(scoreGm_[kvBlock % 2][mmRow_ * td_->blockN], 0, false, true);
 }
 
 template <typename T>
@@ -496,14 +514,14 @@ __aicore__ inline void FlashAttentionKernel<T>::WriteKeepMask(const philox_dropo
 // that parity, which the issuer waited for before an earlier meeting; the pv slot was last read
 // by both AIVs' AccumulateValues of that block, before their PAIR_PROBS(j) sets.
 template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::IssueValues(uint32_t kvBlock, uint32_t itemRows)
+__aicore__ inline void FlashAttentionKernel<T>::IssueValues(uint32_t kvBlock, uint32_t mmRows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
     const uint32_t cols = Min(td_->blockN, keyEnd_ - col0);  // P is 0 in the columns past them
-    pvMm.SetTensorA(probGm_[kvBlock % 2]);
+    pvMm.SetTensorA(probGm_[kvBlock % 2][mmRow_ * td_->blockN]);
     pvMm.SetTensorB(valueGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_]);
-    pvMm.SetTail(itemRows, td_->headDim, cols);
-    pvMm.template IterateAll<false>(pvGm_[kvBlock % 2], 0, false, true);
+    pvMm.SetTail(mmRows, td_->headDim, cols);
+    pvMm.template IterateAll<false>(pvGm_[kvBlock % 2][mmRow_ * td_->headDim], 0, false, true);
 }
 
 template <typename T>

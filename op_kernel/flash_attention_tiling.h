@@ -113,7 +113,10 @@ struct FlashAttentionTilingData {
     uint64_t wsBytesPerCore; // slice size; group (block index) c's slice starts at c * wsBytesPerCore
     // ---- coupled path ----
     uint32_t mmUbBytes;      // UB for the Matmul API's ND<->NZ conversions (SetLocalWorkspace)
-    uint32_t reserved;       // keeps the tilings 8-byte aligned
+    // ---- MIX path ----
+    uint32_t soloRows;       // 0: one QK and one P.V per K/V block serve both AIVs of a group (the item's
+                             // blockM rows); 1: each AIV issues its own for its half (narrow bands, where
+                             // the union of the halves' bands would waste cube work)
     // ---- band and sequences ----
     int64_t preTokens;       // key j is visible to query i iff i + diag - preTokens <= j <= i + diag + nextTokens,
     int64_t nextTokens;      // diag = Skv - Sq of the row's sequence; >= FA_UNBOUNDED_TOKENS: no bound that side

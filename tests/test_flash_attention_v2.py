@@ -215,16 +215,23 @@ def test_coupled_chips_run_bands_and_varlen(sim_only, soc):
 
 def expected_macs(plan, seqs, pre, nxt) -> int:
     """Cube MACs the kernel must execute: for each item, QK^T and P.V for all its rows (one job
-    each serves both AIVs) over the K/V blocks holding a key some row of it sees, the last one up
+    each serves both AIVs) -- or, with plan.solo_rows (narrow bands), for each AIV's half of them
+    on its own -- over the K/V blocks holding a key some row of the job sees, the last one up
     to its last visible key (docs/simulator.md#counters: align16 of M and N, K aligned to 32 B of
     fp16)."""
     a16 = lambda x: -(-x // 16) * 16  # noqa: E731
     total = 0
     for sq, skv in seqs:
         diag = skv - sq
+        jobs = []
         for qb in range(-(-sq // plan.block_m)):
             r0 = qb * plan.block_m
             rows = min(plan.block_m, sq - r0)
+            first = (rows + 1) // 2
+            jobs += [(r0, first), (r0 + first, rows - first)] if plan.solo_rows else [(r0, rows)]
+        for r0, rows in jobs:
+            if rows == 0:
+                continue
             lo = 0 if pre >= INF else max(0, r0 + diag - pre)
             hi = skv - 1 if nxt >= INF else min(skv - 1, r0 + rows - 1 + diag + nxt)
             if hi < lo:
@@ -248,14 +255,17 @@ def useful(seqs, pre, nxt, heads, d) -> int:
     return 2 * heads * d * sum(int(visible(sq, skv, pre, nxt).sum()) for sq, skv in seqs)
 
 
-# (case, executed / useful MACs at most): the tile waste per row is about the item's rows (one QK
-# and one P.V per item serve both AIVs) plus block_n over the band's width, 1 + (32 + 16) / 65 and
-# 1 + (32 + 32) / 41 (1.48 and 2.61 executed; the first was 1.23 when each AIV's half had its own
-# QK over its own blocks).
+# (case, executed / useful MACs at most): with the caller's blocks the tile waste per row is about
+# the item's rows (one QK and one P.V per item serve both AIVs) plus block_n over the band's width,
+# 1 + (32 + 16) / 65 and 1 + (32 + 32) / 41 (1.48 and 2.61 executed; the first was 1.23 when each
+# AIV's half had its own QK over its own blocks). With the policy's blocks a narrow band gets the
+# smallest tiles and each AIV its own QK (Plan.solo_rows): (16 + 16) / 257 over the band
+# (issue #15's goal: within 1.10 of the useful MACs).
 @pytest.mark.parametrize("case, waste", [
     ((1, 2, 2, 512, 512, 64, "float16", "BNSD", (64, 0), 32, 16), 1.5),
     ((1, 2, 2, 300, 200, 64, "float16", "BNSD", (30, 10), 32, 32), 2.7),
-], ids=["window-64-0", "window-Sq-gt-Skv"])
+    ((1, 1, 1, 2048, 2048, 128, "float16", "BNSD", (256, 0), None, None), 1.10),
+], ids=["window-64-0", "window-Sq-gt-Skv", "window-256-0-auto"])
 def test_band_blocks_executed(session, sim_only, case, waste):
     """The kernel loads and computes only the K/V blocks the band touches: its cube MACs equal
     the count derived from the band's key ranges, a fraction of the full problem's."""
@@ -265,6 +275,7 @@ def test_band_blocks_executed(session, sim_only, case, waste):
     assert stats["kernel"] == "flash_attention_v2"
     plan = attention_v2.check_v2_plan(attention_v2.V2Call(problem, Options(pre, nxt)), session.soc_name())
     assert stats["cube_macs"] == expected_macs(plan, [(sq, skv)], pre, nxt)
+    assert plan.solo_rows == (case[9] is None)  # the policy's narrow-band blocks only
     assert_tiling_is_the_plans(stats, plan)
     band = useful([(sq, skv)], pre, nxt, n, d)
     assert stats["cube_macs"] <= waste * band
@@ -366,14 +377,16 @@ def test_band_that_sees_nothing_is_refused(session):
         attention_v2.run_forward_v2(session, problem, Options(5, -6), q, k, v)
 
 
-@pytest.mark.parametrize("kw, blocks", [
-    (dict(pre_tokens=256, next_tokens=0), (32, 16)),          # narrow band: the smallest item (2 x 16 rows), 16 keys
-    (dict(pre_tokens=1023, next_tokens=0), (32, 64)),         # (32 + 64) x 10 <= 1024 keys: the cube's 32 rows
-    (dict(pre_tokens=256, next_tokens=INF), None),            # one side unbounded: the usual blocks
-    (dict(pre_tokens=8192, next_tokens=8192), None),          # wide band: the usual blocks
-    (dict(pre_tokens=256, next_tokens=0, block_m=64, block_n=64), (64, 64)),  # the caller's blocks stay
+@pytest.mark.parametrize("kw, blocks, solo", [
+    (dict(pre_tokens=256, next_tokens=0), (32, 16), True),    # narrow band: the smallest item (2 x 16 rows), 16 keys
+    (dict(pre_tokens=1023, next_tokens=0), (32, 64), True),   # (32 + 64) x 10 <= 1024 keys
+    (dict(pre_tokens=256, next_tokens=INF), None, False),     # one side unbounded: the usual blocks
+    (dict(pre_tokens=8192, next_tokens=8192), None, False),   # wide band: the usual blocks
+    (dict(pre_tokens=256, next_tokens=0, block_m=64, block_n=64), (64, 64), False),  # the caller's blocks stay
 ])
-def test_narrow_bands_get_narrow_tiles(kw, blocks):
+def test_narrow_bands_get_narrow_tiles(kw, blocks, solo):
+    """Narrow bands get the smallest tiles, and each AIV its own QK and P.V over its own rows'
+    band (solo_rows): one job over both halves would compute keys only one half sees."""
     from acl_fa.plan import plan
 
     p = plan(seq=32768, heads=1, head_dim=128, soc="Ascend910B2", **kw)
@@ -381,6 +394,7 @@ def test_narrow_bands_get_narrow_tiles(kw, blocks):
         usual = plan(seq=32768, heads=1, head_dim=128, soc="Ascend910B2")
         blocks = (usual.block_m, usual.block_n)
     assert (p.block_m, p.block_n) == blocks
+    assert p.solo_rows is solo
 
 
 def test_coupled_chips_take_whole_narrow_tiles():

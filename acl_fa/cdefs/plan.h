@@ -49,7 +49,7 @@ typedef struct aclfaPlan {
     uint64_t userWorkspaceBytes;
     uint64_t tilingKey;
     uint32_t coreItemStart[65];
-    uint32_t reserved;
+    uint32_t soloRows;
     aclfaPlanBudgetLine lines[16];
 } aclfaPlan;
 
