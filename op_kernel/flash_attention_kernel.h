@@ -123,7 +123,7 @@ private:
     AscendC::GlobalTensor<T> queryGm_, keyGm_, valueGm_, outGm_;
     AscendC::GlobalTensor<float> lseGm_;
     // The group's workspace slots, shared by its two AIVs; block j uses slot j % 2 of each. An
-    // AIV reads and writes the rows [halfRow_, halfRow_ + rows) of the item's tiles.
+    // AIV reads and writes the rows [slotRow_, slotRow_ + rows) of the tiles.
     AscendC::GlobalTensor<float> scoreGm_[2];  // [blockM, blockN] fp32
     AscendC::GlobalTensor<T> probGm_[2];       // [blockM, blockN] T
     AscendC::GlobalTensor<float> pvGm_[2];     // [blockM, headDim] fp32
@@ -151,7 +151,12 @@ private:
     uint32_t core_ = 0, subBlock_ = 0;
     bool issuer_ = false;                        // sub-block 0: sends the group's Matmul requests
     uint32_t halfRow_ = 0;                       // this AIV's first row within the item
-    uint32_t mmRow_ = 0;                         // first row of the Matmul jobs within the item's tiles
+    // This AIV's first row in the group's S / P / P.V slots: halfRow_ when shared; solo, a fixed
+    // half (subBlock * subBlockM), since the two AIVs then reach their items at their own pace
+    // and halves of items of different lengths would overlap. mmRow_: the Matmul jobs' first row
+    // there (0 shared, slotRow_ solo).
+    uint32_t slotRow_ = 0;
+    uint32_t mmRow_ = 0;
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
     uint64_t queryOffset_ = 0, kvOffset_ = 0;    // element offsets of (b, n, row0) and (b, h, 0)
     uint64_t itemQueryOffset_ = 0;               // element offset of the item's first query row
@@ -316,12 +321,14 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
     }
     // The rows of the cube's jobs: the item's (shared), or this AIV's own (solo).
     const uint32_t mmRows = solo ? rows : itemRows;
-    mmRow_ = solo ? halfRow_ : 0;
+    slotRow_ = solo ? subBlock_ * td_->subBlockM : halfRow_;
+    mmRow_ = solo ? slotRow_ : 0;
+    const uint32_t mmRow0 = itemRow0 + (solo ? halfRow_ : 0);  // sequence row of the jobs' first row
 
     // Only the K/V blocks holding a key some row of the jobs sees under the band: shared, the
     // same blocks for both AIVs (a half's rows that see none of a block's keys get P = 0 there).
     uint32_t keyFirst = 0, keyEnd = 0;
-    VisibleKeys(td_, place.seqQ, place.seqKv, itemRow0 + mmRow_, mmRows, &keyFirst, &keyEnd);
+    VisibleKeys(td_, place.seqQ, place.seqKv, mmRow0, mmRows, &keyFirst, &keyEnd);
     const uint32_t kvBegin = keyFirst / td_->blockN;
     const uint32_t kvEnd = keyEnd == 0 ? kvBegin : CeilDiv(keyEnd, td_->blockN);
 
@@ -333,7 +340,7 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
         // One summary row per query block of blockM rows: both AIVs read the item's.
         summaryRow_ = static_cast<uint64_t>(maskGeom_.SummaryRow(seq_, head_, itemRow0)) * maskGeom_.KeyBlocks();
     }
-    itemQueryOffset_ = items_.QueryOffset(place, itemRow0 + mmRow_);
+    itemQueryOffset_ = items_.QueryOffset(place, mmRow0);
     queryOffset_ = items_.QueryOffset(place, row0);
     kvOffset_ = items_.KvOffset(place, 0);
     if (rows != 0) {
@@ -431,7 +438,7 @@ template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0)
 {
     const uint32_t elems = rows * td_->blockN;  // [rows, blockN]
-    const uint32_t at = halfRow_ * td_->blockN;  // this AIV's rows of the item's S and P tiles
+    const uint32_t at = slotRow_ * td_->blockN;  // this AIV's rows of the item's S and P tiles
 
     AscendC::LocalTensor<float> scores = scoreQue_.AllocTensor<float>();
     AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], elems);
@@ -542,7 +549,7 @@ template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::AccumulateValues(uint32_t kvBlock, uint32_t rows)
 {
     AscendC::LocalTensor<float> pv = pvQue_.AllocTensor<float>();
-    AscendC::DataCopy(pv, pvGm_[kvBlock % 2][halfRow_ * td_->headDim], rows * td_->headDim);
+    AscendC::DataCopy(pv, pvGm_[kvBlock % 2][slotRow_ * td_->headDim], rows * td_->headDim);
     pvQue_.EnQue(pv);
     pv = pvQue_.DeQue<float>();
     softmax_.Accumulate(acc_, pv, rows, kvBlock);

@@ -132,6 +132,15 @@ def test_solo_rows_narrow_band_has_no_race(session, sim_only):
     with timing.op_trace(session.backend, races=True):
         session.flash_attention(q, k, v, causal=True, window=(24, 0))
     assert timing.last_model(session.backend).races_checked
+    # Varlen, where a group's two solo AIVs reach items of different lengths at their own pace
+    # (each keeps a fixed half of the group's slots).
+    lens = np.array([40, 7, 100, 23, 64, 9])
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((int(cu[-1]), 2, 64)).astype(np.float16) for _ in range(3))
+    with timing.op_trace(session.backend, races=True):
+        session.flash_attention_varlen(q, k, v, cu, cu, causal=True, window=(24, 0))
+    assert timing.last_model(session.backend).races_checked
 
 
 # ---- outputs: acl-fa run and acl-fa profile ----------------------------------------------

@@ -87,6 +87,8 @@ CrossCore::CrossCore(const std::vector<bool> &isAic, const std::vector<std::stri
       flagWait_(isAic.size(), nullptr), flagWant_(isAic.size(), 0), flagCall_(isAic.size()),
       coreFlags_(isAic.size()), coreFlagSets_(isAic.size()), coreFlagWait_(isAic.size(), -1), abortFlag_(abortFlag),
       startSpareWorker_(std::move(startSpareWorker)), timeout_(SyncTimeoutSeconds()) {
+    flagWake_.reserve(isAic.size());
+    for (size_t c = 0; c < isAic.size(); ++c) flagWake_.push_back(std::make_unique<std::condition_variable>());
     for (auto &modes : coreFlagSets_) {
         for (auto &flags : modes) flags.fill(0);
     }
@@ -134,7 +136,7 @@ void CrossCore::Arrive(CoreContext &core, bool aivOnly) {
     }
     // The cores this one waits for may not have started yet: while it blocks, another host
     // thread runs the cores still waiting to start (ACL_FA_SIM_THREADS bounds the running ones).
-    wake_.notify_all();  // a core waiting for a flag re-checks whether any core can still move
+    WakeFlagWaitersIfStuck();
     lock.unlock();
     startSpareWorker_();
     lock.lock();
@@ -183,9 +185,20 @@ std::string CrossCore::FlagWaiters() const {
     return out;
 }
 
-void CrossCore::WaitForFlag(std::unique_lock<std::mutex> &lock, const std::function<bool()> &ready,
+void CrossCore::WakeFlagWaiters() {
+    for (uint32_t c = 0; c < flagWake_.size(); ++c) {
+        if (flagWait_[c] != nullptr || coreFlagWait_[c] >= 0) flagWake_[c]->notify_one();
+    }
+}
+
+void CrossCore::WakeFlagWaitersIfStuck() {
+    if (NoCoreCanMove()) WakeFlagWaiters();
+}
+
+void CrossCore::WaitForFlag(std::unique_lock<std::mutex> &lock, uint32_t me, const std::function<bool()> &ready,
                             const char *rule, const std::string &call, const std::string &hint) {
-    wake_.notify_all();
+    WakeFlagWaitersIfStuck();
+    wake_.notify_all();  // a core at SyncAll re-checks whether its barrier can still complete
     // As at SyncAll: the core that will set the flag may not have started yet.
     lock.unlock();
     startSpareWorker_();
@@ -198,7 +211,7 @@ void CrossCore::WaitForFlag(std::unique_lock<std::mutex> &lock, const std::funct
                       "hang: " + call + " can never return: every core of the launch has left the kernel, waits "
                       "at SyncAll or waits for a flag; waiting for a flag: " + FlagWaiters() + " (" + hint + ")");
         }
-        if (wake_.wait_until(lock, deadline) == std::cv_status::timeout && !ready() && !*abortFlag_) {
+        if (flagWake_[me]->wait_until(lock, deadline) == std::cv_status::timeout && !ready() && !*abortFlag_) {
             Violation(rule, rule,
                       "hang: " + call + " not returned after " + std::to_string(timeout_) +
                           " s (ACL_FA_SIM_SYNC_TIMEOUT); waiting for a flag: " + FlagWaiters());
@@ -219,14 +232,14 @@ void CrossCore::InterBlockFlag(CoreContext &core, bool set, int32_t *flag, int32
             uint32_t me;
             ~Clear() { wait[me] = nullptr; }
         } clear{flagWait_, me};
-        WaitForFlag(lock, [&] { return *flag == want; }, set ? "IBSet" : "IBWait", call,
+        WaitForFlag(lock, me, [&] { return *flag == want; }, set ? "IBSet" : "IBWait", call,
                     set ? "IBSet waits for a flag an IBWait has not consumed"
                         : "each IBWait needs an IBSet with the same gmWorkspace, blockIdx and eventID");
     }
     std::memcpy(ub, flag, 32);  // the call's DataCopy of the flag's block into UB
     ub[0] = 1 - want;
     flag[0] = 1 - want;
-    wake_.notify_all();
+    WakeFlagWaiters();  // the GM flag's waiter is not known here
 }
 
 std::vector<uint32_t> CrossCore::CoreFlagPeers(uint32_t core, int mode) const {
@@ -270,8 +283,8 @@ void CrossCore::CoreFlagSet(CoreContext &core, int mode, int flagId, const std::
                           std::to_string(kCoreFlagMaxSets));
         }
         counter.push_back(peers);
+        flagWake_[t]->notify_one();
     }
-    wake_.notify_all();
 }
 
 std::vector<uint32_t> CrossCore::CoreFlagWait(CoreContext &core, int flagId, const std::string &call) {
@@ -286,7 +299,7 @@ std::vector<uint32_t> CrossCore::CoreFlagWait(CoreContext &core, int flagId, con
             uint32_t me;
             ~Clear() { wait[me] = -1; }
         } clear{coreFlagWait_, me};
-        WaitForFlag(lock, [&] { return !counter.empty(); }, "CrossCoreWaitFlag", call,
+        WaitForFlag(lock, me, [&] { return !counter.empty(); }, "CrossCoreWaitFlag", call,
                     "each CrossCoreWaitFlag needs a CrossCoreSetFlag of the same flagId from every core of its mode");
     }
     std::vector<uint32_t> sources = std::move(counter.front());
@@ -298,11 +311,13 @@ void CrossCore::Finished(uint32_t core) {
     std::lock_guard<std::mutex> lock(mutex_);
     finished_[core] = true;
     wake_.notify_all();
+    WakeFlagWaitersIfStuck();
 }
 
 void CrossCore::Abort() {
     std::lock_guard<std::mutex> lock(mutex_);
     wake_.notify_all();
+    WakeFlagWaiters();
 }
 
 }  // namespace kernel

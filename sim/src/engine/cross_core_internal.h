@@ -7,6 +7,7 @@
 #include <deque>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -62,8 +63,15 @@ private:
     std::string FlagWaiters() const;
     // Blocks (lock held) until ready(); raises a `rule` violation for a hang: at once when no
     // core can move any more (`hint` says what the wait needs), else after the time limit.
-    void WaitForFlag(std::unique_lock<std::mutex> &lock, const std::function<bool()> &ready, const char *rule,
-                     const std::string &call, const std::string &hint);
+    // The waiting core is `me`: it sleeps on its own condition variable, woken by the sets meant
+    // for it and, when a core's state change leaves no core able to move, by WakeFlagWaiters.
+    void WaitForFlag(std::unique_lock<std::mutex> &lock, uint32_t me, const std::function<bool()> &ready,
+                     const char *rule, const std::string &call, const std::string &hint);
+    // Every flag waiter re-checks (lock held): for changes that are not one core's set.
+    void WakeFlagWaiters();
+    // After a core started waiting, left the kernel or arrived at SyncAll (lock held): when no
+    // core can move any more, the flag waiters must see it now, not at their time limit.
+    void WakeFlagWaitersIfStuck();
 
     // Cores taking part with `core` in a counted set of `mode` (mode 0: its kind; 1 and 2 from an
     // AIV: its group's AIVs; 2 from the AIC: itself).
@@ -73,7 +81,9 @@ private:
     std::vector<std::string> names_;
     std::vector<uint32_t> group_;
     std::mutex mutex_;
-    std::condition_variable wake_;
+    std::condition_variable wake_;  // SyncAll's barrier
+    // Per core: what its flag wait sleeps on (a set wakes only its targets, not every waiting core).
+    std::vector<std::unique_ptr<std::condition_variable>> flagWake_;
     std::vector<bool> arrived_, finished_;
     uint32_t count_ = 0;            // arrivals at the pending barrier
     bool pendingAivOnly_ = true;
