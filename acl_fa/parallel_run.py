@@ -233,9 +233,9 @@ def _gather_reports(ctx, mine) -> list:
     rank's lists have the same length: P steps of the forward, P + 1 exchanges of the backward)."""
     n = len(mine.link_bytes_per_step)
     m = mine.memory_bound
-    bound = [1, m.shards, m.constant, m.rounding, m.accumulator] if m is not None else [0, 0, 0, 0, 0]
+    bound_fields = [1, m.shards, m.constant, m.rounding, m.accumulator] if m is not None else [0, 0, 0, 0, 0]
     record = np.array([mine.rank, mine.device, mine.flops, mine.wall_seconds, mine.device_bytes, mine.ring_buffer_bytes,
-                       mine.d2h_bytes, *bound,
+                       mine.d2h_bytes, *bound_fields,
                        *mine.link_bytes_per_step, *mine.modeled_comm_seconds, *mine.modeled_compute_seconds],
                       np.float64)  # byte counts < 2**53: exact in float64
     table = all_gather_host(ctx.comm, record)

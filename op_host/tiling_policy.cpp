@@ -407,7 +407,10 @@ bool ChooseBlocksByCost(const Problem &p, const ChipLimits &c, uint32_t capM, ui
 // blockN (powers of two from the smallest blockM -- 32 on the MIX path, whose AIV halves are
 // multiples of 16 rows, 16 when coupled -- and from 16) within that share, or the smallest of
 // each when the band is narrower still, and returns true: then each AIV of the MIX path computes
-// its own half (r = blockM / 2, Plan::soloRows), keeping the waste near 1 / kNarrowBandShare.
+// its own half (r = blockM / 2, Plan::soloRows), so the waste stays below the share. The rule
+// bounds blockM + blockN, the whole item's rows, although a solo tile has only half of them: it
+// keeps the blocks it chose when the tile was the item's (a rule on blockM / 2 would pick larger
+// blocks for some bands, e.g. 64 x 64 instead of 32 x 64 at W = 1024).
 // Nothing changes for a block the caller gave or a band unbounded on a side.
 constexpr uint64_t kNarrowBandShare = 10;
 bool NarrowBandBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint32_t *blockN) {

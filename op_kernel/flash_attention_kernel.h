@@ -159,7 +159,7 @@ private:
     uint32_t mmRow_ = 0;
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
     uint64_t queryOffset_ = 0, kvOffset_ = 0;    // element offsets of (b, n, row0) and (b, h, 0)
-    uint64_t itemQueryOffset_ = 0;               // element offset of the item's first query row
+    uint64_t itemQueryOffset_ = 0;               // element offset of the Matmul jobs' first query row
     uint32_t seqKv_ = 0;                         // keys of the current item's sequence
     uint32_t keyEnd_ = 0;                        // one past the item's last visible key (<= seqKv_)
     uint32_t seq_ = 0, head_ = 0;                // the item's sequence (batch index) and query head

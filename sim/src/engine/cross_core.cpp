@@ -198,7 +198,6 @@ void CrossCore::WakeFlagWaitersIfStuck() {
 void CrossCore::WaitForFlag(std::unique_lock<std::mutex> &lock, uint32_t me, const std::function<bool()> &ready,
                             const char *rule, const std::string &call, const std::string &hint) {
     WakeFlagWaitersIfStuck();
-    wake_.notify_all();  // a core at SyncAll re-checks whether its barrier can still complete
     // As at SyncAll: the core that will set the flag may not have started yet.
     lock.unlock();
     startSpareWorker_();
