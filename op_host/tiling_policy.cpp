@@ -22,6 +22,11 @@ constexpr double kCapSlack = 1.10;        // ... unless a candidate over it mode
 constexpr uint64_t kUbAlign = 32;         // UB allocations are 32-B granular
 constexpr uint64_t kFp32 = 4;
 constexpr uint64_t kMaxDim = 256;
+// The largest Matmul base tile (baseM x baseN) the MIX path's L0C budget counts: 128 x 256 fp32
+// is all of A2's 128-KiB L0C (docs/cann-facts.md, chip table); MatmulApiTiling shrinks the tile
+// until it fits smaller L0Cs.
+constexpr uint64_t kMaxBaseTileM = 128;
+constexpr uint64_t kMaxBaseTileN = 256;
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -92,11 +97,16 @@ namespace {
 // An fp32 P needs no cast, so there is no probQue for fp32 on the MIX path; the coupled path
 // keeps P [m,n] in UB as the cube's A operand, and the Matmul API's ND<->NZ local workspace.
 std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, uint64_t ub, bool coupled) {
+    // MIX path, n >= d: P.V rows go through scoreQue's buffer and O rows (T not fp32) through
+    // probQue's (flash_attention_kernel.h, pvIn_ / outOut_).
+    const bool shareTiles = !coupled && n >= d;
+    const bool probQue = coupled || t != kFp32;
     std::vector<BudgetLine> lines = {
         {coupled ? "scoreBuf S [m,n] fp32" : "scoreQue S [m,n] fp32", m * n * kFp32, ub},
-        {coupled ? "probBuf P [m,n] T" : "probQue P [m,n] T", coupled || t != kFp32 ? m * n * t : 0, ub},
-        {coupled ? "pvBuf PV [m,d] fp32" : "pvQue PV [m,d] fp32", m * d * kFp32, ub},
-        {"outQue O [m,d] T", m * d * t, ub},
+        {coupled ? "probBuf P [m,n] T" : "probQue P [m,n] T", probQue ? m * n * t : 0, ub},
+        {coupled ? "pvBuf PV [m,d] fp32" : shareTiles ? "pvQue PV in scoreQue" : "pvQue PV [m,d] fp32",
+         shareTiles ? 0 : m * d * kFp32, ub},
+        {shareTiles && probQue ? "outQue O in probQue" : "outQue O [m,d] T", shareTiles && probQue ? 0 : m * d * t, ub},
         {"accBuf acc [m,d] fp32", m * d * kFp32, ub},
         {"statBuf 7 x [m] fp32", 7 * AlignUp(m * kFp32, kUbAlign), ub},
         {"foldBuf [m,64] fp32", m * 64 * kFp32, ub},
@@ -131,9 +141,12 @@ uint64_t RowsPerVector(uint32_t blockM, bool coupled) { return coupled ? blockM 
 
 // L1 of one cube unit holds the operands of one item's two matmuls over all its blockM rows
 // (S = Q.K^T: A [M,d], B [n,d]; O = P.V: A [M,n], B [n,d], M = blockM: on the MIX path one AIV
-// issues them for both), so a K/V block is read from GM once per matmul. L0C holds one matmul's
-// whole [M,n] or [M,d] fp32 result (M padded to the 16-row fractal), so it is written out once
-// (fixpipe to GM on the MIX path, L0C -> UB when coupled).
+// issues them for both), so a K/V block is read from GM once per matmul. L0C: on the MIX path
+// the result goes to GM (C in GM) one base tile at a time, FixPipe writing each tile once as the
+// Matmul API iterates them, so L0C holds a base tile -- at most kMaxBaseTileM x kMaxBaseTileN,
+// the widest the tiling picks here (block_cost.h's StepCosts::maxBaseN; MatmulApiTiling shrinks
+// it until it fits, and FillCubeTiling fails otherwise); coupled, the whole [M,n] or [M,d] fp32
+// result (M padded to the 16-row fractal) goes L0C -> UB at once.
 struct Needs {
     std::vector<BudgetLine> lines;
     uint64_t ubTotal = 0, l1Total = 0, l0cQk = 0, l0cPv = 0;
@@ -151,12 +164,14 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
     const uint64_t l1Qk = (mc * d + n * d) * t;
     const uint64_t l1Pv = (mc * n + n * d) * t;
     needs.l1Total = l1Qk + l1Pv;
-    needs.l0cQk = AlignUp(mc, kBlockAlign) * n * kFp32;
-    needs.l0cPv = AlignUp(mc, kBlockAlign) * d * kFp32;
+    const uint64_t l0cRows = coupled ? AlignUp(mc, kBlockAlign) : std::min<uint64_t>(AlignUp(mc, kBlockAlign), kMaxBaseTileM);
+    auto l0cCols = [&](uint64_t cols) { return coupled ? cols : std::min<uint64_t>(AlignUp(cols, kBlockAlign), kMaxBaseTileN); };
+    needs.l0cQk = l0cRows * l0cCols(n) * kFp32;
+    needs.l0cPv = l0cRows * l0cCols(d) * kFp32;
     needs.lines.push_back({coupled ? "UB total per AI Core" : "UB total per AIV", needs.ubTotal, c.ubBytes});
     needs.lines.push_back({"L1 QK+PV operands", needs.l1Total, c.l1Bytes});
-    needs.lines.push_back({"L0C QK result [m,n] fp32", needs.l0cQk, c.l0cBytes});
-    needs.lines.push_back({"L0C PV result [m,d] fp32", needs.l0cPv, c.l0cBytes});
+    needs.lines.push_back({coupled ? "L0C QK result [m,n] fp32" : "L0C QK base tile fp32", needs.l0cQk, c.l0cBytes});
+    needs.lines.push_back({coupled ? "L0C PV result [m,d] fp32" : "L0C PV base tile fp32", needs.l0cPv, c.l0cBytes});
     return needs;
 }
 

@@ -130,8 +130,15 @@ private:
 
     AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;   // [m, n] fp32
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> probQue_;   // [m, n] T (not for T = float)
-    AscendC::TQue<AscendC::TPosition::VECIN, 1> pvQue_;      // [m, d] fp32
-    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;    // [m, d] T
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> pvQue_;      // [m, d] fp32 (only when n < d)
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;    // [m, d] T (only when n < d or T = float)
+    // Where P.V and O rows go through UB. With n >= d, P.V [m, d] fp32 fits scoreQue's [m, n]
+    // fp32 and O [m, d] T probQue's [m, n] T; neither tile is held while the other is: an AIV
+    // reads P_{j-1} . V_{j-1} after its softmax of block j freed S_j (and before it loads S_{j+1}),
+    // and writes O after its last P went out. So they take those queues' buffers and no UB of
+    // their own, which is what admits blocks such as 96 x 512 (op_host UbLines).
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> *pvIn_ = &pvQue_;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> *outOut_ = &outQue_;
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> lseQue_;    // [m] fp32
     AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf_;      // [m, d] fp32
 
@@ -192,12 +199,21 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
 
     // UB, in the order and sizes op_host budgets (flash_attention_tiling.h); before the workspace
     // slices, so that blocks too large for UB stop every AIV here, ahead of any GM range.
+    const bool shareTiles = n >= d;
     pipe_->InitBuffer(scoreQue_, 1, m * n * sizeof(float));
     if constexpr (!FP32_IO) {
         pipe_->InitBuffer(probQue_, 1, m * n * sizeof(T));
     }
-    pipe_->InitBuffer(pvQue_, 1, m * d * sizeof(float));
-    pipe_->InitBuffer(outQue_, 1, m * d * sizeof(T));
+    if (shareTiles) {
+        pvIn_ = &scoreQue_;
+    } else {
+        pipe_->InitBuffer(pvQue_, 1, m * d * sizeof(float));
+    }
+    if (shareTiles && !FP32_IO) {
+        outOut_ = &probQue_;
+    } else {
+        pipe_->InitBuffer(outQue_, 1, m * d * sizeof(T));
+    }
     pipe_->InitBuffer(accBuf_, m * d * sizeof(float));
     softmax_.Init(pipe_, td_, m);
     pipe_->InitBuffer(lseQue_, 1, Align32Bytes(m * sizeof(float)));
@@ -548,12 +564,12 @@ __aicore__ inline void FlashAttentionKernel<T>::FinishValues(uint32_t kvBlock, u
 template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::AccumulateValues(uint32_t kvBlock, uint32_t rows)
 {
-    AscendC::LocalTensor<float> pv = pvQue_.AllocTensor<float>();
+    AscendC::LocalTensor<float> pv = pvIn_->AllocTensor<float>();
     AscendC::DataCopy(pv, pvGm_[kvBlock % 2][slotRow_ * td_->headDim], rows * td_->headDim);
-    pvQue_.EnQue(pv);
-    pv = pvQue_.DeQue<float>();
+    pvIn_->EnQue(pv);
+    pv = pvIn_->DeQue<float>();
     softmax_.Accumulate(acc_, pv, rows, kvBlock);
-    pvQue_.FreeTensor(pv);
+    pvIn_->FreeTensor(pv);
 }
 
 template <typename T>
@@ -563,14 +579,14 @@ __aicore__ inline void FlashAttentionKernel<T>::WriteOutput(uint32_t rows, uint6
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
     softmax_.Finish(acc_, lse, rows);
 
-    AscendC::LocalTensor<T> out = outQue_.AllocTensor<T>();
+    AscendC::LocalTensor<T> out = outOut_->AllocTensor<T>();
     if constexpr (FP32_IO) {
         AscendC::DataCopy(out, acc_, rows * d);
     } else {
         AscendC::Cast(out, acc_, AscendC::RoundMode::CAST_RINT, rows * d);
     }
-    outQue_.EnQue(out);
-    out = outQue_.DeQue<T>();
+    outOut_->EnQue(out);
+    out = outOut_->DeQue<T>();
     if (td_->layout == FA_LAYOUT_BNSD) {
         AscendC::DataCopy(outGm_[outOffset], out, rows * d);
     } else {
@@ -580,7 +596,7 @@ __aicore__ inline void FlashAttentionKernel<T>::WriteOutput(uint32_t rows, uint6
                                           0, gapBytes, 0};
         AscendC::DataCopyPad(outGm_[outOffset], out, params);
     }
-    outQue_.FreeTensor(out);
+    outOut_->FreeTensor(out);
 
     lseQue_.EnQue(lse);
     lse = lseQue_.DeQue<float>();

@@ -60,8 +60,10 @@ constexpr uint64_t FA_KEY_COUPLED = 1u << 7;
 //                                                  coupled: scoreBuf, the QK Matmul's C in UB)
 //   probQue    VECOUT depth 1   m*n*t              P tile, T, to the workspace for P.V (none for
 //                                                  fp32; coupled: probBuf, the PV Matmul's A in UB)
-//   pvQue      VECIN  depth 1   m*d*4              P.V of one kv block, fp32 (coupled: pvBuf, C in UB)
-//   outQue     VECOUT depth 1   m*d*t              final O rows in T
+//   pvQue      VECIN  depth 1   m*d*4              P.V of one kv block, fp32 (coupled: pvBuf, C in UB;
+//                                                  MIX with n >= d: none, scoreQue's buffer)
+//   outQue     VECOUT depth 1   m*d*t              final O rows in T (MIX with n >= d and T not
+//                                                  fp32: none, probQue's buffer)
 //   accBuf     TBuf             m*d*4              O accumulator, fp32
 //   statBuf    TBuf             7*align32(m*4)     per-row fp32 vectors: max (2 slots), sum,
 //                                                  block max, block sum, alpha (2 slots)
