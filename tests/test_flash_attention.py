@@ -120,6 +120,16 @@ def test_user_blocks(session, blocks):
     _assert_close(q, k, v, out, lse, causal=True, layout="BNSD", n=2, nkv=2, dtype=F16)
 
 
+# Blocks the MIX path admits since P.V and O rows take the S and P tiles' UB (n >= D) and L0C is
+# budgeted by the Matmul base tile: wide K/V blocks (several base tiles of C) and 128-row items.
+@pytest.mark.parametrize("blocks, dtype", [((96, 384), F16), ((96, 512), BF16), ((128, 320), F16)])
+def test_wide_blocks_with_shared_tiles(session, blocks, dtype):
+    q, k, v = _inputs("BSND", 1, 4, 2, 700, 1100, 128, dtype)
+    out, lse = session.flash_attention(q, k, v, causal=True, layout="BSND", block_m=blocks[0], block_n=blocks[1],
+                                       return_lse=True)
+    _assert_close(q, k, v, out, lse, causal=True, layout="BSND", n=4, nkv=2, dtype=dtype)
+
+
 def test_scale_and_noncontiguous_inputs(session):
     q, k, v = _inputs("BNSD", 1, 2, 2, 64, 96, 32, F16)
     qf = np.asfortranarray(q)

@@ -25,6 +25,7 @@ SHAPES = [
     (1, 2, 1, 200, 130, 64, "bfloat16", "BSH", True, 32, 48),      # causal Sq > Skv: rows that see nothing
     (1, 3, 1, 130, 333, 128, "float16", "BNSD", True, 32, 64),     # causal Sq < Skv, MQA
     (1, 8, 8, 512, 512, 64, "float16", "BNSD", True, 32, 64),      # many items per core
+    (1, 2, 2, 700, 700, 128, "float16", "BNSD", True, 96, 512),    # P.V and O in the S and P tiles' UB
 ]
 
 

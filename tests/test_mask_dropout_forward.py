@@ -355,8 +355,10 @@ def philox_ub_bytes(lanes):
 
 @pytest.mark.parametrize("kwargs,lanes", [
     (dict(dropout_p=0.1, seed=1), 320),  # 32 rows of 20 counters per AIV: two chunks of 16 rows
-    (dict(dropout_p=0.1, seed=1, attn_mask=np.ones((1, 1, 1, 4096), bool)), 160),  # with the mask's tiles: 4 x 8 rows
-    (dict(dropout_p=0.1, seed=1, return_dropout_mask=True), 224),  # keep rows: three chunks of 11 rows
+    # with the mask's tiles: three chunks of 11 rows (4 x 8 before P.V and O took the S and P buffers)
+    (dict(dropout_p=0.1, seed=1, attn_mask=np.ones((1, 1, 1, 4096), bool)), 224),
+    # keep rows: two chunks of 16 rows (three of 11 before)
+    (dict(dropout_p=0.1, seed=1, return_dropout_mask=True), 320),
 ], ids=["dropout", "dropout+mask", "dropout+keep-mask"])
 def test_dropout_chunks_take_the_ub_left(session, kwargs, lanes):
     """The Philox chunk takes the UB the other buffers leave, in the fewest chunks of equal rows

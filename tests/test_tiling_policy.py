@@ -41,11 +41,16 @@ def ub_total(p):
 def expected_ub(block_m, block_n, d, coupled, t=2):
     """The kernel's InitBuffer sizes (op_kernel/flash_attention_tiling.h), summed: per AIV
     (blockM / 2 rows) on the MIX path, per AI Core (blockM rows, plus the Matmul API's
-    ND <-> NZ workspace) on the coupled path; no probQue for fp32 on the MIX path."""
+    ND <-> NZ workspace) on the coupled path; no probQue for fp32 on the MIX path, and there
+    with n >= d no pvQue (P.V in scoreQue's buffer) and, with a probQue, no outQue (O in it)."""
     m, n = (block_m if coupled else block_m // 2), block_n
     a32 = lambda x: (x + 31) // 32 * 32  # noqa: E731
-    prob = m * n * t if coupled or t == 2 else 0
-    total = (m * n * 4 + prob + m * d * 4 + m * d * t + m * d * 4
+    has_prob = coupled or t == 2
+    prob = m * n * t if has_prob else 0
+    share = not coupled and n >= d
+    pv = 0 if share else m * d * 4
+    out = 0 if share and has_prob else m * d * t
+    total = (m * n * 4 + prob + pv + out + m * d * 4
              + 7 * a32(m * 4) + a32(m * 4) + m * 64 * 4 + m * 8 * 4)
     if coupled:
         total += 2 * max(m * d * t, n * d * t, m * n * 4, m * n * t, m * d * 4)
@@ -160,10 +165,10 @@ def test_user_blocks_that_fit_are_kept():
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(block_m=256, block_n=512), "needs 598016 B of UB per AIV (largest line: scoreQue S [m,n] fp32, "
+    (dict(block_m=256, block_n=512), "needs 499712 B of UB per AIV (largest line: scoreQue S [m,n] fp32, "
                                      "262144 B); Ascend910B2 has 196352 B"),
     (dict(block_m=256, block_n=128, dtype="float32"), "block_m=256, block_n=128 (head_dim=128, 4-byte dtype) "
-                                                      "needs 303104 B of UB per AIV"),
+                                                      "needs 237568 B of UB per AIV"),
     (dict(block_m=256, block_n=128, head_dim=256), "of UB per AIV"),
     (dict(block_m=24), "block_m must be 0 (auto) or a multiple of 16 up to 256, got 24"),
     (dict(block_n=1024), "block_n must be 0 (auto) or a multiple of 16 up to 512, got 1024"),
@@ -215,6 +220,35 @@ def test_coupled_rejection_names_the_ai_core_budget(soc):
     with pytest.raises(PlanError) as info:
         plan(soc=CHIPS[soc], seq=4096, heads=1, block_m=256, block_n=512)
     assert f"of UB per AI Core (largest line: " in str(info.value) and f"{soc} has 262144 B" in str(info.value)
+
+
+# MIX path (910B2, fp16, D128): blocks the whole-result L0C line (96 x 384 x 4 B > 128 KiB) or the
+# separate P.V / O queues (96 x 512, 128 x 320: UB) refused; the Matmul tiling writes C to GM one
+# base tile at a time and, with n >= d, P.V and O take the S and P buffers. 128 x 384 still needs
+# 200704 B of UB per AIV.
+@pytest.mark.parametrize("block_m, block_n, ok, ub", [
+    (96, 384, True, 150528),
+    (96, 512, True, 187392),
+    (128, 320, True, 176128),
+    (128, 384, False, 200704),
+    (64, 96, True, None),    # n < d: pvQue and outQue of their own
+])
+def test_mix_blocks_share_tiles_and_budget_l0c_by_base_tile(block_m, block_n, ok, ub):
+    b2 = CHIPS["Ascend910B2"]
+    assert fits(b2, block_m, block_n, seq=4096, heads=8) is ok
+    if not ok:
+        with pytest.raises(PlanError, match=f"needs {ub} B of UB per AIV"):
+            plan(soc=b2, seq=4096, heads=8, block_m=block_m, block_n=block_n)
+        return
+    p = plan(soc=b2, seq=4096, heads=8, block_m=block_m, block_n=block_n)
+    lines = {b.name: b.bytes for b in p.budget}
+    m = block_m // 2
+    if block_n >= 128:
+        assert lines["pvQue PV in scoreQue"] == 0 and lines["outQue O in probQue"] == 0
+        assert ub_total(p).bytes == ub
+    else:
+        assert lines["pvQue PV [m,d] fp32"] == m * 128 * 4 and lines["outQue O [m,d] T"] == m * 128 * 2
+    assert lines["L0C QK base tile fp32"] == min(block_m, 128) * min(block_n, 256) * 4 <= b2.l0c_bytes
 
 
 def test_float32_budgets_four_byte_tiles():
