@@ -425,10 +425,12 @@ def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype,
 @click.option("--devices", type=click.IntRange(min=1), envvar="ACL_FA_DEVICES", default=2, show_default=True,
               show_envvar=True, metavar="P", help="Devices (0..P-1) for --parallel (under acl-fa launch: one per rank, "
               "the launch's -n).")
-@click.option("--accumulate", type=click.Choice(["float32", "output"]), default=None, envvar="ACL_FA_ACCUMULATE",
-              show_envvar=True, help="--parallel ring: merge the partial outputs into a float32 accumulator (default; O/P more "
-              "device memory) or in place in the output's dtype (device memory (Q+K+V+O)/P plus a constant; "
-              "one rounding per merge). docs/lse_merge.md")
+@click.option("--accumulate", type=click.Choice(["int16", "float32", "output"]), default=None,
+              envvar="ACL_FA_ACCUMULATE", show_envvar=True,
+              help="--parallel ring: merge the partial outputs in the output's memory as int16 units of per-row "
+              "bounds (default on Atlas A2/A3; (Q+K+V+O)/P plus a float32 per row and head), into a float32 "
+              "accumulator (default on 310P/910A; O/P more device memory) or in place in the output's dtype "
+              "(one rounding per merge). docs/lse_merge.md")
 @run_option_options
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
         iters, check, seed, decode, paged, block_size, steps, num_splits, prefill, backend, device, as_json, backward,
@@ -463,7 +465,7 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
         if click.get_current_context().get_parameter_source("heads") == click.core.ParameterSource.DEFAULT:
             heads = PARALLEL_DEFAULT_HEADS
         _run_parallel(parallel_mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale,
-                      check, seed, backend, as_json, backward, accumulate or "float32")
+                      check, seed, backend, as_json, backward, accumulate)
         return
     if decode or paged:
         _run_decode_command(seq_kv or 4096, batch, heads, kv_heads, head_dim, dtype, seq, block_size if paged else None,
@@ -505,7 +507,7 @@ PARALLEL_DEFAULT_HEADS = 1
 
 
 def _run_parallel(mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale, check, seed,
-                  backend, as_json, backward=False, accumulate="float32"):
+                  backend, as_json, backward=False, accumulate=None):
     from . import parallel_run
 
     if backward and mode != "ring":

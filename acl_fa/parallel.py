@@ -18,15 +18,17 @@ each query chunk is cut into sub-chunks, each key/value chunk into sub-blocks wi
 bounds, one FlashAttention call per (query sub-chunk, key sub-block) pair the plan leaves
 (ring_calls), and one HcclBatchSendRecv per key/value sub-block. A rank holds one slot per
 sub-block of the K/V set in hand plus one spare that receives; the slot just sent becomes the
-spare. Its device memory is its Q, K, V, O rows (plus the LSE, and with accumulate="float32" the
-accumulator's extra O/P) and a constant -- one workspace shared by every call, the spare
-sub-block, one partial of BLOCK_ROWS rows (MemoryBound).
+spare. Its device memory is its Q, K, V, O rows (plus the LSE; with accumulate="int16" the row
+bounds, one float32 per row and head; with "float32" the accumulator's extra O/P) and a constant --
+one workspace shared by every call, the spare sub-block, one partial of BLOCK_ROWS rows (MemoryBound).
 
 Merge: on the device, by the project's AttentionLseMerge op (acl_fa.lse_merge, docs/lse_merge.md):
 each call's partial is merged by its LSE into its query sub-chunk's accumulator right after the
-call, out = sum_i exp(lse_i - lse) out_i with lse = logsumexp_i lse_i: a float32 accumulator whose
-last merge writes the result in the input dtype into a BLOCK_ROWS buffer that is read back at
-once ("float32"), or the output itself in the input dtype ("output").
+call, out = sum_i exp(lse_i - lse) out_i with lse = logsumexp_i lse_i: in the output's own 2 bytes
+an element as int16 in units of a per-row bound, the last merge writing the result in the input
+dtype over it ("int16", the default; AttentionLseMergeInt16, Atlas A2/A3); a float32 accumulator
+whose last merge writes the result in the input dtype into a BLOCK_ROWS buffer that is read back
+at once ("float32"); or the output itself in the input dtype ("output").
 
 Ordering, on the device (aclrtStreamWaitEvent), per step t and key/value sub-block u: the calls on
 u at step t wait for the event recorded after u's receive at step t - 1; u's send/receive at step
@@ -178,9 +180,10 @@ class MemoryBound:
     """What a rank's ring may hold on its device (bytes), against which its measured peak is checked.
 
     shards: its rows of Q, K, V and of the output O with its LSE (the op's two outputs), in the
-    input dtype -- the part that falls as 1/P. accumulator: what a float32 accumulator of the
-    rank's output holds beyond O in the input dtype (accumulate="float32"; 0 with "output"),
-    also 1/P. constant: one workspace serving every call (the largest a call of at most
+    input dtype -- the part that falls as 1/P. row_bounds: the int16 running result's bounds, one
+    float32 per row and head like the LSE (accumulate="int16"), also 1/P. accumulator: what a
+    float32 accumulator of the rank's output holds beyond O in the input dtype
+    (accumulate="float32"; 0 otherwise), also 1/P. constant: one workspace serving every call (the largest a call of at most
     BLOCK_ROWS query and key rows asks for), the spare K/V sub-block of BLOCK_ROWS rows the
     exchange receives into, and BLOCK_ROWS query rows of one call's partial output and LSE (and
     with "float32" of the result read back and of the zero / -inf pair that starts an
@@ -193,18 +196,21 @@ class MemoryBound:
     constant: int
     rounding: int
     accumulator: int = 0
+    row_bounds: int = 0
 
     @property
     def bound(self) -> int:
-        return self.shards + self.accumulator + self.constant + self.rounding
+        return self.shards + self.row_bounds + self.accumulator + self.constant + self.rounding
 
     @property
     def shards_bound(self) -> int:
-        """(Q + K + V + O + LSE) / P + constant + rounding: the bound without the accumulator's extra."""
-        return self.shards + self.constant + self.rounding
+        """(Q + K + V + O + LSE (+ row bounds)) / P + constant + rounding: the bound without a
+        float32 accumulator's extra."""
+        return self.shards + self.row_bounds + self.constant + self.rounding
 
 
-ACCUMULATE = ("float32", "output")
+ACCUMULATE = ("int16", "float32", "output")
+DEFAULT_ACCUMULATE = "int16"
 
 
 class _Rank:
@@ -214,7 +220,7 @@ class _Rank:
     the row counts of rank s's chunks (zigzag_chunks), which size what arrives from rank s."""
 
     def __init__(self, comm: hccl.Communicator, session: Session, q_chunks, kv_chunks, rows, causal, scale, dtype,
-                 peak_flops, accumulate: str = "float32"):
+                 peak_flops, accumulate: str = DEFAULT_ACCUMULATE):
         self.comm, self.session = comm, session
         self.r, self.p = comm.rank, comm.size
         self.causal, self.scale, self.dtype = causal, scale, np.dtype(dtype)
@@ -262,7 +268,7 @@ class _Rank:
 
     def _ring(self, held: contextlib.ExitStack):
         from .device_array import DeviceArray
-        from .lse_merge import enqueue_merge
+        from .lse_merge import enqueue_merge, enqueue_merge_int16
 
         s, p, r = self.session, self.p, self.r
         dtype, itemsize = self.dtype, self.dtype.itemsize
@@ -274,15 +280,22 @@ class _Rank:
         # sampled after every allocation point (the uploads and buffers, each call's prepare).
         base = self._used()
         # Q/P: the rank's query rows as sub-chunks. O/P (+ its LSE): per query sub-chunk its accumulator,
-        # into which each call's partial is merged -- float32 (the result rounded to the input dtype once,
-        # read back through `final`), or the output itself in the input dtype ("output": one rounding per
-        # merged partial).
+        # into which each call's partial is merged -- the output's memory as int16 units of per-row bounds
+        # (+ the bounds; the last merge writes the result in the input dtype over it), float32 (the result
+        # rounded to the input dtype once, read back through `final`), or the output itself in the input
+        # dtype ("output": one rounding per merged partial).
         exact = self.accumulate == "float32"
+        fixed = self.accumulate == "int16"
         acc_dtype = np.dtype(np.float32) if exact else dtype
         q_dev = [[_held(held, s.to_device(np.ascontiguousarray(x[:, :, a0:a1]))) for a0, a1 in pieces[r][j]]
                  for j, x in enumerate(self.q_host)]
-        out_dev = [[(_held(held, DeviceArray.empty(s, q.shape, acc_dtype)),
-                     _held(held, DeviceArray.empty(s, q.shape[:3], np.float32))) for q in row] for row in q_dev]
+        # int16: an empty running result is bound 0 with LSE -inf (the op's first merge takes the partial).
+        def row_values(shape, fill):
+            return s.to_device(np.full(shape, fill, np.float32)) if fixed else DeviceArray.empty(s, shape, np.float32)
+
+        out_dev = [[(_held(held, DeviceArray.empty(s, q.shape, acc_dtype)), _held(held, row_values(q.shape[:3], -np.inf)))
+                    for q in row] for row in q_dev]
+        bounds = [[_held(held, row_values(q.shape[:3], 0.0)) for q in row] for row in q_dev] if fixed else []
         # (K + V)/P plus one sub-block: a slot per sub-block of the rank's K/V set and a spare one that
         # receives; a slot whose sub-block was sent becomes the spare (slot_rows <= BLOCK_ROWS).
         slot_rows = max(a1 - a0 for per_rank in pieces for chunk in per_rank for a0, a1 in chunk)
@@ -326,11 +339,12 @@ class _Rank:
         block_ws = max(runner.workspace_bytes(attention.problem_from_sizes(
             seq=BLOCK_ROWS, batch=b, heads=n, kv_heads=nkv, head_dim=d, dtype=dtype.name, causal=c,
             scale=self.scale)) for c in (False, True))
-        # q, out, lse; K, V; partial (final, start); workspace
-        allocations = 3 * sum(len(row) for row in q_dev) + 2 * len(slots) + (6 if exact else 2) + 1
+        # q, out, lse (bound); K, V; partial (final, start); workspace
+        allocations = (4 if fixed else 3) * sum(len(row) for row in q_dev) + 2 * len(slots) + (6 if exact else 2) + 1
         self.memory = MemoryBound(
             shards=sum(self.rows[r]) * (2 * q_row + 2 * kv_row + b * n * 4),
             accumulator=sum(self.rows[r]) * b * n * d * (4 - itemsize) if exact else 0,
+            row_bounds=sum(self.rows[r]) * b * n * 4 if fixed else 0,
             constant=(max(block_ws, ws_bytes) + 2 * BLOCK_ROWS * kv_row
                       + (3 if exact else 1) * BLOCK_ROWS * (q_row + b * n * 4)),
             rounding=2 * len(units) * 2 * kv_row + 63 * allocations)
@@ -345,9 +359,10 @@ class _Rank:
 
         @held.callback
         def _forget():  # after the streams settled: the cached calls bound to this memory go before it
-            arrays = [*views.values(), *(q for row in q_dev for q in row), *(x for row in out_dev for o in row for x in o)]
+            arrays = [*views.values(), *(q for row in q_dev for q in row), *(x for row in out_dev for o in row for x in o),
+                      *(x for row in bounds for x in row)]
             arrays += [workspace] if workspace is not None else []
-            for rn in (runner, _merge_runner(s)):
+            for rn in (runner, _merge_runner(s, fixed)):
                 with rn.lock:
                     rn.discard(arrays)
             for array in views.values():
@@ -387,7 +402,7 @@ class _Rank:
                         k_th, seen[qi, a] = seen[qi, a], seen[qi, a] + 1
                         last = seen[qi, a] == calls[qi, a]
                         # "output": the first partial is written into the output itself, later ones merged in.
-                        out, lse = (acc if not exact and k_th == 0 else
+                        out, lse = (acc if self.accumulate == "output" and k_th == 0 else
                                     (view(partial[0], q.shape), view(partial[1], lse_shape, np.float32)))
                         problem, *_ = attention.make_problem(q, k, v, causal=diag, scale=self.scale, layout="BNSD")
                         prepared = runner.prepare(problem, runner.bound_inputs((q, k, v)) | {"out": out, "lse": lse},
@@ -403,6 +418,11 @@ class _Rank:
                         elif exact and k_th == 0:  # acc = the partial in float32 (merged with weight-0 zeros)
                             enqueue_merge(s, compute_stream, view(start[0], q.shape), view(start[1], lse_shape, np.float32),
                                           out, lse, *acc)
+                        elif fixed:  # into the int16 running result; the last merge writes T over it
+                            running = view(acc[0].buffer, q.shape, np.int16)
+                            bound = bounds[qi][a]
+                            enqueue_merge_int16(s, compute_stream, running, bound, acc[1], out, lse,
+                                                acc[0] if last else running, bound, acc[1])
                         elif k_th > 0:
                             enqueue_merge(s, compute_stream, *acc, out, lse, *acc)
                         if exact and last:  # read back now: `final` (or `partial`) serves the next sub-chunk
@@ -456,10 +476,10 @@ def link_figures(comm, rank: int, size: int) -> dict:
     return {key: link[key] for key in ("kind", "bandwidth_gbs", "latency_us", "devices_per_server")}
 
 
-def _merge_runner(session):
-    from .lse_merge import runner_for
+def _merge_runner(session, int16: bool = False):
+    from .lse_merge import ATTENTION_LSE_MERGE, ATTENTION_LSE_MERGE_INT16, runner_for
 
-    return runner_for(session)
+    return runner_for(session, ATTENTION_LSE_MERGE_INT16 if int16 else ATTENTION_LSE_MERGE)
 
 
 # Rows of a query sub-chunk and of a key/value sub-block: the ring computes and exchanges in these
@@ -626,7 +646,7 @@ class RankContext:
         return f"<RankContext rank {self.rank} of {self.size} on device {self.device}>"
 
     def ring_attention(self, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
-                       report=False, accumulate="float32"):
+                       report=False, accumulate=None):
         """This rank's part of ring attention over the clique. q, k, v: the rank's shard in
         `layout` -- its zigzag_chunks rows of the sequence, concatenated in that order (non-causal:
         rows [S r / P, S (r + 1) / P); causal: chunks r and 2P-1-r of 2P). Every rank calls it
@@ -636,12 +656,16 @@ class RankContext:
         and a RankReport when `report`.
 
         accumulate: where each query row's partial results are merged (docs/lse_merge.md) --
-        "float32" (default): a float32 accumulator per row, rounded to the input dtype once; the
-        device holds (Q + K + V + 2 O) / P for a 16-bit dtype. "output": in place in the output,
+        "int16" (the default on Atlas A2/A3): in the output's memory as int16 units of a per-row
+        bound (the largest |partial| of the row so far), the last merge writing the result in the
+        input dtype over it; (Q + K + V + O) / P plus one float32 per row and head beside the LSE.
+        "float32" (the default on 310P and 910A, whose vector units have no int16 Cast): a float32
+        accumulator per row, rounded to the input dtype once; the device holds (Q + K + V + 2 O) / P
+        for a 16-bit dtype. "output": in place in the output,
         in the input dtype, the running result rounded at every merge (and each partial by the
         op); (Q + K + V + O) / P, but over the 2x-naive tolerance when one early partial dominates
         a row (q = k = v: docs/lse_merge.md). Both plus the constant of MemoryBound."""
-        _check_accumulate(accumulate)
+        accumulate = resolve_accumulate(accumulate, self.session)
         problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
                                                   num_heads=num_heads, num_kv_heads=num_kv_heads)
         if problem.seq_q != problem.seq_kv:
@@ -720,6 +744,20 @@ class RankContext:
         compute = [f / self.peak if self.peak else 0.0 for f in got["flops_per_step"]]
         return (*grads, RankReport(self.rank, self.device, got["bytes_per_step"], got["flops"], comm, compute,
                                    got["wall"], 0, link, d2h_bytes=got["d2h_bytes"]))
+
+def resolve_accumulate(accumulate, session) -> str:
+    """The ring's accumulate mode: `accumulate` checked, or for None the default of the session's
+    chip -- "int16" where AttentionLseMergeInt16 runs (Atlas A2/A3), else "float32"."""
+    from . import plan as planmod
+
+    if accumulate is None:
+        return "float32" if planmod.chip(session.soc_name()).coupled else DEFAULT_ACCUMULATE
+    _check_accumulate(accumulate)
+    if accumulate == "int16" and planmod.chip(session.soc_name()).coupled:
+        raise InvalidArgumentError(f"accumulate='int16' needs Atlas A2/A3: the vector unit of {session.soc_name()} "
+                                   f"has no Cast between float and int16 (docs/lse_merge.md); use 'float32'")
+    return accumulate
+
 
 def _check_accumulate(accumulate):
     if not isinstance(accumulate, str):
@@ -839,11 +877,12 @@ def _ring_devices(problem, devices, backend) -> tuple:
 
 
 def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="BNSD", num_heads=None,
-                   num_kv_heads=None, backend=None, report=False, accumulate="float32"):
+                   num_kv_heads=None, backend=None, report=False, accumulate=None):
     """FlashAttention of host arrays sharded over `devices` (default: every device) by ring
     attention: P RankContexts of this process, one thread each. Returns (out like q, lse float32
     [B, N, S]), and a RingReport when `report`. accumulate: as RankContext.ring_attention."""
-    _check_accumulate(accumulate)
+    if accumulate is not None:
+        _check_accumulate(accumulate)
     problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
                                               num_heads=num_heads, num_kv_heads=num_kv_heads)
     be, devices = _ring_devices(problem, devices, backend)

@@ -89,7 +89,7 @@ def under_launch() -> bool:
 
 def run_parallel_job(*, mode="ring", devices=2, seq, batch=1, heads=8, kv_heads=None, head_dim=128,
                      dtype="float16", layout="BNSD", causal=False, scale=None, check=True, seed=0,
-                     backend=None, backward=False, accumulate="float32") -> ParallelRun:
+                     backend=None, backward=False, accumulate=None) -> ParallelRun:
     run = {"ring": parallel.ring_attention, "ulysses": parallel.ulysses_attention}.get(mode)
     if run is None:
         raise InvalidArgumentError(f"--parallel {mode!r}: must be ring or ulysses")
@@ -174,7 +174,7 @@ def _rank_backward(ctx, q, dt, shard, out, lse, ranges, *, seq, heads, kv_heads,
 
 def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, head_dim=128, dtype="float16",
                           layout="BNSD", causal=False, scale=None, check=True, seed=0, backend=None, backward=False,
-                          accumulate="float32"):
+                          accumulate=None):
     """This process's rank of `acl-fa launch -n P -- acl-fa run --parallel ring ...`: joins the
     clique (RankContext.from_env), runs the ring on its shard of the same random inputs every rank
     makes from the seed, then gathers over HCCL to every rank the per-rank reports and head 0 of
@@ -233,17 +233,18 @@ def _gather_reports(ctx, mine) -> list:
     rank's lists have the same length: P steps of the forward, P + 1 exchanges of the backward)."""
     n = len(mine.link_bytes_per_step)
     m = mine.memory_bound
-    bound_fields = [1, m.shards, m.constant, m.rounding, m.accumulator] if m is not None else [0, 0, 0, 0, 0]
+    bound_fields = ([1, m.shards, m.constant, m.rounding, m.accumulator, m.row_bounds] if m is not None
+                    else [0] * 6)
     record = np.array([mine.rank, mine.device, mine.flops, mine.wall_seconds, mine.device_bytes, mine.ring_buffer_bytes,
                        mine.d2h_bytes, *bound_fields,
                        *mine.link_bytes_per_step, *mine.modeled_comm_seconds, *mine.modeled_compute_seconds],
                       np.float64)  # byte counts < 2**53: exact in float64
     table = all_gather_host(ctx.comm, record)
     reports = []
-    head = 12
+    head = 13
     for row in table:
         steps = [row[head + i * n: head + (i + 1) * n] for i in range(3)]
-        bound = parallel.MemoryBound(*(int(x) for x in row[8:12])) if row[7] else None
+        bound = parallel.MemoryBound(*(int(x) for x in row[8:13])) if row[7] else None
         reports.append(parallel.RankReport(int(row[0]), int(row[1]), [int(x) for x in steps[0]], int(row[2]),
                                            list(map(float, steps[1])), list(map(float, steps[2])), float(row[3]),
                                            int(row[4]), mine.link, int(row[5]), int(row[6]), memory_bound=bound))
@@ -385,7 +386,8 @@ def _memory_lines(rep) -> list:
     m = rep.memory_bounds[worst]
     over = [str(d) for d, pk, mb in zip(rep.devices, rep.device_bytes, rep.memory_bounds) if pk > mb.bound]
     acc = (f" + the float32 accumulator beyond O {format_bytes(m.accumulator)}" if m.accumulator else
-           " (the output is the accumulator)")
+           f" + the int16 running result's row bounds {format_bytes(m.row_bounds)} (the output holds the running "
+           f"result)" if m.row_bounds else " (the output is the accumulator)")
     lines.append(f"memory bound per device: Q, K, V, O (+ its LSE) / P {format_bytes(m.shards)}{acc} + constant "
                  f"{format_bytes(m.constant)} (one workspace for every call, a spare K/V sub-block and the merge's "
                  f"buffers of {parallel.BLOCK_ROWS} rows) + rounding {format_bytes(m.rounding)} = "
@@ -395,8 +397,13 @@ def _memory_lines(rep) -> list:
     # What meeting it costs: the running result in the output's dtype, rounded at every merge
     # (docs/lse_merge.md, "Why no running result in T is precise enough").
     rounded = "rounding the running result to the dtype at every merge: docs/lse_merge.md"
-    note = f" ({rounded})" if not m.accumulator else "" if within else f" (accumulate=output meets it, {rounded})"
-    lines.append(f"(Q + K + V + O) / P + the constant (no room for a float32 accumulator): "
+    if m.row_bounds:
+        note = " (the running result in int16 units of per-row bounds: docs/lse_merge.md)"
+    else:
+        note = f" ({rounded})" if not m.accumulator else "" if within else \
+            f" (accumulate=int16 or output meets it; output by {rounded})"
+    with_bounds = " with O's LSE and row bounds" if m.row_bounds else ""
+    lines.append(f"(Q + K + V + O) / P{with_bounds} + the constant (no room for a float32 accumulator): "
                  f"{format_bytes(m.shards_bound)}: {'met' if within else 'NOT met'}{note}")
     return lines
 

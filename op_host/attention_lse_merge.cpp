@@ -6,70 +6,21 @@
 #include <cstdint>
 #include <string>
 
-#include "../op_kernel/attention_lse_merge_tiling.h"
-#include "register/op_def_registry.h"
-#include "tiling/platform/platform_ascendc.h"
-#include "toolchain/slog.h"
-
-#define ALM_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
+#include "attention_lse_merge_host.h"
 
 namespace {
 
+using namespace lse_merge_host;
+
 enum InputIndex : size_t { kOutA = 0, kLseA, kOutB, kLseB };
 enum OutputIndex : size_t { kAttentionOut = 0, kSoftmaxLse };
-
-constexpr int64_t kHeadDimMultiple = 16;  // every dtype's row a whole number of 32-B blocks
-
-std::string ShapeText(const gert::Shape &s) {
-    std::string out = "[";
-    for (size_t i = 0; i < s.GetDimNum(); ++i) out += (i ? ", " : "") + std::to_string(s.GetDim(i));
-    return out + "]";
-}
-
-// out_a, out_b [..., D] alike; lse_a, lse_b their leading dims. Returns "" or what is wrong;
-// sets *rows (product of the LSE dims) and *headDim.
-std::string ReadShapes(const gert::Shape &outA, const gert::Shape &lseA, const gert::Shape &outB,
-                       const gert::Shape &lseB, uint64_t *rows, int64_t *headDim) {
-    const size_t rank = outA.GetDimNum();
-    if (rank < 2) return "out_a must be [..., D] with at least 2 dims, got " + ShapeText(outA);
-    if (outB != outA) return "out_b " + ShapeText(outB) + " must have the shape of out_a " + ShapeText(outA);
-    gert::Shape lead;
-    for (size_t i = 0; i + 1 < rank; ++i) lead.AppendDim(outA.GetDim(i));
-    if (lseA != lead) return "lse_a " + ShapeText(lseA) + " must be out_a's leading dims " + ShapeText(lead);
-    if (lseB != lead) return "lse_b " + ShapeText(lseB) + " must be out_a's leading dims " + ShapeText(lead);
-    *headDim = outA.GetDim(rank - 1);
-    if (*headDim <= 0 || *headDim % kHeadDimMultiple != 0) {
-        return "head_dim (last dim of out_a " + ShapeText(outA) + ") must be a positive multiple of 16";
-    }
-    *rows = 1;
-    for (size_t i = 0; i < lead.GetDimNum(); ++i) {
-        if (lead.GetDim(i) <= 0) return "out_a " + ShapeText(outA) + " has an empty dimension";
-        *rows *= static_cast<uint64_t>(lead.GetDim(i));
-    }
-    return "";
-}
-
-uint32_t DtypeBytes(ge::DataType dtype) { return dtype == ge::DT_FLOAT ? 4 : 2; }
-
-const char *DtypeText(ge::DataType dtype) {
-    switch (dtype) {
-        case ge::DT_FLOAT: return "float32";
-        case ge::DT_FLOAT16: return "float16";
-        case ge::DT_BF16: return "bfloat16";
-        default: return "an unsupported dtype";
-    }
-}
 
 // The tiling key for dtypes (a, b, out), or "" / what is wrong: b float16 | bfloat16 | float32;
 // a and out each float32 or b's dtype.
 std::string TilingKeyOf(ge::DataType a, ge::DataType b, ge::DataType out, uint64_t *key) {
     uint64_t bCode = 0;
-    switch (b) {
-        case ge::DT_FLOAT16: bCode = ALM_KEY_B_FP16; break;
-        case ge::DT_BF16: bCode = ALM_KEY_B_BF16; break;
-        case ge::DT_FLOAT: bCode = ALM_KEY_B_FP32; break;
-        default: return std::string("out_b must be float16, bfloat16 or float32, got ") + DtypeText(b);
-    }
+    const std::string error = PartialCode(b, &bCode);
+    if (!error.empty()) return error;
     if (a != b && a != ge::DT_FLOAT) {
         return std::string("out_a must be float32 or out_b's dtype (") + DtypeText(b) + "), got " + DtypeText(a);
     }
@@ -145,49 +96,10 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
         return ge::GRAPH_FAILED;
     }
 
-    // Vector cores (separated chips) or AI Cores (coupled): the cores a vector kernel runs on.
-    const uint32_t cores = platform.GetCoreNum();
-    uint64_t ubBytes = 0;
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
-    const uint64_t d = static_cast<uint64_t>(headDim);
-    const uint64_t blocks = (rows + ALM_ROW_BLOCK - 1) / ALM_ROW_BLOCK;
-    const uint64_t used = blocks < cores ? blocks : cores;
-    // UB bytes per tile row (attention_lse_merge_tiling.h): double-buffered in/out rows, fp32
-    // work rows of the non-fp32 inputs, LSE in/out, four statistics and a Brcb block.
     const uint64_t sa = DtypeBytes(a), sb = DtypeBytes(b), so = DtypeBytes(o);
-    const uint64_t perRow = d * (2 * (sa + sb + so) + (sa == 4 ? 0 : 4) + (sb == 4 ? 0 : 4)) + 2 * 2 * 4 + 2 * 4 +
-                            4 * 4 + ALM_ROW_BLOCK * 4;
-    uint64_t tile = ubBytes / perRow / ALM_ROW_BLOCK * ALM_ROW_BLOCK;
-    if (tile < ALM_ROW_BLOCK) {
-        ALM_LOGE(context, "head_dim %lld is too large: %u rows take %llu bytes of UB, the core has %llu",
-                 static_cast<long long>(headDim), ALM_ROW_BLOCK,
-                 static_cast<unsigned long long>(perRow * ALM_ROW_BLOCK), static_cast<unsigned long long>(ubBytes));
-        return ge::GRAPH_FAILED;
-    }
-    const uint64_t coreRows = (blocks + used - 1) / used * ALM_ROW_BLOCK;  // the largest share
-    tile = tile < ALM_MAX_TILE_ROWS ? tile : ALM_MAX_TILE_ROWS;
-    tile = tile < coreRows ? tile : coreRows;
-
-    AttentionLseMergeTilingData *td = context->GetTilingData<AttentionLseMergeTilingData>();
-    if (td == nullptr) {
-        ALM_LOGE(context, "tiling buffer smaller than AttentionLseMergeTilingData (%zu B)",
-                 sizeof(AttentionLseMergeTilingData));
-        return ge::GRAPH_FAILED;
-    }
-    *td = AttentionLseMergeTilingData{};
-    td->rows = rows;
-    td->headDim = static_cast<uint32_t>(d);
-    td->usedCoreNum = static_cast<uint32_t>(used);
-    td->tileRows = static_cast<uint32_t>(tile);
-    context->SetBlockDim(static_cast<uint32_t>(used));
-    context->SetTilingKey(key);
-    size_t *workspaces = context->GetWorkspaceSizes(1);
-    if (workspaces == nullptr) {
-        ALM_LOGE(context, "no workspace slot");
-        return ge::GRAPH_FAILED;
-    }
-    workspaces[0] = 0;  // no GM workspace, no library API that needs the system's
-    return ge::GRAPH_SUCCESS;
+    // fp32 work rows of the non-fp32 inputs; LSE a and b in, the LSE out; m, w_a, w_b, s.
+    const UbRow ub{sa, sb, so, (sa == 4 ? 0u : 1u) + (sb == 4 ? 0u : 1u), 2, 1, 4, false};
+    return WriteTiling(context, rows, headDim, key, ub);
 }
 
 }  // namespace

@@ -12,6 +12,18 @@
 // Every row is read and written by the core that owns it, each tile read before it is written:
 // attention_out / softmax_lse may be the memory of out_a / lse_a (an in-place running merge).
 //
+// Fixed point (A = int16_t, op AttentionLseMergeInt16, Atlas A2/A3 only): out_a is a running
+// result in int16 units of its row bound B / 32767, B = bound_a (float32 per row, >= max |out_a|);
+// per tile a core also
+//   copies in    bound_a [rows]
+//   computes     B' = max(B, max_d |out_b|); out_a as float = int16 * B / 32767 (folded into c_a);
+//                the merge as above in fp32; then as int16 round(merged * 32767 / B') when O is
+//                int16_t, else cast to O (the final conversion)
+//   copies out   bound_out = B'
+// A merged row is a convex combination of rows bounded by B' (c_a + c_b = 1), so |merged| <= B'
+// up to a few fp32 roundings: merged * 32767 / B' stays within 32767 + 0.01 and its rounding in
+// int16_t (docs/lse_merge.md, "fixed16row").
+//
 // Whole 32-B blocks only (these architectures' DataCopy; 310P and 910A have no DataCopyPad):
 // O rows are D * sizeof(T) bytes with D a multiple of 16, and LSE rows move in blocks of 8 from
 // 32-B aligned offsets (cores own whole blocks). The last core's rows % 8 tail LSE values are
@@ -30,18 +42,30 @@ constexpr uint32_t BUFFER_NUM = 2;                        // double buffering of
 constexpr uint32_t STAT_SLOTS = 4;                        // m, w_a, w_b, s
 constexpr float MAX_FLOOR = -3.40282346638528859812e+38f;  // -FLT_MAX: m stays finite for a row of two -inf
 constexpr float SUM_FLOOR = 1.17549435082228750797e-38f;   // FLT_MIN: c_x = 0 / FLT_MIN = 0 for such a row
+constexpr float FIXED16_UNITS = 32767.0f;                  // int16 units per row bound
+// 2^-96: the smallest row bound the int16 scale divides by (32767 / 2^-96 is a finite float); a
+// row whose bound is below it is all zeros or below 2^-96 in magnitude, and stays representable.
+constexpr float BOUND_FLOOR = 1.26217744835361888866e-29f;
+constexpr uint32_t FIXED16_STAT_SLOTS = 6;  // m, w_a, w_b, s, the row max of |out_b|, the int16 scale
 
 template <typename T>
 constexpr bool IS_FP32 = false;
 template <>
 constexpr bool IS_FP32<float> = true;
+template <typename T>
+constexpr bool IS_FIXED16 = false;
+template <>
+constexpr bool IS_FIXED16<int16_t> = true;
 
-// A: out_a's dtype (float or B's), B: out_b's, O: attention_out's (float or B's).
+// A: out_a's dtype (float or B's; int16_t: fixed point with row bounds), B: out_b's, O:
+// attention_out's (float or B's; with A int16_t, int16_t or B's).
 template <typename A, typename B, typename O>
 class AttentionLseMergeKernel {
 public:
+    // boundA / boundOut: the row bounds of the fixed-point form (A int16_t), else unused.
     __aicore__ inline void Init(GM_ADDR outA, GM_ADDR lseA, GM_ADDR outB, GM_ADDR lseB, GM_ADDR attentionOut,
-                                GM_ADDR softmaxLse, const AttentionLseMergeTilingData *tiling, AscendC::TPipe *pipe);
+                                GM_ADDR softmaxLse, const AttentionLseMergeTilingData *tiling, AscendC::TPipe *pipe,
+                                GM_ADDR boundA = nullptr, GM_ADDR boundOut = nullptr);
     __aicore__ inline void Process();
 
 private:
@@ -51,6 +75,16 @@ private:
     // GM lse[row0 .. row0 + rows) -> UB dst: whole blocks by DataCopy, the rest by the scalar unit.
     __aicore__ inline void LoadLse(const AscendC::LocalTensor<float> &dst, const AscendC::GlobalTensor<float> &src,
                                    uint64_t row0, uint32_t rows);
+    // UB src[0 .. rows) -> GM dst[row0 ..): whole blocks by DataCopy, the rest by the scalar unit.
+    __aicore__ inline void StoreRows(AscendC::GlobalTensor<float> &dst, const AscendC::LocalTensor<float> &src,
+                                     uint64_t row0, uint32_t rows);
+    // fa = out_a (int16 units) scaled into the merge, lseOut[t..] = the new bounds, c_a (wA) folded
+    // with B / 32767; fb as fp32. See the fixed-point lines of the header comment.
+    __aicore__ inline void FixedBounds(const AscendC::LocalTensor<float> &bounds, const AscendC::LocalTensor<float> &boundA,
+                                       const AscendC::LocalTensor<float> &fb, uint32_t rows, uint32_t vecRows);
+    // The merged fp32 rows in fa as int16 units of the new bounds, into out.
+    __aicore__ inline void ToFixed(const AscendC::LocalTensor<O> &out, const AscendC::LocalTensor<float> &fa,
+                                   const AscendC::LocalTensor<float> &bounds, uint32_t rows, uint32_t vecRows);
     // A tile of out_x as fp32: the queue's tensor itself, or cast into work.
     template <typename T>
     __aicore__ inline AscendC::LocalTensor<float> AsFloat(const AscendC::LocalTensor<T> &in,
@@ -63,11 +97,12 @@ private:
     AscendC::GlobalTensor<B> outBGm_;
     AscendC::GlobalTensor<O> outGm_;
     AscendC::GlobalTensor<float> lseAGm_, lseBGm_, lseGm_;
+    AscendC::GlobalTensor<float> boundAGm_, boundGm_;  // fixed point only
 
     AscendC::TQue<AscendC::TPosition::VECIN, BUFFER_NUM> inA_, inB_, lseIn_;
     AscendC::TQue<AscendC::TPosition::VECOUT, BUFFER_NUM> outQue_, lseOut_;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> workA_, workB_, statBuf_, brcbBuf_;
-    AscendC::LocalTensor<float> stat_, brcb_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> workA_, workB_, statBuf_, brcbBuf_, foldBuf_;
+    AscendC::LocalTensor<float> stat_, brcb_, fold_;
 
     uint64_t rowBegin_ = 0, rowEnd_ = 0;  // this core's rows
 };
@@ -76,7 +111,7 @@ template <typename A, typename B, typename O>
 __aicore__ inline void AttentionLseMergeKernel<A, B, O>::Init(GM_ADDR outA, GM_ADDR lseA, GM_ADDR outB, GM_ADDR lseB,
                                                               GM_ADDR attentionOut, GM_ADDR softmaxLse,
                                                               const AttentionLseMergeTilingData *tiling,
-                                                              AscendC::TPipe *pipe)
+                                                              AscendC::TPipe *pipe, GM_ADDR boundA, GM_ADDR boundOut)
 {
     td_ = tiling;
     pipe_ = pipe;
@@ -89,6 +124,10 @@ __aicore__ inline void AttentionLseMergeKernel<A, B, O>::Init(GM_ADDR outA, GM_A
     lseAGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(lseA), rows);
     lseBGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(lseB), rows);
     lseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(softmaxLse), rows);
+    if constexpr (IS_FIXED16<A>) {
+        boundAGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(boundA), rows);
+        boundGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(boundOut), rows);
+    }
 
     // Equal ranges of 8-row blocks (attention_lse_merge_tiling.h).
     const uint64_t blocks = (rows + ALM_ROW_BLOCK - 1) / ALM_ROW_BLOCK;
@@ -101,19 +140,23 @@ __aicore__ inline void AttentionLseMergeKernel<A, B, O>::Init(GM_ADDR outA, GM_A
     // UB, in the order and sizes op_host budgets.
     pipe_->InitBuffer(inA_, BUFFER_NUM, t * d * sizeof(A));
     pipe_->InitBuffer(inB_, BUFFER_NUM, t * d * sizeof(B));
-    pipe_->InitBuffer(lseIn_, BUFFER_NUM, 2 * t * sizeof(float));
+    pipe_->InitBuffer(lseIn_, BUFFER_NUM, (IS_FIXED16<A> ? 3 : 2) * t * sizeof(float));
     pipe_->InitBuffer(outQue_, BUFFER_NUM, t * d * sizeof(O));
-    pipe_->InitBuffer(lseOut_, BUFFER_NUM, t * sizeof(float));
+    pipe_->InitBuffer(lseOut_, BUFFER_NUM, (IS_FIXED16<A> ? 2 : 1) * t * sizeof(float));
     if constexpr (!IS_FP32<A>) {
         pipe_->InitBuffer(workA_, t * d * sizeof(float));
     }
     if constexpr (!IS_FP32<B>) {
         pipe_->InitBuffer(workB_, t * d * sizeof(float));
     }
-    pipe_->InitBuffer(statBuf_, STAT_SLOTS * t * sizeof(float));
+    pipe_->InitBuffer(statBuf_, (IS_FIXED16<A> ? FIXED16_STAT_SLOTS : STAT_SLOTS) * t * sizeof(float));
     pipe_->InitBuffer(brcbBuf_, t * attn_rows::FP32_PER_BLOCK * sizeof(float));
     stat_ = statBuf_.Get<float>();
     brcb_ = brcbBuf_.Get<float>();
+    if constexpr (IS_FIXED16<A>) {
+        pipe_->InitBuffer(foldBuf_, t * attn_rows::FP32_PER_REPEAT * sizeof(float));
+        fold_ = foldBuf_.Get<float>();
+    }
 }
 
 template <typename A, typename B, typename O>
@@ -162,6 +205,9 @@ __aicore__ inline void AttentionLseMergeKernel<A, B, O>::CopyIn(uint64_t row0, u
     }
     LoadLse(lse, lseAGm_, row0, rows);
     LoadLse(lse[t], lseBGm_, row0, rows);
+    if constexpr (IS_FIXED16<A>) {
+        LoadLse(lse[2 * t], boundAGm_, row0, rows);
+    }
     if (tail) {
         WaitForPipe<AscendC::HardEvent::S_V>();  // the scalar unit's UB writes land before Compute reads them
     }
@@ -179,7 +225,7 @@ __aicore__ inline AscendC::LocalTensor<float> AttentionLseMergeKernel<A, B, O>::
         return in;
     } else {
         AscendC::LocalTensor<float> f = work.template Get<float>();
-        AscendC::Cast(f, in, AscendC::RoundMode::CAST_NONE, count);  // exact: every half / bfloat16 is a float
+        AscendC::Cast(f, in, AscendC::RoundMode::CAST_NONE, count);  // exact: every half / bfloat16 / int16 is a float
         return f;
     }
 }
@@ -205,31 +251,70 @@ __aicore__ inline void AttentionLseMergeKernel<A, B, O>::Compute(uint32_t rows)
     AscendC::Sub(wB, lseB, m, vecRows);
     AscendC::Exp(wB, wB, vecRows);
     AscendC::Add(s, wA, wB, vecRows);  // s in [1, 2] when either LSE is finite, else 0
-    lseIn_.FreeTensor(lse);
 
     AscendC::LocalTensor<float> lseOut = lseOut_.AllocTensor<float>();
     AscendC::Ln(lseOut, s, vecRows);
     AscendC::Add(lseOut, lseOut, m, vecRows);  // m + ln(s): -inf where s = 0
-    lseOut_.EnQue(lseOut);
 
     AscendC::Maxs(s, s, SUM_FLOOR, vecRows);
     AscendC::Div(wA, wA, s, vecRows);  // c_a
     AscendC::Div(wB, wB, s, vecRows);  // c_b
-    AscendC::LocalTensor<float> fa = AsFloat(a, workA_, count);
     AscendC::LocalTensor<float> fb = AsFloat(b, workB_, count);
+    if constexpr (IS_FIXED16<A>) {
+        FixedBounds(lseOut[t], lse[2 * t], fb, rows, vecRows);  // before workA_ takes out_a
+    }
+    lseIn_.FreeTensor(lse);
+    AscendC::LocalTensor<float> fa = AsFloat(a, workA_, count);
     attn_rows::ApplyRowValues<attn_rows::Op::MUL>(fa, brcb_, wA, rows, d, d);
     attn_rows::ApplyRowValues<attn_rows::Op::MUL>(fb, brcb_, wB, rows, d, d);
 
     AscendC::LocalTensor<O> out = outQue_.AllocTensor<O>();
     if constexpr (IS_FP32<O>) {
         AscendC::Add(out, fa, fb, count);
+    } else if constexpr (IS_FIXED16<O>) {
+        AscendC::Add(fa, fa, fb, count);
+        ToFixed(out, fa, lseOut[t], rows, vecRows);
     } else {
         AscendC::Add(fa, fa, fb, count);
         AscendC::Cast(out, fa, AscendC::RoundMode::CAST_RINT, count);
     }
+    lseOut_.EnQue(lseOut);
     inA_.FreeTensor(a);
     inB_.FreeTensor(b);
     outQue_.EnQue(out);
+}
+
+template <typename A, typename B, typename O>
+__aicore__ inline void AttentionLseMergeKernel<A, B, O>::FixedBounds(const AscendC::LocalTensor<float> &bounds,
+                                                                     const AscendC::LocalTensor<float> &boundA,
+                                                                     const AscendC::LocalTensor<float> &fb,
+                                                                     uint32_t rows, uint32_t vecRows)
+{
+    const uint32_t d = td_->headDim;
+    const uint32_t t = td_->tileRows;
+    AscendC::LocalTensor<float> absB = workA_.Get<float>();
+    AscendC::LocalTensor<float> rowMax = stat_[4 * t], wA = stat_[t];
+    AscendC::Abs(absB, fb, rows * d);
+    attn_rows::ReduceRows<attn_rows::Reduce::MAX>(rowMax, absB, fold_, rows, d, d);
+    AscendC::Max(bounds, boundA, rowMax, vecRows);  // B' = max(B, max_d |out_b|)
+    AscendC::Mul(wA, wA, boundA, vecRows);
+    AscendC::Muls(wA, wA, 1.0f / FIXED16_UNITS, vecRows);  // c_a * B / 32767: the weight of one int16 unit
+}
+
+template <typename A, typename B, typename O>
+__aicore__ inline void AttentionLseMergeKernel<A, B, O>::ToFixed(const AscendC::LocalTensor<O> &out,
+                                                                 const AscendC::LocalTensor<float> &fa,
+                                                                 const AscendC::LocalTensor<float> &bounds,
+                                                                 uint32_t rows, uint32_t vecRows)
+{
+    const uint32_t d = td_->headDim;
+    const uint32_t t = td_->tileRows;
+    AscendC::LocalTensor<float> scale = stat_[5 * t], units = stat_[4 * t];
+    AscendC::Maxs(scale, bounds, BOUND_FLOOR, vecRows);
+    AscendC::Duplicate(units, FIXED16_UNITS, vecRows);
+    AscendC::Div(scale, units, scale, vecRows);  // 32767 / max(B', 2^-96)
+    attn_rows::ApplyRowValues<attn_rows::Op::MUL>(fa, brcb_, scale, rows, d, d);
+    AscendC::Cast(out, fa, AscendC::RoundMode::CAST_RINT, rows * d);  // |fa| <= 32767.01: in range
 }
 
 template <typename A, typename B, typename O>
@@ -241,22 +326,33 @@ __aicore__ inline void AttentionLseMergeKernel<A, B, O>::CopyOut(uint64_t row0, 
     outQue_.FreeTensor(out);
 
     AscendC::LocalTensor<float> lse = lseOut_.DeQue<float>();
+    StoreRows(lseGm_, lse, row0, rows);
+    if constexpr (IS_FIXED16<A>) {
+        StoreRows(boundGm_, lse[td_->tileRows], row0, rows);
+    }
+    lseOut_.FreeTensor(lse);
+}
+
+template <typename A, typename B, typename O>
+__aicore__ inline void AttentionLseMergeKernel<A, B, O>::StoreRows(AscendC::GlobalTensor<float> &dst,
+                                                                   const AscendC::LocalTensor<float> &src,
+                                                                   uint64_t row0, uint32_t rows)
+{
     const uint32_t whole = rows / ALM_ROW_BLOCK * ALM_ROW_BLOCK;
     if (whole > 0) {
-        AscendC::DataCopy(lseGm_[row0], lse, whole);
+        AscendC::DataCopy(dst[row0], src, whole);
     }
     if (whole < rows) {
         // The last rows % 8 values (only on the last core): a whole block would write past the end.
         WaitForPipe<AscendC::HardEvent::V_S>();
         for (uint32_t r = whole; r < rows; ++r) {
-            lseGm_.SetValue(row0 + r, lse.GetValue(r));
+            dst.SetValue(row0 + r, src.GetValue(r));
         }
 #if defined(__NPU_ARCH__) && __NPU_ARCH__ != 1001
         // Scalar GM writes stay in the data cache until written back (dav-c100 has no GM form).
-        AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE>(lseGm_);
+        AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE>(dst);
 #endif
     }
-    lseOut_.FreeTensor(lse);
 }
 
 }  // namespace lse_merge

@@ -24,6 +24,11 @@
 //   workB   TBuf    t*d*4 when B is not fp32
 //   stat    TBuf    4 x t*4             m, w_a, w_b, s per row
 //   brcb    TBuf    t*8*4               a per-row value broadcast to one 32-B block per row
+// AttentionLseMergeInt16 (out_a int16_t fixed point with bound_a; docs/lse_merge.md) adds:
+//   lseIn holds 3 x t*4 (bound_a rows after the LSEs), lseOut 2 x t*4 (bound_out after the LSE),
+//   stat 6 x t*4 (the row max of |out_b| and the int16 scale), workA t*d*4 (|out_b|, then out_a in
+//   fp32), and
+//   fold    TBuf    t*64*4              the row-max fold (attn_rows::ReduceRows)
 // No GM workspace: the kernel uses no library API that needs one.
 #pragma once
 
@@ -37,6 +42,11 @@ constexpr uint64_t ALM_KEY_B_SHIFT = 2;
 constexpr uint64_t ALM_KEY_B_FP16 = 0;
 constexpr uint64_t ALM_KEY_B_BF16 = 1;
 constexpr uint64_t ALM_KEY_B_FP32 = 2;
+// AttentionLseMergeInt16's keys: bit 4 marks out_a int16_t fixed point, bit 5 attention_out
+// int16_t (a running merge); without bit 5 attention_out is out_b's dtype (the final conversion,
+// bit 1 set when that is float32).
+constexpr uint64_t ALM_KEY_A_FIXED16 = 1u << 4;
+constexpr uint64_t ALM_KEY_OUT_FIXED16 = 1u << 5;
 
 constexpr uint32_t ALM_ROW_BLOCK = 8;        // rows per 32-B block of fp32 LSE
 constexpr uint32_t ALM_MAX_TILE_ROWS = 248;  // rows of a tile: <= 255 repeats, a multiple of 8

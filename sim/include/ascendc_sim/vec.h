@@ -401,6 +401,9 @@ void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, uint64_t mask[],
 }
 
 // ---- Cast ----
+}  // namespace AscendC
+#include "ascendc_sim/vec_fixed16.h"  // Cast between float and int16_t, Abs
+namespace AscendC {
 // uint8_t -> half (CAST_NONE; exact for 0..255): asc-devkit Cast.md, A2/A3 table.
 namespace sim {
 template <typename T>
@@ -432,14 +435,7 @@ void CastToU8(const LocalTensor<uint8_t> &dst, const LocalTensor<U> &src, const 
                      {sim::LocalOf(dst, uint64_t(count), true), sim::LocalOf(src, uint64_t(count) * sizeof(U), false)});
     for (uint32_t i = 0; i < count; ++i) {
         const float x = static_cast<float>(src.SimData()[i]);
-        float r = x;
-        switch (roundMode) {
-            case RoundMode::CAST_FLOOR: r = std::floor(x); break;
-            case RoundMode::CAST_CEIL: r = std::ceil(x); break;
-            case RoundMode::CAST_ROUND: r = std::round(x); break;
-            case RoundMode::CAST_TRUNC: r = std::trunc(x); break;
-            default: r = std::nearbyint(x); break;  // CAST_NONE / CAST_RINT: to nearest, ties to even
-        }
+        const float r = RoundByMode(x, roundMode);
         dst.SimData()[i] = static_cast<uint8_t>(r != r ? 0.0f : std::min(255.0f, std::max(0.0f, r)));
     }
 }
@@ -451,6 +447,12 @@ void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode 
         return;
     } else if constexpr (std::is_same_v<T, uint8_t>) {
         sim::CastToU8(dst, src, roundMode, count);
+        return;
+    } else if constexpr (std::is_same_v<U, int16_t>) {
+        sim::CastFromI16(dst, src, roundMode, count);
+        return;
+    } else if constexpr (std::is_same_v<T, int16_t>) {
+        sim::CastToI16(dst, src, roundMode, count);
         return;
     } else {
     static_assert(sim::TypeTag<T>() >= 0 && sim::TypeTag<U>() >= 0,

@@ -35,6 +35,7 @@ const char *DtypeName(int32_t dtype)
     switch (dtype) {
         case DT_FLOAT: return "float32";
         case DT_FLOAT16: return "float16";
+        case DT_INT16: return "int16";
         case DT_INT32: return "int32";
         case DT_BF16: return "bfloat16";
         default: return "an unsupported dtype";

@@ -18,6 +18,7 @@ namespace opapi {
 // aclDataType / ge::DataType share these values.
 constexpr int32_t DT_FLOAT = 0;
 constexpr int32_t DT_FLOAT16 = 1;
+constexpr int32_t DT_INT16 = 6;
 constexpr int32_t DT_INT32 = 3;
 constexpr int32_t DT_BF16 = 27;
 constexpr int32_t FORMAT_ND = 2;
