@@ -19,7 +19,8 @@ kept between merges (its memory per element in brackets):
   fixed16    -- T partials; the running result in int16 fixed point in units of M / 32767, M =
                 max |V| of the head (|O| <= M: a row of O is a convex combination of rows of V) [2 B]
   fixed16row -- as fixed16 with a bound per row instead of M: the largest |partial| of the row so
-                far, kept as one float32 per row beside the LSE [2 B + 4 B per row]
+                far, kept as one float32 per row beside the LSE [2 B + 4 B per row]; built since
+                2026-12-01 as accumulate="int16" (AttentionLseMergeInt16, the ring's default)
   float32    -- accumulate="float32" today: T partials, a float32 running result, one rounding
                 to T at the end [4 B]
 
@@ -27,7 +28,8 @@ Each result is checked by the 2x-naive rule (acl_fa.accuracy.check_accuracy agai
 reference) on the parallel tests' cases, on q = k = v (every row dominated by its own key) and on
 random data with one large V row that no query attends to; printed: the largest error /
 tolerance over the seeds per design (<= 1 passes). --device also runs the simulated devices'
-ring in both of today's modes on seed 0 and prints how many elements differ from the emulation.
+ring in its three modes on seed 0 ("output" against two, "float32" against float32, "int16"
+against fixed16row) and prints how many elements differ from the emulation.
 
     python bench/ring_rounding.py [--seeds 8] [--block-rows 4] [--device]
 """
@@ -187,13 +189,14 @@ def ratio(out, lse, q, k, v, causal, dtype) -> float:
 
 
 def device_agreement(cases, seed=0) -> list:
-    """The emulation against the simulated devices' ring (accumulate "output" = two, "float32"):
+    """The emulation against the simulated devices' ring (accumulate "output" = two, "float32",
+    "int16" = fixed16row):
     per case and mode, the elements that differ, the largest difference and both error ratios."""
     rows = []
     for p, causal, n, nkv, s, dtype, data in cases:
         dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
         q, k, v = case_inputs(n, nkv, s, dt, data, seed)
-        for mode, design in (("output", "two"), ("float32", "float32")):
+        for mode, design in (("output", "two"), ("float32", "float32"), ("int16", "fixed16row")):
             out, lse = parallel.ring_attention(q, k, v, devices=list(range(p)), causal=causal, accumulate=mode)
             emulated, emulated_lse = ring_emulated(q, k, v, causal, p, design)
             diff = np.abs(out.astype(np.float64) - emulated.astype(np.float64))
