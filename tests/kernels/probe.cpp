@@ -25,6 +25,8 @@ enum ProbeOp : int32_t {
     PROBE_CAST_ROUND_F16,  // out[i] = float(half(in[i])) with CAST_ROUND (ties away from zero)
     PROBE_INT_ARITH,       // in = [a | b] int bit patterns, n / 2 words each: out = a op b (IntArithProbe)
     PROBE_SHIFT,           // in = int bit patterns: out = in shifted (ShiftProbe), n words
+    PROBE_CAST_I16,        // out[i] = float(int16(in[i])), param: 1 CAST_RINT .. 5 CAST_TRUNC (RoundMode's value)
+    PROBE_ABS,             // out[i] = |in[i]|
     PROBE_BAD_UB_CAPACITY = 100,
     PROBE_BAD_COPY_LENGTH,
     PROBE_BAD_UB_ALIGN,
@@ -42,6 +44,7 @@ enum ProbeOp : int32_t {
     PROBE_BAD_SHIFT_AMOUNT,  // ShiftRight of uint32_t by 33
     PROBE_BAD_COMPARES_INT,  // Compares int32_t with CMPMODE::GE (A2/A3: EQ only)
     PROBE_BAD_GATHER_OFFSET, // Gather byte offset past src
+    PROBE_BAD_CAST_I16_MODE, // Cast float -> int16_t with CAST_NONE (the pair takes RINT / FLOOR / CEIL / ROUND / TRUNC)
     PROBE_AICORE_EXP = 200,  // PROBE_EXP declared as KERNEL_TYPE_AICORE (the coupled chips' type)
 };
 
@@ -175,6 +178,15 @@ void Run(const ProbeTiling &t, GM_ADDR in, GM_ADDR out) {
             }
             break;
         // ---- broken rules ----
+        case PROBE_CAST_I16: {
+            // float -> int16_t -> float through tmp; an input outside int16_t is the Cast's violation
+            LocalTensor<int16_t> q = tmp.ReinterpretCast<int16_t>();
+            Cast(q, x, static_cast<RoundMode>(static_cast<int32_t>(t.param)), na);
+            Cast(y, q, RoundMode::CAST_NONE, na);
+            break;
+        }
+        case PROBE_ABS: Abs(y, x, cnt); break;
+        case PROBE_BAD_CAST_I16_MODE: Cast(tmp.ReinterpretCast<int16_t>(), x, RoundMode::CAST_NONE, na); break;
         case PROBE_BAD_UB_CAPACITY: {
             TBuf<TPosition::VECCALC> big;
             pipe.InitBuffer(big, 200 * 1024);
