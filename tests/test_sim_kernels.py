@@ -267,6 +267,35 @@ def test_int_arith_values_and_the_first_overflow(sim, op, dtype, in_place):
     assert f"rule 'integer overflow' violated on AIV 0 in {op}: {a[first]} and {y} give {want}," in msg, msg
 
 
+# Mul of two tensors bounds a block by its operands' min and max: pairs at the edge of the
+# dtype, where the bound max|x| max|y| does not fit although the product does (the exact check
+# must then pass them) or the product itself does not (the most negative value times -1).
+MUL_EDGES = [
+    (np.int32, -2**31, 1, False), (np.int32, -2**31, -1, True), (np.int32, 46340, -46340, False),
+    (np.int32, -46341, 46341, True), (np.int32, 2**16, 2**15 - 1, False), (np.int32, 2**16, 2**15, True),
+    (np.int16, -2**15, 1, False), (np.int16, -2**15, -1, True), (np.int16, 181, -181, False),
+    (np.int16, -182, 181, True),
+]
+
+
+@pytest.mark.parametrize("in_place", [False, "a", "b"], ids=["out", "in-place-src0", "in-place-src1"])
+@pytest.mark.parametrize("dtype, x, y, overflows", MUL_EDGES)
+def test_mul_at_the_edge_of_the_dtype(sim, dtype, x, y, overflows, in_place):
+    # The pair sits in the second 512-element block among small operands (the first block fits).
+    count = 1096 * (4 // np.dtype(dtype).itemsize)
+    a = rng(3).integers(-9, 10, count)
+    b = rng(4).integers(-9, 10, count)
+    at = 600
+    a[at], b[at] = x, y
+    rc, msg, out = _int_probe(sim, "Mul", dtype, in_place, a, b)
+    if overflows:
+        assert rc == simlib.AICORE_EXCEPTION, msg
+        assert f"rule 'integer overflow' violated on AIV 0 in Mul: {x} and {y} give {x * y}," in msg, msg
+    else:
+        assert rc == 0, msg
+        np.testing.assert_array_equal(out, (a * b).astype(dtype))
+
+
 SHIFT_TYPES = {np.int32: 0, np.uint32: 1, np.int16: 2, np.uint16: 3}
 
 

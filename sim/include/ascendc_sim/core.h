@@ -65,8 +65,13 @@ struct CoreContext {
 // Thrown by a core that stops because another core failed; carries no message.
 struct CoreStopped {};
 
-// The calling thread's core; nullptr outside a launch.
-CoreContext *CurrentCore();
+// The calling thread's core; nullptr outside a launch. Every API call reads it, so it is an
+// initial-exec __thread pointer (in the static TLS block; __thread has no dynamic initializer,
+// so no TLS wrapper call): the kernel libraries read it inline, without a call into the engine
+// or __tls_get_addr. glibc keeps static TLS room for libraries loaded later by dlopen, as the
+// engine and the kernels are.
+extern __thread CoreContext *tlsCurrentCore __attribute__((tls_model("initial-exec")));
+inline CoreContext *CurrentCore() { return tlsCurrentCore; }
 
 // Describes the core, e.g. "AIV 3 (block 1, sub-block 1)".
 std::string DescribeCore(const CoreContext &core);

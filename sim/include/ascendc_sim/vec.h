@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "ascendc_sim/data_copy.h"
 
@@ -343,13 +345,27 @@ void Ln(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &cou
     }
 }
 
+namespace sim {
+// d[0:n] = v, in the engine (vec_int.cpp: compiled per CPU level, where the kernel libraries
+// are built for the baseline ISA).
+void FillBits(uint32_t *d, uint32_t v, size_t n);
+void FillBits(uint16_t *d, uint16_t v, size_t n);
+}  // namespace sim
+
 template <typename T>
 void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &count) {
     acl_fa_sim::kernel::Enter("Duplicate");
     sim::VecOperands("Duplicate", count, dst);
     T *d = dst.SimData();
     const T s = scalarValue;
-    for (int32_t i = 0; i < count; ++i) d[i] = s;
+    if constexpr (sizeof(T) == 4 || sizeof(T) == 2) {
+        using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>;
+        Bits v;
+        std::memcpy(&v, &s, sizeof(v));
+        sim::FillBits(reinterpret_cast<Bits *>(d), v, static_cast<size_t>(count));
+    } else {
+        for (int32_t i = 0; i < count; ++i) d[i] = s;
+    }
 }
 
 // Repeat forms: repeat r writes 8 blocks at (r * dstRepeatStride + b * dstBlockStride) * 32 B.

@@ -24,11 +24,11 @@
 
 namespace acl_fa_sim {
 namespace kernel {
+
+__thread CoreContext *tlsCurrentCore = nullptr;  // core.h
+
 namespace {
 
-// initial-exec: one pointer in the static TLS block, read without __tls_get_addr (every API call
-// reads it; glibc keeps static TLS room for libraries loaded later, as this one is by dlopen).
-thread_local CoreContext *tlsCore __attribute__((tls_model("initial-exec"))) = nullptr;
 thread_local uint64_t tlsNextTilingKey = 0;
 thread_local std::vector<uint64_t> tlsNextWorkItems;  // per AIC, for the next launch
 
@@ -130,8 +130,6 @@ struct WorkerMemory {
 
 std::mutex &StatsMutex() { return gStatsMutex; }
 
-CoreContext *CurrentCore() { return tlsCore; }
-
 std::string DescribeCore(const CoreContext &core) {
     std::string s = std::string(core.isAic ? "AIC " : "AIV ") + std::to_string(core.blockIdx);
     if (!core.isAic && core.taskRatio > 1) {
@@ -142,7 +140,7 @@ std::string DescribeCore(const CoreContext &core) {
 }
 
 void Violation(const char *rule, const char *api, const std::string &detail) {
-    CoreContext *core = tlsCore;
+    CoreContext *core = tlsCurrentCore;
     std::string where = core ? DescribeCore(*core) : std::string("no core");
     throw RuleViolation(std::string("rule '") + rule + "' violated on " + where + " in " + api + ": " + detail);
 }
@@ -286,7 +284,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
             core.launchIndex = static_cast<uint32_t>(k);
             core.opTrace = tracing ? &launchTrace.traces[k] : nullptr;
             std::memset(mem.ub.data(), kUbPoison, mem.ub.size());
-            tlsCore = &core;
+            tlsCurrentCore = &core;
             try {
                 body();
                 CheckEventsDrained(core);
@@ -300,7 +298,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
                 if (firstError.empty()) firstError = std::string("kernel raised: ") + e.what();
                 abortFlag = true;
             }
-            tlsCore = nullptr;
+            tlsCurrentCore = nullptr;
             if (abortFlag) crossCore.Abort();
             crossCore.Finished(static_cast<uint32_t>(k));
         }

@@ -1,6 +1,6 @@
 // vec_int.cpp -- the element loops of the int16_t/int32_t vector arithmetic (Add, Sub, Mul, Adds,
-// Muls count forms) and of the bit instructions (And, Or, ShiftLeft, ShiftRight). Each
-// arithmetic result must fit the dtype (the unit's wraparound is undocumented: vec.h); the loops
+// Muls count forms), of the bit instructions (And, Or, ShiftLeft, ShiftRight) and of Duplicate's
+// fill. Each arithmetic result must fit the dtype (the unit's wraparound is undocumented: vec.h); the loops
 // find the first result that does not without a branch per element, so they vectorize. All are
 // compiled for x86-64-v4 / v3 / baseline, chosen at load time (target_clones). The plain loops
 // keep the order of a sequential loop where dst partly overlaps a source (the compiler's
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "ascendc_sim/vec_int.h"
 
@@ -99,6 +100,37 @@ __attribute__((always_inline)) inline void Write(T *out, const T *x, const T *y,
     for (size_t i = 0; i < m; ++i) out[i] = static_cast<T>(Apply<op>(uint32_t(x[i]), uint32_t(y[kScalar ? 0 : i])));
 }
 
+// The [min, max] of x[0:m] and of y[0:m] (m > 0); MinMaxWrite also writes out[i] = x[i] y[i]
+// (wrapping), out apart from x and y.
+template <typename T>
+using Ranges = std::pair<std::pair<T, T>, std::pair<T, T>>;
+template <typename T>
+__attribute__((always_inline)) inline Ranges<T> MinMaxOf(const T *__restrict x, const T *__restrict y, size_t m) {
+    T xmn = x[0], xmx = x[0], ymn = y[0], ymx = y[0];
+    for (size_t i = 0; i < m; ++i) {
+        const T a = x[i], b = y[i];  // by value: std::min's references keep the loop scalar
+        xmn = a < xmn ? a : xmn;
+        xmx = a > xmx ? a : xmx;
+        ymn = b < ymn ? b : ymn;
+        ymx = b > ymx ? b : ymx;
+    }
+    return {{xmn, xmx}, {ymn, ymx}};
+}
+template <typename T>
+__attribute__((always_inline)) inline Ranges<T> MinMaxWrite(T *__restrict out, const T *__restrict x,
+                                                            const T *__restrict y, size_t m) {
+    T xmn = x[0], xmx = x[0], ymn = y[0], ymx = y[0];
+    for (size_t i = 0; i < m; ++i) {
+        const T a = x[i], b = y[i];  // by value: std::min's references keep the loop scalar
+        xmn = a < xmn ? a : xmn;
+        xmx = a > xmx ? a : xmx;
+        ymn = b < ymn ? b : ymn;
+        ymx = b > ymx ? b : ymx;
+        out[i] = static_cast<T>(uint32_t(a) * uint32_t(b));
+    }
+    return {{xmn, xmx}, {ymn, ymx}};
+}
+
 // Index in [0, m) of the first result of a block that does not fit T (the block has one).
 template <IntOp op, bool kScalar, typename T>
 size_t FirstOverflow(const T *x, const T *y, size_t m) {
@@ -139,15 +171,19 @@ __attribute__((always_inline)) inline size_t Run(T *dst, const T *a, const T *b,
         }
         if constexpr (!kScalar && op == IntOp::kMul) {
             // |x y| <= max|x| max|y|: when that bound fits T no product can overflow (the usual
-            // case, two max reductions); otherwise every product is checked exactly below.
-            uint32_t ax = 0, ay = 0;
-            for (size_t i = 0; i < m; ++i) {
-                ax = std::max(ax, Magnitude(x[i]));
-                ay = std::max(ay, Magnitude(y[i]));
-            }
+            // case); otherwise every product is checked exactly below. The bound comes from each
+            // operand's min and max (two lane-wise instructions each). Apart from both sources,
+            // the products go to dst in the same pass (a block that may overflow is then
+            // recomputed below, and its operands are untouched); otherwise after it.
+            const bool direct = !aside && !checkFirst;
+            const auto [xr, yr] = direct ? MinMaxWrite(dst + i0, x, y, m) : MinMaxOf(x, y, m);
+            const uint32_t ax = std::max(Magnitude(xr.first), Magnitude(xr.second));
+            const uint32_t ay = std::max(Magnitude(yr.first), Magnitude(yr.second));
             if (uint64_t(ax) * ay <= uint64_t(std::numeric_limits<T>::max())) {
-                Write<op, kScalar>(aside ? block : dst + i0, x, y, m);
-                if (aside) std::copy(block, block + m, dst + i0);
+                if (!direct) {
+                    Write<op, kScalar>(aside ? block : dst + i0, x, y, m);
+                    if (aside) std::copy(block, block + m, dst + i0);
+                }
                 continue;
             }
         }
@@ -241,6 +277,8 @@ ACLFA_CLONES void Bitwise16(BitOp op, uint16_t *dst, const uint16_t *a, const ui
         for (size_t i = 0; i < n; ++i) dst[i] = uint16_t(a[i] | b[i]);
     }
 }
+ACLFA_CLONES void FillBits(uint32_t *d, uint32_t v, size_t n) { std::fill_n(d, n, v); }
+ACLFA_CLONES void FillBits(uint16_t *d, uint16_t v, size_t n) { std::fill_n(d, n, v); }
 ACLFA_CLONES void ShiftBits(bool left, int16_t *dst, const int16_t *src, unsigned s, size_t n) {
     ShiftLoop(left, dst, src, s, n);
 }
