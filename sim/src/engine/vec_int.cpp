@@ -1,7 +1,7 @@
 // vec_int.cpp -- the element loops of the int16_t/int32_t vector arithmetic (Add, Sub, Mul, Adds,
 // Muls count forms), of the bit instructions (And, Or, ShiftLeft, ShiftRight) and of Duplicate's
-// fill. Each arithmetic result must fit the dtype (the unit's wraparound is undocumented: vec.h); the loops
-// find the first result that does not without a branch per element, so they vectorize. All are
+// fill. Each arithmetic result must fit the dtype (the unit's wraparound is undocumented: vec.h);
+// the loops find the first result that does not without a branch per element, so they vectorize. All are
 // compiled for x86-64-v4 / v3 / baseline, chosen at load time (target_clones). The plain loops
 // keep the order of a sequential loop where dst partly overlaps a source (the compiler's
 // vectorized path runs only when the distance allows it).
@@ -100,12 +100,13 @@ __attribute__((always_inline)) inline void Write(T *out, const T *x, const T *y,
     for (size_t i = 0; i < m; ++i) out[i] = static_cast<T>(Apply<op>(uint32_t(x[i]), uint32_t(y[kScalar ? 0 : i])));
 }
 
-// The [min, max] of x[0:m] and of y[0:m] (m > 0); MinMaxWrite also writes out[i] = x[i] y[i]
-// (wrapping), out apart from x and y.
+// The [min, max] of x[0:m] and of y[0:m] (m > 0); with kWrite also out[i] = x[i] y[i] (wrapping),
+// out apart from x and y.
 template <typename T>
 using Ranges = std::pair<std::pair<T, T>, std::pair<T, T>>;
-template <typename T>
-__attribute__((always_inline)) inline Ranges<T> MinMaxOf(const T *__restrict x, const T *__restrict y, size_t m) {
+template <bool kWrite, typename T>
+__attribute__((always_inline)) inline Ranges<T> MinMax(T *__restrict out, const T *__restrict x,
+                                                       const T *__restrict y, size_t m) {
     T xmn = x[0], xmx = x[0], ymn = y[0], ymx = y[0];
     for (size_t i = 0; i < m; ++i) {
         const T a = x[i], b = y[i];  // by value: std::min's references keep the loop scalar
@@ -113,20 +114,7 @@ __attribute__((always_inline)) inline Ranges<T> MinMaxOf(const T *__restrict x, 
         xmx = a > xmx ? a : xmx;
         ymn = b < ymn ? b : ymn;
         ymx = b > ymx ? b : ymx;
-    }
-    return {{xmn, xmx}, {ymn, ymx}};
-}
-template <typename T>
-__attribute__((always_inline)) inline Ranges<T> MinMaxWrite(T *__restrict out, const T *__restrict x,
-                                                            const T *__restrict y, size_t m) {
-    T xmn = x[0], xmx = x[0], ymn = y[0], ymx = y[0];
-    for (size_t i = 0; i < m; ++i) {
-        const T a = x[i], b = y[i];  // by value: std::min's references keep the loop scalar
-        xmn = a < xmn ? a : xmn;
-        xmx = a > xmx ? a : xmx;
-        ymn = b < ymn ? b : ymn;
-        ymx = b > ymx ? b : ymx;
-        out[i] = static_cast<T>(uint32_t(a) * uint32_t(b));
+        if constexpr (kWrite) out[i] = static_cast<T>(uint32_t(a) * uint32_t(b));
     }
     return {{xmn, xmx}, {ymn, ymx}};
 }
@@ -176,7 +164,7 @@ __attribute__((always_inline)) inline size_t Run(T *dst, const T *a, const T *b,
             // the products go to dst in the same pass (a block that may overflow is then
             // recomputed below, and its operands are untouched); otherwise after it.
             const bool direct = !aside && !checkFirst;
-            const auto [xr, yr] = direct ? MinMaxWrite(dst + i0, x, y, m) : MinMaxOf(x, y, m);
+            const auto [xr, yr] = direct ? MinMax<true>(dst + i0, x, y, m) : MinMax<false>(dst, x, y, m);
             const uint32_t ax = std::max(Magnitude(xr.first), Magnitude(xr.second));
             const uint32_t ay = std::max(Magnitude(yr.first), Magnitude(yr.second));
             if (uint64_t(ax) * ay <= uint64_t(std::numeric_limits<T>::max())) {
