@@ -157,3 +157,33 @@ def test_report_names_the_precision_cost_of_the_strict_bound():
                         "docs/lse_merge.md)"), lines
     assert _memory_lines(report(1551, 0, row_bounds=40))[2].endswith(": NOT met (the running result in int16 units "
                                                                      "of per-row bounds: docs/lse_merge.md)")
+
+
+COUPLED = """
+import numpy as np
+from acl_fa import parallel
+from acl_fa.errors import InvalidArgumentError
+
+rng = np.random.default_rng(2)
+q = rng.standard_normal((1, 2, 32, 32)).astype(np.float16)
+out, lse, rep = parallel.ring_attention(q, q, q, devices=[0, 1], causal=True, report=True)
+m = rep.memory_bounds[0]
+print("default", m.accumulator > 0, m.row_bounds)
+try:
+    parallel.ring_attention(q, q, q, devices=[0, 1], accumulate="int16"); raise SystemExit("no error")
+except InvalidArgumentError as exc:
+    print("refused", exc)
+"""
+
+
+def test_coupled_chips_default_to_float32_and_refuse_int16_naming_the_chip():
+    """310P's vector unit has no Cast between float and int16: the ring's default there is the
+    float32 accumulator, and accumulate="int16" is refused before the ring starts."""
+    env = dict(os.environ, ACL_FA_BACKEND="sim", ACL_FA_SIM_SOC="Ascend310P3")
+    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(COUPLED)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "default True 0" in proc.stdout, proc.stdout
+    assert ("refused accumulate='int16' needs Atlas A2/A3: the vector unit of Ascend310P3 has no Cast between "
+            "float and int16") in proc.stdout, proc.stdout
