@@ -22,7 +22,7 @@
 //   copies out   bound_out = B'
 // A merged row is a convex combination of rows bounded by B' (c_a + c_b = 1), so |merged| <= B'
 // up to a few fp32 roundings: merged * 32767 / B' stays within 32767 + 0.01 and its rounding in
-// int16_t (docs/lse_merge.md, "fixed16row").
+// int16_t (docs/lse_merge.md, "The int16 running result").
 //
 // Whole 32-B blocks only (these architectures' DataCopy; 310P and 910A have no DataCopyPad):
 // O rows are D * sizeof(T) bytes with D a multiple of 16, and LSE rows move in blocks of 8 from
@@ -43,8 +43,8 @@ constexpr uint32_t STAT_SLOTS = 4;                        // m, w_a, w_b, s
 constexpr float MAX_FLOOR = -3.40282346638528859812e+38f;  // -FLT_MAX: m stays finite for a row of two -inf
 constexpr float SUM_FLOOR = 1.17549435082228750797e-38f;   // FLT_MIN: c_x = 0 / FLT_MIN = 0 for such a row
 constexpr float FIXED16_UNITS = 32767.0f;                  // int16 units per row bound
-// 2^-96: the smallest row bound the int16 scale divides by (32767 / 2^-96 is a finite float); a
-// row whose bound is below it is all zeros or below 2^-96 in magnitude, and stays representable.
+// 2^-96: the smallest row bound the int16 scale divides by (32767 / 2^-96 is a finite float); a row
+// with a smaller bound (all zeros: the empty start) stays in range, in coarser units.
 constexpr float BOUND_FLOOR = 1.26217744835361888866e-29f;
 constexpr uint32_t FIXED16_STAT_SLOTS = 6;  // m, w_a, w_b, s, the row max of |out_b|, the int16 scale
 
