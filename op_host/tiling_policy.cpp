@@ -101,6 +101,8 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, 
     // probQue's (flash_attention_kernel.h, pvIn_ / outOut_).
     const bool shareTiles = !coupled && n >= d;
     const bool probQue = coupled || t != kFp32;
+    // MIX path, P rows of >= 256 B: the softmax's row reductions fold into probQue's buffer.
+    const bool foldInProb = !coupled && t != kFp32 && n * t >= 64 * kFp32;
     std::vector<BudgetLine> lines = {
         {coupled ? "scoreBuf S [m,n] fp32" : "scoreQue S [m,n] fp32", m * n * kFp32, ub},
         {coupled ? "probBuf P [m,n] T" : "probQue P [m,n] T", probQue ? m * n * t : 0, ub},
@@ -109,7 +111,7 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, 
         {shareTiles && probQue ? "outQue O in probQue" : "outQue O [m,d] T", shareTiles && probQue ? 0 : m * d * t, ub},
         {"accBuf acc [m,d] fp32", m * d * kFp32, ub},
         {"statBuf 7 x [m] fp32", 7 * AlignUp(m * kFp32, kUbAlign), ub},
-        {"foldBuf [m,64] fp32", m * 64 * kFp32, ub},
+        {foldInProb ? "foldBuf in probQue" : "foldBuf [m,64] fp32", foldInProb ? 0 : m * 64 * kFp32, ub},
         {"brcbBuf [m,8] fp32", m * 8 * kFp32, ub},
         {"lseQue lse [m] fp32", AlignUp(m * kFp32, kUbAlign), ub},
     };

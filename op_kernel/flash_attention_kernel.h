@@ -139,6 +139,10 @@ private:
     // their own, which is what admits blocks such as 96 x 512 (op_host UbLines).
     AscendC::TQue<AscendC::TPosition::VECIN, 1> *pvIn_ = &pvQue_;
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> *outOut_ = &outQue_;
+    // The softmax's row reductions fold into P's buffer ([m, n] T holds [m, 64] fp32 when
+    // n * sizeof(T) >= 256): it is allocated before ScoresToProbs and the cast to P, on the same
+    // vector pipe after the last reduction, overwrites the fold. Admits 128 x 384.
+    bool foldInProb_ = false;
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> lseQue_;    // [m] fp32
     AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf_;      // [m, d] fp32
 
@@ -215,7 +219,8 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
         pipe_->InitBuffer(outQue_, 1, m * d * sizeof(T));
     }
     pipe_->InitBuffer(accBuf_, m * d * sizeof(float));
-    softmax_.Init(pipe_, td_, m);
+    foldInProb_ = !FP32_IO && n * sizeof(T) >= FP32_PER_REPEAT * sizeof(float);
+    softmax_.Init(pipe_, td_, m, !foldInProb_);
     pipe_->InitBuffer(lseQue_, 1, Align32Bytes(m * sizeof(float)));
     acc_ = accBuf_.Get<float>();
     if (td_->hasMask != 0) {
@@ -460,6 +465,13 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, u
     AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], elems);
     scoreQue_.EnQue(scores);
     scores = scoreQue_.DeQue<float>();
+    AscendC::LocalTensor<T> prob;
+    if constexpr (!FP32_IO) {
+        prob = probQue_.AllocTensor<T>();
+        if (foldInProb_) {
+            softmax_.UseFold(prob.template ReinterpretCast<float>());
+        }
+    }
     if (BlockClass(kvBlock) == attn_mask::BLOCK_MIXED) {
         ItemMaskBias bias{&maskTiles_, seq_, head_};
         softmax_.ScoresToProbs(scores, td_->blockN, kvBlock, rows, row0, &bias);
@@ -478,7 +490,6 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, u
         AscendC::DataCopy(probGm_[kvBlock % 2][at], scores, elems);
         scoreQue_.FreeTensor(scores);
     } else {
-        AscendC::LocalTensor<T> prob = probQue_.AllocTensor<T>();
         AscendC::Cast(prob, scores, AscendC::RoundMode::CAST_RINT, elems);
         scoreQue_.FreeTensor(scores);
         probQue_.EnQue(prob);

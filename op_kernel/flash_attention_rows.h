@@ -46,7 +46,9 @@ struct NoBias {
 // The online-softmax state of one vector unit's rows and the row-wise operations on its tiles.
 // Buffers (UB, m = rows per vector unit; flash_attention_tiling.h):
 //   statBuf  STAT_SLOTS x [m] fp32, each slot align32(m * 4) bytes
-//   foldBuf  [m, 64] fp32: a tile folded to one repeat per row for the row reductions
+//   foldBuf  [m, 64] fp32: a tile folded to one repeat per row for the row reductions (a kernel
+//            may instead lend the reductions a buffer it does not use during ScoresToProbs: Init
+//            with ownFold false, then UseFold before each ScoresToProbs)
 //   brcbBuf  [m, 8] fp32: Brcb of a per-row vector, one 32-B block per row
 class OnlineSoftmax {
 public:
@@ -55,7 +57,10 @@ public:
     // only after the softmax of block j + 1 still rescales acc by block j's alpha.
     enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA_A, ALPHA_B };
 
-    __aicore__ inline void Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m);
+    __aicore__ inline void Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m,
+                                bool ownFold = true);
+    // The [m, 64] fp32 scratch of the next ScoresToProbs' row reductions (Init without ownFold).
+    __aicore__ inline void UseFold(const AscendC::LocalTensor<float> &fold) { fold_ = fold; }
 
     // Starts a row block of a sequence with seqQ queries and seqKv keys: m = -inf, l = 0,
     // acc = 0 ([rows, D] fp32).
@@ -100,15 +105,18 @@ private:
     uint32_t maxSlot_ = ROW_MAX_A;  // the slot holding the current row max (swaps with ROW_MAX_B)
 };
 
-__aicore__ inline void OnlineSoftmax::Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m)
+__aicore__ inline void OnlineSoftmax::Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m,
+                                           bool ownFold)
 {
     td_ = tiling;
     statStride_ = Align32Bytes(m * sizeof(float)) / sizeof(float);
     pipe->InitBuffer(statBuf_, STAT_SLOTS * statStride_ * sizeof(float));
-    pipe->InitBuffer(foldBuf_, m * FP32_PER_REPEAT * sizeof(float));
+    if (ownFold) {
+        pipe->InitBuffer(foldBuf_, m * FP32_PER_REPEAT * sizeof(float));
+        fold_ = foldBuf_.Get<float>();
+    }
     pipe->InitBuffer(brcbBuf_, m * FP32_PER_BLOCK * sizeof(float));
     stat_ = statBuf_.Get<float>();
-    fold_ = foldBuf_.Get<float>();
     brcb_ = brcbBuf_.Get<float>();
 }
 

@@ -122,7 +122,7 @@ def test_user_blocks(session, blocks):
 
 # Blocks the MIX path admits since P.V and O rows take the S and P tiles' UB (n >= D) and L0C is
 # budgeted by the Matmul base tile: wide K/V blocks (several base tiles of C) and 128-row items.
-@pytest.mark.parametrize("blocks, dtype", [((96, 384), F16), ((96, 512), BF16), ((128, 320), F16)])
+@pytest.mark.parametrize("blocks, dtype", [((96, 384), F16), ((96, 512), BF16), ((128, 320), F16), ((128, 384), F16)])
 def test_wide_blocks_with_shared_tiles(session, blocks, dtype):
     q, k, v = _inputs("BSND", 1, 4, 2, 700, 1100, 128, dtype)
     out, lse = session.flash_attention(q, k, v, causal=True, layout="BSND", block_m=blocks[0], block_n=blocks[1],

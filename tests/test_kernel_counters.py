@@ -26,6 +26,7 @@ SHAPES = [
     (1, 3, 1, 130, 333, 128, "float16", "BNSD", True, 32, 64),     # causal Sq < Skv, MQA
     (1, 8, 8, 512, 512, 64, "float16", "BNSD", True, 32, 64),      # many items per core
     (1, 2, 2, 700, 700, 128, "float16", "BNSD", True, 96, 512),    # P.V and O in the S and P tiles' UB
+    (1, 2, 1, 700, 900, 128, "bfloat16", "BSND", True, 128, 384),  # ... and the fold in P's
 ]
 
 

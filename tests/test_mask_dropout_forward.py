@@ -355,8 +355,9 @@ def philox_ub_bytes(lanes):
 
 @pytest.mark.parametrize("kwargs,lanes", [
     (dict(dropout_p=0.1, seed=1), 320),  # 32 rows of 20 counters per AIV: two chunks of 16 rows
-    # with the mask's tiles: three chunks of 11 rows (4 x 8 before P.V and O took the S and P buffers)
-    (dict(dropout_p=0.1, seed=1, attn_mask=np.ones((1, 1, 1, 4096), bool)), 224),
+    # with the mask's tiles: two chunks of 16 rows (4 x 8 before P.V, O and the fold took the S and
+    # P buffers)
+    (dict(dropout_p=0.1, seed=1, attn_mask=np.ones((1, 1, 1, 4096), bool)), 320),
     # keep rows: two chunks of 16 rows (three of 11 before)
     (dict(dropout_p=0.1, seed=1, return_dropout_mask=True), 320),
 ], ids=["dropout", "dropout+mask", "dropout+keep-mask"])

@@ -42,7 +42,8 @@ def expected_ub(block_m, block_n, d, coupled, t=2):
     """The kernel's InitBuffer sizes (op_kernel/flash_attention_tiling.h), summed: per AIV
     (blockM / 2 rows) on the MIX path, per AI Core (blockM rows, plus the Matmul API's
     ND <-> NZ workspace) on the coupled path; no probQue for fp32 on the MIX path, and there
-    with n >= d no pvQue (P.V in scoreQue's buffer) and, with a probQue, no outQue (O in it)."""
+    with n >= d no pvQue (P.V in scoreQue's buffer) and, with a probQue, no outQue (O in it);
+    no foldBuf there when P's rows hold the fold's (n * t >= 256: it folds into probQue's buffer)."""
     m, n = (block_m if coupled else block_m // 2), block_n
     a32 = lambda x: (x + 31) // 32 * 32  # noqa: E731
     has_prob = coupled or t == 2
@@ -50,8 +51,9 @@ def expected_ub(block_m, block_n, d, coupled, t=2):
     share = not coupled and n >= d
     pv = 0 if share else m * d * 4
     out = 0 if share and has_prob else m * d * t
+    fold = 0 if not coupled and t == 2 and n * t >= 256 else m * 64 * 4
     total = (m * n * 4 + prob + pv + out + m * d * 4
-             + 7 * a32(m * 4) + a32(m * 4) + m * 64 * 4 + m * 8 * 4)
+             + 7 * a32(m * 4) + a32(m * 4) + fold + m * 8 * 4)
     if coupled:
         total += 2 * max(m * d * t, n * d * t, m * n * 4, m * n * t, m * d * 4)
     return total
@@ -165,7 +167,7 @@ def test_user_blocks_that_fit_are_kept():
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(block_m=256, block_n=512), "needs 499712 B of UB per AIV (largest line: scoreQue S [m,n] fp32, "
+    (dict(block_m=256, block_n=512), "needs 466944 B of UB per AIV (largest line: scoreQue S [m,n] fp32, "
                                      "262144 B); Ascend910B2 has 196352 B"),
     (dict(block_m=256, block_n=128, dtype="float32"), "block_m=256, block_n=128 (head_dim=128, 4-byte dtype) "
                                                       "needs 237568 B of UB per AIV"),
@@ -223,15 +225,16 @@ def test_coupled_rejection_names_the_ai_core_budget(soc):
 
 
 # MIX path (910B2, fp16, D128): blocks the whole-result L0C line (96 x 384 x 4 B > 128 KiB) or the
-# separate P.V / O queues (96 x 512, 128 x 320: UB) refused; the Matmul tiling writes C to GM one
-# base tile at a time and, with n >= d, P.V and O take the S and P buffers. 128 x 384 still needs
-# 200704 B of UB per AIV.
+# separate P.V / O queues and fold buffer (96 x 512, 128 x 320, 128 x 384: UB) refused; the Matmul
+# tiling writes C to GM one base tile at a time and, with n >= d, P.V and O take the S and P
+# buffers, and the row reductions fold into P's. 128 x 448 still needs 208896 B of UB per AIV.
 @pytest.mark.parametrize("block_m, block_n, ok, ub", [
-    (96, 384, True, 150528),
-    (96, 512, True, 187392),
-    (128, 320, True, 176128),
-    (128, 384, False, 200704),
-    (64, 96, True, None),    # n < d: pvQue and outQue of their own
+    (96, 384, True, 138240),
+    (96, 512, True, 175104),
+    (128, 320, True, 159744),
+    (128, 384, True, 184320),
+    (128, 448, False, 208896),
+    (64, 96, True, None),    # n < d: pvQue and outQue of their own, and n * 2 < 256: a foldBuf
 ])
 def test_mix_blocks_share_tiles_and_budget_l0c_by_base_tile(block_m, block_n, ok, ub):
     b2 = CHIPS["Ascend910B2"]
@@ -245,9 +248,11 @@ def test_mix_blocks_share_tiles_and_budget_l0c_by_base_tile(block_m, block_n, ok
     m = block_m // 2
     if block_n >= 128:
         assert lines["pvQue PV in scoreQue"] == 0 and lines["outQue O in probQue"] == 0
+        assert lines["foldBuf in probQue"] == 0
         assert ub_total(p).bytes == ub
     else:
         assert lines["pvQue PV [m,d] fp32"] == m * 128 * 4 and lines["outQue O [m,d] T"] == m * 128 * 2
+        assert lines["foldBuf [m,64] fp32"] == m * 64 * 4
     assert lines["L0C QK base tile fp32"] == min(block_m, 128) * min(block_n, 256) * 4 <= b2.l0c_bytes
 
 
