@@ -172,7 +172,7 @@ def test_build_cann_branch_drives_msopgen_and_the_generated_presets(tmp_path):
     ops = json.loads((out / "ops.json").read_text())
     assert [op["op"] for op in ops] == [json.loads(f.read_text())[0]["op"] for f in sorted((REPO / "op").glob("*.json"))]
     assert {"FlashAttention", "FlashAttentionV2", "FlashAttentionGrad", "FlashAttentionGradV2", "FlashAttentionDecode",
-            "AttentionLseMerge"} <= {op["op"] for op in ops}
+            "AttentionLseMerge", "AttentionLseMergeInt16"} <= {op["op"] for op in ops}
     project = out / "op_project"
     for name in ("op_host/flash_attention.cpp", "op_host/tiling_policy.cpp", "op_host/flash_attention_grad.cpp",
                  "op_kernel/flash_attention.cpp", "op_kernel/flash_attention_tiling.h",
@@ -184,7 +184,9 @@ def test_build_cann_branch_drives_msopgen_and_the_generated_presets(tmp_path):
                  "op_host/flash_attention_v2.cpp", "op_host/forward_tiling.h", "op_kernel/flash_attention_v2.cpp",
                  "op_kernel/flash_attention_entry.h", "op_kernel/flash_attention_items.h",
                  "op_host/attention_lse_merge.cpp", "op_kernel/attention_lse_merge.cpp",
-                 "op_kernel/attention_lse_merge_kernel.h", "op_kernel/attention_lse_merge_tiling.h"):
+                 "op_kernel/attention_lse_merge_kernel.h", "op_kernel/attention_lse_merge_tiling.h",
+                 "op_host/attention_lse_merge_int16.cpp", "op_host/attention_lse_merge_host.h",
+                 "op_kernel/attention_lse_merge_int16.cpp"):
         assert (project / name).read_text() == (REPO / name).read_text(), name
     # The preset's vendor and compute unit were overridden; the .run was collected.
     assert (out / "custom_opp_myvendor_ascend910_93.run").is_file()
@@ -267,6 +269,7 @@ def test_package_holds_the_vendor_layout_and_the_dt_needed_closure(stand_in_run,
     assert (vendor / "op_api/include/aclnn_flash_attention.h").is_file()
     assert (vendor / "op_api/include/aclnn_flash_attention_decode.h").is_file()
     assert (vendor / "op_api/include/aclnn_attention_lse_merge.h").is_file()
+    assert (vendor / "op_api/include/aclnn_attention_lse_merge_int16.h").is_file()
     assert (vendor / "op_api/include/aclnn_flash_attention_v2.h").is_file()
     info = (vendor / "version.info").read_text()
     assert "acl_fa_backend=sim" in info and "custom_opp_compiler_version=" in info
