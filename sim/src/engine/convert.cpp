@@ -133,15 +133,6 @@ float RoundToFormat(float x, int mantBits, int minExp, RoundMode mode) {
     return r * ulp;
 }
 
-float RoundInt(float x, RoundMode mode) {
-    switch (mode) {
-        case RoundMode::CAST_FLOOR: return std::floor(x);
-        case RoundMode::CAST_CEIL: return std::ceil(x);
-        case RoundMode::CAST_ROUND: return std::round(x);
-        case RoundMode::CAST_TRUNC: return std::trunc(x);
-        default: return std::nearbyint(x);
-    }
-}
 
 int32_t SaturateInt(float x) {
     if (std::isnan(x)) return 0;
@@ -235,7 +226,7 @@ void CastImpl(void *dst, int dstTag, const void *src, int srcTag, size_t n, Roun
     if (srcTag == 0 && dstTag == 3) {
         const float *s = static_cast<const float *>(src);
         int32_t *d = static_cast<int32_t *>(dst);
-        for (size_t i = 0; i < n; ++i) d[i] = SaturateInt(RoundInt(s[i], mode));
+        for (size_t i = 0; i < n; ++i) d[i] = SaturateInt(AscendC::sim::RoundByMode(s[i], mode));
         return;
     }
     if (srcTag == 3 && dstTag == 0) {
