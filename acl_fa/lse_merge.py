@@ -39,7 +39,7 @@ from .runtime import DeviceSession, Stream
 
 __all__ = ["MergeProblem", "ATTENTION_LSE_MERGE", "ATTENTION_LSE_MERGE_INT16", "make_problem",
            "make_int16_problem", "merge_partials", "merge_partials_int16", "enqueue_merge", "enqueue_merge_int16",
-           "merge_reference", "to_fixed16", "from_fixed16", "FIXED16_UNITS"]
+           "merge_reference", "to_fixed16", "from_fixed16", "FIXED16_UNITS", "int16_unsupported"]
 
 FLOAT32 = np.dtype(np.float32)
 PARTIAL_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), FLOAT32)
@@ -195,14 +195,22 @@ class AttentionLseMergeInt16Op(AttentionLseMergeOp):
                 "lse_b": row, "out": (p.shape, p.out_dtype), "bound": row, "lse": row}
 
     def check(self, p: MergeProblem, soc: str) -> int:
-        from . import plan as planmod
-
         super().check(p, soc)
-        chip = planmod.chip(soc)
-        if chip.coupled:
-            raise InvalidTypeError(f"the int16 running result needs Atlas A2/A3: the vector unit of {chip.name} "
-                                   f"({chip.short_soc}) has no Cast between float and int16 (docs/lse_merge.md)")
+        why = int16_unsupported(soc)
+        if why:
+            raise InvalidTypeError(f"the int16 running result needs Atlas A2/A3: {why}")
         return 0
+
+
+def int16_unsupported(soc: str) -> str:
+    """Why AttentionLseMergeInt16 cannot run on `soc`, or "" where it can (Atlas A2/A3): its Cast
+    between float and int16 exists on those chips' vector units only, and the coupled chips of
+    the catalogue (310P, 910A) are the others."""
+    from . import plan as planmod
+
+    chip = planmod.chip(soc)
+    return (f"the vector unit of {chip.name} has no Cast between float and int16 (docs/lse_merge.md)"
+            if chip.coupled else "")
 
 
 ATTENTION_LSE_MERGE = AttentionLseMergeOp()

@@ -748,14 +748,14 @@ class RankContext:
 def resolve_accumulate(accumulate, session) -> str:
     """The ring's accumulate mode: `accumulate` checked, or for None the default of the session's
     chip -- "int16" where AttentionLseMergeInt16 runs (Atlas A2/A3), else "float32"."""
-    from . import plan as planmod
+    from .lse_merge import int16_unsupported
 
+    why = int16_unsupported(session.soc_name())
     if accumulate is None:
-        return "float32" if planmod.chip(session.soc_name()).coupled else DEFAULT_ACCUMULATE
+        return "float32" if why else DEFAULT_ACCUMULATE
     _check_accumulate(accumulate)
-    if accumulate == "int16" and planmod.chip(session.soc_name()).coupled:
-        raise InvalidArgumentError(f"accumulate='int16' needs Atlas A2/A3: the vector unit of {session.soc_name()} "
-                                   f"has no Cast between float and int16 (docs/lse_merge.md); use 'float32'")
+    if accumulate == "int16" and why:
+        raise InvalidArgumentError(f"accumulate='int16' needs Atlas A2/A3: {why}; use 'float32'")
     return accumulate
 
 
