@@ -417,6 +417,19 @@ void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, uint64_t mask[],
 }
 
 // ---- Cast ----
+namespace sim {
+// x rounded to an integral value as a Cast's mode says (CAST_NONE / CAST_RINT: to nearest, ties
+// to even): the integer Casts' rounding, here and in the engine (convert.cpp).
+inline float RoundByMode(float x, RoundMode mode) {
+    switch (mode) {
+        case RoundMode::CAST_FLOOR: return std::floor(x);
+        case RoundMode::CAST_CEIL: return std::ceil(x);
+        case RoundMode::CAST_ROUND: return std::round(x);
+        case RoundMode::CAST_TRUNC: return std::trunc(x);
+        default: return std::nearbyint(x);
+    }
+}
+}  // namespace sim
 }  // namespace AscendC
 #include "ascendc_sim/vec_fixed16.h"  // Cast between float and int16_t, Abs
 namespace AscendC {

@@ -17,17 +17,6 @@
 namespace AscendC {
 namespace sim {
 
-// x rounded to an integral value as a Cast's mode says (CAST_NONE / CAST_RINT: to nearest, ties to even).
-inline float RoundByMode(float x, RoundMode mode) {
-    switch (mode) {
-        case RoundMode::CAST_FLOOR: return std::floor(x);
-        case RoundMode::CAST_CEIL: return std::ceil(x);
-        case RoundMode::CAST_ROUND: return std::round(x);
-        case RoundMode::CAST_TRUNC: return std::trunc(x);
-        default: return std::nearbyint(x);
-    }
-}
-
 inline void CheckFixed16Arch(const char *what) {
     auto &core = acl_fa_sim::kernel::Enter("Cast");
     if (core.npuArch != 2201) {

@@ -133,7 +133,6 @@ float RoundToFormat(float x, int mantBits, int minExp, RoundMode mode) {
     return r * ulp;
 }
 
-
 int32_t SaturateInt(float x) {
     if (std::isnan(x)) return 0;
     if (x >= 2147483647.0f) return INT32_MAX;
