@@ -102,7 +102,7 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, 
     const bool shareTiles = !coupled && n >= d;
     const bool probQue = coupled || t != kFp32;
     // MIX path, P rows of >= 256 B: the softmax's row reductions fold into probQue's buffer.
-    const bool foldInProb = !coupled && t != kFp32 && n * t >= 64 * kFp32;
+    const bool foldInProb = !coupled && probQue && n * t >= 64 * kFp32;
     std::vector<BudgetLine> lines = {
         {coupled ? "scoreBuf S [m,n] fp32" : "scoreQue S [m,n] fp32", m * n * kFp32, ub},
         {coupled ? "probBuf P [m,n] T" : "probQue P [m,n] T", probQue ? m * n * t : 0, ub},
