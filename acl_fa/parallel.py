@@ -129,6 +129,7 @@ class RingReport:
     device_bytes: list = dataclasses.field(default_factory=list)  # per rank: peak device memory the ring held
     ring_buffer_bytes: list = dataclasses.field(default_factory=list)  # per rank: of which the ring's own buffers
     memory_bounds: list = dataclasses.field(default_factory=list)  # per rank: its MemoryBound
+    int16_unsupported: str = ""  # why the chip has no AttentionLseMergeInt16 ("" on Atlas A2/A3)
 
     @property
     def balance(self) -> float:
@@ -163,6 +164,7 @@ class RankReport:
     ring_buffer_bytes: int = 0
     d2h_bytes: int = 0
     memory_bound: Optional["MemoryBound"] = None
+    int16_unsupported: str = ""  # lse_merge.int16_unsupported of the rank's chip
 
 
 def ring_report(ranks: Sequence[RankReport], causal: bool) -> RingReport:
@@ -172,7 +174,7 @@ def ring_report(ranks: Sequence[RankReport], causal: bool) -> RingReport:
                       [rk.modeled_comm_seconds for rk in ranks], [rk.modeled_compute_seconds for rk in ranks],
                       [rk.wall_seconds for rk in ranks], ranks[0].link, [rk.d2h_bytes for rk in ranks],
                       [rk.device_bytes for rk in ranks], [rk.ring_buffer_bytes for rk in ranks],
-                      [rk.memory_bound for rk in ranks])
+                      [rk.memory_bound for rk in ranks], ranks[0].int16_unsupported)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -696,7 +698,7 @@ class RankContext:
             return out, lse
         return out, lse, RankReport(r, self.device, rk.bytes_per_step, rk.flops, rk.comm_model, rk.compute_model,
                                     rk.wall, rk.device_bytes, link_figures(self.comm, r, p), rk.ring_buffer_bytes,
-                                    rk.d2h_bytes, rk.memory)
+                                    rk.d2h_bytes, rk.memory, _int16_unsupported(self.session))
 
 
     def ring_attention_backward(self, dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD",
@@ -745,12 +747,17 @@ class RankContext:
         return (*grads, RankReport(self.rank, self.device, got["bytes_per_step"], got["flops"], comm, compute,
                                    got["wall"], 0, link, d2h_bytes=got["d2h_bytes"]))
 
+
+def _int16_unsupported(session) -> str:
+    from .lse_merge import int16_unsupported
+
+    return int16_unsupported(session.soc_name())
+
+
 def resolve_accumulate(accumulate, session) -> str:
     """The ring's accumulate mode: `accumulate` checked, or for None the default of the session's
     chip -- "int16" where AttentionLseMergeInt16 runs (Atlas A2/A3), else "float32"."""
-    from .lse_merge import int16_unsupported
-
-    why = int16_unsupported(session.soc_name())
+    why = _int16_unsupported(session)
     if accumulate is None:
         return "float32" if why else DEFAULT_ACCUMULATE
     _check_accumulate(accumulate)

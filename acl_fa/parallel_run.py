@@ -247,7 +247,8 @@ def _gather_reports(ctx, mine) -> list:
         bound = parallel.MemoryBound(*(int(x) for x in row[8:13])) if row[7] else None
         reports.append(parallel.RankReport(int(row[0]), int(row[1]), [int(x) for x in steps[0]], int(row[2]),
                                            list(map(float, steps[1])), list(map(float, steps[2])), float(row[3]),
-                                           int(row[4]), mine.link, int(row[5]), int(row[6]), memory_bound=bound))
+                                           int(row[4]), mine.link, int(row[5]), int(row[6]), memory_bound=bound,
+                                           int16_unsupported=mine.int16_unsupported))  # one chip per clique
     return reports
 
 
@@ -400,8 +401,9 @@ def _memory_lines(rep) -> list:
     if m.row_bounds:
         note = " (the running result in int16 units of per-row bounds: docs/lse_merge.md)"
     else:
-        note = f" ({rounded})" if not m.accumulator else "" if within else \
-            f" (accumulate=int16 or output meets it; output by {rounded})"
+        meets = (f"accumulate=output meets it, by {rounded}; no int16 merge here: {rep.int16_unsupported}"
+                 if rep.int16_unsupported else f"accumulate=int16 or output meets it; output by {rounded}")
+        note = f" ({rounded})" if not m.accumulator else "" if within else f" ({meets})"
     with_bounds = " with O's LSE and row bounds" if m.row_bounds else ""
     lines.append(f"(Q + K + V + O) / P{with_bounds} + the constant (no room for a float32 accumulator): "
                  f"{format_bytes(m.shards_bound)}: {'met' if within else 'NOT met'}{note}")

@@ -135,10 +135,10 @@ def test_report_names_the_precision_cost_of_the_strict_bound():
     from acl_fa import parallel
     from acl_fa.parallel_run import _memory_lines
 
-    def report(peak, accumulator, row_bounds=0):
+    def report(peak, accumulator, row_bounds=0, int16_unsupported=""):
         bound = parallel.MemoryBound(shards=1000, constant=500, rounding=10, accumulator=accumulator,
                                      row_bounds=row_bounds)
-        return parallel.RingReport(devices=[0, 1], causal=True, steps=2, link_bytes=[0, 0],
+        return parallel.RingReport(int16_unsupported=int16_unsupported, devices=[0, 1], causal=True, steps=2, link_bytes=[0, 0],
                                    link_bytes_per_step=[[0, 0]] * 2, flops=[1, 1], modeled_comm_seconds=[[0.0]] * 2,
                                    modeled_compute_seconds=[[0.0]] * 2, wall_seconds=[0.0] * 2, link={},
                                    device_bytes=[peak, peak - 1], ring_buffer_bytes=[peak, peak - 1],
@@ -148,6 +148,11 @@ def test_report_names_the_precision_cost_of_the_strict_bound():
     assert lines[1].endswith(": met on every device"), lines
     assert lines[2].endswith(": NOT met (accumulate=int16 or output meets it; output by rounding the running "
                              "result to the dtype at every merge: docs/lse_merge.md)"), lines
+    # A chip without the int16 merge (310P, 910A) is not told to use it.
+    lines = _memory_lines(report(1800, 500, int16_unsupported="the vector unit of X has no Cast"))
+    assert lines[2].endswith(": NOT met (accumulate=output meets it, by rounding the running result to the dtype "
+                             "at every merge: docs/lse_merge.md; no int16 merge here: the vector unit of X has no "
+                             "Cast)"), lines
     lines = _memory_lines(report(1500, 0))
     assert lines[2].endswith(": met (rounding the running result to the dtype at every merge: docs/lse_merge.md)"), lines
     lines = _memory_lines(report(1540, 0, row_bounds=40))
@@ -169,6 +174,7 @@ q = rng.standard_normal((1, 2, 32, 32)).astype(np.float16)
 out, lse, rep = parallel.ring_attention(q, q, q, devices=[0, 1], causal=True, report=True)
 m = rep.memory_bounds[0]
 print("default", m.accumulator > 0, m.row_bounds)
+print("no int16:", rep.int16_unsupported)
 try:
     parallel.ring_attention(q, q, q, devices=[0, 1], accumulate="int16"); raise SystemExit("no error")
 except InvalidArgumentError as exc:
@@ -185,5 +191,6 @@ def test_coupled_chips_default_to_float32_and_refuse_int16_naming_the_chip():
                           timeout=300, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "default True 0" in proc.stdout, proc.stdout
+    assert "no int16: the vector unit of Ascend310P3 has no Cast between float and int16" in proc.stdout, proc.stdout
     assert ("refused accumulate='int16' needs Atlas A2/A3: the vector unit of Ascend310P3 has no Cast between "
             "float and int16") in proc.stdout, proc.stdout
