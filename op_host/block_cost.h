@@ -50,7 +50,21 @@ struct StepCosts {
     double gmBytesPerCycle = 0;       // the chip's GM (L2) rate: AI Cores x GetCoreMemBw(L2)
     double l0bHalfBytes = 32768;      // one of L0B's two 64-KiB / 2 buffers: bounds baseN x baseK
     double maxBaseN = 256;            // the widest base tile the Matmul tiling picks here
+    double maxBaseM = 128;            // the tallest base tile (128 x 256 fp32 fills A2's L0C)
 };
+
+// Rows of the M side one operand load of B serves: B is loaded once per pass of baseM * stepM
+// rows, A once per pass of baseN * stepN columns (the simulator's Matmul counts its GM reads
+// so); the Matmul tiling here keeps stepM = stepN = 1.
+inline double MatmulPasses(double rows, double base) {
+    return static_cast<double>(static_cast<uint64_t>((rows + base - 1) / base));
+}
+
+// GM bytes of one Matmul job C[m, n] = A[m, k] . B[k, n]: A once per N pass, B once per M pass.
+inline double MatmulReadBytes(double m, double n, double k, double t, const StepCosts &c) {
+    const double baseN = std::min(static_cast<double>(static_cast<uint64_t>((n + 15) / 16)) * 16, c.maxBaseN);
+    return m * k * t * MatmulPasses(n, baseN) + k * n * t * MatmulPasses(m, c.maxBaseM);
+}
 
 // The costs on a chip: its GM rates from the platform's L2 rate per AI Core (docs/timing_model.md:
 // GM bandwidth); a chip that reports none (0) leaves GM reads and the chip's rate out of the cost.
@@ -67,13 +81,15 @@ inline double MatmulJobCycles(double m, double n, double k, double t, double rea
     auto up = [](double v, double a) { return static_cast<double>(static_cast<uint64_t>((v + a - 1) / a)); };
     const double c0 = 32.0 / t;  // K elements per fractal row
     const double fractals = up(m, 16) * up(n, 16) * up(k, c0);
-    // Base tiles as the Matmul tiling chooses them for these shapes (m fits one base tile):
+    // Base tiles as the Matmul tiling chooses them for these shapes: baseM = min(m, 128),
     // baseN = min(n, 256), baseK the largest multiple of 16 with baseN x baseK in half of L0B.
+    // Every (M, N) base tile moves its A and B tiles to L0, so A goes once per N block and B
+    // once per M block.
     const double baseN = std::min(up(n, 16) * 16, c.maxBaseN);
     const double baseK = std::min(up(k, 16) * 16, std::max(16.0, 16 * static_cast<double>(static_cast<uint64_t>(
                                                                     c.l0bHalfBytes / t / baseN / 16))));
-    const double nBlocks = up(n, baseN), tiles = nBlocks * up(k, baseK);
-    const double l0Bytes = t * up(m, 16) * 16 * k * nBlocks + t * k * up(n, 16) * 16;
+    const double mBlocks = up(m, c.maxBaseM), nBlocks = up(n, baseN), tiles = mBlocks * nBlocks * up(k, baseK);
+    const double l0Bytes = t * up(m, 16) * 16 * k * nBlocks + t * k * up(n, 16) * 16 * mBlocks;
     const double stages[4] = {readBytes / c.corePortBytesPerCycle, l0Bytes / c.mte1BytesPerCycle,
                               fractals * c.cubeFractalCycles,
                               m * n * 4 / std::min(c.fixpipeBytesPerCycle, c.corePortWriteBytesPerCycle)};
@@ -85,11 +101,14 @@ inline double MatmulJobCycles(double m, double n, double k, double t, double rea
     return c.mte2LatencyCycles + c.fixpipeLatencyCycles + (sum + (tiles - 1) * peak) / tiles;
 }
 
-// GM bytes one group (AIC + 2 AIV) moves per K/V-block step: the AIC's operand reads and result
-// writes for the item's M rows (K and V once), the AIVs' S and O' reads and P writes.
-inline double GroupStepBytes(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes) {
+// GM bytes one group (AIC + 2 AIV) moves per K/V-block step: the AIC's operand reads
+// (MatmulReadBytes: K and V once per M pass of the item's M rows) and result writes, the AIVs'
+// S and O' reads and P writes.
+inline double GroupStepBytes(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
+                             const StepCosts &c) {
     const double m = blockM, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
-    return ((m + n) * d * t + m * n * 4 + (m * n + n * d) * t + m * d * 4) + (m * n * 4 + m * d * 4 + m * n * t);
+    return (MatmulReadBytes(m, n, d, t, c) + m * n * 4 + MatmulReadBytes(m, d, n, t, c) + m * d * 4) +
+           (m * n * 4 + m * d * 4 + m * n * t);
 }
 
 // Modeled cycles of one K/V-block step of a blockM x blockN item (both AIVs) on its own core; the
@@ -98,8 +117,8 @@ inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uin
                          const StepCosts &c) {
     const double m = blockM, r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
     const double port = c.corePortBytesPerCycle;
-    const double qk = MatmulJobCycles(m, n, d, t, (m + n) * d * t, c);
-    const double pv = MatmulJobCycles(m, d, n, t, m * n * t + n * d * t, c);
+    const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, c), c);
+    const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, c), c);
     // Softmax over [r, n] fp32: ~8 passes of r*n/64 repeats (scale, max folds, subtract, exp x2,
     // sum folds, cast) and ~16 + 3 n/64 instructions; rescale-accumulate over [r, d]: 2 passes.
     const double repeats = (8 * r * n + 2 * r * d) / 64;
@@ -119,8 +138,8 @@ inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uin
 inline double ItemFillCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
                              const StepCosts &c) {
     const double m = blockM, r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
-    const double qk = MatmulJobCycles(m, n, d, t, (m + n) * d * t, c);
-    const double pv = MatmulJobCycles(m, d, n, t, m * n * t + n * d * t, c);
+    const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, c), c);
+    const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, c), c);
     return 2 * c.matmulRequestCycles + qk + pv + c.crossCoreFlagCycles + c.mte2LatencyCycles +
            r * d * 4 / c.corePortBytesPerCycle;
 }

@@ -237,6 +237,7 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     td->wsPvOffset = plan.wsPvOffset;
     td->wsBytesPerCore = plan.wsBytesPerCore;
     td->soloRows = plan.soloRows;
+    td->chunkRows = plan.chunkRows;
     td->mmUbBytes = static_cast<uint32_t>(plan.mmUbBytes);
     td->hasMask = problem.mask ? 1 : 0;
     td->maskB = static_cast<uint32_t>(problem.maskB);

@@ -20,6 +20,7 @@ constexpr uint64_t kExactSplitItems = 1u << 16;  // cost model: split items exac
 constexpr double kMaxCausalMacs = 1.05;   // auto blocks: executed / visible (query, key) pairs
 constexpr double kCapSlack = 1.10;        // ... unless a candidate over it models this much faster
 constexpr uint64_t kUbAlign = 32;         // UB allocations are 32-B granular
+constexpr uint64_t kChunkAlign = 8;       // row chunks: 8 fp32 row values fill one 32-B block
 constexpr uint64_t kFp32 = 4;
 constexpr uint64_t kMaxDim = 256;
 // The largest Matmul base tile (baseM x baseN) the MIX path's L0C budget counts: 128 x 256 fp32
@@ -93,10 +94,12 @@ uint64_t MatmulLocalWorkspaceBytes(uint64_t m, uint64_t n, uint64_t d, uint64_t 
 
 namespace {
 
-// The kernel's per-vector-unit UB buffers, in its InitBuffer order (flash_attention_tiling.h).
+// The kernel's per-vector-unit UB buffers, in its InitBuffer order (flash_attention_tiling.h),
+// for m rows per vector unit moved c rows at a time (the row state and acc hold all m).
 // An fp32 P needs no cast, so there is no probQue for fp32 on the MIX path; the coupled path
-// keeps P [m,n] in UB as the cube's A operand, and the Matmul API's ND<->NZ local workspace.
-std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, uint64_t ub, bool coupled) {
+// keeps P [m,n] in UB as the cube's A operand (c = m), and the Matmul API's ND<->NZ local workspace.
+std::vector<BudgetLine> UbLines(uint64_t m, uint64_t c, uint64_t n, uint64_t d, uint64_t t, uint64_t ub,
+                                bool coupled) {
     // MIX path, n >= d: P.V rows go through scoreQue's buffer and O rows (T not fp32) through
     // probQue's (flash_attention_kernel.h, pvIn_ / outOut_).
     const bool shareTiles = !coupled && n >= d;
@@ -104,14 +107,16 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, 
     // MIX path, P rows of >= 256 B: the softmax's row reductions fold into probQue's buffer.
     const bool foldInProb = !coupled && probQue && n * t >= 64 * kFp32;
     std::vector<BudgetLine> lines = {
-        {coupled ? "scoreBuf S [m,n] fp32" : "scoreQue S [m,n] fp32", m * n * kFp32, ub},
-        {coupled ? "probBuf P [m,n] T" : "probQue P [m,n] T", probQue ? m * n * t : 0, ub},
-        {coupled ? "pvBuf PV [m,d] fp32" : shareTiles ? "pvQue PV in scoreQue" : "pvQue PV [m,d] fp32",
-         shareTiles ? 0 : m * d * kFp32, ub},
-        {shareTiles && probQue ? "outQue O in probQue" : "outQue O [m,d] T", shareTiles && probQue ? 0 : m * d * t, ub},
+        {coupled ? "scoreBuf S [m,n] fp32" : "scoreQue S [c,n] fp32", c * n * kFp32, ub},
+        {coupled ? "probBuf P [m,n] T" : "probQue P [c,n] T", probQue ? c * n * t : 0, ub},
+        {coupled ? "pvBuf PV [m,d] fp32" : shareTiles ? "pvQue PV in scoreQue" : "pvQue PV [c,d] fp32",
+         shareTiles ? 0 : c * d * kFp32, ub},
+        {shareTiles && probQue ? "outQue O in probQue" : coupled ? "outQue O [m,d] T" : "outQue O [c,d] T",
+         shareTiles && probQue ? 0 : c * d * t, ub},
         {"accBuf acc [m,d] fp32", m * d * kFp32, ub},
         {"statBuf 7 x [m] fp32", 7 * AlignUp(m * kFp32, kUbAlign), ub},
-        {foldInProb ? "foldBuf in probQue" : "foldBuf [m,64] fp32", foldInProb ? 0 : m * 64 * kFp32, ub},
+        {foldInProb ? "foldBuf in probQue" : coupled ? "foldBuf [m,64] fp32" : "foldBuf [c,64] fp32",
+         foldInProb ? 0 : c * 64 * kFp32, ub},
         {"brcbBuf [m,8] fp32", m * 8 * kFp32, ub},
         {"lseQue lse [m] fp32", AlignUp(m * kFp32, kUbAlign), ub},
     };
@@ -121,18 +126,19 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t n, uint64_t d, uint64_t t, 
 
 // The V2 options' UB lines (none when off), after lseQue in the kernel's InitBuffer order; the
 // Philox lanes they budget (0 without dropout). Dropout takes the UB the other lines leave, in
-// PhiloxLanesForUb's chunks, and never less than PhiloxLanes(n): blocks fit exactly when they
-// fit with that floor, so every line still grows with m and n as far as fitting goes.
-uint32_t OptionUbLines(const Problem &p, uint64_t m, uint64_t n, uint64_t ub, std::vector<BudgetLine> *lines) {
+// PhiloxLanesForUb's chunks of the c rows one score tile holds, and never less than
+// PhiloxLanes(n): blocks fit exactly when they fit with that floor, so every line still grows
+// with c and n as far as fitting goes.
+uint32_t OptionUbLines(const Problem &p, uint64_t c, uint64_t n, uint64_t ub, std::vector<BudgetLine> *lines) {
     if (p.mask) lines->push_back({"maskBuf mask tiles [16,n] u8/f16/f32", MaskTilesUbBytes(kMaskRows, n), ub});
     if (!p.dropout) return 0;
     uint64_t used = 0;
     for (const auto &line : *lines) used += line.bytes;
-    const uint32_t lanes = PhiloxLanesForUb(m, n, ub > used ? ub - used : 0, p.dropoutMaskOut);
+    const uint32_t lanes = PhiloxLanesForUb(c, n, ub > used ? ub - used : 0, p.dropoutMaskOut);
     lines->push_back({"philoxBuf Philox4x32-10 keep mask", PhiloxUbBytes(lanes), ub});
     if (p.dropoutMaskOut) {
-        lines->push_back({"keepBuf dropout_mask chunk u8+f16, rows [m,n] u8",
-                          PhiloxChunkUbBytes(lanes, m, n, true) - PhiloxUbBytes(lanes), ub});
+        lines->push_back({"keepBuf dropout_mask chunk u8+f16, rows [c,n] u8",
+                          PhiloxChunkUbBytes(lanes, c, n, true) - PhiloxUbBytes(lanes), ub});
     }
     return lanes;
 }
@@ -153,6 +159,7 @@ struct Needs {
     std::vector<BudgetLine> lines;
     uint64_t ubTotal = 0, l1Total = 0, l0cQk = 0, l0cPv = 0;
     uint32_t philoxLanes = 0;  // dropout: Philox counters per chunk the UB lines hold
+    uint32_t chunkRows = 0;    // c: score rows per vector tile
 };
 
 Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c) {
@@ -160,9 +167,17 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
     const uint64_t m = RowsPerVector(blockM, coupled), n = blockN, d = p.headDim, t = p.dtypeBytes;
     const uint64_t mc = blockM;  // the cube's rows per matmul
     Needs needs;
-    needs.lines = UbLines(m, n, d, t, c.ubBytes, coupled);
-    needs.philoxLanes = OptionUbLines(p, m, n, c.ubBytes, &needs.lines);
-    for (const auto &line : needs.lines) needs.ubTotal += line.bytes;
+    // MIX path: the largest row chunk, a multiple of 8 (a chunk's per-row vectors start 32-B
+    // aligned), whose lines fit; when none does, the smallest one's lines say why. Coupled: the
+    // Matmul API writes S for all m rows into UB, one tile.
+    for (uint64_t rows = m; rows > 0; rows = rows > kChunkAlign ? rows - kChunkAlign : 0) {
+        needs.lines = UbLines(m, rows, n, d, t, c.ubBytes, coupled);
+        needs.philoxLanes = OptionUbLines(p, rows, n, c.ubBytes, &needs.lines);
+        needs.chunkRows = static_cast<uint32_t>(rows);
+        needs.ubTotal = 0;
+        for (const auto &line : needs.lines) needs.ubTotal += line.bytes;
+        if (coupled || needs.ubTotal <= c.ubBytes) break;
+    }
     const uint64_t l1Qk = (mc * d + n * d) * t;
     const uint64_t l1Pv = (mc * n + n * d) * t;
     needs.l1Total = l1Qk + l1Pv;
@@ -639,7 +654,7 @@ double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t block
     const double core = busiest * StepCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs) +
                         busiestItems * ItemFillCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs);
     const double steps = static_cast<double>(p.batch * p.numHeads * perHead);
-    return std::max(core, steps * GroupStepBytes(blockM, blockN, p.headDim, p.dtypeBytes) / costs.gmBytesPerCycle);
+    return std::max(core, steps * GroupStepBytes(blockM, blockN, p.headDim, p.dtypeBytes, costs) / costs.gmBytesPerCycle);
 }
 
 ArchFeatures FeaturesOfSoc(uint32_t socVersion) {
@@ -695,6 +710,7 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     out.qZigzag = band.Restricted() ? 1 : 0;
     const Needs needs = ComputeNeeds(blockM, blockN, p, c);
     out.budget = needs.lines;
+    out.chunkRows = needs.chunkRows;
 
     // Work items (sequence b, head n, query-block position), numbered as the tiling header
     // says: the items of sequence b follow those of b - 1, each sequence with its own number

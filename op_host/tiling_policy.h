@@ -108,6 +108,7 @@ struct Plan {
     uint64_t userWorkspaceBytes = 0;  // usedCoreNum * wsBytesPerCore (+ the mask summary)
     uint64_t mmUbBytes = 0;           // coupled: UB for the Matmul API's ND <-> NZ (SetLocalWorkspace)
     uint32_t soloRows = 0;            // MIX: 1 = each AIV's own QK and P.V (narrow bands; FlashAttentionTilingData)
+    uint32_t chunkRows = 0;           // score rows per vector tile (FlashAttentionTilingData::chunkRows)
     uint64_t tilingKey = 0;
     // Mask and dropout (0 when off): mask tile rows per pass, the block summary's bytes and its
     // offset in the user workspace (after the AIV slices, included in userWorkspaceBytes), Philox

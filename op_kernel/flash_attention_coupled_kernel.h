@@ -108,7 +108,7 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::Init(GM_ADDR query, GM_AD
     pipe_->InitBuffer(pvBuf_, m * d * sizeof(float));
     pipe_->InitBuffer(outQue_, 1, m * d * sizeof(T));
     pipe_->InitBuffer(accBuf_, m * d * sizeof(float));
-    softmax_.Init(pipe_, td_, m);
+    softmax_.Init(pipe_, td_, m, m);  // the scores of all m rows are one tile
     pipe_->InitBuffer(lseQue_, 1, Align32Bytes(m * sizeof(float)));
     pipe_->InitBuffer(mmWorkBuf_, td_->mmUbBytes);
     scores_ = scoreBuf_.Get<float>();
@@ -181,7 +181,8 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ComputeBlock(uint32_t kvB
     qkMm.SetTail(rows, cols, d);
     qkMm.IterateAll(scores_);
 
-    softmax_.ScoresToProbs(scores_, stride, kvBlock, rows, row0);
+    softmax_.StartBlock();
+    softmax_.ScoresToProbs(scores_, stride, kvBlock, rows, row0, 0);
     // P [rows, stride] fp32 is final here (l and the LSE already hold its undropped sums): the
     // one point where it may still change before P.V.
     AscendC::Cast(prob_, scores_, AscendC::RoundMode::CAST_RINT, rows * stride);

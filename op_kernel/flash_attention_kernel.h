@@ -38,6 +38,10 @@
 // out (philox_dropout.h) after l took the undropped P and before P.V; the keep mask goes to
 // dropout_mask when that output is given. All row-wise statistics are vectors in
 // UB, broadcast with Brcb: the scalar unit only steers loops and never touches score elements.
+// Row chunks: an AIV keeps the row state (m, l, alpha) and acc [rows, D] fp32 of all its rows
+// resident, but moves S and P through UB c = chunkRows rows at a time (op_host picks the largest
+// multiple of 8 whose tiles fit), and P.V and O likewise in chunks of the rows their buffer holds;
+// the per-row math is the same, so UB no longer bounds blockM x blockN by whole [m, n] tiles.
 // T is half, bfloat16_t or float (float: fp32 operands on the cube, P handed over in fp32).
 #pragma once
 
@@ -114,6 +118,8 @@ private:
     __aicore__ inline void FinishValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void AccumulateValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset);
+    // Softmax of this AIV's rows [r0, r0 + rows) of S_kvBlock (one chunk) into the same rows of P.
+    __aicore__ inline void SoftmaxChunk(uint32_t kvBlock, uint32_t r0, uint32_t rows, uint32_t row0);
 
     const FlashAttentionTilingData *td_ = nullptr;
     AscendC::TPipe *pipe_ = nullptr;
@@ -128,18 +134,20 @@ private:
     AscendC::GlobalTensor<T> probGm_[2];       // [blockM, blockN] T
     AscendC::GlobalTensor<float> pvGm_[2];     // [blockM, headDim] fp32
 
-    AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;   // [m, n] fp32
-    AscendC::TQue<AscendC::TPosition::VECOUT, 1> probQue_;   // [m, n] T (not for T = float)
-    AscendC::TQue<AscendC::TPosition::VECIN, 1> pvQue_;      // [m, d] fp32 (only when n < d)
-    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;    // [m, d] T (only when n < d or T = float)
-    // Where P.V and O rows go through UB. With n >= d, P.V [m, d] fp32 fits scoreQue's [m, n]
-    // fp32 and O [m, d] T probQue's [m, n] T; neither tile is held while the other is: an AIV
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;   // [c, n] fp32
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> probQue_;   // [c, n] T (not for T = float)
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> pvQue_;      // [c, d] fp32 (only when n < d)
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;    // [c, d] T (only when n < d or T = float)
+    // Where P.V and O rows go through UB. With n >= d, P.V [c', d] fp32 fits scoreQue's [c, n]
+    // fp32 and O [c', d] T probQue's [c, n] T (c' = c * n / d rows, pvRows_ / outRows_); neither
+    // tile is held while the other is: an AIV
     // reads P_{j-1} . V_{j-1} after its softmax of block j freed S_j (and before it loads S_{j+1}),
     // and writes O after its last P went out. So they take those queues' buffers and no UB of
     // their own, which is what admits blocks such as 96 x 512 (op_host UbLines).
     AscendC::TQue<AscendC::TPosition::VECIN, 1> *pvIn_ = &pvQue_;
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> *outOut_ = &outQue_;
-    // The softmax's row reductions fold into P's buffer ([m, n] T holds [m, 64] fp32 when
+    uint32_t pvRows_ = 0, outRows_ = 0;  // rows of P.V / O per pass through pvIn_ / outOut_ (multiples of 8)
+    // The softmax's row reductions fold into P's buffer ([c, n] T holds [c, 64] fp32 when
     // n * sizeof(T) >= 256): it is allocated before ScoresToProbs and the cast to P, on the same
     // vector pipe after the last reduction, overwrites the fold. Admits 128 x 384.
     bool foldInProb_ = false;
@@ -154,7 +162,7 @@ private:
     AscendC::GlobalTensor<uint8_t> summaryGm_;  // [SummaryRows, KeyBlocks] BlockClass bytes
     philox_dropout::PhiloxKeepMask keep_;
     AscendC::GlobalTensor<uint8_t> dropoutGm_;  // [B, N, Sq, Skv] uint8, 1 = kept (when given)
-    AscendC::TBuf<AscendC::TPosition::VECCALC> keepBuf_;  // a chunk's keep bytes [16 L] and as half, rows [m, align32(n)]
+    AscendC::TBuf<AscendC::TPosition::VECCALC> keepBuf_;  // a chunk's keep bytes [16 L] and as half, rows [c, align32(n)]
     AscendC::LocalTensor<uint8_t> keepBytes_, keepRows_;
     AscendC::LocalTensor<half> keepHalf_;
 
@@ -188,6 +196,7 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     td_ = tiling;
     pipe_ = pipe;
     const uint32_t m = td_->subBlockM;
+    const uint32_t c = td_->chunkRows;
     const uint32_t n = td_->blockN;
     const uint32_t d = td_->headDim;
 
@@ -204,23 +213,28 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     // UB, in the order and sizes op_host budgets (flash_attention_tiling.h); before the workspace
     // slices, so that blocks too large for UB stop every AIV here, ahead of any GM range.
     const bool shareTiles = n >= d;
-    pipe_->InitBuffer(scoreQue_, 1, m * n * sizeof(float));
+    pipe_->InitBuffer(scoreQue_, 1, c * n * sizeof(float));
     if constexpr (!FP32_IO) {
-        pipe_->InitBuffer(probQue_, 1, m * n * sizeof(T));
+        pipe_->InitBuffer(probQue_, 1, c * n * sizeof(T));
     }
     if (shareTiles) {
         pvIn_ = &scoreQue_;
     } else {
-        pipe_->InitBuffer(pvQue_, 1, m * d * sizeof(float));
+        pipe_->InitBuffer(pvQue_, 1, c * d * sizeof(float));
     }
     if (shareTiles && !FP32_IO) {
         outOut_ = &probQue_;
     } else {
-        pipe_->InitBuffer(outQue_, 1, m * d * sizeof(T));
+        pipe_->InitBuffer(outQue_, 1, c * d * sizeof(T));
     }
+    // A shared [c, n] tile holds c * n / d rows of D; whole 8-row groups keep the state rows of
+    // every pass 32-B aligned.
+    const uint32_t sharedRows = Min(m, c * n / d / FP32_PER_BLOCK * FP32_PER_BLOCK);
+    pvRows_ = shareTiles ? sharedRows : c;
+    outRows_ = shareTiles && !FP32_IO ? sharedRows : c;
     pipe_->InitBuffer(accBuf_, m * d * sizeof(float));
     foldInProb_ = !FP32_IO && n * sizeof(T) >= FP32_PER_REPEAT * sizeof(float);
-    softmax_.Init(pipe_, td_, m, !foldInProb_);
+    softmax_.Init(pipe_, td_, m, c, !foldInProb_);
     pipe_->InitBuffer(lseQue_, 1, Align32Bytes(m * sizeof(float)));
     acc_ = accBuf_.Get<float>();
     if (td_->hasMask != 0) {
@@ -239,7 +253,7 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     if (td_->hasDropoutMask != 0) {
         // A chunk covers at most 16 philoxLanes elements (PhiloxKeepMask::Init's capacity).
         const uint32_t chunk = 16 * td_->philoxLanes;
-        pipe_->InitBuffer(keepBuf_, chunk * (sizeof(uint8_t) + sizeof(half)) + m * Align32Bytes(n));
+        pipe_->InitBuffer(keepBuf_, chunk * (sizeof(uint8_t) + sizeof(half)) + c * Align32Bytes(n));
         AscendC::LocalTensor<uint8_t> all = keepBuf_.Get<uint8_t>();
         keepBytes_ = all;
         keepHalf_ = all[chunk].ReinterpretCast<half>();
@@ -458,8 +472,18 @@ __aicore__ inline void FlashAttentionKernel<T>::IssueScores(uint32_t kvBlock, ui
 template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0)
 {
+    softmax_.StartBlock();
+    for (uint32_t r0 = 0; r0 < rows; r0 += td_->chunkRows) {
+        SoftmaxChunk(kvBlock, r0, Min(td_->chunkRows, rows - r0), row0 + r0);
+    }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, uint32_t r0, uint32_t rows,
+                                                             uint32_t row0)
+{
     const uint32_t elems = rows * td_->blockN;  // [rows, blockN]
-    const uint32_t at = slotRow_ * td_->blockN;  // this AIV's rows of the item's S and P tiles
+    const uint32_t at = (slotRow_ + r0) * td_->blockN;  // these rows of the item's S and P tiles
 
     AscendC::LocalTensor<float> scores = scoreQue_.AllocTensor<float>();
     AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], elems);
@@ -474,9 +498,9 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, u
     }
     if (BlockClass(kvBlock) == attn_mask::BLOCK_MIXED) {
         ItemMaskBias bias{&maskTiles_, seq_, head_};
-        softmax_.ScoresToProbs(scores, td_->blockN, kvBlock, rows, row0, &bias);
+        softmax_.ScoresToProbs(scores, td_->blockN, kvBlock, rows, row0, r0, &bias);
     } else {
-        softmax_.ScoresToProbs(scores, td_->blockN, kvBlock, rows, row0);
+        softmax_.ScoresToProbs(scores, td_->blockN, kvBlock, rows, row0, r0);
     }
     // P [rows, blockN] fp32 is final here (l and the LSE already hold its undropped sums): the
     // one point where it may still change before P.V.
@@ -488,6 +512,7 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, u
         // P is already the cube's operand type: the fp32 tile goes to GM as it is (no probQue).
         WaitForPipe<AscendC::HardEvent::V_MTE3>();
         AscendC::DataCopy(probGm_[kvBlock % 2][at], scores, elems);
+        WaitForPipe<AscendC::HardEvent::MTE3_V>();  // the next chunk's S lands in this buffer
         scoreQue_.FreeTensor(scores);
     } else {
         AscendC::Cast(prob, scores, AscendC::RoundMode::CAST_RINT, elems);
@@ -575,12 +600,16 @@ __aicore__ inline void FlashAttentionKernel<T>::FinishValues(uint32_t kvBlock, u
 template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::AccumulateValues(uint32_t kvBlock, uint32_t rows)
 {
-    AscendC::LocalTensor<float> pv = pvIn_->AllocTensor<float>();
-    AscendC::DataCopy(pv, pvGm_[kvBlock % 2][slotRow_ * td_->headDim], rows * td_->headDim);
-    pvIn_->EnQue(pv);
-    pv = pvIn_->DeQue<float>();
-    softmax_.Accumulate(acc_, pv, rows, kvBlock);
-    pvIn_->FreeTensor(pv);
+    const uint32_t d = td_->headDim;
+    for (uint32_t r0 = 0; r0 < rows; r0 += pvRows_) {
+        const uint32_t chunk = Min(pvRows_, rows - r0);
+        AscendC::LocalTensor<float> pv = pvIn_->AllocTensor<float>();
+        AscendC::DataCopy(pv, pvGm_[kvBlock % 2][(slotRow_ + r0) * d], chunk * d);
+        pvIn_->EnQue(pv);
+        pv = pvIn_->DeQue<float>();
+        softmax_.Accumulate(acc_[r0 * d], pv, chunk, kvBlock, r0);
+        pvIn_->FreeTensor(pv);
+    }
 }
 
 template <typename T>
@@ -590,24 +619,29 @@ __aicore__ inline void FlashAttentionKernel<T>::WriteOutput(uint32_t rows, uint6
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
     softmax_.Finish(acc_, lse, rows);
 
-    AscendC::LocalTensor<T> out = outOut_->AllocTensor<T>();
-    if constexpr (FP32_IO) {
-        AscendC::DataCopy(out, acc_, rows * d);
-    } else {
-        AscendC::Cast(out, acc_, AscendC::RoundMode::CAST_RINT, rows * d);
+    // BSND / BSH / TND: consecutive sequence rows are numHeads * D elements apart in GM.
+    const uint32_t rowStride = td_->layout == FA_LAYOUT_BNSD ? d : td_->numHeads * d;
+    for (uint32_t r0 = 0; r0 < rows; r0 += outRows_) {
+        const uint32_t chunk = Min(outRows_, rows - r0);
+        AscendC::LocalTensor<T> out = outOut_->AllocTensor<T>();
+        if constexpr (FP32_IO) {
+            AscendC::DataCopy(out, acc_[r0 * d], chunk * d);
+        } else {
+            AscendC::Cast(out, acc_[r0 * d], AscendC::RoundMode::CAST_RINT, chunk * d);
+        }
+        outOut_->EnQue(out);
+        out = outOut_->DeQue<T>();
+        const uint64_t at = outOffset + static_cast<uint64_t>(r0) * rowStride;
+        if (td_->layout == FA_LAYOUT_BNSD) {
+            AscendC::DataCopy(outGm_[at], out, chunk * d);
+        } else {
+            const uint32_t gapBytes = (td_->numHeads - 1) * d * sizeof(T);
+            AscendC::DataCopyExtParams params{static_cast<uint16_t>(chunk), static_cast<uint32_t>(d * sizeof(T)),
+                                              0, gapBytes, 0};
+            AscendC::DataCopyPad(outGm_[at], out, params);
+        }
+        outOut_->FreeTensor(out);
     }
-    outOut_->EnQue(out);
-    out = outOut_->DeQue<T>();
-    if (td_->layout == FA_LAYOUT_BNSD) {
-        AscendC::DataCopy(outGm_[outOffset], out, rows * d);
-    } else {
-        // BSND / BSH / TND: consecutive sequence rows are numHeads * D elements apart in GM.
-        const uint32_t gapBytes = (td_->numHeads - 1) * d * sizeof(T);
-        AscendC::DataCopyExtParams params{static_cast<uint16_t>(rows), static_cast<uint32_t>(d * sizeof(T)),
-                                          0, gapBytes, 0};
-        AscendC::DataCopyPad(outGm_[outOffset], out, params);
-    }
-    outOut_->FreeTensor(out);
 
     lseQue_.EnQue(lse);
     lse = lseQue_.DeQue<float>();

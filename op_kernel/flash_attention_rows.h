@@ -44,9 +44,12 @@ struct NoBias {
 };
 
 // The online-softmax state of one vector unit's rows and the row-wise operations on its tiles.
-// Buffers (UB, m = rows per vector unit; flash_attention_tiling.h):
+// The state covers all m rows the unit owns; a score tile may hold only a chunk of them (at most
+// c rows, c <= m, a multiple of 8 so that a chunk's per-row vectors start 32-B aligned): a block's
+// softmax is StartBlock, then one ScoresToProbs per chunk, each naming its first state row.
+// Buffers (UB, m = rows per vector unit, c = rows per score tile; flash_attention_tiling.h):
 //   statBuf  STAT_SLOTS x [m] fp32, each slot align32(m * 4) bytes
-//   foldBuf  [m, 64] fp32: a tile folded to one repeat per row for the row reductions (a kernel
+//   foldBuf  [c, 64] fp32: a tile folded to one repeat per row for the row reductions (a kernel
 //            may instead lend the reductions a buffer it does not use during ScoresToProbs: Init
 //            with ownFold false, then UseFold before each ScoresToProbs)
 //   brcbBuf  [m, 8] fp32: Brcb of a per-row vector, one 32-B block per row
@@ -58,26 +61,32 @@ public:
     enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA_A, ALPHA_B };
 
     __aicore__ inline void Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m,
-                                bool ownFold = true);
+                                uint32_t chunkRows, bool ownFold = true);
     // The [m, 64] fp32 scratch of the next ScoresToProbs' row reductions (Init without ownFold).
     __aicore__ inline void UseFold(const AscendC::LocalTensor<float> &fold) { fold_ = fold; }
 
     // Starts a row block of a sequence with seqQ queries and seqKv keys: m = -inf, l = 0,
     // acc = 0 ([rows, D] fp32).
     __aicore__ inline void Reset(const AscendC::LocalTensor<float> &acc, uint32_t rows, uint32_t seqQ, uint32_t seqKv);
+    // Starts the softmax of a K/V block: the running row max moves to the other ROW_MAX slot, so
+    // every chunk of the block reads the max before the block and writes the new one.
+    __aicore__ inline void StartBlock() { maxSlot_ = maxSlot_ == ROW_MAX_A ? ROW_MAX_B : ROW_MAX_A; }
     // Turns scores [rows, stride] fp32 of kv block `kvBlock` into P in place and updates m, l and
-    // the block's alpha. stride (a multiple of 8, at least the block's key count) is blockN, or less for the
+    // the block's alpha of state rows [stateRow, stateRow + rows) (stateRow a multiple of 8; after
+    // StartBlock). stride (a multiple of 8, at least the block's key count) is blockN, or less for the
     // Skv tail block of a tile that the cube wrote with rows of its own width; columns past the
     // block's keys become P = 0. row0 = the first query row of the tile in the sequence.
     // bias (optional): an explicit mask's AddBias(scores, stride, row0, rows, col0, cols), which adds
     // 0 / -inf to the scaled scores of the tile's keys [col0, col0 + cols) before the row max.
     template <typename Bias = NoBias>
     __aicore__ inline void ScoresToProbs(const AscendC::LocalTensor<float> &scores, uint32_t stride,
-                                         uint32_t kvBlock, uint32_t rows, uint32_t row0, Bias *bias = nullptr);
-    // acc = alpha_kvBlock * acc + pv, both [rows, D] fp32, pv = P_kvBlock . V_kvBlock; valid until
-    // the softmax of block kvBlock + 2.
+                                         uint32_t kvBlock, uint32_t rows, uint32_t row0, uint32_t stateRow,
+                                         Bias *bias = nullptr);
+    // acc = alpha_kvBlock * acc + pv, both [rows, D] fp32, pv = P_kvBlock . V_kvBlock, for state
+    // rows [stateRow, stateRow + rows) (acc: those rows' accumulator); valid until the softmax of
+    // block kvBlock + 2.
     __aicore__ inline void Accumulate(const AscendC::LocalTensor<float> &acc, const AscendC::LocalTensor<float> &pv,
-                                      uint32_t rows, uint32_t kvBlock);
+                                      uint32_t rows, uint32_t kvBlock, uint32_t stateRow = 0);
     // acc = acc / l (O in fp32), lse = m + ln(l); rows that saw no key (l = 0): O 0, LSE -inf.
     __aicore__ inline void Finish(const AscendC::LocalTensor<float> &acc, const AscendC::LocalTensor<float> &lse,
                                   uint32_t rows);
@@ -93,26 +102,29 @@ private:
     __aicore__ inline void ApplyRows(const AscendC::LocalTensor<float> &tile, const AscendC::LocalTensor<float> &rowValues,
                                      uint32_t rows, uint32_t width, uint32_t stride);
 
-    __aicore__ inline AscendC::LocalTensor<float> Slot(uint32_t slot) const { return stat_[slot * statStride_]; }
+    __aicore__ inline AscendC::LocalTensor<float> Slot(uint32_t slot, uint32_t stateRow = 0) const
+    {
+        return stat_[slot * statStride_ + stateRow];
+    }
 
     const FlashAttentionTilingData *td_ = nullptr;
     AscendC::TBuf<AscendC::TPosition::VECCALC> statBuf_;  // STAT_SLOTS x [m] fp32
-    AscendC::TBuf<AscendC::TPosition::VECCALC> foldBuf_;  // [m, 64] fp32
+    AscendC::TBuf<AscendC::TPosition::VECCALC> foldBuf_;  // [c, 64] fp32
     AscendC::TBuf<AscendC::TPosition::VECCALC> brcbBuf_;  // [m, 8] fp32
     AscendC::LocalTensor<float> stat_, fold_, brcb_;
     uint32_t statStride_ = 0;  // elements between StatSlot vectors
     uint32_t seqQ_ = 0, seqKv_ = 0;  // the current row block's sequence lengths
-    uint32_t maxSlot_ = ROW_MAX_A;  // the slot holding the current row max (swaps with ROW_MAX_B)
+    uint32_t maxSlot_ = ROW_MAX_A;  // the slot of the current row max (StartBlock swaps it with ROW_MAX_B)
 };
 
 __aicore__ inline void OnlineSoftmax::Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m,
-                                           bool ownFold)
+                                           uint32_t chunkRows, bool ownFold)
 {
     td_ = tiling;
     statStride_ = Align32Bytes(m * sizeof(float)) / sizeof(float);
     pipe->InitBuffer(statBuf_, STAT_SLOTS * statStride_ * sizeof(float));
     if (ownFold) {
-        pipe->InitBuffer(foldBuf_, m * FP32_PER_REPEAT * sizeof(float));
+        pipe->InitBuffer(foldBuf_, chunkRows * FP32_PER_REPEAT * sizeof(float));
         fold_ = foldBuf_.Get<float>();
     }
     pipe->InitBuffer(brcbBuf_, m * FP32_PER_BLOCK * sizeof(float));
@@ -133,7 +145,8 @@ __aicore__ inline void OnlineSoftmax::Reset(const AscendC::LocalTensor<float> &a
 
 template <typename Bias>
 __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<float> &scores, uint32_t stride,
-                                                    uint32_t kvBlock, uint32_t rows, uint32_t row0, Bias *bias)
+                                                    uint32_t kvBlock, uint32_t rows, uint32_t row0, uint32_t stateRow,
+                                                    Bias *bias)
 {
     const uint32_t n = stride;
     const uint32_t col0 = kvBlock * td_->blockN;
@@ -146,13 +159,12 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
         bias->AddBias(scores, n, row0, rows, col0, cols);
     }
 
-    AscendC::LocalTensor<float> rowMax = Slot(maxSlot_);
-    maxSlot_ = maxSlot_ == ROW_MAX_A ? ROW_MAX_B : ROW_MAX_A;
-    AscendC::LocalTensor<float> newMax = Slot(maxSlot_);
-    AscendC::LocalTensor<float> blockMax = Slot(BLOCK_MAX);
-    AscendC::LocalTensor<float> blockSum = Slot(BLOCK_SUM);
-    AscendC::LocalTensor<float> rowSum = Slot(ROW_SUM);
-    AscendC::LocalTensor<float> alpha = Slot(ALPHA_A + kvBlock % 2);
+    AscendC::LocalTensor<float> rowMax = Slot(maxSlot_ == ROW_MAX_A ? ROW_MAX_B : ROW_MAX_A, stateRow);
+    AscendC::LocalTensor<float> newMax = Slot(maxSlot_, stateRow);
+    AscendC::LocalTensor<float> blockMax = Slot(BLOCK_MAX, stateRow);
+    AscendC::LocalTensor<float> blockSum = Slot(BLOCK_SUM, stateRow);
+    AscendC::LocalTensor<float> rowSum = Slot(ROW_SUM, stateRow);
+    AscendC::LocalTensor<float> alpha = Slot(ALPHA_A + kvBlock % 2, stateRow);
 
     attn_rows::ReduceRows<attn_rows::Reduce::MAX>(blockMax, scores, fold_, rows, n, n);
     AscendC::Max(newMax, rowMax, blockMax, rows);    // m_new = max(m_old, rowmax(S))
@@ -168,10 +180,10 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
 
 __aicore__ inline void OnlineSoftmax::Accumulate(const AscendC::LocalTensor<float> &acc,
                                                  const AscendC::LocalTensor<float> &pv, uint32_t rows,
-                                                 uint32_t kvBlock)
+                                                 uint32_t kvBlock, uint32_t stateRow)
 {
     const uint32_t d = td_->headDim;
-    ApplyRows<attn_rows::Op::MUL>(acc, Slot(ALPHA_A + kvBlock % 2), rows, d, d);  // acc *= alpha
+    ApplyRows<attn_rows::Op::MUL>(acc, Slot(ALPHA_A + kvBlock % 2, stateRow), rows, d, d);  // acc *= alpha
     AscendC::Add(acc, acc, pv, rows * d);                 // acc += P . V
 }
 

@@ -55,19 +55,21 @@ constexpr uint64_t FA_KEY_COUPLED = 1u << 7;
 // sub-block 1 the rest; a coupled AI Core takes all of them.
 //
 // Per-vector-unit buffers (m = subBlockM rows: blockM / 2 per AIV, blockM per coupled AI Core;
-// n = blockN, d = headDim, T = input dtype, t = its bytes). UB, in the kernels' InitBuffer order:
-//   scoreQue   VECIN  depth 1   m*n*4              S tile, fp32 (MIX: from the workspace;
+// c = chunkRows, the rows of one score tile (MIX: the largest multiple of 8 up to m whose buffers
+// fit; coupled: m); n = blockN, d = headDim, T = input dtype, t = its bytes). UB, in the kernels'
+// InitBuffer order:
+//   scoreQue   VECIN  depth 1   c*n*4              S tile, fp32 (MIX: from the workspace;
 //                                                  coupled: scoreBuf, the QK Matmul's C in UB)
-//   probQue    VECOUT depth 1   m*n*t              P tile, T, to the workspace for P.V (none for
+//   probQue    VECOUT depth 1   c*n*t              P tile, T, to the workspace for P.V (none for
 //                                                  fp32; coupled: probBuf, the PV Matmul's A in UB)
-//   pvQue      VECIN  depth 1   m*d*4              P.V of one kv block, fp32 (coupled: pvBuf, C in UB;
+//   pvQue      VECIN  depth 1   c*d*4              P.V rows of one kv block, fp32 (coupled: pvBuf, C in UB;
 //                                                  MIX with n >= d: none, scoreQue's buffer)
-//   outQue     VECOUT depth 1   m*d*t              final O rows in T (MIX with n >= d and T not
+//   outQue     VECOUT depth 1   c*d*t              final O rows in T (MIX with n >= d and T not
 //                                                  fp32: none, probQue's buffer)
 //   accBuf     TBuf             m*d*4              O accumulator, fp32
 //   statBuf    TBuf             7*align32(m*4)     per-row fp32 vectors: max (2 slots), sum,
 //                                                  block max, block sum, alpha (2 slots)
-//   foldBuf    TBuf             m*64*4             row reductions: a tile folded to 64 columns
+//   foldBuf    TBuf             c*64*4             row reductions: a tile folded to 64 columns
 //   brcbBuf    TBuf             m*8*4              Brcb of a per-row vector, one 32-B block per row
 //   lseQue     VECOUT depth 1   align32(m*4)       LSE rows, fp32
 //   mmWorkBuf  TBuf             mmUbBytes          coupled only: the Matmul API's ND<->NZ workspace
@@ -75,7 +77,7 @@ constexpr uint64_t FA_KEY_COUPLED = 1u << 7;
 // Only with the V2 options (MIX path), after lseQue:
 //   maskBuf    TBuf             MaskTiles::UbBytes(maskRows, n)      atten_mask given
 //   philoxBuf  TBuf             PhiloxKeepMask::UbBytes(philoxLanes) keep_prob < 1
-//   keepBuf    TBuf             48*philoxLanes + m*align32(n)        dropout_mask output given: a
+//   keepBuf    TBuf             48*philoxLanes + c*align32(n)        dropout_mask output given: a
 //                                                                    chunk's keep bytes and as half,
 //                                                                    then 32-B aligned rows
 // GM workspace per AIC group (MIX path only; after the system workspace), each region 512-byte
@@ -125,7 +127,9 @@ struct FlashAttentionTilingData {
     uint32_t varlen;         // 1: layout TND; batch sequences whose lengths the kernel reads from GM
     uint32_t tokensQ;        // rows of query / out along the packed token axis: Tq (varlen), else batch * seqQ
     uint32_t tokensKv;       // rows of key / value: Tkv (varlen), else batch * seqKv
-    uint32_t reserved2;      // keeps the tilings 8-byte aligned
+    uint32_t chunkRows;      // c: score rows per vector tile, a multiple of 8 up to subBlockM (MIX path;
+                             // coupled: subBlockM). An AIV softmaxes its m rows of a block c rows at a
+                             // time; the row state and acc stay resident for all m
     // ---- matmul tilings (single core shapes for one item; MIX: sub-block 0 issues them) ----
     TCubeTiling qkTiling;    // S = Q.K^T: M = blockM, N = blockN, K = headDim; B transposed
     TCubeTiling pvTiling;    // O = P.V:   M = blockM, N = headDim, K = blockN

@@ -27,6 +27,8 @@ SHAPES = [
     (1, 8, 8, 512, 512, 64, "float16", "BNSD", True, 32, 64),      # many items per core
     (1, 2, 2, 700, 700, 128, "float16", "BNSD", True, 96, 512),    # P.V and O in the S and P tiles' UB
     (1, 2, 1, 700, 900, 128, "bfloat16", "BSND", True, 128, 384),  # ... and the fold in P's
+    (1, 2, 2, 700, 700, 128, "float16", "BNSD", True, 128, 512),   # row chunks: S and P 48 rows at a time
+    (1, 3, 1, 333, 500, 64, "bfloat16", "BSND", False, 256, 512),  # ... 128 rows per AIV, P.V / O chunks of more rows
 ]
 
 

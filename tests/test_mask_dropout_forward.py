@@ -80,6 +80,8 @@ CASES = [
     (2, 2, 2, 96, 144, 64, "float16", "BSH", False, None, "batch", 0.1, 64, 64),              # mask + dropout
     (2, 4, 2, 128, 192, 64, "float16", "BNSD", True, (100, 20), "full", 0.2, 32, 64),         # GQA, everything
     (1, 2, 2, 100, 300, 128, "bfloat16", "BSND", False, (60, 60), "keypad", 0.5, None, None), # window+keypad+dropout
+    (1, 2, 2, 300, 400, 128, "float16", "BSND", True, (150, -1), "full", 0.2, 128, 512),    # row chunks (48 + 16 rows)
+    (1, 2, 1, 300, 300, 64, "float32", "BNSD", False, None, "keypad", 0.1, 256, 256),        # row chunks, fp32, 128 rows
 ]
 
 

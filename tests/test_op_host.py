@@ -54,7 +54,7 @@ typedef struct {
     uint64_t wsScoreOffset, wsProbOffset, wsPvOffset, wsBytesPerCore;
     uint32_t mmUbBytes, reserved;
     int64_t preTokens, nextTokens;
-    uint32_t varlen, tokensQ, tokensKv, reserved2;
+    uint32_t varlen, tokensQ, tokensKv, chunkRows;
     TCubeTiling qkTiling;
     TCubeTiling pvTiling;
     uint32_t hasMask, maskB, maskN, maskQ, maskRows, reserved3;
@@ -210,7 +210,7 @@ def test_tiling_rejection_reaches_the_caller():
         tiling([[1, 8, 4096, 128]] * 3, block_m=256, block_n=512)
     text = str(info.value)
     assert "TilingFunc failed" in text
-    assert "block_m=256, block_n=512 (head_dim=128, 2-byte dtype) needs 466944 B of UB per AIV" in text
+    assert "block_m=256, block_n=512 (head_dim=128, 2-byte dtype) needs 589824 B of L1 per AIC" in text
 
 
 @pytest.mark.parametrize("soc", ["Ascend910B2", "Ascend910_93", "Ascend310P3", "Ascend910A"])

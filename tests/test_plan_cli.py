@@ -62,7 +62,7 @@ def test_json_plan_matches_options():
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--block-m", "256", "--block-n", "512"), "Ascend910B2 has 196352 B"),
+    (("--block-m", "256", "--block-n", "512"), "Ascend910B2 has 524032 B"),
     (("--head-dim", "72"), "head_dim must be a multiple of 16"),
     (("--soc", "Ascend999"), "unknown SoC 'Ascend999'"),
 ])

@@ -38,25 +38,33 @@ def ub_total(p):
     return next(b for b in p.budget if b.name.startswith("UB total"))
 
 
-def expected_ub(block_m, block_n, d, coupled, t=2):
+def expected_ub(block_m, block_n, d, coupled, t=2, ub=196352):
     """The kernel's InitBuffer sizes (op_kernel/flash_attention_tiling.h), summed: per AIV
     (blockM / 2 rows) on the MIX path, per AI Core (blockM rows, plus the Matmul API's
     ND <-> NZ workspace) on the coupled path; no probQue for fp32 on the MIX path, and there
     with n >= d no pvQue (P.V in scoreQue's buffer) and, with a probQue, no outQue (O in it);
-    no foldBuf there when P's rows hold the fold's (n * t >= 256: it folds into probQue's buffer)."""
+    no foldBuf there when P's rows hold the fold's (n * t >= 256: it folds into probQue's buffer).
+    On the MIX path the S / P tiles (and P.V / O queues, fold) hold c rows, the largest multiple
+    of 8 up to m that fits `ub`; acc and the per-row vectors hold all m."""
     m, n = (block_m if coupled else block_m // 2), block_n
     a32 = lambda x: (x + 31) // 32 * 32  # noqa: E731
-    has_prob = coupled or t == 2
-    prob = m * n * t if has_prob else 0
-    share = not coupled and n >= d
-    pv = 0 if share else m * d * 4
-    out = 0 if share and has_prob else m * d * t
-    fold = 0 if not coupled and t == 2 and n * t >= 256 else m * 64 * 4
-    total = (m * n * 4 + prob + pv + out + m * d * 4
-             + 7 * a32(m * 4) + a32(m * 4) + fold + m * 8 * 4)
+
+    def total(c):
+        has_prob = coupled or t == 2
+        prob = c * n * t if has_prob else 0
+        share = not coupled and n >= d
+        pv = 0 if share else c * d * 4
+        out = 0 if share and has_prob else c * d * t
+        fold = 0 if not coupled and t == 2 and n * t >= 256 else c * 64 * 4
+        bytes_ = (c * n * 4 + prob + pv + out + m * d * 4
+                  + 7 * a32(m * 4) + a32(m * 4) + fold + m * 8 * 4)
+        if coupled:
+            bytes_ += 2 * max(m * d * t, n * d * t, m * n * 4, m * n * t, m * d * 4)
+        return bytes_
+
     if coupled:
-        total += 2 * max(m * d * t, n * d * t, m * n * 4, m * n * t, m * d * 4)
-    return total
+        return total(m)
+    return next((total(c) for c in range(m, 0, -8) if total(c) <= ub), total(8))
 
 
 def fits(chip, block_m, block_n, **kw):
@@ -167,11 +175,8 @@ def test_user_blocks_that_fit_are_kept():
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(block_m=256, block_n=512), "needs 466944 B of UB per AIV (largest line: scoreQue S [m,n] fp32, "
-                                     "262144 B); Ascend910B2 has 196352 B"),
-    (dict(block_m=256, block_n=128, dtype="float32"), "block_m=256, block_n=128 (head_dim=128, 4-byte dtype) "
-                                                      "needs 237568 B of UB per AIV"),
-    (dict(block_m=256, block_n=128, head_dim=256), "of UB per AIV"),
+    (dict(block_m=256, block_n=512, dtype="float32"), "block_m=256, block_n=512 (head_dim=128, 4-byte dtype) "
+                                                      "needs 1179648 B of L1 per AIC"),
     (dict(block_m=24), "block_m must be 0 (auto) or a multiple of 16 up to 256, got 24"),
     (dict(block_n=1024), "block_n must be 0 (auto) or a multiple of 16 up to 512, got 1024"),
     (dict(head_dim=72), "head_dim must be a multiple of 16 and at most 256, got 72"),
@@ -227,33 +232,40 @@ def test_coupled_rejection_names_the_ai_core_budget(soc):
 # MIX path (910B2, fp16, D128): blocks the whole-result L0C line (96 x 384 x 4 B > 128 KiB) or the
 # separate P.V / O queues and fold buffer (96 x 512, 128 x 320, 128 x 384: UB) refused; the Matmul
 # tiling writes C to GM one base tile at a time and, with n >= d, P.V and O take the S and P
-# buffers, and the row reductions fold into P's. 128 x 448 still needs 208896 B of UB per AIV.
-@pytest.mark.parametrize("block_m, block_n, ok, ub", [
-    (96, 384, True, 138240),
-    (96, 512, True, 175104),
-    (128, 320, True, 159744),
-    (128, 384, True, 184320),
-    (128, 448, False, 208896),
-    (64, 96, True, None),    # n < d: pvQue and outQue of their own, and n * 2 < 256: a foldBuf
+# buffers, and the row reductions fold into P's. Past 128 x 384 the S and P tiles hold c < m rows
+# (row chunks): 128 x 448 in chunks of 56 rows, 128 x 512 of 48, with acc [64, 128] fp32 resident.
+@pytest.mark.parametrize("block_m, block_n, chunk, ub", [
+    (96, 384, 48, 138240),
+    (96, 512, 48, 175104),
+    (128, 320, 64, 159744),
+    (128, 384, 64, 184320),
+    (128, 448, 56, 187392),
+    (128, 512, 48, 184320),
+    (64, 96, 32, None),    # n < d: pvQue and outQue of their own, and n * 2 < 256: a foldBuf
 ])
-def test_mix_blocks_share_tiles_and_budget_l0c_by_base_tile(block_m, block_n, ok, ub):
+def test_mix_blocks_share_tiles_and_budget_l0c_by_base_tile(block_m, block_n, chunk, ub):
     b2 = CHIPS["Ascend910B2"]
-    assert fits(b2, block_m, block_n, seq=4096, heads=8) is ok
-    if not ok:
-        with pytest.raises(PlanError, match=f"needs {ub} B of UB per AIV"):
-            plan(soc=b2, seq=4096, heads=8, block_m=block_m, block_n=block_n)
-        return
     p = plan(soc=b2, seq=4096, heads=8, block_m=block_m, block_n=block_n)
     lines = {b.name: b.bytes for b in p.budget}
-    m = block_m // 2
+    assert lines["scoreQue S [c,n] fp32"] == chunk * block_n * 4 and lines["accBuf acc [m,d] fp32"] == block_m // 2 * 512
     if block_n >= 128:
         assert lines["pvQue PV in scoreQue"] == 0 and lines["outQue O in probQue"] == 0
         assert lines["foldBuf in probQue"] == 0
         assert ub_total(p).bytes == ub
     else:
-        assert lines["pvQue PV [m,d] fp32"] == m * 128 * 4 and lines["outQue O [m,d] T"] == m * 128 * 2
-        assert lines["foldBuf [m,64] fp32"] == m * 64 * 4
+        assert lines["pvQue PV [c,d] fp32"] == chunk * 128 * 4 and lines["outQue O [c,d] T"] == chunk * 128 * 2
+        assert lines["foldBuf [c,64] fp32"] == chunk * 64 * 4
     assert lines["L0C QK base tile fp32"] == min(block_m, 128) * min(block_n, 256) * 4 <= b2.l0c_bytes
+
+
+def test_ub_limit_is_the_resident_rows():
+    """With row chunks the S and P tiles shrink to 8 rows before a block is refused: what does not
+    fit is the state every AIV keeps for all its rows (acc [m, d] fp32 first)."""
+    small = dataclasses.replace(CHIPS["Ascend910B2"], name="SmallUb", ub_bytes=64 * KIB)
+    assert fits(small, 128, 128, seq=4096, heads=8)
+    with pytest.raises(PlanError, match=r"needs \d+ B of UB per AIV \(largest line: accBuf acc \[m,d\] fp32, "
+                                        r"65536 B\); SmallUb has 65536 B"):
+        plan(soc=small, seq=4096, heads=8, block_m=256, block_n=128)
 
 
 def test_float32_budgets_four_byte_tiles():
