@@ -449,6 +449,34 @@ def test_gm_trace_records_ranges_in_order(sim):
 CUBE_TILING = np.array([64, 128, 64, 1, 1, 2, 2, 2, 2, 2, 2, 1], np.int32)  # baseM..dbL0C, fits 910B
 
 
+# (baseK, stepKa, stepKb, depthA1, depthB1, B loads) for A [256, 128] . B [128, 128]^T with
+# baseM = baseN = 128 and iterateOrder 0 (ORDER_M): two M blocks share every B tile of the N
+# column. The Norm template caches B's K tiles when depthB1 >= K tiles x stepN, except one K tile
+# in two buffers (M double buffering): asc-devkit cube_in_buffer_normal.h CubeInBuffer::Init.
+@pytest.mark.parametrize("base_k, step_ka, step_kb, depth_a1, depth_b1, b_loads", [
+    (64, 2, 2, 2, 2, 1),    # K in 2 tiles, both cached: B once for both M blocks
+    (64, 2, 1, 2, 2, 1),    # 2 K tiles, 1 per step, 2 buffers: still all of K cached
+    (32, 2, 1, 2, 2, 2),    # 4 K tiles, 2 buffers: streamed, once per M block
+    (128, 1, 1, 2, 2, 2),   # 1 K tile double-buffered along M: no cache
+    (128, 1, 1, 2, 1, 1),   # 1 K tile, one buffer: cached
+])
+def test_matmul_loads_b_once_when_its_k_tiles_are_cached(sim, base_k, step_ka, step_kb, depth_a1, depth_b1, b_loads):
+    m, n, k = 256, 128, 128
+    r = rng(7)
+    a = r.normal(0, 1, (m, k)).astype(np.float16)
+    b = r.normal(0, 1, (n, k)).astype(np.float16)
+    da, db, dc = sim.device(a), sim.device(b), sim.device(m * n * 4)
+    ws = sim.device(simlib.SYS_WORKSPACE)
+    cube = np.array([128, 128, base_k, 1, 1, step_ka, step_kb, depth_a1, depth_b1, 2, 2, 1], np.int32)
+    e = sim.err()
+    rc = sim.k.aclfaSimTestMatmul(da, db, dc, ws, m, n, k, m, 1, sim.ffi.from_buffer("int32_t[]", cube), e, 4096)
+    assert rc == 0, sim.ffi.string(e)
+    np.testing.assert_allclose(sim.host(dc, (m, n), np.float32), a.astype(np.float32) @ b.astype(np.float32).T,
+                               rtol=1e-3, atol=1e-2)
+    assert sim.stats().aic[0].gmReadBytes == m * k * 2 + b_loads * n * k * 2  # A once: one N block
+    sim.free_all()
+
+
 @pytest.mark.parametrize("m,n,k", [(16, 16, 128), (13, 20, 37), (64, 96, 256), (7, 9, 8)])
 def test_matmul_sums_each_element_in_k_order(sim, m, n, k):
     """fp16 A . B^T -> fp32 C through the Matmul API (matmul_only, B transposed; one AIV takes all

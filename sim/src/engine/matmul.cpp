@@ -41,12 +41,32 @@ void LoadOperand(const void *src, int tag, int64_t ld, bool trans, int rows, int
     }
 }
 
-// Operand bytes the cube loads from GM for one job: A once per N pass (baseN * stepN columns),
-// B once per M pass (baseM * stepM rows).
+// Whether the Norm template's L1 buffer of an operand caches all its K tiles of one step along
+// its major axis (stepM for A, stepN for B), so that they are loaded once and hit afterwards:
+// asc-devkit impl/adv_api/detail/matmul/resource/cube_in_buffer/cube_in_buffer_normal.h
+// CubeInBuffer::Init with cacheNum = depthA1 / depthB1 and reduceAxisCnt the K tiles (KLoop's
+// total iterations): a cache (cacheSize_ = cacheNum) only when cacheNum >= reduceAxisCnt * step
+// ("k full load"), except with one K tile and cacheNum 2, which is M / N double buffering and
+// caches nothing.
+bool KFullyCached(int depth, int64_t kTiles, int step) {
+    if (depth < kTiles * step) return false;
+    return !(kTiles == 1 && depth == 2);
+}
+
+// Operand bytes the cube loads from GM for one job. A is loaded once per N pass (baseN * stepN
+// columns) and B once per M pass (baseM * stepM rows), except for the operand the iteration
+// order revisits with its K tiles cached: with iterateOrder 0 (ORDER_M: M moves first) the
+// Norm template indexes B's L1 tiles by (K tile, N block) only (copy_cube_in_norm.h,
+// GetIterIndexInner for B), so a B cached whole along K serves every M block of its N column
+// and is loaded once; with ORDER_N the same holds for A across the N blocks of its M row.
 uint64_t OperandLoadBytes(const TCubeTiling &t, int m, int n, int k, uint32_t aBytes, uint32_t bBytes) {
     const int64_t mPass = std::max<int64_t>(1, (m + int64_t(t.baseM) * t.stepM - 1) / (int64_t(t.baseM) * t.stepM));
     const int64_t nPass = std::max<int64_t>(1, (n + int64_t(t.baseN) * t.stepN - 1) / (int64_t(t.baseN) * t.stepN));
-    return uint64_t(m) * k * aBytes * nPass + uint64_t(k) * n * bBytes * mPass;
+    const int64_t kTiles = std::max<int64_t>(1, (k + int64_t(t.baseK) - 1) / t.baseK);
+    const bool orderM = t.iterateOrder == 0;
+    const int64_t aLoads = !orderM && KFullyCached(t.depthA1, kTiles, t.stepM) ? 1 : nPass;
+    const int64_t bLoads = orderM && KFullyCached(t.depthB1, kTiles, t.stepN) ? 1 : mPass;
+    return uint64_t(m) * k * aBytes * aLoads + uint64_t(k) * n * bBytes * bLoads;
 }
 
 }  // namespace
@@ -135,10 +155,8 @@ void CountMatmul(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, in
                  uint32_t bBytes, uint64_t cGmBytes, const GmRows &a, const GmRows &b, const GmRows &c) {
     const int64_t c0 = 32 / aBytes;
     const uint64_t macs = uint64_t(Align(m, 16)) * Align(n, 16) * Align(k, c0);
-    const int64_t mPass = std::max<int64_t>(1, (m + int64_t(t.baseM) * t.stepM - 1) / (int64_t(t.baseM) * t.stepM));
-    const int64_t nPass = std::max<int64_t>(1, (n + int64_t(t.baseN) * t.stepN - 1) / (int64_t(t.baseN) * t.stepN));
-    const uint64_t aReads = a.addr == nullptr ? 0 : uint64_t(m) * k * aBytes * nPass;  // A from UB: no GM reads
-    const uint64_t reads = aReads + uint64_t(k) * n * bBytes * mPass;
+    // A from UB: no GM reads.
+    const uint64_t reads = OperandLoadBytes(t, m, n, k, a.addr == nullptr ? 0 : aBytes, bBytes);
     const uint64_t l1 = uint64_t(t.depthA1) * t.baseM * t.baseK * aBytes + uint64_t(t.depthB1) * t.baseK * t.baseN * bBytes;
     acl_fa_sim::kernel::CountCube(core, macs, reads, cGmBytes, l1);
     for (const GmRows *op : {&a, &b, &c}) {
