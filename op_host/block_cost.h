@@ -48,28 +48,98 @@ struct StepCosts {
     double flagLatencyCycles = 10;
     double crossCoreFlagCycles = 100;  // a CrossCoreSetFlag reaching the waiting core
     double gmBytesPerCycle = 0;       // the chip's GM (L2) rate: AI Cores x GetCoreMemBw(L2)
+    double l0aHalfBytes = 32768;      // one of L0A's two 64-KiB / 2 buffers: bounds baseM x baseK
     double l0bHalfBytes = 32768;      // one of L0B's two 64-KiB / 2 buffers: bounds baseN x baseK
     double maxBaseN = 256;            // the widest base tile the Matmul tiling picks here
     double maxBaseM = 128;            // the tallest base tile (128 x 256 fp32 fills A2's L0C)
+    double l1Bytes = 0;               // the AIC's L1 (GetCoreMemSize(L1)); 0: not known, no B kept resident
 };
 
-// Rows of the M side one operand load of B serves: B is loaded once per pass of baseM * stepM
-// rows, A once per pass of baseN * stepN columns (the simulator's Matmul counts its GM reads
-// so); the Matmul tiling here keeps stepM = stepN = 1.
+// Base tiles of a Matmul job C[m, n] fp32 = A[m, k] . B[k, n] as the Matmul tiling picks them:
+// baseM = min(m, 128), baseN = min(n, 256), baseK the largest multiple of 16 (at most k) with
+// A and B tiles double-buffered in L0A and L0B.
+struct BaseTiles {
+    double m = 0, n = 0, k = 0;
+    uint64_t kTiles = 0;  // K steps of one base tile: ceil(k / baseK)
+};
+inline BaseTiles BaseTilesOf(double m, double n, double k, double t, const StepCosts &c) {
+    auto up16 = [](double v) { return static_cast<double>(static_cast<uint64_t>((v + 15) / 16)) * 16; };
+    auto down16 = [](double v) { return static_cast<double>(static_cast<uint64_t>(v / 16)) * 16; };
+    BaseTiles b;
+    b.m = std::min(up16(m), c.maxBaseM);
+    b.n = std::min(up16(n), c.maxBaseN);
+    b.k = std::min(up16(k), std::max(16.0, std::min(down16(c.l0aHalfBytes / t / b.m), down16(c.l0bHalfBytes / t / b.n))));
+    b.k = std::max(16.0, b.k);
+    b.kTiles = static_cast<uint64_t>((k + b.k - 1) / b.k);
+    return b;
+}
+
+// The L1 buffers of a Matmul job that keeps B resident: all of B's K tiles of one N column in
+// one buffer (stepKb = depthB1 = K tiles, stepN = 1), which the Matmul API's Norm template
+// caches and, iterating ORDER_M, serves to every M block (docs/cann-facts.md, "Matmul L1
+// cache"), so B is read from GM once per job however many M blocks there are; A gets the rest
+// in steps of stepKa K tiles (a divisor of the K tiles), double-buffered when that fits.
+// residentB false: B's K tiles and one A tile do not fit `share` bytes; `bytes` is then the
+// least any tiling needs (one A and one B tile).
+struct L1Plan {
+    uint32_t stepKa = 0, depthA1 = 0, stepKb = 0, depthB1 = 0;
+    double bytes = 0;
+    bool residentB = false;
+};
+inline L1Plan PlanL1(uint64_t kTiles, double aTileBytes, double bTileBytes, double share) {
+    L1Plan plan;
+    const double b = static_cast<double>(kTiles) * bTileBytes;
+    for (uint64_t stepKa = kTiles; stepKa >= 1; --stepKa) {
+        if (kTiles % stepKa != 0) continue;
+        for (uint32_t db = 2; db >= 1; --db) {
+            const double bytes = b + db * static_cast<double>(stepKa) * aTileBytes;
+            if (bytes <= share) {
+                plan.stepKa = static_cast<uint32_t>(stepKa);
+                plan.depthA1 = static_cast<uint32_t>(stepKa) * db;
+                plan.stepKb = plan.depthB1 = static_cast<uint32_t>(kTiles);
+                plan.bytes = bytes;
+                plan.residentB = true;
+                return plan;
+            }
+        }
+    }
+    plan.bytes = aTileBytes + bTileBytes;
+    return plan;
+}
+
+// The forward's two jobs per K/V-block step and their L1: QK (A = Q [M, D], B = K^T [D, n])
+// plans in half of L1, P.V (A = P [M, n], B = V [n, D]) in what QK leaves.
+struct StepL1 {
+    L1Plan qk, pv;
+    double Bytes() const { return qk.bytes + pv.bytes; }
+};
+inline StepL1 PlanStepL1(double m, double n, double d, double t, const StepCosts &c) {
+    StepL1 l1;
+    const BaseTiles qk = BaseTilesOf(m, n, d, t, c), pv = BaseTilesOf(m, d, n, t, c);
+    l1.qk = PlanL1(qk.kTiles, qk.m * qk.k * t, qk.k * qk.n * t, c.l1Bytes / 2);
+    l1.pv = PlanL1(pv.kTiles, pv.m * pv.k * t, pv.k * pv.n * t, c.l1Bytes - l1.qk.bytes);
+    return l1;
+}
+
+// Passes of `base` rows over `rows`.
 inline double MatmulPasses(double rows, double base) {
     return static_cast<double>(static_cast<uint64_t>((rows + base - 1) / base));
 }
 
-// GM bytes of one Matmul job C[m, n] = A[m, k] . B[k, n]: A once per N pass, B once per M pass.
-inline double MatmulReadBytes(double m, double n, double k, double t, const StepCosts &c) {
-    const double baseN = std::min(static_cast<double>(static_cast<uint64_t>((n + 15) / 16)) * 16, c.maxBaseN);
-    return m * k * t * MatmulPasses(n, baseN) + k * n * t * MatmulPasses(m, c.maxBaseM);
+// GM bytes of one Matmul job C[m, n] = A[m, k] . B[k, n]: A once per N pass of baseN columns;
+// B once when it stays resident in L1, else once per M pass of baseM rows (stepM = stepN = 1;
+// the simulator's Matmul counts its GM reads so).
+inline double MatmulReadBytes(double m, double n, double k, double t, bool residentB, const StepCosts &c) {
+    const BaseTiles b = BaseTilesOf(m, n, k, t, c);
+    return m * k * t * MatmulPasses(n, b.n) + k * n * t * (residentB ? 1 : MatmulPasses(m, b.m));
 }
 
 // The costs on a chip: its GM rates from the platform's L2 rate per AI Core (docs/timing_model.md:
 // GM bandwidth); a chip that reports none (0) leaves GM reads and the chip's rate out of the cost.
-inline StepCosts StepCostsOf(uint64_t l2BytesPerCycle, uint32_t aicNum) {
+// l1Bytes: the AIC's L1, which decides whether the jobs keep B resident (PlanStepL1).
+inline StepCosts StepCostsOf(uint64_t l2BytesPerCycle, uint32_t aicNum, uint64_t l1Bytes) {
     StepCosts c;
+    c.l1Bytes = static_cast<double>(l1Bytes);
     const double unbounded = std::numeric_limits<double>::infinity();
     c.corePortBytesPerCycle = l2BytesPerCycle == 0 ? unbounded : static_cast<double>(l2BytesPerCycle);
     c.gmBytesPerCycle = l2BytesPerCycle == 0 ? unbounded : static_cast<double>(l2BytesPerCycle) * aicNum;
@@ -81,14 +151,10 @@ inline double MatmulJobCycles(double m, double n, double k, double t, double rea
     auto up = [](double v, double a) { return static_cast<double>(static_cast<uint64_t>((v + a - 1) / a)); };
     const double c0 = 32.0 / t;  // K elements per fractal row
     const double fractals = up(m, 16) * up(n, 16) * up(k, c0);
-    // Base tiles as the Matmul tiling chooses them for these shapes: baseM = min(m, 128),
-    // baseN = min(n, 256), baseK the largest multiple of 16 with baseN x baseK in half of L0B.
-    // Every (M, N) base tile moves its A and B tiles to L0, so A goes once per N block and B
-    // once per M block.
-    const double baseN = std::min(up(n, 16) * 16, c.maxBaseN);
-    const double baseK = std::min(up(k, 16) * 16, std::max(16.0, 16 * static_cast<double>(static_cast<uint64_t>(
-                                                                    c.l0bHalfBytes / t / baseN / 16))));
-    const double mBlocks = up(m, c.maxBaseM), nBlocks = up(n, baseN), tiles = mBlocks * nBlocks * up(k, baseK);
+    // Base tiles as the Matmul tiling chooses them (BaseTilesOf). Every (M, N) base tile moves
+    // its A and B tiles to L0, so A goes once per N block and B once per M block.
+    const BaseTiles base = BaseTilesOf(m, n, k, t, c);
+    const double mBlocks = up(m, base.m), nBlocks = up(n, base.n), tiles = mBlocks * nBlocks * base.kTiles;
     const double l0Bytes = t * up(m, 16) * 16 * k * nBlocks + t * k * up(n, 16) * 16 * mBlocks;
     const double stages[4] = {readBytes / c.corePortBytesPerCycle, l0Bytes / c.mte1BytesPerCycle,
                               fractals * c.cubeFractalCycles,
@@ -103,12 +169,15 @@ inline double MatmulJobCycles(double m, double n, double k, double t, double rea
 
 // GM bytes one group (AIC + 2 AIV) moves per K/V-block step: the AIC's operand reads
 // (MatmulReadBytes: K and V once per M pass of the item's M rows) and result writes, the AIVs'
-// S and O' reads and P writes.
+// S and O' reads and P writes. colShare: the part of the block's n keys the cube computes (a
+// causal item's last block stops at its last visible key; the AIVs still move whole n-wide rows).
 inline double GroupStepBytes(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
-                             const StepCosts &c) {
+                             const StepCosts &c, double colShare = 1) {
     const double m = blockM, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
-    return (MatmulReadBytes(m, n, d, t, c) + m * n * 4 + MatmulReadBytes(m, d, n, t, c) + m * d * 4) +
-           (m * n * 4 + m * d * 4 + m * n * t);
+    const StepL1 l1 = PlanStepL1(m, n, d, t, c);
+    const double cube = MatmulReadBytes(m, n, d, t, l1.qk.residentB, c) + m * n * 4 +
+                        MatmulReadBytes(m, d, n, t, l1.pv.residentB, c);
+    return cube * colShare + m * d * 4 + (m * n * 4 + m * d * 4 + m * n * t);
 }
 
 // Modeled cycles of one K/V-block step of a blockM x blockN item (both AIVs) on its own core; the
@@ -117,8 +186,9 @@ inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uin
                          const StepCosts &c) {
     const double m = blockM, r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
     const double port = c.corePortBytesPerCycle;
-    const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, c), c);
-    const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, c), c);
+    const StepL1 l1 = PlanStepL1(m, n, d, t, c);
+    const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c), c);
+    const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, l1.pv.residentB, c), c);
     // Softmax over [r, n] fp32: ~8 passes of r*n/64 repeats (scale, max folds, subtract, exp x2,
     // sum folds, cast) and ~16 + 3 n/64 instructions; rescale-accumulate over [r, d]: 2 passes.
     const double repeats = (8 * r * n + 2 * r * d) / 64;
@@ -138,8 +208,9 @@ inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uin
 inline double ItemFillCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
                              const StepCosts &c) {
     const double m = blockM, r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
-    const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, c), c);
-    const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, c), c);
+    const StepL1 l1 = PlanStepL1(m, n, d, t, c);
+    const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c), c);
+    const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, l1.pv.residentB, c), c);
     return 2 * c.matmulRequestCycles + qk + pv + c.crossCoreFlagCycles + c.mte2LatencyCycles +
            r * d * 4 / c.corePortBytesPerCycle;
 }

@@ -10,6 +10,7 @@
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
+#include "block_cost.h"
 #include "chip_limits.h"
 #include "cube_tiling.h"
 #include "tiling_policy.h"
@@ -173,6 +174,28 @@ inline std::string ReadForwardProblem(gert::TilingContext *context, const Forwar
     return "";
 }
 
+// Keeps B resident in L1 for a MIX-path job whose tiling MatmulApiTiling filled within `share`
+// bytes: the L1 steps and depths of fa_policy::PlanL1 for its base tiles (B's K tiles in one
+// cached buffer, iterated ORDER_M), written over the tiling's as production tilings adjust
+// TCubeTiling after GetTiling (docs/cann-facts.md, "Matmul L1 cache"). Left as filled when B
+// does not fit beside an A tile. Returns the L1 bytes the tiling's buffers take.
+inline uint64_t KeepBResident(uint32_t dtypeBytes, uint64_t share, TCubeTiling *t) {
+    const double bytes = dtypeBytes;
+    const uint64_t kTiles = (static_cast<uint64_t>(t->singleCoreK) + t->baseK - 1) / t->baseK;
+    const fa_policy::L1Plan plan = fa_policy::PlanL1(kTiles, t->baseM * t->baseK * bytes, t->baseK * t->baseN * bytes,
+                                                     static_cast<double>(share));
+    if (plan.residentB && t->stepM == 1 && t->stepN == 1) {
+        t->stepKa = static_cast<int32_t>(plan.stepKa);
+        t->depthA1 = static_cast<int32_t>(plan.depthA1);
+        t->stepKb = static_cast<int32_t>(plan.stepKb);
+        t->depthB1 = static_cast<int32_t>(plan.depthB1);
+        t->iterateOrder = 0;  // ORDER_M: the M blocks of an N column one after another
+        t->shareL1Size = static_cast<int32_t>(plan.bytes);
+    }
+    return static_cast<uint64_t>(t->depthA1) * t->baseM * t->baseK * dtypeBytes +
+           static_cast<uint64_t>(t->depthB1) * t->baseK * t->baseN * dtypeBytes;
+}
+
 // The forward's tiling for `problem` (its dtype fields, B, N, Nkv, Sq, Skv, D, layout, band
 // and sequences filled by the caller): runs the policy for the chip, then fills
 // FlashAttentionTilingData (scale and the V1 causal attr as given), the matmul tilings, block
@@ -254,15 +277,21 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
                                                   : matmul_tiling::DataType::DT_FLOAT16;
     const int32_t m = static_cast<int32_t>(plan.blockM), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(problem.headDim);
-    // Per item, all its blockM rows: S = Q.K^T ([m, hd] x [n, hd]^T) and P.V ([m, n] x [n, hd]), C fp32,
-    // each matmul half of L1. MIX path: A and C in GM (the group's workspace; sub-block 0 issues
-    // both matmuls for the pair). Coupled path: C in UB, A too for P.V, and the UB the kernel gives it.
-    const uint32_t l1Share = 2;
+    // Per item, all its blockM rows: S = Q.K^T ([m, hd] x [n, hd]^T) and P.V ([m, n] x [n, hd]), C fp32.
+    // MIX path: A and C in GM (the group's workspace; sub-block 0 issues both matmuls for the
+    // pair); QK in half of L1, P.V in what QK's buffers leave, each keeping its B (K, V) resident
+    // when it fits (fa_policy::PlanStepL1 budgets the same). Coupled path: each matmul half of
+    // L1, C in UB, A too for P.V, and the UB the kernel gives it.
     const int32_t ubBytes = plan.coupled ? static_cast<int32_t>(plan.mmUbBytes) : -1;
-    const CubeSpec qk{m, n, hd, false, true, false, plan.coupled, l1Share, ubBytes};
-    const CubeSpec pv{m, hd, n, false, false, plan.coupled, plan.coupled, l1Share, ubBytes};
-    if (!FillCubeTiling(platform, mmType, qk, chip.l1Bytes, &td->qkTiling) ||
-        !FillCubeTiling(platform, mmType, pv, chip.l1Bytes, &td->pvTiling)) {
+    const CubeSpec qk{m, n, hd, false, true, false, plan.coupled, 1, ubBytes};
+    const CubeSpec pv{m, hd, n, false, false, plan.coupled, plan.coupled, 1, ubBytes};
+    bool filled = FillCubeTiling(platform, mmType, qk, chip.l1Bytes / 2, &td->qkTiling);
+    const uint64_t qkL1 = !filled ? 0 : plan.coupled ? chip.l1Bytes / 2
+                                                     : KeepBResident(problem.dtypeBytes, chip.l1Bytes / 2, &td->qkTiling);
+    const uint64_t pvShare = chip.l1Bytes - qkL1;
+    filled = filled && FillCubeTiling(platform, mmType, pv, pvShare, &td->pvTiling);
+    if (filled && !plan.coupled) KeepBResident(problem.dtypeBytes, pvShare, &td->pvTiling);
+    if (!filled) {
         FA_LOGE(context, "matmul tiling failed for block_m=%u, block_n=%u, head_dim=%d on %s", plan.blockM,
                 plan.blockN, hd, chip.socName.c_str());
         return ge::GRAPH_FAILED;

@@ -147,9 +147,12 @@ uint32_t OptionUbLines(const Problem &p, uint64_t c, uint64_t n, uint64_t ub, st
 // coupled AI Core all of it.
 uint64_t RowsPerVector(uint32_t blockM, bool coupled) { return coupled ? blockM : blockM / 2; }
 
-// L1 of one cube unit holds the operands of one item's two matmuls over all its blockM rows
-// (S = Q.K^T: A [M,d], B [n,d]; O = P.V: A [M,n], B [n,d], M = blockM: on the MIX path one AIV
-// issues them for both), so a K/V block is read from GM once per matmul. L0C: on the MIX path
+// L1: on the MIX path the Matmul buffers of one item's two jobs over all its blockM rows (S =
+// Q.K^T: A [M,d], B [n,d]; O = P.V: A [M,n], B [n,d]; one AIV issues them for both), each keeping
+// its B -- the K or V block -- resident along K when it fits (block_cost.h PlanStepL1; op_host
+// KeepBResident writes the same steps), so a K/V block is read from GM once per job even when M
+// spans two base tiles; else the least one A and one B base tile take. Coupled: the whole
+// operands of both jobs. L0C: on the MIX path
 // the result goes to GM (C in GM) one base tile at a time, FixPipe writing each tile once as the
 // Matmul API iterates them, so L0C holds a base tile -- at most kMaxBaseTileM x kMaxBaseTileN,
 // the widest the tiling picks here (block_cost.h's StepCosts::maxBaseN; MatmulApiTiling shrinks
@@ -178,15 +181,20 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
         for (const auto &line : needs.lines) needs.ubTotal += line.bytes;
         if (coupled || needs.ubTotal <= c.ubBytes) break;
     }
-    const uint64_t l1Qk = (mc * d + n * d) * t;
-    const uint64_t l1Pv = (mc * n + n * d) * t;
-    needs.l1Total = l1Qk + l1Pv;
+    if (coupled) {
+        needs.l1Total = (mc * d + n * d) * t + (mc * n + n * d) * t;
+    } else {
+        const StepCosts costs = StepCostsOf(c.l2BytesPerCycle, c.aicNum, c.l1Bytes);
+        needs.l1Total = static_cast<uint64_t>(PlanStepL1(static_cast<double>(mc), static_cast<double>(n),
+                                                         static_cast<double>(d), static_cast<double>(t), costs)
+                                                  .Bytes());
+    }
     const uint64_t l0cRows = coupled ? AlignUp(mc, kBlockAlign) : std::min<uint64_t>(AlignUp(mc, kBlockAlign), kMaxBaseTileM);
     auto l0cCols = [&](uint64_t cols) { return coupled ? cols : std::min<uint64_t>(AlignUp(cols, kBlockAlign), kMaxBaseTileN); };
     needs.l0cQk = l0cRows * l0cCols(n) * kFp32;
     needs.l0cPv = l0cRows * l0cCols(d) * kFp32;
     needs.lines.push_back({coupled ? "UB total per AI Core" : "UB total per AIV", needs.ubTotal, c.ubBytes});
-    needs.lines.push_back({"L1 QK+PV operands", needs.l1Total, c.l1Bytes});
+    needs.lines.push_back({coupled ? "L1 QK+PV operands" : "L1 QK+PV Matmul buffers", needs.l1Total, c.l1Bytes});
     needs.lines.push_back({coupled ? "L0C QK result [m,n] fp32" : "L0C QK base tile fp32", needs.l0cQk, c.l0cBytes});
     needs.lines.push_back({coupled ? "L0C PV result [m,d] fp32" : "L0C PV base tile fp32", needs.l0cPv, c.l0cBytes});
     return needs;
@@ -210,8 +218,9 @@ std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const 
                       static_cast<unsigned long long>(c.ubBytes));
     }
     if (needs.l1Total > c.l1Bytes) {
-        return Format("%s needs %llu B of L1 per %s (QK and PV operands); %s has %llu B", what.c_str(),
+        return Format("%s needs %llu B of L1 per %s (QK and PV %s); %s has %llu B", what.c_str(),
                       static_cast<unsigned long long>(needs.l1Total), coupled ? "AI Core" : "AIC",
+                      coupled ? "operands" : "Matmul base tiles",
                       c.socName.c_str(), static_cast<unsigned long long>(c.l1Bytes));
     }
     if (needs.l0cQk > c.l0cBytes || needs.l0cPv > c.l0cBytes) {
@@ -608,6 +617,15 @@ bool VisibleKeys(const Band &band, uint64_t sq, uint64_t skv, uint64_t row0, uin
 uint64_t SeqLenQ(const Problem &p, uint64_t seq) { return p.seqLensQ.empty() ? p.seqQ : p.seqLensQ[seq]; }
 uint64_t SeqLenKv(const Problem &p, uint64_t seq) { return p.seqLensKv.empty() ? p.seqKv : p.seqLensKv[seq]; }
 
+uint64_t ExecutedKeys(const Problem &p, uint32_t blockM, uint32_t blockN, uint64_t qb, uint64_t seq) {
+    const uint64_t sq = SeqLenQ(p, seq), skv = SeqLenKv(p, seq);
+    const uint64_t row0 = qb * blockM;
+    if (row0 >= sq) return 0;
+    uint64_t first = 0, end = 0;
+    if (!VisibleKeys(EffectiveBand(p), sq, skv, row0, std::min<uint64_t>(row0 + blockM, sq), &first, &end)) return 0;
+    return end - first / blockN * blockN;
+}
+
 uint64_t KvBlocksForQueryBlock(const Problem &p, uint32_t blockM, uint32_t blockN, uint64_t qb, uint64_t seq) {
     const uint64_t sq = SeqLenQ(p, seq), skv = SeqLenKv(p, seq);
     const uint64_t row0 = qb * blockM;
@@ -621,10 +639,18 @@ double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t block
     const uint64_t numQBlocks = CeilDiv(p.seqQ, blockM);
     const bool zigzag = p.causal;
     std::vector<uint64_t> perPosition(numQBlocks);
+    // A step's cost in full-block steps: the Sq tail's query block has fewer rows, and its steps
+    // cost the cube and the AIVs about in proportion (its QK, P.V and softmax are that much smaller).
+    std::vector<double> rowShare(numQBlocks);
     uint64_t perHead = 0, largestItem = 0;
+    double perHeadWeighted = 0, perHeadCols = 0;  // ... and the keys the cube computes
     for (uint64_t pos = 0; pos < numQBlocks; ++pos) {
-        perPosition[pos] = KvBlocksForQueryBlock(p, blockM, blockN, QueryBlockAt(pos, numQBlocks, zigzag));
+        const uint64_t qb = QueryBlockAt(pos, numQBlocks, zigzag);
+        perPosition[pos] = KvBlocksForQueryBlock(p, blockM, blockN, qb);
+        rowShare[pos] = static_cast<double>(std::min<uint64_t>(blockM, p.seqQ - qb * blockM)) / blockM;
         perHead += perPosition[pos];
+        perHeadWeighted += perPosition[pos] * rowShare[pos];
+        perHeadCols += static_cast<double>(ExecutedKeys(p, blockM, blockN, qb, 0));
         largestItem = std::max(largestItem, perPosition[pos]);
     }
     const uint64_t items = p.batch * p.numHeads * numQBlocks;
@@ -632,29 +658,31 @@ double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t block
     // The busiest core's steps: from the real split while the item list is small, else the larger
     // of an even share and the largest item
     // (and its items, each adding the pipeline's fill and drain).
-    double busiest = std::max(static_cast<double>(p.batch * p.numHeads * perHead) / cores,
+    double busiest = std::max(static_cast<double>(p.batch * p.numHeads) * perHeadWeighted / cores,
                               static_cast<double>(largestItem));
     double busiestItems = static_cast<double>(CeilDiv(items, cores));
     if (items <= kExactSplitItems) {
         std::vector<uint64_t> work(items);
         for (uint64_t i = 0; i < items; ++i) work[i] = perPosition[i % numQBlocks];
         const std::vector<uint32_t> starts = SplitContiguous(work, static_cast<uint32_t>(cores));
-        uint64_t most = 0;
+        double most = 0;
         for (size_t core = 0; core + 1 < starts.size(); ++core) {
-            uint64_t load = 0;
-            for (uint32_t i = starts[core]; i < starts[core + 1]; ++i) load += work[i];
+            double load = 0;
+            for (uint32_t i = starts[core]; i < starts[core + 1]; ++i) load += work[i] * rowShare[i % numQBlocks];
             if (load >= most) {
                 most = load;
                 busiestItems = starts[core + 1] - starts[core];
             }
         }
-        busiest = static_cast<double>(most);
+        busiest = most;
     }
-    const StepCosts costs = StepCostsOf(c.l2BytesPerCycle, c.aicNum);
+    const StepCosts costs = StepCostsOf(c.l2BytesPerCycle, c.aicNum, c.l1Bytes);
     const double core = busiest * StepCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs) +
                         busiestItems * ItemFillCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs);
     const double steps = static_cast<double>(p.batch * p.numHeads * perHead);
-    return std::max(core, steps * GroupStepBytes(blockM, blockN, p.headDim, p.dtypeBytes, costs) / costs.gmBytesPerCycle);
+    const double colShare = perHead == 0 ? 1 : perHeadCols / (static_cast<double>(perHead) * blockN);
+    return std::max(core, steps * GroupStepBytes(blockM, blockN, p.headDim, p.dtypeBytes, costs, colShare) /
+                              costs.gmBytesPerCycle);
 }
 
 ArchFeatures FeaturesOfSoc(uint32_t socVersion) {

@@ -132,7 +132,7 @@ constexpr uint32_t kMaskRows = 16;  // mask tile rows per pass (a multiple of 4)
 // Largest values the policy chooses by itself (a user block may not exceed them either):
 // beyond these the kernel gains no reuse and the item count (core balance) suffers.
 constexpr uint32_t kMaxBlockM = 256;
-constexpr uint32_t kMaxBlockN = 512;
+constexpr uint32_t kMaxBlockN = 1024;
 // blockN assumed while searching blockM: a cube-friendly 128 (or all of Skv if shorter).
 constexpr uint32_t kReferenceBlockN = 128;
 constexpr uint32_t kMaxCores = 64;  // FA_MAX_CORES of the tiling struct
@@ -202,6 +202,9 @@ bool VisibleKeys(const Band &band, uint64_t sq, uint64_t skv, uint64_t row0, uin
 // the blocks that hold a visible key of any of its rows.
 uint64_t KvBlocksForQueryBlock(const Problem &problem, uint32_t blockM, uint32_t blockN, uint64_t qb,
                                uint64_t seq = 0);
+// Keys the cube computes for query block `qb`: from its first computed block's start to its last
+// visible key (the MIX kernel's QK and P.V stop there).
+uint64_t ExecutedKeys(const Problem &problem, uint32_t blockM, uint32_t blockN, uint64_t qb, uint64_t seq = 0);
 // Query / key length of sequence `seq` (the fixed lengths when the batch is not varlen).
 uint64_t SeqLenQ(const Problem &problem, uint64_t seq);
 uint64_t SeqLenKv(const Problem &problem, uint64_t seq);

@@ -33,7 +33,7 @@ struct TCubeTiling {
     int32_t stepN = 0;
     int32_t isBias = 0;
     int32_t transLength = 0;      // UB bytes for format transforms (0: none needed)
-    int32_t iterateOrder = 0;     // 0: M outer, N inner; 1: N outer, M inner
+    int32_t iterateOrder = 0;     // 0: ORDER_M (along M first, then N); 1: ORDER_N
     int32_t shareMode = 0;
     int32_t shareL1Size = 0;      // bytes of L1 the tiling uses
     int32_t shareL0CSize = 0;     // bytes of L0C the tiling uses
