@@ -172,8 +172,12 @@ def check_cube(t, m, n, k, limits):
     assert t.baseK * t.baseN * 2 * t.dbL0B <= limits.l0b_bytes
     assert t.baseM * t.baseN * 4 * t.dbL0C <= limits.l0c_bytes
     used = t.depthA1 * t.baseM * t.baseK * 2 + t.depthB1 * t.baseN * t.baseK * 2
-    assert used == t.shareL1Size <= limits.l1_bytes // 2  # the AIC holds the item's two matmuls
+    assert used == t.shareL1Size
     assert t.depthA1 % t.stepKa == 0 and t.depthB1 % t.stepKb == 0
+    # B (K or V) resident: all its K tiles in one buffer, which the Norm template caches and
+    # ORDER_M (iterateOrder 0) serves to every M block (op_host KeepBResident).
+    assert t.stepKb == t.depthB1 == -(-k // t.baseK) and t.iterateOrder == 0
+    return used
 
 
 @pytest.mark.parametrize("case", [
@@ -201,16 +205,20 @@ def test_tiling_matches_the_policy(case):
         p.ws_score_offset, p.ws_prob_offset, p.ws_pv_offset, p.ws_bytes_per_core)
     assert key == p.tiling_key
     assert ws0 == 16 * 1024 * 1024 + block_dim * td.wsBytesPerCore  # one slice per AIC group
-    check_cube(td.qkTiling, td.blockM, td.blockN, td.headDim, limits)  # one QK and one P.V per item
-    check_cube(td.pvTiling, td.blockM, td.headDim, td.blockN, limits)
+    l1 = (check_cube(td.qkTiling, td.blockM, td.blockN, td.headDim, limits)  # one QK and one P.V per item
+          + check_cube(td.pvTiling, td.blockM, td.headDim, td.blockN, limits))
+    lines = {b.name: b.bytes for b in p.budget}
+    assert l1 == lines["L1 QK+PV Matmul buffers"] <= limits.l1_bytes  # the AIC holds both
+    assert td.qkTiling.shareL1Size <= limits.l1_bytes // 2
+    assert td.chunkRows * td.blockN * 4 == lines["scoreQue S [c,n] fp32"] and td.chunkRows % 8 == 0
 
 
 def test_tiling_rejection_reaches_the_caller():
     with pytest.raises(RuntimeError) as info:
-        tiling([[1, 8, 4096, 128]] * 3, block_m=256, block_n=512)
+        tiling([[1, 8, 4096, 128]] * 3, block_m=256, block_n=2048)
     text = str(info.value)
     assert "TilingFunc failed" in text
-    assert "block_m=256, block_n=512 (head_dim=128, 2-byte dtype) needs 589824 B of L1 per AIC" in text
+    assert "block_n must be 0 (auto) or a multiple of 16 up to 1024, got 2048" in text
 
 
 @pytest.mark.parametrize("soc", ["Ascend910B2", "Ascend910_93", "Ascend310P3", "Ascend910A"])

@@ -62,7 +62,7 @@ def test_json_plan_matches_options():
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--block-m", "256", "--block-n", "512"), "Ascend910B2 has 524032 B"),
+    (("--block-m", "256", "--block-n", "2048"), "block_n must be 0 (auto) or a multiple of 16 up to 1024"),
     (("--head-dim", "72"), "head_dim must be a multiple of 16"),
     (("--soc", "Ascend999"), "unknown SoC 'Ascend999'"),
 ])
