@@ -29,7 +29,7 @@ bool ApplyTestTilingOverride(std::vector<uint8_t> *tilingData, uint64_t *tilingK
     std::memcpy(&td, tilingData->data(), sizeof(td));
     td.blockM = static_cast<uint32_t>(blockM);
     td.subBlockM = td.blockM / 2;
-    td.chunkRows = td.chunkRows < td.subBlockM ? td.chunkRows : td.subBlockM;
+    td.chunkRows = td.subBlockM;  // S and P tiles of all the AIV's rows, as before row chunks
     td.numQBlocks = (td.seqQ + td.blockM - 1) / td.blockM;
     td.totalItems = td.batch * td.numHeads * td.numQBlocks;
     // The same cores (the launch's block dim is unchanged), items spread evenly over them.

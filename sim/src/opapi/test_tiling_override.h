@@ -14,7 +14,8 @@ namespace acl_fa_sim {
 // one TilingFunc chose. Test use only.
 constexpr const char *ENV_TEST_FORCE_BLOCK_M = "ACL_FA_SIM_TEST_FORCE_BLOCK_M";
 
-// When ACL_FA_SIM_TEST_FORCE_BLOCK_M is set, rewrites blockM, subBlockM (= blockM / 2),
+// When ACL_FA_SIM_TEST_FORCE_BLOCK_M is set, rewrites blockM, subBlockM (= blockM / 2), chunkRows
+// (= subBlockM: one S / P tile of all an AIV's rows),
 // numQBlocks, totalItems and the per-core item ranges of the FlashAttentionTilingData in
 // `tilingData`, and the Sq-tail bit of `tilingKey` (everything else, workspace and matmul
 // tilings included, stays as TilingFunc sized it). Returns false with *error set when the value
