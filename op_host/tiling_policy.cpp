@@ -617,22 +617,22 @@ bool VisibleKeys(const Band &band, uint64_t sq, uint64_t skv, uint64_t row0, uin
 uint64_t SeqLenQ(const Problem &p, uint64_t seq) { return p.seqLensQ.empty() ? p.seqQ : p.seqLensQ[seq]; }
 uint64_t SeqLenKv(const Problem &p, uint64_t seq) { return p.seqLensKv.empty() ? p.seqKv : p.seqLensKv[seq]; }
 
-uint64_t ExecutedKeys(const Problem &p, uint32_t blockM, uint32_t blockN, uint64_t qb, uint64_t seq) {
+// Keys [first, end) some row of query block qb (blockM rows) of sequence seq sees; false if none.
+static bool QueryBlockKeys(const Problem &p, uint32_t blockM, uint64_t qb, uint64_t seq, uint64_t *first,
+                           uint64_t *end) {
     const uint64_t sq = SeqLenQ(p, seq), skv = SeqLenKv(p, seq);
     const uint64_t row0 = qb * blockM;
-    if (row0 >= sq) return 0;
+    return row0 < sq && VisibleKeys(EffectiveBand(p), sq, skv, row0, std::min<uint64_t>(row0 + blockM, sq), first, end);
+}
+
+uint64_t ExecutedKeys(const Problem &p, uint32_t blockM, uint32_t blockN, uint64_t qb, uint64_t seq) {
     uint64_t first = 0, end = 0;
-    if (!VisibleKeys(EffectiveBand(p), sq, skv, row0, std::min<uint64_t>(row0 + blockM, sq), &first, &end)) return 0;
-    return end - first / blockN * blockN;
+    return QueryBlockKeys(p, blockM, qb, seq, &first, &end) ? end - first / blockN * blockN : 0;
 }
 
 uint64_t KvBlocksForQueryBlock(const Problem &p, uint32_t blockM, uint32_t blockN, uint64_t qb, uint64_t seq) {
-    const uint64_t sq = SeqLenQ(p, seq), skv = SeqLenKv(p, seq);
-    const uint64_t row0 = qb * blockM;
-    if (row0 >= sq) return 0;
     uint64_t first = 0, end = 0;
-    if (!VisibleKeys(EffectiveBand(p), sq, skv, row0, std::min<uint64_t>(row0 + blockM, sq), &first, &end)) return 0;
-    return CeilDiv(end, blockN) - first / blockN;
+    return QueryBlockKeys(p, blockM, qb, seq, &first, &end) ? CeilDiv(end, blockN) - first / blockN : 0;
 }
 
 double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t blockM, uint32_t blockN) {
