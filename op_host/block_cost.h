@@ -128,7 +128,7 @@ inline double MatmulPasses(double rows, double base) {
 
 // GM bytes of one Matmul job C[m, n] = A[m, k] . B[k, n]: A once per N pass of baseN columns;
 // B once when it stays resident in L1, else once per M pass of baseM rows (stepM = stepN = 1;
-// the simulator's Matmul counts its GM reads so).
+// the Matmul Norm template loads its operands so: docs/cann-facts.md "Matmul L1 cache").
 inline double MatmulReadBytes(double m, double n, double k, double t, bool residentB, const StepCosts &c) {
     const BaseTiles b = BaseTilesOf(m, n, k, t, c);
     return m * k * t * MatmulPasses(n, b.n) + k * n * t * (residentB ? 1 : MatmulPasses(m, b.m));

@@ -62,7 +62,7 @@ public:
 
     __aicore__ inline void Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m,
                                 uint32_t chunkRows, bool ownFold = true);
-    // The [m, 64] fp32 scratch of the next ScoresToProbs' row reductions (Init without ownFold).
+    // The [c, 64] fp32 scratch of the next ScoresToProbs' row reductions (Init without ownFold).
     __aicore__ inline void UseFold(const AscendC::LocalTensor<float> &fold) { fold_ = fold; }
 
     // Starts a row block of a sequence with seqQ queries and seqKv keys: m = -inf, l = 0,
