@@ -26,6 +26,12 @@
 
 namespace fa_policy {
 
+// The largest Matmul base tile (baseM x baseN) of the MIX path: 128 x 256 fp32 is all of A2's
+// 128-KiB L0C (docs/cann-facts.md, chip table); MatmulApiTiling shrinks the tile until it fits
+// smaller L0Cs. The cost below and the policy's L0C budget (tiling_policy.cpp) both use it.
+constexpr uint64_t kMaxBaseTileM = 128;
+constexpr uint64_t kMaxBaseTileN = 256;
+
 // The cost table of docs/timing_model.md (the simulator's aclfaSimGetPipeCosts for the 910B
 // family), in cycles and bytes per cycle; a test keeps the two equal. The GM rates are the
 // chip's (StepCostsOf).
@@ -50,8 +56,8 @@ struct StepCosts {
     double gmBytesPerCycle = 0;       // the chip's GM (L2) rate: AI Cores x GetCoreMemBw(L2)
     double l0aHalfBytes = 32768;      // one of L0A's two 64-KiB / 2 buffers: bounds baseM x baseK
     double l0bHalfBytes = 32768;      // one of L0B's two 64-KiB / 2 buffers: bounds baseN x baseK
-    double maxBaseN = 256;            // the widest base tile the Matmul tiling picks here
-    double maxBaseM = 128;            // the tallest base tile (128 x 256 fp32 fills A2's L0C)
+    double maxBaseN = kMaxBaseTileN;  // the widest base tile the Matmul tiling picks here
+    double maxBaseM = kMaxBaseTileM;  // the tallest base tile
     double l1Bytes = 0;               // the AIC's L1 (GetCoreMemSize(L1)); 0: not known, no B kept resident
 };
 

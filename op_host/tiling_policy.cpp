@@ -23,11 +23,6 @@ constexpr uint64_t kUbAlign = 32;         // UB allocations are 32-B granular
 constexpr uint64_t kChunkAlign = 8;       // row chunks: 8 fp32 row values fill one 32-B block
 constexpr uint64_t kFp32 = 4;
 constexpr uint64_t kMaxDim = 256;
-// The largest Matmul base tile (baseM x baseN) the MIX path's L0C budget counts: 128 x 256 fp32
-// is all of A2's 128-KiB L0C (docs/cann-facts.md, chip table); MatmulApiTiling shrinks the tile
-// until it fits smaller L0Cs.
-constexpr uint64_t kMaxBaseTileM = 128;
-constexpr uint64_t kMaxBaseTileN = 256;
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -155,7 +150,7 @@ uint64_t RowsPerVector(uint32_t blockM, bool coupled) { return coupled ? blockM 
 // operands of both jobs. L0C: on the MIX path
 // the result goes to GM (C in GM) one base tile at a time, FixPipe writing each tile once as the
 // Matmul API iterates them, so L0C holds a base tile -- at most kMaxBaseTileM x kMaxBaseTileN,
-// the widest the tiling picks here (block_cost.h's StepCosts::maxBaseN; MatmulApiTiling shrinks
+// the widest the tiling picks here (block_cost.h; MatmulApiTiling shrinks
 // it until it fits, and FillCubeTiling fails otherwise); coupled, the whole [M,n] or [M,d] fp32
 // result (M padded to the 16-row fractal) goes L0C -> UB at once.
 struct Needs {

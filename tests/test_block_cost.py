@@ -31,11 +31,13 @@ SHARED_COSTS = ("vectorIssueCycles", "vectorRepeatCycles", "vectorExpRepeatCycle
 
 def _step_costs() -> dict:
     text = (ROOT / "op_host" / "block_cost.h").read_text()
+    # The header's integer constants, which some defaults name.
+    constants = {name: int(value) for name, value in re.findall(r"constexpr uint64_t (\w+) = (\d+);", text)}
     body = text[text.index("struct StepCosts"):]
     body = body[:body.index("};")]
     values = {}
     for name, expr in re.findall(r"double (\w+) = ([^;]+);", body):
-        values[name] = eval(expr, {"__builtins__": {}})  # numeric literals and / only
+        values[name] = eval(expr, {"__builtins__": {}}, constants)  # literals, / and those constants only
     return values
 
 
