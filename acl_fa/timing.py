@@ -17,6 +17,7 @@ from typing import Optional
 import numpy as np
 
 from ._ffi import ffi
+from .errors import AclError, InvalidArgumentError
 from .loader import Backend
 
 __all__ = ["PIPES", "ModelReport", "op_trace", "last_model", "modeled_ops", "modeled_gm_trace", "pipe_costs",
@@ -106,10 +107,23 @@ def _chip(backend: Backend) -> str:
     return ffi.string(backend.fn("aclrtGetSocName")()).decode()
 
 
+def _modeled(backend: Backend, api: str, *args) -> None:
+    """Calls one of the engine's queries of the last modeled launch. The engine answers
+    ACL_ERROR_FAILURE when there is none yet (sim/src/engine/timing.cpp); that is a usage error
+    that says what to do."""
+    try:
+        _engine(backend).call(api, *args)
+    except AclError as err:
+        if err.name != "ACL_ERROR_FAILURE":
+            raise
+        raise InvalidArgumentError(f"{api}: no launch has been modeled in this process; make the launch "
+                                   "inside acl_fa.timing.op_trace(backend) first") from err
+
+
 def last_model(backend: Backend) -> ModelReport:
     """The model of the last launch made inside ``op_trace``."""
     stats = ffi.new("aclfaSimModelStats *")
-    _engine(backend).call("aclfaSimGetModelStats", stats)
+    _modeled(backend, "aclfaSimGetModelStats", stats)
     return _report(_chip(backend), stats)
 
 
@@ -118,7 +132,7 @@ def modeled_ops(backend: Backend) -> tuple:
     sorted by core then start, and {api pointer: name} for its "api" column."""
     ops = ffi.new("const aclfaSimModeledOp **")
     count = ffi.new("uint64_t *")
-    _engine(backend).call("aclfaSimGetModeledOps", ops, count)
+    _modeled(backend, "aclfaSimGetModeledOps", ops, count)
     if ffi.sizeof("aclfaSimModeledOp") != OPS_DTYPE.itemsize:
         raise RuntimeError("OPS_DTYPE does not match aclfaSimModeledOp")
     n = int(count[0])
@@ -134,7 +148,7 @@ def modeled_gm_trace(backend: Backend):
     records, valid until the next traced launch): the L2 replay input."""
     records = ffi.new("const aclfaSimGmAccess **")
     count = ffi.new("uint64_t *")
-    _engine(backend).call("aclfaSimGetModeledGmTrace", records, count)
+    _modeled(backend, "aclfaSimGetModeledGmTrace", records, count)
     return records[0], int(count[0])
 
 
@@ -167,7 +181,7 @@ def remodel(backend: Backend, costs: dict) -> ModelReport:
     for name, value in costs.items():
         setattr(table, name, float(value))
     stats = ffi.new("aclfaSimModelStats *")
-    _engine(backend).call("aclfaSimRemodel", table, stats)
+    _modeled(backend, "aclfaSimRemodel", table, stats)
     return _report(_chip(backend), stats)
 
 

@@ -1,6 +1,8 @@
 """L2 size sensitivity of the modeled HBM traffic (modeled, not measured): one FlashAttention
-launch on the simulator with the GM trace on, replayed through the L2 model at several L2 sizes,
-in the recorded (launch) order and with the AI Core groups interleaved as on the chip.
+launch on the simulator with the GM and instruction traces on, replayed through the L2 model at
+several L2 sizes in three orders: as recorded (launch), with the AI Core groups interleaved at
+equal rates (concurrent), and in the order the pipeline model times the accesses (modeled; the
+one `acl-fa run` uses, deterministic).
 
 Usage: python bench/l2_sensitivity.py [--seq 4096] [--heads 32] [--l2-mib 192,96,48,32,8]
 """
@@ -9,7 +11,7 @@ import argparse
 from common import header, table
 
 import acl_fa  # noqa: E402
-from acl_fa import l2model  # noqa: E402
+from acl_fa import l2model, timing  # noqa: E402
 from acl_fa.attention import problem_from_sizes, runner_for  # noqa: E402
 from acl_fa.roofline import chip_peaks  # noqa: E402
 from acl_fa.run import format_bytes, random_inputs  # noqa: E402
@@ -30,7 +32,7 @@ def main():
         soc = session.soc_name()
         line = chip_peaks(soc).l2_line_bytes
         runner = runner_for(session)
-        with l2model.gm_trace(session.backend):
+        with l2model.gm_trace(session.backend), timing.op_trace(session.backend):
             runner.run(problem, q, k, v)
             rows = {order: [l2model.model_trace(session.backend, mib * MIB, line, order=order).hbm_bytes
                             for mib in sizes] for order in l2model.ORDERS}
@@ -39,6 +41,7 @@ def main():
     print(table(["L2"] + [f"{mib} MiB" for mib in sizes], [
         ["modeled HBM, launch order"] + [format_bytes(b) for b in rows["launch"]],
         ["modeled HBM, interleaved"] + [format_bytes(b) for b in rows["concurrent"]],
+        ["modeled HBM, modeled order"] + [format_bytes(b) for b in rows["modeled"]],
     ]))
 
 

@@ -8,6 +8,9 @@ operator's table cases.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -215,3 +218,28 @@ def test_modeled_gm_trace_holds_only_gm(sim_only, soc):
         print(json.dumps({"launch": launch.access_bytes, "modeled": modeled.access_bytes}))
     """, ACL_FA_BACKEND="sim", ACL_FA_SIM_SOC=soc)
     assert result["modeled"] == result["launch"] > 0, result
+
+
+def test_queries_before_any_modeled_launch_say_what_to_do(sim_only):
+    """In a process that modeled no launch, each query of the last model names the API and
+    op_trace instead of a bare ACL_ERROR_FAILURE (a fresh process: this one has modeled some)."""
+    code = """
+import acl_fa
+from acl_fa import l2model, timing
+from acl_fa.errors import InvalidArgumentError
+with acl_fa.Session(backend="sim") as s:
+    calls = [lambda: timing.last_model(s.backend), lambda: timing.modeled_ops(s.backend),
+             lambda: timing.modeled_gm_trace(s.backend),
+             lambda: timing.remodel(s.backend, timing.pipe_costs(s.backend)),
+             lambda: l2model.model_trace(s.backend, 1 << 20, 512, order="modeled")]
+    for call in calls:
+        try:
+            call()
+        except InvalidArgumentError as err:
+            assert "op_trace" in str(err) and "aclfaSim" in str(err), str(err)
+        else:
+            raise AssertionError("no error")
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
