@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "ascendc_sim/core.h"
@@ -88,11 +89,14 @@ struct MatmulWork {
     bool outToGm = true;               // false: C goes to this core's UB (coupled chips)
 };
 
+// Memory: a launch's trace holds every instruction of every core until the next traced launch
+// (about 40 B an instruction, tens of millions at S = 32768), so the containers grow in chunks
+// (no vector doubling) and UB/L1 ranges, which only the race rule reads, are dropped without it.
 struct OpTrace {
-    std::vector<TraceOp> ops;
-    std::vector<MemRange> ranges;  // kept only when races are checked
+    std::deque<TraceOp> ops;
+    std::deque<MemRange> ranges;  // GM ranges always (the modeled GM order); UB/L1 ones with keepRanges
     std::vector<MatmulWork> jobs;
-    bool keepRanges = false;
+    bool keepRanges = false;      // races are checked
 };
 
 inline bool Tracing(const CoreContext &core) { return core.opTrace != nullptr; }

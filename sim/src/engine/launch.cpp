@@ -210,6 +210,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
             tc.blockIdx = inv[k].blockIdx;
             tc.traceCore = static_cast<uint16_t>(inv[k].isAic ? 1000 + inv[k].blockIdx : inv[k].blockIdx);
             tc.server = static_cast<uint32_t>(groups && !inv[k].isAic ? inv[k].blockIdx / ratio : k);
+            launchTrace.traces[k].keepRanges = (OpTraceMode() & ACLFA_SIM_TRACE_RACES) != 0;
         }
     }
 

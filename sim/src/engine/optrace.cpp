@@ -23,7 +23,7 @@ void RecordOp(CoreContext &core, const TraceOp &op, const MemRange *ranges, int 
     rec.rangeBegin = static_cast<uint32_t>(t.ranges.size());
     rec.rangeCount = static_cast<uint8_t>(rangeCount);
     for (int i = 0; i < rangeCount; ++i) {
-        if (ranges[i].bytes != 0 && ranges[i].count != 0) {
+        if (ranges[i].bytes != 0 && ranges[i].count != 0 && (t.keepRanges || ranges[i].space == Space::GM)) {
             t.ranges.push_back(ranges[i]);
         } else {
             --rec.rangeCount;

@@ -88,18 +88,26 @@ struct SyncBarrier {
     std::vector<uint32_t> cores;
 };
 
+// One GM range of an instruction at its modeled time: `count` accesses of `bytes`, `stride`
+// apart (one access when contiguous), expanded into aclfaSimGmAccess records only for the
+// result, so the sort moves ranges, not rows.
 struct GmEvent {
     double time;
     uint32_t core;  // issuing core index (tie-break)
     uint32_t seq;
-    uint32_t sub;
-    aclfaSimGmAccess rec;
+    uint32_t sub;   // the range's index in its instruction
+    uint16_t coreId;
+    bool isWrite;
+    uint64_t addr, stride;
+    uint32_t bytes, count;
 };
 
 class Replay {
 public:
-    Replay(const LaunchTrace &t, const aclfaSimPipeCosts &c, bool keep, bool races, double coreBw, ModelResult *out)
-        : trace_(t), c_(c), keep_(keep), out_(out), st_(t.cores.size()), coreBw_(coreBw) {
+    Replay(const LaunchTrace &t, const aclfaSimPipeCosts &c, int keep, bool races, double coreBw, ModelResult *out)
+        : trace_(t), c_(c), keepOps_((keep & KEEP_OPS) != 0), keepGm_((keep & KEEP_GM) != 0), out_(out),
+          st_(t.cores.size()), coreBw_(coreBw) {
+        out_->coreRate = coreBw;
         const size_t threads = t.cores.size() * kPipes;
         races_ = races && threads <= kMaxRaceThreads;
         if (races_) vc_.assign(threads, Clock(threads, 0));
@@ -197,7 +205,7 @@ private:
 
     void Span(uint32_t core, int pipe, double start, double end, const char *api, uint64_t units, uint8_t kind,
               uint32_t seq) {
-        if (!keep_ || end <= start) return;
+        if (!keepOps_ || end <= start) return;
         aclfaSimModeledOp r;
         r.start = start;
         r.end = end;
@@ -211,15 +219,13 @@ private:
     }
 
     void GmEvents(uint32_t issuer, uint32_t seq, double time, uint16_t coreId, const MemRange &r, uint32_t sub) {
-        if (!keep_ || r.space != Space::GM) return;
-        for (uint32_t i = 0; i < r.count; ++i) {
-            aclfaSimGmAccess a;
-            a.addr = r.addr + uint64_t(i) * r.stride;
-            a.bytes = r.bytes;
-            a.core = coreId;
-            a.isWrite = r.isWrite ? 1 : 0;
-            gm_.push_back({time, issuer, seq, sub * 65536 + i, a});
-        }
+        if (!keepGm_ || r.space != Space::GM) return;
+        // Contiguous rows are one access: the L2 model touches the same lines in the same order.
+        const bool contiguous = r.stride == r.bytes && uint64_t(r.bytes) * r.count <= UINT32_MAX;
+        const uint32_t bytes = contiguous ? r.bytes * r.count : r.bytes;
+        const uint32_t count = contiguous ? 1 : r.count;
+        gm_.push_back({time, issuer, seq, sub, coreId, r.isWrite, r.addr, r.stride, bytes, count});
+        gmRecords_ += count;
     }
 
     // ---- race rule ----
@@ -599,23 +605,35 @@ private:
         st.cycles = last;
         st.aicUsed = aic;
         st.aivUsed = aiv;
-        if (!keep_) return;
-        std::stable_sort(out_->ops.begin(), out_->ops.end(), [](const aclfaSimModeledOp &a, const aclfaSimModeledOp &b) {
-            return a.core != b.core ? a.core < b.core : a.start < b.start;
-        });
+        if (keepOps_) {
+            std::stable_sort(out_->ops.begin(), out_->ops.end(),
+                             [](const aclfaSimModeledOp &a, const aclfaSimModeledOp &b) {
+                                 return a.core != b.core ? a.core < b.core : a.start < b.start;
+                             });
+        }
+        if (!keepGm_) return;
         std::sort(gm_.begin(), gm_.end(), [](const GmEvent &a, const GmEvent &b) {
             if (a.time != b.time) return a.time < b.time;
             if (a.core != b.core) return a.core < b.core;
             if (a.seq != b.seq) return a.seq < b.seq;
             return a.sub < b.sub;
         });
-        out_->gm.reserve(gm_.size());
-        for (const GmEvent &e : gm_) out_->gm.push_back(e.rec);
+        out_->gm.reserve(gmRecords_);
+        for (const GmEvent &e : gm_) {
+            for (uint32_t i = 0; i < e.count; ++i) {
+                aclfaSimGmAccess a;
+                a.addr = e.addr + uint64_t(i) * e.stride;
+                a.bytes = e.bytes;
+                a.core = e.coreId;
+                a.isWrite = e.isWrite ? 1 : 0;
+                out_->gm.push_back(a);
+            }
+        }
     }
 
     const LaunchTrace &trace_;
     const aclfaSimPipeCosts c_;
-    const bool keep_;
+    const bool keepOps_, keepGm_;
     bool races_ = false;
     ModelResult *out_;
     std::vector<CoreState> st_;
@@ -626,6 +644,7 @@ private:
     std::unordered_map<uint64_t, std::vector<uint32_t>> syncParticipants_;
     std::unordered_map<uint64_t, SyncBarrier> barriers_;
     std::vector<GmEvent> gm_;
+    uint64_t gmRecords_ = 0;  // aclfaSimGmAccess records gm_ expands to
     double coreBw_ = 0;
     double gmBytes_ = 0;
 };
@@ -634,20 +653,22 @@ private:
 std::mutex gMutex;            // the last traced launch; taken only when a launch was traced
 std::atomic<int> gMode{0};    // read by every launch without a lock (safe across fork)
 LaunchTrace gTrace;
-ModelResult gResult;
+aclfaSimPipeCosts gCosts;     // the costs gResult was modeled with
+ModelResult gResult;          // without the schedule until asked for (gHaveOps)
 bool gHave = false;
+bool gHaveOps = false;
 
 }  // namespace
 
-void ModelLaunch(const LaunchTrace &trace, const aclfaSimPipeCosts &costs, bool keepSchedule, bool checkRaces,
+void ModelLaunch(const LaunchTrace &trace, const aclfaSimPipeCosts &costs, int keep, bool checkRaces,
                  ModelResult *out) {
     // Bisection for the per-core GM rate (see "Bandwidth" above), on replays without schedule.
     ModelResult probe;
-    Replay(trace, costs, false, false, 0.0, &probe).Run();
+    Replay(trace, costs, 0, false, 0.0, &probe).Run();
     double lo = probe.stats.coreGmBytesPerCycle, hi = costs.corePortBytesPerCycle, rate = lo;
     auto within = [&](double bw) {
         ModelResult r;
-        Replay(trace, costs, false, false, bw, &r).Run();
+        Replay(trace, costs, 0, false, bw, &r).Run();
         return r.stats.cycles <= 0 || r.gmBytes / r.stats.cycles <= costs.gmBytesPerCycle;
     };
     if (probe.error.empty() && hi > lo) {
@@ -662,7 +683,7 @@ void ModelLaunch(const LaunchTrace &trace, const aclfaSimPipeCosts &costs, bool 
         }
     }
     *out = ModelResult();
-    Replay(trace, costs, keepSchedule, checkRaces, rate, out).Run();
+    Replay(trace, costs, keep, checkRaces, rate, out).Run();
 }
 
 int OpTraceMode() { return gMode.load(std::memory_order_relaxed); }
@@ -672,12 +693,14 @@ std::string PublishLaunchTrace(LaunchTrace &&trace) {
     aclfaSimGetPipeCosts(nullptr, &costs);
     ModelResult result;
     const bool races = (OpTraceMode() & ACLFA_SIM_TRACE_RACES) != 0;
-    ModelLaunch(trace, costs, true, races, &result);
+    ModelLaunch(trace, costs, KEEP_GM, races, &result);
     std::string message = !result.race.empty() ? result.race : result.error;
     std::lock_guard<std::mutex> lock(gMutex);
     gTrace = std::move(trace);
+    gCosts = costs;
     gResult = std::move(result);
     gHave = true;
+    gHaveOps = false;
     return message;
 }
 
@@ -705,6 +728,13 @@ extern "C" aclError aclfaSimGetModeledOps(const aclfaSimModeledOp **ops, uint64_
     if (ops == nullptr || count == nullptr) return ACL_ERROR_INVALID_PARAM;
     std::lock_guard<std::mutex> lock(gMutex);
     if (!gHave) return ACL_ERROR_FAILURE;
+    if (!gHaveOps) {
+        // The same replay as the published one (same trace, costs and GM rate), keeping the schedule.
+        ModelResult withOps;
+        Replay(gTrace, gCosts, KEEP_OPS, false, gResult.coreRate, &withOps).Run();
+        gResult.ops = std::move(withOps.ops);
+        gHaveOps = true;
+    }
     *ops = gResult.ops.data();
     *count = gResult.ops.size();
     return ACL_SUCCESS;
@@ -724,7 +754,7 @@ extern "C" aclError aclfaSimRemodel(const aclfaSimPipeCosts *costs, aclfaSimMode
     std::lock_guard<std::mutex> lock(gMutex);
     if (!gHave) return ACL_ERROR_FAILURE;
     ModelResult result;
-    ModelLaunch(gTrace, *costs, false, false, &result);
+    ModelLaunch(gTrace, *costs, 0, false, &result);
     *stats = result.stats;
     return ACL_SUCCESS;
 }

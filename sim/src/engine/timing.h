@@ -27,15 +27,22 @@ struct LaunchTrace {
 
 struct ModelResult {
     aclfaSimModelStats stats{};
-    std::vector<aclfaSimModeledOp> ops;    // filled when asked
-    std::vector<aclfaSimGmAccess> gm;      // GM accesses in modeled order, when asked
+    std::vector<aclfaSimModeledOp> ops;    // the schedule, with KEEP_OPS
+    std::vector<aclfaSimGmAccess> gm;      // GM accesses in modeled order, with KEEP_GM
+    double coreRate = 0;                   // the per-core GM rate the replay ran at (bytes per cycle)
     std::string race;                      // first race found (rule message), empty if none
     std::string error;                     // the replay could not finish (e.g. a SyncAll nobody joins)
     double gmBytes = 0;                    // GM bytes moved (MTE2, MTE3, cube loads and results)
 };
 
-// Replays `trace` with `costs`. keepSchedule fills ops and gm; checkRaces applies the rule.
-void ModelLaunch(const LaunchTrace &trace, const aclfaSimPipeCosts &costs, bool keepSchedule, bool checkRaces,
+// What a replay keeps besides the statistics (a bit set). The schedule takes about 40 B per
+// instruction and stage, so it is made only when asked for (aclfaSimGetModeledOps).
+constexpr int KEEP_OPS = 1;  // ModelResult::ops
+constexpr int KEEP_GM = 2;   // ModelResult::gm
+
+// Replays `trace` with `costs` at the per-core GM rate that keeps the launch within the chip's;
+// keep: KEEP_OPS | KEEP_GM; checkRaces applies the rule.
+void ModelLaunch(const LaunchTrace &trace, const aclfaSimPipeCosts &costs, int keep, bool checkRaces,
                  ModelResult *out);
 
 // The trace mode aclfaSimSetOpTrace set (0 when off).
