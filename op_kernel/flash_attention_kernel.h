@@ -42,9 +42,9 @@
 // K/V blocks holding a key the item's band (pre_tokens / next_tokens; causal is next_tokens 0)
 // lets some row see are loaded and computed (flash_attention_items.h), and the cube's QK and P.V
 // of the last one stop at the item's last visible key (the causal diagonal's block computes only
-// its visible columns; the columns past them, stale in the S slot, are outside every row's band
-// and MaskScores overwrites them with -inf, so P is 0 there); a varlen batch (TND) gives each
-// sequence its own lengths and packed rows.
+// its visible columns and the AIVs read only those; the UB columns past them are outside every
+// row's band and MaskScores overwrites them with -inf, so P is 0 there); a varlen batch (TND)
+// gives each sequence its own lengths and packed rows.
 // Narrow bands (tiling soloRows = 1, op_host NarrowBandBlocks): the union of the two halves'
 // bands would make the shared QK compute many keys only one half sees, so each AIV is its own
 // issuer for its own rows and band (its own Matmul requests into its rows of the group's slots)
@@ -506,7 +506,18 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, u
     const uint32_t probAt = (slotRow_ + r0) * probStride_;  // ... and of P, at the same bytes
 
     AscendC::LocalTensor<float> scores = scoreQue_.AllocTensor<float>();
-    AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], elems);
+    // Only the columns QK wrote (IssueScores' cols, whole 32-B blocks): the rest of each UB row
+    // keeps what the tile held and is past every row's band, so MaskScores overwrites it.
+    const uint32_t written = Min(td_->blockN, keyEnd_ - kvBlock * td_->blockN);
+    if (written == td_->blockN) {
+        AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], elems);
+    } else {
+        const uint32_t rowBlocks = CeilDiv(written, FP32_PER_BLOCK);
+        const uint32_t gapBlocks = td_->blockN / FP32_PER_BLOCK - rowBlocks;  // the same on both sides
+        const AscendC::DataCopyParams params{static_cast<uint16_t>(rows), static_cast<uint16_t>(rowBlocks),
+                                             static_cast<uint16_t>(gapBlocks), static_cast<uint16_t>(gapBlocks)};
+        AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], params);
+    }
     scoreQue_.EnQue(scores);
     scores = scoreQue_.DeQue<float>();
     AscendC::LocalTensor<T> prob;
