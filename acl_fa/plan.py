@@ -463,7 +463,7 @@ def format_plan(p: Plan) -> str:
     else:
         lines.append(f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system "
                      f"{p.system_workspace_bytes} + {p.used_core_num} AIC groups x {p.ws_bytes_per_core} B "
-                     f"(score @{p.ws_score_offset}, prob @{p.ws_prob_offset}, pv @{p.ws_pv_offset})")
+                     f"(score @{p.ws_score_offset}, prob @{p.ws_prob_offset} in the score rows, pv @{p.ws_pv_offset})")
     lines += [
         f"memory    {p.device_bytes} B ({_mib(p.device_bytes)}) of device memory per call = q, k, v, out, lse "
         f"{p.tensor_bytes} B ({_mib(p.tensor_bytes)}) + workspace {p.workspace_bytes} B",

@@ -256,7 +256,7 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     td->totalItems = static_cast<uint32_t>(plan.totalItems);
     for (size_t i = 0; i < plan.coreItemStart.size(); ++i) td->coreItemStart[i] = plan.coreItemStart[i];
     td->wsScoreOffset = plan.wsScoreOffset;
-    td->wsProbOffset = plan.wsProbOffset;
+    td->wsProbOffset = plan.wsProbOffset;  // == wsScoreOffset: P lives in S's rows
     td->wsPvOffset = plan.wsPvOffset;
     td->wsBytesPerCore = plan.wsBytesPerCore;
     td->soloRows = plan.soloRows;

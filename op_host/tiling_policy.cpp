@@ -782,15 +782,18 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     out.imbalance = out.totalWork == 0 ? 1.0 : static_cast<double>(out.maxCoreWork) / out.meanCoreWork;
 
     // GM workspace per AIC group (header order), each region 512-B aligned: the slots of one
-    // item's blockM rows, which the group's two AIVs share (each reads and writes its half). The
-    // coupled path hands S, P and P.V between cube and vector inside the AI Core: no workspace.
+    // item's blockM rows, which the group's two AIVs share (each reads and writes its half). P
+    // has no region: each AIV writes P_j over the rows of S_j it read (row r of P at the first
+    // byte of row r of S; op_kernel/flash_attention_kernel.h says why that is race-free), so
+    // wsProbOffset is wsScoreOffset. The coupled path hands S, P and P.V between cube and
+    // vector inside the AI Core: no workspace.
     if (coupled) {
         out.mmUbBytes = MatmulLocalWorkspaceBytes(out.subBlockM, blockN, p.headDim, p.dtypeBytes);
     } else {
         const uint64_t m = blockM, n = blockN, d = p.headDim;
         out.wsScoreOffset = 0;
-        out.wsProbOffset = out.wsScoreOffset + AlignUp(2 * m * n * kFp32, kWorkspaceAlign);
-        out.wsPvOffset = out.wsProbOffset + AlignUp(2 * m * n * p.dtypeBytes, kWorkspaceAlign);
+        out.wsProbOffset = out.wsScoreOffset;
+        out.wsPvOffset = out.wsScoreOffset + AlignUp(2 * m * n * kFp32, kWorkspaceAlign);
         out.wsBytesPerCore = out.wsPvOffset + AlignUp(2 * m * d * kFp32, kWorkspaceAlign);
         out.userWorkspaceBytes = out.usedCoreNum * out.wsBytesPerCore;
         if (p.mask) {

@@ -103,7 +103,8 @@ struct Plan {
     bool coupled = false;  // the coupled-core path (one AI Core per item, no GM hand-off)
     // Budget: the per-vector-unit UB buffers in the kernel's InitBuffer order, then the totals.
     std::vector<BudgetLine> budget;
-    // GM workspace per AIV, bytes, each region 512-B aligned (MIX path; 0 when coupled).
+    // GM workspace per AIC group, bytes, each region 512-B aligned (MIX path; 0 when coupled).
+    // P lives in S's rows: wsProbOffset == wsScoreOffset (no P region).
     uint64_t wsScoreOffset = 0, wsProbOffset = 0, wsPvOffset = 0, wsBytesPerCore = 0;
     uint64_t userWorkspaceBytes = 0;  // usedCoreNum * wsBytesPerCore (+ the mask summary)
     uint64_t mmUbBytes = 0;           // coupled: UB for the Matmul API's ND <-> NZ (SetLocalWorkspace)

@@ -13,20 +13,38 @@
 //   acc   = alpha_j * acc + P_j . V_j  (cube for P.V, vector for the update)
 // and finally O = acc / l, LSE = m + ln(l) (the vector half is flash_attention_rows.h).
 // Software pipeline per item, step j: the issuer waits S_j; both AIVs meet (PAIR_SCORES); the
-// issuer issues QK_{j+1}; each AIV softmaxes its rows of S_j into its rows of P slot j % 2; the
-// issuer waits P_{j-1} . V_{j-1}; both meet (PAIR_PROBS: both halves of P_j are in GM and
-// P_{j-1} . V_{j-1} is); the issuer issues P_j . V_j and each AIV adds its rows of
-// P_{j-1} . V_{j-1} with alpha_{j-1}. So the cube computes P_{j-1} . V_{j-1} and S_{j+1} while
-// the vector units softmax block j, and each Matmul object has at most one request outstanding.
+// issuer issues QK_{j+1}; each AIV softmaxes its rows of S_j and writes P_j over those rows of
+// S_j's slot (see "P in S's rows" below); the issuer waits P_{j-1} . V_{j-1}; both meet
+// (PAIR_PROBS: both halves of P_j are in GM and P_{j-1} . V_{j-1} is); the issuer issues
+// P_j . V_j and each AIV adds its rows of P_{j-1} . V_{j-1} with alpha_{j-1}. So the cube
+// computes P_{j-1} . V_{j-1} and S_{j+1} while the vector units softmax block j, and each Matmul
+// object has at most one request outstanding.
+// P in S's rows: the group's workspace has S and P.V slots but no P slot. Row r of P_j starts at
+// the first byte of row r of S_j, so P is [blockM, blockN] T with a row stride of blockN *
+// sizeof(float) / sizeof(T) elements (probStride_: 2 * blockN for half / bfloat16, blockN for
+// float, where P overwrites S exactly), the P.V Matmul's A with that org row length (orgKa).
+// Invariant (why writing P over S is race-free):
+//   - an AIV writes only P rows it owns, and only after its own MTE2 read of the same rows of S
+//     (same chunk: the S tile's DeQue precedes the vector work whose result MTE3 writes); row r
+//     of P lies inside row r of S, so the partner's rows are other bytes;
+//   - P.V_j reads P_j after PAIR_PROBS, which each AIV sets behind its MTE3 writes;
+//   - the next write into the slot is the next S of the same parity (S_{j+2}, or after skipped
+//     blocks the next computed block of that parity), by QK on the group's AIC, which the issuer
+//     requests after P_j . V_j. The AIC serves one AIV's Matmul requests, of both objects, in the
+//     order they were sent, each IterateAll issued completely before the next message is taken
+//     (the KFC server loop), and the QK job's FixPipe writes wait, through its MTE2 -> MTE1 flag,
+//     for every earlier MTE2 instruction of the AIC, P.V_j's loads of P_j among them
+//     (docs/cann-facts.md, "Matmul requests in order"). Solo (soloRows), each AIV issues its own
+//     requests into its own rows, and the same holds per AIV.
 // The meetings are mode-1 cross-core flags (both AIVs of the group set, then both wait; docs/
 // cann-facts.md): every AIV takes every decision below from the item and the block (never from
 // its half), so both run the same sequence of meetings. Only the
 // K/V blocks holding a key the item's band (pre_tokens / next_tokens; causal is next_tokens 0)
 // lets some row see are loaded and computed (flash_attention_items.h), and the cube's QK and P.V
 // of the last one stop at the item's last visible key (the causal diagonal's block computes only
-// its visible columns; the columns past them, stale in the S slot, are outside every row's band
-// and MaskScores overwrites them with -inf, so P is 0 there); a varlen batch (TND) gives each
-// sequence its own lengths and packed rows.
+// its visible columns and the AIVs read only those; the UB columns past them are outside every
+// row's band and MaskScores overwrites them with -inf, so P is 0 there); a varlen batch (TND)
+// gives each sequence its own lengths and packed rows.
 // Narrow bands (tiling soloRows = 1, op_host NarrowBandBlocks): the union of the two halves'
 // bands would make the shared QK compute many keys only one half sees, so each AIV is its own
 // issuer for its own rows and band (its own Matmul requests into its rows of the group's slots)
@@ -118,7 +136,7 @@ private:
     __aicore__ inline void FinishValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void AccumulateValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset);
-    // Softmax of this AIV's rows [r0, r0 + rows) of S_kvBlock (one chunk) into the same rows of P.
+    // Softmax of this AIV's rows [r0, r0 + rows) of S_kvBlock (one chunk); P goes over those rows of S.
     __aicore__ inline void SoftmaxChunk(uint32_t kvBlock, uint32_t r0, uint32_t rows, uint32_t row0);
 
     const FlashAttentionTilingData *td_ = nullptr;
@@ -131,8 +149,9 @@ private:
     // The group's workspace slots, shared by its two AIVs; block j uses slot j % 2 of each. An
     // AIV reads and writes the rows [slotRow_, slotRow_ + rows) of the tiles.
     AscendC::GlobalTensor<float> scoreGm_[2];  // [blockM, blockN] fp32
-    AscendC::GlobalTensor<T> probGm_[2];       // [blockM, blockN] T
+    AscendC::GlobalTensor<T> probGm_[2];       // [blockM, blockN] T, row stride probStride_: a T view of scoreGm_
     AscendC::GlobalTensor<float> pvGm_[2];     // [blockM, headDim] fp32
+    uint32_t probStride_ = 0;                  // elements between P rows: one S row, blockN * sizeof(float) / sizeof(T)
 
     AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;   // [c, n] fp32
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> probQue_;   // [c, n] T (not for T = float)
@@ -269,11 +288,11 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     issuer_ = subBlock_ == 0 || td_->soloRows != 0;
     const uint32_t mi = td_->blockM;
     GM_ADDR slice = AscendC::GetUserWorkspace(workspace) + static_cast<uint64_t>(core_) * td_->wsBytesPerCore;
+    probStride_ = n * sizeof(float) / sizeof(T);
     for (uint32_t slot = 0; slot < 2; ++slot) {
-        scoreGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + slot * mi * n,
-                                       mi * n);
-        probGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset) + slot * mi * n,
-                                      mi * n);
+        __gm__ float *scores = reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + slot * mi * n;
+        scoreGm_[slot].SetGlobalBuffer(scores, mi * n);
+        probGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(scores), mi * probStride_);  // P in S's rows
         pvGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset) + slot * mi * d,
                                     mi * d);
     }
@@ -389,9 +408,9 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
         // rowStrideKv_), C = S [mmRows, cols] with row stride blockN.
         qkMm.SetOrgShape(mmRows, td_->blockN, rowStrideQ_, rowStrideKv_, td_->blockN);
         qkMm.SetTensorA(queryGm_[itemQueryOffset_]);
-        // pv: A = P [mmRows, cols] (row stride blockN), B = V rows [cols, D] (row stride
-        // rowStrideKv_), C = [mmRows, D] with row stride D.
-        pvMm.SetOrgShape(mmRows, rowStrideKv_, td_->blockN, place.seqKv, td_->headDim);
+        // pv: A = P [mmRows, cols] (row stride probStride_: P lives in S's rows), B = V rows
+        // [cols, D] (row stride rowStrideKv_), C = [mmRows, D] with row stride D.
+        pvMm.SetOrgShape(mmRows, rowStrideKv_, probStride_, place.seqKv, td_->headDim);
         IssueScores(j, mmRows);
     }
     // Workspace and alpha slots are per block parity (j % 2). Without skipped blocks consecutive
@@ -483,10 +502,22 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, u
                                                              uint32_t row0)
 {
     const uint32_t elems = rows * td_->blockN;  // [rows, blockN]
-    const uint32_t at = (slotRow_ + r0) * td_->blockN;  // these rows of the item's S and P tiles
+    const uint32_t at = (slotRow_ + r0) * td_->blockN;  // these rows of the item's S tile
+    const uint32_t probAt = (slotRow_ + r0) * probStride_;  // ... and of P, at the same bytes
 
     AscendC::LocalTensor<float> scores = scoreQue_.AllocTensor<float>();
-    AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], elems);
+    // Only the columns QK wrote (IssueScores' cols, whole 32-B blocks): the rest of each UB row
+    // keeps what the tile held and is past every row's band, so MaskScores overwrites it.
+    const uint32_t written = Min(td_->blockN, keyEnd_ - kvBlock * td_->blockN);
+    if (written == td_->blockN) {
+        AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], elems);
+    } else {
+        const uint32_t rowBlocks = CeilDiv(written, FP32_PER_BLOCK);
+        const uint32_t gapBlocks = td_->blockN / FP32_PER_BLOCK - rowBlocks;  // the same on both sides
+        const AscendC::DataCopyParams params{static_cast<uint16_t>(rows), static_cast<uint16_t>(rowBlocks),
+                                             static_cast<uint16_t>(gapBlocks), static_cast<uint16_t>(gapBlocks)};
+        AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], params);
+    }
     scoreQue_.EnQue(scores);
     scores = scoreQue_.DeQue<float>();
     AscendC::LocalTensor<T> prob;
@@ -508,10 +539,12 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, u
         DropOut(scores, kvBlock, rows, row0);
     }
 
+    // P goes over the S rows this chunk read (the invariant in the header comment).
     if constexpr (FP32_IO) {
-        // P is already the cube's operand type: the fp32 tile goes to GM as it is (no probQue).
+        // P is already the cube's operand type: the fp32 tile goes to GM as it is (no probQue),
+        // in place of S (probAt == at).
         WaitForPipe<AscendC::HardEvent::V_MTE3>();
-        AscendC::DataCopy(probGm_[kvBlock % 2][at], scores, elems);
+        AscendC::DataCopy(probGm_[kvBlock % 2][probAt], scores, elems);
         WaitForPipe<AscendC::HardEvent::MTE3_V>();  // the next chunk's S lands in this buffer
         scoreQue_.FreeTensor(scores);
     } else {
@@ -519,7 +552,12 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, u
         scoreQue_.FreeTensor(scores);
         probQue_.EnQue(prob);
         prob = probQue_.DeQue<T>();
-        AscendC::DataCopy(probGm_[kvBlock % 2][at], prob, elems);
+        // [rows, blockN] T rows into the first half of their S rows: blockN * sizeof(T) bytes
+        // each, the rest of the S row skipped (units of 32-B blocks; blockN is a multiple of 16).
+        const uint16_t rowBlocks = static_cast<uint16_t>(td_->blockN * sizeof(T) / 32);
+        const uint16_t gapBlocks = static_cast<uint16_t>((probStride_ - td_->blockN) * sizeof(T) / 32);
+        const AscendC::DataCopyParams params{static_cast<uint16_t>(rows), rowBlocks, 0, gapBlocks};
+        AscendC::DataCopy(probGm_[kvBlock % 2][probAt], prob, params);
         probQue_.FreeTensor(prob);
     }
 }
@@ -569,15 +607,15 @@ __aicore__ inline void FlashAttentionKernel<T>::WriteKeepMask(const philox_dropo
 }
 
 // P_j . V_j for the item's rows on the cube into pv slot j % 2, asynchronously (issuer, after
-// PAIR_PROBS(j): both halves of P_j are in GM). P_j's slot was last read by the previous P.V of
-// that parity, which the issuer waited for before an earlier meeting; the pv slot was last read
-// by both AIVs' AccumulateValues of that block, before their PAIR_PROBS(j) sets.
+// PAIR_PROBS(j): both halves of P_j are in GM, in S_j's rows). The slot's next writer is the QK
+// of the next block of that parity, requested after this one (the header's invariant); the pv
+// slot was last read by both AIVs' AccumulateValues of that block, before their PAIR_PROBS(j) sets.
 template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::IssueValues(uint32_t kvBlock, uint32_t mmRows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
     const uint32_t cols = Min(td_->blockN, keyEnd_ - col0);  // P is 0 in the columns past them
-    pvMm.SetTensorA(probGm_[kvBlock % 2][mmRow_ * td_->blockN]);
+    pvMm.SetTensorA(probGm_[kvBlock % 2][mmRow_ * probStride_]);
     pvMm.SetTensorB(valueGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_]);
     pvMm.SetTail(mmRows, td_->headDim, cols);
     pvMm.template IterateAll<false>(pvGm_[kvBlock % 2][mmRow_ * td_->headDim], 0, false, true);

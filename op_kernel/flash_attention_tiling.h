@@ -112,7 +112,8 @@ struct FlashAttentionTilingData {
     uint32_t coreItemStart[FA_MAX_CORES + 1];  // item ranges per core; [usedCoreNum] == totalItems
     // ---- GM workspace, bytes, per AIC group, relative to that group's slice of the user workspace ----
     uint64_t wsScoreOffset;  // [2][blockM][blockN] fp32
-    uint64_t wsProbOffset;   // [2][blockM][blockN] T
+    uint64_t wsProbOffset;   // == wsScoreOffset: P lives in S's rows ([2][blockM][blockN] T, row stride
+                             // blockN * 4 / sizeof(T) elements; flash_attention_kernel.h)
     uint64_t wsPvOffset;     // [2][blockM][headDim] fp32
     uint64_t wsBytesPerCore; // slice size; group (block index) c's slice starts at c * wsBytesPerCore
     // ---- coupled path ----

@@ -138,7 +138,9 @@ def expected_counts(plan) -> KernelCounts:
                 for j in range(blocks):
                     col0 = j * n
                     cols = min(n, plan.seq_kv - col0)
-                    ws["read"] += rows * n * FP32              # its rows of S into UB (whole BLOCK_N rows)
+                    # its rows of S into UB: the columns QK wrote (up to the item's last visible
+                    # key), whole 32-B blocks
+                    ws["read"] += rows * align(min(n, kv_end - col0), 32 // FP32) * FP32
                     ws["write"] += rows * n * isz              # its rows of P out of UB
                     ws["read"] += rows * d * FP32              # its rows of P.V into UB
                     # SoftmaxBlock: scale, mask, max (floored at -FLT_MAX), alpha, P = exp(S - m),

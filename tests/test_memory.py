@@ -44,7 +44,7 @@ def test_needs_more_than_free_is_refused_before_device_work(sim_only):
     error = result["error"]
     assert error["memory"] and error["where"] == "device"
     assert error["needed"] > error["free"] == 64 << 20
-    assert "flash_attention needs 222.5 MiB of device memory" in error["text"], error
+    assert "flash_attention needs 198.5 MiB of device memory" in error["text"], error  # workspace 70.0 MiB
     assert "the device has 64.0 MiB free of 64.0 MiB" in error["text"], error
     assert result["mallocs"] == 0 and result["leaked"] == 0 and result["works"]
 

@@ -205,6 +205,13 @@ def test_tiling_matches_the_policy(case):
         p.ws_score_offset, p.ws_prob_offset, p.ws_pv_offset, p.ws_bytes_per_core)
     assert key == p.tiling_key
     assert ws0 == 16 * 1024 * 1024 + block_dim * td.wsBytesPerCore  # one slice per AIC group
+    # The slice: two S slots [blockM, blockN] fp32, P written over S's rows, two P.V slots
+    # [blockM, D] fp32, each region 512-B aligned.
+    def align512(v):
+        return -(-v // 512) * 512
+    assert td.wsProbOffset == td.wsScoreOffset == 0
+    assert td.wsPvOffset == align512(2 * td.blockM * td.blockN * 4)
+    assert td.wsBytesPerCore == td.wsPvOffset + align512(2 * td.blockM * td.headDim * 4)
     l1 = (check_cube(td.qkTiling, td.blockM, td.blockN, td.headDim, limits)  # one QK and one P.V per item
           + check_cube(td.pvTiling, td.blockM, td.headDim, td.blockN, limits))
     lines = {b.name: b.bytes for b in p.budget}

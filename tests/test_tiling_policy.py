@@ -110,15 +110,15 @@ def test_plan_fits_and_is_consistent(soc, case):
     if coupled:  # S, P and P.V never leave the AI Core
         assert p.user_workspace_bytes == 0 and p.ws_bytes_per_core == 0
         return
-    # Workspace: 512-B aligned regions in header order.
-    assert p.ws_score_offset == 0 and p.ws_prob_offset % 512 == 0 and p.ws_pv_offset % 512 == 0
-    assert p.ws_bytes_per_core % 512 == 0
-    # Slots of a whole item's rows, shared by the group's two AIVs: one slice per AIC group.
-    assert p.ws_prob_offset >= 2 * p.block_m * p.block_n * 4
-    # P and P.V are double-buffered too: P.V of block j-1 runs while block j's P is written.
-    t = {"float32": 4}.get(case.get("dtype"), 2)
-    assert p.ws_pv_offset >= p.ws_prob_offset + 2 * p.block_m * p.block_n * t
-    assert p.ws_bytes_per_core >= p.ws_pv_offset + 2 * p.block_m * case.get("head_dim", 128) * 4
+    # Workspace: 512-B aligned regions in header order, slots of a whole item's rows shared by
+    # the group's two AIVs (one slice per AIC group): two S slots [block_m, block_n] fp32 and
+    # two P.V slots [block_m, head_dim] fp32, double-buffered (P.V of block j-1 runs while block
+    # j is softmaxed). P has no region: each AIV writes it over the S rows it read.
+    def align512(v):
+        return -(-v // 512) * 512
+    assert p.ws_score_offset == 0 and p.ws_prob_offset == p.ws_score_offset
+    assert p.ws_pv_offset == align512(2 * p.block_m * p.block_n * 4)
+    assert p.ws_bytes_per_core == p.ws_pv_offset + align512(2 * p.block_m * case.get("head_dim", 128) * 4)
     assert p.user_workspace_bytes == p.used_core_num * p.ws_bytes_per_core
 
 

@@ -147,6 +147,21 @@ def test_solo_rows_narrow_band_has_no_race(session, sim_only):
     assert timing.last_model(session.backend).races_checked
 
 
+def test_hidden_blocks_parity_clash_has_no_race(session, sim_only):
+    """Key blocks the mask hides are skipped, so consecutive computed blocks (0 -> 2) may share a
+    slot: S_2 goes into the slot P_0 lives in (P is written over S's rows). The issuer requests
+    QK_2 after P_0 . V_0, and the AIC serves them in order, so the rule stays silent; a kernel
+    that requested QK_2 first would make P_0 . V_0 read S_2's bytes with no ordering edge."""
+    rng = np.random.default_rng(21)
+    q, k, v = (rng.standard_normal((1, 2, n, 64)).astype(np.float16) for n in (96, 448, 448))
+    mask = np.zeros((1, 1, 1, 448), dtype=bool)
+    for block in (0, 2, 5, 6):
+        mask[..., block * 64:(block + 1) * 64] = True
+    with timing.op_trace(session.backend, races=True):
+        session.flash_attention(q, k, v, attn_mask=mask, block_m=32, block_n=64)
+    assert timing.last_model(session.backend).races_checked
+
+
 # ---- outputs: acl-fa run and acl-fa profile ----------------------------------------------
 
 def test_run_reports_modeled_time(sim_only):
