@@ -51,7 +51,8 @@ from .errors import AclMemoryError, InsufficientMemoryError, InvalidArgumentErro
 from .device_array import DeviceArray, check_device_array
 from .interrupts import deferred
 from .loader import check_device_id, get_backend
-from .runtime import ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, DeviceBuffer, DeviceSession, Stream, _Child
+from .runtime import (ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, DeviceBuffer, DeviceSession, Stream,
+                      _Child, malloc_request)
 from .tensor import Tensor
 from .units import format_bytes
 
@@ -67,8 +68,9 @@ CACHED_FRACTION = 0.5
 
 
 def malloc_bytes(nbytes: int) -> int:
-    """Device bytes an aclrtMalloc of `nbytes` takes: rounded up to 32 B plus 32 B (acl_rt.h)."""
-    return (nbytes + 31) // 32 * 32 + 32
+    """Device bytes a DeviceBuffer of `nbytes` takes: its aclrtMalloc request (runtime.malloc_request,
+    room to start on a 512-B boundary) rounded up to 32 B plus 32 B (acl_rt.h)."""
+    return (malloc_request(nbytes) + 31) // 32 * 32 + 32
 
 
 class Op:

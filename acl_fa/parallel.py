@@ -56,6 +56,7 @@ from .errors import InvalidArgumentError, InvalidTypeError
 from .layouts import from_bnsd, to_bnsd
 from .loader import device_count, get_backend
 from .rank_agree import agree
+from .runtime import MALLOC_SLACK
 
 __all__ = ["ring_attention", "ring_attention_backward", "RingReport", "MemoryBound", "sub_blocks", "ring_units",
            "ring_calls", "BLOCK_ROWS", "RankContext", "RankReport", "ring_report", "zigzag_chunks", "ring_plan", "ulysses_attention", "UlyssesReport"]
@@ -190,9 +191,9 @@ class MemoryBound:
     exchange receives into, and BLOCK_ROWS query rows of one call's partial output and LSE (and
     with "float32" of the result read back and of the zero / -inf pair that starts an
     accumulator) -- independent of S. rounding: the sub-block slots are sized for the largest
-    sub-block of any rank (at most 2 rows more than the rank's own, per sub-block) and aclrtMalloc
-    rounds each allocation up by at most 63 B: 2 / BLOCK_ROWS of K, V / P and a few bytes per
-    sub-block."""
+    sub-block of any rank (at most 2 rows more than the rank's own, per sub-block) and each device
+    buffer takes at most runtime.MALLOC_SLACK bytes more than it holds (its 512-B alignment room and
+    aclrtMalloc's rounding): 2 / BLOCK_ROWS of K, V / P and half a KiB per allocation."""
 
     shards: int
     constant: int
@@ -349,7 +350,7 @@ class _Rank:
             row_bounds=sum(self.rows[r]) * b * n * 4 if fixed else 0,
             constant=(max(block_ws, ws_bytes) + 2 * BLOCK_ROWS * kv_row
                       + (3 if exact else 1) * BLOCK_ROWS * (q_row + b * n * 4)),
-            rounding=2 * len(units) * 2 * kv_row + 63 * allocations)
+            rounding=2 * len(units) * 2 * kv_row + MALLOC_SLACK * allocations)
 
         views: dict = {}  # holds each viewed buffer, so no id is reused while its view is kept
 

@@ -69,6 +69,14 @@ ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507046
 
 # A stream wait lasts at most this long between two chances for Ctrl-C to stop it.
 SYNC_SLICE_MS = 100
+# Device buffers start on a 512-B boundary: aclrtMalloc guarantees 64 B, and on Atlas A2 GM
+# transfers from 512-B aligned addresses reach full MTE bandwidth (32-B aligned ones as little as
+# 70%); whole 512-B L2 lines also spare partial-line fills (docs/cann-facts.md, "ACL runtime calls").
+GM_ALIGN = 512
+MALLOC_ALIGN = 64  # aclrtMalloc's guaranteed start alignment
+# The most device bytes a DeviceBuffer takes beyond its nbytes: the alignment room, and aclrtMalloc
+# rounding the request up to 32 B (at most 31) and adding 32 (acl_rt.h).
+MALLOC_SLACK = GM_ALIGN - MALLOC_ALIGN + 31 + 32
 # close() looks this often (seconds) whether the calls in flight on other threads have ended.
 _DRAIN_POLL_S = 0.005
 
@@ -579,6 +587,11 @@ class _Child:
         self.close()
 
 
+def malloc_request(nbytes: int) -> int:
+    """The size DeviceBuffer asks aclrtMalloc for, to hold `nbytes` from a GM_ALIGN boundary."""
+    return nbytes + GM_ALIGN - MALLOC_ALIGN
+
+
 def _free_device(backend: Backend, ptr):
     backend.call("aclrtFree", ptr)
 
@@ -623,18 +636,24 @@ class DeviceBuffer(_Child):
         ptr = ffi.new("void **")
 
         def malloc():
-            session._state.call("aclrtMalloc", ptr, nbytes, ACL_MEM_MALLOC_HUGE_FIRST)
+            session._state.call("aclrtMalloc", ptr, malloc_request(nbytes), ACL_MEM_MALLOC_HUGE_FIRST)
             return ptr[0]
 
         self._create(session, _free_device, malloc)
+        # The handle is what aclrtMalloc returned (aclrtFree takes it back); the buffer's bytes
+        # start at the next GM_ALIGN boundary inside it.
+        self._offset = -int(ffi.cast("uintptr_t", self._handle)) % GM_ALIGN
         self.nbytes = nbytes
         self.shape = tuple(shape) if shape is not None else None
         self.dtype = np.dtype(dtype) if dtype is not None else None
 
     @property
     def ptr(self):
-        """The device address (cffi ``void *``)."""
-        return self._live_handle()
+        """The device address of the buffer's first byte (cffi ``void *``, GM_ALIGN-aligned)."""
+        return ffi.cast("void *", self._address())
+
+    def _address(self):
+        return ffi.cast("char *", self._live_handle()) + self._offset
 
     def copy_from_host(self, array, offset: int = 0):
         """Synchronous H2D copy of `array` (any layout) to byte `offset` of this buffer."""
@@ -642,7 +661,7 @@ class DeviceBuffer(_Child):
         self._check_range(host.nbytes, offset, "copy_from_host")
         if host.nbytes == 0:
             return
-        dst = ffi.cast("char *", self._live_handle()) + offset
+        dst = self._address() + offset
         self._state.call("aclrtMemcpy", dst, self.nbytes - offset, ffi.from_buffer(_byte_view(host)),
                          host.nbytes, ACL_MEMCPY_HOST_TO_DEVICE)
         self._state.count_copy(ACL_MEMCPY_HOST_TO_DEVICE, host.nbytes)
@@ -655,7 +674,7 @@ class DeviceBuffer(_Child):
         src._check_range(nbytes, src_offset, "copy_from_device (source)")
         if nbytes == 0:
             return
-        dst = ffi.cast("char *", self._live_handle()) + offset
+        dst = self._address() + offset
         self._state.call("aclrtMemcpy", dst, self.nbytes - offset, ffi.cast("char *", src.ptr) + src_offset,
                          nbytes, ACL_MEMCPY_DEVICE_TO_DEVICE)
         self._state.count_copy(ACL_MEMCPY_DEVICE_TO_DEVICE, nbytes)
@@ -667,7 +686,7 @@ class DeviceBuffer(_Child):
         self._check_range(out.nbytes, offset, "copy_to_host")
         if out.nbytes == 0:
             return out
-        src = ffi.cast("char *", self._live_handle()) + offset
+        src = self._address() + offset
         self._state.call("aclrtMemcpy", ffi.from_buffer(_byte_view(out), require_writable=True),
                          out.nbytes, src, out.nbytes, ACL_MEMCPY_DEVICE_TO_HOST)
         self._state.count_copy(ACL_MEMCPY_DEVICE_TO_HOST, out.nbytes)

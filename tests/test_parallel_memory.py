@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECK = """
 import numpy as np, ml_dtypes
 from acl_fa import parallel
+from acl_fa.runtime import MALLOC_SLACK
 from acl_fa.accuracy import check_accuracy, naive_same_precision
 from acl_fa.reference import attention_reference
 
@@ -65,7 +66,7 @@ for p, causal, s, dtype, accumulate in CASES:
         assert peak == rep.ring_buffer_bytes[r], (peak, rep.ring_buffer_bytes[r])
         # Above the shards: the constant and the rounding (which is 2 / BLOCK_ROWS of K, V / P at most).
         assert peak - m.shards - m.accumulator - m.row_bounds <= m.constant + m.rounding
-        assert m.rounding <= 2 * rows * row / parallel.BLOCK_ROWS + 4 * row + 63 * (4 * rows + 10), m
+        assert m.rounding <= 2 * rows * row / parallel.BLOCK_ROWS + 4 * row + MALLOC_SLACK * (4 * rows + 10), m
     if (p, causal, dt) == (4, True, np.dtype(np.float16)):
         excess[accumulate, s] = max(peak - m.shards - m.accumulator - m.row_bounds
                                     for peak, m in zip(rep.device_bytes, rep.memory_bounds))
@@ -73,7 +74,7 @@ for p, causal, s, dtype, accumulate in CASES:
           acc.tolerance)
 # 4x the rows per device, the same bytes above the shards (up to the rounding: 2 rows per sub-block).
 for mode in ("output", "float32", "int16"):
-    assert excess[mode, 512] - excess[mode, 128] <= 2 * (512 // 8 // 16) * 2 * 2 * NKV * D * 2 + 63 * 200, excess
+    assert excess[mode, 512] - excess[mode, 128] <= 2 * (512 // 8 // 16) * 2 * 2 * NKV * D * 2 + MALLOC_SLACK * 200, excess
 print("excess", excess)
 from acl_fa.errors import InvalidArgumentError, InvalidTypeError
 for bad, error, words in [("float16", InvalidArgumentError, "accumulate='float16': must be one of int16, float32, output"),
