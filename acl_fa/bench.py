@@ -177,7 +177,8 @@ def _time_standard(problem: Problem, q, k, v, warmup: int, iters: int) -> list:
 
 def _bench_one(session: DeviceSession, problem: Problem, *, warmup: int, iters: int, l2: bool, seed: int) -> BenchRow:
     q, k, v = random_inputs(problem, seed)
-    m = measure(session, problem, q, k, v, warmup=warmup, iters=iters, download=False, per_core=True, l2=l2)
+    m = measure(session, problem, q, k, v, warmup=warmup, iters=iters, download=False, per_core=True, l2=l2,
+                host_orders=True)
     soc, plan, times, stats = m.soc, m.plan, m.times_ms, m.stats
     sim = stats is not None
     l2_stats, l2_concurrent = m.l2, m.l2_interleaved

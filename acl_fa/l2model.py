@@ -110,6 +110,9 @@ def _trace_records(backend: Backend) -> np.ndarray:
     return np.frombuffer(ffi.buffer(records[0], n * TRACE_DTYPE.itemsize), TRACE_DTYPE)
 
 
+_SLICE = 1 << 20  # trace records per slice in traffic_by_region
+
+
 def traffic_by_region(backend: Backend, regions: dict) -> dict:
     """Bytes the recorded trace reads and writes inside each region, {name: (start, nbytes)}
     with start a host address; records outside every region count under "other". Returns
@@ -119,16 +122,16 @@ def traffic_by_region(backend: Backend, regions: dict) -> dict:
     starts = np.array([int(regions[n][0]) for n in names], dtype=np.uint64)
     ends = starts + np.array([int(regions[n][1]) for n in names], dtype=np.uint64)
     order = np.argsort(starts)
-    slot = np.searchsorted(starts[order], records["addr"], side="right").astype(np.int64) - 1
-    inside = (slot >= 0) & (records["addr"] < ends[order][np.maximum(slot, 0)])
-    index = np.where(inside, order[np.maximum(slot, 0)], len(names))
-    sizes = records["bytes"].astype(np.int64)
-    writes = records["is_write"] != 0
-    result = {}
-    for i, name in enumerate(names + ["other"]):
-        mine = index == i
-        result[name] = {"read": int(sizes[mine & ~writes].sum()), "write": int(sizes[mine & writes].sum())}
-    return result
+    # bytes[region or "other", is_write]; the trace in slices, so the temporaries stay a few MiB
+    # whatever its length (tens of millions of records at S = 32768).
+    totals = np.zeros((len(names) + 1, 2), np.int64)
+    for lo in range(0, len(records), _SLICE):
+        part = records[lo:lo + _SLICE]
+        slot = np.searchsorted(starts[order], part["addr"], side="right").astype(np.int64) - 1
+        inside = (slot >= 0) & (part["addr"] < ends[order][np.maximum(slot, 0)])
+        index = np.where(inside, order[np.maximum(slot, 0)], len(names))
+        np.add.at(totals, (index, (part["is_write"] != 0).astype(np.int64)), part["bytes"].astype(np.int64))
+    return {name: {"read": int(totals[i, 0]), "write": int(totals[i, 1])} for i, name in enumerate(names + ["other"])}
 
 
 def interleave_by_core(records: np.ndarray, aiv_per_aic: int = 2) -> np.ndarray:

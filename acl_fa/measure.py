@@ -43,10 +43,13 @@ class Measurement:
 
 def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iters: int, download: bool = True,
             per_core: bool = False, l2: bool = False, tick: Optional[Callable[[str, int], None]] = None,
-            runner: Optional[OpRunner] = None, check: Optional[Callable] = None) -> Measurement:
+            runner: Optional[OpRunner] = None, check: Optional[Callable] = None,
+            host_orders: bool = False) -> Measurement:
     """Uploads the inputs (q, k, v for the forward) once, launches warmup + iters times (timing
     the last iters) and reads back the outputs (download) and, on the simulator, the counters
-    (per_core: also per core) and the L2 model (l2). `tick(stage, steps)` reports progress.
+    (per_core: also per core) and the L2 model (l2: in modeled order; with host_orders also in
+    launch and interleaved order, which `acl-fa bench` shows: each replay of the host-order trace
+    costs tens of bytes of host memory per GM access). `tick(stage, steps)` reports progress.
     Another op: its `runner` (acl_fa.opcall.runner_for) and `check(problem, soc) -> plan` (None
     for an op without a plan mirror: the Measurement's plan and intermediate bytes are then None)."""
     tick = tick or (lambda stage, steps: None)
@@ -85,9 +88,10 @@ def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iter
                 model = timing.last_model(session.backend)
                 l2_modeled = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes,
                                                  order="modeled")
-                l2_launch = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes)
-                l2_interleaved = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes,
-                                                     order="concurrent")
+                if host_orders:
+                    l2_launch = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes)
+                    l2_interleaved = l2model.model_trace(session.backend, peaks.l2_bytes, peaks.l2_line_bytes,
+                                                         order="concurrent")
                 regions = {name: (int(ffi.cast("uintptr_t", buf.ptr)), buf.nbytes)
                            for name, buf in prepared.buffers.items()}
                 if prepared.workspace is not None:
