@@ -52,7 +52,7 @@ from .device_array import DeviceArray, check_device_array
 from .interrupts import deferred
 from .loader import check_device_id, get_backend
 from .runtime import (ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, DeviceBuffer, DeviceSession, Stream,
-                      _Child, malloc_request)
+                      _Child, malloc_bytes)
 from .tensor import Tensor
 from .units import format_bytes
 
@@ -65,12 +65,6 @@ __all__ = ["Op", "PreparedCall", "OpRunner", "runner_for", "default_session", "c
 # allocation still fails for memory the cache is emptied and the build tried once more.
 CACHED_SHAPES = 4
 CACHED_FRACTION = 0.5
-
-
-def malloc_bytes(nbytes: int) -> int:
-    """Device bytes a DeviceBuffer of `nbytes` takes: its aclrtMalloc request (runtime.malloc_request,
-    room to start on a 512-B boundary) rounded up to 32 B plus 32 B (acl_rt.h)."""
-    return (malloc_request(nbytes) + 31) // 32 * 32 + 32
 
 
 class Op:

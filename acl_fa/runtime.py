@@ -74,9 +74,6 @@ SYNC_SLICE_MS = 100
 # 70%); whole 512-B L2 lines also spare partial-line fills (docs/cann-facts.md, "ACL runtime calls").
 GM_ALIGN = 512
 MALLOC_ALIGN = 64  # aclrtMalloc's guaranteed start alignment
-# The most device bytes a DeviceBuffer takes beyond its nbytes: the alignment room, and aclrtMalloc
-# rounding the request up to 32 B (at most 31) and adding 32 (acl_rt.h).
-MALLOC_SLACK = GM_ALIGN - MALLOC_ALIGN + 31 + 32
 # close() looks this often (seconds) whether the calls in flight on other threads have ended.
 _DRAIN_POLL_S = 0.005
 
@@ -590,6 +587,16 @@ class _Child:
 def malloc_request(nbytes: int) -> int:
     """The size DeviceBuffer asks aclrtMalloc for, to hold `nbytes` from a GM_ALIGN boundary."""
     return nbytes + GM_ALIGN - MALLOC_ALIGN
+
+
+def malloc_bytes(nbytes: int) -> int:
+    """Device bytes a DeviceBuffer of `nbytes` takes: its aclrtMalloc request rounded up to 32 B
+    plus 32 B (acl_rt.h)."""
+    return (malloc_request(nbytes) + 31) // 32 * 32 + 32
+
+
+# The most device bytes a DeviceBuffer takes beyond its nbytes (at nbytes = 1 mod 32).
+MALLOC_SLACK = malloc_bytes(1) - 1
 
 
 def _free_device(backend: Backend, ptr):

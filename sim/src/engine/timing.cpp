@@ -107,7 +107,6 @@ public:
     Replay(const LaunchTrace &t, const aclfaSimPipeCosts &c, int keep, bool races, double coreBw, ModelResult *out)
         : trace_(t), c_(c), keepOps_((keep & KEEP_OPS) != 0), keepGm_((keep & KEEP_GM) != 0), out_(out),
           st_(t.cores.size()), coreBw_(coreBw) {
-        out_->coreRate = coreBw;
         const size_t threads = t.cores.size() * kPipes;
         races_ = races && threads <= kMaxRaceThreads;
         if (races_) vc_.assign(threads, Clock(threads, 0));
@@ -731,7 +730,7 @@ extern "C" aclError aclfaSimGetModeledOps(const aclfaSimModeledOp **ops, uint64_
     if (!gHaveOps) {
         // The same replay as the published one (same trace, costs and GM rate), keeping the schedule.
         ModelResult withOps;
-        Replay(gTrace, gCosts, KEEP_OPS, false, gResult.coreRate, &withOps).Run();
+        Replay(gTrace, gCosts, KEEP_OPS, false, gResult.stats.coreGmBytesPerCycle, &withOps).Run();
         gResult.ops = std::move(withOps.ops);
         gHaveOps = true;
     }

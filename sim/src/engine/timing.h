@@ -29,7 +29,6 @@ struct ModelResult {
     aclfaSimModelStats stats{};
     std::vector<aclfaSimModeledOp> ops;    // the schedule, with KEEP_OPS
     std::vector<aclfaSimGmAccess> gm;      // GM accesses in modeled order, with KEEP_GM
-    double coreRate = 0;                   // the per-core GM rate the replay ran at (bytes per cycle)
     std::string race;                      // first race found (rule message), empty if none
     std::string error;                     // the replay could not finish (e.g. a SyncAll nobody joins)
     double gmBytes = 0;                    // GM bytes moved (MTE2, MTE3, cube loads and results)
