@@ -147,9 +147,15 @@ def _check_int(name: str, value, *, minimum: int, maximum: int, allow_none: bool
 
 
 def _typed(options: tuple) -> tuple:
-    """The cache key of the options: each value with its type, since 1 == 1.0 == True hash alike
-    and validation must see the value the caller passed (causal=1 is refused, causal=True not)."""
-    return tuple([(type(value), value) for value in options])
+    """The cache key of the options: the values and their types, since 1 == 1.0 == True hash
+    alike and validation must see the value the caller passed (causal=1 is refused, causal=True
+    not)."""
+    return options, tuple(map(type, options))
+
+
+def _metas_key(arrays) -> tuple:
+    """The cache key of the arrays' metadata, flat: (shape, dtype) of each array in turn."""
+    return tuple([meta for a in arrays for meta in (a.shape, a.dtype)])
 
 
 def make_problem(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
@@ -161,7 +167,7 @@ def make_problem(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=
     ones (the common case) reuse the validated Problem.
     """
     arrays = (_as_array("q", q), _as_array("k", k), _as_array("v", v))
-    metas = tuple([_ArrayMeta(a.shape, a.dtype) for a in arrays])
+    metas = _metas_key(arrays)
     options = _typed((causal, scale, layout, num_heads, num_kv_heads, block_m, block_n))
     try:
         problem = _validated_problem(metas, options)
@@ -181,14 +187,14 @@ def problem_from_sizes(*, seq, seq_kv=None, batch=1, heads=32, kv_heads=None, he
     layout = layout.upper() if isinstance(layout, str) else layout
     q_shape = shape_of(layout, batch, heads, seq, head_dim)
     kv_shape = shape_of(layout, batch, kv_heads, seq_kv, head_dim)
-    metas = (_ArrayMeta(q_shape, np_dtype), _ArrayMeta(kv_shape, np_dtype), _ArrayMeta(kv_shape, np_dtype))
+    metas = (q_shape, np_dtype, kv_shape, np_dtype, kv_shape, np_dtype)
     return _validated_problem(metas, _typed((causal, scale, layout, heads, kv_heads, block_m or None, block_n or None)))
 
 
 @functools.lru_cache(maxsize=64)
 def _validated_problem(metas: tuple, options: tuple) -> "Problem":
-    q, k, v = metas
-    causal, scale, layout, num_heads, num_kv_heads, block_m, block_n = (value for _, value in options)
+    q, k, v = (_ArrayMeta(metas[i], metas[i + 1]) for i in (0, 2, 4))
+    causal, scale, layout, num_heads, num_kv_heads, block_m, block_n = options[0]
     if not isinstance(layout, str) or layout.upper() not in LAYOUTS:
         raise InvalidArgumentError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     layout = layout.upper()

@@ -224,6 +224,25 @@ def build_options(*, batch: int, heads: int, seq_q: int, seq_kv: int, causal: bo
 
     cu_seqlens_* are already in aclnn form (cu_seqlens_ends). For varlen, batch is the number
     of sequences and seq_q / seq_kv the longest ones."""
+    if (window is None and attn_mask is None and seed is None and return_dropout_mask is False
+            and cu_seqlens_q is None and cu_seqlens_kv is None and (causal is True or causal is False)
+            and type(offset) is int and offset == 0 and type(dropout_p) in (float, int) and dropout_p == 0):
+        # None of the V2 arguments (the common call): the options depend on causal alone; the
+        # full validation below made them once.
+        plain = _PLAIN_OPTIONS.get(causal)
+        if plain is None:
+            plain = _PLAIN_OPTIONS[causal] = _validated_options(batch, heads, seq_q, seq_kv, causal, None, None, 0.0,
+                                                                None, 0, False, None, None)
+        return plain
+    return _validated_options(batch, heads, seq_q, seq_kv, causal, window, attn_mask, dropout_p, seed, offset,
+                              return_dropout_mask, cu_seqlens_q, cu_seqlens_kv)
+
+
+_PLAIN_OPTIONS: dict = {}  # causal -> build_options' (options, None) of a call without V2 arguments
+
+
+def _validated_options(batch, heads, seq_q, seq_kv, causal, window, attn_mask, dropout_p, seed, offset,
+                       return_dropout_mask, cu_seqlens_q, cu_seqlens_kv) -> tuple:
     if not isinstance(causal, (bool, np.bool_)):
         raise InvalidTypeError(f"causal must be a bool, got {causal!r}")
     if not isinstance(return_dropout_mask, (bool, np.bool_)):

@@ -129,6 +129,24 @@ class PreparedCall:
     bound: dict = dataclasses.field(default_factory=dict)  # role -> DeviceArray used in place
     owns_workspace: bool = True  # False: `workspace` is the caller's (OpRunner.prepare(workspace=...))
 
+    def __post_init__(self):
+        # The raw handles of the cache's own objects that a repeated call passes to C, resolved
+        # once. Valid whenever the caller is in flight on the Session and holds the runner's
+        # lock (upload's contract): the cache frees them only under that lock, and
+        # Session.close() only after the calls in flight returned. A workspace of the caller's
+        # is not the cache's: its address is taken (and its liveness checked) per launch.
+        self.addresses = {role: buffer.ptr for role, buffer in self.buffers.items()}
+        self.executor_handle = self.executor.handle
+        self._workspace_address = self.workspace.ptr if self.workspace is not None and self.owns_workspace \
+            else ffi.NULL
+
+    @property
+    def workspace_address(self):
+        """The workspace's device address for phase 2 (NULL without a workspace)."""
+        if self.workspace is not None and not self.owns_workspace:
+            return self.workspace.ptr
+        return self._workspace_address
+
     def close(self):
         with deferred():
             self.executor.close()
@@ -151,6 +169,8 @@ class PreparedCall:
             raise InvalidArgumentError(
                 f"{self.op.name} takes {len(self.op.inputs)} inputs ({', '.join(self.op.inputs)}), got {len(arrays)}")
         state = self.executor._state
+        state.bind()
+        call = state.backend.call  # in flight and bound: the plain checked call (see state.call)
         copies = nbytes = 0
         for role, array in zip(self.op.inputs, arrays):
             if array is None and role not in self.buffers:
@@ -165,8 +185,8 @@ class PreparedCall:
             if host.nbytes != buffer.nbytes or host.dtype != buffer.dtype:
                 raise InvalidArgumentError(f"{self.op.name}: input {role} is {host.shape} {host.dtype}; the call was "
                                            f"prepared for {buffer.shape} {buffer.dtype}")
-            state.call("aclrtMemcpy", buffer.ptr, buffer.nbytes, ffi.from_buffer(host), host.nbytes,
-                       ACL_MEMCPY_HOST_TO_DEVICE)
+            call("aclrtMemcpy", self.addresses[role], buffer.nbytes, ffi.from_buffer(host), host.nbytes,
+                 ACL_MEMCPY_HOST_TO_DEVICE)
             copies += 1
             nbytes += host.nbytes
         if copies:
@@ -177,8 +197,9 @@ class PreparedCall:
         buffer = self.buffers[role]
         out = np.empty(buffer.shape, buffer.dtype)
         state = self.executor._state
-        state.call("aclrtMemcpy", ffi.from_buffer(out, require_writable=True), out.nbytes, buffer.ptr, out.nbytes,
-                   ACL_MEMCPY_DEVICE_TO_HOST)
+        state.bind()
+        state.backend.call("aclrtMemcpy", ffi.from_buffer(out, require_writable=True), out.nbytes,
+                           self.addresses[role], out.nbytes, ACL_MEMCPY_DEVICE_TO_HOST)
         state.count_copy(ACL_MEMCPY_DEVICE_TO_HOST, out.nbytes)
         return out
 
@@ -405,10 +426,9 @@ class OpRunner:
     def launch(self, prepared: PreparedCall, stream: Stream):
         """Phase 2 of the prepared call on `stream` (asynchronous); the runner is unsettled
         until run() has waited for it (or the next prepare() does)."""
-        ws = prepared.workspace.ptr if prepared.workspace is not None else ffi.NULL
         self._unsettled = True
-        self.session.call(self.op.launch_api, ws, prepared.workspace_size, prepared.executor.handle,
-                          stream.handle)
+        self.session.call(self.op.launch_api, prepared.workspace_address, prepared.workspace_size,
+                          prepared.executor_handle, stream.handle)
 
     def run(self, problem, *inputs, outputs: Optional[tuple] = None) -> tuple:
         """Uploads `inputs` (``op.inputs`` order; DeviceArrays are used in place), launches,

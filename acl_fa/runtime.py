@@ -813,10 +813,13 @@ class Stream(_Child):
     def synchronize(self):
         """Waits for the work queued on this stream. Ctrl-C stops the wait within
         SYNC_SLICE_MS (KeyboardInterrupt); the work stays queued, and what it uses alive."""
-        with self._state.in_flight():
-            _wait_stream(self._state.call, self._live_handle())
-        with self._lock:
-            self._in_flight.clear()
+        state = self._state
+        with state.in_flight():
+            state.bind()  # then the waits are plain checked calls
+            _wait_stream(state.backend.call, self._live_handle())
+        if self._in_flight:
+            with self._lock:
+                self._in_flight.clear()
 
 
 class Event(_Child):
