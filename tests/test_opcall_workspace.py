@@ -65,3 +65,24 @@ def test_a_workspace_too_small_is_refused_naming_both_sizes():
             runner.prepare(problem, runner.bound_inputs((q, k, v)) | {"out": out, "lse": lse}, workspace=small)
         assert f"the workspace given is {need - 32} B; this call needs {need} B" in str(err.value)
         assert runner.cached_bytes() == 0 and not runner._cache
+
+
+def test_a_cached_call_never_launches_on_a_workspace_the_caller_closed():
+    """The cache resolves its own buffers' addresses once per problem, but a caller's workspace is
+    the caller's to close: its address is looked up at every launch, so a closed one is refused
+    (ClosedObjectError) instead of handing the kernel memory that may belong to someone else."""
+    from acl_fa.errors import ClosedObjectError
+
+    with acl_fa.Session() as session:
+        _, (q, k, v), out, lse = _arrays(session)
+        runner = attention.runner_for(session)
+        problem, *_ = attention.make_problem(q, k, v, causal=True)
+        workspace = DeviceArray.empty(session, (runner.workspace_bytes(problem),), np.uint8)
+        with session.in_flight(), runner.lock:
+            prepared = runner.prepare(problem, runner.bound_inputs((q, k, v)) | {"out": out, "lse": lse},
+                                      workspace=workspace)
+            runner.launch(prepared, runner.stream)
+            runner.stream.synchronize()
+            workspace.close()
+            with pytest.raises(ClosedObjectError):
+                runner.launch(prepared, runner.stream)
