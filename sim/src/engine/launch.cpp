@@ -91,7 +91,9 @@ bool PlanCores(uint32_t kernelType, uint32_t blockDim, const aclfaSimChip &chip,
 bool WorkerThreads(size_t *threads, std::string *error) {
     const char *text = std::getenv("ACL_FA_SIM_THREADS");
     if (text == nullptr || *text == '\0') {
-        *threads = std::max<size_t>(1, std::thread::hardware_concurrency());
+        // Asked once: glibc reads /sys/devices/system/cpu/online for it, about 10 us per launch.
+        static const size_t hostThreads = std::max<size_t>(1, std::thread::hardware_concurrency());
+        *threads = hostThreads;
         return true;
     }
     char *end = nullptr;
@@ -103,6 +105,19 @@ bool WorkerThreads(size_t *threads, std::string *error) {
     }
     *threads = static_cast<size_t>(value);
     return true;
+}
+
+// A start order of the cores: a permutation of [0, n) that changes from launch to launch, as the
+// chip promises no order either (results that depend on it, such as GM atomic adds, differ
+// between runs, as on the chip). One generator for the process, seeded once from
+// std::random_device: seeding per launch opened and read the entropy device every launch.
+void ShuffledOrder(size_t n, std::vector<size_t> *order) {
+    static std::mutex mutex;
+    static std::mt19937_64 generator(std::random_device{}());
+    order->resize(n);
+    std::iota(order->begin(), order->end(), size_t{0});
+    std::lock_guard<std::mutex> lock(mutex);
+    std::shuffle(order->begin(), order->end(), generator);
 }
 
 void MaxInto(uint64_t &dst, uint64_t v) { dst = std::max(dst, v); }
@@ -221,16 +236,12 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     const size_t workers = std::min(threads, inv.size());
     const auto t0 = std::chrono::steady_clock::now();
 
-    // Cores start in an order that changes from launch to launch, as the chip promises no
-    // order either: results that depend on it (GM atomic adds) differ between runs, as on the chip.
-    std::vector<size_t> order(inv.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::shuffle(order.begin(), order.end(), std::mt19937_64(std::random_device{}()));
+    std::vector<size_t> order;
+    ShuffledOrder(inv.size(), &order);
 
-    // SyncAll: a core waiting at the barrier lends its place to a spare host thread, so the
+    // SyncAll and the flags: a core waiting lends its place to a spare host thread, so the
     // cores it waits for run even with ACL_FA_SIM_THREADS=1.
-    std::mutex spareMutex;
-    std::vector<std::thread> spares;
+    SpareThreads::Group spares;
     std::function<void()> work;
     std::vector<bool> coreIsAic(inv.size());
     std::vector<std::string> coreNames(inv.size());
@@ -247,8 +258,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
         coreGroup[k] = !mixGroups ? static_cast<uint32_t>(k) : inv[k].isAic ? inv[k].blockIdx : inv[k].blockIdx / ratio;
     }
     CrossCore crossCore(coreIsAic, coreNames, coreGroup, &abortFlag, [&] {
-        std::lock_guard<std::mutex> lock(spareMutex);
-        if (next.load() < inv.size()) spares.emplace_back([&] { work(); });
+        if (next.load() < inv.size()) SpareThreads::Instance().Start(work, spares);
     });
 
     work = [&]() {
@@ -305,16 +315,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
         }
     };
     WorkerPool::Instance().Run(workers, work);
-    for (;;) {
-        std::thread spare;
-        {
-            std::lock_guard<std::mutex> lock(spareMutex);
-            if (spares.empty()) break;
-            spare = std::move(spares.back());
-            spares.pop_back();
-        }
-        spare.join();
-    }
+    spares.Wait();  // no core is left to start one more: the workers' jobs returned
     stats->wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (tracing && firstError.empty()) {
         // The model (and the race rule) run after the cores, on this thread: deterministic.
