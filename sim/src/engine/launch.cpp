@@ -137,8 +137,31 @@ void SumInto(aclfaSimCoreStats &t, const aclfaSimCoreStats &c) {
 }
 
 // Arenas of one worker thread, reused by the cores it runs.
+//
+// The UB is poisoned at each core's start, but only as far as the cores before could have
+// written it: every UB byte a kernel can write lies in a buffer TPipe::InitBuffer carved from
+// [0, ub.used) (checks.cpp InitQueue, the only place that hands out arena bytes), and every API
+// that writes through a LocalTensor checks its span against the tensor (CheckLocalT,
+// VecOperands, the index checks of LocalTensor). So a core leaves [ub.highWater, capacity) as
+// it found it -- poisoned -- and ubDirty, the largest highWater since the last poisoning, bounds
+// what the next core must refill (a small kernel uses a few KiB of the 192 KiB).
 struct WorkerMemory {
     std::vector<uint8_t> ub, l1;
+    size_t ubDirty = 0;  // bytes of ub from the start that may differ from kUbPoison
+
+    // Sizes the arenas for the chip (it may have changed since the last launch).
+    void Fit(const aclfaSimChip &chip) {
+        if (ub.size() != chip.ubBytes) {
+            ub.resize(chip.ubBytes);
+            ubDirty = ub.size();  // new bytes are zeros, not poison
+        }
+        l1.resize(chip.l1Bytes);
+    }
+    // UB as a core must find it: every byte kUbPoison.
+    void PoisonUb() {
+        std::memset(ub.data(), kUbPoison, std::min(ubDirty, ub.size()));
+        ubDirty = 0;
+    }
 };
 
 }  // namespace
@@ -264,8 +287,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     work = [&]() {
         // Arenas of this host thread, kept across launches (sized anew if the chip changed).
         thread_local WorkerMemory mem;
-        mem.ub.resize(chip->ubBytes);
-        mem.l1.resize(chip->l1Bytes);
+        mem.Fit(*chip);
         for (size_t n = next.fetch_add(1); n < inv.size(); n = next.fetch_add(1)) {
             const size_t k = order[n];
             const Invocation &me = inv[k];
@@ -294,7 +316,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
             core.crossCore = &crossCore;
             core.launchIndex = static_cast<uint32_t>(k);
             core.opTrace = tracing ? &launchTrace.traces[k] : nullptr;
-            std::memset(mem.ub.data(), kUbPoison, mem.ub.size());
+            mem.PoisonUb();
             tlsCurrentCore = &core;
             try {
                 body();
@@ -310,6 +332,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
                 abortFlag = true;
             }
             tlsCurrentCore = nullptr;
+            mem.ubDirty = core.ub.highWater;  // PoisonUb() left 0
             if (abortFlag) crossCore.Abort();
             crossCore.Finished(static_cast<uint32_t>(k));
         }
