@@ -267,20 +267,14 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     SpareThreads::Group spares;
     std::function<void()> work;
     std::vector<bool> coreIsAic(inv.size());
-    std::vector<std::string> coreNames(inv.size());
-    std::vector<uint32_t> coreGroup(inv.size());
+    std::vector<uint32_t> coreBlock(inv.size()), coreGroup(inv.size());
     const bool mixGroups = aicCount > 0 && aivCount > 0 && !chip->coupled;
     for (size_t k = 0; k < inv.size(); ++k) {
-        CoreContext c;
-        c.isAic = inv[k].isAic;
-        c.blockIdx = inv[k].blockIdx;
-        c.taskRatio = ratio;
-        c.subBlockIdx = inv[k].isAic ? 0 : inv[k].blockIdx % ratio;
         coreIsAic[k] = inv[k].isAic;
-        coreNames[k] = DescribeCore(c);
+        coreBlock[k] = inv[k].blockIdx;
         coreGroup[k] = !mixGroups ? static_cast<uint32_t>(k) : inv[k].isAic ? inv[k].blockIdx : inv[k].blockIdx / ratio;
     }
-    CrossCore crossCore(coreIsAic, coreNames, coreGroup, &abortFlag, [&] {
+    CrossCore crossCore(std::move(coreIsAic), std::move(coreBlock), ratio, std::move(coreGroup), &abortFlag, [&] {
         if (next.load() < inv.size()) SpareThreads::Instance().Start(work, spares);
     });
 
