@@ -53,7 +53,8 @@ private:
 // ACL_FA_SIM_THREADS=1). A new thread per spare cost a clone, a stack and fresh 700 KiB arenas
 // per launch; here a spare parks when its job is done and the next launch that needs one takes
 // it. A spare parked for kIdleSeconds ends (and frees its arenas): a launch of many cores can
-// need dozens at once, which should not stay with the process.
+// need dozens at once, which should not stay with the process. (A spare that ran a core holds
+// thread_local arenas, whose destructors keep this library loaded until the spare ends.)
 class SpareThreads {
 public:
     // The pending spares of one launch: it waits in Wait() until every job it started returned.
