@@ -107,16 +107,36 @@ bool WorkerThreads(size_t *threads, std::string *error) {
     return true;
 }
 
+// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014):
+// a generator of one 64-bit word of state, for std::shuffle.
+struct SplitMix64 {
+    using result_type = uint64_t;
+    uint64_t state;
+    static constexpr result_type min() { return 0; }
+    static constexpr result_type max() { return ~result_type{0}; }
+    result_type operator()() {
+        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+};
+
 // A start order of the cores: a permutation of [0, n) that changes from launch to launch, as the
 // chip promises no order either (results that depend on it, such as GM atomic adds, differ
-// between runs, as on the chip). One generator for the process, seeded once from
-// std::random_device: seeding per launch opened and read the entropy device every launch.
+// between runs, as on the chip). The entropy device is read once per process (reading it per
+// launch cost more than a small kernel's work); each launch then draws from its own generator,
+// seeded by one more step of a process-wide SplitMix64 counter: no lock (that a fork could leave
+// held in the child) and no large thread_local (the library's static TLS is small).
 void ShuffledOrder(size_t n, std::vector<size_t> *order) {
-    static std::mutex mutex;
-    static std::mt19937_64 generator(std::random_device{}());
+    static std::atomic<uint64_t> launches{[] {
+        std::random_device device;
+        return (uint64_t{device()} << 32) ^ device();
+    }()};
+    SplitMix64 seeder{launches.fetch_add(1, std::memory_order_relaxed)};
+    SplitMix64 generator{seeder()};
     order->resize(n);
     std::iota(order->begin(), order->end(), size_t{0});
-    std::lock_guard<std::mutex> lock(mutex);
     std::shuffle(order->begin(), order->end(), generator);
 }
 
@@ -280,7 +300,11 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
 
     work = [&]() {
         // Arenas of this host thread, kept across launches (sized anew if the chip changed).
-        thread_local WorkerMemory mem;
+        // (On the heap: the thread_local is one pointer in the library's static TLS block, which
+        // glibc keeps small for libraries loaded by dlopen.)
+        thread_local std::unique_ptr<WorkerMemory> memory;
+        if (!memory) memory = std::make_unique<WorkerMemory>();
+        WorkerMemory &mem = *memory;
         mem.Fit(*chip);
         for (size_t n = next.fetch_add(1); n < inv.size(); n = next.fetch_add(1)) {
             const size_t k = order[n];
