@@ -6,7 +6,10 @@ import pathlib
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent / "kernels"))
+from conftest import run_python
+
+KERNELS = pathlib.Path(__file__).parent / "kernels"
+sys.path.insert(0, str(KERNELS))
 import simlib  # noqa: E402
 
 (SUM, WRONG_TYPE, SKIP_BARRIER, LATE_BARRIER, MATMUL_AT_B, SYNC_ALL_CUBE, IB_CHAIN, IB_MISSING_SET, IB_LATE_SET,
@@ -68,6 +71,44 @@ def test_atomic_add_order_varies_between_runs(sim, monkeypatch):
         assert rc == 0, msg
         results.add(out[:n].tobytes())
     assert len(results) > 1
+
+
+def test_spare_threads_are_parked_and_reused():
+    """On one host thread each AIV that waits at SyncAll lends its place to a spare thread (11 for
+    12 AIVs). The spares park when the launch ends and the next launches take them: the first
+    launch leaves the process 11 threads more, and later launches add none. A spare parked for
+    2 s (SpareThreads::kIdleSeconds) ends."""
+    result = run_python(f"""
+        import json, os, sys, time
+        sys.path.insert(0, {str(KERNELS)!r})
+        import numpy as np
+        import simlib
+        sim = simlib.SimKernels()
+
+        def launch():
+            dx, db = sim.device(np.ones(({AIVS}, 8), np.float32)), sim.device(32)
+            dout, ws = sim.device(np.zeros(16, np.float32)), sim.device(simlib.SYS_WORKSPACE)
+            e = sim.err()
+            rc = sim.k.aclfaSimTestCrossCore({SUM}, dx, db, dout, ws, 8, 0, 0, 0, 0, {BLOCKS}, e, 4096)
+            assert rc == 0, sim.ffi.string(e).decode()
+            sim.free_all()
+
+        def threads():
+            return set(os.listdir("/proc/self/task"))
+
+        before = threads()
+        launch()
+        first = threads()
+        added = set()
+        for _ in range(30):
+            launch()
+            added |= threads() - first
+        time.sleep(3)
+        print(json.dumps({{"spares": len(first - before), "added": len(added), "left": len(threads() - before)}}))
+    """, ACL_FA_SIM_THREADS="1")
+    assert result["spares"] == AIVS - 1
+    assert result["added"] == 0
+    assert result["left"] == 0
 
 
 def test_atomic_add_type_must_match_the_transfer(sim):

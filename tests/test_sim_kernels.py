@@ -39,6 +39,23 @@ def test_exp_ln(sim, n):
     np.testing.assert_allclose(out[:n], np.log(pos), rtol=1e-6)
 
 
+PROBE_EXP, PROBE_UB_UNWRITTEN = 0, 19
+
+
+def test_ub_a_core_never_wrote_holds_the_poison(sim):
+    """Every core finds its UB all 0xFF bytes (docs/simulator.md), also where the core run just
+    before on the same host thread wrote, and past what it wrote (the engine refills only the
+    bytes earlier cores could have written)."""
+    x = rng(5).uniform(-1, 1, 4096).astype(np.float32)
+    for written, read in [(4096, 4096), (64, 4096), (4096, 64), (4096, 1000)]:
+        rc, msg, out = sim.probe(PROBE_EXP, x[:written])
+        assert rc == 0, msg
+        assert np.isfinite(out[:written]).all()
+        rc, msg, out = sim.probe(PROBE_UB_UNWRITTEN, x[:read])
+        assert rc == 0, msg
+        assert (out[:read].view(np.uint32) == 0xFFFFFFFF).all(), (written, read)
+
+
 def ulps_apart(a, b):
     """Distance in representable float32 values (both finite or equal)."""
     def order(v):

@@ -27,6 +27,7 @@ enum ProbeOp : int32_t {
     PROBE_SHIFT,           // in = int bit patterns: out = in shifted (ShiftProbe), n words
     PROBE_CAST_I16,        // out[i] = float(int16(in[i])), param: 1 CAST_RINT .. 5 CAST_TRUNC (RoundMode's value)
     PROBE_ABS,             // out[i] = |in[i]|
+    PROBE_UB_UNWRITTEN,    // out = the n words of y, which no instruction wrote: the UB poison (all bits set)
     PROBE_BAD_UB_CAPACITY = 100,
     PROBE_BAD_COPY_LENGTH,
     PROBE_BAD_UB_ALIGN,
@@ -186,6 +187,7 @@ void Run(const ProbeTiling &t, GM_ADDR in, GM_ADDR out) {
             break;
         }
         case PROBE_ABS: Abs(y, x, cnt); break;
+        case PROBE_UB_UNWRITTEN: break;
         case PROBE_BAD_CAST_I16_MODE: Cast(tmp.ReinterpretCast<int16_t>(), x, RoundMode::CAST_NONE, na); break;
         case PROBE_BAD_UB_CAPACITY: {
             TBuf<TPosition::VECCALC> big;

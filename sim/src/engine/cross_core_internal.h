@@ -4,7 +4,6 @@
 
 #include <array>
 #include <condition_variable>
-#include <deque>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,10 +22,11 @@ void AddToGm(void *dst, const void *src, uint64_t bytes, int tag);
 
 // The SyncAll barrier of one launch. Cores are identified by CoreContext::launchIndex.
 struct CrossCore {
-    // isAic[i] / names[i]: kind and description of core i; group[i]: its AI Core group (MIX
-    // kernels: the AIC's block, an AIV's block / taskRatio; otherwise i); startSpareWorker runs
-    // one more host worker on the cores not started yet (no-op when none is left).
-    CrossCore(const std::vector<bool> &isAic, const std::vector<std::string> &names, const std::vector<uint32_t> &group,
+    // isAic[i] / blockIdx[i]: kind and block index of core i (taskRatio: AIVs per AIC, for its
+    // description in messages); group[i]: its AI Core group (MIX kernels: the AIC's block, an
+    // AIV's block / taskRatio; otherwise i); startSpareWorker runs one more host worker on the
+    // cores not started yet (no-op when none is left).
+    CrossCore(std::vector<bool> isAic, std::vector<uint32_t> blockIdx, uint32_t taskRatio, std::vector<uint32_t> group,
               const volatile bool *abortFlag, std::function<void()> startSpareWorker);
 
     // The hardware flags (ascendc_sim/cross_core.h: CrossCoreSetFlag). flagId < kCoreFlags.
@@ -54,6 +54,8 @@ struct CrossCore {
 
 private:
     bool Takes(uint32_t core, bool aivOnly) const;
+    // Core c as messages name it ("AIV 3 (block 1, sub-block 1)"), made only for a message.
+    std::string Name(uint32_t c) const;
     // Participants not arrived at the pending barrier (only those that finished, if finishedOnly).
     std::string Missing(bool aivOnly, bool finishedOnly) const;
     // True when no core of the launch can move: each left the kernel, waits at the pending
@@ -78,12 +80,13 @@ private:
     std::vector<uint32_t> CoreFlagPeers(uint32_t core, int mode) const;
 
     std::vector<bool> isAic_;
-    std::vector<std::string> names_;
+    std::vector<uint32_t> blockIdx_;
+    uint32_t taskRatio_;
     std::vector<uint32_t> group_;
     std::mutex mutex_;
     std::condition_variable wake_;  // SyncAll's barrier
     // Per core: what its flag wait sleeps on (a set wakes only its targets, not every waiting core).
-    std::vector<std::unique_ptr<std::condition_variable>> flagWake_;
+    std::vector<std::condition_variable> flagWake_;
     std::vector<bool> arrived_, finished_;
     uint32_t count_ = 0;            // arrivals at the pending barrier
     bool pendingAivOnly_ = true;
@@ -93,8 +96,10 @@ private:
     std::vector<const int32_t *> flagWait_;
     std::vector<int32_t> flagWant_;
     std::vector<std::string> flagCall_;
-    // Per core and flagId: the pending 1s of its counter, each with the cores whose sets made it.
-    std::vector<std::array<std::deque<std::vector<uint32_t>>, kCoreFlags>> coreFlags_;
+    // Per core and flagId: the pending 1s of its counter (oldest first, at most kCoreFlagMaxSets),
+    // each with the cores whose sets made it. A vector, not a deque: an empty one allocates
+    // nothing, and a launch constructs kCoreFlags of them per core.
+    std::vector<std::array<std::vector<std::vector<uint32_t>>, kCoreFlags>> coreFlags_;
     // Per core, mode and flagId: its sets still waiting for the other peers' (modes 0, 1, 2).
     std::vector<std::array<std::array<uint32_t, kCoreFlags>, 3>> coreFlagSets_;
     std::vector<int> coreFlagWait_;  // per core: the flagId it waits for in CrossCoreWaitFlag, or -1

@@ -1,8 +1,8 @@
 // fork.cpp -- the engine's pthread_atfork handlers. A forked child has only the forking
-// thread: the worker pool's threads are the parent's, so the child gets a new pool; the GM
-// trace, the last launch's counters and the GM atomic-add lock are kept, their (leaf) locks
-// held across fork so the child inherits them consistent and unlocked. Prepare waits at most
-// for one atomic add or trace record, never for a whole kernel.
+// thread: the worker pool's and the spares' threads are the parent's, so the child gets new
+// ones; the GM trace, the last launch's counters and the GM atomic-add lock are kept, their
+// (leaf) locks held across fork so the child inherits them consistent and unlocked. Prepare
+// waits at most for one atomic add or trace record, never for a whole kernel.
 #include <pthread.h>
 
 #include "engine_internal.h"
@@ -27,6 +27,7 @@ void UnlockKept() {
 void AfterForkInChild() {
     UnlockKept();
     WorkerPool::AbandonInChild();
+    SpareThreads::AbandonInChild();
 }
 
 struct ForkHandlers {

@@ -91,7 +91,9 @@ bool PlanCores(uint32_t kernelType, uint32_t blockDim, const aclfaSimChip &chip,
 bool WorkerThreads(size_t *threads, std::string *error) {
     const char *text = std::getenv("ACL_FA_SIM_THREADS");
     if (text == nullptr || *text == '\0') {
-        *threads = std::max<size_t>(1, std::thread::hardware_concurrency());
+        // Asked once: glibc reads /sys/devices/system/cpu/online for it, about 10 us per launch.
+        static const size_t hostThreads = std::max<size_t>(1, std::thread::hardware_concurrency());
+        *threads = hostThreads;
         return true;
     }
     char *end = nullptr;
@@ -103,6 +105,39 @@ bool WorkerThreads(size_t *threads, std::string *error) {
     }
     *threads = static_cast<size_t>(value);
     return true;
+}
+
+// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014):
+// a generator of one 64-bit word of state, for std::shuffle.
+struct SplitMix64 {
+    using result_type = uint64_t;
+    uint64_t state;
+    static constexpr result_type min() { return 0; }
+    static constexpr result_type max() { return ~result_type{0}; }
+    result_type operator()() {
+        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+};
+
+// A start order of the cores: a permutation of [0, n) that changes from launch to launch, as the
+// chip promises no order either (results that depend on it, such as GM atomic adds, differ
+// between runs, as on the chip). The entropy device is read once per process (reading it per
+// launch cost more than a small kernel's work); each launch then draws from its own generator,
+// seeded by one more step of a process-wide SplitMix64 counter: no lock (that a fork could leave
+// held in the child) and no large thread_local (the library's static TLS is small).
+void ShuffledOrder(size_t n, std::vector<size_t> *order) {
+    static std::atomic<uint64_t> launches{[] {
+        std::random_device device;
+        return (uint64_t{device()} << 32) ^ device();
+    }()};
+    SplitMix64 seeder{launches.fetch_add(1, std::memory_order_relaxed)};
+    SplitMix64 generator{seeder()};
+    order->resize(n);
+    std::iota(order->begin(), order->end(), size_t{0});
+    std::shuffle(order->begin(), order->end(), generator);
 }
 
 void MaxInto(uint64_t &dst, uint64_t v) { dst = std::max(dst, v); }
@@ -122,8 +157,31 @@ void SumInto(aclfaSimCoreStats &t, const aclfaSimCoreStats &c) {
 }
 
 // Arenas of one worker thread, reused by the cores it runs.
+//
+// The UB is poisoned at each core's start, but only as far as the cores before could have
+// written it: every UB byte a kernel can write lies in a buffer TPipe::InitBuffer carved from
+// [0, ub.used) (checks.cpp InitQueue, the only place that hands out arena bytes), and every API
+// that writes through a LocalTensor checks its span against the tensor (CheckLocalT,
+// VecOperands, the index checks of LocalTensor). So a core leaves [ub.highWater, capacity) as
+// it found it -- poisoned -- and ubDirty, the largest highWater since the last poisoning, bounds
+// what the next core must refill (a small kernel uses a few KiB of the 192 KiB).
 struct WorkerMemory {
     std::vector<uint8_t> ub, l1;
+    size_t ubDirty = 0;  // bytes of ub from the start that may differ from kUbPoison
+
+    // Sizes the arenas for the chip (it may have changed since the last launch).
+    void Fit(const aclfaSimChip &chip) {
+        if (ub.size() != chip.ubBytes) {
+            ub.resize(chip.ubBytes);
+            ubDirty = ub.size();  // new bytes are zeros, not poison
+        }
+        l1.resize(chip.l1Bytes);
+    }
+    // UB as a core must find it: every byte kUbPoison.
+    void PoisonUb() {
+        std::memset(ub.data(), kUbPoison, std::min(ubDirty, ub.size()));
+        ubDirty = 0;
+    }
 };
 
 }  // namespace
@@ -221,41 +279,33 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     const size_t workers = std::min(threads, inv.size());
     const auto t0 = std::chrono::steady_clock::now();
 
-    // Cores start in an order that changes from launch to launch, as the chip promises no
-    // order either: results that depend on it (GM atomic adds) differ between runs, as on the chip.
-    std::vector<size_t> order(inv.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::shuffle(order.begin(), order.end(), std::mt19937_64(std::random_device{}()));
+    std::vector<size_t> order;
+    ShuffledOrder(inv.size(), &order);
 
-    // SyncAll: a core waiting at the barrier lends its place to a spare host thread, so the
+    // SyncAll and the flags: a core waiting lends its place to a spare host thread, so the
     // cores it waits for run even with ACL_FA_SIM_THREADS=1.
-    std::mutex spareMutex;
-    std::vector<std::thread> spares;
+    SpareThreads::Group spares;
     std::function<void()> work;
     std::vector<bool> coreIsAic(inv.size());
-    std::vector<std::string> coreNames(inv.size());
-    std::vector<uint32_t> coreGroup(inv.size());
+    std::vector<uint32_t> coreBlock(inv.size()), coreGroup(inv.size());
     const bool mixGroups = aicCount > 0 && aivCount > 0 && !chip->coupled;
     for (size_t k = 0; k < inv.size(); ++k) {
-        CoreContext c;
-        c.isAic = inv[k].isAic;
-        c.blockIdx = inv[k].blockIdx;
-        c.taskRatio = ratio;
-        c.subBlockIdx = inv[k].isAic ? 0 : inv[k].blockIdx % ratio;
         coreIsAic[k] = inv[k].isAic;
-        coreNames[k] = DescribeCore(c);
+        coreBlock[k] = inv[k].blockIdx;
         coreGroup[k] = !mixGroups ? static_cast<uint32_t>(k) : inv[k].isAic ? inv[k].blockIdx : inv[k].blockIdx / ratio;
     }
-    CrossCore crossCore(coreIsAic, coreNames, coreGroup, &abortFlag, [&] {
-        std::lock_guard<std::mutex> lock(spareMutex);
-        if (next.load() < inv.size()) spares.emplace_back([&] { work(); });
+    CrossCore crossCore(std::move(coreIsAic), std::move(coreBlock), ratio, std::move(coreGroup), &abortFlag, [&] {
+        if (next.load() < inv.size()) SpareThreads::Instance().Start(work, spares);
     });
 
     work = [&]() {
         // Arenas of this host thread, kept across launches (sized anew if the chip changed).
-        thread_local WorkerMemory mem;
-        mem.ub.resize(chip->ubBytes);
-        mem.l1.resize(chip->l1Bytes);
+        // (On the heap: the thread_local is one pointer in the library's static TLS block, which
+        // glibc keeps small for libraries loaded by dlopen.)
+        thread_local std::unique_ptr<WorkerMemory> memory;
+        if (!memory) memory = std::make_unique<WorkerMemory>();
+        WorkerMemory &mem = *memory;
+        mem.Fit(*chip);
         for (size_t n = next.fetch_add(1); n < inv.size(); n = next.fetch_add(1)) {
             const size_t k = order[n];
             const Invocation &me = inv[k];
@@ -284,7 +334,7 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
             core.crossCore = &crossCore;
             core.launchIndex = static_cast<uint32_t>(k);
             core.opTrace = tracing ? &launchTrace.traces[k] : nullptr;
-            std::memset(mem.ub.data(), kUbPoison, mem.ub.size());
+            mem.PoisonUb();
             tlsCurrentCore = &core;
             try {
                 body();
@@ -300,21 +350,13 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
                 abortFlag = true;
             }
             tlsCurrentCore = nullptr;
+            mem.ubDirty = core.ub.highWater;  // PoisonUb() left 0
             if (abortFlag) crossCore.Abort();
             crossCore.Finished(static_cast<uint32_t>(k));
         }
     };
     WorkerPool::Instance().Run(workers, work);
-    for (;;) {
-        std::thread spare;
-        {
-            std::lock_guard<std::mutex> lock(spareMutex);
-            if (spares.empty()) break;
-            spare = std::move(spares.back());
-            spares.pop_back();
-        }
-        spare.join();
-    }
+    spares.Wait();  // no core is left to start one more: the workers' jobs returned
     stats->wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (tracing && firstError.empty()) {
         // The model (and the race rule) run after the cores, on this thread: deterministic.
