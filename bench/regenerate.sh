@@ -76,7 +76,9 @@ section() {
             run ring-backward-copies "$PYTHON" bench/ring_backward_copies.py 8 4096
             run ulysses-model "$PYTHON" bench/ulysses_model.py ;;
         window) run window-work "$PYTHON" bench/window_work.py --seq 32768 --heads 1 --window 256,0 ;;
-        mask) run mask-dropout-work "$PYTHON" bench/mask_dropout_work.py --seq 4096 --heads 2 --dropout 0.1 --runs 5 ;;
+        mask)
+            run mask-dropout-work "$PYTHON" bench/mask_dropout_work.py --seq 4096 --heads 2 --dropout 0.1 --runs 5
+            run host-lane-rate "$PYTHON" bench/host_lane_rate.py ;;
         decode)
             local common=(--heads 32 --kv-heads 8 --head-dim 128)
             run decode-paged acl-fa bench --decode --paged --block-size 128 --seq-kv 32768 "${common[@]}" --steps 4

@@ -26,6 +26,7 @@ SCRIPTS = [
     ("backward_rss.py", ["--seq", "512", "--heads", "1"], "rss_over_held"),
     ("fa_model.py", ["--seqs", "1024"], "1024"),
     ("block_choice.py", ["--shapes", "1x1024"], "1024"),
+    ("host_lane_rate.py", ["--lanes", "64"], "overflow-checked lanes / ns"),
 ]
 
 
