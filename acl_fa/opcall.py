@@ -169,8 +169,7 @@ class PreparedCall:
             raise InvalidArgumentError(
                 f"{self.op.name} takes {len(self.op.inputs)} inputs ({', '.join(self.op.inputs)}), got {len(arrays)}")
         state = self.executor._state
-        state.bind()
-        call = state.backend.call  # in flight and bound: the plain checked call (see state.call)
+        call = state.bound_call()
         copies = nbytes = 0
         for role, array in zip(self.op.inputs, arrays):
             if array is None and role not in self.buffers:
@@ -197,8 +196,7 @@ class PreparedCall:
         buffer = self.buffers[role]
         out = np.empty(buffer.shape, buffer.dtype)
         state = self.executor._state
-        state.bind()
-        state.backend.call("aclrtMemcpy", ffi.from_buffer(out, require_writable=True), out.nbytes,
+        state.bound_call()("aclrtMemcpy", ffi.from_buffer(out, require_writable=True), out.nbytes,
                            self.addresses[role], out.nbytes, ACL_MEMCPY_DEVICE_TO_HOST)
         state.count_copy(ACL_MEMCPY_DEVICE_TO_HOST, out.nbytes)
         return out

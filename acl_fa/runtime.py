@@ -256,6 +256,13 @@ class _SessionState:
         ref = self.calls.get(threading.get_ident())
         return ref is not None and ref() is not None
 
+    def bound_call(self) -> Callable:
+        """For a thread already in flight here (its outermost call did the registration and the
+        process check): binds the device once and returns the plain checked call, which its ACL
+        calls then make without call()'s per-call checks."""
+        self.bind()
+        return self.backend.call
+
     def call(self, api: str, *args):
         """Checked ACL call on the calling thread, with this session's device bound. Inside a
         call already in flight and bound on this thread (an op call: OpRunner.run), the
@@ -682,7 +689,7 @@ class DeviceBuffer(_Child):
         if nbytes == 0:
             return
         dst = self._address() + offset
-        self._state.call("aclrtMemcpy", dst, self.nbytes - offset, ffi.cast("char *", src.ptr) + src_offset,
+        self._state.call("aclrtMemcpy", dst, self.nbytes - offset, src._address() + src_offset,
                          nbytes, ACL_MEMCPY_DEVICE_TO_DEVICE)
         self._state.count_copy(ACL_MEMCPY_DEVICE_TO_DEVICE, nbytes)
 
@@ -815,8 +822,7 @@ class Stream(_Child):
         SYNC_SLICE_MS (KeyboardInterrupt); the work stays queued, and what it uses alive."""
         state = self._state
         with state.in_flight():
-            state.bind()  # then the waits are plain checked calls
-            _wait_stream(state.backend.call, self._live_handle())
+            _wait_stream(state.bound_call(), self._live_handle())
         if self._in_flight:
             with self._lock:
                 self._in_flight.clear()
