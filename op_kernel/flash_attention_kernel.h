@@ -138,6 +138,12 @@ private:
     __aicore__ inline void WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset);
     // Softmax of this AIV's rows [r0, r0 + rows) of S_kvBlock (one chunk); P goes over those rows of S.
     __aicore__ inline void SoftmaxChunk(uint32_t kvBlock, uint32_t r0, uint32_t rows, uint32_t row0);
+    // Keys of block kvBlock the cube computes (QK's columns of S, P.V's reduction length): the
+    // block, cut at the item's last visible key. The AIVs read exactly these columns of S.
+    __aicore__ inline uint32_t BlockCols(uint32_t kvBlock) const
+    {
+        return Min(td_->blockN, keyEnd_ - kvBlock * td_->blockN);
+    }
 
     const FlashAttentionTilingData *td_ = nullptr;
     AscendC::TPipe *pipe_ = nullptr;
@@ -482,7 +488,7 @@ template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::IssueScores(uint32_t kvBlock, uint32_t mmRows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
-    const uint32_t cols = Min(td_->blockN, keyEnd_ - col0);  // no key past the item's band
+    const uint32_t cols = BlockCols(kvBlock);  // no key past the item's band
     qkMm.SetTensorB(keyGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_], true);
     qkMm.SetTail(mmRows, cols, td_->headDim);
     qkMm.template IterateAll<false>(scoreGm_[kvBlock % 2][mmRow_ * td_->blockN], 0, false, true);
@@ -506,9 +512,9 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, u
     const uint32_t probAt = (slotRow_ + r0) * probStride_;  // ... and of P, at the same bytes
 
     AscendC::LocalTensor<float> scores = scoreQue_.AllocTensor<float>();
-    // Only the columns QK wrote (IssueScores' cols, whole 32-B blocks): the rest of each UB row
-    // keeps what the tile held and is past every row's band, so MaskScores overwrites it.
-    const uint32_t written = Min(td_->blockN, keyEnd_ - kvBlock * td_->blockN);
+    // Only the columns QK wrote (BlockCols, whole 32-B blocks): the rest of each UB row keeps
+    // what the tile held and is past every row's band, so MaskScores overwrites it.
+    const uint32_t written = BlockCols(kvBlock);
     if (written == td_->blockN) {
         AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], elems);
     } else {
@@ -614,7 +620,7 @@ template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::IssueValues(uint32_t kvBlock, uint32_t mmRows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
-    const uint32_t cols = Min(td_->blockN, keyEnd_ - col0);  // P is 0 in the columns past them
+    const uint32_t cols = BlockCols(kvBlock);  // P is 0 in the columns past them
     pvMm.SetTensorA(probGm_[kvBlock % 2][mmRow_ * probStride_]);
     pvMm.SetTensorB(valueGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_]);
     pvMm.SetTail(mmRows, td_->headDim, cols);
