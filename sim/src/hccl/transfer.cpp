@@ -99,11 +99,10 @@ aclError RunItems(Comm &comm, const char *api, std::vector<Item> &items, std::st
             *message = who + ": the communicator was aborted: " + control.abortMessage;
             return control.abortCode;
         }
-        bool progressed = false, finished = true;
+        bool progressed = false;
         for (size_t i = 0; i < items.size(); ++i) {
             Item &item = items[i];
             if (item.done) continue;
-            finished = false;
             if (Blocked(items, i)) continue;
             if (item.send) {
                 Channel &ch = control.channels[comm.rank][item.peer];
@@ -167,9 +166,12 @@ aclError RunItems(Comm &comm, const char *api, std::vector<Item> &items, std::st
                 progressed = true;
             }
         }
-        if (finished) return ACL_SUCCESS;
+        if (progressed) pthread_cond_broadcast(&control.changed);
+        // Done as soon as every item is, before the next look at the abort: a send staged in full
+        // has completed (eagerly) even if the peer aborts the communicator on seeing its header,
+        // which it can while this rank copies the data unlocked.
+        if (std::all_of(items.begin(), items.end(), [](const Item &item) { return item.done; })) return ACL_SUCCESS;
         if (progressed) {
-            pthread_cond_broadcast(&control.changed);
             deadline = MonotonicSeconds() + limit;
             continue;
         }
