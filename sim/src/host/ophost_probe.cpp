@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../../../op_kernel/flash_attention_tiling.h"
+#include "flash_attention_tiling.h"
 #include "sim_host/op_runtime.h"
 
 extern "C" {

@@ -1,8 +1,8 @@
 // flash_attention_grad_host.cpp -- see flash_attention_grad_host.h.
 #include "flash_attention_grad_host.h"
 
-#include "../op_kernel/flash_attention_grad_tiling.h"
-#include "../op_kernel/flash_attention_tiling.h"
+#include "flash_attention_grad_tiling.h"
+#include "flash_attention_tiling.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
 #include "chip_limits.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "../op_kernel/flash_attention_decode_tiling.h"
+#include "flash_attention_decode_tiling.h"
 #include "decode_tiling_policy.h"
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "../op_kernel/attention_lse_merge_tiling.h"
+#include "attention_lse_merge_tiling.h"
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "toolchain/slog.h"
