@@ -3,8 +3,9 @@
 #
 #   ./build.sh [--soc SOC] [--vendor NAME] [--build-dir DIR] [--install-path DIR]
 #       On a CANN host: CANN's own op-project flow (docs/cann-facts.md#operator-project-build). msopgen
-#       generates one project from every op/*.json (FlashAttention, FlashAttentionGrad, ...: one JSON
-#       list of their descriptions), our op_host/ and op_kernel/ sources replace
+#       generates one project from every op_host/<family>/*.json (FlashAttention, FlashAttentionGrad, ...:
+#       one JSON list of their descriptions), our op_host/ and op_kernel/ sources, flattened from their
+#       op folders (<family>/, common/) into the project's flat op_host/ and op_kernel/, replace
 #       the generated stubs, the generated CMake presets configure it (vendor, CANN path, SoC),
 #       targets "binary" then "package" build it; the .run is copied to
 #       <build-dir>/custom_opp_<os-id>_<arch>.run.
@@ -17,7 +18,8 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 caller_pwd="$PWD"
-op_jsons=("$repo"/op/*.json)
+# Each op's msopgen description sits in its family folder, op_host/<family>/<op>.json (C order).
+mapfile -t op_jsons < <(find "$repo/op_host" -mindepth 2 -maxdepth 2 -name '*.json' | LC_ALL=C sort)
 
 usage() {
   cat <<EOF
@@ -191,9 +193,35 @@ detect_soc() {
   echo ascend910b
 }
 
+# The sources and headers of <tree>/<family>/ (op_host or op_kernel) matching the name patterns.
+op_files() {
+  local tree="$1"; shift
+  local names=() pattern
+  for pattern in "$@"; do names+=(-o -name "$pattern"); done
+  find "$repo/$tree" -mindepth 2 -maxdepth 2 -type f \( "${names[@]:1}" \) | LC_ALL=C sort
+}
+
+# The msopgen project's op_host/ and op_kernel/ are flat: a file name used twice among what lands in
+# one of them (op_host: op_host/*/ and op_kernel/*/'s headers; op_kernel: op_kernel/*/) would
+# overwrite the other there. Refuses such a clash. (op_host/<family>/<op>.cpp and
+# op_kernel/<family>/<op>.cpp share a name by msopgen's convention: they go to different places.)
+check_unique_names() {
+  local clashes
+  clashes="$( { op_files op_host '*.cpp' '*.h'; op_files op_kernel '*.h'; } | names_used_twice)"
+  clashes+="$(op_files op_kernel '*.cpp' '*.h' | names_used_twice)"
+  [[ -z "$clashes" ]] || die "a file name is used in two op folders (the msopgen project is flat):
+$clashes"
+}
+
+# Of the paths on stdin, the file names given more than once, each with its paths.
+names_used_twice() {
+  awk -F/ '{ n = $NF; seen[n] = seen[n] "\n  " $0; count[n]++ }
+           END { for (n in count) if (count[n] > 1) printf "%s:%s\n", n, seen[n] }'
+}
+
 build_cann() {
   find_cann || no_cann
-  [[ -f "${op_jsons[0]}" ]] || die "no op/*.json: the operators' interfaces msopgen generates the project from"
+  ((${#op_jsons[@]})) || die "no op_host/*/*.json: the operators' interfaces msopgen generates the project from"
   if ((${#socs[@]} == 0)); then soc="$(detect_soc)"; socs=("$soc"); fi
   local project="$build_dir/op_project"
   step "CANN $cann_root, SoC $soc, vendor $vendor"
@@ -203,9 +231,17 @@ build_cann() {
   python3 -c 'import json, sys; json.dump([op for f in sys.argv[2:] for op in json.load(open(f))], open(sys.argv[1], "w"), indent=1)' \
     "$op_json" "${op_jsons[@]}"
   "$msopgen" gen -i "$op_json" -c "ai_core-${socs[0]}" -lan cpp -out "$project"
-  step "placing op_host/ and op_kernel/ sources"
-  cp "$repo"/op_host/*.cpp "$repo"/op_host/*.h "$project/op_host/"
-  find "$repo/op_kernel" -maxdepth 1 -type f -exec cp {} "$project/op_kernel/" \;
+  step "placing op_host/ and op_kernel/ sources (flattened from their op folders)"
+  check_unique_names
+  local host_files kernel_files kernel_headers
+  mapfile -t host_files < <(op_files op_host '*.cpp' '*.h')
+  mapfile -t kernel_files < <(op_files op_kernel '*.cpp' '*.h')
+  mapfile -t kernel_headers < <(op_files op_kernel '*.h')
+  cp "${host_files[@]}" "$project/op_host/"
+  # op_host includes op_kernel's tiling structs and band rule by bare name: the generated op_host
+  # compiles its own directory only, so those headers are placed next to the host sources too.
+  cp "${kernel_headers[@]}" "$project/op_host/"
+  cp "${kernel_files[@]}" "$project/op_kernel/"
   step "configuring with the generated presets"
   # The generated CMakePresets.json ("default") is used as generated; the values that differ
   # here are given on the command line, which overrides a preset's cache variables.

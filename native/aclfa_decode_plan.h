@@ -2,7 +2,7 @@
  * aclfa_decode_plan.h -- C ABI of the FlashAttentionDecode tiling policy and of the kernel's work
  * split for given sequence lengths (libaclfa_plan.so).
  *
- * Not part of CANN: a plain C view of op_host/decode_tiling_policy.h for `acl-fa plan --decode`.
+ * Not part of CANN: a plain C view of op_host/flash_attention_decode/decode_tiling_policy.h for `acl-fa plan --decode`.
  * acl_fa/cdefs/plan_decode.h declares the same for cffi; aclfaDecodePlanSizeOf() lets the driver
  * check that both agree. Chip limits and budget lines are aclfa_plan.h's.
  */

@@ -1,7 +1,7 @@
 /*
  * aclfa_grad_plan.h -- C ABI of the FlashAttentionGrad tiling policy (libaclfa_plan.so).
  *
- * Not part of CANN: a plain C view of op_host/flash_attention_grad_policy.h for
+ * Not part of CANN: a plain C view of op_host/flash_attention_grad/flash_attention_grad_policy.h for
  * `acl-fa plan --backward` and the driver's check of user blocks before device work.
  * acl_fa/cdefs/plan_grad.h declares the same for cffi; aclfaGradPlanSizeOf() lets the
  * driver check that both agree.

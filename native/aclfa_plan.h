@@ -1,7 +1,7 @@
 /*
  * aclfa_plan.h -- C ABI of the FlashAttention tiling policy (libaclfa_plan.so).
  *
- * Not part of CANN: a plain C view of op_host/tiling_policy.h for `acl-fa plan`.
+ * Not part of CANN: a plain C view of op_host/common/tiling_policy.h for `acl-fa plan`.
  * Fixed-width fields only; acl_fa/cdefs/plan.h declares the same for cffi, and
  * aclfaPlanSizeOf() lets the driver check that both agree.
  */
@@ -78,7 +78,7 @@ int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfaPlanLimits 
 size_t aclfaPlanSizeOf(int32_t which);
 
 /* The policy's analytic modeled cycles of the forward with (blockM, blockN) on the MIX path
- * (op_host/block_cost.h): what the auto blocks minimize. -1 on NULL arguments or a zero block. */
+ * (op_host/common/block_cost.h): what the auto blocks minimize. -1 on NULL arguments or a zero block. */
 double aclfaPlanModeledCycles(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits, uint32_t blockM,
                               uint32_t blockN);
 

@@ -30,7 +30,7 @@ SHARED_COSTS = ("vectorIssueCycles", "vectorRepeatCycles", "vectorExpRepeatCycle
 
 
 def _step_costs() -> dict:
-    text = (ROOT / "op_host" / "block_cost.h").read_text()
+    text = (ROOT / "op_host" / "common" / "block_cost.h").read_text()
     # The header's integer constants, which some defaults name.
     constants = {name: int(value) for name, value in re.findall(r"constexpr uint64_t (\w+) = (\d+);", text)}
     body = text[text.index("struct StepCosts"):]

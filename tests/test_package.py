@@ -168,9 +168,10 @@ def test_build_cann_branch_drives_msopgen_and_the_generated_presets(tmp_path):
     args = (msopgen.parent / "args").read_text().split()
     assert args == ["gen", "-i", str(out / "ops.json"), "-c",
                     "ai_core-ascend910_93", "-lan", "cpp", "-out", str(out / "op_project")]
-    # One project for every op of op/: their descriptions merged into one JSON list.
+    # One project for every op of op_host/<family>/*.json: their descriptions merged into one JSON list.
     ops = json.loads((out / "ops.json").read_text())
-    assert [op["op"] for op in ops] == [json.loads(f.read_text())[0]["op"] for f in sorted((REPO / "op").glob("*.json"))]
+    assert [op["op"] for op in ops] == [json.loads(f.read_text())[0]["op"]
+                                        for f in sorted(REPO.glob("op_host/*/*.json"))]
     assert {"FlashAttention", "FlashAttentionV2", "FlashAttentionGrad", "FlashAttentionGradV2", "FlashAttentionDecode",
             "AttentionLseMerge", "AttentionLseMergeInt16"} <= {op["op"] for op in ops}
     project = out / "op_project"
@@ -186,12 +187,35 @@ def test_build_cann_branch_drives_msopgen_and_the_generated_presets(tmp_path):
                  "op_host/attention_lse_merge.cpp", "op_kernel/attention_lse_merge.cpp",
                  "op_kernel/attention_lse_merge_kernel.h", "op_kernel/attention_lse_merge_tiling.h",
                  "op_host/attention_lse_merge_int16.cpp", "op_host/attention_lse_merge_host.h",
-                 "op_kernel/attention_lse_merge_int16.cpp"):
-        assert (project / name).read_text() == (REPO / name).read_text(), name
+                 "op_kernel/attention_lse_merge_int16.cpp", "op_kernel/attention_band.h",
+                 "op_host/attention_band.h", "op_host/flash_attention_tiling.h"):
+        # The project is flat; the repository keeps each file in an op folder (op_host/ receives
+        # op_kernel's headers too): the one file of that name.
+        top, base = name.split("/")
+        trees = [top] + (["op_kernel"] if top == "op_host" and base.endswith(".h") else [])
+        [source] = [f for tree in trees for f in REPO.glob(f"{tree}/*/{base}")]
+        assert (project / name).read_text() == source.read_text(), name
     # The preset's vendor and compute unit were overridden; the .run was collected.
     assert (out / "custom_opp_myvendor_ascend910_93.run").is_file()
     cache = (project / "build_out/CMakeCache.txt").read_text()
     assert f"ASCEND_CANN_PACKAGE_PATH:UNINITIALIZED={toolkit}" in cache
+
+
+def test_build_refuses_two_op_files_of_one_name(tmp_path):
+    """The msopgen project is flat: a header name used in two op folders would overwrite the other."""
+    repo = tmp_path / "repo"
+    for name in ("op_host", "op_kernel"):
+        shutil.copytree(REPO / name, repo / name)
+    for name in ("build.sh", "pyproject.toml"):
+        shutil.copy(REPO / name, repo / name)
+    shutil.copy(repo / "op_kernel/common/attention_band.h", repo / "op_host/flash_attention/attention_band.h")
+    _fake_toolkit(tmp_path / "toolkit")
+    env = {**os.environ, "ASCEND_HOME_PATH": str(tmp_path / "toolkit"), "ASCEND_OPP_PATH": str(tmp_path)}
+    proc = _run(["bash", str(repo / "build.sh"), "--build-dir", str(tmp_path / "out")], env=env, timeout=60)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "a file name is used in two op folders" in proc.stderr
+    assert f"{repo}/op_host/flash_attention/attention_band.h" in proc.stderr
+    assert f"{repo}/op_kernel/common/attention_band.h" in proc.stderr
 
 
 def test_build_rejects_an_soc_the_operator_is_not_registered_for(tmp_path):

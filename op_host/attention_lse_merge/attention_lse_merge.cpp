@@ -1,7 +1,7 @@
 // attention_lse_merge.cpp -- the AttentionLseMerge operator's host side: OpDef registration (the
-// interface of op/attention_lse_merge.json), InferShape / InferDataType and TilingFunc: rows
+// interface of op_host/attention_lse_merge/attention_lse_merge.json), InferShape / InferDataType and TilingFunc: rows
 // split over the vector cores in 8-row blocks, tile rows from the queried UB size
-// (op_kernel/attention_lse_merge_tiling.h has the UB map this budgets).
+// (op_kernel/attention_lse_merge/attention_lse_merge_tiling.h has the UB map this budgets).
 // Written against the real CANN host APIs only; errors go to the CANN log (module OP).
 #include <cstdint>
 #include <string>
@@ -108,7 +108,7 @@ namespace ops {
 class AttentionLseMerge : public OpDef {
  public:
     explicit AttentionLseMerge(const char *name) : OpDef(name) {
-        // Columns of allowed dtype combinations (op/attention_lse_merge.json): out_b T in float16,
+        // Columns of allowed dtype combinations (op_host/attention_lse_merge/attention_lse_merge.json): out_b T in float16,
         // bfloat16, float32; out_a and attention_out each float32 or T. The tiling refuses
         // bfloat16 on 310P and 910A, naming the chip.
         const ge::DataType f32 = ge::DT_FLOAT, f16 = ge::DT_FLOAT16, bf16 = ge::DT_BF16;

@@ -1,7 +1,7 @@
 // attention_lse_merge_host.h -- host-side pieces shared by the AttentionLseMerge and
-// AttentionLseMergeInt16 operators (op_host/attention_lse_merge.cpp, attention_lse_merge_int16.cpp):
+// AttentionLseMergeInt16 operators (op_host/attention_lse_merge/attention_lse_merge.cpp, attention_lse_merge_int16.cpp):
 // shape checks, dtype names, and the tiling of rows over the vector cores in 8-row blocks with
-// tile rows from the queried UB size (op_kernel/attention_lse_merge_tiling.h has the UB map).
+// tile rows from the queried UB size (op_kernel/attention_lse_merge/attention_lse_merge_tiling.h has the UB map).
 // Written against the real CANN host APIs only; errors go to the CANN log (module OP).
 #pragma once
 

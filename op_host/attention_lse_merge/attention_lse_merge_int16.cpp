@@ -1,5 +1,5 @@
 // attention_lse_merge_int16.cpp -- the AttentionLseMergeInt16 operator's host side: OpDef
-// registration (op/attention_lse_merge_int16.json), InferShape / InferDataType and TilingFunc.
+// registration (op_host/attention_lse_merge/attention_lse_merge_int16.json), InferShape / InferDataType and TilingFunc.
 // The merge of AttentionLseMerge with the running result out_a in int16 fixed point: units of a
 // per-row bound bound_a / 32767 (docs/lse_merge.md, "The int16 running result"). Registered for
 // Atlas A2/A3 only: the vector Cast between float and int16_t exists there and not on 310P or
@@ -128,7 +128,7 @@ class AttentionLseMergeInt16 : public OpDef {
  public:
     explicit AttentionLseMergeInt16(const char *name) : OpDef(name)
     {
-        // Columns (op/attention_lse_merge_int16.json): out_b T in float16, bfloat16, float32;
+        // Columns (op_host/attention_lse_merge/attention_lse_merge_int16.json): out_b T in float16, bfloat16, float32;
         // attention_out int16 or T.
         const ge::DataType f32 = ge::DT_FLOAT, f16 = ge::DT_FLOAT16, bf16 = ge::DT_BF16, i16 = ge::DT_INT16;
         const std::vector<ge::DataType> outA(6, i16);

@@ -1,6 +1,6 @@
 // block_cost.h -- the tiling policy's analytic cost of a (blockM, blockN) choice on the MIX path
 // (AIC + 2 AIV): a closed form of the pipeline timing model (docs/timing_model.md) for the
-// forward kernel's per-K/V-block step (op_kernel/flash_attention_kernel.h), cheap enough to
+// forward kernel's per-K/V-block step (op_kernel/flash_attention/flash_attention_kernel.h), cheap enough to
 // evaluate for every candidate inside TilingFunc. Pure: no CANN include, no globals.
 //
 // The step of one work item of M = blockM rows over one K/V block of n columns (T = bytes of the

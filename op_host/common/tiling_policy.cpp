@@ -451,7 +451,7 @@ bool ChooseBlocksByCost(const Problem &p, const ChipLimits &c, uint32_t capM, ui
 constexpr uint64_t kNarrowBandShare = 10;
 bool NarrowBandBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint32_t *blockN) {
     const Band band = EffectiveBand(p);
-    if (p.userBlockM != 0 || p.userBlockN != 0 || band.pre >= kUnboundedTokens || band.next >= kUnboundedTokens) {
+    if (p.userBlockM != 0 || p.userBlockN != 0 || !attn_band::Bounded(band.pre) || !attn_band::Bounded(band.next)) {
         return false;
     }
     const uint64_t width = static_cast<uint64_t>(band.pre + band.next + 1);
@@ -588,25 +588,19 @@ uint32_t DropoutThreshold(float keepProb) {
 Band EffectiveBand(const Problem &p) {
     Band band;
     band.pre = std::min(p.preTokens, kUnboundedTokens);
-    band.next = std::min(p.nextTokens, kUnboundedTokens);
-    if (p.causal) band.next = std::min<int64_t>(band.next, 0);
+    band.next = attn_band::FoldCausal(std::min(p.nextTokens, kUnboundedTokens), p.causal);
     return band;
 }
 
 bool VisibleKeys(const Band &band, uint64_t sq, uint64_t skv, uint64_t row0, uint64_t rowEnd, uint64_t *first,
                  uint64_t *end) {
-    *first = *end = 0;
-    if (rowEnd <= row0 || skv == 0) return false;
-    const int64_t diag = static_cast<int64_t>(skv) - static_cast<int64_t>(sq);
-    const int64_t lo = band.pre >= kUnboundedTokens ? 0 : static_cast<int64_t>(row0) + diag - band.pre;
-    const int64_t hi = band.next >= kUnboundedTokens ? static_cast<int64_t>(skv) - 1
-                                                     : static_cast<int64_t>(rowEnd - 1) + diag + band.next;
-    const int64_t from = std::max<int64_t>(lo, 0);
-    const int64_t to = std::min<int64_t>(hi, static_cast<int64_t>(skv) - 1);
-    if (to < from) return false;
+    int64_t from = 0, to = 0;
+    const bool any = attn_band::VisibleKeys(static_cast<int64_t>(row0), static_cast<int64_t>(rowEnd),
+                                            attn_band::Diagonal(static_cast<int64_t>(sq), static_cast<int64_t>(skv)),
+                                            static_cast<int64_t>(skv), band.pre, band.next, &from, &to);
     *first = static_cast<uint64_t>(from);
-    *end = static_cast<uint64_t>(to) + 1;
-    return true;
+    *end = static_cast<uint64_t>(to);
+    return any;
 }
 
 uint64_t SeqLenQ(const Problem &p, uint64_t seq) { return p.seqLensQ.empty() ? p.seqQ : p.seqLensQ[seq]; }
@@ -784,7 +778,7 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     // GM workspace per AIC group (header order), each region 512-B aligned: the slots of one
     // item's blockM rows, which the group's two AIVs share (each reads and writes its half). P
     // has no region: each AIV writes P_j over the rows of S_j it read (row r of P at the first
-    // byte of row r of S; op_kernel/flash_attention_kernel.h says why that is race-free), so
+    // byte of row r of S; op_kernel/flash_attention/flash_attention_kernel.h says why that is race-free), so
     // wsProbOffset is wsScoreOffset. The coupled path hands S, P and P.V between cube and
     // vector inside the AI Core: no workspace.
     if (coupled) {

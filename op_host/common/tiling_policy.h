@@ -1,11 +1,11 @@
 // tiling_policy.h -- the FlashAttention tiling policy: a pure function
 //   (problem, chip limits) -> plan or a rejection naming the broken limit.
 //
-// No CANN include: op_host/flash_attention.cpp adapts it to gert::TilingContext and
+// No CANN include: op_host/flash_attention/flash_attention.cpp adapts it to gert::TilingContext and
 // PlatformAscendC, native/plan_capi.cpp exports it to Python (`acl-fa plan`), and the
 // tests drive it directly. Chip limits are inputs, never globals.
 //
-// The buffers it budgets are exactly the kernel's (op_kernel/flash_attention_tiling.h): per
+// The buffers it budgets are exactly the kernel's (op_kernel/common/flash_attention_tiling.h): per
 // vector unit, m = subBlockM rows (blockM / 2 on an AIV of the MIX path, blockM on a coupled
 // AI Core), n = blockN, d = headDim, T = dtypeBytes.
 #pragma once
@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "attention_band.h"  // the band rule (op_kernel/common), shared with the kernels
 
 namespace fa_policy {
 
@@ -119,7 +121,7 @@ struct Plan {
     uint32_t philoxLanes = 0;
 };
 
-// UB of op_kernel/attention_mask.h MaskTiles::UbBytes(rows, n) and op_kernel/philox_dropout.h
+// UB of op_kernel/common/attention_mask.h MaskTiles::UbBytes(rows, n) and op_kernel/common/philox_dropout.h
 // PhiloxKeepMask::UbBytes(lanes), which this pure header cannot include (they pull in
 // kernel_operator.h); tests/test_mask_dropout_forward.py checks them against the kernel's.
 uint64_t MaskTilesUbBytes(uint64_t rows, uint64_t n);
@@ -139,8 +141,8 @@ constexpr uint32_t kReferenceBlockN = 128;
 constexpr uint32_t kMaxCores = 64;  // FA_MAX_CORES of the tiling struct
 constexpr uint64_t kWorkspaceAlign = 512;
 
-// Tiling-key bits and layout codes; op_host/flash_attention.cpp static_asserts that they
-// equal FA_KEY_* / FA_LAYOUT_* of op_kernel/flash_attention_tiling.h (which this pure
+// Tiling-key bits and layout codes; op_host/flash_attention/flash_attention.cpp static_asserts that they
+// equal FA_KEY_* / FA_LAYOUT_* of op_kernel/common/flash_attention_tiling.h (which this pure
 // header cannot include: it pulls in a CANN header).
 constexpr uint64_t kKeyBf16 = 1u << 0;
 constexpr uint64_t kKeyCausal = 1u << 1;
@@ -153,7 +155,7 @@ constexpr uint32_t kLayoutBnsd = 0;
 constexpr uint32_t kLayoutBsnd = 1;
 constexpr uint32_t kLayoutBsh = 2;
 constexpr uint32_t kLayoutTnd = 3;  // [T, N, D]: BSND's memory order with sequences packed
-constexpr int64_t kUnboundedTokens = 2147483647;  // pre/next_tokens at or above: unbounded
+constexpr int64_t kUnboundedTokens = attn_band::kUnboundedTokens;  // pre/next_tokens at or above: unbounded
 
 // UB bytes the kernel gives the Matmul API for its ND<->NZ conversions on the coupled path
 // (SetLocalWorkspace) for m rows, n = blockN, d = headDim and a t-byte dtype.
@@ -189,7 +191,7 @@ uint32_t DropoutThreshold(float keepProb);
 struct Band {
     int64_t pre = kUnboundedTokens;
     int64_t next = kUnboundedTokens;
-    bool Restricted() const { return pre < kUnboundedTokens || next < kUnboundedTokens; }
+    bool Restricted() const { return attn_band::Bounded(pre) || attn_band::Bounded(next); }
 };
 Band EffectiveBand(const Problem &problem);
 

@@ -1,5 +1,5 @@
 // flash_attention.cpp -- the FlashAttention operator's host side: OpDef registration (the
-// interface of op/flash_attention.json), InferShape / InferDataType, and TilingFunc, a thin
+// interface of op_host/flash_attention/flash_attention.json), InferShape / InferDataType, and TilingFunc, a thin
 // adapter over the tiling policy (tiling_policy.h): read shapes and attrs, query the chip,
 // call the policy, fill FlashAttentionTilingData, set block dim, tiling key, workspace.
 // Written against the real CANN host APIs only; errors go to the CANN log (module OP).

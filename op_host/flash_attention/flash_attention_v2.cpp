@@ -1,6 +1,6 @@
 // flash_attention_v2.cpp -- the FlashAttentionV2 operator's host side: OpDef registration (the
-// interface of op/flash_attention_v2.json), InferShape / InferDataType, and TilingFunc. The
-// forward of FlashAttention (op_host/flash_attention.cpp) generalized: a band of visible keys
+// interface of op_host/flash_attention/flash_attention_v2.json), InferShape / InferDataType, and TilingFunc. The
+// forward of FlashAttention (op_host/flash_attention/flash_attention.cpp) generalized: a band of visible keys
 // (pre_tokens / next_tokens, FlashAttentionScore's attrs) and variable-length batches (layout
 // TND with the cumulative ends actual_seq_qlen / actual_seq_kvlen, value-depend inputs so that
 // the tiling balances the cores by each sequence's real work). Same policy, same tiling

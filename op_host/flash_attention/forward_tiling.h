@@ -1,6 +1,6 @@
 #pragma once
-// What the forward ops' host sides (op_host/flash_attention.cpp for FlashAttention,
-// op_host/flash_attention_v2.cpp for FlashAttentionV2) share: the problem read from the shapes
+// What the forward ops' host sides (op_host/flash_attention/flash_attention.cpp for FlashAttention,
+// op_host/flash_attention/flash_attention_v2.cpp for FlashAttentionV2) share: the problem read from the shapes
 // and the layout, and the tiling written from the policy's plan (FlashAttentionTilingData, the
 // matmul tilings, block dim, tiling key, workspace).
 #include <cstdint>

@@ -176,9 +176,10 @@ bool ComputeDecodeSchedule(const DecodeProblem &p, const DecodePlan &plan, const
                             static_cast<unsigned long long>(capacity));
             return false;
         }
-        // As KeysOf: row s sees keys [s + L - Sq - preTokens, s + L - Sq + nextTokens] of [0, L).
-        const int64_t hi = std::min(std::max(len + nextTokens, int64_t{0}), len);
-        const int64_t lo = std::min(std::max(len - static_cast<int64_t>(p.seqQ) - preTokens, int64_t{0}), len);
+        // As KeysOf: the keys of [0, L) row 0 sees first to those the last row sees last (attention_band.h).
+        const int64_t sq = static_cast<int64_t>(p.seqQ), diag = attn_band::Diagonal(sq, len);
+        const int64_t hi = std::min(std::max(attn_band::KeyEnd(sq - 1, diag, nextTokens), int64_t{0}), len);
+        const int64_t lo = std::min(std::max(attn_band::KeyBegin(0, diag, preTokens), int64_t{0}), len);
         if (lo >= hi) continue;
         const uint64_t bs = p.blockSize, bn = plan.blockN, cpb = plan.chunksPerBlock;
         const uint64_t first = (lo / bs) * cpb + (lo % bs) / bn;

@@ -1,9 +1,9 @@
 // decode_tiling_policy.h -- the FlashAttentionDecode tiling policy: a pure function
 //   (decode problem, chip limits) -> plan or a rejection naming the broken limit.
 //
-// No CANN include (op_host/flash_attention_decode.cpp adapts it to gert::TilingContext; tests
+// No CANN include (op_host/flash_attention_decode/flash_attention_decode.cpp adapts it to gert::TilingContext; tests
 // and the plan C API drive it directly). The buffers it budgets are exactly the kernel's
-// (op_kernel/flash_attention_decode_tiling.h): per AIV, m = rows = groupSize * Sq,
+// (op_kernel/flash_attention_decode/flash_attention_decode_tiling.h): per AIV, m = rows = groupSize * Sq,
 // n = blockN, d = headDim, T = dtypeBytes.
 //
 // The tiling cannot see the sequences' lengths (they are a device tensor): it fixes the chunk
@@ -63,7 +63,7 @@ constexpr uint64_t kDecodeKeySplit = 1u << 1;
 bool ComputeDecodePlan(const DecodeProblem &problem, const ChipLimits &chip, DecodePlan *plan, std::string *error);
 
 // The kernel's work split for given sequence lengths (the tiling cannot see them: the kernel
-// computes this from actual_seq_lengths_kv at run time, op_kernel/flash_attention_decode_kernel.h
+// computes this from actual_seq_lengths_kv at run time, op_kernel/flash_attention_decode/flash_attention_decode_kernel.h
 // Process()), for `acl-fa plan`: which vector core (part) computes which key chunks ("units")
 // of which (sequence, kv head) group, and which groups are merged after SyncAll.
 struct DecodeSchedule {

@@ -1,5 +1,5 @@
 // flash_attention_decode.cpp -- the FlashAttentionDecode operator's host side: OpDef
-// registration (the interface of op/flash_attention_decode.json), InferShape / InferDataType,
+// registration (the interface of op_host/flash_attention_decode/flash_attention_decode.json), InferShape / InferDataType,
 // and TilingFunc, a thin adapter over the decode tiling policy (decode_tiling_policy.h): read
 // shapes and attrs, query the chip, call the policy, fill FlashAttentionDecodeTilingData, set
 // block dim, tiling key, schedule mode (batch mode when the kernel calls SyncAll) and workspace.

@@ -1,5 +1,5 @@
 // flash_attention_grad.cpp -- the FlashAttentionGrad operator's host side: OpDef registration
-// (the interface of op/flash_attention_grad.json), InferShape / InferDataType, and TilingFunc,
+// (the interface of op_host/flash_attention_grad/flash_attention_grad.json), InferShape / InferDataType, and TilingFunc,
 // a thin adapter over the backward's tiling policy (flash_attention_grad_policy.h) through what
 // it shares with FlashAttentionGradV2 (flash_attention_grad_host.h).
 // Written against the real CANN host APIs only; errors go to the CANN log (module OP).

@@ -102,7 +102,7 @@ bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint3
     // n <= W / 16 keeps that near 1.06 (the kernel trims each step to the rows that see it).
     int64_t pre = 0, next = 0;
     GradBand(p, &pre, &next);
-    if (pre < kUnboundedTokens && next < kUnboundedTokens) {
+    if (attn_band::Bounded(pre) && attn_band::Bounded(next)) {
         const uint64_t width = static_cast<uint64_t>(pre + next + 1);
         capN = std::min<uint32_t>(capN, static_cast<uint32_t>(std::max<uint64_t>(width / 16 / kBlockAlign * kBlockAlign,
                                                                                    kBlockAlign)));
@@ -140,7 +140,7 @@ bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint3
 
 void GradBand(const Problem &p, int64_t *pre, int64_t *next) {
     *pre = p.preTokens;
-    *next = p.causal && p.nextTokens > 0 ? 0 : p.nextTokens;
+    *next = attn_band::FoldCausal(p.nextTokens, p.causal);
 }
 
 namespace {
@@ -303,7 +303,7 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     const uint32_t keyLayout = p.layout == kLayoutBnsd ? kLayoutBnsd : kLayoutBsnd;  // BSH, TND: BSND's path
     int64_t pre = 0, next = 0;
     GradBand(p, &pre, &next);
-    const bool band = pre < kUnboundedTokens || next < kUnboundedTokens;
+    const bool band = attn_band::Bounded(pre) || attn_band::Bounded(next);
     out.tilingKey = (p.bf16 ? kGradKeyBf16 : 0) | (band ? kGradKeyCausal : 0) |
                     (static_cast<uint64_t>(keyLayout) << kGradKeyLayoutShift) |
                     (deterministic ? kGradKeyDeterministic : 0);

@@ -1,8 +1,8 @@
 // flash_attention_grad_policy.h -- the FlashAttentionGrad tiling policy: a pure function
 //   (problem, deterministic, chip limits) -> plan or a rejection naming the broken limit.
 // No CANN include (like tiling_policy.h, whose Problem, ChipLimits and BudgetLine it shares);
-// op_host/flash_attention_grad.cpp adapts it to CANN, native/plan_capi.cpp exports it to
-// Python. The buffers it budgets are the kernel's (op_kernel/flash_attention_grad_tiling.h).
+// op_host/flash_attention_grad/flash_attention_grad.cpp adapts it to CANN, native/plan_capi.cpp exports it to
+// Python. The buffers it budgets are the kernel's (op_kernel/flash_attention_grad/flash_attention_grad_tiling.h).
 #pragma once
 
 #include <cstdint>

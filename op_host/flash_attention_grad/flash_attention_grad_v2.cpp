@@ -1,11 +1,11 @@
 // flash_attention_grad_v2.cpp -- the FlashAttentionGradV2 operator's host side: OpDef
-// registration (the interface of op/flash_attention_grad_v2.json), InferShape / InferDataType
+// registration (the interface of op_host/flash_attention_grad/flash_attention_grad_v2.json), InferShape / InferDataType
 // and TilingFunc. V2 is FlashAttentionGrad with the band (pre_tokens / next_tokens) in place of
 // the causal flag, variable-length batches (layout TND with actual_seq_qlen / kvlen, read
 // here as ValueDepend inputs so the policy balances the cores by each sequence's real work),
 // an explicit attention mask (atten_mask, 1 = masked out) and dropout (keep_prob, seed, offset).
 // It shares the dims, the plan and the tiling with V1 (flash_attention_grad_host.h) and runs the
-// same kernel (op_kernel/flash_attention_grad_kernel.h).
+// same kernel (op_kernel/flash_attention_grad/flash_attention_grad_kernel.h).
 // Written against the real CANN host APIs only; errors go to the CANN log (module OP).
 #include <cstdint>
 #include <string>

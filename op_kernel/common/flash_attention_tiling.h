@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "attention_band.h"               // attn_band::kUnboundedTokens
 #include "kernel_tiling/kernel_tiling.h"  // TCubeTiling
 
 // Most AIC cores any supported chip has (910A: 32 coupled cores); bounds coreItemStart.
@@ -21,7 +22,7 @@ constexpr uint32_t FA_LAYOUT_BSH = 2;   // [B, S, N*D]; same memory order as BSN
 constexpr uint32_t FA_LAYOUT_TND = 3;   // [T, N, D]: sequences packed along T (varlen); BSND's order
 
 // pre_tokens / next_tokens at or above this bound the band on that side not at all.
-constexpr int64_t FA_UNBOUNDED_TOKENS = 2147483647;
+constexpr int64_t FA_UNBOUNDED_TOKENS = attn_band::kUnboundedTokens;
 
 // Tiling key bits (op_host sets, the kernel entry dispatches on them):
 //   bit 0     dtype: 1 bfloat16 (with bit 6 clear)

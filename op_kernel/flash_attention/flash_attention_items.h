@@ -11,6 +11,7 @@
 
 #include "kernel_operator.h"
 
+#include "attention_band.h"
 #include "attention_row_ops.h"
 #include "flash_attention_tiling.h"
 
@@ -32,24 +33,11 @@ struct ItemPlace {
 __aicore__ inline void VisibleKeys(const FlashAttentionTilingData *td, uint32_t seqQ, uint32_t seqKv, uint32_t row0,
                                    uint32_t rows, uint32_t *first, uint32_t *end)
 {
-    const int64_t diag = static_cast<int64_t>(seqKv) - seqQ;
-    int64_t lo = 0;
-    int64_t hi = static_cast<int64_t>(seqKv) - 1;
-    if (td->preTokens < FA_UNBOUNDED_TOKENS) {
-        lo = static_cast<int64_t>(row0) + diag - td->preTokens;
-        lo = lo < 0 ? 0 : lo;
-    }
-    if (td->nextTokens < FA_UNBOUNDED_TOKENS) {
-        const int64_t last = static_cast<int64_t>(row0) + rows - 1 + diag + td->nextTokens;
-        hi = last < hi ? last : hi;
-    }
-    if (rows == 0 || hi < lo) {
-        *first = 0;
-        *end = 0;
-        return;
-    }
+    int64_t lo = 0, hi = 0;
+    attn_band::VisibleKeys(row0, static_cast<int64_t>(row0) + rows, attn_band::Diagonal(seqQ, seqKv), seqKv,
+                           td->preTokens, td->nextTokens, &lo, &hi);
     *first = static_cast<uint32_t>(lo);
-    *end = static_cast<uint32_t>(hi + 1);
+    *end = static_cast<uint32_t>(hi);
 }
 
 // Item number -> ItemPlace. Items of one core ascend, so the varlen walk over the sequences

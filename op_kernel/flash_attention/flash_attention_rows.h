@@ -17,6 +17,7 @@
 
 #include "kernel_operator.h"
 
+#include "attention_band.h"
 #include "attention_row_ops.h"
 #include "flash_attention_tiling.h"
 
@@ -207,14 +208,12 @@ __aicore__ inline void OnlineSoftmax::MaskScores(const AscendC::LocalTensor<floa
     // Row r (query i = row0 + r) sees the block's columns [from(r), to(r)) with
     //   from(r) = i + diag - pre - col0,  to(r) = i + diag + next - col0 + 1   (diag = Skv - Sq)
     // clamped to [0, cols]; both grow by one per row.
-    const int64_t diag = static_cast<int64_t>(seqKv_) - seqQ_;
-    const bool boundedPre = td_->preTokens < FA_UNBOUNDED_TOKENS;
-    const bool boundedNext = td_->nextTokens < FA_UNBOUNDED_TOKENS;
-    const int64_t from0 = boundedPre ? static_cast<int64_t>(row0) + diag - td_->preTokens - col0 : 0;
-    const int64_t to0 = boundedNext ? static_cast<int64_t>(row0) + diag + td_->nextTokens - col0 + 1
-                                    : static_cast<int64_t>(cols);
-    const bool cutsLeft = boundedPre && from0 + static_cast<int64_t>(rows) - 1 > 0;
-    const bool cutsRight = boundedNext && to0 < static_cast<int64_t>(cols);
+    // (attention_band.h; an unbounded side lies beyond every column, so it cuts nothing).
+    const int64_t diag = attn_band::Diagonal(seqQ_, seqKv_);
+    const int64_t from0 = attn_band::KeyBegin(row0, diag, td_->preTokens) - col0;
+    const int64_t to0 = attn_band::KeyEnd(row0, diag, td_->nextTokens) - col0;
+    const bool cutsLeft = from0 + static_cast<int64_t>(rows) - 1 > 0;
+    const bool cutsRight = to0 < static_cast<int64_t>(cols);
     if (!cutsLeft && !cutsRight && cols == n) {
         return;  // every row sees every column: no mask work
     }

@@ -1,4 +1,4 @@
-// flash_attention_v2.cpp -- kernel entry of the FlashAttentionV2 op (op/flash_attention_v2.json):
+// flash_attention_v2.cpp -- kernel entry of the FlashAttentionV2 op (op_host/flash_attention/flash_attention_v2.json):
 // the FlashAttention forward kernel (flash_attention_entry.h) with the band of pre_tokens /
 // next_tokens and, for layout TND, the varlen sequences whose cumulative ends arrive in
 // actual_seq_qlen / actual_seq_kvlen, the attention mask atten_mask and dropout (keep_prob, seed,

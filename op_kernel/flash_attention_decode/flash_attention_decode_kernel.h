@@ -25,6 +25,7 @@
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 
+#include "attention_band.h"
 #include "attention_row_ops.h"
 #include "flash_attention_decode_tiling.h"
 
@@ -192,10 +193,10 @@ __aicore__ inline KeyRange FlashAttentionDecodeKernel<T>::KeysOf(uint32_t b)
 {
     KeyRange r;
     r.seqLen = static_cast<uint32_t>(seqLensGm_.GetValue(b));
-    // Row s sees keys [s + L - Sq - preTokens, s + L - Sq + nextTokens] of [0, L).
-    const int64_t len = r.seqLen;
-    const int64_t hi = Clamp(len + td_->nextTokens, 0, len);
-    const int64_t lo = Clamp(len - static_cast<int64_t>(td_->seqQ) - td_->preTokens, 0, len);
+    // Keys of [0, L) from row 0's first visible one to the last row's last (attention_band.h).
+    const int64_t len = r.seqLen, sq = td_->seqQ, diag = attn_band::Diagonal(sq, len);
+    const int64_t hi = Clamp(attn_band::KeyEnd(sq - 1, diag, td_->nextTokens), 0, len);
+    const int64_t lo = Clamp(attn_band::KeyBegin(0, diag, td_->preTokens), 0, len);
     if (lo >= hi) {
         return r;
     }
@@ -457,17 +458,17 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::MaskScores(AscendC::LocalT
     // Row r (token s = r % Sq) sees keys j with s + diag - preTokens <= j <= s + diag + nextTokens,
     // diag = L - Sq (bottom-right aligned). In chunk columns c = j - key0, of which [0, cols) exist.
     const uint32_t n = td_->blockN, sq = td_->seqQ;
-    const int64_t diag = static_cast<int64_t>(seqLen) - sq;
+    const int64_t diag = attn_band::Diagonal(sq, seqLen);
     const int64_t pre = td_->preTokens, next = td_->nextTokens;
-    const int64_t lowestLimitMax = diag + (sq - 1) - pre - key0;  // last row's first visible column
-    const int64_t highLimitMin = diag + next - key0 + 1;          // first row's end of visible columns
+    const int64_t lowestLimitMax = attn_band::KeyBegin(sq - 1, diag, pre) - key0;  // last row's first visible column
+    const int64_t highLimitMin = attn_band::KeyEnd(0, diag, next) - key0;          // first row's end of visible columns
     if (cols == n && lowestLimitMax <= 0 && highLimitMin >= static_cast<int64_t>(cols)) {
         return;  // every row sees the whole chunk: no mask work
     }
     for (uint32_t r = 0; r < td_->rows; ++r) {
         const int64_t s = r % sq;
-        const uint32_t low = static_cast<uint32_t>(Clamp(s + diag - pre - key0, 0, n));
-        uint32_t high = static_cast<uint32_t>(Clamp(s + diag + next - key0 + 1, 0, cols));
+        const uint32_t low = static_cast<uint32_t>(Clamp(attn_band::KeyBegin(s, diag, pre) - key0, 0, n));
+        uint32_t high = static_cast<uint32_t>(Clamp(attn_band::KeyEnd(s, diag, next) - key0, 0, cols));
         if (high < low) {
             high = low;
         }

@@ -52,6 +52,7 @@
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 
+#include "attention_band.h"
 #include "attention_mask.h"
 #include "attention_row_ops.h"
 #include "philox_dropout.h"
@@ -301,7 +302,7 @@ __aicore__ inline void FlashAttentionGradKernel<T>::LoadSeq(uint32_t b)
         seq_.sq = td_->seqQ;
         seq_.skv = td_->seqKv;
     }
-    seq_.diag = static_cast<int64_t>(seq_.skv) - static_cast<int64_t>(seq_.sq);
+    seq_.diag = attn_band::Diagonal(seq_.sq, seq_.skv);
 }
 
 template <typename T>
@@ -342,16 +343,9 @@ __aicore__ inline void FlashAttentionGradKernel<T>::QueryBlocksSeeing(uint32_t k
     // are seen by rows [keyBegin - diag - next, keyEnd - 1 - diag + pre], clamped to [0, sq).
     *first = 0;
     *end = 0;
-    const uint32_t keyStop = Min(keyEnd, seq_.skv);
-    if (keyBegin >= keyStop) {
-        return;
-    }
-    const int64_t sq = seq_.sq;
-    int64_t rowLo = static_cast<int64_t>(keyBegin) - seq_.diag - td_->nextTokens;
-    int64_t rowHi = static_cast<int64_t>(keyStop) - seq_.diag + td_->preTokens;  // exclusive
-    rowLo = rowLo < 0 ? 0 : rowLo;
-    rowHi = rowHi > sq ? sq : rowHi;
-    if (rowHi <= rowLo) {
+    int64_t rowLo = 0, rowHi = 0;
+    if (!attn_band::SeeingRows(keyBegin, Min(keyEnd, seq_.skv), seq_.diag, seq_.sq, td_->preTokens,
+                               td_->nextTokens, &rowLo, &rowHi)) {
         return;
     }
     *first = static_cast<uint32_t>(rowLo) / td_->blockM;
@@ -535,8 +529,8 @@ __aicore__ inline bool FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n,
     // blocks and the causal diagonal lose their blind rows: executed MACs follow the band).
     const uint32_t blockRow0 = qBlock * td_->blockM;
     const uint32_t blockRows = Min(td_->blockM, seq_.sq - blockRow0);
-    const int64_t seenLo = static_cast<int64_t>(col0) - seq_.diag - td_->nextTokens - blockRow0;
-    const int64_t seenHi = static_cast<int64_t>(col0 + cols) - seq_.diag + td_->preTokens - blockRow0;  // exclusive
+    const int64_t seenLo = attn_band::RowBegin(col0, seq_.diag, td_->nextTokens) - blockRow0;
+    const int64_t seenHi = attn_band::RowEnd(static_cast<int64_t>(col0) + cols - 1, seq_.diag, td_->preTokens) - blockRow0;  // exclusive
     const uint32_t lo = seenLo <= 0 ? 0 : (seenLo >= blockRows ? blockRows - 1 : static_cast<uint32_t>(seenLo));
     const uint32_t hi = seenHi <= lo ? lo + 1 : (seenHi >= blockRows ? blockRows : static_cast<uint32_t>(seenHi));
     const uint32_t row0 = blockRow0 + lo;
@@ -700,8 +694,8 @@ __aicore__ inline void FlashAttentionGradKernel<T>::MaskScores(uint32_t rows, ui
     // Row r = row0 + r' sees the block's columns [lo(r), hi(r)): its band [r + diag - pre,
     // r + diag + next] minus col0, within the `cols` real columns. lo and hi grow by one per row,
     // so the block needs no mask when its first row's hi and its last row's lo allow all n.
-    const int64_t loFirst = static_cast<int64_t>(row0) + seq_.diag - td_->preTokens - col0;
-    const int64_t hiFirst = static_cast<int64_t>(row0) + seq_.diag + td_->nextTokens - col0 + 1;
+    const int64_t loFirst = attn_band::KeyBegin(row0, seq_.diag, td_->preTokens) - col0;
+    const int64_t hiFirst = attn_band::KeyEnd(row0, seq_.diag, td_->nextTokens) - col0;
     if (cols == n && loFirst + static_cast<int64_t>(rows) - 1 <= 0 && hiFirst >= static_cast<int64_t>(n)) {
         return;  // every column of every row visible: no mask work
     }

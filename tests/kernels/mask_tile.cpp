@@ -1,4 +1,4 @@
-// mask_tile.cpp -- test kernel for op_kernel/attention_mask.h on blockDim AIVs: the summary
+// mask_tile.cpp -- test kernel for op_kernel/common/attention_mask.h on blockDim AIVs: the summary
 // pre-pass (each core a share of the summary rows, then SyncAll), then every [blockM, blockN]
 // score tile of a [B, N, Sq, Skv] fp32 tensor, tiles dealt round-robin to the cores: BLOCK_MASKED
 // tiles are written as -inf without reading scores or mask, BLOCK_VISIBLE tiles pass through

@@ -1,4 +1,4 @@
-// philox_tile.cpp -- test kernel for op_kernel/philox_dropout.h: per core a slice of the rows of
+// philox_tile.cpp -- test kernel for op_kernel/common/philox_dropout.h: per core a slice of the rows of
 // a [rows, width] score tile (rows [i0 + core * rowsPerCore, ...), columns [j0, j0 + width)):
 // the 8-bit Philox4x32-10 draws in tile order, the keep mask as uint8 bytes (1 = kept; the
 // forward's dropout_mask form), and P with dropout applied.

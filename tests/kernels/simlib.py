@@ -1,10 +1,20 @@
 """Loads the simulator's libraries and the test-kernel library for the engine tests.
 
 Libraries are found in ACL_FA_SIM_LIB_DIR (a build tree's lib/ directory), else in the
-installed package's acl_fa/_sim/lib. Device buffers come from the simulated runtime
+installed package's acl_fa/_sim/lib. The test kernels (tests/kernels/*.cpp) are test-only code,
+not part of the package: kernel_library() compiles them against sim/include and those
+libraries on first use, into a cache directory keyed by everything the build reads (the
+sources, the headers, the compiler command, the simulator libraries), so a session builds them
+at most once and later sessions reuse the result. Device buffers come from the simulated runtime
 (aclrtMalloc), because kernels may only touch live device allocations.
 """
+import fcntl
+import hashlib
 import os
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
 
 import cffi
 import numpy as np
@@ -47,6 +57,75 @@ def lib_dir():
     return sim_library_dir()
 
 
+REPO = Path(__file__).resolve().parents[2]
+KERNELS_DIR = Path(__file__).resolve().parent
+# The include directories: the test kernels, the simulator's CANN headers, and op_kernel's folders
+# (mask_tile and philox_tile run the operator's own mask and dropout headers).
+INCLUDE_DIRS = [KERNELS_DIR, REPO / "sim" / "include"] + sorted(d for d in (REPO / "op_kernel").iterdir() if d.is_dir())
+CXXFLAGS = ["-std=c++17", "-O3", "-DNDEBUG", "-fPIC"]
+BUILD_JOBS = 2  # compilers at once: the machines that run the tests have few cores
+_built = {}  # lib dir -> the library built for it in this process
+
+
+def _build_key(cxx, libs):
+    """Digest of what the test-kernel build reads: its command, sources, headers and the libraries it links."""
+    h = hashlib.sha256(shlex.join([*cxx, *CXXFLAGS, str(libs)]).encode())
+    h.update(subprocess.run([*cxx, "--version"], capture_output=True, check=True).stdout)
+    files = sorted(f for d in INCLUDE_DIRS for f in d.rglob("*") if f.is_file() and f.suffix in (".h", ".cpp"))
+    for f in files:
+        h.update(str(f.relative_to(REPO)).encode() + b"\0" + f.read_bytes())
+    for name in ("libascendc_sim.so", "libascendcl.so"):
+        st = (libs / name).stat()
+        h.update(f"{name} {st.st_size} {st.st_mtime_ns}".encode())
+    return h.hexdigest()[:20]
+
+
+def _compile(cxx, libs, out):
+    """Compiles tests/kernels/*.cpp (BUILD_JOBS at a time) and links them into `out`."""
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        objs, running = [], []
+        for src in sorted(KERNELS_DIR.glob("*.cpp")):
+            obj = Path(tmp) / (src.stem + ".o")
+            cmd = [*cxx, *CXXFLAGS, *(f"-I{d}" for d in INCLUDE_DIRS), "-c", str(src), "-o", str(obj)]
+            running.append(subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True))
+            objs.append(str(obj))
+            if len(running) >= BUILD_JOBS:
+                _wait(running.pop(0))
+        for job in running:
+            _wait(job)
+        lib = Path(tmp) / out.name
+        _wait(subprocess.Popen([*cxx, "-shared", "-o", str(lib), *objs, f"-L{libs}", "-lascendc_sim", "-lascendcl",
+                                f"-Wl,-rpath,{libs}", "-pthread"], stderr=subprocess.PIPE, text=True))
+        os.replace(lib, out)  # atomic: a reader sees the whole library or none
+
+
+def _wait(proc):
+    _, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"building the test kernels failed: {shlex.join(proc.args)}\n{err}")
+
+
+def kernel_library(libs=None):
+    """Path of libaclfa_sim_testkernels.so built for the simulator libraries in `libs` (default lib_dir()),
+    building it first when the cache ($ACL_FA_TEST_KERNEL_CACHE, else ~/.cache/acl-fa/test-kernels)
+    has none for the current sources."""
+    libs = Path(libs or lib_dir()).resolve()
+    if libs in _built:
+        return _built[libs]
+    cxx = shlex.split(os.environ.get("CXX", "c++"))
+    default_cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "acl-fa" / "test-kernels"
+    cache = Path(os.environ.get("ACL_FA_TEST_KERNEL_CACHE", default_cache))
+    out = cache / _build_key(cxx, libs) / "libaclfa_sim_testkernels.so"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out.parent / "lock", "w") as lock:  # one builder at a time (pytest's child processes)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not out.is_file():
+                _compile(cxx, libs, out)
+    _built[libs] = out
+    return out
+
+
 class SimKernels:
     def __init__(self):
         d = lib_dir()
@@ -54,7 +133,7 @@ class SimKernels:
         self.ffi.cdef(CDEF)
         self.rt = self.ffi.dlopen(str(d / "libascendcl.so"))
         self.engine = self.ffi.dlopen(str(d / "libascendc_sim.so"))
-        self.k = self.ffi.dlopen(str(d / "libaclfa_sim_testkernels.so"))
+        self.k = self.ffi.dlopen(str(kernel_library(d)))
         rc = self.rt.aclInit(self.ffi.NULL)
         assert rc in (0, 100002)  # 100002: already initialised (by someone else: not ours to finalize)
         self._owns_init = rc == 0
@@ -99,7 +178,7 @@ class SimKernels:
         return s
 
     def philox_tile(self, p, seed, stream, i0, j0, lanes, threshold, inv_keep_prob, cores=1):
-        """The philox_tile kernel (op_kernel/philox_dropout.h) on p [rows, width] fp32 of the tile at
+        """The philox_tile kernel (op_kernel/common/philox_dropout.h) on p [rows, width] fp32 of the tile at
         (i0, j0): (p with dropout, the 8-bit Philox draws uint32, the keep mask uint8), all [rows, width]."""
         rows, width = p.shape
         t = np.array([seed & 0xFFFFFFFF, seed >> 32, stream & 0xFFFFFFFF, stream >> 32, threshold,

@@ -129,12 +129,12 @@ int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspa
 int aclfaSimTestCoreFlags(int32_t op, void *x, void *work, void *out, uint32_t n, uint64_t spin, uint32_t skip,
                           uint32_t blockDim, char *err, size_t errLen);
 
-/* philox_tile (op_kernel/philox_dropout.h) on blockDim AIVs: words = the 8-bit draws [rows, width] int32,
+/* philox_tile (op_kernel/common/philox_dropout.h) on blockDim AIVs: words = the 8-bit draws [rows, width] int32,
  * keep bytes [rows, width] uint8 (1 = kept), pOut = p with dropout; t = PhiloxTileTiling's fields in order. */
 int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bytes, const uint32_t *t, uint32_t blockDim,
                            char *err, size_t errLen);
 
-/* mask_tile (op_kernel/attention_mask.h) on blockDim AIVs: out = scores with the mask applied per
+/* mask_tile (op_kernel/common/attention_mask.h) on blockDim AIVs: out = scores with the mask applied per
  * tile, summary = the block classes; t = MaskTileTiling's fields in order. */
 int aclfaSimTestMaskTile(void *mask, void *scores, void *out, void *summary, const uint32_t *t, uint32_t blockDim,
                          char *err, size_t errLen);
