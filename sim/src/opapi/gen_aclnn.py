@@ -18,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-# msopgen's C type of an attr in the aclnn signature (docs: CANN_FACTS section 3).
+# msopgen's C type of an attr in the aclnn signature (docs/cann-facts.md#custom-operator-api).
 ATTR_C_TYPES = {"float": "double", "bool": "bool", "int": "int64_t", "string": "char *"}
 # The op runtime's attr value type (sim_host/op_runtime.h AttrValue) for each JSON attr type.
 ATTR_VALUE_CASTS = {"float": "static_cast<float>({})", "bool": "{}", "int": "static_cast<int64_t>({})"}

@@ -37,16 +37,6 @@ struct LaunchSpec {
     uint64_t workspaceSize = 0;
 };
 
-// The directory this library was loaded from (the kernel binaries lie next to it).
-std::string OwnDirectory()
-{
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void *>(&OwnDirectory), &info) == 0 || info.dli_fname == nullptr) return ".";
-    const std::string path = info.dli_fname;
-    const size_t slash = path.rfind('/');
-    return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 // The kernel entry `name` of the binary of architecture `npuArch` (libflash_attention_kernel_<arch>.so
 // next to this library, built from op_kernel per architecture), loaded once; nullptr with
 // *error set when there is none.
@@ -57,7 +47,7 @@ void *KernelEntryFor(int32_t npuArch, const std::string &name, std::string *erro
     std::lock_guard<std::mutex> lock(mutex);
     auto found = loaded.find({npuArch, name});
     if (found != loaded.end()) return found->second;
-    const std::string path = OwnDirectory() + "/libflash_attention_kernel_" + std::to_string(npuArch) + ".so";
+    const std::string path = LibraryDirectory() + "/libflash_attention_kernel_" + std::to_string(npuArch) + ".so";
     void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
         const char *why = dlerror();

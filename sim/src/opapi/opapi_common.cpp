@@ -1,6 +1,8 @@
 // opapi_common.cpp -- see opapi_common.h.
 #include "opapi_common.h"
 
+#include <dlfcn.h>
+
 #include <cstdarg>
 #include <cstdio>
 
@@ -28,6 +30,15 @@ aclnnStatus RunPhase2(const char *api, void *workspace, uint64_t workspaceSize, 
 {
     if (executor == nullptr) return Report(Fail(ACLNN_ERR_PARAM_NULLPTR, "%s: executor is nullptr", api));
     return aclfaSimRunExecutor(executor, workspace, workspaceSize, stream);
+}
+
+std::string LibraryDirectory()
+{
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void *>(&LibraryDirectory), &info) == 0 || info.dli_fname == nullptr) return ".";
+    const std::string path = info.dli_fname;
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
 size_t ElementBytes(int32_t dtype)

@@ -31,6 +31,9 @@ aclnnStatus Report(const Failure &failure);
 aclnnStatus RunPhase2(const char *api, void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
                       aclrtStream stream);
 
+// The directory libcust_opapi.so was loaded from (the kernel binaries and test libraries lie next to it).
+std::string LibraryDirectory();
+
 // Bytes of one element of an aclDataType / ge::DataType (1 for those of one byte or fewer).
 size_t ElementBytes(int32_t dtype);
 std::string ShapeString(const aclfaSimTensorView &view);

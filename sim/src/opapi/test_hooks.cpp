@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "flash_attention_tiling.h"
+#include "opapi_common.h"
 
 namespace acl_fa_sim {
 namespace test_hooks {
@@ -15,22 +16,13 @@ namespace {
 using TilingHook = int (*)(const char *opType, uint8_t *tiling, size_t size, uint64_t *tilingKey, char *error,
                            size_t errorLen);
 
-std::string OwnDirectory()
-{
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void *>(&OwnDirectory), &info) == 0 || info.dli_fname == nullptr) return ".";
-    const std::string path = info.dli_fname;
-    const size_t slash = path.rfind('/');
-    return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 }  // namespace
 
 bool ApplyTilingHook(const char *opType, std::vector<uint8_t> *tilingData, uint64_t *tilingKey, std::string *error)
 {
     const char *text = std::getenv(ENV_TEST_FORCE_BLOCK_M);
     if (text == nullptr || *text == '\0') return true;
-    const std::string path = OwnDirectory() + "/libaclfa_sim_testhooks.so";
+    const std::string path = opapi::LibraryDirectory() + "/libaclfa_sim_testhooks.so";
     void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     void *hook = handle != nullptr ? dlsym(handle, "aclfaSimTestTilingHook") : nullptr;
     if (hook == nullptr) {
