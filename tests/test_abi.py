@@ -108,3 +108,12 @@ def test_a_wrong_value_is_caught(real_include, work):
     ours = abi_check.constant_values([], abi_check.C_PRELUDE + f'#include "{tampered}"\n', names, work, "ours_tamper")
     assert abi_check.compare_constants(ours, real, "tampered") == [
         "tampered: ACL_MEMCPY_DEVICE_TO_HOST = 3, real value 2"]
+
+
+def test_every_custom_op_entry_matches_its_cdef(real_include, work):
+    """The aclnn declarations generated from each op JSON (as libcust_opapi.so is built) against
+    acl_fa/cdefs/aclnn_<op>.h, for all 7 entries."""
+    checks = abi_check.custom_op_checks(work)
+    assert len(checks) == len(abi_check.op_jsons()) == 7
+    for includes, cdef in checks:
+        abi_check.check_declarations(real_include, includes, cdef, work)

@@ -33,15 +33,18 @@ constexpr fa_host::ForwardAttrIndex kForwardAttrs{kInputLayout, kNumHeads, kNumK
 std::string ReadSequences(const gert::Tensor *qEnds, const gert::Tensor *kvEnds, int64_t tokensQ, int64_t tokensKv,
                           fa_policy::Problem *problem) {
     if (qEnds == nullptr || kvEnds == nullptr) {
-        return "input_layout TND needs actual_seq_qlen and actual_seq_kvlen (cumulative sequence ends)";
+        return "actualSeqQlenOptional and actualSeqKvlenOptional are required with inputLayout TND and refused with "
+               "any other layout (inputLayout TND, given: " + std::string(qEnds != nullptr ? "actualSeqQlenOptional " : "") +
+               (kvEnds != nullptr ? "actualSeqKvlenOptional" : "none") + ")";
     }
     const struct {
-        const char *name;
+        const char *name;  // the aclnn argument (actual_seq_qlen / actual_seq_kvlen)
+        const char *tokensName;
         const gert::Tensor *ends;
         int64_t tokens;
         std::vector<uint64_t> *lens;
-    } lists[] = {{"actual_seq_qlen", qEnds, tokensQ, &problem->seqLensQ},
-                 {"actual_seq_kvlen", kvEnds, tokensKv, &problem->seqLensKv}};
+    } lists[] = {{"actualSeqQlenOptional", "query's T", qEnds, tokensQ, &problem->seqLensQ},
+                 {"actualSeqKvlenOptional", "key's T", kvEnds, tokensKv, &problem->seqLensKv}};
     for (const auto &list : lists) {
         const int64_t *ends = list.ends->GetData<int64_t>();
         const int64_t count = list.ends->GetShapeSize();
@@ -50,20 +53,21 @@ std::string ReadSequences(const gert::Tensor *qEnds, const gert::Tensor *kvEnds,
         int64_t previous = 0;
         for (int64_t s = 0; s < count; ++s) {
             if (ends[s] < previous) {
-                return std::string(list.name) + " must be non-decreasing cumulative ends starting at >= 0: entry " +
+                return std::string(list.name) + " must be non-decreasing cumulative sequence ends (without the "
+                       "leading 0): entry " +
                        std::to_string(s) + " is " + std::to_string(ends[s]) + " after " + std::to_string(previous);
             }
             list.lens->push_back(static_cast<uint64_t>(ends[s] - previous));
             previous = ends[s];
         }
         if (previous != list.tokens) {
-            return std::string(list.name) + " must end at the token count " + std::to_string(list.tokens) +
+            return std::string(list.name) + " must end at " + list.tokensName + " = " + std::to_string(list.tokens) +
                    ", its last entry is " + std::to_string(previous);
         }
     }
     if (problem->seqLensQ.size() != problem->seqLensKv.size()) {
-        return "actual_seq_qlen and actual_seq_kvlen must have one entry per sequence, got " +
-               std::to_string(problem->seqLensQ.size()) + " and " + std::to_string(problem->seqLensKv.size());
+        return "actualSeqQlenOptional has " + std::to_string(problem->seqLensQ.size()) +
+               " sequences, actualSeqKvlenOptional " + std::to_string(problem->seqLensKv.size()) + "; they must agree";
     }
     problem->batch = problem->seqLensQ.size();
     problem->seqQ = *std::max_element(problem->seqLensQ.begin(), problem->seqLensQ.end());
@@ -113,6 +117,12 @@ ge::graphStatus InferShape(gert::InferShapeContext *context) {
     const std::string error = fa_host::ReadDimsFromAttrs(context->GetAttrs(), kForwardAttrs, *q, *k, *v, true, &d);
     if (!error.empty()) {
         FA_LOGE(context, "%s", error.c_str());
+        return ge::GRAPH_FAILED;
+    }
+    if (d.layout != FA_LAYOUT_TND && (context->GetOptionalInputShape(kActualSeqQlen) != nullptr ||
+                                      context->GetOptionalInputShape(kActualSeqKvlen) != nullptr)) {
+        FA_LOGE(context, "actualSeqQlenOptional and actualSeqKvlenOptional are required with inputLayout TND and "
+                "refused with any other layout (inputLayout %s)", context->GetAttrs()->GetStr(kInputLayout));
         return ge::GRAPH_FAILED;
     }
     *out = *q;  // attention_out: like query
@@ -170,7 +180,8 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     const gert::StorageShape *qEnds = context->GetOptionalInputShape(kActualSeqQlen);
     const gert::StorageShape *kvEnds = context->GetOptionalInputShape(kActualSeqKvlen);
     if (error.empty() && d.layout != FA_LAYOUT_TND && (qEnds != nullptr || kvEnds != nullptr)) {
-        error = "actual_seq_qlen / actual_seq_kvlen are for input_layout TND only";
+        error = std::string("actualSeqQlenOptional and actualSeqKvlenOptional are required with inputLayout TND and "
+                            "refused with any other layout (inputLayout ") + attrs->GetStr(kInputLayout) + ")";
     }
     if (error.empty() && d.layout == FA_LAYOUT_TND) {
         error = ReadSequences(context->GetOptionalInputTensor(kActualSeqQlen),

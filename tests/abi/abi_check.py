@@ -250,6 +250,21 @@ def hccl_problems(real_include: Path, work: Path) -> list[str]:
     return problems
 
 
+def op_jsons() -> list[Path]:
+    """Every custom operator's msopgen op JSON (op_host/<family>/<op>.json)."""
+    return sorted(ROOT.glob("op_host/*/*.json"))
+
+
+def custom_op_checks(work: Path) -> list[tuple[list[str], Path]]:
+    """(includes, cdef) for every custom op entry: the generated aclnn_<op>.h against
+    acl_fa/cdefs/aclnn_<op>.h (the simulator's copy is generated at build time; here into `work`)."""
+    out = work / "generated_aclnn"
+    _run([sys.executable, str(ROOT / "sim/src/opapi/gen_aclnn.py"), "--headers-only", "--out", str(out),
+          *map(str, op_jsons())], "generating the aclnn declarations from the op JSON")
+    return [(["acl/acl.h", "aclnn/aclnn_base.h", str(header)], CDEFS / header.name)
+            for header in sorted(out.glob("aclnn_*.h"))]
+
+
 def run_all(real_include: Path) -> list[str]:
     """Every check; returns the list of problems (empty = conformant)."""
     problems: list[str] = []
@@ -262,11 +277,9 @@ def run_all(real_include: Path) -> list[str]:
             (["acl/acl.h"], CDEFS / "acl_rt.h"),
             (["acl/acl.h", "aclnn/aclnn_base.h"], CDEFS / "aclnn_base.h"),
             (["acl/acl.h", "aclnn/aclnn_base.h", "acl_fa_sim.h", "acl_fa_sim_kernel.h"], CDEFS / "acl_fa_sim.h"),
-            # the custom op's generated aclnn entries, against the simulator's copies of them
-            (["acl/acl.h", "aclnn/aclnn_base.h", str(ROOT / "sim/src/opapi/aclnn_flash_attention_grad.h")],
-             CDEFS / "aclnn_flash_attention_grad.h"),
-            (["acl/acl.h", "aclnn/aclnn_base.h", str(ROOT / "sim/src/opapi/aclnn_flash_attention_grad_v2.h")],
-             CDEFS / "aclnn_flash_attention_grad_v2.h"),
+            # every custom op's aclnn entries, against the declarations the simulator's libcust_opapi.so is
+            # generated from (sim/src/opapi/gen_aclnn.py over the op JSON)
+            *custom_op_checks(work),
         ]
         for includes, cdef in checks:
             try:

@@ -43,6 +43,21 @@ struct TilingResult {
 // for the current simulated chip's short SoC name.
 bool HasOp(const std::string &opType);
 
+// The SoC short names the op's AICore config lists (AddConfig); empty when not registered.
+std::vector<std::string> KernelConfigs(const std::string &opType);
+
+// The inputs and outputs of a call together (absent optional ones skipped) against the OpDef:
+// each required one given, and their dtypes/formats one of its columns. False with *error
+// naming the arguments by `argNames` (inputs then outputs).
+bool CheckSignature(const std::string &opType, const std::vector<TensorInfo> &inputs,
+                    const std::vector<TensorInfo> &outputs, const std::vector<std::string> &argNames,
+                    std::string *error);
+
+// The registered OpDef as msopgen's op JSON would state it ({"op", "input_desc",
+// "output_desc", "attr"} plus "value_depend" and the AICore configs under "aicore_config");
+// empty when not registered.
+std::string OpDefJson(const std::string &opType);
+
 // Names of the registered op's inputs, outputs and attrs in declaration order.
 std::vector<std::string> InputNames(const std::string &opType);
 std::vector<std::string> OutputNames(const std::string &opType);

@@ -191,6 +191,134 @@ bool HasOp(const std::string &opType) {
     return FindForChip(opType, &info, &error);
 }
 
+std::vector<std::string> KernelConfigs(const std::string &opType) {
+    OpInfo info;
+    return OpDefReader::Find(opType, &info) ? info.aicoreConfigs : std::vector<std::string>{};
+}
+
+namespace {
+const char *DtypeText(int32_t dtype) {
+    switch (dtype) {
+        case ge::DT_FLOAT: return "float32";
+        case ge::DT_FLOAT16: return "float16";
+        case ge::DT_INT8: return "int8";
+        case ge::DT_INT16: return "int16";
+        case ge::DT_INT32: return "int32";
+        case ge::DT_INT64: return "int64";
+        case ge::DT_UINT8: return "uint8";
+        case ge::DT_BOOL: return "bool";
+        case ge::DT_BF16: return "bfloat16";
+        default: return nullptr;
+    }
+}
+std::string DtypeString(int32_t dtype) {
+    const char *text = DtypeText(dtype);
+    return text != nullptr ? text : "dtype " + std::to_string(dtype);
+}
+}  // namespace
+
+bool CheckSignature(const std::string &opType, const std::vector<TensorInfo> &inputs,
+                    const std::vector<TensorInfo> &outputs, const std::vector<std::string> &argNames,
+                    std::string *error) {
+    OpInfo op;
+    if (!OpDefReader::Find(opType, &op)) {
+        *error = "operator " + opType + " is not registered (registered: " + Join(OpDefReader::RegisteredOps()) + ")";
+        return false;
+    }
+    std::vector<ParamInfo> params = op.inputs;
+    params.insert(params.end(), op.outputs.begin(), op.outputs.end());
+    std::vector<TensorInfo> tensors = inputs;
+    tensors.insert(tensors.end(), outputs.begin(), outputs.end());
+    if (tensors.size() != params.size() || argNames.size() != params.size()) {
+        *error = opType + " takes " + std::to_string(params.size()) + " tensors, got " + std::to_string(tensors.size());
+        return false;
+    }
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        if (!tensors[i].present && params[i].paramType != ops::OPTIONAL) {
+            *error = argNames[i] + " is required and was not given";
+            return false;
+        }
+    }
+    if (MatchColumn(params, tensors) >= 0) return true;
+    std::ostringstream os;
+    os << "no dtype/format combination of " << opType << " takes ";
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        if (!tensors[i].present) continue;
+        os << (i ? ", " : "") << argNames[i] << ' ' << DtypeString(tensors[i].dtype);
+        if (tensors[i].format != ge::FORMAT_ND) os << " format " << tensors[i].format;
+    }
+    os << "; it takes (" << Join(argNames) << ") as";
+    for (size_t col = 0; col < params[0].dataTypes.size(); ++col) {
+        os << (col ? "," : "") << " (";
+        for (size_t i = 0; i < params.size(); ++i) {
+            os << (i ? ", " : "") << (col < params[i].dataTypes.size() ? DtypeString(params[i].dataTypes[col]) : "?");
+        }
+        os << ')';
+    }
+    *error = os.str();
+    return false;
+}
+
+namespace {
+std::string Quoted(const std::string &s) { return "\"" + s + "\""; }
+const char *OptionText(ops::Option option) {
+    switch (option) {
+        case ops::REQUIRED: return "required";
+        case ops::OPTIONAL: return "optional";
+        case ops::DYNAMIC: return "dynamic";
+        default: return "ignore";
+    }
+}
+std::string ParamsJson(const std::vector<ParamInfo> &params) {
+    std::string out = "[";
+    for (const auto &p : params) {
+        out += std::string(&p == &params[0] ? "" : ", ") + "{\"name\": " + Quoted(p.name) +
+               ", \"param_type\": " + Quoted(OptionText(p.paramType));
+        if (p.valueDepend != ops::IGNORE) out += ", \"value_depend\": " + Quoted(OptionText(p.valueDepend));
+        out += ", \"format\": [";
+        for (size_t i = 0; i < p.formats.size(); ++i) {
+            out += std::string(i ? ", " : "") + (p.formats[i] == ge::FORMAT_ND ? "\"ND\"" : Quoted(std::to_string(p.formats[i])));
+        }
+        out += "], \"type\": [";
+        for (size_t i = 0; i < p.dataTypes.size(); ++i) {
+            const char *text = DtypeText(p.dataTypes[i]);
+            const std::string name = text == nullptr ? std::to_string(p.dataTypes[i])
+                                                     : (std::string(text) == "float32" ? "float" : text);
+            out += std::string(i ? ", " : "") + Quoted(name);
+        }
+        out += "]}";
+    }
+    return out + "]";
+}
+}  // namespace
+
+std::string OpDefJson(const std::string &opType) {
+    OpInfo op;
+    if (!OpDefReader::Find(opType, &op)) return "";
+    std::ostringstream os;
+    os.precision(9);
+    os << "{\"op\": " << Quoted(op.type) << ", \"input_desc\": " << ParamsJson(op.inputs)
+       << ", \"output_desc\": " << ParamsJson(op.outputs) << ", \"attr\": [";
+    for (size_t i = 0; i < op.attrs.size(); ++i) {
+        const AttrDefInfo &a = op.attrs[i];
+        os << (i ? ", " : "") << "{\"name\": " << Quoted(a.name) << ", \"param_type\": " << Quoted(OptionText(a.attrType))
+           << ", \"type\": " << Quoted(KindName(a.kind));
+        if (a.hasDefault) {
+            os << ", \"default_value\": ";
+            const auto &v = a.defaultValue;
+            if (std::holds_alternative<bool>(v)) os << (std::get<bool>(v) ? "true" : "false");
+            if (std::holds_alternative<int64_t>(v)) os << std::get<int64_t>(v);
+            if (std::holds_alternative<float>(v)) os << std::get<float>(v);
+            if (std::holds_alternative<std::string>(v)) os << Quoted(std::get<std::string>(v));
+        }
+        os << '}';
+    }
+    os << "], \"aicore_config\": [";
+    for (size_t i = 0; i < op.aicoreConfigs.size(); ++i) os << (i ? ", " : "") << Quoted(op.aicoreConfigs[i]);
+    os << "]}";
+    return os.str();
+}
+
 std::vector<std::string> InputNames(const std::string &opType) {
     OpInfo info;
     std::vector<std::string> names;

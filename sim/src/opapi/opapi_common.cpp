@@ -1,6 +1,8 @@
 // opapi_common.cpp -- see opapi_common.h.
 #include "opapi_common.h"
 
+#include <dlfcn.h>
+
 #include <cstdarg>
 #include <cstdio>
 
@@ -30,15 +32,22 @@ aclnnStatus RunPhase2(const char *api, void *workspace, uint64_t workspaceSize, 
     return aclfaSimRunExecutor(executor, workspace, workspaceSize, stream);
 }
 
-const char *DtypeName(int32_t dtype)
+std::string LibraryDirectory()
+{
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void *>(&LibraryDirectory), &info) == 0 || info.dli_fname == nullptr) return ".";
+    const std::string path = info.dli_fname;
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+size_t ElementBytes(int32_t dtype)
 {
     switch (dtype) {
-        case DT_FLOAT: return "float32";
-        case DT_FLOAT16: return "float16";
-        case DT_INT16: return "int16";
-        case DT_INT32: return "int32";
-        case DT_BF16: return "bfloat16";
-        default: return "an unsupported dtype";
+        case 0: case 3: case 8: return 4;            // float32, int32, uint32
+        case 1: case 6: case 7: case 27: return 2;   // float16, int16, uint16, bfloat16
+        case 9: case 10: case 11: return 8;          // int64, uint64, double
+        default: return 1;                           // int8, uint8, bool
     }
 }
 

@@ -1,4 +1,4 @@
-// opapi_common.h -- what the simulator's aclnn entries of every op share: failures with their
+// opapi_common.h -- the pieces of the generic op path (generic_op.h): failures with their
 // aclnn status and message, the checks of a tensor argument (non-null, device data, ND,
 // contiguous, no empty dimension), and conversions to the op runtime's TensorInfo.
 #pragma once
@@ -15,13 +15,7 @@
 namespace acl_fa_sim {
 namespace opapi {
 
-// aclDataType / ge::DataType share these values.
-constexpr int32_t DT_FLOAT = 0;
-constexpr int32_t DT_FLOAT16 = 1;
-constexpr int32_t DT_INT16 = 6;
-constexpr int32_t DT_INT32 = 3;
-constexpr int32_t DT_BF16 = 27;
-constexpr int32_t FORMAT_ND = 2;
+constexpr int32_t FORMAT_ND = 2;  // aclFormat / ge::Format ACL_FORMAT_ND
 
 struct Failure {
     aclnnStatus code = 0;
@@ -37,7 +31,11 @@ aclnnStatus Report(const Failure &failure);
 aclnnStatus RunPhase2(const char *api, void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
                       aclrtStream stream);
 
-const char *DtypeName(int32_t dtype);
+// The directory libcust_opapi.so was loaded from (the kernel binaries and test libraries lie next to it).
+std::string LibraryDirectory();
+
+// Bytes of one element of an aclDataType / ge::DataType (1 for those of one byte or fewer).
+size_t ElementBytes(int32_t dtype);
 std::string ShapeString(const aclfaSimTensorView &view);
 std::string ShapeString(const std::vector<int64_t> &shape);
 

@@ -1,13 +1,24 @@
-// test_tiling_override.cpp -- see test_tiling_override.h (TEST-ONLY).
-#include "test_tiling_override.h"
-
+// test_tiling_hook.cpp -- libaclfa_sim_testhooks.so, TEST-ONLY (built next to the simulator's
+// libraries by sim/src/opapi/CMakeLists.txt, never installed): forces an oversized block into a
+// forward op's tiling bytes after its TilingFunc ran, so that a test can prove the kernel
+// engine's UB capacity check stops such a launch (issue 8, item 4). Loaded by the generic op
+// path (sim/src/opapi/test_hooks.cpp) only when ACL_FA_SIM_TEST_FORCE_BLOCK_M is set.
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "flash_attention_tiling.h"
 
-namespace acl_fa_sim {
+namespace {
 
+constexpr const char *ENV_TEST_FORCE_BLOCK_M = "ACL_FA_SIM_TEST_FORCE_BLOCK_M";
+
+// Rewrites blockM, subBlockM (= blockM / 2), chunkRows (= subBlockM), numQBlocks, totalItems and
+// the per-core item ranges of the FlashAttentionTilingData, and the Sq-tail bit of the tiling
+// key (everything else, workspace and matmul tilings included, stays as TilingFunc sized it).
 bool ApplyTestTilingOverride(std::vector<uint8_t> *tilingData, uint64_t *tilingKey, std::string *error)
 {
     const char *text = std::getenv(ENV_TEST_FORCE_BLOCK_M);
@@ -43,4 +54,20 @@ bool ApplyTestTilingOverride(std::vector<uint8_t> *tilingData, uint64_t *tilingK
     return true;
 }
 
-}  // namespace acl_fa_sim
+}  // namespace
+
+// 0, or non-zero with `error` set. Ops other than the forward ones are left alone.
+extern "C" __attribute__((visibility("default"))) int aclfaSimTestTilingHook(const char *opType, uint8_t *tiling,
+                                                                            size_t size, uint64_t *tilingKey,
+                                                                            char *error, size_t errorLen)
+{
+    if (std::strcmp(opType, "FlashAttention") != 0 && std::strcmp(opType, "FlashAttentionV2") != 0) return 0;
+    std::vector<uint8_t> bytes(tiling, tiling + size);
+    std::string message;
+    if (!ApplyTestTilingOverride(&bytes, tilingKey, &message)) {
+        std::snprintf(error, errorLen, "%s", message.c_str());
+        return 1;
+    }
+    std::memcpy(tiling, bytes.data(), size);
+    return 0;
+}

@@ -1,0 +1,57 @@
+// test_hooks.cpp -- see test_hooks.h.
+#include "test_hooks.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "flash_attention_tiling.h"
+#include "opapi_common.h"
+
+namespace acl_fa_sim {
+namespace test_hooks {
+namespace {
+
+using TilingHook = int (*)(const char *opType, uint8_t *tiling, size_t size, uint64_t *tilingKey, char *error,
+                           size_t errorLen);
+
+}  // namespace
+
+bool ApplyTilingHook(const char *opType, std::vector<uint8_t> *tilingData, uint64_t *tilingKey, std::string *error)
+{
+    const char *text = std::getenv(ENV_TEST_FORCE_BLOCK_M);
+    if (text == nullptr || *text == '\0') return true;
+    const std::string path = opapi::LibraryDirectory() + "/libaclfa_sim_testhooks.so";
+    void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    void *hook = handle != nullptr ? dlsym(handle, "aclfaSimTestTilingHook") : nullptr;
+    if (hook == nullptr) {
+        *error = std::string(ENV_TEST_FORCE_BLOCK_M) + " is set but the test library " + path +
+                 " cannot be loaded (it is built with the tests, never installed)";
+        return false;
+    }
+    char buffer[512] = {};
+    if (reinterpret_cast<TilingHook>(hook)(opType, tilingData->data(), tilingData->size(), tilingKey, buffer,
+                                          sizeof buffer) != 0) {
+        *error = buffer;
+        return false;
+    }
+    return true;
+}
+
+std::vector<uint64_t> WorkItemsHint(const char *opType, const std::vector<uint8_t> &tilingData)
+{
+    std::vector<uint64_t> items;
+    const bool forward = std::strcmp(opType, "FlashAttention") == 0 || std::strcmp(opType, "FlashAttentionV2") == 0;
+    if (!forward || tilingData.size() < sizeof(FlashAttentionTilingData)) return items;
+    // AIC core c owns items [coreItemStart[c], coreItemStart[c + 1]) (flash_attention_tiling.h).
+    FlashAttentionTilingData tiling;
+    std::memcpy(&tiling, tilingData.data(), sizeof tiling);
+    for (uint32_t c = 0; c < tiling.usedCoreNum && c < FA_MAX_CORES; ++c) {
+        items.push_back(tiling.coreItemStart[c + 1] - tiling.coreItemStart[c]);
+    }
+    return items;
+}
+
+}  // namespace test_hooks
+}  // namespace acl_fa_sim
