@@ -4,6 +4,8 @@ not change a bit; an oversized block forced past validation is stopped by the UB
 numerics hold over random small problems (hypothesis), large magnitudes and masked rows."""
 from __future__ import annotations
 
+import pathlib
+import sys
 import threading
 
 import ml_dtypes
@@ -15,10 +17,12 @@ from hypothesis import strategies as st
 import acl_fa
 from acl_fa.accuracy import check_accuracy, naive_same_precision
 from acl_fa.layouts import to_bnsd
-from acl_fa.loader import sim_library_dir
 from acl_fa.runtime import live_counts
 
 from conftest import run_python
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent / "kernels"))
+import simlib  # noqa: E402
 
 F16 = np.dtype(np.float16)
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -255,20 +259,21 @@ UB_SCRIPT = """
 """
 
 
-# The ACL_FA_SIM_TEST_FORCE_BLOCK_M hook lives in a test-only library built next to the simulator's
-# libraries (sim/src/opapi/CMakeLists.txt) and never installed with the package.
-needs_test_hooks = pytest.mark.skipif(not (sim_library_dir() / "libaclfa_sim_testhooks.so").is_file(),
-                                      reason="libaclfa_sim_testhooks.so not built (test-only; run on a build's lib/)")
+@pytest.fixture
+def hook_library(sim_only):
+    """The ACL_FA_SIM_TEST_FORCE_BLOCK_M hook lives in a test-only library (tests/sim_hooks/), never
+    installed with the package: built here on first use, and named to the child by ACL_FA_SIM_TEST_HOOKS."""
+    return str(simlib.hook_library())
 
 
-@needs_test_hooks
-def test_oversized_block_forced_past_validation_is_stopped_by_the_ub_rule(sim_only):
+def test_oversized_block_forced_past_validation_is_stopped_by_the_ub_rule(hook_library):
     """ACL_FA_SIM_TEST_FORCE_BLOCK_M (a test-only hook of the simulator's op API, outside
     op_host/op_kernel) rewrites the tiling after TilingFunc; the launch must fail in Init, before
     the kernel writes a byte of GM: at the first TPipe::InitBuffer past UB capacity, or -- cores
     start in a varying order, as on the chip -- on a core whose workspace slice the forced
     block pushes past the workspace allocation."""
-    result = run_python(UB_SCRIPT, ACL_FA_BACKEND="sim", ACL_FA_SIM_TEST_FORCE_BLOCK_M=1024)
+    result = run_python(UB_SCRIPT, ACL_FA_BACKEND="sim", ACL_FA_SIM_TEST_FORCE_BLOCK_M=1024,
+                        ACL_FA_SIM_TEST_HOOKS=hook_library)
     assert result.get("code") == 507015 and result["name"] == "ACL_ERROR_RT_AICORE_EXCEPTION", result
     assert result["api"] == "aclrtSynchronizeStreamWithTimeout"  # kernel faults surface at the sync, as on the chip
     message = result["message"]
@@ -280,8 +285,7 @@ def test_oversized_block_forced_past_validation_is_stopped_by_the_ub_rule(sim_on
     assert result["after_error"] < 5e-3
 
 
-@needs_test_hooks
-def test_forced_block_that_fits_runs_correctly(sim_only):
+def test_forced_block_that_fits_runs_correctly(hook_library):
     """Control for the test above: the hook itself keeps the tiling consistent (a forced block
     that fits gives the right answer), so the failure there is the block's size alone."""
     result = run_python("""
@@ -303,15 +307,14 @@ def test_forced_block_that_fits_runs_correctly(sim_only):
         budget = {line.name: line.bytes for line in forced.budget}["UB total per AIV"]
         print(json.dumps({"error": float(np.abs(out.astype(np.float64) - ref).max()), "ub": ub,
                           "chosen_block_m": chosen.block_m, "forced_budget": budget}))
-    """, ACL_FA_BACKEND="sim", ACL_FA_SIM_TEST_FORCE_BLOCK_M=32)
+    """, ACL_FA_BACKEND="sim", ACL_FA_SIM_TEST_FORCE_BLOCK_M=32, ACL_FA_SIM_TEST_HOOKS=hook_library)
     assert result["chosen_block_m"] != 32, "pick a problem whose tiling chooses another block_m"
     assert result["ub"] == result["forced_budget"], "the kernel did not run with the forced block"
     assert result["error"] < 5e-3
 
 
-@needs_test_hooks
-def test_forced_block_hook_refuses_a_bad_value(sim_only):
-    result = _first_acl_error(ACL_FA_BACKEND="sim", ACL_FA_SIM_TEST_FORCE_BLOCK_M=100)
+def test_forced_block_hook_refuses_a_bad_value(hook_library):
+    result = _first_acl_error(ACL_FA_BACKEND="sim", ACL_FA_SIM_TEST_FORCE_BLOCK_M=100, ACL_FA_SIM_TEST_HOOKS=hook_library)
     assert result["raised"] == "aclnnFlashAttentionGetWorkspaceSize" and result["code"] == 161002
     assert 'ACL_FA_SIM_TEST_FORCE_BLOCK_M="100" must be a multiple of 16' in result["message"]
 

@@ -59,19 +59,21 @@ def lib_dir():
 
 REPO = Path(__file__).resolve().parents[2]
 KERNELS_DIR = Path(__file__).resolve().parent
+HOOKS_DIR = REPO / "tests" / "sim_hooks"
 # The include directories: the test kernels, the simulator's CANN headers, and op_kernel's folders
-# (mask_tile and philox_tile run the operator's own mask and dropout headers).
+# (mask_tile and philox_tile run the operator's own mask and dropout headers; the tiling hook
+# rewrites the forward's tiling struct).
 INCLUDE_DIRS = [KERNELS_DIR, REPO / "sim" / "include"] + sorted(d for d in (REPO / "op_kernel").iterdir() if d.is_dir())
 CXXFLAGS = ["-std=c++17", "-O3", "-DNDEBUG", "-fPIC"]
 BUILD_JOBS = 2  # compilers at once: the machines that run the tests have few cores
-_built = {}  # lib dir -> the library built for it in this process
+_built = {}  # (library name, lib dir) -> the library built for it in this process
 
 
-def _build_key(cxx, libs):
-    """Digest of what the test-kernel build reads: its command, sources, headers and the libraries it links."""
+def _build_key(cxx, libs, sources):
+    """Digest of what a test library's build reads: its command, sources, headers and the libraries it links."""
     h = hashlib.sha256(shlex.join([*cxx, *CXXFLAGS, str(libs)]).encode())
     h.update(subprocess.run([*cxx, "--version"], capture_output=True, check=True).stdout)
-    files = sorted(f for d in INCLUDE_DIRS for f in d.rglob("*") if f.is_file() and f.suffix in (".h", ".cpp"))
+    files = sorted({*sources, *(f for d in INCLUDE_DIRS for f in d.rglob("*") if f.is_file() and f.suffix in (".h", ".cpp"))})
     for f in files:
         h.update(str(f.relative_to(REPO)).encode() + b"\0" + f.read_bytes())
     for name in ("libascendc_sim.so", "libascendcl.so"):
@@ -80,11 +82,11 @@ def _build_key(cxx, libs):
     return h.hexdigest()[:20]
 
 
-def _compile(cxx, libs, out):
-    """Compiles tests/kernels/*.cpp (BUILD_JOBS at a time) and links them into `out`."""
+def _compile(cxx, libs, sources, out):
+    """Compiles `sources` (BUILD_JOBS at a time) and links them into `out`."""
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         objs, running = [], []
-        for src in sorted(KERNELS_DIR.glob("*.cpp")):
+        for src in sources:
             obj = Path(tmp) / (src.stem + ".o")
             cmd = [*cxx, *CXXFLAGS, *(f"-I{d}" for d in INCLUDE_DIRS), "-c", str(src), "-o", str(obj)]
             running.append(subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True))
@@ -102,28 +104,39 @@ def _compile(cxx, libs, out):
 def _wait(proc):
     _, err = proc.communicate()
     if proc.returncode != 0:
-        raise RuntimeError(f"building the test kernels failed: {shlex.join(proc.args)}\n{err}")
+        raise RuntimeError(f"building a test library failed: {shlex.join(proc.args)}\n{err}")
 
 
-def kernel_library(libs=None):
-    """Path of libaclfa_sim_testkernels.so built for the simulator libraries in `libs` (default lib_dir()),
-    building it first when the cache ($ACL_FA_TEST_KERNEL_CACHE, else ~/.cache/acl-fa/test-kernels)
-    has none for the current sources."""
+def _test_library(name, sources, libs):
+    """Path of the test-only library `name` built from `sources` for the simulator libraries in
+    `libs` (default lib_dir()), building it first when the cache ($ACL_FA_TEST_KERNEL_CACHE, else
+    ~/.cache/acl-fa/test-kernels) has none for the current sources."""
     libs = Path(libs or lib_dir()).resolve()
-    if libs in _built:
-        return _built[libs]
+    if (name, libs) in _built:
+        return _built[name, libs]
     cxx = shlex.split(os.environ.get("CXX", "c++"))
     default_cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "acl-fa" / "test-kernels"
     cache = Path(os.environ.get("ACL_FA_TEST_KERNEL_CACHE", default_cache))
-    out = cache / _build_key(cxx, libs) / "libaclfa_sim_testkernels.so"
+    out = cache / _build_key(cxx, libs, sources) / name
     if not out.is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(out.parent / "lock", "w") as lock:  # one builder at a time (pytest's child processes)
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not out.is_file():
-                _compile(cxx, libs, out)
-    _built[libs] = out
+                _compile(cxx, libs, sources, out)
+    _built[name, libs] = out
     return out
+
+
+def kernel_library(libs=None):
+    """libaclfa_sim_testkernels.so: the engine's test kernels (tests/kernels/*.cpp)."""
+    return _test_library("libaclfa_sim_testkernels.so", sorted(KERNELS_DIR.glob("*.cpp")), libs)
+
+
+def hook_library(libs=None):
+    """libaclfa_sim_testhooks.so: the op API's test-only tiling hook (tests/sim_hooks/), loaded by
+    libcust_opapi from $ACL_FA_SIM_TEST_HOOKS when ACL_FA_SIM_TEST_FORCE_BLOCK_M is set."""
+    return _test_library("libaclfa_sim_testhooks.so", sorted(HOOKS_DIR.glob("*.cpp")), libs)
 
 
 class SimKernels:

@@ -1,8 +1,9 @@
-// test_tiling_hook.cpp -- libaclfa_sim_testhooks.so, TEST-ONLY (built next to the simulator's
-// libraries by sim/src/opapi/CMakeLists.txt, never installed): forces an oversized block into a
+// test_tiling_hook.cpp -- libaclfa_sim_testhooks.so, TEST-ONLY (built by the tests on first use,
+// tests/kernels/simlib.py hook_library(); never installed): forces an oversized block into a
 // forward op's tiling bytes after its TilingFunc ran, so that a test can prove the kernel
 // engine's UB capacity check stops such a launch (issue 8, item 4). Loaded by the generic op
-// path (sim/src/opapi/test_hooks.cpp) only when ACL_FA_SIM_TEST_FORCE_BLOCK_M is set.
+// path (sim/src/opapi/test_hooks.cpp) from $ACL_FA_SIM_TEST_HOOKS only when
+// ACL_FA_SIM_TEST_FORCE_BLOCK_M is set.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

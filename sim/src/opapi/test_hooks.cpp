@@ -22,12 +22,13 @@ bool ApplyTilingHook(const char *opType, std::vector<uint8_t> *tilingData, uint6
 {
     const char *text = std::getenv(ENV_TEST_FORCE_BLOCK_M);
     if (text == nullptr || *text == '\0') return true;
-    const std::string path = opapi::LibraryDirectory() + "/libaclfa_sim_testhooks.so";
-    void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    const char *path = std::getenv(ENV_TEST_HOOK_LIBRARY);
+    void *handle = path != nullptr && *path != '\0' ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
     void *hook = handle != nullptr ? dlsym(handle, "aclfaSimTestTilingHook") : nullptr;
     if (hook == nullptr) {
-        *error = std::string(ENV_TEST_FORCE_BLOCK_M) + " is set but the test library " + path +
-                 " cannot be loaded (it is built with the tests, never installed)";
+        *error = std::string(ENV_TEST_FORCE_BLOCK_M) + " is set but the test library " + ENV_TEST_HOOK_LIBRARY +
+                 "=" + (path != nullptr ? path : "(unset)") + " cannot be loaded (the tests build it, it is never "
+                 "installed)";
         return false;
     }
     char buffer[512] = {};
