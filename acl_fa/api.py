@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import attention, backward, decode, lse_merge, opcall, varlen
-from .attention import flash_attention
-from .backward import flash_attention_backward
-from .compat import flash_attn_func, scaled_dot_product_attention
-from .decode import flash_attention_with_kvcache
-from .lse_merge import merge_partials as merge_attention_partials
-from .varlen import flash_attention_varlen, flash_attention_varlen_backward
-from .device_array import DeviceArray
-from .runtime import DeviceSession
+from .ops import forward as attention, backward, decode, lse_merge, opcall, varlen
+from .ops.forward import flash_attention
+from .ops.backward import flash_attention_backward
+from .ops.compat import flash_attn_func, scaled_dot_product_attention
+from .ops.decode import flash_attention_with_kvcache
+from .ops.lse_merge import merge_partials as merge_attention_partials
+from .ops.varlen import flash_attention_varlen, flash_attention_varlen_backward
+from .runtime.device_array import DeviceArray
+from .runtime.session import DeviceSession
 
 __all__ = ["Session", "DeviceArray", "flash_attention", "flash_attention_backward", "flash_attention_with_kvcache",
            "flash_attention_varlen", "flash_attention_varlen_backward", "flash_attn_func",
@@ -66,5 +66,5 @@ class Session(DeviceSession):
         return decode.flash_attention_with_kvcache(q, k_cache, v_cache, session=self, **options)
 
     def merge_attention_partials(self, out_a, lse_a, out_b, lse_b, **options):
-        """acl_fa.merge_attention_partials (acl_fa.lse_merge.merge_partials) on this session."""
+        """acl_fa.merge_attention_partials (acl_fa.ops.lse_merge.merge_partials) on this session."""
         return lse_merge.merge_partials(out_a, lse_a, out_b, lse_b, session=self, **options)
