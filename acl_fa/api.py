@@ -33,6 +33,14 @@ class Session(DeviceSession):
     session, so repeated calls on one shape only copy and launch.
     """
 
+    def to_device(self, array) -> DeviceArray:
+        """A device array holding a copy of `array` (see acl_fa.runtime.device_array)."""
+        return DeviceArray.from_host(self, array)
+
+    def empty(self, shape, dtype) -> DeviceArray:
+        """An uninitialized device array of `shape` and `dtype`."""
+        return DeviceArray.empty(self, shape, dtype)
+
     def flash_attention(self, q, k, v, **options):
         """acl_fa.flash_attention on this session."""
         return attention.flash_attention(q, k, v, session=self, **options)

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..ops import backward
 from ..runtime import sim_stats
-from ..ops.forward import flash_attention, problem_from_sizes
+from ..ops.forward import flash_attention
+from ..ops.problem import problem_from_sizes
 from ..spec.layouts import to_bnsd
 from .measure import measure
 from .run import format_bytes, random_inputs

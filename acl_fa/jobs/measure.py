@@ -17,7 +17,8 @@ import numpy as np
 from ..plan import l2model, timing
 from ..runtime import sim_stats
 from ..runtime.ffi import ffi
-from ..ops.forward import Problem, check_plan, runner_for
+from ..ops.forward import runner_for
+from ..ops.problem import Problem, check_plan
 from ..plan.roofline import chip_peaks
 from ..ops.opcall import OpRunner
 from ..runtime.session import DeviceSession

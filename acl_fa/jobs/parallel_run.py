@@ -26,6 +26,7 @@ from ..spec.layouts import from_bnsd, shape_of, to_bnsd
 from ..parallel.rank_agree import all_gather_host
 from ..reference.attention import attention_reference
 from ..runtime.units import format_bytes
+from ..reference.accuracy import check_gradients
 
 __all__ = ["run_parallel_job", "run_parallel_rank_job", "under_launch", "format_parallel_report"]
 
@@ -136,8 +137,6 @@ def _dout(q, dt, seed):
 
 def _check_backward(run_, grads, q, k, v, dout, dt, *, causal, scale, layout, heads, kv_heads):
     """kv head 0 and its query heads of (dq, dk, dv) against the float64 backward (2x-naive rule)."""
-    from ..reference.accuracy import check_gradients
-
     d = run_.sizes["head_dim"]
     run_.gradients = check_gradients(grads, q, k, v, dout, causal=causal,
                                      scale=scale if scale is not None else 1.0 / np.sqrt(d), layout=layout,

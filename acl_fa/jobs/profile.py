@@ -15,11 +15,12 @@ from typing import Optional
 import numpy as np
 
 from ..plan import timing
-from ..ops.forward import Problem, problem_from_sizes
+from ..ops.problem import Problem, problem_from_sizes
 from .measure import measure
 from ..plan.roofline import chip_peaks
 from .run import random_inputs
 from ..runtime.session import DeviceSession
+from ..runtime.errors import InvalidArgumentError
 
 __all__ = ["ProfileReport", "profile_job", "chrome_trace", "plot_timeline", "sensitivity", "format_profile"]
 
@@ -73,8 +74,6 @@ def profile_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads
                                  block_n=block_n)
     with DeviceSession(device=device, backend=backend) as session:
         if session.backend.name != "sim":
-            from ..runtime.errors import InvalidArgumentError
-
             raise InvalidArgumentError("acl-fa profile models the NPU on the simulator; use --backend sim")
         q, k, v = random_inputs(problem, seed)
         m = measure(session, problem, q, k, v, warmup=0, iters=1, download=False, l2=True)

@@ -17,7 +17,7 @@ import numpy as np
 from ..ops import backward
 from ..runtime import sim_stats
 from ..reference.accuracy import GradientAccuracy, check_gradients
-from ..ops.forward import Problem, problem_from_sizes
+from ..ops.problem import Problem, problem_from_sizes
 from ..ops.backward import GradProblem
 from .measure import measure
 from .run import RunReport, format_bytes, format_report, random_inputs

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..ops import forward_v2 as attention_v2, opcall
 from ..reference.accuracy import Accuracy, check_accuracy, check_gradients, naive_same_precision
-from ..ops.forward import Problem, problem_from_sizes
+from ..ops.problem import Problem, problem_from_sizes
 from ..spec.options import AttentionOptions, build_options, dropout_keep_prob, window_band
 from ..runtime.errors import InvalidArgumentError
 from ..spec.layouts import to_bnsd
@@ -26,6 +26,7 @@ from ..reference.attention import attention_reference, varlen_sequences
 from .run import FULL_CHECK_PAIRS, SAMPLE_HEADS, random_inputs
 from ..runtime.session import DeviceSession
 from ..runtime.units import format_bytes
+from ..ops import backward_v2
 
 __all__ = ["OptionsRunReport", "run_options_job", "format_options_report", "band_pairs", "uses_options",
            "v2_plan_problem"]
@@ -265,8 +266,6 @@ def run_options_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, h
         out, lse = m.outputs["out"], m.outputs["lse"]
         bwd = None
         if backward:
-            from ..ops import backward_v2
-
             dout = np.random.default_rng(seed + 1).standard_normal(q.shape, dtype=np.float32).astype(q.dtype)
             grad, *arrays = backward_v2.make_grad_v2_problem(problem, options, dout, q, k, v, out, lse, mask_u8,
                                                              deterministic)

@@ -3,7 +3,7 @@
 ``flash_attention_backward(dout, q, k, v, out, lse, ...)`` gives (dq, dk, dv) of
 softmax(scale * Q K^T + mask) V for the upstream gradient dout, recomputing the probabilities
 from the forward's LSE. Everything a caller can get wrong is refused before device work: q, k, v
-as the forward checks them (attention.make_problem), dout and out shaped and typed like q, lse
+as the forward checks them (problem.make_problem), dout and out shaped and typed like q, lse
 float32 [B, N, Sq] and finite on every row that sees a key. Then the op runs through the shared
 op-call path (acl_fa/ops/opcall.py).
 """
@@ -16,10 +16,12 @@ import numpy as np
 
 from . import opcall
 from ..runtime.ffi import ffi
-from .forward import Problem, _as_array, check_float32_range, make_problem
+from .backward_v2 import run_backward_v2
+from .problem import Problem, as_array, check_float32_range, check_like_forward, make_problem
 from ..spec.options import build_options, dropout_keep_prob
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
+from ..plan.backward import grad_plan
 from ..runtime.session import DeviceSession
 
 __all__ = ["GradProblem", "make_grad_problem", "FLASH_ATTENTION_GRAD", "flash_attention_backward", "backward_options"]
@@ -42,7 +44,7 @@ def make_grad_problem(dout, q, k, v, out, lse, *, causal=False, scale=None, layo
     """Validates a backward call; returns (GradProblem, dout, q, k, v, out, lse) as numpy arrays."""
     problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                     num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
-    dout, out, lse = (_as_array(name, x) for name, x in (("dout", dout), ("out", out), ("lse", lse)))
+    dout, out, lse = (as_array(name, x) for name, x in (("dout", dout), ("out", out), ("lse", lse)))
     check_like_forward(q, dout, out, lse)
     if lse.shape != problem.lse_shape:
         raise InvalidArgumentError(f"lse has shape {lse.shape}; it must be [B, N, Sq] = {list(problem.lse_shape)}")
@@ -59,22 +61,9 @@ def make_grad_problem(dout, q, k, v, out, lse, *, causal=False, scale=None, layo
     return (GradProblem(problem, bool(deterministic)), dout, q, k, v, out, lse)
 
 
-def check_like_forward(q, dout, out, lse) -> None:
-    """dout and out have q's dtype and shape, lse is float32 (what the forward returned)."""
-    for name, x in (("dout", dout), ("out", out)):
-        if x.dtype != q.dtype:
-            raise InvalidTypeError(f"{name} has dtype {x.dtype}; it must have q's dtype {q.dtype}")
-        if x.shape != q.shape:
-            raise InvalidArgumentError(f"{name} has shape {x.shape}; it must have q's shape {q.shape}")
-    if lse.dtype != np.float32:
-        raise InvalidTypeError(f"lse has dtype {lse.dtype}; it must be float32 (as flash_attention returns it)")
-
-
 def check_grad_plan(problem: GradProblem, soc: str):
     """Runs the backward's tiling policy for the chip before any device work; a user block that
     does not fit raises InvalidArgumentError (PlanError) naming the budget line. Returns the plan."""
-    from ..plan.backward import grad_plan
-
     p = problem.forward
     return grad_plan(batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, seq=p.seq_q, seq_kv=p.seq_kv,
                      head_dim=p.head_dim, dtype=p.dtype_name, layout=p.layout, causal=p.causal,
@@ -137,9 +126,7 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
     options, mask = backward_options(forward, causal=causal, window=window, attn_mask=attn_mask, dropout_p=dropout_p,
                                      seed=seed, offset=offset)
     if not options.is_default:
-        from .backward_v2 import run_backward_v2
-
-        check_float32_range(forward, *(_as_array(name, x) for name, x in (("q", q), ("k", k), ("v", v))))
+        check_float32_range(forward, *(as_array(name, x) for name, x in (("q", q), ("k", k), ("v", v))))
         session = default_session(backend, device) if session is None else session
         return run_backward_v2(session, forward, options, dout, q, k, v, out, lse, mask, deterministic)
     problem, *arrays = make_grad_problem(dout, q, k, v, out, lse, causal=causal or options.is_causal, scale=scale,

@@ -22,8 +22,7 @@ import numpy as np
 
 from . import opcall
 from ..runtime.ffi import ffi
-from .forward import Problem, _as_array
-from .backward import check_like_forward
+from .problem import Problem, as_array, check_like_forward
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op
 from ..runtime.session import DeviceSession
@@ -51,7 +50,7 @@ class GradV2Problem:
 def make_grad_v2_problem(problem: Problem, options, dout, q, k, v, out, lse, mask_u8, deterministic) -> tuple:
     """Checks the arrays against each other and the options; returns (GradV2Problem, dout, q,
     k, v, out, lse) as numpy arrays."""
-    arrays = [_as_array(name, x) for name, x in
+    arrays = [as_array(name, x) for name, x in
               (("dout", dout), ("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse))]
     dout, q, k, v, out, lse = arrays
     if (mask_u8 is None) != (options.mask_shape is None):

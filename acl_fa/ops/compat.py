@@ -16,7 +16,8 @@ import numbers
 
 import numpy as np
 
-from .forward import _as_array, flash_attention
+from .forward import flash_attention
+from .problem import as_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["flash_attn_func", "scaled_dot_product_attention"]
@@ -84,7 +85,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise InvalidTypeError(f"is_causal must be a bool, got {is_causal!r}")
     if not isinstance(enable_gqa, (bool, np.bool_)):
         raise InvalidTypeError(f"enable_gqa must be a bool, got {enable_gqa!r}")
-    q, k, v = (_as_array(name, x) for name, x in (("query", query), ("key", key), ("value", value)))
+    q, k, v = (as_array(name, x) for name, x in (("query", query), ("key", key), ("value", value)))
     for name, x in (("query", q), ("key", k), ("value", v)):
         if x.ndim < 2:
             raise InvalidArgumentError(f"{name} must have at least 2 dimensions ([..., L, E]), got shape {x.shape}")

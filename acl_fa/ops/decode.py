@@ -42,11 +42,12 @@ import ml_dtypes
 import numpy as np
 
 from . import opcall
-from .forward import resolve_scale
+from .problem import resolve_scale
 from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
 from ..runtime.session import DeviceSession
+from ..plan import forward as planmod
 
 __all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "flash_attention_with_kvcache", "decode_plan_check",
            "write_kv_cache"]
@@ -132,8 +133,6 @@ FLASH_ATTENTION_DECODE = FlashAttentionDecodeOp()
 def decode_plan_check(p: DecodeProblem, soc: str):
     """Refuses chips the decode kernel does not run on (it is an AIC:AIV 1:2 kernel: Atlas
     A2/A3) before any device work."""
-    from ..plan import forward as planmod
-
     try:
         chip = planmod.chip(soc)
     except planmod.PlanError as exc:

@@ -18,7 +18,7 @@ from ..runtime import dtypes
 from ..runtime.ffi import ffi
 from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
-from .opcall import _Executor
+from .opcall import Executor
 from ..runtime.session import DeviceBuffer, DeviceSession, Stream
 from ..runtime.tensor import Tensor
 
@@ -79,7 +79,7 @@ class DeviceAdds:
                            handle)
                     return handle[0]
 
-                executor = _Executor(s, phase1)
+                executor = Executor(s, phase1)
             finally:
                 # Phase one takes alpha's value into the executor (aclnn_add.h: a host scalar).
                 s.call("aclDestroyScalar", alpha)

@@ -21,18 +21,20 @@ import numpy as np
 
 from . import opcall
 from ..runtime.ffi import ffi
-from .forward import Problem, check_plan
+from .problem import Problem
 from ..runtime.errors import InvalidArgumentError
 from .opcall import Op, OpRunner
+from ..plan import forward as planmod
 from ..plan.forward import UNBOUNDED_TOKENS
 from ..runtime.session import DeviceSession
+from ..spec.options import band_visible
 
 __all__ = ["V2Call", "FLASH_ATTENTION_V2", "runner_for", "run_forward_v2", "varlen_problem", "lse_shape"]
 
 
 @dataclasses.dataclass(frozen=True)
 class V2Call:
-    """One FlashAttentionV2 call: the validated problem (attention.Problem; layout TND for a
+    """One FlashAttentionV2 call: the validated problem (problem.Problem; layout TND for a
     varlen batch, see varlen_problem) and its options (attention_options.AttentionOptions or
     anything with the same fields). Hashable: it keys the per-Session op cache."""
 
@@ -69,8 +71,6 @@ def varlen_problem(base: Problem, ends_q: tuple, ends_kv: tuple) -> Problem:
 def check_v2_plan(call: V2Call, soc: str):
     """The tiling policy's plan for the call's problem and band (and sequences) on `soc`,
     before any device work; InvalidArgumentError naming the broken limit."""
-    from ..plan import forward as planmod
-
     p, o = call.problem, call.options
     lens = {}
     if call.varlen:
@@ -146,7 +146,7 @@ def runner_for(session: DeviceSession) -> OpRunner:
 
 
 def run_forward_v2(session: DeviceSession, problem: Problem, options, q, k, v, mask_u8=None) -> tuple:
-    """Runs aclnnFlashAttentionV2 for a validated call: `problem` (attention.Problem, layout TND
+    """Runs aclnnFlashAttentionV2 for a validated call: `problem` (problem.Problem, layout TND
     from varlen_problem for a varlen batch), `options` (AttentionOptions), q, k, v as the
     problem's shapes, `mask_u8` the uint8 device mask of options.mask_shape (or None).
     Returns (out, lse, dropout_mask or None); lse is [B, N, Sq] float32, [N, Tq] for TND."""
@@ -169,8 +169,6 @@ def visible_keep_mask(keep: np.ndarray, problem: Problem, options, mask_u8) -> n
     with every pair the query cannot see set to 0: the kernel writes only the blocks it computes
     (never those outside the band, hidden by the mask or past a sequence's end), so the rest of
     the buffer is whatever it held before."""
-    from ..spec.options import band_visible
-
     keep = keep & np.uint8(1)
     if problem.layout != "TND":
         keep &= band_visible(options, problem.seq_q, problem.seq_kv, slice(0, problem.seq_q)).astype(np.uint8)

@@ -36,6 +36,7 @@ from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, PreparedCall, default_session
 from ..runtime.session import DeviceSession, Stream
+from ..plan import forward as planmod
 
 __all__ = ["MergeProblem", "ATTENTION_LSE_MERGE", "ATTENTION_LSE_MERGE_INT16", "make_problem",
            "make_int16_problem", "merge_partials", "merge_partials_int16", "enqueue_merge", "enqueue_merge_int16",
@@ -167,8 +168,6 @@ class AttentionLseMergeOp(Op):
         return tuple(tensors[role].handle for role in (*self.inputs, *self.outputs))
 
     def check(self, p: MergeProblem, soc: str) -> int:
-        from ..plan import forward as planmod
-
         try:
             chip = planmod.chip(soc)
         except planmod.PlanError as exc:
@@ -206,8 +205,6 @@ def int16_unsupported(soc: str) -> str:
     """Why AttentionLseMergeInt16 cannot run on `soc`, or "" where it can (Atlas A2/A3): its Cast
     between float and int16 exists on those chips' vector units only, and the coupled chips of
     the catalogue (310P, 910A) are the others."""
-    from ..plan import forward as planmod
-
     chip = planmod.chip(soc)
     return (f"the vector unit of {chip.name} has no Cast between float and int16 (docs/lse_merge.md)"
             if chip.coupled else "")

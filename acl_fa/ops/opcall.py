@@ -52,7 +52,7 @@ from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.interrupts import deferred
 from ..runtime.loader import check_device_id, get_backend
 from ..runtime.session import (
-    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, DeviceBuffer, DeviceSession, Stream, _Child,
+    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, DeviceBuffer, DeviceSession, Stream, Child,
     malloc_bytes)
 from ..runtime.tensor import Tensor
 from ..runtime.units import format_bytes
@@ -102,7 +102,7 @@ def _destroy_executor(backend, executor):
     backend.call("aclDestroyAclOpExecutor", executor)
 
 
-class _Executor(_Child):
+class Executor(Child):
     """A repeatable aclOpExecutor, destroyed before the tensors it refers to. `create` runs
     phase 1 and returns the executor it made (owned before anything can raise)."""
 
@@ -124,7 +124,7 @@ class PreparedCall:
     op: Op
     buffers: dict          # role -> DeviceBuffer (inputs and outputs not bound to a DeviceArray)
     tensors: dict          # role -> Tensor over buffers[role] or over the bound DeviceArray
-    executor: _Executor
+    executor: Executor
     workspace: Optional[DeviceBuffer]
     workspace_size: int    # bytes phase 1 asked for (0: no workspace)
     bound: dict = dataclasses.field(default_factory=dict)  # role -> DeviceArray used in place
@@ -405,7 +405,7 @@ class OpRunner:
                 return handle[0]
 
             # Repeatable, so it runs once per call and is destroyed with the cache.
-            executor = _Executor(session, phase1)
+            executor = Executor(session, phase1)
             session.call("aclSetAclOpExecutorRepeatable", executor.handle)
             size = int(ws_size[0])
             if size and borrowed is not None:

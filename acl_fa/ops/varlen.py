@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .forward import _as_array, check_float32_range, make_problem, outputs_of
+from .problem import as_array, check_float32_range, make_problem, outputs_of
 from ..spec.options import build_options, check_max_seqlen, cu_seqlens_ends
 from .backward import backward_options
 from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import default_session
+from .forward_v2 import varlen_problem
+from .forward_v2 import run_forward_v2
+from .backward_v2 import run_backward_v2
 
 __all__ = ["flash_attention_varlen", "flash_attention_varlen_backward", "make_varlen_problem"]
 
@@ -28,7 +31,7 @@ def make_varlen_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, ma
     arrays of their TND shapes."""
     arrays = []
     for name, x in (("q", q), ("k", k), ("v", v)):
-        x = _as_array(name, x)
+        x = as_array(name, x)
         if isinstance(x, DeviceArray):
             raise InvalidTypeError(f"{name}: flash_attention_varlen takes numpy arrays, not DeviceArrays")
         if x.ndim != 3:
@@ -46,8 +49,6 @@ def make_varlen_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, ma
     base, q4, k4, v4 = make_problem(q[None], k[None], v[None], scale=scale, layout="BSND", block_m=block_m,
                                     block_n=block_n)
     check_float32_range(base, q4, k4, v4)
-    from .forward_v2 import varlen_problem
-
     return varlen_problem(base, ends_q, ends_kv), ends_q, ends_kv, q4[0], k4[0], v4[0]
 
 
@@ -85,8 +86,6 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
                                seq_kv=problem.seq_kv, causal=causal, window=window, dropout_p=dropout_p, seed=seed,
                                offset=offset, return_dropout_mask=return_dropout_mask, cu_seqlens_q=ends_q,
                                cu_seqlens_kv=ends_kv)
-    from .forward_v2 import run_forward_v2
-
     session = default_session(backend, device) if session is None else session
     out, lse, dropout_mask = run_forward_v2(session, problem, options, q, k, v, None)
     if not (return_lse or options.return_dropout_mask):
@@ -107,7 +106,5 @@ def flash_attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_se
         block_m=block_m, block_n=block_n)
     options, _ = backward_options(problem, causal=causal, window=window, dropout_p=dropout_p, seed=seed, offset=offset,
                                   cu_seqlens_q=ends_q, cu_seqlens_kv=ends_kv)
-    from .backward_v2 import run_backward_v2
-
     session = default_session(backend, device) if session is None else session
     return run_backward_v2(session, problem, options, dout, q, k, v, out, lse, None, deterministic)

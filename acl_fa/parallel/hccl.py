@@ -24,6 +24,7 @@ from ..runtime.ffi import ffi
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..runtime.loader import Backend, get_backend
 from ..runtime.session import DeviceBuffer, DeviceSession, Stream
+from ..runtime.errors import ClosedObjectError
 
 ROOT_INFO_BYTES = 4108  # HCCL_ROOT_INFO_BYTES
 
@@ -129,7 +130,6 @@ class Communicator:
     @property
     def handle(self):
         if self.closed:
-            from ..runtime.errors import ClosedObjectError
             raise ClosedObjectError("the Communicator is closed")
         return self._handle
 

@@ -27,6 +27,7 @@ import time
 from typing import Optional, Sequence
 
 from ..runtime.errors import InvalidArgumentError
+from .clique import ENV_DEVICE, ENV_RANK, ENV_ROOT, ENV_SIZE
 
 __all__ = ["launch", "TIMEOUT_EXIT", "rank_environment"]
 
@@ -35,8 +36,6 @@ GRACE_SECONDS = 5.0  # between SIGTERM and SIGKILL of a rank being stopped
 
 
 def rank_environment(rank: int, size: int, device: int, root_path: str, base: Optional[dict] = None) -> dict:
-    from .ring import ENV_DEVICE, ENV_RANK, ENV_ROOT, ENV_SIZE
-
     env = dict(os.environ if base is None else base)
     env.update({ENV_RANK: str(rank), ENV_SIZE: str(size), ENV_DEVICE: str(device), ENV_ROOT: root_path})
     return env

@@ -43,72 +43,33 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import threading
 import time
 from typing import Optional, Sequence
 
 import numpy as np
 
-from ..ops import forward as attention
-from . import hccl
 from ..api import Session
+from ..ops import forward as attention
+from ..ops.backward import flash_attention_backward, make_grad_problem
+from ..ops.lse_merge import (
+    ATTENTION_LSE_MERGE, ATTENTION_LSE_MERGE_INT16, enqueue_merge, enqueue_merge_int16, int16_unsupported)
+from ..ops.lse_merge import runner_for as merge_runner_for
+from ..ops.problem import make_problem, problem_from_sizes
+from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
+from ..runtime.loader import get_backend
 from ..spec.layouts import from_bnsd, to_bnsd
-from ..runtime.loader import device_count, get_backend
+from . import hccl
+from .clique import (
+    ENV_DEVICE, ENV_RANK, ENV_ROOT, ENV_SIZE, check_devices, chip_peak_flops, close_on_exit, device_clique, host_task,
+    ring_plan, settle_stream, split_bounds, zigzag_chunks)
 from .rank_agree import agree
+from .ring_backward import run_rank_backward
 from ..runtime.session import MALLOC_SLACK
 
 __all__ = ["ring_attention", "ring_attention_backward", "RingReport", "MemoryBound", "sub_blocks", "ring_units",
-           "ring_calls", "BLOCK_ROWS", "RankContext", "RankReport", "ring_report", "zigzag_chunks", "ring_plan", "ulysses_attention", "UlyssesReport"]
-
-
-def _bounds(total: int, parts: int) -> list:
-    """(start, stop) of `parts` contiguous pieces of `total`, sizes differing by at most 1."""
-    edges = [total * i // parts for i in range(parts + 1)]
-    return [(edges[i], edges[i + 1]) for i in range(parts)]
-
-
-def zigzag_chunks(seq: int, ranks: int, causal: bool) -> list:
-    """Per rank, the (start, stop) sequence ranges it holds: one chunk of P (non-causal), or
-    chunks r and 2P-1-r of 2P (causal)."""
-    if not causal:
-        return [[b] for b in _bounds(seq, ranks)]
-    pieces = _bounds(seq, 2 * ranks)
-    return [[pieces[r], pieces[2 * ranks - 1 - r]] for r in range(ranks)]
-
-
-def ring_plan(rank: int, step: int, ranks: int, causal: bool) -> list:
-    """The FlashAttention calls of `rank` at `step`: (query chunk index, key chunk index,
-    causal) over its own query chunks and the key/value chunks of rank (rank - step) mod P."""
-    source = (rank - step) % ranks
-    if not causal:
-        return [(0, 0, False)]
-    if source == rank:
-        return [(0, 0, True), (1, 0, False), (1, 1, True)]
-    if source < rank:
-        return [(0, 0, False), (1, 0, False)]
-    return [(1, 0, False), (1, 1, False)]
-
-
-def _check_devices(devices, backend) -> list:
-    count = device_count(backend)
-    if devices is None:
-        return list(range(count))
-    if isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence):
-        raise InvalidTypeError(f"devices must be a sequence of device ids, got {devices!r}")
-    out = []
-    for i, d in enumerate(devices):
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-            raise InvalidTypeError(f"devices[{i}] must be an integer, got {d!r}")
-        if not 0 <= d < count:
-            raise InvalidArgumentError(f"devices[{i}]={d} is out of range: this host has {count} devices")
-        if int(d) in out:
-            raise InvalidArgumentError(f"devices[{i}]={d} repeats devices[{out.index(int(d))}]: each rank needs a device of its own")
-        out.append(int(d))
-    if not out:
-        raise InvalidArgumentError("devices is empty")
-    return out
+           "ring_calls", "BLOCK_ROWS", "RankContext", "RankReport", "ring_report", "zigzag_chunks", "ring_plan"]
 
 
 @dataclasses.dataclass
@@ -271,9 +232,6 @@ class _Rank:
             self._ring(held)
 
     def _ring(self, held: contextlib.ExitStack):
-        from ..runtime.device_array import DeviceArray
-        from ..ops.lse_merge import enqueue_merge, enqueue_merge_int16
-
         s, p, r = self.session, self.p, self.r
         dtype, itemsize = self.dtype, self.dtype.itemsize
         pieces = sub_blocks(self.rows, BLOCK_ROWS)
@@ -291,20 +249,20 @@ class _Rank:
         exact = self.accumulate == "float32"
         fixed = self.accumulate == "int16"
         acc_dtype = np.dtype(np.float32) if exact else dtype
-        q_dev = [[_held(held, s.to_device(np.ascontiguousarray(x[:, :, a0:a1]))) for a0, a1 in pieces[r][j]]
+        q_dev = [[close_on_exit(held, s.to_device(np.ascontiguousarray(x[:, :, a0:a1]))) for a0, a1 in pieces[r][j]]
                  for j, x in enumerate(self.q_host)]
         # int16: an empty running result is bound 0 with LSE -inf (the op's first merge takes the partial).
         def row_values(shape, fill):
             return s.to_device(np.full(shape, fill, np.float32)) if fixed else DeviceArray.empty(s, shape, np.float32)
 
-        out_dev = [[(_held(held, DeviceArray.empty(s, q.shape, acc_dtype)), _held(held, row_values(q.shape[:3], -np.inf)))
+        out_dev = [[(close_on_exit(held, DeviceArray.empty(s, q.shape, acc_dtype)), close_on_exit(held, row_values(q.shape[:3], -np.inf)))
                     for q in row] for row in q_dev]
-        bounds = [[_held(held, row_values(q.shape[:3], 0.0)) for q in row] for row in q_dev] if fixed else []
+        bounds = [[close_on_exit(held, row_values(q.shape[:3], 0.0)) for q in row] for row in q_dev] if fixed else []
         # (K + V)/P plus one sub-block: a slot per sub-block of the rank's K/V set and a spare one that
         # receives; a slot whose sub-block was sent becomes the spare (slot_rows <= BLOCK_ROWS).
         slot_rows = max(a1 - a0 for per_rank in pieces for chunk in per_rank for a0, a1 in chunk)
         slot_bytes = slot_rows * self.kv_row_elems * itemsize
-        slots = [(_held(held, s.alloc(slot_bytes)), _held(held, s.alloc(slot_bytes))) for _ in range(len(units) + 1)]
+        slots = [(close_on_exit(held, s.alloc(slot_bytes)), close_on_exit(held, s.alloc(slot_bytes))) for _ in range(len(units) + 1)]
         hold = list(range(len(units)))  # unit -> slot holding it; slot len(units) is the spare
         spare = len(units)
         for u, (j, i) in enumerate(units):
@@ -316,7 +274,7 @@ class _Rank:
         q_rows = max(a1 - a0 for chunk in pieces[r] for a0, a1 in chunk)
 
         def sub_chunk_pair():  # a buffer for q_rows rows of an output in the input dtype and one for their LSE
-            return _held(held, s.alloc(q_rows * b * n * d * itemsize)), _held(held, s.alloc(q_rows * b * n * 4))
+            return close_on_exit(held, s.alloc(q_rows * b * n * d * itemsize)), close_on_exit(held, s.alloc(q_rows * b * n * 4))
 
         partial = sub_chunk_pair()
         final = start = None
@@ -333,14 +291,14 @@ class _Rank:
         shapes = {(pieces[r][qi][a][1] - pieces[r][qi][a][0], pieces[(r - t) % p][j][i][1] - pieces[(r - t) % p][j][i][0],
                    diag) for t in range(p) for u, (j, i) in enumerate(units)
                   for qi, a, diag in ring_calls(r, t, p, self.causal, units[u], pieces)}
-        ws_bytes = max(runner.workspace_bytes(attention.problem_from_sizes(
+        ws_bytes = max(runner.workspace_bytes(problem_from_sizes(
             seq=sq, seq_kv=skv, batch=b, heads=n, kv_heads=nkv, head_dim=d, dtype=dtype.name, causal=diag,
             scale=self.scale)) for sq, skv, diag in shapes)
-        workspace = _held(held, DeviceArray.empty(s, (ws_bytes,), np.uint8)) if ws_bytes else None
+        workspace = close_on_exit(held, DeviceArray.empty(s, (ws_bytes,), np.uint8)) if ws_bytes else None
         self.ring_buffer_bytes = self._used() - base
         kv_row = self.kv_row_elems * itemsize  # bytes of one row of K (or V) over batch and kv heads
         q_row = b * n * d * itemsize  # one row of Q (or O) over batch and heads
-        block_ws = max(runner.workspace_bytes(attention.problem_from_sizes(
+        block_ws = max(runner.workspace_bytes(problem_from_sizes(
             seq=BLOCK_ROWS, batch=b, heads=n, kv_heads=nkv, head_dim=d, dtype=dtype.name, causal=c,
             scale=self.scale)) for c in (False, True))
         # q, out, lse (bound); K, V; partial (final, start); workspace
@@ -378,12 +336,12 @@ class _Rank:
         #   computed[t][u] on compute after the calls on u at step t; the send of u (and the receive into
         #   the spare slot, freed by the previous sub-block's send) waits for it.
         # So the exchange of sub-block u overlaps the compute on sub-block u + 1.
-        received = [[_held(held, s.event(timing=False)) for _ in units] for _ in range(p)]
-        computed = [[_held(held, s.event(timing=False)) for _ in units] for _ in range(p)]
+        received = [[close_on_exit(held, s.event(timing=False)) for _ in units] for _ in range(p)]
+        computed = [[close_on_exit(held, s.event(timing=False)) for _ in units] for _ in range(p)]
         self.sent_after, self.callbacks = [], []
         held.callback(self.callbacks.clear)  # runs after the streams settled (the stack unwinds last-in first)
-        held.callback(_settle, runner.stream)  # the compute stream (the runner's) reads the buffers above
-        comm_stream = _held(held, s.stream(), settle=True)
+        held.callback(settle_stream, runner.stream)  # the compute stream (the runner's) reads the buffers above
+        comm_stream = close_on_exit(held, s.stream(), settle=True)
         link = self.comm.link_stats(r, (r + 1) % p) if p > 1 else None
         sent_before = self._sent() if p > 1 else 0
         seen = {key: 0 for key in calls}  # partials of each query sub-chunk so far
@@ -408,7 +366,7 @@ class _Rank:
                         # "output": the first partial is written into the output itself, later ones merged in.
                         out, lse = (acc if self.accumulate == "output" and k_th == 0 else
                                     (view(partial[0], q.shape), view(partial[1], lse_shape, np.float32)))
-                        problem, *_ = attention.make_problem(q, k, v, causal=diag, scale=self.scale, layout="BNSD")
+                        problem, *_ = make_problem(q, k, v, causal=diag, scale=self.scale, layout="BNSD")
                         prepared = runner.prepare(problem, runner.bound_inputs((q, k, v)) | {"out": out, "lse": lse},
                                                   workspace=workspace)
                         self.device_bytes = max(self.device_bytes, self._used() - base)
@@ -481,9 +439,7 @@ def link_figures(comm, rank: int, size: int) -> dict:
 
 
 def _merge_runner(session, int16: bool = False):
-    from ..ops.lse_merge import ATTENTION_LSE_MERGE, ATTENTION_LSE_MERGE_INT16, runner_for
-
-    return runner_for(session, ATTENTION_LSE_MERGE_INT16 if int16 else ATTENTION_LSE_MERGE)
+    return merge_runner_for(session, ATTENTION_LSE_MERGE_INT16 if int16 else ATTENTION_LSE_MERGE)
 
 
 # Rows of a query sub-chunk and of a key/value sub-block: the ring computes and exchanges in these
@@ -501,7 +457,7 @@ def sub_blocks(rows: list, block: int) -> list:
     if block < 2:
         raise InvalidArgumentError(f"block={block}: a sub-block needs at least 2 rows")
     count = -(-max(n for rr in rows for n in rr) // block)
-    return [[_bounds(n, count) for n in rr] for rr in rows]
+    return [[split_bounds(n, count) for n in rr] for rr in rows]
 
 
 def ring_units(pieces: list, rank: int) -> list:
@@ -525,44 +481,6 @@ def ring_calls(rank: int, step: int, ranks: int, causal: bool, unit: tuple, piec
     return calls
 
 
-def host_task(session: Session, stream, fn, callbacks: list):
-    """Runs fn() on the stream's worker in stream order (simulator: aclfaSimStreamEnqueue); the
-    callback is kept in `callbacks`, which the caller keeps until the stream was synchronized."""
-    from ..runtime.ffi import ffi
-
-    @ffi.callback("aclfaSimTaskFn")
-    def task(user, err, size):
-        try:
-            fn()
-            return 0
-        except BaseException as exc:  # reported by the stream's next synchronize
-            text = f"{type(exc).__name__}: {exc}".encode()[: size - 1]
-            ffi.memmove(err, text + b"\0", len(text) + 1)
-            return 500000  # ACL_ERROR_INTERNAL_ERROR
-    callbacks.append(task)
-    session.call("aclfaSimStreamEnqueue", stream.handle, b"ring link counter", task, ffi.NULL, ffi.NULL)
-
-
-def _settle(stream):
-    """Waits for `stream`, dropping its error: on a failure path the error that matters is already
-    propagating, and on success the stream was waited for already."""
-    try:
-        stream.synchronize()
-    except Exception:  # noqa: BLE001 -- follows from the failure being raised
-        pass
-
-
-def _held(stack: contextlib.ExitStack, obj, settle: bool = False):
-    """Registers obj.close() on `stack` (a stream: after _settle)."""
-    if settle:
-        stack.callback(obj.close)
-        stack.callback(_settle, obj)
-    else:
-        stack.callback(obj.close)
-    return obj
-
-
-ENV_RANK, ENV_SIZE, ENV_DEVICE, ENV_ROOT = "ACL_FA_RANK", "ACL_FA_WORLD_SIZE", "ACL_FA_DEVICE", "ACL_FA_ROOT_INFO"
 ROOT_WAIT_SECONDS = 60.0  # how long a rank waits for rank 0 to publish the root info file
 
 
@@ -578,7 +496,7 @@ class RankContext:
 
     def __init__(self, session: Session, comm: hccl.Communicator, *, owns: bool = False):
         self.session, self.comm, self._owns = session, comm, owns
-        self.peak = _peak_flops(session.backend)
+        self.peak = chip_peak_flops(session.backend)
 
     @property
     def rank(self) -> int:
@@ -603,7 +521,7 @@ class RankContext:
             raise InvalidArgumentError(f"rank={rank} must lie in [0, size={size})")
         be = hccl.use_hccl(get_backend(backend))
         device = rank if device is None else device
-        _check_devices([device], be)
+        check_devices([device], be)
         session = Session(device=int(device), backend=be.name)
         try:
             comm = hccl.Communicator.join(session, int(size), int(rank), root)
@@ -670,7 +588,7 @@ class RankContext:
         op); (Q + K + V + O) / P, but over the 2x-naive tolerance when one early partial dominates
         a row (q = k = v: docs/lse_merge.md). Both plus the constant of MemoryBound."""
         accumulate = resolve_accumulate(accumulate, self.session)
-        problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
+        problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
                                                   num_heads=num_heads, num_kv_heads=num_kv_heads)
         if problem.seq_q != problem.seq_kv:
             raise InvalidArgumentError(f"rank {self.rank}: the q shard has {problem.seq_q} rows and the k/v shard "
@@ -712,9 +630,6 @@ class RankContext:
         RankReport follows the gradients: per exchange t = 0 .. P the bytes sent to the next rank
         and the modeled link time, per step t the op's FLOPs at the cube peak (exchange t runs
         beside step t; exchange P, the accumulators' way home, beside nothing)."""
-        from ..ops.backward import make_grad_problem
-        from .ring_backward import run_rank_backward
-
         grad, dout, q, k, v, out, lse = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
                                                           layout=layout, num_heads=num_heads,
                                                           num_kv_heads=num_kv_heads)
@@ -751,8 +666,6 @@ class RankContext:
 
 
 def _int16_unsupported(session) -> str:
-    from ..ops.lse_merge import int16_unsupported
-
     return int16_unsupported(session.soc_name())
 
 
@@ -829,23 +742,6 @@ def place_rows(whole, part, ranges):
         whole[:, :, a:b] = part[:, :, c0:c1]
 
 
-@contextlib.contextmanager
-def device_clique(devices, backend_name: str):
-    """One Session per device of this process and a new HCCL clique over them
-    (Communicator.init_all: its link counters start at zero); yields (sessions, comms) and
-    closes every comm, then every session, on success and on failure."""
-    sessions = [Session(device=d, backend=backend_name) for d in devices]
-    comms = []
-    try:
-        comms = hccl.Communicator.init_all(sessions)
-        yield sessions, comms
-    finally:
-        for c in comms:
-            c.close()
-        for s in sessions:
-            s.close()
-
-
 def _run_threads(contexts: list, work) -> list:
     """work(context) on one thread per context; their results in order. The first failure (in
     time) is raised: the other ranks' errors follow from it (a peer stopped)."""
@@ -876,7 +772,7 @@ def _ring_devices(problem, devices, backend) -> tuple:
         raise InvalidArgumentError(f"ring attention shards one sequence: Sq={problem.seq_q} must equal "
                                    f"Skv={problem.seq_kv}")
     be = hccl.use_hccl(get_backend(backend))
-    devices = _check_devices(devices, be)
+    devices = check_devices(devices, be)
     p = len(devices)
     need = 2 * p if problem.causal else p
     if problem.seq_q < need:
@@ -892,7 +788,7 @@ def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="B
     [B, N, S]), and a RingReport when `report`. accumulate: as RankContext.ring_attention."""
     if accumulate is not None:
         _check_accumulate(accumulate)
-    problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
+    problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
                                               num_heads=num_heads, num_kv_heads=num_kv_heads)
     be, devices = _ring_devices(problem, devices, backend)
     p = len(devices)
@@ -902,7 +798,7 @@ def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="B
     ranges = zigzag_chunks(problem.seq_q, p, problem.causal)
     if p == 1:
         with Session(device=devices[0], backend=be.name) as session:
-            rk = _SingleRank(session, [qb], [[(kb, vb)]], problem, _peak_flops(be))
+            rk = _SingleRank(session, [qb], [[(kb, vb)]], problem, chip_peak_flops(be))
             rk.run()
         if rk.error is not None:
             raise rk.error
@@ -931,16 +827,12 @@ def ring_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=Fal
     for the upstream gradient dout of out, lse = ring_attention(q, k, v, ...) (or the single-device
     flash_attention with return_lse=True) with the same options, and with `report` (P >= 2) a
     RingReport of its exchanges (RankContext.ring_attention_backward)."""
-    from ..ops.backward import make_grad_problem
-
     grad, dout, q, k, v, out, lse = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
                                                       layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads)
     problem = grad.forward
     be, devices = _ring_devices(problem, devices, backend)
     p = len(devices)
     if p == 1:
-        from ..ops.backward import flash_attention_backward
-
         with Session(device=devices[0], backend=be.name) as session:
             start = time.perf_counter()
             grads = flash_attention_backward(dout, q, k, v, out, lse, causal=problem.causal, scale=problem.scale,
@@ -948,7 +840,7 @@ def ring_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=Fal
                                              session=session)
         if not report:
             return grads
-        flops, peak = grad.flops(), _peak_flops(be)
+        flops, peak = grad.flops(), chip_peak_flops(be)
         one = RankReport(0, devices[0], [0], flops, [0.0], [flops / peak if peak else 0.0],
                          time.perf_counter() - start, 0, {})
         return (*grads, ring_report([one], problem.causal))
@@ -990,14 +882,3 @@ class _SingleRank(_Rank):
         self.results = [(out, lse)]
 
 
-def _peak_flops(backend) -> float:
-    """The chip's fp16 cube peak in FLOP/s (backend sim: the catalogue's), else 0 (unknown)."""
-    if backend.name != "sim":
-        return 0.0
-    from ..runtime.ffi import ffi
-
-    chip = backend.fn("aclfaSimGetChip")()
-    return float(chip.cubeFp16Tflops) * 1e12 if chip != ffi.NULL else 0.0
-
-
-from .ulysses import UlyssesReport, ulysses_attention  # noqa: E402  (ulysses uses the helpers above)

@@ -31,7 +31,11 @@ import time
 
 import numpy as np
 
-from ..ops import forward as attention, backward
+from ..ops import backward
+from ..ops.problem import make_problem
+from ..ops.device_add import DeviceAdds
+from ..runtime.device_array import DeviceArray
+from .clique import close_on_exit, settle_stream, host_task, ring_plan
 
 __all__ = ["run_rank_backward"]
 
@@ -64,24 +68,20 @@ class _Ring:
         return (b, nkv, self.rows[source][j], d)
 
     def run(self, held: contextlib.ExitStack) -> dict:
-        from ..ops.device_add import DeviceAdds
-        from ..runtime.device_array import DeviceArray
-        from .ring import _held, _settle, host_task, ring_plan
-
         start = time.perf_counter()
         s, p, r, c = self.s, self.p, self.r, self.chunks
         d2h_before = s.copy_counters()["d2h"]["bytes"]
         slots = len(c["k"])
-        on_device = {name: [_held(held, s.to_device(x)) for x in c[name]] for name in ("q", "dout", "out", "lse")}
+        on_device = {name: [close_on_exit(held, s.to_device(x)) for x in c[name]] for name in ("q", "dout", "out", "lse")}
         biggest = max(n for rr in self.rows for n in rr) * self.row_elems
 
         def buffers(itemsize):  # per slot: (K or dK, V or dV) of the largest chunk
-            return [tuple(_held(held, s.alloc(biggest * itemsize)) for _ in range(2)) for _ in range(slots)]
+            return [tuple(close_on_exit(held, s.alloc(biggest * itemsize)) for _ in range(2)) for _ in range(slots)]
 
         kv = [buffers(self.dtype.itemsize) for _ in range(2)]  # computed on / received into
         acc = [buffers(4) for _ in range(2)]                     # added into and sent / received into
         part = buffers(4)                                        # the step's dK/dV sums
-        dq = [_held(held, DeviceArray.empty(s, x.shape, FLOAT32)) for x in c["q"]]
+        dq = [close_on_exit(held, DeviceArray.empty(s, x.shape, FLOAT32)) for x in c["q"]]
         for (kb, vb), k, v in zip(kv[0], c["k"], c["v"]):
             kb.copy_from_host(k)
             vb.copy_from_host(v)
@@ -98,15 +98,15 @@ class _Ring:
             for array in views.values():
                 array.buffer = None  # closed on its own or by the backward's cache, not through the view
 
-        received = [_held(held, s.event(timing=False)) for _ in range(p + 1)]
-        computed = [_held(held, s.event(timing=False)) for _ in range(p)]
+        received = [close_on_exit(held, s.event(timing=False)) for _ in range(p + 1)]
+        computed = [close_on_exit(held, s.event(timing=False)) for _ in range(p)]
         self.callbacks, self.sent_after, self.sends = [], [], []
         held.callback(self.callbacks.clear)  # after the streams settled (the stack unwinds last-in first)
         adds = DeviceAdds(s)
         held.callback(adds.close)
         runner = backward.runner_for(s)
-        held.callback(_settle, runner.stream)
-        comm_stream = _held(held, s.stream(), settle=True)
+        held.callback(settle_stream, runner.stream)
+        comm_stream = close_on_exit(held, s.stream(), settle=True)
         sent_before = self._sent()
         flops = [0] * (p + 1)  # per step; exchange P runs after the last step, with no calls beside it
 
@@ -132,7 +132,7 @@ class _Ring:
                     k = view(cur[ki][0], shapes[ki], self.dtype)
                     v = view(cur[ki][1], shapes[ki], self.dtype)
                     q, dout, out, lse = (on_device[n][qi] for n in ("q", "dout", "out", "lse"))
-                    forward, *_ = attention.make_problem(q, k, v, causal=causal, scale=self.scale, layout="BNSD")
+                    forward, *_ = make_problem(q, k, v, causal=causal, scale=self.scale, layout="BNSD")
                     problem = backward.GradProblem(forward, True)
                     prepared = runner.prepare(problem, runner.bound_inputs((dout, q, k, v, out, lse)))
                     runner.launch(prepared, compute)

@@ -36,11 +36,13 @@ from typing import Optional
 import numpy as np
 
 from ..ops import forward as attention
+from ..ops.problem import make_problem
 from . import hccl
 from ..runtime.errors import AclError, InvalidArgumentError
 from ..spec.layouts import from_bnsd, to_bnsd
 from ..runtime.loader import get_backend
-from .ring import _bounds, _check_devices, _peak_flops, device_clique
+from .clique import split_bounds, check_devices, chip_peak_flops, device_clique
+from ..runtime.device_array import DeviceArray
 
 __all__ = ["ulysses_attention", "UlyssesReport", "kv_heads_of_rank", "ulysses_link_bytes"]
 
@@ -63,7 +65,7 @@ def kv_heads_of_rank(num_heads: int, num_kv_heads: int, ranks: int) -> list:
 def ulysses_link_bytes(seq: int, ranks: int, batch: int, num_heads: int, kv_per_rank: int, head_dim: int,
                        itemsize: int) -> list:
     """Analytic bytes rank r sends to rank j != r: [r][j], both all-to-alls (Q, K, V in; O out)."""
-    rows = [b - a for a, b in _bounds(seq, ranks)]
+    rows = [b - a for a, b in split_bounds(seq, ranks)]
     hq = num_heads // ranks
     out = [[0] * ranks for _ in range(ranks)]
     for r in range(ranks):
@@ -135,8 +137,6 @@ class _UlyssesRank:
             self.comm.all_to_all_v(send, list(sc), list(sd), recv, list(rc), list(rd), dtype, stream)
 
     def _run(self):
-        from ..runtime.device_array import DeviceArray
-
         s, pr, p, r = self.session, self.problem, self.p, self.r
         seq, batch, d = pr.seq_q, pr.batch, pr.head_dim
         hq, hkv = pr.num_heads // p, len(self.kv_heads[r])
@@ -161,7 +161,7 @@ class _UlyssesRank:
             inbound.record(comm_stream)
             views = {name: DeviceArray(s, (batch, seq, h, d), pr.dtype, _buffer=gathered[name])
                      for name, h in heads.items()}
-            problem, *_ = attention.make_problem(views["q"], views["k"], views["v"], causal=pr.causal,
+            problem, *_ = make_problem(views["q"], views["k"], views["v"], causal=pr.causal,
                                                  scale=pr.scale, layout="BSND")
             with s.in_flight(), runner.lock:
                 compute_stream = runner.stream
@@ -201,12 +201,12 @@ def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout
                       num_kv_heads=None, backend=None, report=False):
     """FlashAttention of host arrays sharded over `devices` (default: every device) by Ulysses
     all-to-all. Returns (out like q, lse float32 [B, N, S]), and an UlyssesReport when `report`."""
-    problem, q, k, v = attention.make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
+    problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
                                               num_heads=num_heads, num_kv_heads=num_kv_heads)
     if problem.seq_q != problem.seq_kv:
         raise InvalidArgumentError(f"Ulysses shards one sequence: Sq={problem.seq_q} must equal Skv={problem.seq_kv}")
     be = hccl.use_hccl(get_backend(backend))
-    devices = _check_devices(devices, be)
+    devices = check_devices(devices, be)
     p = len(devices)
     kv_heads = kv_heads_of_rank(problem.num_heads, problem.num_kv_heads, p)
     if problem.seq_q < p:
@@ -214,7 +214,7 @@ def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout
     layout, n, d = problem.layout, problem.num_heads, problem.head_dim
     qb = to_bnsd(q, layout, n)
     kb, vb = to_bnsd(k, layout, problem.num_kv_heads), to_bnsd(v, layout, problem.num_kv_heads)
-    rows = _bounds(problem.seq_q, p)
+    rows = split_bounds(problem.seq_q, p)
     hq = n // p
     kv_order = [h for heads in kv_heads for h in heads]  # destination-major
 
@@ -226,7 +226,7 @@ def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout
     shards = [{"q": send_layout(qb, a, b, hq), "k": send_layout(kb[:, kv_order], a, b, len(kv_heads[0])),
                "v": send_layout(vb[:, kv_order], a, b, len(kv_heads[0]))} for a, b in rows]
     with device_clique(devices, be.name) as (sessions, comms):  # a new clique: its link counters start at zero
-        peak = _peak_flops(be)
+        peak = chip_peak_flops(be)
         ranks = [_UlyssesRank(c, sess, shards[i], rows, kv_heads, problem, peak)
                  for i, (c, sess) in enumerate(zip(comms, sessions))]
         threads = [threading.Thread(target=rk.run, name=f"ulysses-rank-{i}") for i, rk in enumerate(ranks)]

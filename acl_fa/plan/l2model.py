@@ -32,6 +32,7 @@ import numpy as np
 
 from ..runtime.ffi import ffi
 from ..runtime.loader import Backend
+from .timing import modeled_gm_trace
 
 __all__ = ["L2Stats", "gm_trace", "model_trace", "model_records", "interleave_by_core", "traffic_by_region",
            "TRACE_DTYPE", "ORDERS"]
@@ -158,8 +159,6 @@ def model_trace(backend: Backend, l2_bytes: int, line_bytes: int, order: str = "
     if order not in ORDERS:
         raise ValueError(f"L2 model: order must be one of {', '.join(ORDERS)}, got {order!r}")
     if order == "modeled":
-        from .timing import modeled_gm_trace
-
         pointer, count = modeled_gm_trace(backend)
         return _model(backend, pointer, count, l2_bytes, line_bytes)
     if order == "launch":

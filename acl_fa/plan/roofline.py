@@ -15,6 +15,7 @@ import dataclasses
 from typing import Optional
 
 from ..runtime.ffi import ffi
+from . import forward as plan
 
 __all__ = ["ChipPeaks", "Roofline", "chip_peaks", "roofline", "VECTOR_BYTES_PER_CYCLE", "VECTOR_ELEM_BYTES"]
 
@@ -50,8 +51,6 @@ def _peaks_from_c(c) -> ChipPeaks:
 
 def chip_peaks(name: Optional[str] = None) -> ChipPeaks:
     """Peaks of a chip of the simulator's catalogue (default as acl_fa.plan.forward.chip)."""
-    from . import forward as plan
-
     limits = plan.chip(name)  # validates the name with the catalogue's own error
     return _peaks_from_c(plan._catalogue_lib().aclfaSimFindChip(limits.name.encode()))
 

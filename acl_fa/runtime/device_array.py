@@ -20,7 +20,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import ClosedObjectError, InvalidArgumentError, InvalidTypeError
-from .session import DeviceBuffer, DeviceSession, _as_c_contiguous
+from .session import DeviceBuffer, DeviceSession, as_c_contiguous
 
 __all__ = ["DeviceArray", "is_device_array", "check_device_array"]
 
@@ -49,7 +49,7 @@ class DeviceArray:
     def from_host(cls, session: DeviceSession, array) -> "DeviceArray":
         if isinstance(array, DeviceArray):
             raise InvalidTypeError("to_device needs a host (numpy) array; this is already a DeviceArray")
-        host = _as_c_contiguous(array)
+        host = as_c_contiguous(array)
         result = cls(session, host.shape, host.dtype)
         try:
             result.buffer.copy_from_host(host)

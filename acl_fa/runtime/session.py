@@ -272,7 +272,7 @@ class _SessionState:
 
     def adopt(self, obj, kind: str, release: Callable, handle) -> weakref.finalize:
         """Registers a child; returns the finalizer that releases `handle` exactly once.
-        Called in flight (see _Child._create): close() has not released anything yet."""
+        Called in flight (see Child._create): close() has not released anything yet."""
         with self.lock:
             self.check_process()
             if self.closed:
@@ -462,7 +462,7 @@ class DeviceSession:
 
     def upload(self, array) -> "DeviceBuffer":
         """A new DeviceBuffer holding `array` (any layout; copied C-contiguous once)."""
-        host = _as_c_contiguous(array)
+        host = as_c_contiguous(array)
         buffer = DeviceBuffer(self, max(host.nbytes, 1), shape=host.shape, dtype=host.dtype)
         try:
             buffer.copy_from_host(host)
@@ -493,18 +493,6 @@ class DeviceSession:
         with self._state.lock:
             return {kind: {"calls": c, "bytes": b} for kind, (c, b) in self._state.copies.items()}
 
-    def to_device(self, array) -> "DeviceArray":
-        """A device array holding a copy of `array` (see acl_fa.runtime.device_array)."""
-        from .device_array import DeviceArray
-
-        return DeviceArray.from_host(self, array)
-
-    def empty(self, shape, dtype) -> "DeviceArray":
-        """An uninitialized device array of `shape` and `dtype`."""
-        from .device_array import DeviceArray
-
-        return DeviceArray.empty(self, shape, dtype)
-
     def live_counts(self) -> dict:
         """Live objects of the simulator's libraries (backend "sim" only), for tests."""
         if self.backend.name != "sim":
@@ -523,7 +511,7 @@ def live_counts(backend: Backend) -> dict:
     return {name: int(getattr(counts, name)) for name, _ in ffi.typeof(counts[0]).fields}
 
 
-def _as_c_contiguous(array) -> np.ndarray:
+def as_c_contiguous(array) -> np.ndarray:
     host = np.asarray(array)
     dtypes.as_dtype(host.dtype)  # only types with an aclDataType cross to the device
     return np.ascontiguousarray(host)
@@ -534,7 +522,7 @@ def _byte_view(array: np.ndarray) -> np.ndarray:
     return array.reshape(-1).view(np.uint8)
 
 
-class _Child:
+class Child:
     """Common lifetime of the objects a Session owns."""
 
     _kind = ""
@@ -632,7 +620,7 @@ def _destroy_event(backend: Backend, event):
     backend.call("aclrtDestroyEvent", event)
 
 
-class DeviceBuffer(_Child):
+class DeviceBuffer(Child):
     """``nbytes`` of device memory (aclrtMalloc). ``shape``/``dtype`` describe the array it
     holds when made by Session.upload (else None)."""
 
@@ -665,7 +653,7 @@ class DeviceBuffer(_Child):
 
     def copy_from_host(self, array, offset: int = 0):
         """Synchronous H2D copy of `array` (any layout) to byte `offset` of this buffer."""
-        host = _as_c_contiguous(array)
+        host = as_c_contiguous(array)
         self._check_range(host.nbytes, offset, "copy_from_host")
         if host.nbytes == 0:
             return
@@ -716,7 +704,7 @@ class DeviceBuffer(_Child):
         return f"<DeviceBuffer {self.nbytes} B shape={self.shape} dtype={self.dtype}>"
 
 
-class HostBuffer(_Child):
+class HostBuffer(Child):
     """``nbytes`` of page-locked host memory (aclrtMallocHost): the host side of async copies."""
 
     _kind = "host_buffer"
@@ -750,7 +738,7 @@ class HostBuffer(_Child):
         return view.reshape(shape) if shape is not None else view
 
 
-class Stream(_Child):
+class Stream(Child):
     """An explicit stream (aclrtCreateStream). Objects used by enqueued work are kept alive
     until the next synchronize()."""
 
@@ -822,7 +810,7 @@ class Stream(_Child):
                 self._in_flight.clear()
 
 
-class Event(_Child):
+class Event(Child):
     """An event; with timing=True it records timestamps for elapsed_ms()."""
 
     _kind = "event"

@@ -14,7 +14,7 @@ from . import dtypes
 from .ffi import ffi
 from .errors import InvalidArgumentError, InvalidTypeError
 from .loader import Backend
-from .session import DeviceBuffer, DeviceSession, _Child
+from .session import DeviceBuffer, DeviceSession, Child
 
 ACL_FORMAT_ND = 2
 
@@ -32,7 +32,7 @@ def _destroy_tensor(backend: Backend, tensor):
     backend.call("aclDestroyTensor", tensor)
 
 
-class Tensor(_Child):
+class Tensor(Child):
     """``Tensor(buffer, shape=None, dtype=None, strides=None, offset=0)``: an aclTensor over
     `buffer` (shape/dtype default to the buffer's, as set by Session.upload). Keeps the
     buffer alive; a Session destroys its tensors before its buffers."""
