@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
+from acl_fa.spec.band import UNBOUNDED, band_columns, band_visible, window_band
 from acl_fa.spec.options import (
-    UNBOUNDED, AttentionOptions, band_columns, band_visible, build_options, check_max_seqlen, cu_seqlens_ends,
-    device_mask, dropout_keep_prob, window_band)
+    AttentionOptions, build_options, check_max_seqlen, cu_seqlens_ends, device_mask, dropout_keep_prob)
 from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
 
 B, N, SQ, SKV = 2, 3, 5, 7

@@ -23,7 +23,8 @@ import pytest
 
 from acl_fa.reference.accuracy import ULP
 from acl_fa.ops.forward import make_problem
-from acl_fa.spec.options import UNBOUNDED, AttentionOptions
+from acl_fa.spec.band import UNBOUNDED
+from acl_fa.spec.options import AttentionOptions
 from acl_fa.ops.backward_v2 import run_backward_v2
 from acl_fa.runtime.errors import AclError, InvalidArgumentError
 from acl_fa.spec.layouts import shape_of, to_bnsd

@@ -20,7 +20,7 @@ from acl_fa.ops.forward import make_problem
 from acl_fa.spec.options import AttentionOptions as Options
 from acl_fa.runtime.errors import AclError
 from acl_fa.spec.layouts import to_bnsd
-from acl_fa.plan.forward import UNBOUNDED_TOKENS as INF
+from acl_fa.spec.band import UNBOUNDED as INF
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 

@@ -18,7 +18,8 @@ import pytest
 import acl_fa
 from acl_fa.runtime import sim_stats
 from acl_fa.reference.accuracy import check_accuracy
-from acl_fa.spec.options import band_visible, build_options
+from acl_fa.spec.band import band_visible
+from acl_fa.spec.options import build_options
 from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
 from acl_fa.spec.layouts import to_bnsd
 from acl_fa.spec.philox import keep_mask

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import ml_dtypes
 import numpy as np
@@ -117,19 +117,10 @@ def run_decode(session: DeviceSession, *, seq_kv: int, batch: int = 1, heads: in
     tick = tick or (lambda stage, n: None)
     kv_heads = heads if kv_heads is None else kv_heads
     np_dtype = _np_dtype(dtype)
+    sizes = _DecodeSizes(batch, heads, kv_heads, head_dim, seq_q, seq_kv, steps, np_dtype)
     rng = np.random.default_rng(seed)
-    capacity = seq_kv + steps * seq_q
-    # Every token's K/V, host side (the reference reads them); the cache holds the first seq_kv.
-    k_all = rng.standard_normal((batch, capacity, kv_heads, head_dim), dtype=np.float32).astype(np_dtype)
-    v_all = rng.standard_normal((batch, capacity, kv_heads, head_dim), dtype=np.float32).astype(np_dtype)
-    q_all = rng.standard_normal((steps, batch, seq_q, heads, head_dim), dtype=np.float32).astype(np_dtype)
-    if block_size is None:
-        table = None
-        cache_shape = (batch, capacity, kv_heads, head_dim)
-    else:
-        per_seq = -(-capacity // block_size)
-        table = rng.permutation(batch * per_seq).reshape(batch, per_seq).astype(np.int32)
-        cache_shape = (batch * per_seq, block_size, kv_heads, head_dim)
+    k_all, v_all, q_all = _random_tokens(rng, sizes)
+    table, cache_shape = _cache_layout(rng, sizes, block_size)
     sim = session.backend.name == "sim"
     prefill_ms = prefill_kernel_ms = None
     if prefill is None:
@@ -141,56 +132,18 @@ def run_decode(session: DeviceSession, *, seq_kv: int, batch: int = 1, heads: in
     tick("cache", 1)
     try:
         if prefill and seq_kv:
-            q_prompt = rng.standard_normal((batch, seq_kv, heads, head_dim), dtype=np.float32).astype(np_dtype)
-            k_prompt, v_prompt = session.to_device(k_all[:, :seq_kv]), session.to_device(v_all[:, :seq_kv])
-            try:
-                t0 = time.perf_counter()
-                flash_attention(q_prompt, k_prompt, v_prompt, causal=True, layout="BSND", num_heads=heads,
-                                num_kv_heads=kv_heads, session=session)
-                if sim:
-                    prefill_kernel_ms = sim_stats.last_launch(session.backend)["wall_seconds"] * 1e3
-                write_kv_cache(k_cache, v_cache, k_prompt, v_prompt, cache_seqlens=0, block_table=table)
-                prefill_ms = (time.perf_counter() - t0) * 1e3
-            finally:
-                k_prompt.close()
-                v_prompt.close()
-            del q_prompt
+            prefill_ms, prefill_kernel_ms = _prefill(session, rng, sizes, k_all, v_all, k_cache, v_cache, table)
         tick("prefill", 1)
-        seqlens = np.full(batch, seq_kv, np.int32)
-        step_ms, kernel_ms = [], []
-        before = session.copy_counters()
-        out = lse = None
-        cores = None
-        for step in range(steps):
-            new = slice(seq_kv + step * seq_q, seq_kv + (step + 1) * seq_q)
-            t0 = time.perf_counter()
-            out, lse = flash_attention_with_kvcache(
-                q_all[step], k_cache, v_cache, cache_seqlens=seqlens, block_table=table, k=k_all[:, new],
-                v=v_all[:, new], num_splits=num_splits, return_lse=True, session=session)
-            step_ms.append((time.perf_counter() - t0) * 1e3)
-            if sim:
-                stats = sim_stats.last_launch(session.backend, per_core=step == steps - 1)
-                kernel_ms.append(stats["wall_seconds"] * 1e3)
-            seqlens += seq_q
-            tick("step", 1)
-        after = session.copy_counters()
-        copies = {kind: {key: after[kind][key] - before[kind][key] for key in ("calls", "bytes")} for kind in after}
+        out, lse, step_ms, kernel_ms, stats, copies = _decode_steps(session, sizes, q_all, k_all, v_all, k_cache,
+                                                                    v_cache, table, num_splits, tick)
         total = seq_kv + steps * seq_q
         kv_cache_bytes = 2 * batch * total * kv_heads * head_dim * np_dtype.itemsize
-        kv_read = modeled_step_us = None
+        cores = kv_read = modeled_step_us = None
         if sim:
-            macs = [core["cube_macs"] for core in stats["aic"]]
-            busy = sum(1 for m in macs if m)
-            cores = {"aic": len(macs), "aic_busy": busy,
-                     "max_over_mean": max(macs) / (sum(macs) / len(macs)) if sum(macs) else 1.0}
-            kv_read, modeled_step_us = _traced_step(session, q_all[-1], k_cache, v_cache, seqlens - seq_q, table,
-                                                    num_splits)
-        accuracy = None
-        if check:
-            ref, ref_lse = kvcache_reference(q_all[-1], k_all[:, :total], v_all[:, :total], np.full(batch, total))
-            naive, _ = kvcache_reference(q_all[-1], k_all[:, :total], v_all[:, :total], np.full(batch, total),
-                                         precision=np_dtype)
-            accuracy = check_accuracy(out, lse, ref, ref_lse, naive, _dtype_name(np_dtype), heads=range(heads))
+            cores = _core_balance(stats)
+            kv_read, modeled_step_us = _traced_step(session, q_all[-1], k_cache, v_cache,
+                                                    np.full(batch, total - seq_q, np.int32), table, num_splits)
+        accuracy = _check_last_step(out, lse, q_all, k_all, v_all, sizes) if check else None
         tick("check", 1)
     finally:
         k_cache.close()
@@ -200,6 +153,101 @@ def run_decode(session: DeviceSession, *, seq_kv: int, batch: int = 1, heads: in
                         step_ms, kernel_ms, cores, kv_read, kv_cache_bytes, copies,
                         2 * batch * seq_q * kv_heads * head_dim * np_dtype.itemsize, accuracy,
                         prefill_ms, prefill_kernel_ms, modeled_step_us)
+
+
+class _DecodeSizes(NamedTuple):
+    batch: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    seq_q: int
+    seq_kv: int
+    steps: int
+    np_dtype: np.dtype
+
+    @property
+    def capacity(self) -> int:
+        return self.seq_kv + self.steps * self.seq_q
+
+
+def _random_tokens(rng, z: _DecodeSizes) -> tuple:
+    """Every token's K/V, host side (the reference reads them; the cache holds the first seq_kv),
+    and every step's queries."""
+    kv_shape = (z.batch, z.capacity, z.kv_heads, z.head_dim)
+    k_all = rng.standard_normal(kv_shape, dtype=np.float32).astype(z.np_dtype)
+    v_all = rng.standard_normal(kv_shape, dtype=np.float32).astype(z.np_dtype)
+    q_all = rng.standard_normal((z.steps, z.batch, z.seq_q, z.heads, z.head_dim), dtype=np.float32).astype(z.np_dtype)
+    return k_all, v_all, q_all
+
+
+def _cache_layout(rng, z: _DecodeSizes, block_size: Optional[int]) -> tuple:
+    """(block table or None, cache shape): contiguous, or paged with the blocks in random order."""
+    if block_size is None:
+        return None, (z.batch, z.capacity, z.kv_heads, z.head_dim)
+    per_seq = -(-z.capacity // block_size)
+    table = rng.permutation(z.batch * per_seq).reshape(z.batch, per_seq).astype(np.int32)
+    return table, (z.batch * per_seq, block_size, z.kv_heads, z.head_dim)
+
+
+def _prefill(session, rng, z: _DecodeSizes, k_all, v_all, k_cache, v_cache, table) -> tuple:
+    """The prompt's causal forward and its K/V written into the caches on the device; returns
+    (prefill ms, the forward kernel's ms on the simulator or None)."""
+    q_prompt = rng.standard_normal((z.batch, z.seq_kv, z.heads, z.head_dim), dtype=np.float32).astype(z.np_dtype)
+    k_prompt, v_prompt = session.to_device(k_all[:, :z.seq_kv]), session.to_device(v_all[:, :z.seq_kv])
+    kernel_ms = None
+    try:
+        t0 = time.perf_counter()
+        flash_attention(q_prompt, k_prompt, v_prompt, causal=True, layout="BSND", num_heads=z.heads,
+                        num_kv_heads=z.kv_heads, session=session)
+        if session.backend.name == "sim":
+            kernel_ms = sim_stats.last_launch(session.backend)["wall_seconds"] * 1e3
+        write_kv_cache(k_cache, v_cache, k_prompt, v_prompt, cache_seqlens=0, block_table=table)
+        return (time.perf_counter() - t0) * 1e3, kernel_ms
+    finally:
+        k_prompt.close()
+        v_prompt.close()
+
+
+def _decode_steps(session, z: _DecodeSizes, q_all, k_all, v_all, k_cache, v_cache, table, num_splits, tick) -> tuple:
+    """The decode steps, each appending seq_q tokens; returns (the last step's out and lse, step
+    ms, kernel ms (simulator), the last step's per-core stats (simulator, else None), copies)."""
+    sim = session.backend.name == "sim"
+    seqlens = np.full(z.batch, z.seq_kv, np.int32)
+    step_ms, kernel_ms = [], []
+    before = session.copy_counters()
+    out = lse = stats = None
+    for step in range(z.steps):
+        new = slice(z.seq_kv + step * z.seq_q, z.seq_kv + (step + 1) * z.seq_q)
+        t0 = time.perf_counter()
+        out, lse = flash_attention_with_kvcache(
+            q_all[step], k_cache, v_cache, cache_seqlens=seqlens, block_table=table, k=k_all[:, new],
+            v=v_all[:, new], num_splits=num_splits, return_lse=True, session=session)
+        step_ms.append((time.perf_counter() - t0) * 1e3)
+        if sim:
+            stats = sim_stats.last_launch(session.backend, per_core=step == z.steps - 1)
+            kernel_ms.append(stats["wall_seconds"] * 1e3)
+        seqlens += z.seq_q
+        tick("step", 1)
+    after = session.copy_counters()
+    copies = {kind: {key: after[kind][key] - before[kind][key] for key in ("calls", "bytes")} for kind in after}
+    return out, lse, step_ms, kernel_ms, stats, copies
+
+
+def _core_balance(stats: dict) -> dict:
+    """The AI cores the last step used, and the largest core's cube MACs over the mean."""
+    macs = [core["cube_macs"] for core in stats["aic"]]
+    busy = sum(1 for m in macs if m)
+    return {"aic": len(macs), "aic_busy": busy,
+            "max_over_mean": max(macs) / (sum(macs) / len(macs)) if sum(macs) else 1.0}
+
+
+def _check_last_step(out, lse, q_all, k_all, v_all, z: _DecodeSizes) -> Accuracy:
+    """The last step against the float64 reference by the 2x-naive rule."""
+    total = z.capacity
+    lengths = np.full(z.batch, total)
+    ref, ref_lse = kvcache_reference(q_all[-1], k_all[:, :total], v_all[:, :total], lengths)
+    naive, _ = kvcache_reference(q_all[-1], k_all[:, :total], v_all[:, :total], lengths, precision=z.np_dtype)
+    return check_accuracy(out, lse, ref, ref_lse, naive, _dtype_name(z.np_dtype), heads=range(z.heads))
 
 
 def _host_filled_caches(session, cache_shape, k_all, v_all, seq_kv: int, table):

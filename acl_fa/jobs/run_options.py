@@ -18,7 +18,8 @@ import numpy as np
 from ..ops import forward_v2 as attention_v2, opcall
 from ..reference.accuracy import Accuracy, check_accuracy, check_gradients, naive_same_precision
 from ..ops.problem import Problem, problem_from_sizes
-from ..spec.options import AttentionOptions, build_options, dropout_keep_prob, window_band
+from ..spec.band import UNBOUNDED, window_band
+from ..spec.options import AttentionOptions, build_options, dropout_keep_prob
 from ..runtime.errors import InvalidArgumentError
 from ..spec.layouts import to_bnsd
 from .measure import measure
@@ -293,7 +294,7 @@ def run_options_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, h
 
 def _options_text(r: OptionsRunReport) -> str:
     o = r.options
-    band = lambda x: "inf" if x == 2147483647 else str(x)  # noqa: E731
+    band = lambda x: "inf" if x == UNBOUNDED else str(x)  # noqa: E731
     parts = [f"band pre_tokens={band(o.pre_tokens)} next_tokens={band(o.next_tokens)}"]
     if o.mask_shape is not None:
         parts.append(f"mask {list(o.mask_shape)} uint8 ({format_bytes(r.mask_bytes)} on the device)")

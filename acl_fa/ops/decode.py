@@ -43,6 +43,7 @@ import numpy as np
 
 from . import opcall
 from .problem import resolve_scale
+from ..spec.band import UNBOUNDED, window_band
 from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
@@ -57,7 +58,6 @@ MAX_HEAD_DIM = 256
 HEAD_DIM_MULTIPLE = 16
 BLOCK_SIZE_MULTIPLE = 16
 MAX_ROWS = 255          # query heads per kv head x Sq: the kernel's matmul M (decode_tiling_policy.h)
-UNBOUNDED = 2147483647  # pre_tokens / next_tokens meaning "no limit"
 MAX_SPLITS = 2**31 - 1  # num_splits: an int64 attribute the tiling refuses beyond int32
 
 
@@ -170,24 +170,6 @@ def _host_ints(name: str, x, shape: tuple) -> np.ndarray:
     if a.size and (a.min() < np.iinfo(np.int32).min or a.max() > np.iinfo(np.int32).max):
         raise InvalidArgumentError(f"{name} values must fit int32")
     return a.astype(np.int32)
-
-
-def _window_tokens(causal, window) -> tuple:
-    if not isinstance(causal, (bool, np.bool_)):
-        raise InvalidTypeError(f"causal must be a bool, got {causal!r}")
-    left, right = -1, -1
-    if window is not None:
-        if not isinstance(window, (tuple, list)) or len(window) != 2:
-            raise InvalidTypeError(f"window must be None or (left, right), got {window!r}")
-        for side in window:
-            if isinstance(side, bool) or not isinstance(side, numbers.Integral):
-                raise InvalidTypeError(f"window entries must be integers (-1 = unbounded), got {window!r}")
-            if side < -1:
-                raise InvalidArgumentError(f"window entries must be >= -1 (-1 = unbounded), got {window!r}")
-        left, right = int(window[0]), int(window[1])
-    pre = UNBOUNDED if left < 0 else min(left, UNBOUNDED)
-    nxt = 0 if causal else (UNBOUNDED if right < 0 else min(right, UNBOUNDED))
-    return pre, nxt
 
 
 @functools.lru_cache(maxsize=64)
@@ -305,7 +287,7 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
     scale = None if scale is None else float(scale)
-    pre, nxt = _window_tokens(causal, window)
+    pre, nxt = window_band(window, causal)
     q_meta = _meta("q", q)
     cache_metas = (_meta("k_cache", k_cache), _meta("v_cache", v_cache))
     table_shape = None if block_table is None else _meta("block_table", block_table)[0]

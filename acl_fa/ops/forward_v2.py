@@ -25,9 +25,8 @@ from .problem import Problem
 from ..runtime.errors import InvalidArgumentError
 from .opcall import Op, OpRunner
 from ..plan import forward as planmod
-from ..plan.forward import UNBOUNDED_TOKENS
 from ..runtime.session import DeviceSession
-from ..spec.options import band_visible
+from ..spec.band import UNBOUNDED, band_visible
 
 __all__ = ["V2Call", "FLASH_ATTENTION_V2", "runner_for", "run_forward_v2", "varlen_problem", "lse_shape"]
 
@@ -152,7 +151,7 @@ def run_forward_v2(session: DeviceSession, problem: Problem, options, q, k, v, m
     Returns (out, lse, dropout_mask or None); lse is [B, N, Sq] float32, [N, Tq] for TND."""
     if (mask_u8 is None) != (options.mask_shape is None):
         raise InvalidArgumentError("mask_u8 must be given exactly when options.mask_shape is set")
-    if options.pre_tokens != UNBOUNDED_TOKENS and options.next_tokens != UNBOUNDED_TOKENS and \
+    if options.pre_tokens != UNBOUNDED and options.next_tokens != UNBOUNDED and \
             options.pre_tokens + options.next_tokens < 0:
         raise InvalidArgumentError(f"the window sees no key at all: pre_tokens {options.pre_tokens} + next_tokens "
                                    f"{options.next_tokens} < 0")

@@ -45,6 +45,7 @@ import contextlib
 import dataclasses
 import threading
 import time
+import types
 from typing import Optional, Sequence
 
 import numpy as np
@@ -232,192 +233,261 @@ class _Rank:
             self._ring(held)
 
     def _ring(self, held: contextlib.ExitStack):
-        s, p, r = self.session, self.p, self.r
-        dtype, itemsize = self.dtype, self.dtype.itemsize
-        pieces = sub_blocks(self.rows, BLOCK_ROWS)
-        units = ring_units(pieces, r)
-        b, n, _, d = self.q_host[0].shape
-        nkv = self.kv_host[0][0].shape[1]
+        st = self._ring_layout()
+        self._upload_shards(held, st)
+        self._prepare_calls(held, st)
+        self._track_views(held, st)
+        self._open_streams(held, st)
+        with self.session.in_flight(), st.runner.lock:
+            st.compute_stream = st.runner.stream
+            for step in range(self.p):
+                self._ring_step(st, step)
+        st.comm_stream.synchronize()
+        st.compute_stream.synchronize()
+        self._collect(st)
+
+    def _ring_layout(self) -> types.SimpleNamespace:
+        """The state of one ring run: the rank's sub-blocks and sizes, its accumulation mode, and
+        the HBM in use before the ring allocates anything."""
+        st = types.SimpleNamespace()
+        st.pieces = sub_blocks(self.rows, BLOCK_ROWS)
+        st.units = ring_units(st.pieces, self.r)
+        st.b, st.n, _, st.d = self.q_host[0].shape
+        st.nkv = self.kv_host[0][0].shape[1]
+        st.dtype, st.itemsize = self.dtype, self.dtype.itemsize
         # Peak device memory of the ring: HBM in use (aclrtGetMemInfo) above what it was at the start,
         # sampled after every allocation point (the uploads and buffers, each call's prepare).
-        base = self._used()
-        # Q/P: the rank's query rows as sub-chunks. O/P (+ its LSE): per query sub-chunk its accumulator,
-        # into which each call's partial is merged -- the output's memory as int16 units of per-row bounds
-        # (+ the bounds; the last merge writes the result in the input dtype over it), float32 (the result
-        # rounded to the input dtype once, read back through `final`), or the output itself in the input
-        # dtype ("output": one rounding per merged partial).
-        exact = self.accumulate == "float32"
-        fixed = self.accumulate == "int16"
-        acc_dtype = np.dtype(np.float32) if exact else dtype
-        q_dev = [[close_on_exit(held, s.to_device(np.ascontiguousarray(x[:, :, a0:a1]))) for a0, a1 in pieces[r][j]]
-                 for j, x in enumerate(self.q_host)]
+        st.base = self._used()
+        st.exact = self.accumulate == "float32"
+        st.fixed = self.accumulate == "int16"
+        return st
+
+    def _upload_shards(self, held: contextlib.ExitStack, st):
+        """Q/P: the rank's query rows as sub-chunks. O/P (+ its LSE): per query sub-chunk its accumulator,
+        into which each call's partial is merged -- the output's memory as int16 units of per-row bounds
+        (+ the bounds; the last merge writes the result in the input dtype over it), float32 (the result
+        rounded to the input dtype once, read back through `final`), or the output itself in the input
+        dtype ("output": one rounding per merged partial). Then the K/V slots and the per-call buffers."""
+        s = self.session
+        acc_dtype = np.dtype(np.float32) if st.exact else st.dtype
+        st.q_dev = [[close_on_exit(held, s.to_device(np.ascontiguousarray(x[:, :, a0:a1])))
+                     for a0, a1 in st.pieces[self.r][j]] for j, x in enumerate(self.q_host)]
+
         # int16: an empty running result is bound 0 with LSE -inf (the op's first merge takes the partial).
         def row_values(shape, fill):
-            return s.to_device(np.full(shape, fill, np.float32)) if fixed else DeviceArray.empty(s, shape, np.float32)
+            if st.fixed:
+                return s.to_device(np.full(shape, fill, np.float32))
+            return DeviceArray.empty(s, shape, np.float32)
 
-        out_dev = [[(close_on_exit(held, DeviceArray.empty(s, q.shape, acc_dtype)), close_on_exit(held, row_values(q.shape[:3], -np.inf)))
-                    for q in row] for row in q_dev]
-        bounds = [[close_on_exit(held, row_values(q.shape[:3], 0.0)) for q in row] for row in q_dev] if fixed else []
-        # (K + V)/P plus one sub-block: a slot per sub-block of the rank's K/V set and a spare one that
-        # receives; a slot whose sub-block was sent becomes the spare (slot_rows <= BLOCK_ROWS).
-        slot_rows = max(a1 - a0 for per_rank in pieces for chunk in per_rank for a0, a1 in chunk)
-        slot_bytes = slot_rows * self.kv_row_elems * itemsize
-        slots = [(close_on_exit(held, s.alloc(slot_bytes)), close_on_exit(held, s.alloc(slot_bytes))) for _ in range(len(units) + 1)]
-        hold = list(range(len(units)))  # unit -> slot holding it; slot len(units) is the spare
-        spare = len(units)
-        for u, (j, i) in enumerate(units):
-            a0, a1 = pieces[r][j][i]
-            k, v = self.kv_host[j]
-            slots[u][0].copy_from_host(np.ascontiguousarray(k[:, :, a0:a1]))
-            slots[u][1].copy_from_host(np.ascontiguousarray(v[:, :, a0:a1]))
+        st.out_dev = [[(close_on_exit(held, DeviceArray.empty(s, q.shape, acc_dtype)),
+                        close_on_exit(held, row_values(q.shape[:3], -np.inf))) for q in row] for row in st.q_dev]
+        st.bounds = ([[close_on_exit(held, row_values(q.shape[:3], 0.0)) for q in row] for row in st.q_dev]
+                     if st.fixed else [])
+        self._upload_kv_slots(held, st)
         # Constant: one call's partial output and LSE (a query sub-chunk) and one workspace for every call.
-        q_rows = max(a1 - a0 for chunk in pieces[r] for a0, a1 in chunk)
+        q_rows = max(a1 - a0 for chunk in st.pieces[self.r] for a0, a1 in chunk)
 
         def sub_chunk_pair():  # a buffer for q_rows rows of an output in the input dtype and one for their LSE
-            return close_on_exit(held, s.alloc(q_rows * b * n * d * itemsize)), close_on_exit(held, s.alloc(q_rows * b * n * 4))
+            return (close_on_exit(held, s.alloc(q_rows * st.b * st.n * st.d * st.itemsize)),
+                    close_on_exit(held, s.alloc(q_rows * st.b * st.n * 4)))
 
-        partial = sub_chunk_pair()
-        final = start = None
-        if exact:  # the result of a sub-chunk's last merge; zeros with LSE -inf: merged with a first partial
-            final, start = sub_chunk_pair(), sub_chunk_pair()
-            start[0].copy_from_host(np.zeros(q_rows * b * n * d, dtype))
-            start[1].copy_from_host(np.full(q_rows * b * n, -np.inf, np.float32))
-        calls = {}  # (query chunk, sub-chunk) -> the number of partials it gets over the ring
+        st.partial = sub_chunk_pair()
+        st.final = st.start = None
+        if st.exact:  # the result of a sub-chunk's last merge; zeros with LSE -inf: merged with a first partial
+            st.final, st.start = sub_chunk_pair(), sub_chunk_pair()
+            st.start[0].copy_from_host(np.zeros(q_rows * st.b * st.n * st.d, st.dtype))
+            st.start[1].copy_from_host(np.full(q_rows * st.b * st.n, -np.inf, np.float32))
+
+    def _upload_kv_slots(self, held: contextlib.ExitStack, st):
+        """(K + V)/P plus one sub-block: a slot per sub-block of the rank's K/V set and a spare one that
+        receives; a slot whose sub-block was sent becomes the spare (slot_rows <= BLOCK_ROWS)."""
+        s = self.session
+        slot_rows = max(a1 - a0 for per_rank in st.pieces for chunk in per_rank for a0, a1 in chunk)
+        slot_bytes = slot_rows * self.kv_row_elems * st.itemsize
+        st.slots = [(close_on_exit(held, s.alloc(slot_bytes)), close_on_exit(held, s.alloc(slot_bytes)))
+                    for _ in range(len(st.units) + 1)]
+        st.hold = list(range(len(st.units)))  # unit -> slot holding it; slot len(units) is the spare
+        st.spare = len(st.units)
+        for u, (j, i) in enumerate(st.units):
+            a0, a1 = st.pieces[self.r][j][i]
+            k, v = self.kv_host[j]
+            st.slots[u][0].copy_from_host(np.ascontiguousarray(k[:, :, a0:a1]))
+            st.slots[u][1].copy_from_host(np.ascontiguousarray(v[:, :, a0:a1]))
+
+    def _prepare_calls(self, held: contextlib.ExitStack, st):
+        """The number of partials each query sub-chunk gets over the ring, the one workspace every call
+        uses, and the memory bound the rank's peak is checked against."""
+        r, p = self.r, self.p
+        st.calls = {}  # (query chunk, sub-chunk) -> the number of partials it gets over the ring
         for t in range(p):
-            for unit in units:
-                for qi, a, _ in ring_calls(r, t, p, self.causal, unit, pieces):
-                    calls[qi, a] = calls.get((qi, a), 0) + 1
-        runner = attention.runner_for(s)
-        shapes = {(pieces[r][qi][a][1] - pieces[r][qi][a][0], pieces[(r - t) % p][j][i][1] - pieces[(r - t) % p][j][i][0],
-                   diag) for t in range(p) for u, (j, i) in enumerate(units)
-                  for qi, a, diag in ring_calls(r, t, p, self.causal, units[u], pieces)}
-        ws_bytes = max(runner.workspace_bytes(problem_from_sizes(
-            seq=sq, seq_kv=skv, batch=b, heads=n, kv_heads=nkv, head_dim=d, dtype=dtype.name, causal=diag,
-            scale=self.scale)) for sq, skv, diag in shapes)
-        workspace = close_on_exit(held, DeviceArray.empty(s, (ws_bytes,), np.uint8)) if ws_bytes else None
-        self.ring_buffer_bytes = self._used() - base
-        kv_row = self.kv_row_elems * itemsize  # bytes of one row of K (or V) over batch and kv heads
-        q_row = b * n * d * itemsize  # one row of Q (or O) over batch and heads
-        block_ws = max(runner.workspace_bytes(problem_from_sizes(
-            seq=BLOCK_ROWS, batch=b, heads=n, kv_heads=nkv, head_dim=d, dtype=dtype.name, causal=c,
+            for unit in st.units:
+                for qi, a, _ in ring_calls(r, t, p, self.causal, unit, st.pieces):
+                    st.calls[qi, a] = st.calls.get((qi, a), 0) + 1
+        st.runner = attention.runner_for(self.session)
+        length = lambda rank, chunk, sub: st.pieces[rank][chunk][sub][1] - st.pieces[rank][chunk][sub][0]  # noqa: E731
+        shapes = {(length(r, qi, a), length((r - t) % p, j, i), diag) for t in range(p) for u, (j, i) in enumerate(st.units)
+                  for qi, a, diag in ring_calls(r, t, p, self.causal, st.units[u], st.pieces)}
+        ws_bytes = max(st.runner.workspace_bytes(problem_from_sizes(
+            seq=sq, seq_kv=skv, batch=st.b, heads=st.n, kv_heads=st.nkv, head_dim=st.d, dtype=st.dtype.name,
+            causal=diag, scale=self.scale)) for sq, skv, diag in shapes)
+        st.workspace = close_on_exit(held, DeviceArray.empty(self.session, (ws_bytes,), np.uint8)) if ws_bytes else None
+        self.ring_buffer_bytes = self._used() - st.base
+        self.memory = self._memory_bound(st, ws_bytes)
+
+    def _memory_bound(self, st, ws_bytes: int) -> MemoryBound:
+        kv_row = self.kv_row_elems * st.itemsize  # bytes of one row of K (or V) over batch and kv heads
+        q_row = st.b * st.n * st.d * st.itemsize  # one row of Q (or O) over batch and heads
+        block_ws = max(st.runner.workspace_bytes(problem_from_sizes(
+            seq=BLOCK_ROWS, batch=st.b, heads=st.n, kv_heads=st.nkv, head_dim=st.d, dtype=st.dtype.name, causal=c,
             scale=self.scale)) for c in (False, True))
         # q, out, lse (bound); K, V; partial (final, start); workspace
-        allocations = (4 if fixed else 3) * sum(len(row) for row in q_dev) + 2 * len(slots) + (6 if exact else 2) + 1
-        self.memory = MemoryBound(
-            shards=sum(self.rows[r]) * (2 * q_row + 2 * kv_row + b * n * 4),
-            accumulator=sum(self.rows[r]) * b * n * d * (4 - itemsize) if exact else 0,
-            row_bounds=sum(self.rows[r]) * b * n * 4 if fixed else 0,
+        allocations = ((4 if st.fixed else 3) * sum(len(row) for row in st.q_dev) + 2 * len(st.slots)
+                       + (6 if st.exact else 2) + 1)
+        rows, lse_row = sum(self.rows[self.r]), st.b * st.n * 4
+        return MemoryBound(
+            shards=rows * (2 * q_row + 2 * kv_row + lse_row),
+            accumulator=rows * st.b * st.n * st.d * (4 - st.itemsize) if st.exact else 0,
+            row_bounds=rows * lse_row if st.fixed else 0,
             constant=(max(block_ws, ws_bytes) + 2 * BLOCK_ROWS * kv_row
-                      + (3 if exact else 1) * BLOCK_ROWS * (q_row + b * n * 4)),
-            rounding=2 * len(units) * 2 * kv_row + MALLOC_SLACK * allocations)
+                      + (3 if st.exact else 1) * BLOCK_ROWS * (q_row + lse_row)),
+            rounding=2 * len(st.units) * 2 * kv_row + MALLOC_SLACK * allocations)
 
+    def _track_views(self, held: contextlib.ExitStack, st):
+        """st.view(buf, shape, dtype): a cached DeviceArray over `buf`; every cached call bound to the
+        ring's memory is discarded before that memory goes."""
         views: dict = {}  # holds each viewed buffer, so no id is reused while its view is kept
 
-        def view(buf, shape, dt=dtype):
+        def view(buf, shape, dt=st.dtype):
             key = (id(buf), shape, np.dtype(dt))
             if key not in views:
-                views[key] = DeviceArray(s, shape, dt, _buffer=buf)
+                views[key] = DeviceArray(self.session, shape, dt, _buffer=buf)
             return views[key]
 
         @held.callback
         def _forget():  # after the streams settled: the cached calls bound to this memory go before it
-            arrays = [*views.values(), *(q for row in q_dev for q in row), *(x for row in out_dev for o in row for x in o),
-                      *(x for row in bounds for x in row)]
-            arrays += [workspace] if workspace is not None else []
-            for rn in (runner, _merge_runner(s, fixed)):
+            arrays = [*views.values(), *(q for row in st.q_dev for q in row),
+                      *(x for row in st.out_dev for o in row for x in o), *(x for row in st.bounds for x in row)]
+            arrays += [st.workspace] if st.workspace is not None else []
+            for rn in (st.runner, _merge_runner(self.session, st.fixed)):
                 with rn.lock:
                     rn.discard(arrays)
             for array in views.values():
                 array.buffer = None  # closed on its own, not through the view
 
-        # Device-side order (aclrtStreamWaitEvent), per ring step t and K/V sub-block u; the host never
-        # waits for the comm stream in the loop:
-        #   received[t][u] on comm after u's send/receive of step t; compute of u at step t+1 waits for it;
-        #   computed[t][u] on compute after the calls on u at step t; the send of u (and the receive into
-        #   the spare slot, freed by the previous sub-block's send) waits for it.
-        # So the exchange of sub-block u overlaps the compute on sub-block u + 1.
-        received = [[close_on_exit(held, s.event(timing=False)) for _ in units] for _ in range(p)]
-        computed = [[close_on_exit(held, s.event(timing=False)) for _ in units] for _ in range(p)]
+        st.view = view
+
+    def _open_streams(self, held: contextlib.ExitStack, st):
+        """Device-side order (aclrtStreamWaitEvent), per ring step t and K/V sub-block u; the host never
+        waits for the comm stream in the loop:
+          received[t][u] on comm after u's send/receive of step t; compute of u at step t+1 waits for it;
+          computed[t][u] on compute after the calls on u at step t; the send of u (and the receive into
+          the spare slot, freed by the previous sub-block's send) waits for it.
+        So the exchange of sub-block u overlaps the compute on sub-block u + 1."""
+        s, p, r = self.session, self.p, self.r
+        st.received = [[close_on_exit(held, s.event(timing=False)) for _ in st.units] for _ in range(p)]
+        st.computed = [[close_on_exit(held, s.event(timing=False)) for _ in st.units] for _ in range(p)]
         self.sent_after, self.callbacks = [], []
         held.callback(self.callbacks.clear)  # runs after the streams settled (the stack unwinds last-in first)
-        held.callback(settle_stream, runner.stream)  # the compute stream (the runner's) reads the buffers above
-        comm_stream = close_on_exit(held, s.stream(), settle=True)
-        link = self.comm.link_stats(r, (r + 1) % p) if p > 1 else None
-        sent_before = self._sent() if p > 1 else 0
-        seen = {key: 0 for key in calls}  # partials of each query sub-chunk so far
-        results: dict = {}
-        with s.in_flight(), runner.lock:
-            compute_stream = runner.stream
-            for step in range(p):
-                source, incoming = (r - step) % p, (r - step - 1) % p
-                step_flops = 0
-                for u, (j, i) in enumerate(units):
-                    if step > 0:
-                        compute_stream.wait(received[step - 1][u])
-                    k0, k1 = pieces[source][j][i]
-                    kshape = (b, nkv, k1 - k0, d)
-                    k, v = view(slots[hold[u]][0], kshape), view(slots[hold[u]][1], kshape)
-                    for qi, a, diag in ring_calls(r, step, p, self.causal, units[u], pieces):
-                        q = q_dev[qi][a]
-                        lse_shape = q.shape[:3]
-                        acc = out_dev[qi][a]
-                        k_th, seen[qi, a] = seen[qi, a], seen[qi, a] + 1
-                        last = seen[qi, a] == calls[qi, a]
-                        # "output": the first partial is written into the output itself, later ones merged in.
-                        out, lse = (acc if self.accumulate == "output" and k_th == 0 else
-                                    (view(partial[0], q.shape), view(partial[1], lse_shape, np.float32)))
-                        problem, *_ = make_problem(q, k, v, causal=diag, scale=self.scale, layout="BNSD")
-                        prepared = runner.prepare(problem, runner.bound_inputs((q, k, v)) | {"out": out, "lse": lse},
-                                                  workspace=workspace)
-                        self.device_bytes = max(self.device_bytes, self._used() - base)
-                        runner.launch(prepared, compute_stream)
-                        # In stream order after the call; the next call reuses `partial`.
-                        if exact and last and k_th == 0:  # its only partial is the result
-                            results[qi, a] = (out, lse)
-                        elif exact and last:
-                            results[qi, a] = (view(final[0], q.shape), view(final[1], lse_shape, np.float32))
-                            enqueue_merge(s, compute_stream, *acc, out, lse, *results[qi, a])
-                        elif exact and k_th == 0:  # acc = the partial in float32 (merged with weight-0 zeros)
-                            enqueue_merge(s, compute_stream, view(start[0], q.shape), view(start[1], lse_shape, np.float32),
-                                          out, lse, *acc)
-                        elif fixed:  # into the int16 running result; the last merge writes T over it
-                            running = view(acc[0].buffer, q.shape, np.int16)
-                            bound = bounds[qi][a]
-                            enqueue_merge_int16(s, compute_stream, running, bound, acc[1], out, lse,
-                                                acc[0] if last else running, bound, acc[1])
-                        elif k_th > 0:
-                            enqueue_merge(s, compute_stream, *acc, out, lse, *acc)
-                        if exact and last:  # read back now: `final` (or `partial`) serves the next sub-chunk
-                            compute_stream.synchronize()
-                            results[qi, a] = tuple(x.numpy() for x in results[qi, a])
-                        step_flops += 4 * b * n * d * problem.visible_pairs()
-                    computed[step][u].record(compute_stream)
-                    if step < p - 1:
-                        i0, i1 = pieces[incoming][j][i]
-                        comm_stream.wait(computed[step][u])
-                        to, frm = (r + 1) % p, (r - 1) % p
-                        sent, got = (k1 - k0) * self.kv_row_elems, (i1 - i0) * self.kv_row_elems
-                        self.comm.send_recv([("send", slots[hold[u]][0], sent, dtype, to),
-                                             ("send", slots[hold[u]][1], sent, dtype, to),
-                                             ("recv", slots[spare][0], got, dtype, frm),
-                                             ("recv", slots[spare][1], got, dtype, frm)], comm_stream)
-                        received[step][u].record(comm_stream)
-                        hold[u], spare = spare, hold[u]
-                if step < p - 1 and s.backend.name == "sim":  # the link counter, in stream order after the step
-                    self._host_task(comm_stream, lambda: self.sent_after.append(self._sent()))
-                self.flops += step_flops
-                self.compute_model.append(step_flops / self.peak if self.peak else 0.0)
-        comm_stream.synchronize()
-        compute_stream.synchronize()
-        if not exact:
-            results = {(qi, a): (o.numpy(), lse.numpy()) for qi, row in enumerate(out_dev) for a, (o, lse) in enumerate(row)}
+        held.callback(settle_stream, st.runner.stream)  # the compute stream (the runner's) reads the buffers above
+        st.comm_stream = close_on_exit(held, s.stream(), settle=True)
+        st.link = self.comm.link_stats(r, (r + 1) % p) if p > 1 else None
+        st.sent_before = self._sent() if p > 1 else 0
+        st.seen = {key: 0 for key in st.calls}  # partials of each query sub-chunk so far
+        st.results = {}
+
+    def _ring_step(self, st, step: int):
+        """Step `step`: the calls on each K/V sub-block held, each followed by the exchange of that
+        sub-block with the neighbours (but at the last step)."""
+        p, r = self.p, self.r
+        source, incoming = (r - step) % p, (r - step - 1) % p
+        step_flops = 0
+        for u, (j, i) in enumerate(st.units):
+            if step > 0:
+                st.compute_stream.wait(st.received[step - 1][u])
+            k0, k1 = st.pieces[source][j][i]
+            kshape = (st.b, st.nkv, k1 - k0, st.d)
+            k, v = st.view(st.slots[st.hold[u]][0], kshape), st.view(st.slots[st.hold[u]][1], kshape)
+            for qi, a, diag in ring_calls(r, step, p, self.causal, st.units[u], st.pieces):
+                step_flops += self._ring_call(st, qi, a, diag, k, v)
+            st.computed[step][u].record(st.compute_stream)
+            if step < p - 1:
+                i0, i1 = st.pieces[incoming][j][i]
+                self._pass_on(st, step, u, (k1 - k0) * self.kv_row_elems, (i1 - i0) * self.kv_row_elems)
+        if step < p - 1 and self.session.backend.name == "sim":  # the link counter, in stream order after the step
+            self._host_task(st.comm_stream, lambda: self.sent_after.append(self._sent()))
+        self.flops += step_flops
+        self.compute_model.append(step_flops / self.peak if self.peak else 0.0)
+
+    def _ring_call(self, st, qi: int, a: int, diag: bool, k, v) -> int:
+        """One FlashAttention call of query sub-chunk (qi, a) on the K/V sub-block (k, v), and the
+        merge of its partial into the sub-chunk's accumulator; returns its FLOPs."""
+        q = st.q_dev[qi][a]
+        lse_shape = q.shape[:3]
+        acc = st.out_dev[qi][a]
+        k_th, st.seen[qi, a] = st.seen[qi, a], st.seen[qi, a] + 1
+        last = st.seen[qi, a] == st.calls[qi, a]
+        # "output": the first partial is written into the output itself, later ones merged in.
+        out, lse = (acc if self.accumulate == "output" and k_th == 0 else
+                    (st.view(st.partial[0], q.shape), st.view(st.partial[1], lse_shape, np.float32)))
+        problem, *_ = make_problem(q, k, v, causal=diag, scale=self.scale, layout="BNSD")
+        prepared = st.runner.prepare(problem, st.runner.bound_inputs((q, k, v)) | {"out": out, "lse": lse},
+                                     workspace=st.workspace)
+        self.device_bytes = max(self.device_bytes, self._used() - st.base)
+        st.runner.launch(prepared, st.compute_stream)
+        self._merge_partial(st, qi, a, out, lse, k_th, last)
+        return 4 * st.b * st.n * st.d * problem.visible_pairs()
+
+    def _merge_partial(self, st, qi: int, a: int, out, lse, k_th: int, last: bool):
+        """In stream order after the call (the next call reuses `partial`): the partial (out, lse),
+        the k_th of query sub-chunk (qi, a), merged into its accumulator as the mode says."""
+        s, stream = self.session, st.compute_stream
+        q_shape = st.q_dev[qi][a].shape
+        lse_shape = q_shape[:3]
+        acc = st.out_dev[qi][a]
+        if st.exact and last and k_th == 0:  # its only partial is the result
+            st.results[qi, a] = (out, lse)
+        elif st.exact and last:
+            st.results[qi, a] = (st.view(st.final[0], q_shape), st.view(st.final[1], lse_shape, np.float32))
+            enqueue_merge(s, stream, *acc, out, lse, *st.results[qi, a])
+        elif st.exact and k_th == 0:  # acc = the partial in float32 (merged with weight-0 zeros)
+            enqueue_merge(s, stream, st.view(st.start[0], q_shape), st.view(st.start[1], lse_shape, np.float32),
+                          out, lse, *acc)
+        elif st.fixed:  # into the int16 running result; the last merge writes T over it
+            running = st.view(acc[0].buffer, q_shape, np.int16)
+            bound = st.bounds[qi][a]
+            enqueue_merge_int16(s, stream, running, bound, acc[1], out, lse, acc[0] if last else running, bound, acc[1])
+        elif k_th > 0:
+            enqueue_merge(s, stream, *acc, out, lse, *acc)
+        if st.exact and last:  # read back now: `final` (or `partial`) serves the next sub-chunk
+            stream.synchronize()
+            st.results[qi, a] = tuple(x.numpy() for x in st.results[qi, a])
+
+    def _pass_on(self, st, step: int, u: int, sent: int, got: int):
+        """Sends K/V sub-block u to the next rank and receives the previous rank's into the spare
+        slot, on the comm stream after the calls on u; the slots then swap roles."""
+        p, r, dtype = self.p, self.r, st.dtype
+        st.comm_stream.wait(st.computed[step][u])
+        to, frm = (r + 1) % p, (r - 1) % p
+        held_slot, spare_slot = st.slots[st.hold[u]], st.slots[st.spare]
+        self.comm.send_recv([("send", held_slot[0], sent, dtype, to), ("send", held_slot[1], sent, dtype, to),
+                             ("recv", spare_slot[0], got, dtype, frm), ("recv", spare_slot[1], got, dtype, frm)],
+                            st.comm_stream)
+        st.received[step][u].record(st.comm_stream)
+        st.hold[u], st.spare = st.spare, st.hold[u]
+
+    def _collect(self, st):
+        """The rank's results per query chunk, and the bytes sent per step with their modeled time."""
+        results = st.results
+        if not st.exact:
+            results = {(qi, a): (o.numpy(), lse.numpy()) for qi, row in enumerate(st.out_dev)
+                       for a, (o, lse) in enumerate(row)}
         self.results = [tuple(np.concatenate([results[qi, a][x] for a in range(len(row))], axis=2) for x in (0, 1))
-                        for qi, row in enumerate(out_dev)]
+                        for qi, row in enumerate(st.out_dev)]
         # Bytes sent per step, from the link counter read after each step's exchanges (the last sends nothing).
-        marks = [sent_before, *self.sent_after]
+        marks = [st.sent_before, *self.sent_after]
         self.bytes_per_step = [b1 - b0 for b0, b1 in zip(marks, marks[1:])] + [0]
         # Per step: one K and one V message per sub-block.
-        self.comm_model = [modeled_link_seconds(link, nb, 2 * len(units)) for nb in self.bytes_per_step]
+        self.comm_model = [modeled_link_seconds(st.link, nb, 2 * len(st.units)) for nb in self.bytes_per_step]
 
 
 def modeled_link_seconds(link: Optional[dict], nbytes: int, messages: int) -> float:

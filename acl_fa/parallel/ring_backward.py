@@ -69,28 +69,54 @@ class _Ring:
 
     def run(self, held: contextlib.ExitStack) -> dict:
         start = time.perf_counter()
-        s, p, r, c = self.s, self.p, self.r, self.chunks
+        s, p = self.s, self.p
         d2h_before = s.copy_counters()["d2h"]["bytes"]
-        slots = len(c["k"])
-        on_device = {name: [close_on_exit(held, s.to_device(x)) for x in c[name]] for name in ("q", "dout", "out", "lse")}
+        self._allocate(held)
+        self._track_views(held)
+        self._open_streams(held)
+        self.flops = [0] * (p + 1)  # per step; exchange P runs after the last step, with no calls beside it
+        with s.in_flight(), self.runner.lock:
+            self.compute = self.runner.stream
+            for x in self.dq:
+                self._zero(self.compute, x.buffer, x.buffer.nbytes)
+            for step in range(p):
+                self._exchange(step, self.kv, self.acc, self.comm_stream, self.computed, self.received, host_task)
+                self._step(step)
+            self._exchange(p, self.kv, self.acc, self.comm_stream, self.computed, self.received, host_task)
+        self.comm_stream.synchronize()
+        self.compute.synchronize()
+        return {**self._gradients(), **self._counters(),
+                "d2h_bytes": s.copy_counters()["d2h"]["bytes"] - d2h_before, "wall": time.perf_counter() - start}
+
+    def _allocate(self, held: contextlib.ExitStack):
+        """The rank's q, dout, out, lse on the device; per slot (one per chunk it holds) two K/V
+        buffer pairs (computed on / received into), two float32 accumulator pairs (added into and
+        sent / received into) and the step's dK/dV sums; dq in float32. Uploads its K/V."""
+        s, c = self.s, self.chunks
+        self.slots = len(c["k"])
+        self.on_device = {name: [close_on_exit(held, s.to_device(x)) for x in c[name]]
+                          for name in ("q", "dout", "out", "lse")}
         biggest = max(n for rr in self.rows for n in rr) * self.row_elems
 
         def buffers(itemsize):  # per slot: (K or dK, V or dV) of the largest chunk
-            return [tuple(close_on_exit(held, s.alloc(biggest * itemsize)) for _ in range(2)) for _ in range(slots)]
+            return [tuple(close_on_exit(held, s.alloc(biggest * itemsize)) for _ in range(2))
+                    for _ in range(self.slots)]
 
-        kv = [buffers(self.dtype.itemsize) for _ in range(2)]  # computed on / received into
-        acc = [buffers(4) for _ in range(2)]                     # added into and sent / received into
-        part = buffers(4)                                        # the step's dK/dV sums
-        dq = [close_on_exit(held, DeviceArray.empty(s, x.shape, FLOAT32)) for x in c["q"]]
-        for (kb, vb), k, v in zip(kv[0], c["k"], c["v"]):
+        self.kv = [buffers(self.dtype.itemsize) for _ in range(2)]  # computed on / received into
+        self.acc = [buffers(4) for _ in range(2)]                     # added into and sent / received into
+        self.part = buffers(4)                                        # the step's dK/dV sums
+        self.dq = [close_on_exit(held, DeviceArray.empty(s, x.shape, FLOAT32)) for x in c["q"]]
+        for (kb, vb), k, v in zip(self.kv[0], c["k"], c["v"]):
             kb.copy_from_host(k)
             vb.copy_from_host(v)
+
+    def _track_views(self, held: contextlib.ExitStack):
         views: dict = {}  # holds each viewed buffer, so no id is reused while its view is kept
 
         def view(buf, shape, dtype):
             key = (id(buf), shape, np.dtype(dtype))
             if key not in views:
-                views[key] = DeviceArray(s, shape, dtype, _buffer=buf)
+                views[key] = DeviceArray(self.s, shape, dtype, _buffer=buf)
             return views[key]
 
         @held.callback
@@ -98,73 +124,79 @@ class _Ring:
             for array in views.values():
                 array.buffer = None  # closed on its own or by the backward's cache, not through the view
 
-        received = [close_on_exit(held, s.event(timing=False)) for _ in range(p + 1)]
-        computed = [close_on_exit(held, s.event(timing=False)) for _ in range(p)]
+        self.view = view
+
+    def _open_streams(self, held: contextlib.ExitStack):
+        s, p = self.s, self.p
+        self.received = [close_on_exit(held, s.event(timing=False)) for _ in range(p + 1)]
+        self.computed = [close_on_exit(held, s.event(timing=False)) for _ in range(p)]
         self.callbacks, self.sent_after, self.sends = [], [], []
         held.callback(self.callbacks.clear)  # after the streams settled (the stack unwinds last-in first)
-        adds = DeviceAdds(s)
-        held.callback(adds.close)
-        runner = backward.runner_for(s)
-        held.callback(settle_stream, runner.stream)
-        comm_stream = close_on_exit(held, s.stream(), settle=True)
-        sent_before = self._sent()
-        flops = [0] * (p + 1)  # per step; exchange P runs after the last step, with no calls beside it
+        self.adds = DeviceAdds(s)
+        held.callback(self.adds.close)
+        self.runner = backward.runner_for(s)
+        held.callback(settle_stream, self.runner.stream)
+        self.comm_stream = close_on_exit(held, s.stream(), settle=True)
+        self.sent_before = self._sent()
 
-        def zero(stream, buf, nbytes):
-            s.call("aclrtMemsetAsync", buf.ptr, buf.nbytes, 0, nbytes, stream.handle)
+    def _zero(self, stream, buf, nbytes):
+        self.s.call("aclrtMemsetAsync", buf.ptr, buf.nbytes, 0, nbytes, stream.handle)
 
-        with s.in_flight(), runner.lock:
-            compute = runner.stream
-            for x in dq:
-                zero(compute, x.buffer, x.buffer.nbytes)
-            for step in range(p):
-                self._exchange(step, kv, acc, comm_stream, computed, received, host_task)
-                source = (r - step) % p
-                shapes = [self._kv_shape(source, j) for j in range(slots)]
-                sizes = [int(np.prod(sh)) * 4 for sh in shapes]
-                if step > 0:
-                    compute.wait(received[step - 1])  # this step's K/V
-                for (pk, pv), n in zip(part, sizes):
-                    zero(compute, pk, n)
-                    zero(compute, pv, n)
-                cur = kv[step % 2]
-                for qi, ki, causal in ring_plan(r, step, p, self.causal):
-                    k = view(cur[ki][0], shapes[ki], self.dtype)
-                    v = view(cur[ki][1], shapes[ki], self.dtype)
-                    q, dout, out, lse = (on_device[n][qi] for n in ("q", "dout", "out", "lse"))
-                    forward, *_ = make_problem(q, k, v, causal=causal, scale=self.scale, layout="BNSD")
-                    problem = backward.GradProblem(forward, True)
-                    prepared = runner.prepare(problem, runner.bound_inputs((dout, q, k, v, out, lse)))
-                    runner.launch(prepared, compute)
-                    outs = prepared.buffers
-                    adds.enqueue(compute, dq[qi], view(outs["dq"], q.shape, self.dtype))
-                    for half, name in ((0, "dk"), (1, "dv")):
-                        adds.enqueue(compute, view(part[ki][half], shapes[ki], FLOAT32),
-                                     view(outs[name], shapes[ki], self.dtype))
-                    flops[step] += problem.flops()
-                here = acc[step % 2]  # rank `source`'s sums so far: from exchange `step`, none at step 0
-                if step == 0:
-                    for (ak, av), n in zip(here, sizes):
-                        zero(compute, ak, n)
-                        zero(compute, av, n)
-                else:
-                    compute.wait(received[step])
-                for j in range(slots):
-                    for half in (0, 1):
-                        adds.enqueue(compute, view(here[j][half], shapes[j], FLOAT32),
-                                     view(part[j][half], shapes[j], FLOAT32))
-                computed[step].record(compute)
-            self._exchange(p, kv, acc, comm_stream, computed, received, host_task)
-        comm_stream.synchronize()
-        compute.synchronize()
-        home = acc[p % 2]  # this rank's own chunks' accumulators, back after exchange P
-        own = [self._kv_shape(r, j) for j in range(slots)]
-        grads = {"dq": [x.numpy() for x in dq],
-                 "dk": [home[j][0].copy_to_host(np.empty(own[j], FLOAT32)) for j in range(slots)],
-                 "dv": [home[j][1].copy_to_host(np.empty(own[j], FLOAT32)) for j in range(slots)]}
-        marks = [sent_before, *self.sent_after]
-        return {**grads, "bytes_per_step": [b - a for a, b in zip(marks, marks[1:])], "sends_per_step": self.sends,
-                "flops_per_step": flops, "flops": sum(flops), "d2h_bytes": s.copy_counters()["d2h"]["bytes"] - d2h_before, "wall": time.perf_counter() - start}
+    def _step(self, step: int):
+        """Step `step` on the compute stream: the backward calls of ring_plan on the K/V of rank
+        r - step, their dQ added into dq and their dK/dV into the step's sums, then the sums added
+        into that rank's accumulators (received by exchange `step`, zero at step 0)."""
+        p, r, compute = self.p, self.r, self.compute
+        source = (r - step) % p
+        shapes = [self._kv_shape(source, j) for j in range(self.slots)]
+        sizes = [int(np.prod(sh)) * 4 for sh in shapes]
+        if step > 0:
+            compute.wait(self.received[step - 1])  # this step's K/V
+        for (pk, pv), n in zip(self.part, sizes):
+            self._zero(compute, pk, n)
+            self._zero(compute, pv, n)
+        for qi, ki, causal in ring_plan(r, step, p, self.causal):
+            self.flops[step] += self._call(self.kv[step % 2][ki], qi, ki, causal, shapes[ki])
+        here = self.acc[step % 2]  # rank `source`'s sums so far: from exchange `step`, none at step 0
+        if step == 0:
+            for (ak, av), n in zip(here, sizes):
+                self._zero(compute, ak, n)
+                self._zero(compute, av, n)
+        else:
+            compute.wait(self.received[step])
+        for j in range(self.slots):
+            for half in (0, 1):
+                self.adds.enqueue(compute, self.view(here[j][half], shapes[j], FLOAT32),
+                                  self.view(self.part[j][half], shapes[j], FLOAT32))
+        self.computed[step].record(compute)
+
+    def _call(self, kv_slot, qi: int, ki: int, causal: bool, kv_shape: tuple) -> int:
+        """One backward call of query chunk qi on K/V slot `kv_slot`; returns its FLOPs."""
+        k = self.view(kv_slot[0], kv_shape, self.dtype)
+        v = self.view(kv_slot[1], kv_shape, self.dtype)
+        q, dout, out, lse = (self.on_device[n][qi] for n in ("q", "dout", "out", "lse"))
+        forward, *_ = make_problem(q, k, v, causal=causal, scale=self.scale, layout="BNSD")
+        problem = backward.GradProblem(forward, True)
+        prepared = self.runner.prepare(problem, self.runner.bound_inputs((dout, q, k, v, out, lse)))
+        self.runner.launch(prepared, self.compute)
+        outs = prepared.buffers
+        self.adds.enqueue(self.compute, self.dq[qi], self.view(outs["dq"], q.shape, self.dtype))
+        for half, name in ((0, "dk"), (1, "dv")):
+            self.adds.enqueue(self.compute, self.view(self.part[ki][half], kv_shape, FLOAT32),
+                              self.view(outs[name], kv_shape, self.dtype))
+        return problem.flops()
+
+    def _gradients(self) -> dict:
+        home = self.acc[self.p % 2]  # this rank's own chunks' accumulators, back after exchange P
+        own = [self._kv_shape(self.r, j) for j in range(self.slots)]
+        return {"dq": [x.numpy() for x in self.dq],
+                "dk": [home[j][0].copy_to_host(np.empty(own[j], FLOAT32)) for j in range(self.slots)],
+                "dv": [home[j][1].copy_to_host(np.empty(own[j], FLOAT32)) for j in range(self.slots)]}
+
+    def _counters(self) -> dict:
+        marks = [self.sent_before, *self.sent_after]
+        return {"bytes_per_step": [b - a for a, b in zip(marks, marks[1:])], "sends_per_step": self.sends,
+                "flops_per_step": self.flops, "flops": sum(self.flops)}
 
     def _sent(self) -> int:
         return self.comm.link_stats(self.r, (self.r + 1) % self.p)["bytes"] if self.sim else 0

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import forward as planmod
 from ..runtime.ffi import ffi
-from ..ops.decode import _window_tokens
+from ..spec.band import window_band
 from ..runtime.errors import AclLibraryError
 from .forward import BudgetLine, ChipLimits, PlanError, chip
 
@@ -144,7 +144,7 @@ def decode_plan(*, seq_kv: "int | Sequence[int]", batch: int = 1, heads: int = 3
             raise PlanError(f"block_size must be a positive multiple of 16, got {block_size!r}")
         max_blocks = -(-capacity // block_size)
         num_blocks, block = batch * max_blocks, block_size
-    pre, nxt = _window_tokens(causal, window)
+    pre, nxt = window_band(window, causal)
     problem = ffi.new("aclfaDecodePlanProblem *")
     problem.batch, problem.numHeads, problem.numKvHeads = batch, heads, kv_heads
     problem.seqQ, problem.headDim = seq_q, head_dim

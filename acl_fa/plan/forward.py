@@ -22,6 +22,7 @@ from typing import Optional
 from ..runtime.ffi import ffi
 from ..runtime.errors import AclLibraryError, InvalidArgumentError, LoadAttempt
 from ..runtime.loader import ENV_SIM_LIB_DIR, MISSING_SYMBOL, sim_library_dir
+from ..spec.band import UNBOUNDED  # pre_tokens / next_tokens without a bound (op_host's kUnboundedTokens)
 
 PLAN_LIBRARY_NAME = "libaclfa_plan.so"
 CATALOGUE_LIBRARY_NAME = "libascendcl.so"
@@ -31,7 +32,6 @@ DEFAULT_SOC = "Ascend910B2"
 LAYOUTS = ("BNSD", "BSND", "BSH")  # index = the tiling struct's layout code; the CLI's --layout choices
 # TND (a varlen batch, code 3) is planned only with seq_lens_q / seq_lens_kv.
 LAYOUT_CODES = LAYOUTS + ("TND",)
-UNBOUNDED_TOKENS = 2147483647  # pre_tokens / next_tokens without a bound (op_host's kUnboundedTokens)
 DTYPES = ("float16", "bfloat16", "float32")
 _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The op's AddConfig() targets (op_host/flash_attention.cpp): other chips get a plan for
@@ -128,8 +128,8 @@ class Plan:
     system_workspace_bytes: int = 0
     tiling_key: int = 0
     # FlashAttentionV2's band and varlen lengths (unbounded / None for the plain forward).
-    pre_tokens: int = UNBOUNDED_TOKENS
-    next_tokens: int = UNBOUNDED_TOKENS
+    pre_tokens: int = UNBOUNDED
+    next_tokens: int = UNBOUNDED
     seq_lens_q: Optional[tuple] = None
     seq_lens_kv: Optional[tuple] = None
     # Its mask (the rank-4 device shape, or None) and dropout (keep_prob < 1, keep mask written).
@@ -275,9 +275,9 @@ def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_he
     layout_code = _choice("layout", layout, LAYOUT_CODES if seq_lens_q is not None else LAYOUTS)
     band = []
     for key, value in (("pre_tokens", pre_tokens), ("next_tokens", next_tokens)):
-        value = UNBOUNDED_TOKENS if value is None else value
-        if isinstance(value, bool) or not isinstance(value, int) or not -UNBOUNDED_TOKENS <= value <= UNBOUNDED_TOKENS:
-            raise PlanError(f"{key} must be an integer in [-{UNBOUNDED_TOKENS}, {UNBOUNDED_TOKENS}], got {value!r}")
+        value = UNBOUNDED if value is None else value
+        if isinstance(value, bool) or not isinstance(value, int) or not -UNBOUNDED <= value <= UNBOUNDED:
+            raise PlanError(f"{key} must be an integer in [-{UNBOUNDED}, {UNBOUNDED}], got {value!r}")
         band.append(value)
     if (layout == "TND") != (seq_lens_q is not None):
         raise PlanError("layout TND goes with seq_lens_q / seq_lens_kv (a varlen batch), and only it")
@@ -419,8 +419,8 @@ def _mib(n: int) -> str:
 def _band_text(p: Plan) -> str:
     """' window pre=.. next=..' and ' varlen (k sequences)' where they apply, else ''."""
     text = ""
-    if p.pre_tokens < UNBOUNDED_TOKENS or p.next_tokens < UNBOUNDED_TOKENS:
-        side = lambda v: "unbounded" if v >= UNBOUNDED_TOKENS else str(v)  # noqa: E731
+    if p.pre_tokens < UNBOUNDED or p.next_tokens < UNBOUNDED:
+        side = lambda v: "unbounded" if v >= UNBOUNDED else str(v)  # noqa: E731
         text += f" band pre_tokens={side(p.pre_tokens)} next_tokens={side(p.next_tokens)}"
     if p.seq_lens_q is not None:
         text += f" varlen ({len(p.seq_lens_q)} sequences, Sq/Skv above are the longest)"

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..spec.options import UNBOUNDED, band_columns, band_visible, build_options
+from ..spec.options import build_options
 from ..spec.layouts import to_bnsd, from_bnsd
 from ..spec.philox import keep_mask
 
@@ -24,10 +24,50 @@ __all__ = ["attention_reference", "attention_reference_backward", "attention_bac
 _DEFAULT_CHUNK_BYTES = 64 << 20
 
 
-def _features(batch, n_heads, sq, skv, causal, window, attn_mask, dropout_p, seed, offset):
-    """AttentionOptions and uint8 device mask (1 = masked out) of the reference's keyword arguments."""
-    return build_options(batch=batch, heads=n_heads, seq_q=sq, seq_kv=skv, causal=causal, window=window,
-                         attn_mask=attn_mask, dropout_p=dropout_p, seed=seed, offset=offset)
+def _features(batch, n_heads, sq, skv, attn_mask, dropout_p, seed, offset):
+    """AttentionOptions (for the dropout) and uint8 device mask (1 = masked out) of the reference's
+    mask and dropout arguments. The band is not taken from them: see _Band."""
+    return build_options(batch=batch, heads=n_heads, seq_q=sq, seq_kv=skv, attn_mask=attn_mask, dropout_p=dropout_p,
+                         seed=seed, offset=offset)
+
+
+class _Band:
+    """The keys each query row sees under causal / window, computed here from the documented rule
+    (docs/attention_options.md, "Visibility window") rather than the ops' translation
+    (acl_fa/spec/band.py), so the check shares no code with what it checks:
+
+        key j is visible from query row i iff  i + diag - left <= j <= i + diag + right,
+
+    diag = Skv - Sq (bottom-right aligned), window = (left, right) with -1 = unbounded on that
+    side, causal = the window (-1, 0) intersected with the window: right = 0 if right == -1
+    else min(right, 0)."""
+
+    def __init__(self, causal: bool, window, sq: int, skv: int):
+        left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+        if causal:
+            right = 0 if right == -1 else min(right, 0)
+        reach = sq + skv  # a side reaching this far sees every key: the same as unbounded
+        self.left = None if left == -1 or left >= reach else left
+        self.right = None if right == -1 or right >= reach else right
+        self.sq, self.skv, self.diag = sq, skv, skv - sq
+        self.bounded = self.left is not None or self.right is not None
+
+    def columns(self, rows: slice) -> slice:
+        """The keys any of `rows` sees (empty slice when none)."""
+        lo = 0 if self.left is None else max(0, rows.start + self.diag - self.left)
+        hi = self.skv if self.right is None else min(self.skv, rows.stop - 1 + self.diag + self.right + 1)
+        return slice(lo, max(lo, hi))
+
+    def hidden(self, rows: slice, cols: slice) -> np.ndarray:
+        """bool [rows, cols], True = outside the band."""
+        i = np.arange(rows.start, rows.stop, dtype=np.int64)[:, None] + self.diag
+        j = np.arange(cols.start, cols.stop, dtype=np.int64)[None, :]
+        seen = np.ones((rows.stop - rows.start, cols.stop - cols.start), bool)
+        if self.left is not None:
+            seen &= j >= i - self.left
+        if self.right is not None:
+            seen &= j <= i + self.right
+        return ~seen
 
 
 def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=None, dtype=np.float64,
@@ -48,15 +88,15 @@ def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=Non
     n_kv, skv = kb.shape[1], kb.shape[2]
     if n_heads % n_kv:
         raise ValueError(f"query heads {n_heads} must be a multiple of key/value heads {n_kv}")
-    options, mask = _features(batch, n_heads, sq, skv, causal, window, attn_mask, dropout_p, seed, offset)
-    banded = (options.pre_tokens, options.next_tokens) != (UNBOUNDED, UNBOUNDED)
+    options, mask = _features(batch, n_heads, sq, skv, attn_mask, dropout_p, seed, offset)
+    band = _Band(causal, window, sq, skv)
     group = n_heads // n_kv
     head_list = list(range(n_heads)) if heads is None else [int(h) for h in heads]
     chunk = max(1, chunk_bytes // max(1, skv * np.dtype(dtype).itemsize))
     inv_keep = np.dtype(dtype).type(1.0 / options.keep_prob)
 
     def hidden_of(b, h, rows, cols):
-        hidden = ~band_visible(options, sq, skv, rows, cols) if banded else None
+        hidden = band.hidden(rows, cols) if band.bounded else None
         if mask is not None:
             m = mask[min(b, mask.shape[0] - 1), min(h, mask.shape[1] - 1)]
             m = (m[rows] if m.shape[0] == sq else m)[:, cols].astype(bool)
@@ -70,7 +110,7 @@ def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=Non
             v_head = vb[b, h // group].astype(dtype)
             for r0 in range(0, sq, chunk):
                 rows = slice(r0, min(sq, r0 + chunk))
-                cols = band_columns(options, sq, skv, rows) if banded else slice(0, skv)
+                cols = band.columns(rows) if band.bounded else slice(0, skv)
                 keep = None
                 if options.has_dropout:
                     z = keep_mask(options.seed, options.offset, b, h, n_heads, sq, skv, options.keep_prob, rows=rows,

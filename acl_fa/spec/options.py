@@ -24,15 +24,12 @@ from typing import Optional
 import numpy as np
 
 from . import philox
+from .band import UNBOUNDED, int_argument, window_band
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["UNBOUNDED", "UINT64_MAX", "AttentionOptions", "window_band", "device_mask", "dropout_keep_prob",
-           "dropout_rng", "cu_seqlens_ends", "check_max_seqlen", "build_options",
-           "band_visible", "band_columns"]
+__all__ = ["UINT64_MAX", "AttentionOptions", "device_mask", "dropout_keep_prob", "dropout_rng", "cu_seqlens_ends",
+           "check_max_seqlen", "build_options"]
 
-# pre_tokens / next_tokens value meaning "no bound" (the int32 maximum, as FlashAttentionScore and
-# our decode op, op/flash_attention_decode.json).
-UNBOUNDED = 2147483647
 UINT64_MAX = (1 << 64) - 1
 
 
@@ -79,36 +76,6 @@ class AttentionOptions:
     @property
     def is_varlen(self) -> bool:
         return self.cu_seqlens_q is not None
-
-
-def _int(name: str, value) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise InvalidTypeError(f"{name} must be an integer, got {value!r}")
-    return int(value)
-
-
-def window_band(window, causal: bool = False) -> tuple:
-    """(pre_tokens, next_tokens) of `window` = (left, right) intersected with causal.
-
-    left/right: ints >= -1, -1 = unbounded (values beyond the int32 maximum are unbounded too).
-    window None = (-1, -1). causal = (-1, 0): next = 0 if right == -1 else min(right, 0)."""
-    if window is None:
-        left, right = -1, -1
-    else:
-        if isinstance(window, (str, bytes)) or not hasattr(window, "__len__"):
-            raise InvalidTypeError(f"window must be a pair (left, right) of ints, got {window!r}")
-        if len(window) != 2:
-            raise InvalidArgumentError(f"window must be a pair (left, right), got {len(window)} values: {window!r}")
-        left, right = (_int(f"window[{i}]", x) for i, x in enumerate(window))
-        for i, x in enumerate((left, right)):
-            if x < -1:
-                raise InvalidArgumentError(
-                    f"window[{i}]={x}: window values must be >= -1 (-1 = unbounded on that side)")
-    pre = UNBOUNDED if left == -1 else min(left, UNBOUNDED)
-    nxt = UNBOUNDED if right == -1 else min(right, UNBOUNDED)
-    if causal:
-        nxt = min(nxt, 0)
-    return pre, nxt
 
 
 _MASK_CONVENTION = "True = the query may attend to the key"
@@ -163,7 +130,7 @@ def dropout_keep_prob(dropout_p) -> float:
 
 
 def _uint64(name: str, value) -> int:
-    value = _int(name, value)
+    value = int_argument(name, value)
     if not 0 <= value <= UINT64_MAX:
         raise InvalidArgumentError(f"{name} must be in [0, 2**64 - 1] (a uint64), got {value}")
     return value
@@ -210,7 +177,7 @@ def check_max_seqlen(name: str, max_seqlen, ends: tuple) -> int:
     longest = int(lengths.max()) if lengths.size else 0
     if max_seqlen is None:
         return longest
-    value = _int(name, max_seqlen)
+    value = int_argument(name, max_seqlen)
     if value < longest:
         at = int(np.argmax(lengths))
         raise InvalidArgumentError(f"{name}={value} is smaller than sequence {at}, which has {longest} tokens")
@@ -257,22 +224,4 @@ def _validated_options(batch, heads, seq_q, seq_kv, causal, window, attn_mask, d
                                return_dropout_mask=bool(return_dropout_mask))
     return options, mask
 
-
-def band_columns(options: AttentionOptions, seq_q: int, seq_kv: int, rows: slice) -> slice:
-    """The keys any of the query rows `rows` can see under the band (a slice of range(Skv),
-    empty when none)."""
-    diag = seq_kv - seq_q
-    lo = max(0, rows.start + diag - options.pre_tokens)
-    hi = min(seq_kv, rows.stop - 1 + diag + options.next_tokens + 1)
-    return slice(lo, max(lo, hi))
-
-
-def band_visible(options: AttentionOptions, seq_q: int, seq_kv: int, rows: slice, cols: Optional[slice] = None):
-    """bool [rows, cols]: the band of `options` (mask not included) for query rows `rows` and key
-    columns `cols` (default all) of a sequence of Sq queries and Skv keys:
-    i + diag - pre <= j <= i + diag + next."""
-    cols = slice(0, seq_kv) if cols is None else cols
-    i = np.arange(rows.start, rows.stop, dtype=np.int64)[:, None] + (seq_kv - seq_q)
-    j = np.arange(cols.start, cols.stop, dtype=np.int64)[None, :]
-    return (j >= i - options.pre_tokens) & (j <= i + options.next_tokens)
 
