@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa.ops.forward import max_magnitude
+from acl_fa.ops.problem import max_magnitude
 from acl_fa.runtime.errors import InvalidArgumentError
 from acl_fa.runtime.session import live_counts
 

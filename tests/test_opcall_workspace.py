@@ -1,6 +1,6 @@
 """OpRunner.prepare(workspace=...): a call run on the caller's workspace and on DeviceArrays for
 every role holds no device memory in the op cache (what lets ring attention keep one workspace
-for all its calls, acl_fa/parallel.py); a workspace smaller than the call needs is refused before
+for all its calls, acl_fa/parallel/ring.py); a workspace smaller than the call needs is refused before
 the call is built, naming both sizes; OpRunner.discard drops the cached calls bound to given arrays."""
 from __future__ import annotations
 

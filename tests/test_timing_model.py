@@ -223,7 +223,7 @@ def test_modeled_gm_trace_holds_only_gm(sim_only, soc):
 
     result = run_python("""
         import json, numpy as np, acl_fa
-        from acl_fa import l2model, timing
+        from acl_fa.plan import l2model, timing
         rng = np.random.default_rng(0)
         q, k, v = (rng.standard_normal((1, 2, 256, 64)).astype(np.float16) for _ in range(3))
         with acl_fa.Session(backend="sim") as s:
@@ -270,7 +270,8 @@ def test_traced_launch_memory_per_instruction(sim_only):
     code = """
 import json, resource, acl_fa
 from acl_fa.plan import timing
-from acl_fa.ops.forward import problem_from_sizes, runner_for
+from acl_fa.ops.forward import runner_for
+from acl_fa.ops.problem import problem_from_sizes
 from acl_fa.jobs.run import random_inputs
 problem = problem_from_sizes(seq=16384, heads=1, head_dim=128, causal=True)
 q, k, v = random_inputs(problem)

@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
 
     ffi = cffi.FFI()
     ffi.cdef(_load_cdefs_module().read_cdefs(args.cdefs))
-    ffi.set_source("acl_fa.runtime.session._acl_cffi", None)
+    ffi.set_source("acl_fa.runtime._acl_cffi", None)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     ffi.emit_python_code(str(args.output))
     return 0

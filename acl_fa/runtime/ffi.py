@@ -6,12 +6,12 @@ checkout has no generated module; there the same declarations are parsed at impo
 """
 from __future__ import annotations
 
+from .cdef_reader import default_cdefs_dir, read_cdefs
+
 try:
     from ._acl_cffi import ffi
-except ImportError:
+except ImportError:  # a source checkout: parse the declarations now
     import cffi
-
-    from .cdef_reader import default_cdefs_dir, read_cdefs
 
     ffi = cffi.FFI()
     ffi.cdef(read_cdefs(default_cdefs_dir()))
