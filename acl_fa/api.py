@@ -2,7 +2,7 @@
 
 ``Session`` is the runtime's DeviceSession with one method per op; the module-level functions
 run an op on the caller's session or on the process-wide one of (backend, device). The runtime
-and the op-call path know no op; each op module (attention.py for the forward) knows only the
+and the op-call path know no op; each op module (ops/forward.py for the forward) knows only the
 op-call path; this module is the one that knows them all.
 """
 

@@ -34,7 +34,7 @@ __all__ = ["V2Call", "FLASH_ATTENTION_V2", "runner_for", "run_forward_v2", "varl
 @dataclasses.dataclass(frozen=True)
 class V2Call:
     """One FlashAttentionV2 call: the validated problem (problem.Problem; layout TND for a
-    varlen batch, see varlen_problem) and its options (attention_options.AttentionOptions or
+    varlen batch, see varlen_problem) and its options (spec.options.AttentionOptions or
     anything with the same fields). Hashable: it keys the per-Session op cache."""
 
     problem: Problem
