@@ -1,36 +1,30 @@
-"""acl-fa: FlashAttention forward on Huawei Ascend NPUs from numpy, through the CANN runtime
-and aclnn, or through the CPU simulator of the same C ABI (see docs/architecture.md)."""
-import importlib.metadata as _metadata
+"""acl-fa: the FlashAttention family on Huawei Ascend NPUs from numpy -- forward (with masks,
+sliding windows, dropout and varlen batches), backward, KV-cache decode, LSE merge and ring /
+Ulysses sequence parallelism -- through the CANN runtime and aclnn, or through the CPU simulator
+of the same C ABI (see docs/architecture.md).
 
-from .errors import (
-    AclError,
-    AclFaError,
-    AclLibraryError,
-    AclMemoryError,
-    AclParamError,
-    ClosedObjectError,
-    ForkedSessionError,
-    InsufficientMemoryError,
-    InvalidArgumentError,
-    InvalidTypeError,
-)
-from . import sim_stats
+The package is in layers, each importing only those below it: runtime (cffi, loader, sessions,
+buffers), spec (what a call means: options, the band rule, layouts, Philox), plan (tiling plans and
+models), ops (one module per op family), reference (float64 references), parallel, jobs (the work
+behind the CLI) and cli (click)."""
+import importlib.metadata as _metadata
+import sys as _sys
+
+from .runtime.errors import (
+    AclError, AclFaError, AclLibraryError, AclMemoryError, AclParamError, ClosedObjectError, ForkedSessionError,
+    InsufficientMemoryError, InvalidArgumentError, InvalidTypeError)
+from .runtime import sim_stats
 from .api import (
-    DeviceArray,
-    Session,
-    flash_attention,
-    flash_attention_backward,
-    flash_attention_varlen,
-    flash_attention_varlen_backward,
-    flash_attention_with_kvcache,
-    flash_attn_func,
-    merge_attention_partials,
-    scaled_dot_product_attention,
-)
-from .loader import get_backend
-from .reference import attention_reference, attention_reference_backward
-from .runtime import DeviceBuffer, DeviceSession, Event, HostBuffer, Stream
-from .tensor import Tensor
+    DeviceArray, Session, flash_attention, flash_attention_backward, flash_attention_varlen,
+    flash_attention_varlen_backward, flash_attention_with_kvcache, flash_attn_func, merge_attention_partials,
+    scaled_dot_product_attention)
+from .runtime.loader import get_backend
+from .reference.attention import attention_reference, attention_reference_backward
+from .runtime.session import DeviceBuffer, DeviceSession, Event, HostBuffer, Stream
+from .runtime.tensor import Tensor
+
+# acl_fa.sim_stats stays importable by its public name (`from acl_fa.sim_stats import last_launch`).
+_sys.modules[__name__ + ".sim_stats"] = sim_stats
 
 try:
     __version__ = _metadata.version("acl-fa")  # the installed distribution's (pyproject.toml)

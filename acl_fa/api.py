@@ -2,7 +2,7 @@
 
 ``Session`` is the runtime's DeviceSession with one method per op; the module-level functions
 run an op on the caller's session or on the process-wide one of (backend, device). The runtime
-and the op-call path know no op; each op module (attention.py for the forward) knows only the
+and the op-call path know no op; each op module (ops/forward.py for the forward) knows only the
 op-call path; this module is the one that knows them all.
 """
 
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import attention, backward, decode, lse_merge, opcall, varlen
-from .attention import flash_attention
-from .backward import flash_attention_backward
-from .compat import flash_attn_func, scaled_dot_product_attention
-from .decode import flash_attention_with_kvcache
-from .lse_merge import merge_partials as merge_attention_partials
-from .varlen import flash_attention_varlen, flash_attention_varlen_backward
-from .device_array import DeviceArray
-from .runtime import DeviceSession
+from .ops import forward as attention, backward, decode, lse_merge, opcall, varlen
+from .ops.forward import flash_attention
+from .ops.backward import flash_attention_backward
+from .ops.compat import flash_attn_func, scaled_dot_product_attention
+from .ops.decode import flash_attention_with_kvcache
+from .ops.lse_merge import merge_partials as merge_attention_partials
+from .ops.varlen import flash_attention_varlen, flash_attention_varlen_backward
+from .runtime.device_array import DeviceArray
+from .runtime.session import DeviceSession
 
 __all__ = ["Session", "DeviceArray", "flash_attention", "flash_attention_backward", "flash_attention_with_kvcache",
            "flash_attention_varlen", "flash_attention_varlen_backward", "flash_attn_func",
@@ -32,6 +32,14 @@ class Session(DeviceSession):
     keeps, per problem shape, its device buffers, tensors, executor and workspace on the
     session, so repeated calls on one shape only copy and launch.
     """
+
+    def to_device(self, array) -> DeviceArray:
+        """A device array holding a copy of `array` (see acl_fa.runtime.device_array)."""
+        return DeviceArray.from_host(self, array)
+
+    def empty(self, shape, dtype) -> DeviceArray:
+        """An uninitialized device array of `shape` and `dtype`."""
+        return DeviceArray.empty(self, shape, dtype)
 
     def flash_attention(self, q, k, v, **options):
         """acl_fa.flash_attention on this session."""
@@ -66,5 +74,5 @@ class Session(DeviceSession):
         return decode.flash_attention_with_kvcache(q, k_cache, v_cache, session=self, **options)
 
     def merge_attention_partials(self, out_a, lse_a, out_b, lse_b, **options):
-        """acl_fa.merge_attention_partials (acl_fa.lse_merge.merge_partials) on this session."""
+        """acl_fa.merge_attention_partials (acl_fa.ops.lse_merge.merge_partials) on this session."""
         return lse_merge.merge_partials(out_a, lse_a, out_b, lse_b, session=self, **options)

@@ -5,7 +5,7 @@
 Runs, on one Session, the causal forward (its out and LSE feed both backwards: the counters and
 the times depend on the shapes, the band and the tiling, not on the values), then the causal
 backward (aclnnFlashAttentionGrad, V1) and the windowed backward (aclnnFlashAttentionGradV2 with
-window = (left, right) intersected with causal, acl_fa.attention_options.window_band), both
+window = (left, right) intersected with causal, acl_fa.spec.band.window_band), both
 deterministic. Prints, as JSON per backward: the simulator's kernel wall time (host time of the
 CPU simulator, not NPU time), executed cube MACs, the useful MACs (5 matmuls x D over the visible
 (query, key) pairs), their ratio, and the AIC cores' cube MACs max / mean; then the time ratio.
@@ -16,12 +16,13 @@ import json
 import numpy as np
 
 import acl_fa
-from acl_fa.attention import problem_from_sizes
-from acl_fa.attention_options import AttentionOptions, window_band
-from acl_fa.backward_v2 import run_backward_v2
-from acl_fa.run import random_inputs
-from acl_fa.run_backward import random_dout
-from acl_fa.sim_stats import last_launch
+from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.band import window_band
+from acl_fa.spec.options import AttentionOptions
+from acl_fa.ops.backward_v2 import run_backward_v2
+from acl_fa.jobs.run import random_inputs
+from acl_fa.jobs.run_backward import random_dout
+from acl_fa.runtime.sim_stats import last_launch
 
 
 def visible_pairs(seq: int, pre: int, nxt: int) -> int:

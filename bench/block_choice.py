@@ -2,12 +2,12 @@
 (op_host/block_cost.h), next to the blocks the previous rule chose (the largest BLOCK_M that fits
 with BLOCK_N = 128, then the largest BLOCK_N: 160x128 for D=128 fp16 on Ascend910B2).
 
-Each row runs `acl-fa profile` twice on the simulator (acl_fa.profile.profile_job): modeled, not
+Each row runs `acl-fa profile` twice on the simulator (acl_fa.jobs.profile.profile_job): modeled, not
 measured. Usage: python bench/block_choice.py [--shapes 32x4096c,1x32768]
 """
 import argparse
 
-from acl_fa.profile import profile_job
+from acl_fa.jobs.profile import profile_job
 
 PREVIOUS_RULE = (160, 128)  # the largest-fitting choice at D=128 fp16 on Ascend910B2
 

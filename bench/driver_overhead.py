@@ -31,7 +31,7 @@ import numpy as np
 from common import header, median, table
 
 import acl_fa  # noqa: E402  (common puts a source checkout on the path)
-from acl_fa.loader import sim_library_dir  # noqa: E402
+from acl_fa.runtime.loader import sim_library_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

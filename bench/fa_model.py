@@ -3,12 +3,12 @@ torch_npu FlashAttention times on an Ascend910B2.
 
 Published (hw-native-sys/pto-isa kernels/manual/common/flash_atten/README.md, "910B2 Multi-Core
 Comparison", torch_npu column; Q, K, V of one sequence length, FLOPs = 4 * S^2 * 128).
-Each row runs `acl-fa profile` (acl_fa.profile.profile_job) on the simulator: modeled, not
+Each row runs `acl-fa profile` (acl_fa.jobs.profile.profile_job) on the simulator: modeled, not
 measured. Needs ACL_FA_SIM_LIB_DIR. Usage: python bench/fa_model.py [--seqs 1024,2048,...]
 """
 import argparse
 
-from acl_fa.profile import profile_job
+from acl_fa.jobs.profile import profile_job
 
 PUBLISHED_US = {1024: 58.461, 2048: 70.801, 4096: 118.302, 8192: 353.147, 16384: 1118.462, 32768: 3646.173}
 

@@ -16,10 +16,11 @@ import numpy as np
 from common import header, median, table
 
 import acl_fa  # noqa: E402
-from acl_fa import attention_v2, sim_stats  # noqa: E402
-from acl_fa.attention import make_problem  # noqa: E402
-from acl_fa.attention_options import build_options  # noqa: E402
-from acl_fa.run import random_inputs  # noqa: E402
+from acl_fa.ops import forward_v2 as attention_v2
+from acl_fa.runtime import sim_stats  # noqa: E402
+from acl_fa.ops.problem import make_problem  # noqa: E402
+from acl_fa.spec.options import build_options  # noqa: E402
+from acl_fa.jobs.run import random_inputs  # noqa: E402
 
 
 def cpu_seconds() -> float:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from common import header, median, table
 
-from acl_fa.standard import standard_intermediate_bytes  # noqa: E402
+from acl_fa.plan.standard import standard_intermediate_bytes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

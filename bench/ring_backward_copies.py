@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-from acl_fa import hccl, parallel
+from acl_fa import parallel
+from acl_fa.parallel import hccl
 from acl_fa.api import Session
 
 

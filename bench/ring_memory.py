@@ -6,7 +6,7 @@ Q, K, V, O and the output's LSE (1/P), the int16 running result's row bounds (ac
 the default: one float32 per row and head, 1/P), the float32 accumulator's extra O/P
 (accumulate="float32" only), the constant (one workspace for every call, a spare K/V sub-block and the merge's buffers
 of BLOCK_ROWS rows) and the rounding; with the run's check, balance and bytes per link per step
-(acl_fa.parallel_run, as `acl-fa run --parallel ring` prints them).
+(acl_fa.jobs.parallel_run, as `acl-fa run --parallel ring` prints them).
 
     python bench/ring_memory.py --seq 4096 8192 32768 [--accumulate int16|float32|output] [--devices 8]
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 
 from acl_fa import parallel
-from acl_fa.parallel_run import format_parallel_report, memory_bound_met, run_parallel_job
-from acl_fa.units import format_bytes
+from acl_fa.jobs.parallel_run import format_parallel_report, memory_bound_met, run_parallel_job
+from acl_fa.runtime.units import format_bytes
 
 
 def main(argv=None):

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ring_model import modeled_row  # noqa: E402
 
-from acl_fa import hccl, parallel  # noqa: E402
-from acl_fa.loader import get_backend  # noqa: E402
+from acl_fa.parallel import hccl, ring as parallel  # noqa: E402
+from acl_fa.runtime.loader import get_backend  # noqa: E402
 
 T_BYTES = 2  # float16 output
 
@@ -95,7 +95,7 @@ def modeled_merge(seq: int, devices: int, heads: int, head_dim: int, hbm_bps: fl
 def main() -> int:
     backend = hccl.use_hccl(get_backend("sim"))
     chip = backend.fn("aclfaSimGetChip")()
-    from acl_fa._ffi import ffi
+    from acl_fa.runtime.ffi import ffi
 
     peak = float(chip.cubeFp16Tflops) * 1e12
     hbm = float(chip.hbmBandwidthGBs) * 1e9

@@ -18,9 +18,9 @@ import sys
 
 import numpy as np
 
-from acl_fa import hccl, parallel
-from acl_fa.attention import problem_from_sizes
-from acl_fa.loader import get_backend
+from acl_fa.parallel import hccl, ring as parallel
+from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.runtime.loader import get_backend
 
 
 def measured(seq: int, devices: int, heads: int, kv_heads: int, head_dim: int = 128):
@@ -64,7 +64,7 @@ def main() -> int:
     chip = backend.fn("aclfaSimGetChip")()
     peak = float(chip.cubeFp16Tflops) * 1e12
     link = hccl.link_model(0, 1, backend)
-    from acl_fa._ffi import ffi
+    from acl_fa.runtime.ffi import ffi
 
     print(f"chip {ffi.string(chip.name).decode()}; link {link}; fp16 cube peak "
           f"{peak / 1e12:g} TFLOP/s")

@@ -24,7 +24,7 @@ kept between merges (its memory per element in brackets):
   float32    -- accumulate="float32" today: T partials, a float32 running result, one rounding
                 to T at the end [4 B]
 
-Each result is checked by the 2x-naive rule (acl_fa.accuracy.check_accuracy against the float64
+Each result is checked by the 2x-naive rule (acl_fa.reference.accuracy.check_accuracy against the float64
 reference) on the parallel tests' cases, on q = k = v (every row dominated by its own key) and on
 random data with one large V row that no query attends to; printed: the largest error /
 tolerance over the seeds per design (<= 1 passes). --device also runs the simulated devices'
@@ -41,8 +41,8 @@ import ml_dtypes
 import numpy as np
 
 from acl_fa import parallel
-from acl_fa.accuracy import check_accuracy, naive_same_precision
-from acl_fa.reference import attention_reference
+from acl_fa.reference.accuracy import check_accuracy, naive_same_precision
+from acl_fa.reference.attention import attention_reference
 
 F32 = np.float32
 

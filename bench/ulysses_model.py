@@ -3,7 +3,7 @@ modeled time for S = 32K ... 1M tokens on 8 devices of a 910B server.
 
 Measured (the simulated devices run Ulysses for real, HcclAlltoAllV through the simulator's
 shared-memory cliques): bytes each device sent to each peer over both all-to-all rounds, read
-from the link counters, against the analytic shard sizes (acl_fa.ulysses.ulysses_link_bytes).
+from the link counters, against the analytic shard sizes (acl_fa.parallel.ulysses.ulysses_link_bytes).
 
 Modeled (every number labeled): per device, communication = the bytes of its busiest outgoing
 link over that link of the simulated HCCL's link model (docs/hccl.md; its figures assumed), four
@@ -19,10 +19,10 @@ import sys
 
 import numpy as np
 
-from acl_fa import hccl, parallel
-from acl_fa.attention import problem_from_sizes
-from acl_fa.loader import get_backend
-from acl_fa.ulysses import kv_heads_of_rank, ulysses_link_bytes
+from acl_fa.parallel import hccl, ring as parallel
+from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.runtime.loader import get_backend
+from acl_fa.parallel.ulysses import kv_heads_of_rank, ulysses_link_bytes
 
 
 def measured(seq: int, devices: int, heads: int, kv_heads: int, head_dim: int = 128):
@@ -48,7 +48,7 @@ def main() -> int:
     chip = backend.fn("aclfaSimGetChip")()
     peak = float(chip.cubeFp16Tflops) * 1e12
     link = hccl.link_model(0, 1, backend)
-    from acl_fa._ffi import ffi
+    from acl_fa.runtime.ffi import ffi
 
     print(f"chip {ffi.string(chip.name).decode()}; link {link}; fp16 cube peak {peak / 1e12:g} TFLOP/s")
     print("\nMeasured on the simulator (causal, B=1, D=128, fp16):")

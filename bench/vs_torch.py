@@ -23,7 +23,8 @@ except ImportError:
     sys.exit(0)
 
 import acl_fa  # noqa: E402
-from acl_fa.attention import make_problem, runner_for  # noqa: E402
+from acl_fa.ops.forward import runner_for  # noqa: E402
+from acl_fa.ops.problem import make_problem  # noqa: E402
 
 
 def sim_kernel_ms(session, runner, prepared, stream):

@@ -15,9 +15,10 @@ import numpy as np
 from common import header, median, table
 
 import acl_fa  # noqa: E402
-from acl_fa import sim_stats  # noqa: E402
-from acl_fa.attention import check_plan, make_problem, runner_for  # noqa: E402
-from acl_fa.run import random_inputs  # noqa: E402
+from acl_fa.runtime import sim_stats  # noqa: E402
+from acl_fa.ops.forward import runner_for  # noqa: E402
+from acl_fa.ops.problem import check_plan, make_problem  # noqa: E402
+from acl_fa.jobs.run import random_inputs  # noqa: E402
 
 
 def block_level_macs(problem, block_m: int, block_n: int) -> int:

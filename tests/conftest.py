@@ -17,7 +17,7 @@ import pytest
 os.environ.setdefault("ACL_FA_BACKEND", "sim")
 
 import acl_fa  # noqa: E402  (after the backend default is set)
-from acl_fa.runtime import live_counts  # noqa: E402
+from acl_fa.runtime.session import live_counts  # noqa: E402
 
 
 def pytest_configure(config):

@@ -1,10 +1,11 @@
-"""acl_fa/attention_options.py: the V2 options' conversions and the error every bad input gives."""
+"""acl_fa/spec/options.py: the V2 options' conversions and the error every bad input gives."""
 import numpy as np
 import pytest
 
-from acl_fa.attention_options import (UNBOUNDED, AttentionOptions, band_columns, band_visible, build_options, check_max_seqlen,
-                                      cu_seqlens_ends, device_mask, dropout_keep_prob, window_band)
-from acl_fa.errors import InvalidArgumentError, InvalidTypeError
+from acl_fa.spec.band import UNBOUNDED, band_columns, band_visible, window_band
+from acl_fa.spec.options import (
+    AttentionOptions, build_options, check_max_seqlen, cu_seqlens_ends, device_mask, dropout_keep_prob)
+from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
 
 B, N, SQ, SKV = 2, 3, 5, 7
 

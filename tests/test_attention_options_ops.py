@@ -1,6 +1,6 @@
 """The public faces with the V2 options (window, varlen) against the float64 reference with the
 same options, forward and backward, each option alone and combined, under the 2x-naive rule
-(acl_fa.accuracy); bad options refused before device work."""
+(acl_fa.reference.accuracy); bad options refused before device work."""
 from __future__ import annotations
 
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa.accuracy import check_accuracy, check_gradients, naive_same_precision
-from acl_fa.layouts import shape_of, to_bnsd
-from acl_fa.reference import attention_reference_varlen, attention_reference_varlen_backward
+from acl_fa.reference.accuracy import check_accuracy, check_gradients, naive_same_precision
+from acl_fa.spec.layouts import shape_of, to_bnsd
+from acl_fa.reference.attention import attention_reference_varlen, attention_reference_varlen_backward
 
 F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 NAMES = {F16: "float16", BF16: "bfloat16"}

@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 import acl_fa
-from acl_fa import plan as planmod
-from acl_fa.backward_plan import grad_plan
+from acl_fa.plan import forward as planmod
+from acl_fa.plan.backward import grad_plan
 from acl_fa.cli import main
-from acl_fa.errors import InvalidArgumentError, InvalidTypeError
+from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
 
 A2_A3 = ("ascend910b", "ascend910_93")
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import acl_fa
 from acl_fa.cli import main
-from acl_fa.errors import InvalidArgumentError, InvalidTypeError
+from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
 from conftest import run_python
 
 F16 = np.float16
@@ -105,14 +105,14 @@ EQUAL_BUT_REFUSED = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_refused_before_device_work(backend, case):
     _, q, k, v, options, exc_type, words = case
-    before = acl_fa.runtime.live_counts(backend) if backend.name == "sim" else None
+    before = acl_fa.runtime.session.live_counts(backend) if backend.name == "sim" else None
     with pytest.raises(exc_type) as info:
         acl_fa.flash_attention(q, k, v, **options)
     message = str(info.value)
     for word in words:
         assert word in message, f"{word!r} missing from: {message}"
     if before is not None and options.get("backend") != "cuda":
-        after = acl_fa.runtime.live_counts(backend)
+        after = acl_fa.runtime.session.live_counts(backend)
         assert after["deviceAllocations"] <= before["deviceAllocations"] or before["initCount"] == 0
 
 
@@ -130,13 +130,13 @@ def test_equal_valued_option_of_a_refused_type_is_refused_after_the_valid_call(s
 
 
 def test_session_device_beyond_the_host(backend):
-    before = acl_fa.runtime.live_counts(backend) if backend.name == "sim" else None
+    before = acl_fa.runtime.session.live_counts(backend) if backend.name == "sim" else None
     for device, words in ((3, "device=3 is out of range: this host has 1 device"),
                           (2**40, "device=1099511627776 is out of range")):
         with pytest.raises(InvalidArgumentError, match=words):
             acl_fa.Session(device=device, backend=backend.name)
     if before is not None:
-        assert acl_fa.runtime.live_counts(backend) == before
+        assert acl_fa.runtime.session.live_counts(backend) == before
 
 
 def test_table_is_large_enough():
@@ -222,9 +222,9 @@ RELEASE_LEFTOVERS = {
 FAULT_SCRIPT = r"""
     import json, re
     import numpy as np, acl_fa
-    from acl_fa._cdefs import default_cdefs_dir, read_cdefs
-    from acl_fa.errors import AclError
-    from acl_fa.runtime import live_counts
+    from acl_fa.runtime.cdef_reader import default_cdefs_dir, read_cdefs
+    from acl_fa.runtime.errors import AclError
+    from acl_fa.runtime.session import live_counts
     backend = acl_fa.get_backend("sim")
     real_call = backend.call
     record, phase = [], ["none"]

@@ -11,16 +11,18 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from acl_fa import l2model, sim_stats
-from acl_fa._ffi import ffi
-from acl_fa.attention import make_problem, runner_for
-from acl_fa.bench import standard_attention_numpy
+from acl_fa.plan import l2model
+from acl_fa.runtime import sim_stats
+from acl_fa.runtime.ffi import ffi
+from acl_fa.ops.forward import runner_for
+from acl_fa.ops.problem import make_problem
+from acl_fa.jobs.bench import standard_attention_numpy
 from acl_fa.cli import main
-from acl_fa.errors import AclError
-from acl_fa.layouts import to_bnsd
-from acl_fa.reference import attention_reference
-from acl_fa.roofline import ChipPeaks, chip_peaks, roofline
-from acl_fa.run import random_inputs
+from acl_fa.runtime.errors import AclError
+from acl_fa.spec.layouts import to_bnsd
+from acl_fa.reference.attention import attention_reference
+from acl_fa.plan.roofline import ChipPeaks, chip_peaks, roofline
+from acl_fa.jobs.run import random_inputs
 
 LINE = 512
 

@@ -34,6 +34,9 @@ SCRIPTS = [
 def test_bench_script_runs(script, args, expected):
     env = dict(os.environ)
     env.setdefault("ACL_FA_BACKEND", "sim")
+    # This tree's acl_fa (as the rest of the suite imports it), not an installed one of another
+    # version: the test is that the scripts still run against the library beside them.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"bench/{script} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"

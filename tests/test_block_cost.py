@@ -14,8 +14,8 @@ import re
 import numpy as np
 import pytest
 
-from acl_fa import plan as plan_module
-from acl_fa import timing
+from acl_fa.plan import forward as plan_module
+from acl_fa.plan import timing
 
 from test_flash_attention import _inputs
 
@@ -147,7 +147,7 @@ def test_auto_blocks_minimize_the_analytic_cost(sizes):
 
 
 def test_auto_blocks_model_close_to_the_fastest_candidate(session, sim_only):
-    from acl_fa.sweep import analytic_error, sweep
+    from acl_fa.jobs.sweep import analytic_error, sweep
 
     rows = sweep(seq=1024, heads=4, causal=True, block_ms=(32, 64, 96, 128), block_ns=(64, 128, 256, 320))
     err = analytic_error(rows)

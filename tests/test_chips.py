@@ -28,7 +28,7 @@ COUPLED_CASES = [_fp16(c) for c in CASES]
 CASES_SCRIPT = """
 import json
 import acl_fa
-from acl_fa.sim_stats import last_launch
+from acl_fa.runtime.sim_stats import last_launch
 from test_flash_attention import _assert_close, _case_id, _inputs
 from test_chips import COUPLED_CASES
 
@@ -85,7 +85,7 @@ import json
 import ml_dtypes
 import numpy as np
 import acl_fa
-from acl_fa.runtime import live_counts
+from acl_fa.runtime.session import live_counts
 
 q = np.zeros((1, 2, 64, 64), np.float16)
 cases = {{

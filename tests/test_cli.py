@@ -93,7 +93,7 @@ def test_plot_without_matplotlib_fails_before_the_benchmark(sim_only, monkeypatc
     import importlib.util
     import sys
 
-    from acl_fa import bench
+    from acl_fa.jobs import bench
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))

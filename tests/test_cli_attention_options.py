@@ -7,9 +7,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from acl_fa.attention_options import AttentionOptions
+from acl_fa.spec.options import AttentionOptions
 from acl_fa.cli import main
-from acl_fa.run_options import band_pairs
+from acl_fa.jobs.run_options import band_pairs
 
 
 def _invoke(*args):

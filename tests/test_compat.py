@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa.errors import InvalidArgumentError, InvalidTypeError
-from acl_fa.reference import attention_reference
+from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
+from acl_fa.reference.attention import attention_reference
 
 TOL = 2e-3  # fp16 output of inputs ~ N(0, 1): the forward's error is far below this
 

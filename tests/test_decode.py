@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa.accuracy import check_accuracy
-from acl_fa.decode_reference import kvcache_reference
+from acl_fa.reference.accuracy import check_accuracy
+from acl_fa.reference.decode import kvcache_reference
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -249,11 +249,11 @@ BAD = [
 def test_bad_input_is_refused_before_device_work(session, backend, name, edit, error, message):
     args = edit(_bad_call_args(np.random.default_rng(5)))
     q, k_cache, v_cache = args.pop("q"), args.pop("k_cache"), args.pop("v_cache")
-    before = acl_fa.runtime.live_counts(backend) if backend.name == "sim" else None
+    before = acl_fa.runtime.session.live_counts(backend) if backend.name == "sim" else None
     with pytest.raises(error, match=message):
         session.flash_attention_with_kvcache(q, k_cache, v_cache, **args)
     if before is not None:
-        assert acl_fa.runtime.live_counts(backend) == before  # nothing allocated, nothing launched
+        assert acl_fa.runtime.session.live_counts(backend) == before  # nothing allocated, nothing launched
 
 
 def test_device_arrays_of_another_or_a_closed_session_are_refused(session, backend):
@@ -295,7 +295,7 @@ def test_chips_without_separate_vector_cores_are_refused_before_device_work(sim_
 def test_explicit_num_splits_cut_each_sequence_into_that_many_pieces(session, sim_only, splits, busy_aiv):
     """One sequence and kv head of 48 chunks on the 910B2 (24 AIC, 48 AIV): num_splits=S puts
     S pieces on S vector cores (S clamped to 48), 0 spreads the keys over all 48, 1 keeps one."""
-    from acl_fa import sim_stats
+    from acl_fa.runtime import sim_stats
 
     rng = np.random.default_rng(11)
     k_cache, v_cache, table = make_cache(rng, 1, [48 * 128], 1, 64, F16, 128)

@@ -1,4 +1,4 @@
-"""`acl-fa plan --decode` / acl_fa.decode_plan: the decode op's tiling and its split of the keys
+"""`acl-fa plan --decode` / acl_fa.plan.decode: the decode op's tiling and its split of the keys
 into work items, from the policy module the TilingFunc uses; the split is checked against what the
 real kernel does on the simulator (per-core cube work)."""
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from acl_fa import sim_stats
+from acl_fa.runtime import sim_stats
 from acl_fa.cli import main
-from acl_fa.decode_plan import decode_plan
-from acl_fa.plan import PlanError
+from acl_fa.plan.decode import decode_plan
+from acl_fa.plan.forward import PlanError
 
 
 def run(*args):

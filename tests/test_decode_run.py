@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 import acl_fa
-from acl_fa import decode_run
+from acl_fa.jobs import decode_run
 from acl_fa.cli import main
 
 
@@ -94,7 +94,7 @@ def test_write_kv_cache_writes_through_the_block_table(session):
     k_cache, v_cache = session.to_device(cache), session.to_device(cache)
     k = rng.standard_normal((2, 20, 2, 32)).astype(np.float16)
     try:
-        acl_fa.decode.write_kv_cache(k_cache, v_cache, k, 2 * k, cache_seqlens=np.array([5, 12], np.int32),
+        acl_fa.ops.decode.write_kv_cache(k_cache, v_cache, k, 2 * k, cache_seqlens=np.array([5, 12], np.int32),
                                      block_table=table)
         rows_k = k_cache.numpy().reshape(-1, 2, 32)
         rows_v = v_cache.numpy().reshape(-1, 2, 32)
@@ -105,9 +105,9 @@ def test_write_kv_cache_writes_through_the_block_table(session):
                 np.testing.assert_array_equal(rows_k[row], k[b, t])
                 np.testing.assert_array_equal(rows_v[row], 2 * k[b, t])
         with pytest.raises(acl_fa.InvalidArgumentError, match="exceeds the block table's reach"):
-            acl_fa.decode.write_kv_cache(k_cache, v_cache, k, k, cache_seqlens=13, block_table=table)
+            acl_fa.ops.decode.write_kv_cache(k_cache, v_cache, k, k, cache_seqlens=13, block_table=table)
         with pytest.raises(acl_fa.InvalidTypeError, match="k_cache must be a DeviceArray"):
-            acl_fa.decode.write_kv_cache(cache, v_cache, k, k, cache_seqlens=0, block_table=table)
+            acl_fa.ops.decode.write_kv_cache(cache, v_cache, k, k, cache_seqlens=0, block_table=table)
     finally:
         k_cache.close()
         v_cache.close()

@@ -1,4 +1,4 @@
-"""CANN's builtin aclnnInplaceAdd as the simulator's libopapi.so gives it, and acl_fa.device_add on top:
+"""CANN's builtin aclnnInplaceAdd as the simulator's libopapi.so gives it, and acl_fa.ops.device_add on top:
 results bit-equal to numpy's float32 emulation of the promoted add (mixed float16/bfloat16/float32,
 broadcast, strided views, alpha), the refusals the op documents, the GM traffic counters, and an
 injected failure that leaves the Session usable.
@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from acl_fa import Session
-from acl_fa._ffi import ffi
-from acl_fa.device_add import DeviceAdds
-from acl_fa.device_array import DeviceArray
-from acl_fa.dtypes import to_acl
-from acl_fa.errors import AclError, InvalidArgumentError, InvalidTypeError
-from acl_fa.tensor import Tensor
+from acl_fa.runtime.ffi import ffi
+from acl_fa.ops.device_add import DeviceAdds
+from acl_fa.runtime.device_array import DeviceArray
+from acl_fa.runtime.dtypes import to_acl
+from acl_fa.runtime.errors import AclError, InvalidArgumentError, InvalidTypeError
+from acl_fa.runtime.tensor import Tensor
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)

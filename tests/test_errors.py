@@ -6,20 +6,10 @@ import re
 
 import pytest
 
-from acl_fa._cdefs import default_cdefs_dir, read_cdefs
-from acl_fa.errors import (
-    ERROR_CODES,
-    AclError,
-    AclFaError,
-    AclLibraryError,
-    AclMemoryError,
-    AclParamError,
-    ClosedObjectError,
-    InvalidArgumentError,
-    InvalidTypeError,
-    LoadAttempt,
-    error_for_code,
-)
+from acl_fa.runtime.cdef_reader import default_cdefs_dir, read_cdefs
+from acl_fa.runtime.errors import (
+    ERROR_CODES, AclError, AclFaError, AclLibraryError, AclMemoryError, AclParamError, ClosedObjectError,
+    InvalidArgumentError, InvalidTypeError, LoadAttempt, error_for_code)
 
 
 def test_code_table_matches_the_cdefs():

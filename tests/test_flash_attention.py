@@ -1,6 +1,6 @@
 """acl_fa.flash_attention against the float64 reference, over a table of cases.
 
-Tolerance (flash-attention's rule, acl_fa.accuracy): the error against float64 is at most twice
+Tolerance (flash-attention's rule, acl_fa.reference.accuracy): the error against float64 is at most twice
 the error of a naive attention in the input precision, with a floor of one unit roundoff of the
 dtype at the output's magnitude. Both numbers are printed on failure.
 """
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa.accuracy import check_accuracy, naive_same_precision
-from acl_fa.layouts import shape_of, to_bnsd
+from acl_fa.reference.accuracy import check_accuracy, naive_same_precision
+from acl_fa.spec.layouts import shape_of, to_bnsd
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)

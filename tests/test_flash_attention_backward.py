@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa.accuracy import check_gradients
-from acl_fa.layouts import shape_of
+from acl_fa.reference.accuracy import check_gradients
+from acl_fa.spec.layouts import shape_of
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)

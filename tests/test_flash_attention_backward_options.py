@@ -23,12 +23,13 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa.accuracy import ULP
-from acl_fa.errors import InvalidArgumentError
-from acl_fa.layouts import shape_of, to_bnsd
-from acl_fa.reference import (attention_reference, attention_reference_backward, attention_reference_varlen,
-                              attention_reference_varlen_backward)
-from acl_fa.sim_stats import last_launch
+from acl_fa.reference.accuracy import ULP
+from acl_fa.runtime.errors import InvalidArgumentError
+from acl_fa.spec.layouts import shape_of, to_bnsd
+from acl_fa.reference.attention import (
+    attention_reference, attention_reference_backward, attention_reference_varlen,
+    attention_reference_varlen_backward)
+from acl_fa.runtime.sim_stats import last_launch
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -208,10 +209,10 @@ def test_mask_and_dropout_are_bit_identical_across_threads_and_chips(sim_only):
 
 def test_mask_geometry_is_checked_by_the_tiling(session):
     """A device mask whose dims do not broadcast to [B, N, Sq, Skv] is refused by op_host, naming the dim."""
-    from acl_fa.attention import make_problem
-    from acl_fa.attention_options import AttentionOptions
-    from acl_fa.backward_v2 import run_backward_v2
-    from acl_fa.errors import AclError
+    from acl_fa.ops.problem import make_problem
+    from acl_fa.spec.options import AttentionOptions
+    from acl_fa.ops.backward_v2 import run_backward_v2
+    from acl_fa.runtime.errors import AclError
 
     q, k, v, dout = _inputs((1, 2, 32, 16), (1, 2, 32, 16), F16)
     lse = np.zeros((1, 2, 32), np.float32)

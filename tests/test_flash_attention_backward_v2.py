@@ -1,4 +1,4 @@
-"""FlashAttentionGradV2 (acl_fa.backward_v2.run_backward_v2): sliding-window bands and
+"""FlashAttentionGradV2 (acl_fa.ops.backward_v2.run_backward_v2): sliding-window bands and
 variable-length TND batches against a float64 reference, in both dQ modes; rows that see no
 key; executed/useful cube MACs and core balance of a window; bad input.
 
@@ -21,15 +21,17 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from acl_fa.accuracy import ULP
-from acl_fa.attention import make_problem
-from acl_fa.attention_options import UNBOUNDED, AttentionOptions
-from acl_fa.backward_v2 import run_backward_v2
-from acl_fa.errors import AclError, InvalidArgumentError
-from acl_fa.layouts import shape_of, to_bnsd
-from acl_fa.reference import (attention_reference, attention_reference_backward, attention_reference_varlen,
-                              attention_reference_varlen_backward)
-from acl_fa.sim_stats import last_launch
+from acl_fa.reference.accuracy import ULP
+from acl_fa.ops.problem import make_problem
+from acl_fa.spec.band import UNBOUNDED
+from acl_fa.spec.options import AttentionOptions
+from acl_fa.ops.backward_v2 import run_backward_v2
+from acl_fa.runtime.errors import AclError, InvalidArgumentError
+from acl_fa.spec.layouts import shape_of, to_bnsd
+from acl_fa.reference.attention import (
+    attention_reference, attention_reference_backward, attention_reference_varlen,
+    attention_reference_varlen_backward)
+from acl_fa.runtime.sim_stats import last_launch
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -218,9 +220,9 @@ def test_empty_band_is_refused_by_the_tiling(session):
 DETERMINISM_SCRIPT = textwrap.dedent("""
     import hashlib, json, sys
     import numpy as np, acl_fa
-    from acl_fa.attention import make_problem
-    from acl_fa.attention_options import AttentionOptions
-    from acl_fa.backward_v2 import run_backward_v2
+    from acl_fa.ops.problem import make_problem
+    from acl_fa.spec.options import AttentionOptions
+    from acl_fa.ops.backward_v2 import run_backward_v2
     rng = np.random.default_rng(7)
     cu = (300, 317, 700)  # three sequences, a band reaching across key blocks of every core
     q, k, v, dout = (rng.standard_normal((700, h, 32)).astype(np.float16) for h in (4, 2, 2, 4))

@@ -1,6 +1,6 @@
-"""FlashAttentionV2 forward (acl_fa/attention_v2.py, op/flash_attention_v2.json): the band of
+"""FlashAttentionV2 forward (acl_fa/ops/forward_v2.py, op/flash_attention_v2.json): the band of
 pre_tokens / next_tokens and variable-length TND batches, against a float64 reference under the
-forward's 2x-naive rule (acl_fa/accuracy.py); executed cube MACs against the blocks the band
+forward's 2x-naive rule (acl_fa/reference/accuracy.py); executed cube MACs against the blocks the band
 touches; aclnn-level refusals of bad sequence ends.
 
 The reference here is local (band + varlen, float64): key j is visible to query i of a sequence
@@ -13,13 +13,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from acl_fa import attention_v2, sim_stats
-from acl_fa.accuracy import check_accuracy
-from acl_fa.attention import make_problem
-from acl_fa.attention_options import AttentionOptions as Options
-from acl_fa.errors import AclError
-from acl_fa.layouts import to_bnsd
-from acl_fa.plan import UNBOUNDED_TOKENS as INF
+from acl_fa.ops import forward_v2 as attention_v2
+from acl_fa.runtime import sim_stats
+from acl_fa.reference.accuracy import check_accuracy
+from acl_fa.ops.problem import make_problem
+from acl_fa.spec.options import AttentionOptions as Options
+from acl_fa.runtime.errors import AclError
+from acl_fa.spec.layouts import to_bnsd
+from acl_fa.spec.band import UNBOUNDED as INF
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 
@@ -112,7 +113,7 @@ def check_band(session, case):
 
 def test_no_band_equals_the_v1_op(session):
     """pre = next = unbounded runs the V1 kernel's arithmetic: bit-identical results."""
-    from acl_fa.attention import flash_attention
+    from acl_fa.ops.forward import flash_attention
 
     rng = np.random.default_rng(3)
     case = FIXED[-1]
@@ -122,7 +123,7 @@ def test_no_band_equals_the_v1_op(session):
 
 
 def test_causal_band_equals_the_v1_causal_op(session):
-    from acl_fa.attention import flash_attention
+    from acl_fa.ops.forward import flash_attention
 
     rng = np.random.default_rng(4)
     case = (1, 2, 2, 200, 150, 64, "float16", "BNSD", (INF, 0), 64, 64)
@@ -309,9 +310,9 @@ def test_varlen_balances_by_real_work(session, sim_only):
 
 def _call_aclnn(session, ends_q, ends_kv, tq=40, tkv=40, layout="TND"):
     """Phase one of aclnnFlashAttentionV2 with the given cumulative ends; the aclnn's error."""
-    from acl_fa import tensor as tensormod
-    from acl_fa._ffi import ffi
-    from acl_fa.runtime import DeviceBuffer
+    from acl_fa.runtime import tensor as tensormod
+    from acl_fa.runtime.ffi import ffi
+    from acl_fa.runtime.session import DeviceBuffer
 
     n, d = 2, 64
     bufs, tensors = [], {}
@@ -368,7 +369,7 @@ def test_aclnn_refuses_sequence_ends_without_tnd(session, sim_only):
 
 
 def test_band_that_sees_nothing_is_refused(session):
-    from acl_fa.errors import InvalidArgumentError
+    from acl_fa.runtime.errors import InvalidArgumentError
 
     rng = np.random.default_rng(0)
     q = rand(rng, (1, 1, 64, 64), "float16")
@@ -387,7 +388,7 @@ def test_band_that_sees_nothing_is_refused(session):
 def test_narrow_bands_get_narrow_tiles(kw, blocks, solo):
     """Narrow bands get the smallest tiles, and each AIV its own QK and P.V over its own rows'
     band (solo_rows): one job over both halves would compute keys only one half sees."""
-    from acl_fa.plan import plan
+    from acl_fa.plan.forward import plan
 
     p = plan(seq=32768, heads=1, head_dim=128, soc="Ascend910B2", **kw)
     if blocks is None:  # what the policy picks without a band
@@ -398,7 +399,7 @@ def test_narrow_bands_get_narrow_tiles(kw, blocks, solo):
 
 
 def test_coupled_chips_take_whole_narrow_tiles():
-    from acl_fa.plan import plan
+    from acl_fa.plan.forward import plan
 
     p = plan(seq=4096, heads=1, head_dim=128, soc="Ascend310P3", pre_tokens=256, next_tokens=0)
     assert (p.block_m, p.block_n) == (16, 16)  # one AI Core takes all 16 rows
@@ -411,7 +412,7 @@ def test_coupled_chips_take_whole_narrow_tiles():
     (dict(layout="TND", seq_lens_q=(3, 4), seq_lens_kv=(3,)), "one length per sequence"),
 ])
 def test_plan_refuses_bad_bands_and_sequences(kw, message):
-    from acl_fa.plan import PlanError, plan
+    from acl_fa.plan.forward import PlanError, plan
 
     with pytest.raises(PlanError) as info:
         plan(seq=256, heads=1, head_dim=64, soc="Ascend910B2", **kw)
@@ -421,7 +422,7 @@ def test_plan_refuses_bad_bands_and_sequences(kw, message):
 def test_plan_counts_each_sequences_work():
     """A varlen plan's work is the sum of its sequences' plans (same blocks), not the longest
     sequence's times the count."""
-    from acl_fa.plan import plan
+    from acl_fa.plan.forward import plan
 
     lens = (1000, 17, 300)
     kw = dict(heads=2, head_dim=64, soc="Ascend910B2", block_m=64, block_n=64, pre_tokens=INF, next_tokens=0)

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa.attention import max_magnitude
-from acl_fa.errors import InvalidArgumentError
-from acl_fa.runtime import live_counts
+from acl_fa.ops.problem import max_magnitude
+from acl_fa.runtime.errors import InvalidArgumentError
+from acl_fa.runtime.session import live_counts
 
 BF16 = ml_dtypes.bfloat16
 

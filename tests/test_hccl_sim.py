@@ -1,4 +1,4 @@
-"""The simulated HCCL (sim/src/hccl, libhccl.so) and acl_fa.hccl over it.
+"""The simulated HCCL (sim/src/hccl, libhccl.so) and acl_fa.parallel.hccl over it.
 
 Every test runs in fresh processes: loading libhccl.so raises the simulator's default device
 count to 8 for the whole process, which the rest of the suite must not see. Multi-process
@@ -68,9 +68,9 @@ def test_c_client_one_process_per_rank(client, tmp_path):
 
 PRELUDE = """
 import threading, numpy as np, acl_fa
-from acl_fa import hccl
-from acl_fa.hccl import Communicator
-from acl_fa.errors import HcclError, HcclParamError, AclError
+from acl_fa.parallel import hccl
+from acl_fa.parallel.hccl import Communicator
+from acl_fa.runtime.errors import HcclError, HcclParamError, AclError
 backend = hccl.use_hccl()
 """
 
@@ -84,7 +84,7 @@ def run_python(code, timeout=120, **env):
 
 def test_python_ring_gather_and_link_bytes_on_eight_default_devices():
     out = run_python("""
-        assert acl_fa.loader.device_count(backend) == 8  # HCCL loaded: 8 simulated devices by default
+        assert acl_fa.runtime.loader.device_count(backend) == 8  # HCCL loaded: 8 simulated devices by default
         sessions = [acl_fa.Session(device=d) for d in range(4)]
         comms = Communicator.init_all(sessions)
         assert [c.rank for c in comms] == [0, 1, 2, 3] and comms[2].size == 4
@@ -115,7 +115,7 @@ def test_python_ring_gather_and_link_bytes_on_eight_default_devices():
 def test_python_ranks_as_processes_all_reduce(tmp_path):
     child = textwrap.dedent("""
         import sys, numpy as np, acl_fa
-        from acl_fa import hccl
+        from acl_fa.parallel import hccl
         hccl.use_hccl()
         rank, root = int(sys.argv[1]), bytes.fromhex(open(sys.argv[2]).read())
         with acl_fa.Session(device=rank) as s:
@@ -188,7 +188,7 @@ def test_all_to_all_v_moves_uneven_blocks_and_counts_each_link():
         try:
             comms[0].all_to_all_v(sends[0], [1, 2], [0, 3], recvs[0], [1, 2, 3], [0, 1, 3], np.int32, streams[0])
             raise SystemExit("no error")
-        except acl_fa.errors.InvalidArgumentError as exc:
+        except acl_fa.runtime.errors.InvalidArgumentError as exc:
             assert "send_counts must list one element count per rank (3)" in str(exc)
         print("ok")
     """)
@@ -274,7 +274,7 @@ def test_root_info_nobody_joins_is_swept_once_stale(client, tmp_path):
 
 def test_bad_arguments_are_named_at_the_call():
     run_python("""
-        from acl_fa._ffi import ffi
+        from acl_fa.runtime.ffi import ffi
         comms_out = ffi.new("HcclComm[2]")
         try:
             backend.call("HcclCommInitAll", 2, ffi.new("int32_t[]", [3, 3]), comms_out); raise SystemExit("no error")
@@ -323,8 +323,8 @@ def test_fault_injection_covers_hccl_calls():
 
 def test_npu_backend_looks_for_libhccl_next_to_its_runtime_then_in_the_toolkits(tmp_path, monkeypatch):
     """The loader's record says where it looked and why each path failed (nothing is loaded)."""
-    from acl_fa.errors import AclLibraryError
-    from acl_fa.loader import Backend
+    from acl_fa.runtime.errors import AclLibraryError
+    from acl_fa.runtime.loader import Backend
 
     runtime_dir, toolkit = tmp_path / "rt", tmp_path / "toolkit"
     (toolkit / "lib64").mkdir(parents=True)
@@ -345,7 +345,8 @@ def test_hccl_code_table_matches_the_cdefs():
     """HcclError's names are those of enum HcclResult in the cdefs (checked against HCCL's header)."""
     import re
 
-    from acl_fa.errors import HCCL_ERROR_CODES, HcclError, HcclMemoryError, HcclParamError, hccl_error_for_code
+    from acl_fa.runtime.errors import (
+        HCCL_ERROR_CODES, HcclError, HcclMemoryError, HcclParamError, hccl_error_for_code)
 
     text = (ROOT / "acl_fa" / "cdefs" / "hccl.h").read_text()
     members = {name: int(value) for name, value in re.findall(r"\b(HCCL_E_\w+) = (\d+)", text)}

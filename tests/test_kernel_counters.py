@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 import acl_fa
-from acl_fa import plan as planmod
-from acl_fa.attention import problem_from_sizes
-from acl_fa.measure import measure
-from acl_fa.run import random_inputs
+from acl_fa.plan import forward as planmod
+from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.jobs.measure import measure
+from acl_fa.jobs.run import random_inputs
 
 from kernel_model import expected_counts, useful_macs
 

@@ -18,7 +18,7 @@ PRELUDE = """
 import gc, json, os, signal, sys, threading, time
 import numpy as np
 import acl_fa
-from acl_fa.runtime import live_counts
+from acl_fa.runtime.session import live_counts
 sys.path.insert(0, TESTS_DIR)
 from forked import in_child
 
@@ -68,7 +68,7 @@ def test_forked_child_refuses_inherited_session_and_opens_its_own():
             with acl_fa.Session() as mine:
                 assert np.array_equal(mine.flash_attention(q, k, v), expected)
             assert np.array_equal(acl_fa.flash_attention(q, k, v), expected)
-            for session in list(acl_fa.opcall._sessions.values()):
+            for session in list(acl_fa.ops.opcall._sessions.values()):
                 session.close()
             assert not live(), live()
 
@@ -82,7 +82,7 @@ def test_forked_child_refuses_inherited_session_and_opens_its_own():
         assert buffer_ref[0].to_numpy().tolist() == list(range(8))
         buffer_ref.clear()
         s.close()
-        for session in list(acl_fa.opcall._sessions.values()):
+        for session in list(acl_fa.ops.opcall._sessions.values()):
             session.close()
         print(json.dumps({"left": live()}))
     """)
@@ -105,7 +105,7 @@ def test_multiprocessing_fork_pool_runs_calls_in_its_workers():
             got = pool.map_async(work, range(6)).get(timeout=120)
         assert got == expected
         s.close()
-        for session in list(acl_fa.opcall._sessions.values()):
+        for session in list(acl_fa.ops.opcall._sessions.values()):
             session.close()
         print(json.dumps({"left": live()}))
     """)
@@ -222,7 +222,7 @@ def test_ctrl_c_stops_a_long_kernel_within_a_second_and_the_session_stays_usable
 INJECT = """
 # Interrupts land as a real Ctrl-C does. An interval timer (setitimer) fires SIGALRM after a
 # given delay; its handler raises SIGINT, whose handler -- the default one, or the one
-# acl_fa.interrupts puts in place while it holds Ctrl-C back -- runs at once. Python runs signal
+# acl_fa.runtime.interrupts puts in place while it holds Ctrl-C back -- runs at once. Python runs signal
 # handlers at the main thread's next check for signals (after any call returns, at any loop or
 # function start), so KeyboardInterrupt lands where a real Ctrl-C can. The SIGINT handler raises
 # only while an action runs ("armed"): a late signal is dropped instead of landing in the
@@ -299,7 +299,7 @@ def test_interrupts_anywhere_in_calls_leak_nothing():
                     if not np.array_equal(holder[0].flash_attention(*cases[c]), expected[c]):
                         wrong.append((name, i, c))
         holder[0].close()
-        for s in list(acl_fa.opcall._sessions.values()):
+        for s in list(acl_fa.ops.opcall._sessions.values()):
             s.close()
         gc.collect()
         print(json.dumps({"hits": hits, "spans": spans, "wrong": wrong[:5], "left": live()}))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from acl_fa import loader
-from acl_fa.errors import AclLibraryError, InvalidArgumentError
+from acl_fa.runtime import loader
+from acl_fa.runtime.errors import AclLibraryError, InvalidArgumentError
 
 from conftest import run_python
 
@@ -90,7 +90,7 @@ def test_auto_without_cann_uses_the_simulator_and_says_so_once(tmp_path):
     result = run_python("""
         import json, logging
         logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
-        from acl_fa.loader import get_backend
+        from acl_fa.runtime.loader import get_backend
         first, second = get_backend(), get_backend()
         print(json.dumps({"name": first.name, "same": first is second,
                           "tried": [tuple(a) for a in first.attempts]}))
@@ -132,22 +132,22 @@ def test_generated_out_of_line_module_resolves_symbols(tmp_path, backend):
     if backend.name != "sim":
         pytest.skip("loads the simulator")
     generated = tmp_path / "_acl_cffi.py"
-    build = Path(loader.__file__).with_name("_build_cffi.py")
-    cdefs = Path(loader.__file__).with_name("cdefs")
+    build = Path(loader.__file__).with_name("build_cffi.py")
+    cdefs = Path(loader.__file__).parent.parent / "cdefs"
     result = run_python(f"""
         import importlib.util, json, runpy, sys
-        sys.argv = ["_build_cffi.py", "--cdefs", {str(cdefs)!r}, "--output", {str(generated)!r}]
+        sys.argv = ["build_cffi.py", "--cdefs", {str(cdefs)!r}, "--output", {str(generated)!r}]
         try:
             runpy.run_path({str(build)!r}, run_name="__main__")
         except SystemExit as exit:
             assert exit.code == 0
-        spec = importlib.util.spec_from_file_location("acl_fa._acl_cffi", {str(generated)!r})
+        spec = importlib.util.spec_from_file_location("acl_fa.runtime._acl_cffi", {str(generated)!r})
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        sys.modules["acl_fa._acl_cffi"] = module
+        sys.modules["acl_fa.runtime._acl_cffi"] = module
         import numpy as np, _cffi_backend, acl_fa
-        from acl_fa._ffi import ffi
-        from acl_fa.tensor import Tensor
+        from acl_fa.runtime.ffi import ffi
+        from acl_fa.runtime.tensor import Tensor
         b = acl_fa.get_backend("sim")
         with acl_fa.Session(backend="sim") as s:
             with s.upload(np.arange(6, dtype=np.float16).reshape(2, 3)) as buf:

@@ -1,4 +1,4 @@
-"""AttentionLseMerge (acl_fa.lse_merge): the device merge of two partial attention results by their
+"""AttentionLseMerge (acl_fa.ops.lse_merge): the device merge of two partial attention results by their
 LSE against a float64 numpy merge -- every dtype combination of the OpDef, rows no key reached
 (-inf LSEs), rows spread over several tiles per core, row counts not a multiple of the 8-row
 block, every chip family; in place; its GM traffic; bad input refused before device work, named.
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa import lse_merge
-from acl_fa.errors import AclFaError, InvalidArgumentError, InvalidTypeError
-from acl_fa.sim_stats import last_launch
+from acl_fa.ops import lse_merge
+from acl_fa.runtime.errors import AclFaError, InvalidArgumentError, InvalidTypeError
+from acl_fa.runtime.sim_stats import last_launch
 from conftest import run_python
 
 F16, BF16, F32 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)
@@ -187,8 +187,8 @@ def test_bad_input_is_refused_before_device_work_naming_the_argument(change, err
 COUPLED_SCRIPT = """
 import json
 import numpy as np, ml_dtypes, acl_fa
-from acl_fa import lse_merge
-from acl_fa.sim_stats import last_launch
+from acl_fa.ops import lse_merge
+from acl_fa.runtime.sim_stats import last_launch
 from test_lse_merge import _partials, _assert_merged, F16, F32, BF16
 
 with acl_fa.Session(backend="sim") as s:

@@ -1,4 +1,4 @@
-"""AttentionLseMergeInt16 (acl_fa.lse_merge, docs/lse_merge.md): the merge with the running result
+"""AttentionLseMergeInt16 (acl_fa.ops.lse_merge, docs/lse_merge.md): the merge with the running result
 in int16 units of a per-row bound, against a float64 merge -- every dtype column of the OpDef
 (int16 out: a running merge; T out: the final conversion), the empty first merge (bound 0, LSE
 -inf, whatever out_a holds), rows no key reached, tails and tiles; a running merge of five partials
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa import lse_merge
-from acl_fa.device_array import DeviceArray
-from acl_fa.errors import AclFaError, InvalidArgumentError, InvalidTypeError
-from acl_fa.sim_stats import last_launch
+from acl_fa.ops import lse_merge
+from acl_fa.runtime.device_array import DeviceArray
+from acl_fa.runtime.errors import AclFaError, InvalidArgumentError, InvalidTypeError
+from acl_fa.runtime.sim_stats import last_launch
 from conftest import run_python
 from test_lse_merge import F16, BF16, F32, KERNEL_TYPE_AIV_ONLY, _partials
 
@@ -158,7 +158,7 @@ def test_bad_input_is_refused_before_device_work_naming_the_argument(change, err
 COUPLED_SCRIPT = """
 import json
 import numpy as np, acl_fa
-from acl_fa import lse_merge
+from acl_fa.ops import lse_merge
 from test_lse_merge_int16 import _fixed_partials, F16
 
 with acl_fa.Session(backend="sim") as s:

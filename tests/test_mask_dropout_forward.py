@@ -1,7 +1,7 @@
 """The attention mask and dropout in the FlashAttentionV2 forward (op_kernel/flash_attention_kernel.h
 with attention_mask.h and philox_dropout.h): every option alone and in combination against the
-float64 reference (acl_fa/reference.py) under the forward's 2x-naive rule; the kernel's keep mask
-against acl_fa/philox.py bit for bit; reproducibility across thread counts, block sizes and
+float64 reference (acl_fa/reference/attention.py) under the forward's 2x-naive rule; the kernel's keep mask
+against acl_fa/spec/philox.py bit for bit; reproducibility across thread counts, block sizes and
 chips; the mask's block skipping in the cube counters; bad input refused before device work.
 
 The naive attention here rounds the scores and the probabilities to the input dtype (fp32
@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa import sim_stats
-from acl_fa.accuracy import check_accuracy
-from acl_fa.attention_options import band_visible, build_options
-from acl_fa.errors import InvalidArgumentError, InvalidTypeError
-from acl_fa.layouts import to_bnsd
-from acl_fa.philox import keep_mask
-from acl_fa.reference import attention_reference, attention_reference_varlen
+from acl_fa.runtime import sim_stats
+from acl_fa.reference.accuracy import check_accuracy
+from acl_fa.spec.band import band_visible
+from acl_fa.spec.options import build_options
+from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
+from acl_fa.spec.layouts import to_bnsd
+from acl_fa.spec.philox import keep_mask
+from acl_fa.reference.attention import attention_reference, attention_reference_varlen
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 
@@ -326,8 +327,8 @@ def test_ub_budget_is_the_kernels(session, sim_only, kwargs):
     """The policy's UB lines for the mask and dropout (MaskTilesUbBytes, PhiloxUbBytes, the keep
     rows) are what the kernel places: the plan's UB total equals the launch's UB high water, and
     the workspace holds the mask summary."""
-    from acl_fa import attention_v2
-    from acl_fa.attention import make_problem
+    from acl_fa.ops import forward_v2 as attention_v2
+    from acl_fa.ops.problem import make_problem
 
     rng = np.random.default_rng(5)
     q, k, v = (rand(rng, (2, 2, 200, 64), "float16") for _ in range(3))
@@ -367,8 +368,8 @@ def test_dropout_chunks_take_the_ub_left(session, kwargs, lanes):
     """The Philox chunk takes the UB the other buffers leave, in the fewest chunks of equal rows
     (a chunk issues the same instructions whatever its size), never below 128 lanes (before: 128
     lanes, six chunks of 6 rows for 32 rows); the blocks that fit are those that fit with 128."""
-    from acl_fa import attention_v2
-    from acl_fa.attention import make_problem
+    from acl_fa.ops import forward_v2 as attention_v2
+    from acl_fa.ops.problem import make_problem
 
     shells = [np.empty((1, 2, 4096, 128), np.float16) for _ in range(3)]
     problem, *_ = make_problem(*shells, block_m=64, block_n=320)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa import attention, opcall
-from acl_fa.errors import AclMemoryError, InsufficientMemoryError, InvalidArgumentError, InvalidTypeError
+from acl_fa.ops import forward as attention, opcall
+from acl_fa.runtime.errors import AclMemoryError, InsufficientMemoryError, InvalidArgumentError, InvalidTypeError
 from conftest import run_python
 
 
@@ -56,7 +56,7 @@ def test_shape_that_fits_alone_works_beside_four_cached(sim_only, limits):
     result = run_python(f"""
         import json
         import numpy as np, acl_fa
-        from acl_fa import attention
+        from acl_fa.ops import forward as attention
         with acl_fa.Session(backend="sim") as s:
             s.set_cache_limits(**{limits!r})
             for seq in (32, 48, 64, 80, 96):
@@ -144,7 +144,7 @@ def test_plan_shows_the_device_memory_of_a_call():
     from click.testing import CliRunner
 
     from acl_fa.cli import main
-    from acl_fa.plan import plan
+    from acl_fa.plan.forward import plan
 
     p = plan(seq=1000, seq_kv=3000, batch=2, heads=8, kv_heads=2, head_dim=64, dtype="bfloat16")
     q, kv = 2 * 8 * 1000 * 64 * 2, 2 * 2 * 3000 * 64 * 2
@@ -161,7 +161,7 @@ def test_plan_shows_the_device_memory_of_a_call():
 
 
 def test_available_bytes_reads_meminfo(tmp_path, monkeypatch):
-    from acl_fa import hostmem
+    from acl_fa.runtime import hostmem
 
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24683656 kB\nMemFree: 1 kB\nMemAvailable:   1000 kB\n")
@@ -177,7 +177,7 @@ def test_run_beyond_host_memory_is_one_line(sim_only, monkeypatch):
     numpy allocates anything."""
     from click.testing import CliRunner
 
-    from acl_fa import hostmem
+    from acl_fa.runtime import hostmem
     from acl_fa.cli import main
 
     monkeypatch.setattr(hostmem, "available_bytes", lambda: 16 << 30)

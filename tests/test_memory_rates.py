@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from acl_fa import plan as plan_module
-from acl_fa import timing
-from acl_fa.plan import _catalogue_lib
+from acl_fa.plan import forward as plan_module
+from acl_fa.plan import timing
+from acl_fa.plan.forward import _catalogue_lib
 
 from test_flash_attention import _inputs
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import cffi
 import pytest
 
-from acl_fa.loader import sim_library_dir
-from acl_fa.plan import chip, plan
+from acl_fa.runtime.loader import sim_library_dir
+from acl_fa.plan.forward import chip, plan
 
 DT_FLOAT, DT_FLOAT16, DT_INT32, DT_BF16 = 0, 1, 3, 27
 ATTRS = ("scale_value", "causal", "input_layout", "num_heads", "num_kv_heads", "block_m", "block_n")

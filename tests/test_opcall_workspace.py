@@ -1,6 +1,6 @@
 """OpRunner.prepare(workspace=...): a call run on the caller's workspace and on DeviceArrays for
 every role holds no device memory in the op cache (what lets ring attention keep one workspace
-for all its calls, acl_fa/parallel.py); a workspace smaller than the call needs is refused before
+for all its calls, acl_fa/parallel/ring.py); a workspace smaller than the call needs is refused before
 the call is built, naming both sizes; OpRunner.discard drops the cached calls bound to given arrays."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa import attention
-from acl_fa.device_array import DeviceArray
-from acl_fa.errors import InvalidArgumentError
+from acl_fa.ops import forward as attention
+from acl_fa.runtime.device_array import DeviceArray
+from acl_fa.runtime.errors import InvalidArgumentError
 
 
 def _arrays(session, seed=0):
@@ -71,7 +71,7 @@ def test_a_cached_call_never_launches_on_a_workspace_the_caller_closed():
     """The cache resolves its own buffers' addresses once per problem, but a caller's workspace is
     the caller's to close: its address is looked up at every launch, so a closed one is refused
     (ClosedObjectError) instead of handing the kernel memory that may belong to someone else."""
-    from acl_fa.errors import ClosedObjectError
+    from acl_fa.runtime.errors import ClosedObjectError
 
     with acl_fa.Session() as session:
         _, (q, k, v), out, lse = _arrays(session)

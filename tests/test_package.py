@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from acl_fa import loader
+from acl_fa.runtime import loader
 
 from conftest import run_python
 
@@ -473,7 +473,7 @@ def test_each_candidate_says_why_it_was_or_was_not_used(tmp_path):
     result = run_python(f"""
         import json, os
         from pathlib import Path
-        from acl_fa import loader
+        from acl_fa.runtime import loader
         backend = loader.Backend("sim", Path({str(tmp_path / 'own')!r}), None, Path("rt"), None,
                                  Path("nnopbase"), [], {{}})
         backend.load_op_library()
@@ -505,8 +505,9 @@ def test_each_candidate_says_why_it_was_or_was_not_used(tmp_path):
 E2E_CHILD = """
 import json
 import numpy as np
-from acl_fa import accuracy, doctor, reference
-from acl_fa.attention import flash_attention
+from acl_fa.reference import accuracy, attention as reference
+from acl_fa.jobs import doctor
+from acl_fa.ops.forward import flash_attention
 
 report = doctor.collect()
 rng = np.random.default_rng(7)

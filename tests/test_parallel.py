@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECK = """
 import numpy as np, ml_dtypes, acl_fa
 from acl_fa import parallel
-from acl_fa.accuracy import check_accuracy, naive_same_precision
-from acl_fa.reference import attention_reference
-from acl_fa.layouts import shape_of, to_bnsd
-from acl_fa.errors import InvalidArgumentError, InvalidTypeError
+from acl_fa.reference.accuracy import check_accuracy, naive_same_precision
+from acl_fa.reference.attention import attention_reference
+from acl_fa.spec.layouts import shape_of, to_bnsd
+from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
 
-from acl_fa.layouts import from_bnsd
+from acl_fa.spec.layouts import from_bnsd
 
 # devices, causal, layout, N, Nkv, S, dtype, data. q=k=v: every row dominated by its own key,
 # |out| up to ~4 -- the case where merging in the output in fp16 (accumulate="output") exceeded the
@@ -143,9 +143,9 @@ ORDERING = """
 import time
 import numpy as np, acl_fa
 from acl_fa import parallel
-from acl_fa.errors import AclError
-from acl_fa.runtime import live_counts
-from acl_fa.loader import get_backend
+from acl_fa.runtime.errors import AclError
+from acl_fa.runtime.session import live_counts
+from acl_fa.runtime.loader import get_backend
 
 rng = np.random.default_rng(3)
 q = rng.standard_normal((1, 2, 64, 32)).astype(np.float16)
@@ -163,8 +163,8 @@ assert counts["streams"] == 0 and counts["events"] == 0 and counts["deviceAlloca
 out, lse = parallel.ring_attention(q, q, q, devices=[0, 1, 2, 3], causal=True)
 # The 2x-naive rule against the float64 reference (the ring's merges round each partial into the
 # float16 output, so it is not bit-equal to the single-device op).
-from acl_fa.accuracy import check_accuracy, naive_same_precision
-from acl_fa.reference import attention_reference
+from acl_fa.reference.accuracy import check_accuracy, naive_same_precision
+from acl_fa.reference.attention import attention_reference
 ref, ref_lse = attention_reference(q, q, q, causal=True)
 naive = naive_same_precision(q, q, q, np.dtype(np.float16), causal=True, scale=1 / np.sqrt(32), layout="BNSD",
                              heads=[0, 1])

@@ -1,4 +1,4 @@
-"""The ring backward (acl_fa/ring_backward.py): parallel.ring_attention_backward == the float64
+"""The ring backward (acl_fa/parallel/ring_backward.py): parallel.ring_attention_backward == the float64
 backward within the 2x-naive rule and close to the single-device op (causal zigzag and not, GQA, S
 not divisible by P, 2/3/4/8 devices, layouts); one process per rank (acl-fa launch) == one process
 bit for bit, with the bytes per exchange of K, V and the dK/dV accumulators and the d2h bytes of
@@ -35,9 +35,9 @@ def _python(code, *args, timeout=400):
 TABLE = """
 import numpy as np, ml_dtypes, acl_fa
 from acl_fa import parallel
-from acl_fa.accuracy import check_gradients
-from acl_fa.layouts import shape_of
-from acl_fa.errors import InvalidArgumentError, InvalidTypeError
+from acl_fa.reference.accuracy import check_gradients
+from acl_fa.spec.layouts import shape_of
+from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
 
 CASES = [  # devices, causal, layout, N, Nkv, S, dtype
     (2, False, "BNSD", 2, 2, 40, "float16"),
@@ -175,9 +175,9 @@ def test_cli_run_parallel_ring_backward_checks_the_gradients_in_one_process_and_
 FAULT = """
 import numpy as np
 from acl_fa import parallel
-from acl_fa.errors import AclError
-from acl_fa.loader import get_backend
-from acl_fa.runtime import live_counts
+from acl_fa.runtime.errors import AclError
+from acl_fa.runtime.loader import get_backend
+from acl_fa.runtime.session import live_counts
 
 rng = np.random.default_rng(4)
 q = rng.standard_normal((1, 2, 48, 32)).astype(np.float16)
@@ -220,7 +220,7 @@ def test_a_failing_device_add_surfaces_with_its_api_and_leaves_nothing_behind():
 REPORT = """
 import numpy as np
 from acl_fa import parallel
-from acl_fa.backward import make_grad_problem
+from acl_fa.ops.backward import make_grad_problem
 
 for p, causal, s in ((3, True, 50), (4, False, 37), (2, True, 64)):
     rng = np.random.default_rng(p)

@@ -1,12 +1,12 @@
-"""The check of `acl-fa run --parallel` on long sequences (acl_fa.parallel_run.check_sharded):
+"""The check of `acl-fa run --parallel` on long sequences (acl_fa.jobs.parallel_run.check_sharded):
 above CHECK_ALL_ROWS it compares sampled blocks of query rows, each exact against the float64
 reference of the whole sequence (causal: keys [0, b) for the block [a, b)). No device work."""
 import numpy as np
 import pytest
 
-from acl_fa import parallel_run
-from acl_fa.layouts import from_bnsd, shape_of, to_bnsd
-from acl_fa.reference import attention_reference
+from acl_fa.jobs import parallel_run
+from acl_fa.spec.layouts import from_bnsd, shape_of, to_bnsd
+from acl_fa.reference.attention import attention_reference
 
 
 @pytest.fixture

@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECK = """
 import numpy as np, ml_dtypes
 from acl_fa import parallel
-from acl_fa.runtime import MALLOC_SLACK
-from acl_fa.accuracy import check_accuracy, naive_same_precision
-from acl_fa.reference import attention_reference
+from acl_fa.runtime.session import MALLOC_SLACK
+from acl_fa.reference.accuracy import check_accuracy, naive_same_precision
+from acl_fa.reference.attention import attention_reference
 
 parallel.BLOCK_ROWS = 16
 B, N, NKV, D = 1, 2, 1, 32
@@ -76,7 +76,7 @@ for p, causal, s, dtype, accumulate in CASES:
 for mode in ("output", "float32", "int16"):
     assert excess[mode, 512] - excess[mode, 128] <= 2 * (512 // 8 // 16) * 2 * 2 * NKV * D * 2 + MALLOC_SLACK * 200, excess
 print("excess", excess)
-from acl_fa.errors import InvalidArgumentError, InvalidTypeError
+from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
 for bad, error, words in [("float16", InvalidArgumentError, "accumulate='float16': must be one of int16, float32, output"),
                           (32, InvalidTypeError, "accumulate must be a string, got 32")]:
     try:
@@ -134,7 +134,7 @@ def test_report_names_the_precision_cost_of_the_strict_bound():
     """A float32 ring over (Q + K + V + O) / P + the constant is reported NOT met, with the mode that
     meets it and at what precision; the "output" ring's line says it rounds at every merge."""
     from acl_fa import parallel
-    from acl_fa.parallel_run import _memory_lines
+    from acl_fa.jobs.parallel_run import _memory_lines
 
     def report(peak, accumulator, row_bounds=0, int16_unsupported=""):
         bound = parallel.MemoryBound(shards=1000, constant=500, rounding=10, accumulator=accumulator,
@@ -168,7 +168,7 @@ def test_report_names_the_precision_cost_of_the_strict_bound():
 COUPLED = """
 import numpy as np
 from acl_fa import parallel
-from acl_fa.errors import InvalidArgumentError
+from acl_fa.runtime.errors import InvalidArgumentError
 
 rng = np.random.default_rng(2)
 q = rng.standard_normal((1, 2, 32, 32)).astype(np.float16)

@@ -42,7 +42,7 @@ RANK = """
 import os, sys, numpy as np
 from acl_fa import parallel
 out_dir, causal, layout = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
-from acl_fa.layouts import shape_of, to_bnsd, from_bnsd
+from acl_fa.spec.layouts import shape_of, to_bnsd, from_bnsd
 B, N, NKV, S, D = 2, 4, 2, {S}, 32
 rng = np.random.default_rng(11)
 q, k, v = (rng.standard_normal(shape_of(layout, B, n, S, D)).astype(np.float16) for n in (N, NKV, NKV))
@@ -58,7 +58,7 @@ with parallel.RankContext.from_env() as ctx:
 SINGLE = """
 import sys, numpy as np
 from acl_fa import parallel
-from acl_fa.layouts import shape_of
+from acl_fa.spec.layouts import shape_of
 causal, layout, p, out = sys.argv[1] == "1", sys.argv[2], int(sys.argv[3]), sys.argv[4]
 B, N, NKV, S, D = 2, 4, 2, {S}, 32
 rng = np.random.default_rng(11)
@@ -72,9 +72,9 @@ np.savez(out, out=o, lse=lse, q=q, k=k, v=v)
 @pytest.mark.parametrize("ranks, causal, layout, seq", [(2, True, "BNSD", 37), (4, True, "BSND", 45),
                                                         (4, False, "BSH", 30)])
 def test_spmd_ring_equals_single_process_and_reference(tmp_path, ranks, causal, layout, seq):
-    from acl_fa.accuracy import check_accuracy, naive_same_precision
-    from acl_fa.layouts import to_bnsd
-    from acl_fa.reference import attention_reference
+    from acl_fa.reference.accuracy import check_accuracy, naive_same_precision
+    from acl_fa.spec.layouts import to_bnsd
+    from acl_fa.reference.attention import attention_reference
 
     proc = subprocess.run(LAUNCH + ["-n", str(ranks), "--timeout", "200", "--", sys.executable, "-c",
                                     RANK.format(S=seq), str(tmp_path), str(int(causal)), layout],
@@ -124,7 +124,7 @@ def test_cli_run_under_launch_prints_the_whole_report_and_a_correct_check():
 DISAGREE = """
 import numpy as np
 from acl_fa import parallel
-from acl_fa.errors import InvalidArgumentError
+from acl_fa.runtime.errors import InvalidArgumentError
 with parallel.RankContext.from_env() as ctx:
     r = ctx.rank
     heads = 4 if r == 2 else 2            # rank 2 disagrees on the heads
@@ -161,8 +161,8 @@ def test_ranks_that_disagree_are_named_by_every_rank():
 HCCL_FAILURE = """
 import numpy as np, acl_fa
 from acl_fa import parallel
-from acl_fa.errors import HcclError, AclError
-from acl_fa.runtime import live_counts
+from acl_fa.runtime.errors import HcclError, AclError
+from acl_fa.runtime.session import live_counts
 with parallel.RankContext.from_env() as ctx:
     q = np.random.default_rng(0).standard_normal((1, 2, 32, 32)).astype(np.float16)
     if ctx.rank == 0:
@@ -244,8 +244,9 @@ def test_launch_refuses_bad_input_before_starting(args, words):
 
 def test_rank_context_refuses_bad_ranks_and_devices():
     code = textwrap.dedent("""
-        from acl_fa import parallel, hccl
-        from acl_fa.errors import InvalidArgumentError
+        from acl_fa import parallel
+        from acl_fa.parallel import hccl
+        from acl_fa.runtime.errors import InvalidArgumentError
         root = hccl.root_info(hccl.use_hccl())
         for kwargs, words in [(dict(rank=2, size=2, root=root), "rank=2 must lie in [0, size=2)"),
                               (dict(rank=0, size=2, root=root, device=9), "devices[0]=9 is out of range"),

@@ -1,9 +1,9 @@
-"""acl_fa/philox.py against Random123's published known-answer vectors, and the dropout keep
+"""acl_fa/spec/philox.py against Random123's published known-answer vectors, and the dropout keep
 mask's key scheme (docs/attention_options.md#dropout)."""
 import numpy as np
 import pytest
 
-from acl_fa.philox import dropout_threshold, keep_mask, philox4x32, philox_bytes, quantized_keep_prob
+from acl_fa.spec.philox import dropout_threshold, keep_mask, philox4x32, philox_bytes, quantized_keep_prob
 
 # (rounds, counter words, key words, expected output words), hex as published.
 # The first three: Random123 tests/kat_vectors, "philox4x32 10" lines (DEShawResearch/random123).

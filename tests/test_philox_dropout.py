@@ -1,6 +1,6 @@
 """The in-kernel dropout (op_kernel/philox_dropout.h) through the philox_tile test kernel: the
 8-bit Philox4x32-10 draws it generates on the vector unit, its keep mask (uint8, the dropout_mask output
-form) and the dropped-out P equal the independent numpy Philox (acl_fa/philox.py, checked against
+form) and the dropped-out P equal the independent numpy Philox (acl_fa/spec/philox.py, checked against
 Random123's known-answer vectors in tests/test_philox.py) bit for bit, for tile origins, widths,
 chunk sizes, core counts, seeds and streams that cross the 16-bit limb and 32-bit word boundaries."""
 import sys
@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "kernels"))
 import simlib  # noqa: E402
 
-from acl_fa.philox import dropout_threshold, keep_mask, philox4x32, quantized_keep_prob  # noqa: E402
+from acl_fa.spec.philox import dropout_threshold, keep_mask, philox4x32, quantized_keep_prob  # noqa: E402
 
 
 def tile_draws(seed, stream, i0, j0, rows, width):
@@ -87,7 +87,7 @@ def test_vector_instructions_per_chunk(sim):
     kernel -- two generations (the draws, then the keep mask applied to P), its copies and the
     keep bytes -- takes at most 2 x (10 x 32 + 25) = 690 traced instructions (about 850 with
     unsigned halves, 1,170 before the pairing)."""
-    from acl_fa import timing
+    from acl_fa.plan import timing
 
     def traced_ops(rows):
         assert sim.engine.aclfaSimSetOpTrace(timing.TRACE_OPS) == 0

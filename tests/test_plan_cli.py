@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from acl_fa.cli import main
-from acl_fa.plan import chip, chips
+from acl_fa.plan.forward import chip, chips
 
 REQUIRED_CHIPS = ("Ascend910B2", "Ascend910B4", "Ascend910_93", "Ascend910A", "Ascend310P3")
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from acl_fa import attention_reference, attention_reference_backward
-from acl_fa.philox import keep_mask
-from acl_fa.reference import attention_reference_varlen, attention_reference_varlen_backward
+from acl_fa.spec.philox import keep_mask
+from acl_fa.reference.attention import attention_reference_varlen, attention_reference_varlen_backward
 
 
 def _dense(q, k, v, *, scale, causal=False, window=None, attn_mask=None, dropout_p=0.0, seed=0, offset=0):
@@ -118,7 +118,7 @@ def test_backward_matches_finite_differences(dims, opts):
 
 
 def test_chunked_equals_unchunked_with_options(monkeypatch):
-    import acl_fa.reference as ref
+    import acl_fa.reference.attention as ref
     q, k, v, kw = _inputs((1, 2, 1, 40, 33), dict(window=(7, 3), mask_shape=(40, 33), dropout_p=0.2, seed=1))
     dout = np.random.default_rng(8).standard_normal(q.shape)
     whole = attention_reference(q, k, v, **kw), attention_reference_backward(dout, q, k, v, **kw)

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import acl_fa
-from acl_fa.accuracy import check_accuracy, naive_same_precision
-from acl_fa.layouts import to_bnsd
-from acl_fa.runtime import live_counts
+from acl_fa.reference.accuracy import check_accuracy, naive_same_precision
+from acl_fa.spec.layouts import to_bnsd
+from acl_fa.runtime.session import live_counts
 
 from conftest import run_python
 
@@ -173,7 +173,7 @@ def test_soak_1000_calls_rss_and_live_objects_flat(sim_only):
                     same = same and np.array_equal(out.view(np.uint16), first[0].view(np.uint16))
                 rss.append(rss_bytes())
             live_after = s.live_counts()
-        left = {k: n for k, n in acl_fa.runtime.live_counts(acl_fa.get_backend("sim")).items() if n}
+        left = {k: n for k, n in acl_fa.runtime.session.live_counts(acl_fa.get_backend("sim")).items() if n}
         print(json.dumps(dict(growth=[b - a for a, b in zip(rss, rss[1:])], live_before=live_before,
                               live_after=live_after, left=left, same=same)))
     """, ACL_FA_BACKEND="sim")
@@ -237,7 +237,7 @@ UB_SCRIPT = """
     from acl_fa.sim_stats import last_launch
     backend = acl_fa.get_backend("sim")
     def left():
-        return {k: n for k, n in acl_fa.runtime.live_counts(backend).items() if n}
+        return {k: n for k, n in acl_fa.runtime.session.live_counts(backend).items() if n}
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((1, 2, 300, 64)).astype(np.float16) for _ in range(3))
     out = {}
@@ -293,7 +293,7 @@ def test_forced_block_that_fits_runs_correctly(hook_library):
         from acl_fa.sim_stats import last_launch
         rng = np.random.default_rng(1)
         q, k, v = (rng.standard_normal((1, 8, 300, 64)).astype(np.float16) for _ in range(3))
-        from acl_fa.plan import plan
+        from acl_fa.plan.forward import plan
         rng = np.random.default_rng(1)
         q, k, v = (rng.standard_normal((1, 8, 300, 64)).astype(np.float16) for _ in range(3))
         chosen = plan(batch=1, heads=8, kv_heads=8, seq=300, seq_kv=300, head_dim=64, dtype="float16",
@@ -341,7 +341,7 @@ def problems(draw):
 @settings(max_examples=40, deadline=None)
 @given(p=problems())
 def test_random_problems_match_the_reference(backend, p):
-    """Accuracy by acl_fa.accuracy's rule (<= 2x a same-precision naive attention, with a floor);
+    """Accuracy by acl_fa.reference.accuracy's rule (<= 2x a same-precision naive attention, with a floor);
     rows that see no key give 0 and LSE -inf; a second run gives the same bits."""
     b, n, nkv, sq, skv, d, dtype, layout, causal = (p[key] for key in
                                                      ("b", "n", "nkv", "sq", "skv", "d", "dtype", "layout", "causal"))

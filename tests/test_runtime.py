@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import acl_fa
-from acl_fa.errors import AclError, AclMemoryError, ClosedObjectError, InvalidArgumentError
-from acl_fa.runtime import live_counts
-from acl_fa.tensor import Tensor
+from acl_fa.runtime.errors import AclError, AclMemoryError, ClosedObjectError, InvalidArgumentError
+from acl_fa.runtime.session import live_counts
+from acl_fa.runtime.tensor import Tensor
 
 from conftest import run_python
 
@@ -137,7 +137,7 @@ def test_exhausting_a_small_hbm(sim_only):
     result = run_python("""
         import json
         import acl_fa
-        from acl_fa.runtime import live_counts
+        from acl_fa.runtime.session import live_counts
         out = {}
         with acl_fa.Session(backend="sim") as s:
             free, total = s.mem_info()
@@ -338,8 +338,8 @@ SESSION_FAULT_SCRIPT = """
     import json
     import numpy as np
     import acl_fa
-    from acl_fa.runtime import live_counts
-    from acl_fa.tensor import Tensor
+    from acl_fa.runtime.session import live_counts
+    from acl_fa.runtime.tensor import Tensor
     backend = acl_fa.get_backend("sim")
     def arm(spec):
         backend.call("aclfaSimSetFaults", spec.encode())
@@ -417,7 +417,7 @@ def test_stream_wait_orders_work_across_streams_without_the_host(session, backen
     consumer.synchronize()               # the host never waited for the producer
     assert np.array_equal(staging_out.numpy(np.float32), data)
     producer.synchronize()
-    with pytest.raises(acl_fa.errors.InvalidTypeError, match="Stream.wait needs an Event"):
+    with pytest.raises(acl_fa.runtime.errors.InvalidTypeError, match="Stream.wait needs an Event"):
         consumer.wait(producer)
     with acl_fa.Session(backend="sim") as other:
         with pytest.raises(InvalidArgumentError, match="belongs to another Session"):

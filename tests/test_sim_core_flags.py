@@ -72,7 +72,7 @@ RACES = [
 
 @pytest.mark.parametrize("op,skip,reader", RACES, ids=["aic-no-wait", "aiv-no-wait", "pair-no-wait", "all-no-wait"])
 def test_race_rule_sees_the_flags_as_edges_and_fires_without_the_wait(sim, op, skip, reader):
-    from acl_fa import timing
+    from acl_fa.plan import timing
     rc, msg, x, out = run(sim, op, blocks=2, trace=timing.TRACE_OPS | timing.TRACE_RACES)
     assert rc == 0, msg
     np.testing.assert_array_equal(out, expected(op, x))
@@ -84,7 +84,7 @@ def test_race_rule_sees_the_flags_as_edges_and_fires_without_the_wait(sim, op, s
 
 
 def _modeled(sim, spin):
-    from acl_fa import timing
+    from acl_fa.plan import timing
     rc, msg, _, _ = run(sim, AIC_AIV, blocks=1, spin=spin, trace=timing.TRACE_OPS)
     assert rc == 0, msg
     stats = sim.ffi.new("aclfaSimModelStats *")

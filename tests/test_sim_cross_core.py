@@ -236,7 +236,7 @@ def test_ib_block_idx_must_be_below_the_core_count(sim):
 
 def _modeled_chain(sim, blocks):
     """IB_CHAIN with the instruction trace and the race rule on: (rc, message, modeled cycles)."""
-    from acl_fa import timing
+    from acl_fa.plan import timing
     assert sim.engine.aclfaSimSetOpTrace(timing.TRACE_OPS | timing.TRACE_RACES) == 0
     try:
         rc, msg, _ = run(sim, IB_CHAIN, order_sensitive_tiles(64)[:2 * blocks], 64, b=flags(), blocks=blocks)

@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from acl_fa import timing
+from acl_fa.plan import timing
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "kernels"))
 import simlib  # noqa: E402

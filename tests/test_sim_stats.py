@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa import attention
+from acl_fa.ops import forward as attention
 from conftest import run_python
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import acl_fa
-from acl_fa.loader import sim_library_dir
+from acl_fa.runtime.loader import sim_library_dir
 
 SOURCE = Path(acl_fa.__file__).parent
 

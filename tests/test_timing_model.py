@@ -1,4 +1,4 @@
-"""The pipeline timing model (acl_fa.timing, sim/src/engine/timing.cpp) and the pipe-race rule.
+"""The pipeline timing model (acl_fa.plan.timing, sim/src/engine/timing.cpp) and the pipe-race rule.
 
 Invariants of the model on the operator: no pipe overlaps itself, an instruction starts only
 after what its queue hand-off waits for, the modeled time is at least the roofline bound and grows
@@ -15,9 +15,9 @@ import sys
 import numpy as np
 import pytest
 
-from acl_fa import timing
-from acl_fa.roofline import chip_peaks, roofline
-from acl_fa.sim_stats import last_launch
+from acl_fa.plan import timing
+from acl_fa.plan.roofline import chip_peaks, roofline
+from acl_fa.runtime.sim_stats import last_launch
 
 from test_flash_attention import CASES, _case_id, _inputs
 
@@ -129,7 +129,7 @@ def test_operator_has_no_race(session, sim_only, case):
 def test_solo_rows_narrow_band_has_no_race(session, sim_only):
     """A narrow band runs each AIV's own QK and P.V (plan.solo_rows, no pair meetings): its P
     reaches GM before its P.V request by the kernel's MTE3 -> S wait alone."""
-    from acl_fa.plan import plan
+    from acl_fa.plan.forward import plan
 
     assert plan(seq=512, heads=2, head_dim=64, soc=session.soc_name(), pre_tokens=24, next_tokens=0).solo_rows
     q, k, v = _inputs("BNSD", 1, 2, 2, 512, 512, 64, "float16")
@@ -200,7 +200,7 @@ def test_profile_writes_trace_and_plot(sim_only, tmp_path):
 
 
 def test_plan_sweep_models_each_fitting_candidate(sim_only):
-    from acl_fa.sweep import format_sweep, sweep
+    from acl_fa.jobs.sweep import format_sweep, sweep
 
     rows = sweep(seq=256, heads=2, head_dim=64, causal=True, block_ms=(32, 64, 512), block_ns=(64, 128))
     timed = [r for r in rows if r.time_s is not None]
@@ -223,7 +223,7 @@ def test_modeled_gm_trace_holds_only_gm(sim_only, soc):
 
     result = run_python("""
         import json, numpy as np, acl_fa
-        from acl_fa import l2model, timing
+        from acl_fa.plan import l2model, timing
         rng = np.random.default_rng(0)
         q, k, v = (rng.standard_normal((1, 2, 256, 64)).astype(np.float16) for _ in range(3))
         with acl_fa.Session(backend="sim") as s:
@@ -241,8 +241,8 @@ def test_queries_before_any_modeled_launch_say_what_to_do(sim_only):
     op_trace instead of a bare ACL_ERROR_FAILURE (a fresh process: this one has modeled some)."""
     code = """
 import acl_fa
-from acl_fa import l2model, timing
-from acl_fa.errors import InvalidArgumentError
+from acl_fa.plan import l2model, timing
+from acl_fa.runtime.errors import InvalidArgumentError
 with acl_fa.Session(backend="sim") as s:
     calls = [lambda: timing.last_model(s.backend), lambda: timing.modeled_ops(s.backend),
              lambda: timing.modeled_gm_trace(s.backend),
@@ -269,9 +269,10 @@ def test_traced_launch_memory_per_instruction(sim_only):
     bench/RESULTS.md's peak RSS row.)"""
     code = """
 import json, resource, acl_fa
-from acl_fa import timing
-from acl_fa.attention import problem_from_sizes, runner_for
-from acl_fa.run import random_inputs
+from acl_fa.plan import timing
+from acl_fa.ops.forward import runner_for
+from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.jobs.run import random_inputs
 problem = problem_from_sizes(seq=16384, heads=1, head_dim=128, causal=True)
 q, k, v = random_inputs(problem)
 peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -16,10 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECK = """
 import numpy as np, ml_dtypes
 from acl_fa import parallel
-from acl_fa.accuracy import check_accuracy, naive_same_precision
-from acl_fa.reference import attention_reference
-from acl_fa.layouts import shape_of, to_bnsd
-from acl_fa.errors import InvalidArgumentError
+from acl_fa.reference.accuracy import check_accuracy, naive_same_precision
+from acl_fa.reference.attention import attention_reference
+from acl_fa.spec.layouts import shape_of, to_bnsd
+from acl_fa.runtime.errors import InvalidArgumentError
 
 CASES = [  # devices, causal, layout, N, Nkv, S, dtype
     (2, False, "BNSD", 4, 4, 40, "float16"),
@@ -102,9 +102,9 @@ def test_cli_run_parallel_ulysses_reports_links_against_the_analytic_sizes_and_t
 FAILURE = """
 import numpy as np
 from acl_fa import parallel
-from acl_fa.errors import AclError
-from acl_fa.runtime import live_counts
-from acl_fa.loader import get_backend
+from acl_fa.runtime.errors import AclError
+from acl_fa.runtime.session import live_counts
+from acl_fa.runtime.loader import get_backend
 
 rng = np.random.default_rng(5)
 q = rng.standard_normal((1, 4, 48, 32)).astype(np.float16)

@@ -19,7 +19,7 @@ from pathlib import Path
 import cffi
 import numpy as np
 
-from acl_fa._cdefs import default_cdefs_dir, read_cdefs
+from acl_fa.runtime.cdef_reader import default_cdefs_dir, read_cdefs
 
 # The driver's declarations (ACL runtime, simulator extension) plus the test kernels' entries.
 CDEF = read_cdefs(default_cdefs_dir()) + """
@@ -52,7 +52,7 @@ SYS_WORKSPACE = 16 << 20  # GetLibApiWorkSpaceSize on Ascend910B
 def lib_dir():
     # The driver's own rule: ACL_FA_SIM_LIB_DIR, else the package's libraries -- the installed
     # distribution's when `acl_fa` resolves to a source tree (a child started from the checkout).
-    from acl_fa.loader import sim_library_dir
+    from acl_fa.runtime.loader import sim_library_dir
 
     return sim_library_dir()
 

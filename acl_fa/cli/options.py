@@ -1,0 +1,216 @@
+"""The options and helpers the commands share, each defined once: the backend and device, -v,
+the problem sizes, the V2 options (window, dropout, mask density, varlen), the decode options,
+--json, --seed, --backward / --deterministic; a progress bar on a terminal only; acl-fa's own
+errors reported as a click error (no traceback)."""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import sys
+
+import click
+
+from ..plan import forward as plan_module
+from ..runtime.errors import AclFaError
+from ..runtime.loader import BACKENDS, ENV_BACKEND
+
+
+backend_option = click.option(
+    "--backend",
+    type=click.Choice(BACKENDS, case_sensitive=False),
+    envvar=ENV_BACKEND,
+    default="auto",
+    show_default=True,
+    show_envvar=True,
+    help="npu: the CANN libraries; sim: the CPU simulator; auto: npu when a device exists, else sim.",
+)
+
+
+device_option = click.option(
+    "--device",
+    type=click.IntRange(min=0),
+    envvar="ACL_FA_DEVICE",
+    default=0,
+    show_default=True,
+    show_envvar=True,
+    metavar="ID",
+    help="Device id passed to aclrtSetDevice.",
+)
+
+
+def _set_verbose(ctx, param, value):
+    if value:
+        logging.getLogger().setLevel(logging.INFO)
+    return value
+
+
+# -v is accepted before the command (acl-fa -v run) and after it (acl-fa run -v).
+verbose_option = click.option("-v", "--verbose", is_flag=True, envvar="ACL_FA_VERBOSE", show_envvar=True,
+                              expose_value=False, is_eager=True, callback=_set_verbose,
+                              help="Log what the library does (INFO level).")
+
+
+@contextlib.contextmanager
+def progress(length: int, label: str):
+    """click's progress bar on a terminal; elsewhere (a pipe, a log file) nothing at all, not
+    even the label line."""
+    if sys.stderr.isatty():
+        with click.progressbar(length=length, label=label, file=sys.stderr, show_eta=False) as bar:
+            yield bar
+    else:
+        yield _NoBar()
+
+
+class _NoBar:
+    def update(self, steps: int):
+        pass
+
+
+def check_plot_support():
+    """--plot needs matplotlib: said before the benchmark runs, with the install command of
+    the Python that runs acl-fa."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise click.UsageError(f"--plot needs matplotlib, which this Python does not have; install it with: "
+                               f"{sys.executable} -m pip install matplotlib")
+
+
+@contextlib.contextmanager
+def reported_as_usage_errors():
+    """acl-fa's own exceptions (refused input, a failed ACL call, libraries not found) end the
+    command with their message and exit status 1, not a traceback."""
+    try:
+        yield
+    except AclFaError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+# The problem options, shared by `plan`, `run` and `bench` (one definition each).
+_PROBLEM_OPTIONS = [
+    click.option("--seq", type=click.IntRange(min=1), envvar="ACL_FA_SEQ", default=4096, show_default=True,
+              show_envvar=True, metavar="SQ", help="Query sequence length."),
+    click.option("--seq-kv", type=click.IntRange(min=1), envvar="ACL_FA_SEQ_KV", default=None, show_envvar=True,
+              metavar="SKV", help="Key/value sequence length [default: --seq]."),
+    click.option("--batch", type=click.IntRange(min=1), envvar="ACL_FA_BATCH", default=1, show_default=True,
+              show_envvar=True, metavar="B", help="Batch size."),
+    click.option("--heads", type=click.IntRange(min=1), envvar="ACL_FA_HEADS", default=32, show_default=True,
+              show_envvar=True, metavar="N", help="Query heads."),
+    click.option("--kv-heads", type=click.IntRange(min=1), envvar="ACL_FA_KV_HEADS", default=None, show_envvar=True,
+              metavar="NKV", help="Key/value heads (GQA/MQA) [default: --heads]."),
+    click.option("--head-dim", type=click.IntRange(min=1), envvar="ACL_FA_HEAD_DIM", default=128, show_default=True,
+              show_envvar=True, metavar="D", help="Head dimension (a multiple of 16, at most 256)."),
+    click.option("--dtype", type=click.Choice(plan_module.DTYPES, case_sensitive=False), envvar="ACL_FA_DTYPE", default="float16",
+              show_default=True, show_envvar=True, help="Input dtype."),
+    click.option("--layout", type=click.Choice(plan_module.LAYOUTS, case_sensitive=False), envvar="ACL_FA_LAYOUT",
+              default="BNSD", show_default=True, show_envvar=True, help="Input layout (any case)."),
+    click.option("--causal/--no-causal", envvar="ACL_FA_CAUSAL", default=False, show_default=True, show_envvar=True,
+              help="Causal (bottom-right aligned) mask."),
+    click.option("--block-m", type=click.IntRange(min=0), envvar="ACL_FA_BLOCK_M", default=0, show_default=True,
+              show_envvar=True, metavar="ROWS", help="Query rows per block (multiple of 16); 0 = let the policy choose."),
+    click.option("--block-n", type=click.IntRange(min=0), envvar="ACL_FA_BLOCK_N", default=0, show_default=True,
+              show_envvar=True, metavar="ROWS", help="Key/value rows per block (multiple of 16); 0 = let the policy choose."),
+]
+
+
+def problem_options(function):
+    for option in reversed(_PROBLEM_OPTIONS):
+        function = option(function)
+    return verbose_option(function)
+
+
+def json_option(help_text: str):
+    return click.option("--json", "as_json", is_flag=True, envvar="ACL_FA_JSON", show_envvar=True, help=help_text)
+
+
+seed_option = click.option("--seed", type=click.IntRange(min=0), envvar="ACL_FA_SEED", default=0, show_default=True,
+                           show_envvar=True, help="Seed of the random inputs (and of the dropout with --dropout).")
+
+
+backward_option = click.option(
+    "--backward", is_flag=True, envvar="ACL_FA_BACKWARD", show_envvar=True,
+    help="The backward (FlashAttentionGrad: dq, dk, dv) instead of the forward.")
+
+
+deterministic_option = click.option(
+    "--deterministic/--atomic", envvar="ACL_FA_DETERMINISTIC", default=True, show_default=True, show_envvar=True,
+    help="Backward dQ: summed in a fixed order (bit-identical runs) or with fp32 atomic adds.")
+
+
+class _IntList(click.ParamType):
+    """Comma-separated integers of a fixed count (or any count when count is None) and a minimum."""
+
+    def __init__(self, name: str, count=None, minimum: int = 1):
+        self.name, self.count, self.minimum = name, count, minimum
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (list, tuple)):
+            return tuple(value)
+        try:
+            values = tuple(int(part) for part in str(value).split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of integers", param, ctx)
+        if self.count is not None and len(values) != self.count:
+            self.fail(f"{value!r}: expected {self.count} comma-separated integers ({self.name})", param, ctx)
+        if not values or min(values) < self.minimum:
+            self.fail(f"{value!r}: every value must be >= {self.minimum}", param, ctx)
+        return values
+
+
+# The V2 options (docs/attention_options.md), shared by `run` and `plan`.
+window_option = click.option(
+    "--window", type=_IntList("L,R", count=2, minimum=-1), envvar="ACL_FA_WINDOW", default=None, show_envvar=True,
+    metavar="L,R", help="Sliding window: query i sees keys i+Skv-Sq-L .. i+Skv-Sq+R; -1 = unbounded. Combines with "
+                        "--causal by intersection.")
+
+
+varlen_option = click.option(
+    "--varlen", type=_IntList("S[,S...]"), envvar="ACL_FA_VARLEN", default=None, show_envvar=True,
+    metavar="S[,S...]", help="A variable-length batch (layout TND) of sequences of these lengths (queries and keys "
+                             "alike); replaces --seq/--seq-kv/--batch/--layout.")
+
+
+dropout_option = click.option(
+    "--dropout", type=click.FloatRange(min=0.0, max=1.0, max_open=True), envvar="ACL_FA_DROPOUT", default=0.0,
+    show_default=True, show_envvar=True, metavar="P",
+    help="Dropout probability inside the kernel (Philox4x32-10 keyed by --seed, offset 0).")
+
+
+mask_density_option = click.option(
+    "--mask-density", type=click.FloatRange(min=0.0, max=1.0, max_open=True), envvar="ACL_FA_MASK_DENSITY",
+    default=None, show_envvar=True, metavar="F",
+    help="A key-padding attn_mask [B, 1, 1, Skv] hiding the last F of the keys (fraction in [0, 1)).")
+
+
+_RUN_OPTION_OPTIONS = [window_option, dropout_option, mask_density_option, varlen_option]
+
+
+def run_option_options(function):
+    for option in reversed(_RUN_OPTION_OPTIONS):
+        function = option(function)
+    return function
+
+
+_DECODE_OPTIONS = [
+    click.option("--decode", is_flag=True, envvar="ACL_FA_DECODE", show_envvar=True, help="Decode against a device KV cache (flash_attention_with_kvcache)."),
+    click.option("--paged", is_flag=True, envvar="ACL_FA_PAGED", show_envvar=True, help="Decode with a paged KV cache (implies --decode)."),
+    click.option("--block-size", type=click.IntRange(min=16), envvar="ACL_FA_BLOCK_SIZE", default=128,
+                 show_default=True, show_envvar=True, metavar="N",
+                 help="Keys per cache block with --paged (a multiple of 16)."),
+    click.option("--steps", type=click.IntRange(min=1), envvar="ACL_FA_STEPS", default=8, show_default=True,
+                 show_envvar=True, metavar="N",
+                 help="Decode steps, each appending --seq tokens per sequence to the cache."),
+    click.option("--num-splits", type=click.IntRange(min=0, max=2**31 - 1), envvar="ACL_FA_NUM_SPLITS", default=0,
+                 show_default=True, show_envvar=True, metavar="S",
+                 help="0: each sequence's keys split over all cores; 1: one core per sequence and kv head; S >= 2: "
+                      "S pieces per sequence and kv head (clamped to the vector cores and the key chunks)."),
+    click.option("--prefill/--no-prefill", envvar="ACL_FA_PREFILL", default=None, show_envvar=True,
+                 help="Fill the cache by a timed prefill (flash_attention over the --seq-kv prompt tokens, then "
+                      "its K/V into the cache on the device), or from the host. Default: the prefill when "
+                      "batch x heads x seq_kv^2 <= 32 x 4096^2 (beyond, the simulator takes long)."),
+]
+
+
+def decode_options(function):
+    for option in reversed(_DECODE_OPTIONS):
+        function = option(function)
+    return function

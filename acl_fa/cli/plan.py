@@ -1,0 +1,131 @@
+"""`acl-fa plan`: the forward plan per chip, and with its flags the backward, V2, decode and sweep plans."""
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from ..jobs import run_options, sweep as sweep_module
+from ..plan import backward as backward_plan, decode as decode_plan, forward as plan_module
+from .options import (
+    backward_option, check_plot_support, decode_options, deterministic_option, dropout_option, json_option,
+    mask_density_option, problem_options, reported_as_usage_errors, varlen_option, window_option)
+
+@click.command()
+@problem_options
+@click.option("--soc", envvar="ACL_FA_SOC", default=None, show_envvar=True, metavar="NAME|all",
+              help="Chip of the simulator's catalogue (its name, e.g. Ascend910B4, or a short name it prints, "
+                   "e.g. ascend910b: the first chip of that family), or 'all' for one row each "
+                   f"[default: $ACL_FA_SIM_SOC, else {plan_module.DEFAULT_SOC}].")
+@json_option("Print the plans as JSON: always a list, one plan per chip ({chip, error} for a chip that "
+             "refuses the problem).")
+@backward_option
+@deterministic_option
+@click.option("--sweep", is_flag=True, envvar="ACL_FA_SWEEP", show_envvar=True, help="Run every (BLOCK_M, BLOCK_N) that fits on the simulator and print its "
+                                           "modeled NPU time (pipeline model; slow on large problems).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), envvar="ACL_FA_PLOT",
+              show_envvar=True, default=None, metavar="FILE.png", help="With --sweep: draw modeled time against BLOCK_M per BLOCK_N.")
+@window_option
+@dropout_option
+@mask_density_option
+@varlen_option
+@decode_options
+def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json,
+         backward, deterministic, sweep, plot_path, window, dropout, mask_density, varlen, decode, paged, block_size,
+         steps, num_splits, prefill):
+    """Show what the operator will do: blocks, buffer budget, core split, workspace, memory.
+    With --window / --dropout / --mask-density / --varlen: FlashAttentionV2's plan (with the UB
+    and workspace the mask and dropout take), its work counted over the band and the sequences. With --decode (or --paged): one decode step of --seq query tokens against
+    --seq-kv cached keys per sequence (default 4096, as acl-fa run --decode): GQA-packed rows, key
+    chunks, the work items (batch, kv head, split) on the vector cores, merges, core balance."""
+    if decode or paged:
+        _plan_decode(dict(seq_q=seq, seq_kv=seq_kv or 4096, batch=batch, heads=heads, kv_heads=kv_heads,
+                          head_dim=head_dim, dtype=dtype, block_size=block_size if paged else None,
+                          num_splits=num_splits), soc, as_json)
+        return
+    problem = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                   dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
+    if window is not None or varlen is not None or dropout > 0 or mask_density is not None:
+        if backward or sweep:
+            raise click.UsageError("--window/--dropout/--mask-density/--varlen plans are of the forward (no "
+                                   "--backward or --sweep)")
+        with reported_as_usage_errors():
+            problem = run_options.v2_plan_problem(problem, window=window, varlen=varlen, dropout=dropout,
+                                                  mask_density=mask_density)
+            if soc is None or soc.lower() != "all":
+                p = plan_module.plan(soc=soc, **problem)
+                click.echo(json.dumps([p.to_dict()], indent=2) if as_json else
+                           plan_module.format_plan(p) + "\n" + run_options.band_work_line(p))
+                return
+    if backward:
+        _plan_backward(problem, soc, deterministic, as_json)
+        return
+    if sweep:
+        _plan_sweep(problem, soc, as_json, plot_path)
+        return
+    if soc is None or soc.lower() != "all":
+        with reported_as_usage_errors():
+            p = plan_module.plan(soc=soc, **problem)
+        click.echo(json.dumps([p.to_dict()], indent=2) if as_json else plan_module.format_plan(p))
+        return
+    rows = []
+    for chip in plan_module.chips():
+        try:
+            rows.append((chip, plan_module.plan(soc=chip, **problem)))
+        except plan_module.PlanError as exc:
+            rows.append((chip, str(exc)))
+    if as_json:
+        click.echo(json.dumps([p.to_dict() if isinstance(p, plan_module.Plan) else
+                               {"chip": c.name, "error": p} for c, p in rows], indent=2))
+    else:
+        click.echo(plan_module.format_plan_table(rows))
+
+
+def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
+    if soc is None or soc.lower() != "all":
+        with reported_as_usage_errors():
+            p = backward_plan.grad_plan(soc=soc, deterministic=deterministic, **problem)
+        click.echo(json.dumps([backward_plan.to_dict(p)], indent=2) if as_json else backward_plan.format_grad_plan(p))
+        return
+    rows = []
+    for chip in plan_module.chips():
+        try:
+            rows.append((chip, backward_plan.grad_plan(soc=chip, deterministic=deterministic, **problem)))
+        except plan_module.PlanError as exc:
+            rows.append((chip, str(exc)))
+    if as_json:
+        click.echo(json.dumps([backward_plan.to_dict(p) if isinstance(p, backward_plan.GradPlan) else
+                               {"chip": c.name, "error": p} for c, p in rows], indent=2))
+    else:
+        click.echo(backward_plan.format_grad_plan_table(rows))
+
+
+def _plan_decode(problem: dict, soc: str, as_json: bool) -> None:
+    if soc is not None and soc.lower() == "all":
+        raise click.ClickException("--decode plans one chip (--soc NAME)")
+    with reported_as_usage_errors():
+        p = decode_plan.decode_plan(soc=soc, **problem)
+    click.echo(json.dumps([p.to_dict()], indent=2) if as_json else decode_plan.format_decode_plan(p))
+
+
+def _plan_sweep(problem: dict, soc: str, as_json: bool, plot_path) -> None:
+    if soc is not None and soc.lower() == "all":
+        raise click.ClickException("--sweep needs one chip (--soc NAME)")
+    if plot_path:
+        check_plot_support()
+    with reported_as_usage_errors():
+        soc = plan_module.chip(soc).name  # default: $ACL_FA_SIM_SOC, else the catalogue's default
+    os.environ["ACL_FA_SIM_SOC"] = soc  # the simulated chip of this process
+    sizes = {k: v for k, v in problem.items() if k not in ("block_m", "block_n")}
+    with reported_as_usage_errors():
+        rows = sweep_module.sweep(**sizes)
+    title = (f"{plan_module.chip(soc).name} B={sizes['batch']} N={sizes['heads']} S={sizes['seq']} "
+             f"D={sizes['head_dim']}{' causal' if sizes['causal'] else ''}")
+    click.echo(json.dumps([r.to_dict() for r in rows], indent=2) if as_json else sweep_module.format_sweep(rows, title))
+    if plot_path:
+        try:
+            sweep_module.plot_sweep(rows, plot_path, title)
+        except ImportError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(f"plot written to {plot_path}", err=True)

@@ -1,0 +1,166 @@
+"""`acl-fa run`: one problem on random inputs (forward, backward, V2 options, decode, parallel)."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from .. import api
+from ..jobs import decode_run, parallel_run, run as run_module, run_backward, run_options
+from .options import (
+    backend_option, backward_option, decode_options, deterministic_option, device_option, json_option, problem_options,
+    progress, reported_as_usage_errors, run_option_options, seed_option)
+
+@click.command()
+@problem_options
+@click.option("--scale", type=float, envvar="ACL_FA_SCALE", default=None, show_envvar=True, metavar="S",
+              help="Softmax scale [default: 1/sqrt(head dim)].")
+@click.option("--warmup", type=click.IntRange(min=0), envvar="ACL_FA_WARMUP", default=1, show_default=True,
+              show_envvar=True, metavar="N", help="Untimed launches before timing.")
+@click.option("--iters", type=click.IntRange(min=1), envvar="ACL_FA_ITERS", default=3, show_default=True,
+              show_envvar=True, metavar="N", help="Timed launches (the median is reported).")
+@click.option("--check/--no-check", envvar="ACL_FA_CHECK", default=True, show_default=True, show_envvar=True,
+              help="Compare with the float64 reference (all heads, or a sample of heads on large problems).")
+@seed_option
+@decode_options
+@backend_option
+@device_option
+@json_option("Print the report as JSON.")
+@backward_option
+@deterministic_option
+@click.option("--parallel", "parallel_mode", type=click.Choice(["ring", "ulysses"]), envvar="ACL_FA_PARALLEL",
+              default=None, show_envvar=True, help="Shard the sequence over --devices devices (sequence parallelism over HCCL).")
+@click.option("--devices", type=click.IntRange(min=1), envvar="ACL_FA_DEVICES", default=2, show_default=True,
+              show_envvar=True, metavar="P", help="Devices (0..P-1) for --parallel (under acl-fa launch: one per rank, "
+              "the launch's -n).")
+@click.option("--accumulate", type=click.Choice(["int16", "float32", "output"]), default=None,
+              envvar="ACL_FA_ACCUMULATE", show_envvar=True,
+              help="--parallel ring: merge the partial outputs in the output's memory as int16 units of per-row "
+              "bounds (default on Atlas A2/A3; (Q+K+V+O)/P plus a float32 per row and head), into a float32 "
+              "accumulator (default on 310P/910A; O/P more device memory) or in place in the output's dtype "
+              "(one rounding per merge). docs/lse_merge.md")
+@run_option_options
+def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
+        iters, check, seed, decode, paged, block_size, steps, num_splits, prefill, backend, device, as_json, backward,
+        deterministic, parallel_mode, devices, accumulate, window, dropout, mask_density, varlen):
+    """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
+    With --decode (or --paged): --seq query tokens per step against a device KV cache of
+    --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
+    then the backward on its outputs, with the gradient check. With --parallel ring|ulysses: the
+    sequence sharded over --devices devices, with per-device time, bytes per link and modeled time.
+    With --window, --mask-density, --dropout or --varlen: the FlashAttentionV2 ops (and their
+    backward with --backward), the work against the useful MACs (the pairs the band and the mask
+    leave visible), the check against the float64 reference with the same options."""
+    if run_options.uses_options(window=window, dropout=dropout, mask_density=mask_density, varlen=varlen):
+        if parallel_mode or decode or paged:
+            raise click.UsageError("--window/--dropout/--mask-density/--varlen do not combine with --parallel, "
+                                   "--decode or --paged")
+        _run_with_options(dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
+                               head_dim=head_dim, dtype=dtype, layout=layout, causal=causal, scale=scale,
+                               block_m=block_m or None, block_n=block_n or None, window=window, dropout=dropout,
+                               mask_density=mask_density, varlen=list(varlen) if varlen else None,
+                               backward=backward, deterministic=deterministic, warmup=warmup, iters=iters,
+                               check=check, backend=None if backend == "auto" else backend, device=device,
+                               seed=seed), as_json)
+        return
+    if parallel_mode != "ring" and accumulate is not None and \
+            click.get_current_context().get_parameter_source("accumulate") == click.core.ParameterSource.COMMANDLINE:
+        # (ACL_FA_ACCUMULATE in the environment applies to the ring runs only.)
+        raise click.UsageError("--accumulate is for --parallel ring (how the ring merges its partial outputs)")
+    if parallel_mode:
+        if click.get_current_context().get_parameter_source("heads") == click.core.ParameterSource.DEFAULT:
+            heads = PARALLEL_DEFAULT_HEADS
+        _run_parallel(parallel_mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale,
+                      check, seed, backend, as_json, backward, accumulate)
+        return
+    if decode or paged:
+        _run_decode_command(seq_kv or 4096, batch, heads, kv_heads, head_dim, dtype, seq, block_size if paged else None,
+                            num_splits, steps, check, seed, backend, device, as_json, prefill)
+        return
+    if backward:
+        _run_backward(dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                           dtype=dtype, layout=layout, causal=causal, scale=scale, block_m=block_m or None,
+                           block_n=block_n or None, deterministic=deterministic, warmup=warmup, iters=iters,
+                           check=check, backend=None if backend == "auto" else backend, device=device, seed=seed),
+                      as_json)
+        return
+    total_steps = 1 + warmup + iters + 1
+    with reported_as_usage_errors(), progress(total_steps, "acl-fa run") as bar:
+        report = run_module.run_job(
+            seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
+            layout=layout, causal=causal, scale=scale, block_m=block_m or None, block_n=block_n or None,
+            warmup=warmup, iters=iters, check=check, backend=None if backend == "auto" else backend,
+            device=device, seed=seed, progress=lambda stage, steps: bar.update(steps))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_module.format_report(report))
+    if report.accuracy is not None and not report.accuracy.ok:
+        raise click.ClickException("the result is outside the tolerance (see 'check' above)")
+
+
+def _run_with_options(options: dict, as_json: bool):
+    total_steps = (2 if options["backward"] else 1) * (1 + options["warmup"] + options["iters"]) + 1
+    with reported_as_usage_errors(), progress(total_steps, "acl-fa run") as bar:
+        report = run_options.run_options_job(**options, progress=lambda stage, steps: bar.update(steps))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_options.format_options_report(report))
+    if not report.ok:
+        raise click.ClickException("a result is outside the tolerance (see 'check' above)")
+
+
+# --parallel's default query heads: the simulator's time grows with N S^2, and one head keeps
+# `acl-fa run --parallel ring --devices 8 --seq 131072 --causal` to minutes (bench/RESULTS.md).
+PARALLEL_DEFAULT_HEADS = 1
+
+
+def _run_parallel(mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale, check, seed,
+                  backend, as_json, backward=False, accumulate=None):
+    if backward and mode != "ring":
+        raise click.UsageError("--backward with --parallel: ring (acl-fa run --parallel ring --devices P --backward, "
+                               "or one process per device under acl-fa launch)")
+    if parallel_run.under_launch():  # one rank of `acl-fa launch`: the clique's size is the device count
+        with reported_as_usage_errors():
+            rank, report = parallel_run.run_parallel_rank_job(
+                mode=mode, seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
+                layout=layout, causal=causal, scale=scale, check=check, seed=seed,
+                backend=None if backend == "auto" else backend, backward=backward, accumulate=accumulate)
+        if rank == 0:  # every rank has the whole report; one prints it
+            click.echo(json.dumps(report.to_dict(), indent=2) if as_json else
+                       parallel_run.format_parallel_report(report))
+        _fail_on_tolerance(report)
+        return
+    with reported_as_usage_errors():
+        report = parallel_run.run_parallel_job(
+            mode=mode, devices=devices, seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+            dtype=dtype, layout=layout, causal=causal, scale=scale, check=check, seed=seed,
+            backend=None if backend == "auto" else backend, backward=backward,
+            **(dict(accumulate=accumulate) if mode == "ring" else {}))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else parallel_run.format_parallel_report(report))
+    _fail_on_tolerance(report)
+
+
+def _fail_on_tolerance(report):
+    if report.accuracy is not None and not report.accuracy.ok:
+        raise click.ClickException("the result is outside the tolerance (see 'check' above)")
+    if report.gradients and not all(g.ok for g in report.gradients):
+        raise click.ClickException("a gradient is outside the tolerance (see 'backward' above)")
+
+
+def _run_backward(options: dict, as_json: bool):
+    total_steps = 2 * (1 + options["warmup"] + options["iters"] + 1)
+    with reported_as_usage_errors(), progress(total_steps, "acl-fa run --backward") as bar:
+        report = run_backward.run_backward_job(**options, progress=lambda stage, steps: bar.update(steps))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_backward.format_backward_report(report))
+    forward_bad = report.forward.accuracy is not None and not report.forward.accuracy.ok
+    if forward_bad or not report.ok:
+        raise click.ClickException("a result is outside the tolerance (see 'check' above)")
+
+
+def _run_decode_command(seq_kv, batch, heads, kv_heads, head_dim, dtype, seq_q, block_size, num_splits, steps, check,
+                        seed, backend, device, as_json, prefill=None):
+    with reported_as_usage_errors(), progress(steps + 3, "acl-fa run --decode") as bar:
+        with api.Session(device=device, backend=None if backend == "auto" else backend) as session:
+            report = decode_run.run_decode(
+                session, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, seq_q=seq_q,
+                dtype=dtype, block_size=block_size, num_splits=num_splits, steps=steps, check=check, seed=seed,
+                prefill=prefill, tick=lambda stage, n: bar.update(n))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else decode_run.format_decode_report(report))
+    if report.accuracy is not None and not report.accuracy.ok:
+        raise click.ClickException("the result is outside the tolerance (see 'check' above)")

@@ -1,0 +1,451 @@
+"""`acl-fa run --parallel ring|ulysses --devices P`: ring or Ulysses (all-to-all) attention on
+random inputs over P simulated (or real) devices, with the check against the float64 reference and
+the run's report.
+
+The check compares head 0 of every batch with the float64 reference by the 2x-naive rule (all of
+it: the sharded result has no sampling of rows). The report shows, per device, the host wall time
+of its thread (the simulator's, not NPU time), the bytes it sent to the next rank in total and per
+step, its attention FLOPs (balance = max / mean), and per step the modeled communication time
+(link model of the simulated HCCL, docs/hccl.md) against the modeled compute time at the chip's
+fp16 cube peak (a lower bound), with how much of the communication the compute hides. Ulysses:
+bytes per link of its two all-to-all rounds against the analytic shard sizes, and the modeled
+communication (slowest outgoing link) next to the modeled compute; the two do not overlap.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import ml_dtypes
+import numpy as np
+
+from .. import parallel
+from ..reference.accuracy import check_accuracy, naive_same_precision
+from ..runtime.errors import InvalidArgumentError
+from ..spec.layouts import from_bnsd, shape_of, to_bnsd
+from ..parallel.rank_agree import all_gather_host
+from ..reference.attention import attention_reference
+from ..runtime.units import format_bytes
+from ..reference.accuracy import check_gradients
+
+__all__ = ["run_parallel_job", "run_parallel_rank_job", "under_launch", "format_parallel_report"]
+
+
+@dataclasses.dataclass
+class ParallelRun:
+    mode: str
+    sizes: dict
+    report: object  # parallel.RingReport or parallel.UlyssesReport
+    accuracy: object  # acl_fa.reference.accuracy.Accuracy or None
+    gradients: list = dataclasses.field(default_factory=list)  # [GradientAccuracy] of the ring backward
+    backward: dict = dataclasses.field(default_factory=dict)    # the ring backward's wall seconds
+    backward_report: object = None  # parallel.RingReport of the ring backward's exchanges (P >= 2)
+
+    def to_dict(self) -> dict:
+        rep = self.report
+        if isinstance(rep, parallel.UlyssesReport):
+            return {"mode": self.mode, **self.sizes, "devices": rep.devices, "balance": rep.balance, "link": rep.link,
+                    "link_bytes": rep.link_bytes, "analytic_link_bytes": rep.analytic_link_bytes,
+                    "kv_heads": rep.kv_heads, "flops": rep.flops, "wall_seconds": rep.wall_seconds,
+                    "modeled": rep.modeled(),
+                    "accuracy": None if self.accuracy is None else dataclasses.asdict(self.accuracy)}
+        return {"mode": self.mode, **self.sizes, "devices": rep.devices, "balance": rep.balance,
+                "link": rep.link, "link_bytes": rep.link_bytes, "link_bytes_per_step": rep.link_bytes_per_step,
+                "flops": rep.flops, "wall_seconds": rep.wall_seconds, "modeled": rep.overlap(),
+                "device_bytes": rep.device_bytes, "ring_buffer_bytes": rep.ring_buffer_bytes,
+                "memory_bounds": [None if m is None else dataclasses.asdict(m) | {"bound": m.bound}
+                                  for m in rep.memory_bounds],
+                "memory_bound_met": memory_bound_met(rep), "checked_rows": sampled_rows(self.sizes["seq"]),
+                "backward": dict(self.backward, gradients=[dataclasses.asdict(g) | {"ok": g.ok}
+                                                           for g in self.gradients],
+                                 **_backward_figures(self.backward_report)) if self.backward else None,
+                "accuracy": None if self.accuracy is None else dataclasses.asdict(self.accuracy)}
+
+
+def _backward_figures(rep) -> dict:
+    """The ring backward's exchanges for to_dict: bytes to the next rank per exchange t = 0 .. P,
+    FLOPs and the modeled overlap, per device."""
+    if rep is None:
+        return {}
+    return {"link_bytes": rep.link_bytes, "link_bytes_per_step": rep.link_bytes_per_step, "flops": rep.flops,
+            "balance": rep.balance, "modeled": rep.overlap()}
+
+
+def _inputs(seq, batch, heads, kv_heads, head_dim, dtype, layout, seed) -> tuple:
+    """(q, k, v, dtype): the run's random inputs, the same on every rank for one seed."""
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype in ("bfloat16", "bf16") else np.dtype(dtype)
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal(shape_of(layout, batch, heads, seq, head_dim), dtype=np.float32).astype(dt)
+    k = rng.standard_normal(shape_of(layout, batch, kv_heads, seq, head_dim), dtype=np.float32).astype(dt)
+    v = rng.standard_normal(shape_of(layout, batch, kv_heads, seq, head_dim), dtype=np.float32).astype(dt)
+    return q, k, v, dt
+
+
+def under_launch() -> bool:
+    """True in a rank process of `acl-fa launch` (its environment names the rank)."""
+    import os
+
+    return bool(os.environ.get(parallel.ENV_RANK))
+
+
+def run_parallel_job(*, mode="ring", devices=2, seq, batch=1, heads=8, kv_heads=None, head_dim=128,
+                     dtype="float16", layout="BNSD", causal=False, scale=None, check=True, seed=0,
+                     backend=None, backward=False, accumulate=None) -> ParallelRun:
+    run = {"ring": parallel.ring_attention, "ulysses": parallel.ulysses_attention}.get(mode)
+    if run is None:
+        raise InvalidArgumentError(f"--parallel {mode!r}: must be ring or ulysses")
+    kv_heads = kv_heads or heads
+    q, k, v, dt = _inputs(seq, batch, heads, kv_heads, head_dim, dtype, layout, seed)
+    names = dict(num_heads=heads, num_kv_heads=kv_heads) if layout == "BSH" else {}
+    extra = dict(accumulate=accumulate) if mode == "ring" else {}
+    out, lse, report = run(q, k, v, devices=list(range(devices)), causal=causal, scale=scale, layout=layout,
+                           backend=backend, report=True, **names, **extra)
+    accuracy = check_sharded(q, k, v, out, lse, dt, causal=causal, scale=scale, layout=layout, heads=heads,
+                             kv_heads=kv_heads) if check else None
+    sizes = dict(seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=str(dt),
+                 layout=layout, causal=causal)
+    run_ = ParallelRun(mode, sizes, report, accuracy)
+    if backward:
+        _ring_backward(run_, q, k, v, out, lse, dt, devices=devices, causal=causal, scale=scale, layout=layout,
+                       heads=heads, kv_heads=kv_heads, check=check, seed=seed, backend=backend, names=names)
+    return run_
+
+
+def _ring_backward(run_, q, k, v, out, lse, dt, *, devices, causal, scale, layout, heads, kv_heads, check, seed,
+                   backend, names):
+    """parallel.ring_attention_backward on a random dout, checked (kv head 0 and its query heads)
+    against the float64 backward by the 2x-naive rule when S <= CHECK_ALL_ROWS."""
+    import time
+
+    if run_.mode != "ring":
+        raise InvalidArgumentError("--backward with --parallel: ring only")
+    dout = _dout(q, dt, seed)
+    start = time.perf_counter()
+    *grads, run_.backward_report = parallel.ring_attention_backward(
+        dout, q, k, v, out, lse, devices=list(range(devices)), causal=causal, scale=scale, layout=layout,
+        backend=backend, report=True, **names)
+    run_.backward = {"wall_seconds": time.perf_counter() - start, "checked": False}
+    if check and run_.sizes["seq"] <= CHECK_ALL_ROWS:
+        _check_backward(run_, grads, q, k, v, dout, dt, causal=causal, scale=scale, layout=layout, heads=heads,
+                        kv_heads=kv_heads)
+
+
+def _dout(q, dt, seed):
+    """The backward's upstream gradient: random, shaped like q, the same on every rank for one seed."""
+    return np.random.default_rng(seed + 1).standard_normal(q.shape, dtype=np.float32).astype(dt)
+
+
+def _check_backward(run_, grads, q, k, v, dout, dt, *, causal, scale, layout, heads, kv_heads):
+    """kv head 0 and its query heads of (dq, dk, dv) against the float64 backward (2x-naive rule)."""
+    d = run_.sizes["head_dim"]
+    run_.gradients = check_gradients(grads, q, k, v, dout, causal=causal,
+                                     scale=scale if scale is not None else 1.0 / np.sqrt(d), layout=layout,
+                                     num_heads=heads, num_kv_heads=kv_heads,
+                                     dtype_name="bfloat16" if dt != np.float16 else "float16", kv_heads=[0])
+    run_.backward["checked"] = True
+
+
+def _rank_backward(ctx, q, dt, shard, out, lse, ranges, *, seq, heads, kv_heads, layout, causal, scale, seed,
+                   gather) -> tuple:
+    """This rank's part of the ring backward (RankContext.ring_attention_backward) on its rows of
+    the run's dout. Returns (dout, the slowest rank's wall seconds, the RingReport of every rank's
+    exchanges, and -- when `gather` -- the whole dq of kv head 0's query heads and dk, dv of kv head
+    0, in `layout`, other heads zero)."""
+    import time
+
+    dout = _dout(q, dt, seed)
+    mine = parallel.shard_rows(to_bnsd(dout, layout, heads), ranges[ctx.rank])
+    start = time.perf_counter()
+    *grads, rank_report = ctx.ring_attention_backward(mine, *shard, out, lse, causal=causal, scale=scale,
+                                                      layout="BNSD", report=True)
+    wall = float(all_gather_host(ctx.comm, np.array([time.perf_counter() - start], np.float64)).max())
+    report = parallel.ring_report(_gather_reports(ctx, rank_report), causal)
+    if not gather:
+        return dout, wall, report, None
+    group = heads // kv_heads
+    full = []
+    for g, n, total in zip(grads, (group, 1, 1), (heads, kv_heads, kv_heads)):
+        whole = np.zeros((g.shape[0], total, seq, g.shape[3]), g.dtype)
+        whole[:, :n] = _gather_rows(ctx, g[:, :n], ranges, seq)
+        full.append(from_bnsd(whole, layout))
+    return dout, wall, report, full
+
+
+def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, head_dim=128, dtype="float16",
+                          layout="BNSD", causal=False, scale=None, check=True, seed=0, backend=None, backward=False,
+                          accumulate=None):
+    """This process's rank of `acl-fa launch -n P -- acl-fa run --parallel ring ...`: joins the
+    clique (RankContext.from_env), runs the ring on its shard of the same random inputs every rank
+    makes from the seed, then gathers over HCCL to every rank the per-rank reports and head 0 of
+    the outputs; with `backward`, then the ring backward and (checked) the gradients of kv head 0.
+    Returns (rank, ParallelRun with the whole run's report and checks)."""
+    if mode != "ring":
+        raise InvalidArgumentError(f"--parallel {mode} under acl-fa launch: only ring runs one process per device "
+                                   "(ulysses: one process for all devices, acl-fa run --parallel ulysses --devices P)")
+    kv_heads = kv_heads or heads
+    q, k, v, dt = _inputs(seq, batch, heads, kv_heads, head_dim, dtype, layout, seed)
+    with parallel.RankContext.from_env(backend=backend) as ctx:
+        p, r = ctx.size, ctx.rank
+        ranges = parallel.zigzag_chunks(seq, p, causal) if seq >= (2 * p if causal else p) else None
+        if ranges is None:  # every rank refuses the same way, before joining the ring
+            raise InvalidArgumentError(f"S={seq} cannot be split over {p} ranks: "
+                                       f"{'the zigzag split needs S >= 2P' if causal else 'needs S >= P'} = "
+                                       f"{2 * p if causal else p}")
+        shard = [to_bnsd(x, layout, n) for x, n in ((q, heads), (k, kv_heads), (v, kv_heads))]
+        shard = [parallel.shard_rows(x, ranges[r]) for x in shard]
+        out, lse, mine = ctx.ring_attention(*shard, causal=causal, scale=scale, layout="BNSD", report=True,
+                                            accumulate=accumulate)
+        reports = _gather_reports(ctx, mine)
+        full_out, full_lse = _gather_head0(ctx, out, lse, ranges, seq)
+        if backward:
+            dout, backward_wall, backward_report, grads = _rank_backward(
+                ctx, q, dt, shard, out, lse, ranges, seq=seq, heads=heads, kv_heads=kv_heads, layout=layout,
+                causal=causal, scale=scale, seed=seed, gather=check and seq <= CHECK_ALL_ROWS)
+        rank = r
+    report = parallel.ring_report(reports, causal)
+    accuracy = None
+    if check:
+        full = from_bnsd(_pad_heads(full_out, heads), layout)
+        accuracy = check_sharded(q, k, v, full, _pad_heads(full_lse, heads), dt, causal=causal, scale=scale,
+                                 layout=layout, heads=heads, kv_heads=kv_heads)
+    sizes = dict(seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=str(dt),
+                 layout=layout, causal=causal)
+    run_ = ParallelRun(mode, sizes, report, accuracy)
+    if backward:
+        run_.backward = {"wall_seconds": backward_wall, "checked": False}
+        run_.backward_report = backward_report
+        if grads is not None:
+            _check_backward(run_, grads, q, k, v, dout, dt, causal=causal, scale=scale, layout=layout, heads=heads,
+                            kv_heads=kv_heads)
+    return rank, run_
+
+
+def _pad_heads(x, heads: int):
+    """Head 0 (axis 1) of x placed in an array of `heads` heads (the others zero: the check reads head 0 only)."""
+    full = np.zeros((x.shape[0], heads, *x.shape[2:]), x.dtype)
+    full[:, :1] = x
+    return full
+
+
+def _gather_reports(ctx, mine) -> list:
+    """Every rank's RankReport, through one HcclAllGather of fixed-size float64 records (every
+    rank's lists have the same length: P steps of the forward, P + 1 exchanges of the backward)."""
+    n = len(mine.link_bytes_per_step)
+    m = mine.memory_bound
+    bound_fields = ([1, m.shards, m.constant, m.rounding, m.accumulator, m.row_bounds] if m is not None
+                    else [0] * 6)
+    record = np.array([mine.rank, mine.device, mine.flops, mine.wall_seconds, mine.device_bytes, mine.ring_buffer_bytes,
+                       mine.d2h_bytes, *bound_fields,
+                       *mine.link_bytes_per_step, *mine.modeled_comm_seconds, *mine.modeled_compute_seconds],
+                      np.float64)  # byte counts < 2**53: exact in float64
+    table = all_gather_host(ctx.comm, record)
+    reports = []
+    head = 13
+    for row in table:
+        steps = [row[head + i * n: head + (i + 1) * n] for i in range(3)]
+        bound = parallel.MemoryBound(*(int(x) for x in row[8:13])) if row[7] else None
+        reports.append(parallel.RankReport(int(row[0]), int(row[1]), [int(x) for x in steps[0]], int(row[2]),
+                                           list(map(float, steps[1])), list(map(float, steps[2])), float(row[3]),
+                                           int(row[4]), mine.link, int(row[5]), int(row[6]), memory_bound=bound,
+                                           int16_unsupported=mine.int16_unsupported))  # one chip per clique
+    return reports
+
+
+def _gather_head0(ctx, out, lse, ranges, seq) -> tuple:
+    """Head 0 of the whole output [B, 1, S, D] and LSE [B, 1, S] on every rank, in one gather."""
+    d = out.shape[3]
+    packed = np.concatenate([out[:, :1].astype(np.float32), lse[:, :1, :, None]], axis=3)  # D columns, then the LSE
+    whole = _gather_rows(ctx, packed, ranges, seq)
+    return whole[..., :d].astype(out.dtype), whole[..., d]
+
+
+def _gather_rows(ctx, x, ranges, seq) -> np.ndarray:
+    """The whole [B, H, S, C] on every rank from each rank's BNSD shard x [B, H, its zigzag rows, C]:
+    as float32, padded to the longest shard, all-gathered, put back in sequence order, cast back."""
+    longest = max(sum(b - a for a, b in rr) for rr in ranges)
+    packed = np.zeros((*x.shape[:2], longest, x.shape[3]), np.float32)
+    packed[:, :, :x.shape[2]] = x.astype(np.float32)
+    table = all_gather_host(ctx.comm, packed)
+    whole = np.empty((*x.shape[:2], seq, x.shape[3]), x.dtype)
+    for rr, piece in zip(ranges, table):
+        at = 0
+        for a, b in rr:
+            whole[:, :, a:b] = piece[:, :, at:at + b - a].astype(x.dtype)
+            at += b - a
+    return whole
+
+
+# Above this many rows the check takes sampled blocks of query rows (the float64 reference of all
+# S rows of a head costs S^2 D multiply-adds: ~2e12 at S = 131072, D = 64).
+CHECK_ALL_ROWS = 8192
+SAMPLE_BLOCKS, SAMPLE_ROWS = 4, 64
+
+
+def sampled_rows(seq: int) -> list:
+    """(start, stop) blocks of query rows the check compares: all rows up to CHECK_ALL_ROWS, else
+    SAMPLE_BLOCKS blocks of SAMPLE_ROWS spread over the sequence, the last one ending at S (its rows
+    see every key)."""
+    if seq <= CHECK_ALL_ROWS:
+        return [(0, seq)]
+    starts = [(seq - SAMPLE_ROWS) * i // (SAMPLE_BLOCKS - 1) for i in range(SAMPLE_BLOCKS)]
+    return [(a, a + SAMPLE_ROWS) for a in starts]
+
+
+def check_sharded(q, k, v, out, lse, dt, *, causal, scale, layout, heads, kv_heads):
+    """Head 0 of every batch against the float64 reference by the 2x-naive rule, on sampled_rows.
+    A block [a, b) of query rows is exact against keys [0, b) when causal (the reference aligns the
+    causal mask bottom-right, so local row i sees keys <= a + i) and all keys otherwise."""
+    qb, kb, vb = to_bnsd(q, layout, heads)[:, :1], to_bnsd(k, layout, kv_heads)[:, :1], to_bnsd(v, layout, kv_heads)[:, :1]
+    got, got_lse = to_bnsd(out, layout, heads)[:, :1], lse[:, :1]
+    seq, d = qb.shape[2], qb.shape[3]
+    scale_value = scale if scale is not None else 1.0 / np.sqrt(d)
+    parts = {"ref": [], "ref_lse": [], "naive": [], "got": [], "got_lse": []}
+    for a, b in sampled_rows(seq):
+        keys = slice(0, b) if causal else slice(0, seq)
+        args = (qb[:, :, a:b], kb[:, :, keys], vb[:, :, keys])
+        ref_out, ref_lse = attention_reference(*args, causal=causal, scale=scale_value, layout="BNSD")
+        parts["ref"].append(ref_out)
+        parts["ref_lse"].append(ref_lse)
+        parts["naive"].append(naive_same_precision(*args, dt, causal=causal, scale=scale_value, layout="BNSD",
+                                                   heads=[0]))
+        parts["got"].append(got[:, :, a:b])
+        parts["got_lse"].append(got_lse[:, :, a:b])
+    joined = {key: np.concatenate(value, axis=2) for key, value in parts.items()}
+    return check_accuracy(joined["got"], joined["got_lse"], joined["ref"], joined["ref_lse"], joined["naive"],
+                          "bfloat16" if dt != np.float16 else "float16", [0])
+
+
+def format_parallel_report(run: ParallelRun) -> str:
+    rep, s = run.report, run.sizes
+    if isinstance(rep, parallel.UlyssesReport):
+        return _format_ulysses(run)
+    lines = [f"acl-fa run --parallel {run.mode}: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} S={s['seq']} "
+             f"D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices {rep.devices}"
+             f"{' (zigzag split)' if s['causal'] else ''}"]
+    lines += _link_line(rep)
+    lines.append("device  wall s (host)  sent to next  per step (bytes)            FLOPs      device memory")
+    for i, d in enumerate(rep.devices):
+        per_step = ",".join(str(b) for b in rep.link_bytes_per_step[i])
+        lines.append(f"{d:6d}  {rep.wall_seconds[i]:13.3f}  {format_bytes(rep.link_bytes[i]):>12}  "
+                     f"{per_step[:26]:26}  {rep.flops[i]:.3e}  {format_bytes(rep.device_bytes[i]):>12}")
+    lines += _memory_lines(rep)
+    lines.append(f"balance (max/mean FLOPs): {rep.balance:.4f}")
+    o = rep.overlap()
+    lines.append(f"modeled: communication {o['comm_seconds'] * 1e3:.4f} ms, compute at cube peak "
+                 f"{o['compute_seconds'] * 1e3:.4f} ms (sums over devices and steps); hidden by overlap "
+                 f"{o['hidden_seconds'] * 1e3:.4f} ms = {100 * o['hidden_fraction']:.1f}% of the communication")
+    lines += _check_line(run)
+    if run.backward:
+        lines.append(f"backward (ring, float32 dK/dV accumulators around the ring, summed on the device with "
+                     f"aclnnInplaceAdd, their exchange overlapped with the next step's calls): "
+                     f"{run.backward['wall_seconds']:.3f} s wall (host)")
+        lines += _backward_exchange_lines(run.backward_report)
+        for g in run.gradients:
+            lines.append(f"backward check {g.name} (kv head 0 and its query heads vs float64 backward, 2x-naive rule): "
+                         f"max error {g.max_error:.3e}, tolerance {g.tolerance:.3e}: {'OK' if g.ok else 'FAILED'}")
+        if not run.backward["checked"]:
+            lines.append(f"backward check: skipped (S > {CHECK_ALL_ROWS}, or --no-check)")
+    return "\n".join(lines)
+
+
+def memory_bound_met(rep) -> Optional[bool]:
+    """Whether every rank's peak device memory is within its MemoryBound (None: no bound, P = 1)."""
+    if not rep.memory_bounds or any(m is None for m in rep.memory_bounds):
+        return None
+    return all(peak <= m.bound for peak, m in zip(rep.device_bytes, rep.memory_bounds))
+
+
+def _backward_exchange_lines(rep) -> list:
+    """The ring backward's exchanges: exchange t (t = 0 .. P) carries the K/V of step t + 1 and the
+    float32 dK/dV accumulators step t - 1 completed, beside step t's calls."""
+    if rep is None or len(rep.devices) < 2:
+        return []
+    lines = ["backward exchanges (t = 0 .. P: K/V for step t + 1 and the dK/dV accumulators of step t - 1)",
+             "device  sent to next  per exchange (bytes)                  FLOPs"]
+    for i, d in enumerate(rep.devices):
+        per_step = ",".join(str(b) for b in rep.link_bytes_per_step[i])
+        lines.append(f"{d:6d}  {format_bytes(rep.link_bytes[i]):>12}  {per_step[:36]:36}  {rep.flops[i]:.3e}")
+    o = rep.overlap()
+    lines.append(f"backward balance (max/mean FLOPs): {rep.balance:.4f}; modeled: communication "
+                 f"{o['comm_seconds'] * 1e3:.4f} ms, compute at cube peak {o['compute_seconds'] * 1e3:.4f} ms "
+                 f"(sums over devices and exchanges); hidden by overlap {o['hidden_seconds'] * 1e3:.4f} ms = "
+                 f"{100 * o['hidden_fraction']:.1f}% of the communication")
+    return lines
+
+
+def _memory_lines(rep) -> list:
+    worst = max(range(len(rep.devices)), key=lambda i: rep.device_bytes[i])
+    peak = rep.device_bytes[worst]
+    ring = rep.ring_buffer_bytes[worst] if rep.ring_buffer_bytes else 0
+    lines = [f"device memory (peak, the ring's HBM above its start, aclrtGetMemInfo): {format_bytes(peak)} on device "
+             f"{rep.devices[worst]} = the ring's buffers {format_bytes(ring)} + the ops' cached calls "
+             f"{format_bytes(peak - ring)}"]
+    met = memory_bound_met(rep)
+    if met is None:
+        return lines
+    m = rep.memory_bounds[worst]
+    over = [str(d) for d, pk, mb in zip(rep.devices, rep.device_bytes, rep.memory_bounds) if pk > mb.bound]
+    acc = (f" + the float32 accumulator beyond O {format_bytes(m.accumulator)}" if m.accumulator else
+           f" + the int16 running result's row bounds {format_bytes(m.row_bounds)} (the output holds the running "
+           f"result)" if m.row_bounds else " (the output is the accumulator)")
+    lines.append(f"memory bound per device: Q, K, V, O (+ its LSE) / P {format_bytes(m.shards)}{acc} + constant "
+                 f"{format_bytes(m.constant)} (one workspace for every call, a spare K/V sub-block and the merge's "
+                 f"buffers of {parallel.BLOCK_ROWS} rows) + rounding {format_bytes(m.rounding)} = "
+                 f"{format_bytes(m.bound)}: {'met' if met else 'NOT met'} on every device"
+                 f"{'' if met else ' (devices ' + ', '.join(over) + ' over)'}")
+    within = all(pk <= mb.shards_bound for pk, mb in zip(rep.device_bytes, rep.memory_bounds))
+    # What meeting it costs: the running result in the output's dtype, rounded at every merge
+    # (docs/lse_merge.md, "Why no running result in T is precise enough").
+    rounded = "rounding the running result to the dtype at every merge: docs/lse_merge.md"
+    if m.row_bounds:
+        note = " (the running result in int16 units of per-row bounds: docs/lse_merge.md)"
+    else:
+        meets = (f"accumulate=output meets it, by {rounded}; no int16 merge here: {rep.int16_unsupported}"
+                 if rep.int16_unsupported else f"accumulate=int16 or output meets it; output by {rounded}")
+        note = f" ({rounded})" if not m.accumulator else "" if within else f" ({meets})"
+    with_bounds = " with O's LSE and row bounds" if m.row_bounds else ""
+    lines.append(f"(Q + K + V + O) / P{with_bounds} + the constant (no room for a float32 accumulator): "
+                 f"{format_bytes(m.shards_bound)}: {'met' if within else 'NOT met'}{note}")
+    return lines
+
+
+def _link_line(rep) -> list:
+    if not rep.link:
+        return []
+    return [f"link model (modeled): {rep.link['kind']} {rep.link['bandwidth_gbs']:g} GB/s per direction, "
+            f"{rep.link['latency_us']:g} us per message"]
+
+
+def _check_line(run) -> list:
+    if run.accuracy is None:
+        return []
+    a = run.accuracy
+    blocks = sampled_rows(run.sizes["seq"])
+    rows = "all rows" if blocks == [(0, run.sizes["seq"])] else \
+        f"rows {', '.join(f'{a0}..{b0 - 1}' for a0, b0 in blocks)}"
+    return [f"check (head 0, {rows}, vs float64 reference, 2x-naive rule): max error {a.max_error:.3e}, "
+            f"tolerance {a.tolerance:.3e} (naive {a.naive_error:.3e}), lse error {a.lse_max_error:.3e}: "
+            f"{'OK' if a.ok else 'FAILED'}"]
+
+
+def _format_ulysses(run: ParallelRun) -> str:
+    rep, s = run.report, run.sizes
+    p = len(rep.devices)
+    lines = [f"acl-fa run --parallel ulysses: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} S={s['seq']} "
+             f"D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices {rep.devices} "
+             f"({s['heads'] // p} query heads per device; key/value heads per device {rep.kv_heads})"]
+    lines += _link_line(rep)
+    lines.append("device  wall s (host)  sent per peer (both all-to-alls)   analytic       FLOPs")
+    for r, d in enumerate(rep.devices):
+        sent = [b for j, b in enumerate(rep.link_bytes[r]) if j != r]
+        want = [b for j, b in enumerate(rep.analytic_link_bytes[r]) if j != r]
+        shown = f"{format_bytes(min(sent))}..{format_bytes(max(sent))}" if sent else "-"
+        lines.append(f"{d:6d}  {rep.wall_seconds[r]:13.3f}  {shown:>32}   {'equal' if sent == want else 'DIFFERS'}"
+                     f"  {rep.flops[r]:.3e}")
+    lines.append(f"balance (max/mean FLOPs): {rep.balance:.4f}")
+    m = rep.modeled()
+    lines.append(f"modeled (slowest device): communication {m['comm_seconds'] * 1e3:.4g} ms (two all-to-all rounds, "
+                 f"links in parallel), compute at cube peak {m['compute_seconds'] * 1e3:.4g} ms, not overlapped: "
+                 f"{m['step_seconds'] * 1e3:.4g} ms, communication {100 * m['comm_fraction']:.1f}%")
+    lines += _check_line(run)
+    return "\n".join(lines)

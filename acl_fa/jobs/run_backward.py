@@ -1,0 +1,184 @@
+"""``acl-fa run --backward``: the forward then the backward on random inputs -- time, memory,
+traffic, counters and the gradient check of each.
+
+Library code (the CLI only parses and prints). Times come from events around each launch, as
+for the forward (acl_fa.jobs.measure): device time on an NPU, the kernel's host wall time on the
+simulator, labeled so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import Callable, Optional
+
+import numpy as np
+
+from ..ops import backward
+from ..runtime import sim_stats
+from ..reference.accuracy import GradientAccuracy, check_gradients
+from ..ops.problem import Problem, problem_from_sizes
+from ..ops.backward import GradProblem
+from .measure import measure
+from .run import RunReport, format_bytes, format_report, random_inputs
+from .run import run_job as run_forward_job
+from ..runtime.session import DeviceSession
+from ..plan.standard import (
+    backward_compulsory_bytes, standard_backward_gm_traffic_bytes, standard_backward_intermediate_bytes)
+
+__all__ = ["BackwardReport", "run_backward_job", "format_backward_report", "useful_backward_macs"]
+
+# Problems whose every kv head is checked; larger ones on kv head 0 (and its query heads).
+FULL_CHECK_PAIRS = 1 << 24   # B * N * Sq * Skv
+
+
+def useful_backward_macs(problem: Problem) -> int:
+    """Multiply-accumulates of the backward's 5 matmuls (S, dP, dV, dK, dQ) over visible pairs."""
+    return 5 * problem.batch * problem.num_heads * problem.head_dim * problem.visible_pairs()
+
+
+@dataclasses.dataclass
+class BackwardReport:
+    forward: RunReport
+    problem: GradProblem
+    block_m: int
+    block_n: int
+    aivs: int
+    balance: float                 # max/mean planned work per AIV
+    times_ms: list
+    time_label: str
+    device_bytes: dict             # inputs, outputs, workspace, intermediate (user workspace)
+    standard_intermediate_bytes: int
+    standard_gm_bytes: int
+    compulsory_gm_bytes: int
+    sim: Optional[dict]            # simulator counters of the last backward launch
+    checks: Optional[list]         # [GradientAccuracy] for dq, dk, dv
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def ok(self) -> bool:
+        return self.checks is None or all(c.ok for c in self.checks)
+
+    def to_dict(self) -> dict:
+        p = self.problem.forward
+        data = {
+            "forward": self.forward.to_dict(),
+            "backward": {
+                "deterministic": self.problem.deterministic,
+                "tiling": {"block_m": self.block_m, "block_n": self.block_n, "aivs": self.aivs,
+                           "balance_max_over_mean": self.balance},
+                "time": {"label": self.time_label, "median_ms": self.median_ms, "all_ms": self.times_ms,
+                         "tflops": self.problem.flops() / (self.median_ms * 1e-3) / 1e12},
+                "device_bytes": dict(self.device_bytes),
+                "standard_backward_intermediate_bytes": self.standard_intermediate_bytes,
+                "gm_traffic": {"standard_backward_bytes": self.standard_gm_bytes,
+                               "compulsory_bytes": self.compulsory_gm_bytes},
+                "useful_macs": useful_backward_macs(p),
+            },
+        }
+        if self.sim is not None:
+            data["backward"]["simulator"] = {k: v for k, v in self.sim.items() if k not in ("aic", "aiv")}
+            data["backward"]["gm_traffic"]["flash_backward_bytes"] = self.sim["gm_bytes"]
+        if self.checks is not None:
+            data["backward"]["check"] = [dataclasses.asdict(c) | {"ok": c.ok} for c in self.checks]
+        return data
+
+
+def random_dout(problem: Problem, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed + 1)
+    return rng.standard_normal(problem.q_shape, dtype=np.float32).astype(problem.dtype)
+
+
+def run_backward_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 32,
+                     kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16",
+                     layout: str = "BNSD", causal: bool = False, scale: Optional[float] = None,
+                     block_m: Optional[int] = None, block_n: Optional[int] = None, deterministic: bool = True,
+                     warmup: int = 1, iters: int = 3, check: bool = True, backend: Optional[str] = None,
+                     device: int = 0, seed: int = 0, l2: bool = False,
+                     progress: Optional[Callable[[str, int], None]] = None) -> BackwardReport:
+    """The forward job (acl_fa.jobs.run.run_job, whose outputs feed the backward), then the backward
+    measured the same way and its gradients checked. `block_m` / `block_n` apply to both ops."""
+    tick = progress or (lambda stage, steps: None)
+    forward_report, (q, k, v, out, lse) = run_forward_job(
+        seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
+        layout=layout, causal=causal, scale=scale, block_m=block_m, block_n=block_n, warmup=warmup, iters=iters,
+        check=check, backend=backend, device=device, seed=seed, l2=l2, progress=progress, return_arrays=True)
+    problem = problem_from_sizes(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
+                                 head_dim=head_dim, dtype=dtype, layout=layout, causal=causal, scale=scale,
+                                 block_m=block_m, block_n=block_n)
+    dout = random_dout(problem, seed)
+    grad_problem, *inputs = backward.make_grad_problem(
+        dout, q, k, v, out, lse, causal=causal, scale=problem.scale, layout=layout, num_heads=heads,
+        num_kv_heads=problem.num_kv_heads, deterministic=deterministic, block_m=block_m, block_n=block_n)
+    with DeviceSession(device=device, backend=backend) as session:
+        m = measure(session, grad_problem, *inputs, warmup=warmup, iters=iters, per_core=True, tick=tick,
+                    runner=backward.runner_for(session), check=backward.check_grad_plan)
+        backend_name = session.backend.name
+    grads = (m.outputs["dq"], m.outputs["dk"], m.outputs["dv"])
+    checks = None
+    if check:
+        pairs = problem.batch * problem.num_heads * problem.seq_q * problem.seq_kv
+        checks = check_gradients(grads, q, k, v, dout, causal=causal, scale=problem.scale, layout=layout,
+                                 num_heads=problem.num_heads, num_kv_heads=problem.num_kv_heads,
+                                 dtype_name=problem.dtype_name, kv_heads=None if pairs <= FULL_CHECK_PAIRS else [0])
+    tick("check", 1)
+    stats = m.stats
+    if stats is not None:
+        core_max, core_mean = sim_stats.core_loads(stats)
+        stats = dict(stats, executed_over_useful_macs=stats["cube_macs"] / max(1, useful_backward_macs(problem)),
+                     core_max_over_mean_macs=core_max / core_mean if core_mean else None)
+    p, item = problem, problem.dtype.itemsize
+    return BackwardReport(
+        forward=forward_report, problem=grad_problem, block_m=m.plan.block_m, block_n=m.plan.block_n,
+        aivs=m.plan.aiv_num, balance=m.plan.imbalance, times_ms=m.times_ms,
+        time_label="device time (events)" if backend_name == "npu" else
+        "kernel wall time on the CPU simulator (not NPU time)",
+        device_bytes=m.device_bytes,
+        standard_intermediate_bytes=standard_backward_intermediate_bytes(p.batch, p.num_heads, p.seq_q, p.seq_kv,
+                                                                         item),
+        standard_gm_bytes=standard_backward_gm_traffic_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q,
+                                                             p.seq_kv, p.head_dim, item),
+        compulsory_gm_bytes=backward_compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
+                                                      p.head_dim, item),
+        sim=stats, checks=checks)
+
+
+def _check_line(c: GradientAccuracy) -> str:
+    return (f"{c.name} max error {c.max_error:.3g} <= {c.tolerance:.3g} (2 x naive {c.naive_error:.3g} + floor): "
+            f"{'OK' if c.ok else 'FAILED'}")
+
+
+def format_backward_report(r: BackwardReport) -> str:
+    p = r.problem.forward
+    mode = "deterministic (dQ added in K/V-block order)" if r.problem.deterministic else "atomic dQ adds"
+    lines = ["forward", *("  " + line for line in format_report(r.forward).splitlines()), "backward",
+             f"  tiling      BLOCK_M={r.block_m} BLOCK_N={r.block_n} on {r.aivs} AIVs, planned work max/mean "
+             f"{r.balance:.3f}; {mode}",
+             f"  time        {r.median_ms:.3f} ms per iteration (median of {len(r.times_ms)}; {r.time_label})",
+             f"  throughput  {r.problem.flops() / (r.median_ms * 1e-3) / 1e12:.3f} TFLOP/s "
+             f"({r.problem.flops() / 1e9:.1f} GFLOP useful per call)",
+             f"  memory      inputs {format_bytes(r.device_bytes['inputs'])}, outputs "
+             f"{format_bytes(r.device_bytes['outputs'])}, workspace {format_bytes(r.device_bytes['workspace'])} "
+             f"(intermediates {format_bytes(r.device_bytes['intermediate'])} + the library's system workspace)",
+             f"              standard attention's backward would hold {format_bytes(r.standard_intermediate_bytes)} "
+             f"of S, P and dS ({r.standard_intermediate_bytes / max(1, r.device_bytes['intermediate']):.1f}x these "
+             f"intermediates)"]
+    if r.sim is not None:
+        s = r.sim
+        lines += [
+            f"  GM traffic  {format_bytes(s['gm_bytes'])} of GM accesses (simulator counters) vs standard "
+            f"backward's {format_bytes(r.standard_gm_bytes)}; compulsory {format_bytes(r.compulsory_gm_bytes)}",
+            f"  work        cube MACs {s['cube_macs'] / 1e9:.2f} G = {s['executed_over_useful_macs']:.3f}x useful, "
+            f"AIC max/mean {s['core_max_over_mean_macs']:.3f}; vector elements {s['vector_elems'] / 1e9:.2f} G, "
+            f"scalar accesses {s['scalar_accesses']}, UB peak {format_bytes(s['ub_high_water'])}",
+            f"  cross-core  {s['sync_all_calls']} SyncAll passes, {s['inter_block_flag_calls']} IBSet/IBWait calls "
+            f"(dQ hand-overs), {format_bytes(s['atomic_add_bytes'])} added atomically to GM"]
+    if r.checks is not None:
+        heads = "all heads" if p.batch * p.num_heads * p.seq_q * p.seq_kv <= FULL_CHECK_PAIRS else \
+            "kv head 0 and its query heads"
+        lines.append(f"  check       {heads}:")
+        lines += [f"              {_check_line(c)}" for c in r.checks]
+    return "\n".join(lines)

@@ -1,0 +1,416 @@
+"""Decoding against a KV cache: aclnnFlashAttentionDecode of our custom operator.
+
+``flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, ...)`` follows
+flash-attn's ``flash_attn_with_kvcache``:
+
+- q [B, Sq, N, D], a few query tokens per sequence (Sq 1 .. 16 is the decode case);
+- k_cache / v_cache either contiguous [B, S_max, Nkv, D] or paged [num_blocks, block_size, Nkv, D]
+  with ``block_table`` [B, max_blocks_per_seq] int32 (key j of sequence b is row j % block_size of
+  block block_table[b, j // block_size]); block_size a multiple of 16;
+- cache_seqlens: an int or [B] int32, the keys each sequence has in the cache;
+- k / v [B, S_new, Nkv, D]: new keys/values written into the cache at positions
+  cache_seqlens[b] .. + S_new (in place: a DeviceArray cache on the device, a numpy cache in host
+  memory) before attention; attention then sees cache_seqlens + S_new keys. As in flash-attn,
+  cache_seqlens itself is not advanced: the caller adds S_new for the next step;
+- causal: query token s of a sequence with L keys sees keys j <= s + L - Sq (bottom-right
+  aligned); window (left, right): keys s + L - Sq - left .. s + L - Sq + right, -1 = unbounded
+  (causal sets right to 0);
+- num_splits: 0 lets the kernel split each sequence's keys over all cores (flash-decoding: the
+  keys of all (sequence, kv head) groups cut into one equal range per vector core); 1 keeps each
+  group on one core; S >= 2 cuts each group's keys into S pieces of equal key chunks (as
+  flash-attn's num_splits), spread round-robin over the vector cores and merged by their LSE.
+  S is clamped to the vector cores' count (2 per AI Core: more pieces of one group cannot run
+  at once; ``acl_fa.plan`` shows the value used) and, per group at run time, to its key chunks
+  (a piece holds at least one chunk of up to blockN keys).
+
+Returns out [B, Sq, N, D] (and lse float32 [B, N, Sq] with return_lse). Keys past a sequence's
+length are never read: unused cache slots may hold anything.
+
+Everything a caller can get wrong is checked on the host before any device work, including the
+block table's entries (in range, not repeated within a sequence) for the blocks each sequence
+uses; a DeviceArray block table or cache_seqlens is read back for that (a few bytes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import numbers
+from typing import Optional
+
+import ml_dtypes
+import numpy as np
+
+from . import opcall
+from .problem import resolve_scale
+from ..spec.band import UNBOUNDED, window_band
+from ..runtime.device_array import DeviceArray, check_device_array
+from ..runtime.errors import InvalidArgumentError, InvalidTypeError
+from .opcall import Op, OpRunner, default_session
+from ..runtime.session import DeviceSession
+from ..plan import forward as planmod
+
+__all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "flash_attention_with_kvcache", "decode_plan_check",
+           "write_kv_cache"]
+
+SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+MAX_HEAD_DIM = 256
+HEAD_DIM_MULTIPLE = 16
+BLOCK_SIZE_MULTIPLE = 16
+MAX_ROWS = 255          # query heads per kv head x Sq: the kernel's matmul M (decode_tiling_policy.h)
+MAX_SPLITS = 2**31 - 1  # num_splits: an int64 attribute the tiling refuses beyond int32
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeProblem:
+    """One validated call's shapes and options (the device state is cached per problem)."""
+
+    batch: int
+    seq_q: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    dtype: np.dtype
+    num_blocks: int        # contiguous cache: B
+    block_size: int        # contiguous cache: S_max
+    max_blocks: int        # block table row length (contiguous: 1)
+    paged: bool
+    scale: float
+    pre_tokens: int
+    next_tokens: int
+    num_splits: int
+
+    @property
+    def q_shape(self) -> tuple:
+        return (self.batch, self.seq_q, self.num_heads, self.head_dim)
+
+    @property
+    def cache_shape(self) -> tuple:
+        return (self.num_blocks, self.block_size, self.num_kv_heads, self.head_dim)
+
+    @property
+    def lse_shape(self) -> tuple:
+        return (self.batch, self.num_heads, self.seq_q)
+
+    @property
+    def capacity(self) -> int:
+        """Keys one sequence can hold."""
+        return self.max_blocks * self.block_size
+
+    @property
+    def dtype_name(self) -> str:
+        return "bfloat16" if self.dtype == np.dtype(ml_dtypes.bfloat16) else "float16"
+
+
+class FlashAttentionDecodeOp(Op):
+    """aclnnFlashAttentionDecode over the shared op-call path
+    (acl_fa/cdefs/aclnn_flash_attention_decode.h)."""
+
+    name = "flash_attention_decode"
+    inputs = ("q", "k_cache", "v_cache", "block_table", "seqlens")
+    outputs = ("out", "lse")
+    workspace_api = "aclnnFlashAttentionDecodeGetWorkspaceSize"
+    launch_api = "aclnnFlashAttentionDecode"
+
+    def buffers(self, p: DecodeProblem) -> dict:
+        return {"q": (p.q_shape, p.dtype), "k_cache": (p.cache_shape, p.dtype), "v_cache": (p.cache_shape, p.dtype),
+                "block_table": ((p.batch, p.max_blocks), np.dtype(np.int32)),
+                "seqlens": ((p.batch,), np.dtype(np.int32)),
+                "out": (p.q_shape, p.dtype), "lse": (p.lse_shape, np.dtype(np.float32))}
+
+    def workspace_args(self, p: DecodeProblem, tensors: dict) -> tuple:
+        return (tensors["q"].handle, tensors["k_cache"].handle, tensors["v_cache"].handle,
+                tensors["block_table"].handle, tensors["seqlens"].handle, p.scale, p.block_size,
+                p.pre_tokens, p.next_tokens, p.num_splits, tensors["out"].handle, tensors["lse"].handle)
+
+    def check(self, p: DecodeProblem, soc: str) -> None:
+        decode_plan_check(p, soc)
+
+
+FLASH_ATTENTION_DECODE = FlashAttentionDecodeOp()
+
+
+def decode_plan_check(p: DecodeProblem, soc: str):
+    """Refuses chips the decode kernel does not run on (it is an AIC:AIV 1:2 kernel: Atlas
+    A2/A3) before any device work."""
+    try:
+        chip = planmod.chip(soc)
+    except planmod.PlanError as exc:
+        raise InvalidArgumentError(str(exc)) from exc
+    if not chip.has_kernel or chip.aiv_num != 2 * chip.aic_num:
+        raise InvalidArgumentError(
+            f"flash_attention_with_kvcache runs on Atlas A2/A3 (ascend910b, ascend910_93: separate cube and "
+            f"vector cores, 1:2); {chip.name} ({chip.short_soc}) has {chip.aic_num} AIC and {chip.aiv_num} AIV cores")
+
+
+# ---- validation ------------------------------------------------------------------------------
+
+def _meta(name: str, x):
+    """(shape, dtype) of a numpy array or DeviceArray argument."""
+    if isinstance(x, DeviceArray):
+        return tuple(x.shape), x.dtype
+    if x is None or isinstance(x, (str, bytes)):
+        raise InvalidTypeError(f"{name} must be a numpy array or a DeviceArray, got {type(x).__name__}")
+    try:
+        a = np.asarray(x)
+    except Exception as exc:  # noqa: BLE001 - any conversion failure is the caller's type error
+        raise InvalidTypeError(f"{name} cannot be converted to a numpy array: {exc}") from exc
+    return a.shape, a.dtype
+
+
+def _host_ints(name: str, x, shape: tuple) -> np.ndarray:
+    """An int32 host copy of an integer array argument of `shape` (a DeviceArray is read back)."""
+    if isinstance(x, DeviceArray):
+        x = x.numpy()
+    a = np.asarray(x)
+    if a.dtype.kind not in "iu":
+        raise InvalidTypeError(f"{name} must be an integer array (int32), got dtype {a.dtype}")
+    if a.shape != shape:
+        raise InvalidArgumentError(f"{name} must have shape {shape}, got {a.shape}")
+    if a.size and (a.min() < np.iinfo(np.int32).min or a.max() > np.iinfo(np.int32).max):
+        raise InvalidArgumentError(f"{name} values must fit int32")
+    return a.astype(np.int32)
+
+
+@functools.lru_cache(maxsize=64)
+def _validated(q_meta, cache_metas, table_shape, new_metas, options) -> DecodeProblem:
+    (q_shape, q_dtype) = q_meta
+    (k_shape, k_dtype), (v_shape, v_dtype) = cache_metas
+    scale, pre, nxt, num_splits = options
+    for name, dtype in (("q", q_dtype), ("k_cache", k_dtype), ("v_cache", v_dtype)):
+        if dtype not in SUPPORTED_DTYPES:
+            raise InvalidTypeError(f"{name} has dtype {dtype}; supported: float16, bfloat16 (ml_dtypes.bfloat16)")
+    if not q_dtype == k_dtype == v_dtype:
+        raise InvalidTypeError(f"q, k_cache and v_cache must share one dtype, got {q_dtype}, {k_dtype}, {v_dtype}")
+    if len(q_shape) != 4:
+        raise InvalidArgumentError(f"q must be [B, Sq, N, D], got shape {q_shape}")
+    if len(k_shape) != 4:
+        raise InvalidArgumentError(
+            f"k_cache must be [B, S_max, Nkv, D] or paged [num_blocks, block_size, Nkv, D], got shape {k_shape}")
+    if k_shape != v_shape:
+        raise InvalidArgumentError(f"k_cache {k_shape} and v_cache {v_shape} must have the same shape")
+    for name, shape in (("q", q_shape), ("k_cache", k_shape)):
+        if 0 in shape:
+            raise InvalidArgumentError(f"{name} has an empty dimension {shape}; every size must be >= 1")
+    batch, seq_q, heads, d = q_shape
+    blocks, block_size, kv_heads, dk = k_shape
+    if dk != d:
+        raise InvalidArgumentError(f"head dim differs: q {q_shape} has {d}, k_cache {k_shape} has {dk}")
+    if d % HEAD_DIM_MULTIPLE or d > MAX_HEAD_DIM:
+        raise InvalidArgumentError(f"head dim D={d} must be a multiple of {HEAD_DIM_MULTIPLE} and <= {MAX_HEAD_DIM}")
+    if heads % kv_heads:
+        raise InvalidArgumentError(f"query heads {heads} must be a multiple of key/value heads {kv_heads}")
+    if heads // kv_heads * seq_q > MAX_ROWS:
+        raise InvalidArgumentError(
+            f"query heads per kv head x query tokens = {heads // kv_heads} x {seq_q} exceeds {MAX_ROWS}: "
+            f"decode Sq tokens at a time with (N / Nkv) * Sq <= {MAX_ROWS}")
+    paged = table_shape is not None
+    if paged:
+        if len(table_shape) != 2 or table_shape[0] != batch or table_shape[1] < 1:
+            raise InvalidArgumentError(f"block_table must be [B={batch}, max_blocks_per_seq >= 1], got {table_shape}")
+        if block_size % BLOCK_SIZE_MULTIPLE:
+            raise InvalidArgumentError(
+                f"block_size (k_cache dim 1) must be a multiple of {BLOCK_SIZE_MULTIPLE}, got {block_size}")
+        max_blocks = table_shape[1]
+    else:
+        if blocks != batch:
+            raise InvalidArgumentError(
+                f"a contiguous k_cache must be [B={batch}, S_max, Nkv, D], got {k_shape} (pass block_table for a "
+                "paged cache)")
+        max_blocks = 1
+    if new_metas is not None:
+        (kn_shape, kn_dtype), (vn_shape, vn_dtype) = new_metas
+        for name, shape, dtype in (("k", kn_shape, kn_dtype), ("v", vn_shape, vn_dtype)):
+            if dtype != q_dtype:
+                raise InvalidTypeError(f"{name} must have the dtype of q ({q_dtype}), got {dtype}")
+            if len(shape) != 4 or shape[0] != batch or shape[2] != kv_heads or shape[3] != d or shape[1] < 1:
+                raise InvalidArgumentError(f"{name} must be [B={batch}, S_new, Nkv={kv_heads}, D={d}], got {shape}")
+        if kn_shape != vn_shape:
+            raise InvalidArgumentError(f"k {kn_shape} and v {vn_shape} must have the same shape")
+    scale = resolve_scale(scale, d)
+    if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral):
+        raise InvalidTypeError(f"num_splits must be an integer, got {num_splits!r}")
+    if not 0 <= num_splits <= MAX_SPLITS:
+        raise InvalidArgumentError(
+            f"num_splits must be 0 (auto: each sequence's keys split over all cores), 1 (one core per "
+            f"sequence and kv head) or a split count in [2, {MAX_SPLITS}] (clamped to the vector cores), "
+            f"got {num_splits}")
+    return DecodeProblem(batch, seq_q, heads, kv_heads, d, q_dtype, blocks, block_size, max_blocks, paged, scale,
+                         pre, nxt, int(num_splits))
+
+
+def _check_lengths(p: DecodeProblem, seqlens: np.ndarray, s_new: int, table: Optional[np.ndarray]):
+    """Every sequence fits its capacity and (paged) the blocks it uses are valid and distinct."""
+    if (seqlens < 0).any():
+        b = int(np.argmax(seqlens < 0))
+        raise InvalidArgumentError(f"cache_seqlens[{b}] = {int(seqlens[b])} must be >= 0")
+    total = seqlens.astype(np.int64) + s_new
+    over = total > p.capacity
+    if over.any():
+        b = int(np.argmax(over))
+        what = "cache_seqlens + k's new tokens" if s_new else "cache_seqlens"
+        reach = (f"the block table's reach ({p.max_blocks} blocks x {p.block_size})" if p.paged
+                 else f"the cache capacity S_max={p.block_size}")
+        raise InvalidArgumentError(f"{what} of sequence {b} = {int(total[b])} exceeds {reach}")
+    if table is None:
+        return
+    for b in range(p.batch):
+        used = table[b, :-(-int(total[b]) // p.block_size)] if total[b] else table[b, :0]
+        bad = (used < 0) | (used >= p.num_blocks)
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise InvalidArgumentError(
+                f"block_table[{b}, {j}] = {int(used[j])} is out of range: the cache has {p.num_blocks} blocks")
+        if len(np.unique(used)) != len(used):
+            values, counts = np.unique(used, return_counts=True)
+            raise InvalidArgumentError(
+                f"block_table[{b}] uses block {int(values[counts > 1][0])} twice within the sequence")
+
+
+# ---- the call --------------------------------------------------------------------------------
+
+def runner_for(session: DeviceSession) -> OpRunner:
+    return opcall.runner_for(session, FLASH_ATTENTION_DECODE)
+
+
+def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=None, k=None, v=None,
+                                 causal=True, window=None, scale=None, num_splits=0, return_lse=False,
+                                 backend=None, device=None, session=None):
+    """Attention of q against a KV cache (see the module docstring)."""
+    if (k is None) != (v is None):
+        raise InvalidArgumentError("k and v must be given together (new keys and values to append)")
+    # Types before the validated-problem cache: 1, 1.0 and True hash alike.
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+        raise InvalidTypeError(f"scale must be a real number, got {scale!r}")
+    if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral):
+        raise InvalidTypeError(f"num_splits must be an integer, got {num_splits!r}")
+    if not isinstance(return_lse, (bool, np.bool_)):
+        raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
+    scale = None if scale is None else float(scale)
+    pre, nxt = window_band(window, causal)
+    q_meta = _meta("q", q)
+    cache_metas = (_meta("k_cache", k_cache), _meta("v_cache", v_cache))
+    table_shape = None if block_table is None else _meta("block_table", block_table)[0]
+    new_metas = None if k is None else (_meta("k", k), _meta("v", v))
+    problem = _validated(q_meta, cache_metas, table_shape, new_metas, (scale, pre, nxt, int(num_splits)))
+    if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
+        cache_seqlens = np.full((problem.batch,), int(cache_seqlens), np.int32)
+    seqlens = _host_ints("cache_seqlens", cache_seqlens, (problem.batch,))
+    table = (_host_ints("block_table", block_table, (problem.batch, problem.max_blocks)) if problem.paged
+             else np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1))
+    s_new = 0 if k is None else new_metas[0][0][1]
+    _check_lengths(problem, seqlens, s_new, table if problem.paged else None)
+    if session is None:
+        session = _session_of(q, k_cache, v_cache, block_table, k, v, cache_seqlens) or default_session(
+            backend, device)
+    runner = runner_for(session)
+    inputs = (_host_or_device(q), _host_or_device(k_cache), _host_or_device(v_cache),
+              block_table if isinstance(block_table, DeviceArray) else table, seqlens + np.int32(s_new))
+    bound = runner.bound_inputs(inputs)
+    for name, x in (("k", k), ("v", v)):
+        if isinstance(x, DeviceArray):
+            check_device_array(name, x, session)
+    if k is not None:
+        _append_host_caches(problem, inputs[1], inputs[2], k, v, seqlens, table)
+    outputs = ("out", "lse") if return_lse else ("out",)
+    with session.in_flight(), runner.lock:  # close() waits for the call
+        prepared = runner.prepare(problem, bound)
+        prepared.upload(*inputs)
+        if k is not None and bound:
+            _append_device_caches(session, problem, bound, k, v, seqlens, table)
+        stream = runner.stream
+        runner.launch(prepared, stream)
+        stream.synchronize()
+        results = tuple(prepared.read(role) for role in outputs)
+    return results if return_lse else results[0]
+
+
+def write_kv_cache(k_cache: DeviceArray, v_cache: DeviceArray, k, v, *, cache_seqlens, block_table=None):
+    """Writes k / v [B, S_new, Nkv, D] into DeviceArray caches at positions cache_seqlens (as the
+    k/v of flash_attention_with_kvcache are, without attention): how a prefill's keys and values
+    enter the cache. One upload of k/v unless they are DeviceArrays of the caches' Session, then
+    one device-to-device copy per run of tokens inside a cache block; the same checks before any
+    device work."""
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if not isinstance(cache, DeviceArray):
+            raise InvalidTypeError(f"{name} must be a DeviceArray (write_kv_cache writes on the device), "
+                                   f"got {type(cache).__name__}")
+    session = k_cache.session
+    new_metas = (_meta("k", k), _meta("v", v))
+    (k_shape, k_dtype) = new_metas[0]
+    if len(k_shape) != 4:
+        raise InvalidArgumentError(f"k must be [B, S_new, Nkv, D], got shape {k_shape}")
+    q_meta = ((k_shape[0], 1, k_shape[2], k_shape[3]), k_dtype)  # one query row per kv head: no attention
+    table_shape = None if block_table is None else _meta("block_table", block_table)[0]
+    problem = _validated(q_meta, (_meta("k_cache", k_cache), _meta("v_cache", v_cache)), table_shape, new_metas,
+                         (None, UNBOUNDED, 0, 0))
+    if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
+        cache_seqlens = np.full((problem.batch,), int(cache_seqlens), np.int32)
+    seqlens = _host_ints("cache_seqlens", cache_seqlens, (problem.batch,))
+    table = (_host_ints("block_table", block_table, (problem.batch, problem.max_blocks)) if problem.paged
+             else np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1))
+    _check_lengths(problem, seqlens, k_shape[1], table if problem.paged else None)
+    for name, array in (("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
+        if isinstance(array, DeviceArray):
+            check_device_array(name, array, session)
+    with session.in_flight():
+        _append_device_caches(session, problem, {"k_cache": k_cache, "v_cache": v_cache}, k, v, seqlens, table)
+
+
+def _host_or_device(x):
+    return x if isinstance(x, DeviceArray) else np.asarray(x)
+
+
+def _session_of(*args) -> Optional[DeviceSession]:
+    """The Session of the first DeviceArray argument, if any."""
+    for x in args:
+        if isinstance(x, DeviceArray):
+            return x.session
+    return None
+
+
+def _token_runs(p: DecodeProblem, seqlens, s_new: int, table: np.ndarray):
+    """(b, first new token, tokens, cache row) of each run of new tokens that lies in one cache
+    block; cache row = block * block_size + row within the block."""
+    for b in range(p.batch):
+        t = 0
+        while t < s_new:
+            pos = int(seqlens[b]) + t
+            block = int(table[b, pos // p.block_size])
+            count = min(s_new - t, p.block_size - pos % p.block_size)
+            yield b, t, count, block * p.block_size + pos % p.block_size
+            t += count
+
+
+def _append_host_caches(p, k_cache, v_cache, k, v, seqlens, table):
+    """Writes the new tokens into numpy caches in place (DeviceArray caches: on the device)."""
+    for cache, new, name in ((k_cache, k, "k_cache"), (v_cache, v, "v_cache")):
+        if isinstance(cache, DeviceArray):
+            continue
+        if not cache.flags.writeable or not cache.flags.c_contiguous:
+            raise InvalidArgumentError(
+                f"{name} must be a writable C-contiguous array (or a DeviceArray): appending k/v writes into it "
+                "in place")
+        new = new.numpy() if isinstance(new, DeviceArray) else np.asarray(new)
+        rows = cache.reshape(p.num_blocks * p.block_size, p.num_kv_heads, p.head_dim)
+        for b, t, count, row in _token_runs(p, seqlens, new.shape[1], table):
+            rows[row:row + count] = new[b, t:t + count]
+
+
+def _append_device_caches(session, p, bound, k, v, seqlens, table):
+    """Copies the new tokens into DeviceArray caches: one upload of k/v (unless they are on the
+    device already), then one device-to-device copy per run of tokens inside a cache block."""
+    token_bytes = p.num_kv_heads * p.head_dim * p.dtype.itemsize
+    s_new = (k.shape if isinstance(k, DeviceArray) else np.shape(k))[1]
+    for role, new in (("k_cache", k), ("v_cache", v)):
+        cache = bound.get(role)
+        if cache is None:
+            continue
+        staged = new if isinstance(new, DeviceArray) else DeviceArray.from_host(session, np.asarray(new))
+        try:
+            for b, t, count, row in _token_runs(p, seqlens, s_new, table):
+                cache.buffer.copy_from_device(staged.buffer, count * token_bytes, offset=row * token_bytes,
+                                              src_offset=(b * s_new + t) * token_bytes)
+        finally:
+            if staged is not new:
+                staged.close()

@@ -1,0 +1,114 @@
+"""The FlashAttention forward op: aclnnFlashAttention of our custom operator.
+
+``flash_attention(q, k, v, ...)`` validates everything a caller can get wrong before any device
+work (types, shapes, layout, heads, sizes, scale, blocks -- the blocks against the tiling policy
+for the device's chip), then runs the op on a session through the shared op-call path
+(acl_fa/ops/opcall.py), which keeps per problem shape the device buffers, the aclTensors, a
+repeatable executor and the workspace, so repeated calls on one shape only copy and launch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from . import opcall
+from ..runtime.errors import InvalidTypeError
+from ..runtime.ffi import ffi
+from ..runtime.session import DeviceSession
+from ..spec.options import build_options
+from .forward_v2 import run_forward_v2
+from .opcall import Op, OpRunner, default_session
+from .problem import Problem, check_float32_range, check_plan, make_problem, outputs_of
+
+__all__ = ["FLASH_ATTENTION", "runner_for", "flash_attention"]
+
+
+class FlashAttentionOp(Op):
+    """aclnnFlashAttention over the shared op-call path (acl_fa/cdefs/aclnn_flash_attention.h)."""
+
+    name = "flash_attention"
+    inputs = ("q", "k", "v")
+    outputs = ("out", "lse")
+    workspace_api = "aclnnFlashAttentionGetWorkspaceSize"
+    launch_api = "aclnnFlashAttention"
+
+    def buffers(self, problem: Problem) -> dict:
+        return {"q": (problem.q_shape, problem.dtype), "k": (problem.kv_shape, problem.dtype),
+                "v": (problem.kv_shape, problem.dtype), "out": (problem.q_shape, problem.dtype),
+                "lse": (problem.lse_shape, np.dtype(np.float32))}
+
+    def workspace_args(self, problem: Problem, tensors: dict) -> tuple:
+        layout = ffi.new("char[]", problem.layout.encode())
+        return (tensors["q"].handle, tensors["k"].handle, tensors["v"].handle, problem.scale, problem.causal,
+                layout, problem.num_heads, problem.num_kv_heads, problem.block_m, problem.block_n,
+                tensors["out"].handle, tensors["lse"].handle)
+
+    def check(self, problem: Problem, soc: str) -> int:
+        return check_plan(problem, soc).workspace_bytes
+
+
+FLASH_ATTENTION = FlashAttentionOp()
+
+
+def runner_for(session: DeviceSession) -> OpRunner:
+    """The forward's OpRunner on `session` (one per Session)."""
+    return opcall.runner_for(session, FLASH_ATTENTION)
+
+
+def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
+                    block_m=None, block_n=None, return_lse=False, window=None, attn_mask=None, dropout_p=0.0,
+                    seed=None, offset=0, return_dropout_mask=False, backend=None, device=None, session=None):
+    """FlashAttention forward: softmax(scale * Q K^T + mask) V per head.
+
+    q [B, N, Sq, D] (BNSD), [B, Sq, N, D] (BSND) or [B, Sq, N*D] (BSH); k, v likewise with Nkv
+    heads and Skv rows; float16, bfloat16 (ml_dtypes) or float32. scale defaults to 1/sqrt(D).
+    Any numpy layout is accepted (copied C-contiguous once); q, k, v may also be DeviceArrays of
+    the session (used in place, no host copy). Semantics of the options in
+    docs/attention_options.md:
+
+    - causal: key j is hidden from query i when j > i + (Skv - Sq) (bottom-right aligned).
+    - window=(left, right): key j is visible to query i iff
+      i + (Skv - Sq) - left <= j <= i + (Skv - Sq) + right; -1 = unbounded; intersects causal.
+      Runs FlashAttentionV2, which never loads or computes blocks outside the band.
+    - attn_mask: a bool array, **True = the query may attend to the key** (torch SDPA's
+      convention), of any shape that broadcasts to [B, N, Sq, Skv] with Skv columns ([Sq, Skv],
+      [B, 1, Sq, Skv], [1, N, Sq, Skv], [B, N, Sq, Skv], key padding [B, 1, 1, Skv]); held on the
+      device at its own shape, never expanded; key blocks it hides completely are skipped.
+    - dropout_p in [0, 1): dropout on the attention probabilities inside the kernel (kept values
+      scaled by 1/(1 - dropout_p)), Philox4x32-10 keyed by (seed, offset + b*N + n, i, j), so the
+      same arguments give the same result on any chip, block size or thread count. seed=None
+      draws one (returned as ``.seed`` of the result with return_lse=True). The LSE is that of
+      the undropped probabilities.
+    - return_dropout_mask: also return the keep mask the kernel used, uint8 [B, N, Sq, Skv]
+      (1 = kept; a testing aid that materializes it). Pairs the query cannot see (band, mask)
+      hold 0.
+
+    Rows that see no key give 0 (lse -inf). Returns out (like q); with return_lse or
+    return_dropout_mask an AttentionOutputs tuple (out, lse float32 [B, N, Sq] if return_lse,
+    the keep mask if return_dropout_mask) whose .seed / .offset / .next_offset are the dropout's.
+    """
+    problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                                    num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+    if not isinstance(return_lse, (bool, np.bool_)):
+        raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
+    options, mask = build_options(batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
+                                  seq_kv=problem.seq_kv, causal=causal, window=window, attn_mask=attn_mask,
+                                  dropout_p=dropout_p, seed=seed, offset=offset,
+                                  return_dropout_mask=return_dropout_mask)
+    check_float32_range(problem, q, k, v)
+    if session is None:
+        session = default_session(backend, device)
+    if options.is_default:
+        if options.is_causal and not problem.causal:  # window (-1, 0) is causal: the V1 op's is_causal
+            problem = dataclasses.replace(problem, causal=True)
+        if not return_lse:
+            return runner_for(session).run(problem, q, k, v, outputs=("out",))[0]
+        out, lse = runner_for(session).run(problem, q, k, v, outputs=("out", "lse"))
+        dropout_mask = None
+    else:
+        out, lse, dropout_mask = run_forward_v2(session, problem, options, q, k, v, mask)
+        if not (return_lse or options.return_dropout_mask):
+            return out
+    return outputs_of(out, lse, dropout_mask, options, problem.batch * problem.num_heads, bool(return_lse))

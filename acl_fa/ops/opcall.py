@@ -1,0 +1,506 @@
+"""The op-call path every aclnn op of the package shares.
+
+An aclnn op is called in two phases: ``aclnn<Op>GetWorkspaceSize(<inputs>, <attributes>,
+<outputs>, &workspaceSize, &executor)`` builds an executor for fixed tensors, then
+``aclnn<Op>(workspace, workspaceSize, executor, stream)`` launches it. Marked repeatable
+(aclSetAclOpExecutorRepeatable) the executor launches any number of times on the same tensors,
+so a Session keeps, per validated problem, everything phase 1 needs -- one device buffer and one
+aclTensor per input/output role, the executor and the workspace -- and a repeated call only
+uploads the inputs, launches phase 2 on the op's stream and reads the outputs into new arrays.
+
+Layers: ``runtime`` (devices, streams, memory, events, the checked call) and ``tensor`` know no
+op; this module knows the two-phase protocol but no particular op; each op is one module that
+describes itself with an :class:`Op`; ``api`` assembles the public faces (``acl_fa.Session``
+with one method per op, the module-level functions).
+
+How to add an op (e.g. aclnnFlashAttentionGrad: inputs q, k, v, out, dout, lse -> dq, dk, dv)
+----------------------------------------------------------------------------------------------
+1. A frozen, hashable problem type: the validated call (sizes, dtype, attributes). Validate
+   types before any cache lookup (1, 1.0 and True hash alike) and every limit before device
+   work, raising InvalidTypeError / InvalidArgumentError naming the argument.
+2. An :class:`Op` subclass instance giving
+   - ``inputs`` / ``outputs``: the role names, in the order the caller passes / receives arrays;
+   - ``buffers(problem)``: ``{role: (shape, numpy dtype)}`` for every input and output role;
+   - ``workspace_api`` and ``workspace_args(problem, tensors)``: phase 1's name and its
+     arguments before ``(uint64_t *workspaceSize, aclOpExecutor **executor)``, with the
+     aclTensor of each role in ``tensors``;
+   - ``launch_api``: phase 2's name (its arguments are always workspace, size, executor,
+     stream);
+   - optionally ``check(problem, soc)``: a host-side check against the chip (tiling policy)
+     run once per problem new to a Session, before any device work, returning the workspace
+     bytes phase 1 will ask for (so the memory check before device work counts them).
+3. The op's call face: ``runner_for(session, OP).run(problem, *inputs, outputs=...)`` with
+   ``session`` the caller's or ``default_session(backend, device)``; a method on
+   ``api.Session`` and an export in ``acl_fa/__init__.py``.
+The cdefs of the two aclnn entries go in ``acl_fa/cdefs/`` as for the forward.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import numbers
+import os
+import threading
+from typing import Optional
+
+import numpy as np
+
+from ..runtime.ffi import ffi
+from ..runtime.errors import AclMemoryError, InsufficientMemoryError, InvalidArgumentError, InvalidTypeError
+from ..runtime.device_array import DeviceArray, check_device_array
+from ..runtime.interrupts import deferred
+from ..runtime.loader import check_device_id, get_backend
+from ..runtime.session import (
+    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, DeviceBuffer, DeviceSession, Stream, Child,
+    malloc_bytes)
+from ..runtime.tensor import Tensor
+from ..runtime.units import format_bytes
+
+__all__ = ["Op", "PreparedCall", "OpRunner", "runner_for", "default_session", "clear_cache", "set_cache_limits",
+           "CACHED_SHAPES", "CACHED_FRACTION"]
+
+# What one OpRunner keeps, least recently used dropped first: at most CACHED_SHAPES problems and
+# at most CACHED_FRACTION of the device's total memory (the problem just built always stays).
+# A new problem also evicts what it needs to fit the device's free memory, and when an
+# allocation still fails for memory the cache is emptied and the build tried once more.
+CACHED_SHAPES = 4
+CACHED_FRACTION = 0.5
+
+
+class Op:
+    """What an op supplies to the shared path (see the module docstring). Instances are
+    stateless descriptions; one instance per op."""
+
+    name: str = ""
+    inputs: tuple = ()
+    outputs: tuple = ()
+    workspace_api: str = ""
+    launch_api: str = ""
+
+    def buffers(self, problem) -> dict:
+        """{role: (shape tuple, numpy dtype)} for every role of `inputs` and `outputs`."""
+        raise NotImplementedError
+
+    def workspace_args(self, problem, tensors: dict) -> tuple:
+        """Phase 1's arguments before (workspaceSize *, executor **)."""
+        raise NotImplementedError
+
+    def check(self, problem, soc: str) -> int:
+        """Host-side check of a problem new to a Session on chip `soc` (raises to refuse);
+        returns the workspace bytes phase 1 will ask for (0 if unknown)."""
+        return 0
+
+    def constants(self, problem) -> dict:
+        """{role: array} of input roles of `buffers` that the problem itself fixes and the caller
+        does not pass (e.g. value-depend sequence lengths, which phase 1 reads from the device):
+        uploaded once, before phase 1."""
+        return {}
+
+
+def _destroy_executor(backend, executor):
+    backend.call("aclDestroyAclOpExecutor", executor)
+
+
+class Executor(Child):
+    """A repeatable aclOpExecutor, destroyed before the tensors it refers to. `create` runs
+    phase 1 and returns the executor it made (owned before anything can raise)."""
+
+    _kind = "executor"
+
+    def __init__(self, session: DeviceSession, create):
+        self._create(session, _destroy_executor, create)
+
+    @property
+    def handle(self):
+        return self._live_handle()
+
+
+@dataclasses.dataclass
+class PreparedCall:
+    """Device state of one problem of one op on one Session. Input roles given as DeviceArrays
+    ("bound") have a Tensor over the caller's memory and no buffer of their own."""
+
+    op: Op
+    buffers: dict          # role -> DeviceBuffer (inputs and outputs not bound to a DeviceArray)
+    tensors: dict          # role -> Tensor over buffers[role] or over the bound DeviceArray
+    executor: Executor
+    workspace: Optional[DeviceBuffer]
+    workspace_size: int    # bytes phase 1 asked for (0: no workspace)
+    bound: dict = dataclasses.field(default_factory=dict)  # role -> DeviceArray used in place
+    owns_workspace: bool = True  # False: `workspace` is the caller's (OpRunner.prepare(workspace=...))
+
+    def __post_init__(self):
+        # The raw handles of the cache's own objects that a repeated call passes to C, resolved
+        # once. Valid whenever the caller is in flight on the Session and holds the runner's
+        # lock (upload's contract): the cache frees them only under that lock, and
+        # Session.close() only after the calls in flight returned. A workspace of the caller's
+        # is not the cache's: its address is taken (and its liveness checked) per launch.
+        self.addresses = {role: buffer.ptr for role, buffer in self.buffers.items()}
+        self.executor_handle = self.executor.handle
+        self._workspace_address = self.workspace.ptr if self.workspace is not None and self.owns_workspace \
+            else ffi.NULL
+
+    @property
+    def workspace_address(self):
+        """The workspace's device address for phase 2 (NULL without a workspace)."""
+        if self.workspace is not None and not self.owns_workspace:
+            return self.workspace.ptr
+        return self._workspace_address
+
+    def close(self):
+        with deferred():
+            self.executor.close()
+            for tensor in self.tensors.values():
+                tensor.close()
+            for buffer in self.buffers.values():
+                buffer.close()
+            if self.workspace is not None and self.owns_workspace:
+                self.workspace.close()
+
+    def upload(self, *arrays):
+        """Synchronous H2D copies of the input arrays (in ``op.inputs`` order), each of the
+        problem's shape and dtype (validated by the op; any layout, copied C-contiguous once).
+
+        Runs within the caller's call in flight on the Session, holding the runner's lock
+        (OpRunner.run, measure, decode): the buffers are the cache's and live until the runner
+        evicts them under that lock, so their addresses are used as they are, and the in-flight
+        registration and device binding of the caller's call serve every copy."""
+        if len(arrays) != len(self.op.inputs):
+            raise InvalidArgumentError(
+                f"{self.op.name} takes {len(self.op.inputs)} inputs ({', '.join(self.op.inputs)}), got {len(arrays)}")
+        state = self.executor._state
+        call = state.bound_call()
+        copies = nbytes = 0
+        for role, array in zip(self.op.inputs, arrays):
+            if array is None and role not in self.buffers:
+                continue  # an optional input the call does not use (no buffer, NULL to phase 1)
+            if role in self.bound:
+                if array is not self.bound[role]:
+                    raise InvalidArgumentError(f"{self.op.name}: input {role} is not the DeviceArray this call was "
+                                               "prepared with")
+                continue
+            buffer = self.buffers[role]
+            host = np.ascontiguousarray(array)
+            if host.nbytes != buffer.nbytes or host.dtype != buffer.dtype:
+                raise InvalidArgumentError(f"{self.op.name}: input {role} is {host.shape} {host.dtype}; the call was "
+                                           f"prepared for {buffer.shape} {buffer.dtype}")
+            call("aclrtMemcpy", self.addresses[role], buffer.nbytes, ffi.from_buffer(host), host.nbytes,
+                 ACL_MEMCPY_HOST_TO_DEVICE)
+            copies += 1
+            nbytes += host.nbytes
+        if copies:
+            state.count_copy(ACL_MEMCPY_HOST_TO_DEVICE, nbytes, calls=copies)
+
+    def read(self, role: str) -> np.ndarray:
+        """A new host array holding output (or input) `role` (called as upload is)."""
+        buffer = self.buffers[role]
+        out = np.empty(buffer.shape, buffer.dtype)
+        state = self.executor._state
+        state.bound_call()("aclrtMemcpy", ffi.from_buffer(out, require_writable=True), out.nbytes,
+                           self.addresses[role], out.nbytes, ACL_MEMCPY_DEVICE_TO_HOST)
+        state.count_copy(ACL_MEMCPY_DEVICE_TO_HOST, out.nbytes)
+        return out
+
+    def device_bytes(self) -> int:
+        """Device memory held (aclrtMalloc sizes)."""
+        held = sum(malloc_bytes(b.nbytes) for b in self.buffers.values())
+        return held + (malloc_bytes(self.workspace_size) if self.workspace_size and self.owns_workspace else 0)
+
+    def bytes_by_role(self) -> dict:
+        """Device bytes held: inputs, outputs and the workspace."""
+        return {"inputs": sum(self.buffers[r].nbytes for r in self.op.inputs if r in self.buffers),
+                "outputs": sum(self.buffers[r].nbytes for r in self.op.outputs if r in self.buffers),
+                "workspace": self.workspace_size}
+
+
+class OpRunner:
+    """One op on one Session: cached device state per problem, one stream, thread-safe.
+    Callers that drive the phases themselves (measure, benchmarks) hold ``lock`` around
+    prepare/upload/launch/read.
+
+    A launch whose wait was stopped (Ctrl-C) is still running on the stream, on the cached
+    buffers of its problem: the runner is then *unsettled*, and the next call, eviction or
+    close first waits for it (its outputs are dropped), so no buffer is overwritten or freed
+    under a running kernel."""
+
+    def __init__(self, session: DeviceSession, op: Op):
+        self.session = session
+        self.op = op
+        self.lock = threading.Lock()
+        self._cache: collections.OrderedDict = collections.OrderedDict()
+        # Device bytes the cached calls hold, kept as they come and go (inside deferred() with
+        # the cache itself). Never summed over self._cache.values(): that iteration looks each
+        # key up with PyDict_GetItem, which swallows an exception raised in the key's Python
+        # __hash__ -- a Ctrl-C landing there surfaced as a KeyError instead of KeyboardInterrupt.
+        self._held_bytes = 0
+        self._stream: Optional[Stream] = None
+        self._soc: Optional[str] = None  # the session's SoC name, asked once
+        self._unsettled = False  # work launched on the stream and not yet waited for
+
+    def close(self):
+        with self.session.in_flight(), self.lock:
+            self._settle()
+            self._evict(0)
+            if self._stream is not None:
+                self._stream.close()
+                self._stream = None
+
+    def clear(self):
+        """Releases the cached device state of every problem (the stream stays)."""
+        with self.session.in_flight(), self.lock:
+            self._settle()
+            self._evict(0)
+
+    def _settle(self):
+        """Waits for work a launch left on the stream (a call whose wait was stopped, or a
+        caller driving the phases itself); caller holds the lock."""
+        if self._unsettled:
+            if self._stream is not None and not self._stream.closed:
+                self._stream.synchronize()
+            self._unsettled = False
+
+    @property
+    def stream(self) -> Stream:
+        if self._stream is None or self._stream.closed:
+            self._stream = self.session.stream()
+        return self._stream
+
+    def cached_bytes(self) -> int:
+        return self._held_bytes
+
+    def _evict(self, keep: int, nbytes: Optional[int] = None) -> int:
+        """Drops least recently used problems until at most `keep` remain and (when `nbytes`
+        is given) at most `nbytes` of device memory is held; returns the bytes released."""
+        released = 0
+        while self._cache and (len(self._cache) > keep or (nbytes is not None and self.cached_bytes() > nbytes)):
+            with deferred():  # out of the cache and closed, or neither
+                prepared = self._cache.popitem(last=False)[1]
+                held = prepared.device_bytes()
+                self._held_bytes -= held
+                released += held
+                prepared.close()
+        return released
+
+    def bound_inputs(self, inputs) -> dict:
+        """{role: DeviceArray} of the inputs given as DeviceArrays, each checked to be open and
+        of this Session (before any device work)."""
+        bound = {}
+        for role, array in zip(self.op.inputs, inputs):
+            if isinstance(array, DeviceArray):
+                check_device_array(role, array, self.session)
+                bound[role] = array
+        return bound
+
+    def prepare(self, problem, bound: Optional[dict] = None, workspace: Optional[DeviceArray] = None) -> PreparedCall:
+        """Device state for `problem` with the roles of `bound` ({role: DeviceArray}) used in place
+        and, when `workspace` (a DeviceArray of at least workspace_bytes(problem)) is given, that
+        memory as the call's workspace instead of one of its own (cached per problem and arrays);
+        caller holds the lock. A call whose roles are all bound and whose workspace is the
+        caller's holds no device memory in the cache. A problem new to this Session is first
+        checked by the op for the session's chip and against the device's free memory, before
+        device work."""
+        self._settle()
+        bound = bound or {}
+        arrays = sorted(bound.items()) + ([("(workspace)", workspace)] if workspace is not None else [])
+        # Keyed by the problem alone when every buffer is the cache's own.
+        key = (problem, tuple((role, array.serial) for role, array in arrays)) if arrays else problem
+        prepared = self._cache.get(key)
+        if prepared is not None:
+            self._cache.move_to_end(key)
+            return prepared
+        if self._soc is None:
+            self._soc = self.session.soc_name()
+        ws_bytes = int(self.op.check(problem, self._soc) or 0)
+        if workspace is not None:
+            check_device_array("workspace", workspace, self.session)
+            if workspace.nbytes < ws_bytes:
+                raise InvalidArgumentError(f"{self.op.name}: the workspace given is {workspace.nbytes} B; this call "
+                                           f"needs {ws_bytes} B")
+        needed = {role: malloc_bytes(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
+                  for role, (shape, dtype) in self.op.buffers(problem).items() if role not in bound}
+        needed["workspace"] = malloc_bytes(ws_bytes) if ws_bytes and workspace is None else 0
+        self._make_room(needed)
+        with deferred():  # built and cached, or released
+            try:
+                prepared = self._build(problem, bound, workspace)
+            except AclMemoryError:
+                if not self._cache:
+                    raise
+                self._evict(0)  # what the other problems hold may be what is missing: retry once
+                prepared = self._build(problem, bound, workspace)
+            self._cache[key] = prepared
+            self._held_bytes += prepared.device_bytes()
+        return prepared
+
+    def _make_room(self, needed: dict):
+        """Evicts for the cache limits and for the device's free memory; InsufficientMemoryError
+        (before any device work) when the call does not fit even with the cache emptied."""
+        total_needed = sum(needed.values())
+        free, total = self.session.mem_info()
+        limits = self.session.__dict__.get("_op_cache_limits", {})
+        max_bytes = limits.get("nbytes", int(total * CACHED_FRACTION))
+        free += self._evict(limits.get("shapes", CACHED_SHAPES) - 1, max(max_bytes - total_needed, 0))
+        if total_needed > free:
+            free += self._evict(0)
+        if total_needed <= free:
+            return
+        roles = ", ".join(r for r in needed if r != "workspace")
+        raise InsufficientMemoryError(
+            f"{self.op.name} needs {format_bytes(total_needed)} of device memory ({roles}: "
+            f"{format_bytes(total_needed - needed['workspace'])}, workspace {format_bytes(needed['workspace'])}); "
+            f"the device has {format_bytes(free)} free of {format_bytes(total)}",
+            "device", total_needed, free)
+
+    def workspace_bytes(self, problem) -> int:
+        """Workspace bytes a call of `problem` asks for (the op's host-side check; raises as
+        prepare would for a problem the chip cannot run)."""
+        if self._soc is None:
+            self._soc = self.session.soc_name()
+        return int(self.op.check(problem, self._soc) or 0)
+
+    def discard(self, arrays) -> None:
+        """Drops the cached calls bound to any of `arrays` (DeviceArrays about to be freed, whose
+        serials no later call can present again); caller holds the lock."""
+        serials = {array.serial for array in arrays}
+        buffers = {id(array.buffer) for array in arrays}
+
+        def uses(prepared: PreparedCall) -> bool:
+            return (any(array.serial in serials for array in prepared.bound.values())
+                    or (not prepared.owns_workspace and id(prepared.workspace) in buffers))
+
+        with deferred():
+            for key in [key for key in list(self._cache) if uses(self._cache[key])]:
+                prepared = self._cache.pop(key)
+                self._held_bytes -= prepared.device_bytes()
+                prepared.close()
+
+    def _build(self, problem, bound: dict, borrowed: Optional[DeviceArray] = None) -> PreparedCall:
+        session, op = self.session, self.op
+        buffers: dict = {}
+        tensors: dict = {}
+        executor = None
+        workspace = None
+        try:
+            for role, (shape, dtype) in op.buffers(problem).items():
+                dtype = np.dtype(dtype)
+                array = bound.get(role)
+                if array is not None:
+                    if tuple(array.shape) != tuple(shape) or array.dtype != dtype:
+                        raise InvalidArgumentError(
+                            f"{op.name}: {role} is a DeviceArray {array.shape} {array.dtype}; the call needs "
+                            f"{tuple(shape)} {dtype}")
+                    tensors[role] = Tensor(array.buffer, shape=shape, dtype=dtype)
+                    continue
+                nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                buffers[role] = DeviceBuffer(session, nbytes, shape=shape, dtype=dtype)
+                tensors[role] = Tensor(buffers[role])
+            for role, array in op.constants(problem).items():
+                buffers[role].copy_from_host(array)
+            ws_size = ffi.new("uint64_t *")
+            handle = ffi.new("aclOpExecutor **")
+
+            def phase1():
+                session.call(op.workspace_api, *op.workspace_args(problem, tensors), ws_size, handle)
+                return handle[0]
+
+            # Repeatable, so it runs once per call and is destroyed with the cache.
+            executor = Executor(session, phase1)
+            session.call("aclSetAclOpExecutorRepeatable", executor.handle)
+            size = int(ws_size[0])
+            if size and borrowed is not None:
+                if borrowed.nbytes < size:
+                    raise InvalidArgumentError(f"{op.name}: phase 1 asked for a workspace of {size} B; the one given "
+                                               f"is {borrowed.nbytes} B")
+                return PreparedCall(op, buffers, tensors, executor, borrowed.buffer, size, dict(bound), False)
+            if size:
+                workspace = DeviceBuffer(session, size)
+            return PreparedCall(op, buffers, tensors, executor, workspace, size, dict(bound))
+        except BaseException:
+            for obj in [executor, workspace, *tensors.values(), *buffers.values()]:
+                if obj is not None:
+                    obj.close()
+            raise
+
+    def launch(self, prepared: PreparedCall, stream: Stream):
+        """Phase 2 of the prepared call on `stream` (asynchronous); the runner is unsettled
+        until run() has waited for it (or the next prepare() does)."""
+        self._unsettled = True
+        self.session.call(self.op.launch_api, prepared.workspace_address, prepared.workspace_size,
+                          prepared.executor_handle, stream.handle)
+
+    def run(self, problem, *inputs, outputs: Optional[tuple] = None) -> tuple:
+        """Uploads `inputs` (``op.inputs`` order; DeviceArrays are used in place), launches,
+        waits; returns new host arrays of the `outputs` roles (default: all of ``op.outputs``),
+        in that order."""
+        outputs = self.op.outputs if outputs is None else outputs
+        bound = self.bound_inputs(inputs)
+        with self.session.in_flight(), self.lock:
+            prepared = self.prepare(problem, bound)
+            prepared.upload(*inputs)
+            stream = self.stream
+            self.launch(prepared, stream)
+            stream.synchronize()  # Ctrl-C stops the wait; the launch stays unsettled
+            self._unsettled = False
+            return tuple(prepared.read(role) for role in outputs)
+
+
+_runners_lock = threading.Lock()
+_sessions: dict = {}
+
+
+def _forget_after_fork():
+    """In a forked child the lock may be held by a thread the child does not have; the
+    process-wide sessions are the parent's (default_session opens new ones)."""
+    global _runners_lock
+    _runners_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def clear_cache(session: DeviceSession):
+    """Releases the cached device state of every op on `session`."""
+    with _runners_lock:
+        runners = list(session.__dict__.get("_op_runners", {}).values())
+    for runner in runners:
+        runner.clear()
+
+
+def set_cache_limits(session: DeviceSession, shapes: Optional[int] = None, nbytes: Optional[int] = None):
+    """Caps what each op keeps cached on `session`: `shapes` problems (default CACHED_SHAPES)
+    and `nbytes` of device memory (default CACHED_FRACTION of the device's total). Takes
+    effect at each op's next new problem."""
+    limits = {}
+    for name, value, minimum in (("shapes", shapes, 1), ("nbytes", nbytes, 0)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise InvalidTypeError(f"{name} must be an integer, got {value!r}")
+        if value < minimum:
+            raise InvalidArgumentError(f"{name} must be >= {minimum}, got {value}")
+        limits[name] = int(value)
+    session.__dict__["_op_cache_limits"] = limits
+
+
+def runner_for(session: DeviceSession, op: Op) -> OpRunner:
+    """The OpRunner of `op` on `session` (one per Session and op, kept on the Session)."""
+    with _runners_lock:
+        runners = session.__dict__.setdefault("_op_runners", {})
+        runner = runners.get(op.name)
+        if runner is None:
+            runner = runners[op.name] = OpRunner(session, op)
+        return runner
+
+
+def default_session(backend: Optional[str] = None, device: Optional[int] = None) -> DeviceSession:
+    """The process-wide session for (backend, device), opened on first use."""
+    key = (backend, check_device_id(get_backend(backend), 0 if device is None else device))
+    with _runners_lock:
+        session = _sessions.get(key)
+        if session is not None and not session.in_this_process:
+            session.close()  # inherited through fork: releases nothing, the handles are the parent's
+        if session is None or session.closed:
+            session = DeviceSession(device=key[1], backend=backend)
+            _sessions[key] = session
+        return session

@@ -1,0 +1,131 @@
+"""What the sequence-parallel schemes (ring, Ulysses) share: the split of a sequence over ranks
+(contiguous or zigzag) and the ring's call plan, the device list and the HCCL clique of one
+process, host tasks and stream clean-up on a rank's streams, the chip's peak, and the environment
+of a launched rank (acl-fa launch)."""
+from __future__ import annotations
+
+import contextlib
+from typing import Sequence
+
+import numpy as np
+
+from . import hccl
+from ..api import Session
+from ..runtime.errors import InvalidArgumentError, InvalidTypeError
+from ..runtime.ffi import ffi
+from ..runtime.loader import device_count
+
+__all__ = ["split_bounds", "zigzag_chunks", "ring_plan", "check_devices", "host_task", "settle_stream", "close_on_exit",
+           "device_clique", "chip_peak_flops", "ENV_RANK", "ENV_SIZE", "ENV_DEVICE", "ENV_ROOT"]
+
+# The environment of a rank started by `acl-fa launch` (read by ring.RankContext.from_env).
+ENV_RANK, ENV_SIZE, ENV_DEVICE, ENV_ROOT = "ACL_FA_RANK", "ACL_FA_WORLD_SIZE", "ACL_FA_DEVICE", "ACL_FA_ROOT_INFO"
+
+
+
+def split_bounds(total: int, parts: int) -> list:
+    """(start, stop) of `parts` contiguous pieces of `total`, sizes differing by at most 1."""
+    edges = [total * i // parts for i in range(parts + 1)]
+    return [(edges[i], edges[i + 1]) for i in range(parts)]
+
+
+def zigzag_chunks(seq: int, ranks: int, causal: bool) -> list:
+    """Per rank, the (start, stop) sequence ranges it holds: one chunk of P (non-causal), or
+    chunks r and 2P-1-r of 2P (causal)."""
+    if not causal:
+        return [[b] for b in split_bounds(seq, ranks)]
+    pieces = split_bounds(seq, 2 * ranks)
+    return [[pieces[r], pieces[2 * ranks - 1 - r]] for r in range(ranks)]
+
+
+def ring_plan(rank: int, step: int, ranks: int, causal: bool) -> list:
+    """The FlashAttention calls of `rank` at `step`: (query chunk index, key chunk index,
+    causal) over its own query chunks and the key/value chunks of rank (rank - step) mod P."""
+    source = (rank - step) % ranks
+    if not causal:
+        return [(0, 0, False)]
+    if source == rank:
+        return [(0, 0, True), (1, 0, False), (1, 1, True)]
+    if source < rank:
+        return [(0, 0, False), (1, 0, False)]
+    return [(1, 0, False), (1, 1, False)]
+
+
+def check_devices(devices, backend) -> list:
+    count = device_count(backend)
+    if devices is None:
+        return list(range(count))
+    if isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence):
+        raise InvalidTypeError(f"devices must be a sequence of device ids, got {devices!r}")
+    out = []
+    for i, d in enumerate(devices):
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise InvalidTypeError(f"devices[{i}] must be an integer, got {d!r}")
+        if not 0 <= d < count:
+            raise InvalidArgumentError(f"devices[{i}]={d} is out of range: this host has {count} devices")
+        if int(d) in out:
+            raise InvalidArgumentError(f"devices[{i}]={d} repeats devices[{out.index(int(d))}]: each rank needs a device of its own")
+        out.append(int(d))
+    if not out:
+        raise InvalidArgumentError("devices is empty")
+    return out
+
+
+def host_task(session: Session, stream, fn, callbacks: list):
+    """Runs fn() on the stream's worker in stream order (simulator: aclfaSimStreamEnqueue); the
+    callback is kept in `callbacks`, which the caller keeps until the stream was synchronized."""
+    @ffi.callback("aclfaSimTaskFn")
+    def task(user, err, size):
+        try:
+            fn()
+            return 0
+        except BaseException as exc:  # reported by the stream's next synchronize
+            text = f"{type(exc).__name__}: {exc}".encode()[: size - 1]
+            ffi.memmove(err, text + b"\0", len(text) + 1)
+            return 500000  # ACL_ERROR_INTERNAL_ERROR
+    callbacks.append(task)
+    session.call("aclfaSimStreamEnqueue", stream.handle, b"ring link counter", task, ffi.NULL, ffi.NULL)
+
+
+def settle_stream(stream):
+    """Waits for `stream`, dropping its error: on a failure path the error that matters is already
+    propagating, and on success the stream was waited for already."""
+    try:
+        stream.synchronize()
+    except Exception:  # noqa: BLE001 -- follows from the failure being raised
+        pass
+
+
+def close_on_exit(stack: contextlib.ExitStack, obj, settle: bool = False):
+    """Registers obj.close() on `stack` (a stream: after settle_stream)."""
+    if settle:
+        stack.callback(obj.close)
+        stack.callback(settle_stream, obj)
+    else:
+        stack.callback(obj.close)
+    return obj
+
+
+@contextlib.contextmanager
+def device_clique(devices, backend_name: str):
+    """One Session per device of this process and a new HCCL clique over them
+    (Communicator.init_all: its link counters start at zero); yields (sessions, comms) and
+    closes every comm, then every session, on success and on failure."""
+    sessions = [Session(device=d, backend=backend_name) for d in devices]
+    comms = []
+    try:
+        comms = hccl.Communicator.init_all(sessions)
+        yield sessions, comms
+    finally:
+        for c in comms:
+            c.close()
+        for s in sessions:
+            s.close()
+
+
+def chip_peak_flops(backend) -> float:
+    """The chip's fp16 cube peak in FLOP/s (backend sim: the catalogue's), else 0 (unknown)."""
+    if backend.name != "sim":
+        return 0.0
+    chip = backend.fn("aclfaSimGetChip")()
+    return float(chip.cubeFp16Tflops) * 1e12 if chip != ffi.NULL else 0.0

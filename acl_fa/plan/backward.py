@@ -1,0 +1,151 @@
+"""What the FlashAttentionGrad operator will do on a chip: blocks, buffer budget, unit split
+over the vector cores, workspace -- from the operator's own backward tiling policy
+(op_host/flash_attention_grad_policy.cpp) through libaclfa_plan.so (native/aclfa_grad_plan.h,
+declared for cffi in acl_fa/cdefs/plan_grad.h). Host only, like acl_fa.plan.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+from . import forward as planmod
+from ..runtime.ffi import ffi
+from ..runtime.errors import AclLibraryError
+from .forward import BudgetLine, ChipLimits, PlanError, chip
+
+__all__ = ["GradPlan", "grad_plan", "to_dict", "format_grad_plan", "format_grad_plan_table"]
+
+
+@dataclass(frozen=True)
+class GradPlan:
+    chip: ChipLimits
+    batch: int
+    heads: int
+    kv_heads: int
+    seq: int
+    seq_kv: int
+    head_dim: int
+    dtype: str
+    layout: str
+    causal: bool
+    deterministic: bool
+    block_m: int
+    block_n: int
+    num_q_blocks: int
+    num_kv_blocks: int
+    row_chunk: int
+    block_dim: int
+    aiv_num: int
+    num_dq_flags: int
+    total_units: int
+    unit_start: list = field(default_factory=list)
+    total_work: int = 0
+    max_core_work: int = 0
+    mean_core_work: float = 0.0
+    imbalance: float = 1.0
+    budget: list = field(default_factory=list)
+    ws_dq_bytes: int = 0
+    ws_scratch_bytes: int = 0
+    user_workspace_bytes: int = 0
+    system_workspace_bytes: int = 0
+    tiling_key: int = 0
+
+    @property
+    def workspace_bytes(self) -> int:
+        return self.system_workspace_bytes + self.user_workspace_bytes
+
+
+def _lib():
+    lib = planmod._plan_lib()
+    try:
+        size = lib.aclfaGradPlanSizeOf()
+    except AttributeError as exc:
+        raise AclLibraryError(f"{planmod.PLAN_LIBRARY_NAME} has no backward policy (aclfaGradPlanCompute)") from exc
+    if size != ffi.sizeof("aclfaGradPlan"):
+        raise AclLibraryError(f"{planmod.PLAN_LIBRARY_NAME} does not match acl_fa/cdefs/plan_grad.h: "
+                              f"sizeof(aclfaGradPlan) is {size} in the library, {ffi.sizeof('aclfaGradPlan')} here")
+    return lib
+
+
+def grad_plan(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 1,
+              kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16", layout: str = "BNSD",
+              causal: bool = False, deterministic: bool = True, soc: "Optional[str | ChipLimits]" = None,
+              block_m: Optional[int] = None, block_n: Optional[int] = None) -> GradPlan:
+    """The backward's plan on `soc`; PlanError names the budget a user block breaks."""
+    limits = soc if isinstance(soc, ChipLimits) else chip(soc)
+    seq_kv = seq if seq_kv is None else seq_kv
+    kv_heads = heads if kv_heads is None else kv_heads
+    problem, c_limits = planmod.c_problem_and_limits(
+        limits, seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+        dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
+    out = ffi.new("aclfaGradPlan *")
+    err = ffi.new("char[]", 1024)
+    if _lib().aclfaGradPlanCompute(problem, int(bool(deterministic)), c_limits, out, err, 1024) != 0:
+        raise PlanError(ffi.string(err).decode())
+    return GradPlan(
+        chip=limits, batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, seq_kv=seq_kv, head_dim=head_dim,
+        dtype=dtype, layout=layout, causal=bool(causal), deterministic=bool(deterministic),
+        block_m=out.blockM, block_n=out.blockN, num_q_blocks=out.numQBlocks, num_kv_blocks=out.numKvBlocks,
+        row_chunk=out.rowChunk, block_dim=out.blockDim, aiv_num=out.aivNum, num_dq_flags=out.numDqFlags,
+        total_units=out.totalUnits, unit_start=[out.unitStart[i] for i in range(out.aivNum + 1)],
+        total_work=out.totalWork, max_core_work=out.maxCoreWork, mean_core_work=out.meanCoreWork,
+        imbalance=out.imbalance,
+        budget=[BudgetLine(ffi.string(line.name).decode(), line.bytes, line.capacity)
+                for line in out.lines[0:out.numLines]],
+        ws_dq_bytes=out.wsDqBytes, ws_scratch_bytes=out.wsScratchBytes,
+        user_workspace_bytes=out.userWorkspaceBytes, system_workspace_bytes=limits.lib_api_workspace_bytes,
+        tiling_key=out.tilingKey)
+
+
+def to_dict(p: GradPlan) -> dict:
+    out = asdict(p)
+    out["workspace_bytes"] = p.workspace_bytes
+    out["chip"]["has_kernel"] = p.chip.has_kernel
+    return out
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):.2f} MiB"
+
+
+def format_grad_plan(p: GradPlan) -> str:
+    c = p.chip
+    mode = "deterministic (dQ added in K/V-block order, IBSet/IBWait)" if p.deterministic else \
+        "atomic (dQ added with SetAtomicAdd<float>)"
+    lines = [
+        f"chip      {c.name} ({c.short_soc}): {c.aic_num} AIC / {c.aiv_num} AIV, UB {c.ub_bytes} B, L1 {c.l1_bytes} B",
+        f"problem   backward B={p.batch} N={p.heads} Nkv={p.kv_heads} Sq={p.seq} Skv={p.seq_kv} D={p.head_dim} "
+        f"{p.dtype} {p.layout}{' causal' if p.causal else ''}; {mode}",
+        f"blocks    BLOCK_M={p.block_m} (query rows per step) BLOCK_N={p.block_n} (key rows per unit); "
+        f"{p.num_q_blocks} query x {p.num_kv_blocks} kv blocks per head; row chunk {p.row_chunk}",
+        "budget    (per AIV UB buffers in the kernel's InitBuffer order, then totals)",
+    ]
+    width = max(len(b.name) for b in p.budget)
+    for b in p.budget:
+        pct = 100.0 * b.bytes / b.capacity if b.capacity else 0.0
+        lines.append(f"  {b.name:<{width}}  {b.bytes:>9} B / {b.capacity:>9} B  {pct:5.1f}%")
+    lines += [
+        f"cores     {p.total_units} K/V-block units on {p.aiv_num} AIVs ({p.block_dim} blocks); work (query blocks "
+        f"walked) total {p.total_work}, max/AIV {p.max_core_work}, mean {p.mean_core_work:.1f}, "
+        f"max/mean {p.imbalance:.3f}",
+        f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system {p.system_workspace_bytes} + dQ "
+        f"{_mib(p.ws_dq_bytes)}{f' + {p.num_dq_flags} x 32 B flags' if p.deterministic else ''} + {p.aiv_num} x "
+        f"{p.ws_scratch_bytes} B scratch + D",
+        f"tiling key {p.tiling_key:#x}",
+    ]
+    return "\n".join(lines)
+
+
+def format_grad_plan_table(rows: list) -> str:
+    """One line per chip: rows are (ChipLimits, GradPlan or the PlanError message)."""
+    out = [f"{'chip':<14} {'AIC/AIV':>8} {'UB':>7} {'L1':>7} {'BLOCK_M':>7} {'BLOCK_N':>7} {'UB used':>8} "
+           f"{'AIVs':>5} {'max/mean':>8} {'workspace':>12}  kernel"]
+    for c, p in rows:
+        head = f"{c.name:<14} {f'{c.aic_num}/{c.aiv_num}':>8} {c.ub_bytes:>7} {c.l1_bytes:>7}"
+        if isinstance(p, GradPlan):
+            ub = next(b for b in p.budget if b.name.startswith("UB total"))
+            out.append(f"{head} {p.block_m:>7} {p.block_n:>7} {ub.bytes:>8} {p.aiv_num:>5} {p.imbalance:>8.3f} "
+                       f"{_mib(p.workspace_bytes):>12}  {'yes' if c.has_kernel else 'no'}")
+        else:
+            out.append(f"{head}  rejected: {p}")
+    return "\n".join(out)

@@ -1,0 +1,489 @@
+"""What the FlashAttention operator will do on a chip: blocks, buffer budget, core split.
+
+The numbers come from the operator's own tiling policy (op_host/tiling_policy.cpp), reached
+through its C ABI in ``libaclfa_plan.so`` (native/aclfa_plan.h, declared for cffi in
+acl_fa/cdefs/plan.h). Chip limits come from the simulator's chip catalogue in
+``libascendcl.so`` (``aclfaSimGetChipAt`` / ``aclfaSimFindChip``), so ``acl-fa plan`` and
+the simulated chips share one catalogue; UB and L1 are as ``GetCoreMemSize`` answers them
+(910B-class chips reserve 256 B of each).
+
+Both libraries are looked up in ``$ACL_FA_SIM_LIB_DIR`` when set, else in the package's
+bundled ``acl_fa/_sim/lib``. Host only: nothing here touches a device.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..runtime.ffi import ffi
+from ..runtime.errors import AclLibraryError, InvalidArgumentError, LoadAttempt
+from ..runtime.loader import ENV_SIM_LIB_DIR, MISSING_SYMBOL, sim_library_dir
+from ..spec.band import UNBOUNDED  # pre_tokens / next_tokens without a bound (op_host's kUnboundedTokens)
+
+PLAN_LIBRARY_NAME = "libaclfa_plan.so"
+CATALOGUE_LIBRARY_NAME = "libascendcl.so"
+ENV_SIM_SOC = "ACL_FA_SIM_SOC"
+DEFAULT_SOC = "Ascend910B2"
+
+LAYOUTS = ("BNSD", "BSND", "BSH")  # index = the tiling struct's layout code; the CLI's --layout choices
+# TND (a varlen batch, code 3) is planned only with seq_lens_q / seq_lens_kv.
+LAYOUT_CODES = LAYOUTS + ("TND",)
+DTYPES = ("float16", "bfloat16", "float32")
+_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+# The op's AddConfig() targets (op_host/flash_attention.cpp): other chips get a plan for
+# study, but no kernel runs there.
+KERNEL_SOCS = ("ascend910b", "ascend910_93", "ascend310p", "ascend910")
+# platform_ascendc GetLibApiWorkSpaceSize(): 16 MiB on arch 2201 (910B / 910_93), else 2 MiB.
+_ARCH_910B = 2201
+_LIB_API_WORKSPACE_910B = 16 * 1024 * 1024
+_LIB_API_WORKSPACE_OTHER = 2 * 1024 * 1024
+_SOC_ASCEND910, _SOC_ASCEND310P = 0, 2  # platform_ascendc::SocVersion
+_ERR_LEN = 1024
+_UINT32_MAX = 2**32 - 1
+_STRUCTS = ("aclfaPlanProblem", "aclfaPlanLimits", "aclfaPlanBudgetLine", "aclfaPlan")
+
+
+# The length arrays a C problem points to, alive as long as the problem is.
+_keepalive: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+class PlanError(InvalidArgumentError):
+    """The problem is invalid or does not fit the chip; the message names the rule/limit."""
+
+
+@dataclass(frozen=True)
+class ChipLimits:
+    name: str
+    short_soc: str
+    npu_arch: int
+    aic_num: int
+    aiv_num: int
+    ub_bytes: int
+    l1_bytes: int
+    l0a_bytes: int
+    l0b_bytes: int
+    l0c_bytes: int
+    soc_version: int  # platform_ascendc::SocVersion: ASCEND910 0, ASCEND910B 1, ASCEND310P 2
+    l2_bytes_per_cycle: int = 0  # one AI Core's L2 rate, as GetCoreMemBw(L2) answers; 0 = unknown
+
+    @property
+    def has_kernel(self) -> bool:
+        return self.short_soc in KERNEL_SOCS
+
+    @property
+    def coupled(self) -> bool:
+        """Cube and vector unit in one AI Core (910A, 310P): the operator's coupled-core path."""
+        return self.soc_version in (_SOC_ASCEND910, _SOC_ASCEND310P)
+
+    @property
+    def lib_api_workspace_bytes(self) -> int:
+        if self.npu_arch == _ARCH_910B:
+            return _LIB_API_WORKSPACE_910B
+        return _LIB_API_WORKSPACE_OTHER
+
+
+@dataclass(frozen=True)
+class BudgetLine:
+    name: str
+    bytes: int
+    capacity: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    chip: ChipLimits
+    batch: int
+    heads: int
+    kv_heads: int
+    seq: int
+    seq_kv: int
+    head_dim: int
+    dtype: str
+    layout: str
+    causal: bool
+    block_m: int
+    block_n: int
+    sub_block_m: int
+    num_q_blocks: int
+    num_kv_blocks: int
+    q_zigzag: bool
+    used_core_num: int
+    total_items: int
+    core_item_start: list = field(default_factory=list)
+    total_work: int = 0
+    max_core_work: int = 0
+    mean_core_work: float = 0.0
+    imbalance: float = 1.0
+    budget: list = field(default_factory=list)
+    ws_score_offset: int = 0
+    ws_prob_offset: int = 0
+    ws_pv_offset: int = 0
+    ws_bytes_per_core: int = 0
+    solo_rows: bool = False  # each AIV issues its own QK and P.V (narrow bands), not one per group
+    user_workspace_bytes: int = 0
+    system_workspace_bytes: int = 0
+    tiling_key: int = 0
+    # FlashAttentionV2's band and varlen lengths (unbounded / None for the plain forward).
+    pre_tokens: int = UNBOUNDED
+    next_tokens: int = UNBOUNDED
+    seq_lens_q: Optional[tuple] = None
+    seq_lens_kv: Optional[tuple] = None
+    # Its mask (the rank-4 device shape, or None) and dropout (keep_prob < 1, keep mask written).
+    mask_shape: Optional[tuple] = None
+    dropout: bool = False
+    dropout_mask_out: bool = False
+
+    @property
+    def workspace_bytes(self) -> int:
+        """ws[0] the operator asks for: library-API (system) workspace + user workspace."""
+        return self.system_workspace_bytes + self.user_workspace_bytes
+
+    @property
+    def tensor_bytes(self) -> int:
+        """Device bytes of q, k, v, out (in the dtype) and lse (float32)."""
+        tokens_q = sum(self.seq_lens_q) if self.seq_lens_q is not None else self.batch * self.seq
+        tokens_kv = sum(self.seq_lens_kv) if self.seq_lens_kv is not None else self.batch * self.seq_kv
+        q = tokens_q * self.heads * self.head_dim
+        kv = tokens_kv * self.kv_heads * self.head_dim
+        return _DTYPE_BYTES[self.dtype] * (2 * q + 2 * kv) + 4 * self.heads * tokens_q
+
+    @property
+    def device_bytes(self) -> int:
+        """Device memory of one call: the tensors plus the workspace."""
+        return self.tensor_bytes + self.workspace_bytes
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["workspace_bytes"] = self.workspace_bytes
+        out["tensor_bytes"] = self.tensor_bytes
+        out["device_bytes"] = self.device_bytes
+        out["chip"]["has_kernel"] = self.chip.has_kernel
+        return out
+
+
+_lock = threading.Lock()
+_libs: dict = {}
+
+
+def _open(name: str, flags: int):
+    """dlopen `name` from the simulator library directory (cached per directory)."""
+    directory = sim_library_dir()
+    key = (name, str(directory))
+    with _lock:
+        if key in _libs:
+            return _libs[key]
+        path = Path(directory, name)
+        if not path.is_file():
+            attempt = LoadAttempt(name, str(path), "not found")
+        else:
+            try:
+                lib = ffi.dlopen(str(path), flags)
+            except OSError as exc:
+                attempt = LoadAttempt(name, str(path), "found but failed to load", str(exc))
+            else:
+                _libs[key] = lib
+                return lib
+        raise AclLibraryError(
+            f"acl-fa plan needs {name}", [attempt], {ENV_SIM_LIB_DIR: os.environ.get(ENV_SIM_LIB_DIR)}
+        )
+
+
+def _plan_lib():
+    lib = _open(PLAN_LIBRARY_NAME, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+    for which, struct in enumerate(_STRUCTS):
+        expected, declared = lib.aclfaPlanSizeOf(which), ffi.sizeof(struct)
+        if expected != declared:
+            raise AclLibraryError(
+                f"{PLAN_LIBRARY_NAME} does not match acl_fa/cdefs/plan.h: sizeof({struct}) is "
+                f"{expected} in the library, {declared} in the declarations"
+            )
+    return lib
+
+
+def _catalogue_lib():
+    # RTLD_LOCAL: reading the catalogue must not make the simulator's ACL symbols global in
+    # a process that may run on the real CANN libraries.
+    lib = _open(CATALOGUE_LIBRARY_NAME, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+    try:
+        lib.aclfaSimGetChipCount
+    except MISSING_SYMBOL as exc:
+        raise AclLibraryError(
+            f"{CATALOGUE_LIBRARY_NAME} in {sim_library_dir()} has no chip catalogue "
+            "(aclfaSimGetChipAt): it is not the acl-fa simulator"
+        ) from exc
+    return lib
+
+
+def _chip_from_c(c) -> ChipLimits:
+    return ChipLimits(
+        name=ffi.string(c.name).decode(),
+        short_soc=ffi.string(c.shortSoc).decode(),
+        npu_arch=int(c.npuArch),
+        soc_version=int(c.socVersion),
+        aic_num=int(c.aicNum),
+        aiv_num=int(c.aivNum),
+        ub_bytes=int(c.ubBytes),
+        l1_bytes=int(c.l1Bytes),
+        l0a_bytes=int(c.l0aBytes),
+        l0b_bytes=int(c.l0bBytes),
+        l0c_bytes=int(c.l0cBytes),
+        l2_bytes_per_cycle=int(c.l2Rate),
+    )
+
+
+def chips() -> list:
+    """Every chip of the simulator's catalogue, in catalogue order."""
+    lib = _catalogue_lib()
+    return [_chip_from_c(lib.aclfaSimGetChipAt(i)) for i in range(lib.aclfaSimGetChipCount())]
+
+
+def chip(name: Optional[str] = None) -> ChipLimits:
+    """The catalogue row for `name` (case-insensitive; a short SoC name such as ascend910b gives
+    the first chip of that family); default $ACL_FA_SIM_SOC, else Ascend910B2."""
+    name = name or os.environ.get(ENV_SIM_SOC) or DEFAULT_SOC
+    found = _catalogue_lib().aclfaSimFindChip(name.encode())
+    if found != ffi.NULL:
+        return _chip_from_c(found)
+    family = [c for c in chips() if c.short_soc.lower() == name.lower()]
+    if family:  # a short SoC name (as plans print it): the first chip of that family
+        return family[0]
+    known = ", ".join(c.name for c in chips())
+    shorts = ", ".join(dict.fromkeys(c.short_soc for c in chips()))
+    raise PlanError(f"unknown SoC {name!r}; the catalogue has: {known} (short names: {shorts})")
+
+
+def _choice(what: str, value: str, allowed: tuple) -> int:
+    if value not in allowed:
+        raise PlanError(f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+    return allowed.index(value)
+
+
+def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout,
+                         causal, block_m, block_n, pre_tokens=None, next_tokens=None, seq_lens_q=None,
+                         seq_lens_kv=None, mask_shape=None, dropout=False, dropout_mask_out=False) -> tuple:
+    """The policies' C inputs (aclfaPlanProblem, aclfaPlanLimits), validated; shared with the
+    backward's plan (acl_fa.plan.backward). pre_tokens / next_tokens: the band (None =
+    unbounded); seq_lens_q / seq_lens_kv: a varlen batch's lengths (layout TND; batch, seq and
+    seq_kv are then the count and the longest); mask_shape: the rank-4 device mask [mb, mn, mq,
+    Skv] or None; dropout / dropout_mask_out: keep_prob < 1 / the keep mask is written (the
+    forward's policy budgets their UB and workspace). The C problem keeps the length arrays alive."""
+    _choice("dtype", dtype, DTYPES)
+    layout_code = _choice("layout", layout, LAYOUT_CODES if seq_lens_q is not None else LAYOUTS)
+    band = []
+    for key, value in (("pre_tokens", pre_tokens), ("next_tokens", next_tokens)):
+        value = UNBOUNDED if value is None else value
+        if isinstance(value, bool) or not isinstance(value, int) or not -UNBOUNDED <= value <= UNBOUNDED:
+            raise PlanError(f"{key} must be an integer in [-{UNBOUNDED}, {UNBOUNDED}], got {value!r}")
+        band.append(value)
+    if (layout == "TND") != (seq_lens_q is not None):
+        raise PlanError("layout TND goes with seq_lens_q / seq_lens_kv (a varlen batch), and only it")
+    lens = []
+    if seq_lens_q is not None:
+        for key, values in (("seq_lens_q", seq_lens_q), ("seq_lens_kv", seq_lens_kv)):
+            if values is None or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in values):
+                raise PlanError(f"{key} must be non-negative integer lengths, got {values!r}")
+        if len(seq_lens_q) != len(seq_lens_kv) or not seq_lens_q:
+            raise PlanError(f"seq_lens_q and seq_lens_kv must have one length per sequence, got {len(seq_lens_q)} "
+                            f"and {len(seq_lens_kv)}")
+        batch, seq, seq_kv = len(seq_lens_q), max(seq_lens_q), max(seq_lens_kv)
+        lens = [ffi.new("uint64_t[]", list(seq_lens_q)), ffi.new("uint64_t[]", list(seq_lens_kv))]
+    ints = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
+                head_dim=head_dim, block_m=block_m or 0, block_n=block_n or 0)
+    for key, value in ints.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise PlanError(f"{key} must be a non-negative integer, got {value!r}")
+        if value > _UINT32_MAX:  # the tiling's fields: sizes and blocks are uint32 in the kernel
+            raise PlanError(f"{key} must be < 2^32, got {value}")
+    problem = ffi.new("aclfaPlanProblem *")
+    problem.batch, problem.numHeads, problem.numKvHeads = batch, heads, kv_heads
+    problem.seqQ, problem.seqKv, problem.headDim = seq, seq_kv, head_dim
+    problem.dtypeBytes, problem.bf16 = _DTYPE_BYTES[dtype], int(dtype == "bfloat16")
+    problem.layout, problem.causal = layout_code, int(bool(causal))
+    problem.blockM, problem.blockN = ints["block_m"], ints["block_n"]
+    problem.preTokens, problem.nextTokens = band
+    if mask_shape is not None:
+        if len(mask_shape) != 4 or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in mask_shape):
+            raise PlanError(f"mask_shape must be 4 positive integers [mb, mn, mq, Skv], got {mask_shape!r}")
+        problem.mask = 1
+        problem.maskB, problem.maskN, problem.maskQ = mask_shape[:3]
+    problem.dropout, problem.dropoutMaskOut = int(bool(dropout)), int(bool(dropout_mask_out))
+    if lens:
+        problem.seqLensQ, problem.seqLensKv = lens
+        problem.tokensQ, problem.tokensKv = sum(seq_lens_q), sum(seq_lens_kv)
+        _keepalive[problem] = lens
+    return problem, c_chip_limits(limits)
+
+
+def c_chip_limits(limits: ChipLimits):
+    """The chip as every policy of libaclfa_plan.so takes it (aclfaPlanLimits)."""
+    out = ffi.new("aclfaPlanLimits *")
+    out.socName = limits.name.encode()[:31]
+    out.ubBytes, out.l1Bytes = limits.ub_bytes, limits.l1_bytes
+    out.l0aBytes, out.l0bBytes, out.l0cBytes = limits.l0a_bytes, limits.l0b_bytes, limits.l0c_bytes
+    out.aicNum, out.aivNum = limits.aic_num, limits.aiv_num
+    out.socVersion = limits.soc_version
+    out.l2BytesPerCycle = limits.l2_bytes_per_cycle
+    return out
+
+
+def plan(
+    *,
+    seq: int,
+    seq_kv: Optional[int] = None,
+    batch: int = 1,
+    heads: int = 1,
+    kv_heads: Optional[int] = None,
+    head_dim: int = 128,
+    dtype: str = "float16",
+    layout: str = "BNSD",
+    causal: bool = False,
+    soc: "Optional[str | ChipLimits]" = None,
+    block_m: Optional[int] = None,
+    block_n: Optional[int] = None,
+    pre_tokens: Optional[int] = None,
+    next_tokens: Optional[int] = None,
+    seq_lens_q: Optional[tuple] = None,
+    seq_lens_kv: Optional[tuple] = None,
+    mask_shape: Optional[tuple] = None,
+    dropout: bool = False,
+    dropout_mask_out: bool = False,
+) -> Plan:
+    """The operator's plan for this problem on `soc` (a catalogue name or ChipLimits).
+
+    ``block_m`` / ``block_n``: None or 0 lets the policy choose; a value that does not fit
+    raises PlanError naming the budget it breaks (never silently changed)."""
+    limits = soc if isinstance(soc, ChipLimits) else chip(soc)
+    seq_kv = seq if seq_kv is None else seq_kv
+    kv_heads = heads if kv_heads is None else kv_heads
+    if seq_lens_q is not None:  # varlen: the batch is the sequences
+        seq_lens_q, seq_lens_kv = tuple(seq_lens_q), tuple(seq_lens_kv) if seq_lens_kv is not None else None
+        if seq_lens_kv is not None and seq_lens_q and seq_lens_kv:
+            batch, seq, seq_kv = len(seq_lens_q), max(seq_lens_q), max(seq_lens_kv)
+    problem, c_limits = c_problem_and_limits(limits, seq=seq, seq_kv=seq_kv, batch=batch, heads=heads,
+                                             kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, layout=layout,
+                                             causal=causal, block_m=block_m, block_n=block_n,
+                                             pre_tokens=pre_tokens, next_tokens=next_tokens,
+                                             seq_lens_q=seq_lens_q, seq_lens_kv=seq_lens_kv,
+                                             mask_shape=None if mask_shape is None else tuple(mask_shape),
+                                             dropout=dropout, dropout_mask_out=dropout_mask_out)
+    out = ffi.new("aclfaPlan *")
+    err = ffi.new("char[]", _ERR_LEN)
+    if _plan_lib().aclfaPlanCompute(problem, c_limits, out, err, _ERR_LEN) != 0:
+        raise PlanError(ffi.string(err).decode())
+    return Plan(
+        chip=limits, batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, seq_kv=seq_kv,
+        head_dim=head_dim, dtype=dtype, layout=layout, causal=bool(causal),
+        block_m=out.blockM, block_n=out.blockN, sub_block_m=out.subBlockM,
+        num_q_blocks=out.numQBlocks, num_kv_blocks=out.numKvBlocks, q_zigzag=bool(out.qZigzag),
+        used_core_num=out.usedCoreNum, total_items=out.totalItems,
+        core_item_start=[out.coreItemStart[i] for i in range(out.usedCoreNum + 1)],
+        total_work=out.totalWork, max_core_work=out.maxCoreWork,
+        mean_core_work=out.meanCoreWork, imbalance=out.imbalance,
+        budget=[BudgetLine(ffi.string(line.name).decode(), line.bytes, line.capacity)
+                for line in out.lines[0:out.numLines]],
+        ws_score_offset=out.wsScoreOffset, ws_prob_offset=out.wsProbOffset,
+        ws_pv_offset=out.wsPvOffset, ws_bytes_per_core=out.wsBytesPerCore,
+        solo_rows=bool(out.soloRows),
+        user_workspace_bytes=out.userWorkspaceBytes,
+        system_workspace_bytes=limits.lib_api_workspace_bytes, tiling_key=out.tilingKey,
+        pre_tokens=problem.preTokens, next_tokens=problem.nextTokens,
+        seq_lens_q=seq_lens_q, seq_lens_kv=seq_lens_kv,
+        mask_shape=None if mask_shape is None else tuple(mask_shape), dropout=bool(dropout),
+        dropout_mask_out=bool(dropout_mask_out),
+    )
+
+
+def analytic_cycles(*, seq: int, block_m: int, block_n: int, seq_kv: Optional[int] = None, batch: int = 1,
+                    heads: int = 1, kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16",
+                    layout: str = "BNSD", causal: bool = False,
+                    soc: "Optional[str | ChipLimits]" = None) -> float:
+    """The tiling policy's analytic modeled cycles of the forward with (block_m, block_n)
+    (op_host/block_cost.h; MIX path): the cost the auto blocks minimize. Sizes as for plan()."""
+    limits = soc if isinstance(soc, ChipLimits) else chip(soc)
+    seq_kv = seq if seq_kv is None else seq_kv
+    kv_heads = heads if kv_heads is None else kv_heads
+    problem, c_limits = c_problem_and_limits(limits, seq=seq, seq_kv=seq_kv, batch=batch, heads=heads,
+                                             kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, layout=layout,
+                                             causal=causal, block_m=block_m, block_n=block_n)
+    return float(_plan_lib().aclfaPlanModeledCycles(problem, c_limits, block_m, block_n))
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):.2f} MiB"
+
+
+def _band_text(p: Plan) -> str:
+    """' window pre=.. next=..' and ' varlen (k sequences)' where they apply, else ''."""
+    text = ""
+    if p.pre_tokens < UNBOUNDED or p.next_tokens < UNBOUNDED:
+        side = lambda v: "unbounded" if v >= UNBOUNDED else str(v)  # noqa: E731
+        text += f" band pre_tokens={side(p.pre_tokens)} next_tokens={side(p.next_tokens)}"
+    if p.seq_lens_q is not None:
+        text += f" varlen ({len(p.seq_lens_q)} sequences, Sq/Skv above are the longest)"
+    if p.mask_shape is not None:
+        text += f" mask {list(p.mask_shape)}"
+    if p.dropout:
+        text += " dropout" + (" (keep mask written)" if p.dropout_mask_out else "")
+    return text
+
+
+def format_plan(p: Plan) -> str:
+    """A human-readable report of one plan."""
+    c = p.chip
+    kernel = "yes" if c.has_kernel else f"no (the op is built for {', '.join(KERNEL_SOCS)})"
+    unit = "AI Core" if c.coupled else "AIV"
+    unit_rows = (f"one AI Core takes all {p.sub_block_m} rows" if c.coupled
+                 else f"each AIV {p.sub_block_m} rows")
+    lines = [
+        f"chip      {c.name} ({c.short_soc}): {c.aic_num} AIC / {c.aiv_num} AIV, UB {c.ub_bytes} B, "
+        f"L1 {c.l1_bytes} B, L0A/B/C {c.l0a_bytes}/{c.l0b_bytes}/{c.l0c_bytes} B; kernel: {kernel}",
+        f"problem   B={p.batch} N={p.heads} Nkv={p.kv_heads} Sq={p.seq} Skv={p.seq_kv} D={p.head_dim} "
+        f"{p.dtype} {p.layout}{' causal' if p.causal else ''}{_band_text(p)}",
+        f"blocks    BLOCK_M={p.block_m} ({unit_rows}) BLOCK_N={p.block_n}; "
+        f"{p.num_q_blocks} query x {p.num_kv_blocks} kv blocks per head",
+        f"budget    (per {unit} UB buffers in the kernel's InitBuffer order, then totals)",
+    ]
+    width = max(len(b.name) for b in p.budget)
+    for b in p.budget:
+        pct = 100.0 * b.bytes / b.capacity if b.capacity else 0.0
+        lines.append(f"  {b.name:<{width}}  {b.bytes:>9} B / {b.capacity:>9} B  {pct:5.1f}%")
+    order = "zigzag query blocks" if p.q_zigzag else "in order"
+    cores = "AI Cores" if c.coupled else "AIC cores"
+    lines.append(
+        f"cores     {p.total_items} items ({order}) on {p.used_core_num} of {c.aic_num} {cores}; "
+        f"work (kv blocks) total {p.total_work}, max/core {p.max_core_work}, "
+        f"mean {p.mean_core_work:.1f}, max/mean {p.imbalance:.3f}")
+    if c.coupled:
+        lines.append(f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system "
+                     f"{p.system_workspace_bytes}; no user workspace (S, P and P.V stay in each AI Core)")
+    else:
+        lines.append(f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system "
+                     f"{p.system_workspace_bytes} + {p.used_core_num} AIC groups x {p.ws_bytes_per_core} B "
+                     f"(score @{p.ws_score_offset}, prob @{p.ws_prob_offset} in the score rows, pv @{p.ws_pv_offset})")
+    lines += [
+        f"memory    {p.device_bytes} B ({_mib(p.device_bytes)}) of device memory per call = q, k, v, out, lse "
+        f"{p.tensor_bytes} B ({_mib(p.tensor_bytes)}) + workspace {p.workspace_bytes} B",
+        f"tiling key {p.tiling_key:#x}",
+    ]
+    return "\n".join(lines)
+
+
+def format_plan_table(rows: list) -> str:
+    """One line per chip: rows are (ChipLimits, Plan or the PlanError message)."""
+    header = (f"{'chip':<14} {'AIC/AIV':>8} {'UB':>7} {'L1':>7} {'BLOCK_M':>7} {'BLOCK_N':>7} "
+              f"{'UB used':>8} {'cores':>5} {'max/mean':>8} {'workspace':>12} {'device mem':>12}  kernel")
+    out = [header]
+    for c, p in rows:
+        kernel = "yes" if c.has_kernel else "no"
+        head = f"{c.name:<14} {f'{c.aic_num}/{c.aiv_num}':>8} {c.ub_bytes:>7} {c.l1_bytes:>7}"
+        if isinstance(p, Plan):
+            ub = next(b for b in p.budget if b.name.startswith("UB total"))
+            out.append(f"{head} {p.block_m:>7} {p.block_n:>7} {ub.bytes:>8} {p.used_core_num:>5} "
+                       f"{p.imbalance:>8.3f} {_mib(p.workspace_bytes):>12} {_mib(p.device_bytes):>12}  {kernel}")
+        else:
+            out.append(f"{head}  rejected: {p}")
+    return "\n".join(out)

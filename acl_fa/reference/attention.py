@@ -1,0 +1,297 @@
+"""Float64 numpy attention (forward and backward) with exactly the operator's semantics, for
+checking results.
+
+softmax(scale * Q K^T + mask) V per head, where `causal` masks key j > i + (Skv - Sq)
+(bottom-right aligned), query head h reads kv head h // (N // Nkv), and a row that sees no
+key gives output 0 and LSE -inf. Query rows are processed in chunks so that a long sequence
+never holds an Sq x Skv matrix: peak extra memory is chunk_rows x Skv float64 per head.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..spec.options import build_options
+from ..spec.layouts import to_bnsd, from_bnsd
+from ..spec.philox import keep_mask
+
+__all__ = ["attention_reference", "attention_reference_backward", "attention_backward_math", "head_chunks",
+           "attention_reference_varlen", "attention_reference_varlen_backward", "varlen_sequences"]
+
+# Rows of Q per chunk are chosen so a chunk's scores take at most this many bytes.
+_DEFAULT_CHUNK_BYTES = 64 << 20
+
+
+def _features(batch, n_heads, sq, skv, attn_mask, dropout_p, seed, offset):
+    """AttentionOptions (for the dropout) and uint8 device mask (1 = masked out) of the reference's
+    mask and dropout arguments. The band is not taken from them: see _Band."""
+    return build_options(batch=batch, heads=n_heads, seq_q=sq, seq_kv=skv, attn_mask=attn_mask, dropout_p=dropout_p,
+                         seed=seed, offset=offset)
+
+
+class _Band:
+    """The keys each query row sees under causal / window, computed here from the documented rule
+    (docs/attention_options.md, "Visibility window") rather than the ops' translation
+    (acl_fa/spec/band.py), so the check shares no code with what it checks:
+
+        key j is visible from query row i iff  i + diag - left <= j <= i + diag + right,
+
+    diag = Skv - Sq (bottom-right aligned), window = (left, right) with -1 = unbounded on that
+    side, causal = the window (-1, 0) intersected with the window: right = 0 if right == -1
+    else min(right, 0)."""
+
+    def __init__(self, causal: bool, window, sq: int, skv: int):
+        left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+        if causal:
+            right = 0 if right == -1 else min(right, 0)
+        reach = sq + skv  # a side reaching this far sees every key: the same as unbounded
+        self.left = None if left == -1 or left >= reach else left
+        self.right = None if right == -1 or right >= reach else right
+        self.sq, self.skv, self.diag = sq, skv, skv - sq
+        self.bounded = self.left is not None or self.right is not None
+
+    def columns(self, rows: slice) -> slice:
+        """The keys any of `rows` sees (empty slice when none)."""
+        lo = 0 if self.left is None else max(0, rows.start + self.diag - self.left)
+        hi = self.skv if self.right is None else min(self.skv, rows.stop - 1 + self.diag + self.right + 1)
+        return slice(lo, max(lo, hi))
+
+    def hidden(self, rows: slice, cols: slice) -> np.ndarray:
+        """bool [rows, cols], True = outside the band."""
+        i = np.arange(rows.start, rows.stop, dtype=np.int64)[:, None] + self.diag
+        j = np.arange(cols.start, cols.stop, dtype=np.int64)[None, :]
+        seen = np.ones((rows.stop - rows.start, cols.stop - cols.start), bool)
+        if self.left is not None:
+            seen &= j >= i - self.left
+        if self.right is not None:
+            seen &= j <= i + self.right
+        return ~seen
+
+
+def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=None, dtype=np.float64,
+                chunk_bytes=_DEFAULT_CHUNK_BYTES, causal=False, window=None, attn_mask=None, dropout_p=0.0,
+                seed=0, offset=0):
+    """Yields (b, slot, rows, cols, q_rows, k_head, v_head, hidden, keep) for every selected query
+    head and chunk of query rows: `rows` the slice of query rows, `cols` the slice of keys the
+    band lets those rows see (all keys without a window), q_rows [rows, D], k_head / v_head
+    [cols, D] of the kv head it reads (all in `dtype`), `slot` the index into `heads` (default:
+    all). hidden: bool [rows, cols], True = key not visible (outside the causal/window band or
+    masked out by attn_mask, True = attend), or None when every key is visible. keep: the
+    dropout multiplier [rows, cols] in `dtype` (Z / keep_prob, Z the Philox keep mask of
+    acl_fa/spec/philox.py), or None without dropout. Semantics: docs/attention_options.md."""
+    qb = to_bnsd(np.asarray(q), layout, num_heads)
+    kb = to_bnsd(np.asarray(k), layout, num_kv_heads or num_heads)
+    vb = to_bnsd(np.asarray(v), layout, num_kv_heads or num_heads)
+    batch, n_heads, sq, _ = qb.shape
+    n_kv, skv = kb.shape[1], kb.shape[2]
+    if n_heads % n_kv:
+        raise ValueError(f"query heads {n_heads} must be a multiple of key/value heads {n_kv}")
+    options, mask = _features(batch, n_heads, sq, skv, attn_mask, dropout_p, seed, offset)
+    band = _Band(causal, window, sq, skv)
+    group = n_heads // n_kv
+    head_list = list(range(n_heads)) if heads is None else [int(h) for h in heads]
+    chunk = max(1, chunk_bytes // max(1, skv * np.dtype(dtype).itemsize))
+    inv_keep = np.dtype(dtype).type(1.0 / options.keep_prob)
+
+    def hidden_of(b, h, rows, cols):
+        hidden = band.hidden(rows, cols) if band.bounded else None
+        if mask is not None:
+            m = mask[min(b, mask.shape[0] - 1), min(h, mask.shape[1] - 1)]
+            m = (m[rows] if m.shape[0] == sq else m)[:, cols].astype(bool)
+            hidden = np.broadcast_to(m, (rows.stop - rows.start, cols.stop - cols.start)) if hidden is None \
+                else hidden | m
+        return hidden
+
+    for b in range(batch):
+        for slot, h in enumerate(head_list):
+            k_head = kb[b, h // group].astype(dtype)
+            v_head = vb[b, h // group].astype(dtype)
+            for r0 in range(0, sq, chunk):
+                rows = slice(r0, min(sq, r0 + chunk))
+                cols = band.columns(rows) if band.bounded else slice(0, skv)
+                keep = None
+                if options.has_dropout:
+                    z = keep_mask(options.seed, options.offset, b, h, n_heads, sq, skv, options.keep_prob, rows=rows,
+                                  cols=cols)
+                    keep = z.astype(dtype) * inv_keep
+                yield (b, slot, rows, cols, qb[b, h, rows].astype(dtype), k_head[cols], v_head[cols],
+                       hidden_of(b, h, rows, cols), keep)
+
+
+def attention_reference(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
+                        num_kv_heads=None, heads=None, out_dtype=np.float64, window=None, attn_mask=None,
+                        dropout_p=0.0, seed=0, offset=0):
+    """Returns (out, lse): out in `layout` like q (dtype `out_dtype`), lse float64 [B, N, Sq].
+
+    window (left, right), attn_mask (bool, True = attend), dropout_p with seed/offset: as
+    flash_attention (docs/attention_options.md); dropout scales the kept P by 1/keep_prob in
+    P.V only, the LSE is of the undropped scores. `heads` optionally restricts the computation
+    to those query-head indices (out and lse then hold only those heads, in that order) -- used
+    to check large problems on a sample.
+    """
+    qb = to_bnsd(np.asarray(q), layout, num_heads)
+    batch, n_heads, sq, d = qb.shape
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    n_out = n_heads if heads is None else len(heads)
+    out = np.zeros((batch, n_out, sq, d), dtype=np.float64)
+    lse = np.full((batch, n_out, sq), -np.inf, dtype=np.float64)
+    for b, slot, rows, _, q_rows, k_head, v_head, hidden, keep in head_chunks(
+            q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads, causal=causal,
+            window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=seed, offset=offset):
+        o, row_lse = _forward_rows(q_rows, k_head, v_head, hidden, keep, scale)
+        out[b, slot, rows] = o
+        lse[b, slot, rows] = row_lse
+    return from_bnsd(out, layout).astype(out_dtype, copy=False), lse
+
+
+def _forward_rows(q_rows, k_head, v_head, hidden, keep, scale):
+    """(out [rows, D], lse [rows]) of one chunk: softmax of the visible scores, dropped by
+    `keep` in P.V only; rows that see no key give 0 and -inf."""
+    scores = (q_rows @ k_head.T) * scale
+    if hidden is not None:
+        scores[hidden] = -np.inf
+    row_max = scores.max(axis=1, keepdims=True) if scores.shape[1] else np.full((scores.shape[0], 1), -np.inf)
+    seen = ~np.isneginf(row_max[:, 0])            # NaN rows count as seen: NaN propagates
+    safe_max = np.where(np.isneginf(row_max), 0.0, row_max)
+    p = np.exp(scores - safe_max)
+    row_sum = p.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        o = ((p if keep is None else p * keep) @ v_head) / row_sum
+        row_lse = safe_max[:, 0] + np.log(row_sum[:, 0])
+    o[~seen] = 0.0
+    row_lse[~seen] = -np.inf
+    return o, row_lse
+
+
+def attention_backward_math(dout_rows, q_rows, k_head, v_head, hidden, scale, work_dtype=np.float64,
+                            round_to=None, keep=None):
+    """Gradients of one chunk of query rows of one head, in `work_dtype` (analytic formulas):
+
+        S = scale * Q K^T (hidden -inf), P = softmax_rows(S) (0 on rows that see no key),
+        Pd = P o keep (keep = Z / keep_prob, the dropout multiplier; 1 without dropout),
+        O = Pd V, D = rowsum(dO * O), dP = (dO V^T) o keep, dS = P * (dP - D),
+        dQ = scale * dS K,  dK = scale * dS^T Q,  dV = Pd^T dO.
+
+    `hidden`: boolean [rows, Skv] (True = key not visible) or None. `round_to` (a numpy
+    dtype) rounds Pd and dS to it before the matmuls that read them, as a same-precision
+    backward does. Returns (dq_rows [rows, D], dk [Skv, D], dv [Skv, D]); dk/dv are this
+    chunk's contributions."""
+    s = (q_rows @ k_head.T) * work_dtype(scale)
+    if hidden is not None:
+        s[hidden] = -np.inf
+    row_max = s.max(axis=1, keepdims=True) if s.shape[1] else np.full((s.shape[0], 1), -np.inf)
+    seen = ~np.isneginf(row_max[:, 0])
+    p = np.exp(s - np.where(np.isneginf(row_max), 0, row_max))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = p / p.sum(axis=1, keepdims=True)
+    p[~seen] = 0
+    pd = p if keep is None else p * keep
+    o = pd @ v_head
+    d = (dout_rows * o).sum(axis=1, keepdims=True)
+    dp = dout_rows @ v_head.T
+    if keep is not None:
+        dp = dp * keep
+    ds = p * (dp - d)
+    if round_to is not None:
+        pd = pd.astype(round_to).astype(work_dtype)
+        ds = ds.astype(round_to).astype(work_dtype)
+    scale = work_dtype(scale)
+    return scale * (ds @ k_head), scale * (ds.T @ q_rows), pd.T @ dout_rows
+
+
+def attention_reference_backward(dout, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
+                                 num_kv_heads=None, heads=None, out_dtype=np.float64, work_dtype=np.float64,
+                                 round_to=None, window=None, attn_mask=None, dropout_p=0.0, seed=0, offset=0):
+    """Returns (dq, dk, dv) of the forward reference's output for the upstream gradient `dout`
+    (dq like q, dk/dv like k/v, in `layout`), with the same window / attn_mask / dropout
+    arguments (the dropout mask regenerated from seed and offset). GQA/MQA: dk/dv of a kv head
+    sum over its query-head group. Rows that see no key give dq 0. Float64 by default, query
+    rows in chunks as the forward reference: nothing Sq x Skv is held. `heads` restricts dq to
+    those query heads (dk/dv then sum only their contributions). work_dtype / round_to give the
+    same-precision naive backward that the accuracy rule compares against."""
+    qb = to_bnsd(np.asarray(q), layout, num_heads)
+    kb = to_bnsd(np.asarray(k), layout, num_kv_heads or num_heads)
+    db = to_bnsd(np.asarray(dout), layout, num_heads)
+    batch, n_heads, sq, d = qb.shape
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    n_kv = kb.shape[1]
+    group = n_heads // n_kv
+    head_list = list(range(n_heads)) if heads is None else [int(h) for h in heads]
+    dq = np.zeros((batch, len(head_list), sq, d), dtype=work_dtype)
+    dk = np.zeros(kb.shape, dtype=work_dtype)
+    dv = np.zeros(kb.shape, dtype=work_dtype)
+    for b, slot, rows, cols, q_rows, k_head, v_head, hidden, keep in head_chunks(
+            q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
+            dtype=work_dtype, causal=causal, window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=seed,
+            offset=offset):
+        h = head_list[slot]
+        dout_rows = db[b, h, rows].astype(work_dtype)
+        dq_rows, dk_part, dv_part = attention_backward_math(
+            dout_rows, q_rows, k_head, v_head, hidden, scale, work_dtype, round_to, keep)
+        dq[b, slot, rows] = dq_rows
+        dk[b, h // group, cols] += dk_part
+        dv[b, h // group, cols] += dv_part
+    return tuple(from_bnsd(x, layout).astype(out_dtype, copy=False) for x in (dq, dk, dv))
+
+
+def varlen_sequences(cu_seqlens_q, cu_seqlens_k):
+    """(index, q rows slice, kv rows slice) of each sequence of a TND batch, from flash-attn's
+    cumulative starts (leading 0)."""
+    cq, ck = np.asarray(cu_seqlens_q, dtype=np.int64), np.asarray(cu_seqlens_k, dtype=np.int64)
+    if cq.shape != ck.shape:
+        raise ValueError(f"cu_seqlens_q {cq.shape} and cu_seqlens_k {ck.shape} must list the same sequences")
+    return [(s, slice(int(cq[s]), int(cq[s + 1])), slice(int(ck[s]), int(ck[s + 1]))) for s in range(cq.size - 1)]
+
+
+def _sequence_offset(offset, seq_index, n_heads):
+    """The dropout offset that makes sequence `seq_index`, run alone as batch 0, draw the
+    streams offset + seq_index*N + n of the whole varlen call (docs/attention_options.md#dropout)."""
+    return (int(offset) + seq_index * n_heads) % (1 << 64)
+
+
+def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None, window=None,
+                               dropout_p=0.0, seed=0, offset=0, out_dtype=np.float64):
+    """Variable-length batch (layout TND): q [Tq, N, D], k/v [Tkv, Nkv, D], sequence s holding
+    rows cu_seqlens[s]:cu_seqlens[s+1]. Each sequence is attended alone, with its own Sq/Skv
+    for the causal/window alignment and s as the dropout batch index. Returns (out [Tq, N, D]
+    in `out_dtype`, lse float64 [N, Tq])."""
+    q, k, v = (np.asarray(x) for x in (q, k, v))
+    n_heads = q.shape[1]
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[2])
+    out = np.zeros(q.shape, dtype=np.float64)
+    lse = np.full((n_heads, q.shape[0]), -np.inf)
+    for s, qr, kr in varlen_sequences(cu_seqlens_q, cu_seqlens_k):
+        if qr.stop == qr.start or kr.stop == kr.start:
+            continue  # no queries, or rows that see no key: 0 and -inf
+        o, l = attention_reference(q[None, qr], k[None, kr], v[None, kr], causal=causal, scale=scale, layout="BSND",
+                                   window=window, dropout_p=dropout_p, seed=seed,
+                                   offset=_sequence_offset(offset, s, n_heads))
+        out[qr], lse[:, qr] = o[0], l[0]
+    return out.astype(out_dtype, copy=False), lse
+
+
+def attention_reference_varlen_backward(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None,
+                                        window=None, dropout_p=0.0, seed=0, offset=0, out_dtype=np.float64,
+                                        work_dtype=np.float64, round_to=None):
+    """(dq [Tq, N, D], dk, dv [Tkv, Nkv, D]) of attention_reference_varlen for `dout` [Tq, N, D];
+    sequences that see no key give zero gradients."""
+    q, k, v, dout = (np.asarray(x) for x in (q, k, v, dout))
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[2])
+    dq = np.zeros(q.shape, dtype=work_dtype)
+    dk = np.zeros(k.shape, dtype=work_dtype)
+    dv = np.zeros(k.shape, dtype=work_dtype)
+    for s, qr, kr in varlen_sequences(cu_seqlens_q, cu_seqlens_k):
+        if qr.stop == qr.start or kr.stop == kr.start:
+            continue
+        grads = attention_reference_backward(
+            dout[None, qr], q[None, qr], k[None, kr], v[None, kr], causal=causal, scale=scale, layout="BSND",
+            window=window, dropout_p=dropout_p, seed=seed, offset=_sequence_offset(offset, s, q.shape[1]),
+            work_dtype=work_dtype, out_dtype=work_dtype, round_to=round_to)
+        dq[qr], dk[kr], dv[kr] = grads[0][0], grads[1][0], grads[2][0]
+    return tuple(x.astype(out_dtype, copy=False) for x in (dq, dk, dv))

@@ -1,0 +1,86 @@
+"""Float64 (and same-precision naive) attention against a KV cache, with exactly the semantics of
+acl_fa.flash_attention_with_kvcache, for checking it.
+
+Sequence b has L = cache_seqlens[b] keys: rows [0, L) of its contiguous cache, or of the blocks
+block_table[b] names for a paged one. Query token s sees key j iff
+s + L - Sq - left <= j <= s + L - Sq + right (left/right from the window, -1 = unbounded; causal
+sets right = 0). Query head h reads kv head h // (N / Nkv). A row that sees no key gives 0 and
+LSE -inf.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+__all__ = ["gather_sequence", "kvcache_reference"]
+
+
+def gather_sequence(cache: np.ndarray, b: int, length: int, block_table: Optional[np.ndarray]) -> np.ndarray:
+    """The first `length` keys of sequence b as [length, Nkv, D]."""
+    cache = np.asarray(cache)
+    if block_table is None:
+        return cache[b, :length]
+    block_size = cache.shape[1]
+    blocks = -(-length // block_size)
+    rows = cache[np.asarray(block_table)[b, :blocks]].reshape(blocks * block_size, *cache.shape[2:])
+    return rows[:length]
+
+
+def kvcache_reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, causal=True, window=None,
+                      scale=None, precision=None):
+    """Returns (out [B, Sq, N, D] float64, lse [B, N, Sq] float64).
+
+    precision None: float64 throughout. precision = an input dtype: the naive same-precision
+    attention of the 2x rule (acl_fa.reference.accuracy) -- scores and probabilities rounded to it, fp32
+    arithmetic otherwise.
+    """
+    q = np.asarray(q)
+    batch, sq, heads, d = q.shape
+    kv_heads = np.asarray(k_cache).shape[2]
+    group = heads // kv_heads
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    left, right = (-1, -1) if window is None else window
+    if causal:
+        right = 0
+    work = np.float64 if precision is None else np.float32
+    out = np.zeros((batch, sq, heads, d), np.float64)
+    lse = np.full((batch, heads, sq), -np.inf, np.float64)
+    lengths = np.broadcast_to(np.asarray(cache_seqlens), (batch,))
+    for b in range(batch):
+        length = int(lengths[b])
+        keys = gather_sequence(k_cache, b, length, block_table).astype(work)
+        values = gather_sequence(v_cache, b, length, block_table).astype(work)
+        diag = np.arange(sq)[:, None] + length - sq        # [Sq, 1]: each token's diagonal key
+        cols = np.arange(length)[None, :]
+        visible = np.ones((sq, length), bool)
+        if left >= 0:
+            visible &= cols >= diag - left
+        if right >= 0:
+            visible &= cols <= diag + right
+        for h in range(heads):
+            kh, vh = keys[:, h // group], values[:, h // group]
+            s = q[b, :, h].astype(work) @ kh.T
+            if precision is not None:
+                s = s.astype(precision).astype(work) * work(scale)
+            else:
+                s = s * scale
+            s = np.where(visible, s, -np.inf)
+            m = s.max(axis=1, keepdims=True) if length else np.full((sq, 1), -np.inf)
+            seen = ~np.isneginf(m[:, 0])
+            safe = np.where(seen[:, None], m, 0.0)
+            p = np.exp(s - safe)
+            total = p.sum(axis=1, keepdims=True)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if precision is not None:
+                    o = (p / total).astype(precision).astype(work) @ vh
+                    o = o.astype(precision)
+                else:
+                    o = (p @ vh) / total
+                row_lse = safe[:, 0] + np.log(total[:, 0])
+            o = np.where(seen[:, None], o, 0.0)
+            out[b, :, h] = o
+            lse[b, h] = np.where(seen, row_lse, -np.inf)
+    return out, lse

@@ -1,0 +1,227 @@
+"""The options of the V2 ops (window, mask, dropout, variable-length batches), validated.
+
+Every function here checks what a caller passed and raises InvalidArgumentError /
+InvalidTypeError naming the argument and the limit, before any device work. The result is an
+``AttentionOptions`` (hashable: it keys the per-shape op caches) plus, for a mask, its uint8
+device form. Semantics in docs/attention_options.md:
+
+- window (left, right): key j is visible to query i iff i + diag - pre <= j <= i + diag + next,
+  diag = Skv - Sq; -1 = unbounded; causal is (-1, 0) and intersects with the window.
+- attn_mask: bool, True = the query may attend to the key (torch SDPA). The device form is
+  aclnn's (FlashAttentionScore's atten_mask): uint8, 1 = masked out, rank 4, at the given shape.
+- dropout_p in [0, 1), seed and offset uint64 (Philox4x32-10 key scheme in acl_fa/spec/philox.py).
+- cu_seqlens: flash-attn's cumulative starts with the leading 0 -> aclnn's actual_seq_qlen /
+  actual_seq_kvlen, the cumulative ends without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import secrets
+from typing import Optional
+
+import numpy as np
+
+from . import philox
+from .band import UNBOUNDED, int_argument, window_band
+from ..runtime.errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = ["UINT64_MAX", "AttentionOptions", "device_mask", "dropout_keep_prob", "dropout_rng", "cu_seqlens_ends",
+           "check_max_seqlen", "build_options"]
+
+UINT64_MAX = (1 << 64) - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionOptions:
+    """What a call asks of the V2 ops beyond the V1 problem (acl_fa/ops/forward.py Problem).
+
+    pre_tokens / next_tokens hold the band with causal folded in (causal alone is
+    (UNBOUNDED, 0), which the V1 op runs as is_causal). The mask itself is not held, only its
+    device shape; the uint8 array travels beside the options."""
+
+    pre_tokens: int = UNBOUNDED
+    next_tokens: int = UNBOUNDED
+    keep_prob: float = 1.0                 # float32 value as a Python float
+    seed: int = 0                          # uint64
+    offset: int = 0                        # uint64
+    mask_shape: Optional[tuple] = None     # rank-4 device mask shape [mb, mn, mq, Skv], or None
+    cu_seqlens_q: Optional[tuple] = None   # cumulative ends WITHOUT the leading 0 (aclnn form), or None
+    cu_seqlens_kv: Optional[tuple] = None
+    return_dropout_mask: bool = False
+
+    @property
+    def is_default(self) -> bool:
+        """True when the V1 op computes the call: at most causal, no mask, no dropout, no
+        varlen, no mask output."""
+        return (self.pre_tokens == UNBOUNDED and self.next_tokens in (UNBOUNDED, 0) and self.keep_prob == 1.0
+                and self.mask_shape is None and self.cu_seqlens_q is None and self.cu_seqlens_kv is None
+                and not self.return_dropout_mask)
+
+    @property
+    def is_causal(self) -> bool:
+        """The band is exactly causal (what the V1 op's is_causal computes)."""
+        return self.pre_tokens == UNBOUNDED and self.next_tokens == 0
+
+    @property
+    def has_dropout(self) -> bool:
+        return self.keep_prob < 1.0
+
+    @property
+    def dropout_threshold(self) -> int:
+        """The 8-bit Philox draw (in [0, 256]) an element needs to be kept (acl_fa/spec/philox.py)."""
+        return philox.dropout_threshold(self.keep_prob)
+
+    @property
+    def is_varlen(self) -> bool:
+        return self.cu_seqlens_q is not None
+
+
+_MASK_CONVENTION = "True = the query may attend to the key"
+
+
+def device_mask(attn_mask, batch: int, heads: int, seq_q: int, seq_kv: int) -> np.ndarray:
+    """The uint8 rank-4 device form of a bool `attn_mask` (True = may attend): 1 = masked out
+    (aclnn atten_mask), shape [mb, mn, mq, Skv] with mb in {1, B}, mn in {1, N}, mq in {1, Sq}.
+
+    The mask keeps its given shape: lower ranks gain leading 1s as a view, the inversion
+    (np.logical_not) touches only its own elements, nothing is broadcast to [B, N, Sq, Skv]."""
+    if isinstance(attn_mask, np.ma.MaskedArray):
+        raise InvalidTypeError("attn_mask is a numpy.ma.MaskedArray; pass a plain bool array "
+                               f"({_MASK_CONVENTION})")
+    if isinstance(attn_mask, (str, bytes)):
+        raise InvalidTypeError(f"attn_mask must be a bool numpy array ({_MASK_CONVENTION}), got {type(attn_mask).__name__}")
+    try:
+        mask = np.asarray(attn_mask)
+    except Exception as exc:  # noqa: BLE001 - any conversion failure is the caller's type error
+        raise InvalidTypeError(f"attn_mask cannot be converted to a numpy array: {exc}") from exc
+    if mask.dtype != np.bool_:
+        raise InvalidTypeError(
+            f"attn_mask must be a bool array ({_MASK_CONVENTION}), got dtype {mask.dtype}; pass a bool array: "
+            "mask.astype(bool) if nonzero means attend, or mask == 0 if it follows aclnn's atten_mask "
+            "convention (1 = masked out); additive float masks (0 / -inf) are not taken: use mask == 0")
+    target = (batch, heads, seq_q, seq_kv)
+    if mask.ndim > 4 or mask.ndim < 1:
+        raise InvalidArgumentError(
+            f"attn_mask shape {mask.shape} does not broadcast to [B, N, Sq, Skv] = {list(target)} "
+            "(rank must be 1 to 4)")
+    shape = (1,) * (4 - mask.ndim) + mask.shape
+    for size, full in zip(shape, target):
+        if size not in (1, full):
+            raise InvalidArgumentError(
+                f"attn_mask shape {mask.shape} does not broadcast to [B, N, Sq, Skv] = {list(target)}")
+    if shape[3] != seq_kv:
+        raise InvalidArgumentError(
+            f"attn_mask shape {mask.shape}: its last dimension must be Skv={seq_kv} (the device reads a mask "
+            f"row per key block); a mask equal for every key hides or shows whole query rows -- "
+            f"pass it with Skv columns")
+    return np.logical_not(mask).view(np.uint8).reshape(shape)
+
+
+def dropout_keep_prob(dropout_p) -> float:
+    """keep_prob = 1 - dropout_p as a float32 value (a Python float); dropout_p real in [0, 1)."""
+    if isinstance(dropout_p, (bool, np.bool_)) or not isinstance(dropout_p, numbers.Real):
+        raise InvalidTypeError(f"dropout_p must be a real number in [0, 1), got {dropout_p!r}")
+    p = float(dropout_p)
+    if not (0.0 <= p < 1.0):  # also refuses NaN
+        raise InvalidArgumentError(f"dropout_p must be in [0, 1) (the probability of dropping), got {dropout_p!r}")
+    return float(np.float32(1.0 - p))
+
+
+def _uint64(name: str, value) -> int:
+    value = int_argument(name, value)
+    if not 0 <= value <= UINT64_MAX:
+        raise InvalidArgumentError(f"{name} must be in [0, 2**64 - 1] (a uint64), got {value}")
+    return value
+
+
+def dropout_rng(keep_prob: float, seed, offset) -> tuple:
+    """(seed, offset) validated as uint64. seed None draws a fresh one from the OS's entropy
+    (secrets) when dropout is on -- the caller returns it so the backward can reuse it --
+    and is 0 when it is off (the generator is then never run)."""
+    offset = _uint64("offset", offset)
+    if seed is None:
+        seed = secrets.randbits(64) if keep_prob < 1.0 else 0
+    return _uint64("seed", seed), offset
+
+
+def cu_seqlens_ends(name: str, cu_seqlens, total_tokens: int) -> tuple:
+    """flash-attn's cumulative sequence starts [0, s1, s1+s2, ..., T] -> aclnn's cumulative ends
+    without the leading 0 (s1, s1+s2, ..., T). int32/int64, 1-D, >= 2 entries, starting at 0,
+    non-decreasing, ending at `total_tokens` (the tokens of the tensor it indexes)."""
+    if isinstance(cu_seqlens, (str, bytes)) or cu_seqlens is None:
+        raise InvalidTypeError(f"{name} must be an int32/int64 numpy array, got {type(cu_seqlens).__name__}")
+    arr = np.asarray(cu_seqlens)
+    if arr.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise InvalidTypeError(f"{name} must be an int32 or int64 array, got dtype {arr.dtype}")
+    if arr.ndim != 1 or arr.size < 2:
+        raise InvalidArgumentError(
+            f"{name} must be 1-D with at least 2 entries (0 and the token count), got shape {arr.shape}")
+    if arr[0] != 0:
+        raise InvalidArgumentError(f"{name} must start at 0, got {int(arr[0])}")
+    steps = np.diff(arr.astype(np.int64))
+    if (steps < 0).any():
+        at = int(np.argmax(steps < 0))
+        raise InvalidArgumentError(
+            f"{name} must be non-decreasing, got {int(arr[at])} then {int(arr[at + 1])} at index {at + 1}")
+    if int(arr[-1]) != total_tokens:
+        raise InvalidArgumentError(f"{name} must end at the token count {total_tokens}, got {int(arr[-1])}")
+    return tuple(int(x) for x in arr[1:])
+
+
+def check_max_seqlen(name: str, max_seqlen, ends: tuple) -> int:
+    """max_seqlen validated against the sequence lengths of `ends` (aclnn form); None = the
+    longest sequence."""
+    lengths = np.diff(np.asarray((0,) + tuple(ends), dtype=np.int64))
+    longest = int(lengths.max()) if lengths.size else 0
+    if max_seqlen is None:
+        return longest
+    value = int_argument(name, max_seqlen)
+    if value < longest:
+        at = int(np.argmax(lengths))
+        raise InvalidArgumentError(f"{name}={value} is smaller than sequence {at}, which has {longest} tokens")
+    return value
+
+
+def build_options(*, batch: int, heads: int, seq_q: int, seq_kv: int, causal: bool = False, window=None,
+                  attn_mask=None, dropout_p=0.0, seed=None, offset=0, return_dropout_mask=False,
+                  cu_seqlens_q: Optional[tuple] = None, cu_seqlens_kv: Optional[tuple] = None) -> tuple:
+    """Validates the V2 keyword arguments of a call; returns (AttentionOptions, mask_u8 or None).
+
+    cu_seqlens_* are already in aclnn form (cu_seqlens_ends). For varlen, batch is the number
+    of sequences and seq_q / seq_kv the longest ones."""
+    if (window is None and attn_mask is None and seed is None and return_dropout_mask is False
+            and cu_seqlens_q is None and cu_seqlens_kv is None and (causal is True or causal is False)
+            and type(offset) is int and offset == 0 and type(dropout_p) in (float, int) and dropout_p == 0):
+        # None of the V2 arguments (the common call): the options depend on causal alone; the
+        # full validation below made them once.
+        plain = _PLAIN_OPTIONS.get(causal)
+        if plain is None:
+            plain = _PLAIN_OPTIONS[causal] = _validated_options(batch, heads, seq_q, seq_kv, causal, None, None, 0.0,
+                                                                None, 0, False, None, None)
+        return plain
+    return _validated_options(batch, heads, seq_q, seq_kv, causal, window, attn_mask, dropout_p, seed, offset,
+                              return_dropout_mask, cu_seqlens_q, cu_seqlens_kv)
+
+
+_PLAIN_OPTIONS: dict = {}  # causal -> build_options' (options, None) of a call without V2 arguments
+
+
+def _validated_options(batch, heads, seq_q, seq_kv, causal, window, attn_mask, dropout_p, seed, offset,
+                       return_dropout_mask, cu_seqlens_q, cu_seqlens_kv) -> tuple:
+    if not isinstance(causal, (bool, np.bool_)):
+        raise InvalidTypeError(f"causal must be a bool, got {causal!r}")
+    if not isinstance(return_dropout_mask, (bool, np.bool_)):
+        raise InvalidTypeError(f"return_dropout_mask must be a bool, got {return_dropout_mask!r}")
+    pre, nxt = window_band(window, bool(causal))
+    mask = None if attn_mask is None else device_mask(attn_mask, batch, heads, seq_q, seq_kv)
+    keep_prob = dropout_keep_prob(dropout_p)
+    seed, offset = dropout_rng(keep_prob, seed, offset)
+    options = AttentionOptions(pre_tokens=pre, next_tokens=nxt, keep_prob=keep_prob, seed=seed, offset=offset,
+                               mask_shape=None if mask is None else tuple(mask.shape),
+                               cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv,
+                               return_dropout_mask=bool(return_dropout_mask))
+    return options, mask
+
+
