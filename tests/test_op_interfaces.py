@@ -23,7 +23,7 @@ import pycparser
 import pytest
 from pycparser import c_ast
 
-from acl_fa import loader
+from acl_fa.runtime import loader
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "sim" / "src" / "opapi"))
