@@ -4,7 +4,7 @@ Measured (the simulated devices run the ring for real): bytes each device copied
 one ring call (RingReport.d2h_bytes, the Session's copy counters) against one output + LSE (what
 the device merge reads back) and against every partial output + LSE (what the host-side merge
 read back before). The merge's GM bytes per launch equal MergeProblem.gm_bytes on the simulator's
-counters (tests/test_lse_merge.py).
+counters (tests/ops/attention_lse_merge/test_lse_merge.py).
 
 Modeled (labeled): per ring step and worst device, the GM bytes of that step's merges (one per
 call on a (query sub-chunk, key sub-block) pair, accumulate="float32") at the chip's HBM bandwidth, next to the step's modeled

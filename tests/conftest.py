@@ -16,15 +16,40 @@ import pytest
 
 os.environ.setdefault("ACL_FA_BACKEND", "sim")
 
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+# The test-only helpers that test modules import by name: the engine's test kernels and their
+# loader (kernels/simlib.py), and the ABI checker (abi/abi_check.py).
+sys.path[:0] = [str(TESTS / "kernels"), str(TESTS / "abi")]
+
+# Tests are grouped by the part of the tree they hold to account (tests/<concern>/...); each
+# test carries its group's marker, so `pytest -m ops` or `-m "not parallel"` selects by concern.
+CONCERNS = {
+    "runtime": "the driver's runtime layer: loader, sessions, memory, errors, ABI (acl_fa/runtime)",
+    "sim": "the CPU simulator itself: engine rules, counters, timing model, HCCL (sim/)",
+    "spec": "what a call means: options, band rule, Philox (acl_fa/spec)",
+    "reference": "the float64 references (acl_fa/reference)",
+    "ops": "the operators end to end: op_host, op_kernel, the op-call path and the Python faces",
+    "parallel": "sequence parallelism over HCCL (acl_fa/parallel)",
+    "cli": "the command line and its jobs (acl_fa/cli, acl_fa/jobs)",
+    "package": "packaging, build.sh, the README and docs, bench scripts",
+}
+
 import acl_fa  # noqa: E402  (after the backend default is set)
 from acl_fa.runtime.session import live_counts  # noqa: E402
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "npu: needs a real Ascend NPU (skipped without one)")
+    for name, what in CONCERNS.items():
+        config.addinivalue_line("markers", f"{name}: {what}")
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        concern = Path(str(item.fspath)).resolve().relative_to(TESTS).parts[0]
+        if concern in CONCERNS:
+            item.add_marker(getattr(pytest.mark, concern))
     if os.environ.get("ACL_FA_BACKEND") == "npu":
         return
     skip = pytest.mark.skip(reason="needs a real Ascend NPU: run with ACL_FA_BACKEND=npu on one")

@@ -2,7 +2,7 @@
  * cffi declarations of the acl-fa simulator's extension functions (NOT part of CANN's ABI):
  * the C parts of sim/include/acl_fa_sim.h (libascendcl.so, libnnopbase.so) and of
  * sim/include/acl_fa_sim_kernel.h (libascendc_sim.so). Parsed after acl_rt.h and aclnn_base.h;
- * only called when the backend is "sim". tests/test_abi.py compiles these declarations against
+ * only called when the backend is "sim". tests/runtime/test_abi.py compiles these declarations against
  * those headers and compares the constants.
  */
 

@@ -2,7 +2,7 @@
  * cffi declarations of the ACL runtime functions, types and constants the acl-fa driver uses.
  * Parsed by cffi (out-of-line ABI mode), so: no #include, no #ifdef; `#define NAME value` only.
  * Names, types, parameter order and values mirror the real ACL 1.17 headers (torch-npu wheel,
- * torch_npu/include/acl/); tests/test_abi.py compiles every declaration below against them and
+ * torch_npu/include/acl/); tests/runtime/test_abi.py compiles every declaration below against them and
  * compares every constant. Enum members carry explicit values so this file reads on its own.
  */
 

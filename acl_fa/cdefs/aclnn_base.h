@@ -2,7 +2,7 @@
  * cffi declarations of the nnopbase (libnnopbase.so) functions, types and status codes the
  * acl-fa driver uses. Parsed by cffi after acl_rt.h (aclDataType, aclFormat, aclrtStream come
  * from there); no #include, no #ifdef. The real headers are C++ (hicann/opbase
- * include/nnopbase/aclnn/), which is why these are written by hand; tests/test_abi.py checks
+ * include/nnopbase/aclnn/), which is why these are written by hand; tests/runtime/test_abi.py checks
  * them against sim/include/aclnn, the simulator's mirror of those headers.
  */
 

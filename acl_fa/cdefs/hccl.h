@@ -2,7 +2,7 @@
  * cffi declarations of the HCCL functions, types and constants acl_fa.parallel uses (libhccl.so:
  * the CANN toolkit's on backend npu, the simulator's on backend sim). Parsed by cffi: no
  * #include, no #ifdef. Mirrors hccl/hccl_types.h and hccl/hccl.h as shipped in the torch-npu
- * wheel (torch_npu/include/third_party/hccl/inc/hccl/); tests/test_abi.py compiles every
+ * wheel (torch_npu/include/third_party/hccl/inc/hccl/); tests/runtime/test_abi.py compiles every
  * declaration below after those real headers and compares every constant and struct size.
  */
 

@@ -1,7 +1,7 @@
 /*
  * cffi declarations of the simulator's libhccl.so extension functions (NOT part of CANN's ABI):
  * the C part of sim/include/acl_fa_sim_hccl.h. Parsed after hccl.h; only called when the
- * backend is "sim". tests/test_abi.py compiles them against that header.
+ * backend is "sim". tests/runtime/test_abi.py compiles them against that header.
  */
 typedef struct aclfaSimHcclLink {
     char kind[16];

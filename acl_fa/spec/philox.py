@@ -3,7 +3,7 @@
 An independent host implementation of the counter-based generator of Salmon et al., "Parallel
 Random Numbers: As Easy as 1, 2, 3" (SC'11), with Random123's constants and key schedule,
 vectorized over counters with uint64 products of uint32 words. It is checked against Random123's
-published known-answer vectors (tests/test_philox.py; sources in docs/attention_options.md), and
+published known-answer vectors (tests/spec/test_philox.py; sources in docs/attention_options.md), and
 the reference attention (acl_fa/reference/attention.py) draws its dropout from it, so the kernels' keep
 masks are compared bit for bit with this file, never with themselves.
 

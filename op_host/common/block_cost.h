@@ -16,7 +16,7 @@
 //   step = max(cube busy, AIV chain); each work item adds the pipeline's fill and drain.
 // Kernel time ~ max((K/V-block steps of the busiest core) x step + its items x fill,
 //                   all groups' GM bytes at the chip's GM rate). Checked against the full event
-// model on a grid by tests/test_block_cost.py; its error is recorded in bench/RESULTS.md
+// model on a grid by tests/ops/flash_attention/test_block_cost.py; its error is recorded in bench/RESULTS.md
 // ("Blocks chosen by modeled time").
 #pragma once
 

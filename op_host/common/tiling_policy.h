@@ -123,7 +123,7 @@ struct Plan {
 
 // UB of op_kernel/common/attention_mask.h MaskTiles::UbBytes(rows, n) and op_kernel/common/philox_dropout.h
 // PhiloxKeepMask::UbBytes(lanes), which this pure header cannot include (they pull in
-// kernel_operator.h); tests/test_mask_dropout_forward.py checks them against the kernel's.
+// kernel_operator.h); tests/ops/flash_attention/test_mask_dropout_forward.py checks them against the kernel's.
 uint64_t MaskTilesUbBytes(uint64_t rows, uint64_t n);
 uint64_t PhiloxUbBytes(uint64_t lanes);
 // Philox counters per chunk for key blocks of n keys: at least a row (n / 16), a multiple of 8;

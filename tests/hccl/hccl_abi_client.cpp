@@ -1,5 +1,5 @@
 // A client of the simulated libhccl.so written against hccl/hccl.h alone, as an application on
-// CANN would be: tests/test_hccl_sim.py builds it and runs it as threads of one process
+// CANN would be: tests/sim/test_hccl_sim.py builds it and runs it as threads of one process
 // ("threads N") or as one process per rank ("root FILE", then "rank FILE N R" in N processes).
 // Prints "ok <what>" per passed check; exits 1 with a message on the first failure.
 #include <cmath>

@@ -1,4 +1,4 @@
-// core_flags.cpp -- test kernel of CrossCoreSetFlag / CrossCoreWaitFlag (tests/test_sim_core_flags.py):
+// core_flags.cpp -- test kernel of CrossCoreSetFlag / CrossCoreWaitFlag (tests/sim/test_sim_core_flags.py):
 // a MIX 1:2 kernel without the Matmul API, so that its AICs run kernel code. Scenarios: CoreFlagsOp
 // in test_kernels.h. GM: x [aivs, n] fp32 input, work = copies [aivs, n] then sums [blocks, n], out
 // [aivs, n]. `skip` leaves out the waits of one side (for the race rule); `spin` scalar reads of x

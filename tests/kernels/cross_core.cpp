@@ -1,5 +1,5 @@
 // cross_core.cpp -- test kernel of SetAtomicAdd / SetAtomicNone, SyncAll and Matmul with A
-// transposed and enAtomic, IBSet / IBWait (tests/test_sim_cross_core.py). One tile of `n` floats per AIV;
+// transposed and enAtomic, IBSet / IBWait (tests/sim/test_sim_cross_core.py). One tile of `n` floats per AIV;
 // CROSS_* scenarios are listed in test_kernels.h.
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"

@@ -2,7 +2,7 @@
 // pre-pass (each core a share of the summary rows, then SyncAll), then every [blockM, blockN]
 // score tile of a [B, N, Sq, Skv] fp32 tensor, tiles dealt round-robin to the cores: BLOCK_MASKED
 // tiles are written as -inf without reading scores or mask, BLOCK_VISIBLE tiles pass through
-// without reading the mask, BLOCK_MIXED tiles get the mask bias. tests/test_attention_mask.py
+// without reading the mask, BLOCK_MIXED tiles get the mask bias. tests/ops/flash_attention/test_attention_mask.py
 // checks the outputs against numpy and the GM bytes read against the skipping rule.
 #include "kernel_operator.h"
 #include "attention_mask.h"

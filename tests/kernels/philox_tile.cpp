@@ -2,7 +2,7 @@
 // a [rows, width] score tile (rows [i0 + core * rowsPerCore, ...), columns [j0, j0 + width)):
 // the 8-bit Philox4x32-10 draws in tile order, the keep mask as uint8 bytes (1 = kept; the
 // forward's dropout_mask form), and P with dropout applied.
-// AIV only. tests/test_philox_dropout.py compares everything bit for bit with numpy.
+// AIV only. tests/ops/flash_attention/test_philox_dropout.py compares everything bit for bit with numpy.
 #include "kernel_operator.h"
 #include "philox_dropout.h"
 #include "test_kernels.h"

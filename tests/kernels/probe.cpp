@@ -1,7 +1,7 @@
 // probe.cpp -- one Ascend C API, or one broken rule, per launch (op codes below), on a
 // single AIV: in[n] fp32 is loaded with DataCopyPad, the op runs, out is written with
-// DataCopyPad. tests/test_sim_kernels.py compares each op with numpy;
-// tests/test_sim_rules.py expects each PROBE_BAD_* to fail with its rule's message.
+// DataCopyPad. tests/sim/test_sim_kernels.py compares each op with numpy;
+// tests/sim/test_sim_rules.py expects each PROBE_BAD_* to fail with its rule's message.
 #include "kernel_operator.h"
 #include "test_kernels.h"
 

@@ -1,5 +1,5 @@
 // test_kernels.h -- tiling structs of the simulator's test kernels and the C entry points
-// of libaclfa_sim_testkernels.so (called from tests/test_sim_kernels.py through cffi).
+// of libaclfa_sim_testkernels.so (called from tests/sim/test_sim_kernels.py through cffi).
 // Every entry launches one kernel synchronously and returns the aclError of the launch,
 // with the violation message (if any) in err. Buffers are device allocations (aclrtMalloc).
 #pragma once

@@ -1,7 +1,7 @@
 /*
  * acl/acl_base_rt.h -- simulator copy of the ACL 1.17 base runtime header (subset acl-fa uses).
  * Names, types, parameter order and values are those of the real header (torch-npu wheel,
- * torch_npu/include/acl/acl_base_rt.h); tests/test_abi.py checks them. Includable from C and C++.
+ * torch_npu/include/acl/acl_base_rt.h); tests/runtime/test_abi.py checks them. Includable from C and C++.
  */
 #pragma once
 

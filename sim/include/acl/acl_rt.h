@@ -1,7 +1,7 @@
 /*
  * acl/acl_rt.h -- simulator copy of the ACL 1.17 runtime header (subset acl-fa uses).
  * Names, types, parameter order and values are those of the real header (torch-npu wheel,
- * torch_npu/include/acl/acl_rt.h); tests/test_abi.py compiles the simulator against the real
+ * torch_npu/include/acl/acl_rt.h); tests/runtime/test_abi.py compiles the simulator against the real
  * header and compares every constant. Includable from C and C++.
  */
 #pragma once

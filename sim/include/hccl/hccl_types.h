@@ -1,7 +1,7 @@
 /*
  * hccl/hccl_types.h -- the subset of CANN's HCCL types that acl-fa uses, mirrored from the
  * real header (shipped in the torch-npu wheel at torch_npu/include/third_party/hccl/inc/hccl/):
- * names and values as there; tests/test_abi.py compiles the simulator's libhccl against the
+ * names and values as there; tests/runtime/test_abi.py compiles the simulator's libhccl against the
  * real header and compares every value. Like the real header, C++ only (const array bounds).
  */
 #pragma once

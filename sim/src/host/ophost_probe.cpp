@@ -1,5 +1,5 @@
 // ophost_probe.cpp -- libophost_probe.so, a test-only C view of sim_host/op_runtime.h over
-// the real op_host code (FlashAttention): tests/test_op_host.py drives InferShape and
+// the real op_host code (FlashAttention): tests/ops/flash_attention/test_op_host.py drives InferShape and
 // TilingFunc through it and decodes the tiling bytes. Not installed with the package.
 #include <algorithm>
 #include <cstddef>

@@ -11,7 +11,7 @@ namespace acl_fa_sim {
 namespace test_hooks {
 
 // Env var of the test-only tiling hook: a block_m (multiple of 16, >= 16) that replaces the one
-// the forward's TilingFunc chose (tests/test_reliability.py). When set, phase one loads the test
+// the forward's TilingFunc chose (tests/ops/test_reliability.py). When set, phase one loads the test
 // library at $ACL_FA_SIM_TEST_HOOKS (tests/sim_hooks/, built by the tests on demand, never
 // installed) and lets its aclfaSimTestTilingHook rewrite the tiling.
 constexpr const char *ENV_TEST_FORCE_BLOCK_M = "ACL_FA_SIM_TEST_FORCE_BLOCK_M";

@@ -1,7 +1,7 @@
 /*
  * acl/error_codes/rt_error_codes.h -- simulator copy of the runtime error codes (subset acl-fa
  * and the simulator use). Values as the real header (torch-npu wheel, ACL 1.17); checked by
- * tests/test_abi.py.
+ * tests/runtime/test_abi.py.
  */
 #pragma once
 

@@ -1,0 +1,147 @@
+"""Each custom operator's interface is written once, in its msopgen op JSON; these tests hold every
+other statement of it to the JSON, for every entry point:
+
+(a) acl_fa/cdefs/aclnn_<op>.h (what the Python layer calls through cffi) declares exactly the
+    two functions msopgen derives from the JSON (names, C types, order), parsed with pycparser;
+(b) the OpDef the op's op_host code registers (inputs / outputs: names, param types,
+    value-depend, dtypes, formats; attrs: names, types, defaults) equals the JSON, read from the
+    simulator's registry (aclfaSimOpDefJson), and each of its AICore targets has the kernel entry;
+(c) (in tests/runtime/test_abi.py) the generated declarations compile against acl_fa/cdefs over the
+    real ACL headers, for every entry.
+The simulator's aclnn entries themselves are generated from the same JSON at build time
+(sim/src/opapi/gen_aclnn.py), so they cannot drift.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+from pathlib import Path
+
+import pycparser
+import pytest
+from pycparser import c_ast
+
+from acl_fa.runtime import loader
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "sim" / "src" / "opapi"))
+import abi_check  # noqa: E402
+import gen_aclnn  # noqa: E402
+
+OPS = [(path, op) for path in abi_check.op_jsons() for op in json.loads(path.read_text())]
+IDS = [op["op"] for _, op in OPS]
+
+# Opaque types of the cdefs, so that pycparser can parse a cdef file on its own.
+_PRELUDE = ("typedef int aclnnStatus; typedef int int64_t; typedef int uint64_t; typedef int bool; "
+            "typedef struct aclTensor aclTensor; typedef struct aclOpExecutor aclOpExecutor; "
+            "typedef void *aclrtStream; typedef struct aclIntArray aclIntArray;\n")
+
+
+def test_every_op_is_covered():
+    assert len(OPS) == 7, [op["op"] for _, op in OPS]
+    assert len({op["op"] for _, op in OPS}) == len(OPS)
+
+
+def _type_text(node) -> str:
+    """A parameter's C type as gen_aclnn writes it ("const aclTensor *", "uint64_t *", "char *")."""
+    stars = 0
+    while isinstance(node, c_ast.PtrDecl):
+        stars += 1
+        node = node.type
+    assert isinstance(node, c_ast.TypeDecl), node
+    base = " ".join(node.quals + node.type.names)
+    return base + (" " + "*" * stars if stars else "")
+
+
+def cdef_functions(header: Path) -> dict[str, list[tuple[str, str]]]:
+    """{function name: [(C type, parameter name)]} of every function a cdef file declares."""
+    text = abi_check._strip_comments(header.read_text())
+    ast = pycparser.CParser().parse(_PRELUDE + text, filename=str(header))
+    functions = {}
+    for ext in ast.ext:
+        if isinstance(ext, c_ast.Decl) and isinstance(ext.type, c_ast.FuncDecl):
+            functions[ext.name] = [(_type_text(p.type), p.name) for p in ext.type.args.params]
+    return functions
+
+
+@pytest.mark.parametrize("path, op", OPS, ids=IDS)
+def test_cdefs_declare_what_msopgen_derives_from_the_json(path, op):
+    iface = gen_aclnn.aclnn_interface(op)
+    header = abi_check.CDEFS / f"aclnn_{iface['snake']}.h"
+    assert header.is_file(), f"{header} is missing for {path.name}"
+    declared = cdef_functions(header)
+    expected = {iface["phase1"]: [(t.strip(), n) for t, n, _, _ in iface["params"]],
+                iface["phase2"]: [(t.strip(), n) for t, n in iface["phase2_params"]]}
+    assert declared == expected, f"{header.name} differs from {path.relative_to(ROOT)}"
+
+
+def test_a_changed_attr_is_caught():
+    """The comparison fails when the JSON and the cdef disagree on one attr."""
+    path, op = next((p, o) for p, o in OPS if o["op"] == "FlashAttention")
+    changed = json.loads(json.dumps(op))
+    changed["attr"][1]["type"] = "int"  # causal: bool -> int
+    iface = gen_aclnn.aclnn_interface(changed)
+    declared = cdef_functions(abi_check.CDEFS / "aclnn_flash_attention.h")
+    assert declared[iface["phase1"]] != [(t.strip(), n) for t, n, _, _ in iface["params"]]
+
+
+# ---- (b) the registered OpDef ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cust_opapi():
+    lib_dir = loader.sim_library_dir()
+    lib = ctypes.CDLL(str(lib_dir / "libcust_opapi.so"), mode=os.RTLD_LAZY | getattr(os, "RTLD_LOCAL", 0))
+    if not hasattr(lib, "aclfaSimOpDefJson"):
+        pytest.skip(f"{lib_dir}/libcust_opapi.so predates aclfaSimOpDefJson (build this tree)")
+    lib.aclfaSimOpDefJson.restype = ctypes.c_size_t
+    lib.aclfaSimOpDefJson.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    return lib_dir, lib
+
+
+def registered_opdef(lib, op_type: str) -> dict:
+    size = lib.aclfaSimOpDefJson(op_type.encode(), None, 0)
+    assert size > 0, f"no OpDef registered as {op_type}"
+    buf = ctypes.create_string_buffer(size + 1)
+    lib.aclfaSimOpDefJson(op_type.encode(), buf, size + 1)
+    return json.loads(buf.value.decode())
+
+
+def _tensor_view(t: dict) -> dict:
+    return {"name": t["name"], "param_type": t["param_type"], "value_depend": t.get("value_depend"),
+            "format": t["format"], "type": t["type"]}
+
+
+def _attr_view(a: dict) -> dict:
+    default = a.get("default_value")
+    if a["type"] == "float" and default is not None:
+        default = round(float(default), 6)  # the OpDef stores a float
+    return {"name": a["name"], "param_type": a.get("param_type", "required"), "type": a["type"],
+            "default_value": default}
+
+
+@pytest.mark.parametrize("path, op", OPS, ids=IDS)
+def test_registered_opdef_equals_the_json(cust_opapi, path, op):
+    _, lib = cust_opapi
+    opdef = registered_opdef(lib, op["op"])
+    assert opdef["op"] == op["op"]
+    for key, view in (("input_desc", _tensor_view), ("output_desc", _tensor_view), ("attr", _attr_view)):
+        assert [view(x) for x in opdef.get(key, [])] == [view(x) for x in op.get(key, [])], (
+            f"{key} of the OpDef registered by op_host differs from {path.relative_to(ROOT)}")
+
+
+# The simulator's kernel binary of each AICore target (sim/src/opapi/CMakeLists.txt).
+ARCH_OF_SOC = {"ascend910b": 2201, "ascend910_93": 2201, "ascend310p": 2002, "ascend910": 1001}
+
+
+@pytest.mark.parametrize("path, op", OPS, ids=IDS)
+def test_every_aicore_target_has_the_kernel_entry(cust_opapi, path, op):
+    lib_dir, lib = cust_opapi
+    targets = registered_opdef(lib, op["op"])["aicore_config"]
+    assert targets and set(targets) <= set(ARCH_OF_SOC), targets
+    entry = gen_aclnn.snake(op["op"])
+    for soc in targets:
+        binary = ctypes.CDLL(str(lib_dir / f"libflash_attention_kernel_{ARCH_OF_SOC[soc]}.so"),
+                             mode=os.RTLD_LAZY | getattr(os, "RTLD_LOCAL", 0))
+        assert hasattr(binary, entry), f"{op['op']} targets {soc} but its kernel binary has no {entry}"
