@@ -20,7 +20,7 @@ import statistics
 import numpy as np
 
 import acl_fa
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.jobs.run import random_inputs
 from acl_fa.jobs.run_backward import random_dout
 from acl_fa.runtime.sim_stats import last_launch

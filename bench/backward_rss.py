@@ -14,7 +14,7 @@ import resource
 import numpy as np
 
 import acl_fa
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.jobs.run import random_inputs
 from acl_fa.jobs.run_backward import random_dout
 

@@ -16,7 +16,7 @@ import json
 import numpy as np
 
 import acl_fa
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.spec.band import window_band
 from acl_fa.spec.options import AttentionOptions
 from acl_fa.ops.backward_v2 import run_backward_v2

@@ -13,7 +13,7 @@ from common import header, table
 import acl_fa  # noqa: E402
 from acl_fa.plan import l2model, timing  # noqa: E402
 from acl_fa.ops.forward import runner_for  # noqa: E402
-from acl_fa.ops.problem import problem_from_sizes  # noqa: E402
+from acl_fa.spec.problem import problem_from_sizes  # noqa: E402
 from acl_fa.plan.roofline import chip_peaks  # noqa: E402
 from acl_fa.jobs.run import format_bytes, random_inputs  # noqa: E402
 

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from acl_fa.parallel import hccl, ring as parallel
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.runtime.loader import get_backend
 
 

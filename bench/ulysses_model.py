@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from acl_fa.parallel import hccl, ring as parallel
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.runtime.loader import get_backend
 from acl_fa.parallel.ulysses import kv_heads_of_rank, ulysses_link_bytes
 

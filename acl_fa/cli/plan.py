@@ -85,20 +85,20 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
 def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
     if soc is None or soc.lower() != "all":
         with reported_as_usage_errors():
-            p = backward_plan.grad_plan(soc=soc, deterministic=deterministic, **problem)
-        click.echo(json.dumps([backward_plan.to_dict(p)], indent=2) if as_json else backward_plan.format_grad_plan(p))
+            p = backward_plan.backward_plan(soc=soc, deterministic=deterministic, **problem)
+        click.echo(json.dumps([backward_plan.to_dict(p)], indent=2) if as_json else backward_plan.format_backward_plan(p))
         return
     rows = []
     for chip in plan_module.chips():
         try:
-            rows.append((chip, backward_plan.grad_plan(soc=chip, deterministic=deterministic, **problem)))
+            rows.append((chip, backward_plan.backward_plan(soc=chip, deterministic=deterministic, **problem)))
         except plan_module.PlanError as exc:
             rows.append((chip, str(exc)))
     if as_json:
-        click.echo(json.dumps([backward_plan.to_dict(p) if isinstance(p, backward_plan.GradPlan) else
+        click.echo(json.dumps([backward_plan.to_dict(p) if isinstance(p, backward_plan.BackwardPlan) else
                                {"chip": c.name, "error": p} for c, p in rows], indent=2))
     else:
-        click.echo(backward_plan.format_grad_plan_table(rows))
+        click.echo(backward_plan.format_backward_plan_table(rows))
 
 
 def _plan_decode(problem: dict, soc: str, as_json: bool) -> None:

@@ -26,7 +26,8 @@ import numpy as np
 
 from ..plan import l2model, timing
 from ..runtime import sim_stats
-from ..ops.problem import Problem, check_plan, problem_from_sizes
+from ..ops.problem import check_plan
+from ..spec.problem import Problem, problem_from_sizes
 from .measure import measure
 from ..spec.layouts import to_bnsd
 from ..plan.roofline import LABEL as ROOFLINE_LABEL

@@ -22,7 +22,7 @@ import numpy as np
 from ..ops import backward
 from ..runtime import sim_stats
 from ..ops.forward import flash_attention
-from ..ops.problem import problem_from_sizes
+from ..spec.problem import problem_from_sizes
 from ..spec.layouts import to_bnsd
 from .measure import measure
 from .run import format_bytes, random_inputs
@@ -131,12 +131,12 @@ def run_backward_bench(*, seqs, batch=1, heads=32, kv_heads=None, head_dim=128, 
             out, lse = flash_attention(q, k, v, causal=causal, layout=layout, num_heads=heads,
                                        num_kv_heads=kv_heads, block_m=block_m or None, block_n=block_n or None,
                                        return_lse=True, session=session)
-            gp, *inputs = backward.make_grad_problem(dout, q, k, v, out, lse, causal=causal, layout=layout,
+            gp, *inputs = backward.make_backward_problem(dout, q, k, v, out, lse, causal=causal, layout=layout,
                                                      num_heads=heads, num_kv_heads=kv_heads,
                                                      deterministic=deterministic, block_m=block_m or None,
                                                      block_n=block_n or None)
             m = measure(session, gp, *inputs, warmup=warmup, iters=iters, download=False, per_core=True,
-                        runner=backward.runner_for(session), check=backward.check_grad_plan)
+                        runner=backward.runner_for(session), check=backward.check_backward_plan)
             standard_ms = None
             if sim:
                 standard_ms = []

@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 
 from ..plan import timing
-from ..ops.problem import Problem, problem_from_sizes
+from ..spec.problem import Problem, problem_from_sizes
 from .measure import measure
 from ..plan.roofline import chip_peaks
 from .run import random_inputs

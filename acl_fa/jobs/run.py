@@ -16,7 +16,7 @@ import numpy as np
 from ..plan import forward as plan_module
 from ..plan import timing
 from ..reference.accuracy import Accuracy, check_accuracy, naive_same_precision
-from ..ops.problem import Problem, problem_from_sizes
+from ..spec.problem import Problem, problem_from_sizes
 from ..runtime.hostmem import check_host_memory
 from ..spec.layouts import to_bnsd
 from .measure import measure

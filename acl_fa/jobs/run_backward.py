@@ -17,8 +17,8 @@ import numpy as np
 from ..ops import backward
 from ..runtime import sim_stats
 from ..reference.accuracy import GradientAccuracy, check_gradients
-from ..ops.problem import Problem, problem_from_sizes
-from ..ops.backward import GradProblem
+from ..spec.problem import Problem, problem_from_sizes
+from ..ops.backward import BackwardProblem
 from .measure import measure
 from .run import RunReport, format_bytes, format_report, random_inputs
 from .run import run_job as run_forward_job
@@ -40,7 +40,7 @@ def useful_backward_macs(problem: Problem) -> int:
 @dataclasses.dataclass
 class BackwardReport:
     forward: RunReport
-    problem: GradProblem
+    problem: BackwardProblem
     block_m: int
     block_n: int
     aivs: int
@@ -110,12 +110,12 @@ def run_backward_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, 
                                  head_dim=head_dim, dtype=dtype, layout=layout, causal=causal, scale=scale,
                                  block_m=block_m, block_n=block_n)
     dout = random_dout(problem, seed)
-    grad_problem, *inputs = backward.make_grad_problem(
+    backward_problem, *inputs = backward.make_backward_problem(
         dout, q, k, v, out, lse, causal=causal, scale=problem.scale, layout=layout, num_heads=heads,
         num_kv_heads=problem.num_kv_heads, deterministic=deterministic, block_m=block_m, block_n=block_n)
     with DeviceSession(device=device, backend=backend) as session:
-        m = measure(session, grad_problem, *inputs, warmup=warmup, iters=iters, per_core=True, tick=tick,
-                    runner=backward.runner_for(session), check=backward.check_grad_plan)
+        m = measure(session, backward_problem, *inputs, warmup=warmup, iters=iters, per_core=True, tick=tick,
+                    runner=backward.runner_for(session), check=backward.check_backward_plan)
         backend_name = session.backend.name
     grads = (m.outputs["dq"], m.outputs["dk"], m.outputs["dv"])
     checks = None
@@ -132,7 +132,7 @@ def run_backward_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, 
                      core_max_over_mean_macs=core_max / core_mean if core_mean else None)
     p, item = problem, problem.dtype.itemsize
     return BackwardReport(
-        forward=forward_report, problem=grad_problem, block_m=m.plan.block_m, block_n=m.plan.block_n,
+        forward=forward_report, problem=backward_problem, block_m=m.plan.block_m, block_n=m.plan.block_n,
         aivs=m.plan.aiv_num, balance=m.plan.imbalance, times_ms=m.times_ms,
         time_label="device time (events)" if backend_name == "npu" else
         "kernel wall time on the CPU simulator (not NPU time)",

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..ops import forward_v2 as attention_v2, opcall
 from ..reference.accuracy import Accuracy, check_accuracy, check_gradients, naive_same_precision
-from ..ops.problem import Problem, problem_from_sizes
+from ..spec.problem import Problem, problem_from_sizes
 from ..spec.band import UNBOUNDED, window_band
 from ..spec.options import AttentionOptions, build_options, dropout_keep_prob
 from ..runtime.errors import InvalidArgumentError
@@ -268,7 +268,7 @@ def run_options_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, h
         bwd = None
         if backward:
             dout = np.random.default_rng(seed + 1).standard_normal(q.shape, dtype=np.float32).astype(q.dtype)
-            grad, *arrays = backward_v2.make_grad_v2_problem(problem, options, dout, q, k, v, out, lse, mask_u8,
+            grad, *arrays = backward_v2.make_backward_v2_problem(problem, options, dout, q, k, v, out, lse, mask_u8,
                                                              deterministic)
             op = backward_v2.FLASH_ATTENTION_GRAD_V2_VARLEN if options.is_varlen else backward_v2.FLASH_ATTENTION_GRAD_V2
             bwd = measure(session, grad, *arrays, warmup=warmup, iters=iters, tick=tick,

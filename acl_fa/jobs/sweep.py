@@ -13,7 +13,7 @@ from typing import Optional
 
 from ..plan import forward as plan_module
 from ..plan import timing
-from ..ops.problem import problem_from_sizes
+from ..spec.problem import problem_from_sizes
 from .run import random_inputs
 from ..api import Session
 

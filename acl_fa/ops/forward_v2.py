@@ -21,7 +21,7 @@ import numpy as np
 
 from . import opcall
 from ..runtime.ffi import ffi
-from .problem import Problem
+from ..spec.problem import Problem
 from ..runtime.errors import InvalidArgumentError
 from .opcall import Op, OpRunner
 from ..plan import forward as planmod

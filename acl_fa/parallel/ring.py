@@ -52,11 +52,11 @@ import numpy as np
 
 from ..api import Session
 from ..ops import forward as attention
-from ..ops.backward import flash_attention_backward, make_grad_problem
+from ..ops.backward import flash_attention_backward, make_backward_problem
 from ..ops.lse_merge import (
     ATTENTION_LSE_MERGE, ATTENTION_LSE_MERGE_INT16, enqueue_merge, enqueue_merge_int16, int16_unsupported)
 from ..ops.lse_merge import runner_for as merge_runner_for
-from ..ops.problem import make_problem, problem_from_sizes
+from ..spec.problem import make_problem, problem_from_sizes
 from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..runtime.loader import get_backend
@@ -700,7 +700,7 @@ class RankContext:
         RankReport follows the gradients: per exchange t = 0 .. P the bytes sent to the next rank
         and the modeled link time, per step t the op's FLOPs at the cube peak (exchange t runs
         beside step t; exchange P, the accumulators' way home, beside nothing)."""
-        grad, dout, q, k, v, out, lse = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
+        grad, dout, q, k, v, out, lse = make_backward_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
                                                           layout=layout, num_heads=num_heads,
                                                           num_kv_heads=num_kv_heads)
         problem = grad.forward
@@ -897,7 +897,7 @@ def ring_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=Fal
     for the upstream gradient dout of out, lse = ring_attention(q, k, v, ...) (or the single-device
     flash_attention with return_lse=True) with the same options, and with `report` (P >= 2) a
     RingReport of its exchanges (RankContext.ring_attention_backward)."""
-    grad, dout, q, k, v, out, lse = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
+    grad, dout, q, k, v, out, lse = make_backward_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
                                                       layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads)
     problem = grad.forward
     be, devices = _ring_devices(problem, devices, backend)

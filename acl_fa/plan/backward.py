@@ -13,11 +13,11 @@ from ..runtime.ffi import ffi
 from ..runtime.errors import AclLibraryError
 from .forward import BudgetLine, ChipLimits, PlanError, chip
 
-__all__ = ["GradPlan", "grad_plan", "to_dict", "format_grad_plan", "format_grad_plan_table"]
+__all__ = ["BackwardPlan", "backward_plan", "to_dict", "format_backward_plan", "format_backward_plan_table"]
 
 
 @dataclass(frozen=True)
-class GradPlan:
+class BackwardPlan:
     chip: ChipLimits
     batch: int
     heads: int
@@ -67,10 +67,10 @@ def _lib():
     return lib
 
 
-def grad_plan(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 1,
+def backward_plan(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 1,
               kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16", layout: str = "BNSD",
               causal: bool = False, deterministic: bool = True, soc: "Optional[str | ChipLimits]" = None,
-              block_m: Optional[int] = None, block_n: Optional[int] = None) -> GradPlan:
+              block_m: Optional[int] = None, block_n: Optional[int] = None) -> BackwardPlan:
     """The backward's plan on `soc`; PlanError names the budget a user block breaks."""
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
     seq_kv = seq if seq_kv is None else seq_kv
@@ -82,7 +82,7 @@ def grad_plan(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: 
     err = ffi.new("char[]", 1024)
     if _lib().aclfaGradPlanCompute(problem, int(bool(deterministic)), c_limits, out, err, 1024) != 0:
         raise PlanError(ffi.string(err).decode())
-    return GradPlan(
+    return BackwardPlan(
         chip=limits, batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, seq_kv=seq_kv, head_dim=head_dim,
         dtype=dtype, layout=layout, causal=bool(causal), deterministic=bool(deterministic),
         block_m=out.blockM, block_n=out.blockN, num_q_blocks=out.numQBlocks, num_kv_blocks=out.numKvBlocks,
@@ -97,7 +97,7 @@ def grad_plan(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: 
         tiling_key=out.tilingKey)
 
 
-def to_dict(p: GradPlan) -> dict:
+def to_dict(p: BackwardPlan) -> dict:
     out = asdict(p)
     out["workspace_bytes"] = p.workspace_bytes
     out["chip"]["has_kernel"] = p.chip.has_kernel
@@ -108,7 +108,7 @@ def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):.2f} MiB"
 
 
-def format_grad_plan(p: GradPlan) -> str:
+def format_backward_plan(p: BackwardPlan) -> str:
     c = p.chip
     mode = "deterministic (dQ added in K/V-block order, IBSet/IBWait)" if p.deterministic else \
         "atomic (dQ added with SetAtomicAdd<float>)"
@@ -136,13 +136,13 @@ def format_grad_plan(p: GradPlan) -> str:
     return "\n".join(lines)
 
 
-def format_grad_plan_table(rows: list) -> str:
-    """One line per chip: rows are (ChipLimits, GradPlan or the PlanError message)."""
+def format_backward_plan_table(rows: list) -> str:
+    """One line per chip: rows are (ChipLimits, BackwardPlan or the PlanError message)."""
     out = [f"{'chip':<14} {'AIC/AIV':>8} {'UB':>7} {'L1':>7} {'BLOCK_M':>7} {'BLOCK_N':>7} {'UB used':>8} "
            f"{'AIVs':>5} {'max/mean':>8} {'workspace':>12}  kernel"]
     for c, p in rows:
         head = f"{c.name:<14} {f'{c.aic_num}/{c.aiv_num}':>8} {c.ub_bytes:>7} {c.l1_bytes:>7}"
-        if isinstance(p, GradPlan):
+        if isinstance(p, BackwardPlan):
             ub = next(b for b in p.budget if b.name.startswith("UB total"))
             out.append(f"{head} {p.block_m:>7} {p.block_n:>7} {ub.bytes:>8} {p.aiv_num:>5} {p.imbalance:>8.3f} "
                        f"{_mib(p.workspace_bytes):>12}  {'yes' if c.has_kernel else 'no'}")

@@ -271,7 +271,7 @@ def test_traced_launch_memory_per_instruction(sim_only):
 import json, resource, acl_fa
 from acl_fa.plan import timing
 from acl_fa.ops.forward import runner_for
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.jobs.run import random_inputs
 problem = problem_from_sizes(seq=16384, heads=1, head_dim=128, causal=True)
 q, k, v = random_inputs(problem)

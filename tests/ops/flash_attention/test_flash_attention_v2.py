@@ -16,7 +16,7 @@ import pytest
 from acl_fa.ops import forward_v2 as attention_v2
 from acl_fa.runtime import sim_stats
 from acl_fa.reference.accuracy import check_accuracy
-from acl_fa.ops.problem import make_problem
+from acl_fa.spec.problem import make_problem
 from acl_fa.spec.options import AttentionOptions as Options
 from acl_fa.runtime.errors import AclError
 from acl_fa.spec.layouts import to_bnsd

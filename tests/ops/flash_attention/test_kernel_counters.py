@@ -11,7 +11,7 @@ import pytest
 
 import acl_fa
 from acl_fa.plan import forward as planmod
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.jobs.measure import measure
 from acl_fa.jobs.run import random_inputs
 
