@@ -10,7 +10,7 @@ from ..jobs import run_options, sweep as sweep_module
 from ..plan import backward as backward_plan, decode as decode_plan, forward as plan_module
 from .options import (
     backward_option, check_plot_support, decode_options, deterministic_option, dropout_option, json_option,
-    mask_density_option, problem_options, reported_as_usage_errors, varlen_option, window_option)
+    mask_density_option, problem_of, problem_options, reported_as_usage_errors, varlen_option, window_option)
 
 @click.command()
 @problem_options
@@ -119,7 +119,8 @@ def _plan_sweep(problem: dict, soc: str, as_json: bool, plot_path) -> None:
     os.environ["ACL_FA_SIM_SOC"] = soc  # the simulated chip of this process
     sizes = {k: v for k, v in problem.items() if k not in ("block_m", "block_n")}
     with reported_as_usage_errors():
-        rows = sweep_module.sweep(**sizes)
+        plan_module.plan(soc=soc, **sizes)  # the plan's own refusal of the sizes first
+        rows = sweep_module.sweep(problem_of(sizes, scale=None, block_m=0, block_n=0))
     title = (f"{plan_module.chip(soc).name} B={sizes['batch']} N={sizes['heads']} S={sizes['seq']} "
              f"D={sizes['head_dim']}{' causal' if sizes['causal'] else ''}")
     click.echo(json.dumps([r.to_dict() for r in rows], indent=2) if as_json else sweep_module.format_sweep(rows, title))

@@ -7,8 +7,8 @@ import click
 
 from ..jobs import profile as profile_module
 from .options import (
-    backend_option, check_plot_support, device_option, json_option, problem_options, reported_as_usage_errors,
-    seed_option)
+    backend_option, check_plot_support, device_option, json_option, problem_of, problem_options,
+    reported_as_usage_errors, seed_option, settings_of)
 
 @click.command()
 @problem_options
@@ -29,12 +29,11 @@ def profile(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal
     resource, a timeline (pipeline model over the simulator's instruction trace; not a measurement)."""
     if plot_path:
         check_plot_support()
+    params = click.get_current_context().params
     with reported_as_usage_errors():
-        report = profile_module.profile_job(
-            seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
-            layout=layout, causal=causal, block_m=block_m or None, block_n=block_n or None,
-            backend="sim" if backend == "auto" else backend, device=device, seed=seed,
-            with_sensitivity=sensitivity)
+        report = profile_module.profile_job(problem_of(params),
+                                            settings_of(params, backend="sim" if backend == "auto" else backend),
+                                            with_sensitivity=sensitivity)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else profile_module.format_profile(report))
     if trace_path:
         with open(trace_path, "w") as f:

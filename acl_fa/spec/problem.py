@@ -18,7 +18,8 @@ from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .layouts import LAYOUT_RANK, LAYOUTS, shape_of, split_dims
 
-__all__ = ["Problem", "make_problem", "problem_from_sizes", "as_array", "resolve_scale", "SUPPORTED_DTYPES"]
+__all__ = ["Problem", "make_problem", "problem_from_sizes", "with_lengths", "as_array", "resolve_scale",
+           "SUPPORTED_DTYPES"]
 
 # float32 runs with float32 operands on the cube where the chip's cube takes them (Atlas A2/A3);
 # the tiling refuses it, naming the chip, elsewhere.
@@ -255,3 +256,12 @@ def _validated_problem(metas: tuple, options: tuple) -> "Problem":
         blocks.append(value)
     return Problem(b, n, nkv, sq, skv, d, q.dtype, layout, bool(causal), scale, blocks[0], blocks[1],
                    tuple(q.shape), tuple(k.shape))
+
+
+def with_lengths(problem: Problem, seq_q: int, seq_kv: int = None) -> Problem:
+    """The validated problem with these sequence lengths (Skv = Sq when None) and everything else
+    of `problem` (a bench's or sweep's rows from one template)."""
+    return problem_from_sizes(seq=seq_q, seq_kv=seq_kv, batch=problem.batch, heads=problem.num_heads,
+                              kv_heads=problem.num_kv_heads, head_dim=problem.head_dim, dtype=problem.dtype_name,
+                              layout=problem.layout, causal=problem.causal, scale=problem.scale,
+                              block_m=problem.block_m, block_n=problem.block_n)

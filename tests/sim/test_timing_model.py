@@ -201,8 +201,9 @@ def test_profile_writes_trace_and_plot(sim_only, tmp_path):
 
 def test_plan_sweep_models_each_fitting_candidate(sim_only):
     from acl_fa.jobs.sweep import format_sweep, sweep
+    from acl_fa.spec.problem import problem_from_sizes
 
-    rows = sweep(seq=256, heads=2, head_dim=64, causal=True, block_ms=(32, 64, 512), block_ns=(64, 128))
+    rows = sweep(problem_from_sizes(seq=256, heads=2, head_dim=64, causal=True), block_ms=(32, 64, 512), block_ns=(64, 128))
     timed = [r for r in rows if r.time_s is not None]
     grid = {(32, 64), (32, 128), (64, 64), (64, 128)}
     chosen = [(r.block_m, r.block_n) for r in timed if r.chosen]
