@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 
 from ..ops import forward_v2 as attention_v2, opcall
+from ..plan.forward import PlanOptions
 from ..reference.accuracy import Accuracy, check_accuracy, check_gradients, naive_same_precision
 from ..spec.problem import Problem, problem_from_sizes
 from ..spec.band import UNBOUNDED, window_band
@@ -31,7 +32,7 @@ from ..runtime.units import format_bytes
 from ..ops import backward_v2
 
 __all__ = ["OptionsRunReport", "RunOptions", "run_options_job", "format_options_report", "band_pairs",
-           "v2_plan_problem"]
+           "v2_plan"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,23 +66,26 @@ def band_pairs(options: AttentionOptions, seq_q: int, seq_kv: int, key_visible: 
     return int((prefix[hi] - prefix[lo]).sum())
 
 
-def v2_plan_problem(problem: dict, *, window=None, varlen=None, dropout=0.0, mask_density=None) -> dict:
-    """The keyword arguments of acl_fa.plan.forward.plan for FlashAttentionV2: `problem` (plan's sizes)
-    with the band of `window` and causal (causal folded in, as the op takes it), the dropout and
-    the key-padding mask of --mask-density ([B, 1, 1, Skv]) and, for a varlen batch, layout TND
-    with the sequence lengths (queries and keys alike)."""
-    pre, nxt = window_band(window, problem["causal"])
-    v2 = dict(problem, causal=False, pre_tokens=pre, next_tokens=nxt, dropout=dropout_keep_prob(dropout) < 1.0)
+def v2_plan(problem: Problem, run_options: RunOptions) -> tuple:
+    """(Problem, PlanOptions) of acl_fa.plan.forward.plan for FlashAttentionV2: `problem` with the
+    band of the window and causal (causal folded in, as the op takes it), the dropout and the
+    key-padding mask of --mask-density ([B, 1, 1, Skv]) and, for a varlen batch, layout TND with
+    the sequence lengths (queries and keys alike). The problem may be unchecked (the plan checks it)."""
+    window, varlen, mask_density = run_options.window, run_options.varlen, run_options.mask_density
+    pre, nxt = window_band(window, problem.causal)
+    dropout = dropout_keep_prob(run_options.dropout) < 1.0
+    problem, mask_shape, lens = dataclasses.replace(problem, causal=False), None, {}
     if mask_density is not None:
         if varlen is not None:
             raise InvalidArgumentError("--mask-density does not combine with --varlen (masks with varlen are not "
                                        "taken)")
         key_padding_mask(1, 1, mask_density)  # validates the fraction
-        v2["mask_shape"] = (problem["batch"], 1, 1, problem["seq_kv"] or problem["seq"])
+        mask_shape = (problem.batch, 1, 1, problem.seq_kv)
     if varlen is not None:
-        v2.update(layout="TND", seq_lens_q=tuple(varlen), seq_lens_kv=tuple(varlen), batch=len(varlen),
-                  seq=max(varlen), seq_kv=max(varlen))
-    return v2
+        problem = dataclasses.replace(problem, layout="TND", batch=len(varlen), seq_q=max(varlen),
+                                      seq_kv=max(varlen))
+        lens = dict(seq_lens_q=tuple(varlen), seq_lens_kv=tuple(varlen))
+    return problem, PlanOptions(pre_tokens=pre, next_tokens=nxt, mask_shape=mask_shape, dropout=dropout, **lens)
 
 
 def band_work_line(p) -> str:

@@ -43,13 +43,11 @@ def sweep(problem: Problem, settings: JobSettings = JobSettings(backend="sim"), 
           block_ms=BLOCK_M_CANDIDATES, block_ns=BLOCK_N_CANDIDATES) -> list:
     """One SweepRow per (block_m, block_n) pair, on the session's (simulated) chip; the problem's
     own blocks are not used. `settings.progress()` is called after each timed pair."""
-    p = problem
-    sizes = dict(seq=p.seq_q, seq_kv=p.seq_kv, batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads,
-                 head_dim=p.head_dim, dtype=p.dtype_name, layout=p.layout, causal=p.causal)
+    p = dataclasses.replace(problem, block_m=0, block_n=0)
     rows = []
     with Session(device=settings.device, backend=settings.backend) as session:
         soc = session.soc_name()
-        chosen = plan_module.plan(soc=soc, **sizes)
+        chosen = plan_module.plan(p, soc)
         clock_hz = timing.pipe_costs(session.backend)["clockMHz"] * 1e6
         q, k, v = random_inputs(problem, settings.seed)
         # The grid, and the policy's own choice where the grid does not hold it.
@@ -58,7 +56,7 @@ def sweep(problem: Problem, settings: JobSettings = JobSettings(backend="sim"), 
             pairs.append((chosen.block_m, chosen.block_n))
         for bm, bn in pairs:
             try:
-                plan_module.plan(soc=soc, block_m=bm, block_n=bn, **sizes)
+                plan_module.plan(dataclasses.replace(p, block_m=bm, block_n=bn), soc)
             except plan_module.PlanError as exc:
                 rows.append(SweepRow(bm, bn, None, None, None, None, str(exc)))
                 continue
@@ -68,7 +66,7 @@ def sweep(problem: Problem, settings: JobSettings = JobSettings(backend="sim"), 
             model = timing.last_model(session.backend)
             # The closed form describes the MIX path only; the coupled path chooses without it.
             analytic = (None if chosen.chip.coupled else
-                        plan_module.analytic_cycles(soc=soc, block_m=bm, block_n=bn, **sizes) / clock_hz)
+                        plan_module.analytic_cycles(dataclasses.replace(p, block_m=bm, block_n=bn), soc) / clock_hz)
             rows.append(SweepRow(bm, bn, model.seconds, analytic, p.flops() / model.seconds / 1e12,
                                  model.critical, None, (bm, bn) == (chosen.block_m, chosen.block_n)))
             if settings.progress:

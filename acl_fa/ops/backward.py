@@ -65,10 +65,7 @@ def make_backward_problem(dout, q, k, v, out, lse, *, causal=False, scale=None, 
 def check_backward_plan(problem: BackwardProblem, soc: str):
     """Runs the backward's tiling policy for the chip before any device work; a user block that
     does not fit raises InvalidArgumentError (PlanError) naming the budget line. Returns the plan."""
-    p = problem.forward
-    return backward_plan(batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, seq=p.seq_q, seq_kv=p.seq_kv,
-                     head_dim=p.head_dim, dtype=p.dtype_name, layout=p.layout, causal=p.causal,
-                     deterministic=problem.deterministic, block_m=p.block_m, block_n=p.block_n, soc=soc)
+    return backward_plan(problem.forward, soc, problem.deterministic)
 
 
 class FlashAttentionGradOp(Op):

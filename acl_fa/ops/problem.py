@@ -23,11 +23,7 @@ def check_plan(problem: Problem, soc: str):
     """Runs the tiling policy for the chip before any device work; InvalidArgumentError with
     the broken budget line when a user block does not fit. Returns the plan."""
     try:
-        return planmod.plan(
-            batch=problem.batch, heads=problem.num_heads, kv_heads=problem.num_kv_heads,
-            seq=problem.seq_q, seq_kv=problem.seq_kv, head_dim=problem.head_dim,
-            dtype=problem.dtype_name, layout=problem.layout, causal=problem.causal,
-            block_m=problem.block_m, block_n=problem.block_n, soc=soc)
+        return planmod.plan(problem, soc)
     except planmod.PlanError as exc:
         raise InvalidArgumentError(str(exc)) from exc
 

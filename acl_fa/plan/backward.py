@@ -12,6 +12,7 @@ from . import forward as planmod
 from ..runtime.ffi import ffi
 from ..runtime.errors import AclLibraryError
 from .forward import BudgetLine, ChipLimits, PlanError, chip
+from ..spec.problem import Problem
 
 __all__ = ["BackwardPlan", "backward_plan", "to_dict", "format_backward_plan", "format_backward_plan_table"]
 
@@ -67,24 +68,21 @@ def _lib():
     return lib
 
 
-def backward_plan(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 1,
-              kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16", layout: str = "BNSD",
-              causal: bool = False, deterministic: bool = True, soc: "Optional[str | ChipLimits]" = None,
-              block_m: Optional[int] = None, block_n: Optional[int] = None) -> BackwardPlan:
-    """The backward's plan on `soc`; PlanError names the budget a user block breaks."""
+def backward_plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None,
+                  deterministic: bool = True) -> BackwardPlan:
+    """The backward's plan of the forward `problem` on `soc`; PlanError names the budget a user
+    block breaks (the problem may be unchecked: sized_problem)."""
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
-    seq_kv = seq if seq_kv is None else seq_kv
-    kv_heads = heads if kv_heads is None else kv_heads
-    problem, c_limits = planmod.c_problem_and_limits(
-        limits, seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-        dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
+    p = problem
+    c, c_limits = planmod.c_problem_and_limits(limits, p)
     out = ffi.new("aclfaGradPlan *")
     err = ffi.new("char[]", 1024)
-    if _lib().aclfaGradPlanCompute(problem, int(bool(deterministic)), c_limits, out, err, 1024) != 0:
+    if _lib().aclfaGradPlanCompute(c, int(bool(deterministic)), c_limits, out, err, 1024) != 0:
         raise PlanError(ffi.string(err).decode())
     return BackwardPlan(
-        chip=limits, batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, seq_kv=seq_kv, head_dim=head_dim,
-        dtype=dtype, layout=layout, causal=bool(causal), deterministic=bool(deterministic),
+        chip=limits, batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, seq=p.seq_q, seq_kv=p.seq_kv,
+        head_dim=p.head_dim, dtype=p.dtype_name, layout=p.layout, causal=bool(p.causal),
+        deterministic=bool(deterministic),
         block_m=out.blockM, block_n=out.blockN, num_q_blocks=out.numQBlocks, num_kv_blocks=out.numKvBlocks,
         row_chunk=out.rowChunk, block_dim=out.blockDim, aiv_num=out.aivNum, num_dq_flags=out.numDqFlags,
         total_units=out.totalUnits, unit_start=[out.unitStart[i] for i in range(out.aivNum + 1)],

@@ -18,7 +18,7 @@ from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .layouts import LAYOUT_RANK, LAYOUTS, shape_of, split_dims
 
-__all__ = ["Problem", "make_problem", "problem_from_sizes", "with_lengths", "as_array", "resolve_scale",
+__all__ = ["Problem", "make_problem", "problem_from_sizes", "sized_problem", "with_lengths", "as_array", "resolve_scale",
            "SUPPORTED_DTYPES"]
 
 # float32 runs with float32 operands on the cube where the chip's cube takes them (Atlas A2/A3);
@@ -72,7 +72,8 @@ class Problem:
 
     @property
     def dtype_name(self) -> str:
-        return _DTYPE_NAMES[self.dtype]
+        """float16, bfloat16 or float32 (an unchecked problem's other dtype: as given)."""
+        return _DTYPE_NAMES.get(self.dtype, str(self.dtype))
 
     def visible_pairs(self) -> int:
         """(query, key) pairs that take part, per head: Sq*Skv, or fewer when causal."""
@@ -265,3 +266,22 @@ def with_lengths(problem: Problem, seq_q: int, seq_kv: int = None) -> Problem:
                               kv_heads=problem.num_kv_heads, head_dim=problem.head_dim, dtype=problem.dtype_name,
                               layout=problem.layout, causal=problem.causal, scale=problem.scale,
                               block_m=problem.block_m, block_n=problem.block_n)
+
+
+def sized_problem(*, seq, seq_kv=None, batch=1, heads=1, kv_heads=None, head_dim=128, dtype="float16",
+                  layout="BNSD", causal=False, block_m=None, block_n=None) -> Problem:
+    """These sizes as a Problem, NOT validated: what the plans take, whose tiling policy checks the
+    sizes itself and names its own rule (acl-fa plan; PlanError). Ops and jobs use
+    problem_from_sizes. Defaults as the plans' (one head); a dtype numpy does not know stays a str."""
+    try:
+        np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    except TypeError:
+        np_dtype = dtype
+    seq_kv = seq if seq_kv is None else seq_kv
+    kv_heads = heads if kv_heads is None else kv_heads
+    shapes = ((), ())
+    if layout in LAYOUTS:
+        shapes = (shape_of(layout, batch, heads, seq, head_dim), shape_of(layout, batch, kv_heads, seq_kv, head_dim))
+    scale = 1.0 / math.sqrt(head_dim) if isinstance(head_dim, numbers.Real) and head_dim > 0 else 0.0
+    return Problem(batch, heads, kv_heads, seq, seq_kv, head_dim, np_dtype, layout, causal, scale, block_m or 0,
+                   block_n or 0, *shapes)

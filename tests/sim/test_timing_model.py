@@ -129,7 +129,7 @@ def test_operator_has_no_race(session, sim_only, case):
 def test_solo_rows_narrow_band_has_no_race(session, sim_only):
     """A narrow band runs each AIV's own QK and P.V (plan.solo_rows, no pair meetings): its P
     reaches GM before its P.V request by the kernel's MTE3 -> S wait alone."""
-    from acl_fa.plan.forward import plan
+    from sized_plans import plan
 
     assert plan(seq=512, heads=2, head_dim=64, soc=session.soc_name(), pre_tokens=24, next_tokens=0).solo_rows
     q, k, v = _inputs("BNSD", 1, 2, 2, 512, 512, 64, "float16")

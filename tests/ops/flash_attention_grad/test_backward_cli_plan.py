@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import acl_fa
 from acl_fa.plan import forward as planmod
-from acl_fa.plan.backward import backward_plan
+from sized_plans import backward_plan
 from acl_fa.cli import main
 from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
 
