@@ -10,7 +10,7 @@ from ..jobs import bench as bench_module, bench_backward, decode_run
 from .options import (
     backend_option, backward_option, check_plot_support, decode_options, deterministic_option, device_option,
     decode_problem_of, decode_settings_of, json_option, problem_of, problem_options, progress,
-    reported_as_usage_errors, seed_option, settings_of)
+    reported_as_usage_errors, seed_option, settings_of, write_plot)
 
 class _SeqList(click.ParamType):
     """Comma-separated positive integers: 512,1024,2048."""
@@ -85,11 +85,7 @@ def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal,
                                         settings_of(params, progress=_row_done(bar)), seq_kv=seq_kv)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else bench_module.format_bench(report))
     if plot_path:
-        try:
-            bench_module.plot_bench(report, plot_path)
-        except ImportError as exc:
-            raise click.ClickException(str(exc)) from exc
-        click.echo(f"plot written to {plot_path}", err=True)
+        write_plot(lambda path: bench_module.plot_bench(report, path), plot_path)
 
 
 def _row_done(bar):

@@ -79,6 +79,16 @@ def check_plot_support():
                                f"{sys.executable} -m pip install matplotlib")
 
 
+def write_plot(draw, path) -> None:
+    """`draw(path)` (a job's plot function), then says where the picture went; a missing
+    matplotlib ends the command with its message."""
+    try:
+        draw(path)
+    except ImportError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"plot written to {path}", err=True)
+
+
 @contextlib.contextmanager
 def reported_as_usage_errors():
     """acl-fa's own exceptions (refused input, a failed ACL call, libraries not found) end the

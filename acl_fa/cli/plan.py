@@ -11,7 +11,7 @@ from ..jobs import run_options, sweep as sweep_module
 from ..plan import backward as backward_plan, decode as decode_plan, forward as plan_module
 from .options import (
     backward_option, check_plot_support, decode_options, deterministic_option, dropout_option, json_option,
-    mask_density_option, problem_options, reported_as_usage_errors, varlen_option, window_option)
+    mask_density_option, problem_options, reported_as_usage_errors, varlen_option, window_option, write_plot)
 from ..spec.problem import sized_problem, with_lengths
 
 @click.command()
@@ -127,8 +127,4 @@ def _plan_sweep(problem, soc: str, as_json: bool, plot_path) -> None:
              f"D={sizes.head_dim}{' causal' if sizes.causal else ''}")
     click.echo(json.dumps([r.to_dict() for r in rows], indent=2) if as_json else sweep_module.format_sweep(rows, title))
     if plot_path:
-        try:
-            sweep_module.plot_sweep(rows, plot_path, title)
-        except ImportError as exc:
-            raise click.ClickException(str(exc)) from exc
-        click.echo(f"plot written to {plot_path}", err=True)
+        write_plot(lambda path: sweep_module.plot_sweep(rows, path, title), plot_path)

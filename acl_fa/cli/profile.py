@@ -8,7 +8,7 @@ import click
 from ..jobs import profile as profile_module
 from .options import (
     backend_option, check_plot_support, device_option, json_option, problem_of, problem_options,
-    reported_as_usage_errors, seed_option, settings_of)
+    reported_as_usage_errors, seed_option, settings_of, write_plot)
 
 @click.command()
 @problem_options
@@ -40,8 +40,4 @@ def profile(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal
             json.dump(profile_module.chrome_trace(report), f)
         click.echo(f"trace written to {trace_path}", err=True)
     if plot_path:
-        try:
-            profile_module.plot_timeline(report, plot_path)
-        except ImportError as exc:
-            raise click.ClickException(str(exc)) from exc
-        click.echo(f"plot written to {plot_path}", err=True)
+        write_plot(lambda path: profile_module.plot_timeline(report, path), plot_path)

@@ -126,9 +126,7 @@ def _backward_row(session, p: Problem, settings: JobSettings, deterministic: boo
     dout = random_dout(p, settings.seed)
     out, lse = flash_attention(q, k, v, causal=p.causal, layout=p.layout, num_heads=p.num_heads,
                                num_kv_heads=p.num_kv_heads, return_lse=True, session=session, **blocks)
-    gp, *inputs = backward.make_backward_problem(dout, q, k, v, out, lse, causal=p.causal, layout=p.layout,
-                                                 num_heads=p.num_heads, num_kv_heads=p.num_kv_heads,
-                                                 deterministic=deterministic, **blocks)
+    gp, *inputs = backward.make_backward_problem(p, dout, q, k, v, out, lse, deterministic)
     m = measure(session, gp, *inputs, warmup=warmup, iters=iters, download=False, per_core=True,
                 runner=backward.runner_for(session), check=backward.check_backward_plan)
     standard_ms = None

@@ -27,7 +27,7 @@ from ..runtime.session import DeviceSession
 from ..plan.standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
 from ..runtime.units import format_bytes
 
-__all__ = ["RunReport", "run_job", "random_inputs", "format_report"]
+__all__ = ["RunReport", "run_job", "random_inputs", "format_report", "check_line"]
 
 # Problems whose every head is checked; larger ones are checked on a sample of heads.
 FULL_CHECK_PAIRS = 1 << 24   # B * N * Sq * Skv
@@ -215,10 +215,13 @@ def format_report(r: RunReport) -> str:
                      f"{r.sim['vector_elems'] / 1e9:.2f} G, scalar accesses {r.sim['scalar_accesses']}, "
                      f"UB peak {format_bytes(r.sim['ub_high_water'])}")
     if r.accuracy is not None:
-        a = r.accuracy
-        heads = "all heads" if len(a.checked_heads) == p.num_heads else f"heads {list(a.checked_heads)}"
-        verdict = "OK" if a.ok else "FAILED"
-        lines.append(f"check       max |out - ref| = {a.max_error:.3g} <= {a.tolerance:.3g} "
-                     f"(2 x naive {p.dtype_name} error {a.naive_error:.3g}); {heads}; "
-                     f"LSE error {a.lse_max_error:.3g}: {verdict}")
+        lines.append(check_line(r.accuracy, p))
     return "\n".join(lines)
+
+
+def check_line(a: Accuracy, p: Problem) -> str:
+    """The report's 'check' line of a forward's accuracy against the float64 reference."""
+    heads = "all heads" if len(a.checked_heads) == p.num_heads else f"heads {list(a.checked_heads)}"
+    return (f"check       max |out - ref| = {a.max_error:.3g} <= {a.tolerance:.3g} "
+            f"(2 x naive {p.dtype_name} error {a.naive_error:.3g}); {heads}; "
+            f"LSE error {a.lse_max_error:.3g}: {'OK' if a.ok else 'FAILED'}")

@@ -100,10 +100,7 @@ def run_backward_job(problem: Problem, settings: JobSettings = JobSettings(l2=Fa
     tick = settings.tick
     forward_report, (q, k, v, out, lse) = run_forward_job(problem, settings, return_arrays=True)
     dout = random_dout(problem, settings.seed)
-    backward_problem, *inputs = backward.make_backward_problem(
-        dout, q, k, v, out, lse, causal=problem.causal, scale=problem.scale, layout=problem.layout,
-        num_heads=problem.num_heads, num_kv_heads=problem.num_kv_heads, deterministic=deterministic,
-        block_m=problem.block_m or None, block_n=problem.block_n or None)
+    backward_problem, *inputs = backward.make_backward_problem(problem, dout, q, k, v, out, lse, deterministic)
     with DeviceSession(device=settings.device, backend=settings.backend) as session:
         m = measure(session, backward_problem, *inputs, warmup=settings.warmup, iters=settings.iters, per_core=True,
                     tick=tick, runner=backward.runner_for(session), check=backward.check_backward_plan)

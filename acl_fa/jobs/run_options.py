@@ -26,7 +26,7 @@ from ..spec.layouts import to_bnsd
 from .measure import measure
 from .settings import JobSettings, time_label
 from ..reference.attention import attention_reference, varlen_sequences
-from .run import FULL_CHECK_PAIRS, SAMPLE_HEADS, random_inputs
+from .run import FULL_CHECK_PAIRS, SAMPLE_HEADS, check_line, random_inputs
 from ..runtime.session import DeviceSession
 from ..runtime.units import format_bytes
 from ..ops import backward_v2
@@ -334,11 +334,7 @@ def format_options_report(r: OptionsRunReport) -> str:
                      f"(visible pairs x D x 2): {macs / max(1, r.useful_macs):.3f}x; GM traffic "
                      f"{format_bytes(r.sim['gm_bytes'])}")
     if r.accuracy is not None:
-        a = r.accuracy
-        heads = "all heads" if len(a.checked_heads) == p.num_heads else f"heads {list(a.checked_heads)}"
-        lines.append(f"check       max |out - ref| = {a.max_error:.3g} <= {a.tolerance:.3g} (2 x naive "
-                     f"{p.dtype_name} error {a.naive_error:.3g}); {heads}; LSE error {a.lse_max_error:.3g}: "
-                     f"{'OK' if a.ok else 'FAILED'}")
+        lines.append(check_line(r.accuracy, p))
     if r.backward_times_ms is not None:
         lines.append(f"backward    {statistics.median(r.backward_times_ms):.3f} ms per iteration (median of "
                      f"{len(r.backward_times_ms)}; {r.time_label})")

@@ -40,11 +40,9 @@ class BackwardProblem:
         return self.forward.flops() // 2 * 5
 
 
-def make_backward_problem(dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD", num_heads=None,
-                      num_kv_heads=None, deterministic=True, block_m=None, block_n=None) -> tuple:
-    """Validates a backward call; returns (BackwardProblem, dout, q, k, v, out, lse) as numpy arrays."""
-    problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
-                                    num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+def make_backward_problem(problem: Problem, dout, q, k, v, out, lse, deterministic=True) -> tuple:
+    """Validates the rest of a backward call of the forward `problem` (q, k, v as make_problem
+    returned them with it); returns (BackwardProblem, dout, q, k, v, out, lse) as numpy arrays."""
     dout, out, lse = (as_array(name, x) for name, x in (("dout", dout), ("out", out), ("lse", lse)))
     check_like_forward(q, dout, out, lse)
     if lse.shape != problem.lse_shape:
@@ -127,9 +125,9 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
         check_float32_range(forward, *(as_array(name, x) for name, x in (("q", q), ("k", k), ("v", v))))
         session = default_session(backend, device) if session is None else session
         return run_backward_v2(session, forward, options, dout, q, k, v, out, lse, mask, deterministic)
-    problem, *arrays = make_backward_problem(dout, q, k, v, out, lse, causal=causal or options.is_causal, scale=scale,
-                                         layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads,
-                                         deterministic=deterministic, block_m=block_m, block_n=block_n)
+    forward, q, k, v = make_problem(q, k, v, causal=causal or options.is_causal, scale=scale, layout=layout,
+                                    num_heads=num_heads, num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+    problem, *arrays = make_backward_problem(forward, dout, q, k, v, out, lse, deterministic)
     check_float32_range(problem.forward, *arrays[1:4])  # the scores it recomputes, as the forward's
     session = default_session(backend, device) if session is None else session
     return runner_for(session).run(problem, *arrays)

@@ -700,9 +700,9 @@ class RankContext:
         RankReport follows the gradients: per exchange t = 0 .. P the bytes sent to the next rank
         and the modeled link time, per step t the op's FLOPs at the cube peak (exchange t runs
         beside step t; exchange P, the accumulators' way home, beside nothing)."""
-        grad, dout, q, k, v, out, lse = make_backward_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
-                                                          layout=layout, num_heads=num_heads,
-                                                          num_kv_heads=num_kv_heads)
+        forward, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                                        num_kv_heads=num_kv_heads)
+        grad, dout, q, k, v, out, lse = make_backward_problem(forward, dout, q, k, v, out, lse)
         problem = grad.forward
         if problem.seq_q != problem.seq_kv:
             raise InvalidArgumentError(f"rank {self.rank}: the q shard has {problem.seq_q} rows and the k/v shard "
@@ -897,8 +897,9 @@ def ring_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=Fal
     for the upstream gradient dout of out, lse = ring_attention(q, k, v, ...) (or the single-device
     flash_attention with return_lse=True) with the same options, and with `report` (P >= 2) a
     RingReport of its exchanges (RankContext.ring_attention_backward)."""
-    grad, dout, q, k, v, out, lse = make_backward_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
-                                                      layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads)
+    forward, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                                    num_kv_heads=num_kv_heads)
+    grad, dout, q, k, v, out, lse = make_backward_problem(forward, dout, q, k, v, out, lse)
     problem = grad.forward
     be, devices = _ring_devices(problem, devices, backend)
     p = len(devices)

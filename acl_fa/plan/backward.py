@@ -11,14 +11,14 @@ from typing import Optional
 from . import forward as planmod
 from ..runtime.ffi import ffi
 from ..runtime.errors import AclLibraryError
-from .forward import BudgetLine, ChipLimits, PlanError, chip
+from .forward import BudgetLine, ChipLimits, PlanError, Workspace, chip
 from ..spec.problem import Problem
 
 __all__ = ["BackwardPlan", "backward_plan", "to_dict", "format_backward_plan", "format_backward_plan_table"]
 
 
 @dataclass(frozen=True)
-class BackwardPlan:
+class BackwardPlan(Workspace):
     chip: ChipLimits
     batch: int
     heads: int
@@ -50,10 +50,6 @@ class BackwardPlan:
     user_workspace_bytes: int = 0
     system_workspace_bytes: int = 0
     tiling_key: int = 0
-
-    @property
-    def workspace_bytes(self) -> int:
-        return self.system_workspace_bytes + self.user_workspace_bytes
 
 
 def _lib():

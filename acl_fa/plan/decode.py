@@ -19,7 +19,7 @@ from . import forward as planmod
 from ..runtime.ffi import ffi
 from ..spec.band import window_band
 from ..runtime.errors import AclLibraryError
-from .forward import BudgetLine, ChipLimits, PlanError, chip
+from .forward import BudgetLine, ChipLimits, PlanError, Workspace, chip
 
 __all__ = ["DecodePlan", "decode_plan", "format_decode_plan"]
 
@@ -27,7 +27,7 @@ _DTYPE_BYTES = {"float16": 2, "bfloat16": 2}
 
 
 @dataclass(frozen=True)
-class DecodePlan:
+class DecodePlan(Workspace):
     chip: ChipLimits
     batch: int
     heads: int
@@ -60,10 +60,6 @@ class DecodePlan:
     user_workspace_bytes: int = 0
     system_workspace_bytes: int = 0
     tiling_key: int = 0
-
-    @property
-    def workspace_bytes(self) -> int:
-        return self.system_workspace_bytes + self.user_workspace_bytes
 
     @property
     def aic_units(self) -> list:

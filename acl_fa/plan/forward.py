@@ -94,8 +94,18 @@ class BudgetLine:
     capacity: int
 
 
+class Workspace:
+    """What every plan (forward, backward, decode) asks of ws[0]: its system_workspace_bytes and
+    user_workspace_bytes fields added."""
+
+    @property
+    def workspace_bytes(self) -> int:
+        """ws[0] the operator asks for: library-API (system) workspace + user workspace."""
+        return self.system_workspace_bytes + self.user_workspace_bytes
+
+
 @dataclass(frozen=True)
-class Plan:
+class Plan(Workspace):
     chip: ChipLimits
     batch: int
     heads: int
@@ -137,11 +147,6 @@ class Plan:
     mask_shape: Optional[tuple] = None
     dropout: bool = False
     dropout_mask_out: bool = False
-
-    @property
-    def workspace_bytes(self) -> int:
-        """ws[0] the operator asks for: library-API (system) workspace + user workspace."""
-        return self.system_workspace_bytes + self.user_workspace_bytes
 
     @property
     def tensor_bytes(self) -> int:
