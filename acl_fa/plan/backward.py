@@ -11,24 +11,14 @@ from typing import Optional
 from . import forward as planmod
 from ..runtime.ffi import ffi
 from ..runtime.errors import AclLibraryError
-from .forward import BudgetLine, ChipLimits, PlanError, Workspace, chip
+from .forward import BudgetLine, ChipLimits, PlanError, PlannedSizes, Workspace, budget_lines, chip
 from ..spec.problem import Problem
 
 __all__ = ["BackwardPlan", "backward_plan", "to_dict", "format_backward_plan", "format_backward_plan_table"]
 
 
 @dataclass(frozen=True)
-class BackwardPlan(Workspace):
-    chip: ChipLimits
-    batch: int
-    heads: int
-    kv_heads: int
-    seq: int
-    seq_kv: int
-    head_dim: int
-    dtype: str
-    layout: str
-    causal: bool
+class BackwardPlan(PlannedSizes, Workspace):
     deterministic: bool
     block_m: int
     block_n: int
@@ -76,9 +66,7 @@ def backward_plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None,
     if _lib().aclfaGradPlanCompute(c, int(bool(deterministic)), c_limits, out, err, 1024) != 0:
         raise PlanError(ffi.string(err).decode())
     return BackwardPlan(
-        chip=limits, batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, seq=p.seq_q, seq_kv=p.seq_kv,
-        head_dim=p.head_dim, dtype=p.dtype_name, layout=p.layout, causal=bool(p.causal),
-        deterministic=bool(deterministic),
+        **PlannedSizes.of(limits, p), deterministic=bool(deterministic),
         block_m=out.blockM, block_n=out.blockN, num_q_blocks=out.numQBlocks, num_kv_blocks=out.numKvBlocks,
         row_chunk=out.rowChunk, block_dim=out.blockDim, aiv_num=out.aivNum, num_dq_flags=out.numDqFlags,
         total_units=out.totalUnits, unit_start=[out.unitStart[i] for i in range(out.aivNum + 1)],
@@ -114,10 +102,7 @@ def format_backward_plan(p: BackwardPlan) -> str:
         f"{p.num_q_blocks} query x {p.num_kv_blocks} kv blocks per head; row chunk {p.row_chunk}",
         "budget    (per AIV UB buffers in the kernel's InitBuffer order, then totals)",
     ]
-    width = max(len(b.name) for b in p.budget)
-    for b in p.budget:
-        pct = 100.0 * b.bytes / b.capacity if b.capacity else 0.0
-        lines.append(f"  {b.name:<{width}}  {b.bytes:>9} B / {b.capacity:>9} B  {pct:5.1f}%")
+    lines += budget_lines(p.budget)
     lines += [
         f"cores     {p.total_units} K/V-block units on {p.aiv_num} AIVs ({p.block_dim} blocks); work (query blocks "
         f"walked) total {p.total_work}, max/AIV {p.max_core_work}, mean {p.mean_core_work:.1f}, "

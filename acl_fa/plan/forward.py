@@ -94,6 +94,36 @@ class BudgetLine:
     capacity: int
 
 
+def budget_lines(budget: list) -> list:
+    """A plan report's budget lines: each BudgetLine's bytes against its capacity."""
+    width = max(len(b.name) for b in budget)
+    return [f"  {b.name:<{width}}  {b.bytes:>9} B / {b.capacity:>9} B  "
+            f"{100.0 * b.bytes / b.capacity if b.capacity else 0.0:5.1f}%" for b in budget]
+
+
+@dataclass(frozen=True)
+class PlannedSizes:
+    """The sizes a forward or backward plan was made for, as its report and JSON give them (a
+    varlen plan: the count and the longest sequences)."""
+
+    chip: ChipLimits
+    batch: int
+    heads: int
+    kv_heads: int
+    seq: int
+    seq_kv: int
+    head_dim: int
+    dtype: str
+    layout: str
+    causal: bool
+
+    @classmethod
+    def of(cls, limits: ChipLimits, p: Problem) -> dict:
+        """The keyword arguments of these fields for a plan of `p` on `limits`."""
+        return dict(chip=limits, batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, seq=p.seq_q,
+                    seq_kv=p.seq_kv, head_dim=p.head_dim, dtype=p.dtype_name, layout=p.layout, causal=bool(p.causal))
+
+
 class Workspace:
     """What every plan (forward, backward, decode) asks of ws[0]: its system_workspace_bytes and
     user_workspace_bytes fields added."""
@@ -105,17 +135,7 @@ class Workspace:
 
 
 @dataclass(frozen=True)
-class Plan(Workspace):
-    chip: ChipLimits
-    batch: int
-    heads: int
-    kv_heads: int
-    seq: int
-    seq_kv: int
-    head_dim: int
-    dtype: str
-    layout: str
-    causal: bool
+class Plan(PlannedSizes, Workspace):
     block_m: int
     block_n: int
     sub_block_m: int
@@ -380,11 +400,8 @@ def plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None, options: Pl
     err = ffi.new("char[]", _ERR_LEN)
     if _plan_lib().aclfaPlanCompute(c, c_limits, out, err, _ERR_LEN) != 0:
         raise PlanError(ffi.string(err).decode())
-    p = problem
     return Plan(
-        chip=limits, batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, seq=p.seq_q, seq_kv=p.seq_kv,
-        head_dim=p.head_dim, dtype=p.dtype_name, layout=p.layout, causal=bool(p.causal),
-        block_m=out.blockM, block_n=out.blockN, sub_block_m=out.subBlockM,
+        **PlannedSizes.of(limits, problem), block_m=out.blockM, block_n=out.blockN, sub_block_m=out.subBlockM,
         num_q_blocks=out.numQBlocks, num_kv_blocks=out.numKvBlocks, q_zigzag=bool(out.qZigzag),
         used_core_num=out.usedCoreNum, total_items=out.totalItems,
         core_item_start=[out.coreItemStart[i] for i in range(out.usedCoreNum + 1)],
@@ -445,10 +462,7 @@ def format_plan(p: Plan) -> str:
         f"{p.num_q_blocks} query x {p.num_kv_blocks} kv blocks per head",
         f"budget    (per {unit} UB buffers in the kernel's InitBuffer order, then totals)",
     ]
-    width = max(len(b.name) for b in p.budget)
-    for b in p.budget:
-        pct = 100.0 * b.bytes / b.capacity if b.capacity else 0.0
-        lines.append(f"  {b.name:<{width}}  {b.bytes:>9} B / {b.capacity:>9} B  {pct:5.1f}%")
+    lines += budget_lines(p.budget)
     order = "zigzag query blocks" if p.q_zigzag else "in order"
     cores = "AI Cores" if c.coupled else "AIC cores"
     lines.append(
