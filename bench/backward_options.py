@@ -41,7 +41,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs per case; the median wall time is reported")
     args = ap.parse_args()
     s_len = args.seq
-    p = problem_from_sizes(seq=s_len, heads=args.heads, head_dim=args.head_dim)
+    p = problem_from_sizes(seq_q=s_len, num_heads=args.heads, head_dim=args.head_dim)
     q, k, v = random_inputs(p)
     dout = random_dout(p)
     rng = np.random.default_rng(1)

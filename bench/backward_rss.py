@@ -26,7 +26,7 @@ def main():
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--atomic", action="store_true", help="deterministic=False")
     args = ap.parse_args()
-    p = problem_from_sizes(seq=args.seq, heads=args.heads, head_dim=args.head_dim, causal=True)
+    p = problem_from_sizes(seq_q=args.seq, num_heads=args.heads, head_dim=args.head_dim, causal=True)
     q, k, v = random_inputs(p)
     dout = random_dout(p)
     with acl_fa.Session() as s:

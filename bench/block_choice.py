@@ -29,9 +29,9 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for shape in shapes:
         sim = JobSettings(backend="sim")
-        before = profile_job(problem_from_sizes(head_dim=128, block_m=PREVIOUS_RULE[0], block_n=PREVIOUS_RULE[1],
-                                                **shape), sim)
-        after = profile_job(problem_from_sizes(head_dim=128, **shape), sim)
+        sizes = dict(head_dim=128, seq_q=shape["seq"], num_heads=shape["heads"], causal=shape["causal"])
+        before = profile_job(problem_from_sizes(block_m=PREVIOUS_RULE[0], block_n=PREVIOUS_RULE[1], **sizes), sim)
+        after = profile_job(problem_from_sizes(**sizes), sim)
         t0, t1 = before.summary["time_s"], after.summary["time_s"]
         label = f"N{shape['heads']} S{shape['seq']}{' causal' if shape['causal'] else ''}"
         print(f"| {label} | {before.block_m}x{before.block_n} | {t0 * 1e6:.1f} | {after.block_m}x{after.block_n} | "

@@ -22,7 +22,7 @@ def main():
     print("| S | blocks | modeled us | modeled TFLOP/s | critical | torch_npu us | torch_npu TFLOP/s | modeled / torch_npu time |")
     print("|---|---|---|---|---|---|---|---|")
     for seq in seqs:
-        r = profile_job(problem_from_sizes(seq=seq, heads=1, head_dim=128), JobSettings(backend="sim"))
+        r = profile_job(problem_from_sizes(seq_q=seq, num_heads=1, head_dim=128), JobSettings(backend="sim"))
         s = r.summary
         flops = 4.0 * seq * seq * 128
         pub = PUBLISHED_US.get(seq)

@@ -27,7 +27,7 @@ def main():
     parser.add_argument("--l2-mib", default="192,96,48,32,8")
     args = parser.parse_args()
     sizes = [int(x) for x in args.l2_mib.split(",")]
-    problem = problem_from_sizes(seq=args.seq, heads=args.heads, head_dim=128, causal=True)
+    problem = problem_from_sizes(seq_q=args.seq, num_heads=args.heads, head_dim=128, causal=True)
     q, k, v = random_inputs(problem)
     with acl_fa.Session(backend="sim") as session:
         soc = session.soc_name()

@@ -31,7 +31,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rows = []
     for seq in args.seq:
-        run = run_parallel_job(problem_from_sizes(seq=seq, heads=args.heads, head_dim=args.head_dim, causal=True),
+        run = run_parallel_job(problem_from_sizes(seq_q=seq, num_heads=args.heads, head_dim=args.head_dim, causal=True),
                                ParallelSettings("ring", args.devices, accumulate=args.accumulate))
         if args.full_report:
             print(format_parallel_report(run), flush=True)

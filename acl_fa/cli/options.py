@@ -138,8 +138,8 @@ def problem_of(params: dict, **overrides) -> Problem:
     reported_as_usage_errors(): a refused size is acl-fa's InvalidArgumentError."""
     v = {name: params.get(name) for name in ("seq", "seq_kv", "batch", "heads", "kv_heads", "head_dim", "dtype",
                                              "layout", "causal", "scale", "block_m", "block_n")} | overrides
-    return problem_from_sizes(seq=v["seq"], seq_kv=v["seq_kv"], batch=v["batch"], heads=v["heads"],
-                              kv_heads=v["kv_heads"], head_dim=v["head_dim"], dtype=v["dtype"], layout=v["layout"],
+    return problem_from_sizes(seq_q=v["seq"], seq_kv=v["seq_kv"], batch=v["batch"], num_heads=v["heads"],
+                              num_kv_heads=v["kv_heads"], head_dim=v["head_dim"], dtype=v["dtype"], layout=v["layout"],
                               causal=bool(v["causal"]), scale=v["scale"], block_m=v["block_m"] or None,
                               block_n=v["block_n"] or None)
 
@@ -260,8 +260,8 @@ def decode_settings_of(params: dict) -> decode_run.DecodeSettings:
 
 def decode_problem_of(params: dict, seq_kv: int, seq_q: int):
     """The decode run's Problem: `seq_q` query tokens per step against `seq_kv` cached tokens."""
-    return decode_run.decode_problem(seq_kv, seq_q=seq_q, batch=params["batch"], heads=params["heads"],
-                                     kv_heads=params["kv_heads"], head_dim=params["head_dim"], dtype=params["dtype"])
+    return decode_run.decode_problem(seq_kv, seq_q=seq_q, batch=params["batch"], num_heads=params["heads"],
+                                     num_kv_heads=params["kv_heads"], head_dim=params["head_dim"], dtype=params["dtype"])
 
 
 def decode_options(function):

@@ -46,7 +46,7 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
                           head_dim=head_dim, dtype=dtype, block_size=block_size if paged else None,
                           num_splits=num_splits), soc, as_json)
         return
-    problem = sized_problem(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+    problem = sized_problem(seq_q=seq, seq_kv=seq_kv, batch=batch, num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
                             dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
     if window is not None or varlen is not None or dropout > 0 or mask_density is not None:
         if backward or sweep:

@@ -186,7 +186,6 @@ def _bench_one(session: DeviceSession, problem: Problem, *, warmup: int, iters: 
     sim = stats is not None
     l2_stats, l2_concurrent = m.l2, m.l2_interleaved
     p = problem
-    item = p.dtype.itemsize
     core_max = core_mean = None
     bound = model = None
     if m.model is not None and m.l2_modeled is not None:
@@ -201,12 +200,10 @@ def _bench_one(session: DeviceSession, problem: Problem, *, warmup: int, iters: 
         seq=p.seq_q, seq_kv=p.seq_kv, flash_times_ms=times,
         standard_times_ms=_time_standard(p, q, k, v, warmup, iters) if sim else None,
         flash_intermediate_bytes=plan.user_workspace_bytes, flash_workspace_bytes=plan.workspace_bytes,
-        standard_intermediate_bytes=standard_intermediate_bytes(p.batch, p.num_heads, p.seq_q, p.seq_kv, item),
+        standard_intermediate_bytes=standard_intermediate_bytes(p),
         flash_gm_bytes=stats["gm_bytes"] if stats else None,
-        standard_gm_bytes=standard_gm_traffic_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
-                                                    p.head_dim, item),
-        compulsory_bytes=compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv, p.head_dim,
-                                          item),
+        standard_gm_bytes=standard_gm_traffic_bytes(p),
+        compulsory_bytes=compulsory_bytes(p),
         useful_macs=p.flops() // 2, executed_macs=stats["cube_macs"] if stats else None,
         core_max_macs=core_max, core_mean_macs=core_mean, l2=l2_stats, l2_concurrent=l2_concurrent, roofline=bound,
         model=model)

@@ -142,15 +142,14 @@ def _backward_row(session, p: Problem, settings: JobSettings, deterministic: boo
     if stats is not None:
         core_max, core_mean = sim_stats.core_loads(stats)
         balance = core_max / core_mean if core_mean else None
-    item, seq = p.dtype.itemsize, p.seq_q
+    seq = p.seq_q
     return BackwardBenchRow(
         seq=seq, flash_times_ms=m.times_ms, standard_times_ms=standard_ms,
         torch_times_ms=torch_sdpa_backward_ms(p, q, k, v, dout, iters) if torch else None,
         flash_intermediate_bytes=m.plan.user_workspace_bytes,
-        standard_intermediate_bytes=standard_backward_intermediate_bytes(p.batch, p.num_heads, seq, seq, item),
+        standard_intermediate_bytes=standard_backward_intermediate_bytes(p),
         flash_gm_bytes=stats["gm_bytes"] if stats else None,
-        standard_gm_bytes=standard_backward_gm_traffic_bytes(p.batch, p.num_heads, p.num_kv_heads, seq, seq,
-                                                             p.head_dim, item),
+        standard_gm_bytes=standard_backward_gm_traffic_bytes(p),
         useful_macs=useful_backward_macs(p), executed_macs=stats["cube_macs"] if stats else None,
         core_max_over_mean=balance)
 

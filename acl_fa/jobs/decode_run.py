@@ -118,11 +118,11 @@ class DecodeSettings:
     prefill: Optional[bool] = None
 
 
-def decode_problem(seq_kv: int, *, seq_q: int = 1, batch: int = 1, heads: int = 32, kv_heads: Optional[int] = None,
-                   head_dim: int = 128, dtype: str = "float16") -> Problem:
+def decode_problem(seq_kv: int, *, seq_q: int = 1, batch: int = 1, num_heads: int = 32,
+                   num_kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16") -> Problem:
     """The Problem of a decode run: Sq query tokens per step against Skv cached tokens per
     sequence (layout BSND, as the decode op takes q)."""
-    return problem_from_sizes(seq=seq_q, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
+    return problem_from_sizes(seq_q=seq_q, seq_kv=seq_kv, batch=batch, num_heads=num_heads, num_kv_heads=num_kv_heads,
                               head_dim=head_dim, dtype=dtype, layout="BSND")
 
 

@@ -147,13 +147,10 @@ def run_job(problem: Problem, settings: JobSettings = JobSettings(), *, return_a
         cores=plan.used_core_num, balance=plan.imbalance, times_ms=times,
         time_label=time_label(backend_name),
         device_bytes=device_bytes,
-        standard_intermediate_bytes=standard_intermediate_bytes(p.batch, p.num_heads, p.seq_q, p.seq_kv,
-                                                                 p.dtype.itemsize),
+        standard_intermediate_bytes=standard_intermediate_bytes(p),
         accuracy=accuracy, sim=stats,
-        standard_gm_bytes=standard_gm_traffic_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
-                                                    p.head_dim, p.dtype.itemsize),
-        compulsory_gm_bytes=compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
-                                             p.head_dim, p.dtype.itemsize),
+        standard_gm_bytes=standard_gm_traffic_bytes(p),
+        compulsory_gm_bytes=compulsory_bytes(p),
         model=model)
     return (report, (q, k, v, out, lse)) if return_arrays else report
 

@@ -119,18 +119,15 @@ def run_backward_job(problem: Problem, settings: JobSettings = JobSettings(l2=Fa
         core_max, core_mean = sim_stats.core_loads(stats)
         stats = dict(stats, executed_over_useful_macs=stats["cube_macs"] / max(1, useful_backward_macs(problem)),
                      core_max_over_mean_macs=core_max / core_mean if core_mean else None)
-    p, item = problem, problem.dtype.itemsize
+    p = problem
     return BackwardReport(
         forward=forward_report, problem=backward_problem, block_m=m.plan.block_m, block_n=m.plan.block_n,
         aivs=m.plan.aiv_num, balance=m.plan.imbalance, times_ms=m.times_ms,
         time_label=time_label(backend_name),
         device_bytes=m.device_bytes,
-        standard_intermediate_bytes=standard_backward_intermediate_bytes(p.batch, p.num_heads, p.seq_q, p.seq_kv,
-                                                                         item),
-        standard_gm_bytes=standard_backward_gm_traffic_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q,
-                                                             p.seq_kv, p.head_dim, item),
-        compulsory_gm_bytes=backward_compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
-                                                      p.head_dim, item),
+        standard_intermediate_bytes=standard_backward_intermediate_bytes(p),
+        standard_gm_bytes=standard_backward_gm_traffic_bytes(p),
+        compulsory_gm_bytes=backward_compulsory_bytes(p),
         sim=stats, checks=checks)
 
 

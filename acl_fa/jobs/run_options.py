@@ -161,7 +161,7 @@ def _inputs(problem: Problem, varlen: Optional[tuple], seed: int):
     if any(n < 1 for n in varlen):
         raise InvalidArgumentError(f"--varlen lengths must be >= 1, got {list(varlen)}")
     total = sum(varlen)
-    base = problem_from_sizes(seq=total, batch=1, heads=problem.num_heads, kv_heads=problem.num_kv_heads,
+    base = problem_from_sizes(seq_q=total, batch=1, num_heads=problem.num_heads, num_kv_heads=problem.num_kv_heads,
                               head_dim=problem.head_dim, dtype=problem.dtype_name, layout="BSND",
                               scale=problem.scale, block_m=problem.block_m, block_n=problem.block_n)
     q, k, v = (x[0] for x in random_inputs(base, seed))

@@ -328,7 +328,7 @@ class _Rank:
         shapes = {(length(r, qi, a), length((r - t) % p, j, i), diag) for t in range(p) for u, (j, i) in enumerate(st.units)
                   for qi, a, diag in ring_calls(r, t, p, self.causal, st.units[u], st.pieces)}
         ws_bytes = max(st.runner.workspace_bytes(problem_from_sizes(
-            seq=sq, seq_kv=skv, batch=st.b, heads=st.n, kv_heads=st.nkv, head_dim=st.d, dtype=st.dtype.name,
+            seq_q=sq, seq_kv=skv, batch=st.b, num_heads=st.n, num_kv_heads=st.nkv, head_dim=st.d, dtype=st.dtype.name,
             causal=diag, scale=self.scale)) for sq, skv, diag in shapes)
         st.workspace = close_on_exit(held, DeviceArray.empty(self.session, (ws_bytes,), np.uint8)) if ws_bytes else None
         self.ring_buffer_bytes = self._used() - st.base
@@ -338,7 +338,7 @@ class _Rank:
         kv_row = self.kv_row_elems * st.itemsize  # bytes of one row of K (or V) over batch and kv heads
         q_row = st.b * st.n * st.d * st.itemsize  # one row of Q (or O) over batch and heads
         block_ws = max(st.runner.workspace_bytes(problem_from_sizes(
-            seq=BLOCK_ROWS, batch=st.b, heads=st.n, kv_heads=st.nkv, head_dim=st.d, dtype=st.dtype.name, causal=c,
+            seq_q=BLOCK_ROWS, batch=st.b, num_heads=st.n, num_kv_heads=st.nkv, head_dim=st.d, dtype=st.dtype.name, causal=c,
             scale=self.scale)) for c in (False, True))
         # q, out, lse (bound); K, V; partial (final, start); workspace
         allocations = ((4 if st.fixed else 3) * sum(len(row) for row in st.q_dev) + 2 * len(st.slots)

@@ -180,17 +180,19 @@ def make_problem(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=
     return (problem, *arrays)
 
 
-def problem_from_sizes(*, seq, seq_kv=None, batch=1, heads=32, kv_heads=None, head_dim=128, dtype="float16",
-                       layout="BNSD", causal=False, scale=None, block_m=None, block_n=None) -> "Problem":
+def problem_from_sizes(*, seq_q, seq_kv=None, batch=1, num_heads=32, num_kv_heads=None, head_dim=128,
+                       dtype="float16", layout="BNSD", causal=False, scale=None, block_m=None,
+                       block_n=None) -> "Problem":
     """The validated Problem of these sizes (as make_problem would give for arrays of them)."""
     np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype in ("bfloat16", "bf16") else np.dtype(dtype)
-    seq_kv = seq if seq_kv is None else seq_kv
-    kv_heads = heads if kv_heads is None else kv_heads
+    seq_kv = seq_q if seq_kv is None else seq_kv
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
     layout = layout.upper() if isinstance(layout, str) else layout
-    q_shape = shape_of(layout, batch, heads, seq, head_dim)
-    kv_shape = shape_of(layout, batch, kv_heads, seq_kv, head_dim)
+    q_shape = shape_of(layout, batch, num_heads, seq_q, head_dim)
+    kv_shape = shape_of(layout, batch, num_kv_heads, seq_kv, head_dim)
     metas = (q_shape, np_dtype, kv_shape, np_dtype, kv_shape, np_dtype)
-    return _validated_problem(metas, _typed((causal, scale, layout, heads, kv_heads, block_m or None, block_n or None)))
+    options = (causal, scale, layout, num_heads, num_kv_heads, block_m or None, block_n or None)
+    return _validated_problem(metas, _typed(options))
 
 
 @functools.lru_cache(maxsize=64)
@@ -262,13 +264,13 @@ def _validated_problem(metas: tuple, options: tuple) -> "Problem":
 def with_lengths(problem: Problem, seq_q: int, seq_kv: int = None) -> Problem:
     """The validated problem with these sequence lengths (Skv = Sq when None) and everything else
     of `problem` (a bench's or sweep's rows from one template)."""
-    return problem_from_sizes(seq=seq_q, seq_kv=seq_kv, batch=problem.batch, heads=problem.num_heads,
-                              kv_heads=problem.num_kv_heads, head_dim=problem.head_dim, dtype=problem.dtype_name,
+    return problem_from_sizes(seq_q=seq_q, seq_kv=seq_kv, batch=problem.batch, num_heads=problem.num_heads,
+                              num_kv_heads=problem.num_kv_heads, head_dim=problem.head_dim, dtype=problem.dtype_name,
                               layout=problem.layout, causal=problem.causal, scale=problem.scale,
                               block_m=problem.block_m, block_n=problem.block_n)
 
 
-def sized_problem(*, seq, seq_kv=None, batch=1, heads=1, kv_heads=None, head_dim=128, dtype="float16",
+def sized_problem(*, seq_q, seq_kv=None, batch=1, num_heads=1, num_kv_heads=None, head_dim=128, dtype="float16",
                   layout="BNSD", causal=False, block_m=None, block_n=None) -> Problem:
     """These sizes as a Problem, NOT validated: what the plans take, whose tiling policy checks the
     sizes itself and names its own rule (acl-fa plan; PlanError). Ops and jobs use
@@ -277,11 +279,12 @@ def sized_problem(*, seq, seq_kv=None, batch=1, heads=1, kv_heads=None, head_dim
         np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
     except TypeError:
         np_dtype = dtype
-    seq_kv = seq if seq_kv is None else seq_kv
-    kv_heads = heads if kv_heads is None else kv_heads
+    seq_kv = seq_q if seq_kv is None else seq_kv
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
     shapes = ((), ())
     if layout in LAYOUTS:
-        shapes = (shape_of(layout, batch, heads, seq, head_dim), shape_of(layout, batch, kv_heads, seq_kv, head_dim))
+        shapes = (shape_of(layout, batch, num_heads, seq_q, head_dim),
+                  shape_of(layout, batch, num_kv_heads, seq_kv, head_dim))
     scale = 1.0 / math.sqrt(head_dim) if isinstance(head_dim, numbers.Real) and head_dim > 0 else 0.0
-    return Problem(batch, heads, kv_heads, seq, seq_kv, head_dim, np_dtype, layout, causal, scale, block_m or 0,
-                   block_n or 0, *shapes)
+    return Problem(batch, num_heads, num_kv_heads, seq_q, seq_kv, head_dim, np_dtype, layout, causal, scale,
+                   block_m or 0, block_n or 0, *shapes)

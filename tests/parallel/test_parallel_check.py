@@ -30,7 +30,7 @@ def test_sampled_check_passes_the_reference_and_catches_a_wrong_sampled_row(smal
     names = dict(num_heads=n, num_kv_heads=nkv) if layout == "BSH" else {}
     ref, lse = attention_reference(q, k, v, causal=causal, layout=layout, **names)
     out = ref.astype(np.float16)
-    problem = problem_from_sizes(seq=s, heads=n, kv_heads=nkv, head_dim=d, layout=layout, causal=causal)
+    problem = problem_from_sizes(seq_q=s, num_heads=n, num_kv_heads=nkv, head_dim=d, layout=layout, causal=causal)
     assert parallel_run.check_sharded(problem, q, k, v, out, lse.astype(np.float32)).ok
     for row, caught in ((130, True), (199, True), (100, False)):  # 100 lies between the sampled blocks
         bad = to_bnsd(out, layout, n).copy()

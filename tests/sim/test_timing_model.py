@@ -203,7 +203,7 @@ def test_plan_sweep_models_each_fitting_candidate(sim_only):
     from acl_fa.jobs.sweep import format_sweep, sweep
     from acl_fa.spec.problem import problem_from_sizes
 
-    rows = sweep(problem_from_sizes(seq=256, heads=2, head_dim=64, causal=True), block_ms=(32, 64, 512), block_ns=(64, 128))
+    rows = sweep(problem_from_sizes(seq_q=256, num_heads=2, head_dim=64, causal=True), block_ms=(32, 64, 512), block_ns=(64, 128))
     timed = [r for r in rows if r.time_s is not None]
     grid = {(32, 64), (32, 128), (64, 64), (64, 128)}
     chosen = [(r.block_m, r.block_n) for r in timed if r.chosen]
@@ -274,7 +274,7 @@ from acl_fa.plan import timing
 from acl_fa.ops.forward import runner_for
 from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.jobs.run import random_inputs
-problem = problem_from_sizes(seq=16384, heads=1, head_dim=128, causal=True)
+problem = problem_from_sizes(seq_q=16384, num_heads=1, head_dim=128, causal=True)
 q, k, v = random_inputs(problem)
 peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 with acl_fa.Session(backend="sim") as s:

@@ -151,7 +151,7 @@ def test_auto_blocks_model_close_to_the_fastest_candidate(session, sim_only):
     from acl_fa.jobs.sweep import analytic_error, sweep
     from acl_fa.spec.problem import problem_from_sizes
 
-    rows = sweep(problem_from_sizes(seq=1024, heads=4, causal=True), block_ms=(32, 64, 96, 128), block_ns=(64, 128, 256, 320))
+    rows = sweep(problem_from_sizes(seq_q=1024, num_heads=4, causal=True), block_ms=(32, 64, 96, 128), block_ns=(64, 128, 256, 320))
     err = analytic_error(rows)
     assert [r for r in rows if r.chosen], "the policy's choice is swept too"
     assert err["choice_vs_best"] <= 0.10, err

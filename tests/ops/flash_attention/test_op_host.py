@@ -191,8 +191,8 @@ def test_tiling_matches_the_policy(case):
     k = [case["b"], case["nkv"], case["skv"], case["d"]]
     td, block_dim, key, ws0 = tiling([q, k, k], case["dtype"], causal=case["causal"], scale_value=0.125)
     limits = chip("Ascend910B2")
-    p = plan(sized_problem(seq=case["sq"], seq_kv=case["skv"], batch=case["b"], heads=case["n"],
-                           kv_heads=case["nkv"], head_dim=case["d"], causal=case["causal"],
+    p = plan(sized_problem(seq_q=case["sq"], seq_kv=case["skv"], batch=case["b"], num_heads=case["n"],
+                           num_kv_heads=case["nkv"], head_dim=case["d"], causal=case["causal"],
                            dtype="bfloat16" if case["dtype"] == DT_BF16 else "float16"), limits)
     assert (td.batch, td.numHeads, td.numKvHeads, td.groupSize) == (case["b"], case["n"], case["nkv"],
                                                                       case["n"] // case["nkv"])

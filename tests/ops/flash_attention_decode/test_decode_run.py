@@ -40,7 +40,7 @@ def test_run_paged_text_report(sim_only):
 def test_decode_step_uses_every_core_and_reads_kv_once(session, sim_only):
     """The issue's decode shape (N32 Nkv8 D128, one sequence) at 4096 cached tokens: every AIC has
     work, the busiest within 10% of the mean, and K/V are read 1.0x per step."""
-    problem = decode_run.decode_problem(4096, heads=32, kv_heads=8, head_dim=128)
+    problem = decode_run.decode_problem(4096, num_heads=32, num_kv_heads=8, head_dim=128)
     report = decode_run.run_decode(session, problem, decode_run.DecodeSettings(block_size=128, steps=1, prefill=False),
                                    JobSettings(check=True))
     assert report.accuracy.ok
@@ -67,7 +67,7 @@ def test_prefill_fills_the_cache_the_steps_read(session, sim_only, block_size):
     leaves the cache the host fill would: the decode steps after it give the same result (the
     check is against the float64 reference over the same tokens); it is timed, and one step is
     modeled."""
-    problem = decode_run.decode_problem(300, batch=2, heads=4, kv_heads=2, head_dim=64)
+    problem = decode_run.decode_problem(300, batch=2, num_heads=4, num_kv_heads=2, head_dim=64)
     settings = JobSettings(seed=4)
     filled = decode_run.run_decode(session, problem, decode_run.DecodeSettings(block_size, steps=2, prefill=True),
                                    settings)
