@@ -32,7 +32,7 @@ def test_cdefs_parse_with_cffi():
     cffi = pytest.importorskip("cffi")
     ffi = cffi.FFI()
     for name in ["acl_rt.h", "aclnn_base.h", "acl_fa_sim.h", "hccl.h", "hccl_sim.h", "aclnn_add.h", "opapi_sim.h"]:
-        ffi.cdef((abi_check.CDEFS / name).read_text())
+        ffi.cdef(abi_check.read_cdef(abi_check.CDEFS / name))
 
 
 def test_runtime_sources_compile_against_real_headers(real_include):
