@@ -90,6 +90,20 @@ def faults(backend, sim_only):
     backend.call("aclfaSimSetFaults", b"")
 
 
+def run_on_sim_devices(args, timeout: float = 300, **env) -> str:
+    """Runs a child on the simulator's devices as libhccl sets them up (8: ACL_FA_SIM_DEVICE_COUNT
+    removed), with `env` added, from the repository root: ``python -c args`` when `args` is a
+    string (dedented), else ``python *args``. A failing child fails the test with its output;
+    returns its stdout."""
+    child_env = {**os.environ, "ACL_FA_BACKEND": "sim", **env}
+    child_env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
+    argv = ["-c", textwrap.dedent(args)] if isinstance(args, str) else list(args)
+    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout, env=child_env,
+                          cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
 def run_python(code: str, timeout: float = 300, **env) -> dict:
     """Runs `code` in a fresh interpreter (same sys.path and env plus `env`); the code prints
     one JSON line last, returned parsed. A failing child fails the test with its stderr, and a
@@ -107,3 +121,25 @@ def run_python(code: str, timeout: float = 300, **env) -> dict:
     result = json.loads(lines[-1])
     result["_stderr"] = proc.stderr
     return result
+
+
+def assert_reference_gradients(grads, g, q, k, v, eps: float = 1e-6, **kw) -> None:
+    """(dq, dk, dv) = `grads` equal central finite differences of the loss
+    sum(attention_reference(q, k, v, **kw)[0] * g) (float64 inputs, changed in place and restored)."""
+    import numpy as np
+
+    def loss():
+        return float((acl_fa.attention_reference(q, k, v, **kw)[0] * g).sum())
+
+    for x, grad in zip((q, k, v), grads):
+        assert grad.shape == x.shape
+        fd = np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            old = x[idx]
+            x[idx] = old + eps
+            up = loss()
+            x[idx] = old - eps
+            down = loss()
+            x[idx] = old
+            fd[idx] = (up - down) / (2 * eps)
+        np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)

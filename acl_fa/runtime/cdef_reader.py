@@ -65,6 +65,12 @@ def included_headers(cdef: Path) -> list[Path]:
             for m in map(_LOCAL_INCLUDE.match, cdef.read_text().splitlines()) if m]
 
 
+def c_declarations(header: Path) -> str:
+    """The C part of one of our own headers as cffi reads it: without the ``#ifdef __cplusplus``
+    blocks and the preprocessor lines (``#define NAME <integer>`` kept)."""
+    return _strip(_c_part(Path(header).read_text().splitlines()))
+
+
 def read_cdef(cdef: Path) -> str:
     """One cdefs file's declarations, each ``#include "..."`` replaced by the C part of the
     header it names."""
@@ -73,7 +79,7 @@ def read_cdef(cdef: Path) -> str:
         match = _LOCAL_INCLUDE.match(line)
         if match:
             header = (Path(cdef).parent / match.group(1)).resolve()
-            out.append(f"/* ---- {header.name} ---- */\n{_strip(_c_part(header.read_text().splitlines()))}")
+            out.append(f"/* ---- {header.name} ---- */\n{c_declarations(header)}")
         else:
             out.append(_strip([line]))
     return "\n".join(out)
