@@ -7,6 +7,7 @@
 #include <string>
 
 #include "attention_lse_merge_host.h"
+#include "op_registration.h"
 
 namespace {
 
@@ -123,13 +124,7 @@ class AttentionLseMerge : public OpDef {
         this->Input("lse_b").ParamType(REQUIRED).DataType(lse).Format(nd).UnknownShapeFormat(nd);
         this->Output("attention_out").ParamType(REQUIRED).DataType(out).Format(nd).UnknownShapeFormat(nd);
         this->Output("softmax_lse").ParamType(REQUIRED).DataType(lse).Format(nd).UnknownShapeFormat(nd);
-        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
-        this->AICore()
-            .SetTiling(TilingFunc)
-            .AddConfig("ascend910b")
-            .AddConfig("ascend910_93")
-            .AddConfig("ascend310p")
-            .AddConfig("ascend910");
+        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3Coupled);
     }
 };
 OP_ADD(AttentionLseMerge);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "attention_lse_merge_host.h"
+#include "op_registration.h"
 
 namespace {
 
@@ -144,8 +145,7 @@ class AttentionLseMergeInt16 : public OpDef {
         this->Output("attention_out").ParamType(REQUIRED).DataType(out).Format(nd).UnknownShapeFormat(nd);
         this->Output("bound_out").ParamType(REQUIRED).DataType(rowF32).Format(nd).UnknownShapeFormat(nd);
         this->Output("softmax_lse").ParamType(REQUIRED).DataType(rowF32).Format(nd).UnknownShapeFormat(nd);
-        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
-        this->AICore().SetTiling(TilingFunc).AddConfig("ascend910b").AddConfig("ascend910_93");
+        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3);
     }
 };
 OP_ADD(AttentionLseMergeInt16);

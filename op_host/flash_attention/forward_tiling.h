@@ -136,6 +136,29 @@ inline std::string ReadDimsFromAttrs(const gert::RuntimeAttrs *attrs, const Forw
     return ReadDims(q, k, v, layout, *numHeads, *numKvHeads, allowTnd, d);
 }
 
+// The start of every forward InferShape: the dims from the query/key/value shapes (inputs 0, 1, 2)
+// and the attrs, attention_out (output 0) shaped like query, and softmax_lse (output 1) in *lse
+// for the caller to shape. GRAPH_FAILED, logged, when a shape is missing or the dims are wrong.
+inline ge::graphStatus InferForwardShapes(gert::InferShapeContext *context, const ForwardAttrIndex &index,
+                                          bool allowTnd, gert::Shape **lse, Dims *d) {
+    const gert::Shape *q = context->GetInputShape(0);
+    const gert::Shape *k = context->GetInputShape(1);
+    const gert::Shape *v = context->GetInputShape(2);
+    gert::Shape *out = context->GetOutputShape(0);
+    *lse = context->GetOutputShape(1);
+    if (q == nullptr || k == nullptr || v == nullptr || out == nullptr || *lse == nullptr) {
+        FA_LOGE(context, "InferShape: missing input or output shape");
+        return ge::GRAPH_FAILED;
+    }
+    const std::string error = ReadDimsFromAttrs(context->GetAttrs(), index, *q, *k, *v, allowTnd, d);
+    if (!error.empty()) {
+        FA_LOGE(context, "%s", error.c_str());
+        return ge::GRAPH_FAILED;
+    }
+    *out = *q;  // attention_out: like query
+    return ge::GRAPH_SUCCESS;
+}
+
 // The start of every forward TilingFunc: the dims of query/key/value (inputs 0, 1, 2) and the
 // problem's sizes, dtype, layout and the user's block_m / block_n (0 = auto). The caller adds
 // what its op has beyond that (causal or a band, sequences, mask, dropout). Returns "" or what is

@@ -14,6 +14,7 @@
 #include "chip_limits.h"
 #include "cube_tiling.h"
 #include "toolchain/slog.h"
+#include "op_registration.h"
 
 #define FAD_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
 
@@ -241,8 +242,7 @@ class FlashAttentionDecode : public OpDef {
         this->Attr("pre_tokens").AttrType(OPTIONAL).Int(2147483647);
         this->Attr("next_tokens").AttrType(OPTIONAL).Int(2147483647);
         this->Attr("num_splits").AttrType(OPTIONAL).Int(0);
-        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
-        this->AICore().SetTiling(TilingFunc).AddConfig("ascend910b").AddConfig("ascend910_93");
+        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3);
     }
 };
 OP_ADD(FlashAttentionDecode);

@@ -10,6 +10,7 @@
 #include "flash_attention_grad_policy.h"
 #include "register/op_def_registry.h"
 #include "toolchain/slog.h"
+#include "op_registration.h"
 
 #define FAG_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
 
@@ -101,16 +102,10 @@ class FlashAttentionGrad : public OpDef {
         for (const char *output : {"dq", "dk", "dv"}) {
             this->Output(output).ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
         }
-        this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
-        this->Attr("causal").AttrType(OPTIONAL).Bool(false);
-        this->Attr("input_layout").AttrType(OPTIONAL).String("BNSD");
-        this->Attr("num_heads").AttrType(OPTIONAL).Int(0);
-        this->Attr("num_kv_heads").AttrType(OPTIONAL).Int(0);
+        fa_host::AddAttentionAttrs(*this, false);
         this->Attr("deterministic").AttrType(OPTIONAL).Bool(true);
-        this->Attr("block_m").AttrType(OPTIONAL).Int(0);
-        this->Attr("block_n").AttrType(OPTIONAL).Int(0);
-        this->SetInferShape(InferShape).SetInferDataType(fa_host::InferGradDataTypes);
-        this->AICore().SetTiling(TilingFunc).AddConfig("ascend910b").AddConfig("ascend910_93");
+        fa_host::AddBlockAttrs(*this);
+        fa_host::RegisterHost(*this, InferShape, fa_host::InferGradDataTypes, TilingFunc, fa_host::Chips::kA2A3);
     }
 };
 OP_ADD(FlashAttentionGrad);

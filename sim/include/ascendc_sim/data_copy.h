@@ -193,45 +193,42 @@ void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32
 }
 
 // ---- DataCopy, DataCopyParams form (all units 32-byte blocks) ----
+namespace sim {
+// The GM <-> UB copies of the DataCopyParams form: blockCount strided blocks of blockLen 32-byte
+// blocks, UB -> GM when `toGm`. The strides are the destination's and the source's.
 template <typename T>
-void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyParams &p) {
+void BlockCopyGmUb(const bool toGm, const GlobalTensor<T> &gm, const LocalTensor<T> &local, const DataCopyParams &p) {
     auto &core = acl_fa_sim::kernel::Enter("DataCopy");
     const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
     if (p.blockCount == 0 || blk == 0) return;
-    const uint64_t ubSpan = (p.blockCount - 1) * (blk + uint64_t(p.dstStride) * ONE_BLK_SIZE) + blk;
-    sim::CheckLocalT("DataCopy", "dst", dst, ubSpan);
-    sim::TraceCopy(core, "DataCopy", false, p.blockCount * blk,
-                   acl_fa_sim::kernel::GmRange(src.SimData(), blk, false, p.blockCount,
-                                               blk + uint64_t(p.srcStride) * ONE_BLK_SIZE),
-                   sim::LocalOf(dst, blk, true, p.blockCount, blk + uint64_t(p.dstStride) * ONE_BLK_SIZE));
-    const uint8_t *g = reinterpret_cast<const uint8_t *>(src.SimData());
-    uint8_t *u = reinterpret_cast<uint8_t *>(dst.SimData());
+    const uint64_t gmStep = blk + uint64_t(toGm ? p.dstStride : p.srcStride) * ONE_BLK_SIZE;
+    const uint64_t ubStep = blk + uint64_t(toGm ? p.srcStride : p.dstStride) * ONE_BLK_SIZE;
+    CheckLocalT("DataCopy", toGm ? "src" : "dst", local, (p.blockCount - 1) * ubStep + blk);
+    TraceCopy(core, "DataCopy", toGm, p.blockCount * blk,
+              acl_fa_sim::kernel::GmRange(gm.SimData(), blk, toGm, p.blockCount, gmStep),
+              LocalOf(local, blk, !toGm, p.blockCount, ubStep));
+    uint8_t *g = reinterpret_cast<uint8_t *>(gm.SimData());
+    uint8_t *u = reinterpret_cast<uint8_t *>(local.SimData());
     for (uint32_t i = 0; i < p.blockCount; ++i) {
-        acl_fa_sim::kernel::GmAccess(core, "DataCopy", g, blk, src.SimLo(), src.SimHi(), false);
-        std::memcpy(u, g, blk);
-        g += blk + uint64_t(p.srcStride) * ONE_BLK_SIZE;
-        u += blk + uint64_t(p.dstStride) * ONE_BLK_SIZE;
+        acl_fa_sim::kernel::GmAccess(core, "DataCopy", g, blk, gm.SimLo(), gm.SimHi(), toGm);
+        if (toGm) {
+            StoreToGm<T>(core, "DataCopy", g, u, blk);
+        } else {
+            std::memcpy(u, g, blk);
+        }
+        g += gmStep;
+        u += ubStep;
     }
+}
+}  // namespace sim
+
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyParams &p) {
+    sim::BlockCopyGmUb(false, src, dst, p);
 }
 template <typename T>
 void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
-    const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
-    if (p.blockCount == 0 || blk == 0) return;
-    const uint64_t ubSpan = (p.blockCount - 1) * (blk + uint64_t(p.srcStride) * ONE_BLK_SIZE) + blk;
-    sim::CheckLocalT("DataCopy", "src", src, ubSpan);
-    sim::TraceCopy(core, "DataCopy", true, p.blockCount * blk,
-                   acl_fa_sim::kernel::GmRange(dst.SimData(), blk, true, p.blockCount,
-                                               blk + uint64_t(p.dstStride) * ONE_BLK_SIZE),
-                   sim::LocalOf(src, blk, false, p.blockCount, blk + uint64_t(p.srcStride) * ONE_BLK_SIZE));
-    uint8_t *g = reinterpret_cast<uint8_t *>(dst.SimData());
-    const uint8_t *u = reinterpret_cast<const uint8_t *>(src.SimData());
-    for (uint32_t i = 0; i < p.blockCount; ++i) {
-        acl_fa_sim::kernel::GmAccess(core, "DataCopy", g, blk, dst.SimLo(), dst.SimHi(), true);
-        sim::StoreToGm<T>(core, "DataCopy", g, u, blk);
-        g += blk + uint64_t(p.dstStride) * ONE_BLK_SIZE;
-        u += blk + uint64_t(p.srcStride) * ONE_BLK_SIZE;
-    }
+    sim::BlockCopyGmUb(true, dst, src, p);
 }
 template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {

@@ -152,6 +152,18 @@ Item MakeItem(bool send, uint32_t peer, void *buffer, Call call, uint32_t dataTy
 }
 
 // Common prologue of the calls on a comm and a stream.
+// What HcclGetRankSize and HcclGetRankId answer: `field` of the live comm, into *out (`outName`
+// in the message when NULL).
+HcclResult CommField(const char *api, HcclComm comm, uint32_t Comm::*field, uint32_t *out, const char *outName) {
+    if (aclfaSimShouldFail(api)) return kInjected;
+    HcclResult ret = HCCL_SUCCESS;
+    std::shared_ptr<Comm> found = CommOf(api, comm, &ret);
+    if (!found) return ret;
+    if (out == nullptr) return Fail(HCCL_E_PTR, std::string(api) + ": " + outName + " is NULL");
+    *out = (*found).*field;
+    return HCCL_SUCCESS;
+}
+
 #define ACLFA_HCCL_PROLOGUE(api)                                                   \
     if (aclfaSimShouldFail(api)) return kInjected;                                 \
     HcclResult ret_ = HCCL_SUCCESS;                                                \
@@ -277,23 +289,11 @@ HcclResult HcclCommDestroy(HcclComm comm) {
 }
 
 HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize) {
-    if (aclfaSimShouldFail("HcclGetRankSize")) return kInjected;
-    HcclResult ret = HCCL_SUCCESS;
-    std::shared_ptr<Comm> found = CommOf("HcclGetRankSize", comm, &ret);
-    if (!found) return ret;
-    if (rankSize == nullptr) return Fail(HCCL_E_PTR, "HcclGetRankSize: rankSize is NULL");
-    *rankSize = found->nRanks;
-    return HCCL_SUCCESS;
+    return CommField("HcclGetRankSize", comm, &Comm::nRanks, rankSize, "rankSize");
 }
 
 HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank) {
-    if (aclfaSimShouldFail("HcclGetRankId")) return kInjected;
-    HcclResult ret = HCCL_SUCCESS;
-    std::shared_ptr<Comm> found = CommOf("HcclGetRankId", comm, &ret);
-    if (!found) return ret;
-    if (rank == nullptr) return Fail(HCCL_E_PTR, "HcclGetRankId: rank is NULL");
-    *rank = found->rank;
-    return HCCL_SUCCESS;
+    return CommField("HcclGetRankId", comm, &Comm::rank, rank, "rank");
 }
 
 HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank, HcclComm comm,
