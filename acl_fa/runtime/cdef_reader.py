@@ -26,6 +26,13 @@ _DROPPED_LINE = re.compile(
           |\}\s*(//.*)?$)""",                                         # their closing brace
     re.VERBOSE,
 )
+# A #define cffi cannot take: anything but ``#define NAME <integer>`` (include guards, the
+# exported-symbol marker).
+_NON_INTEGER_DEFINE = re.compile(
+    r"^\s*#\s*define\s+\w+(\s*$|\s+(?![-(]*(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\)?\s*(/\*.*\*/|//.*)?$))")
+# The exported-symbol marker of the CANN headers before each function: nothing, or a visibility
+# attribute, for the C compiler; nothing for cffi.
+_EXPORT_MARKER = re.compile(r"\bACL_FUNC_VISIBILITY\s+")
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 _IF = re.compile(r"^\s*#\s*if")
 _IF_CPLUSPLUS = re.compile(r"^\s*#\s*(ifdef\s+__cplusplus|if\s+defined\s*\(?\s*__cplusplus)\b")
@@ -55,7 +62,8 @@ def _c_part(lines: list[str]) -> list[str]:
 
 
 def _strip(lines: list[str]) -> str:
-    return "\n".join("" if _DROPPED_LINE.match(line) else line for line in lines)
+    return "\n".join("" if _DROPPED_LINE.match(line) or _NON_INTEGER_DEFINE.match(line)
+                     else _EXPORT_MARKER.sub("", line) for line in lines)
 
 
 def included_headers(cdef: Path) -> list[Path]:

@@ -318,8 +318,7 @@ def run_all(real_include: Path) -> list[str]:
         try:
             real = constant_values([real_include], real_prelude, list(dict.fromkeys(acl_names + sim_names)), work,
                                    "real_acl")
-            cdef_values = constant_values([], C_PRELUDE + f'#include "{CDEFS / "acl_rt.h"}"\n', acl_names, work,
-                                          "cdef_acl_rt")
+            cdef_values = constant_values([], cdef_prelude(["acl_rt.h"]), acl_names, work, "cdef_acl_rt")
             sim_values = constant_values([SIM_INCLUDE], real_prelude, sim_names, work, "sim_acl")
             problems += compare_constants(cdef_values, real, "acl_fa/cdefs/acl_rt.h")
             problems += compare_constants(sim_values, real, "sim/include/acl")
