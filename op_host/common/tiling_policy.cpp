@@ -76,6 +76,24 @@ std::string Format(const char *fmt, ...) {
     return buf;
 }
 
+std::string ValidateSequenceLengths(const Problem &p) {
+    if (p.seqLensQ.empty() && p.seqLensKv.empty()) return {};
+    if (p.seqLensQ.size() != p.batch || p.seqLensKv.size() != p.batch) {
+        return Format("actual_seq_qlen and actual_seq_kvlen must both hold one length per sequence: %zu and %zu "
+                      "lengths for %llu sequences", p.seqLensQ.size(), p.seqLensKv.size(),
+                      static_cast<unsigned long long>(p.batch));
+    }
+    for (size_t s = 0; s < p.seqLensQ.size(); ++s) {
+        if (p.seqLensQ[s] > p.seqQ || p.seqLensKv[s] > p.seqKv) {
+            return Format("sequence %zu (%llu queries, %llu keys) is longer than seq_q %llu / seq_kv %llu", s,
+                          static_cast<unsigned long long>(p.seqLensQ[s]),
+                          static_cast<unsigned long long>(p.seqLensKv[s]), static_cast<unsigned long long>(p.seqQ),
+                          static_cast<unsigned long long>(p.seqKv));
+        }
+    }
+    return {};
+}
+
 // On the coupled architectures the Matmul API converts ND operands and results through a UB
 // workspace the kernel provides (SetLocalWorkspace) of 2 x transLength, transLength being the
 // largest ND tile it converts (asc-devkit impl/adv_api/tiling/matmul/matmul_tiling_algorithm.cpp
@@ -261,21 +279,8 @@ std::string ValidateProblem(const Problem &p) {
     if (p.layout == kLayoutTnd && !varlen) {
         return "input_layout TND needs the sequence lengths (actual_seq_qlen, actual_seq_kvlen)";
     }
-    if (varlen) {
-        if (p.seqLensQ.size() != p.batch || p.seqLensKv.size() != p.batch) {
-            return Format("actual_seq_qlen and actual_seq_kvlen must both hold one length per sequence: %zu and "
-                          "%zu lengths for %llu sequences", p.seqLensQ.size(), p.seqLensKv.size(),
-                          static_cast<unsigned long long>(p.batch));
-        }
-        for (size_t s = 0; s < p.seqLensQ.size(); ++s) {
-            if (p.seqLensQ[s] > p.seqQ || p.seqLensKv[s] > p.seqKv) {
-                return Format("sequence %zu (%llu queries, %llu keys) is longer than seq_q %llu / seq_kv %llu", s,
-                              static_cast<unsigned long long>(p.seqLensQ[s]),
-                              static_cast<unsigned long long>(p.seqLensKv[s]),
-                              static_cast<unsigned long long>(p.seqQ), static_cast<unsigned long long>(p.seqKv));
-            }
-        }
-    }
+    const std::string lengths = ValidateSequenceLengths(p);
+    if (!lengths.empty()) return lengths;
     const Band band = EffectiveBand(p);
     if (band.pre < -kUnboundedTokens || band.next < -kUnboundedTokens || band.pre + band.next < 0) {
         return Format("pre_tokens + next_tokens must be >= 0 (a band of at least one diagonal), got pre_tokens=%lld, "

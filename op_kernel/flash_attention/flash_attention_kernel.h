@@ -67,6 +67,7 @@
 #include "lib/matmul_intf.h"
 
 #include "attention_mask.h"
+#include "attention_matmul.h"
 #include "flash_attention_items.h"
 #include "flash_attention_rows.h"
 #include "flash_attention_tiling.h"
@@ -86,13 +87,8 @@ constexpr uint16_t PAIR_VALUES = 6;  // P_prev . V_prev is in GM (an item's last
 template <typename T>
 class FlashAttentionKernel {
 public:
-    using QType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T>;
-    using KTransType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T, true>;
-    using VType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T>;
-    using AccType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, float>;
-
-    AscendC::Matmul<QType, KTransType, AccType> qkMm;  // S = Q . K^T, [rows, cols] fp32
-    AscendC::Matmul<QType, VType, AccType> pvMm;       // P . V, [rows, D] fp32
+    attn_mm::RowsByColsT<T> qkMm;  // S = Q . K^T, [rows, cols] fp32
+    attn_mm::RowsByB<T> pvMm;      // P . V, [rows, D] fp32
 
     // actualSeqQlen / actualSeqKvlen: the varlen cumulative ends (int64 GM), unused otherwise;
     // attenMask (uint8, 1 = masked out) and dropoutMask (uint8 out, 1 = kept): null when absent.

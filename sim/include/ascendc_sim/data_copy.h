@@ -159,27 +159,32 @@ inline void TraceLocalCopy(acl_fa_sim::kernel::CoreContext &core, const char *ap
 }  // namespace sim
 
 // ---- DataCopy, count form ----
+namespace sim {
+// The contiguous GM <-> UB copy of `count` elements, UB -> GM when `toGm`.
 template <typename T>
-void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const uint32_t count) {
+void CopyGmUb(const bool toGm, const GlobalTensor<T> &gm, const LocalTensor<T> &local, const uint32_t count) {
     auto &core = acl_fa_sim::kernel::Enter("DataCopy");
     const uint64_t bytes = uint64_t(count) * sizeof(T);
-    sim::CheckCopyLength("DataCopy", bytes);
-    sim::CheckLocalT("DataCopy", "dst", dst, bytes);
-    acl_fa_sim::kernel::GmAccess(core, "DataCopy", src.SimData(), bytes, src.SimLo(), src.SimHi(), false);
-    sim::TraceCopy(core, "DataCopy", false, bytes, acl_fa_sim::kernel::GmRange(src.SimData(), bytes, false),
-                   sim::LocalOf(dst, bytes, true));
-    std::memcpy(dst.SimData(), src.SimData(), bytes);
+    CheckCopyLength("DataCopy", bytes);
+    CheckLocalT("DataCopy", toGm ? "src" : "dst", local, bytes);
+    acl_fa_sim::kernel::GmAccess(core, "DataCopy", gm.SimData(), bytes, gm.SimLo(), gm.SimHi(), toGm);
+    TraceCopy(core, "DataCopy", toGm, bytes, acl_fa_sim::kernel::GmRange(gm.SimData(), bytes, toGm),
+              LocalOf(local, bytes, !toGm));
+    if (toGm) {
+        StoreToGm<T>(core, "DataCopy", gm.SimData(), local.SimData(), bytes);
+    } else {
+        std::memcpy(local.SimData(), gm.SimData(), bytes);
+    }
+}
+}  // namespace sim
+
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const uint32_t count) {
+    sim::CopyGmUb(false, src, dst, count);
 }
 template <typename T>
 void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const uint32_t count) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
-    const uint64_t bytes = uint64_t(count) * sizeof(T);
-    sim::CheckCopyLength("DataCopy", bytes);
-    sim::CheckLocalT("DataCopy", "src", src, bytes);
-    acl_fa_sim::kernel::GmAccess(core, "DataCopy", dst.SimData(), bytes, dst.SimLo(), dst.SimHi(), true);
-    sim::TraceCopy(core, "DataCopy", true, bytes, acl_fa_sim::kernel::GmRange(dst.SimData(), bytes, true),
-                   sim::LocalOf(src, bytes, false));
-    sim::StoreToGm<T>(core, "DataCopy", dst.SimData(), src.SimData(), bytes);
+    sim::CopyGmUb(true, dst, src, count);
 }
 template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32_t count) {

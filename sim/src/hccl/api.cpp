@@ -171,6 +171,21 @@ HcclResult CommField(const char *api, HcclComm comm, uint32_t Comm::*field, uint
     if (!comm_) return ret_;                                                       \
     if ((ret_ = CheckDevice(api, *comm_)) != HCCL_SUCCESS) return ret_;
 
+// HcclSend (send) and HcclRecv (!send): one point-to-point item of `count` elements between `buf`
+// and rank `peer` (`bufName` and `peerName` name them in the messages).
+HcclResult PointToPoint(const char *api, bool send, void *buf, const char *bufName, uint64_t count,
+                        HcclDataType dataType, uint32_t peer, const char *peerName, HcclComm comm,
+                        aclrtStream stream) {
+    ACLFA_HCCL_PROLOGUE(api)
+    if ((ret_ = CheckType(api, "dataType", dataType)) != HCCL_SUCCESS) return ret_;
+    if ((ret_ = CheckRank(api, peerName, peer, *comm_)) != HCCL_SUCCESS) return ret_;
+    if ((ret_ = CheckBuffer(api, bufName, buf, count * DataTypeSize(dataType))) != HCCL_SUCCESS) return ret_;
+    auto task = std::make_unique<OpTask>();
+    task->comm = comm_;
+    task->items.push_back(MakeItem(send, peer, buf, Call::kPointToPoint, dataType, count));
+    return Enqueue(api, std::move(task), stream);
+}
+
 }  // namespace
 
 // hccl/hccl.h has no visibility marker (its library exports every declared function).
@@ -298,26 +313,12 @@ HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank) {
 
 HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank, HcclComm comm,
                     aclrtStream stream) {
-    ACLFA_HCCL_PROLOGUE("HcclSend")
-    if ((ret_ = CheckType("HcclSend", "dataType", dataType)) != HCCL_SUCCESS) return ret_;
-    if ((ret_ = CheckRank("HcclSend", "destRank", destRank, *comm_)) != HCCL_SUCCESS) return ret_;
-    if ((ret_ = CheckBuffer("HcclSend", "sendBuf", sendBuf, count * DataTypeSize(dataType))) != HCCL_SUCCESS) return ret_;
-    auto task = std::make_unique<OpTask>();
-    task->comm = comm_;
-    task->items.push_back(MakeItem(true, destRank, sendBuf, Call::kPointToPoint, dataType, count));
-    return Enqueue("HcclSend", std::move(task), stream);
+    return PointToPoint("HcclSend", true, sendBuf, "sendBuf", count, dataType, destRank, "destRank", comm, stream);
 }
 
 HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType, uint32_t srcRank, HcclComm comm,
                     aclrtStream stream) {
-    ACLFA_HCCL_PROLOGUE("HcclRecv")
-    if ((ret_ = CheckType("HcclRecv", "dataType", dataType)) != HCCL_SUCCESS) return ret_;
-    if ((ret_ = CheckRank("HcclRecv", "srcRank", srcRank, *comm_)) != HCCL_SUCCESS) return ret_;
-    if ((ret_ = CheckBuffer("HcclRecv", "recvBuf", recvBuf, count * DataTypeSize(dataType))) != HCCL_SUCCESS) return ret_;
-    auto task = std::make_unique<OpTask>();
-    task->comm = comm_;
-    task->items.push_back(MakeItem(false, srcRank, recvBuf, Call::kPointToPoint, dataType, count));
-    return Enqueue("HcclRecv", std::move(task), stream);
+    return PointToPoint("HcclRecv", false, recvBuf, "recvBuf", count, dataType, srcRank, "srcRank", comm, stream);
 }
 
 HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum, HcclComm comm, aclrtStream stream) {

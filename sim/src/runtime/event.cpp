@@ -60,10 +60,11 @@ aclError FindEvent(const char *api, const char *argName, aclrtEvent handle, std:
     return ACL_SUCCESS;
 }
 
-// The live event and the stream (NULL: the current context's default) of a task of `api` that
-// records or waits for it.
+// The start of `api`, a task that records or waits for an event: the fault point, the live event
+// and the stream (NULL: the current context's default).
 aclError EventOnStream(const char *api, aclrtEvent event, aclrtStream stream, std::shared_ptr<Event> *target,
                        std::shared_ptr<Stream> *onStream) {
+    if (aclfaSimShouldFail(api)) return ACL_ERROR_RT_INTERNAL_ERROR;
     const aclError ret = FindEvent(api, "event", event, target);
     return ret != ACL_SUCCESS ? ret : ResolveStream(api, stream, onStream);
 }
@@ -194,7 +195,6 @@ aclError aclrtDestroyEvent(aclrtEvent event) {
 }
 
 aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
-    if (aclfaSimShouldFail("aclrtRecordEvent")) return ACL_ERROR_RT_INTERNAL_ERROR;
     std::shared_ptr<Event> target;
     std::shared_ptr<Stream> onStream;
     const aclError ret = EventOnStream("aclrtRecordEvent", event, stream, &target, &onStream);
@@ -215,7 +215,6 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
 }
 
 aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
-    if (aclfaSimShouldFail("aclrtStreamWaitEvent")) return ACL_ERROR_RT_INTERNAL_ERROR;
     std::shared_ptr<Event> target;
     std::shared_ptr<Stream> waiting;
     const aclError ret = EventOnStream("aclrtStreamWaitEvent", event, stream, &target, &waiting);
