@@ -14,6 +14,7 @@
 #include "chip_limits.h"
 #include "cube_tiling.h"
 #include "tiling_policy.h"
+#include "tiling_sizes.h"
 #include "toolchain/slog.h"
 
 #define FA_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
@@ -254,13 +255,8 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
         return ge::GRAPH_FAILED;
     }
     *td = FlashAttentionTilingData{};
-    td->batch = static_cast<uint32_t>(problem.batch);
-    td->numHeads = static_cast<uint32_t>(problem.numHeads);
-    td->numKvHeads = static_cast<uint32_t>(problem.numKvHeads);
-    td->groupSize = static_cast<uint32_t>(problem.numHeads / problem.numKvHeads);
-    td->seqQ = static_cast<uint32_t>(problem.seqQ);
+    FillHeadSizes(problem, td);
     td->seqKv = static_cast<uint32_t>(problem.seqKv);
-    td->headDim = static_cast<uint32_t>(problem.headDim);
     td->layout = problem.layout;
     td->causal = causalAttr ? 1 : 0;
     td->scaleValue = scale;

@@ -15,6 +15,7 @@
 #include "cube_tiling.h"
 #include "toolchain/slog.h"
 #include "op_registration.h"
+#include "tiling_sizes.h"
 
 #define FAD_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
 
@@ -156,12 +157,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
         return ge::GRAPH_FAILED;
     }
     *td = FlashAttentionDecodeTilingData{};
-    td->batch = static_cast<uint32_t>(p.batch);
-    td->numHeads = static_cast<uint32_t>(p.numHeads);
-    td->numKvHeads = static_cast<uint32_t>(p.numKvHeads);
-    td->groupSize = static_cast<uint32_t>(p.numHeads / p.numKvHeads);
-    td->seqQ = static_cast<uint32_t>(p.seqQ);
-    td->headDim = static_cast<uint32_t>(p.headDim);
+    fa_host::FillHeadSizes(p, td);
     td->numBlocks = static_cast<uint32_t>(p.numBlocks);
     td->blockSize = static_cast<uint32_t>(p.blockSize);
     td->maxBlocksPerSeq = static_cast<uint32_t>(p.maxBlocksPerSeq);

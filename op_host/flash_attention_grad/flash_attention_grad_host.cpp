@@ -7,6 +7,7 @@
 #include "tiling/tiling_api.h"
 #include "chip_limits.h"
 #include "cube_tiling.h"
+#include "tiling_sizes.h"
 #include "toolchain/slog.h"
 
 static_assert(fa_policy::kGradKeyBf16 == FAG_KEY_BF16 && fa_policy::kGradKeyCausal == FAG_KEY_CAUSAL &&
@@ -143,13 +144,8 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
     int64_t pre = 0, next = 0;
     fa_policy::GradBand(problem, &pre, &next);
     *td = FlashAttentionGradTilingData{};
-    td->batch = static_cast<uint32_t>(problem.batch);
-    td->numHeads = static_cast<uint32_t>(problem.numHeads);
-    td->numKvHeads = static_cast<uint32_t>(problem.numKvHeads);
-    td->groupSize = static_cast<uint32_t>(problem.numHeads / problem.numKvHeads);
-    td->seqQ = static_cast<uint32_t>(problem.seqQ);
+    fa_host::FillHeadSizes(problem, td);
     td->seqKv = static_cast<uint32_t>(problem.seqKv);
-    td->headDim = static_cast<uint32_t>(problem.headDim);
     td->layout = d.layout;
     td->varlen = d.varlen ? 1 : 0;
     td->deterministic = deterministic ? 1 : 0;

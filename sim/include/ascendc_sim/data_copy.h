@@ -263,19 +263,26 @@ inline void RequireDataCopyPad(const acl_fa_sim::kernel::CoreContext &core) {
                                           ": GM copies move whole 32-byte blocks there (DataCopy)");
     }
 }
+
+// What both DataCopyPad directions check first: the architecture and whole elements per block.
+template <typename T>
+acl_fa_sim::kernel::CoreContext &EnterDataCopyPad(const DataCopyExtParams &p) {
+    auto &core = acl_fa_sim::kernel::Enter("DataCopyPad");
+    RequireDataCopyPad(core);
+    if (p.blockLen % sizeof(T) != 0) {
+        acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
+                                      "blockLen " + std::to_string(p.blockLen) + " is not a multiple of the " +
+                                          std::to_string(sizeof(T)) + "-byte element");
+    }
+    return core;
+}
 }  // namespace sim
 
 // ---- DataCopyPad GM -> UB ----
 template <typename T>
 void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyExtParams &p,
                  const DataCopyPadExtParams<T> &pad) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopyPad");
-    sim::RequireDataCopyPad(core);
-    if (p.blockLen % sizeof(T) != 0) {
-        acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
-                                      "blockLen " + std::to_string(p.blockLen) + " is not a multiple of the " +
-                                          std::to_string(sizeof(T)) + "-byte element");
-    }
+    auto &core = sim::EnterDataCopyPad<T>(p);
     if (pad.leftPadding * sizeof(T) > ONE_BLK_SIZE || pad.rightPadding * sizeof(T) > ONE_BLK_SIZE) {
         acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
                                       "leftPadding/rightPadding (" + std::to_string(pad.leftPadding) + ", " +
@@ -322,13 +329,7 @@ void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const Da
 // ---- DataCopyPad UB -> GM ----
 template <typename T>
 void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyExtParams &p) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopyPad");
-    sim::RequireDataCopyPad(core);
-    if (p.blockLen % sizeof(T) != 0) {
-        acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
-                                      "blockLen " + std::to_string(p.blockLen) + " is not a multiple of the " +
-                                          std::to_string(sizeof(T)) + "-byte element");
-    }
+    auto &core = sim::EnterDataCopyPad<T>(p);
     if (p.blockCount == 0) return;
     const uint64_t ubBlock = sim::Align32(p.blockLen);
     const uint64_t ubStep = ubBlock + uint64_t(p.srcStride) * ONE_BLK_SIZE;
