@@ -76,6 +76,18 @@ std::string Format(const char *fmt, ...) {
     return buf;
 }
 
+std::string ValidateHeads(uint64_t headDim, uint64_t numHeads, uint64_t numKvHeads) {
+    if (headDim % kBlockAlign != 0 || headDim > kMaxDim) {
+        return Format("head_dim must be a multiple of 16 and at most 256, got %llu",
+                      static_cast<unsigned long long>(headDim));
+    }
+    if (numHeads % numKvHeads != 0) {
+        return Format("num_heads (%llu) must be a multiple of num_kv_heads (%llu)",
+                      static_cast<unsigned long long>(numHeads), static_cast<unsigned long long>(numKvHeads));
+    }
+    return {};
+}
+
 std::string ValidateSequenceLengths(const Problem &p) {
     if (p.seqLensQ.empty() && p.seqLensKv.empty()) return {};
     if (p.seqLensQ.size() != p.batch || p.seqLensKv.size() != p.batch) {
@@ -258,14 +270,8 @@ std::string ValidateProblem(const Problem &p) {
             return Format("%s must be < 2^32, got %llu", s.name, static_cast<unsigned long long>(s.value));
         }
     }
-    if (p.headDim % kBlockAlign != 0 || p.headDim > kMaxDim) {
-        return Format("head_dim must be a multiple of 16 and at most 256, got %llu",
-                      static_cast<unsigned long long>(p.headDim));
-    }
-    if (p.numHeads % p.numKvHeads != 0) {
-        return Format("num_heads (%llu) must be a multiple of num_kv_heads (%llu)",
-                      static_cast<unsigned long long>(p.numHeads), static_cast<unsigned long long>(p.numKvHeads));
-    }
+    const std::string heads = ValidateHeads(p.headDim, p.numHeads, p.numKvHeads);
+    if (!heads.empty()) return heads;
     if (p.dtypeBytes != 2 && p.dtypeBytes != 4) {
         return Format("dtype must be float16, bfloat16 (2 bytes) or float32 (4 bytes), got %u bytes", p.dtypeBytes);
     }

@@ -291,9 +291,7 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     td->hasDropoutMask = problem.dropoutMaskOut ? 1 : 0;
     td->invKeepProb = 1.0f;
 
-    const matmul_tiling::DataType mmType = fp32   ? matmul_tiling::DataType::DT_FLOAT
-                                           : bf16 ? matmul_tiling::DataType::DT_BF16
-                                                  : matmul_tiling::DataType::DT_FLOAT16;
+    const matmul_tiling::DataType mmType = OperandType(bf16, fp32);
     const int32_t m = static_cast<int32_t>(plan.blockM), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(problem.headDim);
     // Per item, all its blockM rows: S = Q.K^T ([m, hd] x [n, hd]^T) and P.V ([m, n] x [n, hd]), C fp32.
@@ -326,12 +324,10 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
         }
     }
     context->SetTilingKey(plan.tilingKey);
-    size_t *workspaces = context->GetWorkspaceSizes(1);
-    if (workspaces == nullptr) {
+    if (!SetMatmulWorkspace(context, platform, plan.userWorkspaceBytes)) {
         FA_LOGE(context, "no workspace slot");
         return ge::GRAPH_FAILED;
     }
-    workspaces[0] = platform.GetLibApiWorkSpaceSize() + plan.userWorkspaceBytes;
     return ge::GRAPH_SUCCESS;
 }
 

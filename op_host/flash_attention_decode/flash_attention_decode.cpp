@@ -181,8 +181,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     td->wsPartialOOffset = plan.wsPartialOOffset;
     td->wsPartialLseOffset = plan.wsPartialLseOffset;
 
-    const matmul_tiling::DataType mmType =
-        p.bf16 ? matmul_tiling::DataType::DT_BF16 : matmul_tiling::DataType::DT_FLOAT16;
+    const matmul_tiling::DataType mmType = fa_host::OperandType(p.bf16);
     const int32_t m = static_cast<int32_t>(plan.rows), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(p.headDim);
     // Per AIV piece: S = Q.K^T and P.V with A and C in GM; each a quarter of L1 (an AIC serves
@@ -200,12 +199,10 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     if (plan.splitKv != 0) {
         context->SetScheduleMode(kBatchScheduleMode);
     }
-    size_t *workspaces = context->GetWorkspaceSizes(1);
-    if (workspaces == nullptr) {
+    if (!fa_host::SetMatmulWorkspace(context, platform, plan.userWorkspaceBytes)) {
         FAD_LOGE(context, "no workspace slot");
         return ge::GRAPH_FAILED;
     }
-    workspaces[0] = platform.GetLibApiWorkSpaceSize() + plan.userWorkspaceBytes;
     return ge::GRAPH_SUCCESS;
 }
 

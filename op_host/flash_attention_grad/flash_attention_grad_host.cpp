@@ -188,8 +188,7 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
     td->seed = dropout.seed;
     td->offset = dropout.offset;
 
-    const matmul_tiling::DataType mmType =
-        problem.bf16 ? matmul_tiling::DataType::DT_BF16 : matmul_tiling::DataType::DT_FLOAT16;
+    const matmul_tiling::DataType mmType = fa_host::OperandType(problem.bf16);
     const int32_t m = static_cast<int32_t>(plan.blockM), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(problem.headDim);
     // Per AIV step, A and C in GM, each a sixth of L1 (an AIC serves 2 AIVs x 3 matmuls): scores
@@ -214,12 +213,10 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
         return ge::GRAPH_FAILED;
     }
     context->SetTilingKey(plan.tilingKey);
-    size_t *workspaces = context->GetWorkspaceSizes(1);
-    if (workspaces == nullptr) {
+    if (!fa_host::SetMatmulWorkspace(context, platform, plan.userWorkspaceBytes)) {
         *error = "no workspace slot";
         return ge::GRAPH_FAILED;
     }
-    workspaces[0] = platform.GetLibApiWorkSpaceSize() + plan.userWorkspaceBytes;
     return ge::GRAPH_SUCCESS;
 }
 

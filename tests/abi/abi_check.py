@@ -263,7 +263,9 @@ def hccl_problems(real_include: Path, work: Path) -> list[str]:
     try:
         real = constant_values(real_dirs, real_prelude, list(dict.fromkeys(cdef_names + sim_names + HCCL_LAYOUT)),
                                work, "real_hccl", cxx=True)
-        ours = constant_values([], cdef_prelude(["acl_rt.h", "hccl.h"]), cdef_names + HCCL_LAYOUT, work, "cdef_hccl")
+        # As C++, as the real header: HCCL_ROOT_INFO_BYTES is a const array bound.
+        ours = constant_values([], cdef_prelude(["acl_rt.h", "hccl.h"]), cdef_names + HCCL_LAYOUT, work, "cdef_hccl",
+                               cxx=True)
         # sim/include/hccl over the real acl headers (it includes acl/acl.h).
         sim = constant_values([real_include, SIM_INCLUDE], real_prelude, sim_names + HCCL_LAYOUT, work, "sim_hccl",
                               cxx=True)

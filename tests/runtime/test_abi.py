@@ -69,14 +69,14 @@ def test_hccl_constants_and_struct_layouts_are_real(real_include, work):
 
 def test_a_wrong_hccl_declaration_is_caught(real_include, work):
     """Both HCCL comparisons can fail: a changed enum value and a changed parameter type."""
-    original = (abi_check.CDEFS / "hccl.h").read_text()
+    original = abi_check.read_cdef(abi_check.CDEFS / "hccl.h")
     tampered = work / "hccl_tampered.h"
     tampered.write_text(original.replace("HCCL_E_TIMEOUT = 9", "HCCL_E_TIMEOUT = 10"))
     names = ["HCCL_E_TIMEOUT", "HCCL_DATA_TYPE_BFP16"]
     real = abi_check.constant_values([real_include, abi_check.real_hccl_include(real_include)],
                                      '#include "hccl/hccl.h"\n', names, work, "real_hccl_tamper", cxx=True)
     prelude = abi_check.cdef_prelude(["acl_rt.h"]) + f'#include "{tampered}"\n'
-    ours = abi_check.constant_values([], prelude, names, work, "ours_hccl_tamper")
+    ours = abi_check.constant_values([], prelude, names, work, "ours_hccl_tamper", cxx=True)
     assert abi_check.compare_constants(ours, real, "tampered") == ["tampered: HCCL_E_TIMEOUT = 10, real value 9"]
     tampered.write_text(original.replace("HcclResult HcclSend(void *sendBuf, uint64_t count",
                                          "HcclResult HcclSend(void *sendBuf, uint32_t count"))
