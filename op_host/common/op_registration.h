@@ -2,6 +2,8 @@
 // functions and the SoCs its AI Core kernel is built for. Real CANN host APIs only.
 #pragma once
 
+#include <vector>
+
 #include "register/op_def_registry.h"
 
 namespace fa_host {
@@ -12,6 +14,13 @@ enum class Chips {
     kA2A3Coupled,  // and the coupled-core chips (ascend310p, ascend910), whose tiling refuses, naming the
                    // chip, what their AI Core cannot do
 };
+
+// An input or output of the OpDef: its param type and its dtype in each supported combination,
+// every one in ND (as every tensor of the family).
+inline ops::OpParamDef &DescribeNd(ops::OpParamDef &param, ops::Option type, const std::vector<ge::DataType> &dtypes) {
+    const std::vector<ge::Format> nd(dtypes.size(), ge::FORMAT_ND);
+    return param.ParamType(type).DataType(dtypes).Format(nd).UnknownShapeFormat(nd);
+}
 
 // Sets `def`'s InferShape, InferDataType and TilingFunc and the AI Core configs of `chips`.
 inline void RegisterHost(ops::OpDef &def, gert::OpImplRegisterV2::InferShapeKernelFunc inferShape,

@@ -73,16 +73,11 @@ class FlashAttention : public OpDef {
         // refuses, naming the chip, a dtype the chip's AI Core cannot take (310P and 910A:
         // float16 only).
         const std::vector<ge::DataType> types = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT};
-        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND};
-        this->Input("query").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("key").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("value").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Output("attention_out").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Output("softmax_lse")
-            .ParamType(REQUIRED)
-            .DataType({ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT})
-            .Format(nd)
-            .UnknownShapeFormat(nd);
+        fa_host::DescribeNd(this->Input("query"), REQUIRED, types);
+        fa_host::DescribeNd(this->Input("key"), REQUIRED, types);
+        fa_host::DescribeNd(this->Input("value"), REQUIRED, types);
+        fa_host::DescribeNd(this->Output("attention_out"), REQUIRED, types);
+        fa_host::DescribeNd(this->Output("softmax_lse"), REQUIRED, {ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT});
         fa_host::AddAttentionAttrs(*this, false);
         fa_host::AddBlockAttrs(*this);
         fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3Coupled);

@@ -219,38 +219,15 @@ class FlashAttentionV2 : public OpDef {
         const std::vector<ge::DataType> int64s(6, ge::DT_INT64);
         const std::vector<ge::DataType> floats(6, ge::DT_FLOAT);
         const std::vector<ge::DataType> uint8s(6, ge::DT_UINT8);
-        const std::vector<ge::Format> nd(6, ge::FORMAT_ND);
-        this->Input("query").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("key").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("value").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("atten_mask")
-            .ParamType(OPTIONAL)
-            .DataType(masks)
-            .Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Input("actual_seq_qlen")
-            .ParamType(OPTIONAL)
-            .DataType(int64s)
-            .Format(nd)
-            .ValueDepend(OPTIONAL)
-            .UnknownShapeFormat(nd);
-        this->Input("actual_seq_kvlen")
-            .ParamType(OPTIONAL)
-            .DataType(int64s)
-            .Format(nd)
-            .ValueDepend(OPTIONAL)
-            .UnknownShapeFormat(nd);
-        this->Output("attention_out").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Output("softmax_lse")
-            .ParamType(REQUIRED)
-            .DataType(floats)
-            .Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Output("dropout_mask")
-            .ParamType(OPTIONAL)
-            .DataType(uint8s)
-            .Format(nd)
-            .UnknownShapeFormat(nd);
+        fa_host::DescribeNd(this->Input("query"), REQUIRED, types);
+        fa_host::DescribeNd(this->Input("key"), REQUIRED, types);
+        fa_host::DescribeNd(this->Input("value"), REQUIRED, types);
+        fa_host::DescribeNd(this->Input("atten_mask"), OPTIONAL, masks);
+        fa_host::DescribeNd(this->Input("actual_seq_qlen"), OPTIONAL, int64s).ValueDepend(OPTIONAL);
+        fa_host::DescribeNd(this->Input("actual_seq_kvlen"), OPTIONAL, int64s).ValueDepend(OPTIONAL);
+        fa_host::DescribeNd(this->Output("attention_out"), REQUIRED, types);
+        fa_host::DescribeNd(this->Output("softmax_lse"), REQUIRED, floats);
+        fa_host::DescribeNd(this->Output("dropout_mask"), OPTIONAL, uint8s);
         fa_host::AddAttentionAttrs(*this, true);
         fa_host::AddBlockAttrs(*this);
         fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3Coupled);

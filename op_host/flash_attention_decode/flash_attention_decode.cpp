@@ -214,22 +214,13 @@ class FlashAttentionDecode : public OpDef {
     explicit FlashAttentionDecode(const char *name) : OpDef(name) {
         const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16};
         const std::vector<ge::DataType> int32Types = {ge::DT_INT32, ge::DT_INT32};
-        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND};
-        this->Input("query").ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
-        this->Input("key").ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
-        this->Input("value").ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
-        this->Input("block_table").ParamType(REQUIRED).DataType(int32Types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("actual_seq_lengths_kv")
-            .ParamType(REQUIRED)
-            .DataType(int32Types)
-            .Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Output("attention_out").ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
-        this->Output("softmax_lse")
-            .ParamType(REQUIRED)
-            .DataType({ge::DT_FLOAT, ge::DT_FLOAT})
-            .Format(nd)
-            .UnknownShapeFormat(nd);
+        fa_host::DescribeNd(this->Input("query"), REQUIRED, halfTypes);
+        fa_host::DescribeNd(this->Input("key"), REQUIRED, halfTypes);
+        fa_host::DescribeNd(this->Input("value"), REQUIRED, halfTypes);
+        fa_host::DescribeNd(this->Input("block_table"), REQUIRED, int32Types);
+        fa_host::DescribeNd(this->Input("actual_seq_lengths_kv"), REQUIRED, int32Types);
+        fa_host::DescribeNd(this->Output("attention_out"), REQUIRED, halfTypes);
+        fa_host::DescribeNd(this->Output("softmax_lse"), REQUIRED, {ge::DT_FLOAT, ge::DT_FLOAT});
         this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
         this->Attr("block_size").AttrType(OPTIONAL).Int(0);
         this->Attr("pre_tokens").AttrType(OPTIONAL).Int(2147483647);

@@ -94,13 +94,12 @@ class FlashAttentionGrad : public OpDef {
  public:
     explicit FlashAttentionGrad(const char *name) : OpDef(name) {
         const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16};
-        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND};
         for (const char *input : {"query", "key", "value", "attention_out", "dout"}) {
-            this->Input(input).ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
+            fa_host::DescribeNd(this->Input(input), REQUIRED, halfTypes);
         }
-        this->Input("softmax_lse").ParamType(REQUIRED).DataType({ge::DT_FLOAT, ge::DT_FLOAT}).Format(nd).UnknownShapeFormat(nd);
+        fa_host::DescribeNd(this->Input("softmax_lse"), REQUIRED, {ge::DT_FLOAT, ge::DT_FLOAT});
         for (const char *output : {"dq", "dk", "dv"}) {
-            this->Output(output).ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
+            fa_host::DescribeNd(this->Output(output), REQUIRED, halfTypes);
         }
         fa_host::AddAttentionAttrs(*this, false);
         this->Attr("deterministic").AttrType(OPTIONAL).Bool(true);

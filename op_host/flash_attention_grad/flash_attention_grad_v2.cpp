@@ -195,23 +195,17 @@ class FlashAttentionGradV2 : public OpDef {
         // masked out, FlashAttentionScore's convention).
         const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT16, ge::DT_BF16};
         const std::vector<ge::DataType> masks = {ge::DT_UINT8, ge::DT_UINT8, ge::DT_BOOL, ge::DT_BOOL};
-        const std::vector<ge::Format> nd(4, ge::FORMAT_ND);
         for (const char *input : {"query", "key", "value", "attention_out", "dout"}) {
-            this->Input(input).ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
+            fa_host::DescribeNd(this->Input(input), REQUIRED, halfTypes);
         }
-        this->Input("softmax_lse").ParamType(REQUIRED).DataType(std::vector<ge::DataType>(4, ge::DT_FLOAT)).Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Input("atten_mask").ParamType(OPTIONAL).DataType(masks).Format(nd).UnknownShapeFormat(nd);
+        fa_host::DescribeNd(this->Input("softmax_lse"), REQUIRED, std::vector<ge::DataType>(4, ge::DT_FLOAT));
+        fa_host::DescribeNd(this->Input("atten_mask"), OPTIONAL, masks);
         for (const char *lengths : {"actual_seq_qlen", "actual_seq_kvlen"}) {
-            this->Input(lengths)
-                .ParamType(OPTIONAL)
-                .ValueDepend(OPTIONAL)
-                .DataType(std::vector<ge::DataType>(4, ge::DT_INT64))
-                .Format(nd)
-                .UnknownShapeFormat(nd);
+            fa_host::DescribeNd(this->Input(lengths), OPTIONAL, std::vector<ge::DataType>(4, ge::DT_INT64))
+                .ValueDepend(OPTIONAL);
         }
         for (const char *output : {"dq", "dk", "dv"}) {
-            this->Output(output).ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
+            fa_host::DescribeNd(this->Output(output), REQUIRED, halfTypes);
         }
         fa_host::AddAttentionAttrs(*this, true);
         this->Attr("deterministic").AttrType(OPTIONAL).Bool(true);
