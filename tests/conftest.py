@@ -90,18 +90,45 @@ def faults(backend, sim_only):
     backend.call("aclfaSimSetFaults", b"")
 
 
-def run_on_sim_devices(args, timeout: float = 300, **env) -> str:
-    """Runs a child on the simulator's devices as libhccl sets them up (8: ACL_FA_SIM_DEVICE_COUNT
-    removed), with `env` added, from the repository root: ``python -c args`` when `args` is a
-    string (dedented), else ``python *args``. A failing child fails the test with its output;
-    returns its stdout."""
-    child_env = {**os.environ, "ACL_FA_BACKEND": "sim", **env}
-    child_env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
-    argv = ["-c", textwrap.dedent(args)] if isinstance(args, str) else list(args)
+# What a child of its own on the simulator's devices must not inherit: a device count (libhccl
+# sets up 8), an injected fault, the rank of an SPMD launch.
+NOT_INHERITED_BY_SIM_CHILDREN = ("ACL_FA_SIM_DEVICE_COUNT", "ACL_FA_SIM_FAIL", "ACL_FA_RANK", "ACL_FA_WORLD_SIZE",
+                                 "ACL_FA_DEVICE", "ACL_FA_ROOT_INFO")
+
+
+def sim_devices_env(**env) -> dict:
+    """This process's environment for such a child: backend sim, `env` added (as strings)."""
+    child_env = {**os.environ, "ACL_FA_BACKEND": "sim", **{k: str(v) for k, v in env.items()}}
+    for name in NOT_INHERITED_BY_SIM_CHILDREN:
+        child_env.pop(name, None)
+    return child_env
+
+
+def run_on_sim_devices(args, timeout: float = 300, argv=(), **env) -> str:
+    """Runs a child on the simulator's devices (sim_devices_env(**env)) from the repository root:
+    ``python -c args *argv`` when `args` is a string (dedented), else ``python *args``. A failing
+    child fails the test with its output; returns its stdout."""
+    child_env = sim_devices_env(**env)
+    argv = ["-c", textwrap.dedent(args), *map(str, argv)] if isinstance(args, str) else list(args)
     proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout, env=child_env,
                           cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
+
+
+def run_checks_on_sim_devices(script: str, oks: int, timeout: float = 600, **env) -> str:
+    """run_on_sim_devices(script) for a child printing one "ok ..." line per check it passed:
+    all `oks` of them must be there. Returns the child's stdout."""
+    out = run_on_sim_devices(script, timeout=timeout, **env)
+    assert out.count("ok ") == oks, out
+    return out
+
+
+def run_cli_on_sim_devices(*args: str) -> tuple[str, dict]:
+    """`acl-fa run *args` in a child on the simulator's devices, as text and with --json:
+    (the text, the JSON report)."""
+    base = ["-m", "acl_fa", "run", *args]
+    return run_on_sim_devices(base), json.loads(run_on_sim_devices(base + ["--json"]))
 
 
 def run_python(code: str, timeout: float = 300, **env) -> dict:

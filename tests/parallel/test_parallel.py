@@ -8,7 +8,7 @@ Runs in a fresh process: loading HCCL makes 8 simulated devices the default for 
 """
 import pytest
 
-from conftest import run_on_sim_devices
+from conftest import run_checks_on_sim_devices, run_cli_on_sim_devices, run_on_sim_devices
 
 CHECK = """
 import numpy as np, ml_dtypes, acl_fa
@@ -105,19 +105,15 @@ print("ok bad inputs")
 
 
 def test_ring_attention_matches_the_reference_and_counts_the_ring():
-    out = run_on_sim_devices(CHECK, timeout=600)
-    assert out.count("ok ") == 25, out
+    run_checks_on_sim_devices(CHECK, 25)
 
 
 def test_cli_run_parallel_ring_reports_devices_links_overlap_and_check():
-    base = ["-m", "acl_fa", "run", "--parallel", "ring", "--devices", "4", "--seq", "96", "--causal",
-            "--heads", "2", "--kv-heads", "1", "--head-dim", "32"]
-    text = run_on_sim_devices(base)
+    text, report = run_cli_on_sim_devices("--parallel", "ring", "--devices", "4", "--seq", "96", "--causal",
+                                          "--heads", "2", "--kv-heads", "1", "--head-dim", "32")
     assert "on devices [0, 1, 2, 3] (zigzag split)" in text
     assert "link model (modeled): HCCS" in text and "balance (max/mean FLOPs): 1.0000" in text
     assert "hidden by overlap" in text and ": OK" in text, text
-    import json
-    report = json.loads(run_on_sim_devices(base + ["--json"]))
     # S=96 over 2P=8 chunks of 12 rows: each step but the last moves K and V of 2 chunks, 1 kv head, D=32, fp16
     assert report["link_bytes_per_step"][0] == [2 * 24 * 32 * 2] * 3 + [0]
     assert report["accuracy"]["max_error"] <= report["accuracy"]["tolerance"]

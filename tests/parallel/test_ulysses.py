@@ -5,7 +5,7 @@ HcclAlltoAllV rounds = the analytic shard sizes; bad input refused before device
 
 Runs in a fresh process: loading HCCL makes 8 simulated devices the default for the process.
 """
-from conftest import run_on_sim_devices
+from conftest import run_checks_on_sim_devices, run_cli_on_sim_devices, run_on_sim_devices
 
 CHECK = """
 import numpy as np, ml_dtypes
@@ -63,19 +63,15 @@ print("ok bad inputs")
 
 
 def test_ulysses_matches_the_reference_and_counts_the_all_to_alls():
-    out = run_on_sim_devices(CHECK, timeout=600)
-    assert out.count("ok ") == 6, out
+    run_checks_on_sim_devices(CHECK, 6)
 
 
 def test_cli_run_parallel_ulysses_reports_links_against_the_analytic_sizes_and_the_check():
-    base = ["-m", "acl_fa", "run", "--parallel", "ulysses", "--devices", "4", "--seq", "90", "--causal",
-            "--heads", "8", "--kv-heads", "2", "--head-dim", "32"]
-    text = run_on_sim_devices(base)
+    text, report = run_cli_on_sim_devices("--parallel", "ulysses", "--devices", "4", "--seq", "90", "--causal",
+                                          "--heads", "8", "--kv-heads", "2", "--head-dim", "32")
     assert "on devices [0, 1, 2, 3] (2 query heads per device; key/value heads per device [[0], [0], [1], [1]])" in text
     assert text.count("equal") == 4 and "DIFFERS" not in text, text
     assert "not overlapped" in text and ": OK" in text, text
-    import json
-    report = json.loads(run_on_sim_devices(base + ["--json"]))
     # S=90 over 4 ranks: rows 22, 23, 22, 23; rank 0 -> rank 1: Q (2 heads) + K, V (1 head each) of its 22 rows in,
     # then rank 1's 23 rows of its 2 output heads back; D=32, fp16
     assert report["link_bytes"][0][1] == 32 * 2 * (22 * (2 + 2) + 23 * 2)
