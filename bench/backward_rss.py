@@ -13,17 +13,16 @@ import resource
 
 import numpy as np
 
-import acl_fa
+from common import size_arguments
+
+import acl_fa  # noqa: E402
 from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.jobs.run import random_inputs
 from acl_fa.jobs.run_backward import random_dout
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seq", type=int, default=32768)
-    ap.add_argument("--heads", type=int, default=8)
-    ap.add_argument("--head-dim", type=int, default=128)
+    ap = size_arguments(argparse.ArgumentParser(), seq=32768, heads=8, head_dim=128)
     ap.add_argument("--atomic", action="store_true", help="deterministic=False")
     args = ap.parse_args()
     p = problem_from_sizes(seq_q=args.seq, num_heads=args.heads, head_dim=args.head_dim, causal=True)

@@ -15,7 +15,9 @@ import json
 
 import numpy as np
 
-import acl_fa
+from common import size_arguments
+
+import acl_fa  # noqa: E402
 from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.spec.band import window_band
 from acl_fa.spec.options import AttentionOptions
@@ -42,10 +44,7 @@ def summary(stats: dict, useful: int) -> dict:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seq", type=int, default=32768)
-    ap.add_argument("--heads", type=int, default=1)
-    ap.add_argument("--head-dim", type=int, default=128)
+    ap = size_arguments(argparse.ArgumentParser(), seq=32768, heads=1, head_dim=128)
     ap.add_argument("--window", default="256,0", help="left,right (-1 = unbounded), intersected with causal")
     args = ap.parse_args()
     left, right = (int(x) for x in args.window.split(","))

@@ -5,11 +5,11 @@ with BLOCK_N = 128, then the largest BLOCK_N: 160x128 for D=128 fp16 on Ascend91
 Each row runs `acl-fa profile` twice on the simulator (acl_fa.jobs.profile.profile_job): modeled, not
 measured. Usage: python bench/block_choice.py [--shapes 32x4096c,1x32768]
 """
-import argparse
+from common import list_argument, table
 
-from acl_fa.jobs.profile import profile_job
-from acl_fa.jobs.settings import JobSettings
-from acl_fa.spec.problem import problem_from_sizes
+from acl_fa.jobs.profile import profile_job  # noqa: E402
+from acl_fa.jobs.settings import JobSettings  # noqa: E402
+from acl_fa.spec.problem import problem_from_sizes  # noqa: E402
 
 PREVIOUS_RULE = (160, 128)  # the largest-fitting choice at D=128 fp16 on Ascend910B2
 
@@ -22,11 +22,9 @@ def parse(shape: str) -> dict:
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--shapes", default="32x4096c,1x4096,1x8192,1x16384,1x32768")
-    shapes = [parse(s) for s in parser.parse_args().shapes.split(",")]
-    print("| B1 N, S, D128 fp16 | previous blocks | modeled us | auto blocks | modeled us | TFLOP/s | previous / auto |")
-    print("|---|---|---|---|---|---|---|")
+    shapes = list_argument("shapes", "32x4096c,1x4096,1x8192,1x16384,1x32768", parse)
+    print(table(["B1 N, S, D128 fp16", "previous blocks", "modeled us", "auto blocks", "modeled us", "TFLOP/s",
+                 "previous / auto"], []))
     for shape in shapes:
         sim = JobSettings(backend="sim")
         sizes = dict(head_dim=128, seq_q=shape["seq"], num_heads=shape["heads"], causal=shape["causal"])

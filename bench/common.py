@@ -3,6 +3,7 @@ median helper. Scripts run from a source checkout with ACL_FA_SIM_LIB_DIR set (a
 or with acl-fa installed."""
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import platform
@@ -52,3 +53,39 @@ def table(header_row, rows) -> str:
     lines = ["| " + " | ".join(header_row) + " |", "|" + "---|" * len(header_row)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def size_arguments(parser: argparse.ArgumentParser, **defaults: int) -> argparse.ArgumentParser:
+    """Adds one integer option per keyword, in order: size_arguments(parser, seq=4096, heads=2)
+    adds --seq and --heads (head_dim: --head-dim)."""
+    for name, default in defaults.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=int, default=default)
+    return parser
+
+
+def list_argument(name: str, default: str, item=int) -> list:
+    """The comma-separated list given to a script's one option --`name`, each item parsed by `item`."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--" + name, default=default)
+    return [item(s) for s in getattr(parser.parse_args(), name).split(",")]
+
+
+def sim_chip_and_link():
+    """The simulator's HCCL-enabled backend, its current chip's name and fp16 cube peak (FLOP/s),
+    and the link model between devices 0 and 1: what the parallel models scale by."""
+    from acl_fa.parallel import hccl
+    from acl_fa.runtime.ffi import ffi
+    from acl_fa.runtime.loader import get_backend
+
+    backend = hccl.use_hccl(get_backend("sim"))
+    chip = backend.fn("aclfaSimGetChip")()
+    return backend, chip, ffi.string(chip.name).decode(), float(chip.cubeFp16Tflops) * 1e12, \
+        hccl.link_model(0, 1, backend)
+
+
+def random_heads(seq: int, head_dim: int, *heads: int) -> list:
+    """float16 [1, n, seq, head_dim] standard normal arrays, one per n of `heads`, from seed 0."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal((1, n, seq, head_dim)).astype(np.float16) for n in heads]

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import header, median, table
+from common import header, median, size_arguments, table
 
 import acl_fa  # noqa: E402  (common puts a source checkout on the path)
 from acl_fa.runtime.loader import sim_library_dir  # noqa: E402
@@ -96,12 +96,8 @@ def python_us_in(tree: Path, heads: int, seq: int, dim: int, calls: int) -> tupl
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--heads", type=int, default=1)
-    parser.add_argument("--seq", type=int, default=16)
-    parser.add_argument("--dim", type=int, default=16)
+    parser = size_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]), runs=5, calls=2000,
+                            heads=1, seq=16, dim=16)
     parser.add_argument("--compare", type=Path, help="another source tree whose acl_fa is timed alongside")
     parser.add_argument("--python-only", action="store_true", help=argparse.SUPPRESS)  # one measurement
     args = parser.parse_args()

@@ -6,21 +6,19 @@ Comparison", torch_npu column; Q, K, V of one sequence length, FLOPs = 4 * S^2 *
 Each row runs `acl-fa profile` (acl_fa.jobs.profile.profile_job) on the simulator: modeled, not
 measured. Needs ACL_FA_SIM_LIB_DIR. Usage: python bench/fa_model.py [--seqs 1024,2048,...]
 """
-import argparse
+from common import list_argument, table
 
-from acl_fa.jobs.profile import profile_job
-from acl_fa.jobs.settings import JobSettings
-from acl_fa.spec.problem import problem_from_sizes
+from acl_fa.jobs.profile import profile_job  # noqa: E402
+from acl_fa.jobs.settings import JobSettings  # noqa: E402
+from acl_fa.spec.problem import problem_from_sizes  # noqa: E402
 
 PUBLISHED_US = {1024: 58.461, 2048: 70.801, 4096: 118.302, 8192: 353.147, 16384: 1118.462, 32768: 3646.173}
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seqs", default="1024,2048,4096,8192,16384,32768")
-    seqs = [int(s) for s in parser.parse_args().seqs.split(",")]
-    print("| S | blocks | modeled us | modeled TFLOP/s | critical | torch_npu us | torch_npu TFLOP/s | modeled / torch_npu time |")
-    print("|---|---|---|---|---|---|---|---|")
+    seqs = list_argument("seqs", "1024,2048,4096,8192,16384,32768")
+    print(table(["S", "blocks", "modeled us", "modeled TFLOP/s", "critical", "torch_npu us", "torch_npu TFLOP/s",
+                 "modeled / torch_npu time"], []))
     for seq in seqs:
         r = profile_job(problem_from_sizes(seq_q=seq, num_heads=1, head_dim=128), JobSettings(backend="sim"))
         s = r.summary

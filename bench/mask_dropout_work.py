@@ -13,7 +13,7 @@ import resource
 
 import numpy as np
 
-from common import header, median, table
+from common import header, median, size_arguments, table
 
 import acl_fa  # noqa: E402
 from acl_fa.ops import forward_v2 as attention_v2
@@ -36,9 +36,7 @@ def launch(session, problem, options, mask, q, k, v) -> dict:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seq", type=int, default=4096)
-    parser.add_argument("--heads", type=int, default=2)
+    parser = size_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]), seq=4096, heads=2)
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--block-m", type=int, default=0, help="0: the policy's choice with both options on")

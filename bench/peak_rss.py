@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import header, median, table
+from common import header, median, size_arguments, table
 
 from acl_fa.plan.standard import standard_intermediate_bytes  # noqa: E402
 from acl_fa.spec.problem import problem_from_sizes  # noqa: E402
@@ -40,11 +40,8 @@ def child_peak_kib(seq: int, heads: int) -> tuple:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seq", type=int, default=32768)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--runs", type=int, default=1)
-    args = parser.parse_args()
+    args = size_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]), seq=32768, heads=8,
+                          runs=1).parse_args()
     peaks, report = [], None
     for _ in range(args.runs):
         kib, report = child_peak_kib(args.seq, args.heads)

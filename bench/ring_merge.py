@@ -17,14 +17,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ring_model import modeled_row  # noqa: E402
 
-from acl_fa.parallel import hccl, ring as parallel  # noqa: E402
-from acl_fa.runtime.loader import get_backend  # noqa: E402
+from common import random_heads, sim_chip_and_link, table  # noqa: E402
+
+from acl_fa.parallel import ring as parallel  # noqa: E402
 
 T_BYTES = 2  # float16 output
 
@@ -62,8 +61,7 @@ def merge_bytes(kind: str, rows: int, d: int) -> int:
 
 
 def measured(seq: int, devices: int, heads: int, head_dim: int = 128):
-    rng = np.random.default_rng(0)
-    q = rng.standard_normal((1, heads, seq, head_dim)).astype(np.float16)
+    q, = random_heads(seq, head_dim, heads)
     _, _, rep = parallel.ring_attention(q, q, q, devices=list(range(devices)), causal=True, report=True)
     chunks = parallel.zigzag_chunks(seq, devices, True)
     rows = [sum(b - a for a, b in chunks[r]) * heads for r in range(devices)]
@@ -93,18 +91,13 @@ def modeled_merge(seq: int, devices: int, heads: int, head_dim: int, hbm_bps: fl
 
 
 def main() -> int:
-    backend = hccl.use_hccl(get_backend("sim"))
-    chip = backend.fn("aclfaSimGetChip")()
-    from acl_fa.runtime.ffi import ffi
-
-    peak = float(chip.cubeFp16Tflops) * 1e12
+    _, chip, chip_name, peak, link = sim_chip_and_link()
     hbm = float(chip.hbmBandwidthGBs) * 1e9
-    link = hccl.link_model(0, 1, backend)
-    print(f"chip {ffi.string(chip.name).decode()}; HBM {hbm / 1e9:g} GB/s; fp16 cube peak {peak / 1e12:g} TFLOP/s; "
+    print(f"chip {chip_name}; HBM {hbm / 1e9:g} GB/s; fp16 cube peak {peak / 1e12:g} TFLOP/s; "
           f"link {link}")
     print("\nMeasured on the simulator (causal zigzag, B=1, D=128, fp16), bytes device -> host per ring call:")
-    print("| S | devices | N | device 0: read back | = output + LSE | host merge read (all partials) | all devices |")
-    print("|---|---|---|---|---|---|---|")
+    print(table(["S", "devices", "N", "device 0: read back", "= output + LSE", "host merge read (all partials)",
+                 "all devices"], []))
     for seq, devices, heads in [(4096, 8, 2), (4099, 4, 4)]:
         rep, result, partials = measured(seq, devices, heads)
         ok = rep.d2h_bytes == result
@@ -112,9 +105,8 @@ def main() -> int:
               f"{sum(rep.d2h_bytes)} vs {sum(partials)} ({sum(partials) / sum(rep.d2h_bytes):.2f}x less) |")
     print("\nModeled per ring step, worst device (8 devices, causal zigzag, B=1, D=128, fp16 output; merge: its GM "
           "bytes at the HBM bandwidth; compute and comm: bench/ring_model.py's models):")
-    print("| S | N | merge GM bytes per step | merge us (modeled) | compute us (modeled) | comm us (modeled) | "
-          "merge / compute |")
-    print("|---|---|---|---|---|---|---|")
+    print(table(["S", "N", "merge GM bytes per step", "merge us (modeled)", "compute us (modeled)", "comm us (modeled)",
+                 "merge / compute"], []))
     for seq in [32768, 131072, 1048576]:
         for heads in [32]:
             nbytes, seconds = modeled_merge(seq, 8, heads, 128, hbm)

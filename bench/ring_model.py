@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
+from common import random_heads, sim_chip_and_link, table
 
-from acl_fa.parallel import hccl, ring as parallel
-from acl_fa.spec.problem import problem_from_sizes
-from acl_fa.runtime.loader import get_backend
+from acl_fa.parallel import ring as parallel  # noqa: E402
+from acl_fa.spec.problem import problem_from_sizes  # noqa: E402
 
 
 def measured(seq: int, devices: int, heads: int, kv_heads: int, head_dim: int = 128):
-    rng = np.random.default_rng(0)
-    q = rng.standard_normal((1, heads, seq, head_dim)).astype(np.float16)
-    kv = rng.standard_normal((1, kv_heads, seq, head_dim)).astype(np.float16)
+    q, kv = random_heads(seq, head_dim, heads, kv_heads)
     _, _, rep = parallel.ring_attention(q, kv, kv, devices=list(range(devices)), causal=True, report=True)
     chunks = parallel.zigzag_chunks(seq, devices, True)
     analytic_ok = all(rep.link_bytes_per_step[r][t] == (0 if t == devices - 1 else
@@ -60,25 +57,19 @@ def modeled_row(seq: int, devices: int, heads: int, kv_heads: int, head_dim: int
 
 
 def main() -> int:
-    backend = hccl.use_hccl(get_backend("sim"))
-    chip = backend.fn("aclfaSimGetChip")()
-    peak = float(chip.cubeFp16Tflops) * 1e12
-    link = hccl.link_model(0, 1, backend)
-    from acl_fa.runtime.ffi import ffi
-
-    print(f"chip {ffi.string(chip.name).decode()}; link {link}; fp16 cube peak "
-          f"{peak / 1e12:g} TFLOP/s")
+    _, _, chip_name, peak, link = sim_chip_and_link()
+    print(f"chip {chip_name}; link {link}; fp16 cube peak {peak / 1e12:g} TFLOP/s")
     print("\nMeasured on the simulator (causal, zigzag, B=1, D=128, fp16):")
-    print("| S | devices | N / Nkv | bytes per step to next (device 0) | = analytic K/V chunks | balance max/mean |")
-    print("|---|---|---|---|---|---|")
+    print(table(["S", "devices", "N / Nkv", "bytes per step to next (device 0)", "= analytic K/V chunks",
+                 "balance max/mean"], []))
     for seq, devices, heads, kv in [(4096, 8, 2, 2), (8192, 8, 1, 1), (4099, 4, 4, 2)]:
         rep, ok = measured(seq, devices, heads, kv)
         steps = ", ".join(str(b) for b in rep.link_bytes_per_step[0])
         print(f"| {seq} | {devices} | {heads} / {kv} | {steps} | {'yes' if ok else 'NO'} | {rep.balance:.4f} |")
     print("\nModeled per ring step, worst device (8 devices, causal zigzag, B=1, D=128, fp16; "
           "communication: one link of the model above; compute: at the cube peak, a lower bound):")
-    print("| S | N / Nkv | K/V bytes per step | comm us (modeled) | compute us (modeled) | comm hidden? |")
-    print("|---|---|---|---|---|---|")
+    print(table(["S", "N / Nkv", "K/V bytes per step", "comm us (modeled)", "compute us (modeled)", "comm hidden?"],
+                []))
     for heads, kv in [(32, 32), (32, 8)]:
         for seq in [32768, 65536, 131072, 262144, 524288, 1048576]:
             comm, compute = modeled_row(seq, 8, heads, kv, 128, link, peak)

@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
+from common import random_heads, sim_chip_and_link, table
 
-from acl_fa.parallel import hccl, ring as parallel
-from acl_fa.spec.problem import problem_from_sizes
-from acl_fa.runtime.loader import get_backend
+from acl_fa.parallel import ring as parallel  # noqa: E402
+from acl_fa.spec.problem import problem_from_sizes  # noqa: E402
 from acl_fa.parallel.ulysses import kv_heads_of_rank, ulysses_link_bytes
 
 
 def measured(seq: int, devices: int, heads: int, kv_heads: int, head_dim: int = 128):
-    rng = np.random.default_rng(0)
-    q = rng.standard_normal((1, heads, seq, head_dim)).astype(np.float16)
-    kv = rng.standard_normal((1, kv_heads, seq, head_dim)).astype(np.float16)
+    q, kv = random_heads(seq, head_dim, heads, kv_heads)
     _, _, rep = parallel.ulysses_attention(q, kv, kv, devices=list(range(devices)), causal=True, report=True)
     return rep
 
@@ -44,25 +41,19 @@ def modeled_row(seq: int, devices: int, heads: int, kv_heads: int, head_dim: int
 
 
 def main() -> int:
-    backend = hccl.use_hccl(get_backend("sim"))
-    chip = backend.fn("aclfaSimGetChip")()
-    peak = float(chip.cubeFp16Tflops) * 1e12
-    link = hccl.link_model(0, 1, backend)
-    from acl_fa.runtime.ffi import ffi
-
-    print(f"chip {ffi.string(chip.name).decode()}; link {link}; fp16 cube peak {peak / 1e12:g} TFLOP/s")
+    _, _, chip_name, peak, link = sim_chip_and_link()
+    print(f"chip {chip_name}; link {link}; fp16 cube peak {peak / 1e12:g} TFLOP/s")
     print("\nMeasured on the simulator (causal, B=1, D=128, fp16):")
-    print("| S | devices | N / Nkv | kv heads per device | bytes device 0 -> 1 (both rounds) | "
-          "every link = analytic | balance max/mean |")
-    print("|---|---|---|---|---|---|---|")
+    print(table(["S", "devices", "N / Nkv", "kv heads per device", "bytes device 0 -> 1 (both rounds)",
+                 "every link = analytic", "balance max/mean"], []))
     for seq, devices, heads, kv in [(4096, 8, 8, 8), (4099, 4, 8, 2), (2048, 8, 8, 1)]:
         rep = measured(seq, devices, heads, kv)
         print(f"| {seq} | {devices} | {heads} / {kv} | {len(rep.kv_heads[0])} | {rep.link_bytes[0][1]} | "
               f"{'yes' if rep.link_bytes == rep.analytic_link_bytes else 'NO'} | {rep.balance:.4f} |")
     print("\nModeled per forward, slowest device (8 devices, causal, B=1, D=128, fp16; communication: "
           "busiest link of the model above, 4 messages; compute: at the cube peak, a lower bound):")
-    print("| S | N / Nkv | bytes per link | comm ms (modeled) | compute ms (modeled) | comm share of the step |")
-    print("|---|---|---|---|---|---|")
+    print(table(["S", "N / Nkv", "bytes per link", "comm ms (modeled)", "compute ms (modeled)",
+                 "comm share of the step"], []))
     for heads, kv in [(32, 32), (32, 8)]:
         for seq in [32768, 65536, 131072, 262144, 524288, 1048576]:
             nbytes, comm, compute = modeled_row(seq, 8, heads, kv, 128, link, peak)

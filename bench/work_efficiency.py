@@ -12,7 +12,7 @@ import argparse
 
 import numpy as np
 
-from common import header, median, table
+from common import header, median, size_arguments, table
 
 import acl_fa  # noqa: E402
 from acl_fa.runtime import sim_stats  # noqa: E402
@@ -36,11 +36,8 @@ def block_level_macs(problem, block_m: int, block_n: int) -> int:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seq", type=int, default=4096)
-    parser.add_argument("--heads", type=int, default=32)
-    parser.add_argument("--runs", type=int, default=1)
-    args = parser.parse_args()
+    args = size_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]), seq=4096, heads=32,
+                          runs=1).parse_args()
     shells = [np.empty((1, args.heads, args.seq, 128), np.float16) for _ in range(3)]
     problem, *_ = make_problem(*shells, causal=True)
     with acl_fa.Session(backend="sim") as session:

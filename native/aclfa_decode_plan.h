@@ -3,8 +3,8 @@
  * split for given sequence lengths (libaclfa_plan.so).
  *
  * Not part of CANN: a plain C view of op_host/flash_attention_decode/decode_tiling_policy.h for `acl-fa plan --decode`.
- * acl_fa/cdefs/plan_decode.h declares the same for cffi; aclfaDecodePlanSizeOf() lets the driver
- * check that both agree. Chip limits and budget lines are aclfa_plan.h's.
+ * Plain C: the cffi declarations are read from this file (acl_fa/cdefs/plan_decode.h names it);
+ * aclfaDecodePlanSizeOf() lets the driver check the sizes. Chip limits and budget lines are aclfa_plan.h's.
  */
 #pragma once
 

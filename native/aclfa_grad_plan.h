@@ -3,8 +3,8 @@
  *
  * Not part of CANN: a plain C view of op_host/flash_attention_grad/flash_attention_grad_policy.h for
  * `acl-fa plan --backward` and the driver's check of user blocks before device work.
- * acl_fa/cdefs/plan_grad.h declares the same for cffi; aclfaGradPlanSizeOf() lets the
- * driver check that both agree.
+ * Plain C: the cffi declarations are read from this file (acl_fa/cdefs/plan_grad.h names it);
+ * aclfaGradPlanSizeOf() lets the driver check the size.
  */
 #pragma once
 

@@ -2,8 +2,8 @@
  * aclfa_plan.h -- C ABI of the FlashAttention tiling policy (libaclfa_plan.so).
  *
  * Not part of CANN: a plain C view of op_host/common/tiling_policy.h for `acl-fa plan`.
- * Fixed-width fields only; acl_fa/cdefs/plan.h declares the same for cffi, and
- * aclfaPlanSizeOf() lets the driver check that both agree.
+ * Fixed-width fields only, plain C: the cffi declarations are read from this file
+ * (acl_fa/cdefs/plan.h names it), and aclfaPlanSizeOf() lets the driver check the sizes.
  */
 #pragma once
 

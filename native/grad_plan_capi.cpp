@@ -34,20 +34,13 @@ extern "C" int32_t aclfaGradPlanCompute(const aclfaPlanProblem *problem, uint32_
     plan->aivNum = out.aivNum;
     plan->numDqFlags = out.numDqFlags;
     plan->totalUnits = out.totalUnits;
-    plan->totalWork = out.totalWork;
-    plan->maxCoreWork = out.maxCoreWork;
-    plan->meanCoreWork = out.meanCoreWork;
-    plan->imbalance = out.imbalance;
     plan->wsDeltaOffset = out.wsDeltaOffset;
     plan->wsDqOffset = out.wsDqOffset;
     plan->wsDqBytes = out.wsDqBytes;
     plan->wsScratchOffset = out.wsScratchOffset;
     plan->wsScratchBytes = out.wsScratchBytes;
-    plan->userWorkspaceBytes = out.userWorkspaceBytes;
-    plan->tilingKey = out.tilingKey;
     for (size_t i = 0; i < out.unitStart.size(); ++i) plan->unitStart[i] = out.unitStart[i];
-    aclfa_plan::BudgetToC(out.budget, plan->lines, &plan->numLines);  // size checked above
-    return aclfa_plan::Ok(errBuf, errLen);
+    return aclfa_plan::FinishPlanToC(out, plan, errBuf, errLen);  // budget size checked above
 }
 
 extern "C" size_t aclfaGradPlanSizeOf(void) { return sizeof(aclfaGradPlan); }

@@ -58,20 +58,13 @@ extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfa
     plan->qZigzag = out.qZigzag;
     plan->usedCoreNum = out.usedCoreNum;
     plan->totalItems = out.totalItems;
-    plan->totalWork = out.totalWork;
-    plan->maxCoreWork = out.maxCoreWork;
-    plan->meanCoreWork = out.meanCoreWork;
-    plan->imbalance = out.imbalance;
     plan->wsScoreOffset = out.wsScoreOffset;
     plan->wsProbOffset = out.wsProbOffset;
     plan->wsPvOffset = out.wsPvOffset;
     plan->wsBytesPerCore = out.wsBytesPerCore;
     plan->soloRows = out.soloRows;
-    plan->userWorkspaceBytes = out.userWorkspaceBytes;
-    plan->tilingKey = out.tilingKey;
     for (size_t i = 0; i < out.coreItemStart.size(); ++i) plan->coreItemStart[i] = out.coreItemStart[i];
-    aclfa_plan::BudgetToC(out.budget, plan->lines, &plan->numLines);  // size checked above
-    return aclfa_plan::Ok(errBuf, errLen);
+    return aclfa_plan::FinishPlanToC(out, plan, errBuf, errLen);  // budget size checked above
 }
 
 extern "C" size_t aclfaPlanSizeOf(int32_t which) {

@@ -58,6 +58,22 @@ inline bool BudgetToC(const std::vector<fa_policy::BudgetLine> &budget, aclfaPla
     return true;
 }
 
+inline int32_t Ok(char *errBuf, size_t errLen);
+
+// The fields the forward's and the gradient's C plans share (the work balance, the workspace,
+// the tiling key, the budget lines, whose count the caller checked), then Ok().
+template <typename Plan, typename CPlan>
+int32_t FinishPlanToC(const Plan &out, CPlan *plan, char *errBuf, size_t errLen) {
+    plan->totalWork = out.totalWork;
+    plan->maxCoreWork = out.maxCoreWork;
+    plan->meanCoreWork = out.meanCoreWork;
+    plan->imbalance = out.imbalance;
+    plan->userWorkspaceBytes = out.userWorkspaceBytes;
+    plan->tilingKey = out.tilingKey;
+    BudgetToC(out.budget, plan->lines, &plan->numLines);
+    return Ok(errBuf, errLen);
+}
+
 // The C ABI's error convention: the message in errBuf (NUL-terminated, truncated to errLen)
 // and -1; Ok() empties errBuf and returns 0.
 inline int32_t Report(char *errBuf, size_t errLen, const std::string &message) {

@@ -91,6 +91,47 @@ def faults(backend, sim_only):
     backend.call("aclfaSimSetFaults", b"")
 
 
+# What a child of its own on the simulator's devices must not inherit: a device count (libhccl
+# sets up 8), an injected fault, the rank of an SPMD launch.
+NOT_INHERITED_BY_SIM_CHILDREN = ("ACL_FA_SIM_DEVICE_COUNT", "ACL_FA_SIM_FAIL", "ACL_FA_RANK", "ACL_FA_WORLD_SIZE",
+                                 "ACL_FA_DEVICE", "ACL_FA_ROOT_INFO")
+
+
+def sim_devices_env(**env) -> dict:
+    """This process's environment for such a child: backend sim, `env` added (as strings)."""
+    child_env = {**os.environ, "ACL_FA_BACKEND": "sim", **{k: str(v) for k, v in env.items()}}
+    for name in NOT_INHERITED_BY_SIM_CHILDREN:
+        child_env.pop(name, None)
+    return child_env
+
+
+def run_on_sim_devices(args, timeout: float = 300, argv=(), **env) -> str:
+    """Runs a child on the simulator's devices (sim_devices_env(**env)) from the repository root:
+    ``python -c args *argv`` when `args` is a string (dedented), else ``python *args``. A failing
+    child fails the test with its output; returns its stdout."""
+    child_env = sim_devices_env(**env)
+    argv = ["-c", textwrap.dedent(args), *map(str, argv)] if isinstance(args, str) else list(args)
+    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout, env=child_env,
+                          cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def run_checks_on_sim_devices(script: str, oks: int, timeout: float = 600, **env) -> str:
+    """run_on_sim_devices(script) for a child printing one "ok ..." line per check it passed:
+    all `oks` of them must be there. Returns the child's stdout."""
+    out = run_on_sim_devices(script, timeout=timeout, **env)
+    assert out.count("ok ") == oks, out
+    return out
+
+
+def run_cli_on_sim_devices(*args: str) -> tuple[str, dict]:
+    """`acl-fa run *args` in a child on the simulator's devices, as text and with --json:
+    (the text, the JSON report)."""
+    base = ["-m", "acl_fa", "run", *args]
+    return run_on_sim_devices(base), json.loads(run_on_sim_devices(base + ["--json"]))
+
+
 def run_python(code: str, timeout: float = 300, **env) -> dict:
     """Runs `code` in a fresh interpreter (same sys.path and env plus `env`); the code prints
     one JSON line last, returned parsed. A failing child fails the test with its stderr, and a
@@ -108,3 +149,25 @@ def run_python(code: str, timeout: float = 300, **env) -> dict:
     result = json.loads(lines[-1])
     result["_stderr"] = proc.stderr
     return result
+
+
+def assert_reference_gradients(grads, g, q, k, v, eps: float = 1e-6, **kw) -> None:
+    """(dq, dk, dv) = `grads` equal central finite differences of the loss
+    sum(attention_reference(q, k, v, **kw)[0] * g) (float64 inputs, changed in place and restored)."""
+    import numpy as np
+
+    def loss():
+        return float((acl_fa.attention_reference(q, k, v, **kw)[0] * g).sum())
+
+    for x, grad in zip((q, k, v), grads):
+        assert grad.shape == x.shape
+        fd = np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            old = x[idx]
+            x[idx] = old + eps
+            up = loss()
+            x[idx] = old - eps
+            down = loss()
+            x[idx] = old
+            fd[idx] = (up - down) / (2 * eps)
+        np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)

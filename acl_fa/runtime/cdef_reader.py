@@ -2,8 +2,15 @@
 
 The files are plain C headers (each compiles after the real CANN header it mirrors, which
 is how the ABI conformance test uses them), so the few preprocessor lines a header needs
-(``#pragma once``, ``#include``, ``extern "C"`` guards) are dropped here; ``#define NAME
-<integer>`` lines are kept, cffi understands them.
+(``#pragma``, ``#include``, include guards) are dropped here; ``#define NAME <integer>``
+lines are kept, cffi understands them.
+
+Our own C APIs (the simulator's extension functions in sim/include/acl_fa_sim*.h, the tiling
+policies' C ABI in native/aclfa_*plan.h) are declared once, in those headers: a cdefs file
+names them with ``#include "../../<path>"`` and the reader puts the named header's C part in
+its place (what stands between ``#ifdef __cplusplus`` and its ``#endif`` is C++ only: the
+``extern "C"`` wrappers and C++ declarations, dropped). Only a source tree has them; an
+installed package uses the module generated from them at build time (build_cffi.py).
 """
 from __future__ import annotations
 
@@ -19,6 +26,17 @@ _DROPPED_LINE = re.compile(
           |\}\s*(//.*)?$)""",                                         # their closing brace
     re.VERBOSE,
 )
+# A #define cffi cannot take: anything but ``#define NAME <integer>`` (include guards, the
+# exported-symbol marker).
+_NON_INTEGER_DEFINE = re.compile(
+    r"^\s*#\s*define\s+\w+(\s*$|\s+(?![-(]*(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\)?\s*(/\*.*\*/|//.*)?$))")
+# The exported-symbol marker of the CANN headers before each function: nothing, or a visibility
+# attribute, for the C compiler; nothing for cffi.
+_EXPORT_MARKER = re.compile(r"\bACL_FUNC_VISIBILITY\s+")
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+_IF = re.compile(r"^\s*#\s*if")
+_IF_CPLUSPLUS = re.compile(r"^\s*#\s*(ifdef\s+__cplusplus|if\s+defined\s*\(?\s*__cplusplus)\b")
+_ENDIF = re.compile(r"^\s*#\s*endif\b")
 
 
 def cdef_files(cdefs_dir: Path) -> list[Path]:
@@ -28,17 +46,56 @@ def cdef_files(cdefs_dir: Path) -> list[Path]:
     return first + [f for f in files if f not in first]
 
 
-def _strip(text: str) -> str:
-    return "\n".join(
-        "" if _DROPPED_LINE.match(line) else line for line in text.splitlines()
-    )
+def _c_part(lines: list[str]) -> list[str]:
+    """The lines outside ``#ifdef __cplusplus`` ... ``#endif`` blocks (nesting followed)."""
+    kept, depth = [], 0
+    for line in lines:
+        if depth:
+            depth += 1 if _IF.match(line) else -1 if _ENDIF.match(line) else 0
+            kept.append("")
+        elif _IF_CPLUSPLUS.match(line):
+            depth = 1
+            kept.append("")
+        else:
+            kept.append(line)
+    return kept
+
+
+def _strip(lines: list[str]) -> str:
+    return "\n".join("" if _DROPPED_LINE.match(line) or _NON_INTEGER_DEFINE.match(line)
+                     else _EXPORT_MARKER.sub("", line) for line in lines)
+
+
+def included_headers(cdef: Path) -> list[Path]:
+    """The headers of our own C APIs that a cdefs file names with ``#include "..."``."""
+    cdef = Path(cdef)
+    return [(cdef.parent / m.group(1)).resolve()
+            for m in map(_LOCAL_INCLUDE.match, cdef.read_text().splitlines()) if m]
+
+
+def c_declarations(header: Path) -> str:
+    """The C part of one of our own headers as cffi reads it: without the ``#ifdef __cplusplus``
+    blocks and the preprocessor lines (``#define NAME <integer>`` kept)."""
+    return _strip(_c_part(Path(header).read_text().splitlines()))
+
+
+def read_cdef(cdef: Path) -> str:
+    """One cdefs file's declarations, each ``#include "..."`` replaced by the C part of the
+    header it names."""
+    out = []
+    for line in Path(cdef).read_text().splitlines():
+        match = _LOCAL_INCLUDE.match(line)
+        if match:
+            header = (Path(cdef).parent / match.group(1)).resolve()
+            out.append(f"/* ---- {header.name} ---- */\n{c_declarations(header)}")
+        else:
+            out.append(_strip([line]))
+    return "\n".join(out)
 
 
 def read_cdefs(cdefs_dir: Path) -> str:
     """All declarations, each file under a comment naming it."""
-    return "\n".join(
-        f"/* ---- {f.name} ---- */\n{_strip(f.read_text())}" for f in cdef_files(cdefs_dir)
-    )
+    return "\n".join(f"/* ---- {f.name} ---- */\n{read_cdef(f)}" for f in cdef_files(cdefs_dir))
 
 
 def default_cdefs_dir() -> Path:

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "attention_lse_merge_host.h"
+#include "op_registration.h"
 
 namespace {
 
@@ -116,20 +117,13 @@ class AttentionLseMerge : public OpDef {
         const std::vector<ge::DataType> outB = {f16, f16, f16, f16, bf16, bf16, bf16, bf16, f32};
         const std::vector<ge::DataType> out = {f32, f16, f32, f16, f32, bf16, f32, bf16, f32};
         const std::vector<ge::DataType> lse(9, f32);
-        const std::vector<ge::Format> nd(9, ge::FORMAT_ND);
-        this->Input("out_a").ParamType(REQUIRED).DataType(outA).Format(nd).UnknownShapeFormat(nd);
-        this->Input("lse_a").ParamType(REQUIRED).DataType(lse).Format(nd).UnknownShapeFormat(nd);
-        this->Input("out_b").ParamType(REQUIRED).DataType(outB).Format(nd).UnknownShapeFormat(nd);
-        this->Input("lse_b").ParamType(REQUIRED).DataType(lse).Format(nd).UnknownShapeFormat(nd);
-        this->Output("attention_out").ParamType(REQUIRED).DataType(out).Format(nd).UnknownShapeFormat(nd);
-        this->Output("softmax_lse").ParamType(REQUIRED).DataType(lse).Format(nd).UnknownShapeFormat(nd);
-        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
-        this->AICore()
-            .SetTiling(TilingFunc)
-            .AddConfig("ascend910b")
-            .AddConfig("ascend910_93")
-            .AddConfig("ascend310p")
-            .AddConfig("ascend910");
+        fa_host::DescribeNd(this->Input("out_a"), REQUIRED, outA);
+        fa_host::DescribeNd(this->Input("lse_a"), REQUIRED, lse);
+        fa_host::DescribeNd(this->Input("out_b"), REQUIRED, outB);
+        fa_host::DescribeNd(this->Input("lse_b"), REQUIRED, lse);
+        fa_host::DescribeNd(this->Output("attention_out"), REQUIRED, out);
+        fa_host::DescribeNd(this->Output("softmax_lse"), REQUIRED, lse);
+        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3Coupled);
     }
 };
 OP_ADD(AttentionLseMerge);

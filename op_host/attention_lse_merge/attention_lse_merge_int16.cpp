@@ -8,6 +8,7 @@
 #include <string>
 
 #include "attention_lse_merge_host.h"
+#include "op_registration.h"
 
 namespace {
 
@@ -135,17 +136,15 @@ class AttentionLseMergeInt16 : public OpDef {
         const std::vector<ge::DataType> outB = {f16, f16, bf16, bf16, f32, f32};
         const std::vector<ge::DataType> out = {i16, f16, i16, bf16, i16, f32};
         const std::vector<ge::DataType> rowF32(6, f32);
-        const std::vector<ge::Format> nd(6, ge::FORMAT_ND);
-        this->Input("out_a").ParamType(REQUIRED).DataType(outA).Format(nd).UnknownShapeFormat(nd);
-        this->Input("bound_a").ParamType(REQUIRED).DataType(rowF32).Format(nd).UnknownShapeFormat(nd);
-        this->Input("lse_a").ParamType(REQUIRED).DataType(rowF32).Format(nd).UnknownShapeFormat(nd);
-        this->Input("out_b").ParamType(REQUIRED).DataType(outB).Format(nd).UnknownShapeFormat(nd);
-        this->Input("lse_b").ParamType(REQUIRED).DataType(rowF32).Format(nd).UnknownShapeFormat(nd);
-        this->Output("attention_out").ParamType(REQUIRED).DataType(out).Format(nd).UnknownShapeFormat(nd);
-        this->Output("bound_out").ParamType(REQUIRED).DataType(rowF32).Format(nd).UnknownShapeFormat(nd);
-        this->Output("softmax_lse").ParamType(REQUIRED).DataType(rowF32).Format(nd).UnknownShapeFormat(nd);
-        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
-        this->AICore().SetTiling(TilingFunc).AddConfig("ascend910b").AddConfig("ascend910_93");
+        fa_host::DescribeNd(this->Input("out_a"), REQUIRED, outA);
+        fa_host::DescribeNd(this->Input("bound_a"), REQUIRED, rowF32);
+        fa_host::DescribeNd(this->Input("lse_a"), REQUIRED, rowF32);
+        fa_host::DescribeNd(this->Input("out_b"), REQUIRED, outB);
+        fa_host::DescribeNd(this->Input("lse_b"), REQUIRED, rowF32);
+        fa_host::DescribeNd(this->Output("attention_out"), REQUIRED, out);
+        fa_host::DescribeNd(this->Output("bound_out"), REQUIRED, rowF32);
+        fa_host::DescribeNd(this->Output("softmax_lse"), REQUIRED, rowF32);
+        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3);
     }
 };
 OP_ADD(AttentionLseMergeInt16);

@@ -3,6 +3,7 @@
 // C [m, n] fp32 = A [m, k] * B [k, n], in the input dtype.
 #include <cstdint>
 
+#include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
 
@@ -17,6 +18,22 @@ struct CubeSpec {
     uint32_t l1Share;  // the matmul gets L1 / l1Share bytes: an AIC serves its AIVs' matmuls
     int32_t ubBytes;   // UB the kernel gives the matmul for ND <-> NZ (coupled chips); -1: none
 };
+
+// The op's one workspace: the Matmul API's system workspace and `userBytes` of the op's own.
+// False when the context gives no workspace slot.
+inline bool SetMatmulWorkspace(gert::TilingContext *context, const platform_ascendc::PlatformAscendC &platform,
+                               uint64_t userBytes) {
+    size_t *workspaces = context->GetWorkspaceSizes(1);
+    if (workspaces == nullptr) return false;
+    workspaces[0] = platform.GetLibApiWorkSpaceSize() + userBytes;
+    return true;
+}
+
+// The Matmul API's type of the operands of an op in float16, bfloat16 or float32.
+inline matmul_tiling::DataType OperandType(bool bf16, bool fp32 = false) {
+    return fp32 ? matmul_tiling::DataType::DT_FLOAT
+                : bf16 ? matmul_tiling::DataType::DT_BF16 : matmul_tiling::DataType::DT_FLOAT16;
+}
 
 inline bool FillCubeTiling(const platform_ascendc::PlatformAscendC &platform, matmul_tiling::DataType dt,
                            const CubeSpec &s, uint64_t l1Bytes, TCubeTiling *tiling) {

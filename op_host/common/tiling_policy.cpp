@@ -76,6 +76,36 @@ std::string Format(const char *fmt, ...) {
     return buf;
 }
 
+std::string ValidateHeads(uint64_t headDim, uint64_t numHeads, uint64_t numKvHeads) {
+    if (headDim % kBlockAlign != 0 || headDim > kMaxDim) {
+        return Format("head_dim must be a multiple of 16 and at most 256, got %llu",
+                      static_cast<unsigned long long>(headDim));
+    }
+    if (numHeads % numKvHeads != 0) {
+        return Format("num_heads (%llu) must be a multiple of num_kv_heads (%llu)",
+                      static_cast<unsigned long long>(numHeads), static_cast<unsigned long long>(numKvHeads));
+    }
+    return {};
+}
+
+std::string ValidateSequenceLengths(const Problem &p) {
+    if (p.seqLensQ.empty() && p.seqLensKv.empty()) return {};
+    if (p.seqLensQ.size() != p.batch || p.seqLensKv.size() != p.batch) {
+        return Format("actual_seq_qlen and actual_seq_kvlen must both hold one length per sequence: %zu and %zu "
+                      "lengths for %llu sequences", p.seqLensQ.size(), p.seqLensKv.size(),
+                      static_cast<unsigned long long>(p.batch));
+    }
+    for (size_t s = 0; s < p.seqLensQ.size(); ++s) {
+        if (p.seqLensQ[s] > p.seqQ || p.seqLensKv[s] > p.seqKv) {
+            return Format("sequence %zu (%llu queries, %llu keys) is longer than seq_q %llu / seq_kv %llu", s,
+                          static_cast<unsigned long long>(p.seqLensQ[s]),
+                          static_cast<unsigned long long>(p.seqLensKv[s]), static_cast<unsigned long long>(p.seqQ),
+                          static_cast<unsigned long long>(p.seqKv));
+        }
+    }
+    return {};
+}
+
 // On the coupled architectures the Matmul API converts ND operands and results through a UB
 // workspace the kernel provides (SetLocalWorkspace) of 2 x transLength, transLength being the
 // largest ND tile it converts (asc-devkit impl/adv_api/tiling/matmul/matmul_tiling_algorithm.cpp
@@ -240,14 +270,8 @@ std::string ValidateProblem(const Problem &p) {
             return Format("%s must be < 2^32, got %llu", s.name, static_cast<unsigned long long>(s.value));
         }
     }
-    if (p.headDim % kBlockAlign != 0 || p.headDim > kMaxDim) {
-        return Format("head_dim must be a multiple of 16 and at most 256, got %llu",
-                      static_cast<unsigned long long>(p.headDim));
-    }
-    if (p.numHeads % p.numKvHeads != 0) {
-        return Format("num_heads (%llu) must be a multiple of num_kv_heads (%llu)",
-                      static_cast<unsigned long long>(p.numHeads), static_cast<unsigned long long>(p.numKvHeads));
-    }
+    const std::string heads = ValidateHeads(p.headDim, p.numHeads, p.numKvHeads);
+    if (!heads.empty()) return heads;
     if (p.dtypeBytes != 2 && p.dtypeBytes != 4) {
         return Format("dtype must be float16, bfloat16 (2 bytes) or float32 (4 bytes), got %u bytes", p.dtypeBytes);
     }
@@ -261,21 +285,8 @@ std::string ValidateProblem(const Problem &p) {
     if (p.layout == kLayoutTnd && !varlen) {
         return "input_layout TND needs the sequence lengths (actual_seq_qlen, actual_seq_kvlen)";
     }
-    if (varlen) {
-        if (p.seqLensQ.size() != p.batch || p.seqLensKv.size() != p.batch) {
-            return Format("actual_seq_qlen and actual_seq_kvlen must both hold one length per sequence: %zu and "
-                          "%zu lengths for %llu sequences", p.seqLensQ.size(), p.seqLensKv.size(),
-                          static_cast<unsigned long long>(p.batch));
-        }
-        for (size_t s = 0; s < p.seqLensQ.size(); ++s) {
-            if (p.seqLensQ[s] > p.seqQ || p.seqLensKv[s] > p.seqKv) {
-                return Format("sequence %zu (%llu queries, %llu keys) is longer than seq_q %llu / seq_kv %llu", s,
-                              static_cast<unsigned long long>(p.seqLensQ[s]),
-                              static_cast<unsigned long long>(p.seqLensKv[s]),
-                              static_cast<unsigned long long>(p.seqQ), static_cast<unsigned long long>(p.seqKv));
-            }
-        }
-    }
+    const std::string lengths = ValidateSequenceLengths(p);
+    if (!lengths.empty()) return lengths;
     const Band band = EffectiveBand(p);
     if (band.pre < -kUnboundedTokens || band.next < -kUnboundedTokens || band.pre + band.next < 0) {
         return Format("pre_tokens + next_tokens must be >= 0 (a band of at least one diagonal), got pre_tokens=%lld, "

@@ -171,6 +171,12 @@ bool ComputePlan(const Problem &problem, const ChipLimits &chip, Plan *plan, std
 std::string Format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // "" or what is wrong with the problem's sizes, dtype, layout and user blocks;
 std::string ValidateProblem(const Problem &p);
+// "" or what is wrong with the head sizes every attention op takes alike: head_dim a multiple of
+// 16 and at most 256, num_heads a multiple of num_kv_heads (whole GQA groups);
+std::string ValidateHeads(uint64_t headDim, uint64_t numHeads, uint64_t numKvHeads);
+// "" or what is wrong with the per-sequence lengths (varlen; none given is not wrong): one per
+// sequence each, none longer than seq_q / seq_kv;
+std::string ValidateSequenceLengths(const Problem &p);
 // "" or which of the chip's limits is missing;
 std::string ValidateChip(const ChipLimits &c);
 // items of cost work[i] split into at most `cores` contiguous ranges with the smallest maximum

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "forward_tiling.h"
+#include "op_registration.h"
 
 static_assert(fa_policy::kKeyBf16 == FA_KEY_BF16 && fa_policy::kKeyCausal == FA_KEY_CAUSAL &&
                   fa_policy::kKeyLayoutShift == FA_KEY_LAYOUT_SHIFT && fa_policy::kKeySqTail == FA_KEY_SQ_TAIL &&
@@ -31,22 +32,11 @@ enum AttrIndex : size_t { kScaleValue = 0, kCausal, kInputLayout, kNumHeads, kNu
 constexpr fa_host::ForwardAttrIndex kForwardAttrs{kInputLayout, kNumHeads, kNumKvHeads, kBlockM, kBlockN};
 
 ge::graphStatus InferShape(gert::InferShapeContext *context) {
-    const gert::Shape *q = context->GetInputShape(kQuery);
-    const gert::Shape *k = context->GetInputShape(kKey);
-    const gert::Shape *v = context->GetInputShape(kValue);
-    gert::Shape *out = context->GetOutputShape(kAttentionOut);
-    gert::Shape *lse = context->GetOutputShape(kSoftmaxLse);
-    if (q == nullptr || k == nullptr || v == nullptr || out == nullptr || lse == nullptr) {
-        FA_LOGE(context, "InferShape: missing input or output shape");
-        return ge::GRAPH_FAILED;
-    }
+    gert::Shape *lse = nullptr;
     Dims d;
-    const std::string error = fa_host::ReadDimsFromAttrs(context->GetAttrs(), kForwardAttrs, *q, *k, *v, false, &d);
-    if (!error.empty()) {
-        FA_LOGE(context, "%s", error.c_str());
+    if (fa_host::InferForwardShapes(context, kForwardAttrs, false, &lse, &d) != ge::GRAPH_SUCCESS) {
         return ge::GRAPH_FAILED;
     }
-    *out = *q;  // attention_out: like query
     lse->SetDimNum(0);  // softmax_lse: [B, N, Sq] fp32, for every layout
     lse->AppendDim(d.batch).AppendDim(d.numHeads).AppendDim(d.seqQ);
     return ge::GRAPH_SUCCESS;
@@ -83,30 +73,14 @@ class FlashAttention : public OpDef {
         // refuses, naming the chip, a dtype the chip's AI Core cannot take (310P and 910A:
         // float16 only).
         const std::vector<ge::DataType> types = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT};
-        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND};
-        this->Input("query").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("key").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("value").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Output("attention_out").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Output("softmax_lse")
-            .ParamType(REQUIRED)
-            .DataType({ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT})
-            .Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
-        this->Attr("causal").AttrType(OPTIONAL).Bool(false);
-        this->Attr("input_layout").AttrType(OPTIONAL).String("BNSD");
-        this->Attr("num_heads").AttrType(OPTIONAL).Int(0);
-        this->Attr("num_kv_heads").AttrType(OPTIONAL).Int(0);
-        this->Attr("block_m").AttrType(OPTIONAL).Int(0);
-        this->Attr("block_n").AttrType(OPTIONAL).Int(0);
-        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
-        this->AICore()
-            .SetTiling(TilingFunc)
-            .AddConfig("ascend910b")
-            .AddConfig("ascend910_93")
-            .AddConfig("ascend310p")
-            .AddConfig("ascend910");
+        fa_host::DescribeNd(this->Input("query"), REQUIRED, types);
+        fa_host::DescribeNd(this->Input("key"), REQUIRED, types);
+        fa_host::DescribeNd(this->Input("value"), REQUIRED, types);
+        fa_host::DescribeNd(this->Output("attention_out"), REQUIRED, types);
+        fa_host::DescribeNd(this->Output("softmax_lse"), REQUIRED, {ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT});
+        fa_host::AddAttentionAttrs(*this, false);
+        fa_host::AddBlockAttrs(*this);
+        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3Coupled);
     }
 };
 OP_ADD(FlashAttention);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "forward_tiling.h"
+#include "op_registration.h"
 
 namespace {
 
@@ -104,19 +105,9 @@ std::string ReadMask(const gert::StorageShape *mask, const Dims &d, fa_policy::P
 }
 
 ge::graphStatus InferShape(gert::InferShapeContext *context) {
-    const gert::Shape *q = context->GetInputShape(kQuery);
-    const gert::Shape *k = context->GetInputShape(kKey);
-    const gert::Shape *v = context->GetInputShape(kValue);
-    gert::Shape *out = context->GetOutputShape(kAttentionOut);
-    gert::Shape *lse = context->GetOutputShape(kSoftmaxLse);
-    if (q == nullptr || k == nullptr || v == nullptr || out == nullptr || lse == nullptr) {
-        FA_LOGE(context, "InferShape: missing input or output shape");
-        return ge::GRAPH_FAILED;
-    }
+    gert::Shape *lse = nullptr;
     Dims d;
-    const std::string error = fa_host::ReadDimsFromAttrs(context->GetAttrs(), kForwardAttrs, *q, *k, *v, true, &d);
-    if (!error.empty()) {
-        FA_LOGE(context, "%s", error.c_str());
+    if (fa_host::InferForwardShapes(context, kForwardAttrs, true, &lse, &d) != ge::GRAPH_SUCCESS) {
         return ge::GRAPH_FAILED;
     }
     if (d.layout != FA_LAYOUT_TND && (context->GetOptionalInputShape(kActualSeqQlen) != nullptr ||
@@ -125,7 +116,6 @@ ge::graphStatus InferShape(gert::InferShapeContext *context) {
                 "refused with any other layout (inputLayout %s)", context->GetAttrs()->GetStr(kInputLayout));
         return ge::GRAPH_FAILED;
     }
-    *out = *q;  // attention_out: like query
     lse->SetDimNum(0);
     if (d.layout == FA_LAYOUT_TND) {
         lse->AppendDim(d.numHeads).AppendDim(d.seqQ);  // softmax_lse: [N, Tq] fp32 (flash-attn varlen's layout)
@@ -229,56 +219,18 @@ class FlashAttentionV2 : public OpDef {
         const std::vector<ge::DataType> int64s(6, ge::DT_INT64);
         const std::vector<ge::DataType> floats(6, ge::DT_FLOAT);
         const std::vector<ge::DataType> uint8s(6, ge::DT_UINT8);
-        const std::vector<ge::Format> nd(6, ge::FORMAT_ND);
-        this->Input("query").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("key").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("value").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("atten_mask")
-            .ParamType(OPTIONAL)
-            .DataType(masks)
-            .Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Input("actual_seq_qlen")
-            .ParamType(OPTIONAL)
-            .DataType(int64s)
-            .Format(nd)
-            .ValueDepend(OPTIONAL)
-            .UnknownShapeFormat(nd);
-        this->Input("actual_seq_kvlen")
-            .ParamType(OPTIONAL)
-            .DataType(int64s)
-            .Format(nd)
-            .ValueDepend(OPTIONAL)
-            .UnknownShapeFormat(nd);
-        this->Output("attention_out").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Output("softmax_lse")
-            .ParamType(REQUIRED)
-            .DataType(floats)
-            .Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Output("dropout_mask")
-            .ParamType(OPTIONAL)
-            .DataType(uint8s)
-            .Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
-        this->Attr("pre_tokens").AttrType(OPTIONAL).Int(2147483647);
-        this->Attr("next_tokens").AttrType(OPTIONAL).Int(2147483647);
-        this->Attr("input_layout").AttrType(OPTIONAL).String("BNSD");
-        this->Attr("num_heads").AttrType(OPTIONAL).Int(0);
-        this->Attr("num_kv_heads").AttrType(OPTIONAL).Int(0);
-        this->Attr("keep_prob").AttrType(OPTIONAL).Float(1.0);
-        this->Attr("seed").AttrType(OPTIONAL).Int(0);
-        this->Attr("offset").AttrType(OPTIONAL).Int(0);
-        this->Attr("block_m").AttrType(OPTIONAL).Int(0);
-        this->Attr("block_n").AttrType(OPTIONAL).Int(0);
-        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
-        this->AICore()
-            .SetTiling(TilingFunc)
-            .AddConfig("ascend910b")
-            .AddConfig("ascend910_93")
-            .AddConfig("ascend310p")
-            .AddConfig("ascend910");
+        fa_host::DescribeNd(this->Input("query"), REQUIRED, types);
+        fa_host::DescribeNd(this->Input("key"), REQUIRED, types);
+        fa_host::DescribeNd(this->Input("value"), REQUIRED, types);
+        fa_host::DescribeNd(this->Input("atten_mask"), OPTIONAL, masks);
+        fa_host::DescribeNd(this->Input("actual_seq_qlen"), OPTIONAL, int64s).ValueDepend(OPTIONAL);
+        fa_host::DescribeNd(this->Input("actual_seq_kvlen"), OPTIONAL, int64s).ValueDepend(OPTIONAL);
+        fa_host::DescribeNd(this->Output("attention_out"), REQUIRED, types);
+        fa_host::DescribeNd(this->Output("softmax_lse"), REQUIRED, floats);
+        fa_host::DescribeNd(this->Output("dropout_mask"), OPTIONAL, uint8s);
+        fa_host::AddAttentionAttrs(*this, true);
+        fa_host::AddBlockAttrs(*this);
+        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3Coupled);
     }
 };
 OP_ADD(FlashAttentionV2);

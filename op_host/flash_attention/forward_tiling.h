@@ -14,6 +14,7 @@
 #include "chip_limits.h"
 #include "cube_tiling.h"
 #include "tiling_policy.h"
+#include "tiling_sizes.h"
 #include "toolchain/slog.h"
 
 #define FA_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
@@ -136,6 +137,29 @@ inline std::string ReadDimsFromAttrs(const gert::RuntimeAttrs *attrs, const Forw
     return ReadDims(q, k, v, layout, *numHeads, *numKvHeads, allowTnd, d);
 }
 
+// The start of every forward InferShape: the dims from the query/key/value shapes (inputs 0, 1, 2)
+// and the attrs, attention_out (output 0) shaped like query, and softmax_lse (output 1) in *lse
+// for the caller to shape. GRAPH_FAILED, logged, when a shape is missing or the dims are wrong.
+inline ge::graphStatus InferForwardShapes(gert::InferShapeContext *context, const ForwardAttrIndex &index,
+                                          bool allowTnd, gert::Shape **lse, Dims *d) {
+    const gert::Shape *q = context->GetInputShape(0);
+    const gert::Shape *k = context->GetInputShape(1);
+    const gert::Shape *v = context->GetInputShape(2);
+    gert::Shape *out = context->GetOutputShape(0);
+    *lse = context->GetOutputShape(1);
+    if (q == nullptr || k == nullptr || v == nullptr || out == nullptr || *lse == nullptr) {
+        FA_LOGE(context, "InferShape: missing input or output shape");
+        return ge::GRAPH_FAILED;
+    }
+    const std::string error = ReadDimsFromAttrs(context->GetAttrs(), index, *q, *k, *v, allowTnd, d);
+    if (!error.empty()) {
+        FA_LOGE(context, "%s", error.c_str());
+        return ge::GRAPH_FAILED;
+    }
+    *out = *q;  // attention_out: like query
+    return ge::GRAPH_SUCCESS;
+}
+
 // The start of every forward TilingFunc: the dims of query/key/value (inputs 0, 1, 2) and the
 // problem's sizes, dtype, layout and the user's block_m / block_n (0 = auto). The caller adds
 // what its op has beyond that (causal or a band, sequences, mask, dropout). Returns "" or what is
@@ -231,13 +255,8 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
         return ge::GRAPH_FAILED;
     }
     *td = FlashAttentionTilingData{};
-    td->batch = static_cast<uint32_t>(problem.batch);
-    td->numHeads = static_cast<uint32_t>(problem.numHeads);
-    td->numKvHeads = static_cast<uint32_t>(problem.numKvHeads);
-    td->groupSize = static_cast<uint32_t>(problem.numHeads / problem.numKvHeads);
-    td->seqQ = static_cast<uint32_t>(problem.seqQ);
+    FillHeadSizes(problem, td);
     td->seqKv = static_cast<uint32_t>(problem.seqKv);
-    td->headDim = static_cast<uint32_t>(problem.headDim);
     td->layout = problem.layout;
     td->causal = causalAttr ? 1 : 0;
     td->scaleValue = scale;
@@ -272,9 +291,7 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     td->hasDropoutMask = problem.dropoutMaskOut ? 1 : 0;
     td->invKeepProb = 1.0f;
 
-    const matmul_tiling::DataType mmType = fp32   ? matmul_tiling::DataType::DT_FLOAT
-                                           : bf16 ? matmul_tiling::DataType::DT_BF16
-                                                  : matmul_tiling::DataType::DT_FLOAT16;
+    const matmul_tiling::DataType mmType = OperandType(bf16, fp32);
     const int32_t m = static_cast<int32_t>(plan.blockM), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(problem.headDim);
     // Per item, all its blockM rows: S = Q.K^T ([m, hd] x [n, hd]^T) and P.V ([m, n] x [n, hd]), C fp32.
@@ -307,12 +324,10 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
         }
     }
     context->SetTilingKey(plan.tilingKey);
-    size_t *workspaces = context->GetWorkspaceSizes(1);
-    if (workspaces == nullptr) {
+    if (!SetMatmulWorkspace(context, platform, plan.userWorkspaceBytes)) {
         FA_LOGE(context, "no workspace slot");
         return ge::GRAPH_FAILED;
     }
-    workspaces[0] = platform.GetLibApiWorkSpaceSize() + plan.userWorkspaceBytes;
     return ge::GRAPH_SUCCESS;
 }
 

@@ -9,7 +9,6 @@ namespace {
 constexpr uint64_t kAlign = 16;  // cube fractal edge; head_dim and chunks are multiples of it
 constexpr uint64_t kUbAlign = 32;
 constexpr uint64_t kFp32 = 4;
-constexpr uint64_t kMaxDim = 256;
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -59,14 +58,8 @@ std::string Validate(const DecodeProblem &p, const ChipLimits &c) {
             return Format("%s must be in [1, 2^31), got %llu", s.name, static_cast<unsigned long long>(s.value));
         }
     }
-    if (p.headDim % kAlign != 0 || p.headDim > kMaxDim) {
-        return Format("head_dim must be a multiple of 16 and at most 256, got %llu",
-                      static_cast<unsigned long long>(p.headDim));
-    }
-    if (p.numHeads % p.numKvHeads != 0) {
-        return Format("num_heads (%llu) must be a multiple of num_kv_heads (%llu)",
-                      static_cast<unsigned long long>(p.numHeads), static_cast<unsigned long long>(p.numKvHeads));
-    }
+    const std::string heads = ValidateHeads(p.headDim, p.numHeads, p.numKvHeads);
+    if (!heads.empty()) return heads;
     const uint64_t rows = p.numHeads / p.numKvHeads * p.seqQ;
     if (rows > kDecodeMaxRows) {
         return Format("num_heads / num_kv_heads * seq_q = %llu query rows per kv head exceeds %u (seq_q %llu, "

@@ -14,6 +14,8 @@
 #include "chip_limits.h"
 #include "cube_tiling.h"
 #include "toolchain/slog.h"
+#include "op_registration.h"
+#include "tiling_sizes.h"
 
 #define FAD_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
 
@@ -155,12 +157,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
         return ge::GRAPH_FAILED;
     }
     *td = FlashAttentionDecodeTilingData{};
-    td->batch = static_cast<uint32_t>(p.batch);
-    td->numHeads = static_cast<uint32_t>(p.numHeads);
-    td->numKvHeads = static_cast<uint32_t>(p.numKvHeads);
-    td->groupSize = static_cast<uint32_t>(p.numHeads / p.numKvHeads);
-    td->seqQ = static_cast<uint32_t>(p.seqQ);
-    td->headDim = static_cast<uint32_t>(p.headDim);
+    fa_host::FillHeadSizes(p, td);
     td->numBlocks = static_cast<uint32_t>(p.numBlocks);
     td->blockSize = static_cast<uint32_t>(p.blockSize);
     td->maxBlocksPerSeq = static_cast<uint32_t>(p.maxBlocksPerSeq);
@@ -184,8 +181,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     td->wsPartialOOffset = plan.wsPartialOOffset;
     td->wsPartialLseOffset = plan.wsPartialLseOffset;
 
-    const matmul_tiling::DataType mmType =
-        p.bf16 ? matmul_tiling::DataType::DT_BF16 : matmul_tiling::DataType::DT_FLOAT16;
+    const matmul_tiling::DataType mmType = fa_host::OperandType(p.bf16);
     const int32_t m = static_cast<int32_t>(plan.rows), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(p.headDim);
     // Per AIV piece: S = Q.K^T and P.V with A and C in GM; each a quarter of L1 (an AIC serves
@@ -203,12 +199,10 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     if (plan.splitKv != 0) {
         context->SetScheduleMode(kBatchScheduleMode);
     }
-    size_t *workspaces = context->GetWorkspaceSizes(1);
-    if (workspaces == nullptr) {
+    if (!fa_host::SetMatmulWorkspace(context, platform, plan.userWorkspaceBytes)) {
         FAD_LOGE(context, "no workspace slot");
         return ge::GRAPH_FAILED;
     }
-    workspaces[0] = platform.GetLibApiWorkSpaceSize() + plan.userWorkspaceBytes;
     return ge::GRAPH_SUCCESS;
 }
 
@@ -220,29 +214,19 @@ class FlashAttentionDecode : public OpDef {
     explicit FlashAttentionDecode(const char *name) : OpDef(name) {
         const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16};
         const std::vector<ge::DataType> int32Types = {ge::DT_INT32, ge::DT_INT32};
-        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND};
-        this->Input("query").ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
-        this->Input("key").ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
-        this->Input("value").ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
-        this->Input("block_table").ParamType(REQUIRED).DataType(int32Types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("actual_seq_lengths_kv")
-            .ParamType(REQUIRED)
-            .DataType(int32Types)
-            .Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Output("attention_out").ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
-        this->Output("softmax_lse")
-            .ParamType(REQUIRED)
-            .DataType({ge::DT_FLOAT, ge::DT_FLOAT})
-            .Format(nd)
-            .UnknownShapeFormat(nd);
+        fa_host::DescribeNd(this->Input("query"), REQUIRED, halfTypes);
+        fa_host::DescribeNd(this->Input("key"), REQUIRED, halfTypes);
+        fa_host::DescribeNd(this->Input("value"), REQUIRED, halfTypes);
+        fa_host::DescribeNd(this->Input("block_table"), REQUIRED, int32Types);
+        fa_host::DescribeNd(this->Input("actual_seq_lengths_kv"), REQUIRED, int32Types);
+        fa_host::DescribeNd(this->Output("attention_out"), REQUIRED, halfTypes);
+        fa_host::DescribeNd(this->Output("softmax_lse"), REQUIRED, {ge::DT_FLOAT, ge::DT_FLOAT});
         this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
         this->Attr("block_size").AttrType(OPTIONAL).Int(0);
         this->Attr("pre_tokens").AttrType(OPTIONAL).Int(2147483647);
         this->Attr("next_tokens").AttrType(OPTIONAL).Int(2147483647);
         this->Attr("num_splits").AttrType(OPTIONAL).Int(0);
-        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
-        this->AICore().SetTiling(TilingFunc).AddConfig("ascend910b").AddConfig("ascend910_93");
+        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3);
     }
 };
 OP_ADD(FlashAttentionDecode);

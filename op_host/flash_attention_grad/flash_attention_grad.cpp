@@ -10,6 +10,7 @@
 #include "flash_attention_grad_policy.h"
 #include "register/op_def_registry.h"
 #include "toolchain/slog.h"
+#include "op_registration.h"
 
 #define FAG_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
 
@@ -93,24 +94,17 @@ class FlashAttentionGrad : public OpDef {
  public:
     explicit FlashAttentionGrad(const char *name) : OpDef(name) {
         const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16};
-        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND};
         for (const char *input : {"query", "key", "value", "attention_out", "dout"}) {
-            this->Input(input).ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
+            fa_host::DescribeNd(this->Input(input), REQUIRED, halfTypes);
         }
-        this->Input("softmax_lse").ParamType(REQUIRED).DataType({ge::DT_FLOAT, ge::DT_FLOAT}).Format(nd).UnknownShapeFormat(nd);
+        fa_host::DescribeNd(this->Input("softmax_lse"), REQUIRED, {ge::DT_FLOAT, ge::DT_FLOAT});
         for (const char *output : {"dq", "dk", "dv"}) {
-            this->Output(output).ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
+            fa_host::DescribeNd(this->Output(output), REQUIRED, halfTypes);
         }
-        this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
-        this->Attr("causal").AttrType(OPTIONAL).Bool(false);
-        this->Attr("input_layout").AttrType(OPTIONAL).String("BNSD");
-        this->Attr("num_heads").AttrType(OPTIONAL).Int(0);
-        this->Attr("num_kv_heads").AttrType(OPTIONAL).Int(0);
+        fa_host::AddAttentionAttrs(*this, false);
         this->Attr("deterministic").AttrType(OPTIONAL).Bool(true);
-        this->Attr("block_m").AttrType(OPTIONAL).Int(0);
-        this->Attr("block_n").AttrType(OPTIONAL).Int(0);
-        this->SetInferShape(InferShape).SetInferDataType(fa_host::InferGradDataTypes);
-        this->AICore().SetTiling(TilingFunc).AddConfig("ascend910b").AddConfig("ascend910_93");
+        fa_host::AddBlockAttrs(*this);
+        fa_host::RegisterHost(*this, InferShape, fa_host::InferGradDataTypes, TilingFunc, fa_host::Chips::kA2A3);
     }
 };
 OP_ADD(FlashAttentionGrad);

@@ -7,6 +7,7 @@
 #include "tiling/tiling_api.h"
 #include "chip_limits.h"
 #include "cube_tiling.h"
+#include "tiling_sizes.h"
 #include "toolchain/slog.h"
 
 static_assert(fa_policy::kGradKeyBf16 == FAG_KEY_BF16 && fa_policy::kGradKeyCausal == FAG_KEY_CAUSAL &&
@@ -143,13 +144,8 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
     int64_t pre = 0, next = 0;
     fa_policy::GradBand(problem, &pre, &next);
     *td = FlashAttentionGradTilingData{};
-    td->batch = static_cast<uint32_t>(problem.batch);
-    td->numHeads = static_cast<uint32_t>(problem.numHeads);
-    td->numKvHeads = static_cast<uint32_t>(problem.numKvHeads);
-    td->groupSize = static_cast<uint32_t>(problem.numHeads / problem.numKvHeads);
-    td->seqQ = static_cast<uint32_t>(problem.seqQ);
+    fa_host::FillHeadSizes(problem, td);
     td->seqKv = static_cast<uint32_t>(problem.seqKv);
-    td->headDim = static_cast<uint32_t>(problem.headDim);
     td->layout = d.layout;
     td->varlen = d.varlen ? 1 : 0;
     td->deterministic = deterministic ? 1 : 0;
@@ -192,8 +188,7 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
     td->seed = dropout.seed;
     td->offset = dropout.offset;
 
-    const matmul_tiling::DataType mmType =
-        problem.bf16 ? matmul_tiling::DataType::DT_BF16 : matmul_tiling::DataType::DT_FLOAT16;
+    const matmul_tiling::DataType mmType = fa_host::OperandType(problem.bf16);
     const int32_t m = static_cast<int32_t>(plan.blockM), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(problem.headDim);
     // Per AIV step, A and C in GM, each a sixth of L1 (an AIC serves 2 AIVs x 3 matmuls): scores
@@ -218,12 +213,10 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
         return ge::GRAPH_FAILED;
     }
     context->SetTilingKey(plan.tilingKey);
-    size_t *workspaces = context->GetWorkspaceSizes(1);
-    if (workspaces == nullptr) {
+    if (!fa_host::SetMatmulWorkspace(context, platform, plan.userWorkspaceBytes)) {
         *error = "no workspace slot";
         return ge::GRAPH_FAILED;
     }
-    workspaces[0] = platform.GetLibApiWorkSpaceSize() + plan.userWorkspaceBytes;
     return ge::GRAPH_SUCCESS;
 }
 

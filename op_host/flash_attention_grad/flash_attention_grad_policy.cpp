@@ -191,20 +191,7 @@ std::string ValidateBandAndSequences(const Problem &p) {
                       "next_tokens=%lld%s", static_cast<long long>(pre), static_cast<long long>(next),
                       p.causal ? " (causal: next_tokens <= 0)" : "");
     }
-    if (p.seqLensQ.empty() && p.seqLensKv.empty()) return {};
-    if (p.seqLensQ.size() != p.batch || p.seqLensKv.size() != p.batch) {
-        return Format("actual_seq_qlen and actual_seq_kvlen must both hold one length per sequence: %zu and %zu "
-                      "lengths for %llu sequences", p.seqLensQ.size(), p.seqLensKv.size(),
-                      static_cast<unsigned long long>(p.batch));
-    }
-    for (size_t s = 0; s < p.seqLensQ.size(); ++s) {
-        if (p.seqLensQ[s] > p.seqQ || p.seqLensKv[s] > p.seqKv) {
-            return Format("sequence %zu (%llu queries, %llu keys) is longer than seq_q %llu / seq_kv %llu", s,
-                          static_cast<unsigned long long>(p.seqLensQ[s]), static_cast<unsigned long long>(p.seqLensKv[s]),
-                          static_cast<unsigned long long>(p.seqQ), static_cast<unsigned long long>(p.seqKv));
-        }
-    }
-    return {};
+    return ValidateSequenceLengths(p);
 }
 
 }  // namespace

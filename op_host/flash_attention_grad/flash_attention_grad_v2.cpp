@@ -15,6 +15,7 @@
 #include "flash_attention_grad_policy.h"
 #include "register/op_def_registry.h"
 #include "toolchain/slog.h"
+#include "op_registration.h"
 
 #define FAG2_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
 
@@ -194,38 +195,22 @@ class FlashAttentionGradV2 : public OpDef {
         // masked out, FlashAttentionScore's convention).
         const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT16, ge::DT_BF16};
         const std::vector<ge::DataType> masks = {ge::DT_UINT8, ge::DT_UINT8, ge::DT_BOOL, ge::DT_BOOL};
-        const std::vector<ge::Format> nd(4, ge::FORMAT_ND);
         for (const char *input : {"query", "key", "value", "attention_out", "dout"}) {
-            this->Input(input).ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
+            fa_host::DescribeNd(this->Input(input), REQUIRED, halfTypes);
         }
-        this->Input("softmax_lse").ParamType(REQUIRED).DataType(std::vector<ge::DataType>(4, ge::DT_FLOAT)).Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Input("atten_mask").ParamType(OPTIONAL).DataType(masks).Format(nd).UnknownShapeFormat(nd);
+        fa_host::DescribeNd(this->Input("softmax_lse"), REQUIRED, std::vector<ge::DataType>(4, ge::DT_FLOAT));
+        fa_host::DescribeNd(this->Input("atten_mask"), OPTIONAL, masks);
         for (const char *lengths : {"actual_seq_qlen", "actual_seq_kvlen"}) {
-            this->Input(lengths)
-                .ParamType(OPTIONAL)
-                .ValueDepend(OPTIONAL)
-                .DataType(std::vector<ge::DataType>(4, ge::DT_INT64))
-                .Format(nd)
-                .UnknownShapeFormat(nd);
+            fa_host::DescribeNd(this->Input(lengths), OPTIONAL, std::vector<ge::DataType>(4, ge::DT_INT64))
+                .ValueDepend(OPTIONAL);
         }
         for (const char *output : {"dq", "dk", "dv"}) {
-            this->Output(output).ParamType(REQUIRED).DataType(halfTypes).Format(nd).UnknownShapeFormat(nd);
+            fa_host::DescribeNd(this->Output(output), REQUIRED, halfTypes);
         }
-        this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
-        this->Attr("pre_tokens").AttrType(OPTIONAL).Int(2147483647);
-        this->Attr("next_tokens").AttrType(OPTIONAL).Int(2147483647);
-        this->Attr("input_layout").AttrType(OPTIONAL).String("BNSD");
-        this->Attr("num_heads").AttrType(OPTIONAL).Int(0);
-        this->Attr("num_kv_heads").AttrType(OPTIONAL).Int(0);
-        this->Attr("keep_prob").AttrType(OPTIONAL).Float(1.0);
-        this->Attr("seed").AttrType(OPTIONAL).Int(0);
-        this->Attr("offset").AttrType(OPTIONAL).Int(0);
+        fa_host::AddAttentionAttrs(*this, true);
         this->Attr("deterministic").AttrType(OPTIONAL).Bool(true);
-        this->Attr("block_m").AttrType(OPTIONAL).Int(0);
-        this->Attr("block_n").AttrType(OPTIONAL).Int(0);
-        this->SetInferShape(InferShape).SetInferDataType(fa_host::InferGradDataTypes);
-        this->AICore().SetTiling(TilingFunc).AddConfig("ascend910b").AddConfig("ascend910_93");
+        fa_host::AddBlockAttrs(*this);
+        fa_host::RegisterHost(*this, InferShape, fa_host::InferGradDataTypes, TilingFunc, fa_host::Chips::kA2A3);
     }
 };
 OP_ADD(FlashAttentionGradV2);

@@ -24,6 +24,7 @@
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 
+#include "flash_attention_gm.h"
 #include "flash_attention_items.h"
 #include "flash_attention_rows.h"
 #include "flash_attention_tiling.h"
@@ -91,14 +92,7 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::Init(GM_ADDR query, GM_AD
     const uint32_t n = td_->blockN;
     const uint32_t d = td_->headDim;
 
-    const uint64_t qElems = static_cast<uint64_t>(td_->tokensQ) * td_->numHeads * d;
-    const uint64_t kvElems = static_cast<uint64_t>(td_->tokensKv) * td_->numKvHeads * d;
-    queryGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(query), qElems);
-    keyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(key), kvElems);
-    valueGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(value), kvElems);
-    outGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(attentionOut), qElems);
-    lseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(softmaxLse),
-                           static_cast<uint64_t>(td_->tokensQ) * td_->numHeads);
+    BindForwardGm<T>(td_, query, key, value, attentionOut, softmaxLse, queryGm_, keyGm_, valueGm_, outGm_, lseGm_);
     items_.Init(td_, actualSeqQlen, actualSeqKvlen);
     core_ = AscendC::GetBlockIdx();
 

@@ -67,6 +67,8 @@
 #include "lib/matmul_intf.h"
 
 #include "attention_mask.h"
+#include "attention_matmul.h"
+#include "flash_attention_gm.h"
 #include "flash_attention_items.h"
 #include "flash_attention_rows.h"
 #include "flash_attention_tiling.h"
@@ -86,13 +88,8 @@ constexpr uint16_t PAIR_VALUES = 6;  // P_prev . V_prev is in GM (an item's last
 template <typename T>
 class FlashAttentionKernel {
 public:
-    using QType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T>;
-    using KTransType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T, true>;
-    using VType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T>;
-    using AccType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, float>;
-
-    AscendC::Matmul<QType, KTransType, AccType> qkMm;  // S = Q . K^T, [rows, cols] fp32
-    AscendC::Matmul<QType, VType, AccType> pvMm;       // P . V, [rows, D] fp32
+    attn_mm::RowsByColsT<T> qkMm;  // S = Q . K^T, [rows, cols] fp32
+    attn_mm::RowsByB<T> pvMm;      // P . V, [rows, D] fp32
 
     // actualSeqQlen / actualSeqKvlen: the varlen cumulative ends (int64 GM), unused otherwise;
     // attenMask (uint8, 1 = masked out) and dropoutMask (uint8 out, 1 = kept): null when absent.
@@ -225,14 +222,7 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     const uint32_t n = td_->blockN;
     const uint32_t d = td_->headDim;
 
-    const uint64_t qElems = static_cast<uint64_t>(td_->tokensQ) * td_->numHeads * d;
-    const uint64_t kvElems = static_cast<uint64_t>(td_->tokensKv) * td_->numKvHeads * d;
-    queryGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(query), qElems);
-    keyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(key), kvElems);
-    valueGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(value), kvElems);
-    outGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(attentionOut), qElems);
-    lseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(softmaxLse),
-                           static_cast<uint64_t>(td_->tokensQ) * td_->numHeads);
+    BindForwardGm<T>(td_, query, key, value, attentionOut, softmaxLse, queryGm_, keyGm_, valueGm_, outGm_, lseGm_);
     items_.Init(td_, actualSeqQlen, actualSeqKvlen);
 
     // UB, in the order and sizes op_host budgets (flash_attention_tiling.h); before the workspace

@@ -26,6 +26,7 @@
 #include "lib/matmul_intf.h"
 
 #include "attention_band.h"
+#include "attention_matmul.h"
 #include "attention_row_ops.h"
 #include "flash_attention_decode_tiling.h"
 
@@ -61,13 +62,8 @@ struct GroupSpan {
 template <typename T>
 class FlashAttentionDecodeKernel {
 public:
-    using QType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T>;
-    using KTransType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T, true>;
-    using VType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T>;
-    using AccType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, float>;
-
-    AscendC::Matmul<QType, KTransType, AccType> qkMm;  // S = Q . K^T, [rows, cols] fp32
-    AscendC::Matmul<QType, VType, AccType> pvMm;       // P . V, [rows, D] fp32
+    attn_mm::RowsByColsT<T> qkMm;  // S = Q . K^T, [rows, cols] fp32
+    attn_mm::RowsByB<T> pvMm;      // P . V, [rows, D] fp32
 
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR blockTable,
                                 GM_ADDR actualSeqLengthsKv, GM_ADDR attentionOut, GM_ADDR softmaxLse,

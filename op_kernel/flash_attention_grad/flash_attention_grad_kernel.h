@@ -53,6 +53,7 @@
 #include "lib/matmul_intf.h"
 
 #include "attention_band.h"
+#include "attention_matmul.h"
 #include "attention_mask.h"
 #include "attention_row_ops.h"
 #include "philox_dropout.h"
@@ -77,13 +78,9 @@ using attn_rows::WaitForPipe;  // orders the pipe named second after the one nam
 template <typename T>
 class FlashAttentionGradKernel {
 public:
-    using RowsType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T>;
-    using TransType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T, true>;
-    using AccType = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, float>;
-
-    AscendC::Matmul<RowsType, TransType, AccType> scoreMm;   // S = Q.K^T, dP = dO.V^T: [m, n] fp32
-    AscendC::Matmul<TransType, RowsType, AccType> kvGradMm;  // dV += P^T.dO, dK += dS^T.Q: [n, D] fp32
-    AscendC::Matmul<RowsType, RowsType, AccType> dqMm;       // dS.K: [m, D] fp32
+    attn_mm::RowsByColsT<T> scoreMm;  // S = Q.K^T, dP = dO.V^T: [m, n] fp32
+    attn_mm::RowsTByB<T> kvGradMm;    // dV += P^T.dO, dK += dS^T.Q: [n, D] fp32
+    attn_mm::RowsByB<T> dqMm;         // dS.K: [m, D] fp32
 
     // actualSeqQlen / actualSeqKvlen: int64 cumulative end offsets (varlen), else unused (nullptr).
     // attenMask: uint8 [maskB, maskN, maskQ, Skv] when tiling->hasMask, else unused (nullptr).

@@ -6,7 +6,8 @@
  *                      plumbing the other simulator libraries use (error messages,
  *                      device-allocation look-up, host tasks on streams).
  *   - libascendc_sim.so : kernel-launch statistics (see acl_fa_sim_kernel.h).
- * The Python driver reaches them through acl_fa/cdefs/acl_fa_sim.h and only when the
+ * The Python driver declares them by reading this header (acl_fa/cdefs/acl_fa_sim.h names it;
+ * keep the C part plain C that cffi parses) and calls them only when the
  * backend is "sim"; code that must also run on a real Ascend never calls them.
  */
 #pragma once

@@ -12,6 +12,8 @@
 extern "C" {
 #endif
 
+#pragma GCC visibility push(default)
+
 /* Totals since the library was loaded over the builtin-op tasks that ran on one device's streams
  * (a task that failed or was discarded is not counted). Bytes are GM bytes: each element of
  * selfRef read and written once, each element of other read once per element of the result. */
@@ -23,8 +25,9 @@ typedef struct aclfaSimBuiltinOpStats {
 } aclfaSimBuiltinOpStats;
 
 /* ACL_ERROR_INVALID_PARAM for a NULL stats or a device id outside [0, 64). */
-__attribute__((visibility("default"))) aclError aclfaSimGetBuiltinOpStats(int32_t deviceId,
-                                                                          aclfaSimBuiltinOpStats *stats);
+aclError aclfaSimGetBuiltinOpStats(int32_t deviceId, aclfaSimBuiltinOpStats *stats);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,7 @@ Usable as a script: ``python tests/abi/abi_check.py`` prints each problem and ex
 from __future__ import annotations
 
 import concurrent.futures
+import importlib.util
 import os
 import re
 import subprocess
@@ -32,14 +33,38 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SIM_INCLUDE = ROOT / "sim" / "include"
 CDEFS = ROOT / "acl_fa" / "cdefs"
+
+
+def _this_trees_cdef_reader():
+    # By path: as a script, `import acl_fa` could find another (installed) copy of the package.
+    spec = importlib.util.spec_from_file_location("_abi_cdef_reader", ROOT / "acl_fa" / "runtime" / "cdef_reader.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_read_cdef = _this_trees_cdef_reader().read_cdef
+
+
+def read_cdef(header: Path) -> str:
+    """A header's text; for a file of acl_fa/cdefs, the declarations cffi reads from it (its
+    #include "..." lines stand for the C part of our own header they name)."""
+    header = Path(header)
+    return _read_cdef(header) if header.parent == CDEFS else header.read_text()
 CACHE = Path(os.environ.get("ACL_FA_CACHE_DIR", Path.home() / ".cache" / "acl-fa")) / "torch-npu"
 
 # Where the wheel keeps HCCL's headers under torch_npu/include (hccl.h includes its types by
 # this path, so the include root must stay on the include path).
 HCCL_SUBDIR = "third_party/hccl/inc"
 
-# Prelude that makes the cffi cdefs (which have no #include) valid C.
+# Prelude that makes the cffi cdefs (which have no system #include) valid C.
 C_PRELUDE = "#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n"
+
+
+def cdef_prelude(names: list[str]) -> str:
+    """C_PRELUDE and the declarations of the cdefs files `names` as cffi reads them (a cdefs file
+    that names one of our own headers stands for that header's C part)."""
+    return C_PRELUDE + "".join(f"/* {name} */\n{read_cdef(CDEFS / name)}\n" for name in names)
 
 
 class AbiError(Exception):
@@ -96,7 +121,7 @@ def _strip_comments(text: str) -> str:
 
 def function_declarations(header: Path) -> list[str]:
     """The function prototypes of a cdef file (top-level statements with a parameter list)."""
-    text = _strip_comments(header.read_text())
+    text = _strip_comments(read_cdef(header))
     text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     decls, depth, current = [], 0, []
     for ch in text:
@@ -123,7 +148,7 @@ _ENUM_MEMBER = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:=[^,]*)?$")
 def constant_names(header: Path) -> list[str]:
     """Names of the integer constants a header declares: numeric #defines, static const ints,
     enum members."""
-    text = _strip_comments(header.read_text())
+    text = _strip_comments(read_cdef(header))
     names = _DEFINE.findall(text) + _STATIC_CONST.findall(text)
     for body in _ENUM_BODY.findall(text):
         for item in body.split(","):
@@ -238,8 +263,9 @@ def hccl_problems(real_include: Path, work: Path) -> list[str]:
     try:
         real = constant_values(real_dirs, real_prelude, list(dict.fromkeys(cdef_names + sim_names + HCCL_LAYOUT)),
                                work, "real_hccl", cxx=True)
-        cdef_prelude = C_PRELUDE + "".join(f'#include "{CDEFS / n}"\n' for n in ["acl_rt.h", "hccl.h"])
-        ours = constant_values([], cdef_prelude, cdef_names + HCCL_LAYOUT, work, "cdef_hccl")
+        # As C++, as the real header: HCCL_ROOT_INFO_BYTES is a const array bound.
+        ours = constant_values([], cdef_prelude(["acl_rt.h", "hccl.h"]), cdef_names + HCCL_LAYOUT, work, "cdef_hccl",
+                               cxx=True)
         # sim/include/hccl over the real acl headers (it includes acl/acl.h).
         sim = constant_values([real_include, SIM_INCLUDE], real_prelude, sim_names + HCCL_LAYOUT, work, "sim_hccl",
                               cxx=True)
@@ -294,8 +320,7 @@ def run_all(real_include: Path) -> list[str]:
         try:
             real = constant_values([real_include], real_prelude, list(dict.fromkeys(acl_names + sim_names)), work,
                                    "real_acl")
-            cdef_values = constant_values([], C_PRELUDE + f'#include "{CDEFS / "acl_rt.h"}"\n', acl_names, work,
-                                          "cdef_acl_rt")
+            cdef_values = constant_values([], cdef_prelude(["acl_rt.h"]), acl_names, work, "cdef_acl_rt")
             sim_values = constant_values([SIM_INCLUDE], real_prelude, sim_names, work, "sim_acl")
             problems += compare_constants(cdef_values, real, "acl_fa/cdefs/acl_rt.h")
             problems += compare_constants(sim_values, real, "sim/include/acl")
@@ -312,10 +337,9 @@ def run_all(real_include: Path) -> list[str]:
         ]:
             names = constant_names(cdef)
             ref_prelude = "#include <stdbool.h>\n" + "".join(f'#include "{h}"\n' for h in reference_headers)
-            cdef_prelude = C_PRELUDE + "".join(f'#include "{CDEFS / name}"\n' for name in cdef_chain)
             try:
                 reference = constant_values([real_include, SIM_INCLUDE], ref_prelude, names, work, f"ref_{tag}")
-                ours = constant_values([], cdef_prelude, names, work, f"cdef_{tag}")
+                ours = constant_values([], cdef_prelude(cdef_chain), names, work, f"cdef_{tag}")
                 problems += compare_constants(ours, reference, f"acl_fa/cdefs/{cdef.name}")
             except AbiError as err:
                 problems.append(str(err))

@@ -19,7 +19,11 @@ extern "C" void cross_core(GM_ADDR x, GM_ADDR b, GM_ADDR out, GM_ADDR workspace,
 extern "C" void core_flags(GM_ADDR x, GM_ADDR work, GM_ADDR out, GM_ADDR tiling);
 
 namespace {
-int Finish(aclError rc, const std::string &msg, char *err, size_t errLen) {
+// Launches `body` as kernel `name` and returns the launch's aclError, its message in err.
+template <typename Body>
+int Launch(const char *name, uint32_t blockDim, uint32_t kernelType, const Body &body, char *err, size_t errLen) {
+    std::string msg;
+    const aclError rc = acl_fa_sim::LaunchKernel(name, blockDim, kernelType, body, &msg);
     if (err != nullptr && errLen > 0) std::snprintf(err, errLen, "%s", msg.c_str());
     return rc;
 }
@@ -31,33 +35,25 @@ MmSoftmaxTiling MakeMmTiling(uint32_t m, uint32_t n, uint32_t k, uint32_t rowsPe
 extern "C" int aclfaSimTestVecScaleAdd(void *x, void *y, void *z, uint32_t tile, uint32_t tilesPerCore, float scale,
                                        uint32_t blockDim, char *err, size_t errLen) {
     VecScaleAddTiling t{tile, tilesPerCore, scale};
-    std::string msg;
-    aclError rc = acl_fa_sim::LaunchKernel(
-        "vec_scale_add", blockDim, KERNEL_TYPE_AIV_ONLY,
-        [&] { vec_scale_add(Gm(x), Gm(y), Gm(z), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
-    return Finish(rc, msg, err, errLen);
+    return Launch("vec_scale_add", blockDim, KERNEL_TYPE_AIV_ONLY,
+                  [&] { vec_scale_add(Gm(x), Gm(y), Gm(z), reinterpret_cast<GM_ADDR>(&t)); }, err, errLen);
 }
 
 extern "C" int aclfaSimTestMmSoftmax(void *a, void *b, void *out, void *workspace, uint32_t m, uint32_t n, uint32_t k,
                                      uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err,
                                      size_t errLen) {
     MmSoftmaxTiling t = MakeMmTiling(m, n, k, rowsPerAiv, cube);
-    std::string msg;
-    aclError rc = acl_fa_sim::LaunchKernel(
-        "mm_softmax", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
-        [&] { mm_softmax(Gm(a), Gm(b), Gm(out), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
-    return Finish(rc, msg, err, errLen);
+    return Launch("mm_softmax", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
+                  [&] { mm_softmax(Gm(a), Gm(b), Gm(out), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); },
+                  err, errLen);
 }
 
 extern "C" int aclfaSimTestMatmul(void *a, void *b, void *c, void *workspace, uint32_t m, uint32_t n, uint32_t k,
                                   uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err,
                                   size_t errLen) {
     MmSoftmaxTiling t = MakeMmTiling(m, n, k, rowsPerAiv, cube);
-    std::string msg;
-    aclError rc = acl_fa_sim::LaunchKernel(
-        "matmul_only", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
-        [&] { matmul_only(Gm(a), Gm(b), Gm(c), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
-    return Finish(rc, msg, err, errLen);
+    return Launch("matmul_only", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
+                  [&] { matmul_only(Gm(a), Gm(b), Gm(c), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); }, err, errLen);
 }
 
 namespace {
@@ -103,20 +99,14 @@ extern "C" int aclfaSimTestGemm(void *a, void *b, void *c, uint32_t m, uint32_t 
     t.tileN = tileN;
     t.cube = MakeMmTiling(m, n, k, tileM, cube).cube;
     t.cube.N = t.cube.singleCoreN = static_cast<int32_t>(tileN);
-    std::string msg;
-    aclError rc = acl_fa_sim::LaunchKernel(
-        "gemm_aic", blockDim, KERNEL_TYPE_AIC_ONLY,
-        [&] { gemm_aic(Gm(a), Gm(b), Gm(c), nullptr, reinterpret_cast<GM_ADDR>(&t)); }, &msg);
-    return Finish(rc, msg, err, errLen);
+    return Launch("gemm_aic", blockDim, KERNEL_TYPE_AIC_ONLY,
+                  [&] { gemm_aic(Gm(a), Gm(b), Gm(c), nullptr, reinterpret_cast<GM_ADDR>(&t)); }, err, errLen);
 }
 
 extern "C" int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType,
                                  char *err, size_t errLen) {
     ProbeTiling t{op, n, param};
-    std::string msg;
-    aclError rc = acl_fa_sim::LaunchKernel(
-        "probe", 1, kernelType, [&] { probe(Gm(in), Gm(out), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
-    return Finish(rc, msg, err, errLen);
+    return Launch("probe", 1, kernelType, [&] { probe(Gm(in), Gm(out), reinterpret_cast<GM_ADDR>(&t)); }, err, errLen);
 }
 
 extern "C" int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n,
@@ -139,11 +129,9 @@ extern "C" int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, vo
     c.stepM = c.stepN = c.stepKa = c.stepKb = 1;
     c.depthA1 = c.depthB1 = 1;
     c.dbL0A = c.dbL0B = c.dbL0C = 1;
-    std::string msg;
-    aclError rc = acl_fa_sim::LaunchKernel(
-        "cross_core", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
-        [&] { cross_core(Gm(x), Gm(b), Gm(out), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
-    return Finish(rc, msg, err, errLen);
+    return Launch("cross_core", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
+                  [&] { cross_core(Gm(x), Gm(b), Gm(out), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); },
+                  err, errLen);
 }
 
 extern "C" int aclfaSimTestCoreFlags(int32_t op, void *x, void *work, void *out, uint32_t n, uint64_t spin,
@@ -153,33 +141,32 @@ extern "C" int aclfaSimTestCoreFlags(int32_t op, void *x, void *work, void *out,
     t.n = n;
     t.spin = spin;
     t.skip = skip;
-    std::string msg;
-    aclError rc = acl_fa_sim::LaunchKernel(
-        "core_flags", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
-        [&] { core_flags(Gm(x), Gm(work), Gm(out), reinterpret_cast<GM_ADDR>(&t)); }, &msg);
-    return Finish(rc, msg, err, errLen);
+    return Launch("core_flags", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
+                  [&] { core_flags(Gm(x), Gm(work), Gm(out), reinterpret_cast<GM_ADDR>(&t)); }, err, errLen);
 }
+
+namespace {
+// An AIV-only kernel over four buffers whose tiling struct is given as its kWords 32-bit fields in order.
+template <typename Tiling, size_t kWords>
+int LaunchAivWithWords(const char *name, void (*kernel)(GM_ADDR, GM_ADDR, GM_ADDR, GM_ADDR, GM_ADDR),
+                       void *const (&buffers)[4], const uint32_t *words, uint32_t blockDim, char *err, size_t errLen) {
+    static_assert(sizeof(Tiling) == kWords * sizeof(uint32_t), "the tiling struct must be kWords 32-bit fields");
+    Tiling tiling{};
+    std::memcpy(&tiling, words, sizeof(tiling));
+    return Launch(name, blockDim, KERNEL_TYPE_AIV_ONLY, [&] {
+        kernel(Gm(buffers[0]), Gm(buffers[1]), Gm(buffers[2]), Gm(buffers[3]), reinterpret_cast<GM_ADDR>(&tiling));
+    }, err, errLen);
+}
+}  // namespace
 
 extern "C" int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bytes, const uint32_t *t,
                                       uint32_t blockDim, char *err, size_t errLen) {
-    PhiloxTileTiling tiling{};
-    static_assert(sizeof(PhiloxTileTiling) == 12 * sizeof(uint32_t), "PhiloxTileTiling: 12 32-bit fields");
-    std::memcpy(&tiling, t, sizeof(tiling));
-    std::string msg;
-    aclError rc = acl_fa_sim::LaunchKernel(
-        "philox_tile", blockDim, KERNEL_TYPE_AIV_ONLY,
-        [&] { philox_tile(Gm(p), Gm(pOut), Gm(words), Gm(bytes), reinterpret_cast<GM_ADDR>(&tiling)); }, &msg);
-    return Finish(rc, msg, err, errLen);
+    return LaunchAivWithWords<PhiloxTileTiling, 12>("philox_tile", philox_tile, {p, pOut, words, bytes}, t, blockDim,
+                                                    err, errLen);
 }
 
 extern "C" int aclfaSimTestMaskTile(void *mask, void *scores, void *out, void *summary, const uint32_t *t,
                                     uint32_t blockDim, char *err, size_t errLen) {
-    MaskTileTiling tiling{};
-    static_assert(sizeof(MaskTileTiling) == 10 * sizeof(uint32_t), "MaskTileTiling: 10 32-bit fields");
-    std::memcpy(&tiling, t, sizeof(tiling));
-    std::string msg;
-    aclError rc = acl_fa_sim::LaunchKernel(
-        "mask_tile", blockDim, KERNEL_TYPE_AIV_ONLY,
-        [&] { mask_tile(Gm(mask), Gm(scores), Gm(out), Gm(summary), reinterpret_cast<GM_ADDR>(&tiling)); }, &msg);
-    return Finish(rc, msg, err, errLen);
+    return LaunchAivWithWords<MaskTileTiling, 10>("mask_tile", mask_tile, {mask, scores, out, summary}, t, blockDim,
+                                                  err, errLen);
 }

@@ -19,29 +19,10 @@ from pathlib import Path
 import cffi
 import numpy as np
 
-from acl_fa.runtime.cdef_reader import default_cdefs_dir, read_cdefs
+from acl_fa.runtime.cdef_reader import c_declarations, default_cdefs_dir, read_cdefs
 
 # The driver's declarations (ACL runtime, simulator extension) plus the test kernels' entries.
-CDEF = read_cdefs(default_cdefs_dir()) + """
-int aclfaSimTestVecScaleAdd(void *x, void *y, void *z, uint32_t tile, uint32_t tilesPerCore, float scale,
-                            uint32_t blockDim, char *err, size_t errLen);
-int aclfaSimTestMmSoftmax(void *a, void *b, void *out, void *workspace, uint32_t m, uint32_t n, uint32_t k,
-                          uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
-int aclfaSimTestMatmul(void *a, void *b, void *c, void *workspace, uint32_t m, uint32_t n, uint32_t k,
-                       uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
-int aclfaSimTestGemm(void *a, void *b, void *c, uint32_t m, uint32_t n, uint32_t k, uint32_t gridN, uint32_t tileM,
-                     uint32_t tileN, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
-int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType, char *err,
-                      size_t errLen);
-int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n, uint64_t spin,
-                          uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim, char *err, size_t errLen);
-int aclfaSimTestCoreFlags(int32_t op, void *x, void *work, void *out, uint32_t n, uint64_t spin, uint32_t skip,
-                          uint32_t blockDim, char *err, size_t errLen);
-int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bytes, const uint32_t *t, uint32_t blockDim,
-                           char *err, size_t errLen);
-int aclfaSimTestMaskTile(void *mask, void *scores, void *out, void *summary, const uint32_t *t, uint32_t blockDim,
-                         char *err, size_t errLen);
-"""
+CDEF = read_cdefs(default_cdefs_dir()) + c_declarations(Path(__file__).with_name("test_kernels.h"))
 
 MEMCPY_H2D, MEMCPY_D2H = 1, 2
 AICORE_EXCEPTION = 507015

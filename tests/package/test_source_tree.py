@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import acl_fa
+from acl_fa.runtime.cdef_reader import cdef_files, default_cdefs_dir, included_headers
 from acl_fa.runtime.loader import sim_library_dir
 
 SOURCE = Path(acl_fa.__file__).parent
@@ -36,10 +37,15 @@ print("source tree:", acl_fa.__file__)
 
 
 def _checkout(tmp_path: Path) -> Path:
-    """A checkout's root: acl_fa/ as in git (sources and cdefs, no _sim/, no generated module)."""
+    """A checkout's root: acl_fa/ as in git (sources and cdefs, no _sim/, no generated module) and
+    the headers of our own C APIs that the cdefs name (native/, sim/include/)."""
     root = tmp_path / "checkout"
     shutil.copytree(SOURCE, root / "acl_fa",
                     ignore=shutil.ignore_patterns("_sim", "_acl_cffi.py", "__pycache__", "*.so"))
+    for header in (h for cdef in cdef_files(default_cdefs_dir()) for h in included_headers(cdef)):
+        target = root / header.relative_to(SOURCE.parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(header, target)
     return root
 
 

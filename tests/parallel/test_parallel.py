@@ -6,15 +6,9 @@ bytes of a ring call = one output and its LSE).
 
 Runs in a fresh process: loading HCCL makes 8 simulated devices the default for the process.
 """
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import run_checks_on_sim_devices, run_cli_on_sim_devices, run_on_sim_devices
 
 CHECK = """
 import numpy as np, ml_dtypes, acl_fa
@@ -111,29 +105,15 @@ print("ok bad inputs")
 
 
 def test_ring_attention_matches_the_reference_and_counts_the_ring():
-    env = dict(os.environ, ACL_FA_BACKEND="sim")
-    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK)], capture_output=True, text=True,
-                          timeout=600, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("ok ") == 25, proc.stdout
+    run_checks_on_sim_devices(CHECK, 25)
 
 
 def test_cli_run_parallel_ring_reports_devices_links_overlap_and_check():
-    env = dict(os.environ, ACL_FA_BACKEND="sim")
-    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
-    base = [sys.executable, "-m", "acl_fa", "run", "--parallel", "ring", "--devices", "4", "--seq", "96", "--causal",
-            "--heads", "2", "--kv-heads", "1", "--head-dim", "32"]
-    proc = subprocess.run(base, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    text = proc.stdout
+    text, report = run_cli_on_sim_devices("--parallel", "ring", "--devices", "4", "--seq", "96", "--causal",
+                                          "--heads", "2", "--kv-heads", "1", "--head-dim", "32")
     assert "on devices [0, 1, 2, 3] (zigzag split)" in text
     assert "link model (modeled): HCCS" in text and "balance (max/mean FLOPs): 1.0000" in text
     assert "hidden by overlap" in text and ": OK" in text, text
-    proc = subprocess.run(base + ["--json"], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    import json
-    report = json.loads(proc.stdout)
     # S=96 over 2P=8 chunks of 12 rows: each step but the last moves K and V of 2 chunks, 1 kv head, D=32, fp16
     assert report["link_bytes_per_step"][0] == [2 * 24 * 32 * 2] * 3 + [0]
     assert report["accuracy"]["max_error"] <= report["accuracy"]["tolerance"]
@@ -180,9 +160,5 @@ def test_ring_orders_its_streams_on_the_device_and_fails_cleanly():
     HCCL_EXEC_TIMEOUT instead of hanging; nothing is left behind and the next ring works."""
     # 10 s: long enough that, on a loaded host, no rank times out before the injected failure
     # surfaces (3 s did once at load 13), short enough to keep the test quick.
-    env = dict(os.environ, ACL_FA_BACKEND="sim", HCCL_EXEC_TIMEOUT="10")
-    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(ORDERING)], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "ok ordering" in proc.stdout, proc.stdout
+    out = run_on_sim_devices(ORDERING, timeout=300, HCCL_EXEC_TIMEOUT="10")
+    assert "ok ordering" in out, out

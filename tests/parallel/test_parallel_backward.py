@@ -6,7 +6,6 @@ just the final gradients; `acl-fa run --parallel ring --backward`, one process a
 launch`; an injected aclnnInplaceAdd failure; bad input refused before device work. Fresh
 processes (HCCL makes 8 devices the process default), every wait with a timeout.
 """
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,22 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
+from conftest import run_checks_on_sim_devices, run_on_sim_devices, sim_devices_env
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _env(**extra):
-    env = dict(os.environ, ACL_FA_BACKEND="sim", **{k: str(v) for k, v in extra.items()})
-    for name in ("ACL_FA_SIM_DEVICE_COUNT", "ACL_FA_SIM_FAIL", "ACL_FA_RANK", "ACL_FA_WORLD_SIZE", "ACL_FA_DEVICE",
-                 "ACL_FA_ROOT_INFO"):
-        env.pop(name, None)
-    return env
+_env = sim_devices_env
 
 
 def _python(code, *args, timeout=400):
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=_env(), cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+    return run_on_sim_devices(code, timeout=timeout, argv=args)
 
 
 TABLE = """
@@ -87,8 +80,7 @@ print("ok bad inputs")
 
 
 def test_ring_backward_matches_the_float64_backward_and_the_single_device_op():
-    out = _python(TABLE, timeout=600)
-    assert out.count("ok ") == 5, out
+    run_checks_on_sim_devices(TABLE, 5)
 
 
 RANK = """

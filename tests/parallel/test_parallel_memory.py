@@ -15,8 +15,9 @@ Runs in a fresh process: loading HCCL makes 8 simulated devices the default for 
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
+
+from conftest import run_checks_on_sim_devices, run_on_sim_devices
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,12 +89,8 @@ print("refused")
 
 
 def test_ring_device_memory_is_the_shards_plus_a_constant():
-    env = dict(os.environ, ACL_FA_BACKEND="sim")
-    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK)], capture_output=True, text=True,
-                          timeout=600, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("ok ") == 10 and "excess" in proc.stdout and "refused" in proc.stdout, proc.stdout
+    out = run_checks_on_sim_devices(CHECK, 10)
+    assert "excess" in out and "refused" in out, out
 
 
 def _run_cli(*args):
@@ -186,12 +183,8 @@ except InvalidArgumentError as exc:
 def test_coupled_chips_default_to_float32_and_refuse_int16_naming_the_chip():
     """310P's vector unit has no Cast between float and int16: the ring's default there is the
     float32 accumulator, and accumulate="int16" is refused before the ring starts."""
-    env = dict(os.environ, ACL_FA_BACKEND="sim", ACL_FA_SIM_SOC="Ascend310P3")
-    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(COUPLED)], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "default True 0" in proc.stdout, proc.stdout
-    assert "no int16: the vector unit of Ascend310P3 has no Cast between float and int16" in proc.stdout, proc.stdout
+    out = run_on_sim_devices(COUPLED, timeout=300, ACL_FA_SIM_SOC="Ascend310P3")
+    assert "default True 0" in out, out
+    assert "no int16: the vector unit of Ascend310P3 has no Cast between float and int16" in out, out
     assert ("refused accumulate='int16' needs Atlas A2/A3: the vector unit of Ascend310P3 has no Cast between "
-            "float and int16") in proc.stdout, proc.stdout
+            "float and int16") in out, out

@@ -5,13 +5,7 @@ HcclAlltoAllV rounds = the analytic shard sizes; bad input refused before device
 
 Runs in a fresh process: loading HCCL makes 8 simulated devices the default for the process.
 """
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import run_checks_on_sim_devices, run_cli_on_sim_devices, run_on_sim_devices
 
 CHECK = """
 import numpy as np, ml_dtypes
@@ -69,29 +63,15 @@ print("ok bad inputs")
 
 
 def test_ulysses_matches_the_reference_and_counts_the_all_to_alls():
-    env = dict(os.environ, ACL_FA_BACKEND="sim")
-    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK)], capture_output=True, text=True,
-                          timeout=600, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("ok ") == 6, proc.stdout
+    run_checks_on_sim_devices(CHECK, 6)
 
 
 def test_cli_run_parallel_ulysses_reports_links_against_the_analytic_sizes_and_the_check():
-    env = dict(os.environ, ACL_FA_BACKEND="sim")
-    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
-    base = [sys.executable, "-m", "acl_fa", "run", "--parallel", "ulysses", "--devices", "4", "--seq", "90", "--causal",
-            "--heads", "8", "--kv-heads", "2", "--head-dim", "32"]
-    proc = subprocess.run(base, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    text = proc.stdout
+    text, report = run_cli_on_sim_devices("--parallel", "ulysses", "--devices", "4", "--seq", "90", "--causal",
+                                          "--heads", "8", "--kv-heads", "2", "--head-dim", "32")
     assert "on devices [0, 1, 2, 3] (2 query heads per device; key/value heads per device [[0], [0], [1], [1]])" in text
     assert text.count("equal") == 4 and "DIFFERS" not in text, text
     assert "not overlapped" in text and ": OK" in text, text
-    proc = subprocess.run(base + ["--json"], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    import json
-    report = json.loads(proc.stdout)
     # S=90 over 4 ranks: rows 22, 23, 22, 23; rank 0 -> rank 1: Q (2 heads) + K, V (1 head each) of its 22 rows in,
     # then rank 1's 23 rows of its 2 output heads back; D=32, fp16
     assert report["link_bytes"][0][1] == 32 * 2 * (22 * (2 + 2) + 23 * 2)
@@ -129,9 +109,5 @@ def test_a_failed_call_on_one_rank_surfaces_by_name_and_leaves_nothing_behind():
     """An injected HCCL or stream-wait failure on one rank is the error raised (its peers end by
     HCCL_EXEC_TIMEOUT, their compute streams are not held for ever by the missing data); every
     session is closed with nothing left, and the next run works."""
-    env = dict(os.environ, ACL_FA_BACKEND="sim", HCCL_EXEC_TIMEOUT="3")
-    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(FAILURE)], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "ok failures" in proc.stdout, proc.stdout
+    out = run_on_sim_devices(FAILURE, timeout=300, HCCL_EXEC_TIMEOUT="3")
+    assert "ok failures" in out, out

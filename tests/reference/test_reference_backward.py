@@ -3,18 +3,14 @@ reference, and its GQA / layout / masking semantics."""
 import numpy as np
 import pytest
 
-from acl_fa import attention_reference, attention_reference_backward
+from conftest import assert_reference_gradients
+from acl_fa import attention_reference_backward
 
 CASES = [  # (B, N, Nkv, Sq, Skv, D, causal, layout)
     (1, 2, 2, 5, 7, 4, False, "BNSD"),
     (1, 4, 2, 6, 4, 8, True, "BSND"),   # GQA, Sq > Skv: rows 0, 1 see no key
     (2, 3, 1, 3, 5, 4, True, "BSH"),    # MQA
 ]
-
-
-def _loss(q, k, v, g, **kw):
-    out, _ = attention_reference(q, k, v, **kw)
-    return float((out * g).sum())
 
 
 @pytest.mark.parametrize("b,n,nkv,sq,skv,d,causal,layout", CASES)
@@ -25,20 +21,7 @@ def test_gradients_match_finite_differences(b, n, nkv, sq, skv, d, causal, layou
     q, g = r.standard_normal(shape(n, sq)), r.standard_normal(shape(n, sq))
     k, v = r.standard_normal(shape(nkv, skv)), r.standard_normal(shape(nkv, skv))
     kw = dict(causal=causal, scale=0.7, layout=layout, num_heads=n, num_kv_heads=nkv)
-    grads = attention_reference_backward(g, q, k, v, **kw)
-    eps = 1e-6
-    for x, grad in zip((q, k, v), grads):
-        assert grad.shape == x.shape
-        fd = np.zeros_like(x)
-        for idx in np.ndindex(x.shape):
-            old = x[idx]
-            x[idx] = old + eps
-            up = _loss(q, k, v, g, **kw)
-            x[idx] = old - eps
-            down = _loss(q, k, v, g, **kw)
-            x[idx] = old
-            fd[idx] = (up - down) / (2 * eps)
-        np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
+    assert_reference_gradients(attention_reference_backward(g, q, k, v, **kw), g, q, k, v, **kw)
 
 
 def test_rows_without_visible_keys_have_zero_dq():

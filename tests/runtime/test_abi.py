@@ -32,7 +32,7 @@ def test_cdefs_parse_with_cffi():
     cffi = pytest.importorskip("cffi")
     ffi = cffi.FFI()
     for name in ["acl_rt.h", "aclnn_base.h", "acl_fa_sim.h", "hccl.h", "hccl_sim.h", "aclnn_add.h", "opapi_sim.h"]:
-        ffi.cdef((abi_check.CDEFS / name).read_text())
+        ffi.cdef(abi_check.read_cdef(abi_check.CDEFS / name))
 
 
 def test_runtime_sources_compile_against_real_headers(real_include):
@@ -69,14 +69,14 @@ def test_hccl_constants_and_struct_layouts_are_real(real_include, work):
 
 def test_a_wrong_hccl_declaration_is_caught(real_include, work):
     """Both HCCL comparisons can fail: a changed enum value and a changed parameter type."""
-    original = (abi_check.CDEFS / "hccl.h").read_text()
+    original = abi_check.read_cdef(abi_check.CDEFS / "hccl.h")
     tampered = work / "hccl_tampered.h"
     tampered.write_text(original.replace("HCCL_E_TIMEOUT = 9", "HCCL_E_TIMEOUT = 10"))
     names = ["HCCL_E_TIMEOUT", "HCCL_DATA_TYPE_BFP16"]
     real = abi_check.constant_values([real_include, abi_check.real_hccl_include(real_include)],
                                      '#include "hccl/hccl.h"\n', names, work, "real_hccl_tamper", cxx=True)
-    prelude = abi_check.C_PRELUDE + f'#include "{abi_check.CDEFS / "acl_rt.h"}"\n#include "{tampered}"\n'
-    ours = abi_check.constant_values([], prelude, names, work, "ours_hccl_tamper")
+    prelude = abi_check.cdef_prelude(["acl_rt.h"]) + f'#include "{tampered}"\n'
+    ours = abi_check.constant_values([], prelude, names, work, "ours_hccl_tamper", cxx=True)
     assert abi_check.compare_constants(ours, real, "tampered") == ["tampered: HCCL_E_TIMEOUT = 10, real value 9"]
     tampered.write_text(original.replace("HcclResult HcclSend(void *sendBuf, uint64_t count",
                                          "HcclResult HcclSend(void *sendBuf, uint32_t count"))
@@ -99,9 +99,9 @@ def test_constants_have_real_values(real_include):
 
 def test_a_wrong_value_is_caught(real_include, work):
     """The comparison itself can fail: a cdef with one value changed is reported."""
-    original = (abi_check.CDEFS / "acl_rt.h").read_text()
+    original = abi_check.read_cdef(abi_check.CDEFS / "acl_rt.h")
     tampered = work / "acl_rt.h"
-    tampered.write_text(original.replace("ACL_MEMCPY_DEVICE_TO_HOST = 2", "ACL_MEMCPY_DEVICE_TO_HOST = 3"))
+    tampered.write_text(original.replace("ACL_MEMCPY_DEVICE_TO_HOST,", "ACL_MEMCPY_DEVICE_TO_HOST = 3,"))
     names = ["ACL_MEMCPY_DEVICE_TO_HOST", "ACL_ERROR_RT_MEMORY_ALLOCATION"]
     real = abi_check.constant_values([real_include], '#include "acl/acl.h"\n', names, work, "real_tamper")
     ours = abi_check.constant_values([], abi_check.C_PRELUDE + f'#include "{tampered}"\n', names, work, "ours_tamper")

@@ -14,8 +14,10 @@ from acl_fa.runtime.errors import (
 
 def test_code_table_matches_the_cdefs():
     """Every code we explain has the value the cdefs (checked against CANN's headers) give."""
+    # `#define NAME value` (rt_error_codes.h) or `static const int NAME = value;` (acl_base_rt.h)
     defines = {m[0]: int(m[1]) for m in
-               re.findall(r"#define\s+(ACL\w+)\s+(\d+)\b", read_cdefs(default_cdefs_dir()))}
+               re.findall(r"(?:#define\s+|static\s+const\s+int\s+)(ACL\w+)\s*=?\s*(\d+)\b",
+                          read_cdefs(default_cdefs_dir()))}
     mismatches = {info.name: (code, defines.get(info.name))
                   for code, info in ERROR_CODES.items() if defines.get(info.name) != code}
     assert not mismatches, f"name: (table, cdefs) {mismatches}"

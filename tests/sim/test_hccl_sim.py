@@ -348,7 +348,9 @@ def test_hccl_code_table_matches_the_cdefs():
     from acl_fa.runtime.errors import (
         HCCL_ERROR_CODES, HcclError, HcclMemoryError, HcclParamError, hccl_error_for_code)
 
-    text = (ROOT / "acl_fa" / "cdefs" / "hccl.h").read_text()
+    from acl_fa.runtime.cdef_reader import read_cdef
+
+    text = read_cdef(ROOT / "acl_fa" / "cdefs" / "hccl.h")
     members = {name: int(value) for name, value in re.findall(r"\b(HCCL_E_\w+) = (\d+)", text)}
     assert {info.name: code for code, info in HCCL_ERROR_CODES.items()} == members
     assert isinstance(hccl_error_for_code(1, "HcclSend"), (HcclParamError, ValueError))

@@ -32,9 +32,10 @@ pytestmark = pytest.mark.skipif(LIB_DIR is None or not (LIB_DIR / "libascendcl.s
 
 PRELUDE = f"""
 import cffi, numpy as np
+from acl_fa.runtime.cdef_reader import read_cdef
 ffi = cffi.FFI()
 for n in ["acl_rt.h", "aclnn_base.h", "acl_fa_sim.h"]:
-    ffi.cdef(open({str(ROOT / "acl_fa" / "cdefs")!r} + "/" + n).read())
+    ffi.cdef(read_cdef({str(ROOT / "acl_fa" / "cdefs")!r} + "/" + n))
 rt = ffi.dlopen({str(LIB_DIR / "libacl_rt.so")!r})
 nn = ffi.dlopen({str(LIB_DIR / "libnnopbase.so")!r})
 def msg():

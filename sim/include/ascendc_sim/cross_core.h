@@ -74,20 +74,26 @@ __aicore__ inline void SetAtomicAdd() {
 
 __aicore__ inline void SetAtomicNone() { sim::SetAtomicNoneImpl(); }
 
+namespace sim {
+// IBSet (set) and IBWait (!set) on the tensors' simulator views.
+inline void InterBlockFlag(bool set, bool isAIVOnly, const GlobalTensor<int32_t> &gmWorkspace,
+                           const LocalTensor<int32_t> &ubWorkspace, int32_t blockIdx, int32_t eventID) {
+    InterBlockFlagImpl(set, isAIVOnly, gmWorkspace.SimData(), gmWorkspace.SimLo(), gmWorkspace.SimHi(),
+                       ubWorkspace.SimData(), ubWorkspace.GetSize(), IsUbPosition(ubWorkspace.SimPos()), blockIdx,
+                       eventID);
+}
+}  // namespace sim
+
 template <bool isAIVOnly = true>
 __aicore__ inline void IBSet(const GlobalTensor<int32_t> &gmWorkspace, const LocalTensor<int32_t> &ubWorkspace,
                              int32_t blockIdx, int32_t eventID) {
-    sim::InterBlockFlagImpl(true, isAIVOnly, gmWorkspace.SimData(), gmWorkspace.SimLo(), gmWorkspace.SimHi(),
-                            ubWorkspace.SimData(), ubWorkspace.GetSize(), sim::IsUbPosition(ubWorkspace.SimPos()), blockIdx,
-                            eventID);
+    sim::InterBlockFlag(true, isAIVOnly, gmWorkspace, ubWorkspace, blockIdx, eventID);
 }
 
 template <bool isAIVOnly = true>
 __aicore__ inline void IBWait(const GlobalTensor<int32_t> &gmWorkspace, const LocalTensor<int32_t> &ubWorkspace,
                               int32_t blockIdx, int32_t eventID) {
-    sim::InterBlockFlagImpl(false, isAIVOnly, gmWorkspace.SimData(), gmWorkspace.SimLo(), gmWorkspace.SimHi(),
-                            ubWorkspace.SimData(), ubWorkspace.GetSize(), sim::IsUbPosition(ubWorkspace.SimPos()), blockIdx,
-                            eventID);
+    sim::InterBlockFlag(false, isAIVOnly, gmWorkspace, ubWorkspace, blockIdx, eventID);
 }
 
 template <uint8_t modeId, pipe_t pipe>

@@ -159,27 +159,32 @@ inline void TraceLocalCopy(acl_fa_sim::kernel::CoreContext &core, const char *ap
 }  // namespace sim
 
 // ---- DataCopy, count form ----
+namespace sim {
+// The contiguous GM <-> UB copy of `count` elements, UB -> GM when `toGm`.
 template <typename T>
-void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const uint32_t count) {
+void CopyGmUb(const bool toGm, const GlobalTensor<T> &gm, const LocalTensor<T> &local, const uint32_t count) {
     auto &core = acl_fa_sim::kernel::Enter("DataCopy");
     const uint64_t bytes = uint64_t(count) * sizeof(T);
-    sim::CheckCopyLength("DataCopy", bytes);
-    sim::CheckLocalT("DataCopy", "dst", dst, bytes);
-    acl_fa_sim::kernel::GmAccess(core, "DataCopy", src.SimData(), bytes, src.SimLo(), src.SimHi(), false);
-    sim::TraceCopy(core, "DataCopy", false, bytes, acl_fa_sim::kernel::GmRange(src.SimData(), bytes, false),
-                   sim::LocalOf(dst, bytes, true));
-    std::memcpy(dst.SimData(), src.SimData(), bytes);
+    CheckCopyLength("DataCopy", bytes);
+    CheckLocalT("DataCopy", toGm ? "src" : "dst", local, bytes);
+    acl_fa_sim::kernel::GmAccess(core, "DataCopy", gm.SimData(), bytes, gm.SimLo(), gm.SimHi(), toGm);
+    TraceCopy(core, "DataCopy", toGm, bytes, acl_fa_sim::kernel::GmRange(gm.SimData(), bytes, toGm),
+              LocalOf(local, bytes, !toGm));
+    if (toGm) {
+        StoreToGm<T>(core, "DataCopy", gm.SimData(), local.SimData(), bytes);
+    } else {
+        std::memcpy(local.SimData(), gm.SimData(), bytes);
+    }
+}
+}  // namespace sim
+
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const uint32_t count) {
+    sim::CopyGmUb(false, src, dst, count);
 }
 template <typename T>
 void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const uint32_t count) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
-    const uint64_t bytes = uint64_t(count) * sizeof(T);
-    sim::CheckCopyLength("DataCopy", bytes);
-    sim::CheckLocalT("DataCopy", "src", src, bytes);
-    acl_fa_sim::kernel::GmAccess(core, "DataCopy", dst.SimData(), bytes, dst.SimLo(), dst.SimHi(), true);
-    sim::TraceCopy(core, "DataCopy", true, bytes, acl_fa_sim::kernel::GmRange(dst.SimData(), bytes, true),
-                   sim::LocalOf(src, bytes, false));
-    sim::StoreToGm<T>(core, "DataCopy", dst.SimData(), src.SimData(), bytes);
+    sim::CopyGmUb(true, dst, src, count);
 }
 template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32_t count) {
@@ -193,45 +198,42 @@ void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32
 }
 
 // ---- DataCopy, DataCopyParams form (all units 32-byte blocks) ----
+namespace sim {
+// The GM <-> UB copies of the DataCopyParams form: blockCount strided blocks of blockLen 32-byte
+// blocks, UB -> GM when `toGm`. The strides are the destination's and the source's.
 template <typename T>
-void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyParams &p) {
+void BlockCopyGmUb(const bool toGm, const GlobalTensor<T> &gm, const LocalTensor<T> &local, const DataCopyParams &p) {
     auto &core = acl_fa_sim::kernel::Enter("DataCopy");
     const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
     if (p.blockCount == 0 || blk == 0) return;
-    const uint64_t ubSpan = (p.blockCount - 1) * (blk + uint64_t(p.dstStride) * ONE_BLK_SIZE) + blk;
-    sim::CheckLocalT("DataCopy", "dst", dst, ubSpan);
-    sim::TraceCopy(core, "DataCopy", false, p.blockCount * blk,
-                   acl_fa_sim::kernel::GmRange(src.SimData(), blk, false, p.blockCount,
-                                               blk + uint64_t(p.srcStride) * ONE_BLK_SIZE),
-                   sim::LocalOf(dst, blk, true, p.blockCount, blk + uint64_t(p.dstStride) * ONE_BLK_SIZE));
-    const uint8_t *g = reinterpret_cast<const uint8_t *>(src.SimData());
-    uint8_t *u = reinterpret_cast<uint8_t *>(dst.SimData());
+    const uint64_t gmStep = blk + uint64_t(toGm ? p.dstStride : p.srcStride) * ONE_BLK_SIZE;
+    const uint64_t ubStep = blk + uint64_t(toGm ? p.srcStride : p.dstStride) * ONE_BLK_SIZE;
+    CheckLocalT("DataCopy", toGm ? "src" : "dst", local, (p.blockCount - 1) * ubStep + blk);
+    TraceCopy(core, "DataCopy", toGm, p.blockCount * blk,
+              acl_fa_sim::kernel::GmRange(gm.SimData(), blk, toGm, p.blockCount, gmStep),
+              LocalOf(local, blk, !toGm, p.blockCount, ubStep));
+    uint8_t *g = reinterpret_cast<uint8_t *>(gm.SimData());
+    uint8_t *u = reinterpret_cast<uint8_t *>(local.SimData());
     for (uint32_t i = 0; i < p.blockCount; ++i) {
-        acl_fa_sim::kernel::GmAccess(core, "DataCopy", g, blk, src.SimLo(), src.SimHi(), false);
-        std::memcpy(u, g, blk);
-        g += blk + uint64_t(p.srcStride) * ONE_BLK_SIZE;
-        u += blk + uint64_t(p.dstStride) * ONE_BLK_SIZE;
+        acl_fa_sim::kernel::GmAccess(core, "DataCopy", g, blk, gm.SimLo(), gm.SimHi(), toGm);
+        if (toGm) {
+            StoreToGm<T>(core, "DataCopy", g, u, blk);
+        } else {
+            std::memcpy(u, g, blk);
+        }
+        g += gmStep;
+        u += ubStep;
     }
+}
+}  // namespace sim
+
+template <typename T>
+void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyParams &p) {
+    sim::BlockCopyGmUb(false, src, dst, p);
 }
 template <typename T>
 void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
-    const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
-    if (p.blockCount == 0 || blk == 0) return;
-    const uint64_t ubSpan = (p.blockCount - 1) * (blk + uint64_t(p.srcStride) * ONE_BLK_SIZE) + blk;
-    sim::CheckLocalT("DataCopy", "src", src, ubSpan);
-    sim::TraceCopy(core, "DataCopy", true, p.blockCount * blk,
-                   acl_fa_sim::kernel::GmRange(dst.SimData(), blk, true, p.blockCount,
-                                               blk + uint64_t(p.dstStride) * ONE_BLK_SIZE),
-                   sim::LocalOf(src, blk, false, p.blockCount, blk + uint64_t(p.srcStride) * ONE_BLK_SIZE));
-    uint8_t *g = reinterpret_cast<uint8_t *>(dst.SimData());
-    const uint8_t *u = reinterpret_cast<const uint8_t *>(src.SimData());
-    for (uint32_t i = 0; i < p.blockCount; ++i) {
-        acl_fa_sim::kernel::GmAccess(core, "DataCopy", g, blk, dst.SimLo(), dst.SimHi(), true);
-        sim::StoreToGm<T>(core, "DataCopy", g, u, blk);
-        g += blk + uint64_t(p.dstStride) * ONE_BLK_SIZE;
-        u += blk + uint64_t(p.srcStride) * ONE_BLK_SIZE;
-    }
+    sim::BlockCopyGmUb(true, dst, src, p);
 }
 template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
@@ -261,19 +263,26 @@ inline void RequireDataCopyPad(const acl_fa_sim::kernel::CoreContext &core) {
                                           ": GM copies move whole 32-byte blocks there (DataCopy)");
     }
 }
+
+// What both DataCopyPad directions check first: the architecture and whole elements per block.
+template <typename T>
+acl_fa_sim::kernel::CoreContext &EnterDataCopyPad(const DataCopyExtParams &p) {
+    auto &core = acl_fa_sim::kernel::Enter("DataCopyPad");
+    RequireDataCopyPad(core);
+    if (p.blockLen % sizeof(T) != 0) {
+        acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
+                                      "blockLen " + std::to_string(p.blockLen) + " is not a multiple of the " +
+                                          std::to_string(sizeof(T)) + "-byte element");
+    }
+    return core;
+}
 }  // namespace sim
 
 // ---- DataCopyPad GM -> UB ----
 template <typename T>
 void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyExtParams &p,
                  const DataCopyPadExtParams<T> &pad) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopyPad");
-    sim::RequireDataCopyPad(core);
-    if (p.blockLen % sizeof(T) != 0) {
-        acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
-                                      "blockLen " + std::to_string(p.blockLen) + " is not a multiple of the " +
-                                          std::to_string(sizeof(T)) + "-byte element");
-    }
+    auto &core = sim::EnterDataCopyPad<T>(p);
     if (pad.leftPadding * sizeof(T) > ONE_BLK_SIZE || pad.rightPadding * sizeof(T) > ONE_BLK_SIZE) {
         acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
                                       "leftPadding/rightPadding (" + std::to_string(pad.leftPadding) + ", " +
@@ -320,13 +329,7 @@ void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const Da
 // ---- DataCopyPad UB -> GM ----
 template <typename T>
 void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyExtParams &p) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopyPad");
-    sim::RequireDataCopyPad(core);
-    if (p.blockLen % sizeof(T) != 0) {
-        acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
-                                      "blockLen " + std::to_string(p.blockLen) + " is not a multiple of the " +
-                                          std::to_string(sizeof(T)) + "-byte element");
-    }
+    auto &core = sim::EnterDataCopyPad<T>(p);
     if (p.blockCount == 0) return;
     const uint64_t ubBlock = sim::Align32(p.blockLen);
     const uint64_t ubStep = ubBlock + uint64_t(p.srcStride) * ONE_BLK_SIZE;

@@ -199,11 +199,7 @@ public:
         if (tailK >= 0) singleK_ = tailK;
     }
     void SetTensorA(const GlobalTensor<SrcAT> &gm, bool isTransposeA = false) {
-        Use("Matmul::SetTensorA");
-        if (isTransposeA && !A_TYPE::isTrans) {
-            acl_fa_sim::kernel::Violation("Matmul transpose", "Matmul::SetTensorA",
-                                          "isTransposeA=true needs MatmulType<..., isTrans=true> for A");
-        }
+        UseOperand("Matmul::SetTensorA", isTransposeA, A_TYPE::isTrans, "A");
         a_ = gm;
         aInUb_ = false;
         transA_ = isTransposeA;
@@ -217,10 +213,7 @@ public:
             acl_fa_sim::kernel::Violation("Matmul position", "Matmul::SetTensorA",
                                           "a LocalTensor A needs MatmulType<TPosition::VECCALC/VECIN, ...> for A");
         }
-        if (isTransposeA && !A_TYPE::isTrans) {
-            acl_fa_sim::kernel::Violation("Matmul transpose", "Matmul::SetTensorA",
-                                          "isTransposeA=true needs MatmulType<..., isTrans=true> for A");
-        }
+        CheckTranspose("Matmul::SetTensorA", isTransposeA, A_TYPE::isTrans, "A");
         aLocal_ = leftMatrix;
         aInUb_ = true;
         transA_ = isTransposeA;
@@ -237,11 +230,7 @@ public:
         hasLocalWorkspace_ = true;
     }
     void SetTensorB(const GlobalTensor<SrcBT> &gm, bool isTransposeB = false) {
-        Use("Matmul::SetTensorB");
-        if (isTransposeB && !B_TYPE::isTrans) {
-            acl_fa_sim::kernel::Violation("Matmul transpose", "Matmul::SetTensorB",
-                                          "isTransposeB=true needs MatmulType<..., isTrans=true> for B");
-        }
+        UseOperand("Matmul::SetTensorB", isTransposeB, B_TYPE::isTrans, "B");
         b_ = gm;
         transB_ = isTransposeB;
         hasB_ = true;
@@ -354,6 +343,19 @@ private:
         if (!haveBlock_) {
             acl_fa_sim::kernel::Violation("Matmul order", "Matmul::GetTensorC", "no block: call Iterate() first");
         }
+    }
+    // A transpose that SetTensorA / SetTensorB asks for must be declared by the operand's MatmulType.
+    static void CheckTranspose(const char *api, bool requested, bool declared, const char *operand) {
+        if (requested && !declared) {
+            acl_fa_sim::kernel::Violation("Matmul transpose", api,
+                                          std::string("isTranspose") + operand +
+                                              "=true needs MatmulType<..., isTrans=true> for " + operand);
+        }
+    }
+    // The start of SetTensorA / SetTensorB from GM: the call, then its transpose check.
+    void UseOperand(const char *api, bool transpose, bool declared, const char *operand) {
+        Use(api);
+        CheckTranspose(api, transpose, declared, operand);
     }
     acl_fa_sim::kernel::CoreContext &Use(const char *api) {
         auto &core = acl_fa_sim::kernel::Enter(api);

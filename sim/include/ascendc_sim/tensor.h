@@ -76,34 +76,12 @@ public:
     LocalTensor(T *data, uint32_t addr, uint32_t size, TPosition pos, sim::BufRef ref)
         : data_(data), addr_(addr), size_(size), cap_(size), pos_(pos), ref_(ref) {}
 
-    T GetValue(const uint32_t index) const {
-        auto &core = acl_fa_sim::kernel::Enter("LocalTensor::GetValue");
-        if (index >= size_) sim::IndexOutOfRange("LocalTensor::GetValue", index, size_);
-        ++core.stats->scalarAccesses;
-        if (acl_fa_sim::kernel::Tracing(core)) {
-            sim::TraceScalarAccess(core, "LocalTensor::GetValue", SimElementRange(index, false));
-        }
-        return data_[index];
-    }
+    T GetValue(const uint32_t index) const { return SimScalarAccess("LocalTensor::GetValue", index, false); }
     template <typename S>
     void SetValue(const uint32_t index, const S value) const {
-        auto &core = acl_fa_sim::kernel::Enter("LocalTensor::SetValue");
-        if (index >= size_) sim::IndexOutOfRange("LocalTensor::SetValue", index, size_);
-        ++core.stats->scalarAccesses;
-        if (acl_fa_sim::kernel::Tracing(core)) {
-            sim::TraceScalarAccess(core, "LocalTensor::SetValue", SimElementRange(index, true));
-        }
-        data_[index] = static_cast<T>(value);
+        SimScalarAccess("LocalTensor::SetValue", index, true) = static_cast<T>(value);
     }
-    T &operator()(const uint32_t offset) const {
-        auto &core = acl_fa_sim::kernel::Enter("LocalTensor::operator()");
-        if (offset >= size_) sim::IndexOutOfRange("LocalTensor::operator()", offset, size_);
-        ++core.stats->scalarAccesses;
-        if (acl_fa_sim::kernel::Tracing(core)) {
-            sim::TraceScalarAccess(core, "LocalTensor::operator()", SimElementRange(offset, true));
-        }
-        return data_[offset];
-    }
+    T &operator()(const uint32_t offset) const { return SimScalarAccess("LocalTensor::operator()", offset, true); }
     // A view starting `offset` elements in; offset == size gives an empty view.
     LocalTensor operator[](const uint32_t offset) const {
         acl_fa_sim::kernel::Enter("LocalTensor::operator[]");
@@ -136,6 +114,15 @@ public:
         const bool ub = pos_ == TPosition::VECIN || pos_ == TPosition::VECOUT || pos_ == TPosition::VECCALC;
         return acl_fa_sim::kernel::LocalRange(!ub, addr_ + uint64_t(index) * sizeof(T), sizeof(T), isWrite);
     }
+    // Element `index` reached by the scalar unit through `api` (GetValue, SetValue, operator()):
+    // bounds-checked, counted as one scalar access and traced.
+    T &SimScalarAccess(const char *api, const uint32_t index, const bool isWrite) const {
+        auto &core = acl_fa_sim::kernel::Enter(api);
+        if (index >= size_) sim::IndexOutOfRange(api, index, size_);
+        ++core.stats->scalarAccesses;
+        if (acl_fa_sim::kernel::Tracing(core)) sim::TraceScalarAccess(core, api, SimElementRange(index, isWrite));
+        return data_[index];
+    }
 
 private:
     T *data_ = nullptr;
@@ -166,26 +153,8 @@ public:
     }
     const __gm__ T *GetPhyAddr() const { return ptr_; }
     __gm__ T *GetPhyAddr(const uint64_t offset) const { return ptr_ + offset; }
-    T GetValue(const uint64_t offset) const {
-        auto &core = acl_fa_sim::kernel::Enter("GlobalTensor::GetValue");
-        acl_fa_sim::kernel::GmAccess(core, "GlobalTensor::GetValue", ptr_ + offset, sizeof(T), lo_, hi_, false);
-        ++core.stats->scalarAccesses;
-        if (acl_fa_sim::kernel::Tracing(core)) {
-            sim::TraceScalarAccess(core, "GlobalTensor::GetValue",
-                                   acl_fa_sim::kernel::GmRange(ptr_ + offset, sizeof(T), false));
-        }
-        return ptr_[offset];
-    }
-    void SetValue(const uint64_t offset, T value) {
-        auto &core = acl_fa_sim::kernel::Enter("GlobalTensor::SetValue");
-        acl_fa_sim::kernel::GmAccess(core, "GlobalTensor::SetValue", ptr_ + offset, sizeof(T), lo_, hi_, true);
-        ++core.stats->scalarAccesses;
-        if (acl_fa_sim::kernel::Tracing(core)) {
-            sim::TraceScalarAccess(core, "GlobalTensor::SetValue",
-                                   acl_fa_sim::kernel::GmRange(ptr_ + offset, sizeof(T), true));
-        }
-        ptr_[offset] = value;
-    }
+    T GetValue(const uint64_t offset) const { return SimScalarAccess("GlobalTensor::GetValue", offset, false); }
+    void SetValue(const uint64_t offset, T value) { SimScalarAccess("GlobalTensor::SetValue", offset, true) = value; }
     // Elements from this view's start to the end of the buffer.
     uint64_t GetSize() const {
         return ptr_ == nullptr ? 0 : static_cast<uint64_t>(reinterpret_cast<const uint8_t *>(hi_) -
@@ -212,6 +181,17 @@ public:
         ptr_ = ptr;
         lo_ = lo;
         hi_ = hi;
+    }
+    // Element `offset` reached by the scalar unit through `api` (GetValue, SetValue): checked
+    // against the bound buffer, counted as GM bytes and one scalar access, traced.
+    T &SimScalarAccess(const char *api, const uint64_t offset, const bool isWrite) const {
+        auto &core = acl_fa_sim::kernel::Enter(api);
+        acl_fa_sim::kernel::GmAccess(core, api, ptr_ + offset, sizeof(T), lo_, hi_, isWrite);
+        ++core.stats->scalarAccesses;
+        if (acl_fa_sim::kernel::Tracing(core)) {
+            sim::TraceScalarAccess(core, api, acl_fa_sim::kernel::GmRange(ptr_ + offset, sizeof(T), isWrite));
+        }
+        return ptr_[offset];
     }
 
 private:

@@ -25,6 +25,19 @@ inline void CheckFixed16Arch(const char *what) {
     }
 }
 
+// The checks, vector count and trace of one `count`-element Cast between int16_t and float (its
+// repeats are those of the float side).
+template <typename D, typename S>
+void CheckAndTraceFixed16Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src, const uint32_t count) {
+    const uint64_t dstBytes = uint64_t(count) * sizeof(D);
+    const uint64_t srcBytes = uint64_t(count) * sizeof(S);
+    sim::CheckLocalT("Cast", "dst", dst, dstBytes);
+    sim::CheckLocalT("Cast", "src", src, srcBytes);
+    sim::CountVector(count);
+    sim::TraceVector("Cast", sim::RepeatsOf(uint64_t(count) * sizeof(float)),
+                     {sim::LocalOf(dst, dstBytes, true), sim::LocalOf(src, srcBytes, false)});
+}
+
 template <typename T>
 void CastFromI16(const LocalTensor<T> &dst, const LocalTensor<int16_t> &src, const RoundMode &roundMode,
                  const uint32_t count) {
@@ -33,12 +46,7 @@ void CastFromI16(const LocalTensor<T> &dst, const LocalTensor<int16_t> &src, con
     if (roundMode != RoundMode::CAST_NONE) {
         acl_fa_sim::kernel::Violation("Cast mode", "Cast", "int16_t -> float takes CAST_NONE only");
     }
-    sim::CheckLocalT("Cast", "dst", dst, uint64_t(count) * sizeof(T));
-    sim::CheckLocalT("Cast", "src", src, uint64_t(count) * sizeof(int16_t));
-    sim::CountVector(count);
-    sim::TraceVector("Cast", sim::RepeatsOf(uint64_t(count) * sizeof(T)),
-                     {sim::LocalOf(dst, uint64_t(count) * sizeof(T), true),
-                      sim::LocalOf(src, uint64_t(count) * sizeof(int16_t), false)});
+    CheckAndTraceFixed16Cast(dst, src, count);
     for (uint32_t i = 0; i < count; ++i) dst.SimData()[i] = static_cast<float>(src.SimData()[i]);  // exact
 }
 
@@ -51,12 +59,7 @@ void CastToI16(const LocalTensor<int16_t> &dst, const LocalTensor<U> &src, const
         acl_fa_sim::kernel::Violation("Cast mode", "Cast",
                                       "float -> int16_t takes CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND or CAST_TRUNC");
     }
-    sim::CheckLocalT("Cast", "dst", dst, uint64_t(count) * sizeof(int16_t));
-    sim::CheckLocalT("Cast", "src", src, uint64_t(count) * sizeof(U));
-    sim::CountVector(count);
-    sim::TraceVector("Cast", sim::RepeatsOf(uint64_t(count) * sizeof(U)),
-                     {sim::LocalOf(dst, uint64_t(count) * sizeof(int16_t), true),
-                      sim::LocalOf(src, uint64_t(count) * sizeof(U), false)});
+    CheckAndTraceFixed16Cast(dst, src, count);
     for (uint32_t i = 0; i < count; ++i) {
         const float x = src.SimData()[i];
         const float r = RoundByMode(x, roundMode);

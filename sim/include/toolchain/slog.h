@@ -40,16 +40,14 @@ void DlogRecord(int32_t moduleId, int32_t level, const char *fmt, ...) __attribu
         DlogRecord(moduleId, DLOG_ERROR, "[%s:%d]" fmt, __FILE__, __LINE__, ##__VA_ARGS__); \
     } while (0)
 
-#define dlog_warn(moduleId, fmt, ...)                                                          \
-    do {                                                                                       \
-        if (CheckLogLevel(moduleId, DLOG_WARN) == 1) {                                         \
-            DlogRecord(moduleId, DLOG_WARN, "[%s:%d]" fmt, __FILE__, __LINE__, ##__VA_ARGS__); \
-        }                                                                                      \
+/* A record at `level` when that level is enabled for the module (the simulator's one body of
+ * the leveled macros below). */
+#define ACL_FA_SIM_DLOG_IF_ENABLED(moduleId, level, fmt, ...)                                \
+    do {                                                                                     \
+        if (CheckLogLevel(moduleId, level) == 1) {                                           \
+            DlogRecord(moduleId, level, "[%s:%d]" fmt, __FILE__, __LINE__, ##__VA_ARGS__);   \
+        }                                                                                    \
     } while (0)
 
-#define dlog_info(moduleId, fmt, ...)                                                          \
-    do {                                                                                       \
-        if (CheckLogLevel(moduleId, DLOG_INFO) == 1) {                                         \
-            DlogRecord(moduleId, DLOG_INFO, "[%s:%d]" fmt, __FILE__, __LINE__, ##__VA_ARGS__); \
-        }                                                                                      \
-    } while (0)
+#define dlog_warn(moduleId, fmt, ...) ACL_FA_SIM_DLOG_IF_ENABLED(moduleId, DLOG_WARN, fmt, ##__VA_ARGS__)
+#define dlog_info(moduleId, fmt, ...) ACL_FA_SIM_DLOG_IF_ENABLED(moduleId, DLOG_INFO, fmt, ##__VA_ARGS__)

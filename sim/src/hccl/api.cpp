@@ -152,12 +152,39 @@ Item MakeItem(bool send, uint32_t peer, void *buffer, Call call, uint32_t dataTy
 }
 
 // Common prologue of the calls on a comm and a stream.
+// What HcclGetRankSize and HcclGetRankId answer: `field` of the live comm, into *out (`outName`
+// in the message when NULL).
+HcclResult CommField(const char *api, HcclComm comm, uint32_t Comm::*field, uint32_t *out, const char *outName) {
+    if (aclfaSimShouldFail(api)) return kInjected;
+    HcclResult ret = HCCL_SUCCESS;
+    std::shared_ptr<Comm> found = CommOf(api, comm, &ret);
+    if (!found) return ret;
+    if (out == nullptr) return Fail(HCCL_E_PTR, std::string(api) + ": " + outName + " is NULL");
+    *out = (*found).*field;
+    return HCCL_SUCCESS;
+}
+
 #define ACLFA_HCCL_PROLOGUE(api)                                                   \
     if (aclfaSimShouldFail(api)) return kInjected;                                 \
     HcclResult ret_ = HCCL_SUCCESS;                                                \
     std::shared_ptr<Comm> comm_ = CommOf(api, comm, &ret_);                        \
     if (!comm_) return ret_;                                                       \
     if ((ret_ = CheckDevice(api, *comm_)) != HCCL_SUCCESS) return ret_;
+
+// HcclSend (send) and HcclRecv (!send): one point-to-point item of `count` elements between `buf`
+// and rank `peer` (`bufName` and `peerName` name them in the messages).
+HcclResult PointToPoint(const char *api, bool send, void *buf, const char *bufName, uint64_t count,
+                        HcclDataType dataType, uint32_t peer, const char *peerName, HcclComm comm,
+                        aclrtStream stream) {
+    ACLFA_HCCL_PROLOGUE(api)
+    if ((ret_ = CheckType(api, "dataType", dataType)) != HCCL_SUCCESS) return ret_;
+    if ((ret_ = CheckRank(api, peerName, peer, *comm_)) != HCCL_SUCCESS) return ret_;
+    if ((ret_ = CheckBuffer(api, bufName, buf, count * DataTypeSize(dataType))) != HCCL_SUCCESS) return ret_;
+    auto task = std::make_unique<OpTask>();
+    task->comm = comm_;
+    task->items.push_back(MakeItem(send, peer, buf, Call::kPointToPoint, dataType, count));
+    return Enqueue(api, std::move(task), stream);
+}
 
 }  // namespace
 
@@ -277,47 +304,21 @@ HcclResult HcclCommDestroy(HcclComm comm) {
 }
 
 HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize) {
-    if (aclfaSimShouldFail("HcclGetRankSize")) return kInjected;
-    HcclResult ret = HCCL_SUCCESS;
-    std::shared_ptr<Comm> found = CommOf("HcclGetRankSize", comm, &ret);
-    if (!found) return ret;
-    if (rankSize == nullptr) return Fail(HCCL_E_PTR, "HcclGetRankSize: rankSize is NULL");
-    *rankSize = found->nRanks;
-    return HCCL_SUCCESS;
+    return CommField("HcclGetRankSize", comm, &Comm::nRanks, rankSize, "rankSize");
 }
 
 HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank) {
-    if (aclfaSimShouldFail("HcclGetRankId")) return kInjected;
-    HcclResult ret = HCCL_SUCCESS;
-    std::shared_ptr<Comm> found = CommOf("HcclGetRankId", comm, &ret);
-    if (!found) return ret;
-    if (rank == nullptr) return Fail(HCCL_E_PTR, "HcclGetRankId: rank is NULL");
-    *rank = found->rank;
-    return HCCL_SUCCESS;
+    return CommField("HcclGetRankId", comm, &Comm::rank, rank, "rank");
 }
 
 HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank, HcclComm comm,
                     aclrtStream stream) {
-    ACLFA_HCCL_PROLOGUE("HcclSend")
-    if ((ret_ = CheckType("HcclSend", "dataType", dataType)) != HCCL_SUCCESS) return ret_;
-    if ((ret_ = CheckRank("HcclSend", "destRank", destRank, *comm_)) != HCCL_SUCCESS) return ret_;
-    if ((ret_ = CheckBuffer("HcclSend", "sendBuf", sendBuf, count * DataTypeSize(dataType))) != HCCL_SUCCESS) return ret_;
-    auto task = std::make_unique<OpTask>();
-    task->comm = comm_;
-    task->items.push_back(MakeItem(true, destRank, sendBuf, Call::kPointToPoint, dataType, count));
-    return Enqueue("HcclSend", std::move(task), stream);
+    return PointToPoint("HcclSend", true, sendBuf, "sendBuf", count, dataType, destRank, "destRank", comm, stream);
 }
 
 HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType, uint32_t srcRank, HcclComm comm,
                     aclrtStream stream) {
-    ACLFA_HCCL_PROLOGUE("HcclRecv")
-    if ((ret_ = CheckType("HcclRecv", "dataType", dataType)) != HCCL_SUCCESS) return ret_;
-    if ((ret_ = CheckRank("HcclRecv", "srcRank", srcRank, *comm_)) != HCCL_SUCCESS) return ret_;
-    if ((ret_ = CheckBuffer("HcclRecv", "recvBuf", recvBuf, count * DataTypeSize(dataType))) != HCCL_SUCCESS) return ret_;
-    auto task = std::make_unique<OpTask>();
-    task->comm = comm_;
-    task->items.push_back(MakeItem(false, srcRank, recvBuf, Call::kPointToPoint, dataType, count));
-    return Enqueue("HcclRecv", std::move(task), stream);
+    return PointToPoint("HcclRecv", false, recvBuf, "recvBuf", count, dataType, srcRank, "srcRank", comm, stream);
 }
 
 HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum, HcclComm comm, aclrtStream stream) {

@@ -6,6 +6,21 @@
 
 namespace gert {
 
+namespace {
+// Element `index` of one of the node's per-input/output vectors; nullptr past its end.
+template <typename Items>
+auto At(Items &items, const size_t index) -> decltype(&items[0]) {
+    return index < items.size() ? &items[index] : nullptr;
+}
+
+// The element of `items` of an OPTIONAL input by its OpDef index; nullptr when it is absent.
+template <typename Items>
+auto Optional(const acl_fa_sim::host::NodeData &node, Items &items, const size_t ir_index) -> decltype(&items[0]) {
+    const int at = node.Present(ir_index);
+    return at < 0 ? nullptr : &items[at];
+}
+}  // namespace
+
 size_t RuntimeAttrs::GetAttrNum() const { return store_->pointers.size(); }
 
 const void *RuntimeAttrs::GetPointerByIndex(size_t index) const {
@@ -13,16 +28,15 @@ const void *RuntimeAttrs::GetPointerByIndex(size_t index) const {
 }
 
 const CompileTimeTensorDesc *ExtendedKernelContext::GetInputDesc(const size_t index) const {
-    return index < node_->inputDescs.size() ? &node_->inputDescs[index] : nullptr;
+    return At(node_->inputDescs, index);
 }
 
 const CompileTimeTensorDesc *ExtendedKernelContext::GetOutputDesc(const size_t index) const {
-    return index < node_->outputDescs.size() ? &node_->outputDescs[index] : nullptr;
+    return At(node_->outputDescs, index);
 }
 
 const CompileTimeTensorDesc *ExtendedKernelContext::GetOptionalInputDesc(const size_t ir_index) const {
-    const int at = node_->Present(ir_index);
-    return at < 0 ? nullptr : &node_->inputDescs[at];
+    return Optional(*node_, node_->inputDescs, ir_index);
 }
 
 size_t ExtendedKernelContext::GetComputeNodeInputNum() const { return node_->inputDescs.size(); }
@@ -39,25 +53,23 @@ const ge::char_t *ExtendedKernelContext::GetNodeName() const { return node_->nod
 
 // ---- TilingContext ----
 const StorageShape *TilingContext::GetInputShape(const size_t index) const {
-    return index < node_->inputShapes.size() ? &node_->inputShapes[index] : nullptr;
+    return At(node_->inputShapes, index);
 }
 
 const StorageShape *TilingContext::GetOutputShape(const size_t index) const {
-    return index < node_->outputShapes.size() ? &node_->outputShapes[index] : nullptr;
+    return At(node_->outputShapes, index);
 }
 
 const StorageShape *TilingContext::GetOptionalInputShape(const size_t ir_index) const {
-    const int at = node_->Present(ir_index);
-    return at < 0 ? nullptr : &node_->inputShapes[at];
+    return Optional(*node_, node_->inputShapes, ir_index);
 }
 
 const Tensor *TilingContext::GetInputTensor(const size_t index) const {
-    return index < node_->inputTensors.size() ? &node_->inputTensors[index] : nullptr;
+    return At(node_->inputTensors, index);
 }
 
 const Tensor *TilingContext::GetOptionalInputTensor(const size_t ir_index) const {
-    const int at = node_->Present(ir_index);
-    return at < 0 ? nullptr : &node_->inputTensors[at];
+    return Optional(*node_, node_->inputTensors, ir_index);
 }
 
 ge::graphStatus TilingContext::SetTilingKey(const uint64_t tiling_key) {
@@ -105,8 +117,7 @@ const Shape *InferShapeContext::GetOptionalInputShape(const size_t ir_index) con
 }
 
 const Tensor *InferShapeContext::GetOptionalInputTensor(const size_t ir_index) const {
-    const int at = node_->Present(ir_index);
-    return at < 0 ? nullptr : &node_->inputTensors[at];
+    return Optional(*node_, node_->inputTensors, ir_index);
 }
 
 Shape *InferShapeContext::GetOutputShape(const size_t index) {

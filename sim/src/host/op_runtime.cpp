@@ -319,23 +319,19 @@ std::string OpDefJson(const std::string &opType) {
     return os.str();
 }
 
-std::vector<std::string> InputNames(const std::string &opType) {
+// The names of the registered op's inputs (or outputs: the OpInfo member `params`) in OpDef order.
+static std::vector<std::string> ParamNames(const std::string &opType, std::vector<ParamInfo> OpInfo::*params) {
     OpInfo info;
     std::vector<std::string> names;
     if (OpDefReader::Find(opType, &info)) {
-        for (const auto &p : info.inputs) names.push_back(p.name);
+        for (const auto &p : info.*params) names.push_back(p.name);
     }
     return names;
 }
 
-std::vector<std::string> OutputNames(const std::string &opType) {
-    OpInfo info;
-    std::vector<std::string> names;
-    if (OpDefReader::Find(opType, &info)) {
-        for (const auto &p : info.outputs) names.push_back(p.name);
-    }
-    return names;
-}
+std::vector<std::string> InputNames(const std::string &opType) { return ParamNames(opType, &OpInfo::inputs); }
+
+std::vector<std::string> OutputNames(const std::string &opType) { return ParamNames(opType, &OpInfo::outputs); }
 
 std::vector<AttrInfo> AttrDefaults(const std::string &opType) {
     OpInfo info;

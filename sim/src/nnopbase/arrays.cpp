@@ -49,14 +49,7 @@ Array *CreateArray(const char *api, const T *value, uint64_t size) {
 
 template <typename Array>
 aclnnStatus DestroyArray(const char *api, const Array *array) {
-    if (aclfaSimShouldFail(api)) return ACLNN_ERR_INNER;
-    if (array == nullptr) return ACLNN_SUCCESS;
-    if (!Arrays().Remove(array)) {
-        aclfaSimSetErrMsg("%s: %p is not a live array (destroyed twice?)", api, static_cast<const void *>(array));
-        return ACLNN_ERR_PARAM_INVALID;
-    }
-    delete array;
-    return ACLNN_SUCCESS;
+    return DestroyLive(api, Arrays(), array, "array");
 }
 
 }  // namespace
@@ -105,15 +98,7 @@ aclScalar *aclCreateScalar(void *value, aclDataType dataType) {
 }
 
 aclnnStatus aclDestroyScalar(const aclScalar *scalar) {
-    if (aclfaSimShouldFail("aclDestroyScalar")) return ACLNN_ERR_INNER;
-    if (scalar == nullptr) return ACLNN_SUCCESS;
-    if (!Scalars().Remove(scalar)) {
-        aclfaSimSetErrMsg("aclDestroyScalar: %p is not a live aclScalar (destroyed twice?)",
-                          static_cast<const void *>(scalar));
-        return ACLNN_ERR_PARAM_INVALID;
-    }
-    delete scalar;
-    return ACLNN_SUCCESS;
+    return DestroyLive("aclDestroyScalar", Scalars(), scalar, "aclScalar");
 }
 
 int32_t aclfaSimGetScalarValue(const aclScalar *scalar, int32_t *dataType, unsigned char bytes[16]) {

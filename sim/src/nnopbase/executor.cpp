@@ -29,6 +29,21 @@ void Release(aclOpExecutor *executor) {
     delete executor;
 }
 
+// ACLNN_SUCCESS for a live executor; else ACLNN_ERR_PARAM_NULLPTR with `null` as the message, or
+// ACLNN_ERR_PARAM_INVALID with `notLivePrefix` <the pointer> `notLiveSuffix`.
+aclnnStatus CheckLive(aclOpExecutor *executor, const char *null, const char *notLivePrefix,
+                      const char *notLiveSuffix) {
+    if (executor == nullptr) {
+        aclfaSimSetErrMsg("%s", null);
+        return ACLNN_ERR_PARAM_NULLPTR;
+    }
+    if (!Executors().Contains(executor)) {
+        aclfaSimSetErrMsg("%s%p%s", notLivePrefix, static_cast<void *>(executor), notLiveSuffix);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    return ACLNN_SUCCESS;
+}
+
 }  // namespace
 }  // namespace nnopbase
 }  // namespace acl_fa_sim
@@ -54,16 +69,10 @@ aclOpExecutor *aclfaSimCreateExecutor(const char *opType, void *payload, aclfaSi
 
 aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor) {
     if (aclfaSimShouldFail("aclSetAclOpExecutorRepeatable")) return ACLNN_ERR_INNER;
-    if (executor == nullptr) {
-        aclfaSimSetErrMsg("aclSetAclOpExecutorRepeatable: executor is NULL");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (!Executors().Contains(executor)) {
-        aclfaSimSetErrMsg("aclSetAclOpExecutorRepeatable: %p is not a live executor (a single-use executor is "
-                          "consumed by its run)",
-                          static_cast<void *>(executor));
-        return ACLNN_ERR_PARAM_INVALID;
-    }
+    const aclnnStatus status = CheckLive(executor, "aclSetAclOpExecutorRepeatable: executor is NULL",
+                                         "aclSetAclOpExecutorRepeatable: ", " is not a live executor (a single-use "
+                                         "executor is consumed by its run)");
+    if (status != ACLNN_SUCCESS) return status;
     executor->repeatable = true;
     return ACLNN_SUCCESS;
 }
@@ -82,16 +91,10 @@ aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor *executor) {
 }
 
 int32_t aclfaSimRunExecutor(aclOpExecutor *executor, void *workspace, uint64_t workspaceSize, aclrtStream stream) {
-    if (executor == nullptr) {
-        aclfaSimSetErrMsg("aclnn phase two: executor is NULL");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (!Executors().Contains(executor)) {
-        aclfaSimSetErrMsg("aclnn phase two: executor %p is not live (a single-use executor runs once; call "
-                          "aclSetAclOpExecutorRepeatable after GetWorkspaceSize to reuse it)",
-                          static_cast<void *>(executor));
-        return ACLNN_ERR_PARAM_INVALID;
-    }
+    const aclnnStatus live = CheckLive(executor, "aclnn phase two: executor is NULL", "aclnn phase two: executor ",
+                                       " is not live (a single-use executor runs once; call "
+                                       "aclSetAclOpExecutorRepeatable after GetWorkspaceSize to reuse it)");
+    if (live != ACLNN_SUCCESS) return live;
     if (executor->repeatable) return executor->run(executor->payload, workspace, workspaceSize, stream);
     Executors().Remove(executor);  // consumed whatever the outcome, as CANN does
     const int32_t status = executor->run(executor->payload, workspace, workspaceSize, stream);

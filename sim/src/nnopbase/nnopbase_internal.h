@@ -30,6 +30,21 @@ private:
     std::set<const void *> objects_;
 };
 
+// What every aclDestroy<Object> does: `api` may be failed by injection; NULL is a success; an
+// object `live` does not hold is refused ("%p is not a live <what> (destroyed twice?)"), a live
+// one forgotten and deleted.
+template <typename Object>
+aclnnStatus DestroyLive(const char *api, LiveSet &live, const Object *object, const char *what) {
+    if (aclfaSimShouldFail(api)) return ACLNN_ERR_INNER;
+    if (object == nullptr) return ACLNN_SUCCESS;
+    if (!live.Remove(object)) {
+        aclfaSimSetErrMsg("%s: %p is not a live %s (destroyed twice?)", api, static_cast<const void *>(object), what);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    delete object;
+    return ACLNN_SUCCESS;
+}
+
 // True for the values of aclDataType (ACL_DT_UNDEFINED excluded).
 bool IsKnownDataType(int32_t dataType);
 

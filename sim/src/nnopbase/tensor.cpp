@@ -108,15 +108,7 @@ aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum, aclDat
 }
 
 aclnnStatus aclDestroyTensor(const aclTensor *tensor) {
-    if (aclfaSimShouldFail("aclDestroyTensor")) return ACLNN_ERR_INNER;
-    if (tensor == nullptr) return ACLNN_SUCCESS;
-    if (!Tensors().Remove(tensor)) {
-        aclfaSimSetErrMsg("aclDestroyTensor: %p is not a live aclTensor (destroyed twice?)",
-                          static_cast<const void *>(tensor));
-        return ACLNN_ERR_PARAM_INVALID;
-    }
-    delete tensor;
-    return ACLNN_SUCCESS;
+    return DestroyLive("aclDestroyTensor", Tensors(), tensor, "aclTensor");
 }
 
 int32_t aclfaSimGetTensorView(const aclTensor *tensor, aclfaSimTensorView *view) {

@@ -267,22 +267,16 @@ aclError aclrtDestroyContext(aclrtContext context) {
     if (aclfaSimShouldFail("aclrtDestroyContext")) return ACL_ERROR_RT_INTERNAL_ERROR;
     if (context == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtDestroyContext: context is NULL");
     std::shared_ptr<Context> destroyed;
-    {
-        Registry &reg = Reg();
-        std::lock_guard<std::mutex> lock(reg.mutex);
-        auto it = reg.contexts.find(context);
-        if (it == reg.contexts.end()) {
-            return Fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtDestroyContext: context %p is not a live context", context);
-        }
-        if (it->second->isDefault) {
-            return Fail(ACL_ERROR_INVALID_PARAM,
-                        "aclrtDestroyContext: context %p is the default context of device %d; aclrtResetDevice "
-                        "releases it",
-                        context, it->second->device);
-        }
-        destroyed = std::move(it->second);
-        reg.contexts.erase(it);
-    }
+    Registry &reg = Reg();
+    const aclError ret = TakeLive(reg.mutex, reg.contexts, context, "aclrtDestroyContext", "context", &destroyed,
+                                  [context](const Context &live) {
+                                      if (!live.isDefault) return ACL_SUCCESS;
+                                      return Fail(ACL_ERROR_INVALID_PARAM,
+                                                  "aclrtDestroyContext: context %p is the default context of "
+                                                  "device %d; aclrtResetDevice releases it",
+                                                  context, live.device);
+                                  });
+    if (ret != ACL_SUCCESS) return ret;
     destroyed->defaultStream->Stop();
     --Live().contexts;
     return ACL_SUCCESS;
@@ -332,16 +326,10 @@ aclError aclrtDestroyStream(aclrtStream stream) {
         return Fail(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream: stream is NULL (the default stream cannot be destroyed)");
     }
     std::shared_ptr<Stream> destroyed;
-    {
-        Registry &reg = Reg();
-        std::lock_guard<std::mutex> lock(reg.mutex);
-        auto it = reg.streams.find(stream);
-        if (it == reg.streams.end()) {
-            return Fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtDestroyStream: stream %p is not a live stream", stream);
-        }
-        destroyed = std::move(it->second);
-        reg.streams.erase(it);
-    }
+    Registry &reg = Reg();
+    const aclError ret = TakeLive(reg.mutex, reg.streams, stream, "aclrtDestroyStream", "stream", &destroyed,
+                                  [](const Stream &) { return ACL_SUCCESS; });
+    if (ret != ACL_SUCCESS) return ret;
     destroyed->Stop();  // runs what is queued first, as the real API waits for the tasks
     --Live().streams;
     return ACL_SUCCESS;

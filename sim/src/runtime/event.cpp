@@ -60,6 +60,15 @@ aclError FindEvent(const char *api, const char *argName, aclrtEvent handle, std:
     return ACL_SUCCESS;
 }
 
+// The start of `api`, a task that records or waits for an event: the fault point, the live event
+// and the stream (NULL: the current context's default).
+aclError EventOnStream(const char *api, aclrtEvent event, aclrtStream stream, std::shared_ptr<Event> *target,
+                       std::shared_ptr<Stream> *onStream) {
+    if (aclfaSimShouldFail(api)) return ACL_ERROR_RT_INTERNAL_ERROR;
+    const aclError ret = FindEvent(api, "event", event, target);
+    return ret != ACL_SUCCESS ? ret : ResolveStream(api, stream, onStream);
+}
+
 aclError CreateEvent(const char *api, aclrtEvent *event, uint32_t flags) {
     if (event == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "%s: event is NULL", api);
     if ((flags & ~kSupportedFlags) != 0) {
@@ -172,16 +181,10 @@ aclError aclrtDestroyEvent(aclrtEvent event) {
     if (aclfaSimShouldFail("aclrtDestroyEvent")) return ACL_ERROR_RT_INTERNAL_ERROR;
     if (event == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtDestroyEvent: event is NULL");
     std::shared_ptr<Event> destroyed;
-    {
-        EventRegistry &registry = *g_events;
-        std::lock_guard<std::mutex> lock(registry.mutex);
-        auto it = registry.events.find(event);
-        if (it == registry.events.end()) {
-            return Fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtDestroyEvent: event %p is not a live event", event);
-        }
-        destroyed = std::move(it->second);
-        registry.events.erase(it);
-    }
+    EventRegistry &registry = *g_events;
+    const aclError ret = TakeLive(registry.mutex, registry.events, event, "aclrtDestroyEvent", "event", &destroyed,
+                                  [](const Event &) { return ACL_SUCCESS; });
+    if (ret != ACL_SUCCESS) return ret;
     {
         std::lock_guard<std::mutex> lock(destroyed->mutex);
         destroyed->destroyed = true;
@@ -192,12 +195,9 @@ aclError aclrtDestroyEvent(aclrtEvent event) {
 }
 
 aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
-    if (aclfaSimShouldFail("aclrtRecordEvent")) return ACL_ERROR_RT_INTERNAL_ERROR;
     std::shared_ptr<Event> target;
-    aclError ret = FindEvent("aclrtRecordEvent", "event", event, &target);
-    if (ret != ACL_SUCCESS) return ret;
     std::shared_ptr<Stream> onStream;
-    ret = ResolveStream("aclrtRecordEvent", stream, &onStream);
+    const aclError ret = EventOnStream("aclrtRecordEvent", event, stream, &target, &onStream);
     if (ret != ACL_SUCCESS) return ret;
     uint64_t sequence;
     {
@@ -215,12 +215,9 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
 }
 
 aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
-    if (aclfaSimShouldFail("aclrtStreamWaitEvent")) return ACL_ERROR_RT_INTERNAL_ERROR;
     std::shared_ptr<Event> target;
-    aclError ret = FindEvent("aclrtStreamWaitEvent", "event", event, &target);
-    if (ret != ACL_SUCCESS) return ret;
     std::shared_ptr<Stream> waiting;
-    ret = ResolveStream("aclrtStreamWaitEvent", stream, &waiting);
+    const aclError ret = EventOnStream("aclrtStreamWaitEvent", event, stream, &target, &waiting);
     if (ret != ACL_SUCCESS) return ret;
     uint64_t sequence;
     {

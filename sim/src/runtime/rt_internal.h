@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "acl/acl.h"
@@ -17,6 +18,23 @@ namespace rt {
 // Records a printf-style message for aclGetRecentErrMsg() on the calling thread and returns
 // `code`, so an API can `return Fail(code, "...")`.
 aclError Fail(aclError code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Moves the live object `handle` of `live` (a map from handles, guarded by `mutex`) into *taken
+// and forgets it, once `refuse(object)` (ACL_SUCCESS, or the error it reported) lets it go: what
+// every aclrtDestroy* does first. ACL_ERROR_RT_PARAM_INVALID, naming `api` and `what`, when
+// `handle` is not live.
+template <typename Map, typename Refuse>
+aclError TakeLive(std::mutex &mutex, Map &live, void *handle, const char *api, const char *what,
+                  typename Map::mapped_type *taken, Refuse refuse) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = live.find(handle);
+    if (it == live.end()) return Fail(ACL_ERROR_RT_PARAM_INVALID, "%s: %s %p is not a live %s", api, what, handle, what);
+    const aclError refused = refuse(*it->second);
+    if (refused != ACL_SUCCESS) return refused;
+    *taken = std::move(it->second);
+    live.erase(it);
+    return ACL_SUCCESS;
+}
 
 // ---- configuration from the environment (config.cpp) --------------------------------------
 constexpr uint32_t kMaxDevices = 64;

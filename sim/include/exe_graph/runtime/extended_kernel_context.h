@@ -9,13 +9,8 @@
 
 #include "exe_graph/runtime/compute_node_info.h"
 #include "exe_graph/runtime/runtime_attrs.h"
+#include "exe_graph/runtime/sim_node_data.h"
 #include "graph/types.h"
-
-namespace acl_fa_sim {
-namespace host {
-struct NodeData;
-}  // namespace host
-}  // namespace acl_fa_sim
 
 namespace gert {
 class ExtendedKernelContext {
