@@ -19,7 +19,7 @@ from .options import verbose_option
 @click.version_option(__version__, "-V", "--version", prog_name="acl-fa")
 @verbose_option
 def main():
-    """FlashAttention forward on Ascend NPUs, or on the CPU simulator of the same ABI.
+    """The FlashAttention family on Ascend NPUs, or on the CPU simulator of the same ABI.
 
     Every option of run, plan, bench and profile can also be set with the environment variable
     ACL_FA_<OPTION> (--seq-kv: ACL_FA_SEQ_KV), shown in each command's --help."""
