@@ -4,7 +4,10 @@
 // (pre_tokens / next_tokens, FlashAttentionScore's attrs) and variable-length batches (layout
 // TND with the cumulative ends actual_seq_qlen / actual_seq_kvlen, value-depend inputs so that
 // the tiling balances the cores by each sequence's real work). Same policy, same tiling
-// struct and the same kernel source as FlashAttention (forward_tiling.h). Written against the
+// struct and the same kernel source as FlashAttention (forward_tiling.h). Its interface and
+// functions are shared with the ops that extend it by trailing attrs (FlashAttentionV3: softcap;
+// op_host/flash_attention/flash_attention_v3.cpp) through fa_host::DefineFlashAttentionV2,
+// RegisterFlashAttentionV2 and TileFlashAttentionV2 (forward_tiling.h). Written against the
 // real CANN host APIs only; errors go to the CANN log (module OP).
 #include <algorithm>
 #include <cstdint>
@@ -162,7 +165,11 @@ ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
     return ge::GRAPH_SUCCESS;
 }
 
-ge::graphStatus TilingFunc(gert::TilingContext *context) {
+}  // namespace
+
+namespace fa_host {
+
+ge::graphStatus TileFlashAttentionV2(gert::TilingContext *context) {
     const gert::RuntimeAttrs *attrs = nullptr;
     Dims d;
     fa_policy::Problem problem;
@@ -213,72 +220,82 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     return ge::GRAPH_SUCCESS;
 }
 
-}  // namespace
+void DefineFlashAttentionV2(ops::OpDef &def) {
+    using ops::OPTIONAL;
+    using ops::REQUIRED;
+    // Columns: float16, bfloat16, float32 inputs (as FlashAttention), each with a uint8 and a
+    // bool atten_mask (1 / true = masked out, FlashAttentionScore's convention); the tiling
+    // refuses, naming the chip, a dtype the chip's AI Core cannot take.
+    const std::vector<ge::DataType> types = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT,
+                                             ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT};
+    const std::vector<ge::DataType> masks = {ge::DT_UINT8, ge::DT_UINT8, ge::DT_UINT8,
+                                             ge::DT_BOOL,  ge::DT_BOOL,  ge::DT_BOOL};
+    const std::vector<ge::DataType> int64s(6, ge::DT_INT64);
+    const std::vector<ge::DataType> floats(6, ge::DT_FLOAT);
+    const std::vector<ge::DataType> uint8s(6, ge::DT_UINT8);
+    const std::vector<ge::Format> nd(6, ge::FORMAT_ND);
+    def.Input("query").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
+    def.Input("key").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
+    def.Input("value").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
+    def.Input("atten_mask")
+        .ParamType(OPTIONAL)
+        .DataType(masks)
+        .Format(nd)
+        .UnknownShapeFormat(nd);
+    def.Input("actual_seq_qlen")
+        .ParamType(OPTIONAL)
+        .DataType(int64s)
+        .Format(nd)
+        .ValueDepend(OPTIONAL)
+        .UnknownShapeFormat(nd);
+    def.Input("actual_seq_kvlen")
+        .ParamType(OPTIONAL)
+        .DataType(int64s)
+        .Format(nd)
+        .ValueDepend(OPTIONAL)
+        .UnknownShapeFormat(nd);
+    def.Output("attention_out").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
+    def.Output("softmax_lse")
+        .ParamType(REQUIRED)
+        .DataType(floats)
+        .Format(nd)
+        .UnknownShapeFormat(nd);
+    def.Output("dropout_mask")
+        .ParamType(OPTIONAL)
+        .DataType(uint8s)
+        .Format(nd)
+        .UnknownShapeFormat(nd);
+    def.Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
+    def.Attr("pre_tokens").AttrType(OPTIONAL).Int(2147483647);
+    def.Attr("next_tokens").AttrType(OPTIONAL).Int(2147483647);
+    def.Attr("input_layout").AttrType(OPTIONAL).String("BNSD");
+    def.Attr("num_heads").AttrType(OPTIONAL).Int(0);
+    def.Attr("num_kv_heads").AttrType(OPTIONAL).Int(0);
+    def.Attr("keep_prob").AttrType(OPTIONAL).Float(1.0);
+    def.Attr("seed").AttrType(OPTIONAL).Int(0);
+    def.Attr("offset").AttrType(OPTIONAL).Int(0);
+    def.Attr("block_m").AttrType(OPTIONAL).Int(0);
+    def.Attr("block_n").AttrType(OPTIONAL).Int(0);
+}
+
+void RegisterFlashAttentionV2(ops::OpDef &def, ge::graphStatus (*tiling)(gert::TilingContext *)) {
+    def.SetInferShape(InferShape).SetInferDataType(InferDataType);
+    def.AICore()
+        .SetTiling(tiling)
+        .AddConfig("ascend910b")
+        .AddConfig("ascend910_93")
+        .AddConfig("ascend310p")
+        .AddConfig("ascend910");
+}
+
+}  // namespace fa_host
 
 namespace ops {
 class FlashAttentionV2 : public OpDef {
  public:
     explicit FlashAttentionV2(const char *name) : OpDef(name) {
-        // Columns: float16, bfloat16, float32 inputs (as FlashAttention), each with a uint8 and a
-        // bool atten_mask (1 / true = masked out, FlashAttentionScore's convention); the tiling
-        // refuses, naming the chip, a dtype the chip's AI Core cannot take.
-        const std::vector<ge::DataType> types = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT,
-                                                 ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT};
-        const std::vector<ge::DataType> masks = {ge::DT_UINT8, ge::DT_UINT8, ge::DT_UINT8,
-                                                 ge::DT_BOOL,  ge::DT_BOOL,  ge::DT_BOOL};
-        const std::vector<ge::DataType> int64s(6, ge::DT_INT64);
-        const std::vector<ge::DataType> floats(6, ge::DT_FLOAT);
-        const std::vector<ge::DataType> uint8s(6, ge::DT_UINT8);
-        const std::vector<ge::Format> nd(6, ge::FORMAT_ND);
-        this->Input("query").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("key").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("value").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Input("atten_mask")
-            .ParamType(OPTIONAL)
-            .DataType(masks)
-            .Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Input("actual_seq_qlen")
-            .ParamType(OPTIONAL)
-            .DataType(int64s)
-            .Format(nd)
-            .ValueDepend(OPTIONAL)
-            .UnknownShapeFormat(nd);
-        this->Input("actual_seq_kvlen")
-            .ParamType(OPTIONAL)
-            .DataType(int64s)
-            .Format(nd)
-            .ValueDepend(OPTIONAL)
-            .UnknownShapeFormat(nd);
-        this->Output("attention_out").ParamType(REQUIRED).DataType(types).Format(nd).UnknownShapeFormat(nd);
-        this->Output("softmax_lse")
-            .ParamType(REQUIRED)
-            .DataType(floats)
-            .Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Output("dropout_mask")
-            .ParamType(OPTIONAL)
-            .DataType(uint8s)
-            .Format(nd)
-            .UnknownShapeFormat(nd);
-        this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
-        this->Attr("pre_tokens").AttrType(OPTIONAL).Int(2147483647);
-        this->Attr("next_tokens").AttrType(OPTIONAL).Int(2147483647);
-        this->Attr("input_layout").AttrType(OPTIONAL).String("BNSD");
-        this->Attr("num_heads").AttrType(OPTIONAL).Int(0);
-        this->Attr("num_kv_heads").AttrType(OPTIONAL).Int(0);
-        this->Attr("keep_prob").AttrType(OPTIONAL).Float(1.0);
-        this->Attr("seed").AttrType(OPTIONAL).Int(0);
-        this->Attr("offset").AttrType(OPTIONAL).Int(0);
-        this->Attr("block_m").AttrType(OPTIONAL).Int(0);
-        this->Attr("block_n").AttrType(OPTIONAL).Int(0);
-        this->SetInferShape(InferShape).SetInferDataType(InferDataType);
-        this->AICore()
-            .SetTiling(TilingFunc)
-            .AddConfig("ascend910b")
-            .AddConfig("ascend910_93")
-            .AddConfig("ascend310p")
-            .AddConfig("ascend910");
+        fa_host::DefineFlashAttentionV2(*this);
+        fa_host::RegisterFlashAttentionV2(*this, fa_host::TileFlashAttentionV2);
     }
 };
 OP_ADD(FlashAttentionV2);
