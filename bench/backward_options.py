@@ -20,7 +20,7 @@ import statistics
 import numpy as np
 
 import acl_fa
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.jobs.run import random_inputs
 from acl_fa.jobs.run_backward import random_dout
 from acl_fa.runtime.sim_stats import last_launch
@@ -41,7 +41,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs per case; the median wall time is reported")
     args = ap.parse_args()
     s_len = args.seq
-    p = problem_from_sizes(seq=s_len, heads=args.heads, head_dim=args.head_dim)
+    p = problem_from_sizes(seq_q=s_len, num_heads=args.heads, head_dim=args.head_dim)
     q, k, v = random_inputs(p)
     dout = random_dout(p)
     rng = np.random.default_rng(1)

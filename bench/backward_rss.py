@@ -14,7 +14,7 @@ import resource
 import numpy as np
 
 import acl_fa
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.jobs.run import random_inputs
 from acl_fa.jobs.run_backward import random_dout
 
@@ -26,7 +26,7 @@ def main():
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--atomic", action="store_true", help="deterministic=False")
     args = ap.parse_args()
-    p = problem_from_sizes(seq=args.seq, heads=args.heads, head_dim=args.head_dim, causal=True)
+    p = problem_from_sizes(seq_q=args.seq, num_heads=args.heads, head_dim=args.head_dim, causal=True)
     q, k, v = random_inputs(p)
     dout = random_dout(p)
     with acl_fa.Session() as s:

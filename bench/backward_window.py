@@ -16,7 +16,7 @@ import json
 import numpy as np
 
 import acl_fa
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.spec.band import window_band
 from acl_fa.spec.options import AttentionOptions
 from acl_fa.ops.backward_v2 import run_backward_v2
@@ -50,7 +50,7 @@ def main():
     args = ap.parse_args()
     left, right = (int(x) for x in args.window.split(","))
     pre, nxt = window_band((left, right), causal=True)
-    p = problem_from_sizes(seq=args.seq, heads=args.heads, head_dim=args.head_dim, causal=True)
+    p = problem_from_sizes(seq_q=args.seq, num_heads=args.heads, head_dim=args.head_dim, causal=True)
     q, k, v = random_inputs(p)
     dout = random_dout(p)
     per_pair = 5 * args.head_dim * args.heads

@@ -8,6 +8,8 @@ measured. Usage: python bench/block_choice.py [--shapes 32x4096c,1x32768]
 import argparse
 
 from acl_fa.jobs.profile import profile_job
+from acl_fa.jobs.settings import JobSettings
+from acl_fa.spec.problem import problem_from_sizes
 
 PREVIOUS_RULE = (160, 128)  # the largest-fitting choice at D=128 fp16 on Ascend910B2
 
@@ -26,8 +28,10 @@ def main():
     print("| B1 N, S, D128 fp16 | previous blocks | modeled us | auto blocks | modeled us | TFLOP/s | previous / auto |")
     print("|---|---|---|---|---|---|---|")
     for shape in shapes:
-        before = profile_job(head_dim=128, backend="sim", block_m=PREVIOUS_RULE[0], block_n=PREVIOUS_RULE[1], **shape)
-        after = profile_job(head_dim=128, backend="sim", **shape)
+        sim = JobSettings(backend="sim")
+        sizes = dict(head_dim=128, seq_q=shape["seq"], num_heads=shape["heads"], causal=shape["causal"])
+        before = profile_job(problem_from_sizes(block_m=PREVIOUS_RULE[0], block_n=PREVIOUS_RULE[1], **sizes), sim)
+        after = profile_job(problem_from_sizes(**sizes), sim)
         t0, t1 = before.summary["time_s"], after.summary["time_s"]
         label = f"N{shape['heads']} S{shape['seq']}{' causal' if shape['causal'] else ''}"
         print(f"| {label} | {before.block_m}x{before.block_n} | {t0 * 1e6:.1f} | {after.block_m}x{after.block_n} | "

@@ -9,6 +9,8 @@ measured. Needs ACL_FA_SIM_LIB_DIR. Usage: python bench/fa_model.py [--seqs 1024
 import argparse
 
 from acl_fa.jobs.profile import profile_job
+from acl_fa.jobs.settings import JobSettings
+from acl_fa.spec.problem import problem_from_sizes
 
 PUBLISHED_US = {1024: 58.461, 2048: 70.801, 4096: 118.302, 8192: 353.147, 16384: 1118.462, 32768: 3646.173}
 
@@ -20,7 +22,7 @@ def main():
     print("| S | blocks | modeled us | modeled TFLOP/s | critical | torch_npu us | torch_npu TFLOP/s | modeled / torch_npu time |")
     print("|---|---|---|---|---|---|---|---|")
     for seq in seqs:
-        r = profile_job(seq=seq, heads=1, head_dim=128, backend="sim")
+        r = profile_job(problem_from_sizes(seq_q=seq, num_heads=1, head_dim=128), JobSettings(backend="sim"))
         s = r.summary
         flops = 4.0 * seq * seq * 128
         pub = PUBLISHED_US.get(seq)

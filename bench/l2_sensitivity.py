@@ -13,7 +13,7 @@ from common import header, table
 import acl_fa  # noqa: E402
 from acl_fa.plan import l2model, timing  # noqa: E402
 from acl_fa.ops.forward import runner_for  # noqa: E402
-from acl_fa.ops.problem import problem_from_sizes  # noqa: E402
+from acl_fa.spec.problem import problem_from_sizes  # noqa: E402
 from acl_fa.plan.roofline import chip_peaks  # noqa: E402
 from acl_fa.jobs.run import format_bytes, random_inputs  # noqa: E402
 
@@ -27,7 +27,7 @@ def main():
     parser.add_argument("--l2-mib", default="192,96,48,32,8")
     args = parser.parse_args()
     sizes = [int(x) for x in args.l2_mib.split(",")]
-    problem = problem_from_sizes(seq=args.seq, heads=args.heads, head_dim=128, causal=True)
+    problem = problem_from_sizes(seq_q=args.seq, num_heads=args.heads, head_dim=128, causal=True)
     q, k, v = random_inputs(problem)
     with acl_fa.Session(backend="sim") as session:
         soc = session.soc_name()

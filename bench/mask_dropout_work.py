@@ -18,7 +18,7 @@ from common import header, median, table
 import acl_fa  # noqa: E402
 from acl_fa.ops import forward_v2 as attention_v2
 from acl_fa.runtime import sim_stats  # noqa: E402
-from acl_fa.ops.problem import make_problem  # noqa: E402
+from acl_fa.spec.problem import make_problem  # noqa: E402
 from acl_fa.spec.options import build_options  # noqa: E402
 from acl_fa.jobs.run import random_inputs  # noqa: E402
 

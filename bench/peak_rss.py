@@ -16,6 +16,7 @@ from pathlib import Path
 from common import header, median, table
 
 from acl_fa.plan.standard import standard_intermediate_bytes  # noqa: E402
+from acl_fa.spec.problem import problem_from_sizes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,7 +50,7 @@ def main():
         kib, report = child_peak_kib(args.seq, args.heads)
         peaks.append(kib)
     peak = median(peaks) * 1024
-    standard = standard_intermediate_bytes(1, args.heads, args.seq, args.seq, 2)
+    standard = standard_intermediate_bytes(problem_from_sizes(seq_q=args.seq, num_heads=args.heads))
     dev = report["device_bytes"]
     gib = 1 << 30
     print(header(f"Peak RSS of acl-fa run --seq {args.seq} --causal --heads {args.heads} (simulator)"))

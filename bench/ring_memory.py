@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 
 from acl_fa import parallel
-from acl_fa.jobs.parallel_run import format_parallel_report, memory_bound_met, run_parallel_job
+from acl_fa.jobs.parallel_run import ParallelSettings, format_parallel_report, memory_bound_met, run_parallel_job
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.runtime.units import format_bytes
 
 
@@ -30,8 +31,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rows = []
     for seq in args.seq:
-        run = run_parallel_job(mode="ring", devices=args.devices, seq=seq, heads=args.heads, head_dim=args.head_dim,
-                               causal=True, accumulate=args.accumulate)
+        run = run_parallel_job(problem_from_sizes(seq_q=seq, num_heads=args.heads, head_dim=args.head_dim, causal=True),
+                               ParallelSettings("ring", args.devices, accumulate=args.accumulate))
         if args.full_report:
             print(format_parallel_report(run), flush=True)
         rep = run.report

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from acl_fa.parallel import hccl, ring as parallel
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.runtime.loader import get_backend
 
 
@@ -51,7 +51,7 @@ def modeled_row(seq: int, devices: int, heads: int, kv_heads: int, head_dim: int
             for qi, ki, causal in parallel.ring_plan(r, step, devices, True):
                 sq = chunks[r][qi][1] - chunks[r][qi][0]
                 skv = chunks[src][ki][1] - chunks[src][ki][0]
-                pairs = problem_from_sizes(seq=sq, seq_kv=skv, heads=1, head_dim=head_dim,
+                pairs = problem_from_sizes(seq_q=sq, seq_kv=skv, num_heads=1, head_dim=head_dim,
                                            causal=causal).visible_pairs()
                 flops += 4 * head_dim * heads * pairs
             worst_comm = max(worst_comm, comm)

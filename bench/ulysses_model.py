@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from acl_fa.parallel import hccl, ring as parallel
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.runtime.loader import get_backend
 from acl_fa.parallel.ulysses import kv_heads_of_rank, ulysses_link_bytes
 
@@ -38,7 +38,7 @@ def modeled_row(seq: int, devices: int, heads: int, kv_heads: int, head_dim: int
     per_link = ulysses_link_bytes(seq, devices, 1, heads, kv_per_rank, head_dim, 2)
     busiest = max(max(row) for row in per_link)
     comm = 4 * link["latency_us"] * 1e-6 + busiest / (link["bandwidth_gbs"] * 1e9)
-    pairs = problem_from_sizes(seq=seq, heads=1, head_dim=head_dim, causal=True).visible_pairs()
+    pairs = problem_from_sizes(seq_q=seq, num_heads=1, head_dim=head_dim, causal=True).visible_pairs()
     compute = 4 * head_dim * (heads // devices) * pairs / peak
     return busiest, comm, compute
 

@@ -24,7 +24,7 @@ except ImportError:
 
 import acl_fa  # noqa: E402
 from acl_fa.ops.forward import runner_for  # noqa: E402
-from acl_fa.ops.problem import make_problem  # noqa: E402
+from acl_fa.spec.problem import make_problem  # noqa: E402
 
 
 def sim_kernel_ms(session, runner, prepared, stream):

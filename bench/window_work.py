@@ -16,7 +16,8 @@ import acl_fa  # noqa: E402
 from acl_fa.ops import forward_v2 as attention_v2
 from acl_fa.runtime import sim_stats  # noqa: E402
 from acl_fa.ops.forward import runner_for  # noqa: E402
-from acl_fa.ops.problem import check_plan, make_problem  # noqa: E402
+from acl_fa.ops.problem import check_plan  # noqa: E402
+from acl_fa.spec.problem import make_problem  # noqa: E402
 from acl_fa.spec.options import AttentionOptions  # noqa: E402
 from acl_fa.spec.band import UNBOUNDED as UNBOUNDED_TOKENS  # noqa: E402
 from acl_fa.jobs.run import random_inputs  # noqa: E402

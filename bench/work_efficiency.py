@@ -17,7 +17,8 @@ from common import header, median, table
 import acl_fa  # noqa: E402
 from acl_fa.runtime import sim_stats  # noqa: E402
 from acl_fa.ops.forward import runner_for  # noqa: E402
-from acl_fa.ops.problem import check_plan, make_problem  # noqa: E402
+from acl_fa.ops.problem import check_plan  # noqa: E402
+from acl_fa.spec.problem import make_problem  # noqa: E402
 from acl_fa.jobs.run import random_inputs  # noqa: E402
 
 

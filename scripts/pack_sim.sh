@@ -57,7 +57,7 @@ for lib in "${closure[@]}"; do
   cp --preserve=mode "$lib_dir/$lib" "$vdir/op_api/lib/"
 done
 # the declarations libcust_opapi.so was built from: generated from the op JSON as the build does
-find "$repo/op" "$repo/op_host" -name '*.json' -print0 2>/dev/null |
+find "$repo/op_host" -mindepth 2 -maxdepth 2 -name '*.json' -print0 |
   xargs -0 python3 "$repo/sim/src/opapi/gen_aclnn.py" --headers-only --out "$vdir/op_api/include"
 # version.info: CANN's key (the compiler that built the kernels: none here), then ours; acl-fa's
 # op-library discovery reads acl_fa_backend to tell a simulator package from an NPU one.

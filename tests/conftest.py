@@ -19,7 +19,8 @@ os.environ.setdefault("ACL_FA_BACKEND", "sim")
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 # The test-only helpers that test modules import by name: the engine's test kernels and their
-# loader (kernels/simlib.py), and the ABI checker (abi/abi_check.py).
+# loader (kernels/simlib.py), the plans of loose sizes (kernels/sized_plans.py), and the ABI checker
+# (abi/abi_check.py).
 sys.path[:0] = [str(TESTS / "kernels"), str(TESTS / "abi")]
 
 # Tests are grouped by the part of the tree they hold to account (tests/<concern>/...); each

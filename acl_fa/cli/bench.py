@@ -9,7 +9,8 @@ from .. import api
 from ..jobs import bench as bench_module, bench_backward, decode_run
 from .options import (
     backend_option, backward_option, check_plot_support, decode_options, deterministic_option, device_option,
-    json_option, problem_options, progress, reported_as_usage_errors, seed_option)
+    decode_problem_of, decode_settings_of, json_option, problem_of, problem_options, progress,
+    reported_as_usage_errors, seed_option, settings_of, write_plot)
 
 class _SeqList(click.ParamType):
     """Comma-separated positive integers: 512,1024,2048."""
@@ -65,53 +66,48 @@ def bench(seqs, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal,
     traffic and ratios; on the simulator also the L2 model, a roofline bound and work efficiency
     (for the simulated SoC: ACL_FA_SIM_SOC). With --decode: one decode row per --seq-kv value
     (comma list; one query token per step) against torch's CPU SDPA when torch is installed."""
+    params = click.get_current_context().params
     if decode or paged:
-        _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype, block_size if paged else None,
-                              num_splits, steps, seed, backend, device, as_json, prefill)
+        _bench_decode(params)
         return
     if backward:
         with reported_as_usage_errors(), progress(len(seqs), "acl-fa bench --backward") as bar:
             report = bench_backward.run_backward_bench(
-                seqs=seqs, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
-                layout=layout, causal=causal, deterministic=deterministic, block_m=block_m, block_n=block_n,
-                warmup=warmup, iters=iters, torch=with_torch, backend=None if backend == "auto" else backend,
-                device=device, seed=seed, progress=lambda seq: bar.update(1))
+                problem_of(params, seq=seqs[0], seq_kv=None), seqs, settings_of(params, progress=_row_done(bar)),
+                deterministic=deterministic, torch=with_torch)
         click.echo(json.dumps(report, indent=2) if as_json else bench_backward.format_backward_bench(report))
         return
 
     if plot_path:
         check_plot_support()
     with reported_as_usage_errors(), progress(len(seqs), "acl-fa bench") as bar:
-        report = bench_module.run_bench(
-            seqs=seqs, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-            dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n, warmup=warmup,
-            iters=iters, l2=l2, backend=None if backend == "auto" else backend, device=device, seed=seed,
-            progress=lambda seq: bar.update(1))
+        report = bench_module.run_bench(problem_of(params, seq=seqs[0]), seqs,
+                                        settings_of(params, progress=_row_done(bar)), seq_kv=seq_kv)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else bench_module.format_bench(report))
     if plot_path:
-        try:
-            bench_module.plot_bench(report, plot_path)
-        except ImportError as exc:
-            raise click.ClickException(str(exc)) from exc
-        click.echo(f"plot written to {plot_path}", err=True)
+        write_plot(lambda path: bench_module.plot_bench(report, path), plot_path)
 
 
-def _bench_decode_command(seq_kv, seqs, batch, heads, kv_heads, head_dim, dtype, block_size, num_splits, steps, seed,
-                          backend, device, as_json, prefill=None):
-    lengths = [seq_kv] if seq_kv else list(seqs)
-    rows = []
+def _row_done(bar):
+    """The bench jobs' progress callback (called with each row's length): one step of the bar."""
+    return lambda seq: bar.update(1)
+
+
+def _bench_decode(params: dict):
+    lengths = [params["seq_kv"]] if params["seq_kv"] else list(params["seqs"])
+    decode, rows = decode_settings_of(params), []
     with reported_as_usage_errors(), progress(len(lengths), "acl-fa bench --decode") as bar:
-        with api.Session(device=device, backend=None if backend == "auto" else backend) as session:
+        settings = settings_of(params, check=True)
+        with api.Session(device=settings.device, backend=settings.backend) as session:
             for length in lengths:
-                report = decode_run.run_decode(
-                    session, seq_kv=length, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-                    dtype=dtype, block_size=block_size, num_splits=num_splits, steps=steps, check=True, seed=seed,
-                    prefill=prefill)
-                torch_ms = decode_run.torch_sdpa_ms(batch, heads, kv_heads or heads, 1, length + steps, head_dim,
-                                                    dtype, seed=seed)
+                problem = decode_problem_of(params, length, 1)
+                report = decode_run.run_decode(session, problem, decode, settings)
+                torch_ms = decode_run.torch_sdpa_ms(problem.batch, problem.num_heads, problem.num_kv_heads, 1,
+                                                    length + decode.steps, problem.head_dim, params["dtype"],
+                                                    seed=settings.seed)
                 rows.append((report, torch_ms))
                 bar.update(1)
-    if as_json:
+    if params["as_json"]:
         click.echo(json.dumps([dict(r.to_dict(), torch_sdpa_ms=t) for r, t in rows], indent=2))
     else:
         click.echo(decode_run.format_decode_table(rows))

@@ -5,6 +5,7 @@ errors reported as a click error (no traceback)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import logging
 import sys
@@ -12,8 +13,11 @@ import sys
 import click
 
 from ..plan import forward as plan_module
+from ..jobs import decode_run
+from ..jobs.settings import JobSettings
 from ..runtime.errors import AclFaError
 from ..runtime.loader import BACKENDS, ENV_BACKEND
+from ..spec.problem import Problem, problem_from_sizes
 
 
 backend_option = click.option(
@@ -75,6 +79,16 @@ def check_plot_support():
                                f"{sys.executable} -m pip install matplotlib")
 
 
+def write_plot(draw, path) -> None:
+    """`draw(path)` (a job's plot function), then says where the picture went; a missing
+    matplotlib ends the command with its message."""
+    try:
+        draw(path)
+    except ImportError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"plot written to {path}", err=True)
+
+
 @contextlib.contextmanager
 def reported_as_usage_errors():
     """acl-fa's own exceptions (refused input, a failed ACL call, libraries not found) end the
@@ -116,6 +130,33 @@ def problem_options(function):
     for option in reversed(_PROBLEM_OPTIONS):
         function = option(function)
     return verbose_option(function)
+
+
+def problem_of(params: dict, **overrides) -> Problem:
+    """The validated Problem of a command's parsed problem options (and --scale where the command
+    has one); `overrides` replace parsed values (seq_kv=..., layout=...). Call it inside
+    reported_as_usage_errors(): a refused size is acl-fa's InvalidArgumentError."""
+    v = {name: params.get(name) for name in ("seq", "seq_kv", "batch", "heads", "kv_heads", "head_dim", "dtype",
+                                             "layout", "causal", "scale", "block_m", "block_n")} | overrides
+    return problem_from_sizes(seq_q=v["seq"], seq_kv=v["seq_kv"], batch=v["batch"], num_heads=v["heads"],
+                              num_kv_heads=v["kv_heads"], head_dim=v["head_dim"], dtype=v["dtype"], layout=v["layout"],
+                              causal=bool(v["causal"]), scale=v["scale"], block_m=v["block_m"] or None,
+                              block_n=v["block_n"] or None)
+
+
+def settings_of(params: dict, **overrides) -> JobSettings:
+    """The JobSettings of a command's parsed options (--warmup, --iters, --check, --backend (auto:
+    None), --device, --seed, --l2, where the command has them); `overrides` replace them."""
+    backend = params.get("backend")
+    settings = JobSettings(warmup=params.get("warmup", 1), iters=params.get("iters", 3),
+                           check=params.get("check", True), backend=None if backend == "auto" else backend,
+                           device=params.get("device", 0), seed=params.get("seed", 0), l2=params.get("l2", True))
+    return dataclasses.replace(settings, **overrides)
+
+
+def bar_progress(bar):
+    """A job's progress callback (stage, steps) that moves click's progress bar."""
+    return lambda stage, steps: bar.update(steps)
 
 
 def json_option(help_text: str):
@@ -208,6 +249,19 @@ _DECODE_OPTIONS = [
                       "its K/V into the cache on the device), or from the host. Default: the prefill when "
                       "batch x heads x seq_kv^2 <= 32 x 4096^2 (beyond, the simulator takes long)."),
 ]
+
+
+def decode_settings_of(params: dict) -> decode_run.DecodeSettings:
+    """The DecodeSettings of the decode options (shared by run and bench)."""
+    return decode_run.DecodeSettings(block_size=params["block_size"] if params["paged"] else None,
+                                     num_splits=params["num_splits"], steps=params["steps"],
+                                     prefill=params["prefill"])
+
+
+def decode_problem_of(params: dict, seq_kv: int, seq_q: int):
+    """The decode run's Problem: `seq_q` query tokens per step against `seq_kv` cached tokens."""
+    return decode_run.decode_problem(seq_kv, seq_q=seq_q, batch=params["batch"], num_heads=params["heads"],
+                                     num_kv_heads=params["kv_heads"], head_dim=params["head_dim"], dtype=params["dtype"])
 
 
 def decode_options(function):

@@ -1,6 +1,7 @@
 """`acl-fa plan`: the forward plan per chip, and with its flags the backward, V2, decode and sweep plans."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -10,7 +11,8 @@ from ..jobs import run_options, sweep as sweep_module
 from ..plan import backward as backward_plan, decode as decode_plan, forward as plan_module
 from .options import (
     backward_option, check_plot_support, decode_options, deterministic_option, dropout_option, json_option,
-    mask_density_option, problem_options, reported_as_usage_errors, varlen_option, window_option)
+    mask_density_option, problem_options, reported_as_usage_errors, varlen_option, window_option, write_plot)
+from ..spec.problem import sized_problem, with_lengths
 
 @click.command()
 @problem_options
@@ -44,20 +46,23 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
                           head_dim=head_dim, dtype=dtype, block_size=block_size if paged else None,
                           num_splits=num_splits), soc, as_json)
         return
-    problem = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-                   dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
+    problem = sized_problem(seq_q=seq, seq_kv=seq_kv, batch=batch, num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
+                            dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
     if window is not None or varlen is not None or dropout > 0 or mask_density is not None:
         if backward or sweep:
             raise click.UsageError("--window/--dropout/--mask-density/--varlen plans are of the forward (no "
                                    "--backward or --sweep)")
         with reported_as_usage_errors():
-            problem = run_options.v2_plan_problem(problem, window=window, varlen=varlen, dropout=dropout,
-                                                  mask_density=mask_density)
+            problem, options = run_options.v2_plan(problem, run_options.RunOptions(window, dropout, mask_density,
+                                                                                   varlen))
             if soc is None or soc.lower() != "all":
-                p = plan_module.plan(soc=soc, **problem)
+                p = plan_module.plan(problem, soc, options)
                 click.echo(json.dumps([p.to_dict()], indent=2) if as_json else
                            plan_module.format_plan(p) + "\n" + run_options.band_work_line(p))
                 return
+        _plan_table(lambda chip: plan_module.plan(problem, chip, options), plan_module.Plan, plan_module.Plan.to_dict,
+                    plan_module.format_plan_table, as_json)
+        return
     if backward:
         _plan_backward(problem, soc, deterministic, as_json)
         return
@@ -66,39 +71,36 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
         return
     if soc is None or soc.lower() != "all":
         with reported_as_usage_errors():
-            p = plan_module.plan(soc=soc, **problem)
+            p = plan_module.plan(problem, soc)
         click.echo(json.dumps([p.to_dict()], indent=2) if as_json else plan_module.format_plan(p))
         return
+    _plan_table(lambda chip: plan_module.plan(problem, chip), plan_module.Plan, plan_module.Plan.to_dict,
+                plan_module.format_plan_table, as_json)
+
+
+def _plan_table(plan_on, plan_type, to_dict, format_table, as_json: bool) -> None:
+    """One plan per chip of the catalogue (--soc all): `plan_on(chip)` or the chip's refusal."""
     rows = []
     for chip in plan_module.chips():
         try:
-            rows.append((chip, plan_module.plan(soc=chip, **problem)))
+            rows.append((chip, plan_on(chip)))
         except plan_module.PlanError as exc:
             rows.append((chip, str(exc)))
     if as_json:
-        click.echo(json.dumps([p.to_dict() if isinstance(p, plan_module.Plan) else
-                               {"chip": c.name, "error": p} for c, p in rows], indent=2))
+        click.echo(json.dumps([to_dict(p) if isinstance(p, plan_type) else {"chip": c.name, "error": p}
+                               for c, p in rows], indent=2))
     else:
-        click.echo(plan_module.format_plan_table(rows))
+        click.echo(format_table(rows))
 
 
-def _plan_backward(problem: dict, soc: str, deterministic: bool, as_json: bool):
+def _plan_backward(problem, soc: str, deterministic: bool, as_json: bool):
     if soc is None or soc.lower() != "all":
         with reported_as_usage_errors():
-            p = backward_plan.grad_plan(soc=soc, deterministic=deterministic, **problem)
-        click.echo(json.dumps([backward_plan.to_dict(p)], indent=2) if as_json else backward_plan.format_grad_plan(p))
+            p = backward_plan.backward_plan(problem, soc, deterministic)
+        click.echo(json.dumps([backward_plan.to_dict(p)], indent=2) if as_json else backward_plan.format_backward_plan(p))
         return
-    rows = []
-    for chip in plan_module.chips():
-        try:
-            rows.append((chip, backward_plan.grad_plan(soc=chip, deterministic=deterministic, **problem)))
-        except plan_module.PlanError as exc:
-            rows.append((chip, str(exc)))
-    if as_json:
-        click.echo(json.dumps([backward_plan.to_dict(p) if isinstance(p, backward_plan.GradPlan) else
-                               {"chip": c.name, "error": p} for c, p in rows], indent=2))
-    else:
-        click.echo(backward_plan.format_grad_plan_table(rows))
+    _plan_table(lambda chip: backward_plan.backward_plan(problem, chip, deterministic), backward_plan.BackwardPlan,
+                backward_plan.to_dict, backward_plan.format_backward_plan_table, as_json)
 
 
 def _plan_decode(problem: dict, soc: str, as_json: bool) -> None:
@@ -109,7 +111,7 @@ def _plan_decode(problem: dict, soc: str, as_json: bool) -> None:
     click.echo(json.dumps([p.to_dict()], indent=2) if as_json else decode_plan.format_decode_plan(p))
 
 
-def _plan_sweep(problem: dict, soc: str, as_json: bool, plot_path) -> None:
+def _plan_sweep(problem, soc: str, as_json: bool, plot_path) -> None:
     if soc is not None and soc.lower() == "all":
         raise click.ClickException("--sweep needs one chip (--soc NAME)")
     if plot_path:
@@ -117,15 +119,12 @@ def _plan_sweep(problem: dict, soc: str, as_json: bool, plot_path) -> None:
     with reported_as_usage_errors():
         soc = plan_module.chip(soc).name  # default: $ACL_FA_SIM_SOC, else the catalogue's default
     os.environ["ACL_FA_SIM_SOC"] = soc  # the simulated chip of this process
-    sizes = {k: v for k, v in problem.items() if k not in ("block_m", "block_n")}
+    sizes = dataclasses.replace(problem, block_m=0, block_n=0)
     with reported_as_usage_errors():
-        rows = sweep_module.sweep(**sizes)
-    title = (f"{plan_module.chip(soc).name} B={sizes['batch']} N={sizes['heads']} S={sizes['seq']} "
-             f"D={sizes['head_dim']}{' causal' if sizes['causal'] else ''}")
+        plan_module.plan(sizes, soc)  # the plan's own refusal of the sizes first
+        rows = sweep_module.sweep(with_lengths(sizes, sizes.seq_q, sizes.seq_kv))
+    title = (f"{plan_module.chip(soc).name} B={sizes.batch} N={sizes.num_heads} S={sizes.seq_q} "
+             f"D={sizes.head_dim}{' causal' if sizes.causal else ''}")
     click.echo(json.dumps([r.to_dict() for r in rows], indent=2) if as_json else sweep_module.format_sweep(rows, title))
     if plot_path:
-        try:
-            sweep_module.plot_sweep(rows, plot_path, title)
-        except ImportError as exc:
-            raise click.ClickException(str(exc)) from exc
-        click.echo(f"plot written to {plot_path}", err=True)
+        write_plot(lambda path: sweep_module.plot_sweep(rows, path, title), plot_path)

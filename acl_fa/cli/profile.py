@@ -7,8 +7,8 @@ import click
 
 from ..jobs import profile as profile_module
 from .options import (
-    backend_option, check_plot_support, device_option, json_option, problem_options, reported_as_usage_errors,
-    seed_option)
+    backend_option, check_plot_support, device_option, json_option, problem_of, problem_options,
+    reported_as_usage_errors, seed_option, settings_of, write_plot)
 
 @click.command()
 @problem_options
@@ -29,20 +29,15 @@ def profile(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal
     resource, a timeline (pipeline model over the simulator's instruction trace; not a measurement)."""
     if plot_path:
         check_plot_support()
+    params = click.get_current_context().params
     with reported_as_usage_errors():
-        report = profile_module.profile_job(
-            seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
-            layout=layout, causal=causal, block_m=block_m or None, block_n=block_n or None,
-            backend="sim" if backend == "auto" else backend, device=device, seed=seed,
-            with_sensitivity=sensitivity)
+        report = profile_module.profile_job(problem_of(params),
+                                            settings_of(params, backend="sim" if backend == "auto" else backend),
+                                            with_sensitivity=sensitivity)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else profile_module.format_profile(report))
     if trace_path:
         with open(trace_path, "w") as f:
             json.dump(profile_module.chrome_trace(report), f)
         click.echo(f"trace written to {trace_path}", err=True)
     if plot_path:
-        try:
-            profile_module.plot_timeline(report, plot_path)
-        except ImportError as exc:
-            raise click.ClickException(str(exc)) from exc
-        click.echo(f"plot written to {plot_path}", err=True)
+        write_plot(lambda path: profile_module.plot_timeline(report, path), plot_path)

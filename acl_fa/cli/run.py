@@ -8,8 +8,9 @@ import click
 from .. import api
 from ..jobs import decode_run, parallel_run, run as run_module, run_backward, run_options
 from .options import (
-    backend_option, backward_option, decode_options, deterministic_option, device_option, json_option, problem_options,
-    progress, reported_as_usage_errors, run_option_options, seed_option)
+    backend_option, backward_option, bar_progress, decode_options, deterministic_option, device_option, json_option,
+    decode_problem_of, decode_settings_of, problem_of, problem_options, progress, reported_as_usage_errors,
+    run_option_options, seed_option, settings_of)
 
 @click.command()
 @problem_options
@@ -51,56 +52,54 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
     With --window, --mask-density, --dropout or --varlen: the FlashAttentionV2 ops (and their
     backward with --backward), the work against the useful MACs (the pairs the band and the mask
     leave visible), the check against the float64 reference with the same options."""
-    if run_options.uses_options(window=window, dropout=dropout, mask_density=mask_density, varlen=varlen):
-        if parallel_mode or decode or paged:
+    params = click.get_current_context().params
+    _MODES[_mode(params)](params)
+
+
+def _run_options_of(params: dict) -> run_options.RunOptions:
+    varlen = params["varlen"]
+    return run_options.RunOptions(window=params["window"], dropout=params["dropout"],
+                                  mask_density=params["mask_density"], varlen=tuple(varlen) if varlen else None)
+
+
+def _mode(params: dict) -> str:
+    """Which run the flags ask for (a key of _MODES), the flags that do not combine refused."""
+    if _run_options_of(params).used:
+        if params["parallel_mode"] or params["decode"] or params["paged"]:
             raise click.UsageError("--window/--dropout/--mask-density/--varlen do not combine with --parallel, "
                                    "--decode or --paged")
-        _run_with_options(dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
-                               head_dim=head_dim, dtype=dtype, layout=layout, causal=causal, scale=scale,
-                               block_m=block_m or None, block_n=block_n or None, window=window, dropout=dropout,
-                               mask_density=mask_density, varlen=list(varlen) if varlen else None,
-                               backward=backward, deterministic=deterministic, warmup=warmup, iters=iters,
-                               check=check, backend=None if backend == "auto" else backend, device=device,
-                               seed=seed), as_json)
-        return
-    if parallel_mode != "ring" and accumulate is not None and \
+        return "options"
+    if params["parallel_mode"] != "ring" and params["accumulate"] is not None and \
             click.get_current_context().get_parameter_source("accumulate") == click.core.ParameterSource.COMMANDLINE:
         # (ACL_FA_ACCUMULATE in the environment applies to the ring runs only.)
         raise click.UsageError("--accumulate is for --parallel ring (how the ring merges its partial outputs)")
-    if parallel_mode:
-        if click.get_current_context().get_parameter_source("heads") == click.core.ParameterSource.DEFAULT:
-            heads = PARALLEL_DEFAULT_HEADS
-        _run_parallel(parallel_mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale,
-                      check, seed, backend, as_json, backward, accumulate)
-        return
-    if decode or paged:
-        _run_decode_command(seq_kv or 4096, batch, heads, kv_heads, head_dim, dtype, seq, block_size if paged else None,
-                            num_splits, steps, check, seed, backend, device, as_json, prefill)
-        return
-    if backward:
-        _run_backward(dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-                           dtype=dtype, layout=layout, causal=causal, scale=scale, block_m=block_m or None,
-                           block_n=block_n or None, deterministic=deterministic, warmup=warmup, iters=iters,
-                           check=check, backend=None if backend == "auto" else backend, device=device, seed=seed),
-                      as_json)
-        return
-    total_steps = 1 + warmup + iters + 1
+    if params["parallel_mode"]:
+        return "parallel"
+    if params["decode"] or params["paged"]:
+        return "decode"
+    return "backward" if params["backward"] else "forward"
+
+
+def _echo(report, as_json: bool, format_text) -> None:
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else format_text(report))
+
+
+def _run_forward(params: dict):
+    total_steps = 1 + params["warmup"] + params["iters"] + 1
     with reported_as_usage_errors(), progress(total_steps, "acl-fa run") as bar:
-        report = run_module.run_job(
-            seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
-            layout=layout, causal=causal, scale=scale, block_m=block_m or None, block_n=block_n or None,
-            warmup=warmup, iters=iters, check=check, backend=None if backend == "auto" else backend,
-            device=device, seed=seed, progress=lambda stage, steps: bar.update(steps))
-    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_module.format_report(report))
+        report = run_module.run_job(problem_of(params), settings_of(params, progress=bar_progress(bar)))
+    _echo(report, params["as_json"], run_module.format_report)
     if report.accuracy is not None and not report.accuracy.ok:
         raise click.ClickException("the result is outside the tolerance (see 'check' above)")
 
 
-def _run_with_options(options: dict, as_json: bool):
-    total_steps = (2 if options["backward"] else 1) * (1 + options["warmup"] + options["iters"]) + 1
+def _run_with_options(params: dict):
+    total_steps = (2 if params["backward"] else 1) * (1 + params["warmup"] + params["iters"]) + 1
     with reported_as_usage_errors(), progress(total_steps, "acl-fa run") as bar:
-        report = run_options.run_options_job(**options, progress=lambda stage, steps: bar.update(steps))
-    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_options.format_options_report(report))
+        report = run_options.run_options_job(
+            problem_of(params), _run_options_of(params), settings_of(params, progress=bar_progress(bar)),
+            backward=params["backward"], deterministic=params["deterministic"])
+    _echo(report, params["as_json"], run_options.format_options_report)
     if not report.ok:
         raise click.ClickException("a result is outside the tolerance (see 'check' above)")
 
@@ -110,29 +109,28 @@ def _run_with_options(options: dict, as_json: bool):
 PARALLEL_DEFAULT_HEADS = 1
 
 
-def _run_parallel(mode, devices, seq, batch, heads, kv_heads, head_dim, dtype, layout, causal, scale, check, seed,
-                  backend, as_json, backward=False, accumulate=None):
-    if backward and mode != "ring":
+def _run_parallel(params: dict):
+    heads = params["heads"]
+    if click.get_current_context().get_parameter_source("heads") == click.core.ParameterSource.DEFAULT:
+        heads = PARALLEL_DEFAULT_HEADS
+    how = parallel_run.ParallelSettings(params["parallel_mode"], params["devices"], params["backward"],
+                                        params["accumulate"])
+    if how.backward and how.mode != "ring":
         raise click.UsageError("--backward with --parallel: ring (acl-fa run --parallel ring --devices P --backward, "
                                "or one process per device under acl-fa launch)")
+    settings = settings_of(params)
     if parallel_run.under_launch():  # one rank of `acl-fa launch`: the clique's size is the device count
         with reported_as_usage_errors():
-            rank, report = parallel_run.run_parallel_rank_job(
-                mode=mode, seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
-                layout=layout, causal=causal, scale=scale, check=check, seed=seed,
-                backend=None if backend == "auto" else backend, backward=backward, accumulate=accumulate)
+            problem = problem_of(params, heads=heads, seq_kv=None, block_m=0, block_n=0)
+            rank, report = parallel_run.run_parallel_rank_job(problem, how, settings)
         if rank == 0:  # every rank has the whole report; one prints it
-            click.echo(json.dumps(report.to_dict(), indent=2) if as_json else
-                       parallel_run.format_parallel_report(report))
+            _echo(report, params["as_json"], parallel_run.format_parallel_report)
         _fail_on_tolerance(report)
         return
     with reported_as_usage_errors():
-        report = parallel_run.run_parallel_job(
-            mode=mode, devices=devices, seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-            dtype=dtype, layout=layout, causal=causal, scale=scale, check=check, seed=seed,
-            backend=None if backend == "auto" else backend, backward=backward,
-            **(dict(accumulate=accumulate) if mode == "ring" else {}))
-    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else parallel_run.format_parallel_report(report))
+        problem = problem_of(params, heads=heads, seq_kv=None, block_m=0, block_n=0)
+        report = parallel_run.run_parallel_job(problem, how, settings)
+    _echo(report, params["as_json"], parallel_run.format_parallel_report)
     _fail_on_tolerance(report)
 
 
@@ -143,24 +141,30 @@ def _fail_on_tolerance(report):
         raise click.ClickException("a gradient is outside the tolerance (see 'backward' above)")
 
 
-def _run_backward(options: dict, as_json: bool):
-    total_steps = 2 * (1 + options["warmup"] + options["iters"] + 1)
+def _run_backward(params: dict):
+    total_steps = 2 * (1 + params["warmup"] + params["iters"] + 1)
     with reported_as_usage_errors(), progress(total_steps, "acl-fa run --backward") as bar:
-        report = run_backward.run_backward_job(**options, progress=lambda stage, steps: bar.update(steps))
-    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else run_backward.format_backward_report(report))
+        report = run_backward.run_backward_job(
+            problem_of(params), settings_of(params, l2=False, progress=bar_progress(bar)),
+            deterministic=params["deterministic"])
+    _echo(report, params["as_json"], run_backward.format_backward_report)
     forward_bad = report.forward.accuracy is not None and not report.forward.accuracy.ok
     if forward_bad or not report.ok:
         raise click.ClickException("a result is outside the tolerance (see 'check' above)")
 
 
-def _run_decode_command(seq_kv, batch, heads, kv_heads, head_dim, dtype, seq_q, block_size, num_splits, steps, check,
-                        seed, backend, device, as_json, prefill=None):
-    with reported_as_usage_errors(), progress(steps + 3, "acl-fa run --decode") as bar:
-        with api.Session(device=device, backend=None if backend == "auto" else backend) as session:
-            report = decode_run.run_decode(
-                session, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, seq_q=seq_q,
-                dtype=dtype, block_size=block_size, num_splits=num_splits, steps=steps, check=check, seed=seed,
-                prefill=prefill, tick=lambda stage, n: bar.update(n))
-    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else decode_run.format_decode_report(report))
+def _run_decode(params: dict):
+    decode = decode_settings_of(params)
+    with reported_as_usage_errors(), progress(decode.steps + 3, "acl-fa run --decode") as bar:
+        problem = decode_problem_of(params, params["seq_kv"] or 4096, params["seq"])
+        settings = settings_of(params, progress=bar_progress(bar))
+        with api.Session(device=settings.device, backend=settings.backend) as session:
+            report = decode_run.run_decode(session, problem, decode, settings)
+    _echo(report, params["as_json"], decode_run.format_decode_report)
     if report.accuracy is not None and not report.accuracy.ok:
         raise click.ClickException("the result is outside the tolerance (see 'check' above)")
+
+
+# The runs of `acl-fa run`, by _mode.
+_MODES = {"options": _run_with_options, "parallel": _run_parallel, "decode": _run_decode,
+          "backward": _run_backward, "forward": _run_forward}

@@ -20,18 +20,20 @@ import dataclasses
 import statistics
 import sys
 import time
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
 from ..plan import l2model, timing
 from ..runtime import sim_stats
-from ..ops.problem import Problem, check_plan, problem_from_sizes
+from ..ops.problem import check_plan
+from ..spec.problem import Problem, with_lengths
 from .measure import measure
 from ..spec.layouts import to_bnsd
 from ..plan.roofline import LABEL as ROOFLINE_LABEL
 from ..plan.roofline import chip_peaks, roofline
 from .run import format_bytes, random_inputs
+from .settings import JobSettings, time_label
 from ..runtime.session import DeviceSession
 from ..plan.standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
 
@@ -184,7 +186,6 @@ def _bench_one(session: DeviceSession, problem: Problem, *, warmup: int, iters: 
     sim = stats is not None
     l2_stats, l2_concurrent = m.l2, m.l2_interleaved
     p = problem
-    item = p.dtype.itemsize
     core_max = core_mean = None
     bound = model = None
     if m.model is not None and m.l2_modeled is not None:
@@ -199,48 +200,41 @@ def _bench_one(session: DeviceSession, problem: Problem, *, warmup: int, iters: 
         seq=p.seq_q, seq_kv=p.seq_kv, flash_times_ms=times,
         standard_times_ms=_time_standard(p, q, k, v, warmup, iters) if sim else None,
         flash_intermediate_bytes=plan.user_workspace_bytes, flash_workspace_bytes=plan.workspace_bytes,
-        standard_intermediate_bytes=standard_intermediate_bytes(p.batch, p.num_heads, p.seq_q, p.seq_kv, item),
+        standard_intermediate_bytes=standard_intermediate_bytes(p),
         flash_gm_bytes=stats["gm_bytes"] if stats else None,
-        standard_gm_bytes=standard_gm_traffic_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
-                                                    p.head_dim, item),
-        compulsory_bytes=compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv, p.head_dim,
-                                          item),
+        standard_gm_bytes=standard_gm_traffic_bytes(p),
+        compulsory_bytes=compulsory_bytes(p),
         useful_macs=p.flops() // 2, executed_macs=stats["cube_macs"] if stats else None,
         core_max_macs=core_max, core_mean_macs=core_mean, l2=l2_stats, l2_concurrent=l2_concurrent, roofline=bound,
         model=model)
 
 
-def run_bench(*, seqs, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 32,
-              kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16", layout: str = "BNSD",
-              causal: bool = False, block_m: int = 0, block_n: int = 0, warmup: int = 1, iters: int = 3,
-              l2: bool = True, backend: Optional[str] = None, device: int = 0, seed: int = 0,
-              progress: Optional[Callable[[int], None]] = None) -> BenchReport:
-    """One row per length in `seqs` (Skv = seq_kv when given, else the row's length)."""
+def run_bench(problem: Problem, seqs, settings: JobSettings = JobSettings(), *,
+              seq_kv: Optional[int] = None) -> BenchReport:
+    """One row per length in `seqs` (Skv = seq_kv when given, else the row's length), every other
+    size of `problem`; `settings.progress(seq)` is called after each row."""
     if not seqs:
         raise ValueError("bench needs at least one sequence length")
-    kv_heads = heads if kv_heads is None else kv_heads
-    problems = [problem_from_sizes(seq=s, seq_kv=seq_kv or s, batch=batch, heads=heads, kv_heads=kv_heads,
-                                   head_dim=head_dim, dtype=dtype, layout=layout, causal=causal,
-                                   block_m=block_m, block_n=block_n)
-                for s in seqs]  # every shape validated before any device work
+    problems = [with_lengths(problem, s, seq_kv or s) for s in seqs]  # every shape validated before device work
+    warmup, iters, l2, seed = settings.warmup, settings.iters, settings.l2, settings.seed
     rows = []
-    with DeviceSession(device=device, backend=backend) as session:
+    with DeviceSession(device=settings.device, backend=settings.backend) as session:
         soc = session.soc_name()
-        for problem in problems:
-            check_plan(problem, soc)
-        for problem in problems:
-            rows.append(_bench_one(session, problem, warmup=warmup, iters=iters, l2=l2, seed=seed))
-            if progress:
-                progress(problem.seq_q)
+        for row in problems:
+            check_plan(row, soc)
+        for row in problems:
+            rows.append(_bench_one(session, row, warmup=warmup, iters=iters, l2=l2, seed=seed))
+            if settings.progress:
+                settings.progress(row.seq_q)
         backend_name = session.backend.name
     sim = backend_name == "sim"
     p = problems[0]
     return BenchReport(
         backend=backend_name, soc=soc,
-        problem={"batch": batch, "heads": heads, "kv_heads": kv_heads, "seq_kv": seq_kv, "head_dim": head_dim,
-                 "dtype": p.dtype_name, "layout": p.layout, "causal": causal, "warmup": warmup, "iters": iters},
-        flash_time_label="device time (events)" if not sim else
-        "kernel wall time on the CPU simulator (not NPU time)",
+        problem={"batch": p.batch, "heads": p.num_heads, "kv_heads": p.num_kv_heads, "seq_kv": seq_kv,
+                 "head_dim": p.head_dim, "dtype": p.dtype_name, "layout": p.layout, "causal": p.causal,
+                 "warmup": warmup, "iters": iters},
+        flash_time_label=time_label(backend_name),
         standard_time_label=STANDARD_NUMPY_LABEL if sim else STANDARD_NPU_NOTE,
         rows=rows)
 

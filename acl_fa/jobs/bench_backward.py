@@ -15,18 +15,19 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
 from ..ops import backward
 from ..runtime import sim_stats
 from ..ops.forward import flash_attention
-from ..ops.problem import problem_from_sizes
+from ..spec.problem import Problem, with_lengths
 from ..spec.layouts import to_bnsd
 from .measure import measure
 from .run import format_bytes, random_inputs
 from .run_backward import random_dout, useful_backward_macs
+from .settings import JobSettings, time_label
 from ..runtime.session import DeviceSession
 from ..plan.standard import standard_backward_gm_traffic_bytes, standard_backward_intermediate_bytes
 
@@ -116,59 +117,59 @@ def torch_sdpa_backward_ms(problem, q, k, v, dout, iters: int) -> Optional[list]
     return times
 
 
-def run_backward_bench(*, seqs, batch=1, heads=32, kv_heads=None, head_dim=128, dtype="float16", layout="BNSD",
-                       causal=False, deterministic=True, block_m=0, block_n=0, warmup=1, iters=3, torch=True,
-                       backend=None, device=0, seed=0, progress: Optional[Callable[[int], None]] = None) -> dict:
-    kv_heads = heads if kv_heads is None else kv_heads
-    rows = []
-    with DeviceSession(device=device, backend=backend) as session:
-        sim = session.backend.name == "sim"
+def _backward_row(session, p: Problem, settings: JobSettings, deterministic: bool, torch: bool) -> BackwardBenchRow:
+    """One length: the forward for its outputs, then the backward timed, against the numpy (and
+    torch) standard backward."""
+    warmup, iters = settings.warmup, settings.iters
+    blocks = dict(block_m=p.block_m or None, block_n=p.block_n or None)
+    q, k, v = random_inputs(p, settings.seed)
+    dout = random_dout(p, settings.seed)
+    out, lse = flash_attention(q, k, v, causal=p.causal, layout=p.layout, num_heads=p.num_heads,
+                               num_kv_heads=p.num_kv_heads, return_lse=True, session=session, **blocks)
+    gp, *inputs = backward.make_backward_problem(p, dout, q, k, v, out, lse, deterministic)
+    m = measure(session, gp, *inputs, warmup=warmup, iters=iters, download=False, per_core=True,
+                runner=backward.runner_for(session), check=backward.check_backward_plan)
+    standard_ms = None
+    if session.backend.name == "sim":
+        standard_ms = []
+        for i in range(warmup + iters):
+            t0 = time.perf_counter()
+            _standard_backward_numpy(p, q, k, v, dout)
+            if i >= warmup:
+                standard_ms.append((time.perf_counter() - t0) * 1e3)
+    stats = m.stats
+    balance = None
+    if stats is not None:
+        core_max, core_mean = sim_stats.core_loads(stats)
+        balance = core_max / core_mean if core_mean else None
+    seq = p.seq_q
+    return BackwardBenchRow(
+        seq=seq, flash_times_ms=m.times_ms, standard_times_ms=standard_ms,
+        torch_times_ms=torch_sdpa_backward_ms(p, q, k, v, dout, iters) if torch else None,
+        flash_intermediate_bytes=m.plan.user_workspace_bytes,
+        standard_intermediate_bytes=standard_backward_intermediate_bytes(p),
+        flash_gm_bytes=stats["gm_bytes"] if stats else None,
+        standard_gm_bytes=standard_backward_gm_traffic_bytes(p),
+        useful_macs=useful_backward_macs(p), executed_macs=stats["cube_macs"] if stats else None,
+        core_max_over_mean=balance)
+
+
+def run_backward_bench(problem: Problem, seqs, settings: JobSettings = JobSettings(), *, deterministic: bool = True,
+                       torch: bool = True) -> dict:
+    """One row per length in `seqs` (Skv = Sq), every other size of `problem`; `settings.progress(seq)`
+    is called after each row."""
+    p, rows = problem, []
+    with DeviceSession(device=settings.device, backend=settings.backend) as session:
         for seq in seqs:
-            p = problem_from_sizes(seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-                                   dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
-            q, k, v = random_inputs(p, seed)
-            dout = random_dout(p, seed)
-            out, lse = flash_attention(q, k, v, causal=causal, layout=layout, num_heads=heads,
-                                       num_kv_heads=kv_heads, block_m=block_m or None, block_n=block_n or None,
-                                       return_lse=True, session=session)
-            gp, *inputs = backward.make_grad_problem(dout, q, k, v, out, lse, causal=causal, layout=layout,
-                                                     num_heads=heads, num_kv_heads=kv_heads,
-                                                     deterministic=deterministic, block_m=block_m or None,
-                                                     block_n=block_n or None)
-            m = measure(session, gp, *inputs, warmup=warmup, iters=iters, download=False, per_core=True,
-                        runner=backward.runner_for(session), check=backward.check_grad_plan)
-            standard_ms = None
-            if sim:
-                standard_ms = []
-                for i in range(warmup + iters):
-                    t0 = time.perf_counter()
-                    _standard_backward_numpy(p, q, k, v, dout)
-                    if i >= warmup:
-                        standard_ms.append((time.perf_counter() - t0) * 1e3)
-            stats = m.stats
-            balance = None
-            if stats is not None:
-                core_max, core_mean = sim_stats.core_loads(stats)
-                balance = core_max / core_mean if core_mean else None
-            item = p.dtype.itemsize
-            rows.append(BackwardBenchRow(
-                seq=seq, flash_times_ms=m.times_ms, standard_times_ms=standard_ms,
-                torch_times_ms=torch_sdpa_backward_ms(p, q, k, v, dout, iters) if torch else None,
-                flash_intermediate_bytes=m.plan.user_workspace_bytes,
-                standard_intermediate_bytes=standard_backward_intermediate_bytes(batch, heads, seq, seq, item),
-                flash_gm_bytes=stats["gm_bytes"] if stats else None,
-                standard_gm_bytes=standard_backward_gm_traffic_bytes(batch, heads, kv_heads, seq, seq, head_dim, item),
-                useful_macs=useful_backward_macs(p), executed_macs=stats["cube_macs"] if stats else None,
-                core_max_over_mean=balance))
-            if progress:
-                progress(seq)
+            rows.append(_backward_row(session, with_lengths(problem, seq), settings, deterministic, torch))
+            if settings.progress:
+                settings.progress(seq)
         backend_name, soc = session.backend.name, session.soc_name()
     return {"backend": backend_name, "soc": soc,
-            "problem": {"batch": batch, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "dtype": dtype,
-                        "layout": layout, "causal": causal, "deterministic": deterministic, "iters": iters},
-            "time_labels": {"flash": "device time (events)" if backend_name == "npu" else
-                            "kernel wall time on the CPU simulator (not NPU time)",
-                            "standard": STANDARD_LABEL, "torch": TORCH_LABEL},
+            "problem": {"batch": p.batch, "heads": p.num_heads, "kv_heads": p.num_kv_heads, "head_dim": p.head_dim,
+                        "dtype": p.dtype_name, "layout": p.layout, "causal": p.causal,
+                        "deterministic": deterministic, "iters": settings.iters},
+            "time_labels": {"flash": time_label(backend_name), "standard": STANDARD_LABEL, "torch": TORCH_LABEL},
             "rows": [r.to_dict() for r in rows]}
 
 

@@ -21,9 +21,8 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from typing import Callable, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
-import ml_dtypes
 import numpy as np
 
 from ..plan import l2model, timing
@@ -35,8 +34,10 @@ from ..ops.decode import flash_attention_with_kvcache, write_kv_cache
 from ..reference.decode import kvcache_reference
 from ..runtime.session import DeviceSession
 from ..runtime.units import format_bytes
+from ..spec.problem import Problem, problem_from_sizes
+from .settings import JobSettings
 
-__all__ = ["DecodeReport", "run_decode", "format_decode_report", "PREFILL_AUTO_LIMIT"]
+__all__ = ["DecodeReport", "DecodeSettings", "decode_problem", "run_decode", "format_decode_report", "PREFILL_AUTO_LIMIT"]
 
 # prefill=None runs the prefill up to this B x N x S^2 (that of 32 heads of 4096 tokens).
 PREFILL_AUTO_LIMIT = 32 * 4096 * 4096
@@ -100,25 +101,42 @@ class DecodeReport:
         return data
 
 
-def _np_dtype(name: str) -> np.dtype:
-    return np.dtype(ml_dtypes.bfloat16) if name in ("bfloat16", "bf16") else np.dtype(name)
-
-
 def _dtype_name(dtype: np.dtype) -> str:
     return "float16" if dtype == np.float16 else "bfloat16"
 
 
-def run_decode(session: DeviceSession, *, seq_kv: int, batch: int = 1, heads: int = 32, kv_heads: Optional[int] = None,
-               head_dim: int = 128, seq_q: int = 1, dtype: str = "float16", block_size: Optional[int] = None,
-               num_splits: int = 0, steps: int = 8, check: bool = True, seed: int = 0, prefill: Optional[bool] = None,
-               tick: Optional[Callable[[str, int], None]] = None) -> DecodeReport:
-    """A prefill of `seq_kv` tokens per sequence (see the module docstring), then `steps` decode
-    steps of `seq_q` tokens."""
-    tick = tick or (lambda stage, n: None)
-    kv_heads = heads if kv_heads is None else kv_heads
-    np_dtype = _np_dtype(dtype)
+@dataclasses.dataclass(frozen=True)
+class DecodeSettings:
+    """The cache and the steps of a decode run: block_size (keys per block of a paged cache; None =
+    contiguous), num_splits (flash_attention_with_kvcache's), steps (each appending Sq tokens per
+    sequence) and prefill (fill the cache by a timed prefill, from the host, or None: by
+    PREFILL_AUTO_LIMIT)."""
+
+    block_size: Optional[int] = None
+    num_splits: int = 0
+    steps: int = 8
+    prefill: Optional[bool] = None
+
+
+def decode_problem(seq_kv: int, *, seq_q: int = 1, batch: int = 1, num_heads: int = 32,
+                   num_kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16") -> Problem:
+    """The Problem of a decode run: Sq query tokens per step against Skv cached tokens per
+    sequence (layout BSND, as the decode op takes q)."""
+    return problem_from_sizes(seq_q=seq_q, seq_kv=seq_kv, batch=batch, num_heads=num_heads, num_kv_heads=num_kv_heads,
+                              head_dim=head_dim, dtype=dtype, layout="BSND")
+
+
+def run_decode(session: DeviceSession, problem: Problem, decode: DecodeSettings = DecodeSettings(),
+               settings: JobSettings = JobSettings()) -> DecodeReport:
+    """A prefill of Skv tokens per sequence (see the module docstring), then `decode.steps` decode
+    steps of Sq tokens. `settings.progress(stage, n)` is called as work completes; its warmup,
+    iters, backend, device and l2 do not apply (the session is given)."""
+    tick = settings.tick
+    batch, heads, kv_heads, head_dim = problem.batch, problem.num_heads, problem.num_kv_heads, problem.head_dim
+    seq_q, seq_kv, np_dtype = problem.seq_q, problem.seq_kv, problem.dtype
+    block_size, num_splits, steps, prefill = decode.block_size, decode.num_splits, decode.steps, decode.prefill
     sizes = _DecodeSizes(batch, heads, kv_heads, head_dim, seq_q, seq_kv, steps, np_dtype)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(settings.seed)
     k_all, v_all, q_all = _random_tokens(rng, sizes)
     table, cache_shape = _cache_layout(rng, sizes, block_size)
     sim = session.backend.name == "sim"
@@ -143,7 +161,7 @@ def run_decode(session: DeviceSession, *, seq_kv: int, batch: int = 1, heads: in
             cores = _core_balance(stats)
             kv_read, modeled_step_us = _traced_step(session, q_all[-1], k_cache, v_cache,
                                                     np.full(batch, total - seq_q, np.int32), table, num_splits)
-        accuracy = _check_last_step(out, lse, q_all, k_all, v_all, sizes) if check else None
+        accuracy = _check_last_step(out, lse, q_all, k_all, v_all, sizes) if settings.check else None
         tick("check", 1)
     finally:
         k_cache.close()

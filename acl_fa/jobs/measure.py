@@ -18,7 +18,8 @@ from ..plan import l2model, timing
 from ..runtime import sim_stats
 from ..runtime.ffi import ffi
 from ..ops.forward import runner_for
-from ..ops.problem import Problem, check_plan
+from ..ops.problem import check_plan
+from ..spec.problem import Problem
 from ..plan.roofline import chip_peaks
 from ..ops.opcall import OpRunner
 from ..runtime.session import DeviceSession

@@ -16,19 +16,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-import ml_dtypes
 import numpy as np
 
 from .. import parallel
 from ..reference.accuracy import check_accuracy, naive_same_precision
 from ..runtime.errors import InvalidArgumentError
-from ..spec.layouts import from_bnsd, shape_of, to_bnsd
+from ..spec.layouts import from_bnsd, to_bnsd
+from ..spec.problem import Problem
+from .settings import JobSettings
 from ..parallel.rank_agree import all_gather_host
 from ..reference.attention import attention_reference
 from ..runtime.units import format_bytes
 from ..reference.accuracy import check_gradients
 
-__all__ = ["run_parallel_job", "run_parallel_rank_job", "under_launch", "format_parallel_report"]
+__all__ = ["ParallelSettings", "run_parallel_job", "run_parallel_rank_job", "under_launch", "format_parallel_report"]
 
 
 @dataclasses.dataclass
@@ -71,14 +72,38 @@ def _backward_figures(rep) -> dict:
             "balance": rep.balance, "modeled": rep.overlap()}
 
 
-def _inputs(seq, batch, heads, kv_heads, head_dim, dtype, layout, seed) -> tuple:
-    """(q, k, v, dtype): the run's random inputs, the same on every rank for one seed."""
-    dt = np.dtype(ml_dtypes.bfloat16) if dtype in ("bfloat16", "bf16") else np.dtype(dtype)
+@dataclasses.dataclass(frozen=True)
+class ParallelSettings:
+    """How a parallel run shards: ring or ulysses over `devices` devices (the clique's size under
+    acl-fa launch), the ring backward too with `backward`, and how the ring merges its partial
+    outputs (`accumulate`: int16, float32, output or None for the chip's default)."""
+
+    mode: str = "ring"
+    devices: int = 2
+    backward: bool = False
+    accumulate: Optional[str] = None
+
+
+def _inputs(problem: Problem, seed: int) -> tuple:
+    """(q, k, v): the run's random inputs, the same on every rank for one seed."""
     rng = np.random.default_rng(seed)
-    q = rng.standard_normal(shape_of(layout, batch, heads, seq, head_dim), dtype=np.float32).astype(dt)
-    k = rng.standard_normal(shape_of(layout, batch, kv_heads, seq, head_dim), dtype=np.float32).astype(dt)
-    v = rng.standard_normal(shape_of(layout, batch, kv_heads, seq, head_dim), dtype=np.float32).astype(dt)
-    return q, k, v, dt
+    return tuple(rng.standard_normal(shape, dtype=np.float32).astype(problem.dtype)
+                 for shape in (problem.q_shape, problem.kv_shape, problem.kv_shape))
+
+
+def _head_names(problem: Problem) -> dict:
+    """num_heads / num_kv_heads for the parallel faces where the layout cannot tell them (BSH)."""
+    return dict(num_heads=problem.num_heads, num_kv_heads=problem.num_kv_heads) if problem.layout == "BSH" else {}
+
+
+def _sizes(problem: Problem) -> dict:
+    p = problem
+    return dict(seq=p.seq_q, batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, head_dim=p.head_dim,
+                dtype=str(p.dtype), layout=p.layout, causal=p.causal)
+
+
+def _dtype_name(problem: Problem) -> str:
+    return "bfloat16" if problem.dtype != np.float16 else "float16"
 
 
 def under_launch() -> bool:
@@ -88,46 +113,40 @@ def under_launch() -> bool:
     return bool(os.environ.get(parallel.ENV_RANK))
 
 
-def run_parallel_job(*, mode="ring", devices=2, seq, batch=1, heads=8, kv_heads=None, head_dim=128,
-                     dtype="float16", layout="BNSD", causal=False, scale=None, check=True, seed=0,
-                     backend=None, backward=False, accumulate=None) -> ParallelRun:
-    run = {"ring": parallel.ring_attention, "ulysses": parallel.ulysses_attention}.get(mode)
+def run_parallel_job(problem: Problem, how: ParallelSettings = ParallelSettings(),
+                     settings: JobSettings = JobSettings()) -> ParallelRun:
+    """The run of one process over `how.devices` devices (threads of this process)."""
+    run = {"ring": parallel.ring_attention, "ulysses": parallel.ulysses_attention}.get(how.mode)
     if run is None:
-        raise InvalidArgumentError(f"--parallel {mode!r}: must be ring or ulysses")
-    kv_heads = kv_heads or heads
-    q, k, v, dt = _inputs(seq, batch, heads, kv_heads, head_dim, dtype, layout, seed)
-    names = dict(num_heads=heads, num_kv_heads=kv_heads) if layout == "BSH" else {}
-    extra = dict(accumulate=accumulate) if mode == "ring" else {}
-    out, lse, report = run(q, k, v, devices=list(range(devices)), causal=causal, scale=scale, layout=layout,
-                           backend=backend, report=True, **names, **extra)
-    accuracy = check_sharded(q, k, v, out, lse, dt, causal=causal, scale=scale, layout=layout, heads=heads,
-                             kv_heads=kv_heads) if check else None
-    sizes = dict(seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=str(dt),
-                 layout=layout, causal=causal)
-    run_ = ParallelRun(mode, sizes, report, accuracy)
-    if backward:
-        _ring_backward(run_, q, k, v, out, lse, dt, devices=devices, causal=causal, scale=scale, layout=layout,
-                       heads=heads, kv_heads=kv_heads, check=check, seed=seed, backend=backend, names=names)
+        raise InvalidArgumentError(f"--parallel {how.mode!r}: must be ring or ulysses")
+    p = problem
+    q, k, v = _inputs(p, settings.seed)
+    extra = dict(accumulate=how.accumulate) if how.mode == "ring" else {}
+    out, lse, report = run(q, k, v, devices=list(range(how.devices)), causal=p.causal, scale=p.scale, layout=p.layout,
+                           backend=settings.backend, report=True, **_head_names(p), **extra)
+    accuracy = check_sharded(p, q, k, v, out, lse) if settings.check else None
+    run_ = ParallelRun(how.mode, _sizes(p), report, accuracy)
+    if how.backward:
+        _ring_backward(run_, p, (q, k, v, out, lse), how, settings)
     return run_
 
 
-def _ring_backward(run_, q, k, v, out, lse, dt, *, devices, causal, scale, layout, heads, kv_heads, check, seed,
-                   backend, names):
+def _ring_backward(run_, problem: Problem, arrays: tuple, how: ParallelSettings, settings: JobSettings):
     """parallel.ring_attention_backward on a random dout, checked (kv head 0 and its query heads)
     against the float64 backward by the 2x-naive rule when S <= CHECK_ALL_ROWS."""
     import time
 
     if run_.mode != "ring":
         raise InvalidArgumentError("--backward with --parallel: ring only")
-    dout = _dout(q, dt, seed)
+    p, (q, k, v, out, lse) = problem, arrays
+    dout = _dout(q, p.dtype, settings.seed)
     start = time.perf_counter()
     *grads, run_.backward_report = parallel.ring_attention_backward(
-        dout, q, k, v, out, lse, devices=list(range(devices)), causal=causal, scale=scale, layout=layout,
-        backend=backend, report=True, **names)
+        dout, q, k, v, out, lse, devices=list(range(how.devices)), causal=p.causal, scale=p.scale, layout=p.layout,
+        backend=settings.backend, report=True, **_head_names(p))
     run_.backward = {"wall_seconds": time.perf_counter() - start, "checked": False}
-    if check and run_.sizes["seq"] <= CHECK_ALL_ROWS:
-        _check_backward(run_, grads, q, k, v, dout, dt, causal=causal, scale=scale, layout=layout, heads=heads,
-                        kv_heads=kv_heads)
+    if settings.check and run_.sizes["seq"] <= CHECK_ALL_ROWS:
+        _check_backward(run_, p, grads, q, k, v, dout)
 
 
 def _dout(q, dt, seed):
@@ -135,89 +154,90 @@ def _dout(q, dt, seed):
     return np.random.default_rng(seed + 1).standard_normal(q.shape, dtype=np.float32).astype(dt)
 
 
-def _check_backward(run_, grads, q, k, v, dout, dt, *, causal, scale, layout, heads, kv_heads):
+def _check_backward(run_, problem: Problem, grads, q, k, v, dout):
     """kv head 0 and its query heads of (dq, dk, dv) against the float64 backward (2x-naive rule)."""
-    d = run_.sizes["head_dim"]
-    run_.gradients = check_gradients(grads, q, k, v, dout, causal=causal,
-                                     scale=scale if scale is not None else 1.0 / np.sqrt(d), layout=layout,
-                                     num_heads=heads, num_kv_heads=kv_heads,
-                                     dtype_name="bfloat16" if dt != np.float16 else "float16", kv_heads=[0])
+    p = problem
+    run_.gradients = check_gradients(grads, q, k, v, dout, causal=p.causal, scale=p.scale, layout=p.layout,
+                                     num_heads=p.num_heads, num_kv_heads=p.num_kv_heads,
+                                     dtype_name=_dtype_name(p), kv_heads=[0])
     run_.backward["checked"] = True
 
 
-def _rank_backward(ctx, q, dt, shard, out, lse, ranges, *, seq, heads, kv_heads, layout, causal, scale, seed,
-                   gather) -> tuple:
+def _rank_backward(ctx, problem: Problem, q, shard, out, lse, ranges, seed: int, gather: bool) -> tuple:
     """This rank's part of the ring backward (RankContext.ring_attention_backward) on its rows of
     the run's dout. Returns (dout, the slowest rank's wall seconds, the RingReport of every rank's
     exchanges, and -- when `gather` -- the whole dq of kv head 0's query heads and dk, dv of kv head
-    0, in `layout`, other heads zero)."""
+    0, in the layout, other heads zero)."""
     import time
 
-    dout = _dout(q, dt, seed)
-    mine = parallel.shard_rows(to_bnsd(dout, layout, heads), ranges[ctx.rank])
+    p = problem
+    dout = _dout(q, p.dtype, seed)
+    mine = parallel.shard_rows(to_bnsd(dout, p.layout, p.num_heads), ranges[ctx.rank])
     start = time.perf_counter()
-    *grads, rank_report = ctx.ring_attention_backward(mine, *shard, out, lse, causal=causal, scale=scale,
+    *grads, rank_report = ctx.ring_attention_backward(mine, *shard, out, lse, causal=p.causal, scale=p.scale,
                                                       layout="BNSD", report=True)
     wall = float(all_gather_host(ctx.comm, np.array([time.perf_counter() - start], np.float64)).max())
-    report = parallel.ring_report(_gather_reports(ctx, rank_report), causal)
+    report = parallel.ring_report(_gather_reports(ctx, rank_report), p.causal)
     if not gather:
         return dout, wall, report, None
-    group = heads // kv_heads
+    group = p.num_heads // p.num_kv_heads
     full = []
-    for g, n, total in zip(grads, (group, 1, 1), (heads, kv_heads, kv_heads)):
-        whole = np.zeros((g.shape[0], total, seq, g.shape[3]), g.dtype)
-        whole[:, :n] = _gather_rows(ctx, g[:, :n], ranges, seq)
-        full.append(from_bnsd(whole, layout))
+    for g, n, total in zip(grads, (group, 1, 1), (p.num_heads, p.num_kv_heads, p.num_kv_heads)):
+        whole = np.zeros((g.shape[0], total, p.seq_q, g.shape[3]), g.dtype)
+        whole[:, :n] = _gather_rows(ctx, g[:, :n], ranges, p.seq_q)
+        full.append(from_bnsd(whole, p.layout))
     return dout, wall, report, full
 
 
-def run_parallel_rank_job(*, mode="ring", seq, batch=1, heads=8, kv_heads=None, head_dim=128, dtype="float16",
-                          layout="BNSD", causal=False, scale=None, check=True, seed=0, backend=None, backward=False,
-                          accumulate=None):
+def run_parallel_rank_job(problem: Problem, how: ParallelSettings = ParallelSettings(),
+                          settings: JobSettings = JobSettings()):
     """This process's rank of `acl-fa launch -n P -- acl-fa run --parallel ring ...`: joins the
     clique (RankContext.from_env), runs the ring on its shard of the same random inputs every rank
     makes from the seed, then gathers over HCCL to every rank the per-rank reports and head 0 of
-    the outputs; with `backward`, then the ring backward and (checked) the gradients of kv head 0.
-    Returns (rank, ParallelRun with the whole run's report and checks)."""
-    if mode != "ring":
-        raise InvalidArgumentError(f"--parallel {mode} under acl-fa launch: only ring runs one process per device "
-                                   "(ulysses: one process for all devices, acl-fa run --parallel ulysses --devices P)")
-    kv_heads = kv_heads or heads
-    q, k, v, dt = _inputs(seq, batch, heads, kv_heads, head_dim, dtype, layout, seed)
-    with parallel.RankContext.from_env(backend=backend) as ctx:
-        p, r = ctx.size, ctx.rank
-        ranges = parallel.zigzag_chunks(seq, p, causal) if seq >= (2 * p if causal else p) else None
-        if ranges is None:  # every rank refuses the same way, before joining the ring
-            raise InvalidArgumentError(f"S={seq} cannot be split over {p} ranks: "
-                                       f"{'the zigzag split needs S >= 2P' if causal else 'needs S >= P'} = "
-                                       f"{2 * p if causal else p}")
-        shard = [to_bnsd(x, layout, n) for x, n in ((q, heads), (k, kv_heads), (v, kv_heads))]
-        shard = [parallel.shard_rows(x, ranges[r]) for x in shard]
-        out, lse, mine = ctx.ring_attention(*shard, causal=causal, scale=scale, layout="BNSD", report=True,
-                                            accumulate=accumulate)
+    the outputs; with `how.backward`, then the ring backward and (checked) the gradients of kv head
+    0. `how.devices` is not used: the clique's size is. Returns (rank, ParallelRun with the whole
+    run's report and checks)."""
+    if how.mode != "ring":
+        raise InvalidArgumentError(f"--parallel {how.mode} under acl-fa launch: only ring runs one process per "
+                                   "device (ulysses: one process for all devices, acl-fa run --parallel ulysses "
+                                   "--devices P)")
+    p, seq, check = problem, problem.seq_q, settings.check
+    q, k, v = _inputs(p, settings.seed)
+    with parallel.RankContext.from_env(backend=settings.backend) as ctx:
+        ranges = _rank_ranges(seq, ctx.size, p.causal)
+        shard = [to_bnsd(x, p.layout, n) for x, n in ((q, p.num_heads), (k, p.num_kv_heads), (v, p.num_kv_heads))]
+        shard = [parallel.shard_rows(x, ranges[ctx.rank]) for x in shard]
+        out, lse, mine = ctx.ring_attention(*shard, causal=p.causal, scale=p.scale, layout="BNSD", report=True,
+                                            accumulate=how.accumulate)
         reports = _gather_reports(ctx, mine)
         full_out, full_lse = _gather_head0(ctx, out, lse, ranges, seq)
-        if backward:
+        if how.backward:
             dout, backward_wall, backward_report, grads = _rank_backward(
-                ctx, q, dt, shard, out, lse, ranges, seq=seq, heads=heads, kv_heads=kv_heads, layout=layout,
-                causal=causal, scale=scale, seed=seed, gather=check and seq <= CHECK_ALL_ROWS)
-        rank = r
-    report = parallel.ring_report(reports, causal)
+                ctx, p, q, shard, out, lse, ranges, settings.seed, gather=check and seq <= CHECK_ALL_ROWS)
+        rank = ctx.rank
+    report = parallel.ring_report(reports, p.causal)
     accuracy = None
     if check:
-        full = from_bnsd(_pad_heads(full_out, heads), layout)
-        accuracy = check_sharded(q, k, v, full, _pad_heads(full_lse, heads), dt, causal=causal, scale=scale,
-                                 layout=layout, heads=heads, kv_heads=kv_heads)
-    sizes = dict(seq=seq, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=str(dt),
-                 layout=layout, causal=causal)
-    run_ = ParallelRun(mode, sizes, report, accuracy)
-    if backward:
+        full = from_bnsd(_pad_heads(full_out, p.num_heads), p.layout)
+        accuracy = check_sharded(p, q, k, v, full, _pad_heads(full_lse, p.num_heads))
+    run_ = ParallelRun(how.mode, _sizes(p), report, accuracy)
+    if how.backward:
         run_.backward = {"wall_seconds": backward_wall, "checked": False}
         run_.backward_report = backward_report
         if grads is not None:
-            _check_backward(run_, grads, q, k, v, dout, dt, causal=causal, scale=scale, layout=layout, heads=heads,
-                            kv_heads=kv_heads)
+            _check_backward(run_, p, grads, q, k, v, dout)
     return rank, run_
+
+
+def _rank_ranges(seq: int, ranks: int, causal: bool) -> list:
+    """The rows of each rank (the zigzag split when causal); every rank refuses the same way,
+    before joining the ring, when S cannot be split."""
+    p = ranks
+    if seq < (2 * p if causal else p):
+        raise InvalidArgumentError(f"S={seq} cannot be split over {p} ranks: "
+                                   f"{'the zigzag split needs S >= 2P' if causal else 'needs S >= P'} = "
+                                   f"{2 * p if causal else p}")
+    return parallel.zigzag_chunks(seq, p, causal)
 
 
 def _pad_heads(x, heads: int):
@@ -291,14 +311,16 @@ def sampled_rows(seq: int) -> list:
     return [(a, a + SAMPLE_ROWS) for a in starts]
 
 
-def check_sharded(q, k, v, out, lse, dt, *, causal, scale, layout, heads, kv_heads):
+def check_sharded(problem: Problem, q, k, v, out, lse):
     """Head 0 of every batch against the float64 reference by the 2x-naive rule, on sampled_rows.
     A block [a, b) of query rows is exact against keys [0, b) when causal (the reference aligns the
     causal mask bottom-right, so local row i sees keys <= a + i) and all keys otherwise."""
+    causal, scale_value, layout, heads, kv_heads = (problem.causal, problem.scale, problem.layout, problem.num_heads,
+                                                    problem.num_kv_heads)
+    dt = problem.dtype
     qb, kb, vb = to_bnsd(q, layout, heads)[:, :1], to_bnsd(k, layout, kv_heads)[:, :1], to_bnsd(v, layout, kv_heads)[:, :1]
     got, got_lse = to_bnsd(out, layout, heads)[:, :1], lse[:, :1]
-    seq, d = qb.shape[2], qb.shape[3]
-    scale_value = scale if scale is not None else 1.0 / np.sqrt(d)
+    seq = qb.shape[2]
     parts = {"ref": [], "ref_lse": [], "naive": [], "got": [], "got_lse": []}
     for a, b in sampled_rows(seq):
         keys = slice(0, b) if causal else slice(0, seq)
@@ -312,7 +334,7 @@ def check_sharded(q, k, v, out, lse, dt, *, causal, scale, layout, heads, kv_hea
         parts["got_lse"].append(got_lse[:, :, a:b])
     joined = {key: np.concatenate(value, axis=2) for key, value in parts.items()}
     return check_accuracy(joined["got"], joined["got_lse"], joined["ref"], joined["ref_lse"], joined["naive"],
-                          "bfloat16" if dt != np.float16 else "float16", [0])
+                          _dtype_name(problem), [0])
 
 
 def format_parallel_report(run: ParallelRun) -> str:

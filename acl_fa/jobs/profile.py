@@ -15,10 +15,11 @@ from typing import Optional
 import numpy as np
 
 from ..plan import timing
-from ..ops.problem import Problem, problem_from_sizes
+from ..spec.problem import Problem
 from .measure import measure
 from ..plan.roofline import chip_peaks
 from .run import random_inputs
+from .settings import JobSettings
 from ..runtime.session import DeviceSession
 from ..runtime.errors import InvalidArgumentError
 
@@ -64,18 +65,14 @@ def sensitivity(backend, factor: float = 0.5) -> list:
     return sorted(rows, key=lambda r: -max(abs(r[1]), abs(r[2])))
 
 
-def profile_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 32,
-                kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16", layout: str = "BNSD",
-                causal: bool = False, block_m: Optional[int] = None, block_n: Optional[int] = None,
-                backend: Optional[str] = None, device: int = 0, seed: int = 0,
+def profile_job(problem: Problem, settings: JobSettings = JobSettings(), *,
                 with_sensitivity: bool = False) -> ProfileReport:
-    problem = problem_from_sizes(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
-                                 head_dim=head_dim, dtype=dtype, layout=layout, causal=causal, block_m=block_m,
-                                 block_n=block_n)
-    with DeviceSession(device=device, backend=backend) as session:
+    """One launch of `problem` with the instruction trace on, modeled (warmup, iters, check, l2 and
+    progress of the settings do not apply)."""
+    with DeviceSession(device=settings.device, backend=settings.backend) as session:
         if session.backend.name != "sim":
             raise InvalidArgumentError("acl-fa profile models the NPU on the simulator; use --backend sim")
-        q, k, v = random_inputs(problem, seed)
+        q, k, v = random_inputs(problem, settings.seed)
         m = measure(session, problem, q, k, v, warmup=0, iters=1, download=False, l2=True)
         ops, names = timing.modeled_ops(session.backend)
         summary = timing.summary(m.model, problem.flops(), m.l2_modeled.hbm_bytes, chip_peaks(m.soc))

@@ -9,24 +9,25 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
 from ..plan import forward as plan_module
 from ..plan import timing
 from ..reference.accuracy import Accuracy, check_accuracy, naive_same_precision
-from ..ops.problem import Problem, problem_from_sizes
+from ..spec.problem import Problem
 from ..runtime.hostmem import check_host_memory
 from ..spec.layouts import to_bnsd
 from .measure import measure
+from .settings import JobSettings, time_label
 from ..reference.attention import attention_reference
 from ..plan.roofline import chip_peaks
 from ..runtime.session import DeviceSession
 from ..plan.standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
 from ..runtime.units import format_bytes
 
-__all__ = ["RunReport", "run_job", "random_inputs", "format_report"]
+__all__ = ["RunReport", "run_job", "random_inputs", "format_report", "check_line"]
 
 # Problems whose every head is checked; larger ones are checked on a sample of heads.
 FULL_CHECK_PAIRS = 1 << 24   # B * N * Sq * Skv
@@ -122,22 +123,15 @@ def _check(problem: Problem, q, k, v, out, lse) -> Accuracy:
     return check_accuracy(got, np.asarray(lse)[:, heads], ref_bnsd, ref_lse, naive, problem.dtype_name, heads)
 
 
-def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 32,
-            kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16", layout: str = "BNSD",
-            causal: bool = False, scale: Optional[float] = None, block_m: Optional[int] = None,
-            block_n: Optional[int] = None, warmup: int = 1, iters: int = 3, check: bool = True,
-            backend: Optional[str] = None, device: int = 0, seed: int = 0, l2: bool = True,
-            progress: Optional[Callable[[str, int], None]] = None, return_arrays: bool = False):
-    """Runs the job; `progress(stage, steps)` is called as work completes (for a progress bar).
-    Returns the RunReport, or with return_arrays (report, (q, k, v, out, lse))."""
-    problem = problem_from_sizes(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
-                                 head_dim=head_dim, dtype=dtype, layout=layout, causal=causal, scale=scale,
-                                 block_m=block_m, block_n=block_n)
-    tick = progress or (lambda stage, steps: None)
-    with DeviceSession(device=device, backend=backend) as session:
-        q, k, v = random_inputs(problem, seed)
+def run_job(problem: Problem, settings: JobSettings = JobSettings(), *, return_arrays: bool = False):
+    """Runs the job; `settings.progress(stage, steps)` is called as work completes (for a progress
+    bar). Returns the RunReport, or with return_arrays (report, (q, k, v, out, lse))."""
+    tick = settings.tick
+    with DeviceSession(device=settings.device, backend=settings.backend) as session:
+        q, k, v = random_inputs(problem, settings.seed)
         tick("inputs", 1)
-        m = measure(session, problem, q, k, v, warmup=warmup, iters=iters, l2=l2, tick=tick)
+        m = measure(session, problem, q, k, v, warmup=settings.warmup, iters=settings.iters, l2=settings.l2,
+                    tick=tick)
         backend_name = session.backend.name
     out, lse, soc, plan, times, device_bytes, stats = m.out, m.lse, m.soc, m.plan, m.times_ms, m.device_bytes, m.stats
     model = None
@@ -145,21 +139,18 @@ def run_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: in
         stats = dict(stats, modeled_hbm_bytes=m.l2_modeled.hbm_bytes, l2_access_bytes=m.l2_modeled.access_bytes,
                      l2_line_hit_rate=m.l2_modeled.hit_rate, gm_trace_by_tensor=m.traffic)
         model = timing.summary(m.model, problem.flops(), m.l2_modeled.hbm_bytes, chip_peaks(soc))
-    accuracy = _check(problem, q, k, v, out, lse) if check else None
+    accuracy = _check(problem, q, k, v, out, lse) if settings.check else None
     tick("check", 1)
     p = problem
     report = RunReport(
         backend=backend_name, soc=soc, problem=p, block_m=plan.block_m, block_n=plan.block_n,
         cores=plan.used_core_num, balance=plan.imbalance, times_ms=times,
-        time_label="device time (events)" if backend_name == "npu" else "kernel wall time on the CPU simulator (not NPU time)",
+        time_label=time_label(backend_name),
         device_bytes=device_bytes,
-        standard_intermediate_bytes=standard_intermediate_bytes(p.batch, p.num_heads, p.seq_q, p.seq_kv,
-                                                                 p.dtype.itemsize),
+        standard_intermediate_bytes=standard_intermediate_bytes(p),
         accuracy=accuracy, sim=stats,
-        standard_gm_bytes=standard_gm_traffic_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
-                                                    p.head_dim, p.dtype.itemsize),
-        compulsory_gm_bytes=compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
-                                             p.head_dim, p.dtype.itemsize),
+        standard_gm_bytes=standard_gm_traffic_bytes(p),
+        compulsory_gm_bytes=compulsory_bytes(p),
         model=model)
     return (report, (q, k, v, out, lse)) if return_arrays else report
 
@@ -221,10 +212,13 @@ def format_report(r: RunReport) -> str:
                      f"{r.sim['vector_elems'] / 1e9:.2f} G, scalar accesses {r.sim['scalar_accesses']}, "
                      f"UB peak {format_bytes(r.sim['ub_high_water'])}")
     if r.accuracy is not None:
-        a = r.accuracy
-        heads = "all heads" if len(a.checked_heads) == p.num_heads else f"heads {list(a.checked_heads)}"
-        verdict = "OK" if a.ok else "FAILED"
-        lines.append(f"check       max |out - ref| = {a.max_error:.3g} <= {a.tolerance:.3g} "
-                     f"(2 x naive {p.dtype_name} error {a.naive_error:.3g}); {heads}; "
-                     f"LSE error {a.lse_max_error:.3g}: {verdict}")
+        lines.append(check_line(r.accuracy, p))
     return "\n".join(lines)
+
+
+def check_line(a: Accuracy, p: Problem) -> str:
+    """The report's 'check' line of a forward's accuracy against the float64 reference."""
+    heads = "all heads" if len(a.checked_heads) == p.num_heads else f"heads {list(a.checked_heads)}"
+    return (f"check       max |out - ref| = {a.max_error:.3g} <= {a.tolerance:.3g} "
+            f"(2 x naive {p.dtype_name} error {a.naive_error:.3g}); {heads}; "
+            f"LSE error {a.lse_max_error:.3g}: {'OK' if a.ok else 'FAILED'}")

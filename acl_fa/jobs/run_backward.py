@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
 from ..ops import backward
 from ..runtime import sim_stats
 from ..reference.accuracy import GradientAccuracy, check_gradients
-from ..ops.problem import Problem, problem_from_sizes
-from ..ops.backward import GradProblem
+from ..spec.problem import Problem
+from ..ops.backward import BackwardProblem
 from .measure import measure
+from .settings import JobSettings, time_label
 from .run import RunReport, format_bytes, format_report, random_inputs
 from .run import run_job as run_forward_job
 from ..runtime.session import DeviceSession
@@ -40,7 +41,7 @@ def useful_backward_macs(problem: Problem) -> int:
 @dataclasses.dataclass
 class BackwardReport:
     forward: RunReport
-    problem: GradProblem
+    problem: BackwardProblem
     block_m: int
     block_n: int
     aivs: int
@@ -92,36 +93,24 @@ def random_dout(problem: Problem, seed: int = 0) -> np.ndarray:
     return rng.standard_normal(problem.q_shape, dtype=np.float32).astype(problem.dtype)
 
 
-def run_backward_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 32,
-                     kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16",
-                     layout: str = "BNSD", causal: bool = False, scale: Optional[float] = None,
-                     block_m: Optional[int] = None, block_n: Optional[int] = None, deterministic: bool = True,
-                     warmup: int = 1, iters: int = 3, check: bool = True, backend: Optional[str] = None,
-                     device: int = 0, seed: int = 0, l2: bool = False,
-                     progress: Optional[Callable[[str, int], None]] = None) -> BackwardReport:
+def run_backward_job(problem: Problem, settings: JobSettings = JobSettings(l2=False), *,
+                     deterministic: bool = True) -> BackwardReport:
     """The forward job (acl_fa.jobs.run.run_job, whose outputs feed the backward), then the backward
-    measured the same way and its gradients checked. `block_m` / `block_n` apply to both ops."""
-    tick = progress or (lambda stage, steps: None)
-    forward_report, (q, k, v, out, lse) = run_forward_job(
-        seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
-        layout=layout, causal=causal, scale=scale, block_m=block_m, block_n=block_n, warmup=warmup, iters=iters,
-        check=check, backend=backend, device=device, seed=seed, l2=l2, progress=progress, return_arrays=True)
-    problem = problem_from_sizes(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
-                                 head_dim=head_dim, dtype=dtype, layout=layout, causal=causal, scale=scale,
-                                 block_m=block_m, block_n=block_n)
-    dout = random_dout(problem, seed)
-    grad_problem, *inputs = backward.make_grad_problem(
-        dout, q, k, v, out, lse, causal=causal, scale=problem.scale, layout=layout, num_heads=heads,
-        num_kv_heads=problem.num_kv_heads, deterministic=deterministic, block_m=block_m, block_n=block_n)
-    with DeviceSession(device=device, backend=backend) as session:
-        m = measure(session, grad_problem, *inputs, warmup=warmup, iters=iters, per_core=True, tick=tick,
-                    runner=backward.runner_for(session), check=backward.check_grad_plan)
+    measured the same way and its gradients checked. The problem's blocks apply to both ops."""
+    tick = settings.tick
+    forward_report, (q, k, v, out, lse) = run_forward_job(problem, settings, return_arrays=True)
+    dout = random_dout(problem, settings.seed)
+    backward_problem, *inputs = backward.make_backward_problem(problem, dout, q, k, v, out, lse, deterministic)
+    with DeviceSession(device=settings.device, backend=settings.backend) as session:
+        m = measure(session, backward_problem, *inputs, warmup=settings.warmup, iters=settings.iters, per_core=True,
+                    tick=tick, runner=backward.runner_for(session), check=backward.check_backward_plan)
         backend_name = session.backend.name
     grads = (m.outputs["dq"], m.outputs["dk"], m.outputs["dv"])
     checks = None
-    if check:
+    if settings.check:
         pairs = problem.batch * problem.num_heads * problem.seq_q * problem.seq_kv
-        checks = check_gradients(grads, q, k, v, dout, causal=causal, scale=problem.scale, layout=layout,
+        checks = check_gradients(grads, q, k, v, dout, causal=problem.causal, scale=problem.scale,
+                                 layout=problem.layout,
                                  num_heads=problem.num_heads, num_kv_heads=problem.num_kv_heads,
                                  dtype_name=problem.dtype_name, kv_heads=None if pairs <= FULL_CHECK_PAIRS else [0])
     tick("check", 1)
@@ -130,19 +119,15 @@ def run_backward_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, 
         core_max, core_mean = sim_stats.core_loads(stats)
         stats = dict(stats, executed_over_useful_macs=stats["cube_macs"] / max(1, useful_backward_macs(problem)),
                      core_max_over_mean_macs=core_max / core_mean if core_mean else None)
-    p, item = problem, problem.dtype.itemsize
+    p = problem
     return BackwardReport(
-        forward=forward_report, problem=grad_problem, block_m=m.plan.block_m, block_n=m.plan.block_n,
+        forward=forward_report, problem=backward_problem, block_m=m.plan.block_m, block_n=m.plan.block_n,
         aivs=m.plan.aiv_num, balance=m.plan.imbalance, times_ms=m.times_ms,
-        time_label="device time (events)" if backend_name == "npu" else
-        "kernel wall time on the CPU simulator (not NPU time)",
+        time_label=time_label(backend_name),
         device_bytes=m.device_bytes,
-        standard_intermediate_bytes=standard_backward_intermediate_bytes(p.batch, p.num_heads, p.seq_q, p.seq_kv,
-                                                                         item),
-        standard_gm_bytes=standard_backward_gm_traffic_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q,
-                                                             p.seq_kv, p.head_dim, item),
-        compulsory_gm_bytes=backward_compulsory_bytes(p.batch, p.num_heads, p.num_kv_heads, p.seq_q, p.seq_kv,
-                                                      p.head_dim, item),
+        standard_intermediate_bytes=standard_backward_intermediate_bytes(p),
+        standard_gm_bytes=standard_backward_gm_traffic_bytes(p),
+        compulsory_gm_bytes=backward_compulsory_bytes(p),
         sim=stats, checks=checks)
 
 

@@ -11,31 +11,45 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
 from ..ops import forward_v2 as attention_v2, opcall
+from ..plan.forward import PlanOptions
 from ..reference.accuracy import Accuracy, check_accuracy, check_gradients, naive_same_precision
-from ..ops.problem import Problem, problem_from_sizes
+from ..spec.problem import Problem, problem_from_sizes
 from ..spec.band import UNBOUNDED, window_band
 from ..spec.options import AttentionOptions, build_options, dropout_keep_prob
 from ..runtime.errors import InvalidArgumentError
 from ..spec.layouts import to_bnsd
 from .measure import measure
+from .settings import JobSettings, time_label
 from ..reference.attention import attention_reference, varlen_sequences
-from .run import FULL_CHECK_PAIRS, SAMPLE_HEADS, random_inputs
+from .run import FULL_CHECK_PAIRS, SAMPLE_HEADS, check_line, random_inputs
 from ..runtime.session import DeviceSession
 from ..runtime.units import format_bytes
 from ..ops import backward_v2
 
-__all__ = ["OptionsRunReport", "run_options_job", "format_options_report", "band_pairs", "uses_options",
-           "v2_plan_problem"]
+__all__ = ["OptionsRunReport", "RunOptions", "run_options_job", "format_options_report", "band_pairs",
+           "v2_plan"]
 
 
-def uses_options(*, window=None, dropout=0.0, mask_density=None, varlen=None) -> bool:
-    """Whether a run needs the V2 ops."""
-    return window is not None or dropout > 0 or mask_density is not None or varlen is not None
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """What `acl-fa run` asks of the V2 ops: --window (L, R), --dropout P, --mask-density F (a
+    key-padding mask hiding that fraction of the keys) and --varlen lengths (layout TND)."""
+
+    window: Optional[tuple] = None
+    dropout: float = 0.0
+    mask_density: Optional[float] = None
+    varlen: Optional[tuple] = None
+
+    @property
+    def used(self) -> bool:
+        """Whether a run needs the V2 ops."""
+        return self.window is not None or self.dropout > 0 or self.mask_density is not None or \
+            self.varlen is not None
 
 
 def band_pairs(options: AttentionOptions, seq_q: int, seq_kv: int, key_visible: Optional[np.ndarray] = None) -> int:
@@ -52,23 +66,26 @@ def band_pairs(options: AttentionOptions, seq_q: int, seq_kv: int, key_visible: 
     return int((prefix[hi] - prefix[lo]).sum())
 
 
-def v2_plan_problem(problem: dict, *, window=None, varlen=None, dropout=0.0, mask_density=None) -> dict:
-    """The keyword arguments of acl_fa.plan.forward.plan for FlashAttentionV2: `problem` (plan's sizes)
-    with the band of `window` and causal (causal folded in, as the op takes it), the dropout and
-    the key-padding mask of --mask-density ([B, 1, 1, Skv]) and, for a varlen batch, layout TND
-    with the sequence lengths (queries and keys alike)."""
-    pre, nxt = window_band(window, problem["causal"])
-    v2 = dict(problem, causal=False, pre_tokens=pre, next_tokens=nxt, dropout=dropout_keep_prob(dropout) < 1.0)
+def v2_plan(problem: Problem, run_options: RunOptions) -> tuple:
+    """(Problem, PlanOptions) of acl_fa.plan.forward.plan for FlashAttentionV2: `problem` with the
+    band of the window and causal (causal folded in, as the op takes it), the dropout and the
+    key-padding mask of --mask-density ([B, 1, 1, Skv]) and, for a varlen batch, layout TND with
+    the sequence lengths (queries and keys alike). The problem may be unchecked (the plan checks it)."""
+    window, varlen, mask_density = run_options.window, run_options.varlen, run_options.mask_density
+    pre, nxt = window_band(window, problem.causal)
+    dropout = dropout_keep_prob(run_options.dropout) < 1.0
+    problem, mask_shape, lens = dataclasses.replace(problem, causal=False), None, {}
     if mask_density is not None:
         if varlen is not None:
             raise InvalidArgumentError("--mask-density does not combine with --varlen (masks with varlen are not "
                                        "taken)")
         key_padding_mask(1, 1, mask_density)  # validates the fraction
-        v2["mask_shape"] = (problem["batch"], 1, 1, problem["seq_kv"] or problem["seq"])
+        mask_shape = (problem.batch, 1, 1, problem.seq_kv)
     if varlen is not None:
-        v2.update(layout="TND", seq_lens_q=tuple(varlen), seq_lens_kv=tuple(varlen), batch=len(varlen),
-                  seq=max(varlen), seq_kv=max(varlen))
-    return v2
+        problem = dataclasses.replace(problem, layout="TND", batch=len(varlen), seq_q=max(varlen),
+                                      seq_kv=max(varlen))
+        lens = dict(seq_lens_q=tuple(varlen), seq_lens_kv=tuple(varlen))
+    return problem, PlanOptions(pre_tokens=pre, next_tokens=nxt, mask_shape=mask_shape, dropout=dropout, **lens)
 
 
 def band_work_line(p) -> str:
@@ -134,21 +151,19 @@ class OptionsRunReport:
         return data
 
 
-def _inputs(*, seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, scale, block_m, block_n, varlen, seed):
-    """(Problem, q, k, v): dense in `layout`, or TND over the sequence `varlen` lengths (q and kv
-    alike)."""
+def _inputs(problem: Problem, varlen: Optional[tuple], seed: int):
+    """(Problem, q, k, v): dense in the problem's layout, or TND over the sequence `varlen` lengths
+    (q and kv alike)."""
     if varlen is None:
-        problem = problem_from_sizes(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
-                                     head_dim=head_dim, dtype=dtype, layout=layout, scale=scale, block_m=block_m,
-                                     block_n=block_n)
         return (problem, *random_inputs(problem, seed))
-    if layout.upper() != "BNSD":
-        raise InvalidArgumentError(f"--varlen runs the TND layout; --layout {layout} does not apply")
+    if problem.layout != "BNSD":
+        raise InvalidArgumentError(f"--varlen runs the TND layout; --layout {problem.layout} does not apply")
     if any(n < 1 for n in varlen):
-        raise InvalidArgumentError(f"--varlen lengths must be >= 1, got {varlen}")
+        raise InvalidArgumentError(f"--varlen lengths must be >= 1, got {list(varlen)}")
     total = sum(varlen)
-    base = problem_from_sizes(seq=total, batch=1, heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype,
-                              layout="BSND", scale=scale, block_m=block_m, block_n=block_n)
+    base = problem_from_sizes(seq_q=total, batch=1, num_heads=problem.num_heads, num_kv_heads=problem.num_kv_heads,
+                              head_dim=problem.head_dim, dtype=problem.dtype_name, layout="BSND",
+                              scale=problem.scale, block_m=problem.block_m, block_n=problem.block_n)
     q, k, v = (x[0] for x in random_inputs(base, seed))
     ends = tuple(int(x) for x in np.cumsum(varlen))
     return attention_v2.varlen_problem(base, ends, ends), q, k, v
@@ -233,20 +248,14 @@ def _check_backward(problem, options, grads, q, k, v, dout, attn_mask, dropout_p
     return [_worst([unit[i] for unit in per_unit]) for i in range(3)]
 
 
-def run_options_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 32,
-                    kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16",
-                    layout: str = "BNSD", causal: bool = False, scale: Optional[float] = None,
-                    block_m: Optional[int] = None, block_n: Optional[int] = None, window=None, dropout: float = 0.0,
-                    mask_density: Optional[float] = None, varlen: Optional[list] = None, backward: bool = False,
-                    deterministic: bool = True, warmup: int = 1, iters: int = 3, check: bool = True,
-                    backend: Optional[str] = None, device: int = 0, seed: int = 0,
-                    progress: Optional[Callable[[str, int], None]] = None) -> OptionsRunReport:
+def run_options_job(problem: Problem, run_options: RunOptions, settings: JobSettings = JobSettings(), *,
+                    backward: bool = False, deterministic: bool = True) -> OptionsRunReport:
     """Runs the V2 forward (and the V2 backward on its outputs with `backward`) on random
-    inputs with the options; `seed` seeds the inputs and the dropout."""
-    tick = progress or (lambda stage, steps: None)
-    problem, q, k, v = _inputs(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
-                               head_dim=head_dim, dtype=dtype, layout=layout, scale=scale, block_m=block_m,
-                               block_n=block_n, varlen=varlen, seed=seed)
+    inputs with the options; `settings.seed` seeds the inputs and the dropout. The problem's
+    causal is folded into the options' band, as the V2 op takes it."""
+    tick, seed, causal, varlen = settings.tick, settings.seed, problem.causal, run_options.varlen
+    window, dropout, mask_density = run_options.window, run_options.dropout, run_options.mask_density
+    problem, q, k, v = _inputs(dataclasses.replace(problem, causal=False), varlen, seed)
     if varlen is not None and mask_density is not None:
         raise InvalidArgumentError("--mask-density does not combine with --varlen (masks with varlen are not taken)")
     attn_mask = None if mask_density is None else key_padding_mask(problem.batch, problem.seq_kv, mask_density)
@@ -260,7 +269,8 @@ def run_options_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, h
     else:
         pairs = sum(band_pairs(options, n, n) for n in varlen)
     useful_macs = 2 * problem.num_heads * problem.head_dim * pairs
-    with DeviceSession(device=device, backend=backend) as session:
+    warmup, iters = settings.warmup, settings.iters
+    with DeviceSession(device=settings.device, backend=settings.backend) as session:
         call = attention_v2.V2Call(problem, options)
         m = measure(session, call, q, k, v, mask_u8, warmup=warmup, iters=iters, tick=tick,
                     runner=attention_v2.runner_for(session), check=attention_v2.check_v2_plan)
@@ -268,25 +278,25 @@ def run_options_job(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, h
         bwd = None
         if backward:
             dout = np.random.default_rng(seed + 1).standard_normal(q.shape, dtype=np.float32).astype(q.dtype)
-            grad, *arrays = backward_v2.make_grad_v2_problem(problem, options, dout, q, k, v, out, lse, mask_u8,
+            grad, *arrays = backward_v2.make_backward_v2_problem(problem, options, dout, q, k, v, out, lse, mask_u8,
                                                              deterministic)
             op = backward_v2.FLASH_ATTENTION_GRAD_V2_VARLEN if options.is_varlen else backward_v2.FLASH_ATTENTION_GRAD_V2
             bwd = measure(session, grad, *arrays, warmup=warmup, iters=iters, tick=tick,
                           runner=opcall.runner_for(session, op), check=lambda problem_, soc: None)
         backend_name = session.backend.name
     window_args = dict(attn_mask=attn_mask, dropout_p=dropout, window=window, causal=causal)
-    accuracy = _check_forward(problem, options, q, k, v, out, lse, **window_args) if check else None
+    accuracy = _check_forward(problem, options, q, k, v, out, lse, **window_args) if settings.check else None
     report = OptionsRunReport(
-        backend=backend_name, soc=m.soc, problem=problem, options=options, lengths=varlen,
+        backend=backend_name, soc=m.soc, problem=problem, options=options,
+        lengths=None if varlen is None else list(varlen),
         mask_bytes=0 if mask_u8 is None else mask_u8.nbytes, useful_macs=useful_macs, block_m=m.plan.block_m,
         block_n=m.plan.block_n, times_ms=m.times_ms,
-        time_label="device time (events)" if backend_name == "npu" else
-        "kernel wall time on the CPU simulator (not NPU time)",
+        time_label=time_label(backend_name),
         device_bytes=m.device_bytes, sim=m.stats, accuracy=accuracy)
     if bwd is not None:
         grads = (bwd.outputs["dq"], bwd.outputs["dk"], bwd.outputs["dv"])
         report.backward_times_ms, report.backward_sim = bwd.times_ms, bwd.stats
-        if check:
+        if settings.check:
             report.gradient_checks = _check_backward(problem, options, grads, q, k, v, dout, **window_args)
     tick("check", 1)
     return report
@@ -324,11 +334,7 @@ def format_options_report(r: OptionsRunReport) -> str:
                      f"(visible pairs x D x 2): {macs / max(1, r.useful_macs):.3f}x; GM traffic "
                      f"{format_bytes(r.sim['gm_bytes'])}")
     if r.accuracy is not None:
-        a = r.accuracy
-        heads = "all heads" if len(a.checked_heads) == p.num_heads else f"heads {list(a.checked_heads)}"
-        lines.append(f"check       max |out - ref| = {a.max_error:.3g} <= {a.tolerance:.3g} (2 x naive "
-                     f"{p.dtype_name} error {a.naive_error:.3g}); {heads}; LSE error {a.lse_max_error:.3g}: "
-                     f"{'OK' if a.ok else 'FAILED'}")
+        lines.append(check_line(r.accuracy, p))
     if r.backward_times_ms is not None:
         lines.append(f"backward    {statistics.median(r.backward_times_ms):.3f} ms per iteration (median of "
                      f"{len(r.backward_times_ms)}; {r.time_label})")

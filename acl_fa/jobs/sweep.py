@@ -13,7 +13,8 @@ from typing import Optional
 
 from ..plan import forward as plan_module
 from ..plan import timing
-from ..ops.problem import problem_from_sizes
+from ..spec.problem import Problem
+from .settings import JobSettings
 from .run import random_inputs
 from ..api import Session
 
@@ -38,41 +39,38 @@ class SweepRow:
         return dataclasses.asdict(self)
 
 
-def sweep(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 32,
-          kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16", layout: str = "BNSD",
-          causal: bool = False, backend: Optional[str] = "sim", device: int = 0, seed: int = 0,
-          block_ms=BLOCK_M_CANDIDATES, block_ns=BLOCK_N_CANDIDATES, progress=None) -> list:
-    """One SweepRow per (block_m, block_n) pair, on the session's (simulated) chip."""
-    sizes = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-                 dtype=dtype, layout=layout, causal=causal)
+def sweep(problem: Problem, settings: JobSettings = JobSettings(backend="sim"), *,
+          block_ms=BLOCK_M_CANDIDATES, block_ns=BLOCK_N_CANDIDATES) -> list:
+    """One SweepRow per (block_m, block_n) pair, on the session's (simulated) chip; the problem's
+    own blocks are not used. `settings.progress()` is called after each timed pair."""
+    p = dataclasses.replace(problem, block_m=0, block_n=0)
     rows = []
-    with Session(device=device, backend=backend) as session:
+    with Session(device=settings.device, backend=settings.backend) as session:
         soc = session.soc_name()
-        chosen = plan_module.plan(soc=soc, **sizes)
+        chosen = plan_module.plan(p, soc)
         clock_hz = timing.pipe_costs(session.backend)["clockMHz"] * 1e6
-        base = problem_from_sizes(**sizes)
-        q, k, v = random_inputs(base, seed)
+        q, k, v = random_inputs(problem, settings.seed)
         # The grid, and the policy's own choice where the grid does not hold it.
         pairs = [(bm, bn) for bm in block_ms for bn in block_ns]
         if (chosen.block_m, chosen.block_n) not in pairs:
             pairs.append((chosen.block_m, chosen.block_n))
         for bm, bn in pairs:
             try:
-                plan_module.plan(soc=soc, block_m=bm, block_n=bn, **sizes)
+                plan_module.plan(dataclasses.replace(p, block_m=bm, block_n=bn), soc)
             except plan_module.PlanError as exc:
                 rows.append(SweepRow(bm, bn, None, None, None, None, str(exc)))
                 continue
             with timing.op_trace(session.backend):
-                session.flash_attention(q, k, v, causal=causal, layout=layout, num_heads=heads,
-                                        num_kv_heads=kv_heads, block_m=bm, block_n=bn)
+                session.flash_attention(q, k, v, causal=p.causal, layout=p.layout, num_heads=p.num_heads,
+                                        num_kv_heads=p.num_kv_heads, block_m=bm, block_n=bn)
             model = timing.last_model(session.backend)
             # The closed form describes the MIX path only; the coupled path chooses without it.
             analytic = (None if chosen.chip.coupled else
-                        plan_module.analytic_cycles(soc=soc, block_m=bm, block_n=bn, **sizes) / clock_hz)
-            rows.append(SweepRow(bm, bn, model.seconds, analytic, base.flops() / model.seconds / 1e12,
+                        plan_module.analytic_cycles(dataclasses.replace(p, block_m=bm, block_n=bn), soc) / clock_hz)
+            rows.append(SweepRow(bm, bn, model.seconds, analytic, p.flops() / model.seconds / 1e12,
                                  model.critical, None, (bm, bn) == (chosen.block_m, chosen.block_n)))
-            if progress:
-                progress()
+            if settings.progress:
+                settings.progress()
     return rows
 
 

@@ -17,18 +17,19 @@ import numpy as np
 from . import opcall
 from ..runtime.ffi import ffi
 from .backward_v2 import run_backward_v2
-from .problem import Problem, as_array, check_float32_range, check_like_forward, make_problem
+from .problem import check_float32_range, check_like_forward
+from ..spec.problem import Problem, as_array, make_problem
 from ..spec.options import build_options, dropout_keep_prob
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
-from ..plan.backward import grad_plan
+from ..plan.backward import backward_plan
 from ..runtime.session import DeviceSession
 
-__all__ = ["GradProblem", "make_grad_problem", "FLASH_ATTENTION_GRAD", "flash_attention_backward", "backward_options"]
+__all__ = ["BackwardProblem", "make_backward_problem", "FLASH_ATTENTION_GRAD", "flash_attention_backward", "backward_options"]
 
 
 @dataclasses.dataclass(frozen=True)
-class GradProblem:
+class BackwardProblem:
     """One backward call, validated: the forward's problem and the dQ summation mode."""
 
     forward: Problem
@@ -39,11 +40,9 @@ class GradProblem:
         return self.forward.flops() // 2 * 5
 
 
-def make_grad_problem(dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD", num_heads=None,
-                      num_kv_heads=None, deterministic=True, block_m=None, block_n=None) -> tuple:
-    """Validates a backward call; returns (GradProblem, dout, q, k, v, out, lse) as numpy arrays."""
-    problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
-                                    num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+def make_backward_problem(problem: Problem, dout, q, k, v, out, lse, deterministic=True) -> tuple:
+    """Validates the rest of a backward call of the forward `problem` (q, k, v as make_problem
+    returned them with it); returns (BackwardProblem, dout, q, k, v, out, lse) as numpy arrays."""
     dout, out, lse = (as_array(name, x) for name, x in (("dout", dout), ("out", out), ("lse", lse)))
     check_like_forward(q, dout, out, lse)
     if lse.shape != problem.lse_shape:
@@ -58,16 +57,13 @@ def make_grad_problem(dout, q, k, v, out, lse, *, causal=False, scale=None, layo
         raise InvalidArgumentError(
             f"lse[{b}, {n}, {s + blind}] is {seen[b, n, s]} but that row sees keys; lse must be the forward's "
             f"(causal={problem.causal}, scale={problem.scale:g}, layout {problem.layout})")
-    return (GradProblem(problem, bool(deterministic)), dout, q, k, v, out, lse)
+    return (BackwardProblem(problem, bool(deterministic)), dout, q, k, v, out, lse)
 
 
-def check_grad_plan(problem: GradProblem, soc: str):
+def check_backward_plan(problem: BackwardProblem, soc: str):
     """Runs the backward's tiling policy for the chip before any device work; a user block that
     does not fit raises InvalidArgumentError (PlanError) naming the budget line. Returns the plan."""
-    p = problem.forward
-    return grad_plan(batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, seq=p.seq_q, seq_kv=p.seq_kv,
-                     head_dim=p.head_dim, dtype=p.dtype_name, layout=p.layout, causal=p.causal,
-                     deterministic=problem.deterministic, block_m=p.block_m, block_n=p.block_n, soc=soc)
+    return backward_plan(problem.forward, soc, problem.deterministic)
 
 
 class FlashAttentionGradOp(Op):
@@ -79,13 +75,13 @@ class FlashAttentionGradOp(Op):
     workspace_api = "aclnnFlashAttentionGradGetWorkspaceSize"
     launch_api = "aclnnFlashAttentionGrad"
 
-    def buffers(self, problem: GradProblem) -> dict:
+    def buffers(self, problem: BackwardProblem) -> dict:
         p = problem.forward
         q_role, kv_role = (p.q_shape, p.dtype), (p.kv_shape, p.dtype)
         return {"dout": q_role, "q": q_role, "k": kv_role, "v": kv_role, "out": q_role,
                 "lse": (p.lse_shape, np.dtype(np.float32)), "dq": q_role, "dk": kv_role, "dv": kv_role}
 
-    def workspace_args(self, problem: GradProblem, tensors: dict) -> tuple:
+    def workspace_args(self, problem: BackwardProblem, tensors: dict) -> tuple:
         p = problem.forward
         layout = ffi.new("char[]", p.layout.encode())
         return (tensors["q"].handle, tensors["k"].handle, tensors["v"].handle, tensors["out"].handle,
@@ -93,8 +89,8 @@ class FlashAttentionGradOp(Op):
                 p.num_kv_heads, problem.deterministic, p.block_m, p.block_n, tensors["dq"].handle,
                 tensors["dk"].handle, tensors["dv"].handle)
 
-    def check(self, problem: GradProblem, soc: str) -> None:
-        check_grad_plan(problem, soc)
+    def check(self, problem: BackwardProblem, soc: str) -> None:
+        check_backward_plan(problem, soc)
 
 
 FLASH_ATTENTION_GRAD = FlashAttentionGradOp()
@@ -129,9 +125,9 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
         check_float32_range(forward, *(as_array(name, x) for name, x in (("q", q), ("k", k), ("v", v))))
         session = default_session(backend, device) if session is None else session
         return run_backward_v2(session, forward, options, dout, q, k, v, out, lse, mask, deterministic)
-    problem, *arrays = make_grad_problem(dout, q, k, v, out, lse, causal=causal or options.is_causal, scale=scale,
-                                         layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads,
-                                         deterministic=deterministic, block_m=block_m, block_n=block_n)
+    forward, q, k, v = make_problem(q, k, v, causal=causal or options.is_causal, scale=scale, layout=layout,
+                                    num_heads=num_heads, num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+    problem, *arrays = make_backward_problem(forward, dout, q, k, v, out, lse, deterministic)
     check_float32_range(problem.forward, *arrays[1:4])  # the scores it recomputes, as the forward's
     session = default_session(backend, device) if session is None else session
     return runner_for(session).run(problem, *arrays)

@@ -22,16 +22,17 @@ import numpy as np
 
 from . import opcall
 from ..runtime.ffi import ffi
-from .problem import Problem, as_array, check_like_forward
+from .problem import check_like_forward
+from ..spec.problem import Problem, as_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op
 from ..runtime.session import DeviceSession
 
-__all__ = ["GradV2Problem", "make_grad_v2_problem", "run_backward_v2"]
+__all__ = ["BackwardV2Problem", "make_backward_v2_problem", "run_backward_v2"]
 
 
 @dataclasses.dataclass(frozen=True)
-class GradV2Problem:
+class BackwardV2Problem:
     """One V2 backward call, validated: the forward's problem, the options, the summation mode
     and the arrays' shapes (TND: [Tq, N, D], [Tkv, Nkv, D], LSE [N, Tq])."""
 
@@ -47,8 +48,8 @@ class GradV2Problem:
         return "TND" if self.options.cu_seqlens_q is not None else self.forward.layout
 
 
-def make_grad_v2_problem(problem: Problem, options, dout, q, k, v, out, lse, mask_u8, deterministic) -> tuple:
-    """Checks the arrays against each other and the options; returns (GradV2Problem, dout, q,
+def make_backward_v2_problem(problem: Problem, options, dout, q, k, v, out, lse, mask_u8, deterministic) -> tuple:
+    """Checks the arrays against each other and the options; returns (BackwardV2Problem, dout, q,
     k, v, out, lse) as numpy arrays."""
     arrays = [as_array(name, x) for name, x in
               (("dout", dout), ("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse))]
@@ -87,7 +88,7 @@ def make_grad_v2_problem(problem: Problem, options, dout, q, k, v, out, lse, mas
         expected = "[B, N, Sq]"
     if lse.shape != tuple(lse_shape):
         raise InvalidArgumentError(f"lse has shape {lse.shape}; it must be {expected} = {list(lse_shape)}")
-    grad = GradV2Problem(problem, options, bool(deterministic), tuple(q.shape), tuple(k.shape), tuple(lse_shape))
+    grad = BackwardV2Problem(problem, options, bool(deterministic), tuple(q.shape), tuple(k.shape), tuple(lse_shape))
     return (grad, dout, q, k, v, out, lse, mask_u8)
 
 
@@ -110,7 +111,7 @@ class FlashAttentionGradV2Op(Op):
         if varlen:
             self.name = "flash_attention_grad_v2_varlen"
 
-    def buffers(self, problem: GradV2Problem) -> dict:
+    def buffers(self, problem: BackwardV2Problem) -> dict:
         dtype = problem.forward.dtype
         q_role, kv_role = (problem.q_shape, dtype), (problem.kv_shape, dtype)
         roles = {"dout": q_role, "q": q_role, "k": kv_role, "v": kv_role, "out": q_role,
@@ -122,7 +123,7 @@ class FlashAttentionGradV2Op(Op):
             roles["seq_qlen"] = roles["seq_kvlen"] = ((count,), np.dtype(np.int64))
         return roles
 
-    def workspace_args(self, problem: GradV2Problem, tensors: dict) -> tuple:
+    def workspace_args(self, problem: BackwardV2Problem, tensors: dict) -> tuple:
         p, o = problem.forward, problem.options
         layout = ffi.new("char[]", problem.layout.encode())
         seq_q = seq_kv = ffi.NULL
@@ -156,6 +157,6 @@ def run_backward_v2(session: DeviceSession, problem: Problem, options, dout, q, 
     gradients come back in q's / k's shapes and dtype; `mask_u8` is the uint8 device mask of
     options.mask_shape (1 = masked out) or None. Rows that see no key get dq = 0 and add nothing
     to dk, dv."""
-    grad, *arrays = make_grad_v2_problem(problem, options, dout, q, k, v, out, lse, mask_u8, deterministic)
+    grad, *arrays = make_backward_v2_problem(problem, options, dout, q, k, v, out, lse, mask_u8, deterministic)
     op = FLASH_ATTENTION_GRAD_V2_VARLEN if options.cu_seqlens_q is not None else FLASH_ATTENTION_GRAD_V2
     return opcall.runner_for(session, op).run(grad, *arrays)

@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from .forward import flash_attention
-from .problem import as_array
+from ..spec.problem import as_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["flash_attn_func", "scaled_dot_product_attention"]

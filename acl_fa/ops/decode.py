@@ -42,7 +42,7 @@ import ml_dtypes
 import numpy as np
 
 from . import opcall
-from .problem import resolve_scale
+from ..spec.problem import resolve_scale
 from ..spec.band import UNBOUNDED, window_band
 from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError

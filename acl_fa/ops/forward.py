@@ -20,7 +20,8 @@ from ..runtime.session import DeviceSession
 from ..spec.options import build_options
 from .forward_v2 import run_forward_v2
 from .opcall import Op, OpRunner, default_session
-from .problem import Problem, check_float32_range, check_plan, make_problem, outputs_of
+from .problem import check_float32_range, check_plan, outputs_of
+from ..spec.problem import Problem, make_problem
 
 __all__ = ["FLASH_ATTENTION", "runner_for", "flash_attention"]
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import opcall
 from ..runtime.ffi import ffi
-from .problem import Problem
+from ..spec.problem import Problem
 from ..runtime.errors import InvalidArgumentError
 from .opcall import Op, OpRunner
 from ..plan import forward as planmod
@@ -75,12 +75,10 @@ def check_v2_plan(call: V2Call, soc: str):
     if call.varlen:
         lens = dict(seq_lens_q=tuple(int(x) for x in np.diff((0,) + tuple(o.cu_seqlens_q))),
                     seq_lens_kv=tuple(int(x) for x in np.diff((0,) + tuple(o.cu_seqlens_kv))))
+    options = planmod.PlanOptions(pre_tokens=o.pre_tokens, next_tokens=o.next_tokens, mask_shape=o.mask_shape,
+                                  dropout=o.keep_prob < 1.0, dropout_mask_out=o.return_dropout_mask, **lens)
     try:
-        return planmod.plan(
-            batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, seq=p.seq_q, seq_kv=p.seq_kv,
-            head_dim=p.head_dim, dtype=p.dtype_name, layout=p.layout, causal=False, block_m=p.block_m,
-            block_n=p.block_n, soc=soc, pre_tokens=o.pre_tokens, next_tokens=o.next_tokens,
-            mask_shape=o.mask_shape, dropout=o.keep_prob < 1.0, dropout_mask_out=o.return_dropout_mask, **lens)
+        return planmod.plan(dataclasses.replace(p, causal=False), soc, options)
     except planmod.PlanError as exc:
         raise InvalidArgumentError(str(exc)) from exc
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .problem import as_array, check_float32_range, make_problem, outputs_of
+from .problem import check_float32_range, outputs_of
+from ..spec.problem import as_array, make_problem
 from ..spec.options import build_options, check_max_seqlen, cu_seqlens_ends
 from .backward import backward_options
 from ..runtime.device_array import DeviceArray

@@ -52,11 +52,11 @@ import numpy as np
 
 from ..api import Session
 from ..ops import forward as attention
-from ..ops.backward import flash_attention_backward, make_grad_problem
+from ..ops.backward import flash_attention_backward, make_backward_problem
 from ..ops.lse_merge import (
     ATTENTION_LSE_MERGE, ATTENTION_LSE_MERGE_INT16, enqueue_merge, enqueue_merge_int16, int16_unsupported)
 from ..ops.lse_merge import runner_for as merge_runner_for
-from ..ops.problem import make_problem, problem_from_sizes
+from ..spec.problem import make_problem, problem_from_sizes
 from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..runtime.loader import get_backend
@@ -328,7 +328,7 @@ class _Rank:
         shapes = {(length(r, qi, a), length((r - t) % p, j, i), diag) for t in range(p) for u, (j, i) in enumerate(st.units)
                   for qi, a, diag in ring_calls(r, t, p, self.causal, st.units[u], st.pieces)}
         ws_bytes = max(st.runner.workspace_bytes(problem_from_sizes(
-            seq=sq, seq_kv=skv, batch=st.b, heads=st.n, kv_heads=st.nkv, head_dim=st.d, dtype=st.dtype.name,
+            seq_q=sq, seq_kv=skv, batch=st.b, num_heads=st.n, num_kv_heads=st.nkv, head_dim=st.d, dtype=st.dtype.name,
             causal=diag, scale=self.scale)) for sq, skv, diag in shapes)
         st.workspace = close_on_exit(held, DeviceArray.empty(self.session, (ws_bytes,), np.uint8)) if ws_bytes else None
         self.ring_buffer_bytes = self._used() - st.base
@@ -338,7 +338,7 @@ class _Rank:
         kv_row = self.kv_row_elems * st.itemsize  # bytes of one row of K (or V) over batch and kv heads
         q_row = st.b * st.n * st.d * st.itemsize  # one row of Q (or O) over batch and heads
         block_ws = max(st.runner.workspace_bytes(problem_from_sizes(
-            seq=BLOCK_ROWS, batch=st.b, heads=st.n, kv_heads=st.nkv, head_dim=st.d, dtype=st.dtype.name, causal=c,
+            seq_q=BLOCK_ROWS, batch=st.b, num_heads=st.n, num_kv_heads=st.nkv, head_dim=st.d, dtype=st.dtype.name, causal=c,
             scale=self.scale)) for c in (False, True))
         # q, out, lse (bound); K, V; partial (final, start); workspace
         allocations = ((4 if st.fixed else 3) * sum(len(row) for row in st.q_dev) + 2 * len(st.slots)
@@ -700,9 +700,9 @@ class RankContext:
         RankReport follows the gradients: per exchange t = 0 .. P the bytes sent to the next rank
         and the modeled link time, per step t the op's FLOPs at the cube peak (exchange t runs
         beside step t; exchange P, the accumulators' way home, beside nothing)."""
-        grad, dout, q, k, v, out, lse = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
-                                                          layout=layout, num_heads=num_heads,
-                                                          num_kv_heads=num_kv_heads)
+        forward, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                                        num_kv_heads=num_kv_heads)
+        grad, dout, q, k, v, out, lse = make_backward_problem(forward, dout, q, k, v, out, lse)
         problem = grad.forward
         if problem.seq_q != problem.seq_kv:
             raise InvalidArgumentError(f"rank {self.rank}: the q shard has {problem.seq_q} rows and the k/v shard "
@@ -897,8 +897,9 @@ def ring_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=Fal
     for the upstream gradient dout of out, lse = ring_attention(q, k, v, ...) (or the single-device
     flash_attention with return_lse=True) with the same options, and with `report` (P >= 2) a
     RingReport of its exchanges (RankContext.ring_attention_backward)."""
-    grad, dout, q, k, v, out, lse = make_grad_problem(dout, q, k, v, out, lse, causal=causal, scale=scale,
-                                                      layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads)
+    forward, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                                    num_kv_heads=num_kv_heads)
+    grad, dout, q, k, v, out, lse = make_backward_problem(forward, dout, q, k, v, out, lse)
     problem = grad.forward
     be, devices = _ring_devices(problem, devices, backend)
     p = len(devices)

@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from ..ops import backward
-from ..ops.problem import make_problem
+from ..spec.problem import make_problem
 from ..ops.device_add import DeviceAdds
 from ..runtime.device_array import DeviceArray
 from .clique import close_on_exit, settle_stream, host_task, ring_plan
@@ -176,7 +176,7 @@ class _Ring:
         v = self.view(kv_slot[1], kv_shape, self.dtype)
         q, dout, out, lse = (self.on_device[n][qi] for n in ("q", "dout", "out", "lse"))
         forward, *_ = make_problem(q, k, v, causal=causal, scale=self.scale, layout="BNSD")
-        problem = backward.GradProblem(forward, True)
+        problem = backward.BackwardProblem(forward, True)
         prepared = self.runner.prepare(problem, self.runner.bound_inputs((dout, q, k, v, out, lse)))
         self.runner.launch(prepared, self.compute)
         outs = prepared.buffers

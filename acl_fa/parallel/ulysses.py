@@ -36,7 +36,7 @@ from typing import Optional
 import numpy as np
 
 from ..ops import forward as attention
-from ..ops.problem import make_problem
+from ..spec.problem import make_problem
 from . import hccl
 from ..runtime.errors import AclError, InvalidArgumentError
 from ..spec.layouts import from_bnsd, to_bnsd

@@ -11,23 +11,14 @@ from typing import Optional
 from . import forward as planmod
 from ..runtime.ffi import ffi
 from ..runtime.errors import AclLibraryError
-from .forward import BudgetLine, ChipLimits, PlanError, chip
+from .forward import BudgetLine, ChipLimits, PlanError, PlannedSizes, Workspace, budget_lines, chip
+from ..spec.problem import Problem
 
-__all__ = ["GradPlan", "grad_plan", "to_dict", "format_grad_plan", "format_grad_plan_table"]
+__all__ = ["BackwardPlan", "backward_plan", "to_dict", "format_backward_plan", "format_backward_plan_table"]
 
 
 @dataclass(frozen=True)
-class GradPlan:
-    chip: ChipLimits
-    batch: int
-    heads: int
-    kv_heads: int
-    seq: int
-    seq_kv: int
-    head_dim: int
-    dtype: str
-    layout: str
-    causal: bool
+class BackwardPlan(PlannedSizes, Workspace):
     deterministic: bool
     block_m: int
     block_n: int
@@ -50,10 +41,6 @@ class GradPlan:
     system_workspace_bytes: int = 0
     tiling_key: int = 0
 
-    @property
-    def workspace_bytes(self) -> int:
-        return self.system_workspace_bytes + self.user_workspace_bytes
-
 
 def _lib():
     lib = planmod._plan_lib()
@@ -67,24 +54,19 @@ def _lib():
     return lib
 
 
-def grad_plan(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: int = 1,
-              kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16", layout: str = "BNSD",
-              causal: bool = False, deterministic: bool = True, soc: "Optional[str | ChipLimits]" = None,
-              block_m: Optional[int] = None, block_n: Optional[int] = None) -> GradPlan:
-    """The backward's plan on `soc`; PlanError names the budget a user block breaks."""
+def backward_plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None,
+                  deterministic: bool = True) -> BackwardPlan:
+    """The backward's plan of the forward `problem` on `soc`; PlanError names the budget a user
+    block breaks (the problem may be unchecked: sized_problem)."""
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
-    seq_kv = seq if seq_kv is None else seq_kv
-    kv_heads = heads if kv_heads is None else kv_heads
-    problem, c_limits = planmod.c_problem_and_limits(
-        limits, seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-        dtype=dtype, layout=layout, causal=causal, block_m=block_m, block_n=block_n)
+    p = problem
+    c, c_limits = planmod.c_problem_and_limits(limits, p)
     out = ffi.new("aclfaGradPlan *")
     err = ffi.new("char[]", 1024)
-    if _lib().aclfaGradPlanCompute(problem, int(bool(deterministic)), c_limits, out, err, 1024) != 0:
+    if _lib().aclfaGradPlanCompute(c, int(bool(deterministic)), c_limits, out, err, 1024) != 0:
         raise PlanError(ffi.string(err).decode())
-    return GradPlan(
-        chip=limits, batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, seq_kv=seq_kv, head_dim=head_dim,
-        dtype=dtype, layout=layout, causal=bool(causal), deterministic=bool(deterministic),
+    return BackwardPlan(
+        **PlannedSizes.of(limits, p), deterministic=bool(deterministic),
         block_m=out.blockM, block_n=out.blockN, num_q_blocks=out.numQBlocks, num_kv_blocks=out.numKvBlocks,
         row_chunk=out.rowChunk, block_dim=out.blockDim, aiv_num=out.aivNum, num_dq_flags=out.numDqFlags,
         total_units=out.totalUnits, unit_start=[out.unitStart[i] for i in range(out.aivNum + 1)],
@@ -97,7 +79,7 @@ def grad_plan(*, seq: int, seq_kv: Optional[int] = None, batch: int = 1, heads: 
         tiling_key=out.tilingKey)
 
 
-def to_dict(p: GradPlan) -> dict:
+def to_dict(p: BackwardPlan) -> dict:
     out = asdict(p)
     out["workspace_bytes"] = p.workspace_bytes
     out["chip"]["has_kernel"] = p.chip.has_kernel
@@ -108,7 +90,7 @@ def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):.2f} MiB"
 
 
-def format_grad_plan(p: GradPlan) -> str:
+def format_backward_plan(p: BackwardPlan) -> str:
     c = p.chip
     mode = "deterministic (dQ added in K/V-block order, IBSet/IBWait)" if p.deterministic else \
         "atomic (dQ added with SetAtomicAdd<float>)"
@@ -120,10 +102,7 @@ def format_grad_plan(p: GradPlan) -> str:
         f"{p.num_q_blocks} query x {p.num_kv_blocks} kv blocks per head; row chunk {p.row_chunk}",
         "budget    (per AIV UB buffers in the kernel's InitBuffer order, then totals)",
     ]
-    width = max(len(b.name) for b in p.budget)
-    for b in p.budget:
-        pct = 100.0 * b.bytes / b.capacity if b.capacity else 0.0
-        lines.append(f"  {b.name:<{width}}  {b.bytes:>9} B / {b.capacity:>9} B  {pct:5.1f}%")
+    lines += budget_lines(p.budget)
     lines += [
         f"cores     {p.total_units} K/V-block units on {p.aiv_num} AIVs ({p.block_dim} blocks); work (query blocks "
         f"walked) total {p.total_work}, max/AIV {p.max_core_work}, mean {p.mean_core_work:.1f}, "
@@ -136,13 +115,13 @@ def format_grad_plan(p: GradPlan) -> str:
     return "\n".join(lines)
 
 
-def format_grad_plan_table(rows: list) -> str:
-    """One line per chip: rows are (ChipLimits, GradPlan or the PlanError message)."""
+def format_backward_plan_table(rows: list) -> str:
+    """One line per chip: rows are (ChipLimits, BackwardPlan or the PlanError message)."""
     out = [f"{'chip':<14} {'AIC/AIV':>8} {'UB':>7} {'L1':>7} {'BLOCK_M':>7} {'BLOCK_N':>7} {'UB used':>8} "
            f"{'AIVs':>5} {'max/mean':>8} {'workspace':>12}  kernel"]
     for c, p in rows:
         head = f"{c.name:<14} {f'{c.aic_num}/{c.aiv_num}':>8} {c.ub_bytes:>7} {c.l1_bytes:>7}"
-        if isinstance(p, GradPlan):
+        if isinstance(p, BackwardPlan):
             ub = next(b for b in p.budget if b.name.startswith("UB total"))
             out.append(f"{head} {p.block_m:>7} {p.block_n:>7} {ub.bytes:>8} {p.aiv_num:>5} {p.imbalance:>8.3f} "
                        f"{_mib(p.workspace_bytes):>12}  {'yes' if c.has_kernel else 'no'}")

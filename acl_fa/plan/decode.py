@@ -19,7 +19,7 @@ from . import forward as planmod
 from ..runtime.ffi import ffi
 from ..spec.band import window_band
 from ..runtime.errors import AclLibraryError
-from .forward import BudgetLine, ChipLimits, PlanError, chip
+from .forward import BudgetLine, ChipLimits, PlanError, Workspace, budget_lines, chip
 
 __all__ = ["DecodePlan", "decode_plan", "format_decode_plan"]
 
@@ -27,7 +27,7 @@ _DTYPE_BYTES = {"float16": 2, "bfloat16": 2}
 
 
 @dataclass(frozen=True)
-class DecodePlan:
+class DecodePlan(Workspace):
     chip: ChipLimits
     batch: int
     heads: int
@@ -60,10 +60,6 @@ class DecodePlan:
     user_workspace_bytes: int = 0
     system_workspace_bytes: int = 0
     tiling_key: int = 0
-
-    @property
-    def workspace_bytes(self) -> int:
-        return self.system_workspace_bytes + self.user_workspace_bytes
 
     @property
     def aic_units(self) -> list:
@@ -207,10 +203,7 @@ def format_decode_plan(p: DecodePlan) -> str:
         + f"; {p.combine_groups} group(s) merged by LSE after SyncAll",
         f"budget    (per AIV UB buffers in the kernel's InitBuffer order, then totals)",
     ]
-    width = max(len(b.name) for b in p.budget)
-    for b in p.budget:
-        pct = 100.0 * b.bytes / b.capacity if b.capacity else 0.0
-        lines.append(f"  {b.name:<{width}}  {b.bytes:>9} B / {b.capacity:>9} B  {pct:5.1f}%")
+    lines += budget_lines(p.budget)
     lines += [
         f"cores     AIV: {busy_aiv} of {p.num_parts} busy, chunks max/mean {p.aiv_balance:.3f}; AIC (2 AIV each): "
         f"{busy_aic} of {p.used_core_num} busy, chunks max/mean {p.aic_balance:.3f}",

@@ -15,13 +15,14 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
 from ..runtime.ffi import ffi
 from ..runtime.errors import AclLibraryError, InvalidArgumentError, LoadAttempt
 from ..runtime.loader import ENV_SIM_LIB_DIR, MISSING_SYMBOL, sim_library_dir
+from ..spec.problem import Problem
 from ..spec.band import UNBOUNDED  # pre_tokens / next_tokens without a bound (op_host's kUnboundedTokens)
 
 PLAN_LIBRARY_NAME = "libaclfa_plan.so"
@@ -93,8 +94,18 @@ class BudgetLine:
     capacity: int
 
 
+def budget_lines(budget: list) -> list:
+    """A plan report's budget lines: each BudgetLine's bytes against its capacity."""
+    width = max(len(b.name) for b in budget)
+    return [f"  {b.name:<{width}}  {b.bytes:>9} B / {b.capacity:>9} B  "
+            f"{100.0 * b.bytes / b.capacity if b.capacity else 0.0:5.1f}%" for b in budget]
+
+
 @dataclass(frozen=True)
-class Plan:
+class PlannedSizes:
+    """The sizes a forward or backward plan was made for, as its report and JSON give them (a
+    varlen plan: the count and the longest sequences)."""
+
     chip: ChipLimits
     batch: int
     heads: int
@@ -105,6 +116,26 @@ class Plan:
     dtype: str
     layout: str
     causal: bool
+
+    @classmethod
+    def of(cls, limits: ChipLimits, p: Problem) -> dict:
+        """The keyword arguments of these fields for a plan of `p` on `limits`."""
+        return dict(chip=limits, batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, seq=p.seq_q,
+                    seq_kv=p.seq_kv, head_dim=p.head_dim, dtype=p.dtype_name, layout=p.layout, causal=bool(p.causal))
+
+
+class Workspace:
+    """What every plan (forward, backward, decode) asks of ws[0]: its system_workspace_bytes and
+    user_workspace_bytes fields added."""
+
+    @property
+    def workspace_bytes(self) -> int:
+        """ws[0] the operator asks for: library-API (system) workspace + user workspace."""
+        return self.system_workspace_bytes + self.user_workspace_bytes
+
+
+@dataclass(frozen=True)
+class Plan(PlannedSizes, Workspace):
     block_m: int
     block_n: int
     sub_block_m: int
@@ -136,11 +167,6 @@ class Plan:
     mask_shape: Optional[tuple] = None
     dropout: bool = False
     dropout_mask_out: bool = False
-
-    @property
-    def workspace_bytes(self) -> int:
-        """ws[0] the operator asks for: library-API (system) workspace + user workspace."""
-        return self.system_workspace_bytes + self.user_workspace_bytes
 
     @property
     def tensor_bytes(self) -> int:
@@ -262,60 +288,87 @@ def _choice(what: str, value: str, allowed: tuple) -> int:
     return allowed.index(value)
 
 
-def c_problem_and_limits(limits: ChipLimits, *, seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout,
-                         causal, block_m, block_n, pre_tokens=None, next_tokens=None, seq_lens_q=None,
-                         seq_lens_kv=None, mask_shape=None, dropout=False, dropout_mask_out=False) -> tuple:
-    """The policies' C inputs (aclfaPlanProblem, aclfaPlanLimits), validated; shared with the
-    backward's plan (acl_fa.plan.backward). pre_tokens / next_tokens: the band (None =
-    unbounded); seq_lens_q / seq_lens_kv: a varlen batch's lengths (layout TND; batch, seq and
-    seq_kv are then the count and the longest); mask_shape: the rank-4 device mask [mb, mn, mq,
-    Skv] or None; dropout / dropout_mask_out: keep_prob < 1 / the keep mask is written (the
-    forward's policy budgets their UB and workspace). The C problem keeps the length arrays alive."""
-    _choice("dtype", dtype, DTYPES)
-    layout_code = _choice("layout", layout, LAYOUT_CODES if seq_lens_q is not None else LAYOUTS)
+@dataclass(frozen=True)
+class PlanOptions:
+    """What FlashAttentionV2 adds to a plan: the band (pre_tokens / next_tokens, None =
+    unbounded), a varlen batch's lengths (seq_lens_q / seq_lens_kv, with layout TND; batch, Sq and
+    Skv are then the count and the longest), the rank-4 device mask shape [mb, mn, mq, Skv] or None,
+    dropout (keep_prob < 1) and dropout_mask_out (the keep mask written). The forward's policy
+    budgets their UB and workspace."""
+
+    pre_tokens: Optional[int] = None
+    next_tokens: Optional[int] = None
+    seq_lens_q: Optional[tuple] = None
+    seq_lens_kv: Optional[tuple] = None
+    mask_shape: Optional[tuple] = None
+    dropout: bool = False
+    dropout_mask_out: bool = False
+
+
+_NO_OPTIONS = PlanOptions()
+
+
+def _c_band(options: PlanOptions) -> list:
     band = []
-    for key, value in (("pre_tokens", pre_tokens), ("next_tokens", next_tokens)):
+    for key, value in (("pre_tokens", options.pre_tokens), ("next_tokens", options.next_tokens)):
         value = UNBOUNDED if value is None else value
         if isinstance(value, bool) or not isinstance(value, int) or not -UNBOUNDED <= value <= UNBOUNDED:
             raise PlanError(f"{key} must be an integer in [-{UNBOUNDED}, {UNBOUNDED}], got {value!r}")
         band.append(value)
-    if (layout == "TND") != (seq_lens_q is not None):
+    return band
+
+
+def _c_lengths(problem: Problem, options: PlanOptions) -> tuple:
+    """(the problem with a varlen batch's count and longest lengths, the C length arrays or [])."""
+    seq_lens_q, seq_lens_kv = options.seq_lens_q, options.seq_lens_kv
+    if (problem.layout == "TND") != (seq_lens_q is not None):
         raise PlanError("layout TND goes with seq_lens_q / seq_lens_kv (a varlen batch), and only it")
-    lens = []
-    if seq_lens_q is not None:
-        for key, values in (("seq_lens_q", seq_lens_q), ("seq_lens_kv", seq_lens_kv)):
-            if values is None or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in values):
-                raise PlanError(f"{key} must be non-negative integer lengths, got {values!r}")
-        if len(seq_lens_q) != len(seq_lens_kv) or not seq_lens_q:
-            raise PlanError(f"seq_lens_q and seq_lens_kv must have one length per sequence, got {len(seq_lens_q)} "
-                            f"and {len(seq_lens_kv)}")
-        batch, seq, seq_kv = len(seq_lens_q), max(seq_lens_q), max(seq_lens_kv)
-        lens = [ffi.new("uint64_t[]", list(seq_lens_q)), ffi.new("uint64_t[]", list(seq_lens_kv))]
-    ints = dict(seq=seq, seq_kv=seq_kv, batch=batch, heads=heads, kv_heads=kv_heads,
-                head_dim=head_dim, block_m=block_m or 0, block_n=block_n or 0)
+    if seq_lens_q is None:
+        return problem, []
+    for key, values in (("seq_lens_q", seq_lens_q), ("seq_lens_kv", seq_lens_kv)):
+        if values is None or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in values):
+            raise PlanError(f"{key} must be non-negative integer lengths, got {values!r}")
+    if len(seq_lens_q) != len(seq_lens_kv) or not seq_lens_q:
+        raise PlanError(f"seq_lens_q and seq_lens_kv must have one length per sequence, got {len(seq_lens_q)} "
+                        f"and {len(seq_lens_kv)}")
+    problem = replace(problem, batch=len(seq_lens_q), seq_q=max(seq_lens_q), seq_kv=max(seq_lens_kv))
+    return problem, [ffi.new("uint64_t[]", list(seq_lens_q)), ffi.new("uint64_t[]", list(seq_lens_kv))]
+
+
+def c_problem_and_limits(limits: ChipLimits, problem: Problem, options: PlanOptions = _NO_OPTIONS) -> tuple:
+    """The policies' C inputs (aclfaPlanProblem, aclfaPlanLimits), validated with the plan's own
+    messages (the problem may be unchecked: sized_problem); shared with the backward's plan
+    (acl_fa.plan.backward). The C problem keeps the length arrays alive."""
+    _choice("dtype", problem.dtype_name, DTYPES)
+    layout_code = _choice("layout", problem.layout, LAYOUT_CODES if options.seq_lens_q is not None else LAYOUTS)
+    band = _c_band(options)
+    p, lens = _c_lengths(problem, options)
+    ints = dict(seq=p.seq_q, seq_kv=p.seq_kv, batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads,
+                head_dim=p.head_dim, block_m=p.block_m or 0, block_n=p.block_n or 0)
     for key, value in ints.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise PlanError(f"{key} must be a non-negative integer, got {value!r}")
         if value > _UINT32_MAX:  # the tiling's fields: sizes and blocks are uint32 in the kernel
             raise PlanError(f"{key} must be < 2^32, got {value}")
-    problem = ffi.new("aclfaPlanProblem *")
-    problem.batch, problem.numHeads, problem.numKvHeads = batch, heads, kv_heads
-    problem.seqQ, problem.seqKv, problem.headDim = seq, seq_kv, head_dim
-    problem.dtypeBytes, problem.bf16 = _DTYPE_BYTES[dtype], int(dtype == "bfloat16")
-    problem.layout, problem.causal = layout_code, int(bool(causal))
-    problem.blockM, problem.blockN = ints["block_m"], ints["block_n"]
-    problem.preTokens, problem.nextTokens = band
+    c = ffi.new("aclfaPlanProblem *")
+    c.batch, c.numHeads, c.numKvHeads = p.batch, p.num_heads, p.num_kv_heads
+    c.seqQ, c.seqKv, c.headDim = p.seq_q, p.seq_kv, p.head_dim
+    c.dtypeBytes, c.bf16 = _DTYPE_BYTES[p.dtype_name], int(p.dtype_name == "bfloat16")
+    c.layout, c.causal = layout_code, int(bool(p.causal))
+    c.blockM, c.blockN = ints["block_m"], ints["block_n"]
+    c.preTokens, c.nextTokens = band
+    mask_shape = options.mask_shape
     if mask_shape is not None:
         if len(mask_shape) != 4 or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in mask_shape):
             raise PlanError(f"mask_shape must be 4 positive integers [mb, mn, mq, Skv], got {mask_shape!r}")
-        problem.mask = 1
-        problem.maskB, problem.maskN, problem.maskQ = mask_shape[:3]
-    problem.dropout, problem.dropoutMaskOut = int(bool(dropout)), int(bool(dropout_mask_out))
+        c.mask = 1
+        c.maskB, c.maskN, c.maskQ = mask_shape[:3]
+    c.dropout, c.dropoutMaskOut = int(bool(options.dropout)), int(bool(options.dropout_mask_out))
     if lens:
-        problem.seqLensQ, problem.seqLensKv = lens
-        problem.tokensQ, problem.tokensKv = sum(seq_lens_q), sum(seq_lens_kv)
-        _keepalive[problem] = lens
-    return problem, c_chip_limits(limits)
+        c.seqLensQ, c.seqLensKv = lens
+        c.tokensQ, c.tokensKv = sum(options.seq_lens_q), sum(options.seq_lens_kv)
+        _keepalive[c] = lens
+    return c, c_chip_limits(limits)
 
 
 def c_chip_limits(limits: ChipLimits):
@@ -330,54 +383,25 @@ def c_chip_limits(limits: ChipLimits):
     return out
 
 
-def plan(
-    *,
-    seq: int,
-    seq_kv: Optional[int] = None,
-    batch: int = 1,
-    heads: int = 1,
-    kv_heads: Optional[int] = None,
-    head_dim: int = 128,
-    dtype: str = "float16",
-    layout: str = "BNSD",
-    causal: bool = False,
-    soc: "Optional[str | ChipLimits]" = None,
-    block_m: Optional[int] = None,
-    block_n: Optional[int] = None,
-    pre_tokens: Optional[int] = None,
-    next_tokens: Optional[int] = None,
-    seq_lens_q: Optional[tuple] = None,
-    seq_lens_kv: Optional[tuple] = None,
-    mask_shape: Optional[tuple] = None,
-    dropout: bool = False,
-    dropout_mask_out: bool = False,
-) -> Plan:
-    """The operator's plan for this problem on `soc` (a catalogue name or ChipLimits).
-
-    ``block_m`` / ``block_n``: None or 0 lets the policy choose; a value that does not fit
-    raises PlanError naming the budget it breaks (never silently changed)."""
+def plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None, options: PlanOptions = _NO_OPTIONS) -> Plan:
+    """The operator's plan for this problem on `soc` (a catalogue name or ChipLimits), with the
+    V2 options. The problem's blocks: 0 lets the policy choose; a value that does not fit raises
+    PlanError naming the budget it breaks (never silently changed). The problem may be unchecked
+    (sized_problem): the policy refuses what it cannot plan, naming the rule."""
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
-    seq_kv = seq if seq_kv is None else seq_kv
-    kv_heads = heads if kv_heads is None else kv_heads
-    if seq_lens_q is not None:  # varlen: the batch is the sequences
-        seq_lens_q, seq_lens_kv = tuple(seq_lens_q), tuple(seq_lens_kv) if seq_lens_kv is not None else None
-        if seq_lens_kv is not None and seq_lens_q and seq_lens_kv:
-            batch, seq, seq_kv = len(seq_lens_q), max(seq_lens_q), max(seq_lens_kv)
-    problem, c_limits = c_problem_and_limits(limits, seq=seq, seq_kv=seq_kv, batch=batch, heads=heads,
-                                             kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, layout=layout,
-                                             causal=causal, block_m=block_m, block_n=block_n,
-                                             pre_tokens=pre_tokens, next_tokens=next_tokens,
-                                             seq_lens_q=seq_lens_q, seq_lens_kv=seq_lens_kv,
-                                             mask_shape=None if mask_shape is None else tuple(mask_shape),
-                                             dropout=dropout, dropout_mask_out=dropout_mask_out)
+    lens_q = None if options.seq_lens_q is None else tuple(options.seq_lens_q)
+    lens_kv = None if options.seq_lens_kv is None else tuple(options.seq_lens_kv)
+    mask_shape = None if options.mask_shape is None else tuple(options.mask_shape)
+    options = replace(options, seq_lens_q=lens_q, seq_lens_kv=lens_kv, mask_shape=mask_shape)
+    if lens_q is not None and lens_kv and lens_q:  # varlen: the batch is the sequences
+        problem = replace(problem, batch=len(lens_q), seq_q=max(lens_q), seq_kv=max(lens_kv))
+    c, c_limits = c_problem_and_limits(limits, problem, options)
     out = ffi.new("aclfaPlan *")
     err = ffi.new("char[]", _ERR_LEN)
-    if _plan_lib().aclfaPlanCompute(problem, c_limits, out, err, _ERR_LEN) != 0:
+    if _plan_lib().aclfaPlanCompute(c, c_limits, out, err, _ERR_LEN) != 0:
         raise PlanError(ffi.string(err).decode())
     return Plan(
-        chip=limits, batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, seq_kv=seq_kv,
-        head_dim=head_dim, dtype=dtype, layout=layout, causal=bool(causal),
-        block_m=out.blockM, block_n=out.blockN, sub_block_m=out.subBlockM,
+        **PlannedSizes.of(limits, problem), block_m=out.blockM, block_n=out.blockN, sub_block_m=out.subBlockM,
         num_q_blocks=out.numQBlocks, num_kv_blocks=out.numKvBlocks, q_zigzag=bool(out.qZigzag),
         used_core_num=out.usedCoreNum, total_items=out.totalItems,
         core_item_start=[out.coreItemStart[i] for i in range(out.usedCoreNum + 1)],
@@ -390,26 +414,17 @@ def plan(
         solo_rows=bool(out.soloRows),
         user_workspace_bytes=out.userWorkspaceBytes,
         system_workspace_bytes=limits.lib_api_workspace_bytes, tiling_key=out.tilingKey,
-        pre_tokens=problem.preTokens, next_tokens=problem.nextTokens,
-        seq_lens_q=seq_lens_q, seq_lens_kv=seq_lens_kv,
-        mask_shape=None if mask_shape is None else tuple(mask_shape), dropout=bool(dropout),
-        dropout_mask_out=bool(dropout_mask_out),
+        pre_tokens=c.preTokens, next_tokens=c.nextTokens, seq_lens_q=lens_q, seq_lens_kv=lens_kv,
+        mask_shape=mask_shape, dropout=bool(options.dropout), dropout_mask_out=bool(options.dropout_mask_out),
     )
 
 
-def analytic_cycles(*, seq: int, block_m: int, block_n: int, seq_kv: Optional[int] = None, batch: int = 1,
-                    heads: int = 1, kv_heads: Optional[int] = None, head_dim: int = 128, dtype: str = "float16",
-                    layout: str = "BNSD", causal: bool = False,
-                    soc: "Optional[str | ChipLimits]" = None) -> float:
-    """The tiling policy's analytic modeled cycles of the forward with (block_m, block_n)
-    (op_host/block_cost.h; MIX path): the cost the auto blocks minimize. Sizes as for plan()."""
+def analytic_cycles(problem: Problem, soc: "Optional[str | ChipLimits]" = None) -> float:
+    """The tiling policy's analytic modeled cycles of the forward with the problem's (block_m,
+    block_n) (op_host/block_cost.h; MIX path): the cost the auto blocks minimize."""
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
-    seq_kv = seq if seq_kv is None else seq_kv
-    kv_heads = heads if kv_heads is None else kv_heads
-    problem, c_limits = c_problem_and_limits(limits, seq=seq, seq_kv=seq_kv, batch=batch, heads=heads,
-                                             kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, layout=layout,
-                                             causal=causal, block_m=block_m, block_n=block_n)
-    return float(_plan_lib().aclfaPlanModeledCycles(problem, c_limits, block_m, block_n))
+    c, c_limits = c_problem_and_limits(limits, problem)
+    return float(_plan_lib().aclfaPlanModeledCycles(c, c_limits, problem.block_m, problem.block_n))
 
 
 def _mib(n: int) -> str:
@@ -447,10 +462,7 @@ def format_plan(p: Plan) -> str:
         f"{p.num_q_blocks} query x {p.num_kv_blocks} kv blocks per head",
         f"budget    (per {unit} UB buffers in the kernel's InitBuffer order, then totals)",
     ]
-    width = max(len(b.name) for b in p.budget)
-    for b in p.budget:
-        pct = 100.0 * b.bytes / b.capacity if b.capacity else 0.0
-        lines.append(f"  {b.name:<{width}}  {b.bytes:>9} B / {b.capacity:>9} B  {pct:5.1f}%")
+    lines += budget_lines(p.budget)
     order = "zigzag query blocks" if p.q_zigzag else "in order"
     cores = "AI Cores" if c.coupled else "AIC cores"
     lines.append(

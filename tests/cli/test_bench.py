@@ -15,7 +15,7 @@ from acl_fa.plan import l2model
 from acl_fa.runtime import sim_stats
 from acl_fa.runtime.ffi import ffi
 from acl_fa.ops.forward import runner_for
-from acl_fa.ops.problem import make_problem
+from acl_fa.spec.problem import make_problem
 from acl_fa.jobs.bench import standard_attention_numpy
 from acl_fa.cli import main
 from acl_fa.runtime.errors import AclError

@@ -292,7 +292,7 @@ def test_forced_block_that_fits_runs_correctly(hook_library):
         from acl_fa.sim_stats import last_launch
         rng = np.random.default_rng(1)
         q, k, v = (rng.standard_normal((1, 8, 300, 64)).astype(np.float16) for _ in range(3))
-        from acl_fa.plan.forward import plan
+        from sized_plans import plan
         rng = np.random.default_rng(1)
         q, k, v = (rng.standard_normal((1, 8, 300, 64)).astype(np.float16) for _ in range(3))
         chosen = plan(batch=1, heads=8, kv_heads=8, seq=300, seq_kv=300, head_dim=64, dtype="float16",

@@ -220,7 +220,8 @@ def test_a_failing_device_add_surfaces_with_its_api_and_leaves_nothing_behind():
 REPORT = """
 import numpy as np
 from acl_fa import parallel
-from acl_fa.ops.backward import make_grad_problem
+from acl_fa.ops.backward import make_backward_problem
+from acl_fa.spec.problem import make_problem
 
 for p, causal, s in ((3, True, 50), (4, False, 37), (2, True, 64)):
     rng = np.random.default_rng(p)
@@ -247,7 +248,7 @@ for p, causal, s in ((3, True, 50), (4, False, 37), (2, True, 64)):
         assert np.allclose(rep.modeled_comm_seconds[r], model, rtol=1e-12), (rep.modeled_comm_seconds[r], model)
         assert rep.modeled_compute_seconds[r][-1] == 0.0 and min(rep.modeled_compute_seconds[r][:-1]) > 0
     # The ranks' FLOPs add up to the whole backward's (zigzag: the causal diagonal chunks are square).
-    whole = make_grad_problem(dout, q, k, v, out, lse, causal=causal)[0].flops()
+    whole = make_backward_problem(make_problem(q, k, v, causal=causal)[0], dout, q, k, v, out, lse)[0].flops()
     assert sum(rep.flops) == whole, (sum(rep.flops), whole)
     if causal and s % (2 * p) == 0:  # equal chunks: the zigzag pairs give every rank the same work
         assert rep.balance == 1.0, rep.balance

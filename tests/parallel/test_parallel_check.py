@@ -7,6 +7,7 @@ import pytest
 from acl_fa.jobs import parallel_run
 from acl_fa.spec.layouts import from_bnsd, shape_of, to_bnsd
 from acl_fa.reference.attention import attention_reference
+from acl_fa.spec.problem import problem_from_sizes
 
 
 @pytest.fixture
@@ -29,11 +30,10 @@ def test_sampled_check_passes_the_reference_and_catches_a_wrong_sampled_row(smal
     names = dict(num_heads=n, num_kv_heads=nkv) if layout == "BSH" else {}
     ref, lse = attention_reference(q, k, v, causal=causal, layout=layout, **names)
     out = ref.astype(np.float16)
-    kw = dict(causal=causal, scale=None, layout=layout, heads=n, kv_heads=nkv)
-    assert parallel_run.check_sharded(q, k, v, out, lse.astype(np.float32), np.dtype(np.float16), **kw).ok
+    problem = problem_from_sizes(seq_q=s, num_heads=n, num_kv_heads=nkv, head_dim=d, layout=layout, causal=causal)
+    assert parallel_run.check_sharded(problem, q, k, v, out, lse.astype(np.float32)).ok
     for row, caught in ((130, True), (199, True), (100, False)):  # 100 lies between the sampled blocks
         bad = to_bnsd(out, layout, n).copy()
         bad[0, 0, row] += np.float16(0.25)
-        acc = parallel_run.check_sharded(q, k, v, from_bnsd(bad, layout), lse.astype(np.float32),
-                                         np.dtype(np.float16), **kw)
+        acc = parallel_run.check_sharded(problem, q, k, v, from_bnsd(bad, layout), lse.astype(np.float32))
         assert acc.ok is not caught, (row, acc)

@@ -144,7 +144,7 @@ def test_plan_shows_the_device_memory_of_a_call():
     from click.testing import CliRunner
 
     from acl_fa.cli import main
-    from acl_fa.plan.forward import plan
+    from sized_plans import plan
 
     p = plan(seq=1000, seq_kv=3000, batch=2, heads=8, kv_heads=2, head_dim=64, dtype="bfloat16")
     q, kv = 2 * 8 * 1000 * 64 * 2, 2 * 2 * 3000 * 64 * 2

@@ -129,7 +129,7 @@ def test_operator_has_no_race(session, sim_only, case):
 def test_solo_rows_narrow_band_has_no_race(session, sim_only):
     """A narrow band runs each AIV's own QK and P.V (plan.solo_rows, no pair meetings): its P
     reaches GM before its P.V request by the kernel's MTE3 -> S wait alone."""
-    from acl_fa.plan.forward import plan
+    from sized_plans import plan
 
     assert plan(seq=512, heads=2, head_dim=64, soc=session.soc_name(), pre_tokens=24, next_tokens=0).solo_rows
     q, k, v = _inputs("BNSD", 1, 2, 2, 512, 512, 64, "float16")
@@ -201,8 +201,9 @@ def test_profile_writes_trace_and_plot(sim_only, tmp_path):
 
 def test_plan_sweep_models_each_fitting_candidate(sim_only):
     from acl_fa.jobs.sweep import format_sweep, sweep
+    from acl_fa.spec.problem import problem_from_sizes
 
-    rows = sweep(seq=256, heads=2, head_dim=64, causal=True, block_ms=(32, 64, 512), block_ns=(64, 128))
+    rows = sweep(problem_from_sizes(seq_q=256, num_heads=2, head_dim=64, causal=True), block_ms=(32, 64, 512), block_ns=(64, 128))
     timed = [r for r in rows if r.time_s is not None]
     grid = {(32, 64), (32, 128), (64, 64), (64, 128)}
     chosen = [(r.block_m, r.block_n) for r in timed if r.chosen]
@@ -271,9 +272,9 @@ def test_traced_launch_memory_per_instruction(sim_only):
 import json, resource, acl_fa
 from acl_fa.plan import timing
 from acl_fa.ops.forward import runner_for
-from acl_fa.ops.problem import problem_from_sizes
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.jobs.run import random_inputs
-problem = problem_from_sizes(seq=16384, heads=1, head_dim=128, causal=True)
+problem = problem_from_sizes(seq_q=16384, num_heads=1, head_dim=128, causal=True)
 q, k, v = random_inputs(problem)
 peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 with acl_fa.Session(backend="sim") as s:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from acl_fa.plan import forward as plan_module
+import sized_plans
 from acl_fa.plan import timing
 
 from test_flash_attention import _inputs
@@ -66,7 +67,7 @@ def test_analytic_cost_follows_the_l2_rate():
     out of the cost, as if unbounded."""
     sizes = dict(seq=4096, heads=8, causal=True, block_m=96, block_n=192)
     b2 = plan_module.chip("Ascend910B2")
-    at = {rate: plan_module.analytic_cycles(soc=dataclasses.replace(b2, l2_bytes_per_cycle=rate), **sizes)
+    at = {rate: sized_plans.analytic_cycles(soc=dataclasses.replace(b2, l2_bytes_per_cycle=rate), **sizes)
           for rate in (0, 55, 110, 10**9)}
     assert at[55] > at[110] > at[0]
     assert at[0] == pytest.approx(at[10**9], rel=1e-6)
@@ -90,7 +91,7 @@ def test_analytic_cost_tracks_the_event_model(session, sim_only, causal):
     soc = session.soc_name()
     errors = []
     for bm, bn in GRID:
-        analytic = plan_module.analytic_cycles(soc=soc, block_m=bm, block_n=bn, causal=causal, **SIZES) / clock_hz
+        analytic = sized_plans.analytic_cycles(soc=soc, block_m=bm, block_n=bn, causal=causal, **SIZES) / clock_hz
         errors.append(analytic / _modeled_seconds(session, bm, bn, causal) - 1)
     worst = max(abs(e) for e in errors)
     # bench/RESULTS.md records 10.8% largest at B1 N8 S4096; small launches carry more fixed cost
@@ -125,17 +126,17 @@ def test_auto_blocks_minimize_the_analytic_cost(sizes):
     causal launch's cube work within 1.05x of the visible pairs', unless a candidate over that
     cap is more than 1.10x cheaper: then the least cost of all (docs/timing_model.md)."""
     soc = "Ascend910B2"
-    chosen = plan_module.plan(soc=soc, **sizes)
-    best = plan_module.analytic_cycles(soc=soc, block_m=chosen.block_m, block_n=chosen.block_n, **sizes)
+    chosen = sized_plans.plan(soc=soc, **sizes)
+    best = sized_plans.analytic_cycles(soc=soc, block_m=chosen.block_m, block_n=chosen.block_n, **sizes)
     seq_kv = sizes.get("seq_kv", sizes["seq"])
     costs = {}  # (bm, bn) -> (analytic cost, within the cap)
     for bm in range(32, 257, 32):
         for bn in sorted({*range(64, 513, 64), min(-(-seq_kv // 16) * 16, 512)}):
             try:
-                plan_module.plan(soc=soc, block_m=bm, block_n=bn, **sizes)
+                sized_plans.plan(soc=soc, block_m=bm, block_n=bn, **sizes)
             except plan_module.PlanError:
                 continue
-            costs[bm, bn] = (plan_module.analytic_cycles(soc=soc, block_m=bm, block_n=bn, **sizes),
+            costs[bm, bn] = (sized_plans.analytic_cycles(soc=soc, block_m=bm, block_n=bn, **sizes),
                              _causal_waste(sizes, bm, bn) <= 1.05)
     cheapest = min(cost for cost, _ in costs.values())
     within = [cost for cost, efficient in costs.values() if efficient]
@@ -148,8 +149,9 @@ def test_auto_blocks_minimize_the_analytic_cost(sizes):
 
 def test_auto_blocks_model_close_to_the_fastest_candidate(session, sim_only):
     from acl_fa.jobs.sweep import analytic_error, sweep
+    from acl_fa.spec.problem import problem_from_sizes
 
-    rows = sweep(seq=1024, heads=4, causal=True, block_ms=(32, 64, 96, 128), block_ns=(64, 128, 256, 320))
+    rows = sweep(problem_from_sizes(seq_q=1024, num_heads=4, causal=True), block_ms=(32, 64, 96, 128), block_ns=(64, 128, 256, 320))
     err = analytic_error(rows)
     assert [r for r in rows if r.chosen], "the policy's choice is swept too"
     assert err["choice_vs_best"] <= 0.10, err

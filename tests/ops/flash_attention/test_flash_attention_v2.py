@@ -16,7 +16,7 @@ import pytest
 from acl_fa.ops import forward_v2 as attention_v2
 from acl_fa.runtime import sim_stats
 from acl_fa.reference.accuracy import check_accuracy
-from acl_fa.ops.problem import make_problem
+from acl_fa.spec.problem import make_problem
 from acl_fa.spec.options import AttentionOptions as Options
 from acl_fa.runtime.errors import AclError
 from acl_fa.spec.layouts import to_bnsd
@@ -388,7 +388,7 @@ def test_band_that_sees_nothing_is_refused(session):
 def test_narrow_bands_get_narrow_tiles(kw, blocks, solo):
     """Narrow bands get the smallest tiles, and each AIV its own QK and P.V over its own rows'
     band (solo_rows): one job over both halves would compute keys only one half sees."""
-    from acl_fa.plan.forward import plan
+    from sized_plans import plan
 
     p = plan(seq=32768, heads=1, head_dim=128, soc="Ascend910B2", **kw)
     if blocks is None:  # what the policy picks without a band
@@ -399,7 +399,7 @@ def test_narrow_bands_get_narrow_tiles(kw, blocks, solo):
 
 
 def test_coupled_chips_take_whole_narrow_tiles():
-    from acl_fa.plan.forward import plan
+    from sized_plans import plan
 
     p = plan(seq=4096, heads=1, head_dim=128, soc="Ascend310P3", pre_tokens=256, next_tokens=0)
     assert (p.block_m, p.block_n) == (16, 16)  # one AI Core takes all 16 rows
@@ -412,7 +412,8 @@ def test_coupled_chips_take_whole_narrow_tiles():
     (dict(layout="TND", seq_lens_q=(3, 4), seq_lens_kv=(3,)), "one length per sequence"),
 ])
 def test_plan_refuses_bad_bands_and_sequences(kw, message):
-    from acl_fa.plan.forward import PlanError, plan
+    from acl_fa.plan.forward import PlanError
+    from sized_plans import plan
 
     with pytest.raises(PlanError) as info:
         plan(seq=256, heads=1, head_dim=64, soc="Ascend910B2", **kw)
@@ -422,7 +423,7 @@ def test_plan_refuses_bad_bands_and_sequences(kw, message):
 def test_plan_counts_each_sequences_work():
     """A varlen plan's work is the sum of its sequences' plans (same blocks), not the longest
     sequence's times the count."""
-    from acl_fa.plan.forward import plan
+    from sized_plans import plan
 
     lens = (1000, 17, 300)
     kw = dict(heads=2, head_dim=64, soc="Ascend910B2", block_m=64, block_n=64, pre_tokens=INF, next_tokens=0)

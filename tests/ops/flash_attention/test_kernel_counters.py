@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 import acl_fa
-from acl_fa.plan import forward as planmod
-from acl_fa.ops.problem import problem_from_sizes
+import sized_plans
+from acl_fa.spec.problem import problem_from_sizes
 from acl_fa.jobs.measure import measure
 from acl_fa.jobs.run import random_inputs
 
@@ -34,7 +34,7 @@ SHAPES = [
 
 def _launch(session, shape):
     b, n, nkv, sq, skv, d, dtype, layout, causal, bm, bn = shape
-    problem = problem_from_sizes(seq=sq, seq_kv=skv, batch=b, heads=n, kv_heads=nkv, head_dim=d, dtype=dtype,
+    problem = problem_from_sizes(seq_q=sq, seq_kv=skv, batch=b, num_heads=n, num_kv_heads=nkv, head_dim=d, dtype=dtype,
                                  layout=layout, causal=causal, block_m=bm, block_n=bn)
     q, k, v = random_inputs(problem)
     m = measure(session, problem, q, k, v, warmup=0, iters=1, download=False, per_core=True, l2=True)
@@ -66,7 +66,7 @@ def test_counters_match_the_plan(session, sim_only, shape):
 def test_goal_shape_work_efficiency(session, sim_only):
     """The README's problem (S=4096 causal, 32 heads, D=128): executed/useful cube MACs and the
     per-AIC load of the real launch meet the <= 1.05 goals and equal the plan's values."""
-    problem = problem_from_sizes(seq=4096, heads=32, head_dim=128, causal=True)
+    problem = problem_from_sizes(seq_q=4096, num_heads=32, head_dim=128, causal=True)
     q, k, v = random_inputs(problem)
     m = measure(session, problem, q, k, v, warmup=0, iters=1, download=False, per_core=True)
     want = expected_counts(m.plan)
@@ -79,7 +79,7 @@ def test_goal_shape_work_efficiency(session, sim_only):
 def test_model_follows_the_plan_not_the_kernel():
     """The model's inputs are the plan's: skipping the diagonal and the zigzag order show in it."""
     kw = dict(seq=1024, heads=4, head_dim=64, block_m=64, block_n=64, soc="Ascend910B2")
-    full, causal = planmod.plan(**kw), planmod.plan(causal=True, **kw)
+    full, causal = sized_plans.plan(**kw), sized_plans.plan(causal=True, **kw)
     assert expected_counts(causal).cube_macs < 0.6 * expected_counts(full).cube_macs
     assert useful_macs(full) == expected_counts(full).cube_macs
     assert causal.q_zigzag
@@ -92,7 +92,7 @@ def test_items_of_two_base_tiles_read_each_kv_block_once(session, sim_only, seq,
     step, not once per base tile (at 256x1024 the tiling alone would stream V's 8 K tiles through
     4 buffers, once per base tile). B1 N2 D128 fp16, not causal; per step QK reads Q [256, 128]
     once per 256-column N block and K [n, 128] once, P.V reads P [256, n] and V [n, 128] once."""
-    problem = problem_from_sizes(seq=seq, heads=2, head_dim=128, block_m=256, block_n=block_n)
+    problem = problem_from_sizes(seq_q=seq, num_heads=2, head_dim=128, block_m=256, block_n=block_n)
     q, k, v = random_inputs(problem)
     m = measure(session, problem, q, k, v, warmup=0, iters=1, download=False, per_core=True)
     t, steps = 2, 2 * (seq // 256) * (seq // block_n)

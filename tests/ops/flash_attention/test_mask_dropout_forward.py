@@ -328,7 +328,7 @@ def test_ub_budget_is_the_kernels(session, sim_only, kwargs):
     rows) are what the kernel places: the plan's UB total equals the launch's UB high water, and
     the workspace holds the mask summary."""
     from acl_fa.ops import forward_v2 as attention_v2
-    from acl_fa.ops.problem import make_problem
+    from acl_fa.spec.problem import make_problem
 
     rng = np.random.default_rng(5)
     q, k, v = (rand(rng, (2, 2, 200, 64), "float16") for _ in range(3))
@@ -369,7 +369,7 @@ def test_dropout_chunks_take_the_ub_left(session, kwargs, lanes):
     (a chunk issues the same instructions whatever its size), never below 128 lanes (before: 128
     lanes, six chunks of 6 rows for 32 rows); the blocks that fit are those that fit with 128."""
     from acl_fa.ops import forward_v2 as attention_v2
-    from acl_fa.ops.problem import make_problem
+    from acl_fa.spec.problem import make_problem
 
     shells = [np.empty((1, 2, 4096, 128), np.float16) for _ in range(3)]
     problem, *_ = make_problem(*shells, block_m=64, block_n=320)

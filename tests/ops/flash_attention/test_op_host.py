@@ -17,6 +17,7 @@ import pytest
 
 from acl_fa.runtime.loader import sim_library_dir
 from acl_fa.plan.forward import chip, plan
+from acl_fa.spec.problem import sized_problem
 
 DT_FLOAT, DT_FLOAT16, DT_INT32, DT_BF16 = 0, 1, 3, 27
 ATTRS = ("scale_value", "causal", "input_layout", "num_heads", "num_kv_heads", "block_m", "block_n")
@@ -190,9 +191,9 @@ def test_tiling_matches_the_policy(case):
     k = [case["b"], case["nkv"], case["skv"], case["d"]]
     td, block_dim, key, ws0 = tiling([q, k, k], case["dtype"], causal=case["causal"], scale_value=0.125)
     limits = chip("Ascend910B2")
-    p = plan(soc=limits, seq=case["sq"], seq_kv=case["skv"], batch=case["b"], heads=case["n"],
-             kv_heads=case["nkv"], head_dim=case["d"], causal=case["causal"],
-             dtype="bfloat16" if case["dtype"] == DT_BF16 else "float16")
+    p = plan(sized_problem(seq_q=case["sq"], seq_kv=case["skv"], batch=case["b"], num_heads=case["n"],
+                           num_kv_heads=case["nkv"], head_dim=case["d"], causal=case["causal"],
+                           dtype="bfloat16" if case["dtype"] == DT_BF16 else "float16"), limits)
     assert (td.batch, td.numHeads, td.numKvHeads, td.groupSize) == (case["b"], case["n"], case["nkv"],
                                                                       case["n"] // case["nkv"])
     assert (td.seqQ, td.seqKv, td.headDim, td.causal, td.scaleValue) == (

@@ -10,7 +10,8 @@ import dataclasses
 
 import pytest
 
-from acl_fa.plan.forward import ChipLimits, PlanError, plan
+from acl_fa.plan.forward import ChipLimits, PlanError
+from sized_plans import plan
 
 KIB = 1024
 ASCEND910, ASCEND910B, ASCEND310P = 0, 1, 2  # platform_ascendc::SocVersion

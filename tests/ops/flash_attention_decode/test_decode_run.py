@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 import acl_fa
 from acl_fa.jobs import decode_run
+from acl_fa.jobs.settings import JobSettings
 from acl_fa.cli import main
 
 
@@ -39,8 +40,9 @@ def test_run_paged_text_report(sim_only):
 def test_decode_step_uses_every_core_and_reads_kv_once(session, sim_only):
     """The issue's decode shape (N32 Nkv8 D128, one sequence) at 4096 cached tokens: every AIC has
     work, the busiest within 10% of the mean, and K/V are read 1.0x per step."""
-    report = decode_run.run_decode(session, seq_kv=4096, heads=32, kv_heads=8, head_dim=128, block_size=128,
-                                   steps=1, check=True, prefill=False)
+    problem = decode_run.decode_problem(4096, num_heads=32, num_kv_heads=8, head_dim=128)
+    report = decode_run.run_decode(session, problem, decode_run.DecodeSettings(block_size=128, steps=1, prefill=False),
+                                   JobSettings(check=True))
     assert report.accuracy.ok
     assert report.cores["aic_busy"] == report.cores["aic"] == 24
     assert report.cores["max_over_mean"] <= 1.10
@@ -65,9 +67,12 @@ def test_prefill_fills_the_cache_the_steps_read(session, sim_only, block_size):
     leaves the cache the host fill would: the decode steps after it give the same result (the
     check is against the float64 reference over the same tokens); it is timed, and one step is
     modeled."""
-    kwargs = dict(seq_kv=300, batch=2, heads=4, kv_heads=2, head_dim=64, block_size=block_size, steps=2, seed=4)
-    filled = decode_run.run_decode(session, prefill=True, **kwargs)
-    hosted = decode_run.run_decode(session, prefill=False, **kwargs)
+    problem = decode_run.decode_problem(300, batch=2, num_heads=4, num_kv_heads=2, head_dim=64)
+    settings = JobSettings(seed=4)
+    filled = decode_run.run_decode(session, problem, decode_run.DecodeSettings(block_size, steps=2, prefill=True),
+                                   settings)
+    hosted = decode_run.run_decode(session, problem, decode_run.DecodeSettings(block_size, steps=2, prefill=False),
+                                   settings)
     assert filled.accuracy.ok and hosted.accuracy.ok
     assert filled.accuracy.max_error == hosted.accuracy.max_error
     assert filled.prefill_ms > 0 and filled.prefill_kernel_ms > 0 and hosted.prefill_ms is None

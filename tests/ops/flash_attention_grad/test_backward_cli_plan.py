@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import acl_fa
 from acl_fa.plan import forward as planmod
-from acl_fa.plan.backward import grad_plan
+from sized_plans import backward_plan
 from acl_fa.cli import main
 from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
 
@@ -23,7 +23,7 @@ def test_every_a2_a3_chip_fits(head_dim, deterministic):
     for chip in planmod.chips():
         if chip.short_soc not in A2_A3:
             continue
-        p = grad_plan(seq=4096, heads=32, head_dim=head_dim, causal=True, deterministic=deterministic, soc=chip)
+        p = backward_plan(seq=4096, heads=32, head_dim=head_dim, causal=True, deterministic=deterministic, soc=chip)
         ub = next(b for b in p.budget if b.name.startswith("UB total"))
         assert ub.bytes <= chip.ub_bytes and all(b.bytes <= b.capacity for b in p.budget)
         assert p.aiv_num <= chip.aiv_num and p.unit_start[0] == 0 and p.unit_start[-1] == p.total_units
@@ -31,12 +31,12 @@ def test_every_a2_a3_chip_fits(head_dim, deterministic):
 
 
 def test_units_cover_every_kv_block_once_and_dq_memory_does_not_depend_on_the_split():
-    p = grad_plan(seq=1000, seq_kv=700, heads=8, kv_heads=2, head_dim=64, causal=True, soc="Ascend910B4")
+    p = backward_plan(seq=1000, seq_kv=700, heads=8, kv_heads=2, head_dim=64, causal=True, soc="Ascend910B4")
     starts = p.unit_start
     assert starts == sorted(starts) and starts[-1] == 2 * p.num_kv_blocks
     # both modes: one [B, N, Sq, D] fp32 accumulator; deterministic adds 32-B flags per (b, n, query block, AIV)
     assert p.num_dq_flags == 8 * p.num_q_blocks * p.aiv_num
-    atomic = grad_plan(seq=1000, seq_kv=700, heads=8, kv_heads=2, head_dim=64, causal=True, deterministic=False,
+    atomic = backward_plan(seq=1000, seq_kv=700, heads=8, kv_heads=2, head_dim=64, causal=True, deterministic=False,
                        soc="Ascend910B4")
     assert p.ws_dq_bytes == atomic.ws_dq_bytes == 8 * 1000 * 64 * 4 and atomic.num_dq_flags == 0
     assert p.user_workspace_bytes - atomic.user_workspace_bytes == -(-p.num_dq_flags * 32 // 512) * 512
@@ -46,7 +46,7 @@ def test_units_cover_every_kv_block_once_and_dq_memory_does_not_depend_on_the_sp
 def test_a_user_block_that_does_not_fit_names_the_buffer():
     with pytest.raises(planmod.PlanError, match=r"backward block_m=128, block_n=256 .* needs \d+ B of UB per AIV "
                                                 r"\(largest line: scoreBuf"):
-        grad_plan(seq=4096, heads=2, head_dim=128, block_m=128, block_n=256)
+        backward_plan(seq=4096, heads=2, head_dim=128, block_m=128, block_n=256)
 
 
 def test_plan_backward_soc_all():

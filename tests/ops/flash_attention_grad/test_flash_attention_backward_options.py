@@ -209,7 +209,7 @@ def test_mask_and_dropout_are_bit_identical_across_threads_and_chips(sim_only):
 
 def test_mask_geometry_is_checked_by_the_tiling(session):
     """A device mask whose dims do not broadcast to [B, N, Sq, Skv] is refused by op_host, naming the dim."""
-    from acl_fa.ops.problem import make_problem
+    from acl_fa.spec.problem import make_problem
     from acl_fa.spec.options import AttentionOptions
     from acl_fa.ops.backward_v2 import run_backward_v2
     from acl_fa.runtime.errors import AclError

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from acl_fa.reference.accuracy import ULP
-from acl_fa.ops.problem import make_problem
+from acl_fa.spec.problem import make_problem
 from acl_fa.spec.band import UNBOUNDED
 from acl_fa.spec.options import AttentionOptions
 from acl_fa.ops.backward_v2 import run_backward_v2
@@ -220,7 +220,7 @@ def test_empty_band_is_refused_by_the_tiling(session):
 DETERMINISM_SCRIPT = textwrap.dedent("""
     import hashlib, json, sys
     import numpy as np, acl_fa
-    from acl_fa.ops.problem import make_problem
+    from acl_fa.spec.problem import make_problem
     from acl_fa.spec.options import AttentionOptions
     from acl_fa.ops.backward_v2 import run_backward_v2
     rng = np.random.default_rng(7)
