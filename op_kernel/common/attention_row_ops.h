@@ -121,14 +121,17 @@ __aicore__ inline void ApplyRowValues(const AscendC::LocalTensor<float> &tile, c
 }
 
 // tile[0:count] = cap * tanh(scale * tile[0:count] / cap), cap > 0: flash-attn's soft-capping of
-// the scaled scores. Composed of vector instructions every architecture has (Ascend C's Tanh is an
-// advanced API with its own scratch), from tanh(x) = 1 - 2 / (exp(2x) + 1):
+// the scaled scores. Composed of vector instructions every architecture has: Ascend C's own Tanh
+// (asc-devkit include/adv_api/math/tanh.h) needs a scratch buffer and exists for arch 2201 and
+// 2002 but not 1001 (910A); it uses the same exponential formula,
 //   cap * tanh(y / cap) = cap - 2 cap / (exp(2 y / cap) + 1),  y = scale * tile,
-// exact at both ends (exp -> inf gives cap, exp -> 0 gives -cap, so masked and overflowing scores
-// stay finite and ordered) and within a few fp32 ulps of cap in absolute terms near 0, which is
-// what the softmax sees (it is invariant to a shift, not to a relative error). konst: one 32-B
-// block of fp32 scratch, filled with -2 cap and read with block and repeat stride 0 as Div's
-// dividend.
+// which is exact at both ends (exp -> inf gives cap, exp -> 0 gives -cap, so large scores stay
+// finite and ordered) and has an absolute error of a few fp32 ulps of cap everywhere -- relative to
+// a capped score y << cap that is about cap / |y| ulps (the cancellation of 1 - 2 / (1 + exp(2x))
+// near x = 0): far below float16 / bfloat16 rounding, but above a float32 naive attention's error
+// when cap is 20 or more times the scores (docs/attention_options.md#soft-capping-flashattentionv3).
+// konst: one 32-B block of fp32 scratch, filled with -2 cap and read with block and repeat stride
+// 0 as Div's dividend.
 __aicore__ inline void SoftCap(const AscendC::LocalTensor<float> &tile, const AscendC::LocalTensor<float> &konst,
                                uint32_t count, float scale, float cap)
 {
