@@ -2,9 +2,9 @@
 // (flash_attention_v2.cpp) plus the attr softcap after V2's last (the interface of
 // op_host/flash_attention/flash_attention_v3.json). softcap > 0 caps the scaled scores as
 // flash-attn 2.6 does, S = softcap * tanh(S / softcap) before the mask and the softmax; 0 is off
-// (docs/attention_options.md#soft-capping). V2's interface, InferShape and tiling serve unchanged;
-// this file adds the attr, checks it and writes it into the tiling data. Written against the
-// real CANN host APIs only; errors go to the CANN log (module OP).
+// (docs/attention_options.md#soft-capping-flashattentionv3). V2's interface, InferShape and
+// tiling serve unchanged; this file adds the attr, checks it and writes it into the tiling data.
+// Written against the real CANN host APIs only; errors go to the CANN log (module OP).
 #include <cmath>
 #include <cstdint>
 
