@@ -43,8 +43,9 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     Returns out [B, Sq, N, D]; with return_attn_probs, (out, softmax_lse [B, N, Sq] float32,
     None) -- flash-attn fills the third element (the dropout pattern) only when dropout_p > 0.
     window_size=(left, right) is flash-attn's sliding window (-1 = unbounded; acl_fa's window).
+    softcap > 0 caps the scaled scores, softcap * tanh(scores / softcap) (acl_fa's softcap).
     The forward is deterministic whatever ``deterministic`` says (it concerns flash-attn's
-    backward). Not built yet: dropout_p > 0, softcap, alibi_slopes.
+    backward). Not built yet: dropout_p > 0, alibi_slopes.
     """
     _check_dropout(dropout_p)
     try:
@@ -54,17 +55,14 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     if len(window) != 2:
         raise InvalidArgumentError(f"window_size must be a pair (left, right), got {window_size!r}")
     window = None if window == (-1, -1) else window
-    if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real):
-        raise InvalidTypeError(f"softcap must be a real number, got {softcap!r}")
-    _not_built(softcap != 0, f"logit soft-capping (softcap={softcap})")
     _not_built(alibi_slopes is not None, "ALiBi (alibi_slopes)")
     if not isinstance(return_attn_probs, (bool, np.bool_)):
         raise InvalidTypeError(f"return_attn_probs must be a bool, got {return_attn_probs!r}")
     if return_attn_probs:
         out, lse = flash_attention(q, k, v, causal=causal, scale=softmax_scale, layout="BSND", return_lse=True,
-                                   window=window)
+                                   window=window, softcap=softcap)
         return out, lse, None
-    return flash_attention(q, k, v, causal=causal, scale=softmax_scale, layout="BSND", window=window)
+    return flash_attention(q, k, v, causal=causal, scale=softmax_scale, layout="BSND", window=window, softcap=softcap)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,

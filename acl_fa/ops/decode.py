@@ -44,6 +44,7 @@ import numpy as np
 from . import opcall
 from ..spec.problem import resolve_scale
 from ..spec.band import UNBOUNDED, window_band
+from ..spec.options import refuse_softcap
 from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
@@ -275,8 +276,10 @@ def runner_for(session: DeviceSession) -> OpRunner:
 
 def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=None, k=None, v=None,
                                  causal=True, window=None, scale=None, num_splits=0, return_lse=False,
-                                 backend=None, device=None, session=None):
-    """Attention of q against a KV cache (see the module docstring)."""
+                                 backend=None, device=None, session=None, softcap=0.0):
+    """Attention of q against a KV cache (see the module docstring). softcap > 0 is refused
+    (soft-capping is in the forward only, not yet in decode)."""
+    refuse_softcap(softcap, "flash_attention_with_kvcache")
     if (k is None) != (v is None):
         raise InvalidArgumentError("k and v must be given together (new keys and values to append)")
     # Types before the validated-problem cache: 1, 1.0 and True hash alike.

@@ -60,7 +60,8 @@ def runner_for(session: DeviceSession) -> OpRunner:
 
 def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
                     block_m=None, block_n=None, return_lse=False, window=None, attn_mask=None, dropout_p=0.0,
-                    seed=None, offset=0, return_dropout_mask=False, backend=None, device=None, session=None):
+                    seed=None, offset=0, return_dropout_mask=False, backend=None, device=None, session=None,
+                    softcap=0.0):
     """FlashAttention forward: softmax(scale * Q K^T + mask) V per head.
 
     q [B, N, Sq, D] (BNSD), [B, Sq, N, D] (BSND) or [B, Sq, N*D] (BSH); k, v likewise with Nkv
@@ -85,6 +86,9 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
     - return_dropout_mask: also return the keep mask the kernel used, uint8 [B, N, Sq, Skv]
       (1 = kept; a testing aid that materializes it). Pairs the query cannot see (band, mask)
       hold 0.
+    - softcap >= 0: soft-capping as flash-attn 2.6, scores = softcap * tanh(scores / softcap)
+      on the scaled scores, before the mask; the LSE is that of the capped scores. 0 (default)
+      is off. Runs FlashAttentionV3 (forward only: the backward and decode refuse it).
 
     Rows that see no key give 0 (lse -inf). Returns out (like q); with return_lse or
     return_dropout_mask an AttentionOutputs tuple (out, lse float32 [B, N, Sq] if return_lse,
@@ -97,7 +101,7 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
     options, mask = build_options(batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
                                   seq_kv=problem.seq_kv, causal=causal, window=window, attn_mask=attn_mask,
                                   dropout_p=dropout_p, seed=seed, offset=offset,
-                                  return_dropout_mask=return_dropout_mask)
+                                  return_dropout_mask=return_dropout_mask, softcap=softcap)
     check_float32_range(problem, q, k, v)
     if session is None:
         session = default_session(backend, device)

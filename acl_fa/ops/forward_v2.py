@@ -28,7 +28,8 @@ from ..plan import forward as planmod
 from ..runtime.session import DeviceSession
 from ..spec.band import UNBOUNDED, band_visible
 
-__all__ = ["V2Call", "FLASH_ATTENTION_V2", "runner_for", "run_forward_v2", "varlen_problem", "lse_shape"]
+__all__ = ["V2Call", "FLASH_ATTENTION_V2", "FLASH_ATTENTION_V3", "runner_for", "run_forward_v2", "varlen_problem",
+           "lse_shape"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,15 +138,34 @@ class FlashAttentionV2Op(Op):
 FLASH_ATTENTION_V2 = FlashAttentionV2Op()
 
 
+class FlashAttentionV3Op(FlashAttentionV2Op):
+    """aclnnFlashAttentionV3 (acl_fa/cdefs/aclnn_flash_attention_v3.h): FlashAttentionV2's
+    arguments with the attr softcap after them (before the outputs), for calls whose options
+    have softcap > 0 (docs/attention_options.md#soft-capping-flashattentionv3)."""
+
+    name = "flash_attention_v3"
+    workspace_api = "aclnnFlashAttentionV3GetWorkspaceSize"
+    launch_api = "aclnnFlashAttentionV3"
+
+    def workspace_args(self, call: V2Call, tensors: dict) -> tuple:
+        args = super().workspace_args(call, tensors)
+        outputs = len(self.outputs)  # the output tensors end phase one's arguments
+        return args[:-outputs] + (float(call.options.softcap),) + args[-outputs:]
+
+
+FLASH_ATTENTION_V3 = FlashAttentionV3Op()
+
+
 def runner_for(session: DeviceSession) -> OpRunner:
     """The V2 forward's OpRunner on `session` (one per Session)."""
     return opcall.runner_for(session, FLASH_ATTENTION_V2)
 
 
 def run_forward_v2(session: DeviceSession, problem: Problem, options, q, k, v, mask_u8=None) -> tuple:
-    """Runs aclnnFlashAttentionV2 for a validated call: `problem` (problem.Problem, layout TND
-    from varlen_problem for a varlen batch), `options` (AttentionOptions), q, k, v as the
-    problem's shapes, `mask_u8` the uint8 device mask of options.mask_shape (or None).
+    """Runs aclnnFlashAttentionV2 (aclnnFlashAttentionV3 when options.softcap > 0) for a
+    validated call: `problem` (problem.Problem, layout TND from varlen_problem for a varlen
+    batch), `options` (AttentionOptions), q, k, v as the problem's shapes, `mask_u8` the uint8
+    device mask of options.mask_shape (or None).
     Returns (out, lse, dropout_mask or None); lse is [B, N, Sq] float32, [N, Tq] for TND."""
     if (mask_u8 is None) != (options.mask_shape is None):
         raise InvalidArgumentError("mask_u8 must be given exactly when options.mask_shape is set")
@@ -155,7 +175,8 @@ def run_forward_v2(session: DeviceSession, problem: Problem, options, q, k, v, m
                                    f"{options.next_tokens} < 0")
     call = V2Call(problem, options)
     roles = ("out", "lse", "dropout_mask") if options.return_dropout_mask else ("out", "lse")
-    results = runner_for(session).run(call, q, k, v, mask_u8, outputs=roles)
+    op = FLASH_ATTENTION_V3 if options.softcap else FLASH_ATTENTION_V2
+    results = opcall.runner_for(session, op).run(call, q, k, v, mask_u8, outputs=roles)
     if not options.return_dropout_mask:
         return results[0], results[1], None
     return results[0], results[1], visible_keep_mask(results[2], problem, options, mask_u8)

@@ -56,7 +56,7 @@ def make_varlen_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, ma
 def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_seqlen_k=None, causal=False,
                            window=None, scale=None, return_lse=False, dropout_p=0.0, seed=None, offset=0,
                            return_dropout_mask=False, attn_mask=None, block_m=None, block_n=None, backend=None,
-                           device=None, session=None):
+                           device=None, session=None, softcap=0.0):
     """FlashAttention over a batch of sequences of different lengths (flash-attn's
     flash_attn_varlen_func). q [Tq, N, D], k / v [Tkv, Nkv, D] (float16, bfloat16, float32),
     sequence s holding rows cu_seqlens_q[s]:cu_seqlens_q[s+1] of q and cu_seqlens_k[s]:
@@ -68,7 +68,8 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
     dropout_p, seed, offset, return_dropout_mask: as flash_attention, with b the sequence index
     (a call uses the Philox streams offset .. offset + num_seqs*N - 1); the keep mask is uint8
     [num_seqs, N, max Sq, max Skv], 0 past each sequence's lengths. attn_mask is not supported
-    with varlen batches (use causal / window).
+    with varlen batches (use causal / window). softcap: as flash_attention (per sequence, the
+    same cap).
 
     Returns out [Tq, N, D]; with return_lse or return_dropout_mask an AttentionOutputs tuple
     (out, lse float32 [N, Tq] if return_lse, the keep mask if return_dropout_mask) with the
@@ -86,7 +87,7 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
     options, _ = build_options(batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
                                seq_kv=problem.seq_kv, causal=causal, window=window, dropout_p=dropout_p, seed=seed,
                                offset=offset, return_dropout_mask=return_dropout_mask, cu_seqlens_q=ends_q,
-                               cu_seqlens_kv=ends_kv)
+                               cu_seqlens_kv=ends_kv, softcap=softcap)
     session = default_session(backend, device) if session is None else session
     out, lse, dropout_mask = run_forward_v2(session, problem, options, q, k, v, None)
     if not (return_lse or options.return_dropout_mask):
@@ -97,15 +98,16 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
 def flash_attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
                                     max_seqlen_k=None, causal=False, window=None, dropout_p=0.0, seed=None, offset=0,
                                     scale=None, deterministic=True, block_m=None, block_n=None, backend=None,
-                                    device=None, session=None):
+                                    device=None, session=None, softcap=0.0):
     """(dq [Tq, N, D], dk, dv [Tkv, Nkv, D]) for the upstream gradient dout [Tq, N, D] of
     out, lse = flash_attention_varlen(..., return_lse=True) with the same arguments; with
     dropout_p > 0 the forward's seed and offset (sequence s, head n draws Philox stream
-    offset + s * N + n, as in the forward). Sequences that see no key get zero gradients."""
+    offset + s * N + n, as in the forward). Sequences that see no key get zero gradients.
+    softcap > 0 is refused (not built in the backward yet)."""
     problem, ends_q, ends_kv, q, k, v = make_varlen_problem(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, scale=scale,
         block_m=block_m, block_n=block_n)
     options, _ = backward_options(problem, causal=causal, window=window, dropout_p=dropout_p, seed=seed, offset=offset,
-                                  cu_seqlens_q=ends_q, cu_seqlens_kv=ends_kv)
+                                  cu_seqlens_q=ends_q, cu_seqlens_kv=ends_kv, softcap=softcap)
     session = default_session(backend, device) if session is None else session
     return run_backward_v2(session, problem, options, dout, q, k, v, out, lse, None, deterministic)

@@ -1,10 +1,13 @@
 """Float64 numpy attention (forward and backward) with exactly the operator's semantics, for
 checking results.
 
-softmax(scale * Q K^T + mask) V per head, where `causal` masks key j > i + (Skv - Sq)
+softmax(cap(scale * Q K^T) + mask) V per head, where `causal` masks key j > i + (Skv - Sq)
 (bottom-right aligned), query head h reads kv head h // (N // Nkv), and a row that sees no
 key gives output 0 and LSE -inf. Query rows are processed in chunks so that a long sequence
 never holds an Sq x Skv matrix: peak extra memory is chunk_rows x Skv float64 per head.
+cap is the forward's soft-capping, written from flash-attn's definition (Dao-AILab/flash-attention,
+tests/test_flash_attn.py attention_ref: ``scores = torch.tanh(scores / softcap) * softcap`` on the
+scaled scores when softcap > 0, before any mask): cap(s) = softcap * tanh(s / softcap), or s.
 """
 
 from __future__ import annotations
@@ -122,7 +125,7 @@ def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=Non
 
 def attention_reference(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
                         num_kv_heads=None, heads=None, out_dtype=np.float64, window=None, attn_mask=None,
-                        dropout_p=0.0, seed=0, offset=0):
+                        dropout_p=0.0, seed=0, offset=0, softcap=0.0):
     """Returns (out, lse): out in `layout` like q (dtype `out_dtype`), lse float64 [B, N, Sq].
 
     window (left, right), attn_mask (bool, True = attend), dropout_p with seed/offset: as
@@ -141,16 +144,18 @@ def attention_reference(q, k, v, *, causal=False, scale=None, layout="BNSD", num
     for b, slot, rows, _, q_rows, k_head, v_head, hidden, keep in head_chunks(
             q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads, causal=causal,
             window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=seed, offset=offset):
-        o, row_lse = _forward_rows(q_rows, k_head, v_head, hidden, keep, scale)
+        o, row_lse = _forward_rows(q_rows, k_head, v_head, hidden, keep, scale, softcap)
         out[b, slot, rows] = o
         lse[b, slot, rows] = row_lse
     return from_bnsd(out, layout).astype(out_dtype, copy=False), lse
 
 
-def _forward_rows(q_rows, k_head, v_head, hidden, keep, scale):
-    """(out [rows, D], lse [rows]) of one chunk: softmax of the visible scores, dropped by
-    `keep` in P.V only; rows that see no key give 0 and -inf."""
+def _forward_rows(q_rows, k_head, v_head, hidden, keep, scale, softcap=0.0):
+    """(out [rows, D], lse [rows]) of one chunk: softmax of the visible scores (soft-capped
+    when softcap > 0), dropped by `keep` in P.V only; rows that see no key give 0 and -inf."""
     scores = (q_rows @ k_head.T) * scale
+    if softcap > 0:
+        scores = softcap * np.tanh(scores / softcap)
     if hidden is not None:
         scores[hidden] = -np.inf
     row_max = scores.max(axis=1, keepdims=True) if scores.shape[1] else np.full((scores.shape[0], 1), -np.inf)
@@ -254,7 +259,7 @@ def _sequence_offset(offset, seq_index, n_heads):
 
 
 def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None, window=None,
-                               dropout_p=0.0, seed=0, offset=0, out_dtype=np.float64):
+                               dropout_p=0.0, seed=0, offset=0, out_dtype=np.float64, softcap=0.0):
     """Variable-length batch (layout TND): q [Tq, N, D], k/v [Tkv, Nkv, D], sequence s holding
     rows cu_seqlens[s]:cu_seqlens[s+1]. Each sequence is attended alone, with its own Sq/Skv
     for the causal/window alignment and s as the dropout batch index. Returns (out [Tq, N, D]
@@ -270,7 +275,7 @@ def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=Fa
             continue  # no queries, or rows that see no key: 0 and -inf
         o, l = attention_reference(q[None, qr], k[None, kr], v[None, kr], causal=causal, scale=scale, layout="BSND",
                                    window=window, dropout_p=dropout_p, seed=seed,
-                                   offset=_sequence_offset(offset, s, n_heads))
+                                   offset=_sequence_offset(offset, s, n_heads), softcap=softcap)
         out[qr], lse[:, qr] = o[0], l[0]
     return out.astype(out_dtype, copy=False), lse
 

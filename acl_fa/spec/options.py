@@ -12,6 +12,7 @@ device form. Semantics in docs/attention_options.md:
 - dropout_p in [0, 1), seed and offset uint64 (Philox4x32-10 key scheme in acl_fa/spec/philox.py).
 - cu_seqlens: flash-attn's cumulative starts with the leading 0 -> aclnn's actual_seq_qlen /
   actual_seq_kvlen, the cumulative ends without it.
+- softcap >= 0: scores = softcap * tanh(scores / softcap) before the mask (flash-attn 2.6); 0 = off.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from .band import UNBOUNDED, int_argument, window_band
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["UINT64_MAX", "AttentionOptions", "device_mask", "dropout_keep_prob", "dropout_rng", "cu_seqlens_ends",
-           "check_max_seqlen", "build_options"]
+           "check_max_seqlen", "softcap_value", "refuse_softcap", "build_options"]
 
 UINT64_MAX = (1 << 64) - 1
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,14 +52,15 @@ class AttentionOptions:
     cu_seqlens_q: Optional[tuple] = None   # cumulative ends WITHOUT the leading 0 (aclnn form), or None
     cu_seqlens_kv: Optional[tuple] = None
     return_dropout_mask: bool = False
+    softcap: float = 0.0                   # > 0: scores capped (FlashAttentionV3); 0 = off
 
     @property
     def is_default(self) -> bool:
         """True when the V1 op computes the call: at most causal, no mask, no dropout, no
-        varlen, no mask output."""
+        varlen, no mask output, no soft-capping."""
         return (self.pre_tokens == UNBOUNDED and self.next_tokens in (UNBOUNDED, 0) and self.keep_prob == 1.0
                 and self.mask_shape is None and self.cu_seqlens_q is None and self.cu_seqlens_kv is None
-                and not self.return_dropout_mask)
+                and not self.return_dropout_mask and self.softcap == 0.0)
 
     @property
     def is_causal(self) -> bool:
@@ -184,16 +187,36 @@ def check_max_seqlen(name: str, max_seqlen, ends: tuple) -> int:
     return value
 
 
+def softcap_value(softcap) -> float:
+    """softcap validated: a real number, finite and >= 0 (0 = off). Returned as a Python float."""
+    if isinstance(softcap, (bool, np.bool_)) or not isinstance(softcap, numbers.Real):
+        raise InvalidTypeError(f"softcap must be a real number (0 = off), got {softcap!r}")
+    value = float(softcap)
+    if not (0.0 <= value <= _FLOAT32_MAX):  # also refuses NaN; the op's attr is a float32
+        raise InvalidArgumentError(f"softcap must be a finite number >= 0 (0 = off), got {softcap!r}")
+    return value
+
+
+def refuse_softcap(softcap, op: str):
+    """For the ops that do not have soft-capping yet (issue #30): softcap validated, and any
+    value but 0 refused naming it."""
+    if softcap_value(softcap) != 0.0:
+        raise InvalidArgumentError(f"softcap={softcap!r} is not supported by {op} yet (the forward takes it; "
+                                   "softcap=0 is off)")
+
+
 def build_options(*, batch: int, heads: int, seq_q: int, seq_kv: int, causal: bool = False, window=None,
                   attn_mask=None, dropout_p=0.0, seed=None, offset=0, return_dropout_mask=False,
-                  cu_seqlens_q: Optional[tuple] = None, cu_seqlens_kv: Optional[tuple] = None) -> tuple:
+                  cu_seqlens_q: Optional[tuple] = None, cu_seqlens_kv: Optional[tuple] = None,
+                  softcap=0.0) -> tuple:
     """Validates the V2 keyword arguments of a call; returns (AttentionOptions, mask_u8 or None).
 
     cu_seqlens_* are already in aclnn form (cu_seqlens_ends). For varlen, batch is the number
     of sequences and seq_q / seq_kv the longest ones."""
     if (window is None and attn_mask is None and seed is None and return_dropout_mask is False
             and cu_seqlens_q is None and cu_seqlens_kv is None and (causal is True or causal is False)
-            and type(offset) is int and offset == 0 and type(dropout_p) in (float, int) and dropout_p == 0):
+            and type(offset) is int and offset == 0 and type(dropout_p) in (float, int) and dropout_p == 0
+            and type(softcap) in (float, int) and softcap == 0):
         # None of the V2 arguments (the common call): the options depend on causal alone; the
         # full validation below made them once.
         plain = _PLAIN_OPTIONS.get(causal)
@@ -201,8 +224,10 @@ def build_options(*, batch: int, heads: int, seq_q: int, seq_kv: int, causal: bo
             plain = _PLAIN_OPTIONS[causal] = _validated_options(batch, heads, seq_q, seq_kv, causal, None, None, 0.0,
                                                                 None, 0, False, None, None)
         return plain
-    return _validated_options(batch, heads, seq_q, seq_kv, causal, window, attn_mask, dropout_p, seed, offset,
-                              return_dropout_mask, cu_seqlens_q, cu_seqlens_kv)
+    options, mask = _validated_options(batch, heads, seq_q, seq_kv, causal, window, attn_mask, dropout_p, seed,
+                                       offset, return_dropout_mask, cu_seqlens_q, cu_seqlens_kv)
+    cap = softcap_value(softcap)
+    return (dataclasses.replace(options, softcap=cap) if cap else options), mask
 
 
 _PLAIN_OPTIONS: dict = {}  # causal -> build_options' (options, None) of a call without V2 arguments

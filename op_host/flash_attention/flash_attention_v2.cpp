@@ -4,7 +4,10 @@
 // (pre_tokens / next_tokens, FlashAttentionScore's attrs) and variable-length batches (layout
 // TND with the cumulative ends actual_seq_qlen / actual_seq_kvlen, value-depend inputs so that
 // the tiling balances the cores by each sequence's real work). Same policy, same tiling
-// struct and the same kernel source as FlashAttention (forward_tiling.h). Written against the
+// struct and the same kernel source as FlashAttention (forward_tiling.h). Its interface and
+// functions are shared with the ops that extend it by trailing attrs (FlashAttentionV3: softcap;
+// op_host/flash_attention/flash_attention_v3.cpp) through fa_host::DefineFlashAttentionV2,
+// RegisterFlashAttentionV2 and TileFlashAttentionV2 (forward_tiling.h). Written against the
 // real CANN host APIs only; errors go to the CANN log (module OP).
 #include <algorithm>
 #include <cstdint>
@@ -152,7 +155,11 @@ ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
     return ge::GRAPH_SUCCESS;
 }
 
-ge::graphStatus TilingFunc(gert::TilingContext *context) {
+}  // namespace
+
+namespace fa_host {
+
+ge::graphStatus TileFlashAttentionV2(gert::TilingContext *context) {
     const gert::RuntimeAttrs *attrs = nullptr;
     Dims d;
     fa_policy::Problem problem;
@@ -203,34 +210,44 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     return ge::GRAPH_SUCCESS;
 }
 
-}  // namespace
+void DefineFlashAttentionV2(ops::OpDef &def) {
+    using ops::OPTIONAL;
+    using ops::REQUIRED;
+    // Columns: float16, bfloat16, float32 inputs (as FlashAttention), each with a uint8 and a
+    // bool atten_mask (1 / true = masked out, FlashAttentionScore's convention); the tiling
+    // refuses, naming the chip, a dtype the chip's AI Core cannot take.
+    const std::vector<ge::DataType> types = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT,
+                                             ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT};
+    const std::vector<ge::DataType> masks = {ge::DT_UINT8, ge::DT_UINT8, ge::DT_UINT8,
+                                             ge::DT_BOOL,  ge::DT_BOOL,  ge::DT_BOOL};
+    const std::vector<ge::DataType> int64s(6, ge::DT_INT64);
+    const std::vector<ge::DataType> floats(6, ge::DT_FLOAT);
+    const std::vector<ge::DataType> uint8s(6, ge::DT_UINT8);
+    DescribeNd(def.Input("query"), REQUIRED, types);
+    DescribeNd(def.Input("key"), REQUIRED, types);
+    DescribeNd(def.Input("value"), REQUIRED, types);
+    DescribeNd(def.Input("atten_mask"), OPTIONAL, masks);
+    DescribeNd(def.Input("actual_seq_qlen"), OPTIONAL, int64s).ValueDepend(OPTIONAL);
+    DescribeNd(def.Input("actual_seq_kvlen"), OPTIONAL, int64s).ValueDepend(OPTIONAL);
+    DescribeNd(def.Output("attention_out"), REQUIRED, types);
+    DescribeNd(def.Output("softmax_lse"), REQUIRED, floats);
+    DescribeNd(def.Output("dropout_mask"), OPTIONAL, uint8s);
+    AddAttentionAttrs(def, true);
+    AddBlockAttrs(def);
+}
+
+void RegisterFlashAttentionV2(ops::OpDef &def, ge::graphStatus (*tiling)(gert::TilingContext *)) {
+    RegisterHost(def, InferShape, InferDataType, tiling, Chips::kA2A3Coupled);
+}
+
+}  // namespace fa_host
 
 namespace ops {
 class FlashAttentionV2 : public OpDef {
  public:
     explicit FlashAttentionV2(const char *name) : OpDef(name) {
-        // Columns: float16, bfloat16, float32 inputs (as FlashAttention), each with a uint8 and a
-        // bool atten_mask (1 / true = masked out, FlashAttentionScore's convention); the tiling
-        // refuses, naming the chip, a dtype the chip's AI Core cannot take.
-        const std::vector<ge::DataType> types = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT,
-                                                 ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT};
-        const std::vector<ge::DataType> masks = {ge::DT_UINT8, ge::DT_UINT8, ge::DT_UINT8,
-                                                 ge::DT_BOOL,  ge::DT_BOOL,  ge::DT_BOOL};
-        const std::vector<ge::DataType> int64s(6, ge::DT_INT64);
-        const std::vector<ge::DataType> floats(6, ge::DT_FLOAT);
-        const std::vector<ge::DataType> uint8s(6, ge::DT_UINT8);
-        fa_host::DescribeNd(this->Input("query"), REQUIRED, types);
-        fa_host::DescribeNd(this->Input("key"), REQUIRED, types);
-        fa_host::DescribeNd(this->Input("value"), REQUIRED, types);
-        fa_host::DescribeNd(this->Input("atten_mask"), OPTIONAL, masks);
-        fa_host::DescribeNd(this->Input("actual_seq_qlen"), OPTIONAL, int64s).ValueDepend(OPTIONAL);
-        fa_host::DescribeNd(this->Input("actual_seq_kvlen"), OPTIONAL, int64s).ValueDepend(OPTIONAL);
-        fa_host::DescribeNd(this->Output("attention_out"), REQUIRED, types);
-        fa_host::DescribeNd(this->Output("softmax_lse"), REQUIRED, floats);
-        fa_host::DescribeNd(this->Output("dropout_mask"), OPTIONAL, uint8s);
-        fa_host::AddAttentionAttrs(*this, true);
-        fa_host::AddBlockAttrs(*this);
-        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3Coupled);
+        fa_host::DefineFlashAttentionV2(*this);
+        fa_host::RegisterFlashAttentionV2(*this, fa_host::TileFlashAttentionV2);
     }
 };
 OP_ADD(FlashAttentionV2);

@@ -1,8 +1,9 @@
 #pragma once
 // What the forward ops' host sides (op_host/flash_attention/flash_attention.cpp for FlashAttention,
-// op_host/flash_attention/flash_attention_v2.cpp for FlashAttentionV2) share: the problem read from the shapes
-// and the layout, and the tiling written from the policy's plan (FlashAttentionTilingData, the
-// matmul tilings, block dim, tiling key, workspace).
+// op_host/flash_attention/flash_attention_v2.cpp for FlashAttentionV2, flash_attention_v3.cpp for
+// FlashAttentionV3) share: the problem read from the shapes and the layout, the tiling written
+// from the policy's plan (FlashAttentionTilingData, the matmul tilings, block dim, tiling key,
+// workspace), and FlashAttentionV2's interface for the ops that extend it by trailing attrs.
 #include <cstdint>
 #include <string>
 
@@ -330,5 +331,14 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     }
     return ge::GRAPH_SUCCESS;
 }
+
+// FlashAttentionV2's interface and functions (flash_attention_v2.cpp), for the ops that are V2
+// plus attrs after V2's last (FlashAttentionV3: softcap): such an op's OpDef calls
+// DefineFlashAttentionV2, adds its attrs, then RegisterFlashAttentionV2 with its TilingFunc,
+// which validates its attrs, calls TileFlashAttentionV2 and sets its fields of the tiling data.
+// V2's InferShape / InferDataType read no attr past block_n, so they serve such ops unchanged.
+void DefineFlashAttentionV2(ops::OpDef &def);  // V2's inputs, outputs and attrs, in order
+void RegisterFlashAttentionV2(ops::OpDef &def, ge::graphStatus (*tiling)(gert::TilingContext *));
+ge::graphStatus TileFlashAttentionV2(gert::TilingContext *context);  // V2's TilingFunc
 
 }  // namespace fa_host

@@ -120,6 +120,38 @@ __aicore__ inline void ApplyRowValues(const AscendC::LocalTensor<float> &tile, c
     }
 }
 
+// tile[0:count] = cap * tanh(scale * tile[0:count] / cap), cap > 0: flash-attn's soft-capping of
+// the scaled scores. Composed of vector instructions every architecture has: Ascend C's own Tanh
+// (asc-devkit include/adv_api/math/tanh.h) needs a scratch buffer and exists for arch 2201 and
+// 2002 but not 1001 (910A); it uses the same exponential formula,
+//   cap * tanh(y / cap) = cap - 2 cap / (exp(2 y / cap) + 1),  y = scale * tile,
+// which is exact at both ends (exp -> inf gives cap, exp -> 0 gives -cap, so large scores stay
+// finite and ordered) and has an absolute error of a few fp32 ulps of cap everywhere -- relative to
+// a capped score y << cap that is about cap / |y| ulps (the cancellation of 1 - 2 / (1 + exp(2x))
+// near x = 0): far below float16 / bfloat16 rounding, but above a float32 naive attention's error
+// when cap is 20 or more times the scores (docs/attention_options.md#soft-capping-flashattentionv3).
+// konst: one 32-B block of fp32 scratch, filled with -2 cap and read with block and repeat stride
+// 0 as Div's dividend.
+__aicore__ inline void SoftCap(const AscendC::LocalTensor<float> &tile, const AscendC::LocalTensor<float> &konst,
+                               uint32_t count, float scale, float cap)
+{
+    AscendC::Muls(tile, tile, 2.0f * scale / cap, static_cast<int32_t>(count));
+    AscendC::Exp(tile, tile, static_cast<int32_t>(count));
+    AscendC::Adds(tile, tile, 1.0f, static_cast<int32_t>(count));
+    AscendC::Duplicate(konst, -2.0f * cap, static_cast<int32_t>(FP32_PER_BLOCK));
+    const AscendC::BinaryRepeatParams params(1, 0, 1, 8, 0, 8);  // dst, konst, tile: blk, then rep strides
+    constexpr uint32_t MAX_REPEATS = 255;
+    uint32_t done = 0;
+    while (done < count) {
+        const uint32_t repeats = Min((count - done) / FP32_PER_REPEAT, MAX_REPEATS);
+        const uint32_t width = repeats > 0 ? FP32_PER_REPEAT : count - done;  // a last partial repeat
+        const uint32_t times = repeats > 0 ? repeats : 1;
+        AscendC::Div(tile[done], konst, tile[done], width, static_cast<uint8_t>(times), params);
+        done += width * times;
+    }
+    AscendC::Adds(tile, tile, cap, static_cast<int32_t>(count));
+}
+
 // Sets columns [from, to) of the row starting at rowBase (a multiple of 16 elements) to
 // `value`: whole 64-column repeats as one contiguous run, a partial repeat through a bit mask.
 __aicore__ inline void FillColumns(const AscendC::LocalTensor<float> &tile, uint32_t rowBase, uint32_t from,

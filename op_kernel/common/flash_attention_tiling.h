@@ -142,7 +142,9 @@ struct FlashAttentionTilingData {
     uint32_t maskN;          // 1 or numHeads
     uint32_t maskQ;          // 1 or seqQ
     uint32_t maskRows;       // mask tile rows per pass (attention_mask.h MaskTiles capacity, multiple of 4)
-    uint32_t reserved3;      // keeps the tilings 8-byte aligned
+    float softcap;           // FlashAttentionV3: > 0 caps the scaled scores, S = softcap * tanh(S / softcap),
+                             // before the mask (flash_attention_rows.h); 0 = off (V1, V2). Also keeps the
+                             // next field 8-byte aligned
     uint64_t wsMaskSummaryOffset;  // bytes from the user workspace's start: the block summary, one byte
                                    // per (mask batch, mask head, query block, key block), shared by all AIVs
     // ---- dropout (FlashAttentionV2 keep_prob < 1; MIX path only) ----

@@ -2,7 +2,8 @@
 // every architecture: the online softmax of one score block and the final O / LSE rows.
 //
 // For a query row block of `rows` rows and a K/V block of `cols` keys (tile row stride n):
-//   S     *= scale; visibility       (MaskScores: -inf outside the band and past the Skv tail;
+//   S     *= scale                   (softcap > 0, FlashAttentionV3: S = softcap * tanh(S / softcap))
+//   visibility                       (MaskScores: -inf outside the band and past the Skv tail;
 //                                     only on blocks the band's edges or the tail cross)
 //   m_new  = max(m, rowmax(S), -FLT_MAX);  alpha = exp(m - m_new)
 //   P      = exp(S - m_new);  l = alpha * l + rowsum(P)              (fp32, in place of S)
@@ -154,7 +155,13 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
     const uint32_t elems = rows * n;  // [rows, n]; columns >= cols are masked below
 
-    AscendC::Muls(scores, scores, td_->scaleValue, elems);
+    if (td_->softcap > 0.0f) {
+        // FlashAttentionV3: S = softcap * tanh(scale * S / softcap), before any mask (flash-attn's
+        // order); brcb_ lends one block of scratch, free until ApplyRows below.
+        attn_rows::SoftCap(scores, brcb_, elems, td_->scaleValue, td_->softcap);
+    } else {
+        AscendC::Muls(scores, scores, td_->scaleValue, elems);
+    }
     MaskScores(scores, n, rows, row0, col0, cols);
     if (bias != nullptr) {
         bias->AddBias(scores, n, row0, rows, col0, cols);

@@ -65,7 +65,6 @@ def test_flash_attn_func_window_size_is_the_sliding_window(window_size, causal):
 
 @pytest.mark.parametrize("kwargs, feature", [
     ({"dropout_p": 0.1}, "dropout"),
-    ({"softcap": 30.0}, "soft-capping"),
     ({"alibi_slopes": np.ones(2, np.float32)}, "ALiBi"),
 ])
 def test_flash_attn_func_unbuilt_features_name_themselves(kwargs, feature):

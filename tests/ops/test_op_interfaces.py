@@ -40,7 +40,7 @@ _PRELUDE = ("typedef int aclnnStatus; typedef int int64_t; typedef int uint64_t;
 
 
 def test_every_op_is_covered():
-    assert len(OPS) == 7, [op["op"] for _, op in OPS]
+    assert len(OPS) >= 7, [op["op"] for _, op in OPS]  # at least the 7 ops of issue #27; variants add more
     assert len({op["op"] for _, op in OPS}) == len(OPS)
 
 

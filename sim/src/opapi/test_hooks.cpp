@@ -40,11 +40,31 @@ bool ApplyTilingHook(const char *opType, std::vector<uint8_t> *tilingData, uint6
     return true;
 }
 
+namespace {
+
+// The forward ops, whose tiling is FlashAttentionTilingData: FlashAttention and its versioned
+// entries FlashAttentionV<n> (V2, V3, ... -- a new version needs no edit here), not
+// FlashAttentionGrad / FlashAttentionDecode.
+bool IsForwardOp(const char *opType)
+{
+    constexpr char kForward[] = "FlashAttention";
+    const size_t n = sizeof kForward - 1;
+    if (std::strncmp(opType, kForward, n) != 0) return false;
+    const char *version = opType + n;
+    if (*version == '\0') return true;
+    if (*version != 'V' || version[1] == '\0') return false;
+    for (const char *c = version + 1; *c != '\0'; ++c) {
+        if (*c < '0' || *c > '9') return false;
+    }
+    return true;
+}
+
+}  // namespace
+
 std::vector<uint64_t> WorkItemsHint(const char *opType, const std::vector<uint8_t> &tilingData)
 {
     std::vector<uint64_t> items;
-    const bool forward = std::strcmp(opType, "FlashAttention") == 0 || std::strcmp(opType, "FlashAttentionV2") == 0;
-    if (!forward || tilingData.size() < sizeof(FlashAttentionTilingData)) return items;
+    if (!IsForwardOp(opType) || tilingData.size() < sizeof(FlashAttentionTilingData)) return items;
     // AIC core c owns items [coreItemStart[c], coreItemStart[c + 1]) (flash_attention_tiling.h).
     FlashAttentionTilingData tiling;
     std::memcpy(&tiling, tilingData.data(), sizeof tiling);

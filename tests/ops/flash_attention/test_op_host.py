@@ -58,7 +58,8 @@ typedef struct {
     uint32_t varlen, tokensQ, tokensKv, chunkRows;
     TCubeTiling qkTiling;
     TCubeTiling pvTiling;
-    uint32_t hasMask, maskB, maskN, maskQ, maskRows, reserved3;
+    uint32_t hasMask, maskB, maskN, maskQ, maskRows;
+    float softcap;
     uint64_t wsMaskSummaryOffset;
     uint32_t philoxLanes, keepThreshold;
     float invKeepProb;
