@@ -50,9 +50,9 @@ def main():
     # Every run with the blocks the policy picks with both options on (the most UB), so only the
     # option differs between the rows.
     chosen = attention_v2.check_v2_plan(attention_v2.V2Call(plain, build_options(
-        batch=1, heads=n, seq_q=s, seq_kv=s, attn_mask=padding, dropout_p=args.dropout, seed=1)[0]), None)
+        scores=(1, n, s, s), attn_mask=padding, dropout_p=args.dropout, seed=1)[0]), None)
     problem, *_ = make_problem(*shells, block_m=args.block_m or chosen.block_m, block_n=args.block_n or chosen.block_n)
-    sizes = dict(batch=1, heads=n, seq_q=s, seq_kv=s)
+    sizes = dict(scores=(1, n, s, s))
     runs = {
         "no mask, p = 0": build_options(**sizes, window=(-1, -1)),
         "key padding [1, 1, 1, S] hiding half, p = 0": build_options(**sizes, attn_mask=padding),

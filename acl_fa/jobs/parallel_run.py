@@ -157,7 +157,7 @@ def _dout(q, dt, seed):
 def _check_backward(run_, problem: Problem, grads, q, k, v, dout):
     """kv head 0 and its query heads of (dq, dk, dv) against the float64 backward (2x-naive rule)."""
     p = problem
-    run_.gradients = check_gradients(grads, q, k, v, dout, causal=p.causal, scale=p.scale, layout=p.layout,
+    run_.gradients = check_gradients(grads, (q, k, v, dout), causal=p.causal, scale=p.scale, layout=p.layout,
                                      num_heads=p.num_heads, num_kv_heads=p.num_kv_heads,
                                      dtype_name=_dtype_name(p), kv_heads=[0])
     run_.backward["checked"] = True

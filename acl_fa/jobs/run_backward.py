@@ -109,7 +109,7 @@ def run_backward_job(problem: Problem, settings: JobSettings = JobSettings(l2=Fa
     checks = None
     if settings.check:
         pairs = problem.batch * problem.num_heads * problem.seq_q * problem.seq_kv
-        checks = check_gradients(grads, q, k, v, dout, causal=problem.causal, scale=problem.scale,
+        checks = check_gradients(grads, (q, k, v, dout), causal=problem.causal, scale=problem.scale,
                                  layout=problem.layout,
                                  num_heads=problem.num_heads, num_kv_heads=problem.num_kv_heads,
                                  dtype_name=problem.dtype_name, kv_heads=None if pairs <= FULL_CHECK_PAIRS else [0])

@@ -242,7 +242,7 @@ def _check_backward(problem, options, grads, q, k, v, dout, attn_mask, dropout_p
     for (q_s, dout_s, dq_s), (k_s, v_s, dk_s, dv_s), layout, offset in _units(
             problem, options, [q, dout, dq], [k, v, dk, dv]):
         features = dict(_features(options, attn_mask, dropout_p, window), offset=offset)
-        per_unit.append(check_gradients((dq_s, dk_s, dv_s), q_s, k_s, v_s, dout_s, causal=causal, scale=problem.scale,
+        per_unit.append(check_gradients((dq_s, dk_s, dv_s), (q_s, k_s, v_s, dout_s), causal=causal, scale=problem.scale,
                                         layout=layout, num_heads=n, num_kv_heads=nkv, dtype_name=problem.dtype_name,
                                         kv_heads=kv_heads, **features))
     return [_worst([unit[i] for unit in per_unit]) for i in range(3)]
@@ -260,8 +260,7 @@ def run_options_job(problem: Problem, run_options: RunOptions, settings: JobSett
         raise InvalidArgumentError("--mask-density does not combine with --varlen (masks with varlen are not taken)")
     attn_mask = None if mask_density is None else key_padding_mask(problem.batch, problem.seq_kv, mask_density)
     ends = None if varlen is None else tuple(int(x) for x in np.cumsum(varlen))
-    options, mask_u8 = build_options(batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
-                                     seq_kv=problem.seq_kv, causal=causal, window=window, attn_mask=attn_mask,
+    options, mask_u8 = build_options(scores=problem.score_grid, causal=causal, window=window, attn_mask=attn_mask,
                                      dropout_p=dropout, seed=seed, cu_seqlens_q=ends, cu_seqlens_kv=ends)
     if varlen is None:
         pairs = sum(band_pairs(options, problem.seq_q, problem.seq_kv, None if attn_mask is None else attn_mask[b, 0, 0])

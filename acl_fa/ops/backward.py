@@ -144,6 +144,6 @@ def backward_options(forward: Problem, *, causal, window, attn_mask=None, dropou
         raise InvalidArgumentError(
             "seed: the backward with dropout_p > 0 needs the forward's seed and offset (the ones the forward "
             "returned) to regenerate its dropout mask")
-    return build_options(batch=forward.batch, heads=forward.num_heads, seq_q=forward.seq_q, seq_kv=forward.seq_kv,
-                         causal=causal, window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=seed,
-                         offset=offset, cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv)
+    return build_options(scores=forward.score_grid, causal=causal, window=window, attn_mask=attn_mask,
+                         dropout_p=dropout_p, seed=seed, offset=offset, cu_seqlens_q=cu_seqlens_q,
+                         cu_seqlens_kv=cu_seqlens_kv)

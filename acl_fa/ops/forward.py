@@ -98,8 +98,7 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
                                     num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
-    options, mask = build_options(batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
-                                  seq_kv=problem.seq_kv, causal=causal, window=window, attn_mask=attn_mask,
+    options, mask = build_options(scores=problem.score_grid, causal=causal, window=window, attn_mask=attn_mask,
                                   dropout_p=dropout_p, seed=seed, offset=offset,
                                   return_dropout_mask=return_dropout_mask, softcap=softcap)
     check_float32_range(problem, q, k, v)

@@ -84,8 +84,7 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
     problem, ends_q, ends_kv, q, k, v = make_varlen_problem(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, scale=scale,
         block_m=block_m, block_n=block_n)
-    options, _ = build_options(batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
-                               seq_kv=problem.seq_kv, causal=causal, window=window, dropout_p=dropout_p, seed=seed,
+    options, _ = build_options(scores=problem.score_grid, causal=causal, window=window, dropout_p=dropout_p, seed=seed,
                                offset=offset, return_dropout_mask=return_dropout_mask, cu_seqlens_q=ends_q,
                                cu_seqlens_kv=ends_kv, softcap=softcap)
     session = default_session(backend, device) if session is None else session

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..spec.layouts import to_bnsd
-from .attention import attention_reference_backward, head_chunks
+from .attention import ScoreRule, attention_reference_backward, head_chunks
 
 __all__ = ["Accuracy", "ULP", "naive_same_precision", "check_accuracy", "GradientAccuracy", "check_gradients"]
 
@@ -47,7 +47,7 @@ def naive_same_precision(q, k, v, dtype, *, causal, scale, layout, num_heads=Non
     out = np.zeros((qb.shape[0], len(heads), qb.shape[2], qb.shape[3]))
     for b, slot, rows, _, q_rows, k_head, v_head, hidden, keep in head_chunks(
             q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
-            dtype=np.float32, chunk_bytes=32 << 20, causal=causal, **features):
+            dtype=np.float32, chunk_bytes=32 << 20, rule=ScoreRule(causal=causal, **features)):
         s = (q_rows @ k_head.T).astype(dtype).astype(np.float32) * np.float32(scale)
         if hidden is not None:
             s[hidden] = -np.inf
@@ -104,14 +104,15 @@ class GradientAccuracy:
         return self.max_error <= self.tolerance and not math.isnan(self.max_error)
 
 
-def check_gradients(grads, q, k, v, dout, *, causal, scale, layout, num_heads, num_kv_heads, dtype_name,
+def check_gradients(grads, inputs, *, causal, scale, layout, num_heads, num_kv_heads, dtype_name,
                     kv_heads=None, **features) -> list:
-    """dq, dk, dv (in `layout`) against the float64 backward. The naive same-precision backward
-    takes the inputs in the dtype, computes in fp32, rounds P and dS to the dtype before the
+    """dq, dk, dv (in `layout`) of the backward of `inputs` = (q, k, v, dout) against the float64
+    backward. The naive same-precision backward takes the inputs in the dtype, computes in fp32, rounds P and dS to the dtype before the
     matmuls that read them and its results to the dtype. kv_heads (default all) restricts the
     check to those kv heads and the query heads of their groups (the reference costs
     O(Sq * Skv * D) per head). `features`: window / attn_mask / dropout_p / seed / offset, as
     attention_reference_backward. Returns [GradientAccuracy] for dq, dk, dv."""
+    q, k, v, dout = inputs
     group = num_heads // num_kv_heads
     kv_heads = list(range(num_kv_heads)) if kv_heads is None else list(kv_heads)
     heads = [h * group + g for h in kv_heads for g in range(group)]

@@ -12,6 +12,7 @@ scaled scores when softcap > 0, before any mask): cap(s) = softcap * tanh(s / so
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -20,18 +21,18 @@ from ..spec.options import build_options
 from ..spec.layouts import to_bnsd, from_bnsd
 from ..spec.philox import keep_mask
 
-__all__ = ["attention_reference", "attention_reference_backward", "attention_backward_math", "head_chunks",
+__all__ = ["ScoreRule", "attention_reference", "attention_reference_backward", "attention_backward_math", "head_chunks",
            "attention_reference_varlen", "attention_reference_varlen_backward", "varlen_sequences"]
 
 # Rows of Q per chunk are chosen so a chunk's scores take at most this many bytes.
 _DEFAULT_CHUNK_BYTES = 64 << 20
 
 
-def _features(batch, n_heads, sq, skv, attn_mask, dropout_p, seed, offset):
-    """AttentionOptions (for the dropout) and uint8 device mask (1 = masked out) of the reference's
-    mask and dropout arguments. The band is not taken from them: see _Band."""
-    return build_options(batch=batch, heads=n_heads, seq_q=sq, seq_kv=skv, attn_mask=attn_mask, dropout_p=dropout_p,
-                         seed=seed, offset=offset)
+def _features(batch, n_heads, sq, skv, rule):
+    """AttentionOptions (for the dropout) and uint8 device mask (1 = masked out) of the rule's mask
+    and dropout. The band is not taken from them: see _Band."""
+    return build_options(scores=(batch, n_heads, sq, skv), attn_mask=rule.attn_mask,
+                         dropout_p=rule.dropout_p, seed=rule.seed, offset=rule.offset)
 
 
 class _Band:
@@ -73,9 +74,22 @@ class _Band:
         return ~seen
 
 
+@dataclasses.dataclass(frozen=True)
+class ScoreRule:
+    """Which scores a row keeps and how its probabilities are dropped, in the ops' own keywords
+    (docs/attention_options.md): the causal / window band, an explicit mask (True = attend) and
+    dropout with its Philox seed and offset."""
+
+    causal: bool = False
+    window: object = None
+    attn_mask: object = None
+    dropout_p: float = 0.0
+    seed: int = 0
+    offset: int = 0
+
+
 def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=None, dtype=np.float64,
-                chunk_bytes=_DEFAULT_CHUNK_BYTES, causal=False, window=None, attn_mask=None, dropout_p=0.0,
-                seed=0, offset=0):
+                chunk_bytes=_DEFAULT_CHUNK_BYTES, rule=ScoreRule()):
     """Yields (b, slot, rows, cols, q_rows, k_head, v_head, hidden, keep) for every selected query
     head and chunk of query rows: `rows` the slice of query rows, `cols` the slice of keys the
     band lets those rows see (all keys without a window), q_rows [rows, D], k_head / v_head
@@ -91,8 +105,8 @@ def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=Non
     n_kv, skv = kb.shape[1], kb.shape[2]
     if n_heads % n_kv:
         raise ValueError(f"query heads {n_heads} must be a multiple of key/value heads {n_kv}")
-    options, mask = _features(batch, n_heads, sq, skv, attn_mask, dropout_p, seed, offset)
-    band = _Band(causal, window, sq, skv)
+    options, mask = _features(batch, n_heads, sq, skv, rule)
+    band = _Band(rule.causal, rule.window, sq, skv)
     group = n_heads // n_kv
     head_list = list(range(n_heads)) if heads is None else [int(h) for h in heads]
     chunk = max(1, chunk_bytes // max(1, skv * np.dtype(dtype).itemsize))
@@ -142,8 +156,8 @@ def attention_reference(q, k, v, *, causal=False, scale=None, layout="BNSD", num
     out = np.zeros((batch, n_out, sq, d), dtype=np.float64)
     lse = np.full((batch, n_out, sq), -np.inf, dtype=np.float64)
     for b, slot, rows, _, q_rows, k_head, v_head, hidden, keep in head_chunks(
-            q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads, causal=causal,
-            window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=seed, offset=offset):
+            q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
+            rule=ScoreRule(causal, window, attn_mask, dropout_p, seed, offset)):
         o, row_lse = _forward_rows(q_rows, k_head, v_head, hidden, keep, scale, softcap)
         out[b, slot, rows] = o
         lse[b, slot, rows] = row_lse
@@ -231,8 +245,7 @@ def attention_reference_backward(dout, q, k, v, *, causal=False, scale=None, lay
     dv = np.zeros(kb.shape, dtype=work_dtype)
     for b, slot, rows, cols, q_rows, k_head, v_head, hidden, keep in head_chunks(
             q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
-            dtype=work_dtype, causal=causal, window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=seed,
-            offset=offset):
+            dtype=work_dtype, rule=ScoreRule(causal, window, attn_mask, dropout_p, seed, offset)):
         h = head_list[slot]
         dout_rows = db[b, h, rows].astype(work_dtype)
         dq_rows, dk_part, dv_part = attention_backward_math(

@@ -205,12 +205,12 @@ def refuse_softcap(softcap, op: str):
                                    "softcap=0 is off)")
 
 
-def build_options(*, batch: int, heads: int, seq_q: int, seq_kv: int, causal: bool = False, window=None,
-                  attn_mask=None, dropout_p=0.0, seed=None, offset=0, return_dropout_mask=False,
-                  cu_seqlens_q: Optional[tuple] = None, cu_seqlens_kv: Optional[tuple] = None,
-                  softcap=0.0) -> tuple:
+def build_options(*, scores: tuple, causal: bool = False, window=None, attn_mask=None, dropout_p=0.0, seed=None,
+                  offset=0, return_dropout_mask=False, cu_seqlens_q: Optional[tuple] = None,
+                  cu_seqlens_kv: Optional[tuple] = None, softcap=0.0) -> tuple:
     """Validates the V2 keyword arguments of a call; returns (AttentionOptions, mask_u8 or None).
 
+    scores: (batch, heads, seq_q, seq_kv), the score grid a mask is broadcast against.
     cu_seqlens_* are already in aclnn form (cu_seqlens_ends). For varlen, batch is the number
     of sequences and seq_q / seq_kv the longest ones."""
     if (window is None and attn_mask is None and seed is None and return_dropout_mask is False
@@ -221,11 +221,11 @@ def build_options(*, batch: int, heads: int, seq_q: int, seq_kv: int, causal: bo
         # full validation below made them once.
         plain = _PLAIN_OPTIONS.get(causal)
         if plain is None:
-            plain = _PLAIN_OPTIONS[causal] = _validated_options(batch, heads, seq_q, seq_kv, causal, None, None, 0.0,
-                                                                None, 0, False, None, None)
+            plain = _PLAIN_OPTIONS[causal] = _validated_options(scores, causal, None, None, 0.0, None, 0, False,
+                                                                None, None)
         return plain
-    options, mask = _validated_options(batch, heads, seq_q, seq_kv, causal, window, attn_mask, dropout_p, seed,
-                                       offset, return_dropout_mask, cu_seqlens_q, cu_seqlens_kv)
+    options, mask = _validated_options(scores, causal, window, attn_mask, dropout_p, seed, offset,
+                                       return_dropout_mask, cu_seqlens_q, cu_seqlens_kv)
     cap = softcap_value(softcap)
     return (dataclasses.replace(options, softcap=cap) if cap else options), mask
 
@@ -233,14 +233,14 @@ def build_options(*, batch: int, heads: int, seq_q: int, seq_kv: int, causal: bo
 _PLAIN_OPTIONS: dict = {}  # causal -> build_options' (options, None) of a call without V2 arguments
 
 
-def _validated_options(batch, heads, seq_q, seq_kv, causal, window, attn_mask, dropout_p, seed, offset,
-                       return_dropout_mask, cu_seqlens_q, cu_seqlens_kv) -> tuple:
+def _validated_options(scores, causal, window, attn_mask, dropout_p, seed, offset, return_dropout_mask,
+                       cu_seqlens_q, cu_seqlens_kv) -> tuple:
     if not isinstance(causal, (bool, np.bool_)):
         raise InvalidTypeError(f"causal must be a bool, got {causal!r}")
     if not isinstance(return_dropout_mask, (bool, np.bool_)):
         raise InvalidTypeError(f"return_dropout_mask must be a bool, got {return_dropout_mask!r}")
     pre, nxt = window_band(window, bool(causal))
-    mask = None if attn_mask is None else device_mask(attn_mask, batch, heads, seq_q, seq_kv)
+    mask = None if attn_mask is None else device_mask(attn_mask, *scores)
     keep_prob = dropout_keep_prob(dropout_p)
     seed, offset = dropout_rng(keep_prob, seed, offset)
     options = AttentionOptions(pre_tokens=pre, next_tokens=nxt, keep_prob=keep_prob, seed=seed, offset=offset,

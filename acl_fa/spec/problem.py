@@ -67,6 +67,11 @@ class Problem:
         return hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
 
     @property
+    def score_grid(self) -> tuple:
+        """(batch, num_heads, seq_q, seq_kv): the grid of scores a mask is broadcast against."""
+        return (self.batch, self.num_heads, self.seq_q, self.seq_kv)
+
+    @property
     def lse_shape(self) -> tuple:
         return (self.batch, self.num_heads, self.seq_q)
 

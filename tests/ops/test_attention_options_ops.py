@@ -51,7 +51,7 @@ def test_forward_and_backward_match_the_reference(dims, dtype, layout, opts):
     grads = acl_fa.flash_attention_backward(dout, q, k, v, out, lse,
                                             **{k_: v_ for k_, v_ in ref_kw.items() if k_ not in ("heads", "scale")})
     ref_kw.pop("heads")
-    for check in check_gradients(grads, q, k, v, dout, dtype_name=NAMES[dtype], **ref_kw):
+    for check in check_gradients(grads, (q, k, v, dout), dtype_name=NAMES[dtype], **ref_kw):
         assert check.ok, check
 
 

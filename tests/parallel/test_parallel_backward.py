@@ -51,7 +51,7 @@ for p, causal, layout, n, nkv, s, dtype in CASES:
                                              layout=layout, **heads)
     for g, x in zip(grads, (q, k, v)):
         assert g.shape == x.shape and g.dtype == dt
-    checks = check_gradients(grads, q, k, v, dout, causal=causal, scale=1 / np.sqrt(d), layout=layout, num_heads=n,
+    checks = check_gradients(grads, (q, k, v, dout), causal=causal, scale=1 / np.sqrt(d), layout=layout, num_heads=n,
                              num_kv_heads=nkv, dtype_name=dtype)
     assert all(c.ok for c in checks), (p, causal, layout, checks)
     single = acl_fa.flash_attention_backward(dout, q, k, v, out, lse, causal=causal, layout=layout, **heads)

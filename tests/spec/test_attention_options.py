@@ -53,19 +53,19 @@ def test_device_mask_keeps_the_given_shape(shape):
 
 
 def test_default_options_are_v1():
-    opts, mask = build_options(batch=B, heads=N, seq_q=SQ, seq_kv=SKV, causal=True)
+    opts, mask = build_options(scores=(B, N, SQ, SKV), causal=True)
     assert opts.is_default and opts.is_causal and mask is None and opts.seed == 0
-    assert not build_options(batch=B, heads=N, seq_q=SQ, seq_kv=SKV, window=(8, 0))[0].is_default
-    assert not build_options(batch=B, heads=N, seq_q=SQ, seq_kv=SKV, return_dropout_mask=True)[0].is_default
-    opts, mask = build_options(batch=B, heads=N, seq_q=SQ, seq_kv=SKV, attn_mask=np.ones(SKV, bool))
+    assert not build_options(scores=(B, N, SQ, SKV), window=(8, 0))[0].is_default
+    assert not build_options(scores=(B, N, SQ, SKV), return_dropout_mask=True)[0].is_default
+    opts, mask = build_options(scores=(B, N, SQ, SKV), attn_mask=np.ones(SKV, bool))
     assert not opts.is_default and opts.mask_shape == (1, 1, 1, SKV)
 
 
 def test_dropout_seed_drawn_and_kept():
-    a, _ = build_options(batch=B, heads=N, seq_q=SQ, seq_kv=SKV, dropout_p=0.1)
-    b, _ = build_options(batch=B, heads=N, seq_q=SQ, seq_kv=SKV, dropout_p=0.1)
+    a, _ = build_options(scores=(B, N, SQ, SKV), dropout_p=0.1)
+    b, _ = build_options(scores=(B, N, SQ, SKV), dropout_p=0.1)
     assert a.seed != b.seed and 0 <= a.seed < 2**64 and a.has_dropout and not a.is_default
-    c, _ = build_options(batch=B, heads=N, seq_q=SQ, seq_kv=SKV, dropout_p=0.1, seed=2**64 - 1, offset=5)
+    c, _ = build_options(scores=(B, N, SQ, SKV), dropout_p=0.1, seed=2**64 - 1, offset=5)
     assert (c.seed, c.offset, c.keep_prob) == (2**64 - 1, 5, float(np.float32(0.9)))
     assert c.dropout_threshold == 26  # round((1 - float32(0.9)) * 256): keeps 230 of 256 draws
     assert dropout_keep_prob(0) == 1.0
@@ -82,7 +82,7 @@ def test_cu_seqlens_to_aclnn_form(cu, total, ends):
 
 
 def _opts(**kw):
-    return build_options(batch=B, heads=N, seq_q=SQ, seq_kv=SKV, **kw)
+    return build_options(scores=(B, N, SQ, SKV), **kw)
 
 
 BAD = [  # (id, call, exception, words the message must hold)

@@ -65,7 +65,7 @@ def naive(q, k, v, vis, keep, scale, dtype):
 
 def visibility(b, n, sq, skv, causal, window, mask):
     """bool [b, n, sq, skv]: the band and the mask."""
-    options, _ = build_options(batch=b, heads=n, seq_q=sq, seq_kv=skv, causal=causal, window=window)
+    options, _ = build_options(scores=(b, n, sq, skv), causal=causal, window=window)
     vis = np.broadcast_to(band_visible(options, sq, skv, slice(0, sq)), (b, n, sq, skv))
     if mask is not None:
         vis = vis & np.broadcast_to(mask.reshape((1,) * (4 - mask.ndim) + mask.shape), (b, n, sq, skv))
@@ -192,7 +192,7 @@ def test_varlen_causal_window_dropout(session):
     finite = np.isfinite(ref_lse)
     assert np.array_equal(finite, np.isfinite(lse)) and np.abs(lse[finite] - ref_lse[finite]).max() < 1e-3
     keep_prob = float(np.float32(0.8))
-    options, _ = build_options(batch=1, heads=n, seq_q=1, seq_kv=1, causal=True, window=(40, 0))
+    options, _ = build_options(scores=(1, n, 1, 1), causal=True, window=(40, 0))
     assert keep.shape == (4, n, 100, 80)
     for s, (sq, skv) in enumerate(zip(lens_q, lens_kv)):
         vis = band_visible(options, sq, skv, slice(0, sq))
@@ -335,7 +335,7 @@ def test_ub_budget_is_the_kernels(session, sim_only, kwargs):
     acl_fa.flash_attention(q, k, v, session=session, **kwargs)
     ub = sim_stats.last_launch(session.backend)["ub_high_water"]
     problem, *_ = make_problem(q, k, v)
-    options, _ = build_options(batch=2, heads=2, seq_q=200, seq_kv=200, **kwargs)
+    options, _ = build_options(scores=(2, 2, 200, 200), **kwargs)
     plan = attention_v2.check_v2_plan(attention_v2.V2Call(problem, options), session.soc_name())
     lines = {line.name: line.bytes for line in plan.budget}
     assert ub == lines["UB total per AIV"]
@@ -373,7 +373,7 @@ def test_dropout_chunks_take_the_ub_left(session, kwargs, lanes):
 
     shells = [np.empty((1, 2, 4096, 128), np.float16) for _ in range(3)]
     problem, *_ = make_problem(*shells, block_m=64, block_n=320)
-    options, _ = build_options(batch=1, heads=2, seq_q=4096, seq_kv=4096, **kwargs)
+    options, _ = build_options(scores=(1, 2, 4096, 4096), **kwargs)
     plan = attention_v2.check_v2_plan(attention_v2.V2Call(problem, options), session.soc_name())
     lines = {line.name: (line.bytes, line.capacity) for line in plan.budget}
     philox = next(v for name, v in lines.items() if name.startswith("philoxBuf"))

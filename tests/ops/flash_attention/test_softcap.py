@@ -240,7 +240,7 @@ def test_backward_and_decode_refuse_softcap(session):
 def test_the_tiling_refuses_a_bad_softcap_from_direct_aclnn_callers(session):
     """The op's own check, for callers that skip the Python layer: TilingFunc names softcap."""
     problem, q, k, v = make_problem(*(np.zeros((1, 1, 16, 16), np.float16),) * 3)
-    options, _ = build_options(batch=1, heads=1, seq_q=16, seq_kv=16, softcap=1.0)
+    options, _ = build_options(scores=(1, 1, 16, 16), softcap=1.0)
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(acl_fa.AclFaError, match="softcap must be a finite number >= 0"):
             run_forward_v2(session, problem, dataclasses.replace(options, softcap=bad), q, k, v)
