@@ -31,7 +31,7 @@ def _inputs(layout, b, n, nkv, sq, skv, d, dtype, seed=0):
     return tuple(rng.standard_normal(s, dtype=np.float32).astype(dtype) for s in (qs, kvs, kvs, qs))
 
 
-def _check_gradients(grads, (q, k, v, dout), *, causal, layout, n, nkv, dtype, scale=None):
+def _check_gradients(grads, q, k, v, dout, *, causal, layout, n, nkv, dtype, scale=None):
     for acc in check_gradients(grads, (q, k, v, dout), causal=causal, scale=scale, layout=layout, num_heads=n,
                                num_kv_heads=nkv, dtype_name="bfloat16" if dtype == BF16 else "float16"):
         assert acc.ok, (f"{acc.name}: max error {acc.max_error:.3g} > {acc.tolerance:.3g} "
