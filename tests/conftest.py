@@ -18,6 +18,10 @@ os.environ.setdefault("ACL_FA_BACKEND", "sim")
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
+# The checkout's cffi declarations. An installed package's acl_fa/cdefs name headers of the source
+# tree (sim/include, native/) that only a checkout has; the installed package itself uses the cffi
+# module generated from them at build time. Tests that read declarations read these.
+CDEFS = REPO / "acl_fa" / "cdefs"
 # The test-only helpers that test modules import by name: the engine's test kernels and their
 # loader (kernels/simlib.py), the plans of loose sizes (kernels/sized_plans.py), and the ABI checker
 # (abi/abi_check.py).

@@ -19,10 +19,12 @@ from pathlib import Path
 import cffi
 import numpy as np
 
-from acl_fa.runtime.cdef_reader import c_declarations, default_cdefs_dir, read_cdefs
+from acl_fa.runtime.cdef_reader import c_declarations, read_cdefs
 
 # The driver's declarations (ACL runtime, simulator extension) plus the test kernels' entries.
-CDEF = read_cdefs(default_cdefs_dir()) + c_declarations(Path(__file__).with_name("test_kernels.h"))
+# The checkout's declarations (an installed package's cdefs name headers only a checkout has).
+CDEF = read_cdefs(Path(__file__).resolve().parents[2] / "acl_fa" / "cdefs") + c_declarations(
+    Path(__file__).with_name("test_kernels.h"))
 
 MEMCPY_H2D, MEMCPY_D2H = 1, 2
 AICORE_EXCEPTION = 507015

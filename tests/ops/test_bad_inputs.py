@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import acl_fa
 from acl_fa.cli import main
 from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
-from conftest import run_python
+from conftest import CDEFS, run_python
 
 F16 = np.float16
 
@@ -222,7 +222,7 @@ RELEASE_LEFTOVERS = {
 FAULT_SCRIPT = r"""
     import json, re
     import numpy as np, acl_fa
-    from acl_fa.runtime.cdef_reader import default_cdefs_dir, read_cdefs
+    from acl_fa.runtime.cdef_reader import read_cdefs
     from acl_fa.runtime.errors import AclError
     from acl_fa.runtime.session import live_counts
     backend = acl_fa.get_backend("sim")
@@ -288,7 +288,7 @@ FAULT_SCRIPT = r"""
 
     # No call of the path escapes the record: with every declared function armed one call past
     # the recorded count, the whole life runs cleanly (a hidden call would strike the fault).
-    declared = sorted(set(re.findall(r"\b(acl\w+)\s*\(", read_cdefs(default_cdefs_dir()))))
+    declared = sorted(set(re.findall(r"\b(acl\w+)\s*\(", read_cdefs(CDEFS))))
     spec = ",".join(f"{api}:{1 + sum(1 for _, a in calls if a == api)}" for api in declared
                     if not api.startswith("aclfaSim"))
     before = counts()

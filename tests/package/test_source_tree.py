@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 import acl_fa
-from acl_fa.runtime.cdef_reader import cdef_files, default_cdefs_dir, included_headers
+from acl_fa.runtime.cdef_reader import cdef_files, included_headers
+from conftest import REPO
 from acl_fa.runtime.loader import sim_library_dir
 
-SOURCE = Path(acl_fa.__file__).parent
+SOURCE = REPO / "acl_fa"  # the checkout's package: what git holds
 
 # The README's snippet with small sizes (the simulator is slow at S = 4096).
 SNIPPET = """
@@ -42,7 +43,7 @@ def _checkout(tmp_path: Path) -> Path:
     root = tmp_path / "checkout"
     shutil.copytree(SOURCE, root / "acl_fa",
                     ignore=shutil.ignore_patterns("_sim", "_acl_cffi.py", "__pycache__", "*.so"))
-    for header in (h for cdef in cdef_files(default_cdefs_dir()) for h in included_headers(cdef)):
+    for header in (h for cdef in cdef_files(SOURCE / "cdefs") for h in included_headers(cdef)):
         target = root / header.relative_to(SOURCE.parent)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(header, target)

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from acl_fa.runtime.cdef_reader import default_cdefs_dir, read_cdefs
+from acl_fa.runtime.cdef_reader import read_cdefs
+from conftest import CDEFS
 from acl_fa.runtime.errors import (
     ERROR_CODES, AclError, AclFaError, AclLibraryError, AclMemoryError, AclParamError, ClosedObjectError,
     InvalidArgumentError, InvalidTypeError, LoadAttempt, error_for_code)
@@ -17,7 +18,7 @@ def test_code_table_matches_the_cdefs():
     # `#define NAME value` (rt_error_codes.h) or `static const int NAME = value;` (acl_base_rt.h)
     defines = {m[0]: int(m[1]) for m in
                re.findall(r"(?:#define\s+|static\s+const\s+int\s+)(ACL\w+)\s*=?\s*(\d+)\b",
-                          read_cdefs(default_cdefs_dir()))}
+                          read_cdefs(CDEFS))}
     mismatches = {info.name: (code, defines.get(info.name))
                   for code, info in ERROR_CODES.items() if defines.get(info.name) != code}
     assert not mismatches, f"name: (table, cdefs) {mismatches}"
