@@ -220,7 +220,7 @@ RELEASE_LEFTOVERS = {
 # Runs the life of one Session once cleanly while recording every checked call, then once per
 # fault point with that point armed; reports what each run raised and left behind.
 FAULT_SCRIPT = r"""
-    import json, re
+    import json, pathlib, re
     import numpy as np, acl_fa
     from acl_fa.runtime.cdef_reader import read_cdefs
     from acl_fa.runtime.errors import AclError
@@ -288,7 +288,7 @@ FAULT_SCRIPT = r"""
 
     # No call of the path escapes the record: with every declared function armed one call past
     # the recorded count, the whole life runs cleanly (a hidden call would strike the fault).
-    declared = sorted(set(re.findall(r"\b(acl\w+)\s*\(", read_cdefs(CDEFS))))
+    declared = sorted(set(re.findall(r"\b(acl\w+)\s*\(", read_cdefs(pathlib.Path(CDEFS_DIR)))))
     spec = ",".join(f"{api}:{1 + sum(1 for _, a in calls if a == api)}" for api in declared
                     if not api.startswith("aclfaSim"))
     before = counts()
@@ -309,7 +309,7 @@ FAULT_SCRIPT = r"""
 def fault_run(backend):
     if backend.name != "sim":
         pytest.skip("needs the simulator's fault injection (backend sim)")
-    return run_python(FAULT_SCRIPT, ACL_FA_BACKEND="sim")
+    return run_python(FAULT_SCRIPT.replace("CDEFS_DIR", repr(str(CDEFS))), ACL_FA_BACKEND="sim")
 
 
 def test_fault_points_are_every_call_of_the_path(fault_run):
