@@ -21,10 +21,13 @@ import numpy as np
 
 from acl_fa.runtime.cdef_reader import c_declarations, read_cdefs
 
-# The driver's declarations (ACL runtime, simulator extension) plus the test kernels' entries.
-# The checkout's declarations (an installed package's cdefs name headers only a checkout has).
-CDEF = read_cdefs(Path(__file__).resolve().parents[2] / "acl_fa" / "cdefs") + c_declarations(
-    Path(__file__).with_name("test_kernels.h"))
+REPO = Path(__file__).resolve().parents[2]
+KERNELS_DIR = Path(__file__).resolve().parent
+HOOKS_DIR = REPO / "tests" / "sim_hooks"
+
+# The driver's declarations (ACL runtime, simulator extension) plus the test kernels' entries,
+# from the checkout (an installed package's cdefs name headers only a checkout has).
+CDEF = read_cdefs(REPO / "acl_fa" / "cdefs") + c_declarations(KERNELS_DIR / "test_kernels.h")
 
 MEMCPY_H2D, MEMCPY_D2H = 1, 2
 AICORE_EXCEPTION = 507015
@@ -39,10 +42,6 @@ def lib_dir():
 
     return sim_library_dir()
 
-
-REPO = Path(__file__).resolve().parents[2]
-KERNELS_DIR = Path(__file__).resolve().parent
-HOOKS_DIR = REPO / "tests" / "sim_hooks"
 # The include directories: the test kernels, the simulator's CANN headers, and op_kernel's folders
 # (mask_tile and philox_tile run the operator's own mask and dropout headers; the tiling hook
 # rewrites the forward's tiling struct).
