@@ -11,7 +11,7 @@ from ..jobs import run_options, sweep as sweep_module
 from ..plan import backward as backward_plan, decode as decode_plan, forward as plan_module
 from .options import (
     backward_option, check_plot_support, decode_options, deterministic_option, dropout_option, json_option,
-    mask_density_option, problem_options, reported_as_usage_errors, varlen_option, window_option, write_plot)
+    mask_density_option, plot_option, problem_options, reported_as_usage_errors, varlen_option, window_option, write_plot)
 from ..spec.problem import sized_problem, with_lengths
 
 @click.command()
@@ -22,12 +22,11 @@ from ..spec.problem import sized_problem, with_lengths
                    f"[default: $ACL_FA_SIM_SOC, else {plan_module.DEFAULT_SOC}].")
 @json_option("Print the plans as JSON: always a list, one plan per chip ({chip, error} for a chip that "
              "refuses the problem).")
-@backward_option
+@backward_option("Plan the backward (FlashAttentionGrad) instead of the forward.")
 @deterministic_option
 @click.option("--sweep", is_flag=True, envvar="ACL_FA_SWEEP", show_envvar=True, help="Run every (BLOCK_M, BLOCK_N) that fits on the simulator and print its "
                                            "modeled NPU time (pipeline model; slow on large problems).")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), envvar="ACL_FA_PLOT",
-              show_envvar=True, default=None, metavar="FILE.png", help="With --sweep: draw modeled time against BLOCK_M per BLOCK_N.")
+@plot_option("With --sweep: draw modeled time against BLOCK_M per BLOCK_N.")
 @window_option
 @dropout_option
 @mask_density_option
