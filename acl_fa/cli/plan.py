@@ -9,9 +9,10 @@ import click
 
 from ..jobs import run_options, sweep as sweep_module
 from ..plan import backward as backward_plan, decode as decode_plan, forward as plan_module
+from ..jobs.settings import JobSettings
 from .options import (
-    backward_option, check_plot_support, decode_options, deterministic_option, dropout_option, json_option,
-    mask_density_option, plot_option, problem_options, reported_as_usage_errors, varlen_option, window_option, write_plot)
+    bar_progress, backward_option, check_plot_support, decode_options, deterministic_option, dropout_option, json_option,
+    mask_density_option, plot_option, problem_options, progress, reported_as_usage_errors, varlen_option, window_option, write_plot)
 from ..spec.problem import sized_problem, with_lengths
 
 @click.command()
@@ -121,7 +122,9 @@ def _plan_sweep(problem, soc: str, as_json: bool, plot_path) -> None:
     sizes = dataclasses.replace(problem, block_m=0, block_n=0)
     with reported_as_usage_errors():
         plan_module.plan(sizes, soc)  # the plan's own refusal of the sizes first
-        rows = sweep_module.sweep(with_lengths(sizes, sizes.seq_q, sizes.seq_kv))
+        swept = with_lengths(sizes, sizes.seq_q, sizes.seq_kv)
+        with progress(len(sweep_module.candidate_pairs(swept, soc)), "acl-fa plan --sweep") as bar:
+            rows = sweep_module.sweep(swept, JobSettings(backend="sim", progress=bar_progress(bar)))
     title = (f"{plan_module.chip(soc).name} B={sizes.batch} N={sizes.num_heads} S={sizes.seq_q} "
              f"D={sizes.head_dim}{' causal' if sizes.causal else ''}")
     click.echo(json.dumps([r.to_dict() for r in rows], indent=2) if as_json else sweep_module.format_sweep(rows, title))
