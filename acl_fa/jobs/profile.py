@@ -25,8 +25,8 @@ from .settings import JobSettings
 from ..runtime.session import DeviceSession
 from ..runtime.errors import InvalidArgumentError
 
-__all__ = ["ProfileReport", "profile_job", "chrome_trace", "plot_timeline", "sensitivity", "format_profile",
-           "DEFAULT_TRACE_EVENTS"]
+__all__ = ["ProfileReport", "profile_job", "chrome_trace", "core_groups", "plot_timeline", "legend_handles",
+           "sensitivity", "format_profile", "DEFAULT_TRACE_EVENTS"]
 
 KIND_NAMES = ("instruction", "wait", "cube job")
 
@@ -190,7 +190,7 @@ def _timeline_rows(report: ProfileReport, group: int, end: float) -> list:
     return rows
 
 
-def _legend_handles(patches, pipes: list) -> list:
+def legend_handles(patches, pipes: list) -> list:
     """One entry per pipe drawn (its colour), one for waits (hatched)."""
     handles = [patches.Patch(facecolor=PIPE_COLORS[p], label=f"pipe {p}" + (" (cube)" if p == "M" else ""))
                for p in timing.PIPES if p in pipes]
@@ -235,7 +235,7 @@ def plot_timeline(report: ProfileReport, path: str, group: Optional[int] = None)
     ax.invert_yaxis()
     ax.set_xlim(0, end * us)
     ax.set_xlabel("modeled time (us at the chip clock)")
-    ax.legend(handles=_legend_handles(patches, sorted({r[0].split()[-1] for r in rows})), loc="upper center",
+    ax.legend(handles=legend_handles(patches, sorted({r[0].split()[-1] for r in rows})), loc="upper center",
               bbox_to_anchor=(0.5, -0.12 - 0.3 / max(1, len(rows))), ncol=4, fontsize=8, frameon=False)
     p = report.problem
     span = f"AI Core group {group}, the whole launch" if whole else "AI Core group 0, first work item"
