@@ -74,7 +74,7 @@ CASES = [
     ("block-n-over-limit", Q, KV, KV, {"block_n": 2048}, InvalidArgumentError, ["block_n", "1024"]),
     ("block-m-over-limit", Q, KV, KV, {"block_m": 4096}, InvalidArgumentError, ["block_m"]),
     ("unknown-backend", Q, KV, KV, {"backend": "cuda"}, InvalidArgumentError, ["backend", "npu", "sim"]),
-    ("device-out-of-range", Q, KV, KV, {"device": 7}, InvalidArgumentError, ["device=7", "out of range"]),
+    ("device-out-of-range", Q, KV, KV, {"device": 8}, InvalidArgumentError, ["device=8", "out of range"]),
     ("device-str", Q, KV, KV, {"device": "0"}, InvalidTypeError, ["device", "integer"]),
     ("device-beyond-int32", Q, KV, KV, {"device": 2**40}, InvalidArgumentError, ["device=1099511627776", "out of range"]),
     ("causal-int", Q, KV, KV, {"causal": 1}, InvalidTypeError, ["causal", "bool"]),
