@@ -6,6 +6,7 @@ import json
 import click
 
 from ..jobs import profile as profile_module
+from ..plan import forward as plan_module
 from .options import (
     OutputPath, backend_option, check_plot_support, device_option, json_option, plot_option, stages, problem_of, problem_options,
     reported_as_usage_errors, seed_option, settings_of, write_plot)
@@ -37,6 +38,10 @@ def profile(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal
     if plot_core is not None and not plot_path:
         raise click.UsageError("--plot-core chooses what --plot draws: give --plot FILE.png too")
     params = click.get_current_context().params
+    with reported_as_usage_errors():
+        chip = plan_module.chip()  # the simulated chip (ACL_FA_SIM_SOC): its AI Cores, said before the work
+    if plot_core is not None and plot_core >= chip.aic_num:
+        raise click.BadParameter(f"{chip.name} has AI Core groups 0..{chip.aic_num - 1}", param_hint="--plot-core")
     with reported_as_usage_errors(), stages("acl-fa profile") as stage:
         report = profile_module.profile_job(
             problem_of(params), settings_of(params, backend="sim" if backend == "auto" else backend, progress=stage),

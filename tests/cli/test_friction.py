@@ -192,6 +192,8 @@ def test_profile_plot_of_a_whole_core_with_a_legend(sim_only, tmp_path):
     assert result.exit_code == 0, result.output
     assert plot.stat().st_size > 10000 and "trace written to" in result.stderr and "every core" in result.stderr
     assert invoke("profile", "--seq", "64", "--plot-core", "1").exit_code == 2  # --plot-core needs --plot
+    beyond = invoke("profile", "--seq", "64", "--plot", str(plot), "--plot-core", "24")
+    assert beyond.exit_code == 2 and "Ascend910B2 has AI Core groups 0..23" in beyond.stderr
 
 
 def test_plot_legend_names_the_pipes():
