@@ -98,8 +98,9 @@ def profile_job(problem: Problem, settings: JobSettings = JobSettings(), *,
             raise InvalidArgumentError("acl-fa profile models the NPU on the simulator; use --backend sim")
         settings.tick("random inputs", 0)
         q, k, v = random_inputs(problem, settings.seed)
-        settings.tick("a launch on the simulator, then a traced one, its pipeline model and L2 replay", 0)
-        m = measure(session, problem, q, k, v, warmup=0, iters=1, download=False, l2=True)
+        settings.tick("the launch on the simulator with the instruction and GM traces, its pipeline model and "
+                      "L2 replay", 0)
+        m = measure(session, problem, q, k, v, warmup=0, iters=0, download=False, l2=True)
         ops, names = timing.modeled_ops(session.backend)
         summary = timing.summary(m.model, problem.flops(), m.l2_modeled.hbm_bytes, chip_peaks(m.soc))
         sens = None

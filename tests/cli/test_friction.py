@@ -130,7 +130,7 @@ def test_profile_reports_its_stages_on_a_terminal(sim_only, terminal):
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()
     assert lines[0].startswith("acl-fa profile: [") and lines[0].endswith("random inputs")
-    assert any("a launch on the simulator" in line for line in lines) and lines[-1].endswith("] done")
+    assert any("the launch on the simulator" in line for line in lines) and lines[-1].endswith("] done")
 
 
 def test_plan_sweep_shows_progress_on_a_terminal(sim_only, terminal):
