@@ -12,8 +12,8 @@ from .options import (
     decode_problem_of, decode_settings_of, json_option, problem_of, problem_options, progress,
     plot_option, reported_as_usage_errors, seed_option, settings_of, write_plot)
 
-# `bench --decode`'s rows when --seq-kv is not given: cached lengths, one query token per step.
-DECODE_DEFAULT_LENGTHS = "512,1024,2048,4096"
+# The rows when no list is given: query lengths (--seq), or with --decode cached lengths (--seq-kv).
+DEFAULT_LENGTHS = (512, 1024, 2048, 4096)
 
 
 class _SeqList(click.ParamType):
@@ -41,8 +41,8 @@ def _bench_problem_options(function):
     function = click.option("--seq-kv", "seq_kvs", type=_SeqList(), envvar="ACL_FA_SEQ_KV", default=None,
                             show_envvar=True, metavar="SKV[,SKV...]",
                             help="Key/value length: one value [default: each --seq]; with --decode, the cached "
-                                 f"lengths, one row each [default: {DECODE_DEFAULT_LENGTHS}].")(function)
-    return click.option("--seq", "seqs", type=_SeqList(), envvar="ACL_FA_SEQ", default="512,1024,2048,4096",
+                                 f"lengths, one row each [default: {','.join(map(str, DEFAULT_LENGTHS))}].")(function)
+    return click.option("--seq", "seqs", type=_SeqList(), envvar="ACL_FA_SEQ", default=",".join(map(str, DEFAULT_LENGTHS)),
                         show_default=True, show_envvar=True, metavar="S[,S...]",
                         help="Query sequence lengths, one row each; with --decode: query tokens per step "
                              "(one value) [default there: 1].")(function)
@@ -116,7 +116,7 @@ def _decode_tokens_per_step(params: dict) -> int:
 
 
 def _bench_decode(params: dict):
-    lengths = list(params["seq_kvs"] or _SeqList().convert(DECODE_DEFAULT_LENGTHS, None, None))
+    lengths = list(params["seq_kvs"] or DEFAULT_LENGTHS)
     tokens = _decode_tokens_per_step(params)
     decode, rows = decode_settings_of(params), []
     with reported_as_usage_errors(), progress(len(lengths), "acl-fa bench --decode") as bar:

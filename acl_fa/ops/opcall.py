@@ -47,7 +47,8 @@ from typing import Optional
 import numpy as np
 
 from ..runtime.ffi import ffi
-from ..runtime.errors import AclMemoryError, InsufficientMemoryError, InvalidArgumentError, InvalidTypeError
+from ..runtime.errors import (
+    AclMemoryError, ClosedObjectError, InsufficientMemoryError, InvalidArgumentError, InvalidTypeError)
 from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.interrupts import deferred
 from ..runtime.loader import check_device_id, get_backend
@@ -281,6 +282,8 @@ class OpRunner:
                 return 0
             with self.session.in_flight():
                 return self._evict(0)
+        except ClosedObjectError:  # closed meanwhile: close() releases the cache itself
+            return 0
         finally:
             self.lock.release()
 
@@ -368,8 +371,8 @@ class OpRunner:
             f"{self.op.name} needs {format_bytes(total_needed)} of device memory ({roles}: "
             f"{format_bytes(total_needed - needed['workspace'])}, workspace {format_bytes(needed['workspace'])}); "
             f"the device has {format_bytes(free)} free of {format_bytes(total)}"
-            + (f" ({format_bytes(held)} of it held by calls running now on the process-wide session of the "
-               f"module-level functions)" if held else ""),
+            + (f"; {format_bytes(held)} more is cached by calls running now on the process-wide session of the "
+               f"module-level functions" if held else ""),
             "device", total_needed, free)
 
     def _default_runners_beside(self) -> list:
