@@ -29,8 +29,7 @@ Builds the acl-fa FlashAttention custom operator package (.run).
 
   --sim               build the CPU simulator's package (no CANN needed)
   --soc SOC[,SOC...]  target SoCs for the CANN build: ascend910b, ascend910_93, ascend310p, ascend910
-                      (one kernel binary per SoC; default: the SoC npu-smi reports)
-                      (default: detected with npu-smi, else ascend910b)
+                      (one kernel binary per SoC; default: the SoC npu-smi reports, else ascend910b)
   --vendor NAME       vendor name of the package (default: acl_fa)
   --build-dir DIR     output directory (default: $repo/build_out)
   --sim-lib-dir DIR   with --sim: pack the libraries already built in DIR instead of building

@@ -15,7 +15,7 @@ from .runtime.errors import (
     InsufficientMemoryError, InvalidArgumentError, InvalidTypeError)
 from .runtime import sim_stats
 from .api import (
-    DeviceArray, Session, flash_attention, flash_attention_backward, flash_attention_varlen,
+    DeviceArray, Session, clear_cache, flash_attention, flash_attention_backward, flash_attention_varlen,
     flash_attention_varlen_backward, flash_attention_with_kvcache, flash_attn_func, merge_attention_partials,
     scaled_dot_product_attention)
 from .runtime.loader import get_backend
@@ -52,6 +52,7 @@ __all__ = [
     "Tensor",
     "attention_reference",
     "attention_reference_backward",
+    "clear_cache",
     "flash_attention",
     "flash_attention_backward",
     "flash_attention_varlen",

@@ -22,7 +22,15 @@ from .runtime.session import DeviceSession
 
 __all__ = ["Session", "DeviceArray", "flash_attention", "flash_attention_backward", "flash_attention_with_kvcache",
            "flash_attention_varlen", "flash_attention_varlen_backward", "flash_attn_func",
-           "merge_attention_partials", "scaled_dot_product_attention"]
+           "merge_attention_partials", "scaled_dot_product_attention", "clear_cache"]
+
+
+def clear_cache() -> None:
+    """Releases the device memory the module-level functions (acl_fa.flash_attention and the
+    others called without a Session) keep cached per problem shape on their process-wide
+    sessions, as Session.clear_cache does for a Session; waits for calls running on them."""
+    for session in opcall.default_sessions():
+        opcall.clear_cache(session)
 
 
 class Session(DeviceSession):

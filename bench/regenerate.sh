@@ -6,7 +6,7 @@
 #   bench/regenerate.sh all          # everything below (about 15 minutes on 2 cores)
 #   bench/regenerate.sh bench soc    # chosen sections
 #
-# Sections: readme plan bench soc l2 efficiency rss overhead torch matmul backward model sweep ring decode
+# Sections: readme current plan bench soc l2 efficiency rss overhead torch matmul backward model sweep ring decode
 #   dropout window mask
 #   backward  the FlashAttentionGrad rows (torch for its comparison; about 30 minutes on 2 cores)
 #   torch   needs torch (pip install torch --index-url https://download.pytorch.org/whl/cpu)
@@ -31,6 +31,12 @@ run() {  # run NAME COMMAND...: the command and its output into $out/NAME.txt
 section() {
     case $1 in
         readme) run readme-run acl-fa run --seq 4096 --causal ;;
+        current)  # the "Current figures" part of bench/RESULTS.md
+            run current-profile acl-fa profile --seq 4096 --causal
+            run current-trace bash -c "acl-fa profile --seq 4096 --causal --trace $out/trace_default.json 2>&1"
+            run current-trace-full bash -c "acl-fa profile --seq 4096 --causal --trace $out/trace_full.json --trace-full 2>&1"
+            run current-trace-sizes bash -c "wc -c $out/trace_default.json $out/trace_full.json; for f in $out/trace_default.json $out/trace_full.json; do $PYTHON -c 'import json, sys, time; t = time.perf_counter(); d = json.load(open(sys.argv[1])); print(sys.argv[1], len(d[\"traceEvents\"]), \"events, json.load\", round(time.perf_counter() - t, 2), \"s\")' \$f; done"
+            rm -f "$out/trace_default.json" "$out/trace_full.json" ;;
         plan) run plan acl-fa plan --seq 4096 --causal --soc all ;;
         bench)
             run bench-causal acl-fa bench --seq 512,1024,2048,4096 --causal --iters 5 --plot bench/bench_causal.png
@@ -85,7 +91,7 @@ section() {
             run decode-batch acl-fa bench --decode --paged --block-size 128 --seq-kv 4096 --batch 32 "${common[@]}" --steps 2
             run decode-contiguous acl-fa bench --decode --seq-kv 32768 "${common[@]}" --steps 4
             run decode-loop acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8 --paged --steps 64 --json ;;
-        all) for s in readme plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask; do section "$s"; done ;;
+        all) for s in readme current plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
 }

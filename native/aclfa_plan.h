@@ -14,7 +14,8 @@
 extern "C" {
 #endif
 
-#define ACLFA_PLAN_NAME_LEN 32
+/* Room for the longest budget label with its NUL ("L0C one result [m,max(n,d)] fp32" is 32 characters). */
+#define ACLFA_PLAN_NAME_LEN 48
 #define ACLFA_PLAN_MAX_LINES 16
 #define ACLFA_PLAN_MAX_CORES 64
 

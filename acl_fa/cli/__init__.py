@@ -15,7 +15,28 @@ from . import bench, doctor, launch, plan, profile, run
 from .options import verbose_option
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# The shell's exit status of a process ended by SIGINT (128 + 2), which scripts test for.
+INTERRUPTED_EXIT_CODE = 130
+
+
+class _Commands(click.Group):
+    """The command group; Ctrl-C ends a command with "Interrupted" and exit status 130, as a shell
+    reports a program stopped by SIGINT, not click's "Aborted!" with 1; the usage lines say
+    `acl-fa` however it was started (`python -m acl_fa` under acl-fa launch)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("Interrupted", err=True)
+            raise click.exceptions.Exit(INTERRUPTED_EXIT_CODE) from None
+
+    def main(self, *args, **kwargs):
+        kwargs.setdefault("prog_name", "acl-fa")
+        return super().main(*args, **kwargs)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="acl-fa")
 @verbose_option
 def main():

@@ -1,6 +1,7 @@
 """`acl-fa launch`: N processes, one per device, joined as one HCCL clique."""
 from __future__ import annotations
 
+import shutil
 import sys
 
 import click
@@ -33,6 +34,13 @@ def launch(ranks, devices, timeout, command):
         command = command[1:]
     if command and command[0] == "acl-fa":  # the same acl-fa as this one (its interpreter and package)
         command = [sys.executable, "-m", "acl_fa", *command[1:]]
+    if not command:
+        raise click.UsageError("no COMMAND after --")
+    if shutil.which(command[0]) is None:  # said before any rank starts, not as N tracebacks
+        raise click.UsageError(f"COMMAND {command[0]!r} is not an executable file nor a command on PATH")
     with reported_as_usage_errors():
-        code = launch_module.launch(ranks, command, devices=ids, timeout=timeout)
+        try:
+            code = launch_module.launch(ranks, command, devices=ids, timeout=timeout)
+        except OSError as exc:  # the command could not be started (permissions, a bad interpreter line)
+            raise click.ClickException(f"cannot start {command[0]!r}: {exc.strerror or exc}") from exc
     sys.exit(code)

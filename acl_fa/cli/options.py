@@ -8,7 +8,9 @@ import contextlib
 import dataclasses
 import importlib.util
 import logging
+import os
 import sys
+import time
 
 import click
 
@@ -55,11 +57,34 @@ verbose_option = click.option("-v", "--verbose", is_flag=True, envvar="ACL_FA_VE
                               help="Log what the library does (INFO level).")
 
 
+def on_terminal() -> bool:
+    """Whether progress is drawn: only when stderr is a terminal."""
+    return sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def stages(label: str):
+    """A job's progress callback (stage, steps) for jobs made of a few long stages: on a terminal,
+    one line as each new stage starts and the elapsed time at the end; elsewhere nothing."""
+    if not on_terminal():
+        yield lambda stage, steps: None
+        return
+    start, seen = time.monotonic(), []
+
+    def report(stage: str, steps: int) -> None:
+        if not seen or seen[-1] != stage:
+            seen.append(stage)
+            click.echo(f"{label}: [{time.monotonic() - start:6.1f} s] {stage}", err=True)
+
+    yield report
+    click.echo(f"{label}: [{time.monotonic() - start:6.1f} s] done", err=True)
+
+
 @contextlib.contextmanager
 def progress(length: int, label: str):
     """click's progress bar on a terminal; elsewhere (a pipe, a log file) nothing at all, not
     even the label line."""
-    if sys.stderr.isatty():
+    if on_terminal():
         with click.progressbar(length=length, label=label, file=sys.stderr, show_eta=False) as bar:
             yield bar
     else:
@@ -99,6 +124,46 @@ def reported_as_usage_errors():
         raise click.ClickException(str(exc)) from exc
 
 
+# The short dtype names torch users type first (torch.half, "fp16" in training configs), each
+# the name of a dtype in plan_module.DTYPES.
+DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32"}
+
+
+class _DtypeChoice(click.Choice):
+    """plan_module.DTYPES in any case, or one of DTYPE_ALIASES (converted to its full name)."""
+
+    def __init__(self):
+        super().__init__(plan_module.DTYPES, case_sensitive=False)
+
+    def convert(self, value, param, ctx):
+        return super().convert(DTYPE_ALIASES.get(str(value).lower(), value), param, ctx)
+
+    def get_metavar(self, param, *args, **kwargs):
+        return "[" + "|".join(plan_module.DTYPES) + "|fp16|bf16|fp32]"
+
+
+class OutputPath(click.Path):
+    """A file the command writes at its end (--plot, --trace): its directory must exist and be
+    writable when the command starts, so a typo fails in a line before minutes of work."""
+
+    def __init__(self):
+        super().__init__(dir_okay=False, writable=True)
+
+    def convert(self, value, param, ctx):
+        path = super().convert(value, param, ctx)
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            self.fail(f"{path!r}: the directory {folder!r} does not exist", param, ctx)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            self.fail(f"{path!r}: the directory {folder!r} is not writable", param, ctx)
+        return path
+
+
+def plot_option(help_text: str):
+    return click.option("--plot", "plot_path", type=OutputPath(), envvar="ACL_FA_PLOT", show_envvar=True,
+                        default=None, metavar="FILE.png", help=help_text)
+
+
 # The problem options, shared by `plan`, `run` and `bench` (one definition each).
 _PROBLEM_OPTIONS = [
     click.option("--seq", type=click.IntRange(min=1), envvar="ACL_FA_SEQ", default=4096, show_default=True,
@@ -113,8 +178,8 @@ _PROBLEM_OPTIONS = [
               metavar="NKV", help="Key/value heads (GQA/MQA) [default: --heads]."),
     click.option("--head-dim", type=click.IntRange(min=1), envvar="ACL_FA_HEAD_DIM", default=128, show_default=True,
               show_envvar=True, metavar="D", help="Head dimension (a multiple of 16, at most 256)."),
-    click.option("--dtype", type=click.Choice(plan_module.DTYPES, case_sensitive=False), envvar="ACL_FA_DTYPE", default="float16",
-              show_default=True, show_envvar=True, help="Input dtype."),
+    click.option("--dtype", type=_DtypeChoice(), envvar="ACL_FA_DTYPE", default="float16", show_default=True,
+              show_envvar=True, help="Input dtype (any case; also torch's short names fp16, bf16, fp32, half)."),
     click.option("--layout", type=click.Choice(plan_module.LAYOUTS, case_sensitive=False), envvar="ACL_FA_LAYOUT",
               default="BNSD", show_default=True, show_envvar=True, help="Input layout (any case)."),
     click.option("--causal/--no-causal", envvar="ACL_FA_CAUSAL", default=False, show_default=True, show_envvar=True,
@@ -163,13 +228,14 @@ def json_option(help_text: str):
     return click.option("--json", "as_json", is_flag=True, envvar="ACL_FA_JSON", show_envvar=True, help=help_text)
 
 
-seed_option = click.option("--seed", type=click.IntRange(min=0), envvar="ACL_FA_SEED", default=0, show_default=True,
-                           show_envvar=True, help="Seed of the random inputs (and of the dropout with --dropout).")
+def seed_option(help_text: str = "Seed of the random inputs."):
+    return click.option("--seed", type=click.IntRange(min=0), envvar="ACL_FA_SEED", default=0, show_default=True,
+                        show_envvar=True, help=help_text)
 
 
-backward_option = click.option(
-    "--backward", is_flag=True, envvar="ACL_FA_BACKWARD", show_envvar=True,
-    help="The backward (FlashAttentionGrad: dq, dk, dv) instead of the forward.")
+def backward_option(help_text: str):
+    """--backward, whose meaning each command states (run: both passes; plan, bench: the backward's)."""
+    return click.option("--backward", is_flag=True, envvar="ACL_FA_BACKWARD", show_envvar=True, help=help_text)
 
 
 deterministic_option = click.option(
@@ -213,7 +279,7 @@ varlen_option = click.option(
 dropout_option = click.option(
     "--dropout", type=click.FloatRange(min=0.0, max=1.0, max_open=True), envvar="ACL_FA_DROPOUT", default=0.0,
     show_default=True, show_envvar=True, metavar="P",
-    help="Dropout probability inside the kernel (Philox4x32-10 keyed by --seed, offset 0).")
+    help="Dropout probability inside the kernel (Philox4x32-10 on the vector unit, offset 0).")
 
 
 mask_density_option = click.option(

@@ -9,9 +9,10 @@ import click
 
 from ..jobs import run_options, sweep as sweep_module
 from ..plan import backward as backward_plan, decode as decode_plan, forward as plan_module
+from ..jobs.settings import JobSettings
 from .options import (
-    backward_option, check_plot_support, decode_options, deterministic_option, dropout_option, json_option,
-    mask_density_option, problem_options, reported_as_usage_errors, varlen_option, window_option, write_plot)
+    bar_progress, backward_option, check_plot_support, decode_options, deterministic_option, dropout_option, json_option,
+    mask_density_option, plot_option, problem_options, progress, reported_as_usage_errors, varlen_option, window_option, write_plot)
 from ..spec.problem import sized_problem, with_lengths
 
 @click.command()
@@ -22,12 +23,11 @@ from ..spec.problem import sized_problem, with_lengths
                    f"[default: $ACL_FA_SIM_SOC, else {plan_module.DEFAULT_SOC}].")
 @json_option("Print the plans as JSON: always a list, one plan per chip ({chip, error} for a chip that "
              "refuses the problem).")
-@backward_option
+@backward_option("Plan the backward (FlashAttentionGrad) instead of the forward.")
 @deterministic_option
 @click.option("--sweep", is_flag=True, envvar="ACL_FA_SWEEP", show_envvar=True, help="Run every (BLOCK_M, BLOCK_N) that fits on the simulator and print its "
                                            "modeled NPU time (pipeline model; slow on large problems).")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), envvar="ACL_FA_PLOT",
-              show_envvar=True, default=None, metavar="FILE.png", help="With --sweep: draw modeled time against BLOCK_M per BLOCK_N.")
+@plot_option("With --sweep: draw modeled time against BLOCK_M per BLOCK_N.")
 @window_option
 @dropout_option
 @mask_density_option
@@ -122,7 +122,9 @@ def _plan_sweep(problem, soc: str, as_json: bool, plot_path) -> None:
     sizes = dataclasses.replace(problem, block_m=0, block_n=0)
     with reported_as_usage_errors():
         plan_module.plan(sizes, soc)  # the plan's own refusal of the sizes first
-        rows = sweep_module.sweep(with_lengths(sizes, sizes.seq_q, sizes.seq_kv))
+        swept = with_lengths(sizes, sizes.seq_q, sizes.seq_kv)
+        with progress(len(sweep_module.candidate_pairs(swept, soc)), "acl-fa plan --sweep") as bar:
+            rows = sweep_module.sweep(swept, JobSettings(backend="sim", progress=bar_progress(bar)))
     title = (f"{plan_module.chip(soc).name} B={sizes.batch} N={sizes.num_heads} S={sizes.seq_q} "
              f"D={sizes.head_dim}{' causal' if sizes.causal else ''}")
     click.echo(json.dumps([r.to_dict() for r in rows], indent=2) if as_json else sweep_module.format_sweep(rows, title))

@@ -22,12 +22,13 @@ from .options import (
               show_envvar=True, metavar="N", help="Timed launches (the median is reported).")
 @click.option("--check/--no-check", envvar="ACL_FA_CHECK", default=True, show_default=True, show_envvar=True,
               help="Compare with the float64 reference (all heads, or a sample of heads on large problems).")
-@seed_option
+@seed_option("Seed of the random inputs (and of the dropout with --dropout).")
 @decode_options
 @backend_option
 @device_option
 @json_option("Print the report as JSON.")
-@backward_option
+@backward_option("After the forward, the backward (FlashAttentionGrad: dq, dk, dv) on its outputs: both "
+                 "reported, gradients checked.")
 @deterministic_option
 @click.option("--parallel", "parallel_mode", type=click.Choice(["ring", "ulysses"]), envvar="ACL_FA_PARALLEL",
               default=None, show_envvar=True, help="Shard the sequence over --devices devices (sequence parallelism over HCCL).")

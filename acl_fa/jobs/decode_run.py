@@ -342,7 +342,8 @@ def format_decode_report(r: DecodeReport) -> str:
                      f"the {format_bytes(r.kv_cache_bytes)} of K/V the sequences hold (GM trace)")
     h2d, d2h, d2d = (r.copies[k] for k in ("h2d", "d2h", "d2d"))
     lines.append(f"host<->dev  per step: {format_bytes(h2d['bytes'] // r.steps)} to the device (q, new k/v "
-                 f"{format_bytes(r.new_token_bytes)}, lengths, block table), {format_bytes(d2h['bytes'] // r.steps)} "
+                 f"{format_bytes(r.new_token_bytes)}, lengths{'' if r.block_size is None else ', block table'}), "
+                 f"{format_bytes(d2h['bytes'] // r.steps)} "
                  f"back (out, lse); {format_bytes(d2d['bytes'] // r.steps)} appended on the device")
     if r.accuracy is not None:
         a = r.accuracy
@@ -397,12 +398,14 @@ def format_decode_table(rows: list) -> str:
         model_tps = f"{r.modeled_tokens_per_s:.0f}" if r.modeled_tokens_per_s is not None else "-"
         lines.append(
             f"{r.batch:>3} {f'{r.heads}/{r.kv_heads}':>6} {r.seq_kv:>7} {cache:>10} {prefill:>10} "
-            f"{kernel if kernel is not None else float('nan'):>10.2f} {r.median_step_ms:>9.2f} {r.tokens_per_s:>8.1f} "
+            f"{'-' if kernel is None else f'{kernel:.2f}':>10} {r.median_step_ms:>9.2f} {r.tokens_per_s:>8.1f} "
             f"{model_us:>9} {model_tps:>11} "
-            f"{torch_ms if torch_ms else float('nan'):>9.2f} {ratio:>9} {kv:>9} {cores:>8} {busy:>6} "
+            f"{f'{torch_ms:.2f}' if torch_ms else '-':>9} {ratio:>9} {kv:>9} {cores:>8} {busy:>6} "
             f"{format_bytes(r.copies['h2d']['bytes'] // r.steps):>10} {check}")
     lines.append("prefill ms: flash_attention over the prompt and its K/V into the cache (simulator; '-': filled "
                  "from the host); model: the pipeline model of one step on the SoC (not a measurement)")
+    if rows and all(not torch_ms for _, torch_ms in rows):
+        lines.append("torch ms '-': torch is not installed here (pip install torch to compare with its CPU SDPA)")
     lines.append("kernel ms: simulator wall time of the launch (not NPU time); step ms: the whole call; torch: "
                  "scaled_dot_product_attention on the CPU, same shape and dtype; K/V read: bytes read from the "
                  "cache per step / the K/V bytes the sequences hold (GM trace); max/mean: cube work per AIC")

@@ -49,7 +49,8 @@ def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iter
             runner: Optional[OpRunner] = None, check: Optional[Callable] = None,
             host_orders: bool = False) -> Measurement:
     """Uploads the inputs (q, k, v for the forward) once, launches warmup + iters times (timing
-    the last iters) and reads back the outputs (download) and, on the simulator, the counters
+    the last iters; both may be 0 when only the traced launch of `l2` is wanted) and reads back the
+    outputs (download) and, on the simulator, the counters
     (per_core: also per core) and the L2 model (l2: in modeled order; with host_orders also in
     launch and interleaved order, which `acl-fa bench` shows: each replay of the host-order trace
     costs tens of bytes of host memory per GM access). `tick(stage, steps)` reports progress.
@@ -81,7 +82,8 @@ def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iter
         # an optional output the call does not ask for has no buffer
         outputs = {role: prepared.read(role) for role in runner.op.outputs if role in prepared.buffers} \
             if download else {}
-        stats = sim_stats.last_launch(session.backend, per_core=per_core) if sim else None
+        # (no untimed or timed launch: no counters of this problem to read)
+        stats = sim_stats.last_launch(session.backend, per_core=per_core) if sim and warmup + iters else None
         l2_launch = l2_interleaved = traffic = l2_modeled = model = None
         if sim and l2:
             peaks = chip_peaks(soc)

@@ -27,7 +27,7 @@ from ..runtime.session import DeviceSession
 from ..plan.standard import compulsory_bytes, standard_gm_traffic_bytes, standard_intermediate_bytes
 from ..runtime.units import format_bytes
 
-__all__ = ["RunReport", "run_job", "random_inputs", "format_report", "check_line"]
+__all__ = ["RunReport", "run_job", "random_inputs", "format_report", "format_flop", "check_line"]
 
 # Problems whose every head is checked; larger ones are checked on a sample of heads.
 FULL_CHECK_PAIRS = 1 << 24   # B * N * Sq * Skv
@@ -171,9 +171,19 @@ def _traffic_lines(r: RunReport) -> list:
              f"{', fewer above the diagonal' if p.causal else ''}); Q {format_bytes(q)}; O+LSE {format_bytes(out)}"]
     if plan_module.chip(r.soc).coupled:
         return lines + ["            workspace 0 B: the coupled AI Core keeps S, P and P.V in its own buffers"]
-    return lines + [f"            workspace {format_bytes(total('workspace'))}: S, P and P.V handed between cube and "
+    return lines + [f"            workspace traffic {format_bytes(total('workspace'))} (GM accesses, not memory): S, P "
+                    f"and P.V handed between cube and "
                     f"vector cores per {r.block_m}x{r.block_n} tile (each AIV its half of the rows), a few MiB per "
                     "core that stay in L2"]
+
+
+def format_flop(count: float) -> str:
+    """A FLOP count with the unit that shows it with three or four significant digits (a small run
+    is "4.19 MFLOP", not "0.0 GFLOP")."""
+    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.4g} {unit}"
+    return f"{count:.0f} FLOP"
 
 
 def format_report(r: RunReport) -> str:
@@ -186,7 +196,7 @@ def format_report(r: RunReport) -> str:
         f"{'AI Cores (cube and vector coupled)' if plan_module.chip(r.soc).coupled else 'AIC cores (x2 AIV)'}, "
         f"work max/mean {r.balance:.3f}",
         f"time        {r.median_ms:.3f} ms per iteration (median of {len(r.times_ms)}; {r.time_label})",
-        f"throughput  {r.tflops:.3f} TFLOP/s ({p.flops() / 1e9:.1f} GFLOP useful per call)",
+        f"throughput  {r.tflops:.3f} TFLOP/s ({format_flop(p.flops())} useful per call)",
         *(timing.format_summary(r.model) if r.model is not None else []),
         f"memory      inputs {format_bytes(r.device_bytes['inputs'])}, outputs {format_bytes(r.device_bytes['outputs'])}, "
         f"workspace {format_bytes(r.device_bytes['workspace'])} "

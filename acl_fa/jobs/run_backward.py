@@ -21,7 +21,7 @@ from ..spec.problem import Problem
 from ..ops.backward import BackwardProblem
 from .measure import measure
 from .settings import JobSettings, time_label
-from .run import RunReport, format_bytes, format_report, random_inputs
+from .run import RunReport, format_bytes, format_flop, format_report, random_inputs
 from .run import run_job as run_forward_job
 from ..runtime.session import DeviceSession
 from ..plan.standard import (
@@ -144,7 +144,7 @@ def format_backward_report(r: BackwardReport) -> str:
              f"{r.balance:.3f}; {mode}",
              f"  time        {r.median_ms:.3f} ms per iteration (median of {len(r.times_ms)}; {r.time_label})",
              f"  throughput  {r.problem.flops() / (r.median_ms * 1e-3) / 1e12:.3f} TFLOP/s "
-             f"({r.problem.flops() / 1e9:.1f} GFLOP useful per call)",
+             f"({format_flop(r.problem.flops())} useful per call)",
              f"  memory      inputs {format_bytes(r.device_bytes['inputs'])}, outputs "
              f"{format_bytes(r.device_bytes['outputs'])}, workspace {format_bytes(r.device_bytes['workspace'])} "
              f"(intermediates {format_bytes(r.device_bytes['intermediate'])} + the library's system workspace)",

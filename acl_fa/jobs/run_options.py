@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 
 from ..ops import forward_v2 as attention_v2, opcall
+from ..plan import forward as plan_module
 from ..plan.forward import PlanOptions
 from ..reference.accuracy import Accuracy, check_accuracy, check_gradients, naive_same_precision
 from ..spec.problem import Problem, problem_from_sizes
@@ -248,6 +249,16 @@ def _check_backward(problem, options, grads, q, k, v, dout, attn_mask, dropout_p
     return [_worst([unit[i] for unit in per_unit]) for i in range(3)]
 
 
+def _check_chip_takes(run_options: RunOptions, soc: str) -> None:
+    """The coupled chips run no mask and no dropout: said with the command's own option names,
+    before device work."""
+    refused = [name for name, used in (("--mask-density", run_options.mask_density is not None),
+                                       ("--dropout", run_options.dropout > 0)) if used]
+    if refused and plan_module.chip(soc).coupled:
+        raise InvalidArgumentError(f"{' and '.join(refused)}: supported on Atlas A2/A3 (Ascend910B*, Ascend910_93*) "
+                                   f"only; {plan_module.chip(soc).name} has coupled AI Cores (docs/chips.md)")
+
+
 def run_options_job(problem: Problem, run_options: RunOptions, settings: JobSettings = JobSettings(), *,
                     backward: bool = False, deterministic: bool = True) -> OptionsRunReport:
     """Runs the V2 forward (and the V2 backward on its outputs with `backward`) on random
@@ -270,6 +281,7 @@ def run_options_job(problem: Problem, run_options: RunOptions, settings: JobSett
     useful_macs = 2 * problem.num_heads * problem.head_dim * pairs
     warmup, iters = settings.warmup, settings.iters
     with DeviceSession(device=settings.device, backend=settings.backend) as session:
+        _check_chip_takes(run_options, session.soc_name())
         call = attention_v2.V2Call(problem, options)
         m = measure(session, call, q, k, v, mask_u8, warmup=warmup, iters=iters, tick=tick,
                     runner=attention_v2.runner_for(session), check=attention_v2.check_v2_plan)

@@ -18,7 +18,7 @@ from .settings import JobSettings
 from .run import random_inputs
 from ..api import Session
 
-__all__ = ["SweepRow", "sweep", "analytic_error", "format_sweep", "plot_sweep", "BLOCK_M_CANDIDATES", "BLOCK_N_CANDIDATES"]
+__all__ = ["SweepRow", "sweep", "candidate_pairs", "analytic_error", "format_sweep", "plot_sweep", "BLOCK_M_CANDIDATES", "BLOCK_N_CANDIDATES"]
 
 BLOCK_M_CANDIDATES = (32, 64, 96, 128, 160, 192, 256)
 BLOCK_N_CANDIDATES = (64, 128, 192, 256, 384, 512)
@@ -39,10 +39,20 @@ class SweepRow:
         return dataclasses.asdict(self)
 
 
+def candidate_pairs(problem: Problem, soc: str, block_ms=BLOCK_M_CANDIDATES, block_ns=BLOCK_N_CANDIDATES) -> list:
+    """The (block_m, block_n) pairs a sweep visits: the grid, and the policy's own choice where the
+    grid does not hold it (host-side planning only: no device work)."""
+    chosen = plan_module.plan(dataclasses.replace(problem, block_m=0, block_n=0), soc)
+    pairs = [(bm, bn) for bm in block_ms for bn in block_ns]
+    if (chosen.block_m, chosen.block_n) not in pairs:
+        pairs.append((chosen.block_m, chosen.block_n))
+    return pairs
+
+
 def sweep(problem: Problem, settings: JobSettings = JobSettings(backend="sim"), *,
           block_ms=BLOCK_M_CANDIDATES, block_ns=BLOCK_N_CANDIDATES) -> list:
-    """One SweepRow per (block_m, block_n) pair, on the session's (simulated) chip; the problem's
-    own blocks are not used. `settings.progress()` is called after each timed pair."""
+    """One SweepRow per pair of candidate_pairs, on the session's (simulated) chip; the problem's
+    own blocks are not used. `settings.tick("pairs", 1)` after each pair, refused or timed."""
     p = dataclasses.replace(problem, block_m=0, block_n=0)
     rows = []
     with Session(device=settings.device, backend=settings.backend) as session:
@@ -50,15 +60,12 @@ def sweep(problem: Problem, settings: JobSettings = JobSettings(backend="sim"), 
         chosen = plan_module.plan(p, soc)
         clock_hz = timing.pipe_costs(session.backend)["clockMHz"] * 1e6
         q, k, v = random_inputs(problem, settings.seed)
-        # The grid, and the policy's own choice where the grid does not hold it.
-        pairs = [(bm, bn) for bm in block_ms for bn in block_ns]
-        if (chosen.block_m, chosen.block_n) not in pairs:
-            pairs.append((chosen.block_m, chosen.block_n))
-        for bm, bn in pairs:
+        for bm, bn in candidate_pairs(p, soc, block_ms, block_ns):
             try:
                 plan_module.plan(dataclasses.replace(p, block_m=bm, block_n=bn), soc)
             except plan_module.PlanError as exc:
                 rows.append(SweepRow(bm, bn, None, None, None, None, str(exc)))
+                settings.tick("pairs", 1)
                 continue
             with timing.op_trace(session.backend):
                 session.flash_attention(q, k, v, causal=p.causal, layout=p.layout, num_heads=p.num_heads,
@@ -69,8 +76,7 @@ def sweep(problem: Problem, settings: JobSettings = JobSettings(backend="sim"), 
                         plan_module.analytic_cycles(dataclasses.replace(p, block_m=bm, block_n=bn), soc) / clock_hz)
             rows.append(SweepRow(bm, bn, model.seconds, analytic, p.flops() / model.seconds / 1e12,
                                  model.critical, None, (bm, bn) == (chosen.block_m, chosen.block_n)))
-            if settings.progress:
-                settings.progress()
+            settings.tick("pairs", 1)
     return rows
 
 

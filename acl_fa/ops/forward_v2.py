@@ -78,6 +78,11 @@ def check_v2_plan(call: V2Call, soc: str):
                     seq_lens_kv=tuple(int(x) for x in np.diff((0,) + tuple(o.cu_seqlens_kv))))
     options = planmod.PlanOptions(pre_tokens=o.pre_tokens, next_tokens=o.next_tokens, mask_shape=o.mask_shape,
                                   dropout=o.keep_prob < 1.0, dropout_mask_out=o.return_dropout_mask, **lens)
+    refused = [name for name, used in (("attn_mask", o.mask_shape is not None), ("dropout_p > 0", o.keep_prob < 1.0))
+               if used]
+    if refused and planmod.chip(soc).coupled:  # the plan's own refusal names aclnn's arguments
+        raise InvalidArgumentError(f"{' and '.join(refused)}: supported on Atlas A2/A3 (Ascend910B*, Ascend910_93*) "
+                                   f"only; {planmod.chip(soc).name} has coupled AI Cores (docs/chips.md)")
     try:
         return planmod.plan(dataclasses.replace(p, causal=False), soc, options)
     except planmod.PlanError as exc:

@@ -47,7 +47,8 @@ from typing import Optional
 import numpy as np
 
 from ..runtime.ffi import ffi
-from ..runtime.errors import AclMemoryError, InsufficientMemoryError, InvalidArgumentError, InvalidTypeError
+from ..runtime.errors import (
+    AclMemoryError, ClosedObjectError, InsufficientMemoryError, InvalidArgumentError, InvalidTypeError)
 from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.interrupts import deferred
 from ..runtime.loader import check_device_id, get_backend
@@ -57,13 +58,15 @@ from ..runtime.session import (
 from ..runtime.tensor import Tensor
 from ..runtime.units import format_bytes
 
-__all__ = ["Op", "PreparedCall", "OpRunner", "runner_for", "default_session", "clear_cache", "set_cache_limits",
-           "CACHED_SHAPES", "CACHED_FRACTION"]
+__all__ = ["Op", "PreparedCall", "OpRunner", "runner_for", "default_session", "default_sessions", "clear_cache",
+           "set_cache_limits", "CACHED_SHAPES", "CACHED_FRACTION"]
 
 # What one OpRunner keeps, least recently used dropped first: at most CACHED_SHAPES problems and
 # at most CACHED_FRACTION of the device's total memory (the problem just built always stays).
-# A new problem also evicts what it needs to fit the device's free memory, and when an
-# allocation still fails for memory the cache is emptied and the build tried once more.
+# A new problem also evicts what it needs to fit the device's free memory -- from its own cache,
+# then from the idle caches of the process-wide sessions on the same device (those of the
+# module-level functions, which the caller cannot reach otherwise) -- and when an allocation
+# still fails for memory the cache is emptied and the build tried once more.
 CACHED_SHAPES = 4
 CACHED_FRACTION = 0.5
 
@@ -269,6 +272,21 @@ class OpRunner:
     def cached_bytes(self) -> int:
         return self._held_bytes
 
+    def release_if_idle(self) -> int:
+        """Drops every cached problem unless a call holds the runner or its last launch may still
+        run (never waits: a runner in use keeps its cache); returns the bytes released."""
+        if not self.lock.acquire(blocking=False):
+            return 0
+        try:
+            if self._unsettled or self.session.closed:
+                return 0
+            with self.session.in_flight():
+                return self._evict(0)
+        except ClosedObjectError:  # closed meanwhile: close() releases the cache itself
+            return 0
+        finally:
+            self.lock.release()
+
     def _evict(self, keep: int, nbytes: Optional[int] = None) -> int:
         """Drops least recently used problems until at most `keep` remain and (when `nbytes`
         is given) at most `nbytes` of device memory is held; returns the bytes released."""
@@ -343,14 +361,27 @@ class OpRunner:
         free += self._evict(limits.get("shapes", CACHED_SHAPES) - 1, max(max_bytes - total_needed, 0))
         if total_needed > free:
             free += self._evict(0)
+        if total_needed > free:
+            free += sum(runner.release_if_idle() for runner in self._default_runners_beside())
         if total_needed <= free:
             return
         roles = ", ".join(r for r in needed if r != "workspace")
+        held = sum(runner.cached_bytes() for runner in self._default_runners_beside())
         raise InsufficientMemoryError(
             f"{self.op.name} needs {format_bytes(total_needed)} of device memory ({roles}: "
             f"{format_bytes(total_needed - needed['workspace'])}, workspace {format_bytes(needed['workspace'])}); "
-            f"the device has {format_bytes(free)} free of {format_bytes(total)}",
+            f"the device has {format_bytes(free)} free of {format_bytes(total)}"
+            + (f"; {format_bytes(held)} more is cached by calls running now on the process-wide session of the "
+               f"module-level functions" if held else ""),
             "device", total_needed, free)
+
+    def _default_runners_beside(self) -> list:
+        """The op runners of the other process-wide sessions on this runner's device and backend."""
+        here = self.session
+        with _runners_lock:
+            return [runner for session in default_sessions() if session is not here
+                    and session.device == here.device and session.backend is here.backend
+                    for runner in session.__dict__.get("_op_runners", {}).values()]
 
     def workspace_bytes(self, problem) -> int:
         """Workspace bytes a call of `problem` asks for (the op's host-side check; raises as
@@ -491,6 +522,11 @@ def runner_for(session: DeviceSession, op: Op) -> OpRunner:
         if runner is None:
             runner = runners[op.name] = OpRunner(session, op)
         return runner
+
+
+def default_sessions() -> list:
+    """The open process-wide sessions of this process (those default_session opened)."""
+    return [s for s in list(_sessions.values()) if not s.closed and s.in_this_process]
 
 
 def default_session(backend: Optional[str] = None, device: Optional[int] = None) -> DeviceSession:

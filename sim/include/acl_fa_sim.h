@@ -100,9 +100,9 @@ int aclfaSimShouldFail(const char *api);
 
 /* ---- plumbing shared by the simulator's libraries ------------------------------- */
 
-/* Device count used when ACL_FA_SIM_DEVICE_COUNT is unset (1 unless raised): the simulated
- * libhccl.so raises it to 8 when loaded, as multi-device work needs several devices. Takes
- * effect at once when the variable is unset (never lowers the count). */
+/* Device count used when ACL_FA_SIM_DEVICE_COUNT is unset (8 unless raised; the simulated
+ * libhccl.so asks for 8 when loaded). Takes effect at once when the variable is unset (never
+ * lowers the count). */
 void aclfaSimSetDefaultDeviceCount(uint32_t count);
 
 /* Sets the calling thread's message returned by aclGetRecentErrMsg(). printf-style. */

@@ -25,12 +25,12 @@ def test_layout_and_dtype_any_case(sim_only):
 
 
 def test_run_device_out_of_range_says_what_python_says(sim_only):
-    result = invoke("run", "--seq", "64", "--device", "3")
+    result = invoke("run", "--seq", "64", "--device", "9")
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
-        "Error: device=3 is out of range: this host has 1 device"]
-    with pytest.raises(acl_fa.InvalidArgumentError, match="device=3 is out of range: this host has 1 device"):
-        acl_fa.Session(device=3)
+        "Error: device=9 is out of range: this host has 8 devices"]
+    with pytest.raises(acl_fa.InvalidArgumentError, match="device=9 is out of range: this host has 8 devices"):
+        acl_fa.Session(device=9)
 
 
 @pytest.mark.parametrize("short, chip", [("ascend910b", "Ascend910B1"), ("ASCEND910_93", "Ascend910_93")])

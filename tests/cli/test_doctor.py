@@ -26,7 +26,7 @@ def test_doctor_reports_the_simulator_and_where_it_came_from(sim):
     assert f"  runtime: {sim.runtime_path}\n" in out
     assert f"  nnopbase: {sim.nnopbase_path}\n" in out
     assert f"{sim.runtime_path}: loaded" in out  # in the list of paths tried
-    assert "  device count: 1\n" in out
+    assert "  device count: 8\n" in out  # the simulator's 8 devices, as the README says
     assert "  SoC: Ascend910B2\n" in out
     assert "GiB free of" in out
     assert "  simulated chip: Ascend910B2: 24 AIC / 48 AIV" in out
@@ -35,9 +35,9 @@ def test_doctor_reports_the_simulator_and_where_it_came_from(sim):
 
 
 def test_doctor_reports_a_bad_device_without_crashing(sim):
-    result = CliRunner().invoke(main, ["doctor", "--backend", "sim", "--device", "7"])
+    result = CliRunner().invoke(main, ["doctor", "--backend", "sim", "--device", "8"])
     assert result.exit_code == 0, result.output
-    assert "session: failed: device=7 is out of range: this host has 1 device" in result.output
+    assert "session: failed: device=8 is out of range: this host has 8 devices" in result.output
 
 
 def test_doctor_explains_a_backend_that_does_not_load(tmp_path):

@@ -74,7 +74,7 @@ CASES = [
     ("block-n-over-limit", Q, KV, KV, {"block_n": 2048}, InvalidArgumentError, ["block_n", "1024"]),
     ("block-m-over-limit", Q, KV, KV, {"block_m": 4096}, InvalidArgumentError, ["block_m"]),
     ("unknown-backend", Q, KV, KV, {"backend": "cuda"}, InvalidArgumentError, ["backend", "npu", "sim"]),
-    ("device-out-of-range", Q, KV, KV, {"device": 7}, InvalidArgumentError, ["device=7", "out of range"]),
+    ("device-out-of-range", Q, KV, KV, {"device": 8}, InvalidArgumentError, ["device=8", "out of range"]),
     ("device-str", Q, KV, KV, {"device": "0"}, InvalidTypeError, ["device", "integer"]),
     ("device-beyond-int32", Q, KV, KV, {"device": 2**40}, InvalidArgumentError, ["device=1099511627776", "out of range"]),
     ("causal-int", Q, KV, KV, {"causal": 1}, InvalidTypeError, ["causal", "bool"]),
@@ -131,7 +131,7 @@ def test_equal_valued_option_of_a_refused_type_is_refused_after_the_valid_call(s
 
 def test_session_device_beyond_the_host(backend):
     before = acl_fa.runtime.session.live_counts(backend) if backend.name == "sim" else None
-    for device, words in ((3, "device=3 is out of range: this host has 1 device"),
+    for device, words in ((8, "device=8 is out of range: this host has 8 devices"),
                           (2**40, "device=1099511627776 is out of range")):
         with pytest.raises(InvalidArgumentError, match=words):
             acl_fa.Session(device=device, backend=backend.name)

@@ -62,15 +62,20 @@ const aclfaSimChip kChips[] = {
 constexpr uint32_t kChipCount = sizeof(kChips) / sizeof(kChips[0]);
 constexpr const char *kDefaultChip = "Ascend910B2";
 
+// Simulated devices when ACL_FA_SIM_DEVICE_COUNT is unset: an 8-device host, as an Atlas 800T A2
+// server carries 8 NPUs, so `flash_attention(device=3)` and the parallel ops find the same devices
+// whether or not libhccl.so has been loaded yet (docs/simulator.md#settings).
+constexpr uint32_t kDefaultDeviceCount = 8;
+
 struct Config {
     aclfaSimChip chip;  // the catalogue row with hbmBytes possibly overridden
-    uint32_t deviceCount = 1;
+    uint32_t deviceCount = kDefaultDeviceCount;
 };
 
 std::mutex g_configMutex;
 Config g_config;
 // Device count when ACL_FA_SIM_DEVICE_COUNT is unset (aclfaSimSetDefaultDeviceCount).
-std::atomic<uint32_t> g_defaultDeviceCount{1};  // guarded by g_configMutex for writes; read as a whole under it too
+std::atomic<uint32_t> g_defaultDeviceCount{kDefaultDeviceCount};  // guarded by g_configMutex for writes; read as a whole under it too
 
 const aclfaSimChip *FindChip(const char *name) {
     for (const aclfaSimChip &chip : kChips) {
@@ -143,7 +148,7 @@ struct LoadTimeConfig {
         std::string error;
         if (!ConfigFromEnv(&config, &error)) {
             config.chip = *FindChip(kDefaultChip);
-            config.deviceCount = 1;
+            config.deviceCount = kDefaultDeviceCount;
         }
         g_config = config;
     }

@@ -51,7 +51,7 @@ def test_decode_step_uses_every_core_and_reads_kv_once(session, sim_only):
 
 
 def test_bench_decode_rows(sim_only):
-    result = CliRunner().invoke(main, ["bench", "--decode", "--paged", "--block-size", "16", "--seq", "100,40",
+    result = CliRunner().invoke(main, ["bench", "--decode", "--paged", "--block-size", "16", "--seq-kv", "100,40",
                                        "--heads", "4", "--kv-heads", "1", "--head-dim", "32", "--steps", "1",
                                        "--json"])
     assert result.exit_code == 0, result.output + repr(result.exception)
