@@ -5,7 +5,8 @@ of a launched rank (acl-fa launch)."""
 from __future__ import annotations
 
 import contextlib
-from typing import Sequence
+import threading
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -16,11 +17,48 @@ from ..runtime.ffi import ffi
 from ..runtime.loader import device_count
 
 __all__ = ["split_bounds", "zigzag_chunks", "ring_plan", "check_devices", "host_task", "settle_stream", "close_on_exit",
-           "device_clique", "chip_peak_flops", "ENV_RANK", "ENV_SIZE", "ENV_DEVICE", "ENV_ROOT"]
+           "device_clique", "chip_peak_flops", "StepGate", "RingInterrupted", "enter_step", "ENV_RANK", "ENV_SIZE",
+           "ENV_DEVICE", "ENV_ROOT"]
 
 # The environment of a rank started by `acl-fa launch` (read by ring.RankContext.from_env).
 ENV_RANK, ENV_SIZE, ENV_DEVICE, ENV_ROOT = "ACL_FA_RANK", "ACL_FA_WORLD_SIZE", "ACL_FA_DEVICE", "ACL_FA_ROOT_INFO"
 
+
+
+class RingInterrupted(KeyboardInterrupt):
+    """A rank thread stopped at a ring step because Ctrl-C asked the ring to stop (StepGate)."""
+
+
+class StepGate:
+    """Ctrl-C for the rank threads of one process's ring. Python delivers SIGINT to the main thread
+    only; the ranks run on, each with HCCL exchanges that its neighbours must match. So a stop is
+    agreed at a step: request_stop() fixes stop_step = (the highest step any rank has begun) + 1,
+    and each rank asks enter(rank, step) before it begins a step, which raises RingInterrupted from
+    stop_step on. Every rank then runs the steps before stop_step -- whose exchanges all its peers
+    also make, so its streams drain -- and none after: the ring ends within about one step, and its
+    clean-up never runs under a kernel or an exchange still queued."""
+
+    def __init__(self, ranks: int):
+        self._lock = threading.Lock()
+        self._begun = [-1] * ranks  # per rank, the last step it began (-1: none yet)
+        self.stop_step: Optional[int] = None
+
+    def request_stop(self):
+        with self._lock:
+            if self.stop_step is None:
+                self.stop_step = max(self._begun) + 1
+
+    def enter(self, rank: int, step: int):
+        with self._lock:
+            if self.stop_step is not None and step >= self.stop_step:
+                raise RingInterrupted(f"rank {rank} stopped before step {step} (Ctrl-C)")
+            self._begun[rank] = step
+
+
+def enter_step(gate: Optional[StepGate], rank: int, step: int):
+    """gate.enter(rank, step) when the ring runs under a StepGate (threads of one process)."""
+    if gate is not None:
+        gate.enter(rank, step)
 
 
 def split_bounds(total: int, parts: int) -> list:

@@ -227,6 +227,14 @@ class _SessionState:
         while any(ident != me and ref() is not None for ident, ref in list(self.calls.items())):
             time.sleep(_DRAIN_POLL_S)
 
+    def wait_for_running_calls(self):
+        """Returns when every call that other threads have in flight now has ended (calls that
+        begin later are not waited for, so a busy session cannot starve the wait; Ctrl-C stops it)."""
+        me = threading.get_ident()
+        running = [(ident, ref) for ident, ref in list(self.calls.items()) if ident != me and ref() is not None]
+        while any(ref() is not None and self.calls.get(ident) is ref for ident, ref in running):
+            time.sleep(_DRAIN_POLL_S)
+
     def bind(self, closing: bool = False):
         """aclrtSetDevice on the calling thread unless this thread is bound already.
         `closing`: also while the session tears down (releasing children needs the device)."""
@@ -431,6 +439,11 @@ class DeviceSession:
         """Context manager: marks a call in flight on this session (close() waits for it, and
         refuses new ones with ClosedObjectError once it began)."""
         return self._state.in_flight()
+
+    def wait_for_running_calls(self):
+        """Returns when the calls other threads have in flight on this session now have ended
+        (what a DeviceArray's close() waits for before it frees memory such a call may read)."""
+        self._state.wait_for_running_calls()
 
     def __enter__(self) -> "DeviceSession":
         return self
