@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import acl_fa
+from conftest import run_python
 
 
 def test_round_trip_and_attributes(session):
@@ -60,3 +61,70 @@ def test_forward_refuses_arrays_of_another_session(session, backend):
         foreign = other.to_device(x)
         with pytest.raises(acl_fa.InvalidArgumentError, match="another Session"):
             session.flash_attention(foreign, x, x)
+
+
+def test_empty_refuses_a_size_that_wraps(session):
+    """2**65 elements: counted in int64 the size wraps to 0 B; refused naming the shape instead."""
+    with pytest.raises(acl_fa.InvalidArgumentError, match=r"shape \(4294967296, 4294967296, 2\) of float16 has "
+                       r"36893488147419103232 elements"):
+        session.empty((2**32, 2**32, 2), np.float16)
+    with pytest.raises(acl_fa.InvalidArgumentError, match="2\\*\\*63 - 1"):
+        session.empty((2**62,), np.float32)  # 2**64 bytes
+    assert session.empty((0, 2**40), np.float16).nbytes == 0  # an empty array is no overflow
+
+
+def test_close_waits_for_a_call_that_reads_the_array(sim_only):
+    """DeviceArray.close() while another thread's call reads it: the memory is freed only after
+    that call ended (its output right, no error); a call that begins after close() refuses it."""
+    result = run_python("""
+        import json, threading, time
+        import numpy as np, acl_fa
+        rng = np.random.default_rng(4)
+        q, k, v = (rng.standard_normal((1, 2, 256, 64)).astype(np.float16) for _ in range(3))
+        with acl_fa.Session(backend="sim") as s:
+            expected = s.flash_attention(q, k, v)
+            dq, dk, dv = (s.to_device(x) for x in (q, k, v))
+            launched, outcome = threading.Event(), {}
+            real = s.backend.call
+            def call(api, *args):  # the launch of the other thread's call lingers before it runs
+                if api == "aclnnFlashAttention" and threading.current_thread().name == "reader":
+                    launched.set()
+                    time.sleep(0.5)
+                return real(api, *args)
+            s.backend.call = call
+            def read():
+                try:
+                    out = s.flash_attention(dq, dk, dv)
+                    outcome["equal"] = bool(np.array_equal(out.view(np.uint16), expected.view(np.uint16)))
+                except Exception as exc:
+                    outcome["error"] = repr(exc)
+                outcome["ended"] = time.monotonic()
+            reader = threading.Thread(target=read, name="reader")
+            reader.start()
+            launched.wait(60)
+            dk.close()
+            closed = time.monotonic()
+            reader.join()
+            try:
+                s.flash_attention(q, dk, v)
+                refused = ""
+            except acl_fa.ClosedObjectError as exc:
+                refused = str(exc)
+            dq.close(); dv.close()
+        print(json.dumps(dict(outcome, closed_after_call=closed >= outcome["ended"], refused=refused)))
+    """)
+    assert "error" not in result and result["equal"], result
+    assert result["closed_after_call"], result
+    assert "k is a closed DeviceArray" in result["refused"], result
+
+
+def test_backward_takes_a_device_array_lse(session):
+    """lse as a DeviceArray (as every other array may be) gives the numpy lse's gradients."""
+    rng = np.random.default_rng(5)
+    q, k, v, dout = (rng.standard_normal((1, 2, 64, 32)).astype(np.float16) for _ in range(4))
+    out, lse = session.flash_attention(q, k, v, causal=True, return_lse=True)
+    expected = session.flash_attention_backward(dout, q, k, v, out, lse, causal=True)
+    with session.to_device(lse) as lse_dev, session.to_device(out) as out_dev:
+        got = session.flash_attention_backward(dout, q, k, v, out_dev, lse_dev, causal=True)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
