@@ -232,7 +232,8 @@ def test_backward_counts_its_workspace_before_device_work(sim_only):
                     got[name] = repr(exc)
         print(json.dumps(got))
     """, ACL_FA_SIM_HBM_BYTES=12 << 20)
-    for name, error in result.items():
+    for name in ("backward", "backward-window", "varlen-backward"):
+        error = result[name]
         assert isinstance(error, dict), (name, error)
         assert error["mallocs"] == 0, (name, error)
         assert re.search(r"workspace (1[89]|2[01])\.\d MiB\); the device has 12\.0 MiB free", error["text"]), (name, error)
