@@ -259,6 +259,17 @@ def test_rank_context_refuses_bad_ranks_and_devices():
             parallel.RankContext.from_env(environ={}); raise SystemExit("no error")
         except InvalidArgumentError as exc:
             assert "ACL_FA_RANK, ACL_FA_WORLD_SIZE, ACL_FA_ROOT_INFO not set" in str(exc), exc
+        # A rank outside its world: refused at once, naming both, instead of waiting for a root-info
+        # file that no rank 0 of this world writes (ROOT_WAIT_SECONDS).
+        import time
+        for rank, size in (("5", "2"), ("-1", "2"), ("0", "0")):
+            start = time.monotonic()
+            env = dict(ACL_FA_RANK=rank, ACL_FA_WORLD_SIZE=size, ACL_FA_ROOT_INFO="/nonexistent/acl-fa-root")
+            try:
+                parallel.RankContext.from_env(environ=env); raise SystemExit(f"no error for {env}")
+            except InvalidArgumentError as exc:
+                assert f"ACL_FA_RANK={rank} must lie in [0, ACL_FA_WORLD_SIZE={size})" in str(exc), exc
+            assert time.monotonic() - start < 30, time.monotonic() - start
         print("ok")
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env(),
