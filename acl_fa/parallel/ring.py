@@ -853,15 +853,22 @@ def _run_threads(contexts: list, work) -> list:
     return results
 
 
+_JOIN_SLICE_S = 0.02  # how long the main thread waits for a rank between two chances for Ctrl-C
+
+
 def _join_all(threads: list, gate: StepGate) -> Optional[KeyboardInterrupt]:
     """Joins every thread. A Ctrl-C (KeyboardInterrupt, which only this thread receives) asks the
     ranks to stop at an agreed step and keeps waiting for them, so that nothing is closed under
-    them; returns the first KeyboardInterrupt, for the caller to raise once they have ended."""
+    them; returns the first KeyboardInterrupt, for the caller to raise once they have ended.
+    The joins wait in slices: SIGINT may be delivered to a rank's OS thread, which leaves this
+    thread blocked in an untimed join (no EINTR) until that rank ends; Python runs its handler
+    here only when this thread wakes."""
     interrupt = None
     while any(t.is_alive() for t in threads):
         try:
             for t in threads:
-                t.join()
+                while t.is_alive():
+                    t.join(_JOIN_SLICE_S)
         except KeyboardInterrupt as exc:
             interrupt = interrupt or exc
             gate.request_stop()

@@ -206,3 +206,58 @@ def test_ring_orders_its_streams_on_the_device_and_fails_cleanly():
     # surfaces (3 s did once at load 13), short enough to keep the test quick.
     out = run_on_sim_devices(ORDERING, timeout=300, HCCL_EXEC_TIMEOUT="10")
     assert "ok ordering" in out, out
+
+
+CTRL_C = """
+import os, signal, time, numpy as np
+from acl_fa import parallel
+from acl_fa.runtime.loader import get_backend
+from acl_fa.runtime.session import live_counts
+
+backend = get_backend()
+launches = []
+real = backend.call
+ctrl_c = []
+
+
+def call(api, *args):  # counts the ring's FlashAttention launches; Ctrl-C at the one asked for
+    if api == "aclnnFlashAttention":
+        launches.append(api)
+        if len(launches) in ctrl_c:
+            os.kill(os.getpid(), signal.SIGINT)  # lands in the main thread while the rank threads run
+        time.sleep(0.05)  # a launch takes a while, as on a device: steps are not over before the stop
+    return real(api, *args)
+
+
+backend.call = call
+q = np.random.default_rng(2).standard_normal((1, 2, 4096, 64)).astype(np.float16)
+parallel.ring_attention(q, q, q, devices=list(range(8)), causal=True)
+full = len(launches)
+del launches[:]
+ctrl_c.append(3)
+start = time.monotonic()
+try:
+    parallel.ring_attention(q, q, q, devices=list(range(8)), causal=True)
+    raise SystemExit("the ring ended without KeyboardInterrupt")
+except KeyboardInterrupt:
+    pass
+stopped = len(launches)
+counts = live_counts(backend)
+assert counts["streams"] == 0 and counts["events"] == 0 and counts["deviceAllocations"] == 0, counts
+del ctrl_c[:]
+out, lse = parallel.ring_attention(q[:, :, :256], q[:, :, :256], q[:, :, :256], devices=list(range(8)), causal=True)
+assert np.isfinite(out.astype(np.float32)).all()
+# 8 steps; Ctrl-C during step 0 or 1 stops every rank by the step after the furthest one begun.
+assert stopped <= full // 2, (stopped, full)
+print("ok stopped after", stopped, "of", full, "launches in", round(time.monotonic() - start, 1), "s")
+"""
+
+
+def test_ctrl_c_ends_the_whole_ring_with_keyboard_interrupt():
+    """Ctrl-C during ring_attention (SIGINT lands in the main thread; the ranks are other threads):
+    the ranks stop at an agreed step, nothing is closed under a running kernel or exchange, the
+    KeyboardInterrupt (no 507015 in its place) reaches the caller, nothing is left behind and the
+    next ring works. The child's own stderr must stay empty: no rank thread's traceback."""
+    out = run_on_sim_devices(CTRL_C, timeout=300)
+    assert "ok stopped after" in out, out
+
