@@ -17,8 +17,8 @@ from ..runtime.ffi import ffi
 from ..runtime.loader import device_count
 
 __all__ = ["split_bounds", "zigzag_chunks", "ring_plan", "check_devices", "host_task", "settle_stream", "close_on_exit",
-           "device_clique", "chip_peak_flops", "StepGate", "RingInterrupted", "enter_step", "ENV_RANK", "ENV_SIZE",
-           "ENV_DEVICE", "ENV_ROOT"]
+           "device_clique", "chip_peak_flops", "StepGate", "RingInterrupted", "enter_step", "join_ranks", "ENV_RANK",
+           "ENV_SIZE", "ENV_DEVICE", "ENV_ROOT"]
 
 # The environment of a rank started by `acl-fa launch` (read by ring.RankContext.from_env).
 ENV_RANK, ENV_SIZE, ENV_DEVICE, ENV_ROOT = "ACL_FA_RANK", "ACL_FA_WORLD_SIZE", "ACL_FA_DEVICE", "ACL_FA_ROOT_INFO"
@@ -53,6 +53,30 @@ class StepGate:
             if self.stop_step is not None and step >= self.stop_step:
                 raise RingInterrupted(f"rank {rank} stopped before step {step} (Ctrl-C)")
             self._begun[rank] = step
+
+
+_JOIN_SLICE_S = 0.02  # how long the main thread waits for a rank between two chances for Ctrl-C
+
+
+def join_ranks(threads: list, gate: Optional[StepGate] = None) -> Optional[KeyboardInterrupt]:
+    """Joins every rank thread. A Ctrl-C (KeyboardInterrupt, which only this thread receives) asks
+    the ranks to stop at an agreed step (with a `gate`; without one they run to their end) and
+    keeps waiting for them, so that nothing is closed under them; returns the first
+    KeyboardInterrupt, for the caller to raise once they have ended.
+    The joins wait in slices: SIGINT may be delivered to a rank's OS thread, which leaves this
+    thread blocked in an untimed join (no EINTR) until that rank ends; Python runs its handler
+    here only when this thread wakes."""
+    interrupt = None
+    while any(t.is_alive() for t in threads):
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(_JOIN_SLICE_S)
+        except KeyboardInterrupt as exc:
+            interrupt = interrupt or exc
+            if gate is not None:
+                gate.request_stop()
+    return interrupt
 
 
 def enter_step(gate: Optional[StepGate], rank: int, step: int):

@@ -67,7 +67,7 @@ from ..spec.layouts import from_bnsd, to_bnsd
 from . import hccl
 from .clique import (
     ENV_DEVICE, ENV_RANK, ENV_ROOT, ENV_SIZE, StepGate, check_devices, chip_peak_flops, close_on_exit, device_clique,
-    enter_step, host_task, ring_plan, settle_stream, split_bounds, zigzag_chunks)
+    enter_step, host_task, join_ranks, ring_plan, settle_stream, split_bounds, zigzag_chunks)
 from .rank_agree import agree
 from .ring_backward import run_rank_backward
 from ..runtime.session import MALLOC_SLACK
@@ -844,35 +844,13 @@ def _run_threads(contexts: list, work) -> list:
     threads = [threading.Thread(target=target, args=(i,), name=f"ring-rank-{i}") for i in range(len(contexts))]
     for t in threads:
         t.start()
-    interrupt = _join_all(threads, gate)
+    interrupt = join_ranks(threads, gate)
     if interrupt is not None:
         raise interrupt
     failed = [e for e in errors if e is not None]
     if failed:
         raise min(failed, key=lambda e: e[0])[1]
     return results
-
-
-_JOIN_SLICE_S = 0.02  # how long the main thread waits for a rank between two chances for Ctrl-C
-
-
-def _join_all(threads: list, gate: StepGate) -> Optional[KeyboardInterrupt]:
-    """Joins every thread. A Ctrl-C (KeyboardInterrupt, which only this thread receives) asks the
-    ranks to stop at an agreed step and keeps waiting for them, so that nothing is closed under
-    them; returns the first KeyboardInterrupt, for the caller to raise once they have ended.
-    The joins wait in slices: SIGINT may be delivered to a rank's OS thread, which leaves this
-    thread blocked in an untimed join (no EINTR) until that rank ends; Python runs its handler
-    here only when this thread wakes."""
-    interrupt = None
-    while any(t.is_alive() for t in threads):
-        try:
-            for t in threads:
-                while t.is_alive():
-                    t.join(_JOIN_SLICE_S)
-        except KeyboardInterrupt as exc:
-            interrupt = interrupt or exc
-            gate.request_stop()
-    return interrupt
 
 
 def _ring_devices(problem, devices, backend) -> tuple:

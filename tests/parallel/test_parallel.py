@@ -220,8 +220,11 @@ real = backend.call
 ctrl_c = []
 
 
+watched = ["aclnnFlashAttention"]
+
+
 def call(api, *args):  # counts the ring's FlashAttention launches; Ctrl-C at the one asked for
-    if api == "aclnnFlashAttention":
+    if api == watched[0]:
         launches.append(api)
         if len(launches) in ctrl_c:
             os.kill(os.getpid(), signal.SIGINT)  # lands in the main thread while the rank threads run
@@ -250,6 +253,26 @@ assert np.isfinite(out.astype(np.float32)).all()
 # 8 steps; Ctrl-C during step 0 or 1 stops every rank by the step after the furthest one begun.
 assert stopped <= full // 2, (stopped, full)
 print("ok stopped after", stopped, "of", full, "launches in", round(time.monotonic() - start, 1), "s")
+
+# The ring backward stops at an agreed exchange the same way; Ulysses (one exchange round, one
+# call, one return round) runs its ranks to their end; both then raise the KeyboardInterrupt.
+out, lse = parallel.ring_attention(q, q, q, devices=list(range(8)), causal=True)
+for name, run in (("backward", lambda: parallel.ring_attention_backward(q, q, q, q, out, lse, devices=list(range(8)),
+                                                                        causal=True)),
+                  ("ulysses", lambda: parallel.ulysses_attention(q, q, q, devices=[0, 1], causal=True))):
+    del launches[:]
+    watched[0] = "aclnnFlashAttentionGrad" if name == "backward" else "aclnnFlashAttention"
+    ctrl_c[:] = [1]
+    try:
+        run()
+        raise SystemExit(f"{name}: ended without KeyboardInterrupt")
+    except KeyboardInterrupt:
+        pass
+    counts = live_counts(backend)
+    assert counts["streams"] == 0 and counts["events"] == 0 and counts["deviceAllocations"] == 0, (name, counts)
+    if name == "backward":  # 136 launches in all, like the forward: stopped by the gate
+        assert len(launches) <= full // 2, (len(launches), full)
+    print("ok", name, "interrupted after", len(launches), "launches")
 """
 
 
@@ -259,5 +282,5 @@ def test_ctrl_c_ends_the_whole_ring_with_keyboard_interrupt():
     KeyboardInterrupt (no 507015 in its place) reaches the caller, nothing is left behind and the
     next ring works. The child's own stderr must stay empty: no rank thread's traceback."""
     out = run_on_sim_devices(CTRL_C, timeout=300)
-    assert "ok stopped after" in out, out
+    assert "ok stopped after" in out and "ok backward" in out and "ok ulysses" in out, out
 
