@@ -630,6 +630,7 @@ class RankContext:
             raise InvalidArgumentError(f"{ENV_RANK}={rank} must lie in [0, {ENV_SIZE}={size}): the rank is outside "
                                        f"the world of {size} rank{'s' if size != 1 else ''}")
         be = hccl.use_hccl(get_backend(backend))
+        check_devices([device], be)  # also before the wait: a device this host lacks is named at once
         root = _publish_root(env[ENV_ROOT], be) if rank == 0 else _wait_root(env[ENV_ROOT], rank)
         return cls.join(rank, size, root, device=device, backend=be.name)
 

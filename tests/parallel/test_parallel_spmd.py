@@ -275,6 +275,13 @@ def test_rank_context_refuses_bad_ranks_and_devices():
             except InvalidArgumentError as exc:
                 assert f"ACL_FA_RANK={rank} must lie in [0, ACL_FA_WORLD_SIZE={size})" in str(exc), exc
             assert time.monotonic() - start < 30, time.monotonic() - start
+        env = dict(ACL_FA_RANK="1", ACL_FA_WORLD_SIZE="2", ACL_FA_DEVICE="9", ACL_FA_ROOT_INFO="/nonexistent/r")
+        start = time.monotonic()
+        try:
+            parallel.RankContext.from_env(environ=env); raise SystemExit(f"no error for {env}")
+        except InvalidArgumentError as exc:
+            assert "devices[0]=9 is out of range" in str(exc), exc
+        assert time.monotonic() - start < 30, time.monotonic() - start
         print("ok")
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env(),
