@@ -423,7 +423,8 @@ def _memory_lines(rep) -> list:
         note = " (the running result in int16 units of per-row bounds: docs/lse_merge.md)"
     else:
         meets = (f"accumulate=output meets it, by {rounded}; no int16 merge here: {rep.int16_unsupported}"
-                 if rep.int16_unsupported else f"accumulate=int16 or output meets it; int16 at outlier channels' precision, output by {rounded}")
+                 if rep.int16_unsupported else
+                 f"accumulate=int16 or output meets it; int16 at outlier channels' precision, output by {rounded}")
         note = f" ({rounded})" if not m.accumulator else "" if within else f" ({meets})"
     with_bounds = " with O's LSE and row bounds" if m.row_bounds else ""
     lines.append(f"(Q + K + V + O) / P{with_bounds} + the constant (no room for a float32 accumulator): "
