@@ -21,14 +21,14 @@ import numpy as np
 
 from . import dtypes
 from .errors import ClosedObjectError, InvalidArgumentError, InvalidTypeError
-from .session import DeviceBuffer, DeviceSession, as_c_contiguous
+from .session import MAX_ALLOC_BYTES, DeviceBuffer, DeviceSession, as_c_contiguous
 
 __all__ = ["DeviceArray", "is_device_array", "check_device_array"]
 
 _serials = itertools.count(1)
-# The most bytes an array may span: sizes cross the ABI as int64 / size_t (numpy's own limit is
-# the int64 one), and a count past it wraps -- 2**65 elements would read as 0 B.
-MAX_ARRAY_BYTES = 2**63 - 1
+# The most bytes an array may span (its buffer's limit); counted in int64 a size past it wraps --
+# 2**65 elements would read as 0 B.
+MAX_ARRAY_BYTES = MAX_ALLOC_BYTES
 
 
 class DeviceArray:
@@ -130,7 +130,7 @@ def _array_bytes(shape: tuple, dtype: np.dtype) -> int:
     if nbytes > MAX_ARRAY_BYTES:
         raise InvalidArgumentError(
             f"shape {shape} of {dtype} has {count} elements ({nbytes} B): beyond the {MAX_ARRAY_BYTES} B "
-            f"(2**63 - 1) an array's size can hold")
+            f"one device allocation can ask for")
     return nbytes
 
 

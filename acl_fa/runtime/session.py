@@ -68,6 +68,9 @@ SYNC_SLICE_MS = 100
 # 70%); whole 512-B L2 lines also spare partial-line fills (docs/cann-facts.md, "ACL runtime calls").
 GM_ALIGN = 512
 MALLOC_ALIGN = 64  # aclrtMalloc's guaranteed start alignment
+# The most bytes one buffer may ask for: sizes cross the ABI as size_t (and numpy's as int64), and
+# a buffer's request adds GM_ALIGN - MALLOC_ALIGN to its size (malloc_request), so that must fit int64.
+MAX_ALLOC_BYTES = 2**63 - 1 - GM_ALIGN
 # close() looks this often (seconds) whether the calls in flight on other threads have ended.
 _DRAIN_POLL_S = 0.005
 
@@ -868,4 +871,6 @@ def _positive_size(value, name: str) -> int:
         raise InvalidTypeError(f"{name} must be an integer, got {type(value).__name__}")
     if value <= 0:
         raise InvalidArgumentError(f"{name} must be > 0, got {value}")
+    if value > MAX_ALLOC_BYTES:
+        raise InvalidArgumentError(f"{name}={value} is beyond the {MAX_ALLOC_BYTES} B one allocation can ask for")
     return int(value)
