@@ -325,11 +325,11 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     for name, x in (("k", k), ("v", v)):
         if isinstance(x, DeviceArray):
             check_device_array(name, x, session)
-    if k is not None:
-        _append_host_caches(problem, inputs[1], inputs[2], k, v, seqlens, table)
     outputs = ("out", "lse") if return_lse else ("out",)
     with session.in_flight(), runner.lock:  # close() waits for the call
         prepared = runner.prepare(problem, bound)
+        if k is not None:  # after prepare's checks (memory too): a refused call appends nothing
+            _append_host_caches(problem, inputs[1], inputs[2], k, v, seqlens, table)
         prepared.upload(*inputs)
         if k is not None and bound:
             _append_device_caches(session, problem, bound, k, v, seqlens, table)

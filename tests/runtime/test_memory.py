@@ -237,3 +237,24 @@ def test_backward_counts_its_workspace_before_device_work(sim_only):
         assert isinstance(error, dict), (name, error)
         assert error["mallocs"] == 0, (name, error)
         assert re.search(r"workspace (1[89]|2[01])\.\d MiB\); the device has 12\.0 MiB free", error["text"]), (name, error)
+
+
+def test_decode_refused_for_memory_appends_nothing_to_numpy_caches(sim_only):
+    """A decode call with k/v to append into numpy caches, refused by the memory check (16 MiB of
+    caches on a 12 MiB device): InsufficientMemoryError, and both caches as they were."""
+    result = run_python("""
+        import json
+        import numpy as np, acl_fa
+        k_cache, v_cache = (np.zeros((1, 4096, 8, 128), np.float16) for _ in range(2))
+        k = v = np.ones((1, 2, 8, 128), np.float16)
+        q = np.zeros((1, 1, 8, 128), np.float16)
+        with acl_fa.Session(backend="sim") as s:
+            try:
+                s.flash_attention_with_kvcache(q, k_cache, v_cache, k=k, v=v, cache_seqlens=10)
+                error = "no error"
+            except acl_fa.InsufficientMemoryError as exc:
+                error = str(exc)
+        print(json.dumps(dict(error=error, written=bool(k_cache.any() or v_cache.any()))))
+    """, ACL_FA_SIM_HBM_BYTES=12 << 20)
+    assert "the device has 12.0 MiB free" in result["error"], result
+    assert not result["written"], result
