@@ -128,7 +128,8 @@ class FlashAttentionGradV2Op(Op):
     def check(self, problem: BackwardV2Problem, soc: str) -> int:
         """The workspace phase one will ask for, from the operator's backward policy with the
         call's band, mask, dropout and sequences, so that OpRunner.prepare's memory check counts
-        it before any device work (a problem the policy refuses is named here too)."""
+        it before any device work. A problem the policy refuses gives 0 (unknown): phase one then
+        refuses it with the tiling's own error, as the op's contract states."""
         o = problem.options
         lens = {}
         if o.cu_seqlens_q is not None:
@@ -136,11 +137,12 @@ class FlashAttentionGradV2Op(Op):
                         seq_lens_kv=tuple(int(x) for x in np.diff((0,) + tuple(o.cu_seqlens_kv))))
         options = PlanOptions(pre_tokens=o.pre_tokens, next_tokens=o.next_tokens, mask_shape=o.mask_shape,
                               dropout=o.keep_prob < 1.0, **lens)
-        forward = dataclasses.replace(problem.forward, causal=False)  # causal is in the band
+        # causal is in the band; a varlen call's layout is TND whatever the forward problem's says
+        forward = dataclasses.replace(problem.forward, causal=False, layout=problem.layout)
         try:
             return backward_plan(forward, soc, problem.deterministic, options).workspace_bytes
-        except PlanError as exc:
-            raise InvalidArgumentError(str(exc)) from exc
+        except PlanError:
+            return 0
 
     def workspace_args(self, problem: BackwardV2Problem, tensors: dict) -> tuple:
         p, o = problem.forward, problem.options
