@@ -24,14 +24,13 @@ one workspace shared by every call, the spare sub-block, one partial of BLOCK_RO
 
 Merge: on the device, by the project's AttentionLseMerge op (acl_fa.ops.lse_merge, docs/lse_merge.md):
 each call's partial is merged by its LSE into its query sub-chunk's accumulator right after the
-call, out = sum_i exp(lse_i - lse) out_i with lse = logsumexp_i lse_i: in the output's own 2 bytes
-a float32 accumulator whose last merge writes the result in the input dtype into a BLOCK_ROWS
-buffer that is read back at once ("float32", the default: every element keeps float32's relative
-precision); in the output's own 2 bytes an element as int16 in units of a per-row bound, the last
-merge writing the result in the input dtype over it ("int16", AttentionLseMergeInt16, Atlas A2/A3:
-O/P less device memory, but an element far below its row's largest keeps only an absolute
-precision of that bound / 65534 per merge -- docs/lse_merge.md); or the output itself in the input
-dtype ("output").
+call, out = sum_i exp(lse_i - lse) out_i with lse = logsumexp_i lse_i: into a float32 accumulator
+whose last merge writes the result in the input dtype into a BLOCK_ROWS buffer that is read back at
+once ("float32", the default: every element keeps float32's relative precision); in the output's
+own 2 bytes an element as int16 in units of a per-row bound, the last merge writing the result in
+the input dtype over it ("int16", AttentionLseMergeInt16, Atlas A2/A3: O/P less device memory, but
+an element far below its row's largest keeps only an absolute precision of that bound / 65534 per
+merge -- docs/lse_merge.md); or the output itself in the input dtype ("output").
 
 Ordering, on the device (aclrtStreamWaitEvent), per step t and key/value sub-block u: the calls on
 u at step t wait for the event recorded after u's receive at step t - 1; u's send/receive at step
@@ -179,8 +178,8 @@ class MemoryBound:
 
 
 ACCUMULATE = ("int16", "float32", "output")
-# float32 first: int16 fixed point in units of a per-row bound loses channels small next to the
-# row's largest (outlier channels; docs/lse_merge.md, "Outlier channels").
+# float32 by default: int16 fixed point in units of a per-row bound loses the channels that are
+# small next to the row's largest (outlier channels; docs/lse_merge.md, "Outlier channels").
 DEFAULT_ACCUMULATE = "float32"
 
 
