@@ -232,7 +232,11 @@ class _SessionState:
 
     def wait_for_running_calls(self):
         """Returns when every call that other threads have in flight now has ended (calls that
-        begin later are not waited for, so a busy session cannot starve the wait; Ctrl-C stops it)."""
+        begin later are not waited for, so a busy session cannot starve the wait; Ctrl-C stops it).
+        Returns at once on a thread that is itself in flight here: a call releasing its own
+        temporaries may hold a lock (an op runner's) that those other calls wait for."""
+        if self.in_flight_here():
+            return
         me = threading.get_ident()
         running = [(ident, ref) for ident, ref in list(self.calls.items()) if ident != me and ref() is not None]
         while any(ref() is not None and self.calls.get(ident) is ref for ident, ref in running):
@@ -445,7 +449,8 @@ class DeviceSession:
 
     def wait_for_running_calls(self):
         """Returns when the calls other threads have in flight on this session now have ended
-        (what a DeviceArray's close() waits for before it frees memory such a call may read)."""
+        (what a DeviceArray's close() waits for before it frees memory such a call may read); at
+        once inside a call on this session (see _SessionState.wait_for_running_calls)."""
         self._state.wait_for_running_calls()
 
     def __enter__(self) -> "DeviceSession":

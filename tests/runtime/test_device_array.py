@@ -130,3 +130,33 @@ def test_backward_takes_a_device_array_lse(session):
         got = session.flash_attention_backward(dout, q, k, v, out_dev, lse_dev, causal=True)
     for a, b in zip(got, expected):
         np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
+
+
+def test_close_inside_a_call_does_not_wait_for_the_calls_that_wait_for_it(sim_only):
+    """Two threads appending to DeviceArray caches on one Session: each call stages k/v in a
+    temporary DeviceArray and closes it while it holds the op runner's lock, which the other
+    thread's call waits for -- that close must not wait for the other call (no deadlock)."""
+    result = run_python("""
+        import json, threading
+        import numpy as np, acl_fa
+        with acl_fa.Session(backend="sim") as s:
+            caches = [(s.empty((1, 256, 2, 64), np.float16), s.empty((1, 256, 2, 64), np.float16)) for _ in range(2)]
+            q, k = np.zeros((1, 1, 2, 64), np.float16), np.ones((1, 1, 2, 64), np.float16)
+            done = []
+            def work(i):
+                for step in range(20):
+                    s.flash_attention_with_kvcache(q, *caches[i], k=k, v=k, cache_seqlens=step)
+                done.append(i)
+            threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            ended = sorted(done)
+            if ended == [0, 1]:
+                for pair in caches:
+                    for c in pair:
+                        c.close()
+        print(json.dumps({"ended": ended}))
+    """, timeout=300)
+    assert result["ended"] == [0, 1], result
