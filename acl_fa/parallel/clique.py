@@ -14,10 +14,11 @@ from . import hccl
 from ..api import Session
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..runtime.ffi import ffi
+from ..runtime.interrupts import deferred
 from ..runtime.loader import device_count
 
 __all__ = ["split_bounds", "zigzag_chunks", "ring_plan", "check_devices", "host_task", "settle_stream", "close_on_exit",
-           "device_clique", "chip_peak_flops", "StepGate", "RingInterrupted", "enter_step", "join_ranks", "ENV_RANK",
+           "device_clique", "chip_peak_flops", "StepGate", "RingInterrupted", "enter_step", "run_ranks", "ENV_RANK",
            "ENV_SIZE", "ENV_DEVICE", "ENV_ROOT"]
 
 # The environment of a rank started by `acl-fa launch` (read by ring.RankContext.from_env).
@@ -58,15 +59,24 @@ class StepGate:
 _JOIN_SLICE_S = 0.02  # how long the main thread waits for a rank between two chances for Ctrl-C
 
 
-def join_ranks(threads: list, gate: Optional[StepGate] = None) -> Optional[KeyboardInterrupt]:
-    """Joins every rank thread. A Ctrl-C (KeyboardInterrupt, which only this thread receives) asks
-    the ranks to stop at an agreed step (with a `gate`; without one they run to their end) and
-    keeps waiting for them, so that nothing is closed under them; returns the first
-    KeyboardInterrupt, for the caller to raise once they have ended.
-    The joins wait in slices: SIGINT may be delivered to a rank's OS thread, which leaves this
-    thread blocked in an untimed join (no EINTR) until that rank ends; Python runs its handler
-    here only when this thread wakes."""
+def run_ranks(threads: list, gate: Optional[StepGate] = None) -> Optional[KeyboardInterrupt]:
+    """Starts every rank thread and joins them all. The starts hold Ctrl-C back until the last one
+    (a rank never started would leave its peers waiting in their first collective). A Ctrl-C
+    (KeyboardInterrupt, which only this thread receives) asks the ranks to stop at an agreed step
+    (with a `gate`; without one they run to their end) and keeps waiting for them, so that nothing
+    is closed under them; returns the first KeyboardInterrupt, for the caller to raise once they
+    have ended. The joins wait in slices: SIGINT may be delivered to a rank's OS thread, which
+    leaves this thread blocked in an untimed join (no EINTR) until that rank ends; Python runs its
+    handler here only when this thread wakes."""
     interrupt = None
+    try:
+        with deferred():
+            for t in threads:
+                t.start()
+    except KeyboardInterrupt as exc:  # delivered as the deferral ends, every rank started
+        interrupt = exc
+        if gate is not None:
+            gate.request_stop()
     while any(t.is_alive() for t in threads):
         try:
             for t in threads:

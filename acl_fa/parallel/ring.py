@@ -66,7 +66,7 @@ from ..spec.layouts import from_bnsd, to_bnsd
 from . import hccl
 from .clique import (
     ENV_DEVICE, ENV_RANK, ENV_ROOT, ENV_SIZE, StepGate, check_devices, chip_peak_flops, close_on_exit, device_clique,
-    enter_step, host_task, join_ranks, ring_plan, settle_stream, split_bounds, zigzag_chunks)
+    enter_step, host_task, ring_plan, run_ranks, settle_stream, split_bounds, zigzag_chunks)
 from .rank_agree import agree
 from .ring_backward import run_rank_backward
 from ..runtime.session import MALLOC_SLACK
@@ -842,9 +842,7 @@ def _run_threads(contexts: list, work) -> list:
             errors[i] = (time.monotonic(), exc)
 
     threads = [threading.Thread(target=target, args=(i,), name=f"ring-rank-{i}") for i in range(len(contexts))]
-    for t in threads:
-        t.start()
-    interrupt = join_ranks(threads, gate)
+    interrupt = run_ranks(threads, gate)
     if interrupt is not None:
         raise interrupt
     failed = [e for e in errors if e is not None]
