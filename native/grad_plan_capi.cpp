@@ -15,7 +15,7 @@ extern "C" int32_t aclfaGradPlanCompute(const aclfaPlanProblem *problem, uint32_
     if (problem == nullptr || limits == nullptr || plan == nullptr) {
         return fail("aclfaGradPlanCompute: problem, limits and plan must not be NULL");
     }
-    const fa_policy::Problem p = aclfa_plan::ProblemFromC(*problem);
+    const fa_policy::Problem p = aclfa_plan::ProblemWithOptionsFromC(*problem);  // band, lengths, mask too
     const fa_policy::ChipLimits c = aclfa_plan::LimitsFromC(*limits);
 
     fa_policy::GradPlan out;

@@ -6,31 +6,6 @@
 #include "plan_marshal.h"
 #include "tiling_policy.h"
 
-namespace {
-
-// The forward's problem: the fields every policy shares (aclfa_plan::ProblemFromC), then its
-// band, for TND the per-sequence lengths, and the mask and dropout.
-fa_policy::Problem ForwardProblemFromC(const aclfaPlanProblem &problem) {
-    fa_policy::Problem p = aclfa_plan::ProblemFromC(problem);
-    p.preTokens = problem.preTokens;
-    p.nextTokens = problem.nextTokens;
-    if (problem.layout == fa_policy::kLayoutTnd && problem.seqLensQ != nullptr && problem.seqLensKv != nullptr) {
-        p.seqLensQ.assign(problem.seqLensQ, problem.seqLensQ + problem.batch);
-        p.seqLensKv.assign(problem.seqLensKv, problem.seqLensKv + problem.batch);
-        p.tokensQ = problem.tokensQ;
-        p.tokensKv = problem.tokensKv;
-    }
-    p.mask = problem.mask != 0;
-    p.maskB = problem.maskB;
-    p.maskN = problem.maskN;
-    p.maskQ = problem.maskQ;
-    p.dropout = problem.dropout != 0;
-    p.dropoutMaskOut = problem.dropoutMaskOut != 0;
-    return p;
-}
-
-}  // namespace
-
 extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits,
                                     aclfaPlan *plan, char *errBuf, size_t errLen) {
     if (problem == nullptr || limits == nullptr || plan == nullptr) {
@@ -39,7 +14,7 @@ extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfa
     if (problem->layout == fa_policy::kLayoutTnd && (problem->seqLensQ == nullptr || problem->seqLensKv == nullptr)) {
         return aclfa_plan::Report(errBuf, errLen, "aclfaPlanCompute: layout TND needs seqLensQ and seqLensKv");
     }
-    const fa_policy::Problem p = ForwardProblemFromC(*problem);
+    const fa_policy::Problem p = aclfa_plan::ProblemWithOptionsFromC(*problem);
     const fa_policy::ChipLimits c = aclfa_plan::LimitsFromC(*limits);
 
     fa_policy::Plan out;
@@ -80,6 +55,6 @@ extern "C" size_t aclfaPlanSizeOf(int32_t which) {
 extern "C" double aclfaPlanModeledCycles(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits,
                                          uint32_t blockM, uint32_t blockN) {
     if (problem == nullptr || limits == nullptr || blockM == 0 || blockN == 0) return -1.0;
-    return fa_policy::ModeledKernelCycles(ForwardProblemFromC(*problem), aclfa_plan::LimitsFromC(*limits), blockM,
+    return fa_policy::ModeledKernelCycles(aclfa_plan::ProblemWithOptionsFromC(*problem), aclfa_plan::LimitsFromC(*limits), blockM,
                                           blockN);
 }

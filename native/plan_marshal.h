@@ -30,6 +30,27 @@ inline fa_policy::Problem ProblemFromC(const aclfaPlanProblem &problem) {
     return p;
 }
 
+// The fields every policy shares (ProblemFromC), then the V2 entries' band, for TND the
+// per-sequence lengths, and the mask and dropout (the forward's and the backward's policies).
+inline fa_policy::Problem ProblemWithOptionsFromC(const aclfaPlanProblem &problem) {
+    fa_policy::Problem p = aclfa_plan::ProblemFromC(problem);
+    p.preTokens = problem.preTokens;
+    p.nextTokens = problem.nextTokens;
+    if (problem.layout == fa_policy::kLayoutTnd && problem.seqLensQ != nullptr && problem.seqLensKv != nullptr) {
+        p.seqLensQ.assign(problem.seqLensQ, problem.seqLensQ + problem.batch);
+        p.seqLensKv.assign(problem.seqLensKv, problem.seqLensKv + problem.batch);
+        p.tokensQ = problem.tokensQ;
+        p.tokensKv = problem.tokensKv;
+    }
+    p.mask = problem.mask != 0;
+    p.maskB = problem.maskB;
+    p.maskN = problem.maskN;
+    p.maskQ = problem.maskQ;
+    p.dropout = problem.dropout != 0;
+    p.dropoutMaskOut = problem.dropoutMaskOut != 0;
+    return p;
+}
+
 inline fa_policy::ChipLimits LimitsFromC(const aclfaPlanLimits &limits) {
     fa_policy::ChipLimits c;
     c.socName = std::string(limits.socName, strnlen(limits.socName, ACLFA_PLAN_NAME_LEN));

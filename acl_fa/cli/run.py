@@ -37,10 +37,10 @@ from .options import (
               "the launch's -n).")
 @click.option("--accumulate", type=click.Choice(["int16", "float32", "output"]), default=None,
               envvar="ACL_FA_ACCUMULATE", show_envvar=True,
-              help="--parallel ring: merge the partial outputs in the output's memory as int16 units of per-row "
-              "bounds (default on Atlas A2/A3; (Q+K+V+O)/P plus a float32 per row and head), into a float32 "
-              "accumulator (default on 310P/910A; O/P more device memory) or in place in the output's dtype "
-              "(one rounding per merge). docs/lse_merge.md")
+              help="--parallel ring: merge the partial outputs into a float32 accumulator (default: O/P more "
+              "device memory), in the output's memory as int16 units of per-row bounds (Atlas A2/A3; "
+              "(Q+K+V+O)/P plus a float32 per row and head, but channels far below the row's largest lose "
+              "precision) or in place in the output's dtype (one rounding per merge). docs/lse_merge.md")
 @run_option_options
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
         iters, check, seed, decode, paged, block_size, steps, num_splits, prefill, backend, device, as_json, backward,

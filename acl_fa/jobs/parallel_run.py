@@ -76,7 +76,7 @@ def _backward_figures(rep) -> dict:
 class ParallelSettings:
     """How a parallel run shards: ring or ulysses over `devices` devices (the clique's size under
     acl-fa launch), the ring backward too with `backward`, and how the ring merges its partial
-    outputs (`accumulate`: int16, float32, output or None for the chip's default)."""
+    outputs (`accumulate`: float32, int16, output or None for the default, float32)."""
 
     mode: str = "ring"
     devices: int = 2
@@ -423,7 +423,8 @@ def _memory_lines(rep) -> list:
         note = " (the running result in int16 units of per-row bounds: docs/lse_merge.md)"
     else:
         meets = (f"accumulate=output meets it, by {rounded}; no int16 merge here: {rep.int16_unsupported}"
-                 if rep.int16_unsupported else f"accumulate=int16 or output meets it; output by {rounded}")
+                 if rep.int16_unsupported else
+                 f"accumulate=int16 or output meets it; int16 at outlier channels' precision, output by {rounded}")
         note = f" ({rounded})" if not m.accumulator else "" if within else f" ({meets})"
     with_bounds = " with O's LSE and row bounds" if m.row_bounds else ""
     lines.append(f"(Q + K + V + O) / P{with_bounds} + the constant (no room for a float32 accumulator): "

@@ -49,6 +49,15 @@ def make_backward_problem(problem: Problem, dout, q, k, v, out, lse, determinist
         raise InvalidArgumentError(f"lse has shape {lse.shape}; it must be [B, N, Sq] = {list(problem.lse_shape)}")
     if not isinstance(deterministic, (bool, np.bool_)):
         raise InvalidTypeError(f"deterministic must be a bool, got {deterministic!r}")
+    _check_lse_rows(problem, lse)
+    return (BackwardProblem(problem, bool(deterministic)), dout, q, k, v, out, lse)
+
+
+def _check_lse_rows(problem: Problem, lse) -> None:
+    """A host lse is finite on every row that sees a key. A DeviceArray lse is on the device and
+    is not inspected (like check_float32_range's inputs): reading it back is device work."""
+    if not isinstance(lse, np.ndarray):
+        return
     # Rows i < Sq - Skv see no key when causal (bottom-right mask); every other row has a finite LSE.
     blind = problem.seq_q - problem.seq_kv if problem.causal and problem.seq_q > problem.seq_kv else 0
     seen = lse[:, :, blind:]
@@ -57,7 +66,6 @@ def make_backward_problem(problem: Problem, dout, q, k, v, out, lse, determinist
         raise InvalidArgumentError(
             f"lse[{b}, {n}, {s + blind}] is {seen[b, n, s]} but that row sees keys; lse must be the forward's "
             f"(causal={problem.causal}, scale={problem.scale:g}, layout {problem.layout})")
-    return (BackwardProblem(problem, bool(deterministic)), dout, q, k, v, out, lse)
 
 
 def check_backward_plan(problem: BackwardProblem, soc: str):
@@ -89,8 +97,10 @@ class FlashAttentionGradOp(Op):
                 p.num_kv_heads, problem.deterministic, p.block_m, p.block_n, tensors["dq"].handle,
                 tensors["dk"].handle, tensors["dv"].handle)
 
-    def check(self, problem: BackwardProblem, soc: str) -> None:
-        check_backward_plan(problem, soc)
+    def check(self, problem: BackwardProblem, soc: str) -> int:
+        # The workspace phase one will ask for (system + user), so that OpRunner.prepare's memory
+        # check counts it before any device work.
+        return check_backward_plan(problem, soc).workspace_bytes
 
 
 FLASH_ATTENTION_GRAD = FlashAttentionGradOp()

@@ -26,6 +26,8 @@ from .problem import check_like_forward
 from ..spec.problem import Problem, as_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op
+from ..plan.backward import backward_plan
+from ..plan.forward import PlanError, PlanOptions
 from ..runtime.session import DeviceSession
 
 __all__ = ["BackwardV2Problem", "make_backward_v2_problem", "run_backward_v2"]
@@ -122,6 +124,25 @@ class FlashAttentionGradV2Op(Op):
             count = len(problem.options.cu_seqlens_q)
             roles["seq_qlen"] = roles["seq_kvlen"] = ((count,), np.dtype(np.int64))
         return roles
+
+    def check(self, problem: BackwardV2Problem, soc: str) -> int:
+        """The workspace phase one will ask for, from the operator's backward policy with the
+        call's band, mask, dropout and sequences, so that OpRunner.prepare's memory check counts
+        it before any device work. A problem the policy refuses gives 0 (unknown): phase one then
+        refuses it with the tiling's own error, as the op's contract states."""
+        o = problem.options
+        lens = {}
+        if o.cu_seqlens_q is not None:
+            lens = dict(seq_lens_q=tuple(int(x) for x in np.diff((0,) + tuple(o.cu_seqlens_q))),
+                        seq_lens_kv=tuple(int(x) for x in np.diff((0,) + tuple(o.cu_seqlens_kv))))
+        options = PlanOptions(pre_tokens=o.pre_tokens, next_tokens=o.next_tokens, mask_shape=o.mask_shape,
+                              dropout=o.keep_prob < 1.0, **lens)
+        # causal is in the band; a varlen call's layout is TND whatever the forward problem's says
+        forward = dataclasses.replace(problem.forward, causal=False, layout=problem.layout)
+        try:
+            return backward_plan(forward, soc, problem.deterministic, options).workspace_bytes
+        except PlanError:
+            return 0
 
     def workspace_args(self, problem: BackwardV2Problem, tensors: dict) -> tuple:
         p, o = problem.forward, problem.options

@@ -159,6 +159,20 @@ def _meta(name: str, x):
     return a.shape, a.dtype
 
 
+def _seqlens_arg(cache_seqlens, batch: int) -> np.ndarray:
+    """cache_seqlens (one integer for every sequence, or an integer array [B]) as int32 [B];
+    a value beyond int32 is refused naming cache_seqlens (not numpy's OverflowError)."""
+    if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
+        value = int(cache_seqlens)
+        if not _INT32.min <= value <= _INT32.max:
+            raise InvalidArgumentError(f"cache_seqlens={value} must fit int32 ({_INT32.min} .. {_INT32.max})")
+        cache_seqlens = np.full((batch,), value, np.int32)
+    return _host_ints("cache_seqlens", cache_seqlens, (batch,))
+
+
+_INT32 = np.iinfo(np.int32)
+
+
 def _host_ints(name: str, x, shape: tuple) -> np.ndarray:
     """An int32 host copy of an integer array argument of `shape` (a DeviceArray is read back)."""
     if isinstance(x, DeviceArray):
@@ -296,9 +310,7 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     table_shape = None if block_table is None else _meta("block_table", block_table)[0]
     new_metas = None if k is None else (_meta("k", k), _meta("v", v))
     problem = _validated(q_meta, cache_metas, table_shape, new_metas, (scale, pre, nxt, int(num_splits)))
-    if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
-        cache_seqlens = np.full((problem.batch,), int(cache_seqlens), np.int32)
-    seqlens = _host_ints("cache_seqlens", cache_seqlens, (problem.batch,))
+    seqlens = _seqlens_arg(cache_seqlens, problem.batch)
     table = (_host_ints("block_table", block_table, (problem.batch, problem.max_blocks)) if problem.paged
              else np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1))
     s_new = 0 if k is None else new_metas[0][0][1]
@@ -313,11 +325,11 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     for name, x in (("k", k), ("v", v)):
         if isinstance(x, DeviceArray):
             check_device_array(name, x, session)
-    if k is not None:
-        _append_host_caches(problem, inputs[1], inputs[2], k, v, seqlens, table)
     outputs = ("out", "lse") if return_lse else ("out",)
     with session.in_flight(), runner.lock:  # close() waits for the call
         prepared = runner.prepare(problem, bound)
+        if k is not None:  # after prepare's checks (memory too): a refused call appends nothing
+            _append_host_caches(problem, inputs[1], inputs[2], k, v, seqlens, table)
         prepared.upload(*inputs)
         if k is not None and bound:
             _append_device_caches(session, problem, bound, k, v, seqlens, table)
@@ -347,9 +359,7 @@ def write_kv_cache(k_cache: DeviceArray, v_cache: DeviceArray, k, v, *, cache_se
     table_shape = None if block_table is None else _meta("block_table", block_table)[0]
     problem = _validated(q_meta, (_meta("k_cache", k_cache), _meta("v_cache", v_cache)), table_shape, new_metas,
                          (None, UNBOUNDED, 0, 0))
-    if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
-        cache_seqlens = np.full((problem.batch,), int(cache_seqlens), np.int32)
-    seqlens = _host_ints("cache_seqlens", cache_seqlens, (problem.batch,))
+    seqlens = _seqlens_arg(cache_seqlens, problem.batch)
     table = (_host_ints("block_table", block_table, (problem.batch, problem.max_blocks)) if problem.paged
              else np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1))
     _check_lengths(problem, seqlens, k_shape[1], table if problem.paged else None)
@@ -386,14 +396,15 @@ def _token_runs(p: DecodeProblem, seqlens, s_new: int, table: np.ndarray):
 
 
 def _append_host_caches(p, k_cache, v_cache, k, v, seqlens, table):
-    """Writes the new tokens into numpy caches in place (DeviceArray caches: on the device)."""
-    for cache, new, name in ((k_cache, k, "k_cache"), (v_cache, v, "v_cache")):
-        if isinstance(cache, DeviceArray):
-            continue
-        if not cache.flags.writeable or not cache.flags.c_contiguous:
+    """Writes the new tokens into numpy caches in place (DeviceArray caches: on the device).
+    Both caches are checked before either is written, so a refusal leaves neither half-appended."""
+    pairs = [(cache, new) for cache, new in ((k_cache, k), (v_cache, v)) if not isinstance(cache, DeviceArray)]
+    for cache, name in ((k_cache, "k_cache"), (v_cache, "v_cache")):
+        if not isinstance(cache, DeviceArray) and (not cache.flags.writeable or not cache.flags.c_contiguous):
             raise InvalidArgumentError(
                 f"{name} must be a writable C-contiguous array (or a DeviceArray): appending k/v writes into it "
                 "in place")
+    for cache, new in pairs:
         new = new.numpy() if isinstance(new, DeviceArray) else np.asarray(new)
         rows = cache.reshape(p.num_blocks * p.block_size, p.num_kv_heads, p.head_dim)
         for b, t, count, row in _token_runs(p, seqlens, new.shape[1], table):

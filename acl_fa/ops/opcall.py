@@ -321,6 +321,10 @@ class OpRunner:
         self._settle()
         bound = bound or {}
         arrays = sorted(bound.items()) + ([("(workspace)", workspace)] if workspace is not None else [])
+        # Checked again in flight: a DeviceArray.close() that began since the caller's check
+        # either sees this call and waits for it, or is seen here.
+        for role, array in arrays:
+            check_device_array(role.strip("()"), array, self.session)
         # Keyed by the problem alone when every buffer is the cache's own.
         key = (problem, tuple((role, array.serial) for role, array in arrays)) if arrays else problem
         prepared = self._cache.get(key)

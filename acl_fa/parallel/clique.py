@@ -5,7 +5,8 @@ of a launched rank (acl-fa launch)."""
 from __future__ import annotations
 
 import contextlib
-from typing import Sequence
+import threading
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -13,14 +14,85 @@ from . import hccl
 from ..api import Session
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..runtime.ffi import ffi
+from ..runtime.interrupts import deferred
 from ..runtime.loader import device_count
 
 __all__ = ["split_bounds", "zigzag_chunks", "ring_plan", "check_devices", "host_task", "settle_stream", "close_on_exit",
-           "device_clique", "chip_peak_flops", "ENV_RANK", "ENV_SIZE", "ENV_DEVICE", "ENV_ROOT"]
+           "device_clique", "chip_peak_flops", "StepGate", "RingInterrupted", "enter_step", "run_ranks", "ENV_RANK",
+           "ENV_SIZE", "ENV_DEVICE", "ENV_ROOT"]
 
 # The environment of a rank started by `acl-fa launch` (read by ring.RankContext.from_env).
 ENV_RANK, ENV_SIZE, ENV_DEVICE, ENV_ROOT = "ACL_FA_RANK", "ACL_FA_WORLD_SIZE", "ACL_FA_DEVICE", "ACL_FA_ROOT_INFO"
 
+
+
+class RingInterrupted(KeyboardInterrupt):
+    """A rank thread stopped at a ring step because Ctrl-C asked the ring to stop (StepGate)."""
+
+
+class StepGate:
+    """Ctrl-C for the rank threads of one process's ring. Python delivers SIGINT to the main thread
+    only; the ranks run on, each with HCCL exchanges that its neighbours must match. So a stop is
+    agreed at a step: request_stop() fixes stop_step = (the highest step any rank has begun) + 1,
+    and each rank asks enter(rank, step) before it begins a step, which raises RingInterrupted from
+    stop_step on. Every rank then runs the steps before stop_step -- whose exchanges all its peers
+    also make, so its streams drain -- and none after: the ring ends within about one step, and its
+    clean-up never runs under a kernel or an exchange still queued."""
+
+    def __init__(self, ranks: int):
+        self._lock = threading.Lock()
+        self._begun = [-1] * ranks  # per rank, the last step it began (-1: none yet)
+        self.stop_step: Optional[int] = None
+
+    def request_stop(self):
+        with self._lock:
+            if self.stop_step is None:
+                self.stop_step = max(self._begun) + 1
+
+    def enter(self, rank: int, step: int):
+        with self._lock:
+            if self.stop_step is not None and step >= self.stop_step:
+                raise RingInterrupted(f"rank {rank} stopped before step {step} (Ctrl-C)")
+            self._begun[rank] = step
+
+
+_JOIN_SLICE_S = 0.02  # how long the main thread waits for a rank between two chances for Ctrl-C
+
+
+def run_ranks(threads: list, gate: Optional[StepGate] = None) -> Optional[KeyboardInterrupt]:
+    """Starts every rank thread and joins them all. The starts hold Ctrl-C back until the last one
+    (a rank never started would leave its peers waiting in their first collective). A Ctrl-C
+    (KeyboardInterrupt, which only this thread receives) asks the ranks to stop at an agreed step
+    (with a `gate`; without one they run to their end) and keeps waiting for them, so that nothing
+    is closed under them; returns the first KeyboardInterrupt, for the caller to raise once they
+    have ended. The joins wait in slices: SIGINT may be delivered to a rank's OS thread, which
+    leaves this thread blocked in an untimed join (no EINTR) until that rank ends; Python runs its
+    handler here only when this thread wakes."""
+    interrupt = None
+    try:
+        with deferred():
+            for t in threads:
+                t.start()
+    except KeyboardInterrupt as exc:  # delivered as the deferral ends, every rank started
+        interrupt = exc
+        if gate is not None:
+            gate.request_stop()
+    while any(t.is_alive() for t in threads):
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(_JOIN_SLICE_S)
+        except KeyboardInterrupt as exc:
+            interrupt = interrupt or exc
+            if gate is not None:
+                gate.request_stop()
+    return interrupt
+
+
+def enter_step(gate: Optional[StepGate], rank: int, step: int):
+    """gate.enter(rank, step) when the ring runs under a StepGate (threads of one process)."""
+    if gate is not None:
+        gate.enter(rank, step)
 
 
 def split_bounds(total: int, parts: int) -> list:

@@ -24,11 +24,13 @@ one workspace shared by every call, the spare sub-block, one partial of BLOCK_RO
 
 Merge: on the device, by the project's AttentionLseMerge op (acl_fa.ops.lse_merge, docs/lse_merge.md):
 each call's partial is merged by its LSE into its query sub-chunk's accumulator right after the
-call, out = sum_i exp(lse_i - lse) out_i with lse = logsumexp_i lse_i: in the output's own 2 bytes
-an element as int16 in units of a per-row bound, the last merge writing the result in the input
-dtype over it ("int16", the default; AttentionLseMergeInt16, Atlas A2/A3); a float32 accumulator
-whose last merge writes the result in the input dtype into a BLOCK_ROWS buffer that is read back
-at once ("float32"); or the output itself in the input dtype ("output").
+call, out = sum_i exp(lse_i - lse) out_i with lse = logsumexp_i lse_i: into a float32 accumulator
+whose last merge writes the result in the input dtype into a BLOCK_ROWS buffer that is read back at
+once ("float32", the default: every element keeps float32's relative precision); in the output's
+own 2 bytes an element as int16 in units of a per-row bound, the last merge writing the result in
+the input dtype over it ("int16", AttentionLseMergeInt16, Atlas A2/A3: O/P less device memory, but
+an element far below its row's largest keeps only an absolute precision of that bound / 65534 per
+merge -- docs/lse_merge.md); or the output itself in the input dtype ("output").
 
 Ordering, on the device (aclrtStreamWaitEvent), per step t and key/value sub-block u: the calls on
 u at step t wait for the event recorded after u's receive at step t - 1; u's send/receive at step
@@ -63,8 +65,8 @@ from ..runtime.loader import get_backend
 from ..spec.layouts import from_bnsd, to_bnsd
 from . import hccl
 from .clique import (
-    ENV_DEVICE, ENV_RANK, ENV_ROOT, ENV_SIZE, check_devices, chip_peak_flops, close_on_exit, device_clique, host_task,
-    ring_plan, settle_stream, split_bounds, zigzag_chunks)
+    ENV_DEVICE, ENV_RANK, ENV_ROOT, ENV_SIZE, StepGate, check_devices, chip_peak_flops, close_on_exit, device_clique,
+    enter_step, host_task, ring_plan, run_ranks, settle_stream, split_bounds, zigzag_chunks)
 from .rank_agree import agree
 from .ring_backward import run_rank_backward
 from ..runtime.session import MALLOC_SLACK
@@ -176,7 +178,9 @@ class MemoryBound:
 
 
 ACCUMULATE = ("int16", "float32", "output")
-DEFAULT_ACCUMULATE = "int16"
+# float32 by default: int16 fixed point in units of a per-row bound loses the channels that are
+# small next to the row's largest (outlier channels; docs/lse_merge.md, "Outlier channels").
+DEFAULT_ACCUMULATE = "float32"
 
 
 class _Rank:
@@ -186,8 +190,9 @@ class _Rank:
     the row counts of rank s's chunks (zigzag_chunks), which size what arrives from rank s."""
 
     def __init__(self, comm: hccl.Communicator, session: Session, q_chunks, kv_chunks, rows, causal, scale, dtype,
-                 peak_flops, accumulate: str = DEFAULT_ACCUMULATE):
+                 peak_flops, accumulate: str = DEFAULT_ACCUMULATE, gate: Optional[StepGate] = None):
         self.comm, self.session = comm, session
+        self.gate = gate  # Ctrl-C of a ring on threads of one process (StepGate): asked before every step
         self.r, self.p = comm.rank, comm.size
         self.causal, self.scale, self.dtype = causal, scale, np.dtype(dtype)
         self.q_host, self.kv_host, self.rows = q_chunks, kv_chunks, rows
@@ -241,6 +246,7 @@ class _Rank:
         with self.session.in_flight(), st.runner.lock:
             st.compute_stream = st.runner.stream
             for step in range(self.p):
+                enter_step(self.gate, self.r, step)
                 self._ring_step(st, step)
         st.comm_stream.synchronize()
         st.compute_stream.synchronize()
@@ -567,6 +573,8 @@ class RankContext:
     def __init__(self, session: Session, comm: hccl.Communicator, *, owns: bool = False):
         self.session, self.comm, self._owns = session, comm, owns
         self.peak = chip_peak_flops(session.backend)
+        # Set when the ranks are threads of one process (ring_attention): how Ctrl-C stops them.
+        self.step_gate: Optional[StepGate] = None
 
     @property
     def rank(self) -> int:
@@ -617,7 +625,11 @@ class RankContext:
         except ValueError:
             raise InvalidArgumentError(f"{ENV_RANK}={env[ENV_RANK]!r}, {ENV_SIZE}={env[ENV_SIZE]!r}, "
                                        f"{ENV_DEVICE}={env.get(ENV_DEVICE)!r} must be integers") from None
+        if size < 1 or not 0 <= rank < size:  # before waiting for a root-info file no rank 0 of this world writes
+            raise InvalidArgumentError(f"{ENV_RANK}={rank} must lie in [0, {ENV_SIZE}={size}): the rank is outside "
+                                       f"the world of {size} rank{'s' if size != 1 else ''}")
         be = hccl.use_hccl(get_backend(backend))
+        check_devices([device], be)  # also before the wait: a device this host lacks is named at once
         root = _publish_root(env[ENV_ROOT], be) if rank == 0 else _wait_root(env[ENV_ROOT], rank)
         return cls.join(rank, size, root, device=device, backend=be.name)
 
@@ -648,12 +660,13 @@ class RankContext:
         and a RankReport when `report`.
 
         accumulate: where each query row's partial results are merged (docs/lse_merge.md) --
-        "int16" (the default on Atlas A2/A3): in the output's memory as int16 units of a per-row
-        bound (the largest |partial| of the row so far), the last merge writing the result in the
-        input dtype over it; (Q + K + V + O) / P plus one float32 per row and head beside the LSE.
-        "float32" (the default on 310P and 910A, whose vector units have no int16 Cast): a float32
-        accumulator per row, rounded to the input dtype once; the device holds (Q + K + V + 2 O) / P
-        for a 16-bit dtype. "output": in place in the output,
+        "float32" (the default): a float32 accumulator per row, rounded to the input dtype once;
+        the device holds (Q + K + V + 2 O) / P for a 16-bit dtype. "int16" (Atlas A2/A3 only: 310P
+        and 910A have no int16 Cast): in the output's memory as int16 units of a per-row bound (the
+        largest |partial| of the row so far), the last merge writing the result in the input dtype
+        over it; (Q + K + V + O) / P plus one float32 per row and head beside the LSE, but a
+        channel far below the row's largest keeps only the absolute precision bound / 65534 per
+        merge (outlier channels: docs/lse_merge.md). "output": in place in the output,
         in the input dtype, the running result rounded at every merge (and each partial by the
         op); (Q + K + V + O) / P, but over the 2x-naive tolerance when one early partial dominates
         a row (q = k = v: docs/lse_merge.md). Both plus the constant of MemoryBound."""
@@ -677,7 +690,7 @@ class RankContext:
         q_chunks = [np.ascontiguousarray(qb[:, :, c]) for c in pieces]
         kv_chunks = [(np.ascontiguousarray(kb[:, :, c]), np.ascontiguousarray(vb[:, :, c])) for c in pieces]
         rk = _Rank(self.comm, self.session, q_chunks, kv_chunks, chunk_rows, problem.causal, problem.scale,
-                   problem.dtype, self.peak, accumulate)
+                   problem.dtype, self.peak, accumulate, self.step_gate)
         rk.run()
         if rk.error is not None:
             raise rk.error
@@ -722,7 +735,7 @@ class RankContext:
                   for name, x in arrays.items()}
         chunks["lse"] = [np.ascontiguousarray(lse[:, :, c]) for c in pieces]
         got = run_rank_backward(self.comm, self.session, chunks, chunk_rows, problem.causal, problem.scale,
-                                problem.dtype)
+                                problem.dtype, self.step_gate)
         self.last_backward = {key: got[key] for key in ("bytes_per_step", "flops", "d2h_bytes", "wall")}
         grads = tuple(np.ascontiguousarray(from_bnsd(np.concatenate(got[name], axis=2).astype(problem.dtype),
                                                      problem.layout)) for name in ("dq", "dk", "dv"))
@@ -740,11 +753,11 @@ def _int16_unsupported(session) -> str:
 
 
 def resolve_accumulate(accumulate, session) -> str:
-    """The ring's accumulate mode: `accumulate` checked, or for None the default of the session's
-    chip -- "int16" where AttentionLseMergeInt16 runs (Atlas A2/A3), else "float32"."""
-    why = _int16_unsupported(session)
+    """The ring's accumulate mode: `accumulate` checked, or DEFAULT_ACCUMULATE ("float32") for
+    None on every chip; "int16" only where AttentionLseMergeInt16 runs (Atlas A2/A3)."""
     if accumulate is None:
-        return "float32" if why else DEFAULT_ACCUMULATE
+        return DEFAULT_ACCUMULATE
+    why = _int16_unsupported(session)
     _check_accumulate(accumulate)
     if accumulate == "int16" and why:
         raise InvalidArgumentError(f"accumulate='int16' needs Atlas A2/A3: {why}; use 'float32'")
@@ -818,6 +831,10 @@ def _run_threads(contexts: list, work) -> list:
     results: list = [None] * len(contexts)
     errors: list = [None] * len(contexts)
 
+    gate = StepGate(len(contexts))
+    for ctx in contexts:
+        ctx.step_gate = gate
+
     def target(i):
         try:
             results[i] = work(contexts[i])
@@ -825,10 +842,9 @@ def _run_threads(contexts: list, work) -> list:
             errors[i] = (time.monotonic(), exc)
 
     threads = [threading.Thread(target=target, args=(i,), name=f"ring-rank-{i}") for i in range(len(contexts))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    interrupt = run_ranks(threads, gate)
+    if interrupt is not None:
+        raise interrupt
     failed = [e for e in errors if e is not None]
     if failed:
         raise min(failed, key=lambda e: e[0])[1]

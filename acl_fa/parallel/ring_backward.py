@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -35,27 +36,30 @@ from ..ops import backward
 from ..spec.problem import make_problem
 from ..ops.device_add import DeviceAdds
 from ..runtime.device_array import DeviceArray
-from .clique import close_on_exit, settle_stream, host_task, ring_plan
+from .clique import StepGate, close_on_exit, enter_step, settle_stream, host_task, ring_plan
 
 __all__ = ["run_rank_backward"]
 
 FLOAT32 = np.dtype(np.float32)
 
 
-def run_rank_backward(comm, session, chunks: dict, rows: list, causal: bool, scale: float, dtype) -> dict:
+def run_rank_backward(comm, session, chunks: dict, rows: list, causal: bool, scale: float, dtype,
+                      gate: Optional[StepGate] = None) -> dict:
     """chunks: this rank's BNSD host arrays per zigzag chunk -- q, dout, out ([B, N, n, D]), lse
     (float32 [B, N, n]), k, v ([B, Nkv, n, D]); rows[s]: the row counts of rank s's chunks.
     Returns {"dq", "dk", "dv": per chunk float32 arrays, "bytes_per_step" (bytes sent to r + 1 by
     exchange t = 0 .. P; simulator only), "sends_per_step" (messages to r + 1 by exchange t),
     "flops_per_step" (the op's FLOPs of step t = 0 .. P - 1, then 0 for exchange P), "flops",
-    "d2h_bytes", "wall"}."""
+    "d2h_bytes", "wall"}. gate: the StepGate of a ring on threads of one process (Ctrl-C), asked
+    before every exchange (exchange t pairs with the neighbours' exchange t)."""
     with contextlib.ExitStack() as held:
-        return _Ring(comm, session, chunks, rows, causal, scale, np.dtype(dtype)).run(held)
+        return _Ring(comm, session, chunks, rows, causal, scale, np.dtype(dtype), gate).run(held)
 
 
 class _Ring:
-    def __init__(self, comm, session, chunks, rows, causal, scale, dtype):
+    def __init__(self, comm, session, chunks, rows, causal, scale, dtype, gate=None):
         self.comm, self.s, self.chunks, self.rows = comm, session, chunks, rows
+        self.gate = gate
         self.causal, self.scale, self.dtype = causal, scale, dtype
         self.r, self.p = comm.rank, comm.size
         b, nkv, _, d = chunks["k"][0].shape
@@ -80,8 +84,10 @@ class _Ring:
             for x in self.dq:
                 self._zero(self.compute, x.buffer, x.buffer.nbytes)
             for step in range(p):
+                enter_step(self.gate, self.r, step)
                 self._exchange(step, self.kv, self.acc, self.comm_stream, self.computed, self.received, host_task)
                 self._step(step)
+            enter_step(self.gate, self.r, p)
             self._exchange(p, self.kv, self.acc, self.comm_stream, self.computed, self.received, host_task)
         self.comm_stream.synchronize()
         self.compute.synchronize()

@@ -41,7 +41,7 @@ from . import hccl
 from ..runtime.errors import AclError, InvalidArgumentError
 from ..spec.layouts import from_bnsd, to_bnsd
 from ..runtime.loader import get_backend
-from .clique import split_bounds, check_devices, chip_peak_flops, device_clique
+from .clique import split_bounds, check_devices, chip_peak_flops, device_clique, run_ranks
 from ..runtime.device_array import DeviceArray
 
 __all__ = ["ulysses_attention", "UlyssesReport", "kv_heads_of_rank", "ulysses_link_bytes"]
@@ -230,10 +230,11 @@ def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout
         ranks = [_UlyssesRank(c, sess, shards[i], rows, kv_heads, problem, peak)
                  for i, (c, sess) in enumerate(zip(comms, sessions))]
         threads = [threading.Thread(target=rk.run, name=f"ulysses-rank-{i}") for i, rk in enumerate(ranks)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        # Ctrl-C: the ranks' one exchange round, call and return round run to their end (a rank
+        # that left a collective would hang its peers), then the KeyboardInterrupt is raised.
+        interrupt = run_ranks(threads)
+        if interrupt is not None:
+            raise interrupt
         failed = [rk for rk in ranks if rk.error is not None]
         if failed:
             raise min(failed, key=lambda rk: rk.failed_at).error

@@ -55,12 +55,14 @@ def _lib():
 
 
 def backward_plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None,
-                  deterministic: bool = True) -> BackwardPlan:
-    """The backward's plan of the forward `problem` on `soc`; PlanError names the budget a user
-    block breaks (the problem may be unchecked: sized_problem)."""
+                  deterministic: bool = True, options: Optional[planmod.PlanOptions] = None) -> BackwardPlan:
+    """The backward's plan of the forward `problem` on `soc` (with the V2 entry's band, mask,
+    dropout and sequence lengths in `options`); PlanError names the budget a user block breaks
+    (the problem may be unchecked: sized_problem)."""
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
     p = problem
-    c, c_limits = planmod.c_problem_and_limits(limits, p)
+    c, c_limits = (planmod.c_problem_and_limits(limits, p) if options is None
+                   else planmod.c_problem_and_limits(limits, p, options))
     out = ffi.new("aclfaGradPlan *")
     err = ffi.new("char[]", 1024)
     if _lib().aclfaGradPlanCompute(c, int(bool(deterministic)), c_limits, out, err, 1024) != 0:

@@ -14,17 +14,21 @@ the Session's), raises before any device work.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Optional
 
 import numpy as np
 
 from . import dtypes
 from .errors import ClosedObjectError, InvalidArgumentError, InvalidTypeError
-from .session import DeviceBuffer, DeviceSession, as_c_contiguous
+from .session import MAX_ALLOC_BYTES, DeviceBuffer, DeviceSession, as_c_contiguous
 
 __all__ = ["DeviceArray", "is_device_array", "check_device_array"]
 
 _serials = itertools.count(1)
+# The most bytes an array may span (its buffer's limit); counted in int64 a size past it wraps --
+# 2**65 elements would read as 0 B.
+MAX_ARRAY_BYTES = MAX_ALLOC_BYTES
 
 
 class DeviceArray:
@@ -35,13 +39,14 @@ class DeviceArray:
     def __init__(self, session: DeviceSession, shape, dtype, *, _buffer: Optional[DeviceBuffer] = None):
         shape = _check_shape(shape)
         dtype = dtypes.as_dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = _array_bytes(shape, dtype)
         self.session = session
         self.shape = shape
         self.dtype = dtype
         self.nbytes = nbytes
         # Identity for caches keyed on the memory an op reads (a closed array's number is never reused).
         self.serial = next(_serials)
+        self._closing = False  # close() began: new calls refuse the array (its memory may not be freed yet)
         self.buffer = _buffer if _buffer is not None else DeviceBuffer(session, max(nbytes, 1), shape=shape,
                                                                        dtype=dtype)
 
@@ -68,10 +73,18 @@ class DeviceArray:
 
     @property
     def closed(self) -> bool:
-        return self.buffer.closed
+        return self._closing or self.buffer.closed
 
     def close(self):
-        """Frees the device memory now. Idempotent."""
+        """Frees the device memory. Calls that begin after close() began refuse the array at
+        once (ClosedObjectError); calls that other threads have in flight on the Session at that
+        moment may be reading it, so the memory is freed when they have ended (close() waits for
+        them). Idempotent; after a Ctrl-C during the wait, calling close() again finishes it."""
+        self._closing = True
+        if self.buffer.closed:
+            return
+        if self.session.in_this_process and not self.session.closed:
+            self.session.wait_for_running_calls()
         self.buffer.close()
 
     def numpy(self) -> np.ndarray:
@@ -107,6 +120,18 @@ def check_device_array(name: str, array: DeviceArray, session: DeviceSession):
         raise ClosedObjectError(f"{name}: its Session is closed")
     if array.closed:
         raise ClosedObjectError(f"{name} is a closed DeviceArray")
+
+
+def _array_bytes(shape: tuple, dtype: np.dtype) -> int:
+    """The bytes of a C-contiguous array of `shape`, counted exactly (Python integers, no
+    wrap-around); InvalidArgumentError naming the shape past MAX_ARRAY_BYTES."""
+    count = math.prod(shape)
+    nbytes = count * dtype.itemsize
+    if nbytes > MAX_ARRAY_BYTES:
+        raise InvalidArgumentError(
+            f"shape {shape} of {dtype} has {count} elements ({nbytes} B): beyond the {MAX_ARRAY_BYTES} B "
+            f"one device allocation can ask for")
+    return nbytes
 
 
 def _check_shape(shape) -> tuple:

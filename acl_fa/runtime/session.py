@@ -68,6 +68,9 @@ SYNC_SLICE_MS = 100
 # 70%); whole 512-B L2 lines also spare partial-line fills (docs/cann-facts.md, "ACL runtime calls").
 GM_ALIGN = 512
 MALLOC_ALIGN = 64  # aclrtMalloc's guaranteed start alignment
+# The most bytes one buffer may ask for: sizes cross the ABI as size_t (and numpy's as int64), and
+# a buffer's request adds GM_ALIGN - MALLOC_ALIGN to its size (malloc_request), so that must fit int64.
+MAX_ALLOC_BYTES = 2**63 - 1 - GM_ALIGN
 # close() looks this often (seconds) whether the calls in flight on other threads have ended.
 _DRAIN_POLL_S = 0.005
 
@@ -225,6 +228,18 @@ class _SessionState:
         """Returns when no thread but this one has a call in flight (Ctrl-C stops the wait)."""
         me = threading.get_ident()
         while any(ident != me and ref() is not None for ident, ref in list(self.calls.items())):
+            time.sleep(_DRAIN_POLL_S)
+
+    def wait_for_running_calls(self):
+        """Returns when every call that other threads have in flight now has ended (calls that
+        begin later are not waited for, so a busy session cannot starve the wait; Ctrl-C stops it).
+        Returns at once on a thread that is itself in flight here: a call releasing its own
+        temporaries may hold a lock (an op runner's) that those other calls wait for."""
+        if self.in_flight_here():
+            return
+        me = threading.get_ident()
+        running = [(ident, ref) for ident, ref in list(self.calls.items()) if ident != me and ref() is not None]
+        while any(ref() is not None and self.calls.get(ident) is ref for ident, ref in running):
             time.sleep(_DRAIN_POLL_S)
 
     def bind(self, closing: bool = False):
@@ -431,6 +446,12 @@ class DeviceSession:
         """Context manager: marks a call in flight on this session (close() waits for it, and
         refuses new ones with ClosedObjectError once it began)."""
         return self._state.in_flight()
+
+    def wait_for_running_calls(self):
+        """Returns when the calls other threads have in flight on this session now have ended
+        (what a DeviceArray's close() waits for before it frees memory such a call may read); at
+        once inside a call on this session (see _SessionState.wait_for_running_calls)."""
+        self._state.wait_for_running_calls()
 
     def __enter__(self) -> "DeviceSession":
         return self
@@ -855,4 +876,6 @@ def _positive_size(value, name: str) -> int:
         raise InvalidTypeError(f"{name} must be an integer, got {type(value).__name__}")
     if value <= 0:
         raise InvalidArgumentError(f"{name} must be > 0, got {value}")
+    if value > MAX_ALLOC_BYTES:
+        raise InvalidArgumentError(f"{name}={value} is beyond the {MAX_ALLOC_BYTES} B one allocation can ask for")
     return int(value)

@@ -340,3 +340,28 @@ def test_fault_on_the_path_raises_and_leaks_nothing(fault_run, phase, spec):
     expected_left = RELEASE_LEFTOVERS.get(api, {}) if phase == "close" else {}
     assert out["left"] == expected_left, out["left"]
     assert out["fresh"]
+
+
+@pytest.mark.parametrize("seqlens", [2**40, -(2**31) - 1, 2**70, np.int64(2**40)], ids=["2**40", "below", "2**70",
+                                                                                      "np.int64"])
+def test_decode_cache_seqlens_beyond_int32_is_named(session, seqlens):
+    """An integer cache_seqlens that int32 cannot hold: InvalidArgumentError naming cache_seqlens
+    and the int32 range (not numpy's OverflowError), before any device work."""
+    q, cache = arr(1, 1, 2, 64), arr(1, 128, 2, 64)
+    with pytest.raises(InvalidArgumentError, match=r"cache_seqlens=-?\d+ must fit int32 \(-2147483648 .. 2147483647\)"):
+        session.flash_attention_with_kvcache(q, cache, cache, cache_seqlens=seqlens)
+
+
+@pytest.mark.parametrize("read_only", ["k_cache", "v_cache"])
+def test_decode_append_checks_both_caches_before_writing(session, read_only):
+    """Appending k/v to numpy caches when one of them is read-only: refused naming it, and the
+    other cache is left exactly as it was (no half-done append)."""
+    rng = np.random.default_rng(6)
+    caches = {"k_cache": np.zeros((1, 64, 2, 64), F16), "v_cache": np.zeros((1, 64, 2, 64), F16)}
+    caches[read_only].flags.writeable = False
+    k, v = (rng.standard_normal((1, 3, 2, 64)).astype(F16) for _ in range(2))
+    with pytest.raises(InvalidArgumentError, match=f"{read_only} must be a writable C-contiguous array"):
+        session.flash_attention_with_kvcache(arr(1, 1, 2, 64), caches["k_cache"], caches["v_cache"], k=k, v=v,
+                                             cache_seqlens=5)
+    for name, cache in caches.items():
+        assert not cache.any(), f"{name} was written by a refused append"

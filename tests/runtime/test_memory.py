@@ -3,6 +3,8 @@ per-op cache capped in problems and bytes, eviction when a new shape does not fi
 cached ones, one retry after an out-of-memory allocation, Session.clear_cache()."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -187,3 +189,72 @@ def test_run_beyond_host_memory_is_one_line(sim_only, monkeypatch):
     assert lines == ["Error: the random inputs and outputs of B=1 N=32 Nkv=32 Sq=3000000 Skv=3000000 D=128 "
                      "float16: 137.7 GiB of host memory needed, this host has 16.0 GiB available (MemAvailable)"]
     assert "Traceback" not in result.output
+
+
+def test_backward_counts_its_workspace_before_device_work(sim_only):
+    """The backward's inputs and gradients take ~1.3 MiB and its workspace ~19 MiB (16 MiB of
+    system workspace, dQ accumulators, per-core scratch): on a 12 MiB device the pre-check refuses
+    it with InsufficientMemoryError, no aclrtMalloc made -- dense (V1 and V2 entries) and varlen."""
+    result = run_python("""
+        import json
+        import numpy as np, acl_fa
+        rng = np.random.default_rng(1)
+        q = rng.standard_normal((1, 2, 512, 64)).astype(np.float16)
+        out, lse = acl_fa.attention_reference(q, q, q, causal=True)
+        out, lse = out.astype(np.float16), lse.astype(np.float32)
+        t = np.ascontiguousarray(q[0].transpose(1, 0, 2))             # [512, 2, 64] TND
+        cu = np.array([0, 100, 512], np.int32)
+        t_out = np.ascontiguousarray(out[0].transpose(1, 0, 2))
+        t_lse = np.concatenate([acl_fa.attention_reference(t[a:b][None].transpose(0, 2, 1, 3),
+                                                           t[a:b][None].transpose(0, 2, 1, 3),
+                                                           t[a:b][None].transpose(0, 2, 1, 3), causal=True)[1][0]
+                                for a, b in ((0, 100), (100, 512))], axis=1).astype(np.float32)
+        calls = {
+            "backward": lambda s: s.flash_attention_backward(q, q, q, q, out, lse, causal=True),
+            "backward-window": lambda s: s.flash_attention_backward(q, q, q, q, out, lse, causal=True,
+                                                                    window=(100, 0)),
+            "varlen-backward": lambda s: s.flash_attention_varlen_backward(t, t, t, t, t_out, t_lse, cu, cu,
+                                                                           causal=True),
+        }
+        got = {}
+        with acl_fa.Session(backend="sim") as s:
+            names = []
+            real = s.backend.call
+            s.backend.call = lambda api, *args: (names.append(api), real(api, *args))[1]
+            for name, call in calls.items():
+                del names[:]
+                try:
+                    call(s)
+                    got[name] = "no error"
+                except acl_fa.InsufficientMemoryError as exc:
+                    got[name] = dict(text=str(exc), mallocs=names.count("aclrtMalloc"))
+                except Exception as exc:
+                    got[name] = repr(exc)
+        print(json.dumps(got))
+    """, ACL_FA_SIM_HBM_BYTES=12 << 20)
+    for name in ("backward", "backward-window", "varlen-backward"):
+        error = result[name]
+        assert isinstance(error, dict), (name, error)
+        assert error["mallocs"] == 0, (name, error)
+        assert re.search(r"workspace (1[89]|2[01])\.\d MiB\); the device has 12\.0 MiB free", error["text"]), (name, error)
+
+
+def test_decode_refused_for_memory_appends_nothing_to_numpy_caches(sim_only):
+    """A decode call with k/v to append into numpy caches, refused by the memory check (16 MiB of
+    caches on a 12 MiB device): InsufficientMemoryError, and both caches as they were."""
+    result = run_python("""
+        import json
+        import numpy as np, acl_fa
+        k_cache, v_cache = (np.zeros((1, 4096, 8, 128), np.float16) for _ in range(2))
+        k = v = np.ones((1, 2, 8, 128), np.float16)
+        q = np.zeros((1, 1, 8, 128), np.float16)
+        with acl_fa.Session(backend="sim") as s:
+            try:
+                s.flash_attention_with_kvcache(q, k_cache, v_cache, k=k, v=v, cache_seqlens=10)
+                error = "no error"
+            except acl_fa.InsufficientMemoryError as exc:
+                error = str(exc)
+        print(json.dumps(dict(error=error, written=bool(k_cache.any() or v_cache.any()))))
+    """, ACL_FA_SIM_HBM_BYTES=12 << 20)
+    assert "the device has 12.0 MiB free" in result["error"], result
+    assert not result["written"], result

@@ -358,3 +358,56 @@ def test_hccl_code_table_matches_the_cdefs():
     error = hccl_error_for_code(9, "HcclCommInitRootInfo", "timeout")
     assert type(error) is HcclError and str(error).startswith(
         "HcclCommInitRootInfo failed with 9 (HCCL_E_TIMEOUT): HCCL timed out")
+
+
+def test_a_killed_peer_not_yet_reaped_ends_its_survivor_in_bounded_time(tmp_path):
+    """Rank 1 is killed while rank 0 waits to receive from it, and nobody reaps it: a zombie,
+    for which kill(pid, 0) still succeeds. The survivor must see it as exited (its state in
+    /proc/<pid>/stat is Z) and fail with the peer named, well before HCCL_EXEC_TIMEOUT."""
+    root = tmp_path / "root"
+    subprocess.run([sys.executable, "-c", "from acl_fa.parallel import hccl; "
+                    f"open({str(root)!r}, 'w').write(hccl.root_info(hccl.use_hccl()).hex())"],
+                   check=True, timeout=60, env=_env(), cwd=ROOT)
+    rank = textwrap.dedent("""
+        import sys, time, numpy as np, acl_fa
+        from acl_fa.parallel import hccl
+        from acl_fa.runtime.errors import AclError
+        hccl.use_hccl()
+        r, root = int(sys.argv[1]), bytes.fromhex(open(sys.argv[2]).read())
+        with acl_fa.Session(device=r) as s:
+            comm = hccl.Communicator.join(s, 2, r, root)
+            print("joined", flush=True)
+            if r == 1:
+                time.sleep(600)  # killed here, before its matching send
+            buf, st = s.alloc(4096), s.stream()
+            start = time.monotonic()
+            try:
+                comm.send_recv([("recv", buf, 1024, np.float32, 1)], st)
+                st.synchronize()
+                print("no error")
+            except AclError as exc:
+                print(f"failed after {time.monotonic() - start:.1f} s: {exc}", flush=True)
+    """)
+    env = _env(HCCL_EXEC_TIMEOUT="600")
+    peer = subprocess.Popen([sys.executable, "-c", rank, "1", str(root)], stdout=subprocess.PIPE, text=True, env=env,
+                            cwd=ROOT)
+    survivor = subprocess.Popen([sys.executable, "-c", rank, "0", str(root)], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+    try:
+        assert peer.stdout.readline().strip() == "joined"
+        assert survivor.stdout.readline().strip() == "joined"
+        time.sleep(0.5)  # the survivor's receive is waiting
+        os.kill(peer.pid, 9)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{peer.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the killed peer did not become a zombie"
+            time.sleep(0.05)
+        out = survivor.communicate(timeout=120)[0]
+        assert survivor.returncode == 0, out
+        assert f"rank 1 (pid {peer.pid}) exited while this call waited for it" in out, out
+        assert float(out.split("failed after ")[1].split(" s")[0]) < 60, out
+    finally:
+        for p in (peer, survivor):
+            if p.poll() is None:
+                p.kill()
+            p.wait()

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -61,8 +62,6 @@ void UnlinkClique(const std::string &controlName) {
     shm_unlink(DataName(controlName).c_str());
 }
 
-bool ProcessAlive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
-
 // Shared memory of cliques that can no longer form: names are unlinked once every rank has
 // mapped them, or when a join times out, but a root info that is never joined (or whose ranks all
 // died before the last one joined) has nobody to remove it. Such a clique is stale when it is older
@@ -98,6 +97,25 @@ std::mutex g_registryMutex;
 std::map<void *, std::shared_ptr<Comm>> g_comms;  // live handles; guarded by g_registryMutex
 
 }  // namespace
+
+// kill(pid, 0) also succeeds for a process that has exited but is not reaped yet (a zombie: its
+// parent has not waited for it), so the state letter of /proc/<pid>/stat decides: Z (zombie) or
+// X (dead) is gone (proc(5): the field after the command name's closing parenthesis). Without
+// procfs, kill's answer stands.
+bool ProcessAlive(int32_t pid) {
+    if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
+    char path[48];
+    snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+    FILE *file = fopen(path, "r");
+    if (file == nullptr) return access("/proc/self/stat", F_OK) != 0;  // gone since kill, unless no procfs
+    char text[512];
+    size_t n = fread(text, 1, sizeof(text) - 1, file);
+    fclose(file);
+    text[n] = '\0';
+    const char *end = strrchr(text, ')');  // the command name may itself hold ')'
+    if (end == nullptr || end[1] != ' ' || end[2] == '\0') return true;
+    return end[2] != 'Z' && end[2] != 'X';
+}
 
 Comm::~Comm() {
     if (data != nullptr) munmap(data, dataBytes);

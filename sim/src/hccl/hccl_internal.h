@@ -33,6 +33,9 @@ constexpr uint32_t kMaxRanks = 64;  // = the simulator's device limit (ACL_FA_SI
 enum class Call : uint32_t { kPointToPoint = 0, kAllReduce, kAllGather, kAlltoAll, kBarrier, kAlltoAllV };
 const char *CallName(Call call);
 
+// Whether process `pid` still runs: false for one that exited, zombies included (clique.cpp).
+bool ProcessAlive(int32_t pid);
+
 struct MessageHeader {
     Call call;
     uint32_t dataType;  // HcclDataType

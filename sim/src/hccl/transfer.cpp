@@ -69,7 +69,7 @@ int ExitedPeer(const Control &control, const std::vector<Item> &items) {
     for (const Item &item : items) {
         if (item.done) continue;
         pid_t pid = control.rankPid[item.peer];
-        if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) return static_cast<int>(item.peer);
+        if (pid > 0 && !ProcessAlive(pid)) return static_cast<int>(item.peer);  // zombies count as gone
     }
     return -1;
 }
