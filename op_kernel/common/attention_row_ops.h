@@ -22,8 +22,8 @@ constexpr bool HAS_BRCB = false;
 constexpr bool HAS_BRCB = true;
 #endif
 
-// What each architecture's vector unit has for the fp32 row reductions (docs/chips.md, "Row
-// reductions"; asc-devkit API reference 归约计算/ReduceRepeat.md, ReduceDataBlock.md and
+// What each architecture's vector unit has for the fp32 row reductions (docs/simulator.md, "The
+// per-chip API surface"; asc-devkit API reference 归约计算/ReduceRepeat.md, ReduceDataBlock.md and
 // 基础算术/Maxs.md, impl/basic_api/dav_c100 and dav_m200):
 //   dav-c220 (2201): WholeReduceMax / WholeReduceSum on float, every ReduceOrder.
 //   dav-m200 (2002): WholeReduce* and BlockReduce* on float, but WholeReduceMax only with

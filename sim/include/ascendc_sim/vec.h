@@ -340,7 +340,6 @@ template <typename T>
 void Exp(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) {
     sim::OnArch<T>(acl_fa_sim::surface::Api::Exp);
     if constexpr (std::is_same_v<T, float>) {
-        acl_fa_sim::kernel::Enter("Exp");
         sim::VecOperands("Exp", count, dst, src);
         sim::ExpF32(src.SimData(), dst.SimData(), static_cast<size_t>(count));
     } else {
@@ -352,7 +351,6 @@ template <typename T>
 void Ln(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) {
     sim::OnArch<T>(acl_fa_sim::surface::Api::Ln);
     if constexpr (std::is_same_v<T, float>) {
-        acl_fa_sim::kernel::Enter("Ln");
         sim::VecOperands("Ln", count, dst, src);
         sim::LnF32(src.SimData(), dst.SimData(), static_cast<size_t>(count));
     } else {
