@@ -27,6 +27,7 @@ enum SurfaceOp : int32_t {
     SURF_DUP_MAX_F32,        // out = max(in, 0.5) with Duplicate + Max (every arch)
     SURF_COMPARES_F32,       // out bytes = bits of in > 0 (Compares<float>)
     SURF_REDUCE_SUM_F32,     // out[0] = sum(in) (ReduceSum<float>, count form)
+    SURF_SYNC_ALL,           // the hardware SyncAll() of the launch's one core, then out = 0
 };
 
 constexpr uint32_t N = 256;  // 4 rows of 64 fp32
@@ -85,6 +86,7 @@ void Run(int32_t op, GM_ADDR in, GM_ADDR out) {
             break;
         case SURF_COMPARES_F32: Compares(y.ReinterpretCast<uint8_t>(), x, 0.0f, CMPMODE::GT, N); break;
         case SURF_REDUCE_SUM_F32: ReduceSum(y, x, tmp, static_cast<int32_t>(N)); break;
+        case SURF_SYNC_ALL: SyncAll(); break;
         default: break;
     }
     SetFlag<HardEvent::V_MTE3>(0);

@@ -64,7 +64,7 @@ enum class Api : uint8_t {
     Compare, Compares, Select, And, Or, ShiftLeft, ShiftRight, CreateVecIndex, Gather, Brcb,
     ReduceMax, ReduceSum, WholeReduceMax, WholeReduceSum, BlockReduceMax, BlockReduceSum,
     DataCopy, DataCopyPad, DataCacheCleanAndInvalid, SetAtomicAdd,
-    Mmad, MatmulUbPath, SetLocalWorkspace, CrossCoreFlag,
+    Mmad, MatmulUbPath, SetLocalWorkspace, CrossCoreFlag, SyncAll,
     Count
 };
 
@@ -138,7 +138,7 @@ constexpr ApiRow kApis[] = {
     {Api::DataCacheCleanAndInvalid, "DataCacheCleanAndInvalid", "DataCacheCleanAndInvalid of GM",
      {kNone, kAll, kAll}, "impl/basic_api/kernel_operator_cache_intf_impl.h (the GM form: 2201 and 2002)"},
     {Api::SetAtomicAdd, "SetAtomicAdd", "SetAtomicAdd", {kF32, kF32 | kF16 | kI16, kF32 | kF16 | kI16 | kI32 | kI8 | kBf16},
-     "impl/basic_api/dav_{c100,m200,c220}/kernel_operator_set_atomic_impl.h"},
+     "原子操作/SetAtomicAdd.md; impl/basic_api/dav_{c100,m200,c220}/kernel_operator_set_atomic_impl.h"},
     {Api::Mmad, "Mmad", "Mmad", {kF16 | kI8, kF16 | kI8, kF16 | kBf16 | kF32 | kI8},
      "impl/basic_api/dav_{c100,m200,c220}/kernel_operator_mm_impl.h MmadCal (the A and B operand types)"},
     {Api::MatmulUbPath, "Matmul", "a Matmul operand or result in UB", {kAll, kAll, kNone},
@@ -148,6 +148,9 @@ constexpr ApiRow kApis[] = {
      "impl/adv_api/detail/matmul/resource/local_workspace/matmul_local_workspace.h (1001 / 2002 only)"},
     {Api::CrossCoreFlag, "CrossCoreSetFlag", "CrossCoreSetFlag / CrossCoreWaitFlag", {kNone, kNone, kAll},
      "impl/basic_api/dav_c100/kernel_operator_sync_impl.h: not supported; coupled cores have no cross-core flags"},
+    {Api::SyncAll, "SyncAll", "the hardware SyncAll<isAIVOnly>() (no workspace arguments)", {kNone, kNone, kAll},
+     "同步控制/核间同步/SyncAll.md, 硬同步原型: A2/A3 only (the software form with a GM workspace, which the "
+     "simulator does not implement, serves the others); impl/basic_api/dav_c100/kernel_operator_sync_impl.h"},
 };
 static_assert(sizeof(kApis) / sizeof(kApis[0]) == static_cast<size_t>(Api::Count), "one row per Api");
 constexpr bool RowsInOrder() {

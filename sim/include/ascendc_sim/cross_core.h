@@ -111,6 +111,7 @@ __aicore__ inline void CrossCoreWaitFlag(uint16_t flagId) {
 
 template <bool isAIVOnly = true>
 __aicore__ inline void SyncAll() {
+    sim::OnArchPath(acl_fa_sim::surface::Api::SyncAll, "SyncAll");  // the hardware form: A2/A3 only
     sim::SyncAllImpl(isAIVOnly);
 }
 
