@@ -36,12 +36,13 @@ inline ArchColumn ColumnOf(int32_t npuArch) { return npuArch == 1001 ? kC100 : n
 using Dtypes = uint16_t;
 enum : Dtypes {
     kI8 = 1u << 0, kU8 = 1u << 1, kI16 = 1u << 2, kU16 = 1u << 3, kF16 = 1u << 4,
-    kBf16 = 1u << 5, kI32 = 1u << 6, kU32 = 1u << 7, kF32 = 1u << 8, kU64 = 1u << 9,
+    kBf16 = 1u << 5, kI32 = 1u << 6, kU32 = 1u << 7, kF32 = 1u << 8, kU64 = 1u << 9, kI64 = 1u << 10,
 };
 constexpr Dtypes kNone = 0;
-constexpr Dtypes kAll = 0x3FF;                                                     // any dtype (paths, not arithmetic)
-constexpr const char *kDtypeName[10] = {"int8_t", "uint8_t", "int16_t", "uint16_t", "half",
-                                        "bfloat16_t", "int32_t", "uint32_t", "float", "uint64_t"};
+constexpr Dtypes kAll = 0x7FF;  // any dtype (paths, not arithmetic)
+constexpr int kDtypeCount = 11;
+constexpr const char *kDtypeName[kDtypeCount] = {"int8_t", "uint8_t", "int16_t", "uint16_t", "half", "bfloat16_t",
+                                                 "int32_t", "uint32_t", "float", "uint64_t", "int64_t"};
 
 template <typename T>
 constexpr Dtypes DtypeOf() {
@@ -55,6 +56,7 @@ constexpr Dtypes DtypeOf() {
     else if constexpr (std::is_same_v<T, uint32_t>) return kU32;
     else if constexpr (std::is_same_v<T, float>) return kF32;
     else if constexpr (std::is_same_v<T, uint64_t>) return kU64;
+    else if constexpr (std::is_same_v<T, int64_t>) return kI64;
     else return kNone;
 }
 
@@ -84,7 +86,7 @@ constexpr Dtypes kArith4 = kI16 | kF16 | kI32 | kF32;
 constexpr Dtypes kArith910A = kF16 | kI32 | kF32;
 constexpr Dtypes kHalfFloat = kF16 | kF32;
 constexpr Dtypes kBits16 = kI16 | kU16;
-constexpr Dtypes kMove = kI8 | kU8 | kI16 | kU16 | kF16 | kI32 | kU32 | kF32 | kU64;  // copies: every width but bf16
+constexpr Dtypes kMove = kI8 | kU8 | kI16 | kU16 | kF16 | kI32 | kU32 | kF32 | kU64 | kI64;  // copies: all but bf16
 constexpr Dtypes kBrcbTypes = kI16 | kU16 | kF16 | kI32 | kU32 | kF32;
 
 constexpr ApiRow kApis[] = {
@@ -166,7 +168,7 @@ constexpr const ApiRow &RowOf(Api api) { return kApis[static_cast<size_t>(api)];
 // "half, float" for a set of dtypes.
 inline std::string DtypeList(Dtypes d) {
     std::string s;
-    for (int i = 0; i < 10; ++i) {
+    for (int i = 0; i < kDtypeCount; ++i) {
         if ((d >> i) & 1u) s += (s.empty() ? "" : ", ") + std::string(kDtypeName[i]);
     }
     return s.empty() ? "none" : s;
