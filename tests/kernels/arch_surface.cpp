@@ -28,6 +28,9 @@ enum SurfaceOp : int32_t {
     SURF_COMPARES_F32,       // out bytes = bits of in > 0 (Compares<float>)
     SURF_REDUCE_SUM_F32,     // out[0] = sum(in) (ReduceSum<float>, count form)
     SURF_SYNC_ALL,           // the hardware SyncAll() of the launch's one core, then out = 0
+    SURF_SELECT_SCALAR_F32,  // out[i] = bit i ? in[i] : 0.5, bits 0x5555... (Select mode 1, tensor-scalar)
+    SURF_SELECT_SPR_F32,     // the same with mode 0 (VSEL_CMPMASK_SPR) and a tensor of 0.5, only the first 64
+                             // bits set: every repeat reuses them
 };
 
 constexpr uint32_t N = 256;  // 4 rows of 64 fp32
@@ -87,6 +90,20 @@ void Run(int32_t op, GM_ADDR in, GM_ADDR out) {
         case SURF_COMPARES_F32: Compares(y.ReinterpretCast<uint8_t>(), x, 0.0f, CMPMODE::GT, N); break;
         case SURF_REDUCE_SUM_F32: ReduceSum(y, x, tmp, static_cast<int32_t>(N)); break;
         case SURF_SYNC_ALL: SyncAll(); break;
+        case SURF_SELECT_SCALAR_F32:
+        case SURF_SELECT_SPR_F32: {
+            LocalTensor<uint16_t> bits = tmp.ReinterpretCast<uint16_t>();  // 256 bits, then 0.5s
+            Duplicate(bits, static_cast<uint16_t>(0), 16);
+            Duplicate(bits, static_cast<uint16_t>(0x5555), op == SURF_SELECT_SCALAR_F32 ? 16 : 4);
+            LocalTensor<float> half05 = tmp[N];
+            Duplicate(half05, 0.5f, static_cast<int32_t>(N));
+            if (op == SURF_SELECT_SCALAR_F32) {
+                Select(y, bits, x, 0.5f, SELMODE::VSEL_TENSOR_SCALAR_MODE, N);
+            } else {
+                Select(y, bits, x, half05, SELMODE::VSEL_CMPMASK_SPR, N);
+            }
+            break;
+        }
         default: break;
     }
     SetFlag<HardEvent::V_MTE3>(0);

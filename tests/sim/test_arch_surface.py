@@ -37,6 +37,8 @@ CASES = {
     "reduce_sum_f32": (13, {1001: ("dtype", "ReduceSum", "ReduceSum on float"), 2002: None, 2201: None}),
     "sync_all": (14, {1001: ("instruction", "SyncAll", "the hardware SyncAll"),
                       2002: ("instruction", "SyncAll", "the hardware SyncAll"), 2201: None}),
+    "select_scalar_f32": (15, {1001: ("select mode", "Select", "VSEL_TENSOR_SCALAR_MODE"), 2002: None, 2201: None}),
+    "select_spr_f32": (16, {1001: None, 2002: None, 2201: None}),
 }
 
 # Runs every case on the chip of ACL_FA_SIM_SOC: name -> [rc, message, out] (out only when rc is 0).
@@ -107,6 +109,8 @@ def _expected(name, x, small):
         return ("bits", slice(0, 8), np.packbits(x > 0, bitorder="little"))
     if name == "reduce_sum_f32":
         return ("close", slice(0, 1), np.array([x.sum(dtype=np.float64)]))
+    if name in ("select_scalar_f32", "select_spr_f32"):
+        return ("at", slice(0, 256), np.where(np.arange(256) % 2 == 0, x, np.float32(0.5)))
     if name == "sync_all":
         return ("at", slice(0, 256), np.zeros(256, np.float32))
     raise KeyError(name)

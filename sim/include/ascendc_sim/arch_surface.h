@@ -280,6 +280,21 @@ inline void RequireReduceOrder(const kernel::CoreContext &core, const char *api,
     }
 }
 
+// ---- Select's SELMODE (Select.md, "支持模式"): Atlas A2/A3 and the 310P AI Core take modes 0
+// (VSEL_CMPMASK_SPR), 1 (VSEL_TENSOR_SCALAR_MODE) and 2 (VSEL_TENSOR_TENSOR_MODE); the Atlas
+// training series mode 0 only ----
+constexpr uint8_t kSelectModes[kArchCount] = {1u << 0, 0x7, 0x7};
+constexpr const char *kSelectModeName[3] = {"VSEL_CMPMASK_SPR", "VSEL_TENSOR_SCALAR_MODE", "VSEL_TENSOR_TENSOR_MODE"};
+inline void RequireSelectMode(const kernel::CoreContext &core, int mode) {
+    const uint8_t have = kSelectModes[ColumnOf(core.npuArch)];
+    if (mode < 0 || mode > 2 || ((have >> mode) & 1u) == 0) {
+        kernel::MissingOnArch(core, "select mode", "Select", kSelectModeName[mode < 0 || mode > 2 ? 0 : mode],
+                              std::string(": ") + kProduct[ColumnOf(core.npuArch)] + " takes " +
+                                  (have == 1u ? "VSEL_CMPMASK_SPR only" : "modes 0, 1 and 2") +
+                                  " (asc-devkit 比较与选择/Select.md)");
+    }
+}
+
 // ---- kernel types (KernelMetaType values) a kernel may declare with KERNEL_TASK_TYPE_DEFAULT
 // (设置Kernel类型.md, "kernel type取值约束"): A2/A3 the AIV / AIC / MIX types (0..5); the Atlas
 // inference series KERNEL_TYPE_AICORE (6) and KERNEL_TYPE_MIX_VECTOR_CORE (9); the Atlas

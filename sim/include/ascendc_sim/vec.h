@@ -789,7 +789,8 @@ void Compare(const LocalTensor<U> &dst, const LocalTensor<T> &src0, const LocalT
     }
 }
 
-// ---- Select (count form): dst[i] = bit i of selMask ? src0[i] : src1[i] (or the scalar) ----
+// ---- Select (count form): dst[i] = bit i of selMask ? src0[i] : src1[i] (or the scalar); in mode 0
+// (VSEL_CMPMASK_SPR) every repeat reuses the first 256 / sizeof(T) bits of selMask (Select.md) ----
 namespace sim {
 // fp32 tensor-scalar Select over n elements (vec_select.cpp).
 void SelectTensorScalar(float *dst, const uint8_t *bits, const float *src0, float src1, size_t n);
@@ -797,21 +798,26 @@ void SelectTensorScalar(float *dst, const uint8_t *bits, const float *src0, floa
 template <typename T, typename U>
 void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, const LocalTensor<T> &src0,
             const LocalTensor<T> &src1, SELMODE selMode, uint32_t count) {
-    sim::OnArch<T>(acl_fa_sim::surface::Api::Select);
+    auto &core = sim::OnArch<T>(acl_fa_sim::surface::Api::Select);
+    acl_fa_sim::surface::RequireSelectMode(core, static_cast<int>(selMode));
     if (selMode != SELMODE::VSEL_TENSOR_TENSOR_MODE && selMode != SELMODE::VSEL_CMPMASK_SPR) {
         acl_fa_sim::kernel::Violation("Select mode", "Select", "tensor-tensor Select needs VSEL_TENSOR_TENSOR_MODE");
     }
+    // mode 0: one repeat's bits, reused by every repeat
+    const uint32_t period = selMode == SELMODE::VSEL_CMPMASK_SPR ? 256 / sizeof(T) : count;
     sim::VecOperands("Select", count, dst, src0, src1);
-    sim::CheckLocalT("Select", "selMask", selMask, (count + 7) / 8);
+    sim::CheckLocalT("Select", "selMask", selMask, (std::min(count, period) + 7) / 8);
     const uint8_t *bits = reinterpret_cast<const uint8_t *>(selMask.SimData());
     for (uint32_t i = 0; i < count; ++i) {
-        dst.SimData()[i] = ((bits[i / 8] >> (i % 8)) & 1) ? src0.SimData()[i] : src1.SimData()[i];
+        const uint32_t b = i % period;
+        dst.SimData()[i] = ((bits[b / 8] >> (b % 8)) & 1) ? src0.SimData()[i] : src1.SimData()[i];
     }
 }
 template <typename T, typename U>
 void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, const LocalTensor<T> &src0, T src1,
             SELMODE selMode, uint32_t count) {
-    sim::OnArch<T>(acl_fa_sim::surface::Api::Select);
+    auto &core = sim::OnArch<T>(acl_fa_sim::surface::Api::Select);
+    acl_fa_sim::surface::RequireSelectMode(core, static_cast<int>(selMode));
     if (selMode != SELMODE::VSEL_TENSOR_SCALAR_MODE) {
         acl_fa_sim::kernel::Violation("Select mode", "Select", "tensor-scalar Select needs VSEL_TENSOR_SCALAR_MODE");
     }
