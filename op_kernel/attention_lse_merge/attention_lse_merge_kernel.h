@@ -245,7 +245,7 @@ __aicore__ inline void AttentionLseMergeKernel<A, B, O>::Compute(uint32_t rows)
     AscendC::LocalTensor<float> m = stat_, wA = stat_[t], wB = stat_[2 * t], s = stat_[3 * t];
 
     AscendC::Max(m, lseA, lseB, vecRows);
-    AscendC::Maxs(m, m, MAX_FLOOR, vecRows);
+    attn_rows::MaxsOnArch(m, m, MAX_FLOOR, vecRows, brcb_);  // dav-c100 has no Maxs
     AscendC::Sub(wA, lseA, m, vecRows);
     AscendC::Exp(wA, wA, vecRows);  // w_a = exp(lse_a - m): 1 for the larger LSE, 0 for -inf
     AscendC::Sub(wB, lseB, m, vecRows);
@@ -256,7 +256,7 @@ __aicore__ inline void AttentionLseMergeKernel<A, B, O>::Compute(uint32_t rows)
     AscendC::Ln(lseOut, s, vecRows);
     AscendC::Add(lseOut, lseOut, m, vecRows);  // m + ln(s): -inf where s = 0
 
-    AscendC::Maxs(s, s, SUM_FLOOR, vecRows);
+    attn_rows::MaxsOnArch(s, s, SUM_FLOOR, vecRows, brcb_);
     AscendC::Div(wA, wA, s, vecRows);  // c_a
     AscendC::Div(wB, wB, s, vecRows);  // c_b
     AscendC::LocalTensor<float> fb = AsFloat(b, workB_, count);
@@ -276,7 +276,11 @@ __aicore__ inline void AttentionLseMergeKernel<A, B, O>::Compute(uint32_t rows)
         ToFixed(out, fa, lseOut[t], rows, vecRows);
     } else {
         AscendC::Add(fa, fa, fb, count);
-        AscendC::Cast(out, fa, AscendC::RoundMode::CAST_RINT, count);
+        // float -> half takes CAST_NONE (nearest even) on every architecture, CAST_RINT on A2/A3 only;
+        // float -> bfloat16_t (A2/A3) takes CAST_RINT (asc-devkit Cast.md).
+        constexpr AscendC::RoundMode TO_O =
+            AscendC::IsSameType<O, half>::value ? AscendC::RoundMode::CAST_NONE : AscendC::RoundMode::CAST_RINT;
+        AscendC::Cast(out, fa, TO_O, count);
     }
     lseOut_.EnQue(lseOut);
     inA_.FreeTensor(a);

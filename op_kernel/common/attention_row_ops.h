@@ -22,6 +22,27 @@ constexpr bool HAS_BRCB = false;
 constexpr bool HAS_BRCB = true;
 #endif
 
+// What each architecture's vector unit has for the fp32 row reductions (docs/simulator.md, "The
+// per-chip API surface"; asc-devkit API reference 归约计算/ReduceRepeat.md, ReduceDataBlock.md and
+// 基础算术/Maxs.md, impl/basic_api/dav_c100 and dav_m200):
+//   dav-c220 (2201): WholeReduceMax / WholeReduceSum on float, every ReduceOrder.
+//   dav-m200 (2002): WholeReduce* and BlockReduce* on float, but WholeReduceMax only with
+//                    ORDER_VALUE_INDEX / ORDER_INDEX_VALUE (no ORDER_ONLY_VALUE).
+//   dav-c100 (1001): no float reduction at all (vcmax, vcadd, vcgmax, vcgadd, vcpadd take half
+//                    only) and no Maxs.
+#if defined(__NPU_ARCH__) && __NPU_ARCH__ == 1001
+constexpr bool HAS_FP32_REDUCE = false;
+constexpr bool HAS_MAXS = false;
+#else
+constexpr bool HAS_FP32_REDUCE = true;
+constexpr bool HAS_MAXS = true;
+#endif
+#if defined(__NPU_ARCH__) && __NPU_ARCH__ == 2002
+constexpr bool HAS_ORDER_ONLY_VALUE = false;
+#else
+constexpr bool HAS_ORDER_ONLY_VALUE = true;  // (1001 has no float WholeReduceMax to ask)
+#endif
+
 // Orders the pipe named second after the pipe named first (e.g. MTE3_S: the scalar unit waits
 // until the last GM write of MTE3 has landed).
 template <AscendC::HardEvent EVENT>
@@ -39,13 +60,12 @@ enum class Reduce { MAX, SUM };
 enum class Op { SUB, MUL, DIV };
 
 // dst[r] = max (sum) of tile[r, 0:width]. fold: [rows, 64] fp32 scratch.
+// fold[r, 0:64] = max (sum) over the 64-column chunks of tile[r, 0:width], from the identity
+// (-inf, 0) so a chunk narrower than 64 leaves the rest neutral. fold: [rows, 64] fp32.
 template <Reduce OP>
-__aicore__ inline void ReduceRows(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &tile,
-                                  const AscendC::LocalTensor<float> &fold, uint32_t rows, uint32_t width,
-                                  uint32_t stride)
+__aicore__ inline void FoldRows(const AscendC::LocalTensor<float> &fold, const AscendC::LocalTensor<float> &tile,
+                                uint32_t rows, uint32_t width, uint32_t stride)
 {
-    // fold[r, 0:64] = max (sum) over the 64-column chunks of tile[r, :], from the identity
-    // (-inf, 0) so a chunk narrower than 64 leaves the rest neutral; then one WholeReduce per row.
     const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
     const AscendC::BinaryRepeatParams params(1, 1, 1, 8, 8, tileRep);
     AscendC::Duplicate(fold, OP == Reduce::MAX ? -__builtin_inff() : 0.0f, rows * FP32_PER_REPEAT);
@@ -57,10 +77,121 @@ __aicore__ inline void ReduceRows(const AscendC::LocalTensor<float> &dst, const 
             AscendC::Add(fold, fold, tile[c], w, static_cast<uint8_t>(rows), params);
         }
     }
+}
+
+// dst[r] = max (sum) of tile[r, 0:width]. fold: [rows, 64] fp32 scratch. FoldRows, then one
+// WholeReduce per row: for dav-c220 (and dav-m200's sum); ReduceRowsOnArch picks per architecture.
+template <Reduce OP>
+__aicore__ inline void ReduceRows(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &tile,
+                                  const AscendC::LocalTensor<float> &fold, uint32_t rows, uint32_t width,
+                                  uint32_t stride)
+{
+    FoldRows<OP>(fold, tile, rows, width, stride);
     if constexpr (OP == Reduce::MAX) {
         AscendC::WholeReduceMax(dst, fold, FP32_PER_REPEAT, rows, 1, 1, 8, AscendC::ReduceOrder::ORDER_ONLY_VALUE);
     } else {
         AscendC::WholeReduceSum(dst, fold, FP32_PER_REPEAT, rows, 1, 1, 8);
+    }
+}
+
+// fold[r, 0:8] = max (sum) of fold[r, 0:64]: three halvings 64 -> 32 -> 16 -> 8 with the element-wise
+// repeat forms of Max / Add, which every architecture has for float (one repeat per row).
+template <Reduce OP>
+__aicore__ inline void HalveToBlock(const AscendC::LocalTensor<float> &fold, uint32_t rows)
+{
+    const AscendC::BinaryRepeatParams params(1, 1, 1, 8, 8, 8);  // one 64-float fold row per repeat
+    for (uint32_t half = FP32_PER_REPEAT / 2; half >= FP32_PER_BLOCK; half /= 2) {
+        if constexpr (OP == Reduce::MAX) {
+            AscendC::Max(fold, fold, fold[half], half, static_cast<uint8_t>(rows), params);
+        } else {
+            AscendC::Add(fold, fold, fold[half], half, static_cast<uint8_t>(rows), params);
+        }
+    }
+}
+
+// dst[r] = max (sum) of the 8 floats fold[r, 0:8] (HalveToBlock's result). With a float
+// BlockReduce (dav-m200, dav-c220): one repeat covers 8 rows -- block b of repeat q is row 8q + b,
+// 8 blocks (one fold row) apart -- and writes their 8 results to dst[8q, 8q + 8). dav-c100 has no
+// float reduction: the scalar unit reads the 8 partials of each row (8 reads and 1 write per row,
+// per call; not per score element).
+template <Reduce OP>
+__aicore__ inline void ReduceBlocks(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &fold,
+                                    uint32_t rows)
+{
+    if constexpr (HAS_FP32_REDUCE) {
+        constexpr int32_t ROW_BLOCKS = FP32_PER_REPEAT / FP32_PER_BLOCK;  // 32-B blocks per fold row
+        const uint32_t full = rows / FP32_PER_BLOCK, tail = rows % FP32_PER_BLOCK;
+        const AscendC::LocalTensor<float> tailDst = dst[full * FP32_PER_BLOCK];
+        const AscendC::LocalTensor<float> tailSrc = fold[full * FP32_PER_BLOCK * FP32_PER_REPEAT];
+        if constexpr (OP == Reduce::MAX) {
+            if (full > 0) {
+                AscendC::BlockReduceMax(dst, fold, full, FP32_PER_REPEAT, 1, ROW_BLOCKS, 8 * ROW_BLOCKS);
+            }
+            if (tail > 0) {
+                AscendC::BlockReduceMax(tailDst, tailSrc, 1, tail * FP32_PER_BLOCK, 1, ROW_BLOCKS, 8 * ROW_BLOCKS);
+            }
+        } else {
+            if (full > 0) {
+                AscendC::BlockReduceSum(dst, fold, full, FP32_PER_REPEAT, 1, ROW_BLOCKS, 8 * ROW_BLOCKS);
+            }
+            if (tail > 0) {
+                AscendC::BlockReduceSum(tailDst, tailSrc, 1, tail * FP32_PER_BLOCK, 1, ROW_BLOCKS, 8 * ROW_BLOCKS);
+            }
+        }
+    } else {
+        WaitForPipe<AscendC::HardEvent::V_S>();
+        for (uint32_t r = 0; r < rows; ++r) {
+            float v = fold.GetValue(r * FP32_PER_REPEAT);
+            for (uint32_t j = 1; j < FP32_PER_BLOCK; ++j) {
+                const float x = fold.GetValue(r * FP32_PER_REPEAT + j);
+                if constexpr (OP == Reduce::MAX) {
+                    v = x > v ? x : v;
+                } else {
+                    v += x;
+                }
+            }
+            dst.SetValue(r, v);
+        }
+        WaitForPipe<AscendC::HardEvent::S_V>();
+    }
+}
+
+// dst[r] = max (sum) of tile[r, 0:width] (fp32, as ReduceRows) with only the instructions the
+// architecture has: ReduceRows where WholeReduce serves (dav-c220; dav-m200's sum), else FoldRows,
+// HalveToBlock and ReduceBlocks. The coupled-core kernels call this; fold: [rows, 64] fp32.
+template <Reduce OP>
+__aicore__ inline void ReduceRowsOnArch(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &tile,
+                                        const AscendC::LocalTensor<float> &fold, uint32_t rows, uint32_t width,
+                                        uint32_t stride)
+{
+    if constexpr (HAS_FP32_REDUCE && (OP == Reduce::SUM || HAS_ORDER_ONLY_VALUE)) {
+        ReduceRows<OP>(dst, tile, fold, rows, width, stride);
+    } else {
+        FoldRows<OP>(fold, tile, rows, width, stride);
+        HalveToBlock<OP>(fold, rows);
+        ReduceBlocks<OP>(dst, fold, rows);
+    }
+}
+
+// dst[0:count] = max(src[0:count], value): Maxs where the architecture has it; on dav-c100 (no
+// Maxs) Max against `konst`, one 32-B block of fp32 scratch filled with value and read with
+// block and repeat stride 0. count <= 255 * 64.
+__aicore__ inline void MaxsOnArch(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &src,
+                                  float value, uint32_t count, const AscendC::LocalTensor<float> &konst)
+{
+    if constexpr (HAS_MAXS) {
+        AscendC::Maxs(dst, src, value, static_cast<int32_t>(count));
+    } else {
+        AscendC::Duplicate(konst, value, static_cast<int32_t>(FP32_PER_BLOCK));
+        const AscendC::BinaryRepeatParams params(1, 1, 0, 8, 8, 0);  // dst, src, konst: blk, then rep strides
+        const uint32_t full = count / FP32_PER_REPEAT, tail = count % FP32_PER_REPEAT;
+        if (full > 0) {
+            AscendC::Max(dst, src, konst, FP32_PER_REPEAT, static_cast<uint8_t>(full), params);
+        }
+        if (tail > 0) {
+            const uint32_t at = full * FP32_PER_REPEAT;
+            AscendC::Max(dst[at], src[at], konst, tail, 1, params);
+        }
     }
 }
 

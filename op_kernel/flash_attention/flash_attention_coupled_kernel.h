@@ -179,7 +179,9 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ComputeBlock(uint32_t kvB
     softmax_.ScoresToProbs(scores_, stride, kvBlock, rows, row0, 0);
     // P [rows, stride] fp32 is final here (l and the LSE already hold its undropped sums): the
     // one point where it may still change before P.V.
-    AscendC::Cast(prob_, scores_, AscendC::RoundMode::CAST_RINT, rows * stride);
+    // float -> half: CAST_NONE rounds to nearest even; these architectures have no CAST_RINT for
+    // the pair (asc-devkit Cast.md, the 310P AI Core and training-series tables).
+    AscendC::Cast(prob_, scores_, AscendC::RoundMode::CAST_NONE, rows * stride);
     WaitForPipe<AscendC::HardEvent::V_MTE3>();  // P is complete in UB before it moves to L1
 
     // pv: A = P [rows, cols] in UB (row stride `stride`), B = V rows [cols, D] (row stride
@@ -201,7 +203,7 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::WriteOutput(uint32_t rows
     softmax_.Finish(acc_, lse, rows);
 
     AscendC::LocalTensor<T> out = outQue_.AllocTensor<T>();
-    AscendC::Cast(out, acc_, AscendC::RoundMode::CAST_RINT, rows * d);
+    AscendC::Cast(out, acc_, AscendC::RoundMode::CAST_NONE, rows * d);  // nearest even, as above
     outQue_.EnQue(out);
     out = outQue_.DeQue<T>();
     if (td_->layout == FA_LAYOUT_BNSD) {

@@ -174,14 +174,14 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     AscendC::LocalTensor<float> rowSum = Slot(ROW_SUM, stateRow);
     AscendC::LocalTensor<float> alpha = Slot(ALPHA_A + kvBlock % 2, stateRow);
 
-    attn_rows::ReduceRows<attn_rows::Reduce::MAX>(blockMax, scores, fold_, rows, n, n);
+    attn_rows::ReduceRowsOnArch<attn_rows::Reduce::MAX>(blockMax, scores, fold_, rows, n, n);
     AscendC::Max(newMax, rowMax, blockMax, rows);    // m_new = max(m_old, rowmax(S))
-    AscendC::Maxs(newMax, newMax, MAX_FLOOR, rows);  // finite even for a row that sees no key yet
+    attn_rows::MaxsOnArch(newMax, newMax, MAX_FLOOR, rows, brcb_);  // finite even for a row that sees no key yet
     AscendC::Sub(alpha, rowMax, newMax, rows);
     AscendC::Exp(alpha, alpha, rows);                // alpha = exp(m_old - m_new), 0 on the first block
     ApplyRows<attn_rows::Op::SUB>(scores, newMax, rows, n, n);
     AscendC::Exp(scores, scores, elems);             // P = exp(S - m_new), masked entries -> 0
-    attn_rows::ReduceRows<attn_rows::Reduce::SUM>(blockSum, scores, fold_, rows, n, n);
+    attn_rows::ReduceRowsOnArch<attn_rows::Reduce::SUM>(blockSum, scores, fold_, rows, n, n);
     AscendC::Mul(rowSum, rowSum, alpha, rows);
     AscendC::Add(rowSum, rowSum, blockSum, rows);    // l = alpha * l + rowsum(P)
 }
@@ -204,7 +204,7 @@ __aicore__ inline void OnlineSoftmax::Finish(const AscendC::LocalTensor<float> &
     AscendC::Add(lse, lse, Slot(maxSlot_), rows);    // LSE = m + ln(l): -inf where l = 0
     // A row that saw a key has l >= 1 (its max term is exp(0)); one that saw none has l = 0 and
     // acc = 0, so O = 0 / FLT_MIN = 0.
-    AscendC::Maxs(rowSum, rowSum, SUM_FLOOR, rows);
+    attn_rows::MaxsOnArch(rowSum, rowSum, SUM_FLOOR, rows, brcb_);
     ApplyRows<attn_rows::Op::DIV>(acc, rowSum, rows, d, d);  // O = acc / l
 }
 

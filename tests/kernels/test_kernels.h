@@ -120,6 +120,10 @@ int aclfaSimTestGemm(void *a, void *b, void *c, uint32_t m, uint32_t n, uint32_t
 int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType, char *err,
                       size_t errLen);
 
+/* One API / dtype combination of ascendc_sim/arch_surface.h (SurfaceOp, arch_surface.cpp) on one core launched
+ * as kernelType: in [256] fp32 (4 rows of 64) -> out [256] fp32, GM copies with DataCopy only. */
+int aclfaSimTestArchSurface(int32_t op, void *in, void *out, uint32_t kernelType, char *err, size_t errLen);
+
 /* One cross_core scenario (CrossCoreOp) on blockDim MIX 1:2 blocks. */
 int aclfaSimTestCrossCore(int32_t op, void *x, void *b, void *out, void *workspace, uint32_t n, uint64_t spin,
                           uint32_t m, uint32_t mmN, uint32_t k, uint32_t blockDim, char *err, size_t errLen);

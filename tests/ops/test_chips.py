@@ -55,16 +55,21 @@ print(json.dumps(dict(soc=soc, results=results)))
 """
 
 
-@pytest.fixture(scope="module")
-def chip_runs():
-    """soc -> the child's results for COUPLED_CASES on that chip (run once per chip)."""
+def _once_per_chip(script):
+    """soc -> the JSON a child running `script` on that chip printed (one child per chip)."""
     runs = {}
 
     def get(soc):
         if soc not in runs:
-            runs[soc] = run_python(CASES_SCRIPT, ACL_FA_BACKEND="sim", ACL_FA_SIM_SOC=soc)
+            runs[soc] = run_python(script, ACL_FA_BACKEND="sim", ACL_FA_SIM_SOC=soc)
         return runs[soc]
     return get
+
+
+@pytest.fixture(scope="module")
+def chip_runs():
+    """soc -> the child's results for COUPLED_CASES on that chip."""
+    return _once_per_chip(CASES_SCRIPT)
 
 
 @pytest.mark.parametrize("soc", COUPLED)
@@ -157,3 +162,97 @@ def test_paths_the_architecture_lacks_are_violations(soc, aicore_rule):
     assert rc != 0 and f"the simulated chip {soc} has coupled AI Cores" in msg, msg
     rc, msg = out["declared_aiv_on_aicore"]
     assert rc == 507015 and "rule 'kernel type'" in msg, msg
+
+
+# Every registered op whose OpDef claims the coupled chips (op_host: RegisterHost with
+# Chips::kA2A3Coupled), run once on each of them with its own reference check; the launch must be
+# the op's kernel, on the coupled AI Cores. The kernels use only what each architecture provides
+# (sim/include/ascendc_sim/arch_surface.h stops any other call; docs/simulator.md).
+COUPLED_OPS = {"FlashAttention": "flash_attention", "FlashAttentionV2": "flash_attention_v2",
+               "FlashAttentionV3": "flash_attention_v3", "AttentionLseMerge": "attention_lse_merge"}
+
+OPS_SCRIPT = """
+import json, sys
+for sub in ("flash_attention", "attention_lse_merge"):
+    sys.path.insert(0, {ops_dir!r} + "/" + sub)
+import numpy as np
+import acl_fa
+from acl_fa.ops import lse_merge
+from acl_fa.runtime.sim_stats import last_launch
+import test_flash_attention as fa, test_flash_attention_v2 as v2, test_softcap as v3, test_lse_merge as merge
+
+
+def forward(s):
+    case = (1, 2, 2, 200, 300, 64, fa.F16, "BNSD", True)
+    b, n, nkv, sq, skv, d, dtype, layout, causal = case
+    q, k, v = fa._inputs(layout, b, n, nkv, sq, skv, d, dtype)
+    out, lse = s.flash_attention(q, k, v, causal=causal, layout=layout, return_lse=True)
+    fa._assert_close(q, k, v, out, lse, causal=causal, layout=layout, n=n, nkv=nkv, dtype=dtype)
+
+
+def band(s):
+    v2.check_band(s, v2.FIXED[3])  # Sq < Skv, next < 0, float16
+
+
+def softcap(s):
+    case = next(c for c in v3.CASES if c[6] == "float16" and not c[10])
+    b, n, nkv, sq, skv, d, dtype, layout, causal, window, mask, cap = case
+    q, k, v = v3._inputs(layout, b, n, nkv, sq, skv, d, dtype)
+    o, lse = s.flash_attention(q, k, v, causal=causal, layout=layout, num_heads=n, num_kv_heads=nkv, softcap=cap,
+                               return_lse=True)
+    v3._check(q, k, v, o, lse, case, None)
+
+
+def merge_f16(s):
+    parts = merge._partials((2, 3, 37, 64), merge.F16, merge.F16, seed=5)
+    out, lse = lse_merge.merge_partials(*parts, out_dtype=merge.F16, session=s)
+    merge._assert_merged(out, lse, *parts, merge.F16)
+
+
+results = {{}}
+with acl_fa.Session(backend="sim") as s:
+    soc = s.soc_name()
+    for op, run in (("FlashAttention", forward), ("FlashAttentionV2", band), ("FlashAttentionV3", softcap),
+                    ("AttentionLseMerge", merge_f16)):
+        try:
+            run(s)
+            verdict = "ok"
+        except AssertionError as exc:
+            verdict = f"mismatch: {{exc}}"
+        except acl_fa.AclFaError as exc:
+            verdict = f"raised {{type(exc).__name__}}: {{exc}}"
+        stats = last_launch(s.backend, per_core=True)
+        results[op] = dict(verdict=verdict, kernel=stats["kernel"], kernel_type=stats["kernel_type"],
+                           aiv=len(stats["aiv"]))
+print(json.dumps(dict(soc=soc, results=results)))
+"""
+
+
+@pytest.fixture(scope="module")
+def op_runs():
+    """soc -> the child's verdicts for COUPLED_OPS on that chip."""
+    return _once_per_chip(OPS_SCRIPT.format(ops_dir=str(TESTS / "ops")))
+
+
+@pytest.mark.parametrize("soc", COUPLED)
+@pytest.mark.parametrize("op", list(COUPLED_OPS))
+def test_each_registered_op_runs_on_each_coupled_chip(op_runs, op, soc):
+    run = op_runs(soc)
+    assert run["soc"] == soc
+    result = run["results"][op]
+    assert result["verdict"] == "ok", result["verdict"]
+    assert result["kernel"] == COUPLED_OPS[op], result
+    assert result["kernel_type"] == KERNEL_TYPE_AICORE and result["aiv"] == 0, result
+
+
+def test_the_coupled_op_list_is_the_registered_one():
+    """COUPLED_OPS names every OpDef registered for the coupled chips: OP_ADD(X) in a file that
+    registers with Chips::kA2A3Coupled, or through RegisterFlashAttentionV2 (which does)."""
+    import re
+
+    claimed = set()
+    for src in (TESTS.parent / "op_host").rglob("*.cpp"):
+        text = src.read_text()
+        if "Chips::kA2A3Coupled" in text or "RegisterFlashAttentionV2(*this" in text:
+            claimed |= set(re.findall(r"^OP_ADD\((\w+)\);", text, re.M))
+    assert claimed == set(COUPLED_OPS), claimed

@@ -69,6 +69,7 @@ void CrossCoreFlagImpl(bool set, int modeId, int pipe, uint16_t flagId);
 template <typename T>
 __aicore__ inline void SetAtomicAdd() {
     static_assert(sim::TypeTag<T>() >= 0, "the simulator's SetAtomicAdd supports float, half, bfloat16_t, int32_t");
+    sim::OnArch<T>(acl_fa_sim::surface::Api::SetAtomicAdd);
     sim::SetAtomicAddImpl(sim::TypeTag<T>());
 }
 
@@ -98,16 +99,19 @@ __aicore__ inline void IBWait(const GlobalTensor<int32_t> &gmWorkspace, const Lo
 
 template <uint8_t modeId, pipe_t pipe>
 __aicore__ inline void CrossCoreSetFlag(uint16_t flagId) {
+    sim::OnArchPath(acl_fa_sim::surface::Api::CrossCoreFlag, "CrossCoreSetFlag");  // not on coupled cores
     sim::CrossCoreFlagImpl(true, modeId, static_cast<int>(pipe), flagId);
 }
 
 template <uint8_t modeId = 0, pipe_t pipe = PIPE_S>
 __aicore__ inline void CrossCoreWaitFlag(uint16_t flagId) {
+    sim::OnArchPath(acl_fa_sim::surface::Api::CrossCoreFlag, "CrossCoreWaitFlag");
     sim::CrossCoreFlagImpl(false, modeId, static_cast<int>(pipe), flagId);
 }
 
 template <bool isAIVOnly = true>
 __aicore__ inline void SyncAll() {
+    sim::OnArchPath(acl_fa_sim::surface::Api::SyncAll, "SyncAll");  // the hardware form: A2/A3 only
     sim::SyncAllImpl(isAIVOnly);
 }
 

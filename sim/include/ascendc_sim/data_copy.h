@@ -16,6 +16,7 @@
 #include <string>
 #include <type_traits>
 
+#include "ascendc_sim/arch_surface.h"
 #include "ascendc_sim/optrace.h"
 #include "ascendc_sim/tensor.h"
 
@@ -74,6 +75,21 @@ struct DataCopyPadExtParams {
 };
 
 namespace sim {
+// The architecture check of an API entry (ascendc_sim/arch_surface.h): stops the core unless its
+// chip has `api` for dtype T. Returns the core (Enter).
+template <typename T>
+inline acl_fa_sim::kernel::CoreContext &OnArch(acl_fa_sim::surface::Api api) {
+    auto &core = acl_fa_sim::kernel::Enter(acl_fa_sim::surface::RowOf(api).name);
+    acl_fa_sim::surface::Require<T>(core, api);
+    return core;
+}
+// The same for a path with no dtype of its own (DataCacheCleanAndInvalid, the Matmul UB paths).
+inline acl_fa_sim::kernel::CoreContext &OnArchPath(acl_fa_sim::surface::Api api, const char *apiName) {
+    auto &core = acl_fa_sim::kernel::Enter(apiName);
+    acl_fa_sim::surface::Require(core, api, acl_fa_sim::surface::kAll, apiName);
+    return core;
+}
+
 // Checks a local operand: UB position when ubOnly, 32-byte aligned start, `bytes` inside the view.
 void CheckLocal(const char *api, const char *operand, TPosition pos, uint64_t addr, uint64_t bytes,
                 uint64_t viewBytes, bool ubOnly = true);
@@ -163,7 +179,7 @@ namespace sim {
 // The contiguous GM <-> UB copy of `count` elements, UB -> GM when `toGm`.
 template <typename T>
 void CopyGmUb(const bool toGm, const GlobalTensor<T> &gm, const LocalTensor<T> &local, const uint32_t count) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
+    auto &core = sim::OnArch<T>(acl_fa_sim::surface::Api::DataCopy);
     const uint64_t bytes = uint64_t(count) * sizeof(T);
     CheckCopyLength("DataCopy", bytes);
     CheckLocalT("DataCopy", toGm ? "src" : "dst", local, bytes);
@@ -188,7 +204,7 @@ void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const uint3
 }
 template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint32_t count) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
+    auto &core = sim::OnArch<T>(acl_fa_sim::surface::Api::DataCopy);
     const uint64_t bytes = uint64_t(count) * sizeof(T);
     sim::CheckCopyLength("DataCopy", bytes);
     sim::CheckLocalT("DataCopy", "dst", dst, bytes);
@@ -203,7 +219,7 @@ namespace sim {
 // blocks, UB -> GM when `toGm`. The strides are the destination's and the source's.
 template <typename T>
 void BlockCopyGmUb(const bool toGm, const GlobalTensor<T> &gm, const LocalTensor<T> &local, const DataCopyParams &p) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
+    auto &core = sim::OnArch<T>(acl_fa_sim::surface::Api::DataCopy);
     const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
     if (p.blockCount == 0 || blk == 0) return;
     const uint64_t gmStep = blk + uint64_t(toGm ? p.dstStride : p.srcStride) * ONE_BLK_SIZE;
@@ -237,7 +253,7 @@ void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataC
 }
 template <typename T>
 void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyParams &p) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopy");
+    auto &core = sim::OnArch<T>(acl_fa_sim::surface::Api::DataCopy);
     const uint64_t blk = uint64_t(p.blockLen) * ONE_BLK_SIZE;
     if (p.blockCount == 0 || blk == 0) return;
     sim::CheckLocalT("DataCopy", "dst", dst, (p.blockCount - 1) * (blk + uint64_t(p.dstStride) * ONE_BLK_SIZE) + blk);
@@ -253,22 +269,12 @@ void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src, const DataCo
 }
 
 namespace sim {
-// DataCopyPad (GM <-> UB copies of any byte length) exists on dav-c220 (Atlas A2/A3) only of the
-// simulated architectures (asc-devkit impl/basic_api/dav_m200 and dav_c100
-// kernel_operator_data_copy_impl.h: "unsupported API on current device").
-inline void RequireDataCopyPad(const acl_fa_sim::kernel::CoreContext &core) {
-    if (core.npuArch != 2201) {
-        acl_fa_sim::kernel::MissingOnArch(core, "data path", "DataCopyPad",
-                                          "the unaligned GM <-> UB copy (DataCopyPad)",
-                                          ": GM copies move whole 32-byte blocks there (DataCopy)");
-    }
-}
-
 // What both DataCopyPad directions check first: the architecture and whole elements per block.
 template <typename T>
 acl_fa_sim::kernel::CoreContext &EnterDataCopyPad(const DataCopyExtParams &p) {
-    auto &core = acl_fa_sim::kernel::Enter("DataCopyPad");
-    RequireDataCopyPad(core);
+    // DataCopyPad exists on dav-c220 only of the simulated architectures (arch_surface.h): on the
+    // coupled chips GM copies move whole 32-byte blocks (DataCopy).
+    auto &core = OnArch<T>(acl_fa_sim::surface::Api::DataCopyPad);
     if (p.blockLen % sizeof(T) != 0) {
         acl_fa_sim::kernel::Violation("DataCopyPad parameters", "DataCopyPad",
                                       "blockLen " + std::to_string(p.blockLen) + " is not a multiple of the " +
@@ -362,11 +368,7 @@ enum class DcciDst : uint64_t { CACHELINE_ALL = 0, CACHELINE_UB, CACHELINE_OUT, 
 template <typename T, CacheLine entireType>
 void DataCacheCleanAndInvalid(const GlobalTensor<T> &dst) {
     (void)dst;
-    auto &core = acl_fa_sim::kernel::Enter("DataCacheCleanAndInvalid");
-    if (core.npuArch == 1001) {
-        acl_fa_sim::kernel::MissingOnArch(core, "instruction", "DataCacheCleanAndInvalid",
-                                          "DataCacheCleanAndInvalid of GM");
-    }
+    sim::OnArchPath(acl_fa_sim::surface::Api::DataCacheCleanAndInvalid, "DataCacheCleanAndInvalid");
 }
 
 }  // namespace AscendC

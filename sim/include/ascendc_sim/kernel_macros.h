@@ -89,25 +89,8 @@ struct IsSameType<T, T> {
 };
 
 namespace sim {
-// The kernel declares its task type; it must be the one it was launched with, and one the chip
-// takes (Atlas training series, arch 1001: no KERNEL_TASK_TYPE at all; Atlas inference series,
-// arch 2002: KERNEL_TYPE_AICORE / KERNEL_TYPE_MIX_VECTOR_CORE).
-inline void CheckKernelType(uint32_t declared) {
-    auto &core = acl_fa_sim::kernel::Enter("KERNEL_TASK_TYPE_DEFAULT");
-    if (core.npuArch == 1001) {
-        acl_fa_sim::kernel::MissingOnArch(core, "kernel type", "KERNEL_TASK_TYPE_DEFAULT", "KERNEL_TASK_TYPE");
-    }
-    if (core.npuArch == 2002 && declared != KERNEL_TYPE_AICORE && declared != KERNEL_TYPE_MIX_VECTOR_CORE) {
-        acl_fa_sim::kernel::MissingOnArch(core, "kernel type", "KERNEL_TASK_TYPE_DEFAULT",
-                                          "kernel type " + std::to_string(declared),
-                                          ": it takes KERNEL_TYPE_AICORE and KERNEL_TYPE_MIX_VECTOR_CORE");
-    }
-    if (declared != core.kernelType) {
-        acl_fa_sim::kernel::Violation("kernel type", "KERNEL_TASK_TYPE_DEFAULT",
-                                      "kernel declares type " + std::to_string(declared) +
-                                          " but was launched as type " + std::to_string(core.kernelType));
-    }
-}
+// CheckKernelType (KERNEL_TASK_TYPE_DEFAULT) is in ascendc_sim/arch_surface.h, with the kernel types
+// each architecture takes.
 inline bool IsAic() { return acl_fa_sim::kernel::Enter("ASCEND_IS_AIC").isAic; }
 inline uint64_t TilingKey() { return acl_fa_sim::kernel::Enter("TILING_KEY_IS").tilingKey; }
 template <typename T>

@@ -125,8 +125,6 @@ void CountMatmul(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, in
                  uint32_t bBytes, uint64_t cGmBytes, const GmRows &a, const GmRows &b, const GmRows &c);
 
 // The architecture rules of the Matmul API (see the header comment): violations name the path or dtype.
-void CheckCubeDtypes(const acl_fa_sim::kernel::CoreContext &core, int aTag, int bTag, const char *api);
-void CheckUbPath(const acl_fa_sim::kernel::CoreContext &core, const char *api, const char *path);
 void CheckLocalWorkspace(const acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, uint64_t bytes,
                          bool given, const char *api);
 
@@ -163,7 +161,11 @@ public:
         auto &core = acl_fa_sim::kernel::Enter("Matmul::Init");
         if (cubeTiling == nullptr) acl_fa_sim::kernel::Violation("Matmul tiling", "Matmul::Init", "tiling is NULL");
         tiling_ = *cubeTiling;
-        sim::CheckCubeDtypes(core, sim::TypeTag<SrcAT>(), sim::TypeTag<SrcBT>(), "Matmul::Init");
+        // The cube's operand types on this arch (Mmad; arch_surface.h).
+        acl_fa_sim::surface::Require(core, acl_fa_sim::surface::Api::Mmad, acl_fa_sim::surface::DtypeOf<SrcAT>(),
+                                     "Matmul::Init");
+        acl_fa_sim::surface::Require(core, acl_fa_sim::surface::Api::Mmad, acl_fa_sim::surface::DtypeOf<SrcBT>(),
+                                     "Matmul::Init");
         const uint64_t l1 = sim::CheckCubeTiling(tiling_, sizeof(SrcAT), sizeof(SrcBT), "Matmul::Init");
         if (l1 > core.cubeStats->l1HighWater) core.cubeStats->l1HighWater = l1;
         orgM_ = tiling_.M;
@@ -208,7 +210,8 @@ public:
     // A from UB (MatmulType position VECCALC / VECIN): copied UB -> L1 by the cube's core.
     void SetTensorA(const LocalTensor<SrcAT> &leftMatrix, bool isTransposeA = false) {
         auto &core = Use("Matmul::SetTensorA");
-        sim::CheckUbPath(core, "Matmul::SetTensorA", "UB -> L1 (the Matmul A matrix from a LocalTensor)");
+        acl_fa_sim::surface::Require(core, acl_fa_sim::surface::Api::MatmulUbPath, acl_fa_sim::surface::kAll,
+                                     "Matmul::SetTensorA");
         if (A_TYPE::pos == TPosition::GM) {
             acl_fa_sim::kernel::Violation("Matmul position", "Matmul::SetTensorA",
                                           "a LocalTensor A needs MatmulType<TPosition::VECCALC/VECIN, ...> for A");
@@ -221,10 +224,7 @@ public:
     }
     // The UB space the Matmul API converts ND data through (coupled architectures only).
     void SetLocalWorkspace(const LocalTensor<uint8_t> &tmpBuffer) {
-        auto &core = acl_fa_sim::kernel::Enter("Matmul::SetLocalWorkspace");
-        if (!core.coupled) {
-            acl_fa_sim::kernel::MissingOnArch(core, "instruction", "Matmul::SetLocalWorkspace", "SetLocalWorkspace");
-        }
+        sim::OnArchPath(acl_fa_sim::surface::Api::SetLocalWorkspace, "Matmul::SetLocalWorkspace");
         sim::CheckLocalT("Matmul::SetLocalWorkspace", "tmpBuffer", tmpBuffer, 0);
         localWorkspaceBytes_ = tmpBuffer.GetSize();
         hasLocalWorkspace_ = true;
@@ -255,7 +255,8 @@ public:
     template <bool sync = true>
     void IterateAll(const LocalTensor<DstT> &ubCmatrix, uint8_t enAtomic = 0) {
         auto &core = Use("Matmul::IterateAll");
-        sim::CheckUbPath(core, "Matmul::IterateAll", "L0C -> UB (the Matmul C matrix to a LocalTensor)");
+        acl_fa_sim::surface::Require(core, acl_fa_sim::surface::Api::MatmulUbPath, acl_fa_sim::surface::kAll,
+                                     "Matmul::IterateAll");
         const int64_t ldc = AlignRow(singleN_);
         sim::CheckLocalT("Matmul::IterateAll", "ubCmatrix", ubCmatrix, uint64_t(singleM_) * ldc * sizeof(DstT));
         Compute(core, 0, 0, singleM_, singleN_, ubCmatrix.SimData(), TypeTagC(), ldc, enAtomic != 0, 0, sync,
@@ -300,7 +301,8 @@ public:
     void GetTensorC(const LocalTensor<DstT> &co2Local, uint8_t enAtomic = 0, bool enSequentialWrite = false) {
         (void)enSequentialWrite;
         auto &core = Use("Matmul::GetTensorC");
-        sim::CheckUbPath(core, "Matmul::GetTensorC", "L0C -> UB (the Matmul C matrix to a LocalTensor)");
+        acl_fa_sim::surface::Require(core, acl_fa_sim::surface::Api::MatmulUbPath, acl_fa_sim::surface::kAll,
+                                     "Matmul::GetTensorC");
         NeedBlock();
         const int bm = BlockRows(), bn = BlockCols();
         const int64_t ldc = AlignRow(tiling_.baseN);

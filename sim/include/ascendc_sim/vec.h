@@ -169,6 +169,7 @@ inline T MaxOf(T x, T y) {
 // ---- binary ----
 template <typename T>
 void Add(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Add);
     if constexpr (sim::IsVecInt<T>()) {
         sim::IntBinary("Add", sim::IntOp::kAdd, dst, src0, src1, count);
     } else {
@@ -178,6 +179,7 @@ void Add(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTenso
 }
 template <typename T>
 void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Sub);
     if constexpr (sim::IsVecInt<T>()) {
         sim::IntBinary("Sub", sim::IntOp::kSub, dst, src0, src1, count);
     } else {
@@ -187,6 +189,7 @@ void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTenso
 }
 template <typename T>
 void Mul(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Mul);
     if constexpr (sim::IsVecInt<T>()) {
         sim::IntBinary("Mul", sim::IntOp::kMul, dst, src0, src1, count);
     } else {
@@ -196,10 +199,12 @@ void Mul(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTenso
 }
 template <typename T>
 void Div(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Div);
     sim::Binary("Div", dst, src0, src1, count, [](T x, T y) { return T(x / y); });
 }
 template <typename T>
 void Max(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Max);
     sim::Binary("Max", dst, src0, src1, count, [](T x, T y) { return sim::MaxOf(x, y); });
 }
 
@@ -267,29 +272,34 @@ void RepeatBinary(const char *api, const LocalTensor<T> &dst, const LocalTensor<
 template <typename T, bool isSetMask = true>
 void Add(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
          const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Add);
     sim::RepeatBinary("Add", dst, src0, src1, mask, repeatTime, repeatParams,
                       [](T x, T y) { return sim::Arith("Add", x, y, [](auto a, auto b) { return a + b; }); });
 }
 template <typename T, bool isSetMask = true>
 void Sub(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
          const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Sub);
     sim::RepeatBinary("Sub", dst, src0, src1, mask, repeatTime, repeatParams,
                       [](T x, T y) { return sim::Arith("Sub", x, y, [](auto a, auto b) { return a - b; }); });
 }
 template <typename T, bool isSetMask = true>
 void Mul(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
          const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Mul);
     sim::RepeatBinary("Mul", dst, src0, src1, mask, repeatTime, repeatParams,
                       [](T x, T y) { return sim::Arith("Mul", x, y, [](auto a, auto b) { return a * b; }); });
 }
 template <typename T, bool isSetMask = true>
 void Div(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
          const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Div);
     sim::RepeatBinary("Div", dst, src0, src1, mask, repeatTime, repeatParams, [](T x, T y) { return T(x / y); });
 }
 template <typename T, bool isSetMask = true>
 void Max(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
          const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Max);
     sim::RepeatBinary("Max", dst, src0, src1, mask, repeatTime, repeatParams,
                       [](T x, T y) { return sim::MaxOf(x, y); });
 }
@@ -297,6 +307,7 @@ void Max(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTenso
 // ---- tensor-scalar ----
 template <typename T, bool isSetMask = true>
 void Adds(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Adds);
     const T s = scalarValue;
     if constexpr (sim::IsVecInt<T>()) {
         sim::IntScalar("Adds", sim::IntOp::kAdd, dst, src, s, count);
@@ -307,6 +318,7 @@ void Adds(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarV
 }
 template <typename T, bool isSetMask = true>
 void Muls(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Muls);
     const T s = scalarValue;
     if constexpr (sim::IsVecInt<T>()) {
         sim::IntScalar("Muls", sim::IntOp::kMul, dst, src, s, count);
@@ -317,6 +329,7 @@ void Muls(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarV
 }
 template <typename T, bool isSetMask = true>
 void Maxs(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarValue, const int32_t &count) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Maxs);
     const T s = scalarValue;
     sim::Unary("Maxs", dst, src, count, [s](T x) { return sim::MaxOf(x, s); });
 }
@@ -325,8 +338,8 @@ void Maxs(const LocalTensor<T> &dst, const LocalTensor<T> &src, const T &scalarV
 // exp(-inf) = 0, exp(+inf) = +inf, exp(NaN) = NaN.
 template <typename T>
 void Exp(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Exp);
     if constexpr (std::is_same_v<T, float>) {
-        acl_fa_sim::kernel::Enter("Exp");
         sim::VecOperands("Exp", count, dst, src);
         sim::ExpF32(src.SimData(), dst.SimData(), static_cast<size_t>(count));
     } else {
@@ -336,8 +349,8 @@ void Exp(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &co
 // ln(0) = -inf, ln(x < 0) = NaN.
 template <typename T>
 void Ln(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Ln);
     if constexpr (std::is_same_v<T, float>) {
-        acl_fa_sim::kernel::Enter("Ln");
         sim::VecOperands("Ln", count, dst, src);
         sim::LnF32(src.SimData(), dst.SimData(), static_cast<size_t>(count));
     } else {
@@ -354,7 +367,7 @@ void FillBits(uint16_t *d, uint16_t v, size_t n);
 
 template <typename T>
 void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, const int32_t &count) {
-    acl_fa_sim::kernel::Enter("Duplicate");
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Duplicate);
     sim::VecOperands("Duplicate", count, dst);
     T *d = dst.SimData();
     const T s = scalarValue;
@@ -401,12 +414,14 @@ void DuplicateRepeat(const LocalTensor<T> &dst, T value, uint64_t maxElem, uint8
 template <typename T, bool isSetMask = true>
 void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, uint64_t mask, const uint8_t repeatTime,
                const uint16_t dstBlockStride, const uint8_t dstRepeatStride) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Duplicate);
     sim::DuplicateRepeat(dst, scalarValue, mask, repeatTime, dstBlockStride, dstRepeatStride,
                          [](uint64_t) { return true; });
 }
 template <typename T, bool isSetMask = true>
 void Duplicate(const LocalTensor<T> &dst, const T &scalarValue, uint64_t mask[], const uint8_t repeatTime,
                const uint16_t dstBlockStride, const uint8_t dstRepeatStride) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Duplicate);
     const uint64_t m0 = mask[0], m1 = sizeof(T) == 2 ? mask[1] : 0;
     uint64_t last = 0;  // one past the highest selected element
     for (uint64_t i = 0; i < 128; ++i) {
@@ -439,10 +454,7 @@ template <typename T>
 void CastFromU8(const LocalTensor<T> &dst, const LocalTensor<uint8_t> &src, const RoundMode &roundMode,
                 const uint32_t count) {
     static_assert(std::is_same_v<T, half>, "Cast from uint8_t: the simulator converts to half only");
-    acl_fa_sim::kernel::Enter("Cast");
-    if (roundMode != RoundMode::CAST_NONE) {
-        acl_fa_sim::kernel::Violation("Cast mode", "Cast", "uint8_t -> half takes CAST_NONE only");
-    }
+    acl_fa_sim::surface::RequireCast<T, uint8_t>(acl_fa_sim::kernel::Enter("Cast"), static_cast<int>(roundMode));
     sim::CheckLocalT("Cast", "dst", dst, uint64_t(count) * sizeof(T));
     sim::CheckLocalT("Cast", "src", src, uint64_t(count));
     sim::CountVector(count);
@@ -456,7 +468,7 @@ template <typename U>
 void CastToU8(const LocalTensor<uint8_t> &dst, const LocalTensor<U> &src, const RoundMode &roundMode,
               const uint32_t count) {
     static_assert(std::is_same_v<U, half>, "Cast to uint8_t: the simulator converts from half only");
-    acl_fa_sim::kernel::Enter("Cast");
+    acl_fa_sim::surface::RequireCast<uint8_t, U>(acl_fa_sim::kernel::Enter("Cast"), static_cast<int>(roundMode));
     sim::CheckLocalT("Cast", "dst", dst, uint64_t(count));
     sim::CheckLocalT("Cast", "src", src, uint64_t(count) * sizeof(U));
     sim::CountVector(count);
@@ -487,9 +499,7 @@ void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode 
     static_assert(sim::TypeTag<T>() >= 0 && sim::TypeTag<U>() >= 0,
                   "Cast: the simulator supports float, half, bfloat16_t and int32_t");
     auto &core = acl_fa_sim::kernel::Enter("Cast");
-    if ((std::is_same_v<T, bfloat16_t> || std::is_same_v<U, bfloat16_t>) && core.npuArch != 2201) {
-        acl_fa_sim::kernel::MissingOnArch(core, "dtype", "Cast", "bfloat16");
-    }
+    acl_fa_sim::surface::RequireCast<T, U>(core, static_cast<int>(roundMode));
     sim::CheckLocalT("Cast", "dst", dst, uint64_t(count) * sizeof(T));
     sim::CheckLocalT("Cast", "src", src, uint64_t(count) * sizeof(U));
     sim::CountVector(count);
@@ -504,7 +514,7 @@ void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode 
 template <typename T>
 void ReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &sharedTmpBuffer,
                const int32_t count, bool calIndex = 0) {
-    acl_fa_sim::kernel::Enter("ReduceMax");
+    sim::OnArch<T>(acl_fa_sim::surface::Api::ReduceMax);
     sim::VecOperands<false>("ReduceMax", count, src);
     sim::CheckLocalT("ReduceMax", "dst", dst, (calIndex ? 2 : 1) * sizeof(T));
     sim::CheckLocalT("ReduceMax", "sharedTmpBuffer", sharedTmpBuffer, 0);
@@ -533,7 +543,7 @@ void ReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src, const Local
 template <typename T, bool isSetMask = true>
 void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &sharedTmpBuffer,
                const int32_t count) {
-    acl_fa_sim::kernel::Enter("ReduceSum");
+    sim::OnArch<T>(acl_fa_sim::surface::Api::ReduceSum);
     sim::VecOperands<false>("ReduceSum", count, src);
     sim::CheckLocalT("ReduceSum", "dst", dst, sizeof(T));
     sim::CheckLocalT("ReduceSum", "sharedTmpBuffer", sharedTmpBuffer, 0);
@@ -597,7 +607,8 @@ template <typename T, bool isSetMask = true>
 void WholeReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t mask, const int32_t repeatTime,
                     const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride,
                     ReduceOrder order = ReduceOrder::ORDER_VALUE_INDEX) {
-    acl_fa_sim::kernel::Enter("WholeReduceMax");
+    auto &core = sim::OnArch<T>(acl_fa_sim::surface::Api::WholeReduceMax);
+    acl_fa_sim::surface::RequireReduceOrder(core, "WholeReduceMax", static_cast<int>(order));
     const bool valueOnly = order == ReduceOrder::ORDER_ONLY_VALUE;
     const int32_t step = dstRepStride * (valueOnly ? 1 : 2);  // dstRepStride counts results
     const bool fast = std::is_same_v<T, float> && valueOnly && sim::RepeatIsContiguous<T>(mask, srcBlkStride);
@@ -635,7 +646,7 @@ void WholeReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src, const 
 template <typename T, bool isSetMask = true>
 void WholeReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t mask, const int32_t repeatTime,
                     const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride) {
-    acl_fa_sim::kernel::Enter("WholeReduceSum");
+    sim::OnArch<T>(acl_fa_sim::surface::Api::WholeReduceSum);
     if constexpr (std::is_same_v<T, float>) {
         // Each repeat summed from 0 in element order, as the loop below does.
         if (sim::RepeatIsContiguous<T>(mask, srcBlkStride)) {
@@ -657,15 +668,75 @@ void WholeReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const 
                      });
 }
 
+// ---- BlockReduceMax / BlockReduceSum (continuous mask): each 32-byte block of a repeat reduced
+// to one element. Repeat r reads 8 blocks, block b at (r * srcRepStride + b * srcBlkStride) * 32 B
+// from src, of which the first `mask` elements of the repeat take part; the result of block b goes
+// to dst[r * dstRepStride * 8 + b] (dstRepStride counts one repeat's 8 results: 16 B of half,
+// 32 B of float). Blocks with no element under the mask are not written (the simulator's choice;
+// kernels read only the results of the blocks they reduce). Max: the first NaN, else the largest;
+// Sum: from 0 in element order, in float. ----
+namespace sim {
+template <typename T, typename F>
+void BlockReduce(const char *api, const LocalTensor<T> &dst, const LocalTensor<T> &src, int32_t repeatTime,
+                 int32_t mask, int32_t dstRepStride, int32_t srcBlkStride, int32_t srcRepStride, F reduce) {
+    constexpr int32_t perBlock = 32 / sizeof(T), perRepeat = 256 / sizeof(T);
+    if (mask < 0 || mask > perRepeat || repeatTime < 0 || repeatTime > 255 || dstRepStride < 0 || srcBlkStride < 0 ||
+        srcRepStride < 0) {
+        acl_fa_sim::kernel::Violation("vector repeat parameters", api,
+                                      "mask " + std::to_string(mask) + " must be in [0, " + std::to_string(perRepeat) +
+                                          "], repeatTime " + std::to_string(repeatTime) +
+                                          " in [0, 255], strides non-negative");
+    }
+    if (mask == 0 || repeatTime == 0) return;
+    const int32_t blocks = (mask + perBlock - 1) / perBlock;  // blocks of a repeat under the mask
+    const uint64_t srcSpan = (uint64_t(repeatTime - 1) * srcRepStride + uint64_t(blocks - 1) * srcBlkStride) * 32 +
+                             uint64_t((mask - 1) % perBlock + 1) * sizeof(T);
+    const uint64_t dstSpan = (uint64_t(repeatTime - 1) * dstRepStride * 8 + uint64_t(blocks)) * sizeof(T);
+    CheckLocalT(api, "src", src, srcSpan);
+    CheckLocal(api, "dst", dst.SimPos(), dst.GetPhyAddr(), dstSpan, uint64_t(dst.GetSize()) * sizeof(T), true);
+    CountVector(uint64_t(mask) * repeatTime);
+    TraceVector(api, static_cast<uint64_t>(repeatTime), {LocalOf(dst, dstSpan, true), LocalOf(src, srcSpan, false)});
+    for (int32_t r = 0; r < repeatTime; ++r) {
+        for (int32_t b = 0; b < blocks; ++b) {
+            const T *x = src.SimData() + (uint64_t(r) * srcRepStride + uint64_t(b) * srcBlkStride) * perBlock;
+            const int32_t n = std::min(perBlock, mask - b * perBlock);
+            dst.SimData()[uint64_t(r) * dstRepStride * 8 + b] = reduce(x, n);
+        }
+    }
+}
+}  // namespace sim
+
+template <typename T, bool isSetMask = true>
+void BlockReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t repeatTime, const int32_t mask,
+                    const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::BlockReduceMax);
+    sim::BlockReduce("BlockReduceMax", dst, src, repeatTime, mask, dstRepStride, srcBlkStride, srcRepStride,
+                     [](const T *x, int32_t n) {
+                         T best = x[0];
+                         for (int32_t i = 1; i < n && best == best; ++i) {
+                             if (x[i] != x[i] || x[i] > best) best = x[i];
+                         }
+                         return best;
+                     });
+}
+template <typename T, bool isSetMask = true>
+void BlockReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t repeatTime, const int32_t mask,
+                    const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::BlockReduceSum);
+    sim::BlockReduce("BlockReduceSum", dst, src, repeatTime, mask, dstRepStride, srcBlkStride, srcRepStride,
+                     [](const T *x, int32_t n) {
+                         float sum = 0.0f;
+                         for (int32_t i = 0; i < n; ++i) sum += static_cast<float>(x[i]);
+                         return static_cast<T>(sum);
+                     });
+}
+
 // ---- Brcb: each of 8 source elements per repeat fills one 32-byte block of dst ----
 template <typename T>
 void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint8_t repeatTime,
           const BrcbRepeatParams &repeatParams) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Brcb);
     static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Brcb supports 16- and 32-bit types");
-    auto &core = acl_fa_sim::kernel::Enter("Brcb");
-    if (core.npuArch == 1001) {  // asc-devkit impl/basic_api/dav_c100/kernel_operator_vec_brcb_impl.h
-        acl_fa_sim::kernel::MissingOnArch(core, "instruction", "Brcb", "Brcb");
-    }
     constexpr uint32_t perBlock = 32 / sizeof(T);
     if (repeatTime == 0) return;
     sim::CheckLocalT("Brcb", "src", src, uint64_t(repeatTime) * 8 * sizeof(T));
@@ -690,7 +761,7 @@ void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src, const uint8_t re
 template <typename T, typename U>
 void Compare(const LocalTensor<U> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, CMPMODE cmpMode,
              uint32_t count) {
-    acl_fa_sim::kernel::Enter("Compare");
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Compare);
     if ((uint64_t(count) * sizeof(T)) % 256 != 0) {
         acl_fa_sim::kernel::Violation("vector count", "Compare",
                                       "count " + std::to_string(count) + " is not a whole number of 256-byte repeats");
@@ -718,7 +789,8 @@ void Compare(const LocalTensor<U> &dst, const LocalTensor<T> &src0, const LocalT
     }
 }
 
-// ---- Select (count form): dst[i] = bit i of selMask ? src0[i] : src1[i] (or the scalar) ----
+// ---- Select (count form): dst[i] = bit i of selMask ? src0[i] : src1[i] (or the scalar); in mode 0
+// (VSEL_CMPMASK_SPR) every repeat reuses the first 256 / sizeof(T) bits of selMask (Select.md) ----
 namespace sim {
 // fp32 tensor-scalar Select over n elements (vec_select.cpp).
 void SelectTensorScalar(float *dst, const uint8_t *bits, const float *src0, float src1, size_t n);
@@ -726,21 +798,26 @@ void SelectTensorScalar(float *dst, const uint8_t *bits, const float *src0, floa
 template <typename T, typename U>
 void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, const LocalTensor<T> &src0,
             const LocalTensor<T> &src1, SELMODE selMode, uint32_t count) {
-    acl_fa_sim::kernel::Enter("Select");
+    auto &core = sim::OnArch<T>(acl_fa_sim::surface::Api::Select);
+    acl_fa_sim::surface::RequireSelectMode(core, static_cast<int>(selMode));
     if (selMode != SELMODE::VSEL_TENSOR_TENSOR_MODE && selMode != SELMODE::VSEL_CMPMASK_SPR) {
         acl_fa_sim::kernel::Violation("Select mode", "Select", "tensor-tensor Select needs VSEL_TENSOR_TENSOR_MODE");
     }
+    // mode 0: one repeat's bits, reused by every repeat
+    const uint32_t period = selMode == SELMODE::VSEL_CMPMASK_SPR ? 256 / sizeof(T) : count;
     sim::VecOperands("Select", count, dst, src0, src1);
-    sim::CheckLocalT("Select", "selMask", selMask, (count + 7) / 8);
+    sim::CheckLocalT("Select", "selMask", selMask, (std::min(count, period) + 7) / 8);
     const uint8_t *bits = reinterpret_cast<const uint8_t *>(selMask.SimData());
     for (uint32_t i = 0; i < count; ++i) {
-        dst.SimData()[i] = ((bits[i / 8] >> (i % 8)) & 1) ? src0.SimData()[i] : src1.SimData()[i];
+        const uint32_t b = i % period;
+        dst.SimData()[i] = ((bits[b / 8] >> (b % 8)) & 1) ? src0.SimData()[i] : src1.SimData()[i];
     }
 }
 template <typename T, typename U>
 void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, const LocalTensor<T> &src0, T src1,
             SELMODE selMode, uint32_t count) {
-    acl_fa_sim::kernel::Enter("Select");
+    auto &core = sim::OnArch<T>(acl_fa_sim::surface::Api::Select);
+    acl_fa_sim::surface::RequireSelectMode(core, static_cast<int>(selMode));
     if (selMode != SELMODE::VSEL_TENSOR_SCALAR_MODE) {
         acl_fa_sim::kernel::Violation("Select mode", "Select", "tensor-scalar Select needs VSEL_TENSOR_SCALAR_MODE");
     }

@@ -2,10 +2,10 @@
 // int16_t, and Abs (count forms; asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/
 // 类型转换/Cast.md and 基础算术/Abs.md). Included by vec.h ahead of its Cast dispatch.
 //
-// Cast.md's per-chip tables: Atlas A2/A3 (dav-c220) convert int16_t -> float with CAST_NONE and
-// float -> int16_t with CAST_RINT / FLOOR / CEIL / ROUND / TRUNC (not CAST_NONE); the tables of
-// the Atlas inference AI Core (310P, dav-m200) and the Atlas training series (910A, dav-c100)
-// have neither pair, so both are missing there. A float whose rounded value lies outside int16_t
+// Cast.md's per-chip tables (ascendc_sim/arch_surface.h kCasts): Atlas A2/A3 (dav-c220) convert
+// int16_t -> float with CAST_NONE and float -> int16_t with CAST_RINT / FLOOR / CEIL / ROUND /
+// TRUNC (not CAST_NONE); the tables of the Atlas inference AI Core (310P, dav-m200) and the Atlas
+// training series (910A, dav-c100) have neither pair, so both are missing there. A float whose rounded value lies outside int16_t
 // (or a NaN) is a violation: the documentation states no saturation for this pair, so a kernel
 // must keep its values in range.
 #pragma once
@@ -16,14 +16,6 @@
 
 namespace AscendC {
 namespace sim {
-
-inline void CheckFixed16Arch(const char *what) {
-    auto &core = acl_fa_sim::kernel::Enter("Cast");
-    if (core.npuArch != 2201) {
-        acl_fa_sim::kernel::MissingOnArch(core, "dtype", "Cast", what,
-                                          " (asc-devkit Cast.md lists the pair for Atlas A2/A3 only)");
-    }
-}
 
 // The checks, vector count and trace of one `count`-element Cast between int16_t and float (its
 // repeats are those of the float side).
@@ -42,10 +34,7 @@ template <typename T>
 void CastFromI16(const LocalTensor<T> &dst, const LocalTensor<int16_t> &src, const RoundMode &roundMode,
                  const uint32_t count) {
     static_assert(std::is_same_v<T, float>, "Cast from int16_t: the simulator converts to float only");
-    CheckFixed16Arch("int16_t -> float");
-    if (roundMode != RoundMode::CAST_NONE) {
-        acl_fa_sim::kernel::Violation("Cast mode", "Cast", "int16_t -> float takes CAST_NONE only");
-    }
+    acl_fa_sim::surface::RequireCast<T, int16_t>(acl_fa_sim::kernel::Enter("Cast"), static_cast<int>(roundMode));
     CheckAndTraceFixed16Cast(dst, src, count);
     for (uint32_t i = 0; i < count; ++i) dst.SimData()[i] = static_cast<float>(src.SimData()[i]);  // exact
 }
@@ -54,11 +43,7 @@ template <typename U>
 void CastToI16(const LocalTensor<int16_t> &dst, const LocalTensor<U> &src, const RoundMode &roundMode,
                const uint32_t count) {
     static_assert(std::is_same_v<U, float>, "Cast to int16_t: the simulator converts from float only");
-    CheckFixed16Arch("float -> int16_t");
-    if (roundMode == RoundMode::CAST_NONE || roundMode == RoundMode::CAST_ODD) {
-        acl_fa_sim::kernel::Violation("Cast mode", "Cast",
-                                      "float -> int16_t takes CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND or CAST_TRUNC");
-    }
+    acl_fa_sim::surface::RequireCast<int16_t, U>(acl_fa_sim::kernel::Enter("Cast"), static_cast<int>(roundMode));
     CheckAndTraceFixed16Cast(dst, src, count);
     for (uint32_t i = 0; i < count; ++i) {
         const float x = src.SimData()[i];
@@ -78,6 +63,7 @@ void CastToI16(const LocalTensor<int16_t> &dst, const LocalTensor<U> &src, const
 template <typename T>
 void Abs(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, half>, "Abs: the simulator supports float and half");
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Abs);
     sim::Unary("Abs", dst, src, count, [](T x) { return T(std::fabs(static_cast<float>(x))); });
 }
 

@@ -47,16 +47,11 @@ template <typename T>
 constexpr bool IsShiftType() {
     return Is16BitInt<T>() || std::is_same_v<T, int32_t> || std::is_same_v<T, uint32_t>;
 }
-// Shift instructions exist on the A2/A3 vector unit only (the docs list 310P AI Core and 910A as
-// "not supported").
-inline void RequireArch2201(const char *api) {
-    auto &core = acl_fa_sim::kernel::Enter(api);
-    if (core.npuArch != 2201) acl_fa_sim::kernel::MissingOnArch(core, "instruction", api, api);
-}
 template <typename T>
 void Shift(const char *api, bool left, const LocalTensor<T> &dst, const LocalTensor<T> &src, T amount, int32_t count) {
     static_assert(IsShiftType<T>(), "ShiftLeft/ShiftRight: T must be int16_t, uint16_t, int32_t or uint32_t on A2/A3");
-    RequireArch2201(api);
+    // Not on 310P AI Core or 910A (arch_surface.h).
+    OnArch<T>(left ? acl_fa_sim::surface::Api::ShiftLeft : acl_fa_sim::surface::Api::ShiftRight);
     const int64_t limit = sizeof(T) * 8;
     if (int64_t(amount) < 0 || int64_t(amount) > limit) {
         acl_fa_sim::kernel::Violation("shift amount", api,
@@ -71,7 +66,7 @@ void Bitwise(const char *api, BitOp op, const LocalTensor<T> &dst, const LocalTe
              int32_t count) {
     static_assert(Is16BitInt<T>(),
                   "And/Or: T must be int16_t or uint16_t on A2/A3 (ReinterpretCast 32-bit data to uint16_t)");
-    acl_fa_sim::kernel::Enter(api);
+    OnArch<T>(op == BitOp::kAnd ? acl_fa_sim::surface::Api::And : acl_fa_sim::surface::Api::Or);
     VecOperands(api, count, dst, a, b);
     Bitwise16(op, reinterpret_cast<uint16_t *>(dst.SimData()), reinterpret_cast<const uint16_t *>(a.SimData()),
               reinterpret_cast<const uint16_t *>(b.SimData()), static_cast<size_t>(count));
@@ -103,7 +98,7 @@ void Compares(const LocalTensor<U> &dst, const LocalTensor<T> &src0, const T src
     static_assert(std::is_same_v<U, uint8_t>, "Compares: dst must be uint8_t");
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, int32_t>,
                   "Compares: T must be half, float or int32_t on A2/A3");
-    acl_fa_sim::kernel::Enter("Compares");
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Compares);
     if (std::is_same_v<T, int32_t> && cmpMode != CMPMODE::EQ) {
         acl_fa_sim::kernel::Violation("Compares mode", "Compares", "int32_t supports only CMPMODE::EQ on A2/A3");
     }
@@ -144,7 +139,7 @@ void CreateVecIndex(LocalTensor<T> dst, const T &firstValue, uint32_t count) {
     static_assert(std::is_same_v<T, int16_t> || std::is_same_v<T, half> || std::is_same_v<T, int32_t> ||
                       std::is_same_v<T, float>,
                   "CreateVecIndex: T must be int16_t, half, int32_t or float on A2/A3");
-    acl_fa_sim::kernel::Enter("CreateVecIndex");
+    sim::OnArch<T>(acl_fa_sim::surface::Api::CreateVecIndex);
     sim::VecOperands("CreateVecIndex", static_cast<int64_t>(count), dst);
     T *d = dst.SimData();
     if constexpr (std::is_integral_v<T>) {
@@ -163,7 +158,7 @@ template <typename T>
 void Gather(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<uint32_t> &srcOffset,
             const uint32_t srcBaseAddr, const uint32_t count) {
     static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Gather: 16- and 32-bit types on A2/A3");
-    acl_fa_sim::kernel::Enter("Gather");
+    sim::OnArch<T>(acl_fa_sim::surface::Api::Gather);
     sim::CheckLocalT("Gather", "dst", dst, uint64_t(count) * sizeof(T));
     sim::CheckLocalT("Gather", "srcOffset", srcOffset, uint64_t(count) * 4);
     sim::CheckLocalT("Gather", "src", src, 0);

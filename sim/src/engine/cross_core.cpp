@@ -480,10 +480,7 @@ void CrossCoreFlagImpl(bool set, int modeId, int pipe, uint16_t flagId) {
     auto &core = k::Enter(api);
     const std::string call = std::string(api) + "<" + std::to_string(modeId) + ", " + PipeTName(pipe) + ">(" +
                              std::to_string(flagId) + ")";
-    if (core.coupled) {
-        k::MissingOnArch(core, "instruction", api, api,
-                         " (the cross-core flags serve chips with separate cube and vector cores)");
-    }
+    // (CrossCoreSetFlag / CrossCoreWaitFlag ask ascendc_sim/arch_surface.h first: none on coupled cores.)
     if (flagId > 10) {
         k::Violation(api, api,
                      call + ": flagId must be in [0, 10] (11..14 serve SyncAll and the runtime's cross-core sync)");

@@ -164,24 +164,6 @@ void CountMatmul(acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, in
     }
 }
 
-void CheckCubeDtypes(const acl_fa_sim::kernel::CoreContext &core, int aTag, int bTag, const char *api) {
-    // Mmad operand types (asc-devkit impl/basic_api/dav_*/kernel_operator_mm_impl.h MmadCal):
-    // dav-c220 float <- half / float / bfloat16; dav-m200 and dav-c100 float <- half only.
-    if (core.npuArch == 2201) return;
-    for (int tag : {aTag, bTag}) {
-        if (tag == 0) acl_fa_sim::kernel::MissingOnArch(core, "dtype", api, "Mmad with float32 operands",
-                                                        ": its cube takes float16");
-        if (tag == 2) acl_fa_sim::kernel::MissingOnArch(core, "dtype", api, "bfloat16");
-    }
-}
-
-void CheckUbPath(const acl_fa_sim::kernel::CoreContext &core, const char *api, const char *path) {
-    if (!core.coupled) {
-        acl_fa_sim::kernel::MissingOnArch(core, "data path", api, path,
-                                          ": the AIC and the AIVs share only GM (Fixpipe L0C -> GM, MTE2 GM -> L1)");
-    }
-}
-
 void CheckLocalWorkspace(const acl_fa_sim::kernel::CoreContext &core, const TCubeTiling &t, uint64_t bytes,
                          bool given, const char *api) {
     (void)core;
