@@ -28,7 +28,7 @@ Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, const ChipLimi
         {"pvQue PV [m,d] fp32", m * d * kFp32, c.ubBytes},
         {"outQue O [m,d] T", m * d * t, c.ubBytes},
         {"accBuf acc [m,d] fp32", m * d * kFp32, c.ubBytes},
-        {"statBuf 6 x [m] fp32", 6 * stat, c.ubBytes},
+        {"statBuf 7 x [m] fp32", 7 * stat, c.ubBytes},
         {"lseQue lse [m] fp32", stat, c.ubBytes},
         {"foldBuf [m,64] fp32", m * 64 * kFp32, c.ubBytes},
         {"brcbBuf [align8(m),8] fp32", AlignUp(m, 8) * 8 * kFp32, c.ubBytes},
@@ -141,8 +141,8 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     out.wsQOffset = 0;
     out.wsScoreOffset = out.wsQOffset + AlignUp(m * d * t, kWorkspaceAlign);
     out.wsProbOffset = out.wsScoreOffset + AlignUp(2 * m * n * kFp32, kWorkspaceAlign);
-    out.wsPvOffset = out.wsProbOffset + AlignUp(m * n * t, kWorkspaceAlign);
-    out.wsBytesPerAiv = out.wsPvOffset + AlignUp(m * d * kFp32, kWorkspaceAlign);
+    out.wsPvOffset = out.wsProbOffset + AlignUp(2 * m * n * t, kWorkspaceAlign);
+    out.wsBytesPerAiv = out.wsPvOffset + AlignUp(2 * m * d * kFp32, kWorkspaceAlign);
     out.wsPartialOOffset = out.numParts * out.wsBytesPerAiv;
     out.wsPartialLseOffset = out.wsPartialOOffset + AlignUp(uint64_t{out.maxSlots} * m * d * kFp32, kWorkspaceAlign);
     out.userWorkspaceBytes =

@@ -12,7 +12,12 @@
 //   m_new = max(m, rowmax(S_j));  alpha = exp(m - m_new)
 //   P_j   = exp(S_j - m_new);  l = alpha * l + rowsum(P_j)
 //   acc   = alpha * acc + P_j . V_j
-// and O = acc / l, LSE = m + ln(l). m starts at -FLT_MAX, not -inf, so a row whose keys are all
+// and O = acc / l, LSE = m + ln(l). P_j . V_j is requested asynchronously and added one chunk
+// later (acc = alpha_j * acc + P_j . V_j once the cube has it), so that every AIV keeps a QK and a
+// P.V queued on its cube while it softmaxes: S, P, P.V and alpha have two slots, by chunk parity.
+// The cube is shared by the AIC's two AIVs; it serves their requests one at a time, so a chunk
+// costs the cube its two jobs and the vector units overlap them.
+// m starts at -FLT_MAX, not -inf, so a row whose keys are all
 // masked in a piece keeps l = 0 and gets O = 0, LSE = -inf (no inf - inf). A group cut into
 // pieces writes partial (O, LSE) per piece; after SyncAll the partials are merged
 //   O = sum_j exp(LSE_j - M) O_j / sum_j exp(LSE_j - M),  LSE = M + ln(sum_j exp(LSE_j - M))
@@ -32,7 +37,7 @@
 
 namespace flash_attn_decode {
 
-constexpr uint32_t STAT_SLOTS = 6;   // per-row fp32 vectors in statBuf (see StatSlot)
+constexpr uint32_t STAT_SLOTS = 7;   // per-row fp32 vectors in statBuf (see StatSlot)
 constexpr uint32_t AIV_PER_AIC = 2;  // KERNEL_TYPE_MIX_AIC_1_2
 constexpr float NEG_INF = -__builtin_inff();
 
@@ -72,7 +77,8 @@ public:
     __aicore__ inline void Process();
 
 private:
-    enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA };
+    // ALPHA_A + s: alpha of the chunk in slot s (kept until its P.V is added, one chunk later).
+    enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA_A, ALPHA_B };
 
     __aicore__ inline KeyRange KeysOf(uint32_t b);
     __aicore__ inline uint64_t PartStart(uint32_t part) const;
@@ -89,7 +95,8 @@ private:
                                         AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &newMax);
     __aicore__ inline void MaskScores(AscendC::LocalTensor<float> &scores, uint32_t seqLen, uint32_t key0,
                                       uint32_t cols);
-    __aicore__ inline void AccumulateValues(uint64_t kvOffset, uint32_t cols);
+    __aicore__ inline void IssueValues(uint32_t slot, uint64_t kvOffset, uint32_t cols);
+    __aicore__ inline void AccumulateValues(uint32_t slot);
     __aicore__ inline void FinishRows(AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &lse);
     __aicore__ inline void WriteOutput(uint32_t b, uint32_t h, AscendC::LocalTensor<float> &lse);
     __aicore__ inline void WritePartial(uint32_t slot, AscendC::LocalTensor<float> &lse);
@@ -103,8 +110,8 @@ private:
     AscendC::GlobalTensor<float> lseGm_;
     AscendC::GlobalTensor<T> qPackGm_;          // [rows, D] this AIV's packed query rows
     AscendC::GlobalTensor<float> scoreGm_[2];   // [rows, blockN] each
-    AscendC::GlobalTensor<T> probGm_;           // [rows, blockN]
-    AscendC::GlobalTensor<float> pvGm_;         // [rows, D]
+    AscendC::GlobalTensor<T> probGm_[2];        // [rows, blockN] each
+    AscendC::GlobalTensor<float> pvGm_[2];      // [rows, D] each
     AscendC::GlobalTensor<float> partialOGm_;   // [maxSlots, rows, D]
     AscendC::GlobalTensor<float> partialLseGm_; // [maxSlots, lseStride]
 
@@ -154,8 +161,10 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADD
     qPackGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsQOffset), m * d);
     scoreGm_[0].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset), m * n);
     scoreGm_[1].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + m * n, m * n);
-    probGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), m * n);
-    pvGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset), m * d);
+    probGm_[0].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), m * n);
+    probGm_[1].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset) + m * n, m * n);
+    pvGm_[0].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset), m * d);
+    pvGm_[1].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset) + m * d, m * d);
     if (td_->maxSlots > 0) {  // no partials without splitKv
         partialOGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsPartialOOffset),
                                     static_cast<uint64_t>(td_->maxSlots) * m * d);
@@ -327,7 +336,6 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
         qkMm.SetTensorA(qPackGm_);
         // pv: A = P [m, cols] (stride blockN), B = V rows [cols, D] (stride Nkv * D), C [m, D].
         pvMm.SetOrgShape(m, kvRowStride_, td_->blockN, td_->blockN, td_->headDim);
-        pvMm.SetTensorA(probGm_);
         ChunkOf(span.b, span.h, span.keys.seqLen, span.keys.firstUnit + unitBegin, &nextOffset, &nextKey0, &nextCols);
         IssueScores(0, nextOffset, nextCols);
     }
@@ -342,11 +350,21 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
                     &nextCols);
             IssueScores(1 - slot, nextOffset, nextCols);
         }
-        SoftmaxChunk(slot, span.keys.seqLen, key0, cols, rowMax, newMax);
-        AccumulateValues(kvOffset, cols);
+        SoftmaxChunk(slot, span.keys.seqLen, key0, cols, rowMax, newMax);  // P_u in GM, alpha_u in its slot
+        if (u > unitBegin) {
+            pvMm.WaitIterateAll();  // P_{u-1} . V_{u-1} ran on the cube during this softmax
+        }
+        IssueValues(slot, kvOffset, cols);
+        if (u > unitBegin) {
+            AccumulateValues(1 - slot);  // on the vector units while the cube computes P_u . V_u
+        }
         AscendC::LocalTensor<float> swap = rowMax;
         rowMax = newMax;
         newMax = swap;
+    }
+    if (unitEnd > unitBegin) {
+        pvMm.WaitIterateAll();
+        AccumulateValues((unitEnd - 1 - unitBegin) % 2);
     }
 
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
@@ -424,7 +442,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::SoftmaxChunk(uint32_t slot
     AscendC::LocalTensor<float> blockMax = stat_[BLOCK_MAX * statStride_];
     AscendC::LocalTensor<float> blockSum = stat_[BLOCK_SUM * statStride_];
     AscendC::LocalTensor<float> rowSum = stat_[ROW_SUM * statStride_];
-    AscendC::LocalTensor<float> alpha = stat_[ALPHA * statStride_];
+    AscendC::LocalTensor<float> alpha = stat_[(ALPHA_A + slot) * statStride_];
 
     attn_rows::ReduceRows<Reduce::MAX>(blockMax, scores, fold_, m, n, n);
     AscendC::Max(newMax, rowMax, blockMax, m);     // m_new = max(m_old, rowmax(S)) >= -FLT_MAX
@@ -442,7 +460,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::SoftmaxChunk(uint32_t slot
     scoreQue_.FreeTensor(scores);
     probQue_.EnQue(prob);
     prob = probQue_.DeQue<T>();
-    AscendC::DataCopy(probGm_, prob, elems);
+    // Slot `slot` of P was last read by the P.V of two chunks ago, waited for before this call.
+    AscendC::DataCopy(probGm_[slot], prob, elems);
     probQue_.FreeTensor(prob);
     WaitForPipe<AscendC::HardEvent::MTE3_S>();     // P is in GM before the cube is asked to read it
 }
@@ -473,19 +492,28 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::MaskScores(AscendC::LocalT
     }
 }
 
+// P . V of the chunk in `slot` on the cube, asynchronously, into pv slot `slot`. That slot was last
+// read by AccumulateValues of two chunks ago, whose MTE2 read precedes (on MTE2 -> V -> MTE3) the
+// P write this request waited for.
 template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::AccumulateValues(uint64_t kvOffset, uint32_t cols)
+__aicore__ inline void FlashAttentionDecodeKernel<T>::IssueValues(uint32_t slot, uint64_t kvOffset, uint32_t cols)
+{
+    pvMm.SetTensorA(probGm_[slot]);
+    pvMm.SetTensorB(valueGm_[kvOffset]);
+    pvMm.SetTail(td_->rows, td_->headDim, cols);
+    pvMm.template IterateAll<false>(pvGm_[slot], 0, false, true);
+}
+
+// acc = alpha * acc + P . V of the chunk in `slot` (its P.V waited for by the caller).
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::AccumulateValues(uint32_t slot)
 {
     const uint32_t m = td_->rows, d = td_->headDim;
-    pvMm.SetTensorB(valueGm_[kvOffset]);
-    pvMm.SetTail(m, d, cols);
-    pvMm.IterateAll(pvGm_);
-
     AscendC::LocalTensor<float> pv = pvQue_.AllocTensor<float>();
-    AscendC::DataCopy(pv, pvGm_, m * d);
+    AscendC::DataCopy(pv, pvGm_[slot], m * d);
     pvQue_.EnQue(pv);
     pv = pvQue_.DeQue<float>();
-    attn_rows::BroadcastRows(brcb_, stat_[ALPHA * statStride_], m);
+    attn_rows::BroadcastRows(brcb_, stat_[(ALPHA_A + slot) * statStride_], m);
     attn_rows::ApplyRows<attn_rows::Op::MUL>(acc_, brcb_, m, d, d);  // acc *= alpha
     AscendC::Add(acc_, acc_, pv, m * d);                              // acc += P . V
     pvQue_.FreeTensor(pv);
@@ -553,7 +581,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &s
     const uint32_t pieces = span.pieces;
     AscendC::LocalTensor<float> maxLse = stat_[ROW_MAX_A * statStride_];
     AscendC::LocalTensor<float> pieceLse = stat_[BLOCK_MAX * statStride_];
-    AscendC::LocalTensor<float> weight = stat_[ALPHA * statStride_];
+    AscendC::LocalTensor<float> weight = stat_[ALPHA_A * statStride_];
     AscendC::LocalTensor<float> weightSum = stat_[ROW_SUM * statStride_];
 
     AscendC::Duplicate(maxLse, NEG_INF, m);

@@ -38,15 +38,15 @@
 //   pvQue      VECIN   m*d*4             P.V of a chunk fp32; in the combine: one partial O
 //   outQue     VECOUT  m*d*2             O rows T; packing Q rows
 //   accBuf     TBuf    m*d*4             O accumulator fp32
-//   statBuf    TBuf    6*align32(m*4)    row max (2 slots), row sum, block max, block sum, alpha
+//   statBuf    TBuf    7*align32(m*4)    row max (2 slots), row sum, block max, block sum, alpha (2 slots)
 //   lseQue     VECOUT  align32(m*4)      LSE rows fp32
 //   foldBuf    TBuf    m*64*4            row reductions
 //   brcbBuf    TBuf    align8(m)*8*4     Brcb of a per-row vector
 // GM workspace: per AIV (after the system workspace), each region 512-B aligned:
 //   q      [m][d] T         the group's query rows, packed (GQA rows are not one stride apart)
 //   score  [2][m][n] fp32   double buffer
-//   prob   [m][n] T
-//   pv     [m][d] fp32
+//   prob   [2][m][n] T      double buffer (chunk parity)
+//   pv     [2][m][d] fp32   double buffer (chunk parity)
 // then, after the 2 * usedCoreNum slices, shared by all AIVs:
 //   partialO    [maxSlots][m][d] fp32
 //   partialLse  [maxSlots][lseStride] fp32
@@ -88,8 +88,8 @@ struct FlashAttentionDecodeTilingData {
     // ---- GM workspace, bytes ----
     uint64_t wsQOffset;        // per AIV slice: [m][d] T
     uint64_t wsScoreOffset;    // [2][m][n] fp32
-    uint64_t wsProbOffset;     // [m][n] T
-    uint64_t wsPvOffset;       // [m][d] fp32
+    uint64_t wsProbOffset;     // [2][m][n] T
+    uint64_t wsPvOffset;       // [2][m][d] fp32
     uint64_t wsBytesPerAiv;    // slice size; AIV a's slice starts at a * wsBytesPerAiv
     uint64_t wsPartialOOffset;    // from the user workspace start
     uint64_t wsPartialLseOffset;
