@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "block_cost.h"  // StepCosts, MatmulJobCycles: the closed form of the timing model
+
 namespace fa_policy {
 namespace {
 
@@ -42,6 +44,19 @@ Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, const ChipLimi
     needs.lines.push_back({"L1 QK+PV operands x2 AIV", needs.l1, c.l1Bytes});
     needs.lines.push_back({"L0C one result [m,max(n,d)] fp32", needs.l0c, c.l0cBytes});
     return needs;
+}
+
+// The cube's cycles for one cache block of `blockSize` keys in chunks of n: each chunk a QK and a
+// P.V job (block_cost.h's MatmulJobCycles), the last one short when n does not divide the block.
+double ChunkCubeCycles(double m, double cols, double d, double t, const StepCosts &c) {
+    return MatmulJobCycles(m, cols, d, t, m * d * t + cols * d * t, c) +
+           MatmulJobCycles(m, d, cols, t, m * cols * t + cols * d * t, c);
+}
+double BlockCubeCycles(uint64_t m, uint64_t n, uint64_t d, uint64_t t, uint64_t blockSize, const StepCosts &c) {
+    const double full = static_cast<double>(blockSize / n), tail = static_cast<double>(blockSize % n);
+    const double md = static_cast<double>(m), dd = static_cast<double>(d), td = static_cast<double>(t);
+    return full * ChunkCubeCycles(md, static_cast<double>(n), dd, td, c) +
+           (tail > 0 ? ChunkCubeCycles(md, tail, dd, td, c) : 0.0);
 }
 
 bool Fits(const Needs &n, const ChipLimits &c) { return n.ub <= c.ubBytes && n.l1 <= c.l1Bytes && n.l0c <= c.l0cBytes; }
@@ -90,20 +105,22 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     if (!error->empty()) return false;
     const uint64_t m = p.numHeads / p.numKvHeads * p.seqQ, d = p.headDim, t = p.dtypeBytes;
 
-    // Chunk: the largest multiple of 16 that fits, at most the cache block (rounded up to 16);
-    // among those, prefer one that divides the block so no chunk is short inside a block.
+    // Chunk: of the multiples of 16 that fit, up to the cache block (rounded up to 16), the one
+    // whose chunks cost the cube least over one cache block (ChunkCubeCycles: each chunk is a QK
+    // and a P.V job, each with its fixed latencies, so few long chunks beat many short ones, and a
+    // chunk that leaves a short tail in every block pays that tail's jobs too).
     const uint64_t cap = std::min<uint64_t>(kDecodeMaxBlockN, AlignUp(p.blockSize, kAlign));
-    uint64_t best = 0, bestDividing = 0;
-    for (uint64_t n = cap; n >= kAlign; n -= kAlign) {
-        if (!Fits(DecodeNeeds(m, n, d, t, c), c)) continue;
-        if (best == 0) best = n;
-        if (p.blockSize % n == 0 || n >= p.blockSize) {
-            bestDividing = n;
-            break;
+    const StepCosts costs = StepCostsOf(c.l2BytesPerCycle, c.aicNum, c.l1Bytes);
+    uint64_t n = 0;
+    double least = 0;
+    for (uint64_t cand = cap; cand >= kAlign; cand -= kAlign) {
+        if (!Fits(DecodeNeeds(m, cand, d, t, c), c)) continue;
+        const double cost = BlockCubeCycles(m, cand, d, t, p.blockSize, costs);
+        if (n == 0 || cost < least) {
+            n = cand;
+            least = cost;
         }
     }
-    // A dividing chunk under half the largest fitting one costs more steps than short chunks do.
-    const uint64_t n = bestDividing * 2 > best ? bestDividing : best;
     if (n == 0) {
         const Needs needs = DecodeNeeds(m, kAlign, d, t, c);
         *error = Format("%llu query rows per kv head with head_dim %llu need %llu B of UB per AIV and %llu B of L1 "
@@ -179,6 +196,7 @@ bool ComputeDecodeSchedule(const DecodeProblem &p, const DecodePlan &plan, const
         const uint64_t last = ((hi - 1) / bs) * cpb + ((hi - 1) % bs) / bn;
         units[b] = last - first + 1;
         out.totalUnits += units[b] * p.numKvHeads;
+        out.keys += static_cast<uint64_t>(hi - lo) * p.numKvHeads;
     }
     const uint64_t parts = plan.numParts, total = out.totalUnits;
     out.groups = p.batch * p.numKvHeads;
@@ -228,6 +246,75 @@ bool ComputeDecodeSchedule(const DecodeProblem &p, const DecodePlan &plan, const
     if (out.groups == 0) out.minPieces = 0;
     *schedule = std::move(out);
     return true;
+}
+
+namespace {
+
+// Costs of the timing model's table (docs/timing_model.md) that block_cost.h's StepCosts does not
+// carry: the all-core barrier and the MTE3 issue of small writes.
+constexpr double kSyncAllCycles = 1000;
+
+// One AIV's chain for one chunk of n keys and m rows (the cube's jobs are off it): S from GM, the
+// softmax passes over [m, n] fp32 (about 8 passes and 20 instructions plus the row folds), P to GM,
+// then the chunk before's P.V from GM and the rescale-accumulate over [m, d] (2 passes).
+double ChunkChainCycles(double m, double n, double d, double t, const StepCosts &c) {
+    const double port = c.corePortBytesPerCycle;
+    const double repeats = (8 * m * n + 2 * m * d) / 64;
+    const double instructions = 20 + 3 * (n / 64) + 2 * (d / 64);
+    return (c.mte2LatencyCycles + m * n * 4 / port) + instructions * c.vectorIssueCycles +
+           repeats * c.vectorRepeatCycles + (c.mte3LatencyCycles + m * n * t / c.mte3BytesPerCycle) +
+           (c.mte2LatencyCycles + m * d * 4 / port) + 2 * c.flagLatencyCycles;
+}
+
+// What a piece adds to its chunks on its AIV: Q packed into GM (query rows in, packed rows out),
+// the first QK requested and waited for with nothing to overlap, and after the last chunk its
+// P.V added, the rows finished and O and the LSE written.
+double PieceFillCycles(double m, double d, double t, double qkJob, const StepCosts &c) {
+    const double pack = c.mte2LatencyCycles + m * d * t / c.corePortBytesPerCycle + c.mte3LatencyCycles +
+                        m * d * t / c.mte3BytesPerCycle;
+    const double finish = c.matmulRequestCycles + c.mte2LatencyCycles + m * d * 4 / c.corePortBytesPerCycle +
+                          8 * c.vectorIssueCycles + c.mte3LatencyCycles + m * d * 4 / c.mte3BytesPerCycle;
+    return pack + c.matmulRequestCycles + qkJob + finish;
+}
+
+// One merge of `pieces` partials: each piece's LSE read twice and its O once, weighted and added.
+double MergeCycles(double m, double d, double pieces, const StepCosts &c) {
+    const double perPiece = 2 * c.mte2LatencyCycles + m * d * 4 / c.corePortBytesPerCycle +
+                            10 * c.vectorIssueCycles + 2 * m * d / 64 * c.vectorRepeatCycles;
+    return pieces * perPiece + c.mte3LatencyCycles + m * d * 2 / c.mte3BytesPerCycle;
+}
+
+}  // namespace
+
+double DecodeModeledCycles(const DecodeProblem &p, const DecodePlan &plan, const DecodeSchedule &s,
+                           const ChipLimits &chip) {
+    const StepCosts c = StepCostsOf(chip.l2BytesPerCycle, chip.aicNum, chip.l1Bytes);
+    const double m = plan.rows, d = static_cast<double>(p.headDim), t = p.dtypeBytes;
+    // Columns of an average chunk (short sequences have chunks shorter than blockN).
+    const double n = s.totalUnits ? std::min<double>(plan.blockN, static_cast<double>(s.keys) / s.totalUnits)
+                                  : plan.blockN;
+    const double qk = MatmulJobCycles(m, n, d, t, m * d * t + n * d * t, c);
+    const double pv = MatmulJobCycles(m, d, n, t, m * n * t + n * d * t, c);
+    const double chain = ChunkChainCycles(m, n, d, t, c);
+    const double fill = PieceFillCycles(m, d, t, qk, c);
+    double busiest = 0;
+    for (uint32_t core = 0; core < plan.usedCoreNum; ++core) {
+        const uint64_t a = 2 * core, b = a + 1;
+        if (b >= s.partUnits.size()) break;
+        const double units = static_cast<double>(s.partUnits[a] + s.partUnits[b]);
+        const double aivUnits = static_cast<double>(std::max(s.partUnits[a], s.partUnits[b]));
+        const double pieces = std::max(s.partPieces[a], s.partPieces[b]);
+        busiest = std::max(busiest, std::max(units * (qk + pv), aivUnits * chain) + pieces * fill);
+    }
+    if (s.combineGroups > 0) {
+        uint32_t merges = 0;
+        for (uint32_t count : s.partCombines) merges = std::max(merges, count);
+        const double pieces = s.combineGroups ? static_cast<double>(s.pieces) / static_cast<double>(s.groups) : 1;
+        busiest += kSyncAllCycles + merges * MergeCycles(m, d, std::max(2.0, pieces), c);
+    }
+    const double rowsAll = static_cast<double>(p.batch) * p.numHeads * p.seqQ;
+    const double gmBytes = 2.0 * static_cast<double>(s.keys) * d * t + 2 * rowsAll * d * t + rowsAll * 4;
+    return std::max(busiest, gmBytes / c.gmBytesPerCycle);
 }
 
 }  // namespace fa_policy
