@@ -386,9 +386,14 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(uint32_t b, uint
     const AscendC::DataCopyExtParams params{static_cast<uint16_t>(sq), static_cast<uint32_t>(d * sizeof(T)),
                                             static_cast<uint32_t>((heads - 1) * d * sizeof(T)), 0, 0};
     const AscendC::DataCopyPadExtParams<T> noPad{false, 0, 0, static_cast<T>(0)};
-    for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
-        const uint64_t src = ((static_cast<uint64_t>(b) * sq) * heads + h * td_->groupSize + gq) * d;
-        AscendC::DataCopyPad(rows[gq * sq * d], queryGm_[src], params, noPad);
+    const uint64_t first = (static_cast<uint64_t>(b) * sq * heads + h * td_->groupSize) * d;
+    if (sq == 1) {  // the group's heads are adjacent in q: one copy (each copy pays the MTE2 latency)
+        const AscendC::DataCopyExtParams run{1, static_cast<uint32_t>(td_->rows * d * sizeof(T)), 0, 0, 0};
+        AscendC::DataCopyPad(rows, queryGm_[first], run, noPad);
+    } else {
+        for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
+            AscendC::DataCopyPad(rows[gq * sq * d], queryGm_[first + gq * d], params, noPad);
+        }
     }
     WaitForPipe<AscendC::HardEvent::MTE2_MTE3>();
     AscendC::DataCopy(qPackGm_, rows, td_->rows * d);
@@ -546,9 +551,14 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::WriteOutput(uint32_t b, ui
     // attention_out [B, Sq, N, D]: rows gq * Sq + s go to (b, s, h * groupSize + gq).
     const AscendC::DataCopyExtParams params{static_cast<uint16_t>(sq), static_cast<uint32_t>(d * sizeof(T)), 0,
                                             static_cast<uint32_t>((heads - 1) * d * sizeof(T)), 0};
-    for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
-        const uint64_t dst = ((static_cast<uint64_t>(b) * sq) * heads + h * td_->groupSize + gq) * d;
-        AscendC::DataCopyPad(outGm_[dst], out[gq * sq * d], params);
+    const uint64_t first = (static_cast<uint64_t>(b) * sq * heads + h * td_->groupSize) * d;
+    if (sq == 1) {  // the group's heads are adjacent in attention_out: one copy
+        const AscendC::DataCopyExtParams run{1, static_cast<uint32_t>(m * d * sizeof(T)), 0, 0, 0};
+        AscendC::DataCopyPad(outGm_[first], out, run);
+    } else {
+        for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
+            AscendC::DataCopyPad(outGm_[first + gq * d], out[gq * sq * d], params);
+        }
     }
     outQue_.FreeTensor(out);
 
@@ -573,43 +583,62 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::WritePartial(uint32_t slot
     WaitForPipe<AscendC::HardEvent::MTE3_V>();  // acc_ is reused by the next piece
 }
 
-// Merges the pieces of a group cut between parts, in piece order.
+// Merges the pieces of a group cut between parts, in piece order. Every MTE2 copy pays the MTE2
+// latency, so the pieces' partials are read in batches, not one copy each: their LSEs (slots
+// lseStride floats apart) into the P tile, which holds lseBatch of them, and their O's (slots
+// m * d floats apart) into the S tile, which holds oBatch = blockN / d of them (at least one; both
+// tiles are idle after the pieces). lseBatch >= n / 16 >= oBatch (lseStride = align8(m) <= 8 m,
+// T is 2 bytes, d >= 16), so the LSEs of an O batch always fit.
 template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &span)
 {
-    const uint32_t m = td_->rows, d = td_->headDim, stride = td_->lseStride;
-    const uint32_t pieces = span.pieces;
+    const uint32_t m = td_->rows, d = td_->headDim, stride = td_->lseStride, pieces = span.pieces;
+    const uint32_t tileFloats = m * td_->blockN * static_cast<uint32_t>(sizeof(T)) / sizeof(float);
+    const uint32_t lseBatch = tileFloats / stride > 0 ? tileFloats / stride : 1;
+    const uint32_t oBatch = td_->blockN / d > 0 ? td_->blockN / d : 1;
+    const bool lseResident = pieces <= lseBatch;  // one read of all LSEs serves both passes
     AscendC::LocalTensor<float> maxLse = stat_[ROW_MAX_A * statStride_];
-    AscendC::LocalTensor<float> pieceLse = stat_[BLOCK_MAX * statStride_];
     AscendC::LocalTensor<float> weight = stat_[ALPHA_A * statStride_];
     AscendC::LocalTensor<float> weightSum = stat_[ROW_SUM * statStride_];
+    AscendC::LocalTensor<T> lseTile = probQue_.AllocTensor<T>();
+    AscendC::LocalTensor<float> lses = lseTile.template ReinterpretCast<float>();
 
     AscendC::Duplicate(maxLse, NEG_INF, m);
-    for (uint32_t j = 0; j < pieces; ++j) {
-        AscendC::DataCopy(pieceLse, partialLseGm_[static_cast<uint64_t>(span.slotBase + j) * stride], stride);
+    for (uint32_t j0 = 0; j0 < pieces; j0 += lseBatch) {
+        const uint32_t count = attn_rows::Min(lseBatch, pieces - j0);
+        WaitForPipe<AscendC::HardEvent::V_MTE2>();  // the batch before is read
+        AscendC::DataCopy(lses, partialLseGm_[static_cast<uint64_t>(span.slotBase + j0) * stride], count * stride);
         WaitForPipe<AscendC::HardEvent::MTE2_V>();
-        AscendC::Max(maxLse, maxLse, pieceLse, m);
-        WaitForPipe<AscendC::HardEvent::V_MTE2>();
+        for (uint32_t j = 0; j < count; ++j) {
+            AscendC::Max(maxLse, maxLse, lses[j * stride], m);
+        }
     }
     AscendC::Maxs(maxLse, maxLse, -FLT_MAX, m);  // rows no piece saw: exp(-inf - finite) = 0
     AscendC::Duplicate(weightSum, 0.0f, m);
     AscendC::Duplicate(acc_, 0.0f, m * d);
-    for (uint32_t j = 0; j < pieces; ++j) {
-        const uint64_t slot = span.slotBase + j;
-        AscendC::DataCopy(pieceLse, partialLseGm_[slot * stride], stride);
-        AscendC::LocalTensor<float> partial = pvQue_.AllocTensor<float>();
-        AscendC::DataCopy(partial, partialOGm_[slot * m * d], m * d);
-        pvQue_.EnQue(partial);
-        partial = pvQue_.DeQue<float>();
-        AscendC::Sub(weight, pieceLse, maxLse, m);
-        AscendC::Exp(weight, weight, m);                 // w_j = exp(LSE_j - M)
-        AscendC::Add(weightSum, weightSum, weight, m);
-        attn_rows::BroadcastRows(brcb_, weight, m);
-        attn_rows::ApplyRows<attn_rows::Op::MUL>(partial, brcb_, m, d, d);
-        AscendC::Add(acc_, acc_, partial, m * d);        // acc += w_j * O_j
-        pvQue_.FreeTensor(partial);
-        WaitForPipe<AscendC::HardEvent::V_MTE2>();      // pieceLse is read before it is reloaded
+    for (uint32_t j0 = 0; j0 < pieces; j0 += oBatch) {
+        const uint32_t count = attn_rows::Min(oBatch, pieces - j0);
+        if (!lseResident) {
+            WaitForPipe<AscendC::HardEvent::V_MTE2>();
+            AscendC::DataCopy(lses, partialLseGm_[static_cast<uint64_t>(span.slotBase + j0) * stride],
+                              count * stride);
+        }
+        AscendC::LocalTensor<float> partials = scoreQue_.AllocTensor<float>();
+        AscendC::DataCopy(partials, partialOGm_[static_cast<uint64_t>(span.slotBase + j0) * m * d], count * m * d);
+        scoreQue_.EnQue(partials);
+        partials = scoreQue_.DeQue<float>();  // (after the LSE copy too: MTE2 runs in order)
+        for (uint32_t j = 0; j < count; ++j) {
+            AscendC::LocalTensor<float> partial = partials[j * m * d];
+            AscendC::Sub(weight, lses[(lseResident ? j0 + j : j) * stride], maxLse, m);
+            AscendC::Exp(weight, weight, m);                 // w_j = exp(LSE_j - M)
+            AscendC::Add(weightSum, weightSum, weight, m);
+            attn_rows::BroadcastRows(brcb_, weight, m);
+            attn_rows::ApplyRows<attn_rows::Op::MUL>(partial, brcb_, m, d, d);
+            AscendC::Add(acc_, acc_, partial, m * d);        // acc += w_j * O_j
+        }
+        scoreQue_.FreeTensor(partials);
     }
+    probQue_.FreeTensor(lseTile);
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
     AscendC::Ln(lse, weightSum, m);
     AscendC::Add(lse, lse, maxLse, m);                   // LSE = M + ln(sum w_j); -inf when no key
