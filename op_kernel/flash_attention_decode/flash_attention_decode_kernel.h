@@ -586,8 +586,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::WritePartial(uint32_t slot
 // Merges the pieces of a group cut between parts, in piece order. Every MTE2 copy pays the MTE2
 // latency, so the pieces' partials are read in batches, not one copy each: their LSEs (slots
 // lseStride floats apart) into the P tile, which holds lseBatch of them, and their O's (slots
-// m * d floats apart) into the S tile, which holds oBatch = blockN / d of them (at least one; both
-// tiles are idle after the pieces). lseBatch >= n / 16 >= oBatch (lseStride = align8(m) <= 8 m,
+// m * d floats apart) into the S tile, which holds oBatch = blockN / d of them (both tiles are idle
+// after the pieces); with blockN < d, one at a time into the P.V tile. lseBatch >= n / 16 >= oBatch (lseStride = align8(m) <= 8 m,
 // T is 2 bytes, d >= 16), so the LSEs of an O batch always fit.
 template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &span)
@@ -595,7 +595,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &s
     const uint32_t m = td_->rows, d = td_->headDim, stride = td_->lseStride, pieces = span.pieces;
     const uint32_t tileFloats = m * td_->blockN * static_cast<uint32_t>(sizeof(T)) / sizeof(float);
     const uint32_t lseBatch = tileFloats / stride > 0 ? tileFloats / stride : 1;
-    const uint32_t oBatch = td_->blockN / d > 0 ? td_->blockN / d : 1;
+    const uint32_t oBatch = td_->blockN >= d ? td_->blockN / d : 1;
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> &oTile = td_->blockN >= d ? scoreQue_ : pvQue_;
     const bool lseResident = pieces <= lseBatch;  // one read of all LSEs serves both passes
     AscendC::LocalTensor<float> maxLse = stat_[ROW_MAX_A * statStride_];
     AscendC::LocalTensor<float> weight = stat_[ALPHA_A * statStride_];
@@ -623,10 +624,10 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &s
             AscendC::DataCopy(lses, partialLseGm_[static_cast<uint64_t>(span.slotBase + j0) * stride],
                               count * stride);
         }
-        AscendC::LocalTensor<float> partials = scoreQue_.AllocTensor<float>();
+        AscendC::LocalTensor<float> partials = oTile.AllocTensor<float>();
         AscendC::DataCopy(partials, partialOGm_[static_cast<uint64_t>(span.slotBase + j0) * m * d], count * m * d);
-        scoreQue_.EnQue(partials);
-        partials = scoreQue_.DeQue<float>();  // (after the LSE copy too: MTE2 runs in order)
+        oTile.EnQue(partials);
+        partials = oTile.DeQue<float>();  // (after the LSE copy too: MTE2 runs in order)
         for (uint32_t j = 0; j < count; ++j) {
             AscendC::LocalTensor<float> partial = partials[j * m * d];
             AscendC::Sub(weight, lses[(lseResident ? j0 + j : j) * stride], maxLse, m);
@@ -636,7 +637,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &s
             attn_rows::ApplyRows<attn_rows::Op::MUL>(partial, brcb_, m, d, d);
             AscendC::Add(acc_, acc_, partial, m * d);        // acc += w_j * O_j
         }
-        scoreQue_.FreeTensor(partials);
+        oTile.FreeTensor(partials);
     }
     probQue_.FreeTensor(lseTile);
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
