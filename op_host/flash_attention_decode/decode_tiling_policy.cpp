@@ -46,12 +46,39 @@ Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, const ChipLimi
     return needs;
 }
 
-// The cube's cycles for one cache block of `blockSize` keys in chunks of n: each chunk a QK and a
-// P.V job (block_cost.h's MatmulJobCycles), the last one short when n does not divide the block.
-double ChunkCubeCycles(double m, double cols, double d, double t, const StepCosts &c) {
-    return MatmulJobCycles(m, cols, d, t, m * d * t + cols * d * t, c) +
-           MatmulJobCycles(m, d, cols, t, m * cols * t + cols * d * t, c);
+// One Matmul job C[m, n] = A[m, k] . B[k, n] of the decode kernel with A read once per N pass of
+// baseN columns and B once (one M pass: m <= 128 for every shape but the largest groups), at the
+// baseN that costs least (block_cost.h's MatmulJobCycles with the base tile capped at it: narrower
+// tiles let the MTE2 load of one overlap the MTE1 / cube / FixPipe work of the one before, at the
+// price of A read once more per tile). op_host fixes that baseN (MatmulApiTiling::SetFixSplit).
+struct JobChoice {
+    double cycles = 0;
+    uint32_t baseN = 0;
+};
+JobChoice BestJob(double m, double n, double k, double t, const StepCosts &c) {
+    JobChoice best;
+    const double widest = std::min(c.maxBaseN, static_cast<double>(AlignUp(static_cast<uint64_t>(n), kAlign)));
+    for (double bn = widest; bn >= kAlign; bn -= kAlign) {
+        StepCosts capped = c;
+        capped.maxBaseN = bn;
+        const double passes = static_cast<double>(CeilDiv(static_cast<uint64_t>(n), static_cast<uint64_t>(bn)));
+        const double cycles = MatmulJobCycles(m, n, k, t, m * k * t * passes + n * k * t, capped);
+        if (best.baseN == 0 || cycles < best.cycles) {
+            best.cycles = cycles;
+            best.baseN = static_cast<uint32_t>(bn);
+        }
+    }
+    return best;
 }
+
+// The cube's cycles for one chunk of `cols` keys: its QK (S [m, cols] = Q [m, d] . K^T) and P.V
+// (O' [m, d] = P [m, cols] . V) jobs, each at its best baseN.
+double ChunkCubeCycles(double m, double cols, double d, double t, const StepCosts &c) {
+    return BestJob(m, cols, d, t, c).cycles + BestJob(m, d, cols, t, c).cycles;
+}
+
+// The cube's cycles for one cache block of `blockSize` keys in chunks of n, the last one short
+// when n does not divide the block.
 double BlockCubeCycles(uint64_t m, uint64_t n, uint64_t d, uint64_t t, uint64_t blockSize, const StepCosts &c) {
     const double full = static_cast<double>(blockSize / n), tail = static_cast<double>(blockSize % n);
     const double md = static_cast<double>(m), dd = static_cast<double>(d), td = static_cast<double>(t);
@@ -136,6 +163,10 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     out.rows = static_cast<uint32_t>(m);
     out.blockN = static_cast<uint32_t>(n);
     out.chunksPerBlock = static_cast<uint32_t>(CeilDiv(p.blockSize, n));
+    out.qkBaseN = BestJob(static_cast<double>(m), static_cast<double>(n), static_cast<double>(d),
+                          static_cast<double>(t), costs).baseN;
+    out.pvBaseN = BestJob(static_cast<double>(m), static_cast<double>(d), static_cast<double>(n),
+                          static_cast<double>(t), costs).baseN;
     out.splitKv = p.numSplits == 1 ? 0 : 1;
     out.usedCoreNum = c.aicNum;
     out.numParts = 2 * c.aicNum;
@@ -293,8 +324,13 @@ double DecodeModeledCycles(const DecodeProblem &p, const DecodePlan &plan, const
     // Columns of an average chunk (short sequences have chunks shorter than blockN).
     const double n = s.totalUnits ? std::min<double>(plan.blockN, static_cast<double>(s.keys) / s.totalUnits)
                                   : plan.blockN;
-    const double qk = MatmulJobCycles(m, n, d, t, m * d * t + n * d * t, c);
-    const double pv = MatmulJobCycles(m, d, n, t, m * n * t + n * d * t, c);
+    StepCosts qkCosts = c, pvCosts = c;  // the base tiles op_host fixes
+    qkCosts.maxBaseN = plan.qkBaseN;
+    pvCosts.maxBaseN = plan.pvBaseN;
+    const double qkPasses = static_cast<double>(CeilDiv(static_cast<uint64_t>(n), plan.qkBaseN));
+    const double pvPasses = static_cast<double>(CeilDiv(static_cast<uint64_t>(d), plan.pvBaseN));
+    const double qk = MatmulJobCycles(m, n, d, t, m * d * t * qkPasses + n * d * t, qkCosts);
+    const double pv = MatmulJobCycles(m, d, n, t, m * n * t * pvPasses + n * d * t, pvCosts);
     const double chain = ChunkChainCycles(m, n, d, t, c);
     const double fill = PieceFillCycles(m, d, t, qk, c);
     double busiest = 0;

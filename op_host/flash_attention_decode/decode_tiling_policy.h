@@ -38,6 +38,8 @@ struct DecodePlan {
     uint32_t rows = 0;            // m = groupSize * Sq: the matmul M of one group
     uint32_t blockN = 0;          // keys per chunk
     uint32_t chunksPerBlock = 0;  // ceil(blockSize / blockN)
+    uint32_t qkBaseN = 0;         // the matmuls' fixed baseN (MatmulApiTiling::SetFixSplit): the
+    uint32_t pvBaseN = 0;         // base tile that costs each job least in the timing model's form
     uint32_t splitKv = 0;         // 1: SyncAll + combine (batch schedule mode)
     uint32_t splitsPerGroup = 0;  // explicit split count after clamping (>= 2), 0 otherwise
     uint32_t usedCoreNum = 0;     // block dim: all AIC cores
