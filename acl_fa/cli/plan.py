@@ -8,7 +8,7 @@ import os
 import click
 
 from ..jobs import run_options, sweep as sweep_module
-from ..plan import backward as backward_plan, decode as decode_plan, forward as plan_module
+from ..plan import backward as backward_plan, decode as decode_plan, forward as plan_module, routing
 from .options import (
     backward_option, check_plot_support, decode_options, deterministic_option, dropout_option, json_option,
     mask_density_option, problem_options, reported_as_usage_errors, varlen_option, window_option, write_plot)
@@ -72,10 +72,18 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
     if soc is None or soc.lower() != "all":
         with reported_as_usage_errors():
             p = plan_module.plan(problem, soc)
-        click.echo(json.dumps([p.to_dict()], indent=2) if as_json else plan_module.format_plan(p))
+            route = routing.route(problem, p.chip.name)
+        click.echo(json.dumps([dict(p.to_dict(), route=route.to_dict())], indent=2) if as_json else
+                   plan_module.format_plan(p) + "\n" + _route_line(route))
         return
     _plan_table(lambda chip: plan_module.plan(problem, chip), plan_module.Plan, plan_module.Plan.to_dict,
                 plan_module.format_plan_table, as_json)
+
+
+def _route_line(route) -> str:
+    """Which op acl_fa.flash_attention runs this problem on (acl_fa.plan.routing) and why: both
+    ops' modeled times (the closed forms of their tilings) when both can run it."""
+    return f"route     acl_fa.flash_attention runs {route.op}: {route.reason}"
 
 
 def _plan_table(plan_on, plan_type, to_dict, format_table, as_json: bool) -> None:

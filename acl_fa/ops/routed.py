@@ -31,7 +31,7 @@ from .forward import flash_attention as general_flash_attention
 from .opcall import default_session
 from .problem import check_float32_range, outputs_of
 
-__all__ = ["flash_attention", "last_route", "general_only"]
+__all__ = ["flash_attention", "last_route", "general_only", "decode_arrays", "forward_outputs"]
 
 # The last Route per session (weakly keyed: a closed session's entry goes with it).
 _LAST = weakref.WeakKeyDictionary()
@@ -66,7 +66,7 @@ def _remember(session: DeviceSession, decision: routing.Route) -> None:
         _LAST[session] = decision
 
 
-def _as_decode_call(problem: Problem, q, k, v) -> tuple:
+def decode_arrays(problem: Problem, q, k, v) -> tuple:
     """(q, k_cache, v_cache) of the decode op for the forward's arrays (routing.decode_view):
     BSND as is, BSH reshaped, BNSD keys as B x Nkv one-head sequences with q's group heads
     moved next to its tokens (host arrays only: a copy of q, never of k or v)."""
@@ -83,7 +83,7 @@ def _as_decode_call(problem: Problem, q, k, v) -> tuple:
     return np.ascontiguousarray(q5).reshape(view.batch, sq, group, d), k.reshape(cache), v.reshape(cache)
 
 
-def _as_forward_outputs(problem: Problem, out, lse) -> tuple:
+def forward_outputs(problem: Problem, out, lse) -> tuple:
     """The decode op's out [B', Sq, N', D] and lse [B', N', Sq] in the forward's layout and shape."""
     b, sq, n, d = problem.batch, problem.seq_q, problem.num_heads, problem.head_dim
     if problem.layout == "BSH":
@@ -96,10 +96,10 @@ def _as_forward_outputs(problem: Problem, out, lse) -> tuple:
 
 
 def _run_decode(problem: Problem, session: DeviceSession, q, k, v, return_lse: bool, options):
-    qd, kd, vd = _as_decode_call(problem, q, k, v)
+    qd, kd, vd = decode_arrays(problem, q, k, v)
     out, lse = flash_attention_with_kvcache(qd, kd, vd, cache_seqlens=problem.seq_kv, causal=problem.causal,
                                             scale=problem.scale, num_splits=0, return_lse=True, session=session)
-    out, lse = _as_forward_outputs(problem, out, lse)
+    out, lse = forward_outputs(problem, out, lse)
     if not return_lse:
         return out
     return outputs_of(out, lse, None, options, problem.batch * problem.num_heads, True)

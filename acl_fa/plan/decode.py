@@ -219,5 +219,7 @@ def format_decode_plan(p: DecodePlan) -> str:
         f"workspace {p.workspace_bytes} B ({p.workspace_bytes / 2**20:.2f} MiB) = system {p.system_workspace_bytes} "
         f"+ {p.user_workspace_bytes} (per-AIV slices and {p.max_slots} partial O/LSE slots)",
         f"tiling key {p.tiling_key:#x}",
+        f"modeled   {p.modeled_us:.1f} us per step (closed form of the pipeline model, DecodeModeledCycles; "
+        f"acl-fa run --decode replays the kernel's trace)",
     ]
     return "\n".join(lines)

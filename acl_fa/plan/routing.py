@@ -24,14 +24,12 @@ import dataclasses
 import functools
 from typing import Optional
 
-import numpy as np
-
 from ..spec.problem import Problem
 from . import forward as planmod
 from .decode import decode_plan
 from .roofline import chip_peaks
 
-__all__ = ["Route", "route", "decode_view", "FORWARD", "DECODE", "MAX_DECODE_ROWS"]
+__all__ = ["Route", "route", "decode_view", "decode_plan_of", "FORWARD", "DECODE", "MAX_DECODE_ROWS"]
 
 FORWARD = "flash_attention"
 DECODE = "flash_attention_decode"
@@ -93,6 +91,16 @@ def _unsupported(problem: Problem, limits) -> Optional[str]:
     return None
 
 
+def decode_plan_of(problem: Problem, soc=None):
+    """The decode op's plan (acl_fa.plan.decode.DecodePlan) for a forward problem, as routed
+    (decode_view: every sequence Skv keys in a contiguous cache)."""
+    limits = soc if isinstance(soc, planmod.ChipLimits) else planmod.chip(soc)
+    view = decode_view(problem)
+    return decode_plan(seq_kv=problem.seq_kv, batch=view.batch, heads=view.heads, kv_heads=view.kv_heads,
+                       seq_q=problem.seq_q, head_dim=problem.head_dim, dtype=problem.dtype_name,
+                       causal=problem.causal, soc=limits)
+
+
 @functools.lru_cache(maxsize=256)
 def _compared(problem: Problem, soc: str) -> Route:
     limits = planmod.chip(soc)
@@ -103,11 +111,7 @@ def _compared(problem: Problem, soc: str) -> Route:
     chosen = planmod.plan(problem, limits)
     blocks = dataclasses.replace(problem, block_m=chosen.block_m, block_n=chosen.block_n)
     forward_us = planmod.analytic_cycles(blocks, limits) / clock_mhz
-    view = decode_view(problem)
-    decode = decode_plan(seq_kv=problem.seq_kv, batch=view.batch, heads=view.heads, kv_heads=view.kv_heads,
-                         seq_q=problem.seq_q, head_dim=problem.head_dim, dtype=problem.dtype_name,
-                         causal=problem.causal, soc=limits)
-    decode_us = decode.modeled_us
+    decode_us = decode_plan_of(problem, limits).modeled_us
     if decode_us < forward_us:
         return Route(DECODE, f"the decode op's split-KV kernel models {decode_us:.1f} us, the general forward "
                              f"{forward_us:.1f} us (BLOCK_M={chosen.block_m} BLOCK_N={chosen.block_n})",
@@ -122,8 +126,3 @@ def route(problem: Problem, soc: Optional[str] = None, general_only: Optional[st
     if general_only is not None:
         return Route(FORWARD, f"{general_only}: only the general forward has it")
     return _compared(problem, planmod.chip(soc).name)
-
-
-def kv_bytes(problem: Problem) -> int:
-    """K and V bytes of the problem (what a decode-shaped call must read at least once)."""
-    return 2 * int(np.prod(problem.kv_shape, dtype=np.int64)) * problem.dtype.itemsize
