@@ -111,7 +111,10 @@ def _compared(problem: Problem, soc: str) -> Route:
     chosen = planmod.plan(problem, limits)
     blocks = dataclasses.replace(problem, block_m=chosen.block_m, block_n=chosen.block_n)
     forward_us = planmod.analytic_cycles(blocks, limits) / clock_mhz
-    decode_us = decode_plan_of(problem, limits).modeled_us
+    try:
+        decode_us = decode_plan_of(problem, limits).modeled_us
+    except planmod.PlanError as exc:  # e.g. the rows' buffers do not fit the chip's UB
+        return Route(FORWARD, f"the decode op cannot run it ({exc})")
     if decode_us < forward_us:
         return Route(DECODE, f"the decode op's split-KV kernel models {decode_us:.1f} us, the general forward "
                              f"{forward_us:.1f} us (BLOCK_M={chosen.block_m} BLOCK_N={chosen.block_n})",
