@@ -377,7 +377,9 @@ def format_decode_report(r: DecodeReport) -> str:
     if r.modeled_step_us is not None and r.hbm_bound_us:
         lines.append(f"bound       {r.hbm_bound_us:.1f} us = the step's compulsory bytes (K/V the sequences hold, q, "
                      f"out, LSE, lengths, block table) at the {r.soc} HBM rate; modeled / bound "
-                     f"{r.modeled_step_us / r.hbm_bound_us:.2f}x")
+                     f"{r.modeled_step_us / r.hbm_bound_us:.2f}x, so the step takes at least "
+                     f"{max(r.modeled_step_us, r.hbm_bound_us):.1f} us ("
+                     f"{'HBM' if r.hbm_bound_us >= r.modeled_step_us else 'the pipeline'}-bound)")
     if r.cores is not None:
         lines.append(f"cores       {r.cores['aic_busy']} of {r.cores['aic']} AIC busy, cube work max/mean "
                      f"{r.cores['max_over_mean']:.3f} (last step)")

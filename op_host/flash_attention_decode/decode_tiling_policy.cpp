@@ -257,10 +257,13 @@ bool ComputeDecodeSchedule(const DecodeProblem &p, const DecodePlan &plan, const
             out.partUnits[part] += n;
             out.partPieces[part] += 1;
         } else {
+            // As PlaceGroup: with fewer units than parts, the parts between that hold none take no piece.
             const uint64_t firstPart = partOf(unitStart), lastPart = partOf(unitStart + n - 1);
-            pieces = lastPart - firstPart + 1;
+            pieces = total < parts ? n : lastPart - firstPart + 1;
             for (uint64_t a = firstPart; a <= lastPart; ++a) {
-                out.partUnits[a] += std::min(start(a + 1), unitStart + n) - std::max(start(a), unitStart);
+                const uint64_t owned = std::min(start(a + 1), unitStart + n) - std::max(start(a), unitStart);
+                if (owned == 0) continue;
+                out.partUnits[a] += owned;
                 out.partPieces[a] += 1;
             }
         }

@@ -240,7 +240,10 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::PlaceGroup(GroupSpan *span
     }
     span->firstPart = n == 0 ? span->group % td_->numParts : PartOfUnit(span->unitStart);
     span->lastPart = (n == 0 || td_->splitKv == 0) ? span->firstPart : PartOfUnit(span->unitStart + n - 1);
-    span->pieces = span->lastPart - span->firstPart + 1;
+    // Fewer units than parts: a part holds at most one unit and some hold none; the group's pieces
+    // are its units (the parts between first and last that hold none take no piece).
+    const bool sparse = n > 0 && td_->splitKv != 0 && totalUnits_ < td_->numParts;
+    span->pieces = sparse ? n : span->lastPart - span->firstPart + 1;
 }
 
 // Advances `span` to the next group (b, h), in order g = b * Nkv + h.
@@ -284,13 +287,18 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Process()
                 }
             }
         } else if (part_ >= span.firstPart && part_ <= span.lastPart) {
-            uint32_t begin = 0, end = n;
+            uint32_t begin = 0, end = n, piece = part_ - span.firstPart;
             if (td_->splitKv != 0 && n > 0) {
                 const uint64_t s = PartStart(part_), e = PartStart(part_ + 1);
                 begin = static_cast<uint32_t>((s > span.unitStart ? s : span.unitStart) - span.unitStart);
                 end = static_cast<uint32_t>((e < span.unitStart + n ? e : span.unitStart + n) - span.unitStart);
+                if (totalUnits_ < td_->numParts) {
+                    piece = begin;  // one unit per part (PlaceGroup): the piece is the unit
+                }
             }
-            RunPiece(span, part_ - span.firstPart, begin, end);
+            if (end > begin || n == 0 || td_->splitKv == 0) {  // a part without units has no piece
+                RunPiece(span, piece, begin, end);
+            }
         }
         NextGroup(&span);
     }

@@ -19,7 +19,9 @@
 // p * blockSize + [c * blockN, min((c + 1) * blockN, blockSize))). Units of all groups, in
 // group order, are split into numParts = 2 * usedCoreNum equal ranges, one per AIV (part a =
 // AIV block index a, units [a * U / numParts, (a + 1) * U / numParts)); the kernel computes
-// this from the lengths at run time (the tiling does not see them). With splitKv == 0 a
+// this from the lengths at run time (the tiling does not see them). With fewer units than
+// parts (U < numParts) a part holds at most one unit and some hold none: a group's pieces are
+// then its units, and parts without units take no piece. With splitKv == 0 a
 // group is never cut: it runs whole on the part owning its first unit.
 // An explicit split count S = splitsPerGroup >= 2 (num_splits of the call) replaces the equal
 // ranges: each group's n units are cut into p = min(S, n) pieces of equal units (piece j:
