@@ -2,6 +2,7 @@
 #include "decode_tiling_policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "block_cost.h"  // StepCosts, MatmulJobCycles: the closed form of the timing model
 
@@ -300,22 +301,30 @@ double ChunkChainCycles(double m, double n, double d, double t, const StepCosts 
            (c.mte2LatencyCycles + m * d * 4 / port) + 2 * c.flagLatencyCycles;
 }
 
-// What a piece adds to its chunks on its AIV: Q packed into GM (query rows in, packed rows out),
-// the first QK requested and waited for with nothing to overlap, and after the last chunk its
-// P.V added, the rows finished and O and the LSE written.
-double PieceFillCycles(double m, double d, double t, double qkJob, const StepCosts &c) {
-    const double pack = c.mte2LatencyCycles + m * d * t / c.corePortBytesPerCycle + c.mte3LatencyCycles +
+// What a piece adds to its chunks on its AIV: Q packed into GM (one copy per query head of the
+// group, one in all when Sq = 1), the first QK requested and waited for with nothing to overlap,
+// the mask of a chunk that crosses a row's limit or the sequence end (two fills per row), and
+// after the last chunk its P.V added, the rows finished and O and the LSE written (one copy per
+// query head, one when Sq = 1).
+double PieceFillCycles(double m, double d, double t, double copies, bool masked, double qkJob, const StepCosts &c) {
+    const double pack = copies * c.mte2LatencyCycles + m * d * t / c.corePortBytesPerCycle + c.mte3LatencyCycles +
                         m * d * t / c.mte3BytesPerCycle;
+    const double mask = masked ? 2 * m * c.vectorIssueCycles : 0.0;
     const double finish = c.matmulRequestCycles + c.mte2LatencyCycles + m * d * 4 / c.corePortBytesPerCycle +
-                          8 * c.vectorIssueCycles + c.mte3LatencyCycles + m * d * 4 / c.mte3BytesPerCycle;
-    return pack + c.matmulRequestCycles + qkJob + finish;
+                          8 * c.vectorIssueCycles + (copies + 1) * c.mte3LatencyCycles +
+                          m * d * t / c.mte3BytesPerCycle;
+    return pack + c.matmulRequestCycles + qkJob + mask + finish;
 }
 
-// One merge of `pieces` partials: each piece's LSE read twice and its O once, weighted and added.
-double MergeCycles(double m, double d, double pieces, const StepCosts &c) {
-    const double perPiece = 2 * c.mte2LatencyCycles + m * d * 4 / c.corePortBytesPerCycle +
-                            10 * c.vectorIssueCycles + 2 * m * d / 64 * c.vectorRepeatCycles;
-    return pieces * perPiece + c.mte3LatencyCycles + m * d * 2 / c.mte3BytesPerCycle;
+// One merge of `pieces` partials as Combine does it: their LSEs in one copy, their O's in copies
+// of oBatch, each weighted and added; then O and the LSE written (`copies` output copies).
+double MergeCycles(double m, double d, double n, double pieces, double copies, const StepCosts &c) {
+    const double oBatch = std::max(1.0, std::floor(n / d));
+    const double reads = 1 + std::ceil(pieces / oBatch);
+    const double perPiece = m * d * 4 / c.corePortBytesPerCycle + 8 * c.vectorIssueCycles +
+                            3 * m * d / 64 * c.vectorRepeatCycles;
+    return reads * c.mte2LatencyCycles + pieces * perPiece + (copies + 1) * c.mte3LatencyCycles +
+           m * d * 2 / c.mte3BytesPerCycle;
 }
 
 }  // namespace
@@ -335,7 +344,9 @@ double DecodeModeledCycles(const DecodeProblem &p, const DecodePlan &plan, const
     const double qk = MatmulJobCycles(m, n, d, t, m * d * t * qkPasses + n * d * t, qkCosts);
     const double pv = MatmulJobCycles(m, d, n, t, m * n * t * pvPasses + n * d * t, pvCosts);
     const double chain = ChunkChainCycles(m, n, d, t, c);
-    const double fill = PieceFillCycles(m, d, t, qk, c);
+    const double copies = p.seqQ == 1 ? 1.0 : static_cast<double>(p.numHeads / p.numKvHeads);
+    const bool masked = p.seqQ > 1 || (s.groups > 0 && (s.keys / s.groups) % plan.blockN != 0);  // a tail chunk
+    const double fill = PieceFillCycles(m, d, t, copies, masked, qk, c);
     double busiest = 0;
     for (uint32_t core = 0; core < plan.usedCoreNum; ++core) {
         const uint64_t a = 2 * core, b = a + 1;
@@ -349,7 +360,7 @@ double DecodeModeledCycles(const DecodeProblem &p, const DecodePlan &plan, const
         uint32_t merges = 0;
         for (uint32_t count : s.partCombines) merges = std::max(merges, count);
         const double pieces = s.combineGroups ? static_cast<double>(s.pieces) / static_cast<double>(s.groups) : 1;
-        busiest += kSyncAllCycles + merges * MergeCycles(m, d, std::max(2.0, pieces), c);
+        busiest += kSyncAllCycles + merges * MergeCycles(m, d, plan.blockN, std::max(2.0, pieces), copies, c);
     }
     const double rowsAll = static_cast<double>(p.batch) * p.numHeads * p.seqQ;
     const double gmBytes = 2.0 * static_cast<double>(s.keys) * d * t + 2 * rowsAll * d * t + rowsAll * 4;
