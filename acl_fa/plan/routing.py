@@ -115,6 +115,13 @@ def _compared(problem: Problem, soc: str) -> Route:
         decode_us = decode_plan_of(problem, limits).modeled_us
     except planmod.PlanError as exc:  # e.g. the rows' buffers do not fit the chip's UB
         return Route(FORWARD, f"the decode op cannot run it ({exc})")
+    if problem.num_heads == problem.num_kv_heads and chosen.total_items >= limits.aic_num:
+        # Neither of the decode op's advantages applies: no GQA rows to pack (K/V are read once per
+        # query head by both ops) and no idle AI Core for its split to use. What is left is within
+        # the closed forms' error on such shapes (bench/RESULTS.md, "Decode speed (#29) and routing").
+        return Route(FORWARD, f"one query head per kv head and the forward's {chosen.total_items} work items fill "
+                              f"the {limits.aic_num} AI Cores (modeled: forward {forward_us:.1f} us, decode op "
+                              f"{decode_us:.1f} us)", forward_us, decode_us)
     if decode_us < forward_us:
         return Route(DECODE, f"the decode op's split-KV kernel models {decode_us:.1f} us, the general forward "
                              f"{forward_us:.1f} us (BLOCK_M={chosen.block_m} BLOCK_N={chosen.block_n})",

@@ -83,6 +83,11 @@ def test_forward_keeps_what_the_decode_op_cannot_serve_better():
     assert not fp32.decode and "float32" in fp32.reason
     short = routing.route(_problem(dict(DECODE, heads=8, kv_heads=2, seq_kv=512)))
     assert not short.decode and short.forward_us <= short.decode_us  # both modeled, the forward cheaper
+    # one query head per kv head with the forward's items filling every AI Core: nothing to win
+    mha = routing.route(_problem(dict(batch=4, heads=16, kv_heads=16, seq_q=1, seq_kv=4096, head_dim=128)))
+    assert not mha.decode and "fill the 24 AI Cores" in mha.reason and mha.decode_us is not None
+    few = routing.route(_problem(dict(batch=1, heads=8, kv_heads=8, seq_q=1, seq_kv=32768, head_dim=128)))
+    assert few.decode  # 8 forward items leave 16 AI Cores idle: the split-KV uses them
     # rows within the kernel's limit whose buffers do not fit: the decode op's plan refuses them
     big = routing.route(_problem(dict(batch=1, heads=2, kv_heads=2, seq_q=200, seq_kv=50, head_dim=64)))
     assert not big.decode and "cannot run it" in big.reason
