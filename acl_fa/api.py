@@ -4,14 +4,16 @@
 run an op on the caller's session or on the process-wide one of (backend, device). The runtime
 and the op-call path know no op; each op module (ops/forward.py for the forward) knows only the
 op-call path; this module is the one that knows them all.
+acl_fa.flash_attention (and the flash-attn and SDPA faces over it) is the routed forward:
+decode-shaped calls run on the decode op's split-KV kernel (acl_fa.ops.routed, acl_fa.plan.routing).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from .ops import forward as attention, backward, decode, lse_merge, opcall, varlen
-from .ops.forward import flash_attention
+from .ops import backward, decode, lse_merge, opcall, routed, varlen
+from .ops.routed import flash_attention, last_route
 from .ops.backward import flash_attention_backward
 from .ops.compat import flash_attn_func, scaled_dot_product_attention
 from .ops.decode import flash_attention_with_kvcache
@@ -50,8 +52,13 @@ class Session(DeviceSession):
         return DeviceArray.empty(self, shape, dtype)
 
     def flash_attention(self, q, k, v, **options):
-        """acl_fa.flash_attention on this session."""
-        return attention.flash_attention(q, k, v, session=self, **options)
+        """acl_fa.flash_attention on this session (routed: acl_fa.ops.routed)."""
+        return routed.flash_attention(q, k, v, session=self, **options)
+
+    def last_route(self):
+        """Which op served this session's last flash_attention call and why (acl_fa.plan.routing.Route),
+        or None before the first."""
+        return last_route(self)
 
     def flash_attention_backward(self, dout, q, k, v, out, lse, **options):
         """acl_fa.flash_attention_backward on this session."""

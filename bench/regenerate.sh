@@ -90,7 +90,16 @@ section() {
             run decode-paged acl-fa bench --decode --paged --block-size 128 --seq-kv 32768 "${common[@]}" --steps 4
             run decode-batch acl-fa bench --decode --paged --block-size 128 --seq-kv 4096 --batch 32 "${common[@]}" --steps 2
             run decode-contiguous acl-fa bench --decode --seq-kv 32768 "${common[@]}" --steps 4
-            run decode-loop acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8 --paged --steps 64 --json ;;
+            run decode-loop acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8 --paged --steps 64 --json
+            run decode-step-contiguous acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8 --decode
+            run decode-step-paged acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8 --paged
+            run decode-step-batch acl-fa run --seq 1 --seq-kv 4096 --kv-heads 8 --batch 32 --paged
+            run decode-step-1k acl-fa run --seq 1 --seq-kv 1024 --kv-heads 8 --decode
+            run decode-step-sq16 acl-fa run --seq 16 --seq-kv 32768 --kv-heads 8 --decode
+            run decode-routed acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8
+            run decode-routed-sq16 acl-fa run --seq 16 --seq-kv 32768 --kv-heads 8 --causal
+            run decode-route-plan acl-fa plan --seq 1 --seq-kv 32768 --kv-heads 8
+            run decode-routing "$PYTHON" bench/decode_routing.py ;;
         all) for s in readme current plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac

@@ -39,6 +39,8 @@ typedef struct aclfaDecodePlan {
     uint32_t partPieces[ACLFA_DECODE_PLAN_MAX_PARTS];
     uint32_t partCombines[ACLFA_DECODE_PLAN_MAX_PARTS];
     aclfaPlanBudgetLine lines[ACLFA_PLAN_MAX_LINES];
+    /* the closed form of the modeled launch time, cycles (fa_policy::DecodeModeledCycles) */
+    double modeledCycles;
 } aclfaDecodePlan;
 
 /* 0 and *plan filled, or -1 with the reason in errBuf. seqLens: problem->batch lengths. */

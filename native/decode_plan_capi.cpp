@@ -69,6 +69,7 @@ extern "C" int32_t aclfaDecodePlanCompute(const aclfaDecodePlanProblem *problem,
         plan->partPieces[a] = schedule.partPieces[a];
         plan->partCombines[a] = schedule.partCombines[a];
     }
+    plan->modeledCycles = fa_policy::DecodeModeledCycles(p, out, schedule, aclfa_plan::LimitsFromC(*limits));
     return aclfa_plan::Ok(errBuf, errLen);
 }
 

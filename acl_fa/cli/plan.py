@@ -8,7 +8,7 @@ import os
 import click
 
 from ..jobs import run_options, sweep as sweep_module
-from ..plan import backward as backward_plan, decode as decode_plan, forward as plan_module
+from ..plan import backward as backward_plan, decode as decode_plan, forward as plan_module, routing
 from ..jobs.settings import JobSettings
 from .options import (
     bar_progress, backward_option, check_plot_support, decode_options, deterministic_option, dropout_option, json_option,
@@ -72,10 +72,25 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
     if soc is None or soc.lower() != "all":
         with reported_as_usage_errors():
             p = plan_module.plan(problem, soc)
-        click.echo(json.dumps([p.to_dict()], indent=2) if as_json else plan_module.format_plan(p))
+            route = routing.route(problem, p.chip.name)
+        click.echo(json.dumps([dict(p.to_dict(), route=route.to_dict())], indent=2) if as_json else
+                   plan_module.format_plan(p) + "\n" + _route_line(route, p))
         return
     _plan_table(lambda chip: plan_module.plan(problem, chip), plan_module.Plan, plan_module.Plan.to_dict,
                 plan_module.format_plan_table, as_json)
+
+
+def _route_line(route, p) -> str:
+    """Which op acl_fa.flash_attention runs this problem on (acl_fa.plan.routing) and why: both
+    ops' modeled times (the closed forms of their tilings) when both can run it; and, when the
+    forward's work items leave cores idle or uneven, why it does not split the keys itself."""
+    line = f"route     acl_fa.flash_attention runs {route.op}: {route.reason}"
+    if route.decode_us is not None and p.imbalance > 1.0:
+        line += (f"\n          the general forward cuts work by (batch, head, query block) only: {p.total_items} "
+                 f"item(s) on {p.used_core_num} of {p.chip.aic_num} AI Cores, work max/mean {p.imbalance:.3f}; "
+                 f"splitting a few query rows' keys over the cores is the decode op's split-KV, which this rule "
+                 f"runs whenever its tiling models faster")
+    return line
 
 
 def _plan_table(plan_on, plan_type, to_dict, format_table, as_json: bool) -> None:

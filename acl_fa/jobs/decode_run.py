@@ -30,14 +30,20 @@ from ..runtime import sim_stats
 from ..runtime.ffi import ffi
 from ..reference.accuracy import Accuracy, check_accuracy
 from ..ops.forward import flash_attention
-from ..ops.decode import flash_attention_with_kvcache, write_kv_cache
+from ..ops import routed
+from ..ops.decode import (contiguous_call, decode_plan_check, flash_attention_with_kvcache,
+                          runner_for as decode_runner_for, write_kv_cache)
+from ..plan import routing
+from ..plan.roofline import chip_peaks
+from .measure import Measurement, measure
 from ..reference.decode import kvcache_reference
 from ..runtime.session import DeviceSession
 from ..runtime.units import format_bytes
 from ..spec.problem import Problem, problem_from_sizes
 from .settings import JobSettings
 
-__all__ = ["DecodeReport", "DecodeSettings", "decode_problem", "run_decode", "format_decode_report", "PREFILL_AUTO_LIMIT"]
+__all__ = ["DecodeReport", "DecodeSettings", "decode_problem", "run_decode", "format_decode_report", "PREFILL_AUTO_LIMIT",
+           "measure_routed", "step_hbm_bound_us"]
 
 # prefill=None runs the prefill up to this B x N x S^2 (that of 32 heads of 4096 tokens).
 PREFILL_AUTO_LIMIT = 32 * 4096 * 4096
@@ -68,6 +74,7 @@ class DecodeReport:
     prefill_ms: Optional[float] = None         # prefill end to end: attention + K/V into the cache
     prefill_kernel_ms: Optional[float] = None  # its attention kernel, simulator wall time
     modeled_step_us: Optional[float] = None    # pipeline model of one step (simulator; not a measurement)
+    hbm_bound_us: Optional[float] = None       # the step's compulsory bytes / the chip's HBM rate
 
     @property
     def median_step_ms(self) -> float:
@@ -170,7 +177,9 @@ def run_decode(session: DeviceSession, problem: Problem, decode: DecodeSettings 
                         _dtype_name(np_dtype), block_size, num_splits, steps,
                         step_ms, kernel_ms, cores, kv_read, kv_cache_bytes, copies,
                         2 * batch * seq_q * kv_heads * head_dim * np_dtype.itemsize, accuracy,
-                        prefill_ms, prefill_kernel_ms, modeled_step_us)
+                        prefill_ms, prefill_kernel_ms, modeled_step_us,
+                        step_hbm_bound_us(session.soc_name(), kv_cache_bytes, batch, heads, seq_q, head_dim,
+                                          np_dtype.itemsize, 0 if table is None else table.size))
 
 
 class _DecodeSizes(NamedTuple):
@@ -302,6 +311,37 @@ def _traced_step(session, q, k_cache, v_cache, seqlens, table, num_splits) -> tu
     return traffic["k"]["read"] + traffic["v"]["read"], model.cycles / model.clock_mhz
 
 
+def _no_plan(problem, soc: str):
+    """measure()'s plan check for the decode op: the chip has its kernel; no forward plan."""
+    decode_plan_check(problem, soc)
+
+
+def measure_routed(session: DeviceSession, problem: Problem, q, k, v, *, warmup: int, iters: int, l2: bool,
+                   tick) -> Measurement:
+    """jobs.measure of the decode op on a forward problem's arrays (a call acl_fa.plan.routing sends
+    to it): the keys as a contiguous cache of Skv tokens per sequence; out and lse back in the
+    forward's layout; the intermediates are the decode plan's user workspace."""
+    qd, kd, vd = routed.decode_arrays(problem, q, k, v)
+    call, inputs = contiguous_call(qd, kd, vd, cache_seqlens=problem.seq_kv, causal=problem.causal,
+                                   scale=problem.scale)
+    m = measure(session, call, *inputs, warmup=warmup, iters=iters, l2=l2, tick=tick,
+                runner=decode_runner_for(session), check=_no_plan)
+    out, lse = routed.forward_outputs(problem, m.out, m.lse)
+    plan = routing.decode_plan_of(problem, m.soc)
+    return dataclasses.replace(m, out=out, lse=lse, device_bytes=dict(m.device_bytes,
+                                                                      intermediate=plan.user_workspace_bytes))
+
+
+def step_hbm_bound_us(soc: str, kv_cache_bytes: int, batch: int, heads: int, seq_q: int, head_dim: int, itemsize: int,
+                      table_entries: int) -> float:
+    """The step's compulsory bytes -- the K/V the sequences hold, q and out once, the LSE, the
+    lengths and the block table -- over the chip's HBM rate (the timing model's hbmBytesPerCycle x
+    clock: the catalogue's HBM GB/s), in us: no step can be shorter."""
+    rows = batch * heads * seq_q
+    compulsory = kv_cache_bytes + 2 * rows * head_dim * itemsize + 4 * rows + 4 * batch + 4 * table_entries
+    return compulsory / chip_peaks(soc).hbm_bytes_per_s * 1e6
+
+
 def _split_words(num_splits: int) -> str:
     if num_splits == 0:
         return "keys split over all cores"
@@ -334,6 +374,12 @@ def format_decode_report(r: DecodeReport) -> str:
     if r.modeled_step_us is not None:
         lines.append(f"modeled     {r.modeled_step_us:.1f} us per step on {r.soc}, {r.modeled_tokens_per_s:.0f} tokens/s "
                      f"(pipeline model of one step, not a measurement)")
+    if r.modeled_step_us is not None and r.hbm_bound_us:
+        lines.append(f"bound       {r.hbm_bound_us:.1f} us = the step's compulsory bytes (K/V the sequences hold, q, "
+                     f"out, LSE, lengths, block table) at the {r.soc} HBM rate; modeled / bound "
+                     f"{r.modeled_step_us / r.hbm_bound_us:.2f}x, so the step takes at least "
+                     f"{max(r.modeled_step_us, r.hbm_bound_us):.1f} us ("
+                     f"{'HBM' if r.hbm_bound_us >= r.modeled_step_us else 'the pipeline'}-bound)")
     if r.cores is not None:
         lines.append(f"cores       {r.cores['aic_busy']} of {r.cores['aic']} AIC busy, cube work max/mean "
                      f"{r.cores['max_over_mean']:.3f} (last step)")

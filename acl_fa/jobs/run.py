@@ -14,11 +14,12 @@ from typing import Optional
 import numpy as np
 
 from ..plan import forward as plan_module
-from ..plan import timing
+from ..plan import routing, timing
 from ..reference.accuracy import Accuracy, check_accuracy, naive_same_precision
 from ..spec.problem import Problem
 from ..runtime.hostmem import check_host_memory
 from ..spec.layouts import to_bnsd
+from .decode_run import measure_routed
 from .measure import measure
 from .settings import JobSettings, time_label
 from ..reference.attention import attention_reference
@@ -52,6 +53,7 @@ class RunReport:
     standard_gm_bytes: int
     compulsory_gm_bytes: int
     model: Optional[dict] = None   # timing.summary of the modeled NPU time (sim with the L2 model)
+    route: Optional[routing.Route] = None  # the op that ran and why (acl_fa.plan.routing)
 
     @property
     def median_ms(self) -> float:
@@ -73,6 +75,7 @@ class RunReport:
             "time": {"label": self.time_label, "median_ms": self.median_ms, "all_ms": self.times_ms,
                      "tflops": self.tflops},
             "modeled_time": self.model,
+            "route": None if self.route is None else self.route.to_dict(),
             "device_bytes": dict(self.device_bytes),
             "standard_attention_intermediate_bytes": self.standard_intermediate_bytes,
             "gm_traffic": {"standard_attention_bytes": self.standard_gm_bytes,
@@ -130,8 +133,9 @@ def run_job(problem: Problem, settings: JobSettings = JobSettings(), *, return_a
     with DeviceSession(device=settings.device, backend=settings.backend) as session:
         q, k, v = random_inputs(problem, settings.seed)
         tick("inputs", 1)
-        m = measure(session, problem, q, k, v, warmup=settings.warmup, iters=settings.iters, l2=settings.l2,
-                    tick=tick)
+        route = routing.route(problem, session.soc_name())  # as acl_fa.flash_attention routes the call
+        m = (measure_routed if route.decode else measure)(session, problem, q, k, v, warmup=settings.warmup,
+                                                          iters=settings.iters, l2=settings.l2, tick=tick)
         backend_name = session.backend.name
     out, lse, soc, plan, times, device_bytes, stats = m.out, m.lse, m.soc, m.plan, m.times_ms, m.device_bytes, m.stats
     model = None
@@ -142,16 +146,21 @@ def run_job(problem: Problem, settings: JobSettings = JobSettings(), *, return_a
     accuracy = _check(problem, q, k, v, out, lse) if settings.check else None
     tick("check", 1)
     p = problem
+    if route.decode:  # the decode op's tiling in the tiling fields: rows, key chunk, its AIC balance
+        decode = routing.decode_plan_of(p, soc)
+        tiling = (decode.rows, decode.block_n, decode.used_core_num, decode.aic_balance)
+    else:
+        tiling = (plan.block_m, plan.block_n, plan.used_core_num, plan.imbalance)
     report = RunReport(
-        backend=backend_name, soc=soc, problem=p, block_m=plan.block_m, block_n=plan.block_n,
-        cores=plan.used_core_num, balance=plan.imbalance, times_ms=times,
+        backend=backend_name, soc=soc, problem=p, block_m=tiling[0], block_n=tiling[1],
+        cores=tiling[2], balance=tiling[3], times_ms=times,
         time_label=time_label(backend_name),
         device_bytes=device_bytes,
         standard_intermediate_bytes=standard_intermediate_bytes(p),
         accuracy=accuracy, sim=stats,
         standard_gm_bytes=standard_gm_traffic_bytes(p),
         compulsory_gm_bytes=compulsory_bytes(p),
-        model=model)
+        model=model, route=route)
     return (report, (q, k, v, out, lse)) if return_arrays else report
 
 
@@ -186,15 +195,24 @@ def format_flop(count: float) -> str:
     return f"{count:.0f} FLOP"
 
 
+def _route_lines(r: RunReport) -> list:
+    """The op that ran, why (acl_fa.plan.routing), and its tiling."""
+    lines = [] if r.route is None else [f"op          {r.route.op}: {r.route.reason}"]
+    if r.route is not None and r.route.decode:
+        return lines + [f"tiling      decode op: {r.block_m} query rows per (sequence, kv head), {r.block_n}-key "
+                        f"chunks split over {r.cores} AIC cores (x2 AIV), chunks max/mean {r.balance:.3f}"]
+    return lines + [f"tiling      BLOCK_M={r.block_m} BLOCK_N={r.block_n} on {r.cores} "
+                    f"{'AI Cores (cube and vector coupled)' if plan_module.chip(r.soc).coupled else 'AIC cores (x2 AIV)'}"
+                    f", work max/mean {r.balance:.3f}"]
+
+
 def format_report(r: RunReport) -> str:
     p = r.problem
     lines = [
         f"backend     {r.backend}   SoC {r.soc}",
         f"problem     B={p.batch} N={p.num_heads} Nkv={p.num_kv_heads} Sq={p.seq_q} Skv={p.seq_kv} D={p.head_dim} "
         f"{p.dtype_name} {p.layout}{' causal' if p.causal else ''} scale={p.scale:.6g}",
-        f"tiling      BLOCK_M={r.block_m} BLOCK_N={r.block_n} on {r.cores} "
-        f"{'AI Cores (cube and vector coupled)' if plan_module.chip(r.soc).coupled else 'AIC cores (x2 AIV)'}, "
-        f"work max/mean {r.balance:.3f}",
+        *_route_lines(r),
         f"time        {r.median_ms:.3f} ms per iteration (median of {len(r.times_ms)}; {r.time_label})",
         f"throughput  {r.tflops:.3f} TFLOP/s ({format_flop(p.flops())} useful per call)",
         *(timing.format_summary(r.model) if r.model is not None else []),
@@ -216,7 +234,7 @@ def format_report(r: RunReport) -> str:
             lines.append(f"            modeled HBM traffic through the {r.soc} L2: {format_bytes(hbm)} "
                          f"({hbm / max(1, r.compulsory_gm_bytes):.2f}x compulsory, "
                          f"{100 * r.sim['l2_line_hit_rate']:.1f}% L2 line hits; modeled, not measured)")
-        if r.sim.get("gm_trace_by_tensor"):
+        if r.sim.get("gm_trace_by_tensor") and not (r.route is not None and r.route.decode):
             lines += _traffic_lines(r)
         lines.append(f"work        cube MACs {r.sim['cube_macs'] / 1e9:.2f} G, vector elements "
                      f"{r.sim['vector_elems'] / 1e9:.2f} G, scalar accesses {r.sim['scalar_accesses']}, "

@@ -7,7 +7,8 @@ scaled_dot_product_attention``: query [..., Hq, L, E], key/value [..., H, S, E] 
 folding the leading dimensions into the batch); ``is_causal`` aligned top-left, which the code
 below maps onto our bottom-right mask exactly. Arguments that need features the operator does
 not have yet raise NotImplementedError naming the feature; everything else is validated as
-acl_fa.flash_attention validates it (before any device work).
+acl_fa.flash_attention validates it (before any device work). Both faces call acl_fa.flash_attention,
+whose routing rule (acl_fa.plan.routing) runs decode-shaped calls on the decode op's split-KV kernel.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numbers
 
 import numpy as np
 
-from .forward import flash_attention
+from .routed import flash_attention
 from ..spec.problem import as_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 

@@ -52,7 +52,7 @@ from ..runtime.session import DeviceSession
 from ..plan import forward as planmod
 
 __all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "flash_attention_with_kvcache", "decode_plan_check",
-           "write_kv_cache"]
+           "write_kv_cache", "contiguous_call", "runner_for"]
 
 SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 MAX_HEAD_DIM = 256
@@ -338,6 +338,19 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
         stream.synchronize()
         results = tuple(prepared.read(role) for role in outputs)
     return results if return_lse else results[0]
+
+
+def contiguous_call(q, k_cache, v_cache, *, cache_seqlens: int, causal: bool, scale: float) -> tuple:
+    """(DecodeProblem, the op's inputs) of a call over a contiguous cache in which every sequence
+    holds cache_seqlens keys, no new tokens, num_splits 0, validated as flash_attention_with_kvcache
+    validates it: what a routed forward call measures (acl_fa.plan.routing, ``acl-fa run``)."""
+    pre, nxt = window_band(None, causal)
+    problem = _validated(_meta("q", q), (_meta("k_cache", k_cache), _meta("v_cache", v_cache)), None, None,
+                         (float(scale), pre, nxt, 0))
+    seqlens = np.full((problem.batch,), int(cache_seqlens), np.int32)
+    _check_lengths(problem, seqlens, 0, None)
+    table = np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1)
+    return problem, (_host_or_device(q), _host_or_device(k_cache), _host_or_device(v_cache), table, seqlens)
 
 
 def write_kv_cache(k_cache: DeviceArray, v_cache: DeviceArray, k, v, *, cache_seqlens, block_table=None):

@@ -20,6 +20,7 @@ from ..runtime.ffi import ffi
 from ..spec.band import window_band
 from ..runtime.errors import AclLibraryError
 from .forward import BudgetLine, ChipLimits, PlanError, Workspace, budget_lines, chip
+from .roofline import chip_peaks
 
 __all__ = ["DecodePlan", "decode_plan", "format_decode_plan"]
 
@@ -60,6 +61,12 @@ class DecodePlan(Workspace):
     user_workspace_bytes: int = 0
     system_workspace_bytes: int = 0
     tiling_key: int = 0
+    modeled_cycles: float = 0.0  # the closed form of the launch's modeled time (DecodeModeledCycles)
+
+    @property
+    def modeled_us(self) -> float:
+        """The closed form's launch time in microseconds at the chip's clock."""
+        return self.modeled_cycles / chip_peaks(self.chip.name).clock_hz * 1e6
 
     @property
     def aic_units(self) -> list:
@@ -88,7 +95,7 @@ class DecodePlan(Workspace):
     def to_dict(self) -> dict:
         out = asdict(self)
         out.update(workspace_bytes=self.workspace_bytes, aic_units=self.aic_units, aic_balance=self.aic_balance,
-                   aiv_balance=self.aiv_balance, kv_bytes=self.kv_bytes)
+                   aiv_balance=self.aiv_balance, kv_bytes=self.kv_bytes, modeled_us=self.modeled_us)
         out["chip"]["has_kernel"] = self.chip.has_kernel
         return out
 
@@ -166,7 +173,7 @@ def decode_plan(*, seq_kv: "int | Sequence[int]", batch: int = 1, heads: int = 3
         budget=[BudgetLine(ffi.string(line.name).decode(), line.bytes, line.capacity)
                 for line in out.lines[0:out.numLines]],
         user_workspace_bytes=out.userWorkspaceBytes, system_workspace_bytes=limits.lib_api_workspace_bytes,
-        tiling_key=out.tilingKey)
+        tiling_key=out.tilingKey, modeled_cycles=float(out.modeledCycles))
 
 
 def _split_words(p: DecodePlan) -> str:
@@ -212,5 +219,7 @@ def format_decode_plan(p: DecodePlan) -> str:
         f"workspace {p.workspace_bytes} B ({p.workspace_bytes / 2**20:.2f} MiB) = system {p.system_workspace_bytes} "
         f"+ {p.user_workspace_bytes} (per-AIV slices and {p.max_slots} partial O/LSE slots)",
         f"tiling key {p.tiling_key:#x}",
+        f"modeled   {p.modeled_us:.1f} us per step (closed form of the pipeline model, DecodeModeledCycles; "
+        f"acl-fa run --decode replays the kernel's trace)",
     ]
     return "\n".join(lines)

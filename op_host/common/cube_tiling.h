@@ -17,6 +17,7 @@ struct CubeSpec {
     bool cInUb;        // C written to UB (VECCALC; coupled chips) instead of GM
     uint32_t l1Share;  // the matmul gets L1 / l1Share bytes: an AIC serves its AIVs' matmuls
     int32_t ubBytes;   // UB the kernel gives the matmul for ND <-> NZ (coupled chips); -1: none
+    int32_t baseN = -1;  // a fixed baseN (MatmulApiTiling::SetFixSplit); -1: the tiling chooses
 };
 
 // The op's one workspace: the Matmul API's system workspace and `userBytes` of the op's own.
@@ -47,6 +48,7 @@ inline bool FillCubeTiling(const platform_ascendc::PlatformAscendC &platform, ma
     mm.SetOrgShape(s.m, s.n, s.k);
     mm.SetBias(false);
     mm.SetBufferSpace(static_cast<int32_t>(l1Bytes / s.l1Share), -1, s.ubBytes);
+    if (s.baseN > 0 && mm.SetFixSplit(-1, s.baseN, -1) != 0) return false;
     return mm.GetTiling(*tiling) != -1;
 }
 

@@ -2,6 +2,9 @@
 #include "decode_tiling_policy.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "block_cost.h"  // StepCosts, MatmulJobCycles: the closed form of the timing model
 
 namespace fa_policy {
 namespace {
@@ -28,7 +31,7 @@ Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, const ChipLimi
         {"pvQue PV [m,d] fp32", m * d * kFp32, c.ubBytes},
         {"outQue O [m,d] T", m * d * t, c.ubBytes},
         {"accBuf acc [m,d] fp32", m * d * kFp32, c.ubBytes},
-        {"statBuf 6 x [m] fp32", 6 * stat, c.ubBytes},
+        {"statBuf 7 x [m] fp32", 7 * stat, c.ubBytes},
         {"lseQue lse [m] fp32", stat, c.ubBytes},
         {"foldBuf [m,64] fp32", m * 64 * kFp32, c.ubBytes},
         {"brcbBuf [align8(m),8] fp32", AlignUp(m, 8) * 8 * kFp32, c.ubBytes},
@@ -42,6 +45,46 @@ Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, const ChipLimi
     needs.lines.push_back({"L1 QK+PV operands x2 AIV", needs.l1, c.l1Bytes});
     needs.lines.push_back({"L0C one result [m,max(n,d)] fp32", needs.l0c, c.l0cBytes});
     return needs;
+}
+
+// One Matmul job C[m, n] = A[m, k] . B[k, n] of the decode kernel with A read once per N pass of
+// baseN columns and B once (one M pass: m <= 128 for every shape but the largest groups), at the
+// baseN that costs least (block_cost.h's MatmulJobCycles with the base tile capped at it: narrower
+// tiles let the MTE2 load of one overlap the MTE1 / cube / FixPipe work of the one before, at the
+// price of A read once more per tile). op_host fixes that baseN (MatmulApiTiling::SetFixSplit).
+struct JobChoice {
+    double cycles = 0;
+    uint32_t baseN = 0;
+};
+JobChoice BestJob(double m, double n, double k, double t, const StepCosts &c) {
+    JobChoice best;
+    const double widest = std::min(c.maxBaseN, static_cast<double>(AlignUp(static_cast<uint64_t>(n), kAlign)));
+    for (double bn = widest; bn >= kAlign; bn -= kAlign) {
+        StepCosts capped = c;
+        capped.maxBaseN = bn;
+        const double passes = static_cast<double>(CeilDiv(static_cast<uint64_t>(n), static_cast<uint64_t>(bn)));
+        const double cycles = MatmulJobCycles(m, n, k, t, m * k * t * passes + n * k * t, capped);
+        if (best.baseN == 0 || cycles < best.cycles) {
+            best.cycles = cycles;
+            best.baseN = static_cast<uint32_t>(bn);
+        }
+    }
+    return best;
+}
+
+// The cube's cycles for one chunk of `cols` keys: its QK (S [m, cols] = Q [m, d] . K^T) and P.V
+// (O' [m, d] = P [m, cols] . V) jobs, each at its best baseN.
+double ChunkCubeCycles(double m, double cols, double d, double t, const StepCosts &c) {
+    return BestJob(m, cols, d, t, c).cycles + BestJob(m, d, cols, t, c).cycles;
+}
+
+// The cube's cycles for one cache block of `blockSize` keys in chunks of n, the last one short
+// when n does not divide the block.
+double BlockCubeCycles(uint64_t m, uint64_t n, uint64_t d, uint64_t t, uint64_t blockSize, const StepCosts &c) {
+    const double full = static_cast<double>(blockSize / n), tail = static_cast<double>(blockSize % n);
+    const double md = static_cast<double>(m), dd = static_cast<double>(d), td = static_cast<double>(t);
+    return full * ChunkCubeCycles(md, static_cast<double>(n), dd, td, c) +
+           (tail > 0 ? ChunkCubeCycles(md, tail, dd, td, c) : 0.0);
 }
 
 bool Fits(const Needs &n, const ChipLimits &c) { return n.ub <= c.ubBytes && n.l1 <= c.l1Bytes && n.l0c <= c.l0cBytes; }
@@ -90,20 +133,22 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     if (!error->empty()) return false;
     const uint64_t m = p.numHeads / p.numKvHeads * p.seqQ, d = p.headDim, t = p.dtypeBytes;
 
-    // Chunk: the largest multiple of 16 that fits, at most the cache block (rounded up to 16);
-    // among those, prefer one that divides the block so no chunk is short inside a block.
+    // Chunk: of the multiples of 16 that fit, up to the cache block (rounded up to 16), the one
+    // whose chunks cost the cube least over one cache block (ChunkCubeCycles: each chunk is a QK
+    // and a P.V job, each with its fixed latencies, so few long chunks beat many short ones, and a
+    // chunk that leaves a short tail in every block pays that tail's jobs too).
     const uint64_t cap = std::min<uint64_t>(kDecodeMaxBlockN, AlignUp(p.blockSize, kAlign));
-    uint64_t best = 0, bestDividing = 0;
-    for (uint64_t n = cap; n >= kAlign; n -= kAlign) {
-        if (!Fits(DecodeNeeds(m, n, d, t, c), c)) continue;
-        if (best == 0) best = n;
-        if (p.blockSize % n == 0 || n >= p.blockSize) {
-            bestDividing = n;
-            break;
+    const StepCosts costs = StepCostsOf(c.l2BytesPerCycle, c.aicNum, c.l1Bytes);
+    uint64_t n = 0;
+    double least = 0;
+    for (uint64_t cand = cap; cand >= kAlign; cand -= kAlign) {
+        if (!Fits(DecodeNeeds(m, cand, d, t, c), c)) continue;
+        const double cost = BlockCubeCycles(m, cand, d, t, p.blockSize, costs);
+        if (n == 0 || cost < least) {
+            n = cand;
+            least = cost;
         }
     }
-    // A dividing chunk under half the largest fitting one costs more steps than short chunks do.
-    const uint64_t n = bestDividing * 2 > best ? bestDividing : best;
     if (n == 0) {
         const Needs needs = DecodeNeeds(m, kAlign, d, t, c);
         *error = Format("%llu query rows per kv head with head_dim %llu need %llu B of UB per AIV and %llu B of L1 "
@@ -119,6 +164,10 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     out.rows = static_cast<uint32_t>(m);
     out.blockN = static_cast<uint32_t>(n);
     out.chunksPerBlock = static_cast<uint32_t>(CeilDiv(p.blockSize, n));
+    out.qkBaseN = BestJob(static_cast<double>(m), static_cast<double>(n), static_cast<double>(d),
+                          static_cast<double>(t), costs).baseN;
+    out.pvBaseN = BestJob(static_cast<double>(m), static_cast<double>(d), static_cast<double>(n),
+                          static_cast<double>(t), costs).baseN;
     out.splitKv = p.numSplits == 1 ? 0 : 1;
     out.usedCoreNum = c.aicNum;
     out.numParts = 2 * c.aicNum;
@@ -141,8 +190,8 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     out.wsQOffset = 0;
     out.wsScoreOffset = out.wsQOffset + AlignUp(m * d * t, kWorkspaceAlign);
     out.wsProbOffset = out.wsScoreOffset + AlignUp(2 * m * n * kFp32, kWorkspaceAlign);
-    out.wsPvOffset = out.wsProbOffset + AlignUp(m * n * t, kWorkspaceAlign);
-    out.wsBytesPerAiv = out.wsPvOffset + AlignUp(m * d * kFp32, kWorkspaceAlign);
+    out.wsPvOffset = out.wsProbOffset + AlignUp(2 * m * n * t, kWorkspaceAlign);
+    out.wsBytesPerAiv = out.wsPvOffset + AlignUp(2 * m * d * kFp32, kWorkspaceAlign);
     out.wsPartialOOffset = out.numParts * out.wsBytesPerAiv;
     out.wsPartialLseOffset = out.wsPartialOOffset + AlignUp(uint64_t{out.maxSlots} * m * d * kFp32, kWorkspaceAlign);
     out.userWorkspaceBytes =
@@ -179,6 +228,7 @@ bool ComputeDecodeSchedule(const DecodeProblem &p, const DecodePlan &plan, const
         const uint64_t last = ((hi - 1) / bs) * cpb + ((hi - 1) % bs) / bn;
         units[b] = last - first + 1;
         out.totalUnits += units[b] * p.numKvHeads;
+        out.keys += static_cast<uint64_t>(hi - lo) * p.numKvHeads;
     }
     const uint64_t parts = plan.numParts, total = out.totalUnits;
     out.groups = p.batch * p.numKvHeads;
@@ -208,10 +258,13 @@ bool ComputeDecodeSchedule(const DecodeProblem &p, const DecodePlan &plan, const
             out.partUnits[part] += n;
             out.partPieces[part] += 1;
         } else {
+            // As PlaceGroup: with fewer units than parts, the parts between that hold none take no piece.
             const uint64_t firstPart = partOf(unitStart), lastPart = partOf(unitStart + n - 1);
-            pieces = lastPart - firstPart + 1;
+            pieces = total < parts ? n : lastPart - firstPart + 1;
             for (uint64_t a = firstPart; a <= lastPart; ++a) {
-                out.partUnits[a] += std::min(start(a + 1), unitStart + n) - std::max(start(a), unitStart);
+                const uint64_t owned = std::min(start(a + 1), unitStart + n) - std::max(start(a), unitStart);
+                if (owned == 0) continue;
+                out.partUnits[a] += owned;
                 out.partPieces[a] += 1;
             }
         }
@@ -228,6 +281,90 @@ bool ComputeDecodeSchedule(const DecodeProblem &p, const DecodePlan &plan, const
     if (out.groups == 0) out.minPieces = 0;
     *schedule = std::move(out);
     return true;
+}
+
+namespace {
+
+// Costs of the timing model's table (docs/timing_model.md) that block_cost.h's StepCosts does not
+// carry: the all-core barrier and the MTE3 issue of small writes.
+constexpr double kSyncAllCycles = 1000;
+
+// One AIV's chain for one chunk of n keys and m rows (the cube's jobs are off it): S from GM, the
+// softmax passes over [m, n] fp32 (about 8 passes and 20 instructions plus the row folds), P to GM,
+// then the chunk before's P.V from GM and the rescale-accumulate over [m, d] (2 passes).
+double ChunkChainCycles(double m, double n, double d, double t, const StepCosts &c) {
+    const double port = c.corePortBytesPerCycle;
+    const double repeats = (8 * m * n + 2 * m * d) / 64;
+    const double instructions = 20 + 3 * (n / 64) + 2 * (d / 64);
+    return (c.mte2LatencyCycles + m * n * 4 / port) + instructions * c.vectorIssueCycles +
+           repeats * c.vectorRepeatCycles + (c.mte3LatencyCycles + m * n * t / c.mte3BytesPerCycle) +
+           (c.mte2LatencyCycles + m * d * 4 / port) + 2 * c.flagLatencyCycles;
+}
+
+// What a piece adds to its chunks on its AIV: Q packed into GM (one copy per query head of the
+// group, one in all when Sq = 1), the first QK requested and waited for with nothing to overlap,
+// the mask of a chunk that crosses a row's limit or the sequence end (two fills per row), and
+// after the last chunk its P.V added, the rows finished and O and the LSE written (one copy per
+// query head, one when Sq = 1).
+double PieceFillCycles(double m, double d, double t, double copies, bool masked, double qkJob, const StepCosts &c) {
+    const double pack = copies * c.mte2LatencyCycles + m * d * t / c.corePortBytesPerCycle + c.mte3LatencyCycles +
+                        m * d * t / c.mte3BytesPerCycle;
+    const double mask = masked ? 2 * m * c.vectorIssueCycles : 0.0;
+    const double finish = c.matmulRequestCycles + c.mte2LatencyCycles + m * d * 4 / c.corePortBytesPerCycle +
+                          8 * c.vectorIssueCycles + (copies + 1) * c.mte3LatencyCycles +
+                          m * d * t / c.mte3BytesPerCycle;
+    return pack + c.matmulRequestCycles + qkJob + mask + finish;
+}
+
+// One merge of `pieces` partials as Combine does it: their LSEs in one copy, their O's in copies
+// of oBatch, each weighted and added; then O and the LSE written (`copies` output copies).
+double MergeCycles(double m, double d, double n, double pieces, double copies, const StepCosts &c) {
+    const double oBatch = std::max(1.0, std::floor(n / d));
+    const double reads = 1 + std::ceil(pieces / oBatch);
+    const double perPiece = m * d * 4 / c.corePortBytesPerCycle + 8 * c.vectorIssueCycles +
+                            3 * m * d / 64 * c.vectorRepeatCycles;
+    return reads * c.mte2LatencyCycles + pieces * perPiece + (copies + 1) * c.mte3LatencyCycles +
+           m * d * 2 / c.mte3BytesPerCycle;
+}
+
+}  // namespace
+
+double DecodeModeledCycles(const DecodeProblem &p, const DecodePlan &plan, const DecodeSchedule &s,
+                           const ChipLimits &chip) {
+    const StepCosts c = StepCostsOf(chip.l2BytesPerCycle, chip.aicNum, chip.l1Bytes);
+    const double m = plan.rows, d = static_cast<double>(p.headDim), t = p.dtypeBytes;
+    // Columns of an average chunk (short sequences have chunks shorter than blockN).
+    const double n = s.totalUnits ? std::min<double>(plan.blockN, static_cast<double>(s.keys) / s.totalUnits)
+                                  : plan.blockN;
+    StepCosts qkCosts = c, pvCosts = c;  // the base tiles op_host fixes
+    qkCosts.maxBaseN = plan.qkBaseN;
+    pvCosts.maxBaseN = plan.pvBaseN;
+    const double qkPasses = static_cast<double>(CeilDiv(static_cast<uint64_t>(n), plan.qkBaseN));
+    const double pvPasses = static_cast<double>(CeilDiv(static_cast<uint64_t>(d), plan.pvBaseN));
+    const double qk = MatmulJobCycles(m, n, d, t, m * d * t * qkPasses + n * d * t, qkCosts);
+    const double pv = MatmulJobCycles(m, d, n, t, m * n * t * pvPasses + n * d * t, pvCosts);
+    const double chain = ChunkChainCycles(m, n, d, t, c);
+    const double copies = p.seqQ == 1 ? 1.0 : static_cast<double>(p.numHeads / p.numKvHeads);
+    const bool masked = p.seqQ > 1 || (s.groups > 0 && (s.keys / s.groups) % plan.blockN != 0);  // a tail chunk
+    const double fill = PieceFillCycles(m, d, t, copies, masked, qk, c);
+    double busiest = 0;
+    for (uint32_t core = 0; core < plan.usedCoreNum; ++core) {
+        const uint64_t a = 2 * core, b = a + 1;
+        if (b >= s.partUnits.size()) break;
+        const double units = static_cast<double>(s.partUnits[a] + s.partUnits[b]);
+        const double aivUnits = static_cast<double>(std::max(s.partUnits[a], s.partUnits[b]));
+        const double pieces = std::max(s.partPieces[a], s.partPieces[b]);
+        busiest = std::max(busiest, std::max(units * (qk + pv), aivUnits * chain) + pieces * fill);
+    }
+    if (s.combineGroups > 0) {
+        uint32_t merges = 0;
+        for (uint32_t count : s.partCombines) merges = std::max(merges, count);
+        const double pieces = s.combineGroups ? static_cast<double>(s.pieces) / static_cast<double>(s.groups) : 1;
+        busiest += kSyncAllCycles + merges * MergeCycles(m, d, plan.blockN, std::max(2.0, pieces), copies, c);
+    }
+    const double rowsAll = static_cast<double>(p.batch) * p.numHeads * p.seqQ;
+    const double gmBytes = 2.0 * static_cast<double>(s.keys) * d * t + 2 * rowsAll * d * t + rowsAll * 4;
+    return std::max(busiest, gmBytes / c.gmBytesPerCycle);
 }
 
 }  // namespace fa_policy

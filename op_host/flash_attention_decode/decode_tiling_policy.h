@@ -38,6 +38,8 @@ struct DecodePlan {
     uint32_t rows = 0;            // m = groupSize * Sq: the matmul M of one group
     uint32_t blockN = 0;          // keys per chunk
     uint32_t chunksPerBlock = 0;  // ceil(blockSize / blockN)
+    uint32_t qkBaseN = 0;         // the matmuls' fixed baseN (MatmulApiTiling::SetFixSplit): the
+    uint32_t pvBaseN = 0;         // base tile that costs each job least in the timing model's form
     uint32_t splitKv = 0;         // 1: SyncAll + combine (batch schedule mode)
     uint32_t splitsPerGroup = 0;  // explicit split count after clamping (>= 2), 0 otherwise
     uint32_t usedCoreNum = 0;     // block dim: all AIC cores
@@ -71,6 +73,7 @@ struct DecodeSchedule {
     uint64_t totalUnits = 0;      // key chunks of all groups
     uint64_t pieces = 0;          // work items (group, piece) over all groups
     uint64_t combineGroups = 0;   // groups cut into >= 2 pieces (merged by LSE)
+    uint64_t keys = 0;            // visible keys of all groups (the chunks' columns)
     uint32_t minPieces = 0, maxPieces = 0;  // pieces per group (splits per sequence and kv head)
     std::vector<uint64_t> partUnits;   // per part (AIV block index): chunks computed
     std::vector<uint32_t> partPieces;  // per part: pieces computed
@@ -81,5 +84,17 @@ struct DecodeSchedule {
 // attributes (2147483647 = unbounded; nextTokens 0 = causal).
 bool ComputeDecodeSchedule(const DecodeProblem &problem, const DecodePlan &plan, const std::vector<int64_t> &seqLens,
                            int64_t preTokens, int64_t nextTokens, DecodeSchedule *schedule, std::string *error);
+
+// The modeled cycles of one decode launch with this schedule on `chip`: a closed form of the
+// pipeline timing model (docs/timing_model.md) for the decode kernel, as block_cost.h is for the
+// forward, so that a caller can compare the two ops without running either (acl_fa/plan/routing.py).
+// Per AI Core: its two AIVs' chunks, each costing the cube a QK and a P.V job (block_cost.h's
+// MatmulJobCycles: the jobs of both AIVs run one at a time on the shared cube) or an AIV's chain
+// of one chunk (S from GM, the softmax passes, P to GM, the P.V of the chunk before from GM),
+// whichever is longer, plus per piece the pipeline's fill and drain (Q packed, the first QK waited
+// for, the last P.V added, the output written); then SyncAll and the merges of the busiest
+// merging AIV when groups are cut. The launch is at least all its GM bytes at the chip's GM rate.
+double DecodeModeledCycles(const DecodeProblem &problem, const DecodePlan &plan, const DecodeSchedule &schedule,
+                           const ChipLimits &chip);
 
 }  // namespace fa_policy

@@ -12,7 +12,12 @@
 //   m_new = max(m, rowmax(S_j));  alpha = exp(m - m_new)
 //   P_j   = exp(S_j - m_new);  l = alpha * l + rowsum(P_j)
 //   acc   = alpha * acc + P_j . V_j
-// and O = acc / l, LSE = m + ln(l). m starts at -FLT_MAX, not -inf, so a row whose keys are all
+// and O = acc / l, LSE = m + ln(l). P_j . V_j is requested asynchronously and added one chunk
+// later (acc = alpha_j * acc + P_j . V_j once the cube has it), so that every AIV keeps a QK and a
+// P.V queued on its cube while it softmaxes: S, P, P.V and alpha have two slots, by chunk parity.
+// The cube is shared by the AIC's two AIVs; it serves their requests one at a time, so a chunk
+// costs the cube its two jobs and the vector units overlap them.
+// m starts at -FLT_MAX, not -inf, so a row whose keys are all
 // masked in a piece keeps l = 0 and gets O = 0, LSE = -inf (no inf - inf). A group cut into
 // pieces writes partial (O, LSE) per piece; after SyncAll the partials are merged
 //   O = sum_j exp(LSE_j - M) O_j / sum_j exp(LSE_j - M),  LSE = M + ln(sum_j exp(LSE_j - M))
@@ -32,7 +37,7 @@
 
 namespace flash_attn_decode {
 
-constexpr uint32_t STAT_SLOTS = 6;   // per-row fp32 vectors in statBuf (see StatSlot)
+constexpr uint32_t STAT_SLOTS = 7;   // per-row fp32 vectors in statBuf (see StatSlot)
 constexpr uint32_t AIV_PER_AIC = 2;  // KERNEL_TYPE_MIX_AIC_1_2
 constexpr float NEG_INF = -__builtin_inff();
 
@@ -72,7 +77,8 @@ public:
     __aicore__ inline void Process();
 
 private:
-    enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA };
+    // ALPHA_A + s: alpha of the chunk in slot s (kept until its P.V is added, one chunk later).
+    enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA_A, ALPHA_B };
 
     __aicore__ inline KeyRange KeysOf(uint32_t b);
     __aicore__ inline uint64_t PartStart(uint32_t part) const;
@@ -89,7 +95,8 @@ private:
                                         AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &newMax);
     __aicore__ inline void MaskScores(AscendC::LocalTensor<float> &scores, uint32_t seqLen, uint32_t key0,
                                       uint32_t cols);
-    __aicore__ inline void AccumulateValues(uint64_t kvOffset, uint32_t cols);
+    __aicore__ inline void IssueValues(uint32_t slot, uint64_t kvOffset, uint32_t cols);
+    __aicore__ inline void AccumulateValues(uint32_t slot);
     __aicore__ inline void FinishRows(AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &lse);
     __aicore__ inline void WriteOutput(uint32_t b, uint32_t h, AscendC::LocalTensor<float> &lse);
     __aicore__ inline void WritePartial(uint32_t slot, AscendC::LocalTensor<float> &lse);
@@ -103,8 +110,8 @@ private:
     AscendC::GlobalTensor<float> lseGm_;
     AscendC::GlobalTensor<T> qPackGm_;          // [rows, D] this AIV's packed query rows
     AscendC::GlobalTensor<float> scoreGm_[2];   // [rows, blockN] each
-    AscendC::GlobalTensor<T> probGm_;           // [rows, blockN]
-    AscendC::GlobalTensor<float> pvGm_;         // [rows, D]
+    AscendC::GlobalTensor<T> probGm_[2];        // [rows, blockN] each
+    AscendC::GlobalTensor<float> pvGm_[2];      // [rows, D] each
     AscendC::GlobalTensor<float> partialOGm_;   // [maxSlots, rows, D]
     AscendC::GlobalTensor<float> partialLseGm_; // [maxSlots, lseStride]
 
@@ -154,8 +161,10 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADD
     qPackGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsQOffset), m * d);
     scoreGm_[0].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset), m * n);
     scoreGm_[1].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + m * n, m * n);
-    probGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), m * n);
-    pvGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset), m * d);
+    probGm_[0].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), m * n);
+    probGm_[1].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset) + m * n, m * n);
+    pvGm_[0].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset), m * d);
+    pvGm_[1].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset) + m * d, m * d);
     if (td_->maxSlots > 0) {  // no partials without splitKv
         partialOGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsPartialOOffset),
                                     static_cast<uint64_t>(td_->maxSlots) * m * d);
@@ -231,7 +240,10 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::PlaceGroup(GroupSpan *span
     }
     span->firstPart = n == 0 ? span->group % td_->numParts : PartOfUnit(span->unitStart);
     span->lastPart = (n == 0 || td_->splitKv == 0) ? span->firstPart : PartOfUnit(span->unitStart + n - 1);
-    span->pieces = span->lastPart - span->firstPart + 1;
+    // Fewer units than parts: a part holds at most one unit and some hold none; the group's pieces
+    // are its units (the parts between first and last that hold none take no piece).
+    const bool sparse = n > 0 && td_->splitKv != 0 && totalUnits_ < td_->numParts;
+    span->pieces = sparse ? n : span->lastPart - span->firstPart + 1;
 }
 
 // Advances `span` to the next group (b, h), in order g = b * Nkv + h.
@@ -275,13 +287,18 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Process()
                 }
             }
         } else if (part_ >= span.firstPart && part_ <= span.lastPart) {
-            uint32_t begin = 0, end = n;
+            uint32_t begin = 0, end = n, piece = part_ - span.firstPart;
             if (td_->splitKv != 0 && n > 0) {
                 const uint64_t s = PartStart(part_), e = PartStart(part_ + 1);
                 begin = static_cast<uint32_t>((s > span.unitStart ? s : span.unitStart) - span.unitStart);
                 end = static_cast<uint32_t>((e < span.unitStart + n ? e : span.unitStart + n) - span.unitStart);
+                if (totalUnits_ < td_->numParts) {
+                    piece = begin;  // one unit per part (PlaceGroup): the piece is the unit
+                }
             }
-            RunPiece(span, part_ - span.firstPart, begin, end);
+            if (end > begin || n == 0 || td_->splitKv == 0) {  // a part without units has no piece
+                RunPiece(span, piece, begin, end);
+            }
         }
         NextGroup(&span);
     }
@@ -327,7 +344,6 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
         qkMm.SetTensorA(qPackGm_);
         // pv: A = P [m, cols] (stride blockN), B = V rows [cols, D] (stride Nkv * D), C [m, D].
         pvMm.SetOrgShape(m, kvRowStride_, td_->blockN, td_->blockN, td_->headDim);
-        pvMm.SetTensorA(probGm_);
         ChunkOf(span.b, span.h, span.keys.seqLen, span.keys.firstUnit + unitBegin, &nextOffset, &nextKey0, &nextCols);
         IssueScores(0, nextOffset, nextCols);
     }
@@ -342,11 +358,21 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
                     &nextCols);
             IssueScores(1 - slot, nextOffset, nextCols);
         }
-        SoftmaxChunk(slot, span.keys.seqLen, key0, cols, rowMax, newMax);
-        AccumulateValues(kvOffset, cols);
+        SoftmaxChunk(slot, span.keys.seqLen, key0, cols, rowMax, newMax);  // P_u in GM, alpha_u in its slot
+        if (u > unitBegin) {
+            pvMm.WaitIterateAll();  // P_{u-1} . V_{u-1} ran on the cube during this softmax
+        }
+        IssueValues(slot, kvOffset, cols);
+        if (u > unitBegin) {
+            AccumulateValues(1 - slot);  // on the vector units while the cube computes P_u . V_u
+        }
         AscendC::LocalTensor<float> swap = rowMax;
         rowMax = newMax;
         newMax = swap;
+    }
+    if (unitEnd > unitBegin) {
+        pvMm.WaitIterateAll();
+        AccumulateValues((unitEnd - 1 - unitBegin) % 2);
     }
 
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
@@ -368,9 +394,14 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(uint32_t b, uint
     const AscendC::DataCopyExtParams params{static_cast<uint16_t>(sq), static_cast<uint32_t>(d * sizeof(T)),
                                             static_cast<uint32_t>((heads - 1) * d * sizeof(T)), 0, 0};
     const AscendC::DataCopyPadExtParams<T> noPad{false, 0, 0, static_cast<T>(0)};
-    for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
-        const uint64_t src = ((static_cast<uint64_t>(b) * sq) * heads + h * td_->groupSize + gq) * d;
-        AscendC::DataCopyPad(rows[gq * sq * d], queryGm_[src], params, noPad);
+    const uint64_t first = (static_cast<uint64_t>(b) * sq * heads + h * td_->groupSize) * d;
+    if (sq == 1) {  // the group's heads are adjacent in q: one copy (each copy pays the MTE2 latency)
+        const AscendC::DataCopyExtParams run{1, static_cast<uint32_t>(td_->rows * d * sizeof(T)), 0, 0, 0};
+        AscendC::DataCopyPad(rows, queryGm_[first], run, noPad);
+    } else {
+        for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
+            AscendC::DataCopyPad(rows[gq * sq * d], queryGm_[first + gq * d], params, noPad);
+        }
     }
     WaitForPipe<AscendC::HardEvent::MTE2_MTE3>();
     AscendC::DataCopy(qPackGm_, rows, td_->rows * d);
@@ -424,7 +455,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::SoftmaxChunk(uint32_t slot
     AscendC::LocalTensor<float> blockMax = stat_[BLOCK_MAX * statStride_];
     AscendC::LocalTensor<float> blockSum = stat_[BLOCK_SUM * statStride_];
     AscendC::LocalTensor<float> rowSum = stat_[ROW_SUM * statStride_];
-    AscendC::LocalTensor<float> alpha = stat_[ALPHA * statStride_];
+    AscendC::LocalTensor<float> alpha = stat_[(ALPHA_A + slot) * statStride_];
 
     attn_rows::ReduceRows<Reduce::MAX>(blockMax, scores, fold_, m, n, n);
     AscendC::Max(newMax, rowMax, blockMax, m);     // m_new = max(m_old, rowmax(S)) >= -FLT_MAX
@@ -442,7 +473,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::SoftmaxChunk(uint32_t slot
     scoreQue_.FreeTensor(scores);
     probQue_.EnQue(prob);
     prob = probQue_.DeQue<T>();
-    AscendC::DataCopy(probGm_, prob, elems);
+    // Slot `slot` of P was last read by the P.V of two chunks ago, waited for before this call.
+    AscendC::DataCopy(probGm_[slot], prob, elems);
     probQue_.FreeTensor(prob);
     WaitForPipe<AscendC::HardEvent::MTE3_S>();     // P is in GM before the cube is asked to read it
 }
@@ -473,19 +505,28 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::MaskScores(AscendC::LocalT
     }
 }
 
+// P . V of the chunk in `slot` on the cube, asynchronously, into pv slot `slot`. That slot was last
+// read by AccumulateValues of two chunks ago, whose MTE2 read precedes (on MTE2 -> V -> MTE3) the
+// P write this request waited for.
 template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::AccumulateValues(uint64_t kvOffset, uint32_t cols)
+__aicore__ inline void FlashAttentionDecodeKernel<T>::IssueValues(uint32_t slot, uint64_t kvOffset, uint32_t cols)
+{
+    pvMm.SetTensorA(probGm_[slot]);
+    pvMm.SetTensorB(valueGm_[kvOffset]);
+    pvMm.SetTail(td_->rows, td_->headDim, cols);
+    pvMm.template IterateAll<false>(pvGm_[slot], 0, false, true);
+}
+
+// acc = alpha * acc + P . V of the chunk in `slot` (its P.V waited for by the caller).
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::AccumulateValues(uint32_t slot)
 {
     const uint32_t m = td_->rows, d = td_->headDim;
-    pvMm.SetTensorB(valueGm_[kvOffset]);
-    pvMm.SetTail(m, d, cols);
-    pvMm.IterateAll(pvGm_);
-
     AscendC::LocalTensor<float> pv = pvQue_.AllocTensor<float>();
-    AscendC::DataCopy(pv, pvGm_, m * d);
+    AscendC::DataCopy(pv, pvGm_[slot], m * d);
     pvQue_.EnQue(pv);
     pv = pvQue_.DeQue<float>();
-    attn_rows::BroadcastRows(brcb_, stat_[ALPHA * statStride_], m);
+    attn_rows::BroadcastRows(brcb_, stat_[(ALPHA_A + slot) * statStride_], m);
     attn_rows::ApplyRows<attn_rows::Op::MUL>(acc_, brcb_, m, d, d);  // acc *= alpha
     AscendC::Add(acc_, acc_, pv, m * d);                              // acc += P . V
     pvQue_.FreeTensor(pv);
@@ -518,9 +559,14 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::WriteOutput(uint32_t b, ui
     // attention_out [B, Sq, N, D]: rows gq * Sq + s go to (b, s, h * groupSize + gq).
     const AscendC::DataCopyExtParams params{static_cast<uint16_t>(sq), static_cast<uint32_t>(d * sizeof(T)), 0,
                                             static_cast<uint32_t>((heads - 1) * d * sizeof(T)), 0};
-    for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
-        const uint64_t dst = ((static_cast<uint64_t>(b) * sq) * heads + h * td_->groupSize + gq) * d;
-        AscendC::DataCopyPad(outGm_[dst], out[gq * sq * d], params);
+    const uint64_t first = (static_cast<uint64_t>(b) * sq * heads + h * td_->groupSize) * d;
+    if (sq == 1) {  // the group's heads are adjacent in attention_out: one copy
+        const AscendC::DataCopyExtParams run{1, static_cast<uint32_t>(m * d * sizeof(T)), 0, 0, 0};
+        AscendC::DataCopyPad(outGm_[first], out, run);
+    } else {
+        for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
+            AscendC::DataCopyPad(outGm_[first + gq * d], out[gq * sq * d], params);
+        }
     }
     outQue_.FreeTensor(out);
 
@@ -545,43 +591,63 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::WritePartial(uint32_t slot
     WaitForPipe<AscendC::HardEvent::MTE3_V>();  // acc_ is reused by the next piece
 }
 
-// Merges the pieces of a group cut between parts, in piece order.
+// Merges the pieces of a group cut between parts, in piece order. Every MTE2 copy pays the MTE2
+// latency, so the pieces' partials are read in batches, not one copy each: their LSEs (slots
+// lseStride floats apart) into the P tile, which holds lseBatch of them, and their O's (slots
+// m * d floats apart) into the S tile, which holds oBatch = blockN / d of them (both tiles are idle
+// after the pieces); with blockN < d, one at a time into the P.V tile. lseBatch >= n / 16 >= oBatch (lseStride = align8(m) <= 8 m,
+// T is 2 bytes, d >= 16), so the LSEs of an O batch always fit.
 template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &span)
 {
-    const uint32_t m = td_->rows, d = td_->headDim, stride = td_->lseStride;
-    const uint32_t pieces = span.pieces;
+    const uint32_t m = td_->rows, d = td_->headDim, stride = td_->lseStride, pieces = span.pieces;
+    const uint32_t tileFloats = m * td_->blockN * static_cast<uint32_t>(sizeof(T)) / sizeof(float);
+    const uint32_t lseBatch = tileFloats / stride > 0 ? tileFloats / stride : 1;
+    const uint32_t oBatch = td_->blockN >= d ? td_->blockN / d : 1;
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> &oTile = td_->blockN >= d ? scoreQue_ : pvQue_;
+    const bool lseResident = pieces <= lseBatch;  // one read of all LSEs serves both passes
     AscendC::LocalTensor<float> maxLse = stat_[ROW_MAX_A * statStride_];
-    AscendC::LocalTensor<float> pieceLse = stat_[BLOCK_MAX * statStride_];
-    AscendC::LocalTensor<float> weight = stat_[ALPHA * statStride_];
+    AscendC::LocalTensor<float> weight = stat_[ALPHA_A * statStride_];
     AscendC::LocalTensor<float> weightSum = stat_[ROW_SUM * statStride_];
+    AscendC::LocalTensor<T> lseTile = probQue_.AllocTensor<T>();
+    AscendC::LocalTensor<float> lses = lseTile.template ReinterpretCast<float>();
 
     AscendC::Duplicate(maxLse, NEG_INF, m);
-    for (uint32_t j = 0; j < pieces; ++j) {
-        AscendC::DataCopy(pieceLse, partialLseGm_[static_cast<uint64_t>(span.slotBase + j) * stride], stride);
+    for (uint32_t j0 = 0; j0 < pieces; j0 += lseBatch) {
+        const uint32_t count = attn_rows::Min(lseBatch, pieces - j0);
+        WaitForPipe<AscendC::HardEvent::V_MTE2>();  // the batch before is read
+        AscendC::DataCopy(lses, partialLseGm_[static_cast<uint64_t>(span.slotBase + j0) * stride], count * stride);
         WaitForPipe<AscendC::HardEvent::MTE2_V>();
-        AscendC::Max(maxLse, maxLse, pieceLse, m);
-        WaitForPipe<AscendC::HardEvent::V_MTE2>();
+        for (uint32_t j = 0; j < count; ++j) {
+            AscendC::Max(maxLse, maxLse, lses[j * stride], m);
+        }
     }
     AscendC::Maxs(maxLse, maxLse, -FLT_MAX, m);  // rows no piece saw: exp(-inf - finite) = 0
     AscendC::Duplicate(weightSum, 0.0f, m);
     AscendC::Duplicate(acc_, 0.0f, m * d);
-    for (uint32_t j = 0; j < pieces; ++j) {
-        const uint64_t slot = span.slotBase + j;
-        AscendC::DataCopy(pieceLse, partialLseGm_[slot * stride], stride);
-        AscendC::LocalTensor<float> partial = pvQue_.AllocTensor<float>();
-        AscendC::DataCopy(partial, partialOGm_[slot * m * d], m * d);
-        pvQue_.EnQue(partial);
-        partial = pvQue_.DeQue<float>();
-        AscendC::Sub(weight, pieceLse, maxLse, m);
-        AscendC::Exp(weight, weight, m);                 // w_j = exp(LSE_j - M)
-        AscendC::Add(weightSum, weightSum, weight, m);
-        attn_rows::BroadcastRows(brcb_, weight, m);
-        attn_rows::ApplyRows<attn_rows::Op::MUL>(partial, brcb_, m, d, d);
-        AscendC::Add(acc_, acc_, partial, m * d);        // acc += w_j * O_j
-        pvQue_.FreeTensor(partial);
-        WaitForPipe<AscendC::HardEvent::V_MTE2>();      // pieceLse is read before it is reloaded
+    for (uint32_t j0 = 0; j0 < pieces; j0 += oBatch) {
+        const uint32_t count = attn_rows::Min(oBatch, pieces - j0);
+        if (!lseResident) {
+            WaitForPipe<AscendC::HardEvent::V_MTE2>();
+            AscendC::DataCopy(lses, partialLseGm_[static_cast<uint64_t>(span.slotBase + j0) * stride],
+                              count * stride);
+        }
+        AscendC::LocalTensor<float> partials = oTile.AllocTensor<float>();
+        AscendC::DataCopy(partials, partialOGm_[static_cast<uint64_t>(span.slotBase + j0) * m * d], count * m * d);
+        oTile.EnQue(partials);
+        partials = oTile.DeQue<float>();  // (after the LSE copy too: MTE2 runs in order)
+        for (uint32_t j = 0; j < count; ++j) {
+            AscendC::LocalTensor<float> partial = partials[j * m * d];
+            AscendC::Sub(weight, lses[(lseResident ? j0 + j : j) * stride], maxLse, m);
+            AscendC::Exp(weight, weight, m);                 // w_j = exp(LSE_j - M)
+            AscendC::Add(weightSum, weightSum, weight, m);
+            attn_rows::BroadcastRows(brcb_, weight, m);
+            attn_rows::ApplyRows<attn_rows::Op::MUL>(partial, brcb_, m, d, d);
+            AscendC::Add(acc_, acc_, partial, m * d);        // acc += w_j * O_j
+        }
+        oTile.FreeTensor(partials);
     }
+    probQue_.FreeTensor(lseTile);
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
     AscendC::Ln(lse, weightSum, m);
     AscendC::Add(lse, lse, maxLse, m);                   // LSE = M + ln(sum w_j); -inf when no key

@@ -19,7 +19,9 @@
 // p * blockSize + [c * blockN, min((c + 1) * blockN, blockSize))). Units of all groups, in
 // group order, are split into numParts = 2 * usedCoreNum equal ranges, one per AIV (part a =
 // AIV block index a, units [a * U / numParts, (a + 1) * U / numParts)); the kernel computes
-// this from the lengths at run time (the tiling does not see them). With splitKv == 0 a
+// this from the lengths at run time (the tiling does not see them). With fewer units than
+// parts (U < numParts) a part holds at most one unit and some hold none: a group's pieces are
+// then its units, and parts without units take no piece. With splitKv == 0 a
 // group is never cut: it runs whole on the part owning its first unit.
 // An explicit split count S = splitsPerGroup >= 2 (num_splits of the call) replaces the equal
 // ranges: each group's n units are cut into p = min(S, n) pieces of equal units (piece j:
@@ -38,15 +40,15 @@
 //   pvQue      VECIN   m*d*4             P.V of a chunk fp32; in the combine: one partial O
 //   outQue     VECOUT  m*d*2             O rows T; packing Q rows
 //   accBuf     TBuf    m*d*4             O accumulator fp32
-//   statBuf    TBuf    6*align32(m*4)    row max (2 slots), row sum, block max, block sum, alpha
+//   statBuf    TBuf    7*align32(m*4)    row max (2 slots), row sum, block max, block sum, alpha (2 slots)
 //   lseQue     VECOUT  align32(m*4)      LSE rows fp32
 //   foldBuf    TBuf    m*64*4            row reductions
 //   brcbBuf    TBuf    align8(m)*8*4     Brcb of a per-row vector
 // GM workspace: per AIV (after the system workspace), each region 512-B aligned:
 //   q      [m][d] T         the group's query rows, packed (GQA rows are not one stride apart)
 //   score  [2][m][n] fp32   double buffer
-//   prob   [m][n] T
-//   pv     [m][d] fp32
+//   prob   [2][m][n] T      double buffer (chunk parity)
+//   pv     [2][m][d] fp32   double buffer (chunk parity)
 // then, after the 2 * usedCoreNum slices, shared by all AIVs:
 //   partialO    [maxSlots][m][d] fp32
 //   partialLse  [maxSlots][lseStride] fp32
@@ -88,8 +90,8 @@ struct FlashAttentionDecodeTilingData {
     // ---- GM workspace, bytes ----
     uint64_t wsQOffset;        // per AIV slice: [m][d] T
     uint64_t wsScoreOffset;    // [2][m][n] fp32
-    uint64_t wsProbOffset;     // [m][n] T
-    uint64_t wsPvOffset;       // [m][d] fp32
+    uint64_t wsProbOffset;     // [2][m][n] T
+    uint64_t wsPvOffset;       // [2][m][d] fp32
     uint64_t wsBytesPerAiv;    // slice size; AIV a's slice starts at a * wsBytesPerAiv
     uint64_t wsPartialOOffset;    // from the user workspace start
     uint64_t wsPartialLseOffset;

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import acl_fa
-from acl_fa.ops import forward as attention, opcall
+from acl_fa.ops import forward as attention, opcall, routed
 from acl_fa.ops import problem as problem_module
 from acl_fa.spec import problem as spec_problem
 from acl_fa.runtime.errors import InvalidArgumentError
@@ -59,7 +59,7 @@ def test_public_faces_unchanged():
     assert acl_fa.Session is acl_fa.api.Session
     assert issubclass(acl_fa.Session, acl_fa.DeviceSession)
     assert not hasattr(acl_fa.DeviceSession, "flash_attention")
-    assert acl_fa.flash_attention is attention.flash_attention
+    assert acl_fa.flash_attention is routed.flash_attention  # the forward face, routed (docs/decode.md)
     for name in ("Problem", "make_problem", "problem_from_sizes"):
         assert hasattr(spec_problem, name), name
     assert hasattr(problem_module, "check_plan")

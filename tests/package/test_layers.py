@@ -19,7 +19,7 @@ LAYERS = ["runtime", "spec", "plan", "ops", "reference", "api", "parallel", "job
 # parameter limit: they keep the keyword names of the APIs they mirror and build a Problem first;
 # and the float64 references of those faces, which take the same keywords.
 PUBLIC_FACES = {
-    "ops/forward.py:flash_attention", "ops/decode.py:flash_attention_with_kvcache",
+    "ops/forward.py:flash_attention", "ops/routed.py:flash_attention", "ops/decode.py:flash_attention_with_kvcache",
     "ops/varlen.py:flash_attention_varlen", "ops/varlen.py:flash_attention_varlen_backward",
     "ops/backward.py:flash_attention_backward", "parallel/ring.py:ring_attention_backward",
     "reference/attention.py:attention_reference", "reference/attention.py:attention_reference_backward",

@@ -116,6 +116,16 @@ int32_t MatmulApiTilingBase::SetBufferSpace(int32_t l1Size, int32_t l0CSize, int
     return 0;
 }
 
+int32_t MatmulApiTilingBase::SetFixSplit(int32_t baseMIn, int32_t baseNIn, int32_t baseKIn) {
+    if (baseKIn != -1) return -1;
+    for (int32_t v : {baseMIn, baseNIn}) {
+        if (v != -1 && (v <= 0 || v % kFractal != 0)) return -1;
+    }
+    fixedBaseM_ = baseMIn;
+    fixedBaseN_ = baseNIn;
+    return 0;
+}
+
 int64_t MatmulApiTiling::GetTiling(AscendC::tiling::TCubeTiling &tiling) {
     if (!typesSet_[0] || !typesSet_[1] || !typesSet_[2] || singleM <= 0) return -1;
     const int64_t sa = TypeBytes(aType_.dataType), sb = TypeBytes(bType_.dataType);
@@ -130,6 +140,11 @@ int64_t MatmulApiTiling::GetTiling(AscendC::tiling::TCubeTiling &tiling) {
         } else {
             bm -= kFractal;
         }
+    }
+    if (fixedBaseM_ > 0 || fixedBaseN_ > 0) {  // SetFixSplit: the caller's tile, if it fits
+        if (fixedBaseM_ > 0) bm = fixedBaseM_;
+        if (fixedBaseN_ > 0) bn = fixedBaseN_;
+        if (bm > mAl || bn > nAl) return -1;
     }
     if (bm * bn * kFp32 > l0cSize_) return -1;
     const int64_t dbL0C = bm * bn * kFp32 * 2 <= l0cSize_ ? 2 : 1;

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from acl_fa.runtime import sim_stats
 from acl_fa.cli import main
+from acl_fa.plan import timing
 from acl_fa.plan.decode import decode_plan
 from acl_fa.plan.forward import PlanError
 
@@ -95,3 +96,23 @@ def test_plan_decode_json_and_errors_through_the_cli():
     assert p["block_size"] is None and p["seq_lens"] == [1000] * 3
     bad = run("--paged", "--block-size", "24", "--seq", "1")
     assert bad.exit_code != 0 and "multiple of 16" in bad.output
+
+
+# (B, Sq, keys per sequence, block size or None): the closed form the router compares with the
+# forward's, against the event model of the real kernel (bench/RESULTS.md records the same points).
+MODELED = [(1, 1, 1024, None), (1, 1, 8192, None), (1, 1, 4096, 128), (2, 4, 2048, None), (1, 16, 4096, None)]
+
+
+@pytest.mark.parametrize("batch,seq_q,length,block", MODELED)
+def test_closed_form_tracks_the_event_model(session, sim_only, batch, seq_q, length, block):
+    from test_decode import make_cache
+
+    rng = np.random.default_rng(4)
+    k_cache, v_cache, table = make_cache(rng, batch, [length] * batch, 8, 128, np.float16, block, extra_blocks=0)
+    q = rng.standard_normal((batch, seq_q, 32, 128)).astype(np.float16)
+    with timing.op_trace(session.backend):
+        session.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=np.full(batch, length, np.int32),
+                                             block_table=table)
+        event = timing.last_model(session.backend).seconds * 1e6
+    plan = decode_plan(seq_kv=length, batch=batch, heads=32, kv_heads=8, seq_q=seq_q, block_size=block)
+    assert plan.modeled_us == pytest.approx(event, rel=0.15)

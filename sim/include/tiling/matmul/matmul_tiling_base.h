@@ -58,6 +58,11 @@ class MatmulApiTilingBase {
     int32_t SetBias(bool isBiasIn = false);
     // Bytes of L1 / L0C / UB / BT the matmul may use; -1 keeps the chip's full size.
     int32_t SetBufferSpace(int32_t l1Size = -1, int32_t l0CSize = -1, int32_t ubSize = -1, int32_t btSize = -1);
+    // A fixed baseM / baseN in elements (-1: GetTiling chooses). CANN takes only -1 for baseKIn
+    // (docs: "baseKIn ... can only be -1"), and so does this; GetTiling fails when a fixed tile
+    // breaks the documented limits (baseM * baseN * 4 <= L0C, baseM <= singleM and baseN <=
+    // singleN each rounded up to 16).
+    int32_t SetFixSplit(int32_t baseMIn = -1, int32_t baseNIn = -1, int32_t baseKIn = -1);
     int32_t GetBaseM() const { return baseM; }
     int32_t GetBaseN() const { return baseN; }
     int32_t GetBaseK() const { return baseK; }
@@ -74,6 +79,7 @@ class MatmulApiTilingBase {
     int32_t orgM = 0, orgN = 0, orgKa = 0, orgKb = 0;
     int32_t singleM = 0, singleN = 0, singleK = 0;
     int32_t baseM = 0, baseN = 0, baseK = 0;
+    int32_t fixedBaseM_ = -1, fixedBaseN_ = -1;  // SetFixSplit
     // Chip capacities (bytes) and the space granted by SetBufferSpace.
     int64_t l1Size_ = 0, l0aSize_ = 0, l0bSize_ = 0, l0cSize_ = 0, ubSize_ = 0;
     platform_ascendc::SocVersion socVersion_ = platform_ascendc::SocVersion::ASCEND910B;
