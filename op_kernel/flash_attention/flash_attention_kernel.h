@@ -76,7 +76,10 @@
 
 namespace flash_attn {
 
-constexpr uint32_t AIV_PER_AIC = 2;  // KERNEL_TYPE_MIX_AIC_1_2: AIV block idx / 2 = its AIC's block idx
+constexpr uint32_t AIV_PER_AIC = 2;
+// Columns of a score tile in UB are a multiple of this: 16 fp32 are two 32-B blocks of S and 16
+// T (half / bfloat16) one 32-B block of P, so both DataCopy row lengths stay whole blocks.
+constexpr uint32_t VISIBLE_COL_ALIGN = 16;  // KERNEL_TYPE_MIX_AIC_1_2: AIV block idx / 2 = its AIC's block idx
 
 // Mode-1 cross-core flag ids of the AIV pair's meetings. On arch 2201 the Matmul API's
 // client/server waits use ids instIdx * 2 + sub-block (0..3 for this kernel's two objects) and
@@ -497,21 +500,26 @@ template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, uint32_t r0, uint32_t rows,
                                                              uint32_t row0)
 {
-    const uint32_t elems = rows * td_->blockN;  // [rows, blockN]
-    const uint32_t at = (slotRow_ + r0) * td_->blockN;  // these rows of the item's S tile
+    const uint32_t n = td_->blockN;
+    // The tile in UB is [rows, w]: w = the columns QK wrote (BlockCols) rounded up to 16 (whole
+    // 32-B blocks of S, and of P in T), so a block the band's end or the Skv tail cuts is read,
+    // softmaxed and written back only as wide as the cube computed it. P.V reads no column past
+    // BlockCols; the columns [BlockCols, w) hold no visible key (the item's last visible key is
+    // below BlockCols for every row) and MaskScores sets them to -inf, so P is 0 there. Dropout
+    // keeps whole blockN-wide rows (its keep mask is laid out per blockN-wide row).
+    const uint32_t written = BlockCols(kvBlock);
+    const uint32_t w = td_->philoxLanes != 0 ? n : Min(n, CeilDiv(written, VISIBLE_COL_ALIGN) * VISIBLE_COL_ALIGN);
+    const uint32_t elems = rows * w;  // [rows, w]
+    const uint32_t at = (slotRow_ + r0) * n;  // these rows of the item's S tile
     const uint32_t probAt = (slotRow_ + r0) * probStride_;  // ... and of P, at the same bytes
 
     AscendC::LocalTensor<float> scores = scoreQue_.AllocTensor<float>();
-    // Only the columns QK wrote (BlockCols, whole 32-B blocks): the rest of each UB row keeps
-    // what the tile held and is past every row's band, so MaskScores overwrites it.
-    const uint32_t written = BlockCols(kvBlock);
-    if (written == td_->blockN) {
+    if (w == n) {
         AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], elems);
     } else {
-        const uint32_t rowBlocks = CeilDiv(written, FP32_PER_BLOCK);
-        const uint32_t gapBlocks = td_->blockN / FP32_PER_BLOCK - rowBlocks;  // the same on both sides
-        const AscendC::DataCopyParams params{static_cast<uint16_t>(rows), static_cast<uint16_t>(rowBlocks),
-                                             static_cast<uint16_t>(gapBlocks), static_cast<uint16_t>(gapBlocks)};
+        const uint16_t gapBlocks = static_cast<uint16_t>((n - w) / FP32_PER_BLOCK);  // GM side only
+        const AscendC::DataCopyParams params{static_cast<uint16_t>(rows), static_cast<uint16_t>(w / FP32_PER_BLOCK),
+                                             gapBlocks, 0};
         AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], params);
     }
     scoreQue_.EnQue(scores);
@@ -525,9 +533,9 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, u
     }
     if (BlockClass(kvBlock) == attn_mask::BLOCK_MIXED) {
         ItemMaskBias bias{&maskTiles_, seq_, head_};
-        softmax_.ScoresToProbs(scores, td_->blockN, kvBlock, rows, row0, r0, &bias);
+        softmax_.ScoresToProbs(scores, w, kvBlock, rows, row0, r0, &bias);
     } else {
-        softmax_.ScoresToProbs(scores, td_->blockN, kvBlock, rows, row0, r0);
+        softmax_.ScoresToProbs(scores, w, kvBlock, rows, row0, r0);
     }
     // P [rows, blockN] fp32 is final here (l and the LSE already hold its undropped sums): the
     // one point where it may still change before P.V.
@@ -535,12 +543,21 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, u
         DropOut(scores, kvBlock, rows, row0);
     }
 
-    // P goes over the S rows this chunk read (the invariant in the header comment).
+    // P goes over the S rows this chunk read (the invariant in the header comment): [rows, w]
+    // rows into the first w * sizeof(T) bytes of their S rows, the rest of each S row skipped
+    // (units of 32-B blocks).
+    const uint16_t gapBlocks = static_cast<uint16_t>((probStride_ - w) * sizeof(T) / 32);
+    const AscendC::DataCopyParams probParams{static_cast<uint16_t>(rows), static_cast<uint16_t>(w * sizeof(T) / 32),
+                                             0, gapBlocks};
     if constexpr (FP32_IO) {
         // P is already the cube's operand type: the fp32 tile goes to GM as it is (no probQue),
         // in place of S (probAt == at).
         WaitForPipe<AscendC::HardEvent::V_MTE3>();
-        AscendC::DataCopy(probGm_[kvBlock % 2][probAt], scores, elems);
+        if (w == n) {
+            AscendC::DataCopy(probGm_[kvBlock % 2][probAt], scores, elems);
+        } else {
+            AscendC::DataCopy(probGm_[kvBlock % 2][probAt], scores, probParams);
+        }
         WaitForPipe<AscendC::HardEvent::MTE3_V>();  // the next chunk's S lands in this buffer
         scoreQue_.FreeTensor(scores);
     } else {
@@ -548,12 +565,7 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, u
         scoreQue_.FreeTensor(scores);
         probQue_.EnQue(prob);
         prob = probQue_.DeQue<T>();
-        // [rows, blockN] T rows into the first half of their S rows: blockN * sizeof(T) bytes
-        // each, the rest of the S row skipped (units of 32-B blocks; blockN is a multiple of 16).
-        const uint16_t rowBlocks = static_cast<uint16_t>(td_->blockN * sizeof(T) / 32);
-        const uint16_t gapBlocks = static_cast<uint16_t>((probStride_ - td_->blockN) * sizeof(T) / 32);
-        const AscendC::DataCopyParams params{static_cast<uint16_t>(rows), rowBlocks, 0, gapBlocks};
-        AscendC::DataCopy(probGm_[kvBlock % 2][probAt], prob, params);
+        AscendC::DataCopy(probGm_[kvBlock % 2][probAt], prob, probParams);
         probQue_.FreeTensor(prob);
     }
 }

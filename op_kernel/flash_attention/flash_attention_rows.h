@@ -75,9 +75,9 @@ public:
     __aicore__ inline void StartBlock() { maxSlot_ = maxSlot_ == ROW_MAX_A ? ROW_MAX_B : ROW_MAX_A; }
     // Turns scores [rows, stride] fp32 of kv block `kvBlock` into P in place and updates m, l and
     // the block's alpha of state rows [stateRow, stateRow + rows) (stateRow a multiple of 8; after
-    // StartBlock). stride (a multiple of 8, at least the block's key count) is blockN, or less for the
-    // Skv tail block of a tile that the cube wrote with rows of its own width; columns past the
-    // block's keys become P = 0. row0 = the first query row of the tile in the sequence.
+    // StartBlock). stride (a multiple of 8) is blockN, or less: for the Skv tail block of a tile that
+    // the cube wrote with rows of its own width, or for a block the band's end cuts, where no row
+    // of the tile sees a key at or past `stride`; columns past the block's keys become P = 0. row0 = the first query row of the tile in the sequence.
     // bias (optional): an explicit mask's AddBias(scores, stride, row0, rows, col0, cols), which adds
     // 0 / -inf to the scaled scores of the tile's keys [col0, col0 + cols) before the row max.
     template <typename Bias = NoBias>
@@ -152,7 +152,9 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
 {
     const uint32_t n = stride;
     const uint32_t col0 = kvBlock * td_->blockN;
-    const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
+    // The tile's keys: the block's, cut at the Skv tail and at the tile's width (a caller passes a
+    // stride below the block's keys only when no row of the tile sees a key past it).
+    const uint32_t cols = Min(Min(td_->blockN, seqKv_ - col0), n);
     const uint32_t elems = rows * n;  // [rows, n]; columns >= cols are masked below
 
     if (td_->softcap > 0.0f) {
