@@ -123,6 +123,13 @@ namespace {
 // for m rows per vector unit moved c rows at a time (the row state and acc hold all m).
 // An fp32 P needs no cast, so there is no probQue for fp32 on the MIX path; the coupled path
 // keeps P [m,n] in UB as the cube's A operand (c = m), and the Matmul API's ND<->NZ local workspace.
+// MIX path: scoreQue's buffers (flash_attention_kernel.h SCORE_BUFFERS): the next chunk's S moves
+// GM -> UB while the vector unit softmaxes this one.
+constexpr uint64_t kScoreBuffers = 2;
+// MIX path: probQue's (flash_attention_kernel.h PROB_BUFFERS): a chunk's P is cast while the
+// previous chunk's P moves UB -> GM.
+constexpr uint64_t kProbBuffers = 2;
+
 std::vector<BudgetLine> UbLines(uint64_t m, uint64_t c, uint64_t n, uint64_t d, uint64_t t, uint64_t ub,
                                 bool coupled) {
     // MIX path, n >= d: P.V rows go through scoreQue's buffer and O rows (T not fp32) through
@@ -132,8 +139,10 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t c, uint64_t n, uint64_t d, 
     // MIX path, P rows of >= 256 B: the softmax's row reductions fold into probQue's buffer.
     const bool foldInProb = !coupled && probQue && n * t >= 64 * kFp32;
     std::vector<BudgetLine> lines = {
-        {coupled ? "scoreBuf S [m,n] fp32" : "scoreQue S [c,n] fp32", c * n * kFp32, ub},
-        {coupled ? "probBuf P [m,n] T" : "probQue P [c,n] T", probQue ? c * n * t : 0, ub},
+        {coupled ? "scoreBuf S [m,n] fp32" : "scoreQue S 2 x [c,n] fp32", (coupled ? 1 : kScoreBuffers) * c * n * kFp32,
+         ub},
+        {coupled ? "probBuf P [m,n] T" : "probQue P 2 x [c,n] T", probQue ? (coupled ? 1 : kProbBuffers) * c * n * t : 0,
+         ub},
         {coupled ? "pvBuf PV [m,d] fp32" : shareTiles ? "pvQue PV in scoreQue" : "pvQue PV [c,d] fp32",
          shareTiles ? 0 : c * d * kFp32, ub},
         {shareTiles && probQue ? "outQue O in probQue" : coupled ? "outQue O [m,d] T" : "outQue O [c,d] T",
@@ -639,18 +648,22 @@ double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t block
     const uint64_t numQBlocks = CeilDiv(p.seqQ, blockM);
     const bool zigzag = p.causal;
     std::vector<uint64_t> perPosition(numQBlocks);
-    // A step's cost in full-block steps: the Sq tail's query block has fewer rows, and its steps
-    // cost the cube and the AIVs about in proportion (its QK, P.V and softmax are that much smaller).
+    // A step's cost in full-block steps: the Sq tail's query block has fewer rows, and a query
+    // block's last K/V block fewer keys where the band or the Skv tail cuts it; such steps cost the
+    // cube and the AIVs about in proportion (QK, P.V and the softmax, whose tiles are only as wide
+    // as the keys the cube computed, are that much smaller).
     std::vector<double> rowShare(numQBlocks);
     uint64_t perHead = 0, largestItem = 0;
     double perHeadWeighted = 0, perHeadCols = 0;  // ... and the keys the cube computes
     for (uint64_t pos = 0; pos < numQBlocks; ++pos) {
         const uint64_t qb = QueryBlockAt(pos, numQBlocks, zigzag);
         perPosition[pos] = KvBlocksForQueryBlock(p, blockM, blockN, qb);
-        rowShare[pos] = static_cast<double>(std::min<uint64_t>(blockM, p.seqQ - qb * blockM)) / blockM;
+        const double keys = static_cast<double>(ExecutedKeys(p, blockM, blockN, qb, 0));
+        const double keyShare = perPosition[pos] == 0 ? 1 : keys / (static_cast<double>(perPosition[pos]) * blockN);
+        rowShare[pos] = static_cast<double>(std::min<uint64_t>(blockM, p.seqQ - qb * blockM)) / blockM * keyShare;
         perHead += perPosition[pos];
         perHeadWeighted += perPosition[pos] * rowShare[pos];
-        perHeadCols += static_cast<double>(ExecutedKeys(p, blockM, blockN, qb, 0));
+        perHeadCols += keys;
         largestItem = std::max(largestItem, perPosition[pos]);
     }
     const uint64_t items = p.batch * p.numHeads * numQBlocks;
@@ -677,7 +690,8 @@ double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t block
         busiest = most;
     }
     const StepCosts costs = StepCostsOf(c.l2BytesPerCycle, c.aicNum, c.l1Bytes);
-    const double core = busiest * StepCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs) +
+    const uint32_t chunkRows = FeaturesOfSoc(c.socVersion).coupled ? 0 : ComputeNeeds(blockM, blockN, p, c).chunkRows;
+    const double core = busiest * StepCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs, chunkRows) +
                         busiestItems * ItemFillCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs);
     const double steps = static_cast<double>(p.batch * p.numHeads * perHead);
     const double colShare = perHead == 0 ? 1 : perHeadCols / (static_cast<double>(perHead) * blockN);

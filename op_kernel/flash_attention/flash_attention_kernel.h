@@ -79,7 +79,12 @@ namespace flash_attn {
 constexpr uint32_t AIV_PER_AIC = 2;
 // Columns of a score tile in UB are a multiple of this: 16 fp32 are two 32-B blocks of S and 16
 // T (half / bfloat16) one 32-B block of P, so both DataCopy row lengths stay whole blocks.
-constexpr uint32_t VISIBLE_COL_ALIGN = 16;  // KERNEL_TYPE_MIX_AIC_1_2: AIV block idx / 2 = its AIC's block idx
+constexpr uint32_t VISIBLE_COL_ALIGN = 16;
+// Buffers of scoreQue (op_host's UB budget counts them: tiling_policy.cpp kScoreBuffers): the
+// next chunk's S (or P.V rows) moves GM -> UB on MTE2 while the vector unit works on this one.
+constexpr uint8_t SCORE_BUFFERS = 2;
+// probQue_ queues (op_host: kProbBuffers), one [c, n] T buffer each.
+constexpr uint32_t PROB_BUFFERS = 2;  // KERNEL_TYPE_MIX_AIC_1_2: AIV block idx / 2 = its AIC's block idx
 
 // Mode-1 cross-core flag ids of the AIV pair's meetings. On arch 2201 the Matmul API's
 // client/server waits use ids instIdx * 2 + sub-block (0..3 for this kernel's two objects) and
@@ -136,8 +141,22 @@ private:
     __aicore__ inline void FinishValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void AccumulateValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset);
-    // Softmax of this AIV's rows [r0, r0 + rows) of S_kvBlock (one chunk); P goes over those rows of S.
-    __aicore__ inline void SoftmaxChunk(uint32_t kvBlock, uint32_t r0, uint32_t rows, uint32_t row0);
+    // This AIV's rows [r0, r0 + rows) of S_kvBlock, [rows, TileWidth] fp32, GM -> scoreQue (enqueued).
+    __aicore__ inline void LoadScores(uint32_t kvBlock, uint32_t r0, uint32_t rows);
+    // Softmax of those rows once dequeued into `scores` (freed here); P goes over those rows of S.
+    __aicore__ inline void SoftmaxChunk(AscendC::LocalTensor<float> &scores, uint32_t kvBlock, uint32_t r0,
+                                        uint32_t rows, uint32_t row0);
+    // The columns of block kvBlock's score tile in UB: the columns QK wrote (BlockCols) rounded up
+    // to 16 -- whole 32-B blocks of S, and of P in T -- so a block the band's end or the Skv tail
+    // cuts is read, softmaxed and written back only as wide as the cube computed it. P.V reads no
+    // column past BlockCols; the columns [BlockCols, width) hold no visible key (the item's last
+    // visible key is below BlockCols for every row) and MaskScores sets them to -inf, so P is 0
+    // there. Dropout keeps whole blockN-wide rows (its keep mask is laid out per blockN-wide row).
+    __aicore__ inline uint32_t TileWidth(uint32_t kvBlock) const
+    {
+        const uint32_t n = td_->blockN;
+        return td_->philoxLanes != 0 ? n : Min(n, CeilDiv(BlockCols(kvBlock), VISIBLE_COL_ALIGN) * VISIBLE_COL_ALIGN);
+    }
     // Keys of block kvBlock the cube computes (QK's columns of S, P.V's reduction length): the
     // block, cut at the item's last visible key. The AIVs read exactly these columns of S.
     __aicore__ inline uint32_t BlockCols(uint32_t kvBlock) const
@@ -159,8 +178,11 @@ private:
     AscendC::GlobalTensor<float> pvGm_[2];     // [blockM, headDim] fp32
     uint32_t probStride_ = 0;                  // elements between P rows: one S row, blockN * sizeof(float) / sizeof(T)
 
-    AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;   // [c, n] fp32
-    AscendC::TQue<AscendC::TPosition::VECOUT, 1> probQue_;   // [c, n] T (not for T = float)
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;   // SCORE_BUFFERS x [c, n] fp32
+    // [c, n] T each (not for T = float). Chunks alternate between the two, so a chunk's P is cast
+    // while the previous chunk's P still moves to GM on MTE3.
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> probQue_[PROB_BUFFERS];
+    uint32_t probTurn_ = 0;  // the probQue_ of the next chunk
     AscendC::TQue<AscendC::TPosition::VECIN, 1> pvQue_;      // [c, d] fp32 (only when n < d)
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;    // [c, d] T (only when n < d or T = float)
     // Where P.V and O rows go through UB. With n >= d, P.V [c', d] fp32 fits scoreQue's [c, n]
@@ -231,9 +253,11 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     // UB, in the order and sizes op_host budgets (flash_attention_tiling.h); before the workspace
     // slices, so that blocks too large for UB stop every AIV here, ahead of any GM range.
     const bool shareTiles = n >= d;
-    pipe_->InitBuffer(scoreQue_, 1, c * n * sizeof(float));
+    pipe_->InitBuffer(scoreQue_, SCORE_BUFFERS, c * n * sizeof(float));
     if constexpr (!FP32_IO) {
-        pipe_->InitBuffer(probQue_, 1, c * n * sizeof(T));
+        for (uint32_t i = 0; i < PROB_BUFFERS; ++i) {
+            pipe_->InitBuffer(probQue_[i], 1, c * n * sizeof(T));
+        }
     }
     if (shareTiles) {
         pvIn_ = &scoreQue_;
@@ -241,7 +265,7 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
         pipe_->InitBuffer(pvQue_, 1, c * d * sizeof(float));
     }
     if (shareTiles && !FP32_IO) {
-        outOut_ = &probQue_;
+        outOut_ = &probQue_[0];
     } else {
         pipe_->InitBuffer(outQue_, 1, c * d * sizeof(T));
     }
@@ -491,31 +515,28 @@ template <typename T>
 __aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0)
 {
     softmax_.StartBlock();
-    for (uint32_t r0 = 0; r0 < rows; r0 += td_->chunkRows) {
-        SoftmaxChunk(kvBlock, r0, Min(td_->chunkRows, rows - r0), row0 + r0);
+    // Chunk k + 1's S is requested (MTE2, into scoreQue's other buffer) before chunk k's vector
+    // work is issued, so the load runs while the vector unit softmaxes chunk k.
+    const uint32_t c = td_->chunkRows;
+    LoadScores(kvBlock, 0, Min(c, rows));
+    for (uint32_t r0 = 0; r0 < rows; r0 += c) {
+        AscendC::LocalTensor<float> scores = scoreQue_.DeQue<float>();
+        if (r0 + c < rows) {
+            LoadScores(kvBlock, r0 + c, Min(c, rows - r0 - c));
+        }
+        SoftmaxChunk(scores, kvBlock, r0, Min(c, rows - r0), row0 + r0);
     }
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, uint32_t r0, uint32_t rows,
-                                                             uint32_t row0)
+__aicore__ inline void FlashAttentionKernel<T>::LoadScores(uint32_t kvBlock, uint32_t r0, uint32_t rows)
 {
     const uint32_t n = td_->blockN;
-    // The tile in UB is [rows, w]: w = the columns QK wrote (BlockCols) rounded up to 16 (whole
-    // 32-B blocks of S, and of P in T), so a block the band's end or the Skv tail cuts is read,
-    // softmaxed and written back only as wide as the cube computed it. P.V reads no column past
-    // BlockCols; the columns [BlockCols, w) hold no visible key (the item's last visible key is
-    // below BlockCols for every row) and MaskScores sets them to -inf, so P is 0 there. Dropout
-    // keeps whole blockN-wide rows (its keep mask is laid out per blockN-wide row).
-    const uint32_t written = BlockCols(kvBlock);
-    const uint32_t w = td_->philoxLanes != 0 ? n : Min(n, CeilDiv(written, VISIBLE_COL_ALIGN) * VISIBLE_COL_ALIGN);
-    const uint32_t elems = rows * w;  // [rows, w]
+    const uint32_t w = TileWidth(kvBlock);
     const uint32_t at = (slotRow_ + r0) * n;  // these rows of the item's S tile
-    const uint32_t probAt = (slotRow_ + r0) * probStride_;  // ... and of P, at the same bytes
-
     AscendC::LocalTensor<float> scores = scoreQue_.AllocTensor<float>();
     if (w == n) {
-        AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], elems);
+        AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], rows * w);
     } else {
         const uint16_t gapBlocks = static_cast<uint16_t>((n - w) / FP32_PER_BLOCK);  // GM side only
         const AscendC::DataCopyParams params{static_cast<uint16_t>(rows), static_cast<uint16_t>(w / FP32_PER_BLOCK),
@@ -523,10 +544,19 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, u
         AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], params);
     }
     scoreQue_.EnQue(scores);
-    scores = scoreQue_.DeQue<float>();
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(AscendC::LocalTensor<float> &scores, uint32_t kvBlock,
+                                                             uint32_t r0, uint32_t rows, uint32_t row0)
+{
+    const uint32_t w = TileWidth(kvBlock);
+    const uint32_t elems = rows * w;  // [rows, w]
+    const uint32_t probAt = (slotRow_ + r0) * probStride_;  // these rows of P, at the bytes of their S rows
+
     AscendC::LocalTensor<T> prob;
     if constexpr (!FP32_IO) {
-        prob = probQue_.AllocTensor<T>();
+        prob = probQue_[probTurn_].AllocTensor<T>();
         if (foldInProb_) {
             softmax_.UseFold(prob.template ReinterpretCast<float>());
         }
@@ -553,20 +583,21 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, u
         // P is already the cube's operand type: the fp32 tile goes to GM as it is (no probQue),
         // in place of S (probAt == at).
         WaitForPipe<AscendC::HardEvent::V_MTE3>();
-        if (w == n) {
+        if (w == td_->blockN) {
             AscendC::DataCopy(probGm_[kvBlock % 2][probAt], scores, elems);
         } else {
             AscendC::DataCopy(probGm_[kvBlock % 2][probAt], scores, probParams);
         }
-        WaitForPipe<AscendC::HardEvent::MTE3_V>();  // the next chunk's S lands in this buffer
+        WaitForPipe<AscendC::HardEvent::MTE3_V>();  // a later chunk's S lands in this buffer
         scoreQue_.FreeTensor(scores);
     } else {
         AscendC::Cast(prob, scores, AscendC::RoundMode::CAST_RINT, elems);
         scoreQue_.FreeTensor(scores);
-        probQue_.EnQue(prob);
-        prob = probQue_.DeQue<T>();
+        probQue_[probTurn_].EnQue(prob);
+        prob = probQue_[probTurn_].DeQue<T>();
         AscendC::DataCopy(probGm_[kvBlock % 2][probAt], prob, probParams);
-        probQue_.FreeTensor(prob);
+        probQue_[probTurn_].FreeTensor(prob);
+        probTurn_ = (probTurn_ + 1) % PROB_BUFFERS;
     }
 }
 
