@@ -373,8 +373,15 @@ uint32_t LargestFitting(uint32_t cap, uint32_t step, Fits fits) {
 // (query, key) pairs the cube computes with (blockM, blockN) over the pairs the mask leaves
 // visible: 1 without a causal mask (tails are trimmed to the real rows and columns, and a query
 // block's last K/V block to its last visible key, where the MIX kernel's QK and P.V stop).
+// Whether the band is exactly causal: the V1 attr, or FlashAttentionV2+'s pre_tokens unbounded and
+// next_tokens 0 (how the V2 faces pass causal), so both entries choose the same blocks.
+bool CausalBand(const Problem &p) {
+    const Band band = EffectiveBand(p);
+    return band.pre >= kUnboundedTokens && band.next == 0;
+}
+
 double ExecutedOverVisiblePairs(const Problem &p, uint32_t blockM, uint32_t blockN) {
-    if (!p.causal) return 1.0;
+    if (!CausalBand(p)) return 1.0;
     // Row i sees max(0, i + Skv - Sq + 1) keys (never more than Skv since i < Sq): an arithmetic
     // series from the first row that sees a key to the last row, which sees all Skv.
     const uint64_t firstSeeing = p.seqQ > p.seqKv ? p.seqQ - p.seqKv : 0;
@@ -646,7 +653,7 @@ uint64_t KvBlocksForQueryBlock(const Problem &p, uint32_t blockM, uint32_t block
 
 double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t blockM, uint32_t blockN) {
     const uint64_t numQBlocks = CeilDiv(p.seqQ, blockM);
-    const bool zigzag = p.causal;
+    const bool zigzag = CausalBand(p);
     std::vector<uint64_t> perPosition(numQBlocks);
     // A step's cost in full-block steps: the Sq tail's query block has fewer rows, and a query
     // block's last K/V block fewer keys where the band or the Skv tail cuts it; such steps cost the
@@ -731,6 +738,14 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
                         p.mask ? (p.dropout ? "atten_mask and dropout (keep_prob < 1)" : "atten_mask")
                                : "dropout (keep_prob < 1, dropout_mask)",
                         c.socName.c_str());
+        return false;
+    }
+    if (p.narrowScores && (coupled || p.dtypeBytes == 4)) {
+        // S rounded by FixPipe on its way out of L0C to GM: the MIX path's hand-off, for 2-byte inputs.
+        *error = coupled ? Format("inner_precise=1 (high-performance precision) is supported on Atlas A2/A3 "
+                                  "(Ascend910B*, Ascend910_93*) only; %s has coupled AI Cores", c.socName.c_str())
+                         : std::string("inner_precise=1 (high-performance precision) needs float16 or bfloat16 "
+                                       "inputs; float32 is computed at full precision only");
         return false;
     }
     uint32_t blockM = 0, blockN = 0;
@@ -833,6 +848,7 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     const bool varlen = p.layout == kLayoutTnd;
     const uint32_t keyLayout = p.layout == kLayoutBsh || varlen ? kLayoutBsnd : p.layout;
     out.tilingKey = (p.bf16 ? kKeyBf16 : 0) | (p.dtypeBytes == 4 ? kKeyFp32 : 0) | (coupled ? kKeyCoupled : 0) |
+                    (p.narrowScores ? kKeyNarrowScores : 0) |
                     (band.Restricted() ? kKeyCausal : 0) |
                     (static_cast<uint64_t>(keyLayout) << kKeyLayoutShift) |
                     (varlen || p.seqQ % blockM != 0 ? kKeySqTail : 0) |

@@ -65,6 +65,7 @@ typedef struct {
     float invKeepProb;
     uint32_t hasDropoutMask;
     uint64_t seed, offset;
+    uint32_t innerPrecise, reservedTail;
 } FlashAttentionTilingData;
 """)
 PROBE = Path(os.environ.get("ACL_FA_PROBE_LIB", sim_library_dir() / "libophost_probe.so"))
