@@ -99,7 +99,12 @@ def _row_ops(rows: int, width: int) -> int:
 
 
 def _reduce_rows(rows: int, width: int) -> int:
-    """ReduceRows: fold initialised ([rows, 64]), the width folded in, one WholeReduce per row."""
+    """The softmax's row reductions: for whole 512-column groups (at most 4096 columns),
+    ReduceRowsWhole -- one WholeReduce repeat per 64 columns, then one per row over its
+    width / 64 partials; else ReduceRows -- fold initialised ([rows, 64]), the width folded in,
+    one WholeReduce per row."""
+    if width % 512 == 0 and width // FP32_PER_REPEAT <= FP32_PER_REPEAT:
+        return rows * width + rows * (width // FP32_PER_REPEAT)
     return rows * FP32_PER_REPEAT + rows * width + rows * FP32_PER_REPEAT
 
 

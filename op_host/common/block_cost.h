@@ -199,15 +199,19 @@ inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uin
     const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c), c);
     const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, l1.pv.residentB, c), c);
     // An AIV's rows go through UB in chunks of ch rows. Per chunk, softmax over [ch, n] fp32: ~8
-    // passes of ch*n/64 repeats (scale, max folds, subtract, exp x2, sum folds, cast) in ~16 + 3 n/64
-    // instructions (the row-wise folds and the subtraction take one instruction per 64 columns).
+    // passes of ch*n/64 repeats (scale, max, subtract, exp x2, sum, cast).
     // S of chunk k + 1 moves GM -> UB and P of chunk k - 1 UB -> GM while chunk k is on the vector
     // unit (two S and two P buffers), so the step's loads, vector work and stores overlap and only
     // the first load and the last store add to the busiest of them. Per step: rescale-accumulate
     // over [r, d], 2 passes.
     const double ch = chunkRows == 0 ? r : std::min<double>(chunkRows, r);
     const double chunks = static_cast<double>(static_cast<uint64_t>((r + ch - 1) / ch));
-    const double vector = chunks * (16 + 3 * (n / 64)) * c.vectorIssueCycles + 8 * r * n / 64 * c.vectorRepeatCycles;
+    // Instructions per chunk: ~16 fixed; the row max's subtraction one per 64 columns, or one per row
+    // when the chunk has fewer rows (ApplyRowsByRow); the two row reductions one per 64 columns,
+    // or 2 each for whole 512-column groups (ReduceRowsWhole).
+    const bool whole = static_cast<uint64_t>(n) % 512 == 0 && n <= 4096;
+    const double perChunk = 16 + std::min(n / 64, ch) + 2 * (whole ? 2 : n / 64);
+    const double vector = chunks * perChunk * c.vectorIssueCycles + 8 * r * n / 64 * c.vectorRepeatCycles;
     const double loads = chunks * c.mte2LatencyCycles + r * n * 4 / port;
     const double stores = chunks * c.mte3LatencyCycles + r * n * t / c.mte3BytesPerCycle;
     const double firstLoad = c.mte2LatencyCycles + ch * n * 4 / port;

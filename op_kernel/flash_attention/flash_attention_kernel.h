@@ -306,7 +306,7 @@ __aicore__ inline void FlashAttentionKernel<T, S>::Init(GM_ADDR query, GM_ADDR k
     outRows_ = shareTiles && !FP32_IO ? sharedRows : c;
     pipe_->InitBuffer(accBuf_, m * d * sizeof(float));
     foldInProb_ = !FP32_IO && n * sizeof(T) >= FP32_PER_REPEAT * sizeof(float);
-    softmax_.Init(pipe_, td_, m, c, !foldInProb_);
+    softmax_.Init(pipe_, td_, m, c, !foldInProb_, true);
     pipe_->InitBuffer(lseQue_, 1, Align32Bytes(m * sizeof(float)));
     acc_ = accBuf_.Get<float>();
     if (td_->hasMask != 0) {

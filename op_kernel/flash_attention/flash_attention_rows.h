@@ -62,8 +62,11 @@ public:
     // only after the softmax of block j + 1 still rescales acc by block j's alpha.
     enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA_A, ALPHA_B };
 
+    // wholeRows: reduce tiles of whole 512-column groups with ReduceRowsWhole and subtract the row
+    // max one instruction per row where that takes fewer instructions (the MIX kernel's choice;
+    // the coupled kernel keeps one instruction per 64 columns).
     __aicore__ inline void Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m,
-                                uint32_t chunkRows, bool ownFold = true);
+                                uint32_t chunkRows, bool ownFold = true, bool wholeRows = false);
     // The [c, 64] fp32 scratch of the next ScoresToProbs' row reductions (Init without ownFold).
     __aicore__ inline void UseFold(const AscendC::LocalTensor<float> &fold) { fold_ = fold; }
 
@@ -117,12 +120,27 @@ private:
     uint32_t statStride_ = 0;  // elements between StatSlot vectors
     uint32_t seqQ_ = 0, seqKv_ = 0;  // the current row block's sequence lengths
     uint32_t maxSlot_ = ROW_MAX_A;  // the slot of the current row max (StartBlock swaps it with ROW_MAX_B)
+    bool wholeRows_ = false;        // Init's wholeRows
+
+    // dst[r] = max (sum) of scores[r, 0:n], a tile of row stride n: ReduceRowsWhole where it takes
+    // the tile and wholeRows_ asks for it, else ReduceRows' 64-column folds (fold_ is the scratch).
+    template <attn_rows::Reduce OP>
+    __aicore__ inline void ReduceTile(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &scores,
+                                      uint32_t rows, uint32_t n)
+    {
+        if (wholeRows_ && attn_rows::WholeRowReducible(n, n)) {
+            attn_rows::ReduceRowsWhole<OP>(dst, scores, fold_, rows, n);
+        } else {
+            attn_rows::ReduceRows<OP>(dst, scores, fold_, rows, n, n);
+        }
+    }
 };
 
 __aicore__ inline void OnlineSoftmax::Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m,
-                                           uint32_t chunkRows, bool ownFold)
+                                           uint32_t chunkRows, bool ownFold, bool wholeRows)
 {
     td_ = tiling;
+    wholeRows_ = wholeRows;
     statStride_ = Align32Bytes(m * sizeof(float)) / sizeof(float);
     pipe->InitBuffer(statBuf_, STAT_SLOTS * statStride_ * sizeof(float));
     if (ownFold) {
@@ -176,14 +194,19 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     AscendC::LocalTensor<float> rowSum = Slot(ROW_SUM, stateRow);
     AscendC::LocalTensor<float> alpha = Slot(ALPHA_A + kvBlock % 2, stateRow);
 
-    attn_rows::ReduceRows<attn_rows::Reduce::MAX>(blockMax, scores, fold_, rows, n, n);
+    ReduceTile<attn_rows::Reduce::MAX>(blockMax, scores, rows, n);
     AscendC::Max(newMax, rowMax, blockMax, rows);    // m_new = max(m_old, rowmax(S))
     AscendC::Maxs(newMax, newMax, MAX_FLOOR, rows);  // finite even for a row that sees no key yet
     AscendC::Sub(alpha, rowMax, newMax, rows);
     AscendC::Exp(alpha, alpha, rows);                // alpha = exp(m_old - m_new), 0 on the first block
-    ApplyRows<attn_rows::Op::SUB>(scores, newMax, rows, n, n);
+    if (attn_rows::HAS_BRCB && wholeRows_ && n % FP32_PER_REPEAT == 0 && rows < n / FP32_PER_REPEAT) {
+        attn_rows::BroadcastRows(brcb_, newMax, rows);
+        attn_rows::ApplyRowsByRow<attn_rows::Op::SUB>(scores, brcb_, rows, n, n);  // fewer instructions here
+    } else {
+        ApplyRows<attn_rows::Op::SUB>(scores, newMax, rows, n, n);
+    }
     AscendC::Exp(scores, scores, elems);             // P = exp(S - m_new), masked entries -> 0
-    attn_rows::ReduceRows<attn_rows::Reduce::SUM>(blockSum, scores, fold_, rows, n, n);
+    ReduceTile<attn_rows::Reduce::SUM>(blockSum, scores, rows, n);
     AscendC::Mul(rowSum, rowSum, alpha, rows);
     AscendC::Add(rowSum, rowSum, blockSum, rows);    // l = alpha * l + rowsum(P)
 }

@@ -165,7 +165,9 @@ def test_causal_balance_b1_n32_s4096_on_24_aic():
 
 
 def test_causal_skips_blocks_above_the_diagonal():
-    causal = plan(soc=CHIPS["Ascend910B2"], seq=4096, heads=32, causal=True)
+    # Fixed blocks: the share of skipped blocks depends on how many K/V blocks a row has (with
+    # the auto 160 x 1024 only four), not on the skipping this checks.
+    causal = plan(soc=CHIPS["Ascend910B2"], seq=4096, heads=32, causal=True, block_m=128, block_n=256)
     full = plan(soc=CHIPS["Ascend910B2"], seq=4096, heads=32, block_m=causal.block_m, block_n=causal.block_n)
     assert causal.total_work < 0.6 * full.total_work
     assert full.total_work == full.total_items * full.num_kv_blocks
