@@ -21,8 +21,10 @@
 // object has at most one request outstanding.
 // P in S's rows: the group's workspace has S and P.V slots but no P slot. Row r of P_j starts at
 // the first byte of row r of S_j, so P is [blockM, blockN] T with a row stride of blockN *
-// sizeof(float) / sizeof(T) elements (probStride_: 2 * blockN for half / bfloat16, blockN for
-// float, where P overwrites S exactly), the P.V Matmul's A with that org row length (orgKa).
+// sizeof(S) / sizeof(T) elements (probStride_: 2 * blockN for half / bfloat16 with fp32 S;
+// blockN for float, or with S in T, where P overwrites S exactly), the P.V Matmul's A with that
+// org row length (orgKa). A chunk's S rows are read (MTE2) before the previous chunk's P rows are
+// written (MTE3) -- other rows -- and its own P rows after its own read, as the first bullet says.
 // Invariant (why writing P over S is race-free):
 //   - an AIV writes only P rows it owns, and only after its own MTE2 read of the same rows of S
 //     (same chunk: the S tile's DeQue precedes the vector work whose result MTE3 writes); row r
