@@ -74,10 +74,10 @@ def aiv_rows(plan, item: int, sub_block: int) -> tuple:
     return item_row0 + (0 if sub_block == 0 else first), (first if sub_block == 0 else rows - first)
 
 
-def _mask_elems(plan, rows: int, row0: int, col0: int, cols: int) -> int:
-    """Elements MaskScores sets to -inf on one [rows, BLOCK_N] score tile: per row, columns from
-    the first invisible one to BLOCK_N (a bit-masked partial repeat, then whole repeats)."""
-    n = plan.block_n
+def _mask_elems(plan, rows: int, row0: int, col0: int, cols: int, width: int) -> int:
+    """Elements MaskScores sets to -inf on one [rows, width] score tile: per row, columns from
+    the first invisible one to the tile's width (a bit-masked partial repeat, then whole repeats)."""
+    n = width
     first_row_limit = row0 + plan.seq_kv - plan.seq - col0 + 1
     crosses = plan.causal and first_row_limit < cols
     if not crosses and cols == n:
@@ -99,7 +99,12 @@ def _row_ops(rows: int, width: int) -> int:
 
 
 def _reduce_rows(rows: int, width: int) -> int:
-    """ReduceRows: fold initialised ([rows, 64]), the width folded in, one WholeReduce per row."""
+    """The softmax's row reductions: for whole 512-column groups (at most 4096 columns),
+    ReduceRowsWhole -- one WholeReduce repeat per 64 columns, then one per row over its
+    width / 64 partials; else ReduceRows -- fold initialised ([rows, 64]), the width folded in,
+    one WholeReduce per row."""
+    if width % 512 == 0 and width // FP32_PER_REPEAT <= FP32_PER_REPEAT:
+        return rows * width + rows * (width // FP32_PER_REPEAT)
     return rows * FP32_PER_REPEAT + rows * width + rows * FP32_PER_REPEAT
 
 
@@ -137,17 +142,18 @@ def expected_counts(plan) -> KernelCounts:
                 vec = 2 * rows + rows * d                       # rowMax, rowSum, acc initialised
                 for j in range(blocks):
                     col0 = j * n
-                    cols = min(n, plan.seq_kv - col0)
-                    # its rows of S into UB: the columns QK wrote (up to the item's last visible
-                    # key), whole 32-B blocks
-                    ws["read"] += rows * align(min(n, kv_end - col0), 32 // FP32) * FP32
-                    ws["write"] += rows * n * isz              # its rows of P out of UB
+                    # The tile's width: the columns QK wrote (up to the item's last visible key)
+                    # rounded up to 16 (whole 32-B blocks of S and of P).
+                    w = min(n, align(min(n, kv_end - col0), 16))
+                    cols = min(n, plan.seq_kv - col0, w)
+                    ws["read"] += rows * w * FP32              # its rows of S into UB
+                    ws["write"] += rows * w * isz              # its rows of P out of UB
                     ws["read"] += rows * d * FP32              # its rows of P.V into UB
                     # SoftmaxBlock: scale, mask, max (floored at -FLT_MAX), alpha, P = exp(S - m),
                     # sum, P cast.
-                    vec += rows * n + _mask_elems(plan, rows, row0, col0, cols)
-                    vec += _reduce_rows(rows, n) + 4 * rows + _brcb(rows) + _row_ops(rows, n)
-                    vec += rows * n + _reduce_rows(rows, n) + 2 * rows + rows * n
+                    vec += rows * w + _mask_elems(plan, rows, row0, col0, cols, w)
+                    vec += _reduce_rows(rows, w) + 4 * rows + _brcb(rows) + _row_ops(rows, w)
+                    vec += rows * w + _reduce_rows(rows, w) + 2 * rows + rows * w
                     # AccumulateValues: acc = alpha * acc + P.V.
                     vec += _brcb(rows) + _row_ops(rows, d) + rows * d
                 # WriteOutput: LSE = m + ln(l), l floored at FLT_MIN (rows that saw no key: l = 0,

@@ -288,7 +288,14 @@ mask_density_option = click.option(
     help="A key-padding attn_mask [B, 1, 1, Skv] hiding the last F of the keys (fraction in [0, 1)).")
 
 
-_RUN_OPTION_OPTIONS = [window_option, dropout_option, mask_density_option, varlen_option]
+precision_option = click.option(
+    "--precision", type=click.Choice(["high_precision", "high_performance"]), envvar="ACL_FA_PRECISION",
+    default="high_precision", show_default=True, show_envvar=True,
+    help="high_performance (float16/bfloat16): S = QK^T leaves the cube rounded to the input dtype "
+         "(FlashAttentionV4 inner_precise 1), halving its bytes through GM. docs/attention_options.md")
+
+
+_RUN_OPTION_OPTIONS = [window_option, dropout_option, mask_density_option, varlen_option, precision_option]
 
 
 def run_option_options(function):

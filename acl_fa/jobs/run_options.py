@@ -21,7 +21,7 @@ from ..plan.forward import PlanOptions
 from ..reference.accuracy import Accuracy, check_accuracy, check_gradients, naive_same_precision
 from ..spec.problem import Problem, problem_from_sizes
 from ..spec.band import UNBOUNDED, window_band
-from ..spec.options import AttentionOptions, build_options, dropout_keep_prob
+from ..spec.options import AttentionOptions, build_options, check_precision_dtype, dropout_keep_prob
 from ..runtime.errors import InvalidArgumentError
 from ..spec.layouts import to_bnsd
 from .measure import measure
@@ -39,18 +39,20 @@ __all__ = ["OptionsRunReport", "RunOptions", "run_options_job", "format_options_
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
     """What `acl-fa run` asks of the V2 ops: --window (L, R), --dropout P, --mask-density F (a
-    key-padding mask hiding that fraction of the keys) and --varlen lengths (layout TND)."""
+    key-padding mask hiding that fraction of the keys), --varlen lengths (layout TND) and
+    --precision (high_performance runs FlashAttentionV4)."""
 
     window: Optional[tuple] = None
     dropout: float = 0.0
     mask_density: Optional[float] = None
     varlen: Optional[tuple] = None
+    precision: str = "high_precision"
 
     @property
     def used(self) -> bool:
         """Whether a run needs the V2 ops."""
         return self.window is not None or self.dropout > 0 or self.mask_density is not None or \
-            self.varlen is not None
+            self.varlen is not None or self.precision != "high_precision"
 
 
 def band_pairs(options: AttentionOptions, seq_q: int, seq_kv: int, key_visible: Optional[np.ndarray] = None) -> int:
@@ -272,7 +274,9 @@ def run_options_job(problem: Problem, run_options: RunOptions, settings: JobSett
     attn_mask = None if mask_density is None else key_padding_mask(problem.batch, problem.seq_kv, mask_density)
     ends = None if varlen is None else tuple(int(x) for x in np.cumsum(varlen))
     options, mask_u8 = build_options(scores=problem.score_grid, causal=causal, window=window, attn_mask=attn_mask,
-                                     dropout_p=dropout, seed=seed, cu_seqlens_q=ends, cu_seqlens_kv=ends)
+                                     dropout_p=dropout, seed=seed, cu_seqlens_q=ends, cu_seqlens_kv=ends,
+                                     precision=run_options.precision)
+    check_precision_dtype(options, problem.dtype_name)
     if varlen is None:
         pairs = sum(band_pairs(options, problem.seq_q, problem.seq_kv, None if attn_mask is None else attn_mask[b, 0, 0])
                     for b in range(problem.batch))
@@ -323,14 +327,21 @@ def _options_text(r: OptionsRunReport) -> str:
         parts.append(f"dropout p={1 - o.keep_prob:.4g} seed={o.seed} offset={o.offset}")
     if r.lengths is not None:
         parts.append(f"varlen TND, {len(r.lengths)} sequences {r.lengths}")
+    if o.precision != "high_precision":
+        parts.append(f"precision {o.precision} (S in {r.problem.dtype_name} between the matmuls)")
     return "; ".join(parts)
+
+
+def _op_type(kernel: str) -> str:
+    """The op type of a kernel name: flash_attention_v4 -> FlashAttentionV4."""
+    return "".join(part.capitalize() for part in kernel.split("_"))
 
 
 def format_options_report(r: OptionsRunReport) -> str:
     p = r.problem
     median = statistics.median(r.times_ms)
     lines = [
-        f"backend     {r.backend}   SoC {r.soc}   op FlashAttentionV2",
+        f"backend     {r.backend}   SoC {r.soc}   op {_op_type(attention_v2.op_for(r.options).name)}",
         f"problem     B={p.batch} N={p.num_heads} Nkv={p.num_kv_heads} Sq={p.seq_q} Skv={p.seq_kv} D={p.head_dim} "
         f"{p.dtype_name} {p.layout} scale={p.scale:.6g}",
         f"options     {_options_text(r)}",

@@ -17,7 +17,7 @@ from . import opcall
 from ..runtime.errors import InvalidTypeError
 from ..runtime.ffi import ffi
 from ..runtime.session import DeviceSession
-from ..spec.options import build_options
+from ..spec.options import build_options, check_precision_dtype
 from .forward_v2 import run_forward_v2
 from .opcall import Op, OpRunner, default_session
 from .problem import check_float32_range, check_plan, outputs_of
@@ -61,7 +61,7 @@ def runner_for(session: DeviceSession) -> OpRunner:
 def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
                     block_m=None, block_n=None, return_lse=False, window=None, attn_mask=None, dropout_p=0.0,
                     seed=None, offset=0, return_dropout_mask=False, backend=None, device=None, session=None,
-                    softcap=0.0):
+                    softcap=0.0, precision="high_precision"):
     """FlashAttention forward: softmax(scale * Q K^T + mask) V per head.
 
     q [B, N, Sq, D] (BNSD), [B, Sq, N, D] (BSND) or [B, Sq, N*D] (BSH); k, v likewise with Nkv
@@ -89,6 +89,10 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
     - softcap >= 0: soft-capping as flash-attn 2.6, scores = softcap * tanh(scores / softcap)
       on the scaled scores, before the mask; the LSE is that of the capped scores. 0 (default)
       is off. Runs FlashAttentionV3 (forward only: the backward and decode refuse it).
+    - precision: "high_precision" (default) keeps S = Q K^T in float32 between the two matmuls;
+      "high_performance" (float16 / bfloat16 inputs) lets the cube round S to the input dtype,
+      halving S's bytes through GM -- the result is that of S rounded to the input dtype, as a
+      naive attention in that dtype computes it. Runs FlashAttentionV4 (inner_precise 1).
 
     Rows that see no key give 0 (lse -inf). Returns out (like q); with return_lse or
     return_dropout_mask an AttentionOutputs tuple (out, lse float32 [B, N, Sq] if return_lse,
@@ -100,7 +104,8 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
     options, mask = build_options(scores=problem.score_grid, causal=causal, window=window, attn_mask=attn_mask,
                                   dropout_p=dropout_p, seed=seed, offset=offset,
-                                  return_dropout_mask=return_dropout_mask, softcap=softcap)
+                                  return_dropout_mask=return_dropout_mask, softcap=softcap, precision=precision)
+    check_precision_dtype(options, problem.dtype_name)
     check_float32_range(problem, q, k, v)
     if session is None:
         session = default_session(backend, device)

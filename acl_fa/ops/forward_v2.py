@@ -27,8 +27,9 @@ from .opcall import Op, OpRunner
 from ..plan import forward as planmod
 from ..runtime.session import DeviceSession
 from ..spec.band import UNBOUNDED, band_visible
+from ..spec.options import PRECISIONS
 
-__all__ = ["V2Call", "FLASH_ATTENTION_V2", "FLASH_ATTENTION_V3", "runner_for", "run_forward_v2", "varlen_problem",
+__all__ = ["V2Call", "FLASH_ATTENTION_V2", "FLASH_ATTENTION_V3", "FLASH_ATTENTION_V4", "op_for", "runner_for", "run_forward_v2", "varlen_problem",
            "lse_shape"]
 
 
@@ -161,13 +162,40 @@ class FlashAttentionV3Op(FlashAttentionV2Op):
 FLASH_ATTENTION_V3 = FlashAttentionV3Op()
 
 
+class FlashAttentionV4Op(FlashAttentionV3Op):
+    """aclnnFlashAttentionV4 (acl_fa/cdefs/aclnn_flash_attention_v4.h): FlashAttentionV3's
+    arguments with the attr innerPrecise after softcap (before the outputs), for calls whose
+    options ask for precision="high_performance"
+    (docs/attention_options.md#high-performance-precision-flashattentionv4)."""
+
+    name = "flash_attention_v4"
+    workspace_api = "aclnnFlashAttentionV4GetWorkspaceSize"
+    launch_api = "aclnnFlashAttentionV4"
+
+    def workspace_args(self, call: V2Call, tensors: dict) -> tuple:
+        args = super().workspace_args(call, tensors)  # V3's, softcap included
+        outputs = len(self.outputs)
+        return args[:-outputs] + (PRECISIONS[call.options.precision],) + args[-outputs:]
+
+
+FLASH_ATTENTION_V4 = FlashAttentionV4Op()
+
+
+def op_for(options) -> FlashAttentionV2Op:
+    """The entry a call's options need: V4 for the high-performance precision, V3 for soft-capping,
+    else V2 (each only when needed, so every other call keeps the entry it used before)."""
+    if options.precision != "high_precision":
+        return FLASH_ATTENTION_V4
+    return FLASH_ATTENTION_V3 if options.softcap else FLASH_ATTENTION_V2
+
+
 def runner_for(session: DeviceSession) -> OpRunner:
     """The V2 forward's OpRunner on `session` (one per Session)."""
     return opcall.runner_for(session, FLASH_ATTENTION_V2)
 
 
 def run_forward_v2(session: DeviceSession, problem: Problem, options, q, k, v, mask_u8=None) -> tuple:
-    """Runs aclnnFlashAttentionV2 (aclnnFlashAttentionV3 when options.softcap > 0) for a
+    """Runs aclnnFlashAttentionV2 (V3 when options.softcap > 0, V4 for precision="high_performance") for a
     validated call: `problem` (problem.Problem, layout TND from varlen_problem for a varlen
     batch), `options` (AttentionOptions), q, k, v as the problem's shapes, `mask_u8` the uint8
     device mask of options.mask_shape (or None).
@@ -180,8 +208,7 @@ def run_forward_v2(session: DeviceSession, problem: Problem, options, q, k, v, m
                                    f"{options.next_tokens} < 0")
     call = V2Call(problem, options)
     roles = ("out", "lse", "dropout_mask") if options.return_dropout_mask else ("out", "lse")
-    op = FLASH_ATTENTION_V3 if options.softcap else FLASH_ATTENTION_V2
-    results = opcall.runner_for(session, op).run(call, q, k, v, mask_u8, outputs=roles)
+    results = opcall.runner_for(session, op_for(options)).run(call, q, k, v, mask_u8, outputs=roles)
     if not options.return_dropout_mask:
         return results[0], results[1], None
     return results[0], results[1], visible_keep_mask(results[2], problem, options, mask_u8)

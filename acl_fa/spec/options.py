@@ -13,6 +13,9 @@ device form. Semantics in docs/attention_options.md:
 - cu_seqlens: flash-attn's cumulative starts with the leading 0 -> aclnn's actual_seq_qlen /
   actual_seq_kvlen, the cumulative ends without it.
 - softcap >= 0: scores = softcap * tanh(scores / softcap) before the mask (flash-attn 2.6); 0 = off.
+- precision: "high_precision" (default: S = Q K^T in float32 between the matmuls) or
+  "high_performance" (S rounded to the input dtype, float16 / bfloat16, as it leaves the cube:
+  FlashAttentionV4 inner_precise 1).
 """
 
 from __future__ import annotations
@@ -29,10 +32,13 @@ from .band import UNBOUNDED, int_argument, window_band
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["UINT64_MAX", "AttentionOptions", "device_mask", "dropout_keep_prob", "dropout_rng", "cu_seqlens_ends",
-           "check_max_seqlen", "softcap_value", "refuse_softcap", "build_options"]
+           "check_max_seqlen", "softcap_value", "refuse_softcap", "PRECISIONS", "precision_value", "check_precision_dtype",
+           "build_options"]
 
 UINT64_MAX = (1 << 64) - 1
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+# precision -> FlashAttentionV4's inner_precise (FusedInferAttentionScore's innerPrecise 0 / 1).
+PRECISIONS = {"high_precision": 0, "high_performance": 1}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +59,7 @@ class AttentionOptions:
     cu_seqlens_kv: Optional[tuple] = None
     return_dropout_mask: bool = False
     softcap: float = 0.0                   # > 0: scores capped (FlashAttentionV3); 0 = off
+    precision: str = "high_precision"      # a key of PRECISIONS; "high_performance" runs FlashAttentionV4
 
     @property
     def is_default(self) -> bool:
@@ -60,7 +67,7 @@ class AttentionOptions:
         varlen, no mask output, no soft-capping."""
         return (self.pre_tokens == UNBOUNDED and self.next_tokens in (UNBOUNDED, 0) and self.keep_prob == 1.0
                 and self.mask_shape is None and self.cu_seqlens_q is None and self.cu_seqlens_kv is None
-                and not self.return_dropout_mask and self.softcap == 0.0)
+                and not self.return_dropout_mask and self.softcap == 0.0 and self.precision == "high_precision")
 
     @property
     def is_causal(self) -> bool:
@@ -205,9 +212,25 @@ def refuse_softcap(softcap, op: str):
                                    "softcap=0 is off)")
 
 
+def precision_value(precision) -> str:
+    """precision validated: one of PRECISIONS' names."""
+    if not isinstance(precision, str):
+        raise InvalidTypeError(f"precision must be a str, one of {', '.join(PRECISIONS)}; got {precision!r}")
+    if precision not in PRECISIONS:
+        raise InvalidArgumentError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+    return precision
+
+
+def check_precision_dtype(options: "AttentionOptions", dtype_name: str):
+    """The high-performance precision rounds S to the input dtype: float16 and bfloat16 only."""
+    if options.precision == "high_performance" and dtype_name not in ("float16", "bfloat16"):
+        raise InvalidArgumentError(f"precision='high_performance' needs float16 or bfloat16 inputs (S is rounded "
+                                   f"to the input dtype); got {dtype_name}, which runs at high precision only")
+
+
 def build_options(*, scores: tuple, causal: bool = False, window=None, attn_mask=None, dropout_p=0.0, seed=None,
                   offset=0, return_dropout_mask=False, cu_seqlens_q: Optional[tuple] = None,
-                  cu_seqlens_kv: Optional[tuple] = None, softcap=0.0) -> tuple:
+                  cu_seqlens_kv: Optional[tuple] = None, softcap=0.0, precision="high_precision") -> tuple:
     """Validates the V2 keyword arguments of a call; returns (AttentionOptions, mask_u8 or None).
 
     scores: (batch, heads, seq_q, seq_kv), the score grid a mask is broadcast against.
@@ -216,7 +239,7 @@ def build_options(*, scores: tuple, causal: bool = False, window=None, attn_mask
     if (window is None and attn_mask is None and seed is None and return_dropout_mask is False
             and cu_seqlens_q is None and cu_seqlens_kv is None and (causal is True or causal is False)
             and type(offset) is int and offset == 0 and type(dropout_p) in (float, int) and dropout_p == 0
-            and type(softcap) in (float, int) and softcap == 0):
+            and type(softcap) in (float, int) and softcap == 0 and precision == "high_precision"):
         # None of the V2 arguments (the common call): the options depend on causal alone; the
         # full validation below made them once.
         plain = _PLAIN_OPTIONS.get(causal)
@@ -227,7 +250,10 @@ def build_options(*, scores: tuple, causal: bool = False, window=None, attn_mask
     options, mask = _validated_options(scores, causal, window, attn_mask, dropout_p, seed, offset,
                                        return_dropout_mask, cu_seqlens_q, cu_seqlens_kv)
     cap = softcap_value(softcap)
-    return (dataclasses.replace(options, softcap=cap) if cap else options), mask
+    precision = precision_value(precision)
+    if cap or precision != "high_precision":
+        options = dataclasses.replace(options, softcap=cap, precision=precision)
+    return options, mask
 
 
 _PLAIN_OPTIONS: dict = {}  # causal -> build_options' (options, None) of a call without V2 arguments

@@ -8,9 +8,10 @@
 //   AIC: two Matmul jobs for all M rows, one at a time (sub-block 0 issues both) -- S = Q.K^T
 //        [M, n, D] and O' = P.V [M, D, n]; a job costs the MTE2 and FixPipe latencies plus its
 //        MTE2 / MTE1 / cube / FixPipe stages pipelined over its base tiles.
-//   AIV: the chain of one step on the vector unit: S (its r rows) from GM -> the softmax vector
-//        passes -> P to GM -> O' of the previous block from GM and the rescale-accumulate, with
-//        the pair's two meetings (mode-1 cross-core flags). The cube's jobs are off this chain:
+//   AIV: the chain of one step on the vector unit: S (its r rows, in chunks) from GM -> the
+//        softmax vector passes -> P to GM, a chunk's load and store overlapping its neighbours'
+//        vector work -> O' of the previous block from GM and the rescale-accumulate, with the
+//        pair's two meetings (mode-1 cross-core flags). The cube's jobs are off this chain:
 //        P_{j-1}.V_{j-1} and S_{j+1} run while block j is softmaxed, so the AIV waits for the
 //        cube only when the cube is the busier of the two.
 //   step = max(cube busy, AIV chain); each work item adds the pipeline's fill and drain.
@@ -176,33 +177,48 @@ inline double MatmulJobCycles(double m, double n, double k, double t, double rea
 // GM bytes one group (AIC + 2 AIV) moves per K/V-block step: the AIC's operand reads
 // (MatmulReadBytes: K and V once per M pass of the item's M rows) and result writes, the AIVs'
 // S and O' reads and P writes. colShare: the part of the block's n keys the cube computes (a
-// causal item's last block stops at its last visible key; the AIVs still move whole n-wide rows).
+// causal item's last block stops at its last visible key, and the AIVs move S and P that wide).
 inline double GroupStepBytes(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
                              const StepCosts &c, double colShare = 1) {
     const double m = blockM, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
     const StepL1 l1 = PlanStepL1(m, n, d, t, c);
     const double cube = MatmulReadBytes(m, n, d, t, l1.qk.residentB, c) + m * n * 4 +
                         MatmulReadBytes(m, d, n, t, l1.pv.residentB, c);
-    return cube * colShare + m * d * 4 + (m * n * 4 + m * d * 4 + m * n * t);
+    // The AIVs move S and P only as wide as the cube computed them (rounded up to 16 columns).
+    return cube * colShare + m * d * 4 + (m * n * 4 + m * n * t) * colShare + m * d * 4;
 }
 
 // Modeled cycles of one K/V-block step of a blockM x blockN item (both AIVs) on its own core; the
-// chip's GM rate bounds the whole launch instead (ModeledKernelCycles).
+// chip's GM rate bounds the whole launch instead (ModeledKernelCycles). chunkRows: the score rows
+// an AIV moves through UB at a time (the policy's c; 0 = all r rows at once).
 inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
-                         const StepCosts &c) {
+                         const StepCosts &c, uint32_t chunkRows = 0) {
     const double m = blockM, r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
     const double port = c.corePortBytesPerCycle;
     const StepL1 l1 = PlanStepL1(m, n, d, t, c);
     const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c), c);
     const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, l1.pv.residentB, c), c);
-    // Softmax over [r, n] fp32: ~8 passes of r*n/64 repeats (scale, max folds, subtract, exp x2,
-    // sum folds, cast) and ~16 + 3 n/64 instructions; rescale-accumulate over [r, d]: 2 passes.
-    const double repeats = (8 * r * n + 2 * r * d) / 64;
-    const double instructions = 16 + 3 * (n / 64) + d / 64;
-    const double vector = instructions * c.vectorIssueCycles + repeats * c.vectorRepeatCycles;
-    const double chain = (c.mte2LatencyCycles + r * n * 4 / port) + vector +
-                         (c.mte3LatencyCycles + r * n * t / c.mte3BytesPerCycle) +
-                         (c.mte2LatencyCycles + r * d * 4 / port) + 2 * c.flagLatencyCycles +
+    // An AIV's rows go through UB in chunks of ch rows. Per chunk, softmax over [ch, n] fp32: ~8
+    // passes of ch*n/64 repeats (scale, max, subtract, exp x2, sum, cast).
+    // S of chunk k + 1 moves GM -> UB and P of chunk k - 1 UB -> GM while chunk k is on the vector
+    // unit (two S and two P buffers), so the step's loads, vector work and stores overlap and only
+    // the first load and the last store add to the busiest of them. Per step: rescale-accumulate
+    // over [r, d], 2 passes.
+    const double ch = chunkRows == 0 ? r : std::min<double>(chunkRows, r);
+    const double chunks = static_cast<double>(static_cast<uint64_t>((r + ch - 1) / ch));
+    // Instructions per chunk: ~16 fixed; the row max's subtraction one per 64 columns, or one per row
+    // when the chunk has fewer rows (ApplyRowsByRow); the two row reductions one per 64 columns,
+    // or 2 each for whole 512-column groups (ReduceRowsWhole).
+    const bool whole = static_cast<uint64_t>(n) % 512 == 0 && n <= 4096;
+    const double perChunk = 16 + std::min(n / 64, ch) + 2 * (whole ? 2 : n / 64);
+    const double vector = chunks * perChunk * c.vectorIssueCycles + 8 * r * n / 64 * c.vectorRepeatCycles;
+    const double loads = chunks * c.mte2LatencyCycles + r * n * 4 / port;
+    const double stores = chunks * c.mte3LatencyCycles + r * n * t / c.mte3BytesPerCycle;
+    const double firstLoad = c.mte2LatencyCycles + ch * n * 4 / port;
+    const double lastStore = c.mte3LatencyCycles + ch * n * t / c.mte3BytesPerCycle;
+    const double accumulate = (4 + d / 64) * c.vectorIssueCycles + 2 * r * d / 64 * c.vectorRepeatCycles;
+    const double chain = firstLoad + std::max({vector, loads - firstLoad, stores - lastStore}) + lastStore +
+                         (c.mte2LatencyCycles + r * d * 4 / port) + accumulate + 2 * c.flagLatencyCycles +
                          2 * c.crossCoreFlagCycles;
     const double cube = qk + pv;
     return std::max(cube, chain);

@@ -1,6 +1,6 @@
 #pragma once
 // The Matmul-API tiling every op's TilingFunc fills for its matmuls (forward, backward, decode):
-// C [m, n] fp32 = A [m, k] * B [k, n], in the input dtype.
+// C [m, n] fp32 (or in the input dtype: CubeSpec::cInputType) = A [m, k] * B [k, n], in the input dtype.
 #include <cstdint>
 
 #include "register/op_def_registry.h"
@@ -18,6 +18,7 @@ struct CubeSpec {
     uint32_t l1Share;  // the matmul gets L1 / l1Share bytes: an AIC serves its AIVs' matmuls
     int32_t ubBytes;   // UB the kernel gives the matmul for ND <-> NZ (coupled chips); -1: none
     int32_t baseN = -1;  // a fixed baseN (MatmulApiTiling::SetFixSplit); -1: the tiling chooses
+    bool cInputType = false;  // C in the operands' dtype (FixPipe rounds the fp32 result) instead of float32
 };
 
 // The op's one workspace: the Matmul API's system workspace and `userBytes` of the op's own.
@@ -43,7 +44,8 @@ inline bool FillCubeTiling(const platform_ascendc::PlatformAscendC &platform, ma
     matmul_tiling::MatmulApiTiling mm(platform);
     mm.SetAType(s.aInUb ? TPosition::VECCALC : TPosition::GM, CubeFormat::ND, dt, s.transA);
     mm.SetBType(TPosition::GM, CubeFormat::ND, dt, s.transB);
-    mm.SetCType(s.cInUb ? TPosition::VECCALC : TPosition::GM, CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
+    mm.SetCType(s.cInUb ? TPosition::VECCALC : TPosition::GM, CubeFormat::ND,
+                s.cInputType ? dt : matmul_tiling::DataType::DT_FLOAT);
     mm.SetShape(s.m, s.n, s.k);
     mm.SetOrgShape(s.m, s.n, s.k);
     mm.SetBias(false);

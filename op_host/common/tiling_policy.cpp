@@ -123,6 +123,13 @@ namespace {
 // for m rows per vector unit moved c rows at a time (the row state and acc hold all m).
 // An fp32 P needs no cast, so there is no probQue for fp32 on the MIX path; the coupled path
 // keeps P [m,n] in UB as the cube's A operand (c = m), and the Matmul API's ND<->NZ local workspace.
+// MIX path: scoreQue's buffers (flash_attention_kernel.h SCORE_BUFFERS): the next chunk's S moves
+// GM -> UB while the vector unit softmaxes this one.
+constexpr uint64_t kScoreBuffers = 2;
+// MIX path: probQue's (flash_attention_kernel.h PROB_BUFFERS): a chunk's P is cast while the
+// previous chunk's P moves UB -> GM.
+constexpr uint64_t kProbBuffers = 2;
+
 std::vector<BudgetLine> UbLines(uint64_t m, uint64_t c, uint64_t n, uint64_t d, uint64_t t, uint64_t ub,
                                 bool coupled) {
     // MIX path, n >= d: P.V rows go through scoreQue's buffer and O rows (T not fp32) through
@@ -132,8 +139,10 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t c, uint64_t n, uint64_t d, 
     // MIX path, P rows of >= 256 B: the softmax's row reductions fold into probQue's buffer.
     const bool foldInProb = !coupled && probQue && n * t >= 64 * kFp32;
     std::vector<BudgetLine> lines = {
-        {coupled ? "scoreBuf S [m,n] fp32" : "scoreQue S [c,n] fp32", c * n * kFp32, ub},
-        {coupled ? "probBuf P [m,n] T" : "probQue P [c,n] T", probQue ? c * n * t : 0, ub},
+        {coupled ? "scoreBuf S [m,n] fp32" : "scoreQue S 2 x [c,n] fp32", (coupled ? 1 : kScoreBuffers) * c * n * kFp32,
+         ub},
+        {coupled ? "probBuf P [m,n] T" : "probQue P 2 x [c,n] T", probQue ? (coupled ? 1 : kProbBuffers) * c * n * t : 0,
+         ub},
         {coupled ? "pvBuf PV [m,d] fp32" : shareTiles ? "pvQue PV in scoreQue" : "pvQue PV [c,d] fp32",
          shareTiles ? 0 : c * d * kFp32, ub},
         {shareTiles && probQue ? "outQue O in probQue" : coupled ? "outQue O [m,d] T" : "outQue O [c,d] T",
@@ -364,8 +373,15 @@ uint32_t LargestFitting(uint32_t cap, uint32_t step, Fits fits) {
 // (query, key) pairs the cube computes with (blockM, blockN) over the pairs the mask leaves
 // visible: 1 without a causal mask (tails are trimmed to the real rows and columns, and a query
 // block's last K/V block to its last visible key, where the MIX kernel's QK and P.V stop).
+// Whether the band is exactly causal: the V1 attr, or FlashAttentionV2+'s pre_tokens unbounded and
+// next_tokens 0 (how the V2 faces pass causal), so both entries choose the same blocks.
+bool CausalBand(const Problem &p) {
+    const Band band = EffectiveBand(p);
+    return band.pre >= kUnboundedTokens && band.next == 0;
+}
+
 double ExecutedOverVisiblePairs(const Problem &p, uint32_t blockM, uint32_t blockN) {
-    if (!p.causal) return 1.0;
+    if (!CausalBand(p)) return 1.0;
     // Row i sees max(0, i + Skv - Sq + 1) keys (never more than Skv since i < Sq): an arithmetic
     // series from the first row that sees a key to the last row, which sees all Skv.
     const uint64_t firstSeeing = p.seqQ > p.seqKv ? p.seqQ - p.seqKv : 0;
@@ -637,20 +653,24 @@ uint64_t KvBlocksForQueryBlock(const Problem &p, uint32_t blockM, uint32_t block
 
 double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t blockM, uint32_t blockN) {
     const uint64_t numQBlocks = CeilDiv(p.seqQ, blockM);
-    const bool zigzag = p.causal;
+    const bool zigzag = CausalBand(p);
     std::vector<uint64_t> perPosition(numQBlocks);
-    // A step's cost in full-block steps: the Sq tail's query block has fewer rows, and its steps
-    // cost the cube and the AIVs about in proportion (its QK, P.V and softmax are that much smaller).
+    // A step's cost in full-block steps: the Sq tail's query block has fewer rows, and a query
+    // block's last K/V block fewer keys where the band or the Skv tail cuts it; such steps cost the
+    // cube and the AIVs about in proportion (QK, P.V and the softmax, whose tiles are only as wide
+    // as the keys the cube computed, are that much smaller).
     std::vector<double> rowShare(numQBlocks);
     uint64_t perHead = 0, largestItem = 0;
     double perHeadWeighted = 0, perHeadCols = 0;  // ... and the keys the cube computes
     for (uint64_t pos = 0; pos < numQBlocks; ++pos) {
         const uint64_t qb = QueryBlockAt(pos, numQBlocks, zigzag);
         perPosition[pos] = KvBlocksForQueryBlock(p, blockM, blockN, qb);
-        rowShare[pos] = static_cast<double>(std::min<uint64_t>(blockM, p.seqQ - qb * blockM)) / blockM;
+        const double keys = static_cast<double>(ExecutedKeys(p, blockM, blockN, qb, 0));
+        const double keyShare = perPosition[pos] == 0 ? 1 : keys / (static_cast<double>(perPosition[pos]) * blockN);
+        rowShare[pos] = static_cast<double>(std::min<uint64_t>(blockM, p.seqQ - qb * blockM)) / blockM * keyShare;
         perHead += perPosition[pos];
         perHeadWeighted += perPosition[pos] * rowShare[pos];
-        perHeadCols += static_cast<double>(ExecutedKeys(p, blockM, blockN, qb, 0));
+        perHeadCols += keys;
         largestItem = std::max(largestItem, perPosition[pos]);
     }
     const uint64_t items = p.batch * p.numHeads * numQBlocks;
@@ -677,7 +697,8 @@ double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t block
         busiest = most;
     }
     const StepCosts costs = StepCostsOf(c.l2BytesPerCycle, c.aicNum, c.l1Bytes);
-    const double core = busiest * StepCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs) +
+    const uint32_t chunkRows = FeaturesOfSoc(c.socVersion).coupled ? 0 : ComputeNeeds(blockM, blockN, p, c).chunkRows;
+    const double core = busiest * StepCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs, chunkRows) +
                         busiestItems * ItemFillCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs);
     const double steps = static_cast<double>(p.batch * p.numHeads * perHead);
     const double colShare = perHead == 0 ? 1 : perHeadCols / (static_cast<double>(perHead) * blockN);
@@ -717,6 +738,14 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
                         p.mask ? (p.dropout ? "atten_mask and dropout (keep_prob < 1)" : "atten_mask")
                                : "dropout (keep_prob < 1, dropout_mask)",
                         c.socName.c_str());
+        return false;
+    }
+    if (p.narrowScores && (coupled || p.dtypeBytes == 4)) {
+        // S rounded by FixPipe on its way out of L0C to GM: the MIX path's hand-off, for 2-byte inputs.
+        *error = coupled ? Format("inner_precise=1 (high-performance precision) is supported on Atlas A2/A3 "
+                                  "(Ascend910B*, Ascend910_93*) only; %s has coupled AI Cores", c.socName.c_str())
+                         : std::string("inner_precise=1 (high-performance precision) needs float16 or bfloat16 "
+                                       "inputs; float32 is computed at full precision only");
         return false;
     }
     uint32_t blockM = 0, blockN = 0;
@@ -819,6 +848,7 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     const bool varlen = p.layout == kLayoutTnd;
     const uint32_t keyLayout = p.layout == kLayoutBsh || varlen ? kLayoutBsnd : p.layout;
     out.tilingKey = (p.bf16 ? kKeyBf16 : 0) | (p.dtypeBytes == 4 ? kKeyFp32 : 0) | (coupled ? kKeyCoupled : 0) |
+                    (p.narrowScores ? kKeyNarrowScores : 0) |
                     (band.Restricted() ? kKeyCausal : 0) |
                     (static_cast<uint64_t>(keyLayout) << kKeyLayoutShift) |
                     (varlen || p.seqQ % blockM != 0 ? kKeySqTail : 0) |

@@ -80,6 +80,10 @@ struct Problem {
     uint64_t maskB = 1, maskN = 1, maskQ = 1;
     bool dropout = false;         // keep_prob < 1
     bool dropoutMaskOut = false;  // the dropout_mask output is written
+    // FlashAttentionV4 inner_precise 1 (the high-performance precision): S leaves the cube in the
+    // input dtype (float16 / bfloat16) instead of float32 (MIX path only). The kernel's UB holds the
+    // same bytes either way (two [c,n] T tiles and one [c,n] fp32 tile in place of two [c,n] fp32).
+    bool narrowScores = false;
 };
 
 // One line of the buffer budget: `bytes` of `capacity` used.
@@ -151,6 +155,7 @@ constexpr uint64_t kKeySqTail = 1u << 4;
 constexpr uint64_t kKeySkvTail = 1u << 5;
 constexpr uint64_t kKeyFp32 = 1u << 6;
 constexpr uint64_t kKeyCoupled = 1u << 7;
+constexpr uint64_t kKeyNarrowScores = 1u << 8;  // MIX path: S in the input dtype (FlashAttentionV4 inner_precise 1)
 constexpr uint32_t kLayoutBnsd = 0;
 constexpr uint32_t kLayoutBsnd = 1;
 constexpr uint32_t kLayoutBsh = 2;

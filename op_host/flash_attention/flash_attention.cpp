@@ -12,7 +12,7 @@
 static_assert(fa_policy::kKeyBf16 == FA_KEY_BF16 && fa_policy::kKeyCausal == FA_KEY_CAUSAL &&
                   fa_policy::kKeyLayoutShift == FA_KEY_LAYOUT_SHIFT && fa_policy::kKeySqTail == FA_KEY_SQ_TAIL &&
                   fa_policy::kKeySkvTail == FA_KEY_SKV_TAIL && fa_policy::kKeyFp32 == FA_KEY_FP32 &&
-                  fa_policy::kKeyCoupled == FA_KEY_COUPLED,
+                  fa_policy::kKeyCoupled == FA_KEY_COUPLED && fa_policy::kKeyNarrowScores == FA_KEY_NARROW_S,
               "the policy's tiling-key bits must be the kernel's");
 static_assert(fa_policy::kLayoutBnsd == FA_LAYOUT_BNSD && fa_policy::kLayoutBsnd == FA_LAYOUT_BSND &&
                   fa_policy::kLayoutBsh == FA_LAYOUT_BSH && fa_policy::kLayoutTnd == FA_LAYOUT_TND &&

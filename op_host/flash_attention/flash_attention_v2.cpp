@@ -160,6 +160,10 @@ ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
 namespace fa_host {
 
 ge::graphStatus TileFlashAttentionV2(gert::TilingContext *context) {
+    return TileFlashAttentionV2Precision(context, false);
+}
+
+ge::graphStatus TileFlashAttentionV2Precision(gert::TilingContext *context, bool narrowScores) {
     const gert::RuntimeAttrs *attrs = nullptr;
     Dims d;
     fa_policy::Problem problem;
@@ -197,6 +201,7 @@ ge::graphStatus TileFlashAttentionV2(gert::TilingContext *context) {
     }
     problem.dropout = *keepProb < 1.0f;
     problem.dropoutMaskOut = context->GetOutputShape(kDropoutMask) != nullptr;
+    problem.narrowScores = narrowScores;
     const ge::graphStatus status = fa_host::WriteForwardTiling(context, problem, *scale, false);
     if (status != ge::GRAPH_SUCCESS) return status;
     // The dropout key (docs/attention_options.md#dropout); seed and offset are uint64 in int64 attrs.

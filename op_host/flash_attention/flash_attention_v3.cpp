@@ -15,7 +15,13 @@ namespace {
 // V3's attrs are V2's (scale_value ... block_n, indices 0..10) and then these.
 enum AttrIndex : size_t { kSoftcap = 11 };
 
-ge::graphStatus TilingFunc(gert::TilingContext *context) {
+ge::graphStatus TilingFunc(gert::TilingContext *context) { return fa_host::TileFlashAttentionV3(context, false); }
+
+}  // namespace
+
+namespace fa_host {
+
+ge::graphStatus TileFlashAttentionV3(gert::TilingContext *context, bool narrowScores) {
     const gert::RuntimeAttrs *attrs = context->GetAttrs();
     const float *softcap = attrs != nullptr ? attrs->GetFloat(kSoftcap) : nullptr;
     if (softcap == nullptr) {
@@ -27,13 +33,13 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
         FA_LOGE(context, "softcap must be a finite number >= 0 (0 = off), got %g", static_cast<double>(*softcap));
         return ge::GRAPH_FAILED;
     }
-    const ge::graphStatus status = fa_host::TileFlashAttentionV2(context);
+    const ge::graphStatus status = TileFlashAttentionV2Precision(context, narrowScores);
     if (status != ge::GRAPH_SUCCESS) return status;
     context->GetTilingData<FlashAttentionTilingData>()->softcap = *softcap;
     return ge::GRAPH_SUCCESS;
 }
 
-}  // namespace
+}  // namespace fa_host
 
 namespace ops {
 class FlashAttentionV3 : public OpDef {

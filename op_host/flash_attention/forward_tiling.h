@@ -291,6 +291,8 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     td->philoxLanes = plan.philoxLanes;
     td->hasDropoutMask = problem.dropoutMaskOut ? 1 : 0;
     td->invKeepProb = 1.0f;
+    td->innerPrecise = problem.narrowScores ? 1 : 0;
+    td->reservedTail = 0;
 
     const matmul_tiling::DataType mmType = OperandType(bf16, fp32);
     const int32_t m = static_cast<int32_t>(plan.blockM), n = static_cast<int32_t>(plan.blockN);
@@ -301,7 +303,7 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     // when it fits (fa_policy::PlanStepL1 budgets the same). Coupled path: each matmul half of
     // L1, C in UB, A too for P.V, and the UB the kernel gives it.
     const int32_t ubBytes = plan.coupled ? static_cast<int32_t>(plan.mmUbBytes) : -1;
-    const CubeSpec qk{m, n, hd, false, true, false, plan.coupled, 1, ubBytes};
+    const CubeSpec qk{m, n, hd, false, true, false, plan.coupled, 1, ubBytes, problem.narrowScores};
     const CubeSpec pv{m, hd, n, false, false, plan.coupled, plan.coupled, 1, ubBytes};
     bool filled = FillCubeTiling(platform, mmType, qk, chip.l1Bytes / 2, &td->qkTiling);
     const uint64_t qkL1 = !filled ? 0 : plan.coupled ? chip.l1Bytes / 2
@@ -340,5 +342,9 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
 void DefineFlashAttentionV2(ops::OpDef &def);  // V2's inputs, outputs and attrs, in order
 void RegisterFlashAttentionV2(ops::OpDef &def, ge::graphStatus (*tiling)(gert::TilingContext *));
 ge::graphStatus TileFlashAttentionV2(gert::TilingContext *context);  // V2's TilingFunc
+// V2's tiling with S in the input dtype when narrowScores (FlashAttentionV4 inner_precise 1).
+ge::graphStatus TileFlashAttentionV2Precision(gert::TilingContext *context, bool narrowScores);
+// V3's tiling (V2's plus its attr softcap at index 11), with S as TileFlashAttentionV2Precision.
+ge::graphStatus TileFlashAttentionV3(gert::TilingContext *context, bool narrowScores);
 
 }  // namespace fa_host

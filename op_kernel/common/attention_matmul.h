@@ -15,6 +15,11 @@ using GmOperand = AscendC::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, T,
 template <typename T>
 using RowsByColsT = AscendC::Matmul<GmOperand<T>, GmOperand<T, true>, GmOperand<float>>;
 
+// rows . cols^T: [rows, cols] in C (float, or the operands' T: FixPipe rounds the fp32 result
+// on its way out of L0C; the forward's high-performance precision writes S in T).
+template <typename T, typename C>
+using RowsByColsTo = AscendC::Matmul<GmOperand<T>, GmOperand<T, true>, GmOperand<C>>;
+
 // rows . B: [rows, D] fp32 (P . V; the backward's dQ = dS . K).
 template <typename T>
 using RowsByB = AscendC::Matmul<GmOperand<T>, GmOperand<T>, GmOperand<float>>;

@@ -191,6 +191,63 @@ __aicore__ inline void MaxsOnArch(const AscendC::LocalTensor<float> &dst, const 
         if (tail > 0) {
             const uint32_t at = full * FP32_PER_REPEAT;
             AscendC::Max(dst[at], src[at], konst, tail, 1, params);
+// Whether ReduceRowsWhole takes a [rows, width] tile of row stride `stride`: contiguous rows
+// (stride == width) of whole 512-column groups, so that each row's 64-column partials fill whole
+// 32-B blocks, and at most 64 partials per row (the [rows, 64] fold buffer holds them).
+__aicore__ inline bool WholeRowReducible(uint32_t width, uint32_t stride)
+{
+    return width == stride && width % (8 * FP32_PER_REPEAT) == 0 && width / FP32_PER_REPEAT <= FP32_PER_REPEAT;
+}
+
+// dst[r] = max (sum) of tile[r, 0:width] for a tile WholeRowReducible takes, in two WholeReduce
+// passes whose instruction count does not grow with width: one 64-column partial per repeat over
+// the whole tile (up to 255 repeats per instruction), then one repeat per row over its
+// width / 64 partials. partial: [rows, 64] fp32 scratch (ReduceRows' fold buffer). The sum adds
+// 64-column partials in order, as ReduceRows adds 64-column chunks: both fp32, different orders.
+template <Reduce OP>
+__aicore__ inline void ReduceRowsWhole(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &tile,
+                                       const AscendC::LocalTensor<float> &partial, uint32_t rows, uint32_t width)
+{
+    constexpr uint32_t MAX_REPEATS = 255;
+    const uint32_t perRow = width / FP32_PER_REPEAT;  // partials per row, a multiple of 8
+    const uint32_t total = rows * perRow;
+    for (uint32_t done = 0; done < total; done += MAX_REPEATS) {
+        const int32_t repeats = static_cast<int32_t>(Min(MAX_REPEATS, total - done));
+        if constexpr (OP == Reduce::MAX) {
+            AscendC::WholeReduceMax(partial[done], tile[done * FP32_PER_REPEAT], FP32_PER_REPEAT, repeats, 1, 1, 8,
+                                    AscendC::ReduceOrder::ORDER_ONLY_VALUE);
+        } else {
+            AscendC::WholeReduceSum(partial[done], tile[done * FP32_PER_REPEAT], FP32_PER_REPEAT, repeats, 1, 1, 8);
+        }
+    }
+    const int32_t rowBlocks = static_cast<int32_t>(perRow / FP32_PER_BLOCK);  // a row's partials, in 32-B blocks
+    if constexpr (OP == Reduce::MAX) {
+        AscendC::WholeReduceMax(dst, partial, static_cast<int32_t>(perRow), static_cast<int32_t>(rows), 1, 1,
+                                rowBlocks, AscendC::ReduceOrder::ORDER_ONLY_VALUE);
+    } else {
+        AscendC::WholeReduceSum(dst, partial, static_cast<int32_t>(perRow), static_cast<int32_t>(rows), 1, 1,
+                                rowBlocks);
+    }
+}
+
+// tile[r, 0:width] = tile[r, 0:width] (OP) value of row r (brcb from BroadcastRows), one
+// instruction per row over its width / 64 repeats: fewer instructions than ApplyRows' one per 64
+// columns when rows < width / 64. width a multiple of 64.
+template <Op OP>
+__aicore__ inline void ApplyRowsByRow(const AscendC::LocalTensor<float> &tile, const AscendC::LocalTensor<float> &brcb,
+                                      uint32_t rows, uint32_t width, uint32_t stride)
+{
+    const AscendC::BinaryRepeatParams params(1, 1, 0, 8, 8, 0);  // the row's block of brcb for every repeat
+    const uint8_t repeats = static_cast<uint8_t>(width / FP32_PER_REPEAT);
+    for (uint32_t r = 0; r < rows; ++r) {
+        const AscendC::LocalTensor<float> row = tile[r * stride];
+        const AscendC::LocalTensor<float> value = brcb[r * FP32_PER_BLOCK];
+        if constexpr (OP == Op::SUB) {
+            AscendC::Sub(row, row, value, FP32_PER_REPEAT, repeats, params);
+        } else if constexpr (OP == Op::MUL) {
+            AscendC::Mul(row, row, value, FP32_PER_REPEAT, repeats, params);
+        } else {
+            AscendC::Div(row, row, value, FP32_PER_REPEAT, repeats, params);
         }
     }
 }

@@ -32,6 +32,8 @@ constexpr int64_t FA_UNBOUNDED_TOKENS = attn_band::kUnboundedTokens;
 //   bit 5     Skv tail: Skv % blockN != 0
 //   bit 6     dtype: 1 float32
 //   bit 7     path: 1 coupled AI Core (910A arch 1001, 310P arch 2002), 0 MIX AIC:AIV 1:2 (arch 2201)
+//   bit 8     MIX path, float16 / bfloat16: S in the input dtype in the workspace (the high-performance
+//             precision, FlashAttentionV4 inner_precise 1); 0: S in float32
 // The dtype is float16 when bits 0 and 6 are clear.
 constexpr uint64_t FA_KEY_BF16 = 1u << 0;
 constexpr uint64_t FA_KEY_CAUSAL = 1u << 1;
@@ -40,6 +42,7 @@ constexpr uint64_t FA_KEY_SQ_TAIL = 1u << 4;
 constexpr uint64_t FA_KEY_SKV_TAIL = 1u << 5;
 constexpr uint64_t FA_KEY_FP32 = 1u << 6;
 constexpr uint64_t FA_KEY_COUPLED = 1u << 7;
+constexpr uint64_t FA_KEY_NARROW_S = 1u << 8;
 
 // Work items are (b, n, query block) triples, numbered
 //   item = (b * numHeads + n) * numQBlocks + p
@@ -154,4 +157,8 @@ struct FlashAttentionTilingData {
     uint32_t hasDropoutMask; // 1: the dropout_mask output (uint8 [B, N, Sq, Skv], 1 = kept) is written
     uint64_t seed;           // Philox key (uint64 bits of the int64 attr)
     uint64_t offset;         // first Philox stream of the call; (b, n) uses offset + b * N + n
+    // ---- precision (FlashAttentionV4; MIX path only) ----
+    uint32_t innerPrecise;   // 0: S leaves the cube as float32 (default); 1: as the input dtype (tiling key
+                             // bit 8; the high-performance precision, docs/attention_options.md)
+    uint32_t reservedTail;   // keeps the struct's size a multiple of 8
 };

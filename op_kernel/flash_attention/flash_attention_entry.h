@@ -23,12 +23,14 @@
 #if defined(__NPU_ARCH__) && (__NPU_ARCH__ == 2002 || __NPU_ARCH__ == 1001)
 #include "flash_attention_coupled_kernel.h"
 
-template <typename T>
+// S: the type of S between the matmuls, float on this path (its keys never set bit 8).
+template <typename T, typename S = float>
 __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attenMask,
                                          GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR attentionOut,
                                          GM_ADDR softmaxLse, GM_ADDR dropoutMask, GM_ADDR workspace,
                                          const FlashAttentionTilingData *tilingData)
 {
+    static_assert(AscendC::IsSameType<S, float>::value, "the coupled path keeps S in float32");
     (void)workspace;  // no user workspace: S, P and P.V stay inside the AI Core
     // op_host refuses atten_mask and dropout on the coupled chips (tiling_policy.cpp ComputePlan).
     (void)attenMask;
@@ -43,14 +45,15 @@ __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR val
 #else
 #include "flash_attention_kernel.h"
 
-template <typename T>
+// S: the type of S in the workspace (float; T for the high-performance precision).
+template <typename T, typename S = float>
 __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attenMask,
                                          GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR attentionOut,
                                          GM_ADDR softmaxLse, GM_ADDR dropoutMask, GM_ADDR workspace,
                                          const FlashAttentionTilingData *tilingData)
 {
     AscendC::TPipe pipe;
-    flash_attn::FlashAttentionKernel<T> op;
+    flash_attn::FlashAttentionKernel<T, S> op;
     // The AIC serves the AIVs' matmul requests from here on and does not run the code below.
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.qkMm, &tilingData->qkTiling, op.pvMm,
                       &tilingData->pvTiling);
@@ -64,24 +67,25 @@ __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR val
 // bits 2-3, Sq/Skv tail bits 4-5 over the dtype and path bits in BASE. Causal, layout and tails
 // are handled at run time by one instance per dtype; the keys exist so that each combination
 // has its own binary on the chip.
-#define FA_CASE(KEY, T)                                                                                   \
+#define FA_CASE(KEY, T, S)                                                                                \
     if (TILING_KEY_IS(KEY)) {                                                                             \
-        RunFlashAttention<T>(query, key, value, atten_mask, actual_seq_qlen, actual_seq_kvlen,           \
-                             attention_out, softmax_lse, dropout_mask, workspace, &tilingData);           \
+        RunFlashAttention<T, S>(query, key, value, atten_mask, actual_seq_qlen, actual_seq_kvlen,        \
+                                attention_out, softmax_lse, dropout_mask, workspace, &tilingData);        \
         return;                                                                                           \
     }
-#define FA_CASES_WITH_TAILS(BASE, T) \
-    FA_CASE((BASE), T)               \
-    FA_CASE((BASE) + 16, T)          \
-    FA_CASE((BASE) + 32, T)          \
-    FA_CASE((BASE) + 48, T)
-#define FA_CASES_FOR_DTYPE(BASE, T)         \
-    FA_CASES_WITH_TAILS((BASE) + 0, T)      \
-    FA_CASES_WITH_TAILS((BASE) + 2, T)      \
-    FA_CASES_WITH_TAILS((BASE) + 4, T)      \
-    FA_CASES_WITH_TAILS((BASE) + 6, T)      \
-    FA_CASES_WITH_TAILS((BASE) + 8, T)      \
-    FA_CASES_WITH_TAILS((BASE) + 10, T)
+#define FA_CASES_WITH_TAILS(BASE, T, S) \
+    FA_CASE((BASE), T, S)               \
+    FA_CASE((BASE) + 16, T, S)          \
+    FA_CASE((BASE) + 32, T, S)          \
+    FA_CASE((BASE) + 48, T, S)
+#define FA_CASES_FOR_TYPES(BASE, T, S)         \
+    FA_CASES_WITH_TAILS((BASE) + 0, T, S)      \
+    FA_CASES_WITH_TAILS((BASE) + 2, T, S)      \
+    FA_CASES_WITH_TAILS((BASE) + 4, T, S)      \
+    FA_CASES_WITH_TAILS((BASE) + 6, T, S)      \
+    FA_CASES_WITH_TAILS((BASE) + 8, T, S)      \
+    FA_CASES_WITH_TAILS((BASE) + 10, T, S)
+#define FA_CASES_FOR_DTYPE(BASE, T) FA_CASES_FOR_TYPES(BASE, T, float)
 
 // The cases of every tiling key for the architecture being compiled; expects query, key, value,
 // atten_mask, actual_seq_qlen, actual_seq_kvlen, attention_out, softmax_lse, dropout_mask, workspace
@@ -97,5 +101,7 @@ __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR val
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2); \
     FA_CASES_FOR_DTYPE(0, half)                        \
     FA_CASES_FOR_DTYPE(FA_KEY_BF16, bfloat16_t)        \
-    FA_CASES_FOR_DTYPE(FA_KEY_FP32, float)
+    FA_CASES_FOR_DTYPE(FA_KEY_FP32, float)             \
+    FA_CASES_FOR_TYPES(FA_KEY_NARROW_S, half, half)    \
+    FA_CASES_FOR_TYPES(FA_KEY_NARROW_S + FA_KEY_BF16, bfloat16_t, bfloat16_t)
 #endif

@@ -5,7 +5,7 @@
 // block for all the item's rows, so a K/V block is loaded once per item; the two AIVs of the
 // group each softmax half of the rows. Sub-block 0 (the issuer) sends the Matmul requests for
 // the whole item; the AIVs hand S, P and P.V over in the group's GM workspace:
-//   S_j   = Q . K_j^T                (cube, Matmul API, fp32 to a double-buffered GM workspace slot;
+//   S_j   = Q . K_j^T                (cube, Matmul API, fp32 (or T) to a double-buffered GM workspace slot;
 //                                     QK of block j+1 runs on the cube while block j is softmaxed)
 //   S_j  *= scale; mask              (vector; only on blocks the band's edges or the Skv tail cross)
 //   m_new = max(m, rowmax(S_j));  alpha = exp(m - m_new)
@@ -21,8 +21,10 @@
 // object has at most one request outstanding.
 // P in S's rows: the group's workspace has S and P.V slots but no P slot. Row r of P_j starts at
 // the first byte of row r of S_j, so P is [blockM, blockN] T with a row stride of blockN *
-// sizeof(float) / sizeof(T) elements (probStride_: 2 * blockN for half / bfloat16, blockN for
-// float, where P overwrites S exactly), the P.V Matmul's A with that org row length (orgKa).
+// sizeof(S) / sizeof(T) elements (probStride_: 2 * blockN for half / bfloat16 with fp32 S;
+// blockN for float, or with S in T, where P overwrites S exactly), the P.V Matmul's A with that
+// org row length (orgKa). A chunk's S rows are read (MTE2) before the previous chunk's P rows are
+// written (MTE3) -- other rows -- and its own P rows after its own read, as the first bullet says.
 // Invariant (why writing P over S is race-free):
 //   - an AIV writes only P rows it owns, and only after its own MTE2 read of the same rows of S
 //     (same chunk: the S tile's DeQue precedes the vector work whose result MTE3 writes); row r
@@ -60,6 +62,15 @@
 // resident, but moves S and P through UB c = chunkRows rows at a time (op_host picks the largest
 // multiple of 8 whose tiles fit), and P.V and O likewise in chunks of the rows their buffer holds;
 // the per-row math is the same, so UB no longer bounds blockM x blockN by whole [m, n] tiles.
+// S and P have two UB buffers each: chunk k + 1's S is requested (MTE2) before chunk k's vector
+// work is issued and chunks alternate P buffers, so a chunk's load and the previous chunk's P
+// store run while the vector unit works; the invariant below is per row and unchanged by it.
+// A tile is only as wide as the columns QK wrote (TileWidth: BlockCols rounded up to 16), so a
+// block the band's end or the Skv tail cuts is moved and softmaxed at that width, not blockN.
+// High-performance precision (FlashAttentionV4 inner_precise 1, tiling key bit 8; S = T): the QK
+// Matmul writes S in T (FixPipe rounds it), with a row stride of blockN elements of T, and P goes
+// over it exactly (probStride_ = blockN); each AIV casts its rows to fp32 in UB (workQue_) and
+// the rest is the same.
 // T is half, bfloat16_t or float (float: fp32 operands on the cube, P handed over in fp32).
 #pragma once
 
@@ -76,7 +87,15 @@
 
 namespace flash_attn {
 
-constexpr uint32_t AIV_PER_AIC = 2;  // KERNEL_TYPE_MIX_AIC_1_2: AIV block idx / 2 = its AIC's block idx
+constexpr uint32_t AIV_PER_AIC = 2;
+// Columns of a score tile in UB are a multiple of this: 16 fp32 are two 32-B blocks of S and 16
+// T (half / bfloat16) one 32-B block of P, so both DataCopy row lengths stay whole blocks.
+constexpr uint32_t VISIBLE_COL_ALIGN = 16;
+// Buffers of scoreQue (op_host's UB budget counts them: tiling_policy.cpp kScoreBuffers): the
+// next chunk's S (or P.V rows) moves GM -> UB on MTE2 while the vector unit works on this one.
+constexpr uint8_t SCORE_BUFFERS = 2;
+// probQue_ queues (op_host: kProbBuffers), one [c, n] T buffer each.
+constexpr uint32_t PROB_BUFFERS = 2;  // KERNEL_TYPE_MIX_AIC_1_2: AIV block idx / 2 = its AIC's block idx
 
 // Mode-1 cross-core flag ids of the AIV pair's meetings. On arch 2201 the Matmul API's
 // client/server waits use ids instIdx * 2 + sub-block (0..3 for this kernel's two objects) and
@@ -85,10 +104,14 @@ constexpr uint16_t PAIR_SCORES = 4;  // S_j is in GM (issuer) -- every AIV may r
 constexpr uint16_t PAIR_PROBS = 5;   // both halves of P_j are in GM, P_prev . V_prev too
 constexpr uint16_t PAIR_VALUES = 6;  // P_prev . V_prev is in GM (an item's last block, or a parity clash)
 
-template <typename T>
+// S: the type of S in the workspace -- float (the default, high precision), or T (float16 /
+// bfloat16: the high-performance precision, FlashAttentionV4 inner_precise 1: FixPipe rounds S to
+// T on its way out of L0C, which halves S's GM bytes; each AIV casts its rows back to fp32 in UB
+// and runs the same fp32 softmax, so the result is that of S rounded to T).
+template <typename T, typename S = float>
 class FlashAttentionKernel {
 public:
-    attn_mm::RowsByColsT<T> qkMm;  // S = Q . K^T, [rows, cols] fp32
+    attn_mm::RowsByColsTo<T, S> qkMm;  // S = Q . K^T, [rows, cols] in S
     attn_mm::RowsByB<T> pvMm;      // P . V, [rows, D] fp32
 
     // actualSeqQlen / actualSeqKvlen: the varlen cumulative ends (int64 GM), unused otherwise;
@@ -100,6 +123,7 @@ public:
 
 private:
     static constexpr bool FP32_IO = AscendC::IsSameType<T, float>::value;  // P and O need no Cast
+    static constexpr bool NARROW_S = !AscendC::IsSameType<S, float>::value;  // S in T: cast to fp32 in UB
 
     // The explicit mask's bias on the current item's BLOCK_MIXED blocks (OnlineSoftmax::ScoresToProbs).
     struct ItemMaskBias {
@@ -133,8 +157,31 @@ private:
     __aicore__ inline void FinishValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void AccumulateValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset);
-    // Softmax of this AIV's rows [r0, r0 + rows) of S_kvBlock (one chunk); P goes over those rows of S.
-    __aicore__ inline void SoftmaxChunk(uint32_t kvBlock, uint32_t r0, uint32_t rows, uint32_t row0);
+    // This AIV's rows [r0, r0 + rows) of S_kvBlock, [rows, TileWidth] fp32, GM -> scoreQue (enqueued).
+    __aicore__ inline void LoadScores(uint32_t kvBlock, uint32_t r0, uint32_t rows);
+    // Softmax of those rows once dequeued into `scores` (freed here); P goes over those rows of S.
+    __aicore__ inline void SoftmaxChunk(AscendC::LocalTensor<float> &scores, uint32_t kvBlock, uint32_t r0,
+                                        uint32_t rows, uint32_t row0);
+    // The columns of block kvBlock's score tile in UB: the columns QK wrote (BlockCols) rounded up
+    // to 16 -- whole 32-B blocks of S, and of P in T -- so a block the band's end or the Skv tail
+    // cuts is read, softmaxed and written back only as wide as the cube computed it. P.V reads no
+    // column past BlockCols; the columns [BlockCols, width) hold no visible key (the item's last
+    // visible key is below BlockCols for every row) and MaskScores sets them to -inf, so P is 0
+    // there. Dropout keeps whole blockN-wide rows (its keep mask is laid out per blockN-wide row).
+    // The queue of the fp32 tile SoftmaxChunk works on (and frees).
+    __aicore__ inline AscendC::TQue<AscendC::TPosition::VECIN, 1> &TileQue()
+    {
+        if constexpr (NARROW_S) {
+            return workQue_;
+        } else {
+            return scoreQue_;
+        }
+    }
+    __aicore__ inline uint32_t TileWidth(uint32_t kvBlock) const
+    {
+        const uint32_t n = td_->blockN;
+        return td_->philoxLanes != 0 ? n : Min(n, CeilDiv(BlockCols(kvBlock), VISIBLE_COL_ALIGN) * VISIBLE_COL_ALIGN);
+    }
     // Keys of block kvBlock the cube computes (QK's columns of S, P.V's reduction length): the
     // block, cut at the item's last visible key. The AIVs read exactly these columns of S.
     __aicore__ inline uint32_t BlockCols(uint32_t kvBlock) const
@@ -151,13 +198,20 @@ private:
     AscendC::GlobalTensor<float> lseGm_;
     // The group's workspace slots, shared by its two AIVs; block j uses slot j % 2 of each. An
     // AIV reads and writes the rows [slotRow_, slotRow_ + rows) of the tiles.
-    AscendC::GlobalTensor<float> scoreGm_[2];  // [blockM, blockN] fp32
+    AscendC::GlobalTensor<S> scoreGm_[2];      // [blockM, blockN] S
     AscendC::GlobalTensor<T> probGm_[2];       // [blockM, blockN] T, row stride probStride_: a T view of scoreGm_
     AscendC::GlobalTensor<float> pvGm_[2];     // [blockM, headDim] fp32
-    uint32_t probStride_ = 0;                  // elements between P rows: one S row, blockN * sizeof(float) / sizeof(T)
+    uint32_t probStride_ = 0;                  // elements between P rows: one S row, blockN * sizeof(S) / sizeof(T)
 
-    AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;   // [c, n] fp32
-    AscendC::TQue<AscendC::TPosition::VECOUT, 1> probQue_;   // [c, n] T (not for T = float)
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;   // SCORE_BUFFERS x [c, n] S
+    // NARROW_S only: [c, n] fp32, the chunk's S cast from scoreQue's T tile, softmaxed in place
+    // (and, with n >= d, the P.V rows' landing instead of scoreQue). Its bytes and scoreQue's two
+    // [c, n] T tiles are those of the default's two [c, n] fp32 tiles, so op_host's budget holds.
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> workQue_;
+    // [c, n] T each (not for T = float). Chunks alternate between the two, so a chunk's P is cast
+    // while the previous chunk's P still moves to GM on MTE3.
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> probQue_[PROB_BUFFERS];
+    uint32_t probTurn_ = 0;  // the probQue_ of the next chunk
     AscendC::TQue<AscendC::TPosition::VECIN, 1> pvQue_;      // [c, d] fp32 (only when n < d)
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;    // [c, d] T (only when n < d or T = float)
     // Where P.V and O rows go through UB. With n >= d, P.V [c', d] fp32 fits scoreQue's [c, n]
@@ -207,8 +261,8 @@ private:
     uint64_t summaryRow_ = 0;                    // the item's first summary byte (mask)
 };
 
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
                                                      GM_ADDR attenMask, GM_ADDR actualSeqQlen,
                                                      GM_ADDR actualSeqKvlen, GM_ADDR attentionOut,
                                                      GM_ADDR softmaxLse, GM_ADDR dropoutMask, GM_ADDR workspace,
@@ -228,17 +282,22 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     // UB, in the order and sizes op_host budgets (flash_attention_tiling.h); before the workspace
     // slices, so that blocks too large for UB stop every AIV here, ahead of any GM range.
     const bool shareTiles = n >= d;
-    pipe_->InitBuffer(scoreQue_, 1, c * n * sizeof(float));
+    pipe_->InitBuffer(scoreQue_, SCORE_BUFFERS, c * n * sizeof(S));
+    if constexpr (NARROW_S) {
+        pipe_->InitBuffer(workQue_, 1, c * n * sizeof(float));
+    }
     if constexpr (!FP32_IO) {
-        pipe_->InitBuffer(probQue_, 1, c * n * sizeof(T));
+        for (uint32_t i = 0; i < PROB_BUFFERS; ++i) {
+            pipe_->InitBuffer(probQue_[i], 1, c * n * sizeof(T));
+        }
     }
     if (shareTiles) {
-        pvIn_ = &scoreQue_;
+        pvIn_ = NARROW_S ? &workQue_ : &scoreQue_;
     } else {
         pipe_->InitBuffer(pvQue_, 1, c * d * sizeof(float));
     }
     if (shareTiles && !FP32_IO) {
-        outOut_ = &probQue_;
+        outOut_ = &probQue_[0];
     } else {
         pipe_->InitBuffer(outQue_, 1, c * d * sizeof(T));
     }
@@ -249,7 +308,7 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     outRows_ = shareTiles && !FP32_IO ? sharedRows : c;
     pipe_->InitBuffer(accBuf_, m * d * sizeof(float));
     foldInProb_ = !FP32_IO && n * sizeof(T) >= FP32_PER_REPEAT * sizeof(float);
-    softmax_.Init(pipe_, td_, m, c, !foldInProb_);
+    softmax_.Init(pipe_, td_, m, c, !foldInProb_, true);
     pipe_->InitBuffer(lseQue_, 1, Align32Bytes(m * sizeof(float)));
     acc_ = accBuf_.Get<float>();
     if (td_->hasMask != 0) {
@@ -284,9 +343,10 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     issuer_ = subBlock_ == 0 || td_->soloRows != 0;
     const uint32_t mi = td_->blockM;
     GM_ADDR slice = AscendC::GetUserWorkspace(workspace) + static_cast<uint64_t>(core_) * td_->wsBytesPerCore;
-    probStride_ = n * sizeof(float) / sizeof(T);
+    probStride_ = n * sizeof(S) / sizeof(T);
     for (uint32_t slot = 0; slot < 2; ++slot) {
-        __gm__ float *scores = reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset) + slot * mi * n;
+        // Slots keep the fp32 layout's place (2 x [blockM, blockN] fp32) whatever S is.
+        __gm__ S *scores = reinterpret_cast<__gm__ S *>(slice + td_->wsScoreOffset + slot * mi * n * sizeof(float));
         scoreGm_[slot].SetGlobalBuffer(scores, mi * n);
         probGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(scores), mi * probStride_);  // P in S's rows
         pvGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset) + slot * mi * d,
@@ -303,8 +363,8 @@ __aicore__ inline void FlashAttentionKernel<T>::Init(GM_ADDR query, GM_ADDR key,
     rowStrideKv_ = bnsd ? d : td_->numKvHeads * d;
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::Process()
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::Process()
 {
     if (td_->hasMask != 0) {
         SummarizeMask();  // every AIV of the launch, before any reads the summary
@@ -319,8 +379,8 @@ __aicore__ inline void FlashAttentionKernel<T>::Process()
     pvMm.End();
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::SummarizeMask()
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::SummarizeMask()
 {
     // Each AIV classifies a contiguous share of the summary rows; SyncAll<true> (vector cores
     // only) then makes the whole summary visible to every AIV.
@@ -333,8 +393,8 @@ __aicore__ inline void FlashAttentionKernel<T>::SummarizeMask()
     AscendC::SyncAll();
 }
 
-template <typename T>
-__aicore__ inline uint32_t FlashAttentionKernel<T>::BlockClass(uint32_t kvBlock) const
+template <typename T, typename S>
+__aicore__ inline uint32_t FlashAttentionKernel<T, S>::BlockClass(uint32_t kvBlock) const
 {
     if (td_->hasMask == 0) {
         return attn_mask::BLOCK_VISIBLE;
@@ -342,8 +402,8 @@ __aicore__ inline uint32_t FlashAttentionKernel<T>::BlockClass(uint32_t kvBlock)
     return summaryGm_.GetValue(summaryRow_ + kvBlock);
 }
 
-template <typename T>
-__aicore__ inline uint32_t FlashAttentionKernel<T>::NextComputedBlock(uint32_t kvBlock, uint32_t kvEnd) const
+template <typename T, typename S>
+__aicore__ inline uint32_t FlashAttentionKernel<T, S>::NextComputedBlock(uint32_t kvBlock, uint32_t kvEnd) const
 {
     while (kvBlock < kvEnd && BlockClass(kvBlock) == attn_mask::BLOCK_MASKED) {
         ++kvBlock;
@@ -351,8 +411,8 @@ __aicore__ inline uint32_t FlashAttentionKernel<T>::NextComputedBlock(uint32_t k
     return kvBlock;
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::ProcessItem(uint32_t item)
 {
     ItemPlace place;
     items_.Locate(item, &place);
@@ -460,9 +520,9 @@ __aicore__ inline void FlashAttentionKernel<T>::ProcessItem(uint32_t item)
     }
 }
 
-template <typename T>
+template <typename T, typename S>
 template <pipe_t pipe>
-__aicore__ inline void FlashAttentionKernel<T>::MeetPair(uint16_t flagId)
+__aicore__ inline void FlashAttentionKernel<T, S>::MeetPair(uint16_t flagId)
 {
     if (td_->soloRows != 0) {
         if constexpr (pipe == PIPE_MTE3) {
@@ -474,8 +534,8 @@ __aicore__ inline void FlashAttentionKernel<T>::MeetPair(uint16_t flagId)
     AscendC::CrossCoreWaitFlag<1>(flagId);
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::IssueScores(uint32_t kvBlock, uint32_t mmRows)
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::IssueScores(uint32_t kvBlock, uint32_t mmRows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
     const uint32_t cols = BlockCols(kvBlock);  // no key past the item's band
@@ -484,50 +544,71 @@ __aicore__ inline void FlashAttentionKernel<T>::IssueScores(uint32_t kvBlock, ui
     qkMm.template IterateAll<false>(scoreGm_[kvBlock % 2][mmRow_ * td_->blockN], 0, false, true);
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::SoftmaxBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0)
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::SoftmaxBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0)
 {
     softmax_.StartBlock();
-    for (uint32_t r0 = 0; r0 < rows; r0 += td_->chunkRows) {
-        SoftmaxChunk(kvBlock, r0, Min(td_->chunkRows, rows - r0), row0 + r0);
+    // Chunk k + 1's S is requested (MTE2, into scoreQue's other buffer) before chunk k's vector
+    // work is issued, so the load runs while the vector unit softmaxes chunk k.
+    const uint32_t c = td_->chunkRows;
+    LoadScores(kvBlock, 0, Min(c, rows));
+    for (uint32_t r0 = 0; r0 < rows; r0 += c) {
+        const uint32_t chunk = Min(c, rows - r0);
+        AscendC::LocalTensor<S> staged = scoreQue_.DeQue<S>();
+        if (r0 + c < rows) {
+            LoadScores(kvBlock, r0 + c, Min(c, rows - r0 - c));
+        }
+        if constexpr (NARROW_S) {
+            // S in T -> fp32 (exact), the softmax's tile; scoreQue's buffer is free for the next load.
+            AscendC::LocalTensor<float> scores = workQue_.AllocTensor<float>();
+            AscendC::Cast(scores, staged, AscendC::RoundMode::CAST_NONE, chunk * TileWidth(kvBlock));
+            scoreQue_.FreeTensor(staged);
+            SoftmaxChunk(scores, kvBlock, r0, chunk, row0 + r0);
+        } else {
+            SoftmaxChunk(staged, kvBlock, r0, chunk, row0 + r0);
+        }
     }
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, uint32_t r0, uint32_t rows,
-                                                             uint32_t row0)
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::LoadScores(uint32_t kvBlock, uint32_t r0, uint32_t rows)
 {
-    const uint32_t elems = rows * td_->blockN;  // [rows, blockN]
-    const uint32_t at = (slotRow_ + r0) * td_->blockN;  // these rows of the item's S tile
-    const uint32_t probAt = (slotRow_ + r0) * probStride_;  // ... and of P, at the same bytes
-
-    AscendC::LocalTensor<float> scores = scoreQue_.AllocTensor<float>();
-    // Only the columns QK wrote (BlockCols, whole 32-B blocks): the rest of each UB row keeps
-    // what the tile held and is past every row's band, so MaskScores overwrites it.
-    const uint32_t written = BlockCols(kvBlock);
-    if (written == td_->blockN) {
-        AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], elems);
+    const uint32_t n = td_->blockN;
+    const uint32_t w = TileWidth(kvBlock);
+    const uint32_t at = (slotRow_ + r0) * n;  // these rows of the item's S tile (row stride n elements of S)
+    constexpr uint32_t perBlock = 32 / sizeof(S);
+    AscendC::LocalTensor<S> scores = scoreQue_.AllocTensor<S>();
+    if (w == n) {
+        AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], rows * w);
     } else {
-        const uint32_t rowBlocks = CeilDiv(written, FP32_PER_BLOCK);
-        const uint32_t gapBlocks = td_->blockN / FP32_PER_BLOCK - rowBlocks;  // the same on both sides
-        const AscendC::DataCopyParams params{static_cast<uint16_t>(rows), static_cast<uint16_t>(rowBlocks),
-                                             static_cast<uint16_t>(gapBlocks), static_cast<uint16_t>(gapBlocks)};
+        const uint16_t gapBlocks = static_cast<uint16_t>((n - w) / perBlock);  // GM side only
+        const AscendC::DataCopyParams params{static_cast<uint16_t>(rows), static_cast<uint16_t>(w / perBlock),
+                                             gapBlocks, 0};
         AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], params);
     }
     scoreQue_.EnQue(scores);
-    scores = scoreQue_.DeQue<float>();
+}
+
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::SoftmaxChunk(AscendC::LocalTensor<float> &scores, uint32_t kvBlock,
+                                                             uint32_t r0, uint32_t rows, uint32_t row0)
+{
+    const uint32_t w = TileWidth(kvBlock);
+    const uint32_t elems = rows * w;  // [rows, w]
+    const uint32_t probAt = (slotRow_ + r0) * probStride_;  // these rows of P, at the bytes of their S rows
+
     AscendC::LocalTensor<T> prob;
     if constexpr (!FP32_IO) {
-        prob = probQue_.AllocTensor<T>();
+        prob = probQue_[probTurn_].AllocTensor<T>();
         if (foldInProb_) {
             softmax_.UseFold(prob.template ReinterpretCast<float>());
         }
     }
     if (BlockClass(kvBlock) == attn_mask::BLOCK_MIXED) {
         ItemMaskBias bias{&maskTiles_, seq_, head_};
-        softmax_.ScoresToProbs(scores, td_->blockN, kvBlock, rows, row0, r0, &bias);
+        softmax_.ScoresToProbs(scores, w, kvBlock, rows, row0, r0, &bias);
     } else {
-        softmax_.ScoresToProbs(scores, td_->blockN, kvBlock, rows, row0, r0);
+        softmax_.ScoresToProbs(scores, w, kvBlock, rows, row0, r0);
     }
     // P [rows, blockN] fp32 is final here (l and the LSE already hold its undropped sums): the
     // one point where it may still change before P.V.
@@ -535,31 +616,36 @@ __aicore__ inline void FlashAttentionKernel<T>::SoftmaxChunk(uint32_t kvBlock, u
         DropOut(scores, kvBlock, rows, row0);
     }
 
-    // P goes over the S rows this chunk read (the invariant in the header comment).
+    // P goes over the S rows this chunk read (the invariant in the header comment): [rows, w]
+    // rows into the first w * sizeof(T) bytes of their S rows, the rest of each S row skipped
+    // (units of 32-B blocks).
+    const uint16_t gapBlocks = static_cast<uint16_t>((probStride_ - w) * sizeof(T) / 32);
+    const AscendC::DataCopyParams probParams{static_cast<uint16_t>(rows), static_cast<uint16_t>(w * sizeof(T) / 32),
+                                             0, gapBlocks};
     if constexpr (FP32_IO) {
         // P is already the cube's operand type: the fp32 tile goes to GM as it is (no probQue),
         // in place of S (probAt == at).
         WaitForPipe<AscendC::HardEvent::V_MTE3>();
-        AscendC::DataCopy(probGm_[kvBlock % 2][probAt], scores, elems);
-        WaitForPipe<AscendC::HardEvent::MTE3_V>();  // the next chunk's S lands in this buffer
-        scoreQue_.FreeTensor(scores);
+        if (w == td_->blockN) {
+            AscendC::DataCopy(probGm_[kvBlock % 2][probAt], scores, elems);
+        } else {
+            AscendC::DataCopy(probGm_[kvBlock % 2][probAt], scores, probParams);
+        }
+        WaitForPipe<AscendC::HardEvent::MTE3_V>();  // a later chunk's S lands in this buffer
+        TileQue().FreeTensor(scores);
     } else {
         AscendC::Cast(prob, scores, AscendC::RoundMode::CAST_RINT, elems);
-        scoreQue_.FreeTensor(scores);
-        probQue_.EnQue(prob);
-        prob = probQue_.DeQue<T>();
-        // [rows, blockN] T rows into the first half of their S rows: blockN * sizeof(T) bytes
-        // each, the rest of the S row skipped (units of 32-B blocks; blockN is a multiple of 16).
-        const uint16_t rowBlocks = static_cast<uint16_t>(td_->blockN * sizeof(T) / 32);
-        const uint16_t gapBlocks = static_cast<uint16_t>((probStride_ - td_->blockN) * sizeof(T) / 32);
-        const AscendC::DataCopyParams params{static_cast<uint16_t>(rows), rowBlocks, 0, gapBlocks};
-        AscendC::DataCopy(probGm_[kvBlock % 2][probAt], prob, params);
-        probQue_.FreeTensor(prob);
+        TileQue().FreeTensor(scores);
+        probQue_[probTurn_].EnQue(prob);
+        prob = probQue_[probTurn_].DeQue<T>();
+        AscendC::DataCopy(probGm_[kvBlock % 2][probAt], prob, probParams);
+        probQue_[probTurn_].FreeTensor(prob);
+        probTurn_ = (probTurn_ + 1) % PROB_BUFFERS;
     }
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::DropOut(const AscendC::LocalTensor<float> &probs, uint32_t kvBlock,
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::DropOut(const AscendC::LocalTensor<float> &probs, uint32_t kvBlock,
                                                         uint32_t rows, uint32_t row0)
 {
     // Stream of (sequence, query head); counters from the positions in the sequence.
@@ -573,8 +659,8 @@ __aicore__ inline void FlashAttentionKernel<T>::DropOut(const AscendC::LocalTens
     }
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::WriteKeepMask(const philox_dropout::DropoutStream &stream,
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::WriteKeepMask(const philox_dropout::DropoutStream &stream,
                                                               uint32_t kvBlock, uint32_t rows, uint32_t row0)
 {
     // The testing aid regenerates the keep mask chunk by chunk (Apply's chunks of ChunkRows()
@@ -606,8 +692,8 @@ __aicore__ inline void FlashAttentionKernel<T>::WriteKeepMask(const philox_dropo
 // PAIR_PROBS(j): both halves of P_j are in GM, in S_j's rows). The slot's next writer is the QK
 // of the next block of that parity, requested after this one (the header's invariant); the pv
 // slot was last read by both AIVs' AccumulateValues of that block, before their PAIR_PROBS(j) sets.
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::IssueValues(uint32_t kvBlock, uint32_t mmRows)
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::IssueValues(uint32_t kvBlock, uint32_t mmRows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
     const uint32_t cols = BlockCols(kvBlock);  // P is 0 in the columns past them
@@ -617,8 +703,8 @@ __aicore__ inline void FlashAttentionKernel<T>::IssueValues(uint32_t kvBlock, ui
     pvMm.template IterateAll<false>(pvGm_[kvBlock % 2][mmRow_ * td_->headDim], 0, false, true);
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::FinishValues(uint32_t kvBlock, uint32_t rows)
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::FinishValues(uint32_t kvBlock, uint32_t rows)
 {
     if (issuer_) {
         pvMm.WaitIterateAll();
@@ -631,8 +717,8 @@ __aicore__ inline void FlashAttentionKernel<T>::FinishValues(uint32_t kvBlock, u
 
 // acc = alpha_j * acc + P_j . V_j for this AIV's rows once P_j . V_j is in GM (the issuer waited
 // for it before the meeting that precedes this call).
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::AccumulateValues(uint32_t kvBlock, uint32_t rows)
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::AccumulateValues(uint32_t kvBlock, uint32_t rows)
 {
     const uint32_t d = td_->headDim;
     for (uint32_t r0 = 0; r0 < rows; r0 += pvRows_) {
@@ -646,8 +732,8 @@ __aicore__ inline void FlashAttentionKernel<T>::AccumulateValues(uint32_t kvBloc
     }
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionKernel<T>::WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset)
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset)
 {
     const uint32_t d = td_->headDim;
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();

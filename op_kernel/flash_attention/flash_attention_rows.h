@@ -62,8 +62,11 @@ public:
     // only after the softmax of block j + 1 still rescales acc by block j's alpha.
     enum StatSlot : uint32_t { ROW_MAX_A = 0, ROW_MAX_B, ROW_SUM, BLOCK_MAX, BLOCK_SUM, ALPHA_A, ALPHA_B };
 
+    // wholeRows: reduce tiles of whole 512-column groups with ReduceRowsWhole and subtract the row
+    // max one instruction per row where that takes fewer instructions (the MIX kernel's choice;
+    // the coupled kernel keeps one instruction per 64 columns).
     __aicore__ inline void Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m,
-                                uint32_t chunkRows, bool ownFold = true);
+                                uint32_t chunkRows, bool ownFold = true, bool wholeRows = false);
     // The [c, 64] fp32 scratch of the next ScoresToProbs' row reductions (Init without ownFold).
     __aicore__ inline void UseFold(const AscendC::LocalTensor<float> &fold) { fold_ = fold; }
 
@@ -75,9 +78,9 @@ public:
     __aicore__ inline void StartBlock() { maxSlot_ = maxSlot_ == ROW_MAX_A ? ROW_MAX_B : ROW_MAX_A; }
     // Turns scores [rows, stride] fp32 of kv block `kvBlock` into P in place and updates m, l and
     // the block's alpha of state rows [stateRow, stateRow + rows) (stateRow a multiple of 8; after
-    // StartBlock). stride (a multiple of 8, at least the block's key count) is blockN, or less for the
-    // Skv tail block of a tile that the cube wrote with rows of its own width; columns past the
-    // block's keys become P = 0. row0 = the first query row of the tile in the sequence.
+    // StartBlock). stride (a multiple of 8) is blockN, or less: for the Skv tail block of a tile that
+    // the cube wrote with rows of its own width, or for a block the band's end cuts, where no row
+    // of the tile sees a key at or past `stride`; columns past the block's keys become P = 0. row0 = the first query row of the tile in the sequence.
     // bias (optional): an explicit mask's AddBias(scores, stride, row0, rows, col0, cols), which adds
     // 0 / -inf to the scaled scores of the tile's keys [col0, col0 + cols) before the row max.
     template <typename Bias = NoBias>
@@ -117,12 +120,29 @@ private:
     uint32_t statStride_ = 0;  // elements between StatSlot vectors
     uint32_t seqQ_ = 0, seqKv_ = 0;  // the current row block's sequence lengths
     uint32_t maxSlot_ = ROW_MAX_A;  // the slot of the current row max (StartBlock swaps it with ROW_MAX_B)
+    bool wholeRows_ = false;        // Init's wholeRows
+
+    // dst[r] = max (sum) of scores[r, 0:n], a tile of row stride n: ReduceRowsWhole where it takes
+    // the tile and wholeRows_ asks for it (the MIX kernel only: ReduceRowsWhole needs dav-c220's
+    // float WholeReduce with ORDER_ONLY_VALUE), else ReduceRowsOnArch, which uses only what the
+    // architecture has (fold_ is the scratch).
+    template <attn_rows::Reduce OP>
+    __aicore__ inline void ReduceTile(const AscendC::LocalTensor<float> &dst, const AscendC::LocalTensor<float> &scores,
+                                      uint32_t rows, uint32_t n)
+    {
+        if (wholeRows_ && attn_rows::WholeRowReducible(n, n)) {
+            attn_rows::ReduceRowsWhole<OP>(dst, scores, fold_, rows, n);
+        } else {
+            attn_rows::ReduceRowsOnArch<OP>(dst, scores, fold_, rows, n, n);
+        }
+    }
 };
 
 __aicore__ inline void OnlineSoftmax::Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *tiling, uint32_t m,
-                                           uint32_t chunkRows, bool ownFold)
+                                           uint32_t chunkRows, bool ownFold, bool wholeRows)
 {
     td_ = tiling;
+    wholeRows_ = wholeRows;
     statStride_ = Align32Bytes(m * sizeof(float)) / sizeof(float);
     pipe->InitBuffer(statBuf_, STAT_SLOTS * statStride_ * sizeof(float));
     if (ownFold) {
@@ -152,7 +172,9 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
 {
     const uint32_t n = stride;
     const uint32_t col0 = kvBlock * td_->blockN;
-    const uint32_t cols = Min(td_->blockN, seqKv_ - col0);
+    // The tile's keys: the block's, cut at the Skv tail and at the tile's width (a caller passes a
+    // stride below the block's keys only when no row of the tile sees a key past it).
+    const uint32_t cols = Min(Min(td_->blockN, seqKv_ - col0), n);
     const uint32_t elems = rows * n;  // [rows, n]; columns >= cols are masked below
 
     if (td_->softcap > 0.0f) {
@@ -174,14 +196,19 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     AscendC::LocalTensor<float> rowSum = Slot(ROW_SUM, stateRow);
     AscendC::LocalTensor<float> alpha = Slot(ALPHA_A + kvBlock % 2, stateRow);
 
-    attn_rows::ReduceRowsOnArch<attn_rows::Reduce::MAX>(blockMax, scores, fold_, rows, n, n);
+    ReduceTile<attn_rows::Reduce::MAX>(blockMax, scores, rows, n);
     AscendC::Max(newMax, rowMax, blockMax, rows);    // m_new = max(m_old, rowmax(S))
     attn_rows::MaxsOnArch(newMax, newMax, MAX_FLOOR, rows, brcb_);  // finite even for a row that sees no key yet
     AscendC::Sub(alpha, rowMax, newMax, rows);
     AscendC::Exp(alpha, alpha, rows);                // alpha = exp(m_old - m_new), 0 on the first block
-    ApplyRows<attn_rows::Op::SUB>(scores, newMax, rows, n, n);
+    if (attn_rows::HAS_BRCB && wholeRows_ && n % FP32_PER_REPEAT == 0 && rows < n / FP32_PER_REPEAT) {
+        attn_rows::BroadcastRows(brcb_, newMax, rows);
+        attn_rows::ApplyRowsByRow<attn_rows::Op::SUB>(scores, brcb_, rows, n, n);  // fewer instructions here
+    } else {
+        ApplyRows<attn_rows::Op::SUB>(scores, newMax, rows, n, n);
+    }
     AscendC::Exp(scores, scores, elems);             // P = exp(S - m_new), masked entries -> 0
-    attn_rows::ReduceRowsOnArch<attn_rows::Reduce::SUM>(blockSum, scores, fold_, rows, n, n);
+    ReduceTile<attn_rows::Reduce::SUM>(blockSum, scores, rows, n);
     AscendC::Mul(rowSum, rowSum, alpha, rows);
     AscendC::Add(rowSum, rowSum, blockSum, rows);    // l = alpha * l + rowsum(P)
 }

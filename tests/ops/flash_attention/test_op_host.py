@@ -65,6 +65,7 @@ typedef struct {
     float invKeepProb;
     uint32_t hasDropoutMask;
     uint64_t seed, offset;
+    uint32_t innerPrecise, reservedTail;
 } FlashAttentionTilingData;
 """)
 PROBE = Path(os.environ.get("ACL_FA_PROBE_LIB", sim_library_dir() / "libophost_probe.so"))
@@ -219,7 +220,7 @@ def test_tiling_matches_the_policy(case):
     lines = {b.name: b.bytes for b in p.budget}
     assert l1 == lines["L1 QK+PV Matmul buffers"] <= limits.l1_bytes  # the AIC holds both
     assert td.qkTiling.shareL1Size <= limits.l1_bytes // 2
-    assert td.chunkRows * td.blockN * 4 == lines["scoreQue S [c,n] fp32"] and td.chunkRows % 8 == 0
+    assert 2 * td.chunkRows * td.blockN * 4 == lines["scoreQue S 2 x [c,n] fp32"] and td.chunkRows % 8 == 0
 
 
 def test_tiling_rejection_reaches_the_caller():

@@ -248,16 +248,19 @@ def test_the_tiling_refuses_a_bad_softcap_from_direct_aclnn_callers(session):
 
 def _softcap_extra_vector_elems(plan) -> int:
     """Vector elements SoftCap adds to the plain scaling (tests/kernel_model.py's launch): per
-    score tile of rows x BLOCK_N, four passes (Exp, Adds, Div, Adds) and the 8-float constant.
-    The plans below keep one tile per block (chunkRows = subBlockM)."""
+    score tile of rows x its width (the columns QK wrote, rounded up to 16), four passes (Exp,
+    Adds, Div, Adds) and the 8-float constant. The plans below keep one tile per block
+    (chunkRows = subBlockM)."""
     extra = 0
+    n = plan.block_n
     for core in range(plan.used_core_num):
         for item in range(plan.core_item_start[core], plan.core_item_start[core + 1]):
-            blocks = ceil_div(item_rows(plan, item)[2], plan.block_n)
+            kv_end = item_rows(plan, item)[2]
+            widths = [min(n, ceil_div(min(n, kv_end - j * n), 16) * 16) for j in range(ceil_div(kv_end, n))]
             for sub in (0, 1):
                 rows = aiv_rows(plan, item, sub)[1]
                 if rows:
-                    extra += blocks * (4 * rows * plan.block_n + 8)
+                    extra += sum(4 * rows * w + 8 for w in widths)
     return extra
 
 
