@@ -60,10 +60,22 @@ class ModelReport:
     aiv_busy: np.ndarray      # [aiv, pipe]
     aic_end: np.ndarray
     aiv_end: np.ndarray
+    pipeline_cycles: float = 0.0      # the replay's time; cycles is the largest of it and the bounds
+    l2_bound_cycles: float = 0.0      # gm_bytes at the chip's L2 rate
+    hbm_bound_cycles: float = 0.0     # compulsory_hbm_bytes at the chip's HBM rate
+    gm_bytes: float = 0.0
+    compulsory_hbm_bytes: float = 0.0
 
     @property
     def seconds(self) -> float:
         return self.cycles / (self.clock_mhz * 1e6)
+
+    @property
+    def bound(self) -> str:
+        """What sets the modeled time: "pipeline" (the replay), or the memory bound that exceeds
+        it, "l2" (all GM bytes at the chip's L2 rate) or "hbm" (compulsory bytes at the HBM rate)."""
+        return max((self.pipeline_cycles, "pipeline"), (self.l2_bound_cycles, "l2"),
+                   (self.hbm_bound_cycles, "hbm"), key=lambda t: t[0])[1]
 
     def busy_fraction(self) -> dict:
         """Per pipe: the busiest core's busy cycles / kernel cycles (AIC and AIV tracks apart)."""
@@ -79,7 +91,10 @@ class ModelReport:
 
     @property
     def critical(self) -> str:
-        """The pipe that is busy the largest fraction of the kernel time on its busiest core."""
+        """The memory bound that sets the time ("l2", "hbm"), else the pipe that is busy the
+        largest fraction of the kernel time on its busiest core."""
+        if self.bound != "pipeline":
+            return self.bound
         fractions = self.busy_fraction()
         return max(fractions, key=fractions.get) if fractions else "none"
 
@@ -90,7 +105,10 @@ class ModelReport:
         return {"label": LABEL, "chip": self.chip, "cycles": self.cycles, "clock_mhz": self.clock_mhz,
                 "seconds": self.seconds, "instructions": self.ops, "active_cores": self.active_cores,
                 "core_gm_bytes_per_cycle": self.core_gm_bytes_per_cycle, "races_checked": self.races_checked,
-                "busy_fraction": self.busy_fraction(), "critical": self.critical}
+                "busy_fraction": self.busy_fraction(), "critical": self.critical,
+                "pipeline_cycles": self.pipeline_cycles, "l2_bound_cycles": self.l2_bound_cycles,
+                "hbm_bound_cycles": self.hbm_bound_cycles, "gm_bytes": self.gm_bytes,
+                "compulsory_hbm_bytes": self.compulsory_hbm_bytes}
 
 
 def _report(chip: str, s) -> ModelReport:
@@ -100,7 +118,8 @@ def _report(chip: str, s) -> ModelReport:
     return ModelReport(chip, float(s.cycles), float(s.clockMHz), int(s.ops), int(s.activeCores),
                        float(s.coreGmBytesPerCycle), bool(s.racesChecked), matrix(s.aicBusy, int(s.aicUsed)),
                        matrix(s.aivBusy, int(s.aivUsed)), np.array([float(s.aicEnd[i]) for i in range(s.aicUsed)]),
-                       np.array([float(s.aivEnd[i]) for i in range(s.aivUsed)]))
+                       np.array([float(s.aivEnd[i]) for i in range(s.aivUsed)]), float(s.pipelineCycles),
+                       float(s.l2BoundCycles), float(s.hbmBoundCycles), float(s.gmBytes), float(s.compulsoryHbmBytes))
 
 
 def _chip(backend: Backend) -> str:
@@ -203,7 +222,8 @@ def format_summary(s: dict) -> list:
     """Report lines of a summary(): time, throughput, critical resource, busy pipes."""
     busy = s["busy_fraction"]
     critical = s["critical"]
-    what = "HBM traffic" if critical == "hbm" else f"{critical} busy {100 * busy.get(critical, 0):.0f}%"
+    bounds = {"hbm": "HBM traffic (memory bound)", "l2": "GM traffic at the chip's L2 rate (memory bound)"}
+    what = bounds.get(critical) or f"{critical} busy {100 * busy.get(critical, 0):.0f}%"
     pipes = "  ".join(f"{k} {100 * v:.0f}%" for k, v in busy.items())
     return [f"modeled     {s['time_s'] * 1e6:.1f} us on {s['chip']} at {s['clock_mhz']:.0f} MHz, "
             f"{s['tflops']:.1f} TFLOP/s ({100 * s['cube_peak_fraction']:.1f}% of the fp16 cube peak); "
