@@ -21,7 +21,8 @@ from ..runtime.errors import AclError, InvalidArgumentError
 from ..runtime.loader import Backend
 
 __all__ = ["PIPES", "ModelReport", "op_trace", "last_model", "modeled_ops", "modeled_gm_trace", "pipe_costs",
-           "cost_fields", "remodel", "summary", "format_summary", "OPS_DTYPE", "LABEL"]
+           "cost_fields", "remodel", "summary", "format_summary", "OPS_DTYPE", "LABEL", "L2_RATE_FIELDS",
+           "L2_OVER_HBM", "l2_rate_scale", "with_l2_rates", "joint_latency_costs"]
 
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")   # CANN's pipe names; M is the cube
 LABEL = "modeled (acl-fa pipeline model over the simulator's instruction trace; not a measurement)"
@@ -204,13 +205,50 @@ def remodel(backend: Backend, costs: dict) -> ModelReport:
     return _report(_chip(backend), stats)
 
 
-def summary(model: ModelReport, flops: float, hbm_bytes: Optional[int], peaks) -> dict:
+# The chip's L2 rates are the one uncertain rate family of the cost table (docs/timing_model.md
+# "Calibration and ranges"): the aggregate rate and the per-core L2 ports (reads, FixPipe and MTE3
+# writes) scale together. Nominal: the platform file's per-core rates, the aggregate all AI Cores at
+# l2_rate (derived). Fast end: an aggregate of L2_OVER_HBM x the HBM rate, production's own ratio
+# (ops-transformer attention/mla_preprocess/op_kernel/mla_hardware.h, HardwareInfo: l2BW 5, hbmBW 1).
+L2_RATE_FIELDS = ("gmBytesPerCycle", "corePortBytesPerCycle", "corePortWriteBytesPerCycle", "mte3BytesPerCycle")
+L2_OVER_HBM = 5.0
+
+
+def l2_rate_scale(costs: dict) -> float:
+    """The factor on L2_RATE_FIELDS that takes the chip's aggregate L2 rate to L2_OVER_HBM x its HBM
+    rate (1 where the table's rate is already there or above)."""
+    return max(1.0, L2_OVER_HBM * costs["hbmBytesPerCycle"] / costs["gmBytesPerCycle"])
+
+
+def with_l2_rates(costs: dict, scale: float) -> dict:
+    """The cost table with every L2 rate (L2_RATE_FIELDS) times `scale`."""
+    return dict(costs, **{name: costs[name] * scale for name in L2_RATE_FIELDS})
+
+
+def joint_latency_costs(backend: Backend, costs: dict, scale: float) -> dict:
+    """The cost table with every assumed cycle cost (a field whose source is "assumed" and whose
+    name ends in "Cycles": latencies, issue and flag costs, the Exp repeat) times `scale` at once."""
+    assumed = {name for name, source in cost_fields(backend) if source.startswith("assumed") and name.endswith("Cycles")}
+    return dict(costs, **{name: costs[name] * scale for name in assumed})
+
+
+def summary(model: ModelReport, flops: float, hbm_bytes: Optional[int], peaks,
+            rates_of: Optional[Backend] = None) -> dict:
     """The modeled kernel time: the pipeline model's, or the HBM time of the L2 model's traffic
     (hbm_bytes, L2 replayed in modeled order) when that is longer; TFLOP/s of `flops` useful
-    operations at that time and the fraction of the chip's fp16 cube peak (peaks: roofline.ChipPeaks)."""
+    operations at that time and the fraction of the chip's fp16 cube peak (peaks: roofline.ChipPeaks).
+    With `rates_of` (the backend that traced `model`'s launch, its last), also "range_s": the time
+    at the fast end of the L2 rates and at the nominal ones (one replay more)."""
     hbm_s = hbm_bytes / peaks.hbm_bytes_per_s if hbm_bytes is not None else 0.0
     time_s = max(model.seconds, hbm_s)
-    return {"label": LABEL, "time_s": time_s, "pipeline_s": model.seconds, "hbm_s": hbm_s,
+    extra = {}
+    if rates_of is not None:
+        costs = pipe_costs(rates_of)
+        scale = l2_rate_scale(costs)
+        fast = remodel(rates_of, with_l2_rates(costs, scale))
+        extra = {"range_s": (max(fast.seconds, hbm_s), time_s), "l2_rate_range_bytes_per_s": (
+            costs["gmBytesPerCycle"] * costs["clockMHz"] * 1e6, scale * costs["gmBytesPerCycle"] * costs["clockMHz"] * 1e6)}
+    return extra | {"label": LABEL, "time_s": time_s, "pipeline_s": model.seconds, "hbm_s": hbm_s,
             "tflops": flops / time_s / 1e12 if time_s else 0.0,
             "cube_peak_fraction": flops / 2 / time_s / peaks.cube_macs_per_s if time_s else 0.0,
             "critical": "hbm" if hbm_s > model.seconds else model.critical,
@@ -225,7 +263,12 @@ def format_summary(s: dict) -> list:
     bounds = {"hbm": "HBM traffic (memory bound)", "l2": "GM traffic at the chip's L2 rate (memory bound)"}
     what = bounds.get(critical) or f"{critical} busy {100 * busy.get(critical, 0):.0f}%"
     pipes = "  ".join(f"{k} {100 * v:.0f}%" for k, v in busy.items())
-    return [f"modeled     {s['time_s'] * 1e6:.1f} us on {s['chip']} at {s['clock_mhz']:.0f} MHz, "
-            f"{s['tflops']:.1f} TFLOP/s ({100 * s['cube_peak_fraction']:.1f}% of the fp16 cube peak); "
-            f"critical: {what} (pipeline model, not a measurement)",
-            f"            pipe busy on the busiest core: {pipes}"]
+    lines = [f"modeled     {s['time_s'] * 1e6:.1f} us on {s['chip']} at {s['clock_mhz']:.0f} MHz, "
+             f"{s['tflops']:.1f} TFLOP/s ({100 * s['cube_peak_fraction']:.1f}% of the fp16 cube peak); "
+             f"critical: {what} (pipeline model, not a measurement)"]
+    if "range_s" in s:
+        fast, slow = s["range_s"]
+        low, high = s["l2_rate_range_bytes_per_s"]
+        lines.append(f"            range {fast * 1e6:.1f} - {slow * 1e6:.1f} us over the chip's L2 rate "
+                     f"{high / 1e12:.2f} - {low / 1e12:.2f} TB/s (docs/timing_model.md \"Calibration and ranges\")")
+    return lines + [f"            pipe busy on the busiest core: {pipes}"]
