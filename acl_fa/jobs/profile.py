@@ -56,10 +56,11 @@ def sensitivity(backend, factor: float = 0.5) -> list:
     last traced launch; first the row JOINT, every assumed cycle cost scaled at once."""
     base_costs = timing.pipe_costs(backend)
     base = timing.remodel(backend, base_costs).cycles
-    joint = [timing.remodel(backend, timing.joint_latency_costs(backend, base_costs, scale)).cycles / base - 1
+    fields = timing.cost_fields(backend)
+    joint = [timing.remodel(backend, timing.joint_latency_costs(fields, base_costs, scale)).cycles / base - 1
              for scale in (1 - factor, 1 + factor)]
     rows = []
-    for field, source in timing.cost_fields(backend):
+    for field, source in fields:
         if not source.startswith(("assumed", "derived")):
             continue
         changes = []

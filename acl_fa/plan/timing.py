@@ -225,10 +225,11 @@ def with_l2_rates(costs: dict, scale: float) -> dict:
     return dict(costs, **{name: costs[name] * scale for name in L2_RATE_FIELDS})
 
 
-def joint_latency_costs(backend: Backend, costs: dict, scale: float) -> dict:
-    """The cost table with every assumed cycle cost (a field whose source is "assumed" and whose
-    name ends in "Cycles": latencies, issue and flag costs, the Exp repeat) times `scale` at once."""
-    assumed = {name for name, source in cost_fields(backend) if source.startswith("assumed") and name.endswith("Cycles")}
+def joint_latency_costs(fields: list, costs: dict, scale: float) -> dict:
+    """The cost table with every assumed cycle cost (of `fields`, cost_fields(): a field whose source
+    is "assumed" and whose name ends in "Cycles" -- latencies, issue and flag costs, the Exp
+    repeat) times `scale` at once."""
+    assumed = {name for name, source in fields if source.startswith("assumed") and name.endswith("Cycles")}
     return dict(costs, **{name: costs[name] * scale for name in assumed})
 
 
