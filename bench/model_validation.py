@@ -15,10 +15,10 @@ Rows:
 
 Ranges: each modeled time at the nominal cost table, at the fast end of the chip's L2 rates
 (acl_fa.plan.timing.l2_rate_scale: 5 x HBM), with all assumed cycle costs x0.5 / x1.5, and at both
-fast ends together (L2 rates at 5 x HBM and assumed cycle costs x0.5: the model's fastest corner). Then the
-calibration of the L2 rates (one scale on all of them) on the first FlashAttention row, validated
-on the second: a scale in [1, fast end] that matches the first measurement, or the statement that
-none does. Needs ACL_FA_SIM_LIB_DIR (a build with the test kernels). About 5 minutes and 10 GB of
+fast ends together (L2 rates at 5 x HBM and assumed cycle costs x0.5: the model's fastest corner).
+Then a calibration on the first FlashAttention row, validated on the second: an L2-rate scale in
+[1, fast end] that matches the first measurement; where none does, the L2 rates at the fast end
+and one scale in [0.5, 1] on all assumed cycle costs; or the statement that neither does. Needs ACL_FA_SIM_LIB_DIR (a build with the test kernels). About 5 minutes and 10 GB of
 host memory at S = 32768.
 Usage: python bench/model_validation.py [--fa-seqs 32768,16384] [--stream-mib 384]
 """
@@ -82,6 +82,7 @@ class Engine:
         and both at their fast ends (the corner)."""
         fast = self.l2_scaled(timing.l2_rate_scale(self.costs))
         return {"nominal": self.us(), "fast": self.us(fast),
+                "calibrated": self.us(timing.calibrated_costs(self.fields, self.costs)),
                 "lat0.5": self.us(timing.joint_latency_costs(self.fields, self.costs, 0.5)),
                 "lat1.5": self.us(timing.joint_latency_costs(self.fields, self.costs, 1.5)),
                 "corner": self.us(timing.joint_latency_costs(self.fields, fast, 0.5))}
@@ -129,39 +130,63 @@ def launch_stream(sim, mib: int) -> int:
 
 
 def span(r: dict) -> str:
-    return f"{r['fast']:.1f} - {r['nominal']:.1f}"
+    """The calibrated - nominal range, then the L2 fast end alone."""
+    return f"{r['calibrated']:.1f} - {r['nominal']:.1f} (L2 alone: {r['fast']:.1f})"
 
 
 def fa_rows(sim, engine, seqs):
-    rows, spreads = [], {}
+    """The FlashAttention rows; the first one also calibrates (calibrate), the others validate the
+    calibrated costs. Returns (rows, notes)."""
+    rows, notes, calibrated = [], [], None
     for seq in seqs:
         tile, split, measured = PTO_DSL[seq]
         launch_fifo_attention(sim, seq, tile, split)
         r = engine.spread()
-        spreads[seq] = r
         rows.append([f"FlashAttention, PTO-DSL data path (fifo_attention)",
                      f"N1 S{seq} D128 fp16, tile {tile}, KV split {split}", f"{measured:.0f} us", PTO_SOURCE,
                      f"{r['nominal']:.1f}", span(r), f"{r['lat0.5']:.1f} / {r['lat1.5']:.1f}",
                      f"{r['corner']:.1f}", f"{r['nominal'] / measured:.2f}"])
-        calibrate_line = calibrate(engine, measured) if seq == seqs[0] else None
-        if calibrate_line:
-            spreads["calibration"] = calibrate_line
+        if calibrated is None:
+            calibrated, line = calibrate(engine, measured)
+            notes.append(f"calibration on S{seq}: {line}")
+        elif calibrated:
+            us = engine.us(calibrated)
+            notes.append(f"validation on S{seq}: the calibrated costs model {us:.1f} us against {measured:.0f} us "
+                         f"measured ({us / measured:.2f})")
         sim.free_all()
-    return rows, spreads
+    return rows, notes
 
 
-def calibrate(engine, measured: float) -> str:
-    """The L2-rate scale in [1, fast end] at which the last launch models `measured` us, or why none."""
+def bisect(model_us, lo: float, hi: float, measured: float) -> float:
+    """The x in [lo, hi] at which model_us(x) (monotone in x, either way) equals measured."""
+    rising = model_us(hi) > model_us(lo)
+    for _ in range(10):
+        mid = 0.5 * (lo + hi)
+        if (model_us(mid) > measured) != rising:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def calibrate(engine, measured: float) -> tuple:
+    """(costs, description) that make the last launch model `measured` us: first an L2-rate scale
+    in [1, fast end]; where none does, the L2 rates at the fast end (production's 5 x HBM) and one
+    scale in [0.5, 1] on all assumed cycle costs. (None, why) when neither does."""
     top = timing.l2_rate_scale(engine.costs)
     slow, fast = engine.us(engine.l2_scaled(1.0)), engine.us(engine.l2_scaled(top))
-    if not fast <= measured <= slow:
-        return (f"no L2-rate scale in [1, {top:.2f}] models {measured:.0f} us: {slow:.1f} us at 1, {fast:.1f} us at "
-                f"{top:.2f}; the L2 rates stay nominal (derived) and the gap is not theirs")
-    lo, hi = 1.0, top
-    for _ in range(12):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if engine.us(engine.l2_scaled(mid)) > measured else (lo, mid)
-    return f"calibrated L2-rate scale {hi:.3f} (models {engine.us(engine.l2_scaled(hi)):.1f} us against {measured:.0f} us)"
+    if fast <= measured <= slow:
+        k = bisect(lambda x: engine.us(engine.l2_scaled(x)), 1.0, top, measured)
+        return engine.l2_scaled(k), f"L2-rate scale {k:.3f} models {engine.us(engine.l2_scaled(k)):.1f} us"
+    why = (f"no L2-rate scale in [1, {top:.3f}] models {measured:.0f} us ({slow:.1f} us at 1, {fast:.1f} at "
+           f"{top:.3f})")
+    at = lambda x: timing.joint_latency_costs(engine.fields, engine.l2_scaled(top), x)  # noqa: E731
+    corner = engine.us(at(0.5))
+    if not corner <= measured <= fast:
+        return None, f"{why}; nor with the assumed cycle costs x0.5 ({corner:.1f} us)"
+    s = bisect(lambda x: engine.us(at(x)), 0.5, 1.0, measured)
+    return at(s), (f"{why}; with the L2 rates at {top:.3f} (5 x HBM) the assumed cycle costs x{s:.3f} model "
+                   f"{engine.us(at(s)):.1f} us")
 
 
 def main():
@@ -185,7 +210,7 @@ def main():
              f"{gemm['nominal'] / measured:.2f}"]]
     sim.free_all()
 
-    fa, spreads = fa_rows(sim, engine, seqs)
+    fa, notes = fa_rows(sim, engine, seqs)
     rows += fa
 
     moved = launch_stream(sim, args.stream_mib)
@@ -198,17 +223,19 @@ def main():
                  f"{stream['corner']:.1f}", f"{stream['nominal'] / hbm_us:.2f}"])
     sim.free_all()
 
-    print(table(["kernel", "shape", "measured", "source", "modeled us", "range over the L2 rates",
+    print(table(["kernel", "shape", "measured", "source", "modeled us", "range: calibrated - nominal",
                  "assumed cycle costs x0.5 / x1.5", "both fast ends", "modeled / measured"], rows))
     print()
     print(f"stream: {moved / 2**20:.0f} MiB moved, {st.compulsoryHbmBytes / 2**20:.0f} MiB compulsory HBM bytes "
           f"(reads + writes beyond the 192 MiB L2); pipeline replay alone {st.pipelineCycles / st.clockMHz:.1f} us "
           f"(its GM traffic at the L2 rate: what the model said before the memory bound), effective "
           f"{moved / (stream['nominal'] * 1e-6) / 1e12:.2f} TB/s")
-    if "calibration" in spreads:
-        print(f"calibration on S{seqs[0]}: {spreads['calibration']}")
-    print("range over the L2 rates: the fast end (aggregate 5 x HBM = 7.50 TB/s, per-core ports x "
-          f"{timing.l2_rate_scale(engine.costs):.3f}) - nominal (4.75 TB/s, the platform files' per-core rates)")
+    for line in notes:
+        print(line)
+    print("range: calibrated (the L2 rates at 5 x HBM = 7.50 TB/s, per-core ports x "
+          f"{timing.l2_rate_scale(engine.costs):.3f}, and all assumed cycle costs x{timing.CALIBRATED_CYCLE_SCALE}: "
+          "acl_fa.plan.timing.calibrated_costs) - nominal (the cost table: L2 4.75 TB/s, the platform files' "
+          "per-core rates); L2 alone: the L2 rates at 5 x HBM, the cycle costs nominal")
     sim.close()
 
 

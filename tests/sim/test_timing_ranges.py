@@ -32,6 +32,16 @@ def test_joint_latency_scales_only_assumed_cycle_costs(session):
     assert half["vectorRepeatCycles"] == costs["vectorRepeatCycles"]  # sourced
 
 
+def test_calibrated_costs(session):
+    fields, costs = timing.cost_fields(session.backend), timing.pipe_costs(session.backend)
+    cal = timing.calibrated_costs(fields, costs)
+    scale = timing.l2_rate_scale(costs)
+    for name in timing.L2_RATE_FIELDS:
+        assert cal[name] == pytest.approx(costs[name] * scale)
+    assert cal["mte2LatencyCycles"] == pytest.approx(costs["mte2LatencyCycles"] * timing.CALIBRATED_CYCLE_SCALE)
+    assert cal["cubeFractalCycles"] == costs["cubeFractalCycles"]  # sourced: never calibrated
+
+
 def test_summary_range_and_joint_sensitivity(session):
     q = np.random.default_rng(1).standard_normal((1, 2, 512, 64)).astype(np.float16)
     with timing.op_trace(session.backend):
@@ -41,7 +51,7 @@ def test_summary_range_and_joint_sensitivity(session):
     fast, nominal = s["range_s"]
     assert fast <= nominal == s["time_s"]
     assert s["l2_rate_range_bytes_per_s"][1] == pytest.approx(7.5e12)
-    assert any("range" in line for line in timing.format_summary(s))
+    assert any("range" in line and "calibrated" in line for line in timing.format_summary(s))
     rows = sensitivity(session.backend)
     assert rows[0][0] == JOINT and rows[0][1] <= 0 <= rows[0][2]
     assert len(rows) > 1 and all(name != JOINT for name, _, _ in rows[1:])
