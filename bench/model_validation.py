@@ -3,7 +3,7 @@
 
 Rows:
   - GEMM: the gemm_aic test kernel at 4096^3 against torch.matmul fp16 on an Ascend910B2,
-    314.52 TFLOP/s (github.com/zzc0721/torch-performance-test-data, issue #109);
+    314.52 TFLOP/s (github.com/zzc0721/torch-performance-test-data, issues/109);
   - FlashAttention with the PTO-DSL kernel's data path: the fifo_attention test kernel (128-row
     query blocks, fp32 S and fp16 P through GM slots, fp32 P.V partials through GM, QK requested
     3 tiles ahead) against the PTO-DSL FlashAttention's measured times on an A3-class 24-cube-core
@@ -205,7 +205,7 @@ def main():
     gemm = engine.spread()
     measured = 2.0 * m * n * k / (PUBLISHED[4096] * 1e12) * 1e6
     rows = [["GEMM (gemm_aic, Matmul API)", "4096^3 fp16, 24 AICs", f"{measured:.1f} us (314.52 TFLOP/s)",
-             "torch-performance-test-data issue #109", f"{gemm['nominal']:.1f}", span(gemm),
+             "github.com/zzc0721/torch-performance-test-data, issues/109", f"{gemm['nominal']:.1f}", span(gemm),
              f"{gemm['lat0.5']:.1f} / {gemm['lat1.5']:.1f}", f"{gemm['corner']:.1f}",
              f"{gemm['nominal'] / measured:.2f}"]]
     sim.free_all()
