@@ -6,8 +6,8 @@
 // SRC has finished what was issued before it; WaitFlag holds DST (or the scalar unit) until
 // then. TQue EnQue/DeQue and FreeTensor/AllocTensor are such flags between the queue's producer
 // and consumer pipes. A Matmul request reaches the group's AIC matmulRequestCycles after issue;
-// the AIC takes requests one at a time in arrival order, each a pipeline of MTE2 -> MTE1 -> cube ->
-// FixPipe over the job's base tiles whose stages follow the previous job's on each pipe; the requester's scalar unit waits at WaitIterateAll (or at
+// the AIC runs requests one at a time in arrival order as a pipeline of MTE2 -> MTE1 -> cube ->
+// FixPipe over the job's base tiles; the requester's scalar unit waits at WaitIterateAll (or at
 // a synchronous call). SyncAll releases its cores when the last arrives. Cores are processed in
 // global order of their scalar time, so requests reach a shared cube in time order and the
 // result depends on nothing but the trace and the costs.
@@ -513,7 +513,9 @@ private:
         const uint32_t server = trace_.cores[core].server;
         CoreState &sv = st_[server];
         const double arrival = s.scalar + (server == core ? 0.0 : c_.matmulRequestCycles);
+        double start = arrival;
         const int stages[4] = {Pi(Pipe::MTE2), Pi(Pipe::MTE1), Pi(Pipe::M), Pi(Pipe::FIX)};
+        for (int q : stages) start = std::max(start, sv.pipeFree[q]);
 
         auto up = [](uint64_t v, uint64_t a) { return (v + a - 1) / a; };
         const uint64_t c0 = 32 / std::max<uint32_t>(w.aBytes, 1);
@@ -528,27 +530,26 @@ private:
         const double x[4] = {w.gmReadBytes / coreBw_ + w.localReadBytes / c_.corePortBytesPerCycle,
                              l0Bytes / c_.mte1BytesPerCycle, fractals * c_.cubeFractalCycles,
                              w.outBytes / (w.outToGm ? FixpipeToGmRate() : c_.fixpipeBytesPerCycle)};
-        // A flow shop over the job's base tiles, each stage on its own pipe: a stage starts when its
-        // pipe is free and the previous stage has passed it one tile (MTE2's first tile lands after
-        // its latency), and finishes no earlier than one tile after the previous stage finished.
-        // Alone, a job takes latencies + (sum of the stages + (tiles - 1) x the slowest) / tiles;
-        // after another, each stage follows that job's same stage, so consecutive jobs overlap
-        // (the next job's loads run while the last one's FixPipe drains).
+        double sum = 0, peak = 0;
+        for (double v : x) {
+            sum += v;
+            peak = std::max(peak, v);
+        }
+        const double body = (sum + (tiles - 1) * peak) / tiles;
+        const double end = start + c_.mte2LatencyCycles + c_.fixpipeLatencyCycles + body;
+        // Stage spans: each stage starts one tile after the previous one's start.
+        double stageStart = start;
         const double lat[4] = {c_.mte2LatencyCycles, 0, 0, c_.fixpipeLatencyCycles};
         const uint64_t units[4] = {w.gmReadBytes + w.localReadBytes, uint64_t(l0Bytes), uint64_t(w.m) * w.n * w.k,
                                    w.outBytes};
-        double stageAt[4], stageEnd[4];
+        double stageAt[4];
         for (int i = 0; i < 4; ++i) {
-            const double ready = i == 0 ? arrival : stageAt[i - 1] + (i == 1 ? lat[0] : 0) + x[i - 1] / tiles;
-            stageAt[i] = std::max(ready, sv.pipeFree[stages[i]]);
-            stageEnd[i] = stageAt[i] + (i == 0 ? lat[0] : 0) + x[i];
-            if (i > 0) stageEnd[i] = std::max(stageEnd[i], stageEnd[i - 1] + x[i] / tiles);
-            if (i == 3) stageEnd[i] += lat[3];
-            Span(server, stages[i], stageAt[i], stageEnd[i], op.api, units[i], 2, seq);
+            stageAt[i] = i == 3 ? std::max(stageStart, end - lat[3] - x[3]) : stageStart;
+            Span(server, stages[i], stageAt[i], std::min(end, stageAt[i] + lat[i] + x[i]), op.api, units[i], 2, seq);
             Busy(server, stages[i], x[i]);  // transfer and compute time; the latencies are not counted
-            sv.pipeFree[stages[i]] = stageEnd[i];
+            stageStart += (i == 0 ? lat[0] : 0) + x[i] / tiles;
         }
-        const double end = stageEnd[3];
+        for (int q : stages) sv.pipeFree[q] = end;
         s.jobDone[op.key] = end + c_.flagLatencyCycles;
 
         const OpTrace &t = trace_.traces[core];
