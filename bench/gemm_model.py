@@ -25,14 +25,12 @@ CUBE = np.array([128, 256, 64, 2, 1, 4, 4, 8, 4, 2, 2, 1], np.int32)
 GRID_M, GRID_N = 4, 6  # 24 blocks of C, one per AIC
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--size", type=int, default=4096)
-    size = parser.parse_args().size
+def launch_gemm(sim, size):
+    """Runs gemm_aic on size^3 fp16 with the instruction trace on and checks three rows of C;
+    returns (m, n, k, tile_m, tile_n). The launch's model is the engine's last."""
     m = n = k = size
     tile_m = (-(-m // GRID_M) + 15) // 16 * 16
     tile_n = (-(-n // GRID_N) + 15) // 16 * 16
-    sim = simlib.SimKernels()
     rng = np.random.default_rng(0)
     a = rng.standard_normal((m, k), dtype=np.float32).astype(np.float16)
     b = rng.standard_normal((n, k), dtype=np.float32).astype(np.float16)
@@ -49,6 +47,15 @@ def main():
     rows = [0, m // 2, m - 1]
     ref = a[rows].astype(np.float32) @ b.astype(np.float32).T
     assert np.allclose(c[rows].astype(np.float32), ref, rtol=2e-2, atol=0.5), "GEMM result wrong"
+    return m, n, k, tile_m, tile_n
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, default=4096)
+    size = parser.parse_args().size
+    sim = simlib.SimKernels()
+    m, n, k, tile_m, tile_n = launch_gemm(sim, size)
     s = sim.ffi.new("aclfaSimModelStats *")
     assert sim.engine.aclfaSimGetModelStats(s) == 0
     seconds = s.cycles / (s.clockMHz * 1e6)

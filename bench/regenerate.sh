@@ -10,7 +10,7 @@
 #   dropout window mask
 #   backward  the FlashAttentionGrad rows (torch for its comparison; about 30 minutes on 2 cores)
 #   torch   needs torch (pip install torch --index-url https://download.pytorch.org/whl/cpu)
-#   matmul, dropout, model (its GEMM row)  need a development build with the test kernels:
+#   matmul, dropout, model (its GEMM and validation rows)  need a development build with the test kernels:
 #           cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build
 #           and ACL_FA_SIM_LIB_DIR=$PWD/build/lib in the environment
 # Simulator times are host wall time of the CPU simulator, never NPU timings; they depend on the
@@ -66,7 +66,8 @@ section() {
             run model-profile acl-fa profile --seq 4096 --causal --plot bench/profile_4096_causal.png
             run model-sensitivity acl-fa profile --seq 4096 --heads 8 --causal --sensitivity
             run model-fa "$PYTHON" bench/fa_model.py
-            run model-gemm "$PYTHON" bench/gemm_model.py ;;
+            run model-gemm "$PYTHON" bench/gemm_model.py
+            run model-validation "$PYTHON" bench/model_validation.py ;;
         sweep)
             run sweep-4096 acl-fa plan --seq 4096 --heads 8 --causal --sweep --plot bench/sweep_4096_causal.png
             run sweep-4096-310p env ACL_FA_SIM_SOC=Ascend310P3 acl-fa plan --seq 4096 --heads 8 --causal --sweep

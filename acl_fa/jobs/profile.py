@@ -71,14 +71,20 @@ class ProfileReport:
         return data
 
 
+JOINT = "all assumed cycle costs"   # the row of timing.joint_latency_costs
+
+
 def sensitivity(backend, factor: float = 0.5) -> list:
-    """[(field, relative change of the pipeline time at x(1-factor), at x(1+factor))] for each
+    """[(field, relative change of the modeled time at x(1-factor), at x(1+factor))] for each
     cost marked "assumed" or "derived" (a sourced figure combined by an assumed rule), on the
-    last traced launch."""
+    last traced launch; first the row JOINT, every assumed cycle cost scaled at once."""
     base_costs = timing.pipe_costs(backend)
     base = timing.remodel(backend, base_costs).cycles
+    fields = timing.cost_fields(backend)
+    joint = [timing.remodel(backend, timing.joint_latency_costs(fields, base_costs, scale)).cycles / base - 1
+             for scale in (1 - factor, 1 + factor)]
     rows = []
-    for field, source in timing.cost_fields(backend):
+    for field, source in fields:
         if not source.startswith(("assumed", "derived")):
             continue
         changes = []
@@ -86,7 +92,7 @@ def sensitivity(backend, factor: float = 0.5) -> list:
             cycles = timing.remodel(backend, dict(base_costs, **{field: base_costs[field] * scale})).cycles
             changes.append(cycles / base - 1)
         rows.append((field, changes[0], changes[1]))
-    return sorted(rows, key=lambda r: -max(abs(r[1]), abs(r[2])))
+    return [(JOINT, joint[0], joint[1])] + sorted(rows, key=lambda r: -max(abs(r[1]), abs(r[2])))
 
 
 def profile_job(problem: Problem, settings: JobSettings = JobSettings(), *,
@@ -259,7 +265,8 @@ def format_profile(report: ProfileReport) -> str:
         lines.append(f"cube busy   {100 * busy:.0f}% on AIC {core}, the busiest cube (pipe M busy / modeled pipeline "
                      f"time); mean over the {len(report.cube_busy)} AIC {100 * report.cube_busy.mean():.0f}%")
     if report.sensitivity is not None:
-        lines.append("sensitivity of the modeled pipeline time to each assumed or derived cost (x0.5 / x1.5):")
+        lines.append("sensitivity of the modeled time to the assumed cycle costs together, then to each assumed or "
+                     "derived cost (x0.5 / x1.5):")
         for field, lo, hi in report.sensitivity:
             lines.append(f"            {field:24s} {100 * lo:+7.1f}%  {100 * hi:+7.1f}%")
     return "\n".join(lines)

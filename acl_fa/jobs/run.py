@@ -142,7 +142,8 @@ def run_job(problem: Problem, settings: JobSettings = JobSettings(), *, return_a
     if m.l2_modeled is not None:
         stats = dict(stats, modeled_hbm_bytes=m.l2_modeled.hbm_bytes, l2_access_bytes=m.l2_modeled.access_bytes,
                      l2_line_hit_rate=m.l2_modeled.hit_rate, gm_trace_by_tensor=m.traffic)
-        model = timing.summary(m.model, problem.flops(), m.l2_modeled.hbm_bytes, chip_peaks(soc))
+        model = timing.summary(m.model, problem.flops(), m.l2_modeled.hbm_bytes, chip_peaks(soc),
+                               rates_of=session.backend)
     accuracy = _check(problem, q, k, v, out, lse) if settings.check else None
     tick("check", 1)
     p = problem

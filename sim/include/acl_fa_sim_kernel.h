@@ -123,7 +123,8 @@ typedef struct aclfaSimPipeCosts {
 } aclfaSimPipeCosts;
 
 typedef struct aclfaSimModelStats {
-    double cycles;                 /* modeled kernel time: launch to the last instruction's end */
+    double cycles;                 /* modeled kernel time: the largest of pipelineCycles, l2BoundCycles
+                                    * and hbmBoundCycles (no modeled time beats a memory bound) */
     double clockMHz;
     uint64_t ops;                  /* instructions replayed (cube job stages not counted) */
     uint32_t aicUsed, aivUsed;     /* rows of aicBusy / aivBusy filled */
@@ -135,6 +136,14 @@ typedef struct aclfaSimModelStats {
     double aivBusy[ACLFA_SIM_MAX_AIV][ACLFA_SIM_PIPES];
     double aicEnd[ACLFA_SIM_MAX_AIC];  /* cycle at which each core's last instruction ends */
     double aivEnd[ACLFA_SIM_MAX_AIV];
+    double pipelineCycles;         /* the replay's time: launch to the last instruction's end */
+    double l2BoundCycles;          /* gmBytes / gmBytesPerCycle: all GM traffic through the chip's L2 */
+    double hbmBoundCycles;         /* compulsoryHbmBytes / hbmBytesPerCycle */
+    double gmBytes;                /* GM bytes moved (MTE2, MTE3, Matmul operand loads and results) */
+    double compulsoryHbmBytes;     /* bytes that must cross HBM (docs/timing_model.md "Memory bound"):
+                                    * distinct GM bytes the launch reads and never writes (its input;
+                                    * the L2 starts cold) + distinct bytes it writes beyond the L2's
+                                    * capacity */
 } aclfaSimModelStats;
 
 /* One scheduled interval of the model, for timelines. */

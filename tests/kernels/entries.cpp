@@ -17,6 +17,8 @@ extern "C" void philox_tile(GM_ADDR p, GM_ADDR pOut, GM_ADDR words, GM_ADDR byte
 extern "C" void mask_tile(GM_ADDR mask, GM_ADDR scores, GM_ADDR out, GM_ADDR summary, GM_ADDR tiling);
 extern "C" void cross_core(GM_ADDR x, GM_ADDR b, GM_ADDR out, GM_ADDR workspace, GM_ADDR tiling);
 extern "C" void core_flags(GM_ADDR x, GM_ADDR work, GM_ADDR out, GM_ADDR tiling);
+extern "C" void fifo_attention(GM_ADDR q, GM_ADDR k, GM_ADDR v, GM_ADDR out, GM_ADDR lse, GM_ADDR workspace,
+                               GM_ADDR tiling);
 
 namespace {
 // Launches `body` as kernel `name` and returns the launch's aclError, its message in err.
@@ -101,6 +103,19 @@ extern "C" int aclfaSimTestGemm(void *a, void *b, void *c, uint32_t m, uint32_t 
     t.cube.N = t.cube.singleCoreN = static_cast<int32_t>(tileN);
     return Launch("gemm_aic", blockDim, KERNEL_TYPE_AIC_ONLY,
                   [&] { gemm_aic(Gm(a), Gm(b), Gm(c), nullptr, reinterpret_cast<GM_ADDR>(&t)); }, err, errLen);
+}
+
+extern "C" int aclfaSimTestFifoAttention(void *q, void *k, void *v, void *out, void *lse, void *workspace, uint32_t sq,
+                                         uint32_t skv, uint32_t headDim, uint32_t tileN, uint32_t preload,
+                                         uint32_t kvSplit, uint32_t chunkRows, float scale, uint32_t blockDim,
+                                         const int32_t *qkCube, const int32_t *pvCube, char *err, size_t errLen) {
+    FifoAttentionTiling t{sq, skv, headDim, tileN, preload, kvSplit, chunkRows, scale, {}, {}};
+    // One query block's jobs: QK [128, tileN] x K headDim, P.V [128, headDim] x K tileN.
+    t.qkCube = MakeMmTiling(128, tileN, headDim, 128, qkCube).cube;
+    t.pvCube = MakeMmTiling(128, headDim, tileN, 128, pvCube).cube;
+    return Launch("fifo_attention", blockDim, KERNEL_TYPE_MIX_AIC_1_2, [&] {
+        fifo_attention(Gm(q), Gm(k), Gm(v), Gm(out), Gm(lse), Gm(workspace), reinterpret_cast<GM_ADDR>(&t));
+    }, err, errLen);
 }
 
 extern "C" int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType,

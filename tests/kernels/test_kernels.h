@@ -29,6 +29,17 @@ struct GemmTiling {
     TCubeTiling cube;       // M = tileM, N = tileN, K = k
 };
 
+struct FifoAttentionTiling {
+    uint32_t sq, skv, headDim;  // q [sq, headDim], k/v [skv, headDim] fp16; sq a multiple of 128, headDim 128
+    uint32_t tileN;             // keys per S tile; skv a multiple of tileN * kvSplit
+    uint32_t preload;           // QK tiles requested ahead (1..3)
+    uint32_t kvSplit;           // key chunks per query block (work items = sq / 128 * kvSplit)
+    uint32_t chunkRows;         // rows per UB pass (a multiple of 8 dividing 64)
+    float scale;
+    TCubeTiling qkCube;         // M = 128, N = tileN, K = headDim
+    TCubeTiling pvCube;         // M = 128, N = headDim, K = tileN
+};
+
 struct ProbeTiling {
     int32_t op;             // PROBE_* scenario
     uint32_t n;             // elements
@@ -115,6 +126,14 @@ int aclfaSimTestMatmul(void *a, void *b, void *c, void *workspace, uint32_t m, u
 /* C[m, n] fp16 = A[m, k] . B[n, k]^T on blockDim AICs (KERNEL_TYPE_AIC_ONLY), 2-D blocks of C. */
 int aclfaSimTestGemm(void *a, void *b, void *c, uint32_t m, uint32_t n, uint32_t k, uint32_t gridN, uint32_t tileM,
                      uint32_t tileN, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
+
+/* fifo_attention (bench/model_validation.py) on blockDim MIX 1:2 blocks: out [kvSplit, sq, headDim] fp32, lse
+ * [kvSplit, sq] fp32; workspace = the system workspace + blockDim x the group's FIFO slots; qkCube / pvCube as
+ * the twelve int32 fields of aclfaSimTestMmSoftmax's cube. */
+int aclfaSimTestFifoAttention(void *q, void *k, void *v, void *out, void *lse, void *workspace, uint32_t sq,
+                              uint32_t skv, uint32_t headDim, uint32_t tileN, uint32_t preload, uint32_t kvSplit,
+                              uint32_t chunkRows, float scale, uint32_t blockDim, const int32_t *qkCube,
+                              const int32_t *pvCube, char *err, size_t errLen);
 
 /* One API or rule scenario on one AIV: in [n] fp32 -> out (see probe.cpp for each op). */
 int aclfaSimTestProbe(int32_t op, void *in, void *out, uint32_t n, float param, uint32_t kernelType, char *err,

@@ -657,6 +657,21 @@ ModelResult gResult;          // without the schedule until asked for (gHaveOps)
 bool gHave = false;
 bool gHaveOps = false;
 
+// No modeled time beats a physical bound (docs/timing_model.md "Memory bound"): the launch takes
+// at least its GM bytes over the chip's L2 rate and its compulsory HBM bytes over the HBM rate.
+// The replay shares gmBytesPerCycle by average concurrency, so the first bound only binds where
+// latencies and averages leave it short; the second is what the replay does not model at all
+// (every GM access is served at the L2 rate).
+void ApplyMemoryBounds(const LaunchTrace &trace, const aclfaSimPipeCosts &costs, ModelResult *out) {
+    aclfaSimModelStats &st = out->stats;
+    st.pipelineCycles = st.cycles;
+    st.gmBytes = out->gmBytes;
+    st.compulsoryHbmBytes = trace.compulsoryHbmBytes;
+    st.l2BoundCycles = costs.gmBytesPerCycle > 0 ? out->gmBytes / costs.gmBytesPerCycle : 0.0;
+    st.hbmBoundCycles = costs.hbmBytesPerCycle > 0 ? trace.compulsoryHbmBytes / costs.hbmBytesPerCycle : 0.0;
+    st.cycles = std::max({st.pipelineCycles, st.l2BoundCycles, st.hbmBoundCycles});
+}
+
 }  // namespace
 
 void ModelLaunch(const LaunchTrace &trace, const aclfaSimPipeCosts &costs, int keep, bool checkRaces,
@@ -683,6 +698,7 @@ void ModelLaunch(const LaunchTrace &trace, const aclfaSimPipeCosts &costs, int k
     }
     *out = ModelResult();
     Replay(trace, costs, keep, checkRaces, rate, out).Run();
+    ApplyMemoryBounds(trace, costs, out);
 }
 
 int OpTraceMode() { return gMode.load(std::memory_order_relaxed); }
@@ -692,6 +708,7 @@ std::string PublishLaunchTrace(LaunchTrace &&trace) {
     aclfaSimGetPipeCosts(nullptr, &costs);
     ModelResult result;
     const bool races = (OpTraceMode() & ACLFA_SIM_TRACE_RACES) != 0;
+    trace.compulsoryHbmBytes = CompulsoryHbmBytes(trace, aclfaSimGetChip()->l2Bytes);
     ModelLaunch(trace, costs, KEEP_GM, races, &result);
     std::string message = !result.race.empty() ? result.race : result.error;
     std::lock_guard<std::mutex> lock(gMutex);

@@ -23,7 +23,12 @@ struct TracedCore {
 struct LaunchTrace {
     std::vector<TracedCore> cores;
     std::vector<OpTrace> traces;  // one per core, same order
+    double compulsoryHbmBytes = 0;  // CompulsoryHbmBytes of the trace, set when it is published
 };
+
+// Bytes the launch must move across HBM whatever its schedule (footprint.cpp): the distinct GM
+// bytes it reads and never writes, plus the distinct bytes it writes beyond l2Bytes.
+double CompulsoryHbmBytes(const LaunchTrace &trace, uint64_t l2Bytes);
 
 struct ModelResult {
     aclfaSimModelStats stats{};
@@ -40,7 +45,9 @@ constexpr int KEEP_OPS = 1;  // ModelResult::ops
 constexpr int KEEP_GM = 2;   // ModelResult::gm
 
 // Replays `trace` with `costs` at the per-core GM rate that keeps the launch within the chip's;
-// keep: KEEP_OPS | KEEP_GM; checkRaces applies the rule.
+// keep: KEEP_OPS | KEEP_GM; checkRaces applies the rule. The modeled time (stats.cycles) is the
+// replay's or a memory bound when that is longer: all GM bytes at gmBytesPerCycle, the trace's
+// compulsory HBM bytes at hbmBytesPerCycle.
 void ModelLaunch(const LaunchTrace &trace, const aclfaSimPipeCosts &costs, int keep, bool checkRaces,
                  ModelResult *out);
 
