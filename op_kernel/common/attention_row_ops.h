@@ -191,6 +191,10 @@ __aicore__ inline void MaxsOnArch(const AscendC::LocalTensor<float> &dst, const 
         if (tail > 0) {
             const uint32_t at = full * FP32_PER_REPEAT;
             AscendC::Max(dst[at], src[at], konst, tail, 1, params);
+        }
+    }
+}
+
 // Whether ReduceRowsWhole takes a [rows, width] tile of row stride `stride`: contiguous rows
 // (stride == width) of whole 512-column groups, so that each row's 64-column partials fill whole
 // 32-B blocks, and at most 64 partials per row (the [rows, 64] fold buffer holds them).
