@@ -17,6 +17,8 @@ struct CubeSpec {
     bool cInUb;        // C written to UB (VECCALC; coupled chips) instead of GM
     uint32_t l1Share;  // the matmul gets L1 / l1Share bytes: an AIC serves its AIVs' matmuls
     int32_t ubBytes;   // UB the kernel gives the matmul for ND <-> NZ (coupled chips); -1: none
+    // Optional fields, set by name after the positional ones (never positionally: their order is
+    // not part of the interface).
     int32_t baseN = -1;  // a fixed baseN (MatmulApiTiling::SetFixSplit); -1: the tiling chooses
     bool cInputType = false;  // C in the operands' dtype (FixPipe rounds the fp32 result) instead of float32
 };

@@ -303,7 +303,8 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     // when it fits (fa_policy::PlanStepL1 budgets the same). Coupled path: each matmul half of
     // L1, C in UB, A too for P.V, and the UB the kernel gives it.
     const int32_t ubBytes = plan.coupled ? static_cast<int32_t>(plan.mmUbBytes) : -1;
-    const CubeSpec qk{m, n, hd, false, true, false, plan.coupled, 1, ubBytes, problem.narrowScores};
+    CubeSpec qk{m, n, hd, false, true, false, plan.coupled, 1, ubBytes};
+    qk.cInputType = problem.narrowScores;  // named, not positional: CubeSpec's optional fields
     const CubeSpec pv{m, hd, n, false, false, plan.coupled, plan.coupled, 1, ubBytes};
     bool filled = FillCubeTiling(platform, mmType, qk, chip.l1Bytes / 2, &td->qkTiling);
     const uint64_t qkL1 = !filled ? 0 : plan.coupled ? chip.l1Bytes / 2

@@ -186,8 +186,10 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     const int32_t hd = static_cast<int32_t>(p.headDim);
     // Per AIV piece: S = Q.K^T and P.V with A and C in GM; each a quarter of L1 (an AIC serves
     // 2 AIVs x 2 matmuls).
-    const fa_host::CubeSpec qk{m, n, hd, false, true, false, false, 4, -1, static_cast<int32_t>(plan.qkBaseN)};
-    const fa_host::CubeSpec pv{m, hd, n, false, false, false, false, 4, -1, static_cast<int32_t>(plan.pvBaseN)};
+    fa_host::CubeSpec qk{m, n, hd, false, true, false, false, 4, -1};
+    fa_host::CubeSpec pv{m, hd, n, false, false, false, false, 4, -1};
+    qk.baseN = static_cast<int32_t>(plan.qkBaseN);  // named, not positional: CubeSpec's optional fields
+    pv.baseN = static_cast<int32_t>(plan.pvBaseN);
     if (!fa_host::FillCubeTiling(platform, mmType, qk, chip.l1Bytes, &td->qkTiling) ||
         !fa_host::FillCubeTiling(platform, mmType, pv, chip.l1Bytes, &td->pvTiling)) {
         FAD_LOGE(context, "matmul tiling failed for %d rows, %d-key chunks, head_dim %d", m, n, hd);
