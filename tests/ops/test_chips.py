@@ -170,6 +170,9 @@ def test_paths_the_architecture_lacks_are_violations(soc, aicore_rule):
 # (sim/include/ascendc_sim/arch_surface.h stops any other call; docs/simulator.md).
 COUPLED_OPS = {"FlashAttention": "flash_attention", "FlashAttentionV2": "flash_attention_v2",
                "FlashAttentionV3": "flash_attention_v3", "AttentionLseMerge": "attention_lse_merge"}
+# Registered for the coupled chips too, whose tiling refuses what they lack, naming it: V4 is
+# reached only with precision="high_performance" (inner_precise=1), which A2/A3 alone serve.
+COUPLED_REFUSED = {"FlashAttentionV4": "inner_precise=1 (high-performance precision) is supported on Atlas A2/A3"}
 
 OPS_SCRIPT = """
 import json, sys
@@ -203,6 +206,11 @@ def softcap(s):
     v3._check(q, k, v, o, lse, case, None)
 
 
+def high_performance(s):
+    q, k, v = fa._inputs("BNSD", 1, 2, 2, 128, 128, 64, fa.F16)
+    s.flash_attention(q, k, v, precision="high_performance")
+
+
 def merge_f16(s):
     parts = merge._partials((2, 3, 37, 64), merge.F16, merge.F16, seed=5)
     out, lse = lse_merge.merge_partials(*parts, out_dtype=merge.F16, session=s)
@@ -213,7 +221,7 @@ results = {{}}
 with acl_fa.Session(backend="sim") as s:
     soc = s.soc_name()
     for op, run in (("FlashAttention", forward), ("FlashAttentionV2", band), ("FlashAttentionV3", softcap),
-                    ("AttentionLseMerge", merge_f16)):
+                    ("AttentionLseMerge", merge_f16), ("FlashAttentionV4", high_performance)):
         try:
             run(s)
             verdict = "ok"
@@ -245,6 +253,14 @@ def test_each_registered_op_runs_on_each_coupled_chip(op_runs, op, soc):
     assert result["kernel_type"] == KERNEL_TYPE_AICORE and result["aiv"] == 0, result
 
 
+@pytest.mark.parametrize("soc", COUPLED)
+@pytest.mark.parametrize("op", list(COUPLED_REFUSED))
+def test_each_refusing_op_names_what_the_coupled_chip_lacks(op_runs, op, soc):
+    result = op_runs(soc)["results"][op]
+    assert result["verdict"].startswith("raised AclError"), result["verdict"]
+    assert COUPLED_REFUSED[op] in result["verdict"] and "has coupled AI Cores" in result["verdict"], result
+
+
 def test_the_coupled_op_list_is_the_registered_one():
     """COUPLED_OPS names every OpDef registered for the coupled chips: OP_ADD(X) in a file that
     registers with Chips::kA2A3Coupled, or through RegisterFlashAttentionV2 (which does)."""
@@ -255,4 +271,4 @@ def test_the_coupled_op_list_is_the_registered_one():
         text = src.read_text()
         if "Chips::kA2A3Coupled" in text or "RegisterFlashAttentionV2(*this" in text:
             claimed |= set(re.findall(r"^OP_ADD\((\w+)\);", text, re.M))
-    assert claimed == set(COUPLED_OPS), claimed
+    assert claimed == set(COUPLED_OPS) | set(COUPLED_REFUSED), claimed
