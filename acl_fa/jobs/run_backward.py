@@ -138,7 +138,7 @@ def _check_line(c: GradientAccuracy) -> str:
 
 def format_backward_report(r: BackwardReport) -> str:
     p = r.problem.forward
-    mode = "deterministic (dQ added in K/V-block order)" if r.problem.deterministic else "atomic dQ adds"
+    mode = "deterministic (dQ summed in int32 fixed point)" if r.problem.deterministic else "atomic dQ adds"
     lines = ["forward", *("  " + line for line in format_report(r.forward).splitlines()), "backward",
              f"  tiling      BLOCK_M={r.block_m} BLOCK_N={r.block_n} on {r.aivs} AIVs, planned work max/mean "
              f"{r.balance:.3f}; {mode}",
@@ -159,8 +159,8 @@ def format_backward_report(r: BackwardReport) -> str:
             f"  work        cube MACs {s['cube_macs'] / 1e9:.2f} G = {s['executed_over_useful_macs']:.3f}x useful, "
             f"AIC max/mean {s['core_max_over_mean_macs']:.3f}; vector elements {s['vector_elems'] / 1e9:.2f} G, "
             f"scalar accesses {s['scalar_accesses']}, UB peak {format_bytes(s['ub_high_water'])}",
-            f"  cross-core  {s['sync_all_calls']} SyncAll passes, {s['inter_block_flag_calls']} IBSet/IBWait calls "
-            f"(dQ hand-overs), {format_bytes(s['atomic_add_bytes'])} added atomically to GM"]
+            f"  cross-core  {s['sync_all_calls']} SyncAll passes, {s['inter_block_flag_calls']} IBSet/IBWait calls, "
+            f"{format_bytes(s['atomic_add_bytes'])} added atomically to GM"]
     if r.checks is not None:
         heads = "all heads" if p.batch * p.num_heads * p.seq_q * p.seq_kv <= FULL_CHECK_PAIRS else \
             "kv head 0 and its query heads"

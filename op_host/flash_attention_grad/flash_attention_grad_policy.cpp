@@ -9,7 +9,10 @@ namespace {
 constexpr uint32_t kBlockAlign = 16;  // cube fractal edge
 constexpr uint64_t kUbAlign = 32;
 constexpr uint64_t kFp32 = 4;
-constexpr uint64_t kFlagBytes = 32;  // one IBSet/IBWait flag: a 32-B block of int32
+// Rows per cube request (a panel, docs/backward.md): the request latencies and the dK / dV
+// write-out are paid once per panel; the per-AIV scratch holds S, dP, P and dS of one panel.
+constexpr uint64_t kGradPanelRows = 512;
+constexpr uint64_t kMaxSlotBytes = 32;  // deterministic: one AIV's max |K| (or |V|), 8 fp32 copies
 // Philox counters per chunk with dropout: a chunk covers 16 x lanes tile elements, which the
 // kernel drops out through foldBuf [m, 64] fp32, so lanes <= 4 m; 128 (29 KiB of UB) when m
 // allows. Always >= blockN / 16 (a tile row) and a multiple of 8 (philox_dropout.h Init).
@@ -40,7 +43,6 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
         {"deltaBuf [m] fp32", AlignUp(m * kFp32, kUbAlign), c.ubBytes},
         {"brcbBuf [m,8] fp32", m * 8 * kFp32, c.ubBytes},
         {"foldBuf [m,64] fp32", m * 64 * kFp32, c.ubBytes},
-        {"flagBuf IBSet/IBWait [8] int32", kFlagBytes, c.ubBytes},
     };
     if (p.mask) needs.lines.push_back({"maskBuf mask tiles [16,n] u8/f16/f32", MaskTilesUbBytes(kMaskRows, n), c.ubBytes});
     if (p.dropout) {
@@ -212,13 +214,11 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     out.rowChunk = static_cast<uint32_t>(std::min<uint64_t>(m, m * n / d));
     out.budget = ComputeNeeds(out.blockM, out.blockN, p, c).lines;
 
-    // Units (b, h, j) with their work: the query heads of h's group times the query blocks seeing j.
+    out.panelRows = static_cast<uint32_t>(std::max<uint64_t>(kGradPanelRows / m, 1) * m);
+    out.panelRows = static_cast<uint32_t>(std::min<uint64_t>(out.panelRows, CeilDiv(p.seqQ, m) * m));
+
+    // Units (b, h, j) with their work: the query heads of h's group times the rows seeing block j.
     const uint64_t group = p.numHeads / p.numKvHeads;
-    if (p.batch * p.numHeads * out.numQBlocks > INT32_MAX) {
-        *error = Format("the backward's problem is too large: %llu query blocks (the dQ flags are numbered in int32)",
-                        static_cast<unsigned long long>(p.batch * p.numHeads * out.numQBlocks));
-        return false;
-    }
     out.totalUnits = p.batch * p.numKvHeads * out.numKvBlocks;
     if (out.totalUnits > UINT32_MAX || p.batch * p.numHeads * p.seqQ * d > (uint64_t{1} << 40)) {
         *error = Format("the backward's problem is too large: %llu K/V block units",
@@ -226,7 +226,7 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
         return false;
     }
     // Query rows each kv block of each sequence walks (the same for every kv head): the kernel
-    // trims every step to the rows that see the block.
+    // trims every panel to the rows that see the block.
     std::vector<uint64_t> perBlock(p.seqLensKv.empty() ? out.numKvBlocks : p.batch * out.numKvBlocks);
     for (size_t at = 0; at < perBlock.size(); ++at) {
         const uint64_t seq = at / out.numKvBlocks, j = at % out.numKvBlocks;
@@ -253,26 +253,22 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     out.meanCoreWork = static_cast<double>(out.totalWork) / used;
     out.imbalance = out.totalWork == 0 ? 1.0 : static_cast<double>(out.maxCoreWork) / out.meanCoreWork;
 
-    // Workspace: D, the dQ flags (deterministic), the dQ accumulator, then one scratch slice per AIV.
-    // One flag per (chain, waiting AIV): chains (b, n, query block) x aivNum.
-    const uint64_t flags = deterministic ? p.batch * p.numHeads * out.numQBlocks * out.aivNum : 0;
-    if (flags > UINT32_MAX) {
-        *error = Format("the backward's problem is too large: %llu deterministic dQ flags",
-                        static_cast<unsigned long long>(flags));
-        return false;
-    }
-    out.numDqFlags = static_cast<uint32_t>(flags);
+    // Workspace: D; deterministic, ||dO_r||_1 and the AIVs' K / V maxima; the dQ accumulator
+    // (fp32 or int32); then one scratch slice per AIV.
+    const uint64_t panel = out.panelRows;
+    const uint64_t rowBytes = AlignUp(p.batch * p.numHeads * p.seqQ * kFp32, kWorkspaceAlign);
     out.wsDeltaOffset = 0;
-    out.wsFlagOffset = AlignUp(p.batch * p.numHeads * p.seqQ * kFp32, kWorkspaceAlign);
-    out.wsFlagBytes = uint64_t{out.numDqFlags} * kFlagBytes;
-    out.wsDqOffset = out.wsFlagOffset + AlignUp(out.wsFlagBytes, kWorkspaceAlign);
+    out.wsNormOffset = rowBytes;
+    out.wsMaxOffset = out.wsNormOffset + (deterministic ? rowBytes : 0);
+    out.wsDqOffset = out.wsMaxOffset + (deterministic ? AlignUp(2 * out.aivNum * kMaxSlotBytes, kWorkspaceAlign) : 0);
     out.wsDqBytes = p.batch * p.numHeads * p.seqQ * d * kFp32;
     out.wsScratchOffset = out.wsDqOffset + AlignUp(out.wsDqBytes, kWorkspaceAlign);
     uint64_t at = 0;
-    for (auto [field, bytes] : {std::pair<uint64_t *, uint64_t>{&out.wsScoreOffset, m * n * kFp32},
-                                {&out.wsGradOffset, m * n * kFp32}, {&out.wsProbOffset, m * n * t},
-                                {&out.wsDsOffset, m * n * t}, {&out.wsDkOffset, n * d * kFp32},
-                                {&out.wsDvOffset, n * d * kFp32}, {&out.wsDqPartOffset, m * d * kFp32}}) {
+    for (auto [field, bytes] : {std::pair<uint64_t *, uint64_t>{&out.wsScoreOffset, panel * n * kFp32},
+                                {&out.wsGradOffset, panel * n * kFp32}, {&out.wsProbOffset, panel * n * t},
+                                {&out.wsDsOffset, panel * n * t}, {&out.wsDkOffset, n * d * kFp32},
+                                {&out.wsDvOffset, n * d * kFp32},
+                                {&out.wsDqPartOffset, deterministic ? panel * d * kFp32 : 0}}) {
         *field = at;
         at += AlignUp(bytes, kWorkspaceAlign);
     }
