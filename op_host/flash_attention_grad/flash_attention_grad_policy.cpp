@@ -22,25 +22,49 @@ uint32_t GradPhiloxLanes(uint32_t blockM) { return std::min<uint32_t>(kGradPhilo
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// Query rows per panel: the largest multiple of blockM up to kGradPanelRows, at most the query rows.
+uint64_t PanelRows(uint64_t blockM, uint64_t seqQ) {
+    return std::min(std::max<uint64_t>(kGradPanelRows / blockM, 1) * blockM, CeilDiv(seqQ, blockM) * blockM);
+}
+// The least L1 one Matmul object of an M x N x K request needs: one A and one B base tile
+// (baseM x baseK and baseN x baseK, T elements), with the bases the Matmul tiling picks first
+// (op_host/common/cube_tiling.h): baseM <= 128 and baseN <= 256 within L0C, then the largest
+// baseK (a multiple of 16, at most K) whose A and B tiles double-buffer in L0A / L0B. L1 is
+// then fitted by fewer K steps, down to one, but never by a smaller baseK.
+uint64_t ObjectL1(uint64_t m, uint64_t n, uint64_t k, uint64_t t, const ChipLimits &c) {
+    uint64_t bm = std::min<uint64_t>(AlignUp(m, kBlockAlign), 128), bn = std::min<uint64_t>(AlignUp(n, kBlockAlign), 256);
+    while (bm * bn * kFp32 > c.l0cBytes && (bm > kBlockAlign || bn > kBlockAlign)) {
+        if (bn >= bm) {
+            bn -= kBlockAlign;
+        } else {
+            bm -= kBlockAlign;
+        }
+    }
+    uint64_t bk = AlignUp(k, kBlockAlign);
+    while (bk > kBlockAlign && (bm * bk * t * 2 > c.l0aBytes || bk * bn * t * 2 > c.l0bBytes)) bk -= kBlockAlign;
+    return (bm + bn) * bk * t;
+}
+
 struct Needs {
     std::vector<BudgetLine> lines;
     uint64_t ub = 0, l1 = 0, l0c = 0;
 };
 
 // The kernel's per-AIV UB buffers in InitBuffer order, and the cube's needs: L1 holds, for
-// each of the AIC's 2 AIVs, the operands of the step's three matmul shapes (score Q.K^T and
-// dO.V^T: [m,d] + [n,d]; kv grads P^T.dO and dS^T.Q: [m,n] + [m,d]; dq dS.K: [m,n] + [n,d]);
-// L0C one whole result ([m,n], [n,d] or [m,d] fp32).
+// each of the AIC's 2 AIVs, the operand tiles of its 4 Matmul objects (S / dP [P,n] from [P,d] x
+// [n,d]^T; dV and dK [n,d] from [P,n]^T x [P,d]; dQ [P,d] from [P,n] x [n,d]; P = panel rows);
+// L0C one base tile ([m,n], [n,d] or [m,d] fp32).
 Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c) {
     const uint64_t m = blockM, n = blockN, d = p.headDim, t = p.dtypeBytes;
+    const uint64_t panel = PanelRows(m, p.seqQ);
     Needs needs;
     needs.lines = {
         {"scoreBuf S/P [m,n] fp32", m * n * kFp32, c.ubBytes},
         {"gradBuf dP/dS [m,n] fp32", m * n * kFp32, c.ubBytes},
         {"probBuf P [m,n] T", m * n * t, c.ubBytes},
         {"dsBuf dS [m,n] T", m * n * t, c.ubBytes},
-        {"lseBuf [m] fp32", AlignUp(m * kFp32, kUbAlign), c.ubBytes},
-        {"deltaBuf [m] fp32", AlignUp(m * kFp32, kUbAlign), c.ubBytes},
+        {"lseBuf [panel] fp32", AlignUp(panel * kFp32, kUbAlign), c.ubBytes},
+        {"deltaBuf [panel] fp32", AlignUp(panel * kFp32, kUbAlign), c.ubBytes},
         {"brcbBuf [m,8] fp32", m * 8 * kFp32, c.ubBytes},
         {"foldBuf [m,64] fp32", m * 64 * kFp32, c.ubBytes},
     };
@@ -49,11 +73,13 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
         needs.lines.push_back({"keepBuf Philox4x32-10 keep mask", PhiloxUbBytes(GradPhiloxLanes(blockM)), c.ubBytes});
     }
     for (const auto &line : needs.lines) needs.ub += line.bytes;
-    needs.l1 = 2 * ((m * d + n * d) + (m * n + m * d) + (m * n + n * d)) * t;
+    // Each of the 2 x 4 objects gets an eighth of L1 (flash_attention_grad_host.cpp): the line
+    // is 8 x the largest object's need, so that it fits exactly when every object does.
+    needs.l1 = 8 * std::max({ObjectL1(panel, n, d, t, c), ObjectL1(n, d, panel, t, c), ObjectL1(panel, d, n, t, c)});
     const uint64_t mPad = AlignUp(m, kBlockAlign);
     needs.l0c = std::max({mPad * n, n * d, mPad * d}) * kFp32;
     needs.lines.push_back({"UB total per AIV", needs.ub, c.ubBytes});
-    needs.lines.push_back({"L1 operands of 3 matmuls x2 AIV", needs.l1, c.l1Bytes});
+    needs.lines.push_back({"L1 8 x the largest Matmul object's tiles", needs.l1, c.l1Bytes});
     needs.lines.push_back({"L0C largest result fp32", needs.l0c, c.l0cBytes});
     return needs;
 }
@@ -214,8 +240,7 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     out.rowChunk = static_cast<uint32_t>(std::min<uint64_t>(m, m * n / d));
     out.budget = ComputeNeeds(out.blockM, out.blockN, p, c).lines;
 
-    out.panelRows = static_cast<uint32_t>(std::max<uint64_t>(kGradPanelRows / m, 1) * m);
-    out.panelRows = static_cast<uint32_t>(std::min<uint64_t>(out.panelRows, CeilDiv(p.seqQ, m) * m));
+    out.panelRows = static_cast<uint32_t>(PanelRows(m, p.seqQ));
 
     // Units (b, h, j) with their work: the query heads of h's group times the rows seeing block j.
     const uint64_t group = p.numHeads / p.numKvHeads;
@@ -265,10 +290,10 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     out.wsScratchOffset = out.wsDqOffset + AlignUp(out.wsDqBytes, kWorkspaceAlign);
     uint64_t at = 0;
     for (auto [field, bytes] : {std::pair<uint64_t *, uint64_t>{&out.wsScoreOffset, panel * n * kFp32},
-                                {&out.wsGradOffset, panel * n * kFp32}, {&out.wsProbOffset, panel * n * t},
-                                {&out.wsDsOffset, panel * n * t}, {&out.wsDkOffset, n * d * kFp32},
+                                {&out.wsGradOffset, panel * n * kFp32}, {&out.wsProbOffset, 2 * panel * n * t},
+                                {&out.wsDsOffset, 2 * panel * n * t}, {&out.wsDkOffset, n * d * kFp32},
                                 {&out.wsDvOffset, n * d * kFp32},
-                                {&out.wsDqPartOffset, deterministic ? panel * d * kFp32 : 0}}) {
+                                {&out.wsDqPartOffset, deterministic ? 2 * panel * d * kFp32 : 0}}) {
         *field = at;
         at += AlignUp(bytes, kWorkspaceAlign);
     }

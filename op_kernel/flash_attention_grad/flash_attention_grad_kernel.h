@@ -67,8 +67,10 @@ using attn_rows::WaitForPipe;  // orders the pipe named second after the one nam
 template <typename T>
 class FlashAttentionGradKernel {
 public:
-    attn_mm::RowsByColsT<T> scoreMm;  // S = Q.K^T, dP = dO.V^T: [panel rows, n] fp32
-    attn_mm::RowsTByB<T> kvGradMm;    // dV += P^T.dO, dK += dS^T.Q: [n, D] fp32, K = panel rows
+    // The gradient requests have an object each, so that the three can be outstanding at once.
+    attn_mm::RowsByColsT<T> scoreMm;  // S = Q.K^T, then dP = dO.V^T: [panel rows, n] fp32
+    attn_mm::RowsTByB<T> dvMm;        // dV += P^T.dO: [n, D] fp32, K = panel rows
+    attn_mm::RowsTByB<T> dkMm;        // dK += dS^T.Q: [n, D] fp32, K = panel rows
     attn_mm::RowsByB<T> dqMm;         // dQ += dS.K: [panel rows, D] fp32
 
     // actualSeqQlen / actualSeqKvlen: int64 cumulative end offsets (varlen), else unused (nullptr).
@@ -91,32 +93,56 @@ private:
     // 1), then the maxima over all AIVs (phase 2, into maxK_ / maxV_).
     __aicore__ inline void StoreKvMaxima();
     __aicore__ inline void LoadKvMaxima();
-    // Block j of kv head h of sequence b: every query head of the group, every panel. Returns
-    // false when no panel computed anything (dK_j / dV_j are zero).
+    // One panel: rows [rowLo, rowHi) of query head n of the sequence (whole query blocks, the
+    // first starting at the rows that see the K/V block rounded down to a multiple of 8).
+    struct PanelRows {
+        uint32_t n = 0, rowLo = 0, rowHi = 0;
+    };
+    // Where the walk of a block's panels is: query head g of the group, next query block i.
+    struct PanelCursor {
+        uint32_t g = 0, i = 0;
+    };
+    // Block j of kv head h of sequence b: every query head of the group, every panel, as a
+    // software pipeline (see WalkBlock). Returns false when no panel computed anything (dK_j /
+    // dV_j are zero).
     __aicore__ inline bool WalkBlock(uint32_t b, uint32_t h, uint32_t kvBlock);
-    // One panel: rows [rowLo, rowHi) of head (b, n) of the sequence (whole query blocks, trimmed
-    // to the rows that see block kvBlock); `first`: no panel has written dK_j / dV_j yet.
-    __aicore__ inline void Panel(uint32_t b, uint32_t n, uint32_t h, uint32_t kvBlock, uint32_t rowLo,
-                                 uint32_t rowHi, bool first);
-    // Deterministic: the panel's dQ part [rows, D] fp32 (in the scratch) scaled, rounded to int32
-    // and added to the accumulator, rowChunk rows at a time.
-    __aicore__ inline void AddDqFixed(uint64_t rowIndex, uint32_t rows);
-    // scale_[0:rows] = f_r of rows rowIndex.. (inverse: 1 / f_r), from their ||dO||_1 and D
-    // (loaded here into lse_ / delta_).
+    // The next panel of block kvBlock (rows [lo, hi) see it) after *cursor; false when none is left.
+    __aicore__ inline bool NextPanel(uint32_t b, uint32_t h, uint32_t kvBlock, uint32_t lo, uint32_t hi,
+                                     PanelCursor *cursor, PanelRows *panel) const;
+    // S (grad = false) or dP (true) of a panel, requested without waiting (into the scratch).
+    __aicore__ inline void RequestScores(uint32_t b, uint32_t h, uint32_t kvBlock, const PanelRows &panel,
+                                         bool grad);
+    // LSE and D of the panel's rows into lse_ / delta_, then P and dS from its S and dP, into P /
+    // dS slot `slot` of the scratch.
+    __aicore__ inline void PanelTiles(uint32_t b, uint32_t kvBlock, const PanelRows &panel, uint32_t slot);
+    // dV_j, dK_j and dQ of a panel from P / dS slot `slot` (deterministic: the dQ part to part
+    // slot `slot`), requested without waiting; `first`: no panel of the block has written dK_j /
+    // dV_j yet.
+    __aicore__ inline void RequestGrads(uint32_t b, uint32_t h, uint32_t kvBlock, const PanelRows &panel,
+                                        uint32_t slot, bool first);
+    // Waits for the outstanding dV, dK and dQ requests.
+    __aicore__ inline void WaitGrads();
+    // Deterministic: the panel's dQ part [rows, D] fp32 (part slot `slot` of the scratch) scaled,
+    // rounded to int32 and added to the accumulator.
+    __aicore__ inline void AddDqFixed(uint32_t b, const PanelRows &panel, uint32_t slot);
+    // lse_[0:rows] = f_r of rows rowIndex.. (inverse: 1 / f_r), from their ||dO||_1 and D
+    // (loaded here into lse_ / delta_; rows <= panelRows).
     __aicore__ inline void FixedScales(uint64_t rowIndex, uint32_t rows, bool inverse);
-    // P and dS of the panel's rows [row0, row0 + rows) (one query block, at most blockM rows),
-    // from the panel's S and dP at row `at` of the scratch, back to the scratch in T.
-    __aicore__ inline void Tile(uint32_t b, uint32_t n, uint32_t row0, uint32_t rows, uint32_t at, uint32_t col0,
-                                uint32_t cols, bool maskBias);
+    // P and dS of the panel's rows [row0, row0 + rows) (one query block, at most blockM rows):
+    // S, dP, LSE and D at row `from` of the panel (a multiple of 8), P and dS to row `to` of the
+    // P / dS scratch in T.
+    __aicore__ inline void Tile(uint32_t b, uint32_t n, uint32_t row0, uint32_t rows, uint32_t to, uint32_t from,
+                                uint32_t col0, uint32_t cols, bool maskBias);
     // The summary class (attn_mask::BlockClass) of query block qBlock x kv block kvBlock of (b, n).
     __aicore__ inline uint8_t MaskClass(uint32_t b, uint32_t n, uint32_t qBlock, uint32_t kvBlock) const;
+    // lse: the rows' LSE (clamped in place to >= FP32_LOWEST).
     __aicore__ inline void ComputeProbs(uint32_t b, uint32_t n, uint32_t rows, uint32_t row0, uint32_t col0,
-                                        uint32_t cols, bool maskBias);
+                                        uint32_t cols, bool maskBias, const AscendC::LocalTensor<float> &lse);
     // prob_ = T(P o Z / keep_prob) and grad_ = dP o Z / keep_prob for the tile's rows row0.. and
     // keys col0.. of head (b, n); score_ keeps P.
     __aicore__ inline void ApplyDropout(uint32_t b, uint32_t n, uint32_t rows, uint32_t row0, uint32_t col0);
     // Keys of rows row0.. outside the band (and the block's padding columns) -> -inf.
-    __aicore__ inline void ComputeDs(uint32_t rows);
+    __aicore__ inline void ComputeDs(uint32_t rows, const AscendC::LocalTensor<float> &delta);
     __aicore__ inline void WriteKvGrads(uint32_t b, uint32_t h, uint32_t col0, uint32_t cols, bool computed);
     __aicore__ inline void MaskScores(uint32_t rows, uint32_t row0, uint32_t col0, uint32_t cols);
 
@@ -161,11 +187,11 @@ private:
     AscendC::GlobalTensor<int32_t> dqFixedGm_;  // the same bytes as int32 fixed point (deterministic)
     AscendC::GlobalTensor<float> normGm_;    // deterministic: ||dO_r||_1 [B, N, Sq]
     AscendC::GlobalTensor<float> maxGm_;     // deterministic: max |K| [aivNum][8], then max |V| [aivNum][8]
-    AscendC::GlobalTensor<float> dqPartGm_;  // deterministic: dS.K_j of one panel [P, D] fp32
+    AscendC::GlobalTensor<float> dqPartGm_;  // deterministic: dS.K_j of a panel [2][P, D] fp32 (two slots)
     AscendC::GlobalTensor<float> scoreGm_;   // this AIV's scratch: S [P, n] fp32 (P = panelRows)
     AscendC::GlobalTensor<float> gradGm_;    // dP [P, n] fp32
-    AscendC::GlobalTensor<T> probGm_;        // P [P, n] T
-    AscendC::GlobalTensor<T> dsGm_;          // dS * scale [P, n] T
+    AscendC::GlobalTensor<T> probGm_;        // P [2][P, n] T (two slots: a panel's and the next's)
+    AscendC::GlobalTensor<T> dsGm_;          // dS * scale [2][P, n] T
     AscendC::GlobalTensor<float> dkAccGm_;   // dK_j [n, D] fp32
     AscendC::GlobalTensor<float> dvAccGm_;   // dV_j [n, D] fp32
     AscendC::GlobalTensor<uint8_t> maskSummaryGm_;  // hasMask: one BlockClass byte per summary block
@@ -237,16 +263,16 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     const uint32_t panel = td_->panelRows;
     scoreGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset), panel * n);
     gradGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsGradOffset), panel * n);
-    probGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), panel * n);
-    dsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsDsOffset), panel * n);
+    probGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), 2 * panel * n);
+    dsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsDsOffset), 2 * panel * n);
     dkAccGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDkOffset), n * d);
     dvAccGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDvOffset), n * d);
     if (td_->deterministic != 0) {
-        dqPartGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDqPartOffset), panel * d);
+        dqPartGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDqPartOffset), 2 * panel * d);
     }
 
     // UB, in the order and sizes op_host budgets (flash_attention_grad_tiling.h).
-    const uint32_t rowVectorBytes = (m * sizeof(float) + 31) / 32 * 32;
+    const uint32_t rowVectorBytes = (panel * sizeof(float) + 31) / 32 * 32;  // a panel's rows
     pipe_->InitBuffer(scoreBuf_, m * n * sizeof(float));
     pipe_->InitBuffer(gradBuf_, m * n * sizeof(float));
     pipe_->InitBuffer(probBuf_, m * n * sizeof(T));
@@ -373,7 +399,8 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Process()
     AscendC::SyncAll();  // every dQ contribution has landed
     WriteDq();
     scoreMm.End();
-    kvGradMm.End();
+    dvMm.End();
+    dkMm.End();
     dqMm.End();
 }
 
@@ -462,38 +489,102 @@ __aicore__ inline void FlashAttentionGradKernel<T>::WalkUnit(uint32_t unit)
 template <typename T>
 __aicore__ inline bool FlashAttentionGradKernel<T>::WalkBlock(uint32_t b, uint32_t h, uint32_t kvBlock)
 {
-    const uint32_t bm = td_->blockM;
     const uint32_t col0 = kvBlock * td_->blockN;
     const uint32_t cols = Min(td_->blockN, seq_.skv - col0);
     // Rows [rowLo, rowHi) see a key of the block (every one of them at least one: pre + next >= 0).
+    // The walk starts at rowLo rounded down to a multiple of 8, so that every tile's LSE and D
+    // start on a 32-B block of UB; the rows added see no key of the block (P = 0, they add 0).
     int64_t rowLo = 0, rowHi = 0;
     if (!attn_band::SeeingRows(col0, col0 + cols, seq_.diag, seq_.sq, td_->preTokens, td_->nextTokens, &rowLo,
                                &rowHi)) {
         return false;
     }
-    const uint32_t lo = static_cast<uint32_t>(rowLo);
+    const uint32_t lo = static_cast<uint32_t>(rowLo) / FP32_PER_BLOCK * FP32_PER_BLOCK;
     const uint32_t hi = static_cast<uint32_t>(rowHi);
+    PanelCursor cursor;
+    PanelRows cur, next, prev;
+    bool hasCur = NextPanel(b, h, kvBlock, lo, hi, &cursor, &cur);
+    if (!hasCur) {
+        return false;
+    }
+    // Software pipeline over the panels. The cube serves this AIV's requests in the order they
+    // are sent, so requesting panel p+1's S and dP before panel p's dV, dK and dQ lets the vector
+    // core recompute P and dS of p+1 while the cube computes p's three gradients (scoreMm has
+    // one request outstanding at a time: S, then dP). P / dS have two slots: panel p+1 writes
+    // one while p's requests read the other.
+    RequestScores(b, h, kvBlock, cur, false);
+    scoreMm.WaitIterateAll();
+    RequestScores(b, h, kvBlock, cur, true);
+    scoreMm.WaitIterateAll();
+    bool first = true;
+    uint32_t slot = 0;
+    while (hasCur) {
+        PanelTiles(b, kvBlock, cur, slot);
+        WaitForPipe<AscendC::HardEvent::MTE3_S>();  // P and dS in GM, S and dP read, before the requests
+        const bool hasNext = NextPanel(b, h, kvBlock, lo, hi, &cursor, &next);
+        if (hasNext) {
+            RequestScores(b, h, kvBlock, next, false);
+        }
+        if (!first) {
+            WaitGrads();  // the previous panel's requests ran on the cube while PanelTiles ran here
+        }
+        if (hasNext) {
+            scoreMm.WaitIterateAll();
+            RequestScores(b, h, kvBlock, next, true);
+        }
+        RequestGrads(b, h, kvBlock, cur, slot, first);
+        if (!first && td_->deterministic != 0) {
+            AddDqFixed(b, prev, slot ^ 1u);  // while the cube computes dP of the next panel and this one's gradients
+        }
+        if (hasNext) {
+            scoreMm.WaitIterateAll();  // dP of the next panel, ahead of this panel's gradients on the cube
+        }
+        first = false;
+        prev = cur;
+        cur = next;
+        hasCur = hasNext;
+        slot ^= 1u;
+    }
+    WaitGrads();
+    if (td_->deterministic != 0) {
+        AddDqFixed(b, prev, slot ^ 1u);
+    }
+    return true;
+}
+
+template <typename T>
+__aicore__ inline bool FlashAttentionGradKernel<T>::NextPanel(uint32_t b, uint32_t h, uint32_t kvBlock, uint32_t lo,
+                                                              uint32_t hi, PanelCursor *cursor, PanelRows *panel) const
+{
+    // Panels: runs of at most panelRows / blockM query blocks the mask does not hide entirely,
+    // query head by query head.
+    const uint32_t bm = td_->blockM;
     const uint32_t qEnd = CeilDiv(hi, bm);
     const uint32_t panelBlocks = td_->panelRows / bm;
-    bool computed = false;
-    for (uint32_t g = 0; g < td_->groupSize; ++g) {
-        const uint32_t n = h * td_->groupSize + g;
-        // Panels: runs of at most panelBlocks query blocks the mask does not hide entirely.
-        for (uint32_t i = lo / bm; i < qEnd;) {
-            if (MaskClass(b, n, i, kvBlock) == attn_mask::BLOCK_MASKED) {
-                ++i;  // P = 0 on every pair: nothing to add to dK_j, dV_j or dQ_i
-                continue;
-            }
+    if (cursor->g == 0 && cursor->i == 0) {
+        cursor->i = lo / bm;
+    }
+    while (cursor->g < td_->groupSize) {
+        const uint32_t n = h * td_->groupSize + cursor->g;
+        uint32_t i = cursor->i;
+        while (i < qEnd && MaskClass(b, n, i, kvBlock) == attn_mask::BLOCK_MASKED) {
+            ++i;  // P = 0 on every pair: nothing to add to dK_j, dV_j or dQ_i
+        }
+        if (i < qEnd) {
             uint32_t e = i + 1;
             while (e < qEnd && e - i < panelBlocks && MaskClass(b, n, e, kvBlock) != attn_mask::BLOCK_MASKED) {
                 ++e;
             }
-            Panel(b, n, h, kvBlock, i * bm > lo ? i * bm : lo, Min(e * bm, hi), !computed);
-            computed = true;
-            i = e;
+            panel->n = n;
+            panel->rowLo = i * bm > lo ? i * bm : lo;
+            panel->rowHi = Min(e * bm, hi);
+            cursor->i = e;
+            return true;
         }
+        ++cursor->g;
+        cursor->i = lo / bm;
     }
-    return computed;
+    return false;
 }
 
 template <typename T>
@@ -508,111 +599,145 @@ __aicore__ inline uint8_t FlashAttentionGradKernel<T>::MaskClass(uint32_t b, uin
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::Panel(uint32_t b, uint32_t n, uint32_t h, uint32_t kvBlock,
-                                                          uint32_t rowLo, uint32_t rowHi, bool first)
+__aicore__ inline void FlashAttentionGradKernel<T>::RequestScores(uint32_t b, uint32_t h, uint32_t kvBlock,
+                                                                  const PanelRows &panel, bool grad)
 {
-    const uint32_t d = td_->headDim;
-    const uint32_t bm = td_->blockM;
+    // A = Q / dO rows [rows, D], B^T = K / V rows [cols, D], C [rows, cols] with row stride blockN
+    // in this AIV's scratch.
     const uint32_t bn = td_->blockN;
     const uint32_t col0 = kvBlock * bn;
     const uint32_t cols = Min(bn, seq_.skv - col0);
-    const uint32_t rows = rowHi - rowLo;
-    const uint64_t qOffset = QueryOffset(b, n, rowLo);
+    const uint32_t rows = panel.rowHi - panel.rowLo;
+    const uint64_t qOffset = QueryOffset(b, panel.n, panel.rowLo);
     const uint64_t kvOffset = KvOffset(b, h, col0);
-
-    // S and dP of the panel: A = Q / dO rows [rows, D], B^T = K / V rows [cols, D], C [rows, cols]
-    // with row stride blockN in this AIV's scratch.
     scoreMm.SetOrgShape(rows, bn, rowStrideQ_, rowStrideKv_, bn);
-    scoreMm.SetTail(rows, cols, d);
-    scoreMm.SetTensorA(queryGm_[qOffset]);
-    scoreMm.SetTensorB(keyGm_[kvOffset], true);
-    scoreMm.IterateAll(scoreGm_);
-    scoreMm.SetTensorA(doutGm_[qOffset]);
-    scoreMm.SetTensorB(valueGm_[kvOffset], true);
-    scoreMm.IterateAll(gradGm_);
+    scoreMm.SetTail(rows, cols, td_->headDim);
+    scoreMm.SetTensorA(grad ? doutGm_[qOffset] : queryGm_[qOffset]);
+    scoreMm.SetTensorB(grad ? valueGm_[kvOffset] : keyGm_[kvOffset], true);
+    scoreMm.template IterateAll<false>(grad ? gradGm_ : scoreGm_, 0, false, true);
+}
 
-    // P and dS, one query block (the UB tile) at a time, into the scratch in T.
-    for (uint32_t r0 = rowLo; r0 < rowHi;) {
-        const uint32_t r1 = Min((r0 / bm + 1) * bm, rowHi);
-        Tile(b, n, r0, r1 - r0, r0 - rowLo, col0, cols,
-             MaskClass(b, n, r0 / bm, kvBlock) == attn_mask::BLOCK_MIXED);
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::PanelTiles(uint32_t b, uint32_t kvBlock, const PanelRows &panel,
+                                                               uint32_t slot)
+{
+    // The panel's LSE and D (one copy each), then one query block (the UB tile) at a time.
+    const uint32_t bm = td_->blockM;
+    const uint32_t col0 = kvBlock * td_->blockN;
+    const uint32_t cols = Min(td_->blockN, seq_.skv - col0);
+    const uint32_t rows = panel.rowHi - panel.rowLo;
+    const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + panel.n) * td_->seqQ + panel.rowLo;
+    AscendC::DataCopyExtParams rowParams{1, static_cast<uint32_t>(rows * sizeof(float)), 0, 0, 0};
+    AscendC::DataCopyPadExtParams<float> noPad{false, 0, 0, 0.0f};
+    WaitForPipe<AscendC::HardEvent::V_MTE2>();
+    AscendC::DataCopyPad(lse_, lseGm_[LseIndex(b, panel.n, panel.rowLo)], rowParams, noPad);
+    AscendC::DataCopyPad(delta_, deltaGm_[rowIndex], rowParams, noPad);
+    for (uint32_t r0 = panel.rowLo; r0 < panel.rowHi;) {
+        const uint32_t r1 = Min((r0 / bm + 1) * bm, panel.rowHi);
+        Tile(b, panel.n, r0, r1 - r0, slot * td_->panelRows + r0 - panel.rowLo, r0 - panel.rowLo, col0, cols,
+             MaskClass(b, panel.n, r0 / bm, kvBlock) == attn_mask::BLOCK_MIXED);
         r0 = r1;
     }
-    WaitForPipe<AscendC::HardEvent::MTE3_S>();  // P and dS are in GM before the cube is asked to read them
+}
 
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::RequestGrads(uint32_t b, uint32_t h, uint32_t kvBlock,
+                                                                 const PanelRows &panel, uint32_t slot, bool first)
+{
+    const uint32_t d = td_->headDim;
+    const uint32_t bn = td_->blockN;
+    const uint32_t col0 = kvBlock * bn;
+    const uint32_t cols = Min(bn, seq_.skv - col0);
+    const uint32_t rows = panel.rowHi - panel.rowLo;
+    const uint64_t qOffset = QueryOffset(b, panel.n, panel.rowLo);
+    const uint64_t kvOffset = KvOffset(b, h, col0);
+    const uint64_t at = static_cast<uint64_t>(slot) * td_->panelRows * bn;  // the P / dS slot
     // dV_j += P^T . dO_p and dK_j += dS^T . Q_p: A^T stored [rows, blockN] (row stride blockN),
-    // B = dO / Q rows [rows, D], C [cols, D] fp32; K = the panel's rows, summed inside the request.
-    // The block's first panel writes, later ones add.
-    kvGradMm.SetOrgShape(bn, rowStrideQ_, rows, rows, d);
-    kvGradMm.SetTail(cols, d, rows);
-    kvGradMm.SetTensorA(probGm_, true);
-    kvGradMm.SetTensorB(doutGm_[qOffset]);
-    kvGradMm.IterateAll(dvAccGm_, first ? 0 : 1);
-    kvGradMm.SetTensorA(dsGm_, true);
-    kvGradMm.SetTensorB(queryGm_[qOffset]);
-    kvGradMm.IterateAll(dkAccGm_, first ? 0 : 1);
-
+    // B = dO / Q rows [rows, D], C [cols, D] fp32; K = the panel's rows, summed in L0C inside the
+    // request. The block's first panel writes, later ones add.
+    dvMm.SetOrgShape(bn, rowStrideQ_, rows, rows, d);
+    dvMm.SetTail(cols, d, rows);
+    dvMm.SetTensorA(probGm_[at], true);
+    dvMm.SetTensorB(doutGm_[qOffset]);
+    dvMm.template IterateAll<false>(dvAccGm_, first ? 0 : 1, false, true);
+    dkMm.SetOrgShape(bn, rowStrideQ_, rows, rows, d);
+    dkMm.SetTail(cols, d, rows);
+    dkMm.SetTensorA(dsGm_[at], true);
+    dkMm.SetTensorB(queryGm_[qOffset]);
+    dkMm.template IterateAll<false>(dkAccGm_, first ? 0 : 1, false, true);
     // dQ_p += dS . K_j: A = dS [rows, cols] (row stride blockN), B = K rows [cols, D], C [rows, D]
     // (BNSD rows of head (b, n)): atomic mode adds it with the request; deterministic mode takes
-    // it to the scratch and adds it in fixed point.
-    const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + rowLo;
+    // it to the scratch and FinishGrads adds it in fixed point.
     dqMm.SetOrgShape(rows, rowStrideKv_, bn, bn, d);
     dqMm.SetTail(rows, d, cols);
-    dqMm.SetTensorA(dsGm_);
+    dqMm.SetTensorA(dsGm_[at]);
     dqMm.SetTensorB(keyGm_[kvOffset]);
     if (td_->deterministic != 0) {
-        dqMm.IterateAll(dqPartGm_);
-        AddDqFixed(rowIndex, rows);
+        dqMm.template IterateAll<false>(dqPartGm_[static_cast<uint64_t>(slot) * td_->panelRows * d], 0, false, true);
     } else {
-        dqMm.IterateAll(dqAccGm_[rowIndex * d], 1);
+        const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + panel.n) * td_->seqQ + panel.rowLo;
+        dqMm.template IterateAll<false>(dqAccGm_[rowIndex * d], 1, false, true);
     }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::WaitGrads()
+{
+    dvMm.WaitIterateAll();
+    dkMm.WaitIterateAll();
+    dqMm.WaitIterateAll();
 }
 
 template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::Tile(uint32_t b, uint32_t n, uint32_t row0, uint32_t rows,
-                                                         uint32_t at, uint32_t col0, uint32_t cols, bool maskBias)
+                                                         uint32_t to, uint32_t from, uint32_t col0, uint32_t cols,
+                                                         bool maskBias)
 {
+    // The previous tile's P / dS stores (MTE3) overlap these loads; V waits for both.
     const uint32_t bn = td_->blockN;
-    // Per-row LSE and D of these rows, and their S and dP rows of the panel.
-    const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + row0;
-    AscendC::DataCopyExtParams rowParams{1, static_cast<uint32_t>(rows * sizeof(float)), 0, 0, 0};
-    AscendC::DataCopyPadExtParams<float> noPad{false, 0, 0, 0.0f};
     WaitForPipe<AscendC::HardEvent::V_MTE2>();
-    AscendC::DataCopyPad(lse_, lseGm_[LseIndex(b, n, row0)], rowParams, noPad);
-    AscendC::DataCopyPad(delta_, deltaGm_[rowIndex], rowParams, noPad);
-    AscendC::DataCopy(score_, scoreGm_[at * bn], rows * bn);
-    AscendC::DataCopy(grad_, gradGm_[at * bn], rows * bn);
+    AscendC::DataCopy(score_, scoreGm_[from * bn], rows * bn);
+    AscendC::DataCopy(grad_, gradGm_[from * bn], rows * bn);
     WaitForPipe<AscendC::HardEvent::MTE2_V>();
-    ComputeProbs(b, n, rows, row0, col0, cols, maskBias);
+    WaitForPipe<AscendC::HardEvent::MTE3_V>();  // prob_ and ds_ are free
+    ComputeProbs(b, n, rows, row0, col0, cols, maskBias, lse_[from]);
     if (td_->dropout != 0) {
         ApplyDropout(b, n, rows, row0, col0);
     }
-    ComputeDs(rows);
+    ComputeDs(rows, delta_[from]);
     WaitForPipe<AscendC::HardEvent::V_MTE3>();
-    AscendC::DataCopy(probGm_[at * bn], prob_, rows * bn);
-    AscendC::DataCopy(dsGm_[at * bn], ds_, rows * bn);
-    WaitForPipe<AscendC::HardEvent::MTE3_V>();  // prob_ and ds_ are free for the next tile
+    AscendC::DataCopy(probGm_[to * bn], prob_, rows * bn);
+    AscendC::DataCopy(dsGm_[to * bn], ds_, rows * bn);
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::AddDqFixed(uint64_t rowIndex, uint32_t rows)
+__aicore__ inline void FlashAttentionGradKernel<T>::AddDqFixed(uint32_t b, const PanelRows &panel, uint32_t slot)
 {
+    // f_r of all the panel's rows at once, then the part in chunks of a multiple of 8 rows (so
+    // each chunk's f_r start on a 32-B block); a chunk's store (MTE3) overlaps the next one's load.
     const uint32_t d = td_->headDim;
+    const uint32_t chunk = td_->rowChunk / FP32_PER_BLOCK * FP32_PER_BLOCK;
+    const uint32_t rows = panel.rowHi - panel.rowLo;
+    const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + panel.n) * td_->seqQ + panel.rowLo;
+    const AscendC::GlobalTensor<float> part = dqPartGm_[static_cast<uint64_t>(slot) * td_->panelRows * d];
     const AscendC::LocalTensor<int32_t> fixed = grad_.ReinterpretCast<int32_t>();
-    for (uint32_t r = 0; r < rows; r += td_->rowChunk) {
-        const uint32_t n = Min(td_->rowChunk, rows - r);
+    WaitForPipe<AscendC::HardEvent::V_MTE2>();
+    FixedScales(rowIndex, rows, false);
+    for (uint32_t r = 0; r < rows; r += chunk) {
+        const uint32_t n = Min(chunk, rows - r);
         WaitForPipe<AscendC::HardEvent::V_MTE2>();
-        AscendC::DataCopy(score_, dqPartGm_[r * d], n * d);
-        FixedScales(rowIndex + r, n, false);  // waits for its loads, so for the part's too
-        attn_rows::BroadcastRows(brcb_, lse_, n);
+        AscendC::DataCopy(score_, part[r * d], n * d);
+        WaitForPipe<AscendC::HardEvent::MTE2_V>();
+        attn_rows::BroadcastRows(brcb_, lse_[r], n);
         attn_rows::ApplyRows<attn_rows::Op::MUL>(score_, brcb_, n, d, d);
+        WaitForPipe<AscendC::HardEvent::MTE3_V>();  // the previous chunk has left `fixed`
         AscendC::Cast(fixed, score_, AscendC::RoundMode::CAST_RINT, n * d);  // |value| <= 2^26: exact range
         WaitForPipe<AscendC::HardEvent::V_MTE3>();
         AscendC::SetAtomicAdd<int32_t>();
         AscendC::DataCopy(dqFixedGm_[(rowIndex + r) * d], fixed, n * d);
         AscendC::SetAtomicNone();
-        WaitForPipe<AscendC::HardEvent::MTE3_V>();
     }
+    WaitForPipe<AscendC::HardEvent::MTE3_MTE2>();  // `fixed` (grad_) has left before the next load into it
 }
 
 template <typename T>
@@ -693,17 +818,17 @@ __aicore__ inline void FlashAttentionGradKernel<T>::LoadKvMaxima()
 template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::ComputeProbs(uint32_t b, uint32_t n, uint32_t rows,
                                                                  uint32_t row0, uint32_t col0, uint32_t cols,
-                                                                 bool maskBias)
+                                                                 bool maskBias, const AscendC::LocalTensor<float> &lse)
 {
     const uint32_t bn = td_->blockN;
     const uint32_t elems = rows * bn;
-    AscendC::Maxs(lse_, lse_, FP32_LOWEST, rows);  // rows that see no key: -inf -> lowest finite
+    AscendC::Maxs(lse, lse, FP32_LOWEST, rows);  // rows that see no key: -inf -> lowest finite
     AscendC::Muls(score_, score_, td_->scaleValue, elems);
     MaskScores(rows, row0, col0, cols);
     if (maskBias) {
         mask_.AddBias(score_, bn, b, n, row0, rows, col0, cols);  // masked pairs -> -inf
     }
-    SubtractRows(score_, lse_, rows, bn, bn);
+    SubtractRows(score_, lse, rows, bn, bn);
     AscendC::Exp(score_, score_, elems);  // P = exp(scale * S - LSE), masked -> 0
     // prob_ feeds dV += P^T . dO; with dropout ApplyDropout writes it as P o Z / keep_prob.
     if (td_->dropout == 0) {
@@ -736,13 +861,13 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ApplyDropout(uint32_t b, uin
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::ComputeDs(uint32_t rows)
+__aicore__ inline void FlashAttentionGradKernel<T>::ComputeDs(uint32_t rows, const AscendC::LocalTensor<float> &delta)
 {
     const uint32_t bn = td_->blockN;
     const uint32_t elems = rows * bn;
     // With dropout dP is first multiplied by Z / keep_prob (the same keep mask as P's): dS =
     // P o (dP o Z / keep_prob - D), D = rowsum(dO o O) as computed.
-    SubtractRows(grad_, delta_, rows, bn, bn);  // dP - D
+    SubtractRows(grad_, delta, rows, bn, bn);  // dP - D
     AscendC::Mul(grad_, grad_, score_, elems);            // dS = P * (dP - D)
     AscendC::Muls(grad_, grad_, td_->scaleValue, elems);  // the scale of dQ and dK, applied once here
     AscendC::Cast(ds_, grad_, AscendC::RoundMode::CAST_RINT, elems);
@@ -900,8 +1025,8 @@ __aicore__ inline void RunFlashAttentionGrad(GM_ADDR query, GM_ADDR key, GM_ADDR
     AscendC::TPipe pipe;
     FlashAttentionGradKernel<T> op;
     // The AIC serves the AIVs' matmul requests from here on and does not run the code below.
-    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.scoreMm, &tilingData->scoreTiling, op.kvGradMm,
-                      &tilingData->kvGradTiling, op.dqMm, &tilingData->dqTiling);
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.scoreMm, &tilingData->scoreTiling, op.dvMm,
+                      &tilingData->kvGradTiling, op.dkMm, &tilingData->kvGradTiling, op.dqMm, &tilingData->dqTiling);
     op.Init(query, key, value, attentionOut, dout, softmaxLse, attenMask, actualSeqQlen, actualSeqKvlen, dq, dk, dv,
             workspace, tilingData, &pipe);
     op.Process();

@@ -112,9 +112,9 @@ struct FlashAttentionGradTilingData {
     uint64_t wsMaxOffset;      // deterministic: max |K| [aivNum][8] fp32, then max |V| [aivNum][8] (8 copies each)
     uint64_t wsDqOffset;       // the dQ accumulator [B, N, Sq, D] fp32 or int32 (varlen: Sq the longest)
     uint64_t wsScratchOffset;  // per-AIV scratch slices, AIV a's at wsScratchOffset + a * wsScratchBytes
-    uint64_t wsScratchBytes;   // one slice (P = panelRows): S [P][n] fp32, dP [P][n] fp32, P [P][n] T,
-                               // dS [P][n] T, dK [n][D] fp32, dV [n][D] fp32, deterministic dQ part
-                               // [P][D] fp32; each 512-B aligned
+    uint64_t wsScratchBytes;   // one slice (P = panelRows): S [P][n] fp32, dP [P][n] fp32, P [2][P][n] T,
+                               // dS [2][P][n] T, dK [n][D] fp32, dV [n][D] fp32, deterministic dQ
+                               // part [2][P][D] fp32 (2: slots of a panel and the next); each 512-B aligned
     uint64_t wsScoreOffset, wsGradOffset, wsProbOffset, wsDsOffset, wsDkOffset, wsDvOffset, wsDqPartOffset;
     // ---- attention mask (see above) ----
     uint32_t hasMask;

@@ -36,14 +36,14 @@ def test_units_cover_every_kv_block_once_and_dq_memory_does_not_depend_on_the_sp
     assert starts == sorted(starts) and starts[-1] == 2 * p.num_kv_blocks
     # both modes: one [B, N, Sq, D] accumulator (fp32, or int32 fixed point when deterministic, the same bytes);
     # deterministic adds ||dO_r||_1 [B, N, Sq] fp32, the AIVs' K / V maxima (2 x 32 B each) and a dQ part
-    # [panel, D] fp32 per AIV's scratch -- none of it depends on which AIV runs which unit
+    # [2][panel, D] fp32 per AIV's scratch -- none of it depends on which AIV runs which unit
     atomic = backward_plan(seq=1000, seq_kv=700, heads=8, kv_heads=2, head_dim=64, causal=True, deterministic=False,
                        soc="Ascend910B4")
     assert p.ws_dq_bytes == atomic.ws_dq_bytes == 8 * 1000 * 64 * 4
     assert p.panel_rows == atomic.panel_rows and p.panel_rows % p.block_m == 0 and p.aiv_num == atomic.aiv_num
     align = lambda n: -(-n // 512) * 512  # noqa: E731
     assert p.user_workspace_bytes - atomic.user_workspace_bytes == (
-        align(8 * 1000 * 4) + align(2 * p.aiv_num * 32) + p.aiv_num * align(p.panel_rows * 64 * 4))
+        align(8 * 1000 * 4) + align(2 * p.aiv_num * 32) + p.aiv_num * align(2 * p.panel_rows * 64 * 4))
     assert (p.tiling_key & 0x10) and not (atomic.tiling_key & 0x10)
 
 
