@@ -54,9 +54,26 @@ struct Needs {
 // each of the AIC's 2 AIVs, the operand tiles of its 4 Matmul objects (S / dP [P,n] from [P,d] x
 // [n,d]^T; dV and dK [n,d] from [P,n]^T x [P,d]; dQ [P,d] from [P,n] x [n,d]; P = panel rows);
 // L0C one base tile ([m,n], [n,d] or [m,d] fp32).
-Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c) {
+// L1 of the AIC's 2 x 4 Matmul objects, each given an eighth of L1 (flash_attention_grad_host.cpp):
+// 8 x the largest object's need, so that it fits exactly when every object does.
+uint64_t ObjectsL1(uint64_t panel, uint64_t n, const Problem &p, const ChipLimits &c) {
+    const uint64_t d = p.headDim, t = p.dtypeBytes;
+    return 8 * std::max({ObjectL1(panel, n, d, t, c), ObjectL1(n, d, panel, t, c), ObjectL1(panel, d, n, t, c)});
+}
+
+// The panel of blockM x blockN blocks: PanelRows, or with shortPanel (a user's blocks) the
+// largest multiple of blockM below it whose Matmul objects fit L1 (an object whose base tiles
+// are square needs 64 KiB at baseK 128, a little over an eighth of the 910B's L1).
+uint64_t FitPanel(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c, bool shortPanel) {
+    const uint64_t full = PanelRows(blockM, p.seqQ);
+    for (uint64_t panel = full; shortPanel && panel >= blockM; panel -= blockM) {
+        if (ObjectsL1(panel, blockN, p, c) <= c.l1Bytes) return panel;
+    }
+    return full;
+}
+
+Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, uint64_t panel, const Problem &p, const ChipLimits &c) {
     const uint64_t m = blockM, n = blockN, d = p.headDim, t = p.dtypeBytes;
-    const uint64_t panel = PanelRows(m, p.seqQ);
     Needs needs;
     needs.lines = {
         {"scoreBuf S/P [m,n] fp32", m * n * kFp32, c.ubBytes},
@@ -73,9 +90,7 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
         needs.lines.push_back({"keepBuf Philox4x32-10 keep mask", PhiloxUbBytes(GradPhiloxLanes(blockM)), c.ubBytes});
     }
     for (const auto &line : needs.lines) needs.ub += line.bytes;
-    // Each of the 2 x 4 objects gets an eighth of L1 (flash_attention_grad_host.cpp): the line
-    // is 8 x the largest object's need, so that it fits exactly when every object does.
-    needs.l1 = 8 * std::max({ObjectL1(panel, n, d, t, c), ObjectL1(n, d, panel, t, c), ObjectL1(panel, d, n, t, c)});
+    needs.l1 = ObjectsL1(panel, n, p, c);
     const uint64_t mPad = AlignUp(m, kBlockAlign);
     needs.l0c = std::max({mPad * n, n * d, mPad * d}) * kFp32;
     needs.lines.push_back({"UB total per AIV", needs.ub, c.ubBytes});
@@ -84,8 +99,8 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
     return needs;
 }
 
-std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c) {
-    const Needs needs = ComputeNeeds(blockM, blockN, p, c);
+std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c, bool shortPanel) {
+    const Needs needs = ComputeNeeds(blockM, blockN, FitPanel(blockM, blockN, p, c, shortPanel), p, c);
     const std::string what = Format("backward block_m=%u, block_n=%u (head_dim=%llu)", blockM, blockN,
                                     static_cast<unsigned long long>(p.headDim));
     if (needs.ub > c.ubBytes) {
@@ -97,7 +112,8 @@ std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const 
                       static_cast<unsigned long long>(c.ubBytes));
     }
     if (needs.l1 > c.l1Bytes) {
-        return Format("%s needs %llu B of L1 per AIC (operands of 3 matmuls for 2 AIVs); %s has %llu B", what.c_str(),
+        return Format("%s needs %llu B of L1 per AIC (8 Matmul objects: 2 AIVs x 4, each an eighth); %s has %llu B",
+                      what.c_str(),
                       static_cast<unsigned long long>(needs.l1), c.socName.c_str(),
                       static_cast<unsigned long long>(c.l1Bytes));
     }
@@ -143,7 +159,7 @@ bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint3
     }
     for (uint32_t n : ns) {
         if (p.userBlockM != 0) {
-            *error = CheckFits(p.userBlockM, n, p, c);
+            *error = CheckFits(p.userBlockM, n, p, c, true);
             if (error->empty() || p.userBlockN != 0) {
                 *blockM = p.userBlockM;
                 *blockN = n;
@@ -152,7 +168,7 @@ bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint3
             continue;
         }
         for (uint32_t m = capM; m >= kBlockAlign; m -= kBlockAlign) {
-            if (CheckFits(m, n, p, c).empty()) {
+            if (CheckFits(m, n, p, c, p.userBlockN != 0).empty()) {
                 *blockM = m;
                 *blockN = n;
                 error->clear();
@@ -160,7 +176,7 @@ bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint3
             }
         }
     }
-    *error = CheckFits(p.userBlockM ? p.userBlockM : kBlockAlign, ns.back(), p, c) + " (no backward block fits)";
+    *error = CheckFits(p.userBlockM ? p.userBlockM : kBlockAlign, ns.back(), p, c, true) + " (no backward block fits)";
     return false;
 }
 
@@ -238,9 +254,11 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     out.numQBlocks = static_cast<uint32_t>(CeilDiv(p.seqQ, m));
     out.numKvBlocks = static_cast<uint32_t>(CeilDiv(p.seqKv, n));
     out.rowChunk = static_cast<uint32_t>(std::min<uint64_t>(m, m * n / d));
-    out.budget = ComputeNeeds(out.blockM, out.blockN, p, c).lines;
+    // A user's blocks may take a shorter panel to fit L1; auto blocks keep the full one.
+    const bool userBlocks = p.userBlockM != 0 || p.userBlockN != 0;
+    out.panelRows = static_cast<uint32_t>(FitPanel(out.blockM, out.blockN, p, c, userBlocks));
+    out.budget = ComputeNeeds(out.blockM, out.blockN, out.panelRows, p, c).lines;
 
-    out.panelRows = static_cast<uint32_t>(PanelRows(m, p.seqQ));
 
     // Units (b, h, j) with their work: the query heads of h's group times the rows seeing block j.
     const uint64_t group = p.numHeads / p.numKvHeads;
