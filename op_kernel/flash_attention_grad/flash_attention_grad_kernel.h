@@ -715,20 +715,27 @@ __aicore__ inline void FlashAttentionGradKernel<T>::AddDqFixed(uint32_t b, const
 {
     // f_r of all the panel's rows at once, then the part in chunks of a multiple of 8 rows (so
     // each chunk's f_r start on a 32-B block); a chunk's store (MTE3) overlaps the next one's load.
+    // (rowChunk < 8 -- small blocks, large D: f_r per chunk instead, from the start of lse_.)
     const uint32_t d = td_->headDim;
-    const uint32_t chunk = td_->rowChunk / FP32_PER_BLOCK * FP32_PER_BLOCK;
+    const bool perChunk = td_->rowChunk < FP32_PER_BLOCK;
+    const uint32_t chunk = perChunk ? td_->rowChunk : td_->rowChunk / FP32_PER_BLOCK * FP32_PER_BLOCK;
     const uint32_t rows = panel.rowHi - panel.rowLo;
     const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + panel.n) * td_->seqQ + panel.rowLo;
     const AscendC::GlobalTensor<float> part = dqPartGm_[static_cast<uint64_t>(slot) * td_->panelRows * d];
     const AscendC::LocalTensor<int32_t> fixed = grad_.ReinterpretCast<int32_t>();
     WaitForPipe<AscendC::HardEvent::V_MTE2>();
-    FixedScales(rowIndex, rows, false);
+    if (!perChunk) {
+        FixedScales(rowIndex, rows, false);
+    }
     for (uint32_t r = 0; r < rows; r += chunk) {
         const uint32_t n = Min(chunk, rows - r);
         WaitForPipe<AscendC::HardEvent::V_MTE2>();
         AscendC::DataCopy(score_, part[r * d], n * d);
+        if (perChunk) {
+            FixedScales(rowIndex + r, n, false);  // waits for its loads, so for the part's too
+        }
         WaitForPipe<AscendC::HardEvent::MTE2_V>();
-        attn_rows::BroadcastRows(brcb_, lse_[r], n);
+        attn_rows::BroadcastRows(brcb_, perChunk ? lse_ : lse_[r], n);
         attn_rows::ApplyRows<attn_rows::Op::MUL>(score_, brcb_, n, d, d);
         WaitForPipe<AscendC::HardEvent::MTE3_V>();  // the previous chunk has left `fixed`
         AscendC::Cast(fixed, score_, AscendC::RoundMode::CAST_RINT, n * d);  // |value| <= 2^26: exact range
