@@ -22,7 +22,7 @@ extern "C" {
 typedef struct aclfaGradPlan {
     uint32_t blockM, blockN, numQBlocks, numKvBlocks, rowChunk;
     uint32_t blockDim, aivNum; /* MIX 1:2 blocks; vector cores = 2 * blockDim */
-    uint32_t numDqFlags;       /* deterministic: IBSet/IBWait flags, (b, n, query block) x aivNum */
+    uint32_t panelRows;        /* query rows per cube request; dQ is summed in int32 fixed point when deterministic */
     uint32_t numLines, reserved;
     uint64_t totalUnits;       /* B * Nkv * numKvBlocks */
     uint64_t totalWork, maxCoreWork; /* query blocks walked: all AIVs / the busiest */

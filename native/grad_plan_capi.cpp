@@ -32,7 +32,7 @@ extern "C" int32_t aclfaGradPlanCompute(const aclfaPlanProblem *problem, uint32_
     plan->rowChunk = out.rowChunk;
     plan->blockDim = out.blockDim;
     plan->aivNum = out.aivNum;
-    plan->numDqFlags = out.numDqFlags;
+    plan->panelRows = out.panelRows;
     plan->totalUnits = out.totalUnits;
     plan->wsDeltaOffset = out.wsDeltaOffset;
     plan->wsDqOffset = out.wsDqOffset;

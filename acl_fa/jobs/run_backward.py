@@ -3,7 +3,9 @@ traffic, counters and the gradient check of each.
 
 Library code (the CLI only parses and prints). Times come from events around each launch, as
 for the forward (acl_fa.jobs.measure): device time on an NPU, the kernel's host wall time on the
-simulator, labeled so.
+simulator, labeled so. On the simulator the backward is also modeled (acl_fa.plan.timing: the
+pipeline model over its instruction trace, with the HBM time of its L2-replayed traffic when
+longer) -- MODELED, never measured.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from .settings import JobSettings, time_label
 from .run import RunReport, format_bytes, format_flop, format_report, random_inputs
 from .run import run_job as run_forward_job
 from ..runtime.session import DeviceSession
+from ..plan import timing
+from ..plan.roofline import chip_peaks
 from ..plan.standard import (
     backward_compulsory_bytes, standard_backward_gm_traffic_bytes, standard_backward_intermediate_bytes)
 
@@ -54,10 +58,25 @@ class BackwardReport:
     compulsory_gm_bytes: int
     sim: Optional[dict]            # simulator counters of the last backward launch
     checks: Optional[list]         # [GradientAccuracy] for dq, dk, dv
+    model: Optional[dict] = None   # timing.summary of the backward's modeled NPU time (simulator)
+
+    @property
+    def gm_bytes_per_visible_pair(self) -> Optional[float]:
+        """GM bytes the backward moved (simulator counters) per visible (query, key) pair of all heads."""
+        p = self.problem.forward
+        return None if self.sim is None else self.sim["gm_bytes"] / (p.batch * p.num_heads * p.visible_pairs())
 
     @property
     def median_ms(self) -> float:
         return statistics.median(self.times_ms)
+
+    @property
+    def forward_time_ratio(self) -> Optional[float]:
+        """Modeled backward time over the forward's (both modeled on the simulator), else None."""
+        fwd = self.forward.model
+        if self.model is None or fwd is None or not fwd["time_s"]:
+            return None
+        return self.model["time_s"] / fwd["time_s"]
 
     @property
     def ok(self) -> bool:
@@ -83,6 +102,9 @@ class BackwardReport:
         if self.sim is not None:
             data["backward"]["simulator"] = {k: v for k, v in self.sim.items() if k not in ("aic", "aiv")}
             data["backward"]["gm_traffic"]["flash_backward_bytes"] = self.sim["gm_bytes"]
+            data["backward"]["gm_traffic"]["bytes_per_visible_pair"] = self.gm_bytes_per_visible_pair
+        if self.model is not None:
+            data["backward"]["modeled_time"] = self.model | {"forward_time_ratio": self.forward_time_ratio}
         if self.checks is not None:
             data["backward"]["check"] = [dataclasses.asdict(c) | {"ok": c.ok} for c in self.checks]
         return data
@@ -98,13 +120,16 @@ def run_backward_job(problem: Problem, settings: JobSettings = JobSettings(l2=Fa
     """The forward job (acl_fa.jobs.run.run_job, whose outputs feed the backward), then the backward
     measured the same way and its gradients checked. The problem's blocks apply to both ops."""
     tick = settings.tick
-    forward_report, (q, k, v, out, lse) = run_forward_job(problem, settings, return_arrays=True)
+    # The forward modeled too (simulator only; l2 is ignored elsewhere): the backward / forward ratio.
+    forward_report, (q, k, v, out, lse) = run_forward_job(problem, dataclasses.replace(settings, l2=True),
+                                                          return_arrays=True)
     dout = random_dout(problem, settings.seed)
     backward_problem, *inputs = backward.make_backward_problem(problem, dout, q, k, v, out, lse, deterministic)
     with DeviceSession(device=settings.device, backend=settings.backend) as session:
-        m = measure(session, backward_problem, *inputs, warmup=settings.warmup, iters=settings.iters, per_core=True,
-                    tick=tick, runner=backward.runner_for(session), check=backward.check_backward_plan)
         backend_name = session.backend.name
+        m = measure(session, backward_problem, *inputs, warmup=settings.warmup, iters=settings.iters, per_core=True,
+                    tick=tick, runner=backward.runner_for(session), check=backward.check_backward_plan,
+                    l2=backend_name == "sim")
     grads = (m.outputs["dq"], m.outputs["dk"], m.outputs["dv"])
     checks = None
     if settings.check:
@@ -119,6 +144,9 @@ def run_backward_job(problem: Problem, settings: JobSettings = JobSettings(l2=Fa
         core_max, core_mean = sim_stats.core_loads(stats)
         stats = dict(stats, executed_over_useful_macs=stats["cube_macs"] / max(1, useful_backward_macs(problem)),
                      core_max_over_mean_macs=core_max / core_mean if core_mean else None)
+    model = None
+    if m.model is not None and m.l2_modeled is not None:
+        model = timing.summary(m.model, backward_problem.flops(), m.l2_modeled.hbm_bytes, chip_peaks(m.soc))
     p = problem
     return BackwardReport(
         forward=forward_report, problem=backward_problem, block_m=m.plan.block_m, block_n=m.plan.block_n,
@@ -128,7 +156,7 @@ def run_backward_job(problem: Problem, settings: JobSettings = JobSettings(l2=Fa
         standard_intermediate_bytes=standard_backward_intermediate_bytes(p),
         standard_gm_bytes=standard_backward_gm_traffic_bytes(p),
         compulsory_gm_bytes=backward_compulsory_bytes(p),
-        sim=stats, checks=checks)
+        sim=stats, checks=checks, model=model)
 
 
 def _check_line(c: GradientAccuracy) -> str:
@@ -136,13 +164,28 @@ def _check_line(c: GradientAccuracy) -> str:
             f"{'OK' if c.ok else 'FAILED'}")
 
 
+def _model_lines(r: BackwardReport) -> list:
+    """The backward's modeled time (timing.format_summary), its ratio to the forward's modeled time
+    and its GM bytes per visible pair (simulator counters); nothing off the simulator."""
+    if r.model is None:
+        return []
+    lines = timing.format_summary(r.model)
+    ratio = r.forward_time_ratio
+    pair = r.gm_bytes_per_visible_pair
+    lines.append(f"            backward / forward modeled time "
+                 f"{'-' if ratio is None else f'{ratio:.2f}x'} (the forward above modeled the same way); "
+                 f"GM {'-' if pair is None else f'{pair:.1f}'} B per visible (query, key) pair (simulator counters)")
+    return lines
+
+
 def format_backward_report(r: BackwardReport) -> str:
     p = r.problem.forward
-    mode = "deterministic (dQ added in K/V-block order)" if r.problem.deterministic else "atomic dQ adds"
+    mode = "deterministic (dQ summed in int32 fixed point)" if r.problem.deterministic else "atomic dQ adds"
     lines = ["forward", *("  " + line for line in format_report(r.forward).splitlines()), "backward",
              f"  tiling      BLOCK_M={r.block_m} BLOCK_N={r.block_n} on {r.aivs} AIVs, planned work max/mean "
              f"{r.balance:.3f}; {mode}",
              f"  time        {r.median_ms:.3f} ms per iteration (median of {len(r.times_ms)}; {r.time_label})",
+             *("  " + line for line in _model_lines(r)),
              f"  throughput  {r.problem.flops() / (r.median_ms * 1e-3) / 1e12:.3f} TFLOP/s "
              f"({format_flop(r.problem.flops())} useful per call)",
              f"  memory      inputs {format_bytes(r.device_bytes['inputs'])}, outputs "
@@ -159,8 +202,8 @@ def format_backward_report(r: BackwardReport) -> str:
             f"  work        cube MACs {s['cube_macs'] / 1e9:.2f} G = {s['executed_over_useful_macs']:.3f}x useful, "
             f"AIC max/mean {s['core_max_over_mean_macs']:.3f}; vector elements {s['vector_elems'] / 1e9:.2f} G, "
             f"scalar accesses {s['scalar_accesses']}, UB peak {format_bytes(s['ub_high_water'])}",
-            f"  cross-core  {s['sync_all_calls']} SyncAll passes, {s['inter_block_flag_calls']} IBSet/IBWait calls "
-            f"(dQ hand-overs), {format_bytes(s['atomic_add_bytes'])} added atomically to GM"]
+            f"  cross-core  {s['sync_all_calls']} SyncAll passes, {s['inter_block_flag_calls']} IBSet/IBWait calls, "
+            f"{format_bytes(s['atomic_add_bytes'])} added atomically to GM"]
     if r.checks is not None:
         heads = "all heads" if p.batch * p.num_heads * p.seq_q * p.seq_kv <= FULL_CHECK_PAIRS else \
             "kv head 0 and its query heads"

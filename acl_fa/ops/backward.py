@@ -122,10 +122,10 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
     must be the forward's (docs/attention_options.md): the kernel regenerates the forward's
     dropout mask from seed and offset, so dropout_p > 0 needs the seed. dq is shaped like q, dk and
     dv like k and v, in their dtype and layout; with GQA/MQA the gradient of a kv head sums over
-    its query-head group; rows that see no key get dq 0. deterministic=True (default) adds dQ's
-    contributions in K/V-block order, so repeated calls -- and chips with other core counts --
-    give identical bits; False adds them with fp32 atomic adds in any order (no waits between
-    cores; equal within rounding, not bitwise). softcap > 0 is refused: the forward has it, the
+    its query-head group; rows that see no key get dq 0. deterministic=True (default) sums dQ's
+    contributions in int32 fixed point (docs/backward.md), so repeated calls -- and chips with
+    other core counts -- give identical bits; False adds them with fp32 atomic adds in any order
+    (equal within rounding, not bitwise). Neither mode makes a core wait for another. softcap > 0 is refused: the forward has it, the
     backward not yet.
     """
     forward, *_ = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,

@@ -27,7 +27,7 @@ class BackwardPlan(PlannedSizes, Workspace):
     row_chunk: int
     block_dim: int
     aiv_num: int
-    num_dq_flags: int
+    panel_rows: int
     total_units: int
     unit_start: list = field(default_factory=list)
     total_work: int = 0
@@ -70,7 +70,8 @@ def backward_plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None,
     return BackwardPlan(
         **PlannedSizes.of(limits, p), deterministic=bool(deterministic),
         block_m=out.blockM, block_n=out.blockN, num_q_blocks=out.numQBlocks, num_kv_blocks=out.numKvBlocks,
-        row_chunk=out.rowChunk, block_dim=out.blockDim, aiv_num=out.aivNum, num_dq_flags=out.numDqFlags,
+        row_chunk=out.rowChunk, block_dim=out.blockDim, aiv_num=out.aivNum,
+        panel_rows=out.panelRows,
         total_units=out.totalUnits, unit_start=[out.unitStart[i] for i in range(out.aivNum + 1)],
         total_work=out.totalWork, max_core_work=out.maxCoreWork, mean_core_work=out.meanCoreWork,
         imbalance=out.imbalance,
@@ -94,14 +95,15 @@ def _mib(n: int) -> str:
 
 def format_backward_plan(p: BackwardPlan) -> str:
     c = p.chip
-    mode = "deterministic (dQ added in K/V-block order, IBSet/IBWait)" if p.deterministic else \
-        "atomic (dQ added with SetAtomicAdd<float>)"
+    mode = "deterministic (dQ summed in int32 fixed point: the same bits in any order)" if p.deterministic else \
+        "atomic (dQ added in fp32 by the cube's atomic adds, in any order)"
     lines = [
         f"chip      {c.name} ({c.short_soc}): {c.aic_num} AIC / {c.aiv_num} AIV, UB {c.ub_bytes} B, L1 {c.l1_bytes} B",
         f"problem   backward B={p.batch} N={p.heads} Nkv={p.kv_heads} Sq={p.seq} Skv={p.seq_kv} D={p.head_dim} "
         f"{p.dtype} {p.layout}{' causal' if p.causal else ''}; {mode}",
         f"blocks    BLOCK_M={p.block_m} (query rows per step) BLOCK_N={p.block_n} (key rows per unit); "
-        f"{p.num_q_blocks} query x {p.num_kv_blocks} kv blocks per head; row chunk {p.row_chunk}",
+        f"{p.num_q_blocks} query x {p.num_kv_blocks} kv blocks per head; row chunk {p.row_chunk}; "
+        f"cube requests of up to {p.panel_rows} query rows (a panel)",
         "budget    (per AIV UB buffers in the kernel's InitBuffer order, then totals)",
     ]
     lines += budget_lines(p.budget)
@@ -110,7 +112,8 @@ def format_backward_plan(p: BackwardPlan) -> str:
         f"walked) total {p.total_work}, max/AIV {p.max_core_work}, mean {p.mean_core_work:.1f}, "
         f"max/mean {p.imbalance:.3f}",
         f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system {p.system_workspace_bytes} + dQ "
-        f"{_mib(p.ws_dq_bytes)}{f' + {p.num_dq_flags} x 32 B flags' if p.deterministic else ''} + {p.aiv_num} x "
+        f"{_mib(p.ws_dq_bytes)} ({'int32' if p.deterministic else 'fp32'}){' + row norms' if p.deterministic else ''} + "
+        f"{p.aiv_num} x "
         f"{p.ws_scratch_bytes} B scratch + D",
         f"tiling key {p.tiling_key:#x}",
     ]

@@ -159,12 +159,13 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
     td->numQBlocks = plan.numQBlocks;
     td->numKvBlocks = plan.numKvBlocks;
     td->rowChunk = plan.rowChunk;
+    td->panelRows = plan.panelRows;
     td->aivNum = plan.aivNum;
     td->totalUnits = static_cast<uint32_t>(plan.totalUnits);
     for (size_t i = 0; i < plan.unitStart.size(); ++i) td->unitStart[i] = plan.unitStart[i];
-    td->numDqFlags = plan.numDqFlags;
     td->wsDeltaOffset = plan.wsDeltaOffset;
-    td->wsFlagOffset = plan.wsFlagOffset;
+    td->wsNormOffset = plan.wsNormOffset;
+    td->wsMaxOffset = plan.wsMaxOffset;
     td->wsDqOffset = plan.wsDqOffset;
     td->wsScratchOffset = plan.wsScratchOffset;
     td->wsScratchBytes = plan.wsScratchBytes;
@@ -189,13 +190,14 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
     td->offset = dropout.offset;
 
     const matmul_tiling::DataType mmType = fa_host::OperandType(problem.bf16);
-    const int32_t m = static_cast<int32_t>(plan.blockM), n = static_cast<int32_t>(plan.blockN);
+    const int32_t m = static_cast<int32_t>(plan.panelRows), n = static_cast<int32_t>(plan.blockN);
     const int32_t hd = static_cast<int32_t>(problem.headDim);
-    // Per AIV step, A and C in GM, each a sixth of L1 (an AIC serves 2 AIVs x 3 matmuls): scores
-    // ([m, hd] x [n, hd]^T), dK/dV (A stored [m, n]: [n, m]^T x [m, hd]) and dQ ([m, n] x [n, hd]).
-    const CubeSpec score{m, n, hd, false, true, false, false, 6, -1};
-    const CubeSpec kvGrad{n, hd, m, true, false, false, false, 6, -1};
-    const CubeSpec dq{m, hd, n, false, false, false, false, 6, -1};
+    // Per AIV panel of m = panelRows rows, A and C in GM, each Matmul object an eighth of L1 (an
+    // AIC serves 2 AIVs x 4 objects): S and dP ([m, hd] x [n, hd]^T), dV and dK (A stored [m, n]:
+    // [n, m]^T x [m, hd]) and dQ ([m, n] x [n, hd]).
+    const CubeSpec score{m, n, hd, false, true, false, false, 8, -1};
+    const CubeSpec kvGrad{n, hd, m, true, false, false, false, 8, -1};
+    const CubeSpec dq{m, hd, n, false, false, false, false, 8, -1};
     if (!FillCubeTiling(platform, mmType, score, chip.l1Bytes, &td->scoreTiling) ||
         !FillCubeTiling(platform, mmType, kvGrad, chip.l1Bytes, &td->kvGradTiling) ||
         !FillCubeTiling(platform, mmType, dq, chip.l1Bytes, &td->dqTiling)) {

@@ -9,7 +9,10 @@ namespace {
 constexpr uint32_t kBlockAlign = 16;  // cube fractal edge
 constexpr uint64_t kUbAlign = 32;
 constexpr uint64_t kFp32 = 4;
-constexpr uint64_t kFlagBytes = 32;  // one IBSet/IBWait flag: a 32-B block of int32
+// Rows per cube request (a panel, docs/backward.md): the request latencies and the dK / dV
+// write-out are paid once per panel; the per-AIV scratch holds S, dP, P and dS of one panel.
+constexpr uint64_t kGradPanelRows = 512;
+constexpr uint64_t kMaxSlotBytes = 32;  // deterministic: one AIV's max |K| (or |V|), 8 fp32 copies
 // Philox counters per chunk with dropout: a chunk covers 16 x lanes tile elements, which the
 // kernel drops out through foldBuf [m, 64] fp32, so lanes <= 4 m; 128 (29 KiB of UB) when m
 // allows. Always >= blockN / 16 (a tile row) and a multiple of 8 (philox_dropout.h Init).
@@ -19,16 +22,57 @@ uint32_t GradPhiloxLanes(uint32_t blockM) { return std::min<uint32_t>(kGradPhilo
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// Query rows per panel: the largest multiple of blockM up to kGradPanelRows, at most the query rows.
+uint64_t PanelRows(uint64_t blockM, uint64_t seqQ) {
+    return std::min(std::max<uint64_t>(kGradPanelRows / blockM, 1) * blockM, CeilDiv(seqQ, blockM) * blockM);
+}
+// The least L1 one Matmul object of an M x N x K request needs: one A and one B base tile
+// (baseM x baseK and baseN x baseK, T elements), with the bases the Matmul tiling picks first
+// (op_host/common/cube_tiling.h): baseM <= 128 and baseN <= 256 within L0C, then the largest
+// baseK (a multiple of 16, at most K) whose A and B tiles double-buffer in L0A / L0B. L1 is
+// then fitted by fewer K steps, down to one, but never by a smaller baseK.
+uint64_t ObjectL1(uint64_t m, uint64_t n, uint64_t k, uint64_t t, const ChipLimits &c) {
+    uint64_t bm = std::min<uint64_t>(AlignUp(m, kBlockAlign), 128), bn = std::min<uint64_t>(AlignUp(n, kBlockAlign), 256);
+    while (bm * bn * kFp32 > c.l0cBytes && (bm > kBlockAlign || bn > kBlockAlign)) {
+        if (bn >= bm) {
+            bn -= kBlockAlign;
+        } else {
+            bm -= kBlockAlign;
+        }
+    }
+    uint64_t bk = AlignUp(k, kBlockAlign);
+    while (bk > kBlockAlign && (bm * bk * t * 2 > c.l0aBytes || bk * bn * t * 2 > c.l0bBytes)) bk -= kBlockAlign;
+    return (bm + bn) * bk * t;
+}
+
 struct Needs {
     std::vector<BudgetLine> lines;
     uint64_t ub = 0, l1 = 0, l0c = 0;
 };
 
 // The kernel's per-AIV UB buffers in InitBuffer order, and the cube's needs: L1 holds, for
-// each of the AIC's 2 AIVs, the operands of the step's three matmul shapes (score Q.K^T and
-// dO.V^T: [m,d] + [n,d]; kv grads P^T.dO and dS^T.Q: [m,n] + [m,d]; dq dS.K: [m,n] + [n,d]);
-// L0C one whole result ([m,n], [n,d] or [m,d] fp32).
-Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c) {
+// each of the AIC's 2 AIVs, the operand tiles of its 4 Matmul objects (S / dP [P,n] from [P,d] x
+// [n,d]^T; dV and dK [n,d] from [P,n]^T x [P,d]; dQ [P,d] from [P,n] x [n,d]; P = panel rows);
+// L0C one base tile ([m,n], [n,d] or [m,d] fp32).
+// L1 of the AIC's 2 x 4 Matmul objects, each given an eighth of L1 (flash_attention_grad_host.cpp):
+// 8 x the largest object's need, so that it fits exactly when every object does.
+uint64_t ObjectsL1(uint64_t panel, uint64_t n, const Problem &p, const ChipLimits &c) {
+    const uint64_t d = p.headDim, t = p.dtypeBytes;
+    return 8 * std::max({ObjectL1(panel, n, d, t, c), ObjectL1(n, d, panel, t, c), ObjectL1(panel, d, n, t, c)});
+}
+
+// The panel of blockM x blockN blocks: PanelRows, or with shortPanel (a user's blocks) the
+// largest multiple of blockM below it whose Matmul objects fit L1 (an object whose base tiles
+// are square needs 64 KiB at baseK 128, a little over an eighth of the 910B's L1).
+uint64_t FitPanel(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c, bool shortPanel) {
+    const uint64_t full = PanelRows(blockM, p.seqQ);
+    for (uint64_t panel = full; shortPanel && panel >= blockM; panel -= blockM) {
+        if (ObjectsL1(panel, blockN, p, c) <= c.l1Bytes) return panel;
+    }
+    return full;
+}
+
+Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, uint64_t panel, const Problem &p, const ChipLimits &c) {
     const uint64_t m = blockM, n = blockN, d = p.headDim, t = p.dtypeBytes;
     Needs needs;
     needs.lines = {
@@ -36,28 +80,27 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, const Problem &p, const Chi
         {"gradBuf dP/dS [m,n] fp32", m * n * kFp32, c.ubBytes},
         {"probBuf P [m,n] T", m * n * t, c.ubBytes},
         {"dsBuf dS [m,n] T", m * n * t, c.ubBytes},
-        {"lseBuf [m] fp32", AlignUp(m * kFp32, kUbAlign), c.ubBytes},
-        {"deltaBuf [m] fp32", AlignUp(m * kFp32, kUbAlign), c.ubBytes},
+        {"lseBuf [panel] fp32", AlignUp(panel * kFp32, kUbAlign), c.ubBytes},
+        {"deltaBuf [panel] fp32", AlignUp(panel * kFp32, kUbAlign), c.ubBytes},
         {"brcbBuf [m,8] fp32", m * 8 * kFp32, c.ubBytes},
         {"foldBuf [m,64] fp32", m * 64 * kFp32, c.ubBytes},
-        {"flagBuf IBSet/IBWait [8] int32", kFlagBytes, c.ubBytes},
     };
     if (p.mask) needs.lines.push_back({"maskBuf mask tiles [16,n] u8/f16/f32", MaskTilesUbBytes(kMaskRows, n), c.ubBytes});
     if (p.dropout) {
         needs.lines.push_back({"keepBuf Philox4x32-10 keep mask", PhiloxUbBytes(GradPhiloxLanes(blockM)), c.ubBytes});
     }
     for (const auto &line : needs.lines) needs.ub += line.bytes;
-    needs.l1 = 2 * ((m * d + n * d) + (m * n + m * d) + (m * n + n * d)) * t;
+    needs.l1 = ObjectsL1(panel, n, p, c);
     const uint64_t mPad = AlignUp(m, kBlockAlign);
     needs.l0c = std::max({mPad * n, n * d, mPad * d}) * kFp32;
     needs.lines.push_back({"UB total per AIV", needs.ub, c.ubBytes});
-    needs.lines.push_back({"L1 operands of 3 matmuls x2 AIV", needs.l1, c.l1Bytes});
+    needs.lines.push_back({"L1 8 x the largest Matmul object's tiles", needs.l1, c.l1Bytes});
     needs.lines.push_back({"L0C largest result fp32", needs.l0c, c.l0cBytes});
     return needs;
 }
 
-std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c) {
-    const Needs needs = ComputeNeeds(blockM, blockN, p, c);
+std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const ChipLimits &c, bool shortPanel) {
+    const Needs needs = ComputeNeeds(blockM, blockN, FitPanel(blockM, blockN, p, c, shortPanel), p, c);
     const std::string what = Format("backward block_m=%u, block_n=%u (head_dim=%llu)", blockM, blockN,
                                     static_cast<unsigned long long>(p.headDim));
     if (needs.ub > c.ubBytes) {
@@ -69,7 +112,8 @@ std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const 
                       static_cast<unsigned long long>(c.ubBytes));
     }
     if (needs.l1 > c.l1Bytes) {
-        return Format("%s needs %llu B of L1 per AIC (operands of 3 matmuls for 2 AIVs); %s has %llu B", what.c_str(),
+        return Format("%s needs %llu B of L1 per AIC (8 Matmul objects: 2 AIVs x 4, each an eighth); %s has %llu B",
+                      what.c_str(),
                       static_cast<unsigned long long>(needs.l1), c.socName.c_str(),
                       static_cast<unsigned long long>(c.l1Bytes));
     }
@@ -115,7 +159,7 @@ bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint3
     }
     for (uint32_t n : ns) {
         if (p.userBlockM != 0) {
-            *error = CheckFits(p.userBlockM, n, p, c);
+            *error = CheckFits(p.userBlockM, n, p, c, true);
             if (error->empty() || p.userBlockN != 0) {
                 *blockM = p.userBlockM;
                 *blockN = n;
@@ -124,7 +168,7 @@ bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint3
             continue;
         }
         for (uint32_t m = capM; m >= kBlockAlign; m -= kBlockAlign) {
-            if (CheckFits(m, n, p, c).empty()) {
+            if (CheckFits(m, n, p, c, p.userBlockN != 0).empty()) {
                 *blockM = m;
                 *blockN = n;
                 error->clear();
@@ -132,7 +176,7 @@ bool ChooseBlocks(const Problem &p, const ChipLimits &c, uint32_t *blockM, uint3
             }
         }
     }
-    *error = CheckFits(p.userBlockM ? p.userBlockM : kBlockAlign, ns.back(), p, c) + " (no backward block fits)";
+    *error = CheckFits(p.userBlockM ? p.userBlockM : kBlockAlign, ns.back(), p, c, true) + " (no backward block fits)";
     return false;
 }
 
@@ -210,15 +254,14 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     out.numQBlocks = static_cast<uint32_t>(CeilDiv(p.seqQ, m));
     out.numKvBlocks = static_cast<uint32_t>(CeilDiv(p.seqKv, n));
     out.rowChunk = static_cast<uint32_t>(std::min<uint64_t>(m, m * n / d));
-    out.budget = ComputeNeeds(out.blockM, out.blockN, p, c).lines;
+    // A user's blocks may take a shorter panel to fit L1; auto blocks keep the full one.
+    const bool userBlocks = p.userBlockM != 0 || p.userBlockN != 0;
+    out.panelRows = static_cast<uint32_t>(FitPanel(out.blockM, out.blockN, p, c, userBlocks));
+    out.budget = ComputeNeeds(out.blockM, out.blockN, out.panelRows, p, c).lines;
 
-    // Units (b, h, j) with their work: the query heads of h's group times the query blocks seeing j.
+
+    // Units (b, h, j) with their work: the query heads of h's group times the rows seeing block j.
     const uint64_t group = p.numHeads / p.numKvHeads;
-    if (p.batch * p.numHeads * out.numQBlocks > INT32_MAX) {
-        *error = Format("the backward's problem is too large: %llu query blocks (the dQ flags are numbered in int32)",
-                        static_cast<unsigned long long>(p.batch * p.numHeads * out.numQBlocks));
-        return false;
-    }
     out.totalUnits = p.batch * p.numKvHeads * out.numKvBlocks;
     if (out.totalUnits > UINT32_MAX || p.batch * p.numHeads * p.seqQ * d > (uint64_t{1} << 40)) {
         *error = Format("the backward's problem is too large: %llu K/V block units",
@@ -226,7 +269,7 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
         return false;
     }
     // Query rows each kv block of each sequence walks (the same for every kv head): the kernel
-    // trims every step to the rows that see the block.
+    // trims every panel to the rows that see the block.
     std::vector<uint64_t> perBlock(p.seqLensKv.empty() ? out.numKvBlocks : p.batch * out.numKvBlocks);
     for (size_t at = 0; at < perBlock.size(); ++at) {
         const uint64_t seq = at / out.numKvBlocks, j = at % out.numKvBlocks;
@@ -253,26 +296,22 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     out.meanCoreWork = static_cast<double>(out.totalWork) / used;
     out.imbalance = out.totalWork == 0 ? 1.0 : static_cast<double>(out.maxCoreWork) / out.meanCoreWork;
 
-    // Workspace: D, the dQ flags (deterministic), the dQ accumulator, then one scratch slice per AIV.
-    // One flag per (chain, waiting AIV): chains (b, n, query block) x aivNum.
-    const uint64_t flags = deterministic ? p.batch * p.numHeads * out.numQBlocks * out.aivNum : 0;
-    if (flags > UINT32_MAX) {
-        *error = Format("the backward's problem is too large: %llu deterministic dQ flags",
-                        static_cast<unsigned long long>(flags));
-        return false;
-    }
-    out.numDqFlags = static_cast<uint32_t>(flags);
+    // Workspace: D; deterministic, ||dO_r||_1 and the AIVs' K / V maxima; the dQ accumulator
+    // (fp32 or int32); then one scratch slice per AIV.
+    const uint64_t panel = out.panelRows;
+    const uint64_t rowBytes = AlignUp(p.batch * p.numHeads * p.seqQ * kFp32, kWorkspaceAlign);
     out.wsDeltaOffset = 0;
-    out.wsFlagOffset = AlignUp(p.batch * p.numHeads * p.seqQ * kFp32, kWorkspaceAlign);
-    out.wsFlagBytes = uint64_t{out.numDqFlags} * kFlagBytes;
-    out.wsDqOffset = out.wsFlagOffset + AlignUp(out.wsFlagBytes, kWorkspaceAlign);
+    out.wsNormOffset = rowBytes;
+    out.wsMaxOffset = out.wsNormOffset + (deterministic ? rowBytes : 0);
+    out.wsDqOffset = out.wsMaxOffset + (deterministic ? AlignUp(2 * out.aivNum * kMaxSlotBytes, kWorkspaceAlign) : 0);
     out.wsDqBytes = p.batch * p.numHeads * p.seqQ * d * kFp32;
     out.wsScratchOffset = out.wsDqOffset + AlignUp(out.wsDqBytes, kWorkspaceAlign);
     uint64_t at = 0;
-    for (auto [field, bytes] : {std::pair<uint64_t *, uint64_t>{&out.wsScoreOffset, m * n * kFp32},
-                                {&out.wsGradOffset, m * n * kFp32}, {&out.wsProbOffset, m * n * t},
-                                {&out.wsDsOffset, m * n * t}, {&out.wsDkOffset, n * d * kFp32},
-                                {&out.wsDvOffset, n * d * kFp32}, {&out.wsDqPartOffset, m * d * kFp32}}) {
+    for (auto [field, bytes] : {std::pair<uint64_t *, uint64_t>{&out.wsScoreOffset, panel * n * kFp32},
+                                {&out.wsGradOffset, panel * n * kFp32}, {&out.wsProbOffset, 2 * panel * n * t},
+                                {&out.wsDsOffset, 2 * panel * n * t}, {&out.wsDkOffset, n * d * kFp32},
+                                {&out.wsDvOffset, n * d * kFp32},
+                                {&out.wsDqPartOffset, deterministic ? 2 * panel * d * kFp32 : 0}}) {
         *field = at;
         at += AlignUp(bytes, kWorkspaceAlign);
     }

@@ -19,16 +19,16 @@ struct GradPlan {
     uint32_t rowChunk = 0;                     // rows per row-phase chunk
     uint32_t blockDim = 0;                     // MIX 1:2 blocks of the launch
     uint32_t aivNum = 0;                       // 2 * blockDim
+    uint32_t panelRows = 0;                    // query rows per cube request, a multiple of blockM
     uint64_t totalUnits = 0;                   // B * Nkv * numKvBlocks (varlen: B sequences, the longest's blocks)
     std::vector<uint32_t> unitStart;           // aivNum + 1 entries
-    uint32_t numDqFlags = 0;                   // deterministic: IBSet/IBWait flags, (b, n, query block) x aivNum
     // Work = query rows walked (a unit of kv head h walks groupSize heads' rows that see its keys;
     // a unit that walks none, or a varlen unit past its sequence's keys, counts 1).
     uint64_t totalWork = 0, maxCoreWork = 0;
     double meanCoreWork = 0, imbalance = 0;    // over the AIVs that have units
     std::vector<BudgetLine> budget;            // per-AIV UB lines, then totals (L1, L0C)
     // User workspace (after the system workspace), bytes; regions 512-B aligned.
-    uint64_t wsDeltaOffset = 0, wsFlagOffset = 0, wsFlagBytes = 0, wsDqOffset = 0, wsDqBytes = 0;
+    uint64_t wsDeltaOffset = 0, wsNormOffset = 0, wsMaxOffset = 0, wsDqOffset = 0, wsDqBytes = 0;
     uint64_t wsScratchOffset = 0, wsScratchBytes = 0;
     uint64_t wsScoreOffset = 0, wsGradOffset = 0, wsProbOffset = 0, wsDsOffset = 0;
     uint64_t wsDkOffset = 0, wsDvOffset = 0, wsDqPartOffset = 0;

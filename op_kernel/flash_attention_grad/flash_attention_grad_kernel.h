@@ -3,50 +3,41 @@
 // probabilities instead of storing them.
 //
 // Three phases, separated by SyncAll (all vector cores):
-//   1. D = rowsum(dO * O) per query row (fp32, to the workspace); the dQ accumulator and the
-//      dQ flags (deterministic mode) are zeroed; with an attention mask, each AIV classifies
-//      its share of the mask's blocks (attention_mask.h) into the workspace summary.
+//   1. D = rowsum(dO * O) per query row (fp32, to the workspace); the dQ accumulator is
+//      zeroed; deterministic mode also stores ||dO_r||_1 and each AIV's max |K|, |V| of its
+//      share (the fixed-point scale's inputs); with an attention mask, each AIV classifies its
+//      share of the mask's blocks (attention_mask.h) into the workspace summary.
 //   2. Each AIV runs its units (one K/V block j of one kv head of one sequence,
-//      flash_attention_grad_tiling.h): for every query head n of the kv head's group and every
-//      query block i whose band rows see block j (QueryBlocksSeeing: causal or windowed blocks
-//      outside the band are never loaded),
-//        S    = Q_i . K_j^T                       (cube)
-//        dP   = dO_i . V_j^T                      (cube)
-//        P    = exp(scale * S + bias - LSE_i)     (vector; keys outside the band -> 0, MaskScores;
+//      flash_attention_grad_tiling.h): for each query head n of the kv head's group and each
+//      panel of the query rows that see block j
+//      (QueryBlocksSeeing: causal or windowed rows outside the band are never loaded; at most
+//      panelRows rows, whole query blocks trimmed at the band's edges):
+//        S    = Q_p . K_j^T,  dP = dO_p . V_j^T   (cube: one request each for the whole panel)
+//        per query block i of the panel (the UB tile, blockM rows):
+//          P    = exp(scale * S + bias - LSE_i)   (vector; keys outside the band -> 0, MaskScores;
 //                                                  bias: the mask's 0 / -inf on BLOCK_MIXED blocks)
-//        dropout: Pd = P o Z / keep_prob, dP := dP o Z / keep_prob (Z regenerated, ApplyDropout)
-//        dS   = scale * P * (dP - D_i)            (vector)
-//        dV_j += Pd^T . dO_i,  dK_j += dS^T . Q_i (cube, A transposed, accumulated in GM fp32)
-//        dQ_i += dS . K_j                         (cube, added to the one fp32 accumulator)
-//      dK_j and dV_j belong to the unit alone: cast and written when its walk ends. A step the
-//      mask hides entirely (BLOCK_MASKED) is skipped: nothing is loaded or computed, only the
-//      deterministic dQ hand-over passes through it.
-//   3. dQ = the accumulator, cast.
-// dQ_i gathers one contribution per K/V block j whose walk includes it, from units on any AIV.
-// Atomic mode adds them with SetAtomicAdd<float> in whatever order the cores reach them.
-// Deterministic mode adds them in descending j, whatever core holds which unit: the unit of
-// block j waits (IBWait) until block j+1 has added its part, adds (Matmul enAtomic) and hands
-// over (IBSet) to block j-1. So the fp32 sum order of every dQ element is fixed by j alone:
-// bit-identical across runs, host threads and core counts. The blocks walking query block i
-// are consecutive (QueryBlocksSeeing's ends are non-decreasing in j), so j's neighbours in
-// the chain are j+1 and j-1 when they walk i too. The hand-over of query block i of head
-// (b, n) uses eventID (b * N + n) * numQBlocks + i and, as blockIdx, the AIV that waits (the
-// owner of block j-1's unit): one flag per chain and waiting core, so a flag never has two
-// waiters at once -- with one flag per chain, the AIVs of j-1 and j-2 could both wait on it
-// and the wrong one take block j's hand-over.
-// Why this cannot deadlock: order the steps by (kv head, -j, query head, i); every AIV runs
-// its steps in ascending order (ProcessUnits), and a step waits only for a step of smaller
-// order (j+1 of the same head and rows). Among the steps still waiting, the one of smallest
-// order waits for a step that is not waiting and whose AIV has only smaller steps before it,
-// which are done -- so that step runs, sets the flag and the wait ends. IBSet itself never
-// waits: the flag (chain, AIV A) is set for A's blocks of the chain in descending order, each
-// set after the previous one was consumed (A consumed it before adding, and the next set comes
-// after that add in the chain).
+//          dropout: Pd = P o Z / keep_prob, dP := dP o Z / keep_prob (Z regenerated, ApplyDropout)
+//          dS   = scale * P * (dP - D_i)          (vector; P and dS leave UB in T)
+//        dV_j += Pd^T . dO_p,  dK_j += dS^T . Q_p (cube, A transposed: the panel's rows are the
+//                                                  K dimension, summed in L0C; one fp32 write each)
+//        dQ_p += dS . K_j                         (cube; atomic mode: added by the request's
+//                                                  atomic add; deterministic: to the scratch,
+//                                                  then scaled to int32 and added by the AIV)
+//      dK_j and dV_j belong to the unit alone: cast and written when its walk ends. A
+//      query block the mask hides entirely (BLOCK_MASKED) ends a panel and is skipped: nothing is
+//      loaded or computed for it.
+//   3. dQ = the accumulator (deterministic: divided by the row's scale), cast.
+// Panels amortize what every cube request pays (the request, the MTE2 and FixPipe latencies)
+// over up to panelRows rows, and dK / dV leave L0C once per panel instead of once per query
+// block (docs/backward.md).
+// Deterministic mode: dQ is summed in int32 fixed point (flash_attention_grad_tiling.h): every
+// part is rounded to an integer the same way wherever it is computed, and integer adds give the
+// same sum in any order -- bit-identical across runs, host threads and core counts, with no core
+// waiting for another and no order among the units. Atomic mode: fp32 adds in any order.
 // Every per-row quantity (LSE, D) is a vector broadcast with Brcb: the scalar unit steers
-// loops only and never touches score elements (IBSet/IBWait test their flag with two scalar
-// accesses per call: per step, not per element). The APIs beyond the forward's -- Matmul with
-// A transposed and enAtomic, SetAtomicAdd / SetAtomicNone, SyncAll<true>, IBSet / IBWait --
-// behave as docs/cann-facts.md#ascend-c-kernel-apis records.
+// loops only and never touches score elements. The APIs beyond the forward's -- Matmul with A
+// transposed and enAtomic, SyncAll<true> -- behave as docs/cann-facts.md#ascend-c-kernel-apis
+// records.
 #pragma once
 
 #include "kernel_operator.h"
@@ -68,8 +59,6 @@ using attn_rows::FP32_PER_REPEAT;
 using attn_rows::Min;
 
 constexpr float NEG_INF = -__builtin_inff();
-// An IBSet/IBWait flag: one 32-B block of int32 (docs/cann-facts.md#ascend-c-kernel-apis).
-constexpr uint32_t FLAG_INT32S = 8;
 // LSE of a row that sees no key is -inf; clamped to this, exp(-inf - LSE) stays 0 instead of NaN.
 constexpr float FP32_LOWEST = -3.40282346638528859811704183484516925e+38f;
 
@@ -78,9 +67,11 @@ using attn_rows::WaitForPipe;  // orders the pipe named second after the one nam
 template <typename T>
 class FlashAttentionGradKernel {
 public:
-    attn_mm::RowsByColsT<T> scoreMm;  // S = Q.K^T, dP = dO.V^T: [m, n] fp32
-    attn_mm::RowsTByB<T> kvGradMm;    // dV += P^T.dO, dK += dS^T.Q: [n, D] fp32
-    attn_mm::RowsByB<T> dqMm;         // dS.K: [m, D] fp32
+    // The gradient requests have an object each, so that the three can be outstanding at once.
+    attn_mm::RowsByColsT<T> scoreMm;  // S = Q.K^T, then dP = dO.V^T: [panel rows, n] fp32
+    attn_mm::RowsTByB<T> dvMm;        // dV += P^T.dO: [n, D] fp32, K = panel rows
+    attn_mm::RowsTByB<T> dkMm;        // dK += dS^T.Q: [n, D] fp32, K = panel rows
+    attn_mm::RowsByB<T> dqMm;         // dQ += dS.K: [panel rows, D] fp32
 
     // actualSeqQlen / actualSeqKvlen: int64 cumulative end offsets (varlen), else unused (nullptr).
     // attenMask: uint8 [maskB, maskN, maskQ, Skv] when tiling->hasMask, else unused (nullptr).
@@ -93,31 +84,65 @@ public:
 private:
     // Phase 1 and 3, and the dK/dV write-out.
     __aicore__ inline void ComputeDelta();
-    __aicore__ inline void ZeroFlags();
     __aicore__ inline void SummarizeMask();
     __aicore__ inline void ProcessUnits();
     __aicore__ inline void WalkUnit(uint32_t unit);
     __aicore__ inline void WriteDq();
     // Phase 2.
-    // One (query block, kv block) step; waitFor / handTo: deterministic mode's chain neighbours
-    // (block kvBlock + 1 added before this step; block kvBlock - 1 adds after it). False when
-    // the mask hides the block entirely (nothing computed, dK_j / dV_j untouched).
-    __aicore__ inline bool Step(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock, uint32_t kvBlock, bool first,
-                                bool waitFor, bool handTo);
+    // Deterministic mode's inputs of the fixed-point scale: this AIV's max |K| and max |V| (phase
+    // 1), then the maxima over all AIVs (phase 2, into maxK_ / maxV_).
+    __aicore__ inline void StoreKvMaxima();
+    __aicore__ inline void LoadKvMaxima();
+    // One panel: rows [rowLo, rowHi) of query head n of the sequence (whole query blocks, the
+    // first starting at the rows that see the K/V block rounded down to a multiple of 8).
+    struct PanelRows {
+        uint32_t n = 0, rowLo = 0, rowHi = 0;
+    };
+    // Where the walk of a block's panels is: query head g of the group, next query block i.
+    struct PanelCursor {
+        uint32_t g = 0, i = 0;
+    };
+    // Block j of kv head h of sequence b: every query head of the group, every panel, as a
+    // software pipeline (see WalkBlock). Returns false when no panel computed anything (dK_j /
+    // dV_j are zero).
+    __aicore__ inline bool WalkBlock(uint32_t b, uint32_t h, uint32_t kvBlock);
+    // The next panel of block kvBlock (rows [lo, hi) see it) after *cursor; false when none is left.
+    __aicore__ inline bool NextPanel(uint32_t b, uint32_t h, uint32_t kvBlock, uint32_t lo, uint32_t hi,
+                                     PanelCursor *cursor, PanelRows *panel) const;
+    // S (grad = false) or dP (true) of a panel, requested without waiting (into the scratch).
+    __aicore__ inline void RequestScores(uint32_t b, uint32_t h, uint32_t kvBlock, const PanelRows &panel,
+                                         bool grad);
+    // LSE and D of the panel's rows into lse_ / delta_, then P and dS from its S and dP, into P /
+    // dS slot `slot` of the scratch.
+    __aicore__ inline void PanelTiles(uint32_t b, uint32_t kvBlock, const PanelRows &panel, uint32_t slot);
+    // dV_j, dK_j and dQ of a panel from P / dS slot `slot` (deterministic: the dQ part to part
+    // slot `slot`), requested without waiting; `first`: no panel of the block has written dK_j /
+    // dV_j yet.
+    __aicore__ inline void RequestGrads(uint32_t b, uint32_t h, uint32_t kvBlock, const PanelRows &panel,
+                                        uint32_t slot, bool first);
+    // Waits for the outstanding dV, dK and dQ requests.
+    __aicore__ inline void WaitGrads();
+    // Deterministic: the panel's dQ part [rows, D] fp32 (part slot `slot` of the scratch) scaled,
+    // rounded to int32 and added to the accumulator.
+    __aicore__ inline void AddDqFixed(uint32_t b, const PanelRows &panel, uint32_t slot);
+    // lse_[0:rows] = f_r of rows rowIndex.. (inverse: 1 / f_r), from their ||dO||_1 and D
+    // (loaded here into lse_ / delta_; rows <= panelRows).
+    __aicore__ inline void FixedScales(uint64_t rowIndex, uint32_t rows, bool inverse);
+    // P and dS of the panel's rows [row0, row0 + rows) (one query block, at most blockM rows):
+    // S, dP, LSE and D at row `from` of the panel (a multiple of 8), P and dS to row `to` of the
+    // P / dS scratch in T.
+    __aicore__ inline void Tile(uint32_t b, uint32_t n, uint32_t row0, uint32_t rows, uint32_t to, uint32_t from,
+                                uint32_t col0, uint32_t cols, bool maskBias);
     // The summary class (attn_mask::BlockClass) of query block qBlock x kv block kvBlock of (b, n).
     __aicore__ inline uint8_t MaskClass(uint32_t b, uint32_t n, uint32_t qBlock, uint32_t kvBlock) const;
-    __aicore__ inline void AddDqInOrder(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock, uint32_t kvBlock,
-                                        uint64_t dqRowsOffset, bool waitFor, bool handTo);
-    // The AIV whose range [unitStart[a], unitStart[a + 1]) holds `unit`.
-    __aicore__ inline uint32_t AivOfUnit(uint32_t unit) const;
+    // lse: the rows' LSE (clamped in place to >= FP32_LOWEST).
     __aicore__ inline void ComputeProbs(uint32_t b, uint32_t n, uint32_t rows, uint32_t row0, uint32_t col0,
-                                        uint32_t cols, bool maskBias);
+                                        uint32_t cols, bool maskBias, const AscendC::LocalTensor<float> &lse);
     // prob_ = T(P o Z / keep_prob) and grad_ = dP o Z / keep_prob for the tile's rows row0.. and
     // keys col0.. of head (b, n); score_ keeps P.
     __aicore__ inline void ApplyDropout(uint32_t b, uint32_t n, uint32_t rows, uint32_t row0, uint32_t col0);
     // Keys of rows row0.. outside the band (and the block's padding columns) -> -inf.
-    __aicore__ inline void ComputeDs(uint32_t rows);
-    __aicore__ inline void AddDqAtomically(uint64_t accOffset, uint32_t rows);
+    __aicore__ inline void ComputeDs(uint32_t rows, const AscendC::LocalTensor<float> &delta);
     __aicore__ inline void WriteKvGrads(uint32_t b, uint32_t h, uint32_t col0, uint32_t cols, bool computed);
     __aicore__ inline void MaskScores(uint32_t rows, uint32_t row0, uint32_t col0, uint32_t cols);
 
@@ -158,15 +183,17 @@ private:
     AscendC::GlobalTensor<int64_t> seqQEndGm_;  // varlen: actual_seq_qlen [B], cumulative ends
     AscendC::GlobalTensor<int64_t> seqKvEndGm_;
     AscendC::GlobalTensor<float> deltaGm_;   // [B, N, Sq] fp32
-    AscendC::GlobalTensor<float> dqAccGm_;   // the [B, N, Sq, D] fp32 accumulator
-    AscendC::GlobalTensor<int32_t> flagGm_;  // deterministic: numDqFlags 32-B flags
-    AscendC::GlobalTensor<float> scoreGm_;   // this AIV's scratch: S [m, n] fp32
-    AscendC::GlobalTensor<float> gradGm_;    // dP [m, n] fp32
-    AscendC::GlobalTensor<T> probGm_;        // P [m, n] T
-    AscendC::GlobalTensor<T> dsGm_;          // dS * scale [m, n] T
+    AscendC::GlobalTensor<float> dqAccGm_;   // the [B, N, Sq, D] accumulator: fp32 (atomic mode)
+    AscendC::GlobalTensor<int32_t> dqFixedGm_;  // the same bytes as int32 fixed point (deterministic)
+    AscendC::GlobalTensor<float> normGm_;    // deterministic: ||dO_r||_1 [B, N, Sq]
+    AscendC::GlobalTensor<float> maxGm_;     // deterministic: max |K| [aivNum][8], then max |V| [aivNum][8]
+    AscendC::GlobalTensor<float> dqPartGm_;  // deterministic: dS.K_j of a panel [2][P, D] fp32 (two slots)
+    AscendC::GlobalTensor<float> scoreGm_;   // this AIV's scratch: S [P, n] fp32 (P = panelRows)
+    AscendC::GlobalTensor<float> gradGm_;    // dP [P, n] fp32
+    AscendC::GlobalTensor<T> probGm_;        // P [2][P, n] T (two slots: a panel's and the next's)
+    AscendC::GlobalTensor<T> dsGm_;          // dS * scale [2][P, n] T
     AscendC::GlobalTensor<float> dkAccGm_;   // dK_j [n, D] fp32
     AscendC::GlobalTensor<float> dvAccGm_;   // dV_j [n, D] fp32
-    AscendC::GlobalTensor<float> dqPartGm_;  // dS.K_j of one step [m, D] fp32 (non-deterministic)
     AscendC::GlobalTensor<uint8_t> maskSummaryGm_;  // hasMask: one BlockClass byte per summary block
 
     attn_mask::MaskGeometry maskGeom_;
@@ -174,15 +201,15 @@ private:
     philox_dropout::PhiloxKeepMask keep_;  // dropout only
 
     AscendC::TBuf<AscendC::TPosition::VECCALC> scoreBuf_, gradBuf_, probBuf_, dsBuf_, lseBuf_, deltaBuf_, brcbBuf_,
-        foldBuf_, flagBuf_;
+        foldBuf_;
     AscendC::LocalTensor<float> score_;  // [m, n] fp32: S then P; row phases [rowChunk, D]
     AscendC::LocalTensor<float> grad_;   // [m, n] fp32: dP then dS
     AscendC::LocalTensor<T> prob_;       // [m, n] T
     AscendC::LocalTensor<T> ds_;         // [m, n] T
     AscendC::LocalTensor<float> lse_, delta_, brcb_, fold_;
-    AscendC::LocalTensor<int32_t> flagUb_;  // IBSet/IBWait's 32-B UB scratch
 
     uint32_t aiv_ = 0;
+    float maxK_ = 0, maxV_ = 0;  // deterministic: max |K|, max |V| over the whole inputs
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
     Seq seq_;
     uint32_t seqIndex_ = 0xFFFFFFFFu;  // the sequence seq_ holds
@@ -226,19 +253,26 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     GM_ADDR user = AscendC::GetUserWorkspace(workspace);
     deltaGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsDeltaOffset), deltaRows);
     dqAccGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsDqOffset), deltaRows * d);
-    flagGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(user + td_->wsFlagOffset),
-                            static_cast<uint64_t>(td_->numDqFlags) * FLAG_INT32S);
+    dqFixedGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(user + td_->wsDqOffset), deltaRows * d);
+    if (td_->deterministic != 0) {
+        normGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsNormOffset), deltaRows);
+        maxGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(user + td_->wsMaxOffset),
+                               2 * td_->aivNum * FP32_PER_BLOCK);
+    }
     GM_ADDR slice = user + td_->wsScratchOffset + aiv_ * td_->wsScratchBytes;
-    scoreGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset), m * n);
-    gradGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsGradOffset), m * n);
-    probGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), m * n);
-    dsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsDsOffset), m * n);
+    const uint32_t panel = td_->panelRows;
+    scoreGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsScoreOffset), panel * n);
+    gradGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsGradOffset), panel * n);
+    probGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsProbOffset), 2 * panel * n);
+    dsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsDsOffset), 2 * panel * n);
     dkAccGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDkOffset), n * d);
     dvAccGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDvOffset), n * d);
-    dqPartGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDqPartOffset), m * d);
+    if (td_->deterministic != 0) {
+        dqPartGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDqPartOffset), 2 * panel * d);
+    }
 
     // UB, in the order and sizes op_host budgets (flash_attention_grad_tiling.h).
-    const uint32_t rowVectorBytes = (m * sizeof(float) + 31) / 32 * 32;
+    const uint32_t rowVectorBytes = (panel * sizeof(float) + 31) / 32 * 32;  // a panel's rows
     pipe_->InitBuffer(scoreBuf_, m * n * sizeof(float));
     pipe_->InitBuffer(gradBuf_, m * n * sizeof(float));
     pipe_->InitBuffer(probBuf_, m * n * sizeof(T));
@@ -247,7 +281,6 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     pipe_->InitBuffer(deltaBuf_, rowVectorBytes);
     pipe_->InitBuffer(brcbBuf_, m * FP32_PER_BLOCK * sizeof(float));
     pipe_->InitBuffer(foldBuf_, m * FP32_PER_REPEAT * sizeof(float));
-    pipe_->InitBuffer(flagBuf_, FLAG_INT32S * sizeof(int32_t));
     score_ = scoreBuf_.Get<float>();
     grad_ = gradBuf_.Get<float>();
     prob_ = probBuf_.Get<T>();
@@ -256,7 +289,6 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     delta_ = deltaBuf_.Get<float>();
     brcb_ = brcbBuf_.Get<float>();
     fold_ = foldBuf_.Get<float>();
-    flagUb_ = flagBuf_.Get<int32_t>();
     if (td_->hasMask != 0) {
         maskGeom_.mb = td_->maskB;
         maskGeom_.mn = td_->maskN;
@@ -354,17 +386,21 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Process()
 {
     ComputeDelta();
     if (td_->deterministic != 0) {
-        ZeroFlags();
+        StoreKvMaxima();
     }
     if (td_->hasMask != 0) {
         SummarizeMask();
     }
-    AscendC::SyncAll();  // D, the zeroed dQ accumulator and flags, the mask summary complete before any core uses them
+    AscendC::SyncAll();  // D, the zeroed dQ accumulator, the mask summary complete before any core uses them
+    if (td_->deterministic != 0) {
+        LoadKvMaxima();
+    }
     ProcessUnits();
     AscendC::SyncAll();  // every dQ contribution has landed
     WriteDq();
     scoreMm.End();
-    kvGradMm.End();
+    dvMm.End();
+    dkMm.End();
     dqMm.End();
 }
 
@@ -391,40 +427,26 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ComputeDelta()
         LoadRows(ds_, outGm_[offset], rows, rowStrideQ_);
         WaitForPipe<AscendC::HardEvent::MTE2_V>();
         AscendC::Cast(score_, prob_, AscendC::RoundMode::CAST_NONE, rows * d);
+        const uint64_t rowIndex = static_cast<uint64_t>(headIndex) * td_->seqQ + row0;
+        AscendC::DataCopyExtParams params{1, static_cast<uint32_t>(rows * sizeof(float)), 0, 0, 0};
+        if (td_->deterministic != 0) {
+            AscendC::Abs(grad_, score_, rows * d);  // ||dO_r||_1, an input of the row's fixed-point scale
+            attn_rows::ReduceRows<attn_rows::Reduce::SUM>(lse_, grad_, fold_, rows, d, d);
+            WaitForPipe<AscendC::HardEvent::V_MTE3>();
+            AscendC::DataCopyPad(normGm_[rowIndex], lse_, params);
+        }
         AscendC::Cast(grad_, ds_, AscendC::RoundMode::CAST_NONE, rows * d);
         AscendC::Mul(score_, score_, grad_, rows * d);  // dO * O, [rows, D] fp32
         attn_rows::ReduceRows<attn_rows::Reduce::SUM>(delta_, score_, fold_, rows, d, d);
         WaitForPipe<AscendC::HardEvent::V_MTE3>();
-        AscendC::DataCopyExtParams params{1, static_cast<uint32_t>(rows * sizeof(float)), 0, 0, 0};
-        AscendC::DataCopyPad(deltaGm_[static_cast<uint64_t>(headIndex) * td_->seqQ + row0], delta_, params);
+        AscendC::DataCopyPad(deltaGm_[rowIndex], delta_, params);
         // The dQ accumulator starts at 0 (rows no kv block sees stay 0): these rows, in BNSD order.
+        // 0.0f is all zero bits, so this also zeroes the int32 accumulator.
         AscendC::Duplicate(score_, 0.0f, rows * d);
         WaitForPipe<AscendC::HardEvent::V_MTE3>();
-        AscendC::DataCopy(dqAccGm_[(static_cast<uint64_t>(headIndex) * td_->seqQ + row0) * d], score_, rows * d);
+        AscendC::DataCopy(dqAccGm_[rowIndex * d], score_, rows * d);
         WaitForPipe<AscendC::HardEvent::MTE3_V>();
     }
-}
-
-template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::ZeroFlags()
-{
-    // IBSet/IBWait need their flags at 0 (docs/cann-facts.md#ascend-c-kernel-apis): each AIV
-    // zeroes an equal share, at most a score tile (m * n fp32, whole flags) per copy.
-    const uint32_t perAiv = CeilDiv(td_->numDqFlags, td_->aivNum);
-    const uint32_t begin = Min(aiv_ * perAiv, td_->numDqFlags);
-    const uint32_t end = Min(begin + perAiv, td_->numDqFlags);
-    const uint32_t flagsPerCopy = td_->blockM * td_->blockN / FLAG_INT32S;
-    if (begin == end) {
-        return;
-    }
-    AscendC::Duplicate(score_, 0.0f, Min(end - begin, flagsPerCopy) * FLAG_INT32S);  // 0.0f is all zero bits
-    WaitForPipe<AscendC::HardEvent::V_MTE3>();
-    const AscendC::LocalTensor<int32_t> zeros = score_.ReinterpretCast<int32_t>();
-    for (uint32_t f = begin; f < end; f += flagsPerCopy) {
-        AscendC::DataCopy(flagGm_[static_cast<uint64_t>(f) * FLAG_INT32S], zeros,
-                          Min(flagsPerCopy, end - f) * FLAG_INT32S);
-    }
-    WaitForPipe<AscendC::HardEvent::MTE3_V>();
 }
 
 template <typename T>
@@ -442,17 +464,9 @@ __aicore__ inline void FlashAttentionGradKernel<T>::SummarizeMask()
 template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::ProcessUnits()
 {
-    // This AIV's units [unitStart[a], unitStart[a + 1]) in the order the deterministic dQ needs
-    // (see the top of the file): kv heads ascending, within a head K/V blocks descending.
-    const uint32_t kvBlocks = td_->numKvBlocks;
-    const uint32_t unitBegin = td_->unitStart[aiv_];
-    const uint32_t unitEnd = td_->unitStart[aiv_ + 1];
-    for (uint32_t headBegin = unitBegin; headBegin < unitEnd;) {
-        const uint32_t headEnd = Min((headBegin / kvBlocks + 1) * kvBlocks, unitEnd);
-        for (uint32_t unit = headEnd; unit > headBegin; --unit) {
-            WalkUnit(unit - 1);
-        }
-        headBegin = headEnd;
+    // This AIV's units [unitStart[a], unitStart[a + 1]); no unit waits for another's.
+    for (uint32_t unit = td_->unitStart[aiv_]; unit < td_->unitStart[aiv_ + 1]; ++unit) {
+        WalkUnit(unit);
     }
 }
 
@@ -463,29 +477,114 @@ __aicore__ inline void FlashAttentionGradKernel<T>::WalkUnit(uint32_t unit)
     const uint32_t b = kvHeadIndex / td_->numKvHeads;
     const uint32_t h = kvHeadIndex % td_->numKvHeads;
     const uint32_t j = unit % td_->numKvBlocks;
-    const uint32_t bn = td_->blockN;
-    const uint32_t col0 = j * bn;
+    const uint32_t col0 = j * td_->blockN;
     LoadSeq(b);
     if (col0 >= seq_.skv) {
         return;  // varlen: past this sequence's keys, an empty unit
     }
-    // The query blocks this block walks, and those its chain neighbours j+1 and j-1 walk.
-    uint32_t qBegin = 0, qEnd = 0, nextBegin = 0, nextEnd = 0, prevBegin = 0, prevEnd = 0;
-    QueryBlocksSeeing(col0, col0 + bn, &qBegin, &qEnd);
-    QueryBlocksSeeing(col0 + bn, col0 + 2 * bn, &nextBegin, &nextEnd);  // empty past the keys
-    if (j > 0) {
-        QueryBlocksSeeing(col0 - bn, col0, &prevBegin, &prevEnd);
+    const bool computed = WalkBlock(b, h, j);
+    WriteKvGrads(b, h, col0, Min(td_->blockN, seq_.skv - col0), computed);
+}
+
+template <typename T>
+__aicore__ inline bool FlashAttentionGradKernel<T>::WalkBlock(uint32_t b, uint32_t h, uint32_t kvBlock)
+{
+    const uint32_t col0 = kvBlock * td_->blockN;
+    const uint32_t cols = Min(td_->blockN, seq_.skv - col0);
+    // Rows [rowLo, rowHi) see a key of the block (every one of them at least one: pre + next >= 0).
+    // The walk starts at rowLo rounded down to a multiple of 8, so that every tile's LSE and D
+    // start on a 32-B block of UB; the rows added see no key of the block (P = 0, they add 0).
+    int64_t rowLo = 0, rowHi = 0;
+    if (!attn_band::SeeingRows(col0, col0 + cols, seq_.diag, seq_.sq, td_->preTokens, td_->nextTokens, &rowLo,
+                               &rowHi)) {
+        return false;
     }
-    bool first = true;  // no step has written dK_j / dV_j yet
-    for (uint32_t g = 0; g < td_->groupSize; ++g) {
-        for (uint32_t i = qBegin; i < qEnd; ++i) {
-            if (Step(b, h * td_->groupSize + g, h, i, j, first, nextBegin <= i && i < nextEnd,
-                     prevBegin <= i && i < prevEnd)) {
-                first = false;
-            }
+    const uint32_t lo = static_cast<uint32_t>(rowLo) / FP32_PER_BLOCK * FP32_PER_BLOCK;
+    const uint32_t hi = static_cast<uint32_t>(rowHi);
+    PanelCursor cursor;
+    PanelRows cur, next, prev;
+    bool hasCur = NextPanel(b, h, kvBlock, lo, hi, &cursor, &cur);
+    if (!hasCur) {
+        return false;
+    }
+    // Software pipeline over the panels. The cube serves this AIV's requests in the order they
+    // are sent, so requesting panel p+1's S and dP before panel p's dV, dK and dQ lets the vector
+    // core recompute P and dS of p+1 while the cube computes p's three gradients (scoreMm has
+    // one request outstanding at a time: S, then dP). P / dS have two slots: panel p+1 writes
+    // one while p's requests read the other.
+    RequestScores(b, h, kvBlock, cur, false);
+    scoreMm.WaitIterateAll();
+    RequestScores(b, h, kvBlock, cur, true);
+    scoreMm.WaitIterateAll();
+    bool first = true;
+    uint32_t slot = 0;
+    while (hasCur) {
+        PanelTiles(b, kvBlock, cur, slot);
+        WaitForPipe<AscendC::HardEvent::MTE3_S>();  // P and dS in GM, S and dP read, before the requests
+        const bool hasNext = NextPanel(b, h, kvBlock, lo, hi, &cursor, &next);
+        if (hasNext) {
+            RequestScores(b, h, kvBlock, next, false);
         }
+        if (!first) {
+            WaitGrads();  // the previous panel's requests ran on the cube while PanelTiles ran here
+        }
+        if (hasNext) {
+            scoreMm.WaitIterateAll();
+            RequestScores(b, h, kvBlock, next, true);
+        }
+        RequestGrads(b, h, kvBlock, cur, slot, first);
+        if (!first && td_->deterministic != 0) {
+            AddDqFixed(b, prev, slot ^ 1u);  // while the cube computes dP of the next panel and this one's gradients
+        }
+        if (hasNext) {
+            scoreMm.WaitIterateAll();  // dP of the next panel, ahead of this panel's gradients on the cube
+        }
+        first = false;
+        prev = cur;
+        cur = next;
+        hasCur = hasNext;
+        slot ^= 1u;
     }
-    WriteKvGrads(b, h, col0, Min(bn, seq_.skv - col0), !first);
+    WaitGrads();
+    if (td_->deterministic != 0) {
+        AddDqFixed(b, prev, slot ^ 1u);
+    }
+    return true;
+}
+
+template <typename T>
+__aicore__ inline bool FlashAttentionGradKernel<T>::NextPanel(uint32_t b, uint32_t h, uint32_t kvBlock, uint32_t lo,
+                                                              uint32_t hi, PanelCursor *cursor, PanelRows *panel) const
+{
+    // Panels: runs of at most panelRows / blockM query blocks the mask does not hide entirely,
+    // query head by query head.
+    const uint32_t bm = td_->blockM;
+    const uint32_t qEnd = CeilDiv(hi, bm);
+    const uint32_t panelBlocks = td_->panelRows / bm;
+    if (cursor->g == 0 && cursor->i == 0) {
+        cursor->i = lo / bm;
+    }
+    while (cursor->g < td_->groupSize) {
+        const uint32_t n = h * td_->groupSize + cursor->g;
+        uint32_t i = cursor->i;
+        while (i < qEnd && MaskClass(b, n, i, kvBlock) == attn_mask::BLOCK_MASKED) {
+            ++i;  // P = 0 on every pair: nothing to add to dK_j, dV_j or dQ_i
+        }
+        if (i < qEnd) {
+            uint32_t e = i + 1;
+            while (e < qEnd && e - i < panelBlocks && MaskClass(b, n, e, kvBlock) != attn_mask::BLOCK_MASKED) {
+                ++e;
+            }
+            panel->n = n;
+            panel->rowLo = i * bm > lo ? i * bm : lo;
+            panel->rowHi = Min(e * bm, hi);
+            cursor->i = e;
+            return true;
+        }
+        ++cursor->g;
+        cursor->i = lo / bm;
+    }
+    return false;
 }
 
 template <typename T>
@@ -500,145 +599,243 @@ __aicore__ inline uint8_t FlashAttentionGradKernel<T>::MaskClass(uint32_t b, uin
 }
 
 template <typename T>
-__aicore__ inline bool FlashAttentionGradKernel<T>::Step(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock,
-                                                         uint32_t kvBlock, bool first, bool waitFor, bool handTo)
+__aicore__ inline void FlashAttentionGradKernel<T>::RequestScores(uint32_t b, uint32_t h, uint32_t kvBlock,
+                                                                  const PanelRows &panel, bool grad)
 {
-    const uint8_t maskClass = MaskClass(b, n, qBlock, kvBlock);
-    if (maskClass == attn_mask::BLOCK_MASKED) {
-        // Every pair of the block is masked out: P = 0, so it adds nothing to dK_j, dV_j or dQ_i.
-        // The dQ chain of query block i still runs through block j: take the hand-over from
-        // j + 1 and give it to j - 1 (the sum's order stays the blocks' order).
-        const int32_t chain = static_cast<int32_t>((b * td_->numHeads + n) * td_->numQBlocks + qBlock);
-        if (td_->deterministic != 0 && waitFor) {
-            AscendC::IBWait<false>(flagGm_, flagUb_, static_cast<int32_t>(aiv_), chain);
-        }
-        if (td_->deterministic != 0 && handTo) {
-            const uint32_t nextUnit = (b * td_->numKvHeads + h) * td_->numKvBlocks + kvBlock - 1;
-            AscendC::IBSet<false>(flagGm_, flagUb_, static_cast<int32_t>(AivOfUnit(nextUnit)), chain);
-        }
-        return false;
+    // A = Q / dO rows [rows, D], B^T = K / V rows [cols, D], C [rows, cols] with row stride blockN
+    // in this AIV's scratch.
+    const uint32_t bn = td_->blockN;
+    const uint32_t col0 = kvBlock * bn;
+    const uint32_t cols = Min(bn, seq_.skv - col0);
+    const uint32_t rows = panel.rowHi - panel.rowLo;
+    const uint64_t qOffset = QueryOffset(b, panel.n, panel.rowLo);
+    const uint64_t kvOffset = KvOffset(b, h, col0);
+    scoreMm.SetOrgShape(rows, bn, rowStrideQ_, rowStrideKv_, bn);
+    scoreMm.SetTail(rows, cols, td_->headDim);
+    scoreMm.SetTensorA(grad ? doutGm_[qOffset] : queryGm_[qOffset]);
+    scoreMm.SetTensorB(grad ? valueGm_[kvOffset] : keyGm_[kvOffset], true);
+    scoreMm.template IterateAll<false>(grad ? gradGm_ : scoreGm_, 0, false, true);
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::PanelTiles(uint32_t b, uint32_t kvBlock, const PanelRows &panel,
+                                                               uint32_t slot)
+{
+    // The panel's LSE and D (one copy each), then one query block (the UB tile) at a time.
+    const uint32_t bm = td_->blockM;
+    const uint32_t col0 = kvBlock * td_->blockN;
+    const uint32_t cols = Min(td_->blockN, seq_.skv - col0);
+    const uint32_t rows = panel.rowHi - panel.rowLo;
+    const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + panel.n) * td_->seqQ + panel.rowLo;
+    AscendC::DataCopyExtParams rowParams{1, static_cast<uint32_t>(rows * sizeof(float)), 0, 0, 0};
+    AscendC::DataCopyPadExtParams<float> noPad{false, 0, 0, 0.0f};
+    WaitForPipe<AscendC::HardEvent::V_MTE2>();
+    AscendC::DataCopyPad(lse_, lseGm_[LseIndex(b, panel.n, panel.rowLo)], rowParams, noPad);
+    AscendC::DataCopyPad(delta_, deltaGm_[rowIndex], rowParams, noPad);
+    for (uint32_t r0 = panel.rowLo; r0 < panel.rowHi;) {
+        const uint32_t r1 = Min((r0 / bm + 1) * bm, panel.rowHi);
+        Tile(b, panel.n, r0, r1 - r0, slot * td_->panelRows + r0 - panel.rowLo, r0 - panel.rowLo, col0, cols,
+             MaskClass(b, panel.n, r0 / bm, kvBlock) == attn_mask::BLOCK_MIXED);
+        r0 = r1;
     }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::RequestGrads(uint32_t b, uint32_t h, uint32_t kvBlock,
+                                                                 const PanelRows &panel, uint32_t slot, bool first)
+{
     const uint32_t d = td_->headDim;
     const uint32_t bn = td_->blockN;
     const uint32_t col0 = kvBlock * bn;
     const uint32_t cols = Min(bn, seq_.skv - col0);
-    // The step computes only the block's rows [lo, hi) that see a key of block j (a band's edge
-    // blocks and the causal diagonal lose their blind rows: executed MACs follow the band).
-    const uint32_t blockRow0 = qBlock * td_->blockM;
-    const uint32_t blockRows = Min(td_->blockM, seq_.sq - blockRow0);
-    const int64_t seenLo = attn_band::RowBegin(col0, seq_.diag, td_->nextTokens) - blockRow0;
-    const int64_t seenHi = attn_band::RowEnd(static_cast<int64_t>(col0) + cols - 1, seq_.diag, td_->preTokens) - blockRow0;  // exclusive
-    const uint32_t lo = seenLo <= 0 ? 0 : (seenLo >= blockRows ? blockRows - 1 : static_cast<uint32_t>(seenLo));
-    const uint32_t hi = seenHi <= lo ? lo + 1 : (seenHi >= blockRows ? blockRows : static_cast<uint32_t>(seenHi));
-    const uint32_t row0 = blockRow0 + lo;
-    const uint32_t rows = hi - lo;
-    const uint64_t dqRowsOffset = ((static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + row0) * d;  // BNSD
-    const uint64_t qOffset = QueryOffset(b, n, row0);
+    const uint32_t rows = panel.rowHi - panel.rowLo;
+    const uint64_t qOffset = QueryOffset(b, panel.n, panel.rowLo);
     const uint64_t kvOffset = KvOffset(b, h, col0);
+    const uint64_t at = static_cast<uint64_t>(slot) * td_->panelRows * bn;  // the P / dS slot
+    // dV_j += P^T . dO_p and dK_j += dS^T . Q_p: A^T stored [rows, blockN] (row stride blockN),
+    // B = dO / Q rows [rows, D], C [cols, D] fp32; K = the panel's rows, summed in L0C inside the
+    // request. The block's first panel writes, later ones add.
+    dvMm.SetOrgShape(bn, rowStrideQ_, rows, rows, d);
+    dvMm.SetTail(cols, d, rows);
+    dvMm.SetTensorA(probGm_[at], true);
+    dvMm.SetTensorB(doutGm_[qOffset]);
+    dvMm.template IterateAll<false>(dvAccGm_, first ? 0 : 1, false, true);
+    dkMm.SetOrgShape(bn, rowStrideQ_, rows, rows, d);
+    dkMm.SetTail(cols, d, rows);
+    dkMm.SetTensorA(dsGm_[at], true);
+    dkMm.SetTensorB(queryGm_[qOffset]);
+    dkMm.template IterateAll<false>(dkAccGm_, first ? 0 : 1, false, true);
+    // dQ_p += dS . K_j: A = dS [rows, cols] (row stride blockN), B = K rows [cols, D], C [rows, D]
+    // (BNSD rows of head (b, n)): atomic mode adds it with the request; deterministic mode takes
+    // it to the scratch and FinishGrads adds it in fixed point.
+    dqMm.SetOrgShape(rows, rowStrideKv_, bn, bn, d);
+    dqMm.SetTail(rows, d, cols);
+    dqMm.SetTensorA(dsGm_[at]);
+    dqMm.SetTensorB(keyGm_[kvOffset]);
+    if (td_->deterministic != 0) {
+        dqMm.template IterateAll<false>(dqPartGm_[static_cast<uint64_t>(slot) * td_->panelRows * d], 0, false, true);
+    } else {
+        const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + panel.n) * td_->seqQ + panel.rowLo;
+        dqMm.template IterateAll<false>(dqAccGm_[rowIndex * d], 1, false, true);
+    }
+}
 
-    // S and dP: A = Q / dO rows [rows, D], B^T = K / V rows [cols, D], C [rows, cols] with row stride blockN.
-    scoreMm.SetOrgShape(rows, bn, rowStrideQ_, rowStrideKv_, bn);
-    scoreMm.SetTail(rows, cols, d);
-    scoreMm.SetTensorA(queryGm_[qOffset]);
-    scoreMm.SetTensorB(keyGm_[kvOffset], true);
-    scoreMm.IterateAll(scoreGm_);
-    scoreMm.SetTensorA(doutGm_[qOffset]);
-    scoreMm.SetTensorB(valueGm_[kvOffset], true);
-    scoreMm.IterateAll(gradGm_);
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::WaitGrads()
+{
+    dvMm.WaitIterateAll();
+    dkMm.WaitIterateAll();
+    dqMm.WaitIterateAll();
+}
 
-    // Per-row LSE and D of these rows.
-    const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + row0;
-    AscendC::DataCopyExtParams rowParams{1, static_cast<uint32_t>(rows * sizeof(float)), 0, 0, 0};
-    AscendC::DataCopyPadExtParams<float> noPad{false, 0, 0, 0.0f};
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::Tile(uint32_t b, uint32_t n, uint32_t row0, uint32_t rows,
+                                                         uint32_t to, uint32_t from, uint32_t col0, uint32_t cols,
+                                                         bool maskBias)
+{
+    // The previous tile's P / dS stores (MTE3) overlap these loads; V waits for both.
+    const uint32_t bn = td_->blockN;
     WaitForPipe<AscendC::HardEvent::V_MTE2>();
-    AscendC::DataCopyPad(lse_, lseGm_[LseIndex(b, n, row0)], rowParams, noPad);
-    AscendC::DataCopyPad(delta_, deltaGm_[rowIndex], rowParams, noPad);
-    AscendC::DataCopy(score_, scoreGm_, rows * bn);
-    AscendC::DataCopy(grad_, gradGm_, rows * bn);
+    AscendC::DataCopy(score_, scoreGm_[from * bn], rows * bn);
+    AscendC::DataCopy(grad_, gradGm_[from * bn], rows * bn);
     WaitForPipe<AscendC::HardEvent::MTE2_V>();
-    ComputeProbs(b, n, rows, row0, col0, cols, maskClass == attn_mask::BLOCK_MIXED);
+    WaitForPipe<AscendC::HardEvent::MTE3_V>();  // prob_ and ds_ are free
+    ComputeProbs(b, n, rows, row0, col0, cols, maskBias, lse_[from]);
     if (td_->dropout != 0) {
         ApplyDropout(b, n, rows, row0, col0);
     }
-    ComputeDs(rows);
+    ComputeDs(rows, delta_[from]);
     WaitForPipe<AscendC::HardEvent::V_MTE3>();
-    AscendC::DataCopy(probGm_, prob_, rows * bn);
-    AscendC::DataCopy(dsGm_, ds_, rows * bn);
-    WaitForPipe<AscendC::HardEvent::MTE3_S>();  // P and dS are in GM before the cube is asked to read them
-
-    // dV_j += P^T . dO_i and dK_j += dS^T . Q_i: A^T stored [rows, blockN] (row stride blockN),
-    // B = dO / Q rows [rows, D], C [cols, D] fp32. The first step of the unit writes, later ones add.
-    kvGradMm.SetOrgShape(bn, rowStrideQ_, td_->blockM, td_->blockM, d);
-    kvGradMm.SetTail(cols, d, rows);
-    kvGradMm.SetTensorA(probGm_, true);
-    kvGradMm.SetTensorB(doutGm_[qOffset]);
-    kvGradMm.IterateAll(dvAccGm_, first ? 0 : 1);
-    kvGradMm.SetTensorA(dsGm_, true);
-    kvGradMm.SetTensorB(queryGm_[qOffset]);
-    kvGradMm.IterateAll(dkAccGm_, first ? 0 : 1);
-
-    // dQ_i += dS . K_j: A = dS [rows, cols] (row stride blockN), B = K rows [cols, D], C [rows, D].
-    dqMm.SetOrgShape(rows, rowStrideKv_, bn, bn, d);
-    dqMm.SetTail(rows, d, cols);
-    dqMm.SetTensorA(dsGm_);
-    dqMm.SetTensorB(keyGm_[kvOffset]);
-    if (td_->deterministic != 0) {
-        AddDqInOrder(b, n, h, qBlock, kvBlock, dqRowsOffset, waitFor, handTo);
-    } else {
-        dqMm.IterateAll(dqPartGm_);
-        AddDqAtomically(dqRowsOffset, rows);
-    }
-    return true;
+    AscendC::DataCopy(probGm_[to * bn], prob_, rows * bn);
+    AscendC::DataCopy(dsGm_[to * bn], ds_, rows * bn);
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::AddDqInOrder(uint32_t b, uint32_t n, uint32_t h, uint32_t qBlock,
-                                                                 uint32_t kvBlock, uint64_t dqRowsOffset,
-                                                                 bool waitFor, bool handTo)
+__aicore__ inline void FlashAttentionGradKernel<T>::AddDqFixed(uint32_t b, const PanelRows &panel, uint32_t slot)
 {
-    // IBSet/IBWait<false> address flag (blockIdx, eventID) at gm[coreNum * 8 * eventID +
-    // blockIdx * 8], coreNum = GetBlockNum() * 2 = aivNum in MIX mode: numDqFlags = aivNum x
-    // the chains' eventIDs, as op_host sizes them.
-    const int32_t chain = static_cast<int32_t>((b * td_->numHeads + n) * td_->numQBlocks + qBlock);
-    if (waitFor) {
-        AscendC::IBWait<false>(flagGm_, flagUb_, static_cast<int32_t>(aiv_), chain);  // block kvBlock + 1 added
+    // f_r of all the panel's rows at once, then the part in chunks of a multiple of 8 rows (so
+    // each chunk's f_r start on a 32-B block); a chunk's store (MTE3) overlaps the next one's load.
+    // (rowChunk < 8 -- small blocks, large D: f_r per chunk instead, from the start of lse_.)
+    const uint32_t d = td_->headDim;
+    const bool perChunk = td_->rowChunk < FP32_PER_BLOCK;
+    const uint32_t chunk = perChunk ? td_->rowChunk : td_->rowChunk / FP32_PER_BLOCK * FP32_PER_BLOCK;
+    const uint32_t rows = panel.rowHi - panel.rowLo;
+    const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + panel.n) * td_->seqQ + panel.rowLo;
+    const AscendC::GlobalTensor<float> part = dqPartGm_[static_cast<uint64_t>(slot) * td_->panelRows * d];
+    const AscendC::LocalTensor<int32_t> fixed = grad_.ReinterpretCast<int32_t>();
+    WaitForPipe<AscendC::HardEvent::V_MTE2>();
+    if (!perChunk) {
+        FixedScales(rowIndex, rows, false);
     }
-    dqMm.IterateAll(dqAccGm_[dqRowsOffset], 1);
-    if (handTo) {
-        const uint32_t nextUnit = (b * td_->numKvHeads + h) * td_->numKvBlocks + kvBlock - 1;
-        AscendC::IBSet<false>(flagGm_, flagUb_, static_cast<int32_t>(AivOfUnit(nextUnit)), chain);
-    }
-}
-
-template <typename T>
-__aicore__ inline uint32_t FlashAttentionGradKernel<T>::AivOfUnit(uint32_t unit) const
-{
-    uint32_t lo = 0, hi = td_->aivNum;  // unitStart[lo] <= unit < unitStart[hi]
-    while (hi - lo > 1) {
-        const uint32_t mid = (lo + hi) / 2;
-        if (td_->unitStart[mid] <= unit) {
-            lo = mid;
-        } else {
-            hi = mid;
+    for (uint32_t r = 0; r < rows; r += chunk) {
+        const uint32_t n = Min(chunk, rows - r);
+        WaitForPipe<AscendC::HardEvent::V_MTE2>();
+        AscendC::DataCopy(score_, part[r * d], n * d);
+        if (perChunk) {
+            FixedScales(rowIndex + r, n, false);  // waits for its loads, so for the part's too
         }
+        WaitForPipe<AscendC::HardEvent::MTE2_V>();
+        attn_rows::BroadcastRows(brcb_, perChunk ? lse_ : lse_[r], n);
+        attn_rows::ApplyRows<attn_rows::Op::MUL>(score_, brcb_, n, d, d);
+        WaitForPipe<AscendC::HardEvent::MTE3_V>();  // the previous chunk has left `fixed`
+        AscendC::Cast(fixed, score_, AscendC::RoundMode::CAST_RINT, n * d);  // |value| <= 2^26: exact range
+        WaitForPipe<AscendC::HardEvent::V_MTE3>();
+        AscendC::SetAtomicAdd<int32_t>();
+        AscendC::DataCopy(dqFixedGm_[(rowIndex + r) * d], fixed, n * d);
+        AscendC::SetAtomicNone();
     }
-    return lo;  // the last of several AIVs starting at `unit` (those before it have empty ranges)
+    WaitForPipe<AscendC::HardEvent::MTE3_MTE2>();  // `fixed` (grad_) has left before the next load into it
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::FixedScales(uint64_t rowIndex, uint32_t rows, bool inverse)
+{
+    // bound_r = scale * max|K| * (||dO_r||_1 * max|V| * invKeepProb + |D_r|), at least the
+    // smallest normal float (a row with no gradient has parts of 0); f_r = 2^FAG_DQ_FIXED_BITS /
+    // bound_r. The same instructions on the same inputs on every core: the same bits.
+    AscendC::DataCopyExtParams rowParams{1, static_cast<uint32_t>(rows * sizeof(float)), 0, 0, 0};
+    AscendC::DataCopyPadExtParams<float> noPad{false, 0, 0, 0.0f};
+    AscendC::DataCopyPad(lse_, normGm_[rowIndex], rowParams, noPad);
+    AscendC::DataCopyPad(delta_, deltaGm_[rowIndex], rowParams, noPad);
+    WaitForPipe<AscendC::HardEvent::MTE2_V>();
+    constexpr float FIXED_ONE = static_cast<float>(1u << FAG_DQ_FIXED_BITS);
+    constexpr float SMALLEST_NORMAL = 1.17549435082228750797e-38f;
+    AscendC::Abs(delta_, delta_, rows);
+    AscendC::Muls(lse_, lse_, maxV_ * td_->invKeepProb, rows);
+    AscendC::Add(lse_, lse_, delta_, rows);
+    AscendC::Muls(lse_, lse_, td_->scaleValue * maxK_, rows);
+    AscendC::Maxs(lse_, lse_, SMALLEST_NORMAL, rows);  // bound_r
+    if (inverse) {
+        AscendC::Muls(lse_, lse_, 1.0f / FIXED_ONE, rows);  // 1 / f_r (a power of 2: exact)
+    } else {
+        AscendC::Duplicate(delta_, FIXED_ONE, rows);
+        AscendC::Div(lse_, delta_, lse_, rows);  // f_r
+    }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::StoreKvMaxima()
+{
+    // max |K| and max |V| over this AIV's share of their rows (all kv heads and sequences),
+    // rowChunk rows at a time, kept column-wise in grad_ and reduced at the end; each written as
+    // 8 copies (one 32-B block) to this AIV's slot.
+    const uint32_t d = td_->headDim;
+    const uint64_t kvRows = (td_->varlen != 0 ? td_->totalKv : static_cast<uint64_t>(td_->batch) * td_->seqKv) *
+                            td_->numKvHeads;
+    const uint64_t perAiv = (kvRows + td_->aivNum - 1) / td_->aivNum;
+    const uint64_t begin = Min(static_cast<uint64_t>(aiv_) * perAiv, kvRows);
+    const uint64_t end = Min(begin + perAiv, kvRows);
+    const AscendC::GlobalTensor<T> *sources[2] = {&keyGm_, &valueGm_};
+    for (uint32_t which = 0; which < 2; ++which) {
+        WaitForPipe<AscendC::HardEvent::MTE3_V>();
+        AscendC::Duplicate(grad_, 0.0f, td_->rowChunk * d);
+        for (uint64_t row = begin; row < end; row += td_->rowChunk) {
+            const uint32_t rows = static_cast<uint32_t>(Min(static_cast<uint64_t>(td_->rowChunk), end - row));
+            WaitForPipe<AscendC::HardEvent::V_MTE2>();
+            AscendC::DataCopy(prob_, (*sources[which])[row * d], rows * d);
+            WaitForPipe<AscendC::HardEvent::MTE2_V>();
+            AscendC::Cast(score_, prob_, AscendC::RoundMode::CAST_NONE, rows * d);
+            AscendC::Abs(score_, score_, rows * d);
+            AscendC::Max(grad_, grad_, score_, rows * d);
+        }
+        AscendC::ReduceMax(fold_, grad_, score_, td_->rowChunk * d);
+        attn_rows::BroadcastRows(brcb_, fold_, 1);
+        WaitForPipe<AscendC::HardEvent::V_MTE3>();
+        AscendC::DataCopy(maxGm_[(which * td_->aivNum + aiv_) * FP32_PER_BLOCK], brcb_, FP32_PER_BLOCK);
+    }
+    WaitForPipe<AscendC::HardEvent::MTE3_V>();
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::LoadKvMaxima()
+{
+    // The maxima over every AIV's slot (max is exact in any grouping), read once per AIV.
+    const uint32_t slots = td_->aivNum * FP32_PER_BLOCK;
+    float *const targets[2] = {&maxK_, &maxV_};
+    for (uint32_t which = 0; which < 2; ++which) {
+        WaitForPipe<AscendC::HardEvent::V_MTE2>();
+        AscendC::DataCopy(grad_, maxGm_[which * slots], slots);
+        WaitForPipe<AscendC::HardEvent::MTE2_V>();
+        AscendC::ReduceMax(fold_, grad_, score_, slots);
+        WaitForPipe<AscendC::HardEvent::V_S>();
+        *targets[which] = fold_.GetValue(0);
+    }
 }
 
 template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::ComputeProbs(uint32_t b, uint32_t n, uint32_t rows,
                                                                  uint32_t row0, uint32_t col0, uint32_t cols,
-                                                                 bool maskBias)
+                                                                 bool maskBias, const AscendC::LocalTensor<float> &lse)
 {
     const uint32_t bn = td_->blockN;
     const uint32_t elems = rows * bn;
-    AscendC::Maxs(lse_, lse_, FP32_LOWEST, rows);  // rows that see no key: -inf -> lowest finite
+    AscendC::Maxs(lse, lse, FP32_LOWEST, rows);  // rows that see no key: -inf -> lowest finite
     AscendC::Muls(score_, score_, td_->scaleValue, elems);
     MaskScores(rows, row0, col0, cols);
     if (maskBias) {
         mask_.AddBias(score_, bn, b, n, row0, rows, col0, cols);  // masked pairs -> -inf
     }
-    SubtractRows(score_, lse_, rows, bn, bn);
+    SubtractRows(score_, lse, rows, bn, bn);
     AscendC::Exp(score_, score_, elems);  // P = exp(scale * S - LSE), masked -> 0
     // prob_ feeds dV += P^T . dO; with dropout ApplyDropout writes it as P o Z / keep_prob.
     if (td_->dropout == 0) {
@@ -671,13 +868,13 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ApplyDropout(uint32_t b, uin
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::ComputeDs(uint32_t rows)
+__aicore__ inline void FlashAttentionGradKernel<T>::ComputeDs(uint32_t rows, const AscendC::LocalTensor<float> &delta)
 {
     const uint32_t bn = td_->blockN;
     const uint32_t elems = rows * bn;
     // With dropout dP is first multiplied by Z / keep_prob (the same keep mask as P's): dS =
     // P o (dP o Z / keep_prob - D), D = rowsum(dO o O) as computed.
-    SubtractRows(grad_, delta_, rows, bn, bn);  // dP - D
+    SubtractRows(grad_, delta, rows, bn, bn);  // dP - D
     AscendC::Mul(grad_, grad_, score_, elems);            // dS = P * (dP - D)
     AscendC::Muls(grad_, grad_, td_->scaleValue, elems);  // the scale of dQ and dK, applied once here
     AscendC::Cast(ds_, grad_, AscendC::RoundMode::CAST_RINT, elems);
@@ -707,24 +904,6 @@ __aicore__ inline void FlashAttentionGradKernel<T>::MaskScores(uint32_t rows, ui
             attn_rows::FillColumns(score_, r * n, static_cast<uint32_t>(hi), n, NEG_INF);
         }
     }
-}
-
-template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::AddDqAtomically(uint64_t accOffset, uint32_t rows)
-{
-    // The step's [rows, D] fp32 part, rowChunk rows at a time through UB, added to the accumulator.
-    const uint32_t d = td_->headDim;
-    for (uint32_t r = 0; r < rows; r += td_->rowChunk) {
-        const uint32_t n = Min(td_->rowChunk, rows - r);
-        WaitForPipe<AscendC::HardEvent::V_MTE2>();
-        AscendC::DataCopy(score_, dqPartGm_[r * d], n * d);
-        WaitForPipe<AscendC::HardEvent::MTE2_MTE3>();
-        AscendC::SetAtomicAdd<float>();
-        AscendC::DataCopy(dqAccGm_[accOffset + r * d], score_, n * d);
-        AscendC::SetAtomicNone();
-        WaitForPipe<AscendC::HardEvent::MTE3_MTE2>();
-    }
-    WaitForPipe<AscendC::HardEvent::MTE3_V>();
 }
 
 template <typename T>
@@ -773,9 +952,19 @@ __aicore__ inline void FlashAttentionGradKernel<T>::WriteDq()
         for (uint32_t r = 0; r < blockRows; r += td_->rowChunk) {
             const uint32_t rows = Min(td_->rowChunk, blockRows - r);
             const uint32_t row0 = blockRow0 + r;
+            const uint64_t rowIndex = static_cast<uint64_t>(headIndex) * td_->seqQ + row0;
             WaitForPipe<AscendC::HardEvent::V_MTE2>();
-            AscendC::DataCopy(score_, dqAccGm_[(static_cast<uint64_t>(headIndex) * td_->seqQ + row0) * d], rows * d);
-            WaitForPipe<AscendC::HardEvent::MTE2_V>();
+            if (td_->deterministic != 0) {
+                const AscendC::LocalTensor<int32_t> fixed = grad_.ReinterpretCast<int32_t>();
+                AscendC::DataCopy(fixed, dqFixedGm_[rowIndex * d], rows * d);
+                FixedScales(rowIndex, rows, true);  // waits for its loads, so for the sum's too
+                AscendC::Cast(score_, fixed, AscendC::RoundMode::CAST_NONE, rows * d);
+                attn_rows::BroadcastRows(brcb_, lse_, rows);
+                attn_rows::ApplyRows<attn_rows::Op::MUL>(score_, brcb_, rows, d, d);  // sum / f_r
+            } else {
+                AscendC::DataCopy(score_, dqAccGm_[rowIndex * d], rows * d);
+                WaitForPipe<AscendC::HardEvent::MTE2_V>();
+            }
             AscendC::Cast(prob_, score_, AscendC::RoundMode::CAST_RINT, rows * d);
             WaitForPipe<AscendC::HardEvent::V_MTE3>();
             StoreRows(dqGm_[QueryOffset(b, n, row0)], prob_, rows, rowStrideQ_);
@@ -843,8 +1032,8 @@ __aicore__ inline void RunFlashAttentionGrad(GM_ADDR query, GM_ADDR key, GM_ADDR
     AscendC::TPipe pipe;
     FlashAttentionGradKernel<T> op;
     // The AIC serves the AIVs' matmul requests from here on and does not run the code below.
-    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.scoreMm, &tilingData->scoreTiling, op.kvGradMm,
-                      &tilingData->kvGradTiling, op.dqMm, &tilingData->dqTiling);
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.scoreMm, &tilingData->scoreTiling, op.dvMm,
+                      &tilingData->kvGradTiling, op.dkMm, &tilingData->kvGradTiling, op.dqMm, &tilingData->dqTiling);
     op.Init(query, key, value, attentionOut, dout, softmaxLse, attenMask, actualSeqQlen, actualSeqKvlen, dq, dk, dv,
             workspace, tilingData, &pipe);
     op.Process();

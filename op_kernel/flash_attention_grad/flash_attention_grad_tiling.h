@@ -9,6 +9,9 @@
 
 // Most vector cores any supported chip has (64 AIC x 2 AIV); bounds unitStart.
 constexpr uint32_t FAG_MAX_AIV = 128;
+// Deterministic dQ: |part sums| <= bound_r are scaled to at most 2^26 (see below); int32 keeps 5
+// bits of headroom for an LSE a little off the forward's (sum_k P_rk up to 32).
+constexpr uint32_t FAG_DQ_FIXED_BITS = 26;
 
 // Tiling key bits: bit 0 dtype (0 float16, 1 bfloat16), bit 1 band (a causal or windowed
 // problem: some key blocks are skipped or masked), bits 2-3 layout (FA_LAYOUT_* codes of
@@ -26,24 +29,30 @@ constexpr uint64_t FAG_KEY_DETERMINISTIC = 1u << 4;
 // (layout TND, q [Tq, N, D], k/v [Tkv, Nkv, D]), sequence b of actual_seq_qlen/kvlen (cumulative
 // end offsets, int64, read by the kernel) whose lengths are at most seqQ / seqKv.
 //
-// Work: a unit is one K/V block of one kv head of one sequence,
+// Work: a unit is one K/V block j of one kv head of one sequence,
 //   unit = (b * numKvHeads + h) * numKvBlocks + j,
 // and owns dK, dV of its blockN key rows: it walks the query heads of h's group and, for each,
-// the query blocks whose band rows see block j. (Varlen: blocks past the sequence's own Skv
-// are empty units.) Vector core a (block
-// index a of the MIX 1:2 launch's AIVs) runs units [unitStart[a], unitStart[a + 1]), a
-// contiguous range that may span kv heads; ranges are balanced by the query blocks walked.
+// the query rows of the band that see block j, in panels of at most panelRows rows (whole query
+// blocks of blockM rows, the first and last trimmed to the rows that see j). One panel is one
+// cube request per matmul: S and dP [rows, blockN], then dV_j += P^T dO and dK_j += dS^T Q with
+// K = the panel's rows (summed in L0C inside the request, written once per panel), and dQ's part
+// dS K_j [rows, D]. The vector cores recompute P and dS in between, one query block (blockM rows,
+// the UB tile) at a time. (Varlen: blocks past the sequence's own Skv are empty units.) Vector
+// core a (block index a of the MIX 1:2 launch's AIVs) runs units [unitStart[a], unitStart[a + 1]),
+// a contiguous range that may span kv heads; ranges are balanced by the query rows walked.
 //
-// dQ gathers the contributions of every unit of a kv head into one [B, N, Sq, D] fp32
-// accumulator (zeroed before a first SyncAll):
-//   deterministic = 1: query block i of head (b, n) receives them in descending K/V block j,
-//     handed from block j+1 to block j by IBSet/IBWait with eventID (b * N + n) * numQBlocks + i
-//     and blockIdx the AIV of block j (numDqFlags = aivNum x B * N * numQBlocks 32-B int32
-//     flags, zeroed with the accumulator): the sum's order depends on j alone, so the result is
-//     the same on every run, host thread count and core count (flash_attention_grad_kernel.h
-//     argues why the waits cannot deadlock).
-//   deterministic = 0: every contribution is added with SetAtomicAdd<float>; the order of the
-//     adds, and so the last bits, vary between runs.
+// dQ gathers the contributions of every unit of a kv head into one [B, N, Sq, D] accumulator
+// (zeroed before the first SyncAll, cast to dQ after the second):
+//   deterministic = 0: fp32; each part is added by the cube's atomic add (Matmul enAtomic) in
+//     whatever order the cores reach it, so the last bits vary between runs.
+//   deterministic = 1: int32 fixed point. Row r's parts are scaled by f_r = 2^FAG_DQ_FIXED_BITS /
+//     bound_r, rounded to integers and added with SetAtomicAdd<int32_t>: integer addition is
+//     exact and associative, so the sum -- and dQ_r = sum / f_r -- is the same in any order: on
+//     every run, host thread count and core count, with no core waiting for another.
+//     bound_r = scale * (||dO_r||_1 * max|V| * invKeepProb + |D_r|) * max|K| bounds |dQ_r| and
+//     every partial sum of its parts (sum_k P_rk <= 1), so no sum overflows; its inputs are
+//     computed before the first SyncAll (||dO_r||_1 at wsNormOffset, each AIV's max |K|, |V| of
+//     its share at wsMaxOffset) and reduced the same way on every core (docs/backward.md).
 //
 // Per-AIV UB (m = blockM, n = blockN, T = input dtype, 2 bytes), in InitBuffer order:
 //   scoreBuf  m*n*4      S, then P (fp32); row phases: [rows, D] fp32 tiles
@@ -54,7 +63,6 @@ constexpr uint64_t FAG_KEY_DETERMINISTIC = 1u << 4;
 //   deltaBuf  align32(m*4)   D = rowsum(dO * O) of the block's rows, fp32
 //   brcbBuf   m*8*4      Brcb of a per-row vector
 //   foldBuf   m*64*4     row reductions: a tile folded to 64 columns
-//   flagBuf   32         IBSet/IBWait's UB scratch (int32 x 8)
 //   maskBuf   MaskTiles::UbBytes(maskRows, n)   with an attention mask only (attention_mask.h)
 //   keepBuf   PhiloxKeepMask::UbBytes(philoxLanes)   with dropout only (philox_dropout.h)
 // Row phases (the D pre-pass, the dQ fold, the dK/dV write-out) take rowChunk rows at a time,
@@ -63,9 +71,9 @@ constexpr uint64_t FAG_KEY_DETERMINISTIC = 1u << 4;
 // Attention mask (hasMask = 1; FlashAttentionGradV2 only, dense layouts): uint8 [maskB, maskN,
 // maskQ, Skv], 1 = masked out, broadcast over dims of size 1. Before the first SyncAll every AIV
 // classifies its share of the summary rows (attention_mask.h, blocks of blockM x blockN, so one
-// summary byte per step) into the workspace at wsMaskSummaryOffset; a BLOCK_MASKED step is
-// skipped (no load, no matmul; in deterministic mode it still passes the dQ hand-over on), a
-// BLOCK_MIXED step adds the mask's bias to its scores before P is recomputed.
+// summary byte per query block) into the workspace at wsMaskSummaryOffset; a
+// BLOCK_MASKED query block is skipped (it ends the panel: no load, no matmul), a BLOCK_MIXED one
+// adds the mask's bias to its scores before P is recomputed.
 //
 // Dropout (dropout = 1): the keep mask Z of the forward, regenerated from the same Philox key
 // (philox_dropout.h: seed, offset, head b * N + n, positions in the sequence) for every step's
@@ -88,23 +96,25 @@ struct FlashAttentionGradTilingData {
     int64_t nextTokens;
     float scaleValue;        // multiplies Q.K^T
     // ---- blocks ----
-    uint32_t blockM;         // query rows per step, multiple of 16
-    uint32_t blockN;         // key rows per unit, multiple of 16
+    uint32_t blockM;         // query rows per vector tile (a query block), multiple of 16
+    uint32_t blockN;         // key rows per K/V block, multiple of 16
     uint32_t numQBlocks;     // ceil(Sq / blockM)
     uint32_t numKvBlocks;    // ceil(Skv / blockN)
     uint32_t rowChunk;       // rows per row-phase chunk
+    uint32_t panelRows;      // query rows per cube request (a multiple of blockM)
     // ---- work split ----
     uint32_t aivNum;         // vector cores of the launch = 2 * block dim
     uint32_t totalUnits;     // batch * numKvHeads * numKvBlocks
     uint32_t unitStart[FAG_MAX_AIV + 1];  // unit ranges per AIV; [aivNum] == totalUnits
-    uint32_t numDqFlags;     // deterministic: aivNum * B * N * numQBlocks IBSet/IBWait flags (see above); else 0
     // ---- GM workspace, bytes from the start of the user workspace ----
     uint64_t wsDeltaOffset;    // D: [B, N, Sq] fp32 (varlen: Sq the longest)
-    uint64_t wsFlagOffset;     // deterministic: numDqFlags x 32 B (int32 flags, zeroed by the kernel)
-    uint64_t wsDqOffset;       // the dQ accumulator [B, N, Sq, D] fp32 (varlen: N x [Tq, D])
+    uint64_t wsNormOffset;     // deterministic: ||dO_r||_1 [B, N, Sq] fp32
+    uint64_t wsMaxOffset;      // deterministic: max |K| [aivNum][8] fp32, then max |V| [aivNum][8] (8 copies each)
+    uint64_t wsDqOffset;       // the dQ accumulator [B, N, Sq, D] fp32 or int32 (varlen: Sq the longest)
     uint64_t wsScratchOffset;  // per-AIV scratch slices, AIV a's at wsScratchOffset + a * wsScratchBytes
-    uint64_t wsScratchBytes;   // one slice: S [m][n] fp32, dP [m][n] fp32, P [m][n] T, dS [m][n] T,
-                               // dK [n][D] fp32, dV [n][D] fp32, dQ part [m][D] fp32; each 512-B aligned
+    uint64_t wsScratchBytes;   // one slice (P = panelRows): S [P][n] fp32, dP [P][n] fp32, P [2][P][n] T,
+                               // dS [2][P][n] T, dK [n][D] fp32, dV [n][D] fp32, deterministic dQ
+                               // part [2][P][D] fp32 (2: slots of a panel and the next); each 512-B aligned
     uint64_t wsScoreOffset, wsGradOffset, wsProbOffset, wsDsOffset, wsDkOffset, wsDvOffset, wsDqPartOffset;
     // ---- attention mask (see above) ----
     uint32_t hasMask;
@@ -119,7 +129,7 @@ struct FlashAttentionGradTilingData {
     uint64_t seed;                   // Philox key (uint64 bits of the int64 attr)
     uint64_t offset;                 // first Philox stream of the call (uint64 bits)
     // ---- matmul tilings (one AIV's shapes) ----
-    TCubeTiling scoreTiling;   // S = Q.K^T and dP = dO.V^T: M = blockM, N = blockN, K = D; B transposed
-    TCubeTiling kvGradTiling;  // dV += P^T.dO and dK += dS^T.Q: M = blockN, N = D, K = blockM; A transposed
-    TCubeTiling dqTiling;      // dQ part = dS.K: M = blockM, N = D, K = blockN
+    TCubeTiling scoreTiling;   // S = Q.K^T and dP = dO.V^T: M = panelRows, N = blockN, K = D; B transposed
+    TCubeTiling kvGradTiling;  // dV += P^T.dO and dK += dS^T.Q: M = blockN, N = D, K = panelRows; A transposed
+    TCubeTiling dqTiling;      // dQ += dS.K: M = panelRows, N = D, K = blockN
 };
