@@ -192,8 +192,8 @@ def test_run_beyond_host_memory_is_one_line(sim_only, monkeypatch):
 
 
 def test_backward_counts_its_workspace_before_device_work(sim_only):
-    """The backward's inputs and gradients take ~1.3 MiB and its workspace ~19 MiB (16 MiB of
-    system workspace, dQ accumulators, per-core scratch): on a 12 MiB device the pre-check refuses
+    """The backward's inputs and gradients take ~1.3 MiB and its workspace 26-35 MiB (16 MiB of
+    system workspace, the dQ accumulator, row norms, per-core panel slots: docs/backward.md): on a 12 MiB device the pre-check refuses
     it with InsufficientMemoryError, no aclrtMalloc made -- dense (V1 and V2 entries) and varlen."""
     result = run_python("""
         import json
@@ -236,7 +236,8 @@ def test_backward_counts_its_workspace_before_device_work(sim_only):
         error = result[name]
         assert isinstance(error, dict), (name, error)
         assert error["mallocs"] == 0, (name, error)
-        assert re.search(r"workspace (1[89]|2[01])\.\d MiB\); the device has 12\.0 MiB free", error["text"]), (name, error)
+        counted = re.search(r"workspace (\d+\.\d) MiB\); the device has 12\.0 MiB free", error["text"])
+        assert counted and 16.0 < float(counted[1]) < 40.0, (name, error)  # the 16 MiB system part and more
 
 
 def test_decode_refused_for_memory_appends_nothing_to_numpy_caches(sim_only):
