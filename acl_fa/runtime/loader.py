@@ -25,7 +25,6 @@ CANN lib64 directories above; backend sim uses the simulator's own.
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.resources
 import json
 import logging
 import numbers
@@ -286,7 +285,10 @@ def sim_library_dir(env: Mapping[str, str] = os.environ) -> Path:
     override = env.get(ENV_SIM_LIB_DIR)
     if override:
         return Path(override)
-    bundled = Path(str(importlib.resources.files("acl_fa") / "_sim" / "lib"))
+    # The package is a directory on disk (a wheel's or a checkout's); found from this file, not through
+    # importlib.resources, whose first use imports its readers: a module body run under the first
+    # call, where a Ctrl-C can land (tests/runtime/test_lifecycle.py).
+    bundled = Path(__file__).resolve().parent.parent / "_sim" / "lib"
     if bundled.is_dir():
         return bundled
     installed = installed_sim_library_dir()
