@@ -24,8 +24,11 @@ REPO = TESTS.parent
 CDEFS = REPO / "acl_fa" / "cdefs"
 # The test-only helpers that test modules import by name: the engine's test kernels and their
 # loader (kernels/simlib.py), the plans of loose sizes (kernels/sized_plans.py), and the ABI checker
-# (abi/abi_check.py).
+# (abi/abi_check.py). Appended last: the forward's test module (ops/flash_attention/
+# test_flash_attention.py), whose cases and input makers tests of other parts reuse, so that those
+# collect on their own too (`pytest tests/sim`), not only after tests/ops/flash_attention.
 sys.path[:0] = [str(TESTS / "kernels"), str(TESTS / "abi")]
+sys.path.append(str(TESTS / "ops" / "flash_attention"))
 
 # Tests are grouped by the part of the tree they hold to account (tests/<concern>/...); each
 # test carries its group's marker, so `pytest -m ops` or `-m "not parallel"` selects by concern.
