@@ -160,13 +160,16 @@ def run_python(code: str, timeout: float = 300, **env) -> dict:
 
 def assert_reference_gradients(grads, g, q, k, v, eps: float = 1e-6, **kw) -> None:
     """(dq, dk, dv) = `grads` equal central finite differences of the loss
-    sum(attention_reference(q, k, v, **kw)[0] * g) (float64 inputs, changed in place and restored)."""
+    sum(attention_reference(q, k, v, **kw)[0] * g) (float64 inputs, changed in place and restored);
+    with kw["sinks"] (a float64 array), `grads` ends with dsinks, checked the same way."""
     import numpy as np
 
     def loss():
         return float((acl_fa.attention_reference(q, k, v, **kw)[0] * g).sum())
 
-    for x, grad in zip((q, k, v), grads):
+    tensors = (q, k, v) + ((kw["sinks"],) if kw.get("sinks") is not None else ())
+    assert len(grads) == len(tensors)
+    for x, grad in zip(tensors, grads):
         assert grad.shape == x.shape
         fd = np.zeros_like(x)
         for idx in np.ndindex(x.shape):

@@ -8,6 +8,13 @@ never holds an Sq x Skv matrix: peak extra memory is chunk_rows x Skv float64 pe
 cap is the forward's soft-capping, written from flash-attn's definition (Dao-AILab/flash-attention,
 tests/test_flash_attn.py attention_ref: ``scores = torch.tanh(scores / softcap) * softcap`` on the
 scaled scores when softcap > 0, before any mask): cap(s) = softcap * tanh(s / softcap), or s.
+
+Score modifiers (docs/attention_options.md, "Score modifiers"), written here from their definitions:
+ALiBi adds -slope[b, h] * |i + Skv - Sq - j| to the capped score (flash-attn's attention_ref adds
+its alibi bias after the soft-cap); a float mask (torch SDPA's float attn_mask) is added likewise;
+a sink logit sink[h] joins each row's softmax denominator with no value, so
+P_ij = exp(s_ij - m) / (sum_j exp(s_ij - m) + exp(sink - m)) and LSE = log of that whole sum (a row
+that sees no key then gives output 0 and LSE = sink).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from ..spec.options import build_options
 from ..spec.layouts import to_bnsd, from_bnsd
 from ..spec.philox import keep_mask
 
-__all__ = ["ScoreRule", "attention_reference", "attention_reference_backward", "attention_backward_math", "head_chunks",
+__all__ = ["ScoreRule", "alibi_bias", "attention_reference", "attention_reference_backward", "attention_backward_math", "head_chunks",
            "attention_reference_varlen", "attention_reference_varlen_backward", "varlen_sequences"]
 
 # Rows of Q per chunk are chosen so a chunk's scores take at most this many bytes.
@@ -86,6 +93,34 @@ class ScoreRule:
     dropout_p: float = 0.0
     seed: int = 0
     offset: int = 0
+    softcap: float = 0.0       # > 0: cap(s) = softcap * tanh(s / softcap) on the scaled score
+    alibi_slopes: object = None  # [N] or [B, N]: adds -slope * |i + Skv - Sq - j|
+    attn_bias: object = None     # float, broadcast to [B, N, Sq, Skv]: added to the score (SDPA)
+    sinks: object = None         # [N]: a logit per query head in every row's denominator
+
+    def terms(self, b, h, rows, cols, sq, skv):
+        """(bias [rows, cols] float64 or None, sink float or None) of batch b, query head h."""
+        bias = None
+        if self.alibi_slopes is not None:
+            bias = alibi_bias(self.alibi_slopes, b, h, rows, cols, sq, skv)
+        if self.attn_bias is not None:
+            given = np.asarray(self.attn_bias, dtype=np.float64)
+            given = given.reshape((1,) * (4 - given.ndim) + given.shape)
+            part = np.broadcast_to(given, (max(b + 1, given.shape[0]), max(h + 1, given.shape[1]), sq, skv))
+            part = part[min(b, given.shape[0] - 1), min(h, given.shape[1] - 1), rows, cols]
+            bias = part if bias is None else bias + part
+        sink = None if self.sinks is None else float(np.asarray(self.sinks, np.float64)[h])
+        return bias, sink
+
+
+def alibi_bias(slopes, b, h, rows, cols, sq, skv):
+    """-slope * |i + Skv - Sq - j| (float64 [rows, cols]) for query rows `rows` and keys `cols`:
+    flash-attn's ALiBi, bottom-right aligned like its causal mask (slopes [N] or [B, N])."""
+    s = np.asarray(slopes, dtype=np.float64)
+    slope = s[h] if s.ndim == 1 else s[b, h]
+    i = np.arange(rows.start, rows.stop, dtype=np.int64)[:, None] + (skv - sq)
+    j = np.arange(cols.start, cols.stop, dtype=np.int64)[None, :]
+    return -slope * np.abs(i - j).astype(np.float64)
 
 
 def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=None, dtype=np.float64,
@@ -139,8 +174,11 @@ def head_chunks(q, k, v, *, layout, num_heads=None, num_kv_heads=None, heads=Non
 
 def attention_reference(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
                         num_kv_heads=None, heads=None, out_dtype=np.float64, window=None, attn_mask=None,
-                        dropout_p=0.0, seed=0, offset=0, softcap=0.0):
+                        dropout_p=0.0, seed=0, offset=0, softcap=0.0, alibi_slopes=None, attn_bias=None, sinks=None):
     """Returns (out, lse): out in `layout` like q (dtype `out_dtype`), lse float64 [B, N, Sq].
+
+    softcap, alibi_slopes ([N] or [B, N]), attn_bias (float, broadcast to [B, N, Sq, Skv], added to
+    the scores) and sinks ([N]): the score modifiers of the module docstring.
 
     window (left, right), attn_mask (bool, True = attend), dropout_p with seed/offset: as
     flash_attention (docs/attention_options.md); dropout scales the kept P by 1/keep_prob in
@@ -155,57 +193,84 @@ def attention_reference(q, k, v, *, causal=False, scale=None, layout="BNSD", num
     n_out = n_heads if heads is None else len(heads)
     out = np.zeros((batch, n_out, sq, d), dtype=np.float64)
     lse = np.full((batch, n_out, sq), -np.inf, dtype=np.float64)
-    for b, slot, rows, _, q_rows, k_head, v_head, hidden, keep in head_chunks(
-            q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
-            rule=ScoreRule(causal, window, attn_mask, dropout_p, seed, offset)):
-        o, row_lse = _forward_rows(q_rows, k_head, v_head, hidden, keep, scale, softcap)
+    skv = to_bnsd(np.asarray(k), layout, num_kv_heads or num_heads).shape[2]
+    rule = ScoreRule(causal, window, attn_mask, dropout_p, seed, offset, softcap, alibi_slopes, attn_bias, sinks)
+    head_list = list(range(n_heads)) if heads is None else [int(h) for h in heads]
+    for b, slot, rows, cols, q_rows, k_head, v_head, hidden, keep in head_chunks(
+            q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads, rule=rule):
+        bias, sink = rule.terms(b, head_list[slot], rows, cols, sq, skv)
+        o, row_lse = _forward_rows(q_rows, k_head, v_head, hidden, keep, scale, softcap, bias, sink)
         out[b, slot, rows] = o
         lse[b, slot, rows] = row_lse
     return from_bnsd(out, layout).astype(out_dtype, copy=False), lse
 
 
-def _forward_rows(q_rows, k_head, v_head, hidden, keep, scale, softcap=0.0):
-    """(out [rows, D], lse [rows]) of one chunk: softmax of the visible scores (soft-capped
-    when softcap > 0), dropped by `keep` in P.V only; rows that see no key give 0 and -inf."""
+def _scores(q_rows, k_head, scale, softcap, bias, hidden):
+    """(scores [rows, cols], capped [rows, cols] or None): cap(scale * Q K^T) + bias, -inf where
+    hidden; `capped` is cap's output before the bias (its derivative needs it), None without softcap."""
     scores = (q_rows @ k_head.T) * scale
+    capped = None
     if softcap > 0:
-        scores = softcap * np.tanh(scores / softcap)
+        scores = capped = softcap * np.tanh(scores / softcap)
+    if bias is not None:
+        scores = scores + bias
     if hidden is not None:
-        scores[hidden] = -np.inf
+        scores = np.where(hidden, -np.inf, scores)
+    return scores, capped
+
+
+def _softmax_rows(scores, sink):
+    """(p [rows, cols], row_max [rows, 1] finite, row_sum [rows, 1], seen [rows]) of the scores,
+    the sink logit (or None) in the denominator; p = 0 on rows that see no key."""
     row_max = scores.max(axis=1, keepdims=True) if scores.shape[1] else np.full((scores.shape[0], 1), -np.inf)
     seen = ~np.isneginf(row_max[:, 0])            # NaN rows count as seen: NaN propagates
+    if sink is not None:
+        row_max = np.maximum(row_max, sink)
     safe_max = np.where(np.isneginf(row_max), 0.0, row_max)
     p = np.exp(scores - safe_max)
     row_sum = p.sum(axis=1, keepdims=True)
+    if sink is not None:
+        row_sum = row_sum + np.exp(sink - safe_max)
+    return p, safe_max, row_sum, seen
+
+
+def _forward_rows(q_rows, k_head, v_head, hidden, keep, scale, softcap=0.0, bias=None, sink=None):
+    """(out [rows, D], lse [rows]) of one chunk: softmax of the visible scores (soft-capped
+    when softcap > 0, plus bias, the sink in the denominator), dropped by `keep` in P.V only;
+    rows that see no key give 0 and LSE -inf (the sink's logit with a sink)."""
+    scores, _ = _scores(q_rows, k_head, scale, softcap, bias, hidden)
+    p, safe_max, row_sum, seen = _softmax_rows(scores, sink)
     with np.errstate(divide="ignore", invalid="ignore"):
         o = ((p if keep is None else p * keep) @ v_head) / row_sum
         row_lse = safe_max[:, 0] + np.log(row_sum[:, 0])
     o[~seen] = 0.0
-    row_lse[~seen] = -np.inf
+    if sink is None:
+        row_lse[~seen] = -np.inf
     return o, row_lse
 
 
 def attention_backward_math(dout_rows, q_rows, k_head, v_head, hidden, scale, work_dtype=np.float64,
-                            round_to=None, keep=None):
+                            round_to=None, keep=None, softcap=0.0, bias=None, sink=None):
     """Gradients of one chunk of query rows of one head, in `work_dtype` (analytic formulas):
 
-        S = scale * Q K^T (hidden -inf), P = softmax_rows(S) (0 on rows that see no key),
-        Pd = P o keep (keep = Z / keep_prob, the dropout multiplier; 1 without dropout),
-        O = Pd V, D = rowsum(dO * O), dP = (dO V^T) o keep, dS = P * (dP - D),
-        dQ = scale * dS K,  dK = scale * dS^T Q,  dV = Pd^T dO.
+        T = cap(scale * Q K^T), S = T + bias (hidden -inf),
+        P = exp(S - m) / (sum_j exp(S - m) + exp(sink - m))  (no sink term without a sink; 0 on rows
+        that see no key), Pd = P o keep (keep = Z / keep_prob, the dropout multiplier; 1 without
+        dropout), O = Pd V, D = rowsum(dO * O), dP = (dO V^T) o keep, dS = P * (dP - D),
+        dT = dS o cap'(.) where cap'(x) = 1 - (T / softcap)^2 (1 without softcap),
+        dQ = scale * dT K,  dK = scale * dT^T Q,  dV = Pd^T dO,
+        dsink = -sum_i P_sink,i * D_i,  P_sink,i = exp(sink - m_i) / (row i's denominator).
 
-    `hidden`: boolean [rows, Skv] (True = key not visible) or None. `round_to` (a numpy
-    dtype) rounds Pd and dS to it before the matmuls that read them, as a same-precision
-    backward does. Returns (dq_rows [rows, D], dk [Skv, D], dv [Skv, D]); dk/dv are this
-    chunk's contributions."""
-    s = (q_rows @ k_head.T) * work_dtype(scale)
-    if hidden is not None:
-        s[hidden] = -np.inf
-    row_max = s.max(axis=1, keepdims=True) if s.shape[1] else np.full((s.shape[0], 1), -np.inf)
-    seen = ~np.isneginf(row_max[:, 0])
-    p = np.exp(s - np.where(np.isneginf(row_max), 0, row_max))
+    `hidden`: boolean [rows, Skv] (True = key not visible) or None; `bias` [rows, cols] (ALiBi, a
+    float mask) or None; `sink` a float or None. `round_to` (a numpy dtype) rounds Pd and dT to it
+    before the matmuls that read them, as a same-precision backward does. Returns (dq_rows
+    [rows, D], dk [Skv, D], dv [Skv, D], dsink): dk/dv/dsink are this chunk's contributions
+    (dsink 0.0 without a sink)."""
+    scores, capped = _scores(q_rows, k_head, work_dtype(scale), softcap, bias, hidden)
+    scores = scores.astype(work_dtype, copy=False)
+    p, safe_max, row_sum, seen = _softmax_rows(scores, sink)
     with np.errstate(divide="ignore", invalid="ignore"):
-        p = p / p.sum(axis=1, keepdims=True)
+        p = p / row_sum
     p[~seen] = 0
     pd = p if keep is None else p * keep
     o = pd @ v_head
@@ -214,19 +279,27 @@ def attention_backward_math(dout_rows, q_rows, k_head, v_head, hidden, scale, wo
     if keep is not None:
         dp = dp * keep
     ds = p * (dp - d)
+    if capped is not None:
+        ds = ds * (1 - (capped / softcap) ** 2)
+    dsink = 0.0
+    if sink is not None:
+        p_sink = np.exp(sink - safe_max[:, 0]) / row_sum[:, 0]
+        dsink = float(-(p_sink * d[:, 0]).sum())
     if round_to is not None:
         pd = pd.astype(round_to).astype(work_dtype)
         ds = ds.astype(round_to).astype(work_dtype)
     scale = work_dtype(scale)
-    return scale * (ds @ k_head), scale * (ds.T @ q_rows), pd.T @ dout_rows
+    return scale * (ds @ k_head), scale * (ds.T @ q_rows), pd.T @ dout_rows, dsink
 
 
 def attention_reference_backward(dout, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
                                  num_kv_heads=None, heads=None, out_dtype=np.float64, work_dtype=np.float64,
-                                 round_to=None, window=None, attn_mask=None, dropout_p=0.0, seed=0, offset=0):
+                                 round_to=None, window=None, attn_mask=None, dropout_p=0.0, seed=0, offset=0,
+                                 softcap=0.0, alibi_slopes=None, attn_bias=None, sinks=None):
     """Returns (dq, dk, dv) of the forward reference's output for the upstream gradient `dout`
     (dq like q, dk/dv like k/v, in `layout`), with the same window / attn_mask / dropout
-    arguments (the dropout mask regenerated from seed and offset). GQA/MQA: dk/dv of a kv head
+    arguments (the dropout mask regenerated from seed and offset) and score modifiers; with
+    `sinks`, (dq, dk, dv, dsinks) with dsinks float64 [N] (summed over batch and rows). GQA/MQA: dk/dv of a kv head
     sum over its query-head group. Rows that see no key give dq 0. Float64 by default, query
     rows in chunks as the forward reference: nothing Sq x Skv is held. `heads` restricts dq to
     those query heads (dk/dv then sum only their contributions). work_dtype / round_to give the
@@ -243,17 +316,22 @@ def attention_reference_backward(dout, q, k, v, *, causal=False, scale=None, lay
     dq = np.zeros((batch, len(head_list), sq, d), dtype=work_dtype)
     dk = np.zeros(kb.shape, dtype=work_dtype)
     dv = np.zeros(kb.shape, dtype=work_dtype)
+    dsinks = np.zeros(n_heads, dtype=np.float64)
+    rule = ScoreRule(causal, window, attn_mask, dropout_p, seed, offset, softcap, alibi_slopes, attn_bias, sinks)
     for b, slot, rows, cols, q_rows, k_head, v_head, hidden, keep in head_chunks(
             q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
-            dtype=work_dtype, rule=ScoreRule(causal, window, attn_mask, dropout_p, seed, offset)):
+            dtype=work_dtype, rule=rule):
         h = head_list[slot]
+        bias, sink = rule.terms(b, h, rows, cols, sq, kb.shape[2])
         dout_rows = db[b, h, rows].astype(work_dtype)
-        dq_rows, dk_part, dv_part = attention_backward_math(
-            dout_rows, q_rows, k_head, v_head, hidden, scale, work_dtype, round_to, keep)
+        dq_rows, dk_part, dv_part, dsink = attention_backward_math(
+            dout_rows, q_rows, k_head, v_head, hidden, scale, work_dtype, round_to, keep, softcap, bias, sink)
         dq[b, slot, rows] = dq_rows
         dk[b, h // group, cols] += dk_part
         dv[b, h // group, cols] += dv_part
-    return tuple(from_bnsd(x, layout).astype(out_dtype, copy=False) for x in (dq, dk, dv))
+        dsinks[h] += dsink
+    grads = tuple(from_bnsd(x, layout).astype(out_dtype, copy=False) for x in (dq, dk, dv))
+    return grads if sinks is None else grads + (dsinks,)
 
 
 def varlen_sequences(cu_seqlens_q, cu_seqlens_k):
@@ -271,12 +349,21 @@ def _sequence_offset(offset, seq_index, n_heads):
     return (int(offset) + seq_index * n_heads) % (1 << 64)
 
 
+def _sequence_slopes(alibi_slopes, seq_index):
+    """Sequence seq_index's ALiBi slopes ([N]) from [N] or [B, N] slopes (None stays None)."""
+    if alibi_slopes is None:
+        return None
+    slopes = np.asarray(alibi_slopes, dtype=np.float64)
+    return slopes if slopes.ndim == 1 else slopes[seq_index]
+
+
 def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None, window=None,
-                               dropout_p=0.0, seed=0, offset=0, out_dtype=np.float64, softcap=0.0):
+                               dropout_p=0.0, seed=0, offset=0, out_dtype=np.float64, softcap=0.0,
+                               alibi_slopes=None, sinks=None):
     """Variable-length batch (layout TND): q [Tq, N, D], k/v [Tkv, Nkv, D], sequence s holding
     rows cu_seqlens[s]:cu_seqlens[s+1]. Each sequence is attended alone, with its own Sq/Skv
-    for the causal/window alignment and s as the dropout batch index. Returns (out [Tq, N, D]
-    in `out_dtype`, lse float64 [N, Tq])."""
+    for the causal/window/ALiBi alignment and s as the dropout batch index (alibi_slopes [N] or
+    [B, N], row s for sequence s). Returns (out [Tq, N, D] in `out_dtype`, lse float64 [N, Tq])."""
     q, k, v = (np.asarray(x) for x in (q, k, v))
     n_heads = q.shape[1]
     if scale is None:
@@ -288,28 +375,35 @@ def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=Fa
             continue  # no queries, or rows that see no key: 0 and -inf
         o, l = attention_reference(q[None, qr], k[None, kr], v[None, kr], causal=causal, scale=scale, layout="BSND",
                                    window=window, dropout_p=dropout_p, seed=seed,
-                                   offset=_sequence_offset(offset, s, n_heads), softcap=softcap)
+                                   offset=_sequence_offset(offset, s, n_heads), softcap=softcap,
+                                   alibi_slopes=_sequence_slopes(alibi_slopes, s), sinks=sinks)
         out[qr], lse[:, qr] = o[0], l[0]
     return out.astype(out_dtype, copy=False), lse
 
 
 def attention_reference_varlen_backward(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None,
                                         window=None, dropout_p=0.0, seed=0, offset=0, out_dtype=np.float64,
-                                        work_dtype=np.float64, round_to=None):
-    """(dq [Tq, N, D], dk, dv [Tkv, Nkv, D]) of attention_reference_varlen for `dout` [Tq, N, D];
-    sequences that see no key give zero gradients."""
+                                        work_dtype=np.float64, round_to=None, softcap=0.0, alibi_slopes=None,
+                                        sinks=None):
+    """(dq [Tq, N, D], dk, dv [Tkv, Nkv, D]) of attention_reference_varlen for `dout` [Tq, N, D]
+    (and dsinks float64 [N] last with `sinks`); sequences that see no key give zero gradients."""
     q, k, v, dout = (np.asarray(x) for x in (q, k, v, dout))
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[2])
     dq = np.zeros(q.shape, dtype=work_dtype)
     dk = np.zeros(k.shape, dtype=work_dtype)
     dv = np.zeros(k.shape, dtype=work_dtype)
+    dsinks = np.zeros(q.shape[1], dtype=np.float64)
     for s, qr, kr in varlen_sequences(cu_seqlens_q, cu_seqlens_k):
         if qr.stop == qr.start or kr.stop == kr.start:
             continue
         grads = attention_reference_backward(
             dout[None, qr], q[None, qr], k[None, kr], v[None, kr], causal=causal, scale=scale, layout="BSND",
             window=window, dropout_p=dropout_p, seed=seed, offset=_sequence_offset(offset, s, q.shape[1]),
-            work_dtype=work_dtype, out_dtype=work_dtype, round_to=round_to)
+            work_dtype=work_dtype, out_dtype=work_dtype, round_to=round_to, softcap=softcap,
+            alibi_slopes=_sequence_slopes(alibi_slopes, s), sinks=sinks)
         dq[qr], dk[kr], dv[kr] = grads[0][0], grads[1][0], grads[2][0]
-    return tuple(x.astype(out_dtype, copy=False) for x in (dq, dk, dv))
+        if sinks is not None:
+            dsinks += grads[3]
+    grads = tuple(x.astype(out_dtype, copy=False) for x in (dq, dk, dv))
+    return grads if sinks is None else grads + (dsinks,)

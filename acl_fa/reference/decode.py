@@ -6,6 +6,10 @@ block_table[b] names for a paged one. Query token s sees key j iff
 s + L - Sq - left <= j <= s + L - Sq + right (left/right from the window, -1 = unbounded; causal
 sets right = 0). Query head h reads kv head h // (N / Nkv). A row that sees no key gives 0 and
 LSE -inf.
+
+Score modifiers (docs/attention_options.md, "Score modifiers"): softcap caps the scaled score,
+ALiBi adds -slope[b, h] * |s + L - Sq - j| after it, and a sink logit sink[h] joins each row's
+denominator with no value (a row that sees no key then gives 0 and LSE = sink).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ def gather_sequence(cache: np.ndarray, b: int, length: int, block_table: Optiona
 
 
 def kvcache_reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, causal=True, window=None,
-                      scale=None, precision=None):
+                      scale=None, precision=None, softcap=0.0, alibi_slopes=None, sinks=None):
     """Returns (out [B, Sq, N, D] float64, lse [B, N, Sq] float64).
 
     precision None: float64 throughout. precision = an input dtype: the naive same-precision
@@ -49,6 +53,7 @@ def kvcache_reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, c
     out = np.zeros((batch, sq, heads, d), np.float64)
     lse = np.full((batch, heads, sq), -np.inf, np.float64)
     lengths = np.broadcast_to(np.asarray(cache_seqlens), (batch,))
+    slopes = None if alibi_slopes is None else np.broadcast_to(np.asarray(alibi_slopes, np.float64), (batch, heads))
     for b in range(batch):
         length = int(lengths[b])
         keys = gather_sequence(k_cache, b, length, block_table).astype(work)
@@ -67,12 +72,21 @@ def kvcache_reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, c
                 s = s.astype(precision).astype(work) * work(scale)
             else:
                 s = s * scale
+            if softcap > 0:
+                s = softcap * np.tanh(s / softcap)
+            if slopes is not None:
+                s = (s - slopes[b, h] * np.abs(diag - cols)).astype(work)
             s = np.where(visible, s, -np.inf)
             m = s.max(axis=1, keepdims=True) if length else np.full((sq, 1), -np.inf)
             seen = ~np.isneginf(m[:, 0])
-            safe = np.where(seen[:, None], m, 0.0)
+            sink = None if sinks is None else float(np.asarray(sinks, np.float64)[h])
+            if sink is not None:
+                m = np.maximum(m, sink)
+            safe = np.where(np.isneginf(m), 0.0, m)
             p = np.exp(s - safe)
             total = p.sum(axis=1, keepdims=True)
+            if sink is not None:
+                total = total + np.exp(sink - safe)
             with np.errstate(divide="ignore", invalid="ignore"):
                 if precision is not None:
                     o = (p / total).astype(precision).astype(work) @ vh
@@ -82,5 +96,5 @@ def kvcache_reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, c
                 row_lse = safe[:, 0] + np.log(total[:, 0])
             o = np.where(seen[:, None], o, 0.0)
             out[b, :, h] = o
-            lse[b, h] = np.where(seen, row_lse, -np.inf)
+            lse[b, h] = row_lse if sink is not None else np.where(seen, row_lse, -np.inf)
     return out, lse
