@@ -18,17 +18,8 @@ import numpy as np
 from common import header, size_arguments, table
 
 import acl_fa
-from acl_fa.ops import forward, opcall
-from acl_fa.ops.quant import ATTENTION_QUANT, FLASH_ATTENTION_INT8, Int8Problem, _quant_problem, int8_blocks
-from acl_fa.plan import timing
-from acl_fa.reference.quant import quantize_blocks
+from acl_fa.jobs.int8_run import model_int8
 from acl_fa.spec.problem import problem_from_sizes
-
-
-def modeled(session, launch) -> timing.ModelReport:
-    with timing.op_trace(session.backend):
-        launch()
-    return timing.last_model(session.backend)
 
 
 def main() -> None:
@@ -44,15 +35,8 @@ def main() -> None:
                for shape in (problem.q_shape, problem.kv_shape, problem.kv_shape))
     with acl_fa.Session(backend="sim") as session:
         soc = session.soc_name()
-        base = int8_blocks(problem, soc)
-        qy, qs = quantize_blocks(q.astype(np.float64), base.block_m, smooth=False)
-        ky, ks = quantize_blocks(k.astype(np.float64), base.block_n, smooth=True)
-        fp16 = modeled(session, lambda: forward.runner_for(session).run(problem, q, k, v, outputs=()))
-        int8 = modeled(session, lambda: opcall.runner_for(session, FLASH_ATTENTION_INT8).run(
-            Int8Problem(base), qy, ky, v, qs, ks, outputs=()))
-        quant_runner = opcall.runner_for(session, ATTENTION_QUANT)
-        quant_q = modeled(session, lambda: quant_runner.run(_quant_problem(base, "q"), q, outputs=()))
-        quant_k = modeled(session, lambda: quant_runner.run(_quant_problem(base, "k"), k, outputs=()))
+        m = model_int8(session, problem, q, k, v)
+    base, fp16, int8, quant_q, quant_k = m.base, m.fp16, m.int8, m.quant_q, m.quant_k
     flops = problem.flops()
     both = int8.seconds + quant_q.seconds + quant_k.seconds
     rows = [

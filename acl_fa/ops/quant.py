@@ -30,7 +30,7 @@ from .problem import check_plan
 
 __all__ = ["QK_QUANT_CHOICES", "check_qk_quant", "check_int8_chip", "QuantProblem", "Int8Problem",
            "ATTENTION_QUANT", "FLASH_ATTENTION_INT8", "quantized_attention", "flash_attention_int8",
-           "int8_blocks"]
+           "int8_blocks", "quant_problem"]
 
 # qk_quant values flash_attention takes; the others it names are refused with their reason.
 QK_QUANT_CHOICES = (None, "none", "int8")
@@ -174,7 +174,8 @@ def int8_blocks(problem: Problem, soc: str) -> Problem:
     return dataclasses.replace(problem, block_m=plan.block_m, block_n=plan.block_n)
 
 
-def _quant_problem(problem: Problem, which: str) -> QuantProblem:
+def quant_problem(problem: Problem, which: str) -> QuantProblem:
+    """AttentionQuant's call for q ("q": per block_m rows) or k ("k": smoothed, per block_n keys)."""
     p = problem
     if which == "q":
         return QuantProblem(p.q_shape, p.dtype, p.layout, p.num_heads, p.batch, p.seq_q, p.block_m, False)
@@ -196,7 +197,7 @@ def quantized_attention(session: DeviceSession, problem: Problem, q, k, v) -> tu
     int8_problem = Int8Problem(base)
     quant = opcall.runner_for(session, ATTENTION_QUANT)
     forward = opcall.runner_for(session, FLASH_ATTENTION_INT8)
-    parts = [(x, _quant_problem(base, which)) for x, which in ((q, "q"), (k, "k"))]
+    parts = [(x, quant_problem(base, which)) for x, which in ((q, "q"), (k, "k"))]
     arrays = []
     try:
         for _, qp in parts:

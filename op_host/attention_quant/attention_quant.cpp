@@ -115,13 +115,16 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
     uint64_t ubBytes = 0;
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
-    // UB (attention_quant_kernel.h Init): a block of [block_size, D] as T (2 B), fp32 x' and |x'|
-    // (4 B each) and int8 y (1 B), plus the [D] fp32 mean and two 32-B slots.
-    const uint64_t tileBytes = static_cast<uint64_t>(blockSize) * d.headDim * (2 + 4 + 4 + 1);
-    const uint64_t need = tileBytes + static_cast<uint64_t>(d.headDim) * 4 + 64;
-    if (error.empty() && need > ubBytes) {
-        error = "block_size=" + std::to_string(blockSize) + " with head_dim=" + std::to_string(d.headDim) + " needs " +
-                std::to_string(need) + " B of UB (11 B per element of a block); the chip has " + std::to_string(ubBytes);
+    // UB (attention_quant_kernel.h Init): a chunk of [c, D] as T (2 B), fp32 x' and |x'| (4 B each) and
+    // int8 y (1 B), plus the [D] fp32 mean and two 32-B slots. c: the whole block when it fits, else
+    // the most rows (a multiple of 8) that do.
+    const uint64_t perRow = static_cast<uint64_t>(d.headDim) * (2 + 4 + 4 + 1);
+    const uint64_t fixed = static_cast<uint64_t>(d.headDim) * 4 + 64;
+    uint64_t chunkRows = ubBytes > fixed ? (ubBytes - fixed) / perRow : 0;
+    chunkRows = chunkRows >= static_cast<uint64_t>(blockSize) ? static_cast<uint64_t>(blockSize) : chunkRows / 8 * 8;
+    if (error.empty() && chunkRows == 0) {
+        error = "head_dim=" + std::to_string(d.headDim) + " needs " + std::to_string(8 * perRow + fixed) +
+                " B of UB for 8 rows (11 B per element); the chip has " + std::to_string(ubBytes);
     }
     const int64_t gapBytes = (d.layout == FA_LAYOUT_BNSD ? 0 : (d.numHeads - 1) * d.headDim) * 2;
     if (error.empty() && gapBytes / 32 > 65535) error = "num_heads * head_dim too large for one strided copy";
@@ -143,6 +146,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     td->blockSize = static_cast<uint32_t>(blockSize);
     td->numBlocks = static_cast<uint32_t>((d.seq + blockSize - 1) / blockSize);
     td->smooth = smooth ? 1 : 0;
+    td->chunkRows = static_cast<uint32_t>(chunkRows);
     // A unit is a block, or a whole head when smoothing (its mean needs every row of the head).
     td->unitsPerHead = smooth ? 1 : td->numBlocks;
     const uint64_t units = static_cast<uint64_t>(d.batch) * d.numHeads * td->unitsPerHead;

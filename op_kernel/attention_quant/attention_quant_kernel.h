@@ -9,7 +9,9 @@
 //                                                    asc-devkit Cast.md; |x'/scale| <= 127)
 // A vector-only kernel (KERNEL_TYPE_AIV_ONLY). A work unit is one block of one head, or one whole
 // head when smoothing (its mean spans the sequence); AIV c takes units [c * per, (c + 1) * per).
-// A block lives in UB whole: [blockSize, D] as T, fp32, |fp32| and int8 (op_host checks the UB).
+// A block moves through UB chunkRows rows at a time ([chunkRows, D] as T, fp32, |fp32| and int8; op_host
+// sizes chunkRows to the UB): one pass when the block is one chunk, else a pass for its max |x'| and a
+// second that quantizes it.
 #pragma once
 
 #include "kernel_operator.h"
@@ -43,11 +45,11 @@ public:
         yGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int8_t *>(y), elems);
         scaleGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(scale),
                                  static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->numBlocks);
-        const uint32_t tile = td_->blockSize * d;
-        pipe_->InitBuffer(inQue_, 1, tile * sizeof(T));           // [bs, D] T, then half for the int8 Cast
-        pipe_->InitBuffer(valBuf_, tile * sizeof(float));         // [bs, D] fp32 x'
-        pipe_->InitBuffer(absBuf_, tile * sizeof(float));         // [bs, D] fp32 |x'|
-        pipe_->InitBuffer(outQue_, 1, tile * sizeof(int8_t));     // [bs, D] int8 (and ReduceMax's scratch)
+        const uint32_t tile = td_->chunkRows * d;
+        pipe_->InitBuffer(inQue_, 1, tile * sizeof(T));           // [c, D] T, then half for the int8 Cast
+        pipe_->InitBuffer(valBuf_, tile * sizeof(float));         // [c, D] fp32 x'
+        pipe_->InitBuffer(absBuf_, tile * sizeof(float));         // [c, D] fp32 |x'|
+        pipe_->InitBuffer(outQue_, 1, tile * sizeof(int8_t));     // [c, D] int8 (and ReduceMax's scratch)
         pipe_->InitBuffer(meanBuf_, d * sizeof(float));           // [D] fp32
         pipe_->InitBuffer(maxBuf_, 32);                           // ReduceMax result
         pipe_->InitBuffer(scaleQue_, 1, 32);                      // one scale, DataCopyPad'ed out
@@ -104,16 +106,15 @@ private:
         inQue_.FreeTensor(in);
     }
 
-    // mean[c] over the head's S rows, by blocks: each block's rows summed pairwise (log2 rows Adds).
+    // mean[c] over the head's S rows, by chunks: each chunk's rows summed pairwise (log2 rows Adds).
     __aicore__ inline void ChannelMean(uint32_t head)
     {
         const uint32_t d = td_->headDim;
         AscendC::LocalTensor<float> mean = meanBuf_.Get<float>();
         AscendC::LocalTensor<float> val = valBuf_.Get<float>();
         AscendC::Duplicate(mean, 0.0f, d);
-        for (uint32_t blk = 0; blk < td_->numBlocks; ++blk) {
-            const uint32_t s0 = blk * td_->blockSize;
-            uint32_t rows = Min(td_->blockSize, td_->seq - s0);
+        for (uint32_t s0 = 0; s0 < td_->seq; s0 += td_->chunkRows) {
+            uint32_t rows = Min(td_->chunkRows, td_->seq - s0);
             LoadRows(head, s0, rows);
             while (rows > 1) {
                 const uint32_t half = rows / 2;  // rows [rows - half, rows) onto [0, half): disjoint
@@ -144,30 +145,39 @@ private:
         }
     }
 
-    __aicore__ inline void QuantizeBlock(uint32_t head, uint32_t blk)
+    // Rows [s0, s0 + rows) into valBuf_ as fp32 x' (the mean subtracted when smoothing).
+    __aicore__ inline void LoadChunk(uint32_t head, uint32_t s0, uint32_t rows)
     {
-        const uint32_t d = td_->headDim;
-        const uint32_t s0 = blk * td_->blockSize;
-        const uint32_t rows = Min(td_->blockSize, td_->seq - s0);
-        const uint32_t count = rows * d;
         LoadRows(head, s0, rows);
         if (td_->smooth != 0) {
             SubtractMean(rows);
         }
+    }
+
+    // max |x'| over the chunk in valBuf_ (count elements); `out` lends ReduceMax its scratch.
+    __aicore__ inline float ChunkPeak(uint32_t count)
+    {
         AscendC::LocalTensor<float> val = valBuf_.Get<float>();
         AscendC::LocalTensor<float> mag = absBuf_.Get<float>();
         AscendC::LocalTensor<float> amax = maxBuf_.Get<float>();
-        AscendC::LocalTensor<int8_t> out = outQue_.AllocTensor<int8_t>();
+        AscendC::LocalTensor<int8_t> scratch = outQue_.AllocTensor<int8_t>();
         AscendC::Abs(mag, val, count);
-        AscendC::ReduceMax(amax, mag, out.template ReinterpretCast<float>(), count);
+        AscendC::ReduceMax(amax, mag, scratch.template ReinterpretCast<float>(), count);
+        outQue_.FreeTensor(scratch);
         WaitForPipe<AscendC::HardEvent::V_S>();
-        float peak = amax.GetValue(0);
-        peak = peak > SCALE_FLOOR ? peak : SCALE_FLOOR;
-        const float scale = peak / INT8_MAX_VALUE;
+        return amax.GetValue(0);
+    }
 
-        // y = rint(x' * (127 / amax)) via half (|y| <= 127 is exact in half before rounding to int8).
+    // y = rint(x' * (127 / peak)) of the chunk in valBuf_, via half (|y| <= 127 is exact in half
+    // before the rounding to int8), to GM rows [s0, s0 + rows).
+    __aicore__ inline void StoreChunk(uint32_t head, uint32_t s0, uint32_t rows, float peak)
+    {
+        const uint32_t d = td_->headDim;
+        const uint32_t count = rows * d;
+        AscendC::LocalTensor<float> val = valBuf_.Get<float>();
         AscendC::Muls(val, val, INT8_MAX_VALUE / peak, count);
         AscendC::LocalTensor<half> narrow = inQue_.AllocTensor<half>();
+        AscendC::LocalTensor<int8_t> out = outQue_.AllocTensor<int8_t>();
         AscendC::Cast(narrow, val, AscendC::RoundMode::CAST_NONE, count);
         AscendC::Cast(out, narrow, AscendC::RoundMode::CAST_RINT, count);
         inQue_.FreeTensor(narrow);
@@ -177,9 +187,33 @@ private:
                                                  static_cast<uint32_t>(rowStride_ - d), 0};
         AscendC::DataCopyPad(yGm_[RowOffset(head, s0)], out, rowsOut);
         outQue_.FreeTensor(out);
+    }
 
+    __aicore__ inline void QuantizeBlock(uint32_t head, uint32_t blk)
+    {
+        const uint32_t d = td_->headDim;
+        const uint32_t b0 = blk * td_->blockSize;
+        const uint32_t bEnd = Min(b0 + td_->blockSize, td_->seq);
+        const uint32_t c = td_->chunkRows;
+        float peak = 0.0f;
+        for (uint32_t s0 = b0; s0 < bEnd; s0 += c) {
+            const uint32_t rows = Min(c, bEnd - s0);
+            LoadChunk(head, s0, rows);
+            const float chunkPeak = ChunkPeak(rows * d);
+            peak = chunkPeak > peak ? chunkPeak : peak;
+        }
+        peak = peak > SCALE_FLOOR ? peak : SCALE_FLOOR;
+        if (bEnd - b0 <= c) {
+            StoreChunk(head, b0, bEnd - b0, peak);  // the block is still in UB
+        } else {
+            for (uint32_t s0 = b0; s0 < bEnd; s0 += c) {
+                const uint32_t rows = Min(c, bEnd - s0);
+                LoadChunk(head, s0, rows);
+                StoreChunk(head, s0, rows, peak);
+            }
+        }
         AscendC::LocalTensor<float> one = scaleQue_.AllocTensor<float>();
-        one.SetValue(0, scale);
+        one.SetValue(0, peak / INT8_MAX_VALUE);
         scaleQue_.EnQue(one);
         one = scaleQue_.DeQue<float>();
         const AscendC::DataCopyExtParams scaleOut{1, static_cast<uint32_t>(sizeof(float)), 0, 0, 0};

@@ -16,5 +16,6 @@ struct AttentionQuantTilingData {
     uint32_t unitsPerHead;  // work units of one head: numBlocks (no smoothing), 1 (smoothing: the mean spans S)
     uint32_t usedCoreNum;   // AIVs (A2/A3 AIV-only launch) that get work units
     uint32_t unitsPerCore;  // contiguous work units per AIV: core c takes [c * unitsPerCore, ...)
-    uint32_t reserved;      // keeps the size a multiple of 8
+    uint32_t chunkRows;     // rows of a block in UB at a time (<= blockSize): a block wider than UB holds is
+                            // read twice, once for its max |x'| and once to quantize it
 };
