@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 
 from ..ops import forward, opcall
-from ..ops.quant import ATTENTION_QUANT, FLASH_ATTENTION_INT8, Int8Problem, int8_blocks, quant_problem
+from ..ops.quant import ATTENTION_QUANT, FLASH_ATTENTION_INT8, Int8Problem, int8_blocks, quant_problem, smoothing_shift
 from ..plan import timing
 from ..reference.attention import attention_reference
 from ..reference.quant import int8_attention_reference
@@ -65,7 +65,7 @@ def model_int8(session: DeviceSession, problem: Problem, q, k, v, *, fp16: bool 
         Int8Problem(base), qy, ky, v, qs, ks))
     fp16_model = _modeled(session, lambda: forward.runner_for(session).run(problem, q, k, v, outputs=()))[1] \
         if fp16 else None
-    return Int8Models(base, quant_q, quant_k, int8, fp16_model, out, lse)
+    return Int8Models(base, quant_q, quant_k, int8, fp16_model, out, lse + smoothing_shift(base, q, k))
 
 
 @dataclasses.dataclass

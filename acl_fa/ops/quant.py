@@ -24,13 +24,14 @@ from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..runtime.ffi import ffi
 from ..runtime.session import DeviceSession
+from ..spec.layouts import to_bnsd
 from ..spec.problem import Problem, make_problem
 from .opcall import Op, default_session
 from .problem import check_plan
 
 __all__ = ["QK_QUANT_CHOICES", "check_qk_quant", "check_int8_chip", "QuantProblem", "Int8Problem",
            "ATTENTION_QUANT", "FLASH_ATTENTION_INT8", "quantized_attention", "flash_attention_int8",
-           "int8_blocks", "quant_problem"]
+           "int8_blocks", "quant_problem", "smoothing_shift"]
 
 # qk_quant values flash_attention takes; the others it names are refused with their reason.
 QK_QUANT_CHOICES = (None, "none", "int8")
@@ -169,6 +170,10 @@ def int8_blocks(problem: Problem, soc: str) -> Problem:
     """`problem` with block_m / block_n fixed to the forward's plan on `soc`: the granularity of the
     scales (one per block_m query rows, one per block_n keys)."""
     _check_value_dtype(problem)
+    if problem.layout != "BNSD" and problem.head_dim % 32:
+        raise InvalidArgumentError(f"qk_quant='int8' with layout {problem.layout} needs a head dim that is a multiple "
+                                   f"of 32 (AttentionQuant writes each int8 row as whole 32-B blocks), got "
+                                   f"{problem.head_dim}; BNSD takes any multiple of 16")
     check_int8_chip(soc)
     plan = check_plan(problem, soc)
     return dataclasses.replace(problem, block_m=plan.block_m, block_n=plan.block_n)
@@ -210,12 +215,25 @@ def quantized_attention(session: DeviceSession, problem: Problem, q, k, v) -> tu
                 quant.launch(prepared, quant.stream)
             quant.stream.synchronize()  # the int8 forward runs on its own stream
         q8, qs, k8, ks = arrays
-        return forward.run(int8_problem, q8, k8, v, qs, ks)
+        out, lse = forward.run(int8_problem, q8, k8, v, qs, ks)
+        return out, lse + smoothing_shift(base, q, k)
     finally:
         quant.discard(arrays)
         forward.discard(arrays)
         for array in arrays:
             array.close()
+
+
+def smoothing_shift(problem: Problem, q, k) -> np.ndarray:
+    """float32 [B, N, Sq]: what K's smoothing took off each row's LSE, scale * q . mean_s(k) (the
+    output is unchanged: every score of a row moved by the same amount), computed on the host
+    from the host arrays q and k, so that the returned LSE is that of the unsmoothed scores."""
+    p = problem
+    qb = to_bnsd(np.asarray(q), p.layout, p.num_heads).astype(np.float32)
+    mean = to_bnsd(np.asarray(k), p.layout, p.num_kv_heads).astype(np.float64).mean(axis=2).astype(np.float32)
+    group = p.num_heads // p.num_kv_heads
+    mean = np.repeat(mean, group, axis=1)  # [B, N, D]: query head h reads kv head h // group
+    return (p.scale * np.einsum("bnsd,bnd->bns", qb, mean)).astype(np.float32)
 
 
 def _check_scale(name: str, x, shape: tuple, what: str) -> np.ndarray:

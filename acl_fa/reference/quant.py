@@ -4,7 +4,8 @@ semantics: AttentionQuant's per-block quantization and FlashAttentionInt8's atte
 Quantization of x [B, H, S, D] (BNSD) with one scale per `block` rows of each (b, h):
     x' = x - mean_s(x)            (smooth: the per-channel mean over the sequence, per (b, h))
     scale = max |x'| over the block / 127   (a block of zeros: FLT_MIN / 127)
-    y = round_half_even(x' / scale), in [-127, 127]
+    y = round_half_even(half(x' * 127 / max|x'|)), in [-127, 127]
+        (through float16 as the kernel rounds: the Atlas A2/A3 vector unit has no fp32 -> int8 Cast)
 Attention over the quantized Q (not smoothed) and K (smoothed):
     S = (y_q . y_k^T) * scale_q[row block] * scale_k[key block] * softmax_scale
     out = softmax(S + mask) . V,  LSE = logsumexp(S + mask)
@@ -37,7 +38,7 @@ def quantize_blocks(x, block: int, *, smooth: bool) -> tuple:
     padded = np.pad(x, ((0, 0), (0, 0), (0, pad), (0, 0))).reshape(b, h, nblocks, block, d)
     amax = np.maximum(np.abs(padded).max(axis=(3, 4)), SCALE_FLOOR)
     scale = (amax / INT8_LEVELS).astype(np.float32)
-    y = np.rint(padded * (INT8_LEVELS / amax)[..., None, None])
+    y = np.rint((padded * (INT8_LEVELS / amax)[..., None, None]).astype(np.float16).astype(np.float64))
     y = np.clip(y, -INT8_LEVELS, INT8_LEVELS).reshape(b, h, nblocks * block, d)[:, :, :s]
     return y.astype(np.int8), scale
 

@@ -57,6 +57,11 @@ std::string ReadQuantDims(const gert::Shape &x, const char *layout, int64_t numH
     if (d->headDim % 16 != 0 || d->headDim > 256) {
         return "head_dim must be a multiple of 16 up to 256, got " + std::to_string(d->headDim);
     }
+    if (d->layout != FA_LAYOUT_BNSD && d->headDim % 32 != 0) {
+        // Each int8 row leaves UB as its own block, and a block starts at a 32-B boundary of UB.
+        return "input_layout " + name + " needs head_dim a multiple of 32 (int8 rows of whole 32-B blocks), got " +
+               std::to_string(d->headDim);
+    }
     return "";
 }
 

@@ -183,8 +183,12 @@ private:
         inQue_.FreeTensor(narrow);
         outQue_.EnQue(out);
         out = outQue_.DeQue<int8_t>();
-        const AscendC::DataCopyExtParams rowsOut{static_cast<uint16_t>(rows), d, 0,
-                                                 static_cast<uint32_t>(rowStride_ - d), 0};
+        // BNSD: the chunk's rows are contiguous in GM, one block of rows * D bytes. Otherwise one block
+        // per row (D bytes; DataCopyPad starts each block at a 32-B boundary of UB, so op_host asks
+        // D % 32 == 0 there).
+        const bool contiguous = td_->layout == FA_LAYOUT_BNSD;
+        const AscendC::DataCopyExtParams rowsOut{static_cast<uint16_t>(contiguous ? 1 : rows), contiguous ? count : d,
+                                                 0, static_cast<uint32_t>(contiguous ? 0 : rowStride_ - d), 0};
         AscendC::DataCopyPad(yGm_[RowOffset(head, s0)], out, rowsOut);
         outQue_.FreeTensor(out);
     }

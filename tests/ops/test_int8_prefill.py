@@ -28,7 +28,9 @@ def _inputs(b, n, nkv, sq, skv, d, dtype, outliers=False, seed=0, layout="BNSD")
     k = rng.standard_normal((b, nkv, skv, d)) + 0.5  # a per-channel offset: what smoothing removes
     v = rng.standard_normal((b, nkv, skv, d))
     if outliers:
-        k[..., :: max(1, d // 4)] *= 20.0  # a few K channels 20x the rest, as real models have
+        # A few K channels 20x the rest, as real models have them: a large per-channel value shared by
+        # the tokens (what smoothing removes), not 20x the variance (see docs/int8.md, when not to use).
+        k[..., :: max(1, d // 4)] += 20.0 * np.sign(rng.standard_normal(k.shape[:2] + (1, 1)))
     arrays = []
     for x in (q, k, v):
         if layout == "BSND":
@@ -51,7 +53,7 @@ def test_quantize_blocks_round_trip_is_within_half_a_step():
     assert np.abs(y).max() <= 127
     err = np.abs(dequantize_blocks(y, scale, 32) - x)
     step = np.repeat(scale.astype(np.float64), 32, axis=2)[:, :, :100, None]
-    assert np.all(err <= 0.5 * step * (1 + 1e-6))
+    assert np.all(err <= (0.5 + 2.0 ** -5) * step * (1 + 1e-6))  # the half rounding adds up to 1/32 step
 
 
 def test_smoothing_is_exact_for_softmax():
@@ -88,10 +90,11 @@ def test_attention_quant_matches_reference(session, case):
     if layout == "BSND":
         y = y.transpose(0, 2, 1, 3)
     np.testing.assert_allclose(scale, ref_scale, rtol=2e-6)
-    # The kernel rounds x' / scale to half before the int8 rounding: at most one step apart.
+    # The reference rounds as the kernel does (half, then int8); fp32 vs float64 arithmetic can land
+    # a value on the other side of a rounding boundary: one step, rarely.
     diff = np.abs(y.astype(np.int32) - ref_y.astype(np.int32))
     assert diff.max() <= 1, f"int8 values differ by up to {diff.max()}"
-    assert (diff > 0).mean() < 0.01, f"{(diff > 0).mean():.3%} of the int8 values differ"
+    assert (diff > 0).mean() < 0.002, f"{(diff > 0).mean():.3%} of the int8 values differ"
 
 
 FORWARD_CASES = [  # (b, n, nkv, sq, skv, d, dtype, layout, causal, outliers)
@@ -126,8 +129,10 @@ def test_int8_forward_accuracy(session, case):
         f"kernel error {kernel_error:.3e} > 2 x the quantized reference's {own_error:.3e} + {floor:.1e}")
     cosine = _cosine(out, exact)
     assert cosine >= 0.999, f"cosine similarity {cosine:.6f} < 0.999"
-    # The LSE is that of the dequantized scores: close to the exact one at the quantization's scale.
-    assert np.abs(lse - exact_lse).max() < 0.05 * max(1.0, float(np.abs(exact_lse).max()))
+    # The LSE of the dequantized scores, K's smoothing shift added back: close to the exact one.
+    lse_error = float(np.abs(lse - exact_lse).max())
+    assert lse_error < 0.05, f"LSE error {lse_error:.3g}"
+
 
 
 def test_lower_level_call_takes_quantized_tensors(session):
