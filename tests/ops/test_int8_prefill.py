@@ -212,3 +212,21 @@ def test_int8_refused_on_coupled_chips():
         print(json.dumps(out))
     """, ACL_FA_SIM_SOC="Ascend310P3")
     assert result["error"] and "Atlas A2/A3" in result["error"] and "Ascend310P3" in result["error"]
+
+
+def test_bsnd_needs_head_dim_multiple_of_32():
+    q, k, v = _inputs(1, 1, 1, 32, 32, 16, F16, layout="BSND")
+    with pytest.raises(acl_fa.InvalidArgumentError, match="multiple of 32"):
+        acl_fa.flash_attention(q, k, v, layout="BSND", qk_quant="int8")
+
+
+def test_cli_run_qk_quant_int8(sim_only):
+    from click.testing import CliRunner
+    from acl_fa.cli import main
+
+    result = CliRunner().invoke(main, ["run", "--seq", "256", "--heads", "2", "--causal", "--qk-quant", "int8"])
+    assert result.exit_code == 0, result.output
+    assert "qk_quant=int8" in result.output and "modeled" in result.output and "fp16 forward" in result.output
+    assert ": OK" in result.output
+    refused = CliRunner().invoke(main, ["run", "--seq", "64", "--qk-quant", "int8", "--backward"])
+    assert refused.exit_code != 0 and "--qk-quant int8 runs the forward alone" in refused.output
