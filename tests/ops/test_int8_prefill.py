@@ -33,9 +33,10 @@ def _inputs(b, n, nkv, sq, skv, d, dtype, outliers=False, seed=0, layout="BNSD")
         k[..., :: max(1, d // 4)] += 20.0 * np.sign(rng.standard_normal(k.shape[:2] + (1, 1)))
     arrays = []
     for x in (q, k, v):
-        if layout == "BSND":
+        if layout in ("BSND", "BSH"):
             x = x.transpose(0, 2, 1, 3)
-        arrays.append(np.ascontiguousarray(x).astype(dtype))
+        x = np.ascontiguousarray(x).astype(dtype)
+        arrays.append(x.reshape(x.shape[0], x.shape[1], -1) if layout == "BSH" else x)
     return arrays
 
 
@@ -103,6 +104,7 @@ FORWARD_CASES = [  # (b, n, nkv, sq, skv, d, dtype, layout, causal, outliers)
     (1, 4, 2, 200, 317, 64, BF16, "BSND", False, False),
     (2, 2, 1, 97, 97, 64, F16, "BNSD", False, True),
     (1, 1, 1, 1, 130, 128, BF16, "BNSD", True, True),
+    (1, 4, 2, 64, 80, 32, F16, "BSH", True, False),
 ]
 
 
@@ -115,13 +117,15 @@ def _forward_id(c):
 def test_int8_forward_accuracy(session, case):
     b, n, nkv, sq, skv, d, dtype, layout, causal, outliers = case
     q, k, v = _inputs(b, n, nkv, sq, skv, d, dtype, outliers=outliers, layout=layout)
-    out, lse = session.flash_attention(q, k, v, causal=causal, layout=layout, qk_quant="int8", return_lse=True)
+    heads = dict(num_heads=n, num_kv_heads=nkv)
+    out, lse = session.flash_attention(q, k, v, causal=causal, layout=layout, qk_quant="int8", return_lse=True,
+                                       **heads)
     assert out.dtype == dtype and out.shape == q.shape and lse.shape == (b, n, sq)
-    exact, exact_lse = attention_reference(q, k, v, causal=causal, layout=layout)
+    exact, exact_lse = attention_reference(q, k, v, causal=causal, layout=layout, **heads)
     plan = acl_fa.ops.quant.int8_blocks(acl_fa.spec.problem.make_problem(
-        q, k, v, causal=causal, layout=layout)[0], session.soc_name())
+        q, k, v, causal=causal, layout=layout, **heads)[0], session.soc_name())
     quantized, _ = int8_attention_reference(q, k, v, block_m=plan.block_m, block_n=plan.block_n, causal=causal,
-                                            layout=layout)
+                                            layout=layout, **heads)
     kernel_error = float(np.abs(out.astype(np.float64) - exact).max())
     own_error = float(np.abs(quantized - exact).max())
     floor = ULP[dtype.name] * max(1.0, float(np.abs(exact).max()))
