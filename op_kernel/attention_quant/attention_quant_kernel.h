@@ -218,6 +218,7 @@ private:
         }
         AscendC::LocalTensor<float> one = scaleQue_.AllocTensor<float>();
         one.SetValue(0, peak / INT8_MAX_VALUE);
+        WaitForPipe<AscendC::HardEvent::S_MTE3>();  // the scalar unit's write lands before MTE3 reads it
         scaleQue_.EnQue(one);
         one = scaleQue_.DeQue<float>();
         const AscendC::DataCopyExtParams scaleOut{1, static_cast<uint32_t>(sizeof(float)), 0, 0, 0};
