@@ -18,6 +18,7 @@ from .api import (
     DeviceArray, Session, clear_cache, flash_attention, flash_attention_backward, flash_attention_varlen,
     flash_attention_varlen_backward, flash_attention_with_kvcache, flash_attn_func, merge_attention_partials,
     scaled_dot_product_attention)
+from .api import flash_attention_int8
 from .runtime.loader import get_backend
 from .reference.attention import attention_reference, attention_reference_backward
 from .runtime.session import DeviceBuffer, DeviceSession, Event, HostBuffer, Stream
@@ -55,6 +56,7 @@ __all__ = [
     "clear_cache",
     "flash_attention",
     "flash_attention_backward",
+    "flash_attention_int8",
     "flash_attention_varlen",
     "flash_attention_varlen_backward",
     "flash_attention_with_kvcache",

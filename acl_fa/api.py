@@ -12,19 +12,20 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .ops import backward, decode, lse_merge, opcall, routed, varlen
+from .ops import backward, decode, lse_merge, opcall, quant, routed, varlen
 from .ops.routed import flash_attention, last_route
 from .ops.backward import flash_attention_backward
 from .ops.compat import flash_attn_func, scaled_dot_product_attention
 from .ops.decode import flash_attention_with_kvcache
 from .ops.lse_merge import merge_partials as merge_attention_partials
+from .ops.quant import flash_attention_int8
 from .ops.varlen import flash_attention_varlen, flash_attention_varlen_backward
 from .runtime.device_array import DeviceArray
 from .runtime.session import DeviceSession
 
 __all__ = ["Session", "DeviceArray", "flash_attention", "flash_attention_backward", "flash_attention_with_kvcache",
            "flash_attention_varlen", "flash_attention_varlen_backward", "flash_attn_func",
-           "merge_attention_partials", "scaled_dot_product_attention", "clear_cache"]
+           "merge_attention_partials", "scaled_dot_product_attention", "clear_cache", "flash_attention_int8"]
 
 
 def clear_cache() -> None:
@@ -91,3 +92,7 @@ class Session(DeviceSession):
     def merge_attention_partials(self, out_a, lse_a, out_b, lse_b, **options):
         """acl_fa.merge_attention_partials (acl_fa.ops.lse_merge.merge_partials) on this session."""
         return lse_merge.merge_partials(out_a, lse_a, out_b, lse_b, session=self, **options)
+
+    def flash_attention_int8(self, q, k, v, q_scale=None, k_scale=None, **options):
+        """acl_fa.flash_attention_int8 (acl_fa.ops.quant: Q and K quantized already) on this session."""
+        return quant.flash_attention_int8(q, k, v, q_scale, k_scale, session=self, **options)

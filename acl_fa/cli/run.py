@@ -6,7 +6,7 @@ import json
 import click
 
 from .. import api
-from ..jobs import decode_run, parallel_run, run as run_module, run_backward, run_options
+from ..jobs import decode_run, int8_run, parallel_run, run as run_module, run_backward, run_options
 from .options import (
     backend_option, backward_option, bar_progress, decode_options, deterministic_option, device_option, json_option,
     decode_problem_of, decode_settings_of, problem_of, problem_options, progress, reported_as_usage_errors,
@@ -42,9 +42,14 @@ from .options import (
               "(Q+K+V+O)/P plus a float32 per row and head, but channels far below the row's largest lose "
               "precision) or in place in the output's dtype (one rounding per merge). docs/lse_merge.md")
 @run_option_options
+@click.option("--qk-quant", "qk_quant", type=click.Choice(["none", "int8"]), envvar="ACL_FA_QK_QUANT", default="none",
+              show_default=True, show_envvar=True,
+              help="int8: Q and K quantized per block on the device (K smoothed), QK^T in int8 (Atlas A2/A3; "
+              "docs/int8.md); prints each launch's modeled time beside the fp16 forward's.")
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
         iters, check, seed, decode, paged, block_size, steps, num_splits, prefill, backend, device, as_json, backward,
-        deterministic, parallel_mode, devices, accumulate, window, dropout, mask_density, varlen, precision):
+        deterministic, parallel_mode, devices, accumulate, window, dropout, mask_density, varlen, precision,
+        qk_quant):
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
     --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
@@ -66,6 +71,13 @@ def _run_options_of(params: dict) -> run_options.RunOptions:
 
 def _mode(params: dict) -> str:
     """Which run the flags ask for (a key of _MODES), the flags that do not combine refused."""
+    if params.get("qk_quant", "none") == "int8":
+        if _run_options_of(params).used or params["parallel_mode"] or params["decode"] or params["paged"] or \
+                params["backward"]:
+            raise click.UsageError("--qk-quant int8 runs the forward alone: it does not combine with --window, "
+                                   "--dropout, --mask-density, --varlen, --precision, --parallel, --decode, --paged "
+                                   "or --backward")
+        return "int8"
     if _run_options_of(params).used:
         if params["parallel_mode"] or params["decode"] or params["paged"]:
             raise click.UsageError("--window/--dropout/--mask-density/--varlen/--precision do not combine with "
@@ -167,6 +179,22 @@ def _run_decode(params: dict):
         raise click.ClickException("the result is outside the tolerance (see 'check' above)")
 
 
+def _run_int8(params: dict):
+    with reported_as_usage_errors():
+        report = int8_run.run_int8_job(problem_of(params), settings_of(params))
+    if params["as_json"]:
+        m = report.models
+        click.echo(json.dumps({"soc": report.soc, "block_m": m.base.block_m, "block_n": m.base.block_n,
+                               "modeled_seconds": {name: getattr(m, name).seconds for name in
+                                                   ("quant_q", "quant_k", "int8", "fp16") if getattr(m, name)},
+                               "cosine": report.cosine, "max_error": report.max_error,
+                               "quantized_reference_error": report.quantized_error, "ok": report.ok}, indent=2))
+    else:
+        click.echo(int8_run.format_int8_report(report))
+    if not report.ok:
+        raise click.ClickException("the result is outside the tolerance (see 'check' above)")
+
+
 # The runs of `acl-fa run`, by _mode.
 _MODES = {"options": _run_with_options, "parallel": _run_parallel, "decode": _run_decode,
-          "backward": _run_backward, "forward": _run_forward}
+          "backward": _run_backward, "forward": _run_forward, "int8": _run_int8}

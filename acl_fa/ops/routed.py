@@ -22,7 +22,7 @@ import numpy as np
 
 from ..plan import routing
 from ..runtime.device_array import DeviceArray
-from ..runtime.errors import InvalidTypeError
+from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..runtime.session import DeviceSession
 from ..spec.options import build_options, check_precision_dtype
 from ..spec.problem import Problem, make_problem
@@ -30,6 +30,7 @@ from .decode import flash_attention_with_kvcache
 from .forward import flash_attention as general_flash_attention
 from .opcall import default_session
 from .problem import check_float32_range, outputs_of
+from .quant import check_qk_quant, quantized_attention
 
 __all__ = ["flash_attention", "last_route", "general_only", "decode_arrays", "forward_outputs"]
 
@@ -109,10 +110,16 @@ def _run_decode(problem: Problem, session: DeviceSession, q, k, v, return_lse: b
 def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
                     block_m=None, block_n=None, return_lse=False, window=None, attn_mask=None, dropout_p=0.0,
                     seed=None, offset=0, return_dropout_mask=False, backend=None, device=None, session=None,
-                    softcap=0.0, precision="high_precision"):
+                    softcap=0.0, precision="high_precision", qk_quant=None):
     """FlashAttention forward (acl_fa.ops.forward.flash_attention's arguments, semantics, outputs
     and errors), run on the op acl_fa.plan.routing picks: decode-shaped calls on the decode op's
-    split-KV kernel, the rest on the general forward. ``last_route(session)`` says which ran."""
+    split-KV kernel, the rest on the general forward. ``last_route(session)`` says which ran.
+
+    qk_quant="int8" (float16 / bfloat16, Atlas A2/A3; docs/int8.md): Q and K quantized to int8 per
+    block on the device (K smoothed first), QK^T on the cube in int8, P.V in the input dtype; with
+    causal and scale only (no window, mask, dropout, softcap or precision option). 'fp8' and 'int4'
+    are refused with their reason."""
+    int8 = check_qk_quant(qk_quant)
     problem, qa, ka, va = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                        num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
     if not isinstance(return_lse, (bool, np.bool_)):
@@ -122,10 +129,16 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
                                return_dropout_mask=return_dropout_mask, softcap=softcap, precision=precision)
     check_precision_dtype(options, problem.dtype_name)
     check_float32_range(problem, qa, ka, va)
+    if int8 and not options.is_default:
+        raise InvalidArgumentError("qk_quant='int8' takes causal and scale only: no window, attn_mask, dropout, "
+                                   "softcap or precision option")
     if session is None:
         session = default_session(backend, device)
     if options.is_causal and not problem.causal:  # window (-1, 0) is causal, as the forward reads it
         problem = dataclasses.replace(problem, causal=True)
+    if int8:
+        out, lse = quantized_attention(session, problem, qa, ka, va)
+        return outputs_of(out, lse, None, options, problem.batch * problem.num_heads, True) if return_lse else out
     reason = general_only(problem, block_m, block_n, options, (qa, ka, va))
     decision = routing.route(problem, session.soc_name(), general_only=reason)
     _remember(session, decision)

@@ -229,6 +229,9 @@ constexpr CastRow kCasts[] = {
     {kU8, kF16, {kNoneM, kNoneM, kNoneM}},
     {kF16, kU8, {kFloor | kCeil | kRound | kTrunc | kNoneM, kFloor | kCeil | kRound | kTrunc | kNoneM,
                  kRounding | kNoneM}},
+    {kI8, kF16, {kNoneM, kNoneM, kNoneM}},
+    {kF16, kI8, {kFloor | kCeil | kRound | kTrunc | kNoneM, kFloor | kCeil | kRound | kTrunc | kNoneM,
+                 kRounding | kNoneM}},
 };
 
 inline std::string ModeList(Modes m) {

@@ -91,7 +91,7 @@ uint64_t CheckCubeTiling(const TCubeTiling &t, uint32_t aBytes, uint32_t bBytes,
 // One matmul on the host: C = A * B (fp32 accumulate), optionally added to C.
 struct MatmulJob {
     const void *a;
-    int aTag;          // TypeTag of A (half 1, bfloat16 2, float 0)
+    int aTag;          // OperandTag of A (float 0, half 1, bfloat16 2, int8 4)
     int64_t lda;       // row stride of A as stored
     bool transA;       // stored [K, M]
     const void *b;
@@ -106,6 +106,14 @@ struct MatmulJob {
     bool gmAtomic;     // accumulate into GM other cores may add to: the add is atomic (enAtomic)
 };
 void RunMatmul(const MatmulJob &job);
+
+// The element tag of a Matmul operand or result: TypeTag's (float 0, half 1, bfloat16 2, int32 3)
+// and int8_t 4, the cube's integer operand (asc-devkit Matmul使用说明.md: on Atlas A2/A3 and the
+// Atlas inference series A and B may be int8_t with C int32_t; the products are summed exactly).
+template <typename T> constexpr int OperandTag() {
+    if constexpr (std::is_same_v<T, int8_t>) return 4;
+    else return TypeTag<T>();
+}
 
 // An operand as stored in GM: `rows` rows of `cols` elements of T, `ld` elements apart.
 struct GmRows {
@@ -338,7 +346,7 @@ private:
         const int per = 32 / static_cast<int>(sizeof(DstT));
         return int64_t((n + per - 1) / per) * per;
     }
-    static constexpr int TypeTagC() { return sim::TypeTag<DstT>(); }
+    static constexpr int TypeTagC() { return sim::OperandTag<DstT>(); }
     int BlockRows() const { return std::min(tiling_.baseM, singleM_ - blockM_ * tiling_.baseM); }
     int BlockCols() const { return std::min(tiling_.baseN, singleN_ - blockN_ * tiling_.baseN); }
     void NeedBlock() const {
@@ -395,7 +403,7 @@ private:
             acl_fa_sim::kernel::GmCheck(core, "Matmul (A)", a, aSpan, a_.SimLo(), a_.SimHi());
         }
         acl_fa_sim::kernel::GmCheck(core, "Matmul (B)", b, bSpan, b_.SimLo(), b_.SimHi());
-        sim::MatmulJob job{a, sim::TypeTag<SrcAT>(), lda, transA_, b, sim::TypeTag<SrcBT>(), ldb, transB_,
+        sim::MatmulJob job{a, sim::OperandTag<SrcAT>(), lda, transA_, b, sim::OperandTag<SrcBT>(), ldb, transB_,
                            c, cTag, ldc, bm, bn, singleK_, accumulate, accumulate && cGmSpan != 0};
         sim::RunMatmul(job);
         const uint64_t cGmBytes = cGmSpan ? uint64_t(bm) * bn * sizeof(DstT) : 0;  // 0: C went to UB

@@ -448,13 +448,13 @@ inline float RoundByMode(float x, RoundMode mode) {
 }  // namespace AscendC
 #include "ascendc_sim/vec_fixed16.h"  // Cast between float and int16_t, Abs
 namespace AscendC {
-// uint8_t -> half (CAST_NONE; exact for 0..255): asc-devkit Cast.md, A2/A3 table.
 namespace sim {
-template <typename T>
-void CastFromU8(const LocalTensor<T> &dst, const LocalTensor<uint8_t> &src, const RoundMode &roundMode,
-                const uint32_t count) {
-    static_assert(std::is_same_v<T, half>, "Cast from uint8_t: the simulator converts to half only");
-    acl_fa_sim::surface::RequireCast<T, uint8_t>(acl_fa_sim::kernel::Enter("Cast"), static_cast<int>(roundMode));
+// uint8_t / int8_t -> half (CAST_NONE; exact): asc-devkit Cast.md, the A2/A3, 310P and 910 tables.
+template <typename T, typename B>
+void CastFromByte(const LocalTensor<T> &dst, const LocalTensor<B> &src, const RoundMode &roundMode,
+                  const uint32_t count) {
+    static_assert(std::is_same_v<T, half>, "Cast from uint8_t / int8_t: the simulator converts to half only");
+    acl_fa_sim::surface::RequireCast<T, B>(acl_fa_sim::kernel::Enter("Cast"), static_cast<int>(roundMode));
     sim::CheckLocalT("Cast", "dst", dst, uint64_t(count) * sizeof(T));
     sim::CheckLocalT("Cast", "src", src, uint64_t(count));
     sim::CountVector(count);
@@ -462,32 +462,34 @@ void CastFromU8(const LocalTensor<T> &dst, const LocalTensor<uint8_t> &src, cons
                      {sim::LocalOf(dst, uint64_t(count) * sizeof(T), true), sim::LocalOf(src, uint64_t(count), false)});
     for (uint32_t i = 0; i < count; ++i) dst.SimData()[i] = T(static_cast<float>(src.SimData()[i]));
 }
-// half -> uint8_t (asc-devkit Cast.md, A2/A3 table: CAST_NONE / RINT / FLOOR / CEIL / ROUND / TRUNC);
-// values are rounded as the mode says and saturated to [0, 255].
-template <typename U>
-void CastToU8(const LocalTensor<uint8_t> &dst, const LocalTensor<U> &src, const RoundMode &roundMode,
-              const uint32_t count) {
-    static_assert(std::is_same_v<U, half>, "Cast to uint8_t: the simulator converts from half only");
-    acl_fa_sim::surface::RequireCast<uint8_t, U>(acl_fa_sim::kernel::Enter("Cast"), static_cast<int>(roundMode));
+// half -> uint8_t / int8_t (asc-devkit Cast.md; A2/A3: CAST_NONE / RINT / FLOOR / CEIL / ROUND / TRUNC,
+// 310P and 910: no CAST_RINT); values are rounded as the mode says and saturated to B's range.
+template <typename B, typename U>
+void CastToByte(const LocalTensor<B> &dst, const LocalTensor<U> &src, const RoundMode &roundMode,
+                const uint32_t count) {
+    static_assert(std::is_same_v<U, half>, "Cast to uint8_t / int8_t: the simulator converts from half only");
+    acl_fa_sim::surface::RequireCast<B, U>(acl_fa_sim::kernel::Enter("Cast"), static_cast<int>(roundMode));
     sim::CheckLocalT("Cast", "dst", dst, uint64_t(count));
     sim::CheckLocalT("Cast", "src", src, uint64_t(count) * sizeof(U));
     sim::CountVector(count);
     sim::TraceVector("Cast", sim::RepeatsOf(uint64_t(count) * sizeof(U)),
                      {sim::LocalOf(dst, uint64_t(count), true), sim::LocalOf(src, uint64_t(count) * sizeof(U), false)});
+    constexpr float lo = std::is_same_v<B, int8_t> ? -128.0f : 0.0f;
+    constexpr float hi = std::is_same_v<B, int8_t> ? 127.0f : 255.0f;
     for (uint32_t i = 0; i < count; ++i) {
         const float x = static_cast<float>(src.SimData()[i]);
         const float r = RoundByMode(x, roundMode);
-        dst.SimData()[i] = static_cast<uint8_t>(r != r ? 0.0f : std::min(255.0f, std::max(0.0f, r)));
+        dst.SimData()[i] = static_cast<B>(r != r ? 0.0f : std::min(hi, std::max(lo, r)));
     }
 }
 }  // namespace sim
 template <typename T, typename U>
 void Cast(const LocalTensor<T> &dst, const LocalTensor<U> &src, const RoundMode &roundMode, const uint32_t count) {
-    if constexpr (std::is_same_v<U, uint8_t>) {
-        sim::CastFromU8(dst, src, roundMode, count);
+    if constexpr (std::is_same_v<U, uint8_t> || std::is_same_v<U, int8_t>) {
+        sim::CastFromByte(dst, src, roundMode, count);
         return;
-    } else if constexpr (std::is_same_v<T, uint8_t>) {
-        sim::CastToU8(dst, src, roundMode, count);
+    } else if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
+        sim::CastToByte(dst, src, roundMode, count);
         return;
     } else if constexpr (std::is_same_v<U, int16_t>) {
         sim::CastFromI16(dst, src, roundMode, count);

@@ -21,7 +21,7 @@ std::string Num(int64_t v) { return std::to_string(v); }
 int64_t Align(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 // Loads op (rows x cols as the matmul sees it) into dst[rows][cols] fp32; stored
-// transposed when `trans` (then element (r, c) is at src[c * ld + r]).
+// transposed when `trans` (then element (r, c) is at src[c * ld + r]). Tags as OperandTag.
 void LoadOperand(const void *src, int tag, int64_t ld, bool trans, int rows, int cols, float *dst) {
     using namespace acl_fa_sim::kernel;
     thread_local std::vector<float> line;
@@ -31,6 +31,12 @@ void LoadOperand(const void *src, int tag, int64_t ld, bool trans, int rows, int
         float *row = trans ? lineData : dst + int64_t(o) * cols;
         if (tag == 0) {
             std::copy_n(static_cast<const float *>(src) + o * ld, inner, row);
+        } else if (tag == 3) {  // int32 (an int8 matmul's C, accumulated)
+            const int32_t *s = static_cast<const int32_t *>(src) + o * ld;
+            for (int i = 0; i < inner; ++i) row[i] = static_cast<float>(s[i]);
+        } else if (tag == 4) {  // int8: exact in fp32
+            const int8_t *s = static_cast<const int8_t *>(src) + o * ld;
+            for (int i = 0; i < inner; ++i) row[i] = static_cast<float>(s[i]);
         } else {
             const uint16_t *s = static_cast<const uint16_t *>(src) + o * ld;
             (tag == 1 ? ConvertF16ToF32 : ConvertBf16ToF32)(s, row, inner);
@@ -115,6 +121,7 @@ void RunMatmul(const MatmulJob &j) {
     // A transposed B is converted as stored, [n, k], and packed from there by the GEMM.
     LoadOperand(j.b, j.bTag, j.ldb, false, j.transB ? j.n : j.k, j.transB ? j.k : j.n, bData);
     const int ldb = j.transB ? j.k : j.n;
+    if (j.gmAtomic && j.cTag == 3) Violation("Matmul int8", "Matmul", "an atomic int32 C is not simulated");
     if (j.gmAtomic) {
         // A * B first, then added to C row by row under the atomic lock (other cores may add too).
         thread_local std::vector<float> prod;
@@ -133,6 +140,20 @@ void RunMatmul(const MatmulJob &j) {
                     row, narrow.data(), j.n);
                 acl_fa_sim::kernel::AddToGm(dst, narrow.data(), uint64_t(j.n) * 2, j.cTag);
             }
+        }
+        return;
+    }
+    if (j.cTag == 3) {
+        // int8 x int8 -> int32: every product and partial sum is an integer below 2^24 while
+        // K * 127 * 128 < 2^24 (K < 1032; the host tilings keep K = head_dim <= 256), so the fp32
+        // GEMM sums them exactly, in any order, as the cube's integer accumulation does.
+        if (j.k >= 1032) Violation("Matmul int8", "Matmul", "K = " + Num(j.k) + " is past the simulator's exact int8 range (K < 1032)");
+        float *const cData = Scratch(c, size_t(j.m) * j.n);
+        if (j.accumulate) LoadOperand(j.c, 3, j.ldc, false, j.m, j.n, cData);
+        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, ldb, cData, j.n, j.accumulate, j.transB);
+        for (int i = 0; i < j.m; ++i) {
+            int32_t *dst = static_cast<int32_t *>(j.c) + int64_t(i) * j.ldc;
+            for (int x = 0; x < j.n; ++x) dst[x] = static_cast<int32_t>(cData[size_t(i) * j.n + x]);
         }
         return;
     }

@@ -1,0 +1,241 @@
+// attention_quant_kernel.h -- AttentionQuant: x (half / bfloat16) -> y int8 and scale fp32, one
+// scale per block of blockSize rows of each (b, head), optionally smoothed (docs/int8.md).
+//   mean[c]  = sum_s x[s, c] / S                    (smooth only; fp32; exact for softmax: it shifts
+//                                                    each query row's scores by q . mean)
+//   x'       = x - mean                             (smooth) or x
+//   scale_b  = max(|x'| over the block) / 127       (fp32; a block of zeros gets FLT_MIN / 127)
+//   y        = round(x' / scale_b)                  (fp32 -> half, then half -> int8 with CAST_RINT:
+//                                                    the A2/A3 vector unit has no direct fp32 -> int8 Cast,
+//                                                    asc-devkit Cast.md; |x'/scale| <= 127)
+// A vector-only kernel (KERNEL_TYPE_AIV_ONLY). A work unit is one block of one head, or one whole
+// head when smoothing (its mean spans the sequence); AIV c takes units [c * per, (c + 1) * per).
+// A block moves through UB chunkRows rows at a time ([chunkRows, D] as T, fp32, |fp32| and int8; op_host
+// sizes chunkRows to the UB): one pass when the block is one chunk, else a pass for its max |x'| and a
+// second that quantizes it.
+#pragma once
+
+#include "kernel_operator.h"
+
+#include "attention_quant_tiling.h"
+#include "attention_row_ops.h"
+#include "flash_attention_tiling.h"
+
+namespace attn_quant {
+
+using attn_rows::Min;
+using attn_rows::WaitForPipe;
+
+constexpr float INT8_MAX_VALUE = 127.0f;
+constexpr float SCALE_FLOOR = 1.17549435082228750797e-38f;  // FLT_MIN: amax of a block of zeros
+constexpr uint32_t FP32_PER_REPEAT = 64;                    // one 256-B repeat of fp32
+constexpr uint32_t FP32_PER_BLOCK = 8;                      // one 32-B block of fp32
+constexpr uint32_t MAX_REPEATS = 255;                       // repeatTime is uint8_t
+
+template <typename T>
+class AttentionQuantKernel {
+public:
+    __aicore__ inline void Init(GM_ADDR x, GM_ADDR y, GM_ADDR scale, const AttentionQuantTilingData *tiling,
+                                AscendC::TPipe *pipe)
+    {
+        td_ = tiling;
+        pipe_ = pipe;
+        const uint32_t d = td_->headDim;
+        const uint64_t elems = static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->seq * d;
+        xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(x), elems);
+        yGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int8_t *>(y), elems);
+        scaleGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(scale),
+                                 static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->numBlocks);
+        const uint32_t tile = td_->chunkRows * d;
+        pipe_->InitBuffer(inQue_, 1, tile * sizeof(T));           // [c, D] T, then half for the int8 Cast
+        pipe_->InitBuffer(valBuf_, tile * sizeof(float));         // [c, D] fp32 x'
+        pipe_->InitBuffer(absBuf_, tile * sizeof(float));         // [c, D] fp32 |x'|
+        pipe_->InitBuffer(outQue_, 1, tile * sizeof(int8_t));     // [c, D] int8 (and ReduceMax's scratch)
+        pipe_->InitBuffer(meanBuf_, d * sizeof(float));           // [D] fp32
+        pipe_->InitBuffer(maxBuf_, 32);                           // ReduceMax result
+        pipe_->InitBuffer(scaleQue_, 1, 32);                      // one scale, DataCopyPad'ed out
+        rowStride_ = td_->layout == FA_LAYOUT_BNSD ? d : td_->numHeads * d;
+    }
+
+    __aicore__ inline void Process()
+    {
+        const uint32_t core = AscendC::GetBlockIdx();
+        if (core >= td_->usedCoreNum) {
+            return;
+        }
+        const uint32_t units = td_->batch * td_->numHeads * td_->unitsPerHead;
+        const uint32_t first = core * td_->unitsPerCore;
+        const uint32_t end = Min(units, first + td_->unitsPerCore);
+        for (uint32_t unit = first; unit < end; ++unit) {
+            const uint32_t head = unit / td_->unitsPerHead;  // b * numHeads + n
+            if (td_->smooth != 0) {
+                ChannelMean(head);
+                for (uint32_t blk = 0; blk < td_->numBlocks; ++blk) {
+                    QuantizeBlock(head, blk);
+                }
+            } else {
+                QuantizeBlock(head, unit % td_->unitsPerHead);
+            }
+        }
+    }
+
+private:
+    // Element offset of row s of head (b * numHeads + n).
+    __aicore__ inline uint64_t RowOffset(uint32_t head, uint32_t s) const
+    {
+        const uint64_t d = td_->headDim;
+        if (td_->layout == FA_LAYOUT_BNSD) {
+            return (static_cast<uint64_t>(head) * td_->seq + s) * d;
+        }
+        const uint32_t b = head / td_->numHeads, n = head % td_->numHeads;
+        return ((static_cast<uint64_t>(b) * td_->seq + s) * td_->numHeads + n) * d;
+    }
+
+    // Rows [s0, s0 + rows) of the head into UB as fp32 [rows, D] (valBuf_).
+    __aicore__ inline void LoadRows(uint32_t head, uint32_t s0, uint32_t rows)
+    {
+        const uint32_t d = td_->headDim;
+        AscendC::LocalTensor<T> in = inQue_.AllocTensor<T>();
+        const uint16_t rowBlocks = static_cast<uint16_t>(d * sizeof(T) / 32);
+        const AscendC::DataCopyParams params{static_cast<uint16_t>(rows), rowBlocks,
+                                             static_cast<uint16_t>((rowStride_ - d) * sizeof(T) / 32), 0};
+        AscendC::DataCopy(in, xGm_[RowOffset(head, s0)], params);
+        inQue_.EnQue(in);
+        in = inQue_.DeQue<T>();
+        AscendC::LocalTensor<float> val = valBuf_.Get<float>();
+        AscendC::Cast(val, in, AscendC::RoundMode::CAST_NONE, rows * d);
+        inQue_.FreeTensor(in);
+    }
+
+    // mean[c] over the head's S rows, by chunks: each chunk's rows summed pairwise (log2 rows Adds).
+    __aicore__ inline void ChannelMean(uint32_t head)
+    {
+        const uint32_t d = td_->headDim;
+        AscendC::LocalTensor<float> mean = meanBuf_.Get<float>();
+        AscendC::LocalTensor<float> val = valBuf_.Get<float>();
+        AscendC::Duplicate(mean, 0.0f, d);
+        for (uint32_t s0 = 0; s0 < td_->seq; s0 += td_->chunkRows) {
+            uint32_t rows = Min(td_->chunkRows, td_->seq - s0);
+            LoadRows(head, s0, rows);
+            while (rows > 1) {
+                const uint32_t half = rows / 2;  // rows [rows - half, rows) onto [0, half): disjoint
+                AscendC::Add(val, val, val[(rows - half) * d], half * d);
+                rows -= half;
+            }
+            AscendC::Add(mean, mean, val, d);
+        }
+        AscendC::Muls(mean, mean, 1.0f / static_cast<float>(td_->seq), d);
+    }
+
+    // x' -= mean, row by row: one instruction per 64 columns, repeated over the rows (src1 stays).
+    __aicore__ inline void SubtractMean(uint32_t rows)
+    {
+        const uint32_t d = td_->headDim;
+        AscendC::LocalTensor<float> val = valBuf_.Get<float>();
+        AscendC::LocalTensor<float> mean = meanBuf_.Get<float>();
+        AscendC::BinaryRepeatParams params;
+        params.dstRepStride = static_cast<uint8_t>(d / FP32_PER_BLOCK);
+        params.src0RepStride = static_cast<uint8_t>(d / FP32_PER_BLOCK);
+        params.src1RepStride = 0;
+        for (uint32_t r0 = 0; r0 < rows; r0 += MAX_REPEATS) {
+            const uint8_t reps = static_cast<uint8_t>(Min(MAX_REPEATS, rows - r0));
+            for (uint32_t c0 = 0; c0 < d; c0 += FP32_PER_REPEAT) {
+                const uint64_t mask = Min(FP32_PER_REPEAT, d - c0);
+                AscendC::Sub(val[r0 * d + c0], val[r0 * d + c0], mean[c0], mask, reps, params);
+            }
+        }
+    }
+
+    // Rows [s0, s0 + rows) into valBuf_ as fp32 x' (the mean subtracted when smoothing).
+    __aicore__ inline void LoadChunk(uint32_t head, uint32_t s0, uint32_t rows)
+    {
+        LoadRows(head, s0, rows);
+        if (td_->smooth != 0) {
+            SubtractMean(rows);
+        }
+    }
+
+    // max |x'| over the chunk in valBuf_ (count elements); `out` lends ReduceMax its scratch.
+    __aicore__ inline float ChunkPeak(uint32_t count)
+    {
+        AscendC::LocalTensor<float> val = valBuf_.Get<float>();
+        AscendC::LocalTensor<float> mag = absBuf_.Get<float>();
+        AscendC::LocalTensor<float> amax = maxBuf_.Get<float>();
+        AscendC::LocalTensor<int8_t> scratch = outQue_.AllocTensor<int8_t>();
+        AscendC::Abs(mag, val, count);
+        AscendC::ReduceMax(amax, mag, scratch.template ReinterpretCast<float>(), count);
+        outQue_.FreeTensor(scratch);
+        WaitForPipe<AscendC::HardEvent::V_S>();
+        return amax.GetValue(0);
+    }
+
+    // y = rint(x' * (127 / peak)) of the chunk in valBuf_, via half (|y| <= 127 is exact in half
+    // before the rounding to int8), to GM rows [s0, s0 + rows).
+    __aicore__ inline void StoreChunk(uint32_t head, uint32_t s0, uint32_t rows, float peak)
+    {
+        const uint32_t d = td_->headDim;
+        const uint32_t count = rows * d;
+        AscendC::LocalTensor<float> val = valBuf_.Get<float>();
+        AscendC::Muls(val, val, INT8_MAX_VALUE / peak, count);
+        AscendC::LocalTensor<half> narrow = inQue_.AllocTensor<half>();
+        AscendC::LocalTensor<int8_t> out = outQue_.AllocTensor<int8_t>();
+        AscendC::Cast(narrow, val, AscendC::RoundMode::CAST_NONE, count);
+        AscendC::Cast(out, narrow, AscendC::RoundMode::CAST_RINT, count);
+        inQue_.FreeTensor(narrow);
+        outQue_.EnQue(out);
+        out = outQue_.DeQue<int8_t>();
+        // BNSD: the chunk's rows are contiguous in GM, one block of rows * D bytes. Otherwise one block
+        // per row (D bytes; DataCopyPad starts each block at a 32-B boundary of UB, so op_host asks
+        // D % 32 == 0 there).
+        const bool contiguous = td_->layout == FA_LAYOUT_BNSD;
+        const AscendC::DataCopyExtParams rowsOut{static_cast<uint16_t>(contiguous ? 1 : rows), contiguous ? count : d,
+                                                 0, static_cast<uint32_t>(contiguous ? 0 : rowStride_ - d), 0};
+        AscendC::DataCopyPad(yGm_[RowOffset(head, s0)], out, rowsOut);
+        outQue_.FreeTensor(out);
+    }
+
+    __aicore__ inline void QuantizeBlock(uint32_t head, uint32_t blk)
+    {
+        const uint32_t d = td_->headDim;
+        const uint32_t b0 = blk * td_->blockSize;
+        const uint32_t bEnd = Min(b0 + td_->blockSize, td_->seq);
+        const uint32_t c = td_->chunkRows;
+        float peak = 0.0f;
+        for (uint32_t s0 = b0; s0 < bEnd; s0 += c) {
+            const uint32_t rows = Min(c, bEnd - s0);
+            LoadChunk(head, s0, rows);
+            const float chunkPeak = ChunkPeak(rows * d);
+            peak = chunkPeak > peak ? chunkPeak : peak;
+        }
+        peak = peak > SCALE_FLOOR ? peak : SCALE_FLOOR;
+        if (bEnd - b0 <= c) {
+            StoreChunk(head, b0, bEnd - b0, peak);  // the block is still in UB
+        } else {
+            for (uint32_t s0 = b0; s0 < bEnd; s0 += c) {
+                const uint32_t rows = Min(c, bEnd - s0);
+                LoadChunk(head, s0, rows);
+                StoreChunk(head, s0, rows, peak);
+            }
+        }
+        AscendC::LocalTensor<float> one = scaleQue_.AllocTensor<float>();
+        one.SetValue(0, peak / INT8_MAX_VALUE);
+        WaitForPipe<AscendC::HardEvent::S_MTE3>();  // the scalar unit's write lands before MTE3 reads it
+        scaleQue_.EnQue(one);
+        one = scaleQue_.DeQue<float>();
+        const AscendC::DataCopyExtParams scaleOut{1, static_cast<uint32_t>(sizeof(float)), 0, 0, 0};
+        AscendC::DataCopyPad(scaleGm_[static_cast<uint64_t>(head) * td_->numBlocks + blk], one, scaleOut);
+        scaleQue_.FreeTensor(one);
+    }
+
+    const AttentionQuantTilingData *td_ = nullptr;
+    AscendC::TPipe *pipe_ = nullptr;
+    AscendC::GlobalTensor<T> xGm_;
+    AscendC::GlobalTensor<int8_t> yGm_;
+    AscendC::GlobalTensor<float> scaleGm_;
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> inQue_;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> scaleQue_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> valBuf_, absBuf_, meanBuf_, maxBuf_;
+    uint32_t rowStride_ = 0;  // elements between consecutive rows of a head in GM
+};
+
+}  // namespace attn_quant
