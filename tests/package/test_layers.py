@@ -22,6 +22,7 @@ PUBLIC_FACES = {
     "ops/forward.py:flash_attention", "ops/routed.py:flash_attention", "ops/decode.py:flash_attention_with_kvcache",
     "ops/varlen.py:flash_attention_varlen", "ops/varlen.py:flash_attention_varlen_backward",
     "ops/backward.py:flash_attention_backward", "parallel/ring.py:ring_attention_backward",
+    "ops/quant.py:flash_attention_int8",
     "reference/attention.py:attention_reference", "reference/attention.py:attention_reference_backward",
     "reference/attention.py:attention_reference_varlen", "reference/attention.py:attention_reference_varlen_backward",
 }
