@@ -19,6 +19,9 @@ from .api import (
     flash_attention_varlen_backward, flash_attention_with_kvcache, flash_attn_func, merge_attention_partials,
     scaled_dot_product_attention)
 from .runtime.loader import get_backend
+from .flash_attn_interface import (
+    flash_attn_kvpacked_func, flash_attn_qkvpacked_func, flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
+    flash_attn_varlen_qkvpacked_func)
 from .reference.attention import attention_reference, attention_reference_backward
 from .runtime.session import DeviceBuffer, DeviceSession, Event, HostBuffer, Stream
 from .runtime.tensor import Tensor
@@ -59,6 +62,11 @@ __all__ = [
     "flash_attention_varlen_backward",
     "flash_attention_with_kvcache",
     "flash_attn_func",
+    "flash_attn_kvpacked_func",
+    "flash_attn_qkvpacked_func",
+    "flash_attn_varlen_func",
+    "flash_attn_varlen_kvpacked_func",
+    "flash_attn_varlen_qkvpacked_func",
     "get_backend",
     "merge_attention_partials",
     "scaled_dot_product_attention",

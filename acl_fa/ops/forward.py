@@ -20,7 +20,7 @@ from ..runtime.session import DeviceSession
 from ..spec.options import build_options, check_precision_dtype
 from .forward_v2 import run_forward_v2
 from .opcall import Op, OpRunner, default_session
-from .problem import check_float32_range, check_plan, outputs_of
+from .problem import check_float32_range, check_plan, head_dim_rows, outputs_of
 from ..spec.problem import Problem, make_problem
 
 __all__ = ["FLASH_ATTENTION", "runner_for", "flash_attention"]
@@ -48,6 +48,9 @@ class FlashAttentionOp(Op):
 
     def check(self, problem: Problem, soc: str) -> int:
         return check_plan(problem, soc).workspace_bytes
+
+    def padded_rows(self, problem: Problem) -> dict:
+        return head_dim_rows(problem, ("q", "k", "v", "out"))
 
 
 FLASH_ATTENTION = FlashAttentionOp()
@@ -99,7 +102,7 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
     the keep mask if return_dropout_mask) whose .seed / .offset / .next_offset are the dropout's.
     """
     problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
-                                    num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+                                    num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n, pad_head_dim=True)
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
     options, mask = build_options(scores=problem.score_grid, causal=causal, window=window, attn_mask=attn_mask,
