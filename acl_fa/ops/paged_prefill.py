@@ -5,8 +5,8 @@ first L_s = cu_seqlens_k[s+1] - cu_seqlens_k[s] rows read through block_table[s]
 sequence is row r % block_size of block block_table[s, r // block_size]), as flash-attn 2.5+
 reads them. The general forward reads contiguous TND keys, so ``gather_paged_kv`` gathers the
 used rows into contiguous [sum L_s, Nkv, D] arrays (one gather per cache, only the blocks the
-sequences use) that flash_attention_varlen then uploads; docs/attention_options.md
-"Paged KV for varlen" states the extra traffic. Every block index the sequences use is checked
+sequences use) that flash_attention_varlen then uploads; docs/compat.md "Paged KV for varlen"
+states the extra traffic. Every block index the sequences use is checked
 before any device work.
 """
 

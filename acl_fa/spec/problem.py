@@ -59,7 +59,7 @@ class Problem:
     kv_shape: tuple
     # The caller's head dim when it is not a multiple of HEAD_DIM_MULTIPLE: head_dim is then the
     # next multiple (the kernel's D), q_shape / kv_shape the device's zero-padded shapes, and the
-    # scale 1/sqrt(given) by default (docs/attention_options.md "Any head dim"). 0 = not padded.
+    # scale 1/sqrt(given) by default (docs/compat.md "Any head dim"). 0 = not padded.
     given_head_dim: int = 0
 
     @property
