@@ -35,13 +35,13 @@ import numbers
 
 import numpy as np
 
-from .ops.paged_prefill import gather_paged_kv
-from .ops.problem import AttentionOutputs
-from .ops.routed import flash_attention
-from .ops.varlen import flash_attention_varlen
-from .runtime.device_array import DeviceArray
-from .runtime.errors import InvalidArgumentError, InvalidTypeError
-from .spec.problem import as_array
+from .paged_prefill import gather_paged_kv
+from .problem import AttentionOutputs
+from .routed import flash_attention
+from .varlen import flash_attention_varlen
+from ..runtime.device_array import DeviceArray
+from ..runtime.errors import InvalidArgumentError, InvalidTypeError
+from ..spec.problem import as_array
 
 __all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",
            "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func"]
