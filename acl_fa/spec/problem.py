@@ -205,7 +205,7 @@ def make_problem(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=
 
 def problem_from_sizes(*, seq_q, seq_kv=None, batch=1, num_heads=32, num_kv_heads=None, head_dim=128,
                        dtype="float16", layout="BNSD", causal=False, scale=None, block_m=None,
-                       block_n=None, pad_head_dim=False) -> "Problem":
+                       block_n=None) -> "Problem":
     """The validated Problem of these sizes (as make_problem would give for arrays of them)."""
     np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype in ("bfloat16", "bf16") else np.dtype(dtype)
     seq_kv = seq_q if seq_kv is None else seq_kv
@@ -215,7 +215,7 @@ def problem_from_sizes(*, seq_q, seq_kv=None, batch=1, num_heads=32, num_kv_head
     kv_shape = shape_of(layout, batch, num_kv_heads, seq_kv, head_dim)
     metas = (q_shape, np_dtype, kv_shape, np_dtype, kv_shape, np_dtype)
     options = (causal, scale, layout, num_heads, num_kv_heads, block_m or None, block_n or None)
-    return _validated_problem(metas, _typed(options), pad_head_dim)
+    return _validated_problem(metas, _typed(options))
 
 
 def padded_head_dim(d: int) -> int:

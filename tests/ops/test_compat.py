@@ -45,12 +45,13 @@ def test_flash_attn_func_is_bshd_bottom_right(b, sq, skv, n, nkv, d, causal):
     ref, ref_lse = attention_reference(q, k, v, causal=causal, layout="BSND")
     assert out.shape == q.shape and out.dtype == q.dtype
     np.testing.assert_allclose(out.astype(np.float64), ref, atol=TOL)
-    out2, lse, probs = acl_fa.flash_attn_func(q, k, v, softmax_scale=0.3, causal=causal, return_attn_probs=True,
-                                              deterministic=True)
+    res2 = acl_fa.flash_attn_func(q, k, v, softmax_scale=0.3, causal=causal, return_attn_probs=True,
+                                  deterministic=True)
+    out2, lse, probs = res2
     ref2, ref_lse2 = attention_reference(q, k, v, causal=causal, scale=0.3, layout="BSND")
     np.testing.assert_allclose(out2.astype(np.float64), ref2, atol=TOL)
     assert lse.shape == (b, n, sq) and lse.dtype == np.float32 and probs is None
-    assert out2.seed == 0  # no dropout: the tuple still carries the (unused) random state
+    assert res2.seed == 0  # no dropout: the tuple still carries the (unused) random state
     seen = np.isfinite(ref_lse2)
     np.testing.assert_allclose(lse[seen], ref_lse2[seen], atol=1e-4)
 
@@ -342,7 +343,7 @@ def test_varlen_bad_block_tables_are_refused(change, error, words):
 @pytest.mark.parametrize("call, error, words", [
     (lambda x: acl_fa.flash_attn_qkvpacked_func(x[:, :, :2]), InvalidArgumentError, "qkv must be"),
     (lambda x: acl_fa.flash_attn_kvpacked_func(x[:, :, 0], x), InvalidArgumentError, "kv must be"),
-    (lambda x: acl_fa.flash_attn_varlen_qkvpacked_func(x[0], np.array([0, 16], np.int32), 16),
+    (lambda x: acl_fa.flash_attn_varlen_qkvpacked_func(x[0, :, :2], np.array([0, 16], np.int32), 16),
      InvalidArgumentError, "qkv must be"),
     (lambda x: acl_fa.flash_attn_varlen_func(x[0, :, 0], x[0, :, 1], x[0, :, 2], np.array([0, 16], np.int32),
                                              np.array([0, 16], np.int32), 8, 16), InvalidArgumentError,

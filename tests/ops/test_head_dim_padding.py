@@ -17,7 +17,8 @@ from acl_fa.runtime.errors import AclError
 from acl_fa.runtime.ffi import ffi
 from acl_fa.runtime.session import ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE
 from acl_fa.spec.layouts import shape_of, to_bnsd
-from acl_fa.spec.problem import problem_from_sizes
+from acl_fa.plan import forward as planmod
+from acl_fa.spec.problem import make_problem, sized_problem
 
 F16, BF16, F32 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)
 NAMES = {F16: "float16", BF16: "bfloat16", F32: "float32"}
@@ -52,13 +53,15 @@ def test_forward_and_backward_of_any_head_dim_match_the_reference(d, dtype, layo
     heads = dict(num_heads=n, num_kv_heads=nkv)
     out, lse = acl_fa.flash_attention(q, k, v, layout=layout, return_lse=True, **heads, **opts)[:2]
     assert out.shape == q.shape and out.dtype == q.dtype
-    ref_kw = dict(scale=1 / np.sqrt(d), layout=layout, heads=list(range(n)), causal=False, **heads, **opts)
+    ref_kw = {"causal": False, **dict(scale=1 / np.sqrt(d), layout=layout, heads=list(range(n)), **heads, **opts)}
     ref, ref_lse = acl_fa.attention_reference(q, k, v, **ref_kw)
     naive = naive_same_precision(q, k, v, dtype, **ref_kw)
     acc = check_accuracy(to_bnsd(out, layout, n).astype(np.float64), lse, to_bnsd(ref, layout, n), ref_lse, naive,
                          NAMES[dtype], list(range(n)))
     assert acc.ok, acc
     assert acc.lse_max_error < 1e-3
+    if dtype == F32:
+        return  # the backward takes float16 / bfloat16 only (FlashAttentionGrad's dtype combinations)
     grads = acl_fa.flash_attention_backward(dout, q, k, v, out, lse, layout=layout, **heads, **opts)
     assert [g.shape for g in grads] == [q.shape, k.shape, v.shape]
     ref_kw.pop("heads")
@@ -110,15 +113,25 @@ def test_padding_copies_only_the_callers_bytes_and_never_routes_to_decode():
         session.close()
 
 
+def _problem(d, **kw):
+    q = np.zeros((1, 64, 4 * d), F16)
+    return make_problem(q, q, q, layout="BSH", num_heads=4, **kw)[0]
+
+
 def test_the_problem_keeps_the_callers_head_dim_and_scale():
-    p = problem_from_sizes(seq_q=64, num_heads=4, head_dim=59, layout="BSH", pad_head_dim=True)
+    p = _problem(59, pad_head_dim=True)
     assert (p.head_dim, p.user_head_dim, p.padded) == (64, 59, True)
     assert p.q_shape == (1, 64, 4 * 64) and p.scale == pytest.approx(59 ** -0.5)
     assert p.flops() == 4 * 4 * 59 * 64 * 64  # useful work: the caller's D
     with pytest.raises(acl_fa.InvalidArgumentError, match="multiple of 16"):
-        problem_from_sizes(seq_q=64, head_dim=59)  # ops that do not pad keep the rule
+        _problem(59)  # ops that do not pad keep the rule
     with pytest.raises(acl_fa.InvalidArgumentError, match="<= 256"):
-        problem_from_sizes(seq_q=64, head_dim=257, pad_head_dim=True)
+        _problem(257, pad_head_dim=True)
+    plan = planmod.plan(sized_problem(seq_q=256, num_heads=2, head_dim=59, causal=True), "Ascend910B2")
+    assert (plan.head_dim, plan.given_head_dim) == (64, 59)
+    assert plan.padding_macs_fraction == pytest.approx(64 / 59 - 1)
+    assert plan.padding_bytes == 2 * 2 * 2 * 256 * (64 - 59) * 2  # q, out, k, v of 2 heads, fp16
+    assert "head dim 59 padded to D=64" in planmod.format_plan(plan)
 
 
 def test_a_padded_head_dim_refuses_device_arrays_before_device_work():
@@ -144,7 +157,7 @@ def test_simulated_memcpy2d_follows_the_runtime_rules():
         back = buf.to_numpy((4, 16), np.uint8)
         assert np.array_equal(back[:, :3], host) and not back[:, 3:].any()
         for args, words in [((16, 3, 17, 4, ACL_MEMCPY_HOST_TO_DEVICE), "width"),
-                            ((17, 3, 3, 4, ACL_MEMCPY_HOST_TO_DEVICE), "past the end"),
+                            ((1 << 20, 3, 3, 4, ACL_MEMCPY_HOST_TO_DEVICE), "past the end"),
                             ((16, 3, 3, 4, ACL_MEMCPY_DEVICE_TO_DEVICE), "not supported")]:
             with pytest.raises(AclError, match=words):
                 session.call("aclrtMemcpy2d", buf.ptr, args[0], ffi.from_buffer(host), *args[1:])
