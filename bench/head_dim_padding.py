@@ -5,7 +5,7 @@ D and Dp = ceil(D / 16) * 16 on the same sequence lengths (issue #30's goal: a p
 costs <= the next multiple of 16's modeled time). The padded call copies only the caller's
 bytes (aclrtMemcpy2d into zeroed padded rows, docs/compat.md "Any head dim").
 
-Usage: python bench/head_dim_padding.py [--seq 1024] [--heads 8] [--dims 40,59,80,111,200]
+Usage: python bench/head_dim_padding.py [--seq 2048] [--heads 8] [--dims 1,8,40,59,111,200]
 """
 import argparse
 
@@ -34,9 +34,9 @@ def one_call(session, d: int, seq: int, heads: int, causal: bool) -> tuple:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seq", type=int, default=1024)
+    parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--dims", default="40,59,80,111,200")
+    parser.add_argument("--dims", default="1,8,40,59,111,200")
     parser.add_argument("--no-causal", action="store_true")
     args = parser.parse_args()
     dims = [int(x) for x in args.dims.split(",")]

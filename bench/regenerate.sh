@@ -102,7 +102,7 @@ section() {
             run decode-route-plan acl-fa plan --seq 1 --seq-kv 32768 --kv-heads 8
             run decode-routing "$PYTHON" bench/decode_routing.py ;;
         headdim)
-            run head-dim-padding "$PYTHON" bench/head_dim_padding.py --seq 1024 --heads 8 --dims 40,59,80,111,200
+            run head-dim-padding "$PYTHON" bench/head_dim_padding.py --seq 2048 --heads 8 --dims 1,8,40,59,111,200
             run head-dim-plan acl-fa plan --seq 4096 --causal --head-dim 59 ;;
         all) for s in readme current plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask headdim; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;

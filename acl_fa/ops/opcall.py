@@ -70,8 +70,8 @@ __all__ = ["Op", "PreparedCall", "OpRunner", "runner_for", "default_session", "d
 CACHED_SHAPES = 4
 CACHED_FRACTION = 0.5
 
-# aclrtMemcpy2d's largest height (rows per call): 5 * 1024 * 1024 (hicann/runtime
-# docs/api_docs/aclrtMemcpy2dAsync.md; the synchronous call is assumed to share it).
+# aclrtMemcpy2d's largest height (rows per call): 5 * 1024 * 1024 (hicann/runtime API reference,
+# aclrtMemcpy2dAsync; the synchronous call is assumed to share it: docs/compat.md "Any head dim").
 MEMCPY2D_MAX_ROWS = 5 * 1024 * 1024
 
 
@@ -236,7 +236,7 @@ class PreparedCall:
     def _copy_rows(self, call, role: str, host: np.ndarray, kind: int) -> None:
         """Copies the C-contiguous caller's array `host` of a padded role to (H2D) or from (D2H)
         its buffer, row by row: aclrtMemcpy2d with the caller's row pitch on the host side and the
-        padded one on the device (hicann/runtime docs/api_docs/aclrtMemcpy2d.md), in chunks of at
+        padded one on the device (docs/compat.md "Any head dim"), in chunks of at
         most MEMCPY2D_MAX_ROWS rows (the runtime's height limit)."""
         buffer = self.buffers[role]
         given, padded = self.rows[role]

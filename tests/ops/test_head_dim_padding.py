@@ -146,7 +146,7 @@ def test_a_padded_head_dim_refuses_device_arrays_before_device_work():
 
 
 def test_simulated_memcpy2d_follows_the_runtime_rules():
-    """aclrtMemcpy2d (hicann/runtime docs/api_docs/aclrtMemcpy2d.md): H2D / D2H only, width <= both
+    """aclrtMemcpy2d (docs/compat.md "Any head dim"): H2D / D2H only, width <= both
     pitches, the device extent inside one allocation; rows land at their pitch."""
     session = acl_fa.Session()
     try:

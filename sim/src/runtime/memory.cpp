@@ -371,8 +371,8 @@ aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, a
 
 // A matrix copy: `height` rows of `width` bytes, row r from src + r * spitch to dst + r * dpitch.
 // The real runtime takes only ACL_MEMCPY_HOST_TO_DEVICE and ACL_MEMCPY_DEVICE_TO_HOST here and
-// answers ACL_ERROR_RT_FEATURE_NOT_SUPPORT for other kinds (hicann/runtime
-// docs/api_docs/aclrtMemcpy2d.md, aclrtMemcpy2dAsync.md, which also caps height at 5 * 1024 * 1024);
+// answers ACL_ERROR_RT_FEATURE_NOT_SUPPORT for other kinds (hicann/runtime API reference pages
+// aclrtMemcpy2d and aclrtMemcpy2dAsync, which also caps height at 5 * 1024 * 1024; docs/compat.md);
 // a width wider than either pitch would overlap rows. The device side's whole extent
 // ((height - 1) * pitch + width bytes) must lie in one live block, as for aclrtMemcpy.
 aclError aclrtMemcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
