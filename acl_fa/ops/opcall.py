@@ -370,6 +370,8 @@ class OpRunner:
         device work."""
         self._settle()
         bound = bound or {}
+        if bound:
+            self._refuse_padded_bound(problem, bound)
         arrays = sorted(bound.items()) + ([("(workspace)", workspace)] if workspace is not None else [])
         # Checked again in flight: a DeviceArray.close() that began since the caller's check
         # either sees this call and waits for it, or is seen here.
@@ -404,6 +406,16 @@ class OpRunner:
             self._cache[key] = prepared
             self._held_bytes += prepared.device_bytes()
         return prepared
+
+    def _refuse_padded_bound(self, problem, bound: dict) -> None:
+        """A DeviceArray is used in place, so it cannot be padded by the copies: refused (before
+        any device work) for a role whose rows the op pads (Op.padded_rows)."""
+        rows = self.op.padded_rows(problem)
+        for role in sorted(set(rows) & set(bound)):
+            raise InvalidArgumentError(
+                f"{self.op.name}: {role} is a DeviceArray but its head dim {rows[role][0]} is not a multiple of 16; "
+                f"the op pads such rows while copying host arrays (pass a numpy array, or pad the head dim to "
+                f"{rows[role][1]} with zeros on the device)")
 
     def _make_room(self, needed: dict):
         """Evicts for the cache limits and for the device's free memory; InsufficientMemoryError
@@ -463,12 +475,6 @@ class OpRunner:
     def _build(self, problem, bound: dict, borrowed: Optional[DeviceArray] = None) -> PreparedCall:
         session, op = self.session, self.op
         rows = op.padded_rows(problem)
-        for role in rows:
-            if role in bound:
-                raise InvalidArgumentError(
-                    f"{op.name}: {role} is a DeviceArray but its head dim {rows[role][0]} is not a multiple of 16; the "
-                    f"op pads such rows while copying host arrays (pass a numpy array, or pad the head dim to "
-                    f"{rows[role][1]} with zeros on the device)")
         buffers: dict = {}
         tensors: dict = {}
         executor = None

@@ -15,7 +15,7 @@ from acl_fa.reference.accuracy import check_accuracy, check_gradients, naive_sam
 from acl_fa.reference.attention import attention_reference_varlen, attention_reference_varlen_backward
 from acl_fa.runtime.errors import AclError
 from acl_fa.runtime.ffi import ffi
-from acl_fa.runtime.session import ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE
+from acl_fa.runtime.session import ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE, live_counts
 from acl_fa.spec.layouts import shape_of, to_bnsd
 from acl_fa.plan import forward as planmod
 from acl_fa.spec.problem import make_problem, sized_problem
@@ -139,8 +139,10 @@ def test_a_padded_head_dim_refuses_device_arrays_before_device_work():
     try:
         q, k, v, _ = _inputs("BNSD", 1, 2, 2, 32, 32, 40, F16)
         dq = session.to_device(q)
+        before = live_counts(session.backend)
         with pytest.raises(acl_fa.InvalidArgumentError, match="head dim 40"):
             session.flash_attention(dq, k, v)
+        assert live_counts(session.backend) == before
     finally:
         session.close()
 
