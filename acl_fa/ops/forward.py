@@ -69,6 +69,8 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
 
     q [B, N, Sq, D] (BNSD), [B, Sq, N, D] (BSND) or [B, Sq, N*D] (BSH); k, v likewise with Nkv
     heads and Skv rows; float16, bfloat16 (ml_dtypes) or float32. scale defaults to 1/sqrt(D).
+    Any D 1..256: one not a multiple of 16 runs padded to the next multiple on the device (zeroed
+    rows filled by aclrtMemcpy2d, no host copy; docs/compat.md "Any head dim").
     Any numpy layout is accepted (copied C-contiguous once); q, k, v may also be DeviceArrays of
     the session (used in place, no host copy). Semantics of the options in
     docs/attention_options.md:

@@ -41,6 +41,7 @@ CASES = [
     ("d96-dropout", 96, F16, "BNSD", (1, 2, 2, 40, 40), dict(dropout_p=0.2, seed=7)),
     ("d111", 111, BF16, "BNSD", (1, 2, 1, 50, 33), dict(causal=True)),
     ("d200", 200, F16, "BSND", (1, 2, 2, 40, 40), {}),
+    ("d256", 256, BF16, "BSND", (1, 2, 1, 40, 48), dict(causal=True)),
     ("d256-f32", 256, F32, "BNSD", (1, 1, 1, 32, 40), {}),
     ("d59-f32", 59, F32, "BSND", (1, 2, 2, 30, 30), dict(causal=True)),
 ]
