@@ -70,6 +70,8 @@ def test_flash_attn_func_window_size_is_the_sliding_window(window_size, causal):
     ({"dropout_p": 1.0}, InvalidArgumentError, "dropout_p"),
     ({"deterministic": "yes"}, InvalidTypeError, "deterministic"),
     ({"softcap": "1"}, InvalidTypeError, "softcap"),
+    ({"softcap": -1.0}, InvalidArgumentError, "softcap"),
+    ({"softcap": float("nan")}, InvalidArgumentError, "softcap"),
     ({"softmax_scale": -1.0}, InvalidArgumentError, "scale"),
     ({"window_size": -1}, InvalidTypeError, "window_size"),
     ({"window_size": (1.5, 0)}, InvalidTypeError, "window_size"),
