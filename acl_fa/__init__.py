@@ -20,12 +20,18 @@ from .api import (
     scaled_dot_product_attention)
 from .api import flash_attention_int8
 from .runtime.loader import get_backend
+from .ops import flash_attn_interface
+from .ops.flash_attn_interface import (
+    flash_attn_kvpacked_func, flash_attn_qkvpacked_func, flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
+    flash_attn_varlen_qkvpacked_func)
 from .reference.attention import attention_reference, attention_reference_backward
 from .runtime.session import DeviceBuffer, DeviceSession, Event, HostBuffer, Stream
 from .runtime.tensor import Tensor
 
 # acl_fa.sim_stats stays importable by its public name (`from acl_fa.sim_stats import last_launch`).
 _sys.modules[__name__ + ".sim_stats"] = sim_stats
+# flash-attn's module path: `from acl_fa.flash_attn_interface import flash_attn_func` (ops layer).
+_sys.modules[__name__ + ".flash_attn_interface"] = flash_attn_interface
 
 try:
     __version__ = _metadata.version("acl-fa")  # the installed distribution's (pyproject.toml)
@@ -61,6 +67,12 @@ __all__ = [
     "flash_attention_varlen_backward",
     "flash_attention_with_kvcache",
     "flash_attn_func",
+    "flash_attn_interface",
+    "flash_attn_kvpacked_func",
+    "flash_attn_qkvpacked_func",
+    "flash_attn_varlen_func",
+    "flash_attn_varlen_kvpacked_func",
+    "flash_attn_varlen_qkvpacked_func",
     "get_backend",
     "merge_attention_partials",
     "scaled_dot_product_attention",

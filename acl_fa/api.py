@@ -15,7 +15,8 @@ from typing import Optional
 from .ops import backward, decode, lse_merge, opcall, quant, routed, varlen
 from .ops.routed import flash_attention, last_route
 from .ops.backward import flash_attention_backward
-from .ops.compat import flash_attn_func, scaled_dot_product_attention
+from .ops.compat import scaled_dot_product_attention
+from .ops.flash_attn_interface import flash_attn_func
 from .ops.decode import flash_attention_with_kvcache
 from .ops.lse_merge import merge_partials as merge_attention_partials
 from .ops.quant import flash_attention_int8

@@ -7,7 +7,7 @@
 #   bench/regenerate.sh bench soc    # chosen sections
 #
 # Sections: readme current plan bench soc l2 efficiency rss overhead torch matmul backward model sweep ring decode
-#   dropout window mask
+#   dropout window mask headdim
 #   backward  the FlashAttentionGrad rows (torch for its comparison; about 30 minutes on 2 cores)
 #   torch   needs torch (pip install torch --index-url https://download.pytorch.org/whl/cpu)
 #   matmul, dropout, model (its GEMM and validation rows)  need a development build with the test kernels:
@@ -101,7 +101,10 @@ section() {
             run decode-routed-sq16 acl-fa run --seq 16 --seq-kv 32768 --kv-heads 8 --causal
             run decode-route-plan acl-fa plan --seq 1 --seq-kv 32768 --kv-heads 8
             run decode-routing "$PYTHON" bench/decode_routing.py ;;
-        all) for s in readme current plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask; do section "$s"; done ;;
+        headdim)
+            run head-dim-padding "$PYTHON" bench/head_dim_padding.py --seq 2048 --heads 8 --dims 1,8,40,59,111,200
+            run head-dim-plan acl-fa plan --seq 4096 --causal --head-dim 59 ;;
+        all) for s in readme current plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask headdim; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
 }

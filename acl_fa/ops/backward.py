@@ -17,7 +17,7 @@ import numpy as np
 from . import opcall
 from ..runtime.ffi import ffi
 from .backward_v2 import run_backward_v2
-from .problem import check_float32_range, check_like_forward
+from .problem import check_float32_range, check_like_forward, head_dim_rows
 from ..spec.problem import Problem, as_array, make_problem
 from ..spec.options import build_options, dropout_keep_prob, refuse_softcap
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
@@ -102,6 +102,9 @@ class FlashAttentionGradOp(Op):
         # check counts it before any device work.
         return check_backward_plan(problem, soc).workspace_bytes
 
+    def padded_rows(self, problem: BackwardProblem) -> dict:
+        return head_dim_rows(problem.forward, ("dout", "q", "k", "v", "out", "dq", "dk", "dv"))
+
 
 FLASH_ATTENTION_GRAD = FlashAttentionGradOp()
 
@@ -129,7 +132,7 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
     backward not yet.
     """
     forward, *_ = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
-                               num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+                               num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n, pad_head_dim=True)
     options, mask = backward_options(forward, causal=causal, window=window, attn_mask=attn_mask, dropout_p=dropout_p,
                                      seed=seed, offset=offset, softcap=softcap)
     if not options.is_default:
@@ -137,7 +140,8 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
         session = default_session(backend, device) if session is None else session
         return run_backward_v2(session, forward, options, dout, q, k, v, out, lse, mask, deterministic)
     forward, q, k, v = make_problem(q, k, v, causal=causal or options.is_causal, scale=scale, layout=layout,
-                                    num_heads=num_heads, num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+                                    num_heads=num_heads, num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n,
+                                    pad_head_dim=True)
     problem, *arrays = make_backward_problem(forward, dout, q, k, v, out, lse, deterministic)
     check_float32_range(problem.forward, *arrays[1:4])  # the scores it recomputes, as the forward's
     session = default_session(backend, device) if session is None else session

@@ -22,8 +22,8 @@ import numpy as np
 
 from . import opcall
 from ..runtime.ffi import ffi
-from .problem import check_like_forward
-from ..spec.problem import Problem, as_array
+from .problem import check_like_forward, head_dim_rows
+from ..spec.problem import Problem, as_array, device_shape
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op
 from ..plan.backward import backward_plan
@@ -90,7 +90,8 @@ def make_backward_v2_problem(problem: Problem, options, dout, q, k, v, out, lse,
         expected = "[B, N, Sq]"
     if lse.shape != tuple(lse_shape):
         raise InvalidArgumentError(f"lse has shape {lse.shape}; it must be {expected} = {list(lse_shape)}")
-    grad = BackwardV2Problem(problem, options, bool(deterministic), tuple(q.shape), tuple(k.shape), tuple(lse_shape))
+    grad = BackwardV2Problem(problem, options, bool(deterministic), device_shape(q.shape, problem),
+                             device_shape(k.shape, problem), tuple(lse_shape))
     return (grad, dout, q, k, v, out, lse, mask_u8)
 
 
@@ -124,6 +125,9 @@ class FlashAttentionGradV2Op(Op):
             count = len(problem.options.cu_seqlens_q)
             roles["seq_qlen"] = roles["seq_kvlen"] = ((count,), np.dtype(np.int64))
         return roles
+
+    def padded_rows(self, problem: BackwardV2Problem) -> dict:
+        return head_dim_rows(problem.forward, ("dout", "q", "k", "v", "out", "dq", "dk", "dv"))
 
     def check(self, problem: BackwardV2Problem, soc: str) -> int:
         """The workspace phase one will ask for, from the operator's backward policy with the

@@ -20,7 +20,7 @@ from ..runtime.session import DeviceSession
 from ..spec.options import build_options, check_precision_dtype
 from .forward_v2 import run_forward_v2
 from .opcall import Op, OpRunner, default_session
-from .problem import check_float32_range, check_plan, outputs_of
+from .problem import check_float32_range, check_plan, head_dim_rows, outputs_of
 from ..spec.problem import Problem, make_problem
 
 __all__ = ["FLASH_ATTENTION", "runner_for", "flash_attention"]
@@ -49,6 +49,9 @@ class FlashAttentionOp(Op):
     def check(self, problem: Problem, soc: str) -> int:
         return check_plan(problem, soc).workspace_bytes
 
+    def padded_rows(self, problem: Problem) -> dict:
+        return head_dim_rows(problem, ("q", "k", "v", "out"))
+
 
 FLASH_ATTENTION = FlashAttentionOp()
 
@@ -66,6 +69,8 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
 
     q [B, N, Sq, D] (BNSD), [B, Sq, N, D] (BSND) or [B, Sq, N*D] (BSH); k, v likewise with Nkv
     heads and Skv rows; float16, bfloat16 (ml_dtypes) or float32. scale defaults to 1/sqrt(D).
+    Any D 1..256: one not a multiple of 16 runs padded to the next multiple on the device (zeroed
+    rows filled by aclrtMemcpy2d, no host copy; docs/compat.md "Any head dim").
     Any numpy layout is accepted (copied C-contiguous once); q, k, v may also be DeviceArrays of
     the session (used in place, no host copy). Semantics of the options in
     docs/attention_options.md:
@@ -99,7 +104,7 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
     the keep mask if return_dropout_mask) whose .seed / .offset / .next_offset are the dropout's.
     """
     problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
-                                    num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+                                    num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n, pad_head_dim=True)
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
     options, mask = build_options(scores=problem.score_grid, causal=causal, window=window, attn_mask=attn_mask,

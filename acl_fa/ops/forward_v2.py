@@ -28,6 +28,7 @@ from ..plan import forward as planmod
 from ..runtime.session import DeviceSession
 from ..spec.band import UNBOUNDED, band_visible
 from ..spec.options import PRECISIONS
+from .problem import head_dim_rows
 
 __all__ = ["V2Call", "FLASH_ATTENTION_V2", "FLASH_ATTENTION_V3", "FLASH_ATTENTION_V4", "op_for", "runner_for", "run_forward_v2", "varlen_problem",
            "lse_shape"]
@@ -114,6 +115,9 @@ class FlashAttentionV2Op(Op):
         if o.return_dropout_mask:
             roles["dropout_mask"] = ((p.batch, p.num_heads, p.seq_q, p.seq_kv), np.dtype(np.uint8))
         return roles
+
+    def padded_rows(self, call: V2Call) -> dict:
+        return head_dim_rows(call.problem, ("q", "k", "v", "out"))
 
     def constants(self, call: V2Call) -> dict:
         if not call.varlen:

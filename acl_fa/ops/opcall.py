@@ -70,6 +70,10 @@ __all__ = ["Op", "PreparedCall", "OpRunner", "runner_for", "default_session", "d
 CACHED_SHAPES = 4
 CACHED_FRACTION = 0.5
 
+# aclrtMemcpy2d's largest height (rows per call): 5 * 1024 * 1024 (hicann/runtime API reference,
+# aclrtMemcpy2dAsync; the synchronous call is assumed to share it: docs/compat.md "Any head dim").
+MEMCPY2D_MAX_ROWS = 5 * 1024 * 1024
+
 
 class Op:
     """What an op supplies to the shared path (see the module docstring). Instances are
@@ -93,6 +97,13 @@ class Op:
         """Host-side check of a problem new to a Session on chip `soc` (raises to refuse);
         returns the workspace bytes phase 1 will ask for (0 if unknown)."""
         return 0
+
+    def padded_rows(self, problem) -> dict:
+        """{role: (given, padded)} of roles whose device buffer holds the caller's rows of `given`
+        elements each zero-padded to `padded` (a head dim that is not the cube's multiple): the
+        caller's arrays are copied row by row into the padded buffer (aclrtMemcpy2d), which is
+        zeroed once when built, and outputs read back the same way; no host copy pads them."""
+        return {}
 
     def constants(self, problem) -> dict:
         """{role: array} of input roles of `buffers` that the problem itself fixes and the caller
@@ -132,6 +143,7 @@ class PreparedCall:
     workspace_size: int    # bytes phase 1 asked for (0: no workspace)
     bound: dict = dataclasses.field(default_factory=dict)  # role -> DeviceArray used in place
     owns_workspace: bool = True  # False: `workspace` is the caller's (OpRunner.prepare(workspace=...))
+    rows: dict = dataclasses.field(default_factory=dict)  # role -> (given, padded): Op.padded_rows
 
     def __post_init__(self):
         # The raw handles of the cache's own objects that a repeated call passes to C, resolved
@@ -185,6 +197,11 @@ class PreparedCall:
                 continue
             buffer = self.buffers[role]
             host = np.ascontiguousarray(array)
+            if role in self.rows:
+                self._copy_rows(call, role, host, ACL_MEMCPY_HOST_TO_DEVICE)
+                copies += 1
+                nbytes += host.nbytes
+                continue
             if host.nbytes != buffer.nbytes or host.dtype != buffer.dtype:
                 raise InvalidArgumentError(f"{self.op.name}: input {role} is {host.shape} {host.dtype}; the call was "
                                            f"prepared for {buffer.shape} {buffer.dtype}")
@@ -198,12 +215,45 @@ class PreparedCall:
     def read(self, role: str) -> np.ndarray:
         """A new host array holding output (or input) `role` (called as upload is)."""
         buffer = self.buffers[role]
-        out = np.empty(buffer.shape, buffer.dtype)
         state = self.executor._state
+        if role in self.rows:
+            out = np.empty(self._caller_shape(role), buffer.dtype)
+            self._copy_rows(state.bound_call(), role, out, ACL_MEMCPY_DEVICE_TO_HOST)
+            state.count_copy(ACL_MEMCPY_DEVICE_TO_HOST, out.nbytes)
+            return out
+        out = np.empty(buffer.shape, buffer.dtype)
         state.bound_call()("aclrtMemcpy", ffi.from_buffer(out, require_writable=True), out.nbytes,
                            self.addresses[role], out.nbytes, ACL_MEMCPY_DEVICE_TO_HOST)
         state.count_copy(ACL_MEMCPY_DEVICE_TO_HOST, out.nbytes)
         return out
+
+    def _caller_shape(self, role: str) -> tuple:
+        """The caller's shape of a padded role: the buffer's with its rows of the caller's length."""
+        given, padded = self.rows[role]
+        shape = self.buffers[role].shape
+        return tuple(shape[:-1]) + (shape[-1] // padded * given,)
+
+    def _copy_rows(self, call, role: str, host: np.ndarray, kind: int) -> None:
+        """Copies the C-contiguous caller's array `host` of a padded role to (H2D) or from (D2H)
+        its buffer, row by row: aclrtMemcpy2d with the caller's row pitch on the host side and the
+        padded one on the device (docs/compat.md "Any head dim"), in chunks of at
+        most MEMCPY2D_MAX_ROWS rows (the runtime's height limit)."""
+        buffer = self.buffers[role]
+        given, padded = self.rows[role]
+        if host.dtype != buffer.dtype or host.shape != self._caller_shape(role):
+            raise InvalidArgumentError(f"{self.op.name}: {role} is {host.shape} {host.dtype}; the call was prepared "
+                                       f"for {self._caller_shape(role)} {buffer.dtype}")
+        item = buffer.dtype.itemsize
+        height = host.size // given
+        host_ptr = ffi.cast("char *", ffi.from_buffer(host, require_writable=kind == ACL_MEMCPY_DEVICE_TO_HOST))
+        device_ptr = ffi.cast("char *", self.addresses[role])
+        for start in range(0, height, MEMCPY2D_MAX_ROWS):
+            rows = min(MEMCPY2D_MAX_ROWS, height - start)
+            h, d = host_ptr + start * given * item, device_ptr + start * padded * item
+            if kind == ACL_MEMCPY_HOST_TO_DEVICE:
+                call("aclrtMemcpy2d", d, padded * item, h, given * item, given * item, rows, kind)
+            else:
+                call("aclrtMemcpy2d", h, given * item, d, padded * item, given * item, rows, kind)
 
     def device_bytes(self) -> int:
         """Device memory held (aclrtMalloc sizes)."""
@@ -320,6 +370,8 @@ class OpRunner:
         device work."""
         self._settle()
         bound = bound or {}
+        if bound:
+            self._refuse_padded_bound(problem, bound)
         arrays = sorted(bound.items()) + ([("(workspace)", workspace)] if workspace is not None else [])
         # Checked again in flight: a DeviceArray.close() that began since the caller's check
         # either sees this call and waits for it, or is seen here.
@@ -354,6 +406,16 @@ class OpRunner:
             self._cache[key] = prepared
             self._held_bytes += prepared.device_bytes()
         return prepared
+
+    def _refuse_padded_bound(self, problem, bound: dict) -> None:
+        """A DeviceArray is used in place, so it cannot be padded by the copies: refused (before
+        any device work) for a role whose rows the op pads (Op.padded_rows)."""
+        rows = self.op.padded_rows(problem)
+        for role in sorted(set(rows) & set(bound)):
+            raise InvalidArgumentError(
+                f"{self.op.name}: {role} is a DeviceArray but its head dim {rows[role][0]} is not a multiple of 16; "
+                f"the op pads such rows while copying host arrays (pass a numpy array, or pad the head dim to "
+                f"{rows[role][1]} with zeros on the device)")
 
     def _make_room(self, needed: dict):
         """Evicts for the cache limits and for the device's free memory; InsufficientMemoryError
@@ -412,6 +474,7 @@ class OpRunner:
 
     def _build(self, problem, bound: dict, borrowed: Optional[DeviceArray] = None) -> PreparedCall:
         session, op = self.session, self.op
+        rows = op.padded_rows(problem)
         buffers: dict = {}
         tensors: dict = {}
         executor = None
@@ -430,6 +493,8 @@ class OpRunner:
                 nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                 buffers[role] = DeviceBuffer(session, nbytes, shape=shape, dtype=dtype)
                 tensors[role] = Tensor(buffers[role])
+                if role in rows and role in op.inputs:  # the padding columns stay zero: uploads write the rest
+                    session.call("aclrtMemset", buffers[role].ptr, nbytes, 0, nbytes)
             for role, array in op.constants(problem).items():
                 buffers[role].copy_from_host(array)
             ws_size = ffi.new("uint64_t *")
@@ -447,10 +512,10 @@ class OpRunner:
                 if borrowed.nbytes < size:
                     raise InvalidArgumentError(f"{op.name}: phase 1 asked for a workspace of {size} B; the one given "
                                                f"is {borrowed.nbytes} B")
-                return PreparedCall(op, buffers, tensors, executor, borrowed.buffer, size, dict(bound), False)
+                return PreparedCall(op, buffers, tensors, executor, borrowed.buffer, size, dict(bound), False, rows)
             if size:
                 workspace = DeviceBuffer(session, size)
-            return PreparedCall(op, buffers, tensors, executor, workspace, size, dict(bound))
+            return PreparedCall(op, buffers, tensors, executor, workspace, size, dict(bound), rows=rows)
         except BaseException:
             for obj in [executor, workspace, *tensors.values(), *buffers.values()]:
                 if obj is not None:

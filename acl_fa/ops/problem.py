@@ -16,7 +16,16 @@ from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..spec.problem import Problem
 
 __all__ = ["check_plan", "check_float32_range", "check_like_forward", "max_magnitude", "AttentionOutputs",
-           "outputs_of"]
+           "outputs_of", "head_dim_rows"]
+
+
+def head_dim_rows(problem: Problem, roles: tuple) -> dict:
+    """Op.padded_rows of an attention op: the `roles` holding head-dim rows, (the caller's D, the
+    kernel's D) each, when the problem's head dim is padded (spec.problem.Problem.given_head_dim);
+    {} otherwise."""
+    if not problem.padded:
+        return {}
+    return {role: (problem.given_head_dim, problem.head_dim) for role in roles}
 
 
 def check_plan(problem: Problem, soc: str):

@@ -43,6 +43,8 @@ def general_only(problem: Problem, block_m, block_n, options, arrays) -> Optiona
     """What in a call only the general forward supports, or None (docs/decode.md "Routing")."""
     if block_m or block_n:
         return "explicit block_m/block_n"
+    if problem.padded:
+        return f"head dim {problem.user_head_dim} (padded to {problem.head_dim} by the general forward's copies)"
     if not options.is_default:
         return ("attn_mask, dropout, softcap, a window or precision='high_performance' "
                 "(the FlashAttentionV2/V3/V4 options)")
@@ -121,7 +123,7 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
     are refused with their reason."""
     int8 = check_qk_quant(qk_quant)
     problem, qa, ka, va = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
-                                       num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n)
+                                       num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n, pad_head_dim=True)
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
     options, _ = build_options(scores=problem.score_grid, causal=causal, window=window, attn_mask=attn_mask,

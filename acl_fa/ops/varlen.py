@@ -48,7 +48,7 @@ def make_varlen_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, ma
     check_max_seqlen("max_seqlen_k", max_seqlen_k, ends_kv)
     # All tokens as one BSND sequence validate dtypes, heads, head dim, scale and blocks.
     base, q4, k4, v4 = make_problem(q[None], k[None], v[None], scale=scale, layout="BSND", block_m=block_m,
-                                    block_n=block_n)
+                                    block_n=block_n, pad_head_dim=True)
     check_float32_range(base, q4, k4, v4)
     return varlen_problem(base, ends_q, ends_kv), ends_q, ends_kv, q4[0], k4[0], v4[0]
 

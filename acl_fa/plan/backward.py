@@ -60,7 +60,7 @@ def backward_plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None,
     dropout and sequence lengths in `options`); PlanError names the budget a user block breaks
     (the problem may be unchecked: sized_problem)."""
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
-    p = problem
+    p = planmod.pad_head_dim(problem)  # a head dim of 1..256 runs padded to the next multiple of 16
     c, c_limits = (planmod.c_problem_and_limits(limits, p) if options is None
                    else planmod.c_problem_and_limits(limits, p, options))
     out = ffi.new("aclfaGradPlan *")

@@ -22,7 +22,7 @@ from typing import Optional
 from ..runtime.ffi import ffi
 from ..runtime.errors import AclLibraryError, InvalidArgumentError, LoadAttempt
 from ..runtime.loader import ENV_SIM_LIB_DIR, MISSING_SYMBOL, sim_library_dir
-from ..spec.problem import Problem
+from ..spec.problem import HEAD_DIM_MULTIPLE, MAX_HEAD_DIM, Problem, padded_head_dim
 from ..spec.band import UNBOUNDED  # pre_tokens / next_tokens without a bound (op_host's kUnboundedTokens)
 
 PLAN_LIBRARY_NAME = "libaclfa_plan.so"
@@ -167,6 +167,21 @@ class Plan(PlannedSizes, Workspace):
     mask_shape: Optional[tuple] = None
     dropout: bool = False
     dropout_mask_out: bool = False
+    # The caller's head dim when the device pads it to head_dim (the cube's multiple of 16), else 0.
+    given_head_dim: int = 0
+
+    @property
+    def padding_macs_fraction(self) -> float:
+        """Extra cube MACs of the padded head dim over the caller's (both matmuls scale with D)."""
+        return self.head_dim / self.given_head_dim - 1.0 if self.given_head_dim else 0.0
+
+    @property
+    def padding_bytes(self) -> int:
+        """Extra device bytes of q, k, v, out held (and read / written by the kernel) with the
+        padded head dim."""
+        if not self.given_head_dim:
+            return 0
+        return self.tensor_bytes - replace(self, head_dim=self.given_head_dim).tensor_bytes
 
     @property
     def tensor_bytes(self) -> int:
@@ -335,10 +350,21 @@ def _c_lengths(problem: Problem, options: PlanOptions) -> tuple:
     return problem, [ffi.new("uint64_t[]", list(seq_lens_q)), ffi.new("uint64_t[]", list(seq_lens_kv))]
 
 
+def pad_head_dim(problem: Problem) -> Problem:
+    """The problem with a head dim that is not a multiple of 16 (1..256) padded as the ops pad it
+    (spec.problem.Problem.given_head_dim); any other problem as it is (the policy judges it)."""
+    d = problem.head_dim
+    if problem.given_head_dim or isinstance(d, bool) or not isinstance(d, int) or not 0 < d <= MAX_HEAD_DIM \
+            or d % HEAD_DIM_MULTIPLE == 0:
+        return problem
+    return replace(problem, head_dim=padded_head_dim(d), given_head_dim=d)
+
+
 def c_problem_and_limits(limits: ChipLimits, problem: Problem, options: PlanOptions = _NO_OPTIONS) -> tuple:
     """The policies' C inputs (aclfaPlanProblem, aclfaPlanLimits), validated with the plan's own
     messages (the problem may be unchecked: sized_problem); shared with the backward's plan
     (acl_fa.plan.backward). The C problem keeps the length arrays alive."""
+    problem = pad_head_dim(problem)
     _choice("dtype", problem.dtype_name, DTYPES)
     layout_code = _choice("layout", problem.layout, LAYOUT_CODES if options.seq_lens_q is not None else LAYOUTS)
     band = _c_band(options)
@@ -389,6 +415,7 @@ def plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None, options: Pl
     PlanError naming the budget it breaks (never silently changed). The problem may be unchecked
     (sized_problem): the policy refuses what it cannot plan, naming the rule."""
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
+    problem = pad_head_dim(problem)
     lens_q = None if options.seq_lens_q is None else tuple(options.seq_lens_q)
     lens_kv = None if options.seq_lens_kv is None else tuple(options.seq_lens_kv)
     mask_shape = None if options.mask_shape is None else tuple(options.mask_shape)
@@ -416,6 +443,7 @@ def plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None, options: Pl
         system_workspace_bytes=limits.lib_api_workspace_bytes, tiling_key=out.tilingKey,
         pre_tokens=c.preTokens, next_tokens=c.nextTokens, seq_lens_q=lens_q, seq_lens_kv=lens_kv,
         mask_shape=mask_shape, dropout=bool(options.dropout), dropout_mask_out=bool(options.dropout_mask_out),
+        given_head_dim=problem.given_head_dim if problem.padded else 0,
     )
 
 
@@ -481,6 +509,11 @@ def format_plan(p: Plan) -> str:
         f"{p.tensor_bytes} B ({_mib(p.tensor_bytes)}) + workspace {p.workspace_bytes} B",
         f"tiling key {p.tiling_key:#x}",
     ]
+    if p.given_head_dim:
+        lines.insert(2, f"padding   head dim {p.given_head_dim} padded to D={p.head_dim} on the device (zero columns, "
+                        f"aclrtMemcpy2d row copies; the host copies only the caller's bytes): +"
+                        f"{100 * p.padding_macs_fraction:.1f}% cube MACs, +{p.padding_bytes} B "
+                        f"({_mib(p.padding_bytes)}) of q, k, v, out on the device")
     return "\n".join(lines)
 
 

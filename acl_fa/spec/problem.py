@@ -19,7 +19,7 @@ from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .layouts import LAYOUT_RANK, LAYOUTS, shape_of, split_dims
 
 __all__ = ["Problem", "make_problem", "problem_from_sizes", "sized_problem", "with_lengths", "as_array", "resolve_scale",
-           "SUPPORTED_DTYPES"]
+           "SUPPORTED_DTYPES", "padded_head_dim", "device_shape"]
 
 # float32 runs with float32 operands on the cube where the chip's cube takes them (Atlas A2/A3);
 # the tiling refuses it, naming the chip, elsewhere.
@@ -33,7 +33,7 @@ _DTYPE_NAMES = {np.dtype(np.float16): "float16", np.dtype(ml_dtypes.bfloat16): "
 MAX_HEAD_DIM = 256
 
 
-HEAD_DIM_MULTIPLE = 16
+HEAD_DIM_MULTIPLE = 16  # the cube's K/N granule for 16-bit inputs: the kernel's D is a multiple of it
 
 
 BLOCK_MULTIPLE = 16
@@ -57,6 +57,20 @@ class Problem:
     block_n: int
     q_shape: tuple
     kv_shape: tuple
+    # The caller's head dim when it is not a multiple of HEAD_DIM_MULTIPLE: head_dim is then the
+    # next multiple (the kernel's D), q_shape / kv_shape the device's zero-padded shapes, and the
+    # scale 1/sqrt(given) by default (docs/compat.md "Any head dim"). 0 = not padded.
+    given_head_dim: int = 0
+
+    @property
+    def padded(self) -> bool:
+        """Whether the caller's head dim is padded up to head_dim on the device."""
+        return bool(self.given_head_dim) and self.given_head_dim != self.head_dim
+
+    @property
+    def user_head_dim(self) -> int:
+        """The caller's head dim (head_dim when not padded)."""
+        return self.given_head_dim or self.head_dim
 
     # Problems key the per-Session caches on every call: hash the fields once.
     def __hash__(self) -> int:
@@ -89,8 +103,9 @@ class Problem:
         return int(np.clip(rows + (self.seq_kv - self.seq_q) + 1, 0, self.seq_kv).sum())
 
     def flops(self) -> int:
-        """Useful floating-point operations: 2 matmuls x 2 FLOP per MAC over visible pairs."""
-        return 4 * self.batch * self.num_heads * self.head_dim * self.visible_pairs()
+        """Useful floating-point operations: 2 matmuls x 2 FLOP per MAC over visible pairs (of the
+        caller's head dim: a padded head dim's zero columns are not useful work)."""
+        return 4 * self.batch * self.num_heads * self.user_head_dim * self.visible_pairs()
 
 
 # The C types the options cross into (aclnnFlashAttentionGetWorkspaceSize's int64_t attributes;
@@ -166,22 +181,25 @@ def _metas_key(arrays) -> tuple:
 
 
 def make_problem(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
-                 num_kv_heads=None, block_m=None, block_n=None) -> tuple:
+                 num_kv_heads=None, block_m=None, block_n=None, pad_head_dim=False) -> tuple:
     """Validates a call; returns (Problem, q, k, v) with the arrays as numpy arrays.
 
     Raises InvalidTypeError / InvalidArgumentError naming the argument and the limit. The
     validation depends only on shapes, dtypes and options, and repeated calls with the same
-    ones (the common case) reuse the validated Problem.
+    ones (the common case) reuse the validated Problem. pad_head_dim=True (the ops whose
+    op-call path pads rows: forward, varlen, backward) takes any head dim 1..MAX_HEAD_DIM and
+    pads it to the next multiple of HEAD_DIM_MULTIPLE (Problem.given_head_dim); otherwise the
+    head dim must be such a multiple.
     """
     arrays = (as_array("q", q), as_array("k", k), as_array("v", v))
     metas = _metas_key(arrays)
     options = _typed((causal, scale, layout, num_heads, num_kv_heads, block_m, block_n))
     try:
-        problem = _validated_problem(metas, options)
+        problem = _validated_problem(metas, options, pad_head_dim)
     except TypeError as exc:
         if isinstance(exc, InvalidTypeError):
             raise
-        problem = _validated_problem.__wrapped__(metas, options)  # an unhashable option
+        problem = _validated_problem.__wrapped__(metas, options, pad_head_dim)  # an unhashable option
     return (problem, *arrays)
 
 
@@ -200,8 +218,25 @@ def problem_from_sizes(*, seq_q, seq_kv=None, batch=1, num_heads=32, num_kv_head
     return _validated_problem(metas, _typed(options))
 
 
+def padded_head_dim(d: int) -> int:
+    """The kernel's head dim for a caller's head dim d: the next multiple of HEAD_DIM_MULTIPLE."""
+    return -(-d // HEAD_DIM_MULTIPLE) * HEAD_DIM_MULTIPLE
+
+
+def device_shape(shape: tuple, problem: "Problem") -> tuple:
+    """An array shape of the caller's (last dim a whole number of the caller's head-dim rows:
+    D, or N*D in layout BSH) as the device holds it, each row padded to problem.head_dim."""
+    if not problem.padded:
+        return tuple(shape)
+    return _pad_rows(shape, problem.given_head_dim, problem.head_dim)
+
+
+def _pad_rows(shape: tuple, given: int, padded: int) -> tuple:
+    return tuple(shape[:-1]) + (shape[-1] // given * padded,)
+
+
 @functools.lru_cache(maxsize=64)
-def _validated_problem(metas: tuple, options: tuple) -> "Problem":
+def _validated_problem(metas: tuple, options: tuple, pad_head_dim: bool = False) -> "Problem":
     q, k, v = (_ArrayMeta(metas[i], metas[i + 1]) for i in (0, 2, 4))
     causal, scale, layout, num_heads, num_kv_heads, block_m, block_n = options[0]
     if not isinstance(layout, str) or layout.upper() not in LAYOUTS:
@@ -252,7 +287,10 @@ def _validated_problem(metas: tuple, options: tuple) -> "Problem":
         raise InvalidArgumentError(f"head dim differs: q {q.shape} has {d}, k {k.shape} has {dk}")
     if n % nkv:
         raise InvalidArgumentError(f"query heads {n} must be a multiple of key/value heads {nkv}")
-    if d % HEAD_DIM_MULTIPLE or d > MAX_HEAD_DIM:
+    if pad_head_dim:
+        if d > MAX_HEAD_DIM:
+            raise InvalidArgumentError(f"head dim D={d} must be <= {MAX_HEAD_DIM}")
+    elif d % HEAD_DIM_MULTIPLE or d > MAX_HEAD_DIM:
         raise InvalidArgumentError(
             f"head dim D={d} must be a multiple of {HEAD_DIM_MULTIPLE} and <= {MAX_HEAD_DIM}")
     scale = resolve_scale(scale, d)
@@ -262,8 +300,15 @@ def _validated_problem(metas: tuple, options: tuple) -> "Problem":
         if value % BLOCK_MULTIPLE:
             raise InvalidArgumentError(f"{name}={value} must be a multiple of {BLOCK_MULTIPLE}")
         blocks.append(value)
-    return Problem(b, n, nkv, sq, skv, d, q.dtype, layout, bool(causal), scale, blocks[0], blocks[1],
-                   tuple(q.shape), tuple(k.shape))
+    problem = Problem(b, n, nkv, sq, skv, d, q.dtype, layout, bool(causal), scale, blocks[0], blocks[1],
+                      tuple(q.shape), tuple(k.shape))
+    if d % HEAD_DIM_MULTIPLE == 0:
+        return problem
+    # Any head dim: the device holds each head's row zero-padded to the cube's multiple; the
+    # scale above stays that of the caller's D.
+    dp = padded_head_dim(d)
+    return dataclasses.replace(problem, head_dim=dp, given_head_dim=d, q_shape=_pad_rows(q.shape, d, dp),
+                               kv_shape=_pad_rows(k.shape, d, dp))
 
 
 def with_lengths(problem: Problem, seq_q: int, seq_kv: int = None) -> Problem:

@@ -63,7 +63,7 @@ def test_json_plan_matches_options():
 
 @pytest.mark.parametrize("args, message", [
     (("--block-m", "256", "--block-n", "2048"), "block_n must be 0 (auto) or a multiple of 16 up to 1024"),
-    (("--head-dim", "72"), "head_dim must be a multiple of 16"),
+    (("--head-dim", "264"), "head_dim must be a multiple of 16 and at most 256"),  # 1..256 are planned padded
     (("--soc", "Ascend999"), "unknown SoC 'Ascend999'"),
 ])
 def test_errors_are_reported(args, message):

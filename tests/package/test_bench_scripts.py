@@ -27,6 +27,7 @@ SCRIPTS = [
     ("fa_model.py", ["--seqs", "1024"], "1024"),
     ("block_choice.py", ["--shapes", "1x1024"], "1024"),
     ("host_lane_rate.py", ["--lanes", "64"], "overflow-checked lanes / ns"),
+    ("head_dim_padding.py", ["--seq", "128", "--heads", "1", "--dims", "59"], "59 -> 64"),
 ]
 
 

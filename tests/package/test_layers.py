@@ -25,6 +25,7 @@ PUBLIC_FACES = {
     "ops/quant.py:flash_attention_int8",
     "reference/attention.py:attention_reference", "reference/attention.py:attention_reference_backward",
     "reference/attention.py:attention_reference_varlen", "reference/attention.py:attention_reference_varlen_backward",
+    "ops/flash_attn_interface.py:flash_attn_varlen_func", "ops/flash_attn_interface.py:flash_attn_varlen_kvpacked_func",
 }
 MAX_LINES, MAX_PARAMS = 80, 12
 

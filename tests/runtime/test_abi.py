@@ -88,7 +88,7 @@ def test_cdef_declares_what_the_driver_needs():
     # A few functions whose absence would leave the check above vacuous.
     decls = " ".join(abi_check.function_declarations(abi_check.CDEFS / "acl_rt.h"))
     for name in ["aclInit", "aclrtMalloc", "aclrtMemcpyAsync", "aclrtEventElapsedTime", "aclGetRecentErrMsg",
-                 "aclrtStreamWaitEvent", "aclrtSetOpWaitTimeout"]:
+                 "aclrtStreamWaitEvent", "aclrtSetOpWaitTimeout", "aclrtMemcpy2d"]:
         assert re.search(rf"\b{name}\(", decls), name
 
 

@@ -369,6 +369,51 @@ aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, a
     return ACL_SUCCESS;
 }
 
+// A matrix copy: `height` rows of `width` bytes, row r from src + r * spitch to dst + r * dpitch.
+// The real runtime takes only ACL_MEMCPY_HOST_TO_DEVICE and ACL_MEMCPY_DEVICE_TO_HOST here and
+// answers ACL_ERROR_RT_FEATURE_NOT_SUPPORT for other kinds (hicann/runtime API reference pages
+// aclrtMemcpy2d and aclrtMemcpy2dAsync, which also caps height at 5 * 1024 * 1024; docs/compat.md);
+// a width wider than either pitch would overlap rows. The device side's whole extent
+// ((height - 1) * pitch + width bytes) must lie in one live block, as for aclrtMemcpy.
+aclError aclrtMemcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                       aclrtMemcpyKind kind) {
+    static const size_t kMaxHeight = 5u * 1024u * 1024u;
+    if (aclfaSimShouldFail("aclrtMemcpy2d")) return ACL_ERROR_RT_DRV_INTERNAL_ERROR;
+    int32_t device = 0;
+    aclError ret = CurrentDevice("aclrtMemcpy2d", &device);
+    if (ret != ACL_SUCCESS) return ret;
+    if (dst == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemcpy2d: dst is NULL");
+    if (src == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemcpy2d: src is NULL");
+    if (kind != ACL_MEMCPY_HOST_TO_DEVICE && kind != ACL_MEMCPY_DEVICE_TO_HOST) {
+        return Fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                    "aclrtMemcpy2d: kind %s is not supported (ACL_MEMCPY_HOST_TO_DEVICE or ACL_MEMCPY_DEVICE_TO_HOST "
+                    "only)",
+                    KindName(kind));
+    }
+    if (width > dpitch || width > spitch) {
+        return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemcpy2d: width %zu exceeds dpitch %zu or spitch %zu", width,
+                    dpitch, spitch);
+    }
+    if (height > kMaxHeight) {
+        return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemcpy2d: height %zu exceeds the maximum %zu", height, kMaxHeight);
+    }
+    if (width == 0 || height == 0) return ACL_SUCCESS;
+    const bool toDevice = kind == ACL_MEMCPY_HOST_TO_DEVICE;
+    const size_t dstExtent = (height - 1) * dpitch + width;
+    const size_t srcExtent = (height - 1) * spitch + width;
+    const char *why = KindName(kind);
+    ret = toDevice ? CheckDeviceRange("aclrtMemcpy2d", "dst", dst, dstExtent, why)
+                   : CheckHostPointer("aclrtMemcpy2d", "dst", dst, why);
+    if (ret != ACL_SUCCESS) return ret;
+    ret = toDevice ? CheckHostPointer("aclrtMemcpy2d", "src", src, why)
+                   : CheckDeviceRange("aclrtMemcpy2d", "src", src, srcExtent, why);
+    if (ret != ACL_SUCCESS) return ret;
+    uint8_t *out = static_cast<uint8_t *>(dst);
+    const uint8_t *in = static_cast<const uint8_t *>(src);
+    for (size_t row = 0; row < height; ++row) memmove(out + row * dpitch, in + row * spitch, width);
+    return ACL_SUCCESS;
+}
+
 aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind,
                           aclrtStream stream) {
     if (aclfaSimShouldFail("aclrtMemcpyAsync")) return ACL_ERROR_RT_DRV_INTERNAL_ERROR;

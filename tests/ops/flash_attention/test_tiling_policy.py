@@ -183,7 +183,7 @@ def test_user_blocks_that_fit_are_kept():
 @pytest.mark.parametrize("kw, message", [
     (dict(block_m=24), "block_m must be 0 (auto) or a multiple of 16 up to 256, got 24"),
     (dict(block_n=1040), "block_n must be 0 (auto) or a multiple of 16 up to 1024, got 1040"),
-    (dict(head_dim=72), "head_dim must be a multiple of 16 and at most 256, got 72"),
+    (dict(head_dim=264), "head_dim must be a multiple of 16 and at most 256, got 264"),  # 1..256 are padded
     (dict(head_dim=272), "head_dim must be a multiple of 16 and at most 256, got 272"),
     (dict(heads=6, kv_heads=4), "num_heads (6) must be a multiple of num_kv_heads (4)"),
     (dict(seq=0), "seq_q must be >= 1, got 0"),
