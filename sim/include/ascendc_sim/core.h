@@ -60,6 +60,9 @@ struct CoreContext {
     CrossCore *crossCore = nullptr;          // the launch's barrier
     uint32_t launchIndex = 0;                // this core's index among the launch's cores
     OpTrace *opTrace = nullptr;              // instruction trace of this core; null when not recording
+    // GetHcclContext<index>() (index 0, 1): the communication contexts the launch was given
+    // (SetLaunchHcclContext); SetHcclContext<index> replaces this core's copy.
+    uint8_t *hcclContext[2] = {nullptr, nullptr};
 };
 
 // Thrown by a core that stops because another core failed; carries no message.

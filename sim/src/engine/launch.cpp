@@ -31,6 +31,7 @@ namespace {
 
 thread_local uint64_t tlsNextTilingKey = 0;
 thread_local std::vector<uint64_t> tlsNextWorkItems;  // per AIC, for the next launch
+thread_local uint8_t *tlsNextHcclContext[2] = {nullptr, nullptr};  // GetHcclContext<0/1> of the next launch
 
 std::mutex gStatsMutex;
 aclfaSimLaunchStats gLastStats;
@@ -219,6 +220,10 @@ void SetLaunchTilingKey(uint64_t key) { kernel::tlsNextTilingKey = key; }
 
 void SetLaunchWorkItems(std::vector<uint64_t> perAic) { kernel::tlsNextWorkItems = std::move(perAic); }
 
+void SetLaunchHcclContext(uint32_t index, void *context) {
+    if (index < 2) kernel::tlsNextHcclContext[index] = static_cast<uint8_t *>(context);
+}
+
 aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernelType,
                       const std::function<void()> &body, std::string *error) {
     using namespace kernel;
@@ -227,6 +232,8 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     tlsNextTilingKey = 0;
     const std::vector<uint64_t> workItems = std::move(tlsNextWorkItems);
     tlsNextWorkItems.clear();
+    uint8_t *const hcclContext[2] = {tlsNextHcclContext[0], tlsNextHcclContext[1]};
+    tlsNextHcclContext[0] = tlsNextHcclContext[1] = nullptr;
     std::string err;
     uint32_t ratio = 1;
     std::vector<Invocation> inv;
@@ -320,6 +327,8 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
             core.subBlockIdx = me.isAic ? 0 : me.blockIdx % ratio;
             core.kernelType = kernelType;
             core.tilingKey = tilingKey;
+            core.hcclContext[0] = hcclContext[0];
+            core.hcclContext[1] = hcclContext[1];
             core.sysWorkspaceBytes = LibApiWorkspaceBytes(*chip);
             core.ub = Arena{mem.ub.data(), chip->ubBytes, 0, 0};
             core.l1 = Arena{mem.l1.data(), chip->l1Bytes, 0, 0};
