@@ -102,13 +102,15 @@ extern "C" int aclfaSimTestHcclExchange(void *context, uint32_t mode, void *send
     t.tile = tile;
     t.tilesPerCore = tilesPerCore;
     t.count = count;
-    // The host side of an MC2 op's tiling: one Mc2InitTiling, then one Mc2CcTiling per collective.
-    AscendC::Mc2CcTilingConfig gather("sim_group", static_cast<uint32_t>(AscendC::HcclCMDType::HCCL_CMD_ALLGATHER),
+    // The host side of an MC2 op's tiling, as MC2 ops fill it: one config, GetTiling of the
+    // Mc2InitTiling, then one Mc2CcTiling per collective (SetOpType / SetAlgConfig between).
+    AscendC::Mc2CcTilingConfig config("sim_group", static_cast<uint32_t>(AscendC::HcclCMDType::HCCL_CMD_ALLGATHER),
                                       "AllGather=level0:fullmesh");
-    AscendC::Mc2CcTilingConfig alltoall("sim_group", static_cast<uint32_t>(AscendC::HcclCMDType::HCCL_CMD_ALLTOALL),
-                                        "AlltoAll=level0:fullmesh");
-    if (gather.GetTiling(t.init) != EXIT_SUCCESS || gather.GetTiling(t.allGather) != EXIT_SUCCESS ||
-        alltoall.GetTiling(t.alltoAll) != EXIT_SUCCESS) {
+    bool ok = config.GetTiling(t.init) == EXIT_SUCCESS && config.GetTiling(t.allGather) == EXIT_SUCCESS;
+    config.SetOpType(static_cast<uint32_t>(AscendC::HcclCMDType::HCCL_CMD_ALLTOALL));
+    config.SetAlgConfig("AlltoAll=level0:fullmesh");
+    ok = ok && config.GetTiling(t.alltoAll) == EXIT_SUCCESS;
+    if (!ok) {
         std::snprintf(err, errLen, "Mc2CcTilingConfig::GetTiling failed");
         return -1;
     }

@@ -82,6 +82,10 @@ std::string DescribeCore(const CoreContext &core);
 // Raises a rule violation on the current core: "rule <rule> violated on <core> in <api>: <detail>".
 [[noreturn]] void Violation(const char *rule, const char *api, const std::string &detail);
 
+// The calling core is about to wait for work outside its launch (Hccl::Wait): the cores of the
+// launch not started yet run on another host thread meanwhile (cross_core.cpp).
+void LendHostThread(CoreContext &core);
+
 // Raises a rule violation for an instruction, data path or dtype `what` that the current chip's
 // architecture does not have: "rule '<rule>' violated on <core> in <api>: <what> does not exist
 // on <soc> (arch <npuArch>)<why>".

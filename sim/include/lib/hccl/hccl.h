@@ -136,6 +136,8 @@ public:
                                "(a Wait for it would never end)");
         }
         char err[1024] = {0};
+        // The working core may not have started yet: lend this host thread's place meanwhile.
+        if (context_->query(context_->server, handleId) == 0) acl_fa_sim::kernel::LendHostThread(core);
         if (context_->wait(context_->server, handleId, core.abortFlag, err, sizeof err) != 0) {
             Fail("Hccl::Wait", std::string("the communication task failed: ") + err);
         }

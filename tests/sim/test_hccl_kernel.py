@@ -1,0 +1,159 @@
+"""Ascend C's kernel-side HCCL client (sim/include/lib/hccl/hccl.h) over the simulated libhccl's
+server (sim/src/hccl/kernel_server.cpp), through the test kernel tests/kernels/hccl_exchange.cpp:
+the bytes an in-kernel AllGather / AlltoAll moves between simulated devices (ranks as threads of
+one process, HcclCommInitAll), the link counters, the client's rules, and the timing model's
+overlap of a committed task with the cores' compute (COMM_START / COMM_WAIT in the trace).
+
+Each case runs in a fresh process: loading libhccl.so raises the simulator's default device count
+for the whole process (tests/sim/test_hccl_sim.py)."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LIB_DIR = Path(os.environ["ACL_FA_SIM_LIB_DIR"]) if os.environ.get("ACL_FA_SIM_LIB_DIR") else \
+    Path(__import__("acl_fa").__file__).parent / "_sim" / "lib"
+pytestmark = pytest.mark.skipif(not (LIB_DIR / "libhccl.so").is_file(),
+                                reason="simulator libraries not built (set ACL_FA_SIM_LIB_DIR)")
+
+# Runs `ranks` ranks of one clique on threads, each launching hccl_exchange once with its own
+# context, and prints one JSON line: per rank the launch's rc / message, what recv and z hold,
+# the modeled cycles of the launch (when traced) and the bytes it sent to each peer.
+DRIVER = """
+import json, sys, threading
+import cffi, numpy as np
+sys.path.insert(0, {kernels!r})
+import simlib
+ffi = cffi.FFI()
+ffi.cdef(simlib.CDEF + '''
+int aclfaSimHcclKernelContextCreate(void *comm, void **context);
+int aclfaSimHcclKernelContextDestroy(void *context);
+''')
+lib_dir = simlib.lib_dir()
+rt = ffi.dlopen(str(lib_dir / "libascendcl.so"))
+hccl = ffi.dlopen(str(lib_dir / "libhccl.so"))
+engine = ffi.dlopen(str(lib_dir / "libascendc_sim.so"))
+k = ffi.dlopen(str(simlib.kernel_library(lib_dir)))
+assert rt.aclInit(ffi.NULL) in (0, 100002)
+ranks, mode, count, tile, tiles, block_dim, trace, no_context = {args}
+devices = ffi.new("int32_t[]", list(range(ranks)))
+comms = ffi.new("HcclComm[]", ranks)
+assert hccl.HcclCommInitAll(ranks, devices, comms) == 0
+if trace:
+    assert engine.aclfaSimSetOpTrace(1) == 0
+out = [None] * ranks
+barrier = threading.Barrier(ranks)
+
+def rank(r):
+    assert rt.aclrtSetDevice(r) == 0
+    blocks = ranks
+    send = (np.arange(count * blocks) % 1000 + 1000 * r).astype(np.float16)
+    x = np.random.default_rng(r).uniform(-1, 1, block_dim * tiles * tile).astype(np.float32)
+    bufs = []
+    def dev(a_or_n):
+        n = a_or_n if isinstance(a_or_n, int) else a_or_n.nbytes
+        p = ffi.new("void **")
+        assert rt.aclrtMalloc(p, n, 0) == 0
+        if not isinstance(a_or_n, int):
+            assert rt.aclrtMemcpy(p[0], n, ffi.from_buffer(a_or_n), n, 1) == 0
+        bufs.append(p[0])
+        return p[0]
+    dsend, drecv, dx, dz = dev(send), dev(count * blocks * 2), dev(x), dev(x.nbytes)
+    ctx = ffi.new("void **")
+    if not no_context:
+        assert hccl.aclfaSimHcclKernelContextCreate(comms[r], ctx) == 0
+    err = ffi.new("char[4096]")
+    barrier.wait()
+    rc = k.aclfaSimTestHcclExchange(ctx[0], mode, dsend, drecv, count, dx, dz, tile, tiles, block_dim, err, 4096)
+    done = hccl.aclfaSimHcclKernelContextDestroy(ctx[0]) if not no_context else 0
+    barrier.wait()
+    res = {{"rc": rc, "msg": ffi.string(err).decode(), "destroy": done}}
+    if trace and r == 0:
+        st = ffi.new("aclfaSimModelStats *")
+        assert engine.aclfaSimGetModelStats(st) == 0
+        res["cycles"] = st.cycles
+    recv = np.empty(count * blocks, np.float16)
+    assert rt.aclrtMemcpy(ffi.from_buffer(recv), recv.nbytes, drecv, recv.nbytes, 2) == 0
+    z = np.empty_like(x)
+    assert rt.aclrtMemcpy(ffi.from_buffer(z), z.nbytes, dz, z.nbytes, 2) == 0
+    res["recv_ok"] = bool(all(np.array_equal(recv[i * count:(i + 1) * count],
+                                             ((np.arange(count * blocks) % 1000 + 1000 * i).astype(np.float16)
+                                              [(r * count if mode & 2 else 0):][:count]))
+                              for i in range(ranks)))
+    res["z_ok"] = bool(np.array_equal(z, x * 2 + 1))
+    sent = []
+    for peer in range(ranks):
+        s = ffi.new("aclfaSimHcclLinkStats *")
+        assert hccl.aclfaSimHcclGetLinkStats(comms[r], r, peer, s) == 0
+        sent.append(int(s.bytes))
+    res["sent"] = sent
+    for p in bufs:
+        rt.aclrtFree(p)
+    out[r] = res
+
+threads = [threading.Thread(target=rank, args=(r,)) for r in range(ranks)]
+for t in threads: t.start()
+for t in threads: t.join(timeout=300)
+print(json.dumps(out))
+"""
+
+COMMUNICATE, ALLTOALL, COMPUTE, NEVER_COMMIT = 1, 2, 4, 8
+
+
+def run(ranks, mode, count=4096, tile=1024, tiles=4, block_dim=4, trace=False, no_context=False):
+    code = DRIVER.format(kernels=str(ROOT / "tests" / "kernels"),
+                         args=(ranks, mode, count, tile, tiles, block_dim, int(trace), int(no_context)))
+    env = dict(os.environ, ACL_FA_BACKEND="sim", HCCL_EXEC_TIMEOUT="120", PYTHONPATH=str(ROOT))
+    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("ranks, mode", [(2, COMMUNICATE | COMPUTE), (4, COMMUNICATE | COMPUTE),
+                                         (4, COMMUNICATE | ALLTOALL | COMPUTE)],
+                         ids=["allgather-2", "allgather-4", "alltoall-4"])
+def test_collective_inside_the_kernel_moves_the_bytes(ranks, mode):
+    """Every rank's recv holds each peer's block in rank order, the cores' compute is right, and each
+    link carried exactly one block of count fp16 (the own block is copied locally)."""
+    count = 4096
+    res = run(ranks, mode, count=count)
+    for r, rank in enumerate(res):
+        assert rank["rc"] == 0 and rank["destroy"] == 0, rank["msg"]
+        assert rank["recv_ok"], f"rank {r}: recv does not hold the peers' blocks"
+        assert rank["z_ok"], f"rank {r}: z != 2 x + 1"
+        assert rank["sent"] == [0 if p == r else count * 2 for p in range(ranks)]
+
+
+def test_modeled_time_overlaps_the_committed_task_with_compute():
+    """The trace's COMM_START / COMM_WAIT: communication alone, compute alone and both in one launch;
+    the fused launch takes about the longer of the two, not their sum."""
+    # 2 ranks on one server (HCCS, 56 GB/s, 2 us assumed): 512 Ki fp16 = 1 MiB per peer, about 20.7 us.
+    kw = dict(count=512 * 1024, tile=4096, tiles=24, block_dim=8, trace=True)
+    comm = run(2, COMMUNICATE, **kw)[0]["cycles"]
+    compute = run(2, COMPUTE, **kw)[0]["cycles"]
+    both = run(2, COMMUNICATE | COMPUTE, **kw)[0]["cycles"]
+    print(f"modeled cycles: comm {comm:.0f}, compute {compute:.0f}, fused {both:.0f}")
+    link_cycles = (2e-6 + 1048576 / 56e9) * 1800e6
+    assert comm >= link_cycles
+    assert max(comm, compute) <= both < 0.8 * (comm + compute)
+
+
+def test_prepared_task_never_committed_is_a_violation():
+    res = run(2, NEVER_COMMIT)
+    for rank in res:
+        assert rank["rc"] == 507015
+        assert "Hccl::Finalize" in rank["msg"] and "never committed" in rank["msg"]
+
+
+def test_launch_without_a_context_is_refused():
+    res = run(2, COMMUNICATE, no_context=True)
+    for rank in res:
+        assert rank["rc"] == 507015
+        assert "Hccl::InitV2" in rank["msg"] and "not a communication context" in rank["msg"]
