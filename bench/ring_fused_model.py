@@ -28,10 +28,15 @@ the same schedule's time without communication) / modeled time. The compute-only
 (the step's FLOPs at the fp16 cube peak) is given beside it: the least compute can take, so
 the most communication can be exposed.
 
-    ACL_FA_SIM_LIB_DIR=$PWD/build/lib python bench/ring_fused_model.py     # a few minutes
+    ACL_FA_SIM_LIB_DIR=$PWD/build/lib python bench/ring_fused_model.py [--profile-heads H]
+
+--profile-heads H (default 32) profiles each call shape at N = H and scales its modeled time by
+32 / H (heads are independent work items of the kernel; H = 32 is exact and takes longest: the
+simulator runs every call for real).
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
 from common import sim_chip_and_link, table
@@ -48,15 +53,17 @@ DEVICES = SERVERS * PER_SERVER
 
 
 KERNEL_SECONDS = {}  # (sq, skv, causal) -> modeled seconds, each call shape profiled once
+PROFILE_HEADS = [HEADS]  # heads profiled (main's --profile-heads)
 
 
 def kernel_seconds(sq: int, skv: int, causal: bool) -> float:
     """The forward kernel's modeled time on one call of B1 N32 Sq x Skv D128 fp16."""
     key = (sq, skv, causal)
     if key not in KERNEL_SECONDS:
-        r = profile_job(problem_from_sizes(seq_q=sq, seq_kv=skv, num_heads=HEADS, head_dim=HEAD_DIM, causal=causal),
+        heads = PROFILE_HEADS[0]
+        r = profile_job(problem_from_sizes(seq_q=sq, seq_kv=skv, num_heads=heads, head_dim=HEAD_DIM, causal=causal),
                         JobSettings(backend="sim"))
-        KERNEL_SECONDS[key] = float(r.summary["time_s"])
+        KERNEL_SECONDS[key] = float(r.summary["time_s"]) * HEADS / heads
     return KERNEL_SECONDS[key]
 
 
@@ -136,6 +143,9 @@ class Ring:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile-heads", type=int, default=HEADS, choices=[1, 2, 4, 8, 16, 32])
+    PROFILE_HEADS[0] = parser.parse_args().profile_heads
     backend, _, chip_name, peak, hccs = sim_chip_and_link()
     roce = hccl.link_model(0, PER_SERVER, backend)
     ring = Ring(peak, hccs, roce)
@@ -151,7 +161,7 @@ def main() -> int:
                      f"{100 * (tp - bp) / tp:.1f}%"])
     print(table(["schedule", "modeled ms (kernel model)", "compute-only ms", "exposed comm",
                  "modeled ms (compute at cube peak)", "exposed comm (compute at peak)"], rows))
-    print("kernel calls modeled (B1 N32 D128 fp16, profile_job): " + ", ".join(
+    print(f"kernel calls modeled (B1 N32 D128 fp16, profile_job at N={PROFILE_HEADS[0]} x {HEADS // PROFILE_HEADS[0]}): " + ", ".join(
         f"{sq}x{skv}{' causal' if c else ''} {t * 1e6:.1f} us" for (sq, skv, c), t in sorted(KERNEL_SECONDS.items())))
     return 0
 

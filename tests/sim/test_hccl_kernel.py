@@ -135,7 +135,7 @@ def test_modeled_time_overlaps_the_committed_task_with_compute():
     """The trace's COMM_START / COMM_WAIT: communication alone, compute alone and both in one launch;
     the fused launch takes about the longer of the two, not their sum."""
     # 2 ranks on one server (HCCS, 56 GB/s, 2 us assumed): 512 Ki fp16 = 1 MiB per peer, about 20.7 us.
-    kw = dict(count=512 * 1024, tile=4096, tiles=24, block_dim=8, trace=True)
+    kw = dict(count=512 * 1024, tile=4096, tiles=48, block_dim=8, trace=True)
     comm = run(2, COMMUNICATE, **kw)[0]["cycles"]
     compute = run(2, COMPUTE, **kw)[0]["cycles"]
     both = run(2, COMMUNICATE | COMPUTE, **kw)[0]["cycles"]

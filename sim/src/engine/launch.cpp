@@ -364,7 +364,18 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
             crossCore.Finished(static_cast<uint32_t>(k));
         }
     };
-    WorkerPool::Instance().Run(workers, work);
+    if (hcclContext[0] == nullptr && hcclContext[1] == nullptr) {
+        WorkerPool::Instance().Run(workers, work);
+    } else {
+        // A kernel that communicates (Hccl client) waits for its peers' kernels, which may be
+        // launches of other threads of this process (ranks as threads): they must run at the
+        // same time, so it does not queue for the process's pool (one launch at a time) but
+        // runs on threads of its own.
+        std::vector<std::thread> own;
+        for (size_t w = 1; w < workers; ++w) own.emplace_back(work);
+        work();
+        for (std::thread &t : own) t.join();
+    }
     spares.Wait();  // no core is left to start one more: the workers' jobs returned
     stats->wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (tracing && firstError.empty()) {
