@@ -69,7 +69,8 @@ def rank(r):
         assert hccl.aclfaSimHcclKernelContextCreate(comms[r], ctx) == 0
     err = ffi.new("char[4096]")
     barrier.wait()
-    rc = k.aclfaSimTestHcclExchange(ctx[0], mode, dsend, drecv, count, dx, dz, tile, tiles, block_dim, err, 4096)
+    my_mode = mode[r] if isinstance(mode, list) else mode
+    rc = k.aclfaSimTestHcclExchange(ctx[0], my_mode, dsend, drecv, count, dx, dz, tile, tiles, block_dim, err, 4096)
     done = hccl.aclfaSimHcclKernelContextDestroy(ctx[0]) if not no_context else 0
     barrier.wait()
     res = {{"rc": rc, "msg": ffi.string(err).decode(), "destroy": done}}
@@ -83,7 +84,7 @@ def rank(r):
     assert rt.aclrtMemcpy(ffi.from_buffer(z), z.nbytes, dz, z.nbytes, 2) == 0
     res["recv_ok"] = bool(all(np.array_equal(recv[i * count:(i + 1) * count],
                                              ((np.arange(count * blocks) % 1000 + 1000 * i).astype(np.float16)
-                                              [(r * count if mode & 2 else 0):][:count]))
+                                              [(r * count if my_mode & 2 else 0):][:count]))
                               for i in range(ranks)))
     res["z_ok"] = bool(np.array_equal(z, x * 2 + 1))
     sent = []
@@ -157,3 +158,12 @@ def test_launch_without_a_context_is_refused():
     for rank in res:
         assert rank["rc"] == 507015
         assert "Hccl::InitV2" in rank["msg"] and "not a communication context" in rank["msg"]
+
+
+def test_peers_making_different_collectives_fail_both_launches_naming_both_calls():
+    """Rank 0's kernel gathers while rank 1's all-to-alls: the receiver sees the other call's
+    header, the clique aborts, and both launches fail with the message naming both calls."""
+    res = run(2, [COMMUNICATE, COMMUNICATE | ALLTOALL], count=256)
+    for rank in res:
+        assert rank["rc"] == 507015 and rank["destroy"] != 0
+        assert "Hccl::Wait" in rank["msg"] and "HcclAllGather" in rank["msg"] and "HcclAlltoAll" in rank["msg"]
