@@ -161,7 +161,8 @@ def main() -> int:
                      f"{100 * (tp - bp) / tp:.1f}%"])
     print(table(["schedule", "modeled ms (kernel model)", "compute-only ms", "exposed comm",
                  "modeled ms (compute at cube peak)", "exposed comm (compute at peak)"], rows))
-    print(f"kernel calls modeled (B1 N32 D128 fp16, profile_job at N={PROFILE_HEADS[0]} x {HEADS // PROFILE_HEADS[0]}): " + ", ".join(
+    scale = f"profile_job at N={PROFILE_HEADS[0]} x {HEADS // PROFILE_HEADS[0]}"
+    print(f"kernel calls modeled (B1 N32 D128 fp16, {scale}): " + ", ".join(
         f"{sq}x{skv}{' causal' if c else ''} {t * 1e6:.1f} us" for (sq, skv, c), t in sorted(KERNEL_SECONDS.items())))
     return 0
 

@@ -14,6 +14,9 @@ constexpr uint32_t kVersion = 2;
 constexpr uint32_t kMaxCcTilings = 8;  // Mc2CcTiling structs one Mc2InitTiling can list (MAX_CC_TILING_NUM)
 constexpr uint32_t kGroupNameBytes = 128;
 constexpr uint32_t kAlgConfigBytes = 128;
+// The A2/A3 limit on Prepare calls (and InterHcclGroupSync) in one communication domain
+// (HCCL-Kernel侧接口/AllGather.md, 约束说明).
+constexpr int32_t kMaxPrepare = 63;
 
 struct InitTilingLayout {
     uint32_t version;                 // kVersion once Mc2CcTilingConfig::GetTiling(Mc2InitTiling&) ran

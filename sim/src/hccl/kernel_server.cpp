@@ -66,8 +66,8 @@ bool DeviceRange(const uint8_t *buf, uint64_t bytes, const char *name, std::stri
     }
     const uint64_t end = static_cast<uint64_t>(buf - static_cast<uint8_t *>(base)) + bytes;
     if (end > size) {
-        *why = std::string(name) + " needs " + std::to_string(bytes) + " bytes from its address but its allocation ends " +
-               std::to_string(end - size) + " bytes earlier";
+        *why = std::string(name) + " needs " + std::to_string(bytes) +
+               " bytes from its address but its allocation ends " + std::to_string(end - size) + " bytes earlier";
         return false;
     }
     return true;
@@ -169,7 +169,8 @@ int32_t Prepare(aclfaSimHcclKernelServer *server, int32_t handle, const aclfaSim
         uint8_t *recv = spec->recvBuf + r * block;
         std::string why;
         const uint64_t sendSpan = gather ? block : (n - 1) * stride + block;
-        if (!DeviceRange(send, sendSpan, "sendBuf", &why) || !DeviceRange(recv, (n - 1) * stride + block, "recvBuf", &why)) {
+        if (!DeviceRange(send, sendSpan, "sendBuf", &why) ||
+            !DeviceRange(recv, (n - 1) * stride + block, "recvBuf", &why)) {
             return fail(why + " (repeat " + std::to_string(r) + ")");
         }
         for (uint32_t peer = 0; peer < n; ++peer) {

@@ -49,9 +49,6 @@ constexpr int32_t HCCL_SUCCESS = 0;
 
 static constexpr HcclServerConfig DEFAULT_CFG = {CoreType::DEFAULT, 0};
 
-// The A2/A3 limit on Prepare calls (and InterHcclGroupSync) in one communication domain.
-constexpr int32_t kSimHcclMaxPrepare = 63;
-
 template <HcclServerType serverType = HcclServerType::HCCL_SERVER_TYPE_AICPU, const auto &config = DEFAULT_CFG>
 class Hccl {
 public:
@@ -206,9 +203,9 @@ private:
             Fail(api, "no Mc2CcTiling of this opType was set: call SetCcTilingV2 with the offset of a Mc2CcTiling "
                       "made by Mc2CcTilingConfig for opType " + std::to_string(task.opType) + " first");
         }
-        if (prepared_ >= kSimHcclMaxPrepare) {
-            Fail(api, "more than " + std::to_string(kSimHcclMaxPrepare) + " Prepare calls in one communication "
-                      "domain (the limit on Atlas A2/A3)");
+        if (prepared_ >= acl_fa_sim::hccl_tiling::kMaxPrepare) {
+            Fail(api, "more than " + std::to_string(acl_fa_sim::hccl_tiling::kMaxPrepare) +
+                          " Prepare calls in one communication domain (the limit on Atlas A2/A3)");
         }
         if (task.repeat == 0) Fail(api, "repeat must be >= 1");
         const HcclHandle h = static_cast<HcclHandle>(prepared_++);
@@ -226,8 +223,8 @@ private:
     const acl_fa_sim::hccl_tiling::CcTilingLayout *ccTiling_[kOpTypes] = {};
     bool working_ = false;
     int32_t prepared_ = 0;
-    bool committed_[kSimHcclMaxPrepare] = {};
-    uint32_t repeat_[kSimHcclMaxPrepare] = {};
+    bool committed_[acl_fa_sim::hccl_tiling::kMaxPrepare] = {};
+    uint32_t repeat_[acl_fa_sim::hccl_tiling::kMaxPrepare] = {};
 };
 
 }  // namespace AscendC
