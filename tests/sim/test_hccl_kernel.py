@@ -167,3 +167,82 @@ def test_peers_making_different_collectives_fail_both_launches_naming_both_calls
     for rank in res:
         assert rank["rc"] == 507015 and rank["destroy"] != 0
         assert "Hccl::Wait" in rank["msg"] and "HcclAllGather" in rank["msg"] and "HcclAlltoAll" in rank["msg"]
+
+
+# One rank per process: the root info comes from a file the parent wrote (HcclGetRootInfo), each
+# process joins with HcclCommInitRootInfo on its own device and runs hccl_exchange once.
+RANK_PROCESS = """
+import json, sys
+import cffi, numpy as np
+sys.path.insert(0, {kernels!r})
+import simlib
+ffi = cffi.FFI()
+ffi.cdef(simlib.CDEF + '''
+int aclfaSimHcclKernelContextCreate(void *comm, void **context);
+int aclfaSimHcclKernelContextDestroy(void *context);
+''')
+lib_dir = simlib.lib_dir()
+rt = ffi.dlopen(str(lib_dir / "libascendcl.so"))
+hccl = ffi.dlopen(str(lib_dir / "libhccl.so"))
+k = ffi.dlopen(str(simlib.kernel_library(lib_dir)))
+ranks, rank, root_file, count = {args}
+assert rt.aclInit(ffi.NULL) in (0, 100002)
+assert rt.aclrtSetDevice(rank) == 0
+info = ffi.new("HcclRootInfo *")
+ffi.memmove(info, open(root_file, "rb").read(), ffi.sizeof("HcclRootInfo"))
+comm = ffi.new("HcclComm *")
+assert hccl.HcclCommInitRootInfo(ranks, info, rank, comm) == 0
+send = (np.arange(count) + 1000 * rank).astype(np.float16)
+def dev(n):
+    p = ffi.new("void **")
+    assert rt.aclrtMalloc(p, n, 0) == 0
+    return p[0]
+dsend, drecv, dx = dev(send.nbytes), dev(send.nbytes * ranks), dev(4096)
+assert rt.aclrtMemcpy(dsend, send.nbytes, ffi.from_buffer(send), send.nbytes, 1) == 0
+ctx = ffi.new("void **")
+assert hccl.aclfaSimHcclKernelContextCreate(comm[0], ctx) == 0
+err = ffi.new("char[4096]")
+rc = k.aclfaSimTestHcclExchange(ctx[0], 1, dsend, drecv, count, dx, dx, 1024, 1, 2, err, 4096)
+done = hccl.aclfaSimHcclKernelContextDestroy(ctx[0])
+recv = np.empty(count * ranks, np.float16)
+assert rt.aclrtMemcpy(ffi.from_buffer(recv), recv.nbytes, drecv, recv.nbytes, 2) == 0
+ok = all(np.array_equal(recv[i * count:(i + 1) * count], (np.arange(count) + 1000 * i).astype(np.float16))
+         for i in range(ranks))
+print(json.dumps({{"rc": rc, "msg": ffi.string(err).decode(), "destroy": done, "recv_ok": bool(ok)}}))
+hccl.HcclCommDestroy(comm[0])
+"""
+
+ROOT_MAKER = """
+import sys
+import cffi
+sys.path.insert(0, {kernels!r})
+import simlib
+ffi = cffi.FFI()
+ffi.cdef(simlib.CDEF)
+hccl = ffi.dlopen(str(simlib.lib_dir() / "libhccl.so"))
+info = ffi.new("HcclRootInfo *")
+assert hccl.HcclGetRootInfo(info) == 0
+open({root!r}, "wb").write(bytes(ffi.buffer(info)))
+"""
+
+
+def test_ranks_as_processes_gather_inside_their_kernels(tmp_path):
+    """Three ranks, one process each (the clique in shared memory): every kernel's AllGather
+    leaves every rank's block in every rank's recv."""
+    ranks, count = 3, 2048
+    kernels = str(ROOT / "tests" / "kernels")
+    env = dict(os.environ, ACL_FA_BACKEND="sim", HCCL_EXEC_TIMEOUT="120", PYTHONPATH=str(ROOT))
+    env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
+    root = tmp_path / "root.bin"
+    subprocess.run([sys.executable, "-c", ROOT_MAKER.format(kernels=kernels, root=str(root))], check=True,
+                   timeout=120, env=env, cwd=ROOT)
+    procs = [subprocess.Popen([sys.executable, "-c", RANK_PROCESS.format(kernels=kernels,
+                                                                         args=(ranks, r, str(root), count))],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+             for r in range(ranks)]
+    for r, p in enumerate(procs):
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, out + err
+        res = json.loads(out.strip().splitlines()[-1])
+        assert res["rc"] == 0 and res["destroy"] == 0, res["msg"]
+        assert res["recv_ok"], f"rank {r}: recv does not hold every rank's block"
