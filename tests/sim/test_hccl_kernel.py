@@ -40,8 +40,8 @@ hccl = ffi.dlopen(str(lib_dir / "libhccl.so"))
 engine = ffi.dlopen(str(lib_dir / "libascendc_sim.so"))
 k = ffi.dlopen(str(simlib.kernel_library(lib_dir)))
 assert rt.aclInit(ffi.NULL) in (0, 100002)
-ranks, mode, count, tile, tiles, block_dim, trace, no_context = {args}
-devices = ffi.new("int32_t[]", list(range(ranks)))
+ranks, mode, count, tile, tiles, block_dim, trace, no_context, device_ids = {args}
+devices = ffi.new("int32_t[]", device_ids or list(range(ranks)))
 comms = ffi.new("HcclComm[]", ranks)
 assert hccl.HcclCommInitAll(ranks, devices, comms) == 0
 if trace:
@@ -50,7 +50,7 @@ out = [None] * ranks
 barrier = threading.Barrier(ranks)
 
 def rank(r):
-    assert rt.aclrtSetDevice(r) == 0
+    assert rt.aclrtSetDevice(devices[r]) == 0
     blocks = ranks
     send = (np.arange(count * blocks) % 1000 + 1000 * r).astype(np.float16)
     x = np.random.default_rng(r).uniform(-1, 1, block_dim * tiles * tile).astype(np.float32)
@@ -106,11 +106,13 @@ print(json.dumps(out))
 COMMUNICATE, ALLTOALL, COMPUTE, NEVER_COMMIT = 1, 2, 4, 8
 
 
-def run(ranks, mode, count=4096, tile=1024, tiles=4, block_dim=4, trace=False, no_context=False):
+def run(ranks, mode, count=4096, tile=1024, tiles=4, block_dim=4, trace=False, no_context=False, devices=None):
     code = DRIVER.format(kernels=str(ROOT / "tests" / "kernels"),
-                         args=(ranks, mode, count, tile, tiles, block_dim, int(trace), int(no_context)))
+                         args=(ranks, mode, count, tile, tiles, block_dim, int(trace), int(no_context), devices))
     env = dict(os.environ, ACL_FA_BACKEND="sim", HCCL_EXEC_TIMEOUT="120", PYTHONPATH=str(ROOT))
     env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
+    if devices and max(devices) >= 8:
+        env["ACL_FA_SIM_DEVICE_COUNT"] = str(max(devices) + 1)
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=600, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -144,6 +146,20 @@ def test_modeled_time_overlaps_the_committed_task_with_compute():
     link_cycles = (2e-6 + 1048576 / 56e9) * 1800e6
     assert comm >= link_cycles
     assert max(comm, compute) <= both < 0.8 * (comm + compute)
+
+
+def test_task_to_another_server_is_costed_on_its_roce_link():
+    """Devices 0 and 8 sit in two servers (8 devices each on Ascend910B): the committed task's
+    modeled time is the RoCE link's (10 us + 1 MiB / 25 GB/s, assumed), not HCCS's."""
+    kw = dict(count=512 * 1024, tile=1024, tiles=1, block_dim=1, trace=True)
+    roce = run(2, COMMUNICATE, devices=[0, 8], **kw)
+    hccs = run(2, COMMUNICATE, devices=[0, 1], **kw)
+    for rank in roce:
+        assert rank["rc"] == 0 and rank["recv_ok"], rank["msg"]
+    roce_cycles = (10e-6 + 1048576 / 25e9) * 1800e6
+    hccs_cycles = (2e-6 + 1048576 / 56e9) * 1800e6
+    assert roce_cycles <= roce[0]["cycles"] < roce_cycles * 1.05
+    assert hccs_cycles <= hccs[0]["cycles"] < hccs_cycles * 1.05
 
 
 def test_prepared_task_never_committed_is_a_violation():
