@@ -28,7 +28,7 @@ the same schedule's time without communication) / modeled time. The compute-only
 (the step's FLOPs at the fp16 cube peak) is given beside it: the least compute can take, so
 the most communication can be exposed.
 
-    ACL_FA_SIM_LIB_DIR=$PWD/build/lib python bench/ring_fused_model.py [--profile-heads H]
+    ACL_FA_SIM_LIB_DIR=$PWD/build/lib python bench/ring_fused_model.py [--profile-heads H]  # ~10 min
 
 --profile-heads H (default 32) profiles each call shape at N = H and scales its modeled time by
 32 / H (heads are independent work items of the kernel; H = 32 is exact and takes longest: the
