@@ -204,5 +204,11 @@ void SetLaunchTilingKey(uint64_t key);
  * path reads them from its tiling data: the engine cannot see the kernel's loops. */
 void SetLaunchWorkItems(std::vector<uint64_t> perAic);
 
+/* The communication context GetHcclContext<index>() returns (index 0 or 1) on every core of
+ * the next LaunchKernel made on the calling thread (then reset to null): what CANN's op
+ * runtime hands an MC2 kernel for its HCCL group. The simulated libhccl makes it
+ * (aclfaSimHcclKernelContextCreate, acl_fa_sim_hccl_kernel.h). */
+void SetLaunchHcclContext(uint32_t index, void *context);
+
 } // namespace acl_fa_sim
 #endif

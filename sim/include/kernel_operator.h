@@ -12,3 +12,4 @@
 #include "ascendc_sim/vec.h"
 #include "ascendc_sim/vec_int.h"
 #include "ascendc_sim/cross_core.h"
+#include "ascendc_sim/hccl_context.h"

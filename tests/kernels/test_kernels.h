@@ -162,6 +162,14 @@ int aclfaSimTestPhiloxTile(void *p, void *pOut, void *words, void *bytes, const 
 int aclfaSimTestMaskTile(void *mask, void *scores, void *out, void *summary, const uint32_t *t, uint32_t blockDim,
                          char *err, size_t errLen);
 
+/* hccl_exchange (lib/hccl/hccl.h) on blockDim AIVs with the communication context `context` (an
+ * aclfaSimHcclKernelContext of the simulated libhccl) as GetHcclContext<0>(): mode bit 0 communicates (bit 1:
+ * AlltoAll of `count` fp16 per rank, else AllGather of `count` fp16), bit 2 computes z = 2 x + 1 over
+ * [blockDim, tilesPerCore, tile] fp32 between the Commit and the Wait, bit 3 prepares a task it never
+ * commits (a rule violation at Finalize). */
+int aclfaSimTestHcclExchange(void *context, uint32_t mode, void *send, void *recv, uint64_t count, void *x, void *z,
+                             uint32_t tile, uint32_t tilesPerCore, uint32_t blockDim, char *err, size_t errLen);
+
 #ifdef __cplusplus
 }
 #endif

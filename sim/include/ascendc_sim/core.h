@@ -60,6 +60,9 @@ struct CoreContext {
     CrossCore *crossCore = nullptr;          // the launch's barrier
     uint32_t launchIndex = 0;                // this core's index among the launch's cores
     OpTrace *opTrace = nullptr;              // instruction trace of this core; null when not recording
+    // GetHcclContext<index>() (index 0, 1): the communication contexts the launch was given
+    // (SetLaunchHcclContext); SetHcclContext<index> replaces this core's copy.
+    uint8_t *hcclContext[2] = {nullptr, nullptr};
 };
 
 // Thrown by a core that stops because another core failed; carries no message.
@@ -78,6 +81,10 @@ std::string DescribeCore(const CoreContext &core);
 
 // Raises a rule violation on the current core: "rule <rule> violated on <core> in <api>: <detail>".
 [[noreturn]] void Violation(const char *rule, const char *api, const std::string &detail);
+
+// The calling core is about to wait for work outside its launch (Hccl::Wait): the cores of the
+// launch not started yet run on another host thread meanwhile (cross_core.cpp).
+void LendHostThread(CoreContext &core);
 
 // Raises a rule violation for an instruction, data path or dtype `what` that the current chip's
 // architecture does not have: "rule '<rule>' violated on <core> in <api>: <what> does not exist

@@ -115,3 +115,8 @@ inline void CopyTilingData(T *dst, const uint8_t *tiling) {
 #define GET_TILING_DATA(tiling_data, tiling_arg) \
     AclFaSimDefaultTiling_ tiling_data;          \
     AscendC::sim::CopyTilingData(&tiling_data, (tiling_arg))
+// GET_TILING_DATA_WITH_STRUCT(struct, var, tiling): the tiling as the named struct, on the stack
+// (基础API/Kernel-Tiling/GET_TILING_DATA_WITH_STRUCT.md; what Hccl::InitV2's initTiling points at).
+#define GET_TILING_DATA_WITH_STRUCT(tiling_struct, tiling_data, tiling_arg) \
+    tiling_struct tiling_data;                                             \
+    AscendC::sim::CopyTilingData(&tiling_data, (tiling_arg))

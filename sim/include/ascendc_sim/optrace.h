@@ -44,6 +44,9 @@ enum class OpKind : uint8_t {
     CROSS_WAIT,  // cross-core flag `key` waited on by `pipe2`
     CORE_FLAG_SET,   // CrossCoreSetFlag: one set of counter `key` (target core, flagId, setter) from `pipe`
     CORE_FLAG_WAIT,  // CrossCoreWaitFlag: `pipe2` waits for the oldest set of counter `key`
+    COMM_START,  // Hccl Commit: the communication task `key` starts on the HCCL server and ends
+                 // `units` cycles later (its modeled link time; lib/hccl/hccl.h)
+    COMM_WAIT,   // Hccl Wait: the scalar unit waits for the end of communication task `key`
 };
 
 // What an EXEC op's `units` count, for the cost table.
@@ -161,6 +164,18 @@ inline void TraceCrossFlag(CoreContext &core, bool set, Pipe pipe, uint64_t key,
     RecordOp(core, op, nullptr, 0);
 }
 
+// Hccl Commit (start) of task `key` lasting `cycles`, and Hccl Wait (the scalar unit waits for
+// its end). A task is started once per launch (by the core that sends it) and may be waited
+// for by any core.
+inline void TraceComm(CoreContext &core, bool start, uint64_t key, uint64_t cycles, const char *api) {
+    if (!Tracing(core)) return;
+    TraceOp op;
+    op.api = api;
+    op.kind = start ? OpKind::COMM_START : OpKind::COMM_WAIT;
+    op.key = key;
+    op.units = cycles;
+    RecordOp(core, op, nullptr, 0);
+}
 // A UB/L1 operand of `bytes` at arena offset `addr` (space from the tensor's position).
 inline MemRange LocalRange(bool l1, uint64_t addr, uint64_t bytes, bool isWrite) {
     MemRange r;

@@ -67,9 +67,22 @@ struct TCubeTiling {
     int32_t BatchNum = 0;
     int32_t mxTypePara = 0;
 };
+
+// The HCCL client's tilings (asc-devkit include/adv_api/hccl/hccl_tilingdata.h: Mc2InitTiling
+// 64 B, Mc2CcTiling 512 B of `reserved`, whose inside only the HCCL library reads; the
+// simulator's layout of it is in lib/hccl/hccl_tiling.h). Exported globally like TCubeTiling
+// (asc-devkit impl/adv_api/cmake/scripts/gen_kernel_tiling_data_def.py, _LEGACY_TILING_STRUCTS).
+struct Mc2InitTiling {
+    uint8_t reserved[64] = {};
+};
+struct Mc2CcTiling {
+    uint8_t reserved[512] = {};
+};
 #pragma pack(pop)
 
 }  // namespace tiling
 }  // namespace AscendC
 
 using AscendC::tiling::TCubeTiling;
+using AscendC::tiling::Mc2InitTiling;
+using AscendC::tiling::Mc2CcTiling;

@@ -342,6 +342,10 @@ void CrossCore::Abort() {
     WakeFlagWaiters();
 }
 
+void LendHostThread(CoreContext &core) {
+    if (core.crossCore != nullptr) core.crossCore->LendHostThread();
+}
+
 }  // namespace kernel
 }  // namespace acl_fa_sim
 

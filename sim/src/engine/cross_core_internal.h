@@ -51,6 +51,9 @@ struct CrossCore {
     void Finished(uint32_t core);
     // Wakes waiting cores so they see the launch's abort flag.
     void Abort();
+    // A core is about to block on something outside the launch's cores (an HCCL task): another
+    // host thread runs the cores not started yet meanwhile, as at SyncAll.
+    void LendHostThread() { startSpareWorker_(); }
 
 private:
     bool Takes(uint32_t core, bool aivOnly) const;

@@ -31,6 +31,7 @@ namespace {
 
 thread_local uint64_t tlsNextTilingKey = 0;
 thread_local std::vector<uint64_t> tlsNextWorkItems;  // per AIC, for the next launch
+thread_local uint8_t *tlsNextHcclContext[2] = {nullptr, nullptr};  // GetHcclContext<0/1> of the next launch
 
 std::mutex gStatsMutex;
 aclfaSimLaunchStats gLastStats;
@@ -219,6 +220,10 @@ void SetLaunchTilingKey(uint64_t key) { kernel::tlsNextTilingKey = key; }
 
 void SetLaunchWorkItems(std::vector<uint64_t> perAic) { kernel::tlsNextWorkItems = std::move(perAic); }
 
+void SetLaunchHcclContext(uint32_t index, void *context) {
+    if (index < 2) kernel::tlsNextHcclContext[index] = static_cast<uint8_t *>(context);
+}
+
 aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernelType,
                       const std::function<void()> &body, std::string *error) {
     using namespace kernel;
@@ -227,6 +232,8 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
     tlsNextTilingKey = 0;
     const std::vector<uint64_t> workItems = std::move(tlsNextWorkItems);
     tlsNextWorkItems.clear();
+    uint8_t *const hcclContext[2] = {tlsNextHcclContext[0], tlsNextHcclContext[1]};
+    tlsNextHcclContext[0] = tlsNextHcclContext[1] = nullptr;
     std::string err;
     uint32_t ratio = 1;
     std::vector<Invocation> inv;
@@ -320,6 +327,8 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
             core.subBlockIdx = me.isAic ? 0 : me.blockIdx % ratio;
             core.kernelType = kernelType;
             core.tilingKey = tilingKey;
+            core.hcclContext[0] = hcclContext[0];
+            core.hcclContext[1] = hcclContext[1];
             core.sysWorkspaceBytes = LibApiWorkspaceBytes(*chip);
             core.ub = Arena{mem.ub.data(), chip->ubBytes, 0, 0};
             core.l1 = Arena{mem.l1.data(), chip->l1Bytes, 0, 0};
@@ -355,7 +364,18 @@ aclError LaunchKernel(const char *kernelName, uint32_t blockDim, uint32_t kernel
             crossCore.Finished(static_cast<uint32_t>(k));
         }
     };
-    WorkerPool::Instance().Run(workers, work);
+    if (hcclContext[0] == nullptr && hcclContext[1] == nullptr) {
+        WorkerPool::Instance().Run(workers, work);
+    } else {
+        // A kernel that communicates (Hccl client) waits for its peers' kernels, which may be
+        // launches of other threads of this process (ranks as threads): they must run at the
+        // same time, so it does not queue for the process's pool (one launch at a time) but
+        // runs on threads of its own.
+        std::vector<std::thread> own;
+        for (size_t w = 1; w < workers; ++w) own.emplace_back(work);
+        work();
+        for (std::thread &t : own) t.join();
+    }
     spares.Wait();  // no core is left to start one more: the workers' jobs returned
     stats->wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (tracing && firstError.empty()) {

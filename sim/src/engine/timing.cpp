@@ -435,6 +435,30 @@ private:
             case OpKind::MM_ISSUE:
                 RunJob(core, op, seq);
                 break;
+            case OpKind::COMM_START: {
+                // The HCCL server takes the task when the scalar unit writes the message and
+                // moves it over the links for `units` cycles (docs/hccl.md, "Fused ring").
+                commDone_[op.key] = issue + static_cast<double>(op.units);
+                auto w = commWaiters_.find(op.key);
+                if (w != commWaiters_.end()) {
+                    for (uint32_t waiter : w->second) {
+                        st_[waiter].blocked = false;
+                        woken->push_back(waiter);
+                    }
+                    commWaiters_.erase(w);
+                }
+                break;
+            }
+            case OpKind::COMM_WAIT: {
+                auto d = commDone_.find(op.key);
+                if (d == commDone_.end()) {  // its Commit (on another core) is not replayed yet
+                    s.blocked = true;
+                    commWaiters_[op.key].push_back(core);
+                    return false;
+                }
+                WaitUntil(core, Pi(Pipe::S), issue, d->second, op.api, seq);
+                break;
+            }
             case OpKind::MM_WAIT: {
                 WaitUntil(core, Pi(Pipe::S), issue, s.jobDone[op.key], op.api, seq);
                 if (races_) {
@@ -640,6 +664,8 @@ private:
     std::unordered_map<uint64_t, std::map<uint64_t, Writer>> shadow_;
     std::unordered_map<uint64_t, std::deque<Token>> crossFlags_;
     std::unordered_map<uint64_t, std::deque<uint32_t>> crossWaiters_;
+    std::unordered_map<uint64_t, double> commDone_;                  // HCCL task -> its modeled end
+    std::unordered_map<uint64_t, std::vector<uint32_t>> commWaiters_;  // cores waiting for a task not started yet
     std::unordered_map<uint64_t, std::vector<uint32_t>> syncParticipants_;
     std::unordered_map<uint64_t, SyncBarrier> barriers_;
     std::vector<GmEvent> gm_;
