@@ -121,7 +121,9 @@ def _run_parallel(params: dict):
         raise click.UsageError("--backward with --parallel: ring (acl-fa run --parallel ring --devices P --backward, "
                                "or one process per device under acl-fa launch)")
     settings = settings_of(params)
-    if parallel_run.under_launch():  # one rank of `acl-fa launch`: the clique's size is the device count
+    with reported_as_usage_errors():
+        launched = parallel_run.under_launch()
+    if launched:  # one rank of a launcher: the clique's size is the device count
         with reported_as_usage_errors():
             problem = problem_of(params, heads=heads, seq_kv=None, block_m=0, block_n=0)
             rank, report = parallel_run.run_parallel_rank_job(problem, how, settings)

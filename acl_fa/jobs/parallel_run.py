@@ -107,10 +107,13 @@ def _dtype_name(problem: Problem) -> str:
 
 
 def under_launch() -> bool:
-    """True in a rank process of `acl-fa launch` (its environment names the rank)."""
-    import os
+    """True in a rank process of a launcher (acl-fa launch, or mpirun / srun / a torchrun-style
+    launcher starting more than one rank: acl_fa.parallel.launchers); a launcher's environment
+    acl-fa cannot use raises InvalidArgumentError instead of being ignored."""
+    from ..parallel import launchers
 
-    return bool(os.environ.get(parallel.ENV_RANK))
+    found = launchers.detect()
+    return found is not None and (found.launcher == "acl-fa launch" or found.size > 1)
 
 
 def run_parallel_job(problem: Problem, how: ParallelSettings = ParallelSettings(),

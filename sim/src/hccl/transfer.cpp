@@ -186,8 +186,11 @@ aclError RunItems(Comm &comm, const char *api, std::vector<Item> &items, std::st
         }
         int exited = ExitedPeer(control, items);
         if (exited >= 0) {
+            const char *server = control.rankServer[exited];
             *message = who + ": rank " + std::to_string(exited) + " (pid " +
-                       std::to_string(control.rankPid[exited]) + ") exited while this call waited for it";
+                       std::to_string(control.rankPid[exited]) +
+                       (server[0] != '\0' ? std::string(", host ") + server : std::string()) +
+                       ") exited while this call waited for it";
             Abort(control, ACL_ERROR_RT_DEVICE_TASK_ABORT, *message);
             return ACL_ERROR_RT_DEVICE_TASK_ABORT;
         }
