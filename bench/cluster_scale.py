@@ -1,0 +1,162 @@
+"""Ring attention over simulated hosts: H "hosts" x G devices, ranks started by Open MPI's mpirun
+from an HCCL rank table (issue 32, goal: 8 x 8 devices at S = 262,144, B1 N1 D64 causal, fp16).
+
+The parent writes a rank table of H servers with G devices each (device ids 0 .. G-1 on every
+server), starts one mpirun application context per server (its ranks' ACL_FA_SIM_HOST = that
+server's id, so the simulated libhccl costs links between servers as RoCE and within as HCCS),
+and each rank (this script with --worker) joins with RankContext.from_env
+(HcclCommInitClusterInfo), runs ring attention on its zigzag rows of the seeded inputs (the same
+inputs on every rank) and saves its output rows, LSE and report. The parent then checks the
+output against a float64 reference computed in chunks: in every one of the 2P zigzag chunks, the
+last `--check-rows` query rows (which see the most keys of their chunk) against all the keys they
+see, by the 2x-naive rule (acl_fa.reference.accuracy); and every rank's peak device memory
+against (Q + K + V + O) / P plus the ring's constant (parallel.MemoryBound).
+
+    python bench/cluster_scale.py --hosts 8 --per-host 8 --seq 262144 --head-dim 64
+    python bench/cluster_scale.py --hosts 2 --per-host 2 --seq 4096        # a quick one
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _inputs(seq: int, head_dim: int, seed: int):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((1, 1, seq, head_dim), dtype=np.float32).astype(np.float16) for _ in range(3)]
+
+
+def worker(out_dir: str, seq: int, head_dim: int, seed: int):
+    from acl_fa import parallel
+
+    q, k, v = _inputs(seq, head_dim, seed)
+    start = time.perf_counter()
+    with parallel.RankContext.from_env() as ctx:
+        rows = parallel.zigzag_chunks(seq, ctx.size, True)[ctx.rank]
+        take = lambda x: np.ascontiguousarray(np.concatenate([x[:, :, a:b] for a, b in rows], axis=2))  # noqa: E731
+        del_inputs = (take(q), take(k), take(v))
+        del q, k, v  # only the rank's rows stay on the host
+        out, lse, rep = ctx.ring_attention(*del_inputs, causal=True, report=True, accumulate="output")
+        m = rep.memory_bound
+        record = {"rank": ctx.rank, "device": ctx.device, "host": os.environ.get("ACL_FA_SIM_HOST", ""),
+                  "rows": rows, "device_bytes": rep.device_bytes, "shards": m.shards, "constant": m.constant,
+                  "rounding": m.rounding, "bound": m.bound, "flops": rep.flops, "wall": time.perf_counter() - start,
+                  "link_bytes_per_step": rep.link_bytes_per_step, "link": rep.link,
+                  "modeled_comm_seconds": rep.modeled_comm_seconds,
+                  "modeled_compute_seconds": rep.modeled_compute_seconds}
+        np.savez(os.path.join(out_dir, f"rank{ctx.rank}.npz"), out=out, lse=lse)
+        with open(os.path.join(out_dir, f"rank{ctx.rank}.json"), "w") as f:
+            json.dump(record, f)
+
+
+def check(out_dir: str, ranks: int, seq: int, head_dim: int, seed: int, check_rows: int):
+    from acl_fa.reference.accuracy import check_accuracy, naive_same_precision
+    from acl_fa.reference.attention import attention_reference
+
+    q, k, v = _inputs(seq, head_dim, seed)
+    scale = 1 / np.sqrt(head_dim)
+    parts = {"ref": [], "ref_lse": [], "naive": [], "got": [], "got_lse": []}
+    for r in range(ranks):
+        shard = np.load(os.path.join(out_dir, f"rank{r}.npz"))
+        rec = json.load(open(os.path.join(out_dir, f"rank{r}.json")))
+        at = 0
+        for a, b in rec["rows"]:
+            lo = max(a, b - check_rows)  # the chunk's last rows: they see keys [0, b)
+            args = (q[:, :, lo:b], k[:, :, :b], v[:, :, :b])
+            ref, ref_lse = attention_reference(*args, causal=True, scale=scale, layout="BNSD")
+            parts["ref"].append(ref)
+            parts["ref_lse"].append(ref_lse)
+            parts["naive"].append(naive_same_precision(*args, np.float16, causal=True, scale=scale, layout="BNSD",
+                                                       heads=[0]))
+            parts["got"].append(shard["out"][:, :, at + lo - a:at + b - a])
+            parts["got_lse"].append(shard["lse"][:, :, at + lo - a:at + b - a])
+            at += b - a
+    joined = {key: np.concatenate(value, axis=2) for key, value in parts.items()}
+    return check_accuracy(joined["got"], joined["got_lse"], joined["ref"], joined["ref_lse"], joined["naive"],
+                          "float16", [0])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=8)
+    parser.add_argument("--per-host", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=262144)
+    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--check-rows", type=int, default=64)
+    parser.add_argument("--timeout", type=float, default=7200.0)
+    parser.add_argument("--worker", metavar="DIR", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.seq, args.head_dim, args.seed)
+        return 0
+    from acl_fa.parallel.rank_table import write_rank_table
+    from acl_fa.runtime.units import format_bytes
+
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        raise SystemExit("mpirun not found (apt-get install openmpi-bin)")
+    ranks = args.hosts * args.per_host
+    out_dir = tempfile.mkdtemp(prefix="acl-fa-cluster-")
+    table = os.path.join(out_dir, "rank_table.json")
+    write_rank_table(table, [args.per_host] * args.hosts)
+    cmd = [mpirun, "--allow-run-as-root", "--oversubscribe"]
+    for h in range(args.hosts):
+        cmd += ([":"] if h else []) + ["-n", str(args.per_host), "-x", f"ACL_FA_SIM_HOST=10.0.0.{h + 1}",
+                                       "-x", f"RANK_TABLE_FILE={table}", sys.executable, os.path.abspath(__file__),
+                                       "--worker", out_dir, "--seq", str(args.seq), "--head-dim", str(args.head_dim),
+                                       "--seed", str(args.seed)]
+    env = dict(os.environ, ACL_FA_BACKEND="sim", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.setdefault("HCCL_CONNECT_TIMEOUT", "1200")
+    start = time.monotonic()
+    proc = subprocess.run(cmd, env=env, timeout=args.timeout)
+    wall = time.monotonic() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"mpirun exited with {proc.returncode} after {wall:.0f} s")
+    recs = [json.load(open(os.path.join(out_dir, f"rank{r}.json"))) for r in range(ranks)]
+    check_start = time.monotonic()
+    acc = check(out_dir, ranks, args.seq, args.head_dim, args.seed, args.check_rows)
+    check_wall = time.monotonic() - check_start
+    tensor = args.seq * args.head_dim * 2  # one of Q, K, V, O (B1 N1, fp16)
+    worst = max(recs, key=lambda r: r["device_bytes"] - r["shards"])
+    within = all(r["device_bytes"] <= r["bound"] for r in recs)
+    kinds = sorted({(r["link"]["kind"]) for r in recs})
+    inter = [r for r in recs if r["rank"] % args.per_host == args.per_host - 1]  # sends to the next host
+    comm = max(sum(r["modeled_comm_seconds"]) for r in recs)
+    compute = max(sum(r["modeled_compute_seconds"]) for r in recs)
+    print(f"{args.hosts} hosts x {args.per_host} devices = {ranks} ranks (mpirun, rank table), S={args.seq} "
+          f"B1 N1 D{args.head_dim} causal fp16, accumulate=output; mpirun wall {wall:.0f} s")
+    print(f"devices: {[r['device'] for r in recs[:args.per_host]]} on each of {sorted({r['host'] for r in recs})}")
+    print(f"check ({2 * ranks} chunks x last {args.check_rows} rows, float64 reference, 2x-naive rule): "
+          f"{'OK' if acc.ok else 'FAILED'}, max error {acc.max_error:.3e}, tolerance {acc.tolerance:.3e}, "
+          f"LSE error {acc.lse_max_error:.1e} ({check_wall:.0f} s)")
+    print(f"(Q+K+V+O)/P = {format_bytes(4 * tensor // ranks)}; peak device memory per rank: "
+          f"max {format_bytes(max(r['device_bytes'] for r in recs))}, min {format_bytes(min(r['device_bytes'] for r in recs))}; "
+          f"worst peak - shards = {format_bytes(worst['device_bytes'] - worst['shards'])} "
+          f"(constant {format_bytes(worst['constant'])} + rounding {format_bytes(worst['rounding'])}); "
+          f"every rank within its bound: {'yes' if within else 'NO'}")
+    print(f"bytes to the next rank per step (rank 0): {recs[0]['link_bytes_per_step'][0]} x "
+          f"{len(recs[0]['link_bytes_per_step']) - 1}, then {recs[0]['link_bytes_per_step'][-1]}")
+    print(f"links seen by rank reports: {kinds}; modeled per rank (max over ranks, sums over steps): "
+          f"communication {comm * 1e3:.2f} ms, compute {compute * 1e3:.2f} ms; "
+          f"host-boundary ranks: {len(inter)}")
+    print(f"balance (max/mean FLOPs): {max(r['flops'] for r in recs) / (sum(r['flops'] for r in recs) / ranks):.4f}; "
+          f"rank wall s: max {max(r['wall'] for r in recs):.0f}")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return 0 if acc.ok and within else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
