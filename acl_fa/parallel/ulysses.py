@@ -44,7 +44,8 @@ from ..runtime.loader import get_backend
 from .clique import split_bounds, check_devices, chip_peak_flops, device_clique, run_ranks
 from ..runtime.device_array import DeviceArray
 
-__all__ = ["ulysses_attention", "UlyssesReport", "kv_heads_of_rank", "ulysses_link_bytes"]
+__all__ = ["ulysses_attention", "UlyssesReport", "kv_heads_of_rank", "ulysses_link_bytes", "all_to_all_batches",
+           "send_layout"]
 
 
 def kv_heads_of_rank(num_heads: int, num_kv_heads: int, ranks: int) -> list:
@@ -106,6 +107,23 @@ class UlyssesReport:
                 "comm_fraction": comm / (comm + compute) if comm + compute else 0.0}
 
 
+def all_to_all_batches(comm, send, recv, send_block, recv_block, batch: int, dtype, stream):
+    """One HcclAlltoAllV per batch: send_block(b, j) / recv_block(b, i) = (count, displ) in elements."""
+    p = comm.size
+    for b in range(batch):
+        sc, sd = zip(*[send_block(b, j) for j in range(p)])
+        rc, rd = zip(*[recv_block(b, i) for i in range(p)])
+        comm.all_to_all_v(send, list(sc), list(sd), recv, list(rc), list(rd), dtype, stream)
+
+
+def send_layout(x, a: int, b: int, ranks: int, heads_per_dest: int):
+    """[B, H_all, S, D] (heads in destination order) rows a:b -> [B, P, S_r, heads of the
+    destination, D]: every destination's block contiguous, as HcclAlltoAllV sends it."""
+    shard = x[:, :, a:b]
+    return np.ascontiguousarray(shard.reshape(shard.shape[0], ranks, heads_per_dest, b - a, shard.shape[3])
+                                .transpose(0, 1, 3, 2, 4))
+
+
 class _UlyssesRank:
     def __init__(self, comm, session, shards, rows, kv_heads, problem, peak):
         self.comm, self.session = comm, session
@@ -129,12 +147,8 @@ class _UlyssesRank:
         self.wall = time.perf_counter() - start
 
     def _all_to_all(self, send, recv, send_block, recv_block, stream):
-        """One HcclAlltoAllV per batch: send_block(b, j) / recv_block(b, i) = (count, displ) in elements."""
-        dtype, p = self.problem.dtype, self.p
-        for b in range(self.problem.batch):
-            sc, sd = zip(*[send_block(b, j) for j in range(p)])
-            rc, rd = zip(*[recv_block(b, i) for i in range(p)])
-            self.comm.all_to_all_v(send, list(sc), list(sd), recv, list(rc), list(rd), dtype, stream)
+        all_to_all_batches(self.comm, send, recv, send_block, recv_block, self.problem.batch, self.problem.dtype,
+                           stream)
 
     def _run(self):
         s, pr, p, r = self.session, self.problem, self.p, self.r
@@ -218,13 +232,8 @@ def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout
     hq = n // p
     kv_order = [h for heads in kv_heads for h in heads]  # destination-major
 
-    def send_layout(x, a, b, heads_per_dest):
-        """[B, H_all, S_r, D] rows a:b -> [B, P, S_r, heads of the destination, D]."""
-        shard = x[:, :, a:b]
-        return np.ascontiguousarray(shard.reshape(shard.shape[0], p, heads_per_dest, b - a, d).transpose(0, 1, 3, 2, 4))
-
-    shards = [{"q": send_layout(qb, a, b, hq), "k": send_layout(kb[:, kv_order], a, b, len(kv_heads[0])),
-               "v": send_layout(vb[:, kv_order], a, b, len(kv_heads[0]))} for a, b in rows]
+    shards = [{"q": send_layout(qb, a, b, p, hq), "k": send_layout(kb[:, kv_order], a, b, p, len(kv_heads[0])),
+               "v": send_layout(vb[:, kv_order], a, b, p, len(kv_heads[0]))} for a, b in rows]
     with device_clique(devices, be.name) as (sessions, comms):  # a new clique: its link counters start at zero
         peak = chip_peak_flops(be)
         ranks = [_UlyssesRank(c, sess, shards[i], rows, kv_heads, problem, peak)
