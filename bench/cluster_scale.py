@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -47,25 +48,63 @@ def _rows(tensor: int, a: int, b: int, head_dim: int, seed: int) -> np.ndarray:
     return np.concatenate(blocks)[None, None]
 
 
+def _rank(ctx, out_dir: str, seq: int, head_dim: int, seed: int, start: float):
+    """One rank's ring on its zigzag rows; its output rows, LSE and report saved under out_dir."""
+    from acl_fa import parallel
+
+    rows = parallel.zigzag_chunks(seq, ctx.size, True)[ctx.rank]
+    shard = [np.ascontiguousarray(np.concatenate([_rows(t, a, b, head_dim, seed) for a, b in rows], axis=2))
+             for t in range(3)]
+    out, lse, rep = ctx.ring_attention(*shard, causal=True, report=True, accumulate="output")
+    m = rep.memory_bound
+    record = {"rank": ctx.rank, "device": ctx.device, "host": os.environ.get("ACL_FA_SIM_HOST", ""),
+              "rows": rows, "device_bytes": rep.device_bytes, "shards": m.shards, "constant": m.constant,
+              "rounding": m.rounding, "bound": m.bound, "flops": rep.flops, "wall": time.perf_counter() - start,
+              "link_bytes_per_step": rep.link_bytes_per_step, "link": rep.link,
+              "modeled_comm_seconds": rep.modeled_comm_seconds,
+              "modeled_compute_seconds": rep.modeled_compute_seconds,
+              "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+    np.savez(os.path.join(out_dir, f"rank{ctx.rank}.npz"), out=out, lse=lse)
+    with open(os.path.join(out_dir, f"rank{ctx.rank}.json"), "w") as f:
+        json.dump(record, f)
+
+
 def worker(out_dir: str, seq: int, head_dim: int, seed: int):
+    """One process per rank: the rank from the launcher, the clique from RANK_TABLE_FILE."""
     from acl_fa import parallel
 
     start = time.perf_counter()
     with parallel.RankContext.from_env() as ctx:
-        rows = parallel.zigzag_chunks(seq, ctx.size, True)[ctx.rank]
-        shard = [np.ascontiguousarray(np.concatenate([_rows(t, a, b, head_dim, seed) for a, b in rows], axis=2))
-                 for t in range(3)]
-        out, lse, rep = ctx.ring_attention(*shard, causal=True, report=True, accumulate="output")
-        m = rep.memory_bound
-        record = {"rank": ctx.rank, "device": ctx.device, "host": os.environ.get("ACL_FA_SIM_HOST", ""),
-                  "rows": rows, "device_bytes": rep.device_bytes, "shards": m.shards, "constant": m.constant,
-                  "rounding": m.rounding, "bound": m.bound, "flops": rep.flops, "wall": time.perf_counter() - start,
-                  "link_bytes_per_step": rep.link_bytes_per_step, "link": rep.link,
-                  "modeled_comm_seconds": rep.modeled_comm_seconds,
-                  "modeled_compute_seconds": rep.modeled_compute_seconds}
-        np.savez(os.path.join(out_dir, f"rank{ctx.rank}.npz"), out=out, lse=lse)
-        with open(os.path.join(out_dir, f"rank{ctx.rank}.json"), "w") as f:
-            json.dump(record, f)
+        _rank(ctx, out_dir, seq, head_dim, seed, start)
+
+
+def host_worker(out_dir: str, seq: int, head_dim: int, seed: int, per_host: int):
+    """One process per host (the launcher's rank h is host h), one thread per device: ranks
+    h G .. h G + G - 1 of the rank table, each on its device_id (RankContext.from_rank_table)."""
+    import threading
+
+    from acl_fa import parallel
+    from acl_fa.parallel import launchers
+
+    host = launchers.detect().rank
+    table = os.environ["RANK_TABLE_FILE"]
+    errors = []
+
+    def run(rank):
+        start = time.perf_counter()
+        try:
+            with parallel.RankContext.from_rank_table(table, rank) as ctx:
+                _rank(ctx, out_dir, seq, head_dim, seed, start)
+        except BaseException as exc:  # noqa: BLE001 -- reported below, the process fails
+            errors.append(f"rank {rank}: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=run, args=(host * per_host + g,)) for g in range(per_host)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise SystemExit("\n".join(errors))
 
 
 def check(out_dir: str, ranks: int, seq: int, head_dim: int, seed: int, check_rows: int):
@@ -104,10 +143,17 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--check-rows", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=7200.0)
+    parser.add_argument("--ranks-as", choices=["threads", "processes"], default="threads",
+                        help="threads: one process per host, one thread per device (the 8 x 8 run: 64 Python "
+                             "processes do not fit this host's memory); processes: one process per rank")
     parser.add_argument("--worker", metavar="DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--host-worker", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         worker(args.worker, args.seq, args.head_dim, args.seed)
+        return 0
+    if args.host_worker:
+        host_worker(args.host_worker, args.seq, args.head_dim, args.seed, args.per_host)
         return 0
     from acl_fa.parallel.rank_table import write_rank_table
     from acl_fa.runtime.units import format_bytes
@@ -120,11 +166,14 @@ def main(argv=None):
     table = os.path.join(out_dir, "rank_table.json")
     write_rank_table(table, [args.per_host] * args.hosts)
     cmd = [mpirun, "--allow-run-as-root", "--oversubscribe"]
+    threads = args.ranks_as == "threads"
     for h in range(args.hosts):
-        cmd += ([":"] if h else []) + ["-n", str(args.per_host), "-x", f"ACL_FA_SIM_HOST=10.0.0.{h + 1}",
-                                       "-x", f"RANK_TABLE_FILE={table}", sys.executable, os.path.abspath(__file__),
-                                       "--worker", out_dir, "--seq", str(args.seq), "--head-dim", str(args.head_dim),
-                                       "--seed", str(args.seed)]
+        cmd += ([":"] if h else []) + ["-n", "1" if threads else str(args.per_host), "-x",
+                                       f"ACL_FA_SIM_HOST=10.0.0.{h + 1}", "-x", f"RANK_TABLE_FILE={table}",
+                                       sys.executable, os.path.abspath(__file__),
+                                       "--host-worker" if threads else "--worker", out_dir, "--seq", str(args.seq),
+                                       "--head-dim", str(args.head_dim), "--seed", str(args.seed),
+                                       "--per-host", str(args.per_host)]
     env = dict(os.environ, ACL_FA_BACKEND="sim", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.setdefault("HCCL_CONNECT_TIMEOUT", "1200")
     start = time.monotonic()
@@ -143,7 +192,8 @@ def main(argv=None):
     inter = [r for r in recs if r["rank"] % args.per_host == args.per_host - 1]  # sends to the next host
     comm = max(sum(r["modeled_comm_seconds"]) for r in recs)
     compute = max(sum(r["modeled_compute_seconds"]) for r in recs)
-    print(f"{args.hosts} hosts x {args.per_host} devices = {ranks} ranks (mpirun, rank table), S={args.seq} "
+    how = "one process per host, one thread per device" if threads else "one process per rank"
+    print(f"{args.hosts} hosts x {args.per_host} devices = {ranks} ranks (mpirun, rank table; {how}), S={args.seq} "
           f"B1 N1 D{args.head_dim} causal fp16, accumulate=output; mpirun wall {wall:.0f} s")
     print(f"devices: {[r['device'] for r in recs[:args.per_host]]} on each of {sorted({r['host'] for r in recs})}")
     print(f"check ({2 * ranks} chunks x last {args.check_rows} rows, float64 reference, 2x-naive rule): "
@@ -160,7 +210,8 @@ def main(argv=None):
           f"communication {comm * 1e6:.1f} us, compute {compute * 1e6:.1f} us; "
           f"host-boundary ranks: {len(inter)}")
     print(f"balance (max/mean FLOPs): {max(r['flops'] for r in recs) / (sum(r['flops'] for r in recs) / ranks):.4f}; "
-          f"rank wall s: max {max(r['wall'] for r in recs):.0f}")
+          f"rank wall s: max {max(r['wall'] for r in recs):.0f}; peak host RSS per process: "
+          f"max {max(r['max_rss_kib'] for r in recs) / 1024:.0f} MiB")
     shutil.rmtree(out_dir, ignore_errors=True)
     return 0 if acc.ok and within else 1
 

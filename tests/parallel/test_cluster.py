@@ -155,6 +155,9 @@ def test_rank_table_that_disagrees_with_the_launcher_is_refused_before_device_wo
     assert time.monotonic() - start < 120  # no HCCL_CONNECT_TIMEOUT wait
 
 
+# The ranks of host 10.0.0.2 leave after a barrier that follows the first all-gather: every rank has
+# then finished that all-gather (a rank enters the barrier only after it), so the others' failure is
+# a mid-run one, in the barrier or the all-gathers after it.
 HOST_DROP = """
 import os, sys, numpy as np
 from acl_fa import parallel
@@ -165,11 +168,16 @@ with parallel.RankContext.from_env() as ctx:
     ctx.comm.all_gather(x, y, 256, np.float32, st)
     st.synchronize()
     if os.environ["ACL_FA_SIM_HOST"] == "10.0.0.2":
-        os._exit(17)  # the whole host drops after the first collective
+        try:
+            ctx.comm.barrier(st)
+            st.synchronize()
+        finally:
+            os._exit(17)  # the whole host drops
     try:
+        ctx.comm.barrier(st)
         for _ in range(3):
             ctx.comm.all_gather(x, y, 256, np.float32, st)
-            st.synchronize()
+        st.synchronize()
     except Exception as exc:
         print("rank", ctx.rank, "failed:", exc, flush=True)
         sys.exit(3)
