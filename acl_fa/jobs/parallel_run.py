@@ -22,7 +22,7 @@ from .. import parallel
 from ..reference.accuracy import check_accuracy, naive_same_precision
 from ..runtime.errors import InvalidArgumentError
 from ..spec.layouts import from_bnsd, to_bnsd
-from ..spec.problem import Problem
+from ..spec.problem import Problem, make_problem
 from .settings import JobSettings
 from ..parallel.rank_agree import all_gather_host
 from ..reference.attention import attention_reference
@@ -44,6 +44,9 @@ class ParallelRun:
 
     def to_dict(self) -> dict:
         rep = self.report
+        if isinstance(rep, UspReport):
+            return {"mode": self.mode, **self.sizes, "devices": rep.devices, "ulysses": rep.ulysses, "rings": rep.rings,
+                    "accuracy": None if self.accuracy is None else dataclasses.asdict(self.accuracy)}
         if isinstance(rep, parallel.UlyssesReport):
             return {"mode": self.mode, **self.sizes, "devices": rep.devices, "balance": rep.balance, "link": rep.link,
                     "link_bytes": rep.link_bytes, "analytic_link_bytes": rep.analytic_link_bytes,
@@ -119,9 +122,9 @@ def under_launch() -> bool:
 def run_parallel_job(problem: Problem, how: ParallelSettings = ParallelSettings(),
                      settings: JobSettings = JobSettings()) -> ParallelRun:
     """The run of one process over `how.devices` devices (threads of this process)."""
-    run = {"ring": parallel.ring_attention, "ulysses": parallel.ulysses_attention}.get(how.mode)
+    run = {"ring": parallel.ring_attention, "ulysses": parallel.ulysses_attention, "ulysses,ring": _usp}.get(how.mode)
     if run is None:
-        raise InvalidArgumentError(f"--parallel {how.mode!r}: must be ring or ulysses")
+        raise InvalidArgumentError(f"--parallel {how.mode!r}: must be ring, ulysses or ulysses,ring")
     p = problem
     q, k, v = _inputs(p, settings.seed)
     extra = dict(accumulate=how.accumulate) if how.mode == "ring" else {}
@@ -129,7 +132,9 @@ def run_parallel_job(problem: Problem, how: ParallelSettings = ParallelSettings(
                            backend=settings.backend, report=True, **_head_names(p), **extra)
     accuracy = check_sharded(p, q, k, v, out, lse) if settings.check else None
     run_ = ParallelRun(how.mode, _sizes(p), report, accuracy)
-    if how.backward:
+    if how.backward and how.mode == "ulysses":
+        _ulysses_backward(run_, p, (q, k, v, out, lse), how, settings)
+    elif how.backward:
         _ring_backward(run_, p, (q, k, v, out, lse), how, settings)
     return run_
 
@@ -148,6 +153,43 @@ def _ring_backward(run_, problem: Problem, arrays: tuple, how: ParallelSettings,
         dout, q, k, v, out, lse, devices=list(range(how.devices)), causal=p.causal, scale=p.scale, layout=p.layout,
         backend=settings.backend, report=True, **_head_names(p))
     run_.backward = {"wall_seconds": time.perf_counter() - start, "checked": False}
+    if settings.check and run_.sizes["seq"] <= CHECK_ALL_ROWS:
+        _check_backward(run_, p, grads, q, k, v, dout)
+
+
+@dataclasses.dataclass
+class UspReport:
+    """What `--parallel ulysses,ring` ran: Ulysses groups of `ulysses` devices, a ring across the
+    `rings` groups (parallel.usp_attention)."""
+
+    devices: list
+    ulysses: int
+    rings: int
+    link: dict = dataclasses.field(default_factory=dict)
+
+
+def _usp(q, k, v, *, devices, backend, report, **kwargs):
+    from ..parallel.usp import default_ulysses_size, usp_attention
+
+    problem, *_ = make_problem(q, k, v, causal=kwargs["causal"], scale=kwargs["scale"], layout=kwargs["layout"],
+                               num_heads=kwargs.get("num_heads"), num_kv_heads=kwargs.get("num_kv_heads"))
+    u = default_ulysses_size(len(devices), problem.num_heads, problem.num_kv_heads)
+    out, lse = usp_attention(q, k, v, devices=devices, ulysses=u, backend=backend, **kwargs)
+    return out, lse, UspReport(list(devices), u, len(devices) // u)
+
+
+def _ulysses_backward(run_, problem: Problem, arrays: tuple, how: ParallelSettings, settings: JobSettings):
+    """parallel.ulysses_attention_backward on a random dout, checked like the ring's backward."""
+    import time
+
+    p, (q, k, v, out, lse) = problem, arrays
+    dout = _dout(q, p.dtype, settings.seed)
+    start = time.perf_counter()
+    *grads, rep = parallel.ulysses_attention_backward(
+        dout, q, k, v, out, lse, devices=list(range(how.devices)), causal=p.causal, scale=p.scale, layout=p.layout,
+        backend=settings.backend, report=True, **_head_names(p))
+    run_.backward = {"wall_seconds": time.perf_counter() - start, "checked": False, "link_bytes": rep.link_bytes,
+                     "analytic_link_bytes": rep.analytic_link_bytes}
     if settings.check and run_.sizes["seq"] <= CHECK_ALL_ROWS:
         _check_backward(run_, p, grads, q, k, v, dout)
 
@@ -342,6 +384,12 @@ def check_sharded(problem: Problem, q, k, v, out, lse):
 
 def format_parallel_report(run: ParallelRun) -> str:
     rep, s = run.report, run.sizes
+    if isinstance(rep, UspReport):
+        return "\n".join([f"acl-fa run --parallel ulysses,ring: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} "
+                          f"S={s['seq']} D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices "
+                          f"{rep.devices}: Ulysses groups of {rep.ulysses} devices "
+                          f"({s['heads'] // rep.ulysses} query heads per device), a ring across {rep.rings} groups",
+                          *_check_line(run)])
     if isinstance(rep, parallel.UlyssesReport):
         return _format_ulysses(run)
     lines = [f"acl-fa run --parallel {run.mode}: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} S={s['seq']} "
@@ -474,4 +522,14 @@ def _format_ulysses(run: ParallelRun) -> str:
                  f"links in parallel), compute at cube peak {m['compute_seconds'] * 1e3:.4g} ms, not overlapped: "
                  f"{m['step_seconds'] * 1e3:.4g} ms, communication {100 * m['comm_fraction']:.1f}%")
     lines += _check_line(run)
+    if run.backward:
+        b = run.backward
+        lines.append(f"backward (Ulysses: Q, K, V, O, dO to head shards, FlashAttentionGrad, dQ, dK, dV home): "
+                     f"{b['wall_seconds']:.3f} s wall (host); bytes per link "
+                     f"{'equal to' if b['link_bytes'] == b['analytic_link_bytes'] else 'DIFFER from'} the formula")
+        for g in run.gradients:
+            lines.append(f"backward check {g.name} (kv head 0 and its query heads vs float64 backward, 2x-naive rule): "
+                         f"max error {g.max_error:.3e}, tolerance {g.tolerance:.3e}: {'OK' if g.ok else 'FAILED'}")
+        if not b["checked"]:
+            lines.append(f"backward check: skipped (S > {CHECK_ALL_ROWS}, or --no-check)")
     return "\n".join(lines)
