@@ -242,10 +242,12 @@ def run_parallel_rank_job(problem: Problem, how: ParallelSettings = ParallelSett
     the outputs; with `how.backward`, then the ring backward and (checked) the gradients of kv head
     0. `how.devices` is not used: the clique's size is. Returns (rank, ParallelRun with the whole
     run's report and checks)."""
+    if how.mode == "ulysses" and not how.backward:
+        return _ulysses_rank_job(problem, settings)
     if how.mode != "ring":
-        raise InvalidArgumentError(f"--parallel {how.mode} under acl-fa launch: only ring runs one process per "
-                                   "device (ulysses: one process for all devices, acl-fa run --parallel ulysses "
-                                   "--devices P)")
+        raise InvalidArgumentError(f"--parallel {how.mode}{' --backward' if how.backward else ''} under a launcher: "
+                                   "ring and the ulysses forward run one process per device (the others: one process "
+                                   "for all devices, acl-fa run --parallel ... --devices P)")
     p, seq, check = problem, problem.seq_q, settings.check
     q, k, v = _inputs(p, settings.seed)
     with parallel.RankContext.from_env(backend=settings.backend) as ctx:
@@ -272,6 +274,67 @@ def run_parallel_rank_job(problem: Problem, how: ParallelSettings = ParallelSett
         if grads is not None:
             _check_backward(run_, p, grads, q, k, v, dout)
     return rank, run_
+
+
+def _ulysses_rank_job(problem: Problem, settings: JobSettings):
+    """This process's rank of Ulysses under a launcher: its contiguous rows of the seeded inputs,
+    RankContext.ulysses_attention, then head 0 of the output (and rank 0's head-0 LSE, by
+    HcclBroadcast) on every rank for the check; the per-link bytes from the link counters."""
+    import time
+
+    p = problem
+    q, k, v = _inputs(p, settings.seed)
+    with parallel.RankContext.from_env(backend=settings.backend) as ctx:
+        size, rank = ctx.size, ctx.rank
+        if p.seq_q < size:
+            raise InvalidArgumentError(f"S={p.seq_q} cannot be split over {size} ranks: needs S >= P = {size}")
+        bounds = parallel.ulysses.split_bounds(p.seq_q, size)
+        ranges = [[b] for b in bounds]
+        shard = [parallel.shard_rows(to_bnsd(x, p.layout, n), ranges[rank])
+                 for x, n in ((q, p.num_heads), (k, p.num_kv_heads), (v, p.num_kv_heads))]
+        start = time.perf_counter()
+        out, lse_heads = ctx.ulysses_attention(*shard, causal=p.causal, scale=p.scale, layout="BNSD")
+        wall = time.perf_counter() - start
+        sim = ctx.session.backend.name == "sim"
+        # This rank's links now (its all-to-alls are done; the exchanges below would add to them).
+        mine = [ctx.comm.link_stats(rank, j) if sim and j != rank else None for j in range(size)]
+        row = [x["bytes"] if x else 0 for x in mine] + [max([x["modeled_seconds"] for x in mine if x] or [0.0]), wall]
+        peer = next((x for x in mine if x), None)
+        link = {key: peer[key] for key in ("kind", "bandwidth_gbs", "latency_us")} if peer else {}
+        lse0 = _broadcast_head0_lse(ctx, lse_heads)  # [B, S]: head 0 lives on rank 0
+        a, b = bounds[rank]
+        full_out, full_lse = _gather_head0(ctx, out, lse0[:, None, a:b], ranges, p.seq_q)
+        table = all_gather_host(ctx.comm, np.array(row, np.float64))  # byte counts < 2**53: exact
+        link_bytes = [[int(x) for x in r[:size]] for r in table]
+        modeled, walls = [float(r[size]) for r in table], [float(r[size + 1]) for r in table]
+        peak = ctx.peak
+    kv = parallel.ulysses.kv_heads_of_rank(p.num_heads, p.num_kv_heads, size)
+    analytic = parallel.ulysses.ulysses_link_bytes(p.seq_q, size, p.batch, p.num_heads, len(kv[0]), p.head_dim,
+                                                   p.dtype.itemsize)
+    flops = [4 * p.batch * (p.num_heads // size) * p.head_dim * p.visible_pairs()] * size
+    report = parallel.UlyssesReport(list(range(size)), p.causal, link_bytes, analytic, flops, modeled,
+                                    [f / peak if peak else 0.0 for f in flops], walls,
+                                    link, kv)
+    accuracy = None
+    if settings.check:
+        full = from_bnsd(_pad_heads(full_out, p.num_heads), p.layout)
+        accuracy = check_sharded(p, q, k, v, full, _pad_heads(full_lse, p.num_heads))
+    return rank, ParallelRun("ulysses", _sizes(p), report, accuracy)
+
+
+def _broadcast_head0_lse(ctx, lse_heads) -> np.ndarray:
+    """Rank 0's LSE of head 0 ([B, S] float32) on every rank (HcclBroadcast from rank 0)."""
+    s = ctx.session
+    head0 = np.ascontiguousarray(lse_heads[:, 0], np.float32)
+    buf = s.upload(head0)
+    stream = s.stream()
+    try:
+        ctx.comm.broadcast(buf, head0.size, np.float32, 0, stream)
+        stream.synchronize()
+        return buf.to_numpy(head0.shape, np.float32)
+    finally:
+        stream.close()
+        buf.close()
 
 
 def _rank_ranges(seq: int, ranks: int, causal: bool) -> list:

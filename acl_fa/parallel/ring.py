@@ -690,6 +690,16 @@ class RankContext:
     def __repr__(self) -> str:
         return f"<RankContext rank {self.rank} of {self.size} on device {self.device}>"
 
+    def ulysses_attention(self, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
+                          num_kv_heads=None):
+        """This rank's part of Ulysses over the clique: q, k, v its rows of the contiguous split
+        (split_bounds(S, P)[rank]), every head. Returns (out rows like q, lse float32 [B, N/P, S]:
+        this rank's heads, every row). acl_fa.parallel.ulysses.rank_ulysses_attention."""
+        from .ulysses import rank_ulysses_attention
+
+        return rank_ulysses_attention(self, q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                                      num_kv_heads=num_kv_heads)
+
     def ring_attention(self, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
                        report=False, accumulate=None):
         """This rank's part of ring attention over the clique. q, k, v: the rank's shard in

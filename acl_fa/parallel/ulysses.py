@@ -276,3 +276,51 @@ def _report(be, devices, comms, ranks, rows, problem, kv_heads, peak) -> Ulysses
     return UlyssesReport(devices, problem.causal, measured, analytic, [rk.flops for rk in ranks], modeled,
                          [rk.flops / peak if peak else 0.0 for rk in ranks], [rk.wall for rk in ranks], link,
                          kv_heads)
+
+
+def rank_ulysses_attention(ctx, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
+                           num_kv_heads=None):
+    """One rank of Ulysses over its clique (RankContext.ulysses_attention): q, k, v are the rank's
+    rows [a_r, b_r) of split_bounds(S, P) -- the contiguous split -- every head. Every rank calls it
+    together; the ranks' row counts are all-gathered and must be the split of their sum. Returns
+    (out rows like q, lse float32 [B, N/P, S]: this rank's heads over the whole sequence)."""
+    from .rank_agree import agree
+
+    local, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                                  num_kv_heads=num_kv_heads)
+    p, r = ctx.size, ctx.rank
+    shared = dict(B=local.batch, N=local.num_heads, Nkv=local.num_kv_heads, D=local.head_dim, dtype=local.dtype.name,
+                  layout=layout, causal=local.causal, scale=float(local.scale))
+    counts = [row["rows"] for row in agree(ctx.comm, "ulysses_attention", shared, {"rows": local.seq_q})]
+    if ctx.session.backend.name == "sim":
+        ctx.comm.reset_link_stats()  # this rank's links count the all-to-alls alone (its agree sends are done)
+    seq = sum(counts)
+    rows = split_bounds(seq, p)
+    if counts != [b - a for a, b in rows]:
+        raise InvalidArgumentError(f"the ranks hold {counts} rows: Ulysses under a launcher needs the contiguous split "
+                                   f"of S={seq} over {p} ranks, {[b - a for a, b in rows]}")
+    kv_heads = kv_heads_of_rank(local.num_heads, local.num_kv_heads, p)
+    n, nkv = local.num_heads, local.num_kv_heads
+    problem = make_problem_of_sizes(local, seq)
+    qb, kb, vb = to_bnsd(q, layout, n), to_bnsd(k, layout, nkv), to_bnsd(v, layout, nkv)
+    kv_order = [h for heads in kv_heads for h in heads]
+    mine = counts[r]
+    shards = {"q": send_layout(qb, 0, mine, p, n // p), "k": send_layout(kb[:, kv_order], 0, mine, p, len(kv_heads[0])),
+              "v": send_layout(vb[:, kv_order], 0, mine, p, len(kv_heads[0]))}
+    rank = _UlyssesRank(ctx.comm, ctx.session, shards, rows, kv_heads, problem, ctx.peak)
+    rank.run()
+    if rank.error is not None:
+        raise rank.error
+    hq, d = n // p, local.head_dim
+    out = rank.out.transpose(0, 1, 3, 2, 4).reshape(qb.shape[0], n, mine, d)  # [B, P (source), S_r, N/P, D]
+    return np.ascontiguousarray(from_bnsd(out, layout)), rank.lse.reshape(qb.shape[0], hq, seq)
+
+
+def make_problem_of_sizes(local, seq: int):
+    """The whole sequence's Problem for a rank's `local` one (same heads, dtype, options; S = seq)."""
+    from ..spec.problem import problem_from_sizes
+
+    dtype = "bfloat16" if local.dtype.name == "bfloat16" else local.dtype.name
+    return problem_from_sizes(seq_q=seq, batch=local.batch, num_heads=local.num_heads,
+                              num_kv_heads=local.num_kv_heads, head_dim=local.head_dim, dtype=dtype, layout="BNSD",
+                              causal=local.causal, scale=local.scale)

@@ -67,16 +67,20 @@ def test_mpirun_starts_one_ring_not_four():
     assert "on devices [0, 1, 2, 3] (zigzag split)" in text and ": OK" in text, text
 
 
-def test_torchrun_style_environment_set_by_hand_meets_over_tcp():
+def test_torchrun_style_environment_set_by_hand_meets_over_tcp_and_runs_ulysses():
     port = _free_port()
-    procs = [subprocess.Popen([sys.executable, *RUN], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    ulysses = [a if a != "ring" else "ulysses" for a in RUN]
+    procs = [subprocess.Popen([sys.executable, *ulysses], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               cwd=ROOT, env=_env(RANK=r, WORLD_SIZE=2, LOCAL_RANK=r, MASTER_ADDR="127.0.0.1",
                                                  MASTER_PORT=port))
              for r in range(2)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
-    assert "on devices [0, 1] (zigzag split)" in outs[0] and ": OK" in outs[0], outs[0]
-    assert "acl-fa run --parallel ring" not in outs[1]
+    text = outs[0]
+    assert "acl-fa run --parallel ulysses: B=1 N=2 Nkv=1 S=96" in text and "on devices [0, 1]" in text, text
+    # every link's bytes equal the all-to-all formula (docs/hccl.md), read from the link counters
+    assert text.count("   equal  ") == 2 and ": OK" in text, text
+    assert "acl-fa run --parallel" not in outs[1]
 
 
 # One rank of a simulated cluster: joins from the launcher's environment and the rank table,
