@@ -45,7 +45,7 @@ from .clique import split_bounds, check_devices, chip_peak_flops, device_clique,
 from ..runtime.device_array import DeviceArray
 
 __all__ = ["ulysses_attention", "UlyssesReport", "kv_heads_of_rank", "ulysses_link_bytes", "all_to_all_batches",
-           "send_layout"]
+           "send_layout", "pair_bytes"]
 
 
 def kv_heads_of_rank(num_heads: int, num_kv_heads: int, ranks: int) -> list:
@@ -66,16 +66,17 @@ def kv_heads_of_rank(num_heads: int, num_kv_heads: int, ranks: int) -> list:
 def ulysses_link_bytes(seq: int, ranks: int, batch: int, num_heads: int, kv_per_rank: int, head_dim: int,
                        itemsize: int) -> list:
     """Analytic bytes rank r sends to rank j != r: [r][j], both all-to-alls (Q, K, V in; O out)."""
-    rows = [b - a for a, b in split_bounds(seq, ranks)]
     hq = num_heads // ranks
-    out = [[0] * ranks for _ in range(ranks)]
-    for r in range(ranks):
-        for j in range(ranks):
-            if j != r:
-                inbound = rows[r] * (hq + 2 * kv_per_rank)   # r's rows of j's heads
-                outbound = rows[j] * hq                      # j's rows of r's heads
-                out[r][j] = batch * head_dim * itemsize * (inbound + outbound)
-    return out
+    # in: Q, K, V -- r's rows of j's heads; out: O -- j's rows of r's heads
+    return pair_bytes(seq, ranks, batch * head_dim * itemsize, hq + 2 * kv_per_rank, hq)
+
+
+def pair_bytes(seq: int, ranks: int, row_bytes: int, inbound_heads: int, outbound_heads: int) -> list:
+    """[r][j] (j != r): row_bytes (S_r inbound_heads + S_j outbound_heads) for the contiguous split
+    S_r of seq: what the two all-to-all rounds of Ulysses move from rank r to rank j."""
+    rows = [b - a for a, b in split_bounds(seq, ranks)]
+    return [[0 if j == r else row_bytes * (rows[r] * inbound_heads + rows[j] * outbound_heads) for j in range(ranks)]
+            for r in range(ranks)]
 
 
 @dataclasses.dataclass

@@ -38,7 +38,7 @@ from ..spec.layouts import from_bnsd, to_bnsd
 from ..spec.problem import as_array, make_problem
 from . import hccl
 from .clique import check_devices, device_clique, run_ranks, split_bounds
-from .ulysses import all_to_all_batches, kv_heads_of_rank, send_layout
+from .ulysses import all_to_all_batches, kv_heads_of_rank, pair_bytes, send_layout
 
 __all__ = ["ulysses_attention_backward", "UlyssesBackwardReport", "ulysses_backward_link_bytes"]
 
@@ -48,16 +48,9 @@ _INBOUND = ("q", "k", "v", "out", "dout")
 def ulysses_backward_link_bytes(seq: int, ranks: int, batch: int, num_heads: int, kv_per_rank: int, head_dim: int,
                                 itemsize: int) -> list:
     """Analytic bytes rank r sends rank j != r in the backward's two rounds: [r][j]."""
-    rows = [b - a for a, b in split_bounds(seq, ranks)]
     hq = num_heads // ranks
-    out = [[0] * ranks for _ in range(ranks)]
-    for r in range(ranks):
-        for j in range(ranks):
-            if j != r:
-                inbound = rows[r] * (3 * hq + 2 * kv_per_rank)   # Q, O, dO and K, V: r's rows of j's heads
-                outbound = rows[j] * (hq + 2 * kv_per_rank)      # dQ, dK, dV: j's rows of r's heads
-                out[r][j] = batch * head_dim * itemsize * (inbound + outbound)
-    return out
+    # in: Q, O, dO and K, V -- r's rows of j's heads; out: dQ, dK, dV -- j's rows of r's heads
+    return pair_bytes(seq, ranks, batch * head_dim * itemsize, 3 * hq + 2 * kv_per_rank, hq + 2 * kv_per_rank)
 
 
 @dataclasses.dataclass
