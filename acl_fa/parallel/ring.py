@@ -700,6 +700,16 @@ class RankContext:
         return rank_ulysses_attention(self, q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                       num_kv_heads=num_kv_heads)
 
+    def ulysses_attention_backward(self, dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD",
+                                   num_heads=None, num_kv_heads=None):
+        """This rank's part of the Ulysses backward: its rows of dout, q, k, v, out (the
+        contiguous split) and the lse its ulysses_attention returned ([B, N/P, S]); returns its
+        rows of (dq, dk, dv). acl_fa.parallel.ulysses_backward.rank_ulysses_attention_backward."""
+        from .ulysses_backward import rank_ulysses_attention_backward
+
+        return rank_ulysses_attention_backward(self, dout, q, k, v, out, lse, causal=causal, scale=scale,
+                                               layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads)
+
     def ring_attention(self, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
                        report=False, accumulate=None):
         """This rank's part of ring attention over the clique. q, k, v: the rank's shard in

@@ -214,3 +214,56 @@ def ulysses_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=
         analytic = ulysses_backward_link_bytes(problem.seq_q, p, problem.batch, n, hkv, d, problem.dtype.itemsize)
         return (*result, UlyssesBackwardReport(devices, measured, analytic, [rk.flops for rk in ranks],
                                                [rk.wall for rk in ranks], kv_heads))
+
+
+def rank_ulysses_attention_backward(ctx, dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD",
+                                    num_heads=None, num_kv_heads=None):
+    """One rank of the Ulysses backward over its clique (RankContext.ulysses_attention_backward):
+    dout, q, k, v, out are the rank's rows of the contiguous split, every head; lse is what the
+    rank's RankContext.ulysses_attention returned (float32 [B, N/P, S]: its heads, every row).
+    Returns the rank's rows of (dq, dk, dv), like q, k, v. With replicated key/value heads (P a
+    multiple of Nkv) the copies' dK, dV are added on the rank that holds the rows (float32)."""
+    from .rank_agree import agree
+    from .ulysses import make_problem_of_sizes
+
+    local, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                                  num_kv_heads=num_kv_heads)
+    dout, out, lse = (as_array(name, x) for name, x in (("dout", dout), ("out", out), ("lse", lse)))
+    check_like_forward(q, dout, out, np.asarray(lse))
+    p, r = ctx.size, ctx.rank
+    shared = dict(B=local.batch, N=local.num_heads, Nkv=local.num_kv_heads, D=local.head_dim, dtype=local.dtype.name,
+                  layout=layout, causal=local.causal, scale=float(local.scale))
+    counts = [row["rows"] for row in agree(ctx.comm, "ulysses_attention_backward", shared, {"rows": local.seq_q})]
+    seq = sum(counts)
+    rows = split_bounds(seq, p)
+    if counts != [b - a for a, b in rows]:
+        raise InvalidArgumentError(f"the ranks hold {counts} rows: Ulysses under a launcher needs the contiguous split "
+                                   f"of S={seq} over {p} ranks, {[b - a for a, b in rows]}")
+    n, nkv, d = local.num_heads, local.num_kv_heads, local.head_dim
+    kv_heads = kv_heads_of_rank(n, nkv, p)
+    hq, hkv = n // p, len(kv_heads[0])
+    if tuple(np.shape(lse)) != (local.batch, hq, seq):
+        raise InvalidArgumentError(f"lse has shape {np.shape(lse)}; under a launcher it must be this rank's heads over "
+                                   f"the whole sequence, [B, N/P, S] = {[local.batch, hq, seq]}")
+    if ctx.session.backend.name == "sim":
+        ctx.comm.reset_link_stats()  # this rank's links count the all-to-alls alone
+    mine = counts[r]
+    kv_order = [h for heads in kv_heads for h in heads]
+    qb, ob, gb = (to_bnsd(x, layout, n) for x in (q, out, dout))
+    kb, vb = to_bnsd(k, layout, nkv), to_bnsd(v, layout, nkv)
+    sends = {"q": send_layout(qb, 0, mine, p, hq), "out": send_layout(ob, 0, mine, p, hq),
+             "dout": send_layout(gb, 0, mine, p, hq), "k": send_layout(kb[:, kv_order], 0, mine, p, hkv),
+             "v": send_layout(vb[:, kv_order], 0, mine, p, hkv)}
+    rank = _GradRank(ctx.comm, ctx.session, sends, np.asarray(lse, np.float32), rows, kv_heads,
+                     make_problem_of_sizes(local, seq))
+    rank.run()
+    if rank.error is not None:
+        raise rank.error
+    batch = qb.shape[0]
+    dq = rank.grads["dq"].transpose(0, 1, 3, 2, 4).reshape(batch, n, mine, d)
+    dk32, dv32 = np.zeros(kb.shape, np.float32), np.zeros(vb.shape, np.float32)
+    for j in range(p):
+        for slot, head in enumerate(kv_heads[j]):  # replicated copies add up
+            dk32[:, head] += rank.grads["dk"][:, j, :, slot].astype(np.float32)
+            dv32[:, head] += rank.grads["dv"][:, j, :, slot].astype(np.float32)
+    return tuple(np.ascontiguousarray(from_bnsd(x.astype(local.dtype), layout)) for x in (dq, dk32, dv32))

@@ -69,3 +69,54 @@ def test_ulysses_backward_gradients_bytes_and_refusals():
                           env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("ok ") == 4, proc.stdout
+
+
+RANK = """
+import os, sys, numpy as np
+from acl_fa import parallel
+from acl_fa.parallel.clique import split_bounds
+B, N, NKV, S, D = 1, 4, 1, 37, 32
+rng = np.random.default_rng(9)
+q = rng.standard_normal((B, N, S, D)).astype(np.float16)
+k, v = (rng.standard_normal((B, NKV, S, D)).astype(np.float16) for _ in range(2))
+dout = rng.standard_normal(q.shape).astype(np.float16)
+with parallel.RankContext.from_env() as ctx:
+    a, b = split_bounds(S, ctx.size)[ctx.rank]
+    mine = lambda x: np.ascontiguousarray(x[:, :, a:b])
+    out, lse = ctx.ulysses_attention(mine(q), mine(k), mine(v), causal=True)
+    dq, dk, dv = ctx.ulysses_attention_backward(mine(dout), mine(q), mine(k), mine(v), out, lse, causal=True)
+    np.savez(os.path.join(sys.argv[1], f"rank{ctx.rank}.npz"), out=out, lse=lse, dq=dq, dk=dk, dv=dv, a=a, b=b)
+    if ctx.rank == 0:
+        whole_out, whole_lse = parallel.ulysses_attention(q, k, v, devices=[2, 3], causal=True)
+        grads = parallel.ulysses_attention_backward(dout, q, k, v, whole_out, whole_lse, devices=[2, 3], causal=True)
+        np.savez(os.path.join(sys.argv[1], "single.npz"), q=q, k=k, v=v, dout=dout, out=whole_out, lse=whole_lse,
+                 dq=grads[0], dk=grads[1], dv=grads[2])
+"""
+
+
+def test_ulysses_forward_and_backward_one_process_per_rank_equal_the_threads_and_the_reference(tmp_path):
+    """Under acl-fa launch (2 ranks, the key/value head replicated to both): every rank's rows of
+    out, dq, dk, dv and its heads' LSE equal the one-process run bit for bit, which the float64
+    backward checks by the 2x-naive rule."""
+    import numpy as np
+
+    from acl_fa.reference.accuracy import check_gradients
+
+    env = dict(os.environ, ACL_FA_BACKEND="sim")
+    for name in ("ACL_FA_SIM_DEVICE_COUNT", "ACL_FA_SIM_FAIL", "ACL_FA_RANK", "ACL_FA_WORLD_SIZE", "RANK", "WORLD_SIZE"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-m", "acl_fa", "launch", "-n", "2", "--timeout", "500", "--",
+                           sys.executable, "-c", textwrap.dedent(RANK), str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    one = np.load(tmp_path / "single.npz")
+    for r in range(2):
+        part = np.load(tmp_path / f"rank{r}.npz")
+        a, b = int(part["a"]), int(part["b"])
+        for name in ("out", "dq", "dk", "dv"):
+            assert np.array_equal(part[name], one[name][:, :, a:b]), (r, name)
+        assert np.array_equal(part["lse"], one["lse"][:, 2 * r:2 * r + 2]), r
+    checks = check_gradients((one["dq"], one["dk"], one["dv"]), (one["q"], one["k"], one["v"], one["dout"]),
+                             causal=True, scale=1 / np.sqrt(32), layout="BNSD", num_heads=4, num_kv_heads=1,
+                             dtype_name="float16")
+    assert all(c.ok for c in checks), checks
