@@ -148,7 +148,11 @@ def main(argv=None):
                              "processes do not fit this host's memory); processes: one process per rank")
     parser.add_argument("--worker", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--host-worker", metavar="DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--check-only", metavar="DIR", help="check and summarize a run's saved ranks (its directory, "
+                        "kept when the check of a run was interrupted) instead of running")
     args = parser.parse_args(argv)
+    if args.check_only:
+        return summarize(args.check_only, args, wall=None, threads=args.ranks_as == "threads")
     if args.worker:
         worker(args.worker, args.seq, args.head_dim, args.seed)
         return 0
@@ -156,12 +160,10 @@ def main(argv=None):
         host_worker(args.host_worker, args.seq, args.head_dim, args.seed, args.per_host)
         return 0
     from acl_fa.parallel.rank_table import write_rank_table
-    from acl_fa.runtime.units import format_bytes
 
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         raise SystemExit("mpirun not found (apt-get install openmpi-bin)")
-    ranks = args.hosts * args.per_host
     out_dir = tempfile.mkdtemp(prefix="acl-fa-cluster-")
     table = os.path.join(out_dir, "rank_table.json")
     write_rank_table(table, [args.per_host] * args.hosts)
@@ -181,6 +183,16 @@ def main(argv=None):
     wall = time.monotonic() - start
     if proc.returncode != 0:
         raise SystemExit(f"mpirun exited with {proc.returncode} after {wall:.0f} s")
+    code = summarize(out_dir, args, wall, threads)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return code
+
+
+def summarize(out_dir: str, args, wall, threads: bool) -> int:
+    """The check and the figures of the ranks saved under out_dir (printed); 0 when both hold."""
+    from acl_fa.runtime.units import format_bytes
+
+    ranks = args.hosts * args.per_host
     recs = [json.load(open(os.path.join(out_dir, f"rank{r}.json"))) for r in range(ranks)]
     check_start = time.monotonic()
     acc = check(out_dir, ranks, args.seq, args.head_dim, args.seed, args.check_rows)
@@ -194,7 +206,8 @@ def main(argv=None):
     compute = max(sum(r["modeled_compute_seconds"]) for r in recs)
     how = "one process per host, one thread per device" if threads else "one process per rank"
     print(f"{args.hosts} hosts x {args.per_host} devices = {ranks} ranks (mpirun, rank table; {how}), S={args.seq} "
-          f"B1 N1 D{args.head_dim} causal fp16, accumulate=output; mpirun wall {wall:.0f} s")
+          f"B1 N1 D{args.head_dim} causal fp16, accumulate=output; mpirun wall "
+          f"{'(not measured here)' if wall is None else f'{wall:.0f} s'}")
     print(f"devices: {[r['device'] for r in recs[:args.per_host]]} on each of {sorted({r['host'] for r in recs})}")
     print(f"check ({2 * ranks} chunks x last {args.check_rows} rows, float64 reference, 2x-naive rule): "
           f"{'OK' if acc.ok else 'FAILED'}, max error {acc.max_error:.3e}, tolerance {acc.tolerance:.3e}, "
@@ -212,7 +225,6 @@ def main(argv=None):
     print(f"balance (max/mean FLOPs): {max(r['flops'] for r in recs) / (sum(r['flops'] for r in recs) / ranks):.4f}; "
           f"rank wall s: max {max(r['wall'] for r in recs):.0f}; peak host RSS per process: "
           f"max {max(r['max_rss_kib'] for r in recs) / 1024:.0f} MiB")
-    shutil.rmtree(out_dir, ignore_errors=True)
     return 0 if acc.ok and within else 1
 
 
