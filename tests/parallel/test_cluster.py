@@ -151,11 +151,14 @@ def test_rank_table_that_disagrees_with_the_launcher_is_refused_before_device_wo
     table = str(tmp_path / "rank_table.json")
     write_rank_table(table, [2, 2])
     start = time.monotonic()
-    proc = subprocess.run(_mpirun() + ["-n", "3", "-x", f"RANK_TABLE_FILE={table}", sys.executable, *RUN],
-                          capture_output=True, text=True, timeout=300, env=_env(), cwd=ROOT)
+    # Rank 0 of what Open MPI's mpirun -n 3 sets (the variables by hand: one process shows the refusal).
+    proc = subprocess.run([sys.executable, *RUN], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env=_env(RANK_TABLE_FILE=table, OMPI_COMM_WORLD_RANK=0, OMPI_COMM_WORLD_SIZE=3,
+                                   OMPI_COMM_WORLD_LOCAL_RANK=0, PMIX_NAMESPACE="test"))
     assert proc.returncode != 0
-    assert f"rank table {table} lists 4 ranks but the launcher started 3 (OMPI_COMM_WORLD_RANK=" in proc.stderr, \
-        proc.stdout + proc.stderr
+    assert f"rank table {table} lists 4 ranks but the launcher started 3 (OMPI_COMM_WORLD_RANK=0, " \
+           "OMPI_COMM_WORLD_SIZE=3, OMPI_COMM_WORLD_LOCAL_RANK=0): the rank table and the launcher disagree" \
+           in proc.stderr, proc.stdout + proc.stderr
     assert time.monotonic() - start < 120  # no HCCL_CONNECT_TIMEOUT wait
 
 
