@@ -30,8 +30,10 @@ from .options import (
 @backward_option("After the forward, the backward (FlashAttentionGrad: dq, dk, dv) on its outputs: both "
                  "reported, gradients checked.")
 @deterministic_option
-@click.option("--parallel", "parallel_mode", type=click.Choice(["ring", "ulysses"]), envvar="ACL_FA_PARALLEL",
-              default=None, show_envvar=True, help="Shard the sequence over --devices devices (sequence parallelism over HCCL).")
+@click.option("--parallel", "parallel_mode", type=click.Choice(["ring", "ulysses", "ulysses,ring"]),
+              envvar="ACL_FA_PARALLEL", default=None, show_envvar=True,
+              help="Shard the sequence over --devices devices (sequence parallelism over HCCL); ulysses,ring: "
+              "Ulysses groups inside, a ring across them (any device count for heads the groups divide).")
 @click.option("--devices", type=click.IntRange(min=1), envvar="ACL_FA_DEVICES", default=2, show_default=True,
               show_envvar=True, metavar="P", help="Devices (0..P-1) for --parallel (under acl-fa launch: one per rank, "
               "the launch's -n).")
@@ -129,11 +131,13 @@ def _run_parallel(params: dict):
         heads = PARALLEL_DEFAULT_HEADS
     how = parallel_run.ParallelSettings(params["parallel_mode"], params["devices"], params["backward"],
                                         params["accumulate"])
-    if how.backward and how.mode != "ring":
-        raise click.UsageError("--backward with --parallel: ring (acl-fa run --parallel ring --devices P --backward, "
-                               "or one process per device under acl-fa launch)")
+    if how.backward and how.mode == "ulysses,ring":
+        raise click.UsageError("--backward with --parallel: ring or ulysses (acl-fa run --parallel ring --devices P "
+                               "--backward, or one process per device under a launcher)")
     settings = settings_of(params)
-    if parallel_run.under_launch():  # one rank of `acl-fa launch`: the clique's size is the device count
+    with reported_as_usage_errors():
+        launched = parallel_run.under_launch()
+    if launched:  # one rank of a launcher: the clique's size is the device count
         with reported_as_usage_errors():
             problem = problem_of(params, heads=heads, seq_kv=None, block_m=0, block_n=0)
             rank, report = parallel_run.run_parallel_rank_job(problem, how, settings)

@@ -22,7 +22,7 @@ from .. import parallel
 from ..reference.accuracy import check_accuracy, naive_same_precision
 from ..runtime.errors import InvalidArgumentError
 from ..spec.layouts import from_bnsd, to_bnsd
-from ..spec.problem import Problem
+from ..spec.problem import Problem, make_problem
 from .settings import JobSettings
 from ..parallel.rank_agree import all_gather_host
 from ..reference.attention import attention_reference
@@ -44,6 +44,9 @@ class ParallelRun:
 
     def to_dict(self) -> dict:
         rep = self.report
+        if isinstance(rep, UspReport):
+            return {"mode": self.mode, **self.sizes, "devices": rep.devices, "ulysses": rep.ulysses, "rings": rep.rings,
+                    "accuracy": None if self.accuracy is None else dataclasses.asdict(self.accuracy)}
         if isinstance(rep, parallel.UlyssesReport):
             return {"mode": self.mode, **self.sizes, "devices": rep.devices, "balance": rep.balance, "link": rep.link,
                     "link_bytes": rep.link_bytes, "analytic_link_bytes": rep.analytic_link_bytes,
@@ -107,18 +110,21 @@ def _dtype_name(problem: Problem) -> str:
 
 
 def under_launch() -> bool:
-    """True in a rank process of `acl-fa launch` (its environment names the rank)."""
-    import os
+    """True in a rank process of a launcher (acl-fa launch, or mpirun / srun / a torchrun-style
+    launcher starting more than one rank: acl_fa.parallel.launchers); a launcher's environment
+    acl-fa cannot use raises InvalidArgumentError instead of being ignored."""
+    from ..parallel import launchers
 
-    return bool(os.environ.get(parallel.ENV_RANK))
+    found = launchers.detect()
+    return found is not None and (found.launcher == "acl-fa launch" or found.size > 1)
 
 
 def run_parallel_job(problem: Problem, how: ParallelSettings = ParallelSettings(),
                      settings: JobSettings = JobSettings()) -> ParallelRun:
     """The run of one process over `how.devices` devices (threads of this process)."""
-    run = {"ring": parallel.ring_attention, "ulysses": parallel.ulysses_attention}.get(how.mode)
+    run = {"ring": parallel.ring_attention, "ulysses": parallel.ulysses_attention, "ulysses,ring": _usp}.get(how.mode)
     if run is None:
-        raise InvalidArgumentError(f"--parallel {how.mode!r}: must be ring or ulysses")
+        raise InvalidArgumentError(f"--parallel {how.mode!r}: must be ring, ulysses or ulysses,ring")
     p = problem
     q, k, v = _inputs(p, settings.seed)
     extra = dict(accumulate=how.accumulate) if how.mode == "ring" else {}
@@ -126,7 +132,9 @@ def run_parallel_job(problem: Problem, how: ParallelSettings = ParallelSettings(
                            backend=settings.backend, report=True, **_head_names(p), **extra)
     accuracy = check_sharded(p, q, k, v, out, lse) if settings.check else None
     run_ = ParallelRun(how.mode, _sizes(p), report, accuracy)
-    if how.backward:
+    if how.backward and how.mode == "ulysses":
+        _ulysses_backward(run_, p, (q, k, v, out, lse), how, settings)
+    elif how.backward:
         _ring_backward(run_, p, (q, k, v, out, lse), how, settings)
     return run_
 
@@ -145,6 +153,43 @@ def _ring_backward(run_, problem: Problem, arrays: tuple, how: ParallelSettings,
         dout, q, k, v, out, lse, devices=list(range(how.devices)), causal=p.causal, scale=p.scale, layout=p.layout,
         backend=settings.backend, report=True, **_head_names(p))
     run_.backward = {"wall_seconds": time.perf_counter() - start, "checked": False}
+    if settings.check and run_.sizes["seq"] <= CHECK_ALL_ROWS:
+        _check_backward(run_, p, grads, q, k, v, dout)
+
+
+@dataclasses.dataclass
+class UspReport:
+    """What `--parallel ulysses,ring` ran: Ulysses groups of `ulysses` devices, a ring across the
+    `rings` groups (parallel.usp_attention)."""
+
+    devices: list
+    ulysses: int
+    rings: int
+    link: dict = dataclasses.field(default_factory=dict)
+
+
+def _usp(q, k, v, *, devices, backend, report, **kwargs):
+    from ..parallel.usp import default_ulysses_size, usp_attention
+
+    problem, *_ = make_problem(q, k, v, causal=kwargs["causal"], scale=kwargs["scale"], layout=kwargs["layout"],
+                               num_heads=kwargs.get("num_heads"), num_kv_heads=kwargs.get("num_kv_heads"))
+    u = default_ulysses_size(len(devices), problem.num_heads, problem.num_kv_heads)
+    out, lse = usp_attention(q, k, v, devices=devices, ulysses=u, backend=backend, **kwargs)
+    return out, lse, UspReport(list(devices), u, len(devices) // u)
+
+
+def _ulysses_backward(run_, problem: Problem, arrays: tuple, how: ParallelSettings, settings: JobSettings):
+    """parallel.ulysses_attention_backward on a random dout, checked like the ring's backward."""
+    import time
+
+    p, (q, k, v, out, lse) = problem, arrays
+    dout = _dout(q, p.dtype, settings.seed)
+    start = time.perf_counter()
+    *grads, rep = parallel.ulysses_attention_backward(
+        dout, q, k, v, out, lse, devices=list(range(how.devices)), causal=p.causal, scale=p.scale, layout=p.layout,
+        backend=settings.backend, report=True, **_head_names(p))
+    run_.backward = {"wall_seconds": time.perf_counter() - start, "checked": False, "link_bytes": rep.link_bytes,
+                     "analytic_link_bytes": rep.analytic_link_bytes}
     if settings.check and run_.sizes["seq"] <= CHECK_ALL_ROWS:
         _check_backward(run_, p, grads, q, k, v, dout)
 
@@ -197,10 +242,12 @@ def run_parallel_rank_job(problem: Problem, how: ParallelSettings = ParallelSett
     the outputs; with `how.backward`, then the ring backward and (checked) the gradients of kv head
     0. `how.devices` is not used: the clique's size is. Returns (rank, ParallelRun with the whole
     run's report and checks)."""
+    if how.mode == "ulysses" and not how.backward:
+        return _ulysses_rank_job(problem, settings)
     if how.mode != "ring":
-        raise InvalidArgumentError(f"--parallel {how.mode} under acl-fa launch: only ring runs one process per "
-                                   "device (ulysses: one process for all devices, acl-fa run --parallel ulysses "
-                                   "--devices P)")
+        raise InvalidArgumentError(f"--parallel {how.mode}{' --backward' if how.backward else ''} under a launcher: "
+                                   "ring and the ulysses forward run one process per device (the others: one process "
+                                   "for all devices, acl-fa run --parallel ... --devices P)")
     p, seq, check = problem, problem.seq_q, settings.check
     q, k, v = _inputs(p, settings.seed)
     with parallel.RankContext.from_env(backend=settings.backend) as ctx:
@@ -227,6 +274,67 @@ def run_parallel_rank_job(problem: Problem, how: ParallelSettings = ParallelSett
         if grads is not None:
             _check_backward(run_, p, grads, q, k, v, dout)
     return rank, run_
+
+
+def _ulysses_rank_job(problem: Problem, settings: JobSettings):
+    """This process's rank of Ulysses under a launcher: its contiguous rows of the seeded inputs,
+    RankContext.ulysses_attention, then head 0 of the output (and rank 0's head-0 LSE, by
+    HcclBroadcast) on every rank for the check; the per-link bytes from the link counters."""
+    import time
+
+    p = problem
+    q, k, v = _inputs(p, settings.seed)
+    with parallel.RankContext.from_env(backend=settings.backend) as ctx:
+        size, rank = ctx.size, ctx.rank
+        if p.seq_q < size:
+            raise InvalidArgumentError(f"S={p.seq_q} cannot be split over {size} ranks: needs S >= P = {size}")
+        bounds = parallel.ulysses.split_bounds(p.seq_q, size)
+        ranges = [[b] for b in bounds]
+        shard = [parallel.shard_rows(to_bnsd(x, p.layout, n), ranges[rank])
+                 for x, n in ((q, p.num_heads), (k, p.num_kv_heads), (v, p.num_kv_heads))]
+        start = time.perf_counter()
+        out, lse_heads = ctx.ulysses_attention(*shard, causal=p.causal, scale=p.scale, layout="BNSD")
+        wall = time.perf_counter() - start
+        sim = ctx.session.backend.name == "sim"
+        # This rank's links now (its all-to-alls are done; the exchanges below would add to them).
+        mine = [ctx.comm.link_stats(rank, j) if sim and j != rank else None for j in range(size)]
+        row = [x["bytes"] if x else 0 for x in mine] + [max([x["modeled_seconds"] for x in mine if x] or [0.0]), wall]
+        peer = next((x for x in mine if x), None)
+        link = {key: peer[key] for key in ("kind", "bandwidth_gbs", "latency_us")} if peer else {}
+        lse0 = _broadcast_head0_lse(ctx, lse_heads)  # [B, S]: head 0 lives on rank 0
+        a, b = bounds[rank]
+        full_out, full_lse = _gather_head0(ctx, out, lse0[:, None, a:b], ranges, p.seq_q)
+        table = all_gather_host(ctx.comm, np.array(row, np.float64))  # byte counts < 2**53: exact
+        link_bytes = [[int(x) for x in r[:size]] for r in table]
+        modeled, walls = [float(r[size]) for r in table], [float(r[size + 1]) for r in table]
+        peak = ctx.peak
+    kv = parallel.ulysses.kv_heads_of_rank(p.num_heads, p.num_kv_heads, size)
+    analytic = parallel.ulysses.ulysses_link_bytes(p.seq_q, size, p.batch, p.num_heads, len(kv[0]), p.head_dim,
+                                                   p.dtype.itemsize)
+    flops = [4 * p.batch * (p.num_heads // size) * p.head_dim * p.visible_pairs()] * size
+    report = parallel.UlyssesReport(list(range(size)), p.causal, link_bytes, analytic, flops, modeled,
+                                    [f / peak if peak else 0.0 for f in flops], walls,
+                                    link, kv)
+    accuracy = None
+    if settings.check:
+        full = from_bnsd(_pad_heads(full_out, p.num_heads), p.layout)
+        accuracy = check_sharded(p, q, k, v, full, _pad_heads(full_lse, p.num_heads))
+    return rank, ParallelRun("ulysses", _sizes(p), report, accuracy)
+
+
+def _broadcast_head0_lse(ctx, lse_heads) -> np.ndarray:
+    """Rank 0's LSE of head 0 ([B, S] float32) on every rank (HcclBroadcast from rank 0)."""
+    s = ctx.session
+    head0 = np.ascontiguousarray(lse_heads[:, 0], np.float32)
+    buf = s.upload(head0)
+    stream = s.stream()
+    try:
+        ctx.comm.broadcast(buf, head0.size, np.float32, 0, stream)
+        stream.synchronize()
+        return buf.to_numpy(head0.shape, np.float32)
+    finally:
+        stream.close()
+        buf.close()
 
 
 def _rank_ranges(seq: int, ranks: int, causal: bool) -> list:
@@ -339,6 +447,12 @@ def check_sharded(problem: Problem, q, k, v, out, lse):
 
 def format_parallel_report(run: ParallelRun) -> str:
     rep, s = run.report, run.sizes
+    if isinstance(rep, UspReport):
+        return "\n".join([f"acl-fa run --parallel ulysses,ring: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} "
+                          f"S={s['seq']} D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices "
+                          f"{rep.devices}: Ulysses groups of {rep.ulysses} devices "
+                          f"({s['heads'] // rep.ulysses} query heads per device), a ring across {rep.rings} groups",
+                          *_check_line(run)])
     if isinstance(rep, parallel.UlyssesReport):
         return _format_ulysses(run)
     lines = [f"acl-fa run --parallel {run.mode}: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} S={s['seq']} "
@@ -471,4 +585,14 @@ def _format_ulysses(run: ParallelRun) -> str:
                  f"links in parallel), compute at cube peak {m['compute_seconds'] * 1e3:.4g} ms, not overlapped: "
                  f"{m['step_seconds'] * 1e3:.4g} ms, communication {100 * m['comm_fraction']:.1f}%")
     lines += _check_line(run)
+    if run.backward:
+        b = run.backward
+        lines.append(f"backward (Ulysses: Q, K, V, O, dO to head shards, FlashAttentionGrad, dQ, dK, dV home): "
+                     f"{b['wall_seconds']:.3f} s wall (host); bytes per link "
+                     f"{'equal to' if b['link_bytes'] == b['analytic_link_bytes'] else 'DIFFER from'} the formula")
+        for g in run.gradients:
+            lines.append(f"backward check {g.name} (kv head 0 and its query heads vs float64 backward, 2x-naive rule): "
+                         f"max error {g.max_error:.3e}, tolerance {g.tolerance:.3e}: {'OK' if g.ok else 'FAILED'}")
+        if not b["checked"]:
+            lines.append(f"backward check: skipped (S > {CHECK_ALL_ROWS}, or --no-check)")
     return "\n".join(lines)

@@ -101,6 +101,17 @@ class Communicator:
         return cls(session, comm[0])
 
     @classmethod
+    def from_rank_table(cls, session: DeviceSession, path: str, rank: int) -> "Communicator":
+        """HcclCommInitClusterInfo: rank `rank` of the rank table file at `path` (docs/hccl.md,
+        "Clusters"); the session's device must be the table's device_id of that rank. Blocks until
+        every rank of the table joined (HCCL_CONNECT_TIMEOUT)."""
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 0:
+            raise InvalidArgumentError(f"rank={rank!r} must be an integer >= 0")
+        comm = ffi.new("HcclComm *")
+        session.call("HcclCommInitClusterInfo", str(path).encode(), int(rank), comm)
+        return cls(session, comm[0])
+
+    @classmethod
     def init_all(cls, sessions: Sequence[DeviceSession]) -> list:
         """HcclCommInitAll over the sessions' devices: rank i is sessions[i]."""
         devices = [s.device for s in sessions]
@@ -207,6 +218,11 @@ class Communicator:
         sptr, sown = _pointer(send, size, "send buffer")
         rptr, rown = _pointer(recv, size, "receive buffer")
         self._call("HcclAllReduce", stream, [sown, rown], sptr, rptr, count, hccl_dtype(dtype), _REDUCE_OPS[op])
+
+    def broadcast(self, buf, count: int, dtype, root: int, stream: Stream):
+        """HcclBroadcast: `count` elements of buf on rank `root` into buf on every other rank."""
+        ptr, owner = _pointer(buf, count * np.dtype(dtype).itemsize, "broadcast buffer")
+        self._call("HcclBroadcast", stream, [owner], ptr, count, hccl_dtype(dtype), root)
 
     def barrier(self, stream: Stream):
         self._call("HcclBarrier", stream, [])

@@ -67,7 +67,9 @@ from . import hccl
 from .clique import (
     ENV_DEVICE, ENV_RANK, ENV_ROOT, ENV_SIZE, StepGate, check_devices, chip_peak_flops, close_on_exit, device_clique,
     enter_step, host_task, ring_plan, run_ranks, settle_stream, split_bounds, zigzag_chunks)
+from . import launchers, tcp_store
 from .rank_agree import agree
+from .rank_table import check_against, read_rank_table
 from .ring_backward import run_rank_backward
 from ..runtime.session import MALLOC_SLACK
 
@@ -610,28 +612,67 @@ class RankContext:
 
     @classmethod
     def from_env(cls, backend=None, environ=None) -> "RankContext":
-        """Joins from ACL_FA_RANK, ACL_FA_WORLD_SIZE, ACL_FA_DEVICE and ACL_FA_ROOT_INFO (a file
-        path): rank 0 writes HcclGetRootInfo's bytes there (atomically, by rename), every other
-        rank waits up to ROOT_WAIT_SECONDS for it."""
+        """Joins the job's clique as the rank its launcher set (launchers.detect: acl-fa launch,
+        torchrun-style RANK/WORLD_SIZE, Open MPI, MPICH's PMI, Slurm). The ranks meet through a
+        rank table (RANK_TABLE_FILE: HcclCommInitClusterInfo), or through root info that rank 0
+        makes with HcclGetRootInfo and hands over in a file (ACL_FA_ROOT_INFO, or one named after
+        the launcher's job id; written by rename, waited for up to ROOT_WAIT_SECONDS) or from a
+        TCP store at MASTER_ADDR:MASTER_PORT. Everything the environment gets wrong (a partial or
+        unknown launcher's environment, a rank outside the world, a device this host lacks, a rank
+        table that disagrees with the launcher) is refused before any device work."""
         import os
 
         env = os.environ if environ is None else environ
-        missing = [n for n in (ENV_RANK, ENV_SIZE, ENV_ROOT) if not env.get(n)]
-        if missing:
-            raise InvalidArgumentError(f"{', '.join(missing)} not set: run under 'acl-fa launch -n N -- ...'")
-        try:
-            rank, size = int(env[ENV_RANK]), int(env[ENV_SIZE])
-            device = int(env[ENV_DEVICE]) if env.get(ENV_DEVICE) else rank
-        except ValueError:
-            raise InvalidArgumentError(f"{ENV_RANK}={env[ENV_RANK]!r}, {ENV_SIZE}={env[ENV_SIZE]!r}, "
-                                       f"{ENV_DEVICE}={env.get(ENV_DEVICE)!r} must be integers") from None
-        if size < 1 or not 0 <= rank < size:  # before waiting for a root-info file no rank 0 of this world writes
-            raise InvalidArgumentError(f"{ENV_RANK}={rank} must lie in [0, {ENV_SIZE}={size}): the rank is outside "
-                                       f"the world of {size} rank{'s' if size != 1 else ''}")
+        found = launchers.detect(env)
+        if found is None:
+            raise InvalidArgumentError(f"{ENV_RANK}, {ENV_SIZE}, {ENV_ROOT} not set, nor the rank variables of "
+                                       "another launcher: run under 'acl-fa launch -n N -- ...', mpirun, srun or a "
+                                       "torchrun-style launcher (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)")
+        rank, size, meet = found.rank, found.size, found.rendezvous
         be = hccl.use_hccl(get_backend(backend))
-        check_devices([device], be)  # also before the wait: a device this host lacks is named at once
-        root = _publish_root(env[ENV_ROOT], be) if rank == 0 else _wait_root(env[ENV_ROOT], rank)
-        return cls.join(rank, size, root, device=device, backend=be.name)
+        if meet.kind == "rank_table":
+            entry = check_against(read_rank_table(meet.path), meet.path, rank, size, found.variables, found.host,
+                                  found.device)
+            check_devices([entry.device], be)
+            return cls.from_rank_table(meet.path, rank, device=entry.device, backend=be.name)
+        device = found.device if found.device is not None else (
+            found.local_rank if found.local_rank is not None else rank)
+        check_devices([device], be)  # before the wait: a device this host lacks is named at once
+        if size == 1 and not meet.path and meet.kind == "file":
+            return cls.join(0, 1, hccl.root_info(be), device=device, backend=be.name)
+        if meet.kind == "tcp":
+            if rank == 0:
+                root = hccl.root_info(be)
+                tcp_store.serve_root(meet.host, meet.port, root, size - 1, ROOT_WAIT_SECONDS)
+            else:
+                root = tcp_store.fetch_root(meet.host, meet.port, rank, ROOT_WAIT_SECONDS)
+            return cls.join(rank, size, root, device=device, backend=be.name)
+        root = _publish_root(meet.path, be) if rank == 0 else _wait_root(meet.path, rank)
+        try:
+            return cls.join(rank, size, root, device=device, backend=be.name)
+        finally:
+            if meet.cleanup and rank == 0:  # every rank has read it once the clique formed (or failed)
+                with contextlib.suppress(OSError):
+                    os.remove(meet.path)
+
+    @classmethod
+    def from_rank_table(cls, path: str, rank: int, *, device: Optional[int] = None, backend=None) -> "RankContext":
+        """Opens a Session on `device` (default: the table's device_id of `rank`) and joins the
+        clique of the rank table at `path` as `rank` (HcclCommInitClusterInfo; blocks until
+        every rank of the table joined, HCCL_CONNECT_TIMEOUT)."""
+        table = read_rank_table(path)
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 0 <= rank < len(table):
+            raise InvalidArgumentError(f"rank={rank!r} must lie in [0, {len(table)}): the ranks of rank table {path}")
+        be = hccl.use_hccl(get_backend(backend))
+        device = table[rank].device if device is None else device
+        check_devices([device], be)
+        session = Session(device=int(device), backend=be.name)
+        try:
+            comm = hccl.Communicator.from_rank_table(session, path, int(rank))
+        except BaseException:
+            session.close()
+            raise
+        return cls(session, comm, owns=True)
 
     def close(self):
         try:
@@ -648,6 +689,26 @@ class RankContext:
 
     def __repr__(self) -> str:
         return f"<RankContext rank {self.rank} of {self.size} on device {self.device}>"
+
+    def ulysses_attention(self, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
+                          num_kv_heads=None):
+        """This rank's part of Ulysses over the clique: q, k, v its rows of the contiguous split
+        (split_bounds(S, P)[rank]), every head. Returns (out rows like q, lse float32 [B, N/P, S]:
+        this rank's heads, every row). acl_fa.parallel.ulysses.rank_ulysses_attention."""
+        from .ulysses import rank_ulysses_attention
+
+        return rank_ulysses_attention(self, q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                                      num_kv_heads=num_kv_heads)
+
+    def ulysses_attention_backward(self, dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD",
+                                   num_heads=None, num_kv_heads=None):
+        """This rank's part of the Ulysses backward: its rows of dout, q, k, v, out (the
+        contiguous split) and the lse its ulysses_attention returned ([B, N/P, S]); returns its
+        rows of (dq, dk, dv). acl_fa.parallel.ulysses_backward.rank_ulysses_attention_backward."""
+        from .ulysses_backward import rank_ulysses_attention_backward
+
+        return rank_ulysses_attention_backward(self, dout, q, k, v, out, lse, causal=causal, scale=scale,
+                                               layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads)
 
     def ring_attention(self, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
                        report=False, accumulate=None):

@@ -44,7 +44,8 @@ from ..runtime.loader import get_backend
 from .clique import split_bounds, check_devices, chip_peak_flops, device_clique, run_ranks
 from ..runtime.device_array import DeviceArray
 
-__all__ = ["ulysses_attention", "UlyssesReport", "kv_heads_of_rank", "ulysses_link_bytes"]
+__all__ = ["ulysses_attention", "UlyssesReport", "kv_heads_of_rank", "ulysses_link_bytes", "all_to_all_batches",
+           "send_layout", "pair_bytes"]
 
 
 def kv_heads_of_rank(num_heads: int, num_kv_heads: int, ranks: int) -> list:
@@ -65,16 +66,17 @@ def kv_heads_of_rank(num_heads: int, num_kv_heads: int, ranks: int) -> list:
 def ulysses_link_bytes(seq: int, ranks: int, batch: int, num_heads: int, kv_per_rank: int, head_dim: int,
                        itemsize: int) -> list:
     """Analytic bytes rank r sends to rank j != r: [r][j], both all-to-alls (Q, K, V in; O out)."""
-    rows = [b - a for a, b in split_bounds(seq, ranks)]
     hq = num_heads // ranks
-    out = [[0] * ranks for _ in range(ranks)]
-    for r in range(ranks):
-        for j in range(ranks):
-            if j != r:
-                inbound = rows[r] * (hq + 2 * kv_per_rank)   # r's rows of j's heads
-                outbound = rows[j] * hq                      # j's rows of r's heads
-                out[r][j] = batch * head_dim * itemsize * (inbound + outbound)
-    return out
+    # in: Q, K, V -- r's rows of j's heads; out: O -- j's rows of r's heads
+    return pair_bytes(seq, ranks, batch * head_dim * itemsize, hq + 2 * kv_per_rank, hq)
+
+
+def pair_bytes(seq: int, ranks: int, row_bytes: int, inbound_heads: int, outbound_heads: int) -> list:
+    """[r][j] (j != r): row_bytes (S_r inbound_heads + S_j outbound_heads) for the contiguous split
+    S_r of seq: what the two all-to-all rounds of Ulysses move from rank r to rank j."""
+    rows = [b - a for a, b in split_bounds(seq, ranks)]
+    return [[0 if j == r else row_bytes * (rows[r] * inbound_heads + rows[j] * outbound_heads) for j in range(ranks)]
+            for r in range(ranks)]
 
 
 @dataclasses.dataclass
@@ -106,6 +108,23 @@ class UlyssesReport:
                 "comm_fraction": comm / (comm + compute) if comm + compute else 0.0}
 
 
+def all_to_all_batches(comm, send, recv, send_block, recv_block, batch: int, dtype, stream):
+    """One HcclAlltoAllV per batch: send_block(b, j) / recv_block(b, i) = (count, displ) in elements."""
+    p = comm.size
+    for b in range(batch):
+        sc, sd = zip(*[send_block(b, j) for j in range(p)])
+        rc, rd = zip(*[recv_block(b, i) for i in range(p)])
+        comm.all_to_all_v(send, list(sc), list(sd), recv, list(rc), list(rd), dtype, stream)
+
+
+def send_layout(x, a: int, b: int, ranks: int, heads_per_dest: int):
+    """[B, H_all, S, D] (heads in destination order) rows a:b -> [B, P, S_r, heads of the
+    destination, D]: every destination's block contiguous, as HcclAlltoAllV sends it."""
+    shard = x[:, :, a:b]
+    return np.ascontiguousarray(shard.reshape(shard.shape[0], ranks, heads_per_dest, b - a, shard.shape[3])
+                                .transpose(0, 1, 3, 2, 4))
+
+
 class _UlyssesRank:
     def __init__(self, comm, session, shards, rows, kv_heads, problem, peak):
         self.comm, self.session = comm, session
@@ -129,12 +148,8 @@ class _UlyssesRank:
         self.wall = time.perf_counter() - start
 
     def _all_to_all(self, send, recv, send_block, recv_block, stream):
-        """One HcclAlltoAllV per batch: send_block(b, j) / recv_block(b, i) = (count, displ) in elements."""
-        dtype, p = self.problem.dtype, self.p
-        for b in range(self.problem.batch):
-            sc, sd = zip(*[send_block(b, j) for j in range(p)])
-            rc, rd = zip(*[recv_block(b, i) for i in range(p)])
-            self.comm.all_to_all_v(send, list(sc), list(sd), recv, list(rc), list(rd), dtype, stream)
+        all_to_all_batches(self.comm, send, recv, send_block, recv_block, self.problem.batch, self.problem.dtype,
+                           stream)
 
     def _run(self):
         s, pr, p, r = self.session, self.problem, self.p, self.r
@@ -218,13 +233,8 @@ def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout
     hq = n // p
     kv_order = [h for heads in kv_heads for h in heads]  # destination-major
 
-    def send_layout(x, a, b, heads_per_dest):
-        """[B, H_all, S_r, D] rows a:b -> [B, P, S_r, heads of the destination, D]."""
-        shard = x[:, :, a:b]
-        return np.ascontiguousarray(shard.reshape(shard.shape[0], p, heads_per_dest, b - a, d).transpose(0, 1, 3, 2, 4))
-
-    shards = [{"q": send_layout(qb, a, b, hq), "k": send_layout(kb[:, kv_order], a, b, len(kv_heads[0])),
-               "v": send_layout(vb[:, kv_order], a, b, len(kv_heads[0]))} for a, b in rows]
+    shards = [{"q": send_layout(qb, a, b, p, hq), "k": send_layout(kb[:, kv_order], a, b, p, len(kv_heads[0])),
+               "v": send_layout(vb[:, kv_order], a, b, p, len(kv_heads[0]))} for a, b in rows]
     with device_clique(devices, be.name) as (sessions, comms):  # a new clique: its link counters start at zero
         peak = chip_peak_flops(be)
         ranks = [_UlyssesRank(c, sess, shards[i], rows, kv_heads, problem, peak)
@@ -267,3 +277,51 @@ def _report(be, devices, comms, ranks, rows, problem, kv_heads, peak) -> Ulysses
     return UlyssesReport(devices, problem.causal, measured, analytic, [rk.flops for rk in ranks], modeled,
                          [rk.flops / peak if peak else 0.0 for rk in ranks], [rk.wall for rk in ranks], link,
                          kv_heads)
+
+
+def rank_ulysses_attention(ctx, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None,
+                           num_kv_heads=None):
+    """One rank of Ulysses over its clique (RankContext.ulysses_attention): q, k, v are the rank's
+    rows [a_r, b_r) of split_bounds(S, P) -- the contiguous split -- every head. Every rank calls it
+    together; the ranks' row counts are all-gathered and must be the split of their sum. Returns
+    (out rows like q, lse float32 [B, N/P, S]: this rank's heads over the whole sequence)."""
+    from .rank_agree import agree
+
+    local, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                                  num_kv_heads=num_kv_heads)
+    p, r = ctx.size, ctx.rank
+    shared = dict(B=local.batch, N=local.num_heads, Nkv=local.num_kv_heads, D=local.head_dim, dtype=local.dtype.name,
+                  layout=layout, causal=local.causal, scale=float(local.scale))
+    counts = [row["rows"] for row in agree(ctx.comm, "ulysses_attention", shared, {"rows": local.seq_q})]
+    if ctx.session.backend.name == "sim":
+        ctx.comm.reset_link_stats()  # this rank's links count the all-to-alls alone (its agree sends are done)
+    seq = sum(counts)
+    rows = split_bounds(seq, p)
+    if counts != [b - a for a, b in rows]:
+        raise InvalidArgumentError(f"the ranks hold {counts} rows: Ulysses under a launcher needs the contiguous split "
+                                   f"of S={seq} over {p} ranks, {[b - a for a, b in rows]}")
+    kv_heads = kv_heads_of_rank(local.num_heads, local.num_kv_heads, p)
+    n, nkv = local.num_heads, local.num_kv_heads
+    problem = make_problem_of_sizes(local, seq)
+    qb, kb, vb = to_bnsd(q, layout, n), to_bnsd(k, layout, nkv), to_bnsd(v, layout, nkv)
+    kv_order = [h for heads in kv_heads for h in heads]
+    mine = counts[r]
+    shards = {"q": send_layout(qb, 0, mine, p, n // p), "k": send_layout(kb[:, kv_order], 0, mine, p, len(kv_heads[0])),
+              "v": send_layout(vb[:, kv_order], 0, mine, p, len(kv_heads[0]))}
+    rank = _UlyssesRank(ctx.comm, ctx.session, shards, rows, kv_heads, problem, ctx.peak)
+    rank.run()
+    if rank.error is not None:
+        raise rank.error
+    hq, d = n // p, local.head_dim
+    out = rank.out.transpose(0, 1, 3, 2, 4).reshape(qb.shape[0], n, mine, d)  # [B, P (source), S_r, N/P, D]
+    return np.ascontiguousarray(from_bnsd(out, layout)), rank.lse.reshape(qb.shape[0], hq, seq)
+
+
+def make_problem_of_sizes(local, seq: int):
+    """The whole sequence's Problem for a rank's `local` one (same heads, dtype, options; S = seq)."""
+    from ..spec.problem import problem_from_sizes
+
+    dtype = "bfloat16" if local.dtype.name == "bfloat16" else local.dtype.name
+    return problem_from_sizes(seq_q=seq, batch=local.batch, num_heads=local.num_heads,
+                              num_kv_heads=local.num_kv_heads, head_dim=local.head_dim, dtype=dtype, layout="BNSD",
+                              causal=local.causal, scale=local.scale)

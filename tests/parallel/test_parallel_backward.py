@@ -160,8 +160,13 @@ def test_cli_run_parallel_ring_backward_checks_the_gradients_in_one_process_and_
         assert f"[rank 0] backward check {name} (kv head 0 and its query heads vs float64 backward" in proc.stdout
     assert proc.stdout.count(": OK") == 4 and "[rank 1] backward" not in proc.stdout, proc.stdout
     proc = subprocess.run([sys.executable, "-m", "acl_fa", "run", "--parallel", "ulysses", "--devices", "2", "--seq",
-                           "32", "--backward"], capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
-    assert proc.returncode == 2 and "--backward with --parallel: ring" in proc.stderr, proc.stderr
+                           "32", "--heads", "2", "--head-dim", "32", "--backward"], capture_output=True, text=True,
+                          timeout=240, env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "bytes per link equal to the formula" in proc.stdout and proc.stdout.count(": OK") == 4, proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "acl_fa", "run", "--parallel", "ulysses,ring", "--devices", "4",
+                           "--seq", "32", "--backward"], capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
+    assert proc.returncode == 2 and "--backward with --parallel: ring or ulysses" in proc.stderr, proc.stderr
 
 
 FAULT = """

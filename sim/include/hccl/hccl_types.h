@@ -90,6 +90,49 @@ typedef struct HcclSendRecvItemDef {
     uint32_t remoteRank;
 } HcclSendRecvItem;
 
+/* HcclCommInitClusterInfoConfig / HcclCommInitRootInfoConfig: a communicator's configuration.
+ * Layout as the real header (torch-npu 2.14.0 wheel); the first HCCL_COMM_CONFIG_INFO_BYTES hold
+ * {size_t size; uint32_t magicWord; uint32_t version; uint64_t reserved;}, set by
+ * HcclCommConfigInit (hccl.h). */
+const uint32_t BUFFER_NAME_MAX_LENGTH = 128;
+const uint32_t COMM_NAME_MAX_LENGTH = 128;
+const uint32_t UDI_MAX_LENGTH = 128;
+const uint32_t HCCL_COMM_ALGO_MAX_LENGTH = 1600;
+const uint32_t HCCL_COMM_RETRY_ENABLE_MAX_LENGTH = 50;
+const uint32_t HCCL_COMM_RETRY_PARAMS_MAX_LENGTH = 128;
+const uint32_t HCCL_COMM_CONFIG_INFO_BYTES = 24;
+const uint32_t HCCL_COMM_CONFIG_MAGIC_WORD = 0xf0f0f0f0;
+const uint32_t HCCL_COMM_CONFIG_VERSION = 10;
+const uint32_t HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET = 0xffffffff;
+const uint32_t HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET = 0xffffffff;
+const uint32_t HCCL_COMM_DEFAULT_OP_EXPANSION_MODE = 0;
+const uint32_t HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET = 0xffffffff;
+const uint32_t HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET = 0xffffffff;
+const int32_t HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET = 0xffffffff;
+const uint32_t HCCL_COMM_QOS_CONFIG_NOT_SET = 0xffffffff;
+const uint64_t HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE = 16ULL;
+
+typedef struct HcclCommConfigDef {
+    char reserved[HCCL_COMM_CONFIG_INFO_BYTES];
+    uint32_t hcclBufferSize;
+    uint32_t hcclDeterministic;
+    char hcclCommName[COMM_NAME_MAX_LENGTH];
+    char hcclUdi[UDI_MAX_LENGTH];
+    uint32_t hcclOpExpansionMode;
+    uint32_t hcclRdmaTrafficClass;
+    uint32_t hcclRdmaServiceLevel;
+    uint32_t hcclWorldRankID;
+    uint64_t hcclJobID;
+    uint8_t aclGraphZeroCopyEnable;
+    int32_t hcclExecTimeOut;
+    char hcclAlgo[HCCL_COMM_ALGO_MAX_LENGTH];
+    char hcclRetryEnable[HCCL_COMM_RETRY_ENABLE_MAX_LENGTH];
+    char hcclRetryParams[HCCL_COMM_RETRY_PARAMS_MAX_LENGTH];
+    char hcclBufferName[BUFFER_NAME_MAX_LENGTH];
+    uint32_t hcclQos;
+    uint64_t hcclSymWinMaxMemSizePerRank;
+} HcclCommConfig;
+
 #ifdef __cplusplus
 }
 #endif

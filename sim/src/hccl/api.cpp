@@ -8,6 +8,7 @@
 // made to fail by fault injection (ACL_FA_SIM_FAIL / aclfaSimSetFaults) under its own name.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "hccl_internal.h"
@@ -186,6 +187,45 @@ HcclResult PointToPoint(const char *api, bool send, void *buf, const char *bufNa
     return Enqueue(api, std::move(task), stream);
 }
 
+// HcclCommInitClusterInfo(Config): rank `rank` of the rank table at `path`, on the current
+// device, which must be the table's device_id for it. The ranks meet in a clique named after the
+// table's contents: rank 0 makes it, the others wait for it (HCCL_CONNECT_TIMEOUT).
+HcclResult InitFromRankTable(const char *api, const char *path, uint32_t rank, HcclComm *comm) {
+    if (path == nullptr || comm == nullptr) {
+        return Fail(HCCL_E_PTR, std::string(api) + ": " + (path == nullptr ? "clusterInfo" : "comm") + " is NULL");
+    }
+    std::vector<RankTableEntry> table;
+    std::string digest, error;
+    if (!ReadRankTable(path, &table, &digest, &error)) return Fail(HCCL_E_PARA, std::string(api) + ": " + error);
+    if (rank >= table.size()) {
+        return Fail(HCCL_E_PARA, std::string(api) + ": rank " + std::to_string(rank) + " is not in rank table " + path +
+                                     " (rank_id 0 .. " + std::to_string(table.size() - 1) + ")");
+    }
+    const RankTableEntry &me = table[rank];
+    int32_t device = -1;
+    if (aclrtGetDevice(&device) != ACL_SUCCESS) {
+        return Fail(HCCL_E_RUNTIME, std::string(api) + ": no device is current on this thread (aclrtSetDevice " +
+                                        std::to_string(me.device) + " first: rank " + std::to_string(rank) +
+                                        "'s device_id in the rank table)");
+    }
+    if (device != me.device) {
+        return Fail(HCCL_E_PARA, std::string(api) + ": rank " + std::to_string(rank) + " is device_id " +
+                                     std::to_string(me.device) + " of server " + me.server + " in rank table " + path +
+                                     " but the current device is " + std::to_string(device));
+    }
+    const double deadline = MonotonicSeconds() + EnvSeconds("HCCL_CONNECT_TIMEOUT", 120.0);
+    HcclRootInfo rootInfo;
+    HcclResult ret = NamedRootInfo("/aclfa_hcclrt_" + digest, rank == 0, deadline, &rootInfo, &error);
+    std::shared_ptr<Comm> joined;
+    if (ret == HCCL_SUCCESS) {
+        ret = JoinOnServer(rootInfo, static_cast<uint32_t>(table.size()), rank, device, me.server, &joined, &error);
+    }
+    if (ret == HCCL_SUCCESS) ret = AwaitClique(*joined, &error);
+    if (ret != HCCL_SUCCESS) return Fail(ret, std::string(api) + ": " + error);
+    *comm = Register(std::move(joined));
+    return HCCL_SUCCESS;
+}
+
 }  // namespace
 
 // hccl/hccl.h has no visibility marker (its library exports every declared function).
@@ -252,11 +292,33 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
     }
     std::shared_ptr<Comm> joined;
     std::string error;
-    HcclResult ret = Join(*rootInfo, nRanks, rank, device, &joined, &error);
+    // ACL_FA_SIM_HOST (simulator only): the simulated host this process stands for; ranks of one
+    // clique on different hosts may use the same device id, and their links are scale-out links.
+    const char *host = getenv("ACL_FA_SIM_HOST");
+    HcclResult ret = JoinOnServer(*rootInfo, nRanks, rank, device, host != nullptr ? host : "", &joined, &error);
     if (ret == HCCL_SUCCESS) ret = AwaitClique(*joined, &error);
     if (ret != HCCL_SUCCESS) return Fail(ret, std::string(api) + ": " + error);
     *comm = Register(std::move(joined));
     return HCCL_SUCCESS;
+}
+
+HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank, HcclComm *comm) {
+    if (aclfaSimShouldFail("HcclCommInitClusterInfo")) return kInjected;
+    return InitFromRankTable("HcclCommInitClusterInfo", clusterInfo, rank, comm);
+}
+
+HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank, HcclCommConfig *config,
+                                         HcclComm *comm) {
+    if (aclfaSimShouldFail("HcclCommInitClusterInfoConfig")) return kInjected;
+    const char *api = "HcclCommInitClusterInfoConfig";
+    if (config == nullptr) return Fail(HCCL_E_PTR, std::string(api) + ": config is NULL");
+    uint32_t magic = 0;
+    memcpy(&magic, config->reserved + sizeof(size_t), sizeof(magic));
+    if (magic != HCCL_COMM_CONFIG_MAGIC_WORD) {
+        return Fail(HCCL_E_PARA, std::string(api) + ": config was not initialized by HcclCommConfigInit");
+    }
+    // The simulator has no HCCL buffer, algorithm or QoS to configure: the fields are accepted.
+    return InitFromRankTable(api, clusterInfo, rank, comm);
 }
 
 HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms) {
@@ -340,6 +402,29 @@ HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum, H
         task->items.push_back(MakeItem(send, in.remoteRank, in.buf, Call::kPointToPoint, in.dataType, in.count));
     }
     return Enqueue("HcclBatchSendRecv", std::move(task), stream);
+}
+
+HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root, HcclComm comm,
+                         aclrtStream stream) {
+    ACLFA_HCCL_PROLOGUE("HcclBroadcast")
+    if ((ret_ = CheckType("HcclBroadcast", "dataType", dataType)) != HCCL_SUCCESS) return ret_;
+    if (root >= comm_->nRanks) {
+        return Fail(HCCL_E_PARA, "HcclBroadcast: root " + std::to_string(root) + " is out of range: the communicator has " +
+                                     std::to_string(comm_->nRanks) + " ranks");
+    }
+    if ((ret_ = CheckBuffer("HcclBroadcast", "buf", buf, count * DataTypeSize(dataType))) != HCCL_SUCCESS) return ret_;
+    auto task = std::make_unique<OpTask>();
+    task->comm = comm_;
+    // Direct algorithm: the root sends its buffer to every other rank (per-link bytes: count x
+    // itemsize from the root to each peer, none between the others).
+    if (comm_->rank == root) {
+        for (uint32_t peer = 0; peer < comm_->nRanks; ++peer) {
+            if (peer != root) task->items.push_back(MakeItem(true, peer, buf, Call::kBroadcast, dataType, count));
+        }
+    } else {
+        task->items.push_back(MakeItem(false, root, buf, Call::kBroadcast, dataType, count));
+    }
+    return Enqueue("HcclBroadcast", std::move(task), stream);
 }
 
 HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType, HcclComm comm,
@@ -506,7 +591,7 @@ HcclResult aclfaSimHcclGetLinkStats(HcclComm comm, uint32_t srcRank, uint32_t ds
     }
     ControlLock lock(found->control);
     *stats = found->control->channels[srcRank][dstRank].stats;
-    stats->link = LinkBetween(found->control->rankDevice[srcRank], found->control->rankDevice[dstRank]);
+    stats->link = LinkBetweenRanks(*found->control, srcRank, dstRank);
     return HCCL_SUCCESS;
 }
 

@@ -32,8 +32,10 @@ std::string DataName(const std::string &controlName) { return controlName + ".d"
 void *MapShared(const std::string &name, size_t bytes, bool create, std::string *error) {
     int fd = shm_open(name.c_str(), create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
     if (fd < 0) {
+        const int saved = errno;  // callers tell EEXIST / ENOENT apart
         *error = std::string(create ? "cannot create" : "cannot open") + " shared memory " + name + ": " +
-                 strerror(errno);
+                 strerror(saved);
+        errno = saved;
         return nullptr;
     }
     if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
@@ -175,15 +177,11 @@ void Abort(Control &control, aclError code, const std::string &message) {
     pthread_cond_broadcast(&control.changed);
 }
 
-HcclResult MakeRootInfo(HcclRootInfo *rootInfo, std::string *error) {
-    SweepStaleCliques(EnvSeconds("HCCL_CONNECT_TIMEOUT", 120.0));
-    static std::atomic<uint64_t> counter{0};
-    char name[64];
-    snprintf(name, sizeof(name), "/aclfa_hccl_%d_%llu_%llx", static_cast<int>(getpid()),
-             static_cast<unsigned long long>(++counter),
-             static_cast<unsigned long long>(MonotonicSeconds() * 1e9));
-    auto *control = static_cast<Control *>(MapShared(name, sizeof(Control), /*create=*/true, error));
-    if (control == nullptr) return HCCL_E_SYSCALL;
+namespace {
+
+// Initializes a control block just created (zero-filled by ftruncate) under `name` and fills the
+// root info that names it.
+void InitControl(Control *control, const char *name, HcclRootInfo *rootInfo) {
     // ftruncate zero-filled the block: every counter starts at 0, every chunk empty.
     pthread_mutexattr_t mutexAttr;
     pthread_mutexattr_init(&mutexAttr);
@@ -198,8 +196,8 @@ HcclResult MakeRootInfo(HcclRootInfo *rootInfo, std::string *error) {
     pthread_cond_init(&control->changed, &condAttr);
     pthread_condattr_destroy(&condAttr);
     control->createdAt = MonotonicSeconds();
+    control->creatorPid = static_cast<int32_t>(getpid());
     __atomic_store_n(&control->magic, kControlMagic, __ATOMIC_RELEASE);
-    munmap(control, sizeof(Control));
 
     RootInfoBody body{};
     memcpy(body.magic, kRootMagic, sizeof(kRootMagic));
@@ -207,11 +205,92 @@ HcclResult MakeRootInfo(HcclRootInfo *rootInfo, std::string *error) {
     body.creatorPid = static_cast<int32_t>(getpid());
     memset(rootInfo->internal, 0, sizeof(rootInfo->internal));
     memcpy(rootInfo->internal, &body, sizeof(body));
+}
+
+}  // namespace
+
+HcclResult MakeRootInfo(HcclRootInfo *rootInfo, std::string *error) {
+    SweepStaleCliques(EnvSeconds("HCCL_CONNECT_TIMEOUT", 120.0));
+    static std::atomic<uint64_t> counter{0};
+    char name[64];
+    snprintf(name, sizeof(name), "/aclfa_hccl_%d_%llu_%llx", static_cast<int>(getpid()),
+             static_cast<unsigned long long>(++counter),
+             static_cast<unsigned long long>(MonotonicSeconds() * 1e9));
+    auto *control = static_cast<Control *>(MapShared(name, sizeof(Control), /*create=*/true, error));
+    if (control == nullptr) return HCCL_E_SYSCALL;
+    InitControl(control, name, rootInfo);
+    munmap(control, sizeof(Control));
     return HCCL_SUCCESS;
+}
+
+HcclResult NamedRootInfo(const std::string &name, bool create, double deadline, HcclRootInfo *rootInfo,
+                         std::string *error) {
+    if (create) {
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            std::string failure;
+            auto *control = static_cast<Control *>(MapShared(name, sizeof(Control), /*create=*/true, &failure));
+            if (control != nullptr) {
+                InitControl(control, name.c_str(), rootInfo);
+                munmap(control, sizeof(Control));
+                return HCCL_SUCCESS;
+            }
+            if (errno != EEXIST) {
+                *error = failure;
+                return HCCL_E_SYSCALL;
+            }
+            // One made from the same rank table before: stale when its maker exited (a job that
+            // failed before every rank joined); else another job forms a clique from this table.
+            auto *old = static_cast<Control *>(MapShared(name, sizeof(Control), /*create=*/false, &failure));
+            const int32_t maker = old != nullptr ? old->creatorPid : 0;
+            if (old != nullptr) munmap(old, sizeof(Control));
+            if (ProcessAlive(maker) && maker != static_cast<int32_t>(getpid())) {
+                *error = "another job (pid " + std::to_string(maker) +
+                         ") is forming a communicator from the same rank table; run one job per rank table";
+                return HCCL_E_UNAVAIL;
+            }
+            UnlinkClique(name);
+        }
+        *error = "cannot create shared memory " + name + " for the rank table's communicator";
+        return HCCL_E_SYSCALL;
+    }
+    // Rank table ranks other than 0 wait for rank 0's control block.
+    for (;;) {
+        std::string failure;
+        auto *control = static_cast<Control *>(MapShared(name, sizeof(Control), /*create=*/false, &failure));
+        if (control != nullptr) {
+            const bool ready = __atomic_load_n(&control->magic, __ATOMIC_ACQUIRE) == kControlMagic &&
+                               ProcessAlive(control->creatorPid);
+            const int32_t maker = control->creatorPid;
+            munmap(control, sizeof(Control));
+            if (ready) {
+                RootInfoBody body{};
+                memcpy(body.magic, kRootMagic, sizeof(kRootMagic));
+                snprintf(body.shmName, sizeof(body.shmName), "%s", name.c_str());
+                body.creatorPid = maker;
+                memset(rootInfo->internal, 0, sizeof(rootInfo->internal));
+                memcpy(rootInfo->internal, &body, sizeof(body));
+                return HCCL_SUCCESS;
+            }
+        }
+        if (MonotonicSeconds() > deadline) {
+            *error = "rank 0 of the rank table did not create the communicator within HCCL_CONNECT_TIMEOUT";
+            return HCCL_E_TIMEOUT;
+        }
+        usleep(10000);
+    }
 }
 
 HcclResult Join(const HcclRootInfo &rootInfo, uint32_t nRanks, uint32_t rank, int32_t device,
                 std::shared_ptr<Comm> *out, std::string *error) {
+    return JoinOnServer(rootInfo, nRanks, rank, device, std::string(), out, error);
+}
+
+HcclResult JoinOnServer(const HcclRootInfo &rootInfo, uint32_t nRanks, uint32_t rank, int32_t device,
+                        const std::string &server, std::shared_ptr<Comm> *out, std::string *error) {
+    if (server.size() >= kServerIdBytes) {
+        *error = "server id \"" + server + "\" is longer than " + std::to_string(kServerIdBytes - 1) + " bytes";
+        return HCCL_E_PARA;
+    }
     RootInfoBody body;
     if (!ParseRootInfo(rootInfo, &body)) {
         *error = "rootInfo was not made by HcclGetRootInfo (pass the bytes it wrote, unchanged, to every rank)";
@@ -222,6 +301,7 @@ HcclResult Join(const HcclRootInfo &rootInfo, uint32_t nRanks, uint32_t rank, in
     comm->rank = rank;
     comm->nRanks = nRanks;
     comm->device = device;
+    comm->server = server;
     comm->control = static_cast<Control *>(MapShared(body.shmName, sizeof(Control), /*create=*/false, error));
     if (comm->control == nullptr) {
         *error += " (the root info is stale: every rank has joined it already, or its maker exited)";
@@ -255,13 +335,16 @@ HcclResult Join(const HcclRootInfo &rootInfo, uint32_t nRanks, uint32_t rank, in
         return HCCL_E_PARA;
     }
     for (uint32_t other = 0; other < nRanks; ++other) {
-        // All simulated devices are numbered as on one host, whichever process drives them.
-        if (control.rankJoined[other] && control.rankDevice[other] == device) {
+        // Devices are numbered per (simulated) server, whichever process drives them.
+        if (control.rankJoined[other] && control.rankDevice[other] == device &&
+            server == control.rankServer[other]) {
             *error = "ranks " + std::to_string(other) + " and " + std::to_string(rank) + " both use device " +
-                     std::to_string(device) + ": each rank needs a device of its own";
+                     std::to_string(device) + (server.empty() ? std::string() : " of server " + server) +
+                     ": each rank needs a device of its own";
             return HCCL_E_PARA;
         }
     }
+    snprintf(control.rankServer[rank], kServerIdBytes, "%s", server.c_str());
     control.rankJoined[rank] = 1;
     control.rankPid[rank] = static_cast<int32_t>(getpid());
     control.rankDevice[rank] = device;

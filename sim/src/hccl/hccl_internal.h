@@ -28,9 +28,10 @@ namespace acl_fa_sim {
 namespace hccl {
 
 constexpr uint32_t kMaxRanks = 64;  // = the simulator's device limit (ACL_FA_SIM_DEVICE_COUNT)
+constexpr size_t kServerIdBytes = 64;  // a server id (rank table server_id) with its NUL
 
 // What a message belongs to; a receiver accepts only the kind its own call expects.
-enum class Call : uint32_t { kPointToPoint = 0, kAllReduce, kAllGather, kAlltoAll, kBarrier, kAlltoAllV };
+enum class Call : uint32_t { kPointToPoint = 0, kAllReduce, kAllGather, kAlltoAll, kBarrier, kAlltoAllV, kBroadcast };
 const char *CallName(Call call);
 
 // Whether process `pid` still runs: false for one that exited, zombies included (clique.cpp).
@@ -72,6 +73,11 @@ struct Control {
     int32_t abortCode;       // aclError of the failure that aborted the clique, 0 = healthy
     char abortMessage[1024];
     Channel channels[kMaxRanks][kMaxRanks];  // [src][dst]
+    // The simulated host ("server") of each rank: its rank table's server_id, or ACL_FA_SIM_HOST
+    // for a rank joined from root info ("" = this host). Device ids are per server: two ranks
+    // share a device id only on different servers; links between servers are scale-out links.
+    char rankServer[kMaxRanks][kServerIdBytes];
+    int32_t creatorPid;      // the process that made the control block (a rank table's rank 0)
 };
 
 // What the root info holds (inside HcclRootInfo::internal).
@@ -92,6 +98,7 @@ struct Comm {
     uint32_t rank = 0;
     uint32_t nRanks = 0;
     int32_t device = 0;
+    std::string server;  // simulated host, as Control::rankServer[rank]
     uint8_t *Chunk(uint32_t src, uint32_t dst) const {
         return data + (static_cast<size_t>(src) * nRanks + dst) * control->chunkBytes;
     }
@@ -102,6 +109,14 @@ HcclResult MakeRootInfo(HcclRootInfo *rootInfo, std::string *error);
 // Maps the root info's control block and joins it as `rank` of `nRanks` on `device` (no wait).
 HcclResult Join(const HcclRootInfo &rootInfo, uint32_t nRanks, uint32_t rank, int32_t device,
                 std::shared_ptr<Comm> *comm, std::string *error);
+// Join on simulated host `server` ("" = this host): device ids are per server.
+HcclResult JoinOnServer(const HcclRootInfo &rootInfo, uint32_t nRanks, uint32_t rank, int32_t device,
+                        const std::string &server, std::shared_ptr<Comm> *comm, std::string *error);
+// A clique found by name instead of root info (rank tables): `create` makes the control block
+// under `name` (a stale one, whose maker exited, is replaced); otherwise waits until `deadline`
+// (MonotonicSeconds) for its maker. Either way fills *rootInfo for JoinOnServer.
+HcclResult NamedRootInfo(const std::string &name, bool create, double deadline, HcclRootInfo *rootInfo,
+                         std::string *error);
 // Waits until all ranks joined (HCCL_CONNECT_TIMEOUT), then maps the data segment.
 HcclResult AwaitClique(Comm &comm, std::string *error);
 HcclComm Register(std::shared_ptr<Comm> comm);
@@ -146,6 +161,19 @@ aclError RunItems(Comm &comm, const char *api, std::vector<Item> &items, std::st
 
 // ---- links.cpp ----------------------------------------------------------------------------
 aclfaSimHcclLink LinkBetween(int32_t srcDevice, int32_t dstDevice);
+// The link between two ranks of a clique: scale-out between servers, else LinkBetween.
+aclfaSimHcclLink LinkBetweenRanks(const Control &control, uint32_t src, uint32_t dst);
+
+// ---- rank_table.cpp: HCCL rank table files (JSON, version 1.0 / 1.2) ----------------------
+struct RankTableEntry {
+    uint32_t rank = 0;    // rank_id
+    int32_t device = 0;   // device_id: numbered from 0 on each server
+    std::string server;   // server_id
+    std::string deviceIp;  // device_ip (kept, unused by the simulator)
+};
+// Reads and checks the rank table at `path`: entries indexed by rank (0 .. n-1, each once),
+// device ids unique per server. False with *error naming the field and its place.
+bool ReadRankTable(const char *path, std::vector<RankTableEntry> *ranks, std::string *digest, std::string *error);
 
 // ---- dtypes / reduce (reduce.cpp) --------------------------------------------------------
 // Element size of an HcclDataType the simulator moves, 0 when it does not know the type.

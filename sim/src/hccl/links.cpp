@@ -35,18 +35,33 @@ const Interconnect kInterconnects[] = {
 
 }  // namespace
 
-aclfaSimHcclLink LinkBetween(int32_t srcDevice, int32_t dstDevice) {
+namespace {
+
+// The interconnect row of the current chip (the first row when none matches).
+const Interconnect &CurrentInterconnect() {
     const aclfaSimChip *chip = aclfaSimGetChip();
-    const Interconnect *found = &kInterconnects[0];
     for (const Interconnect &row : kInterconnects) {
-        if (chip != nullptr && strncasecmp(chip->name, row.chipPrefix, strlen(row.chipPrefix)) == 0) {
-            found = &row;
-            break;
-        }
+        if (chip != nullptr && strncasecmp(chip->name, row.chipPrefix, strlen(row.chipPrefix)) == 0) return row;
     }
-    const bool sameServer = srcDevice / static_cast<int32_t>(found->devicesPerServer) ==
-                            dstDevice / static_cast<int32_t>(found->devicesPerServer);
-    return sameServer ? found->intra : found->inter;
+    return kInterconnects[0];
+}
+
+}  // namespace
+
+aclfaSimHcclLink LinkBetween(int32_t srcDevice, int32_t dstDevice) {
+    const Interconnect &found = CurrentInterconnect();
+    const bool sameServer = srcDevice / static_cast<int32_t>(found.devicesPerServer) ==
+                            dstDevice / static_cast<int32_t>(found.devicesPerServer);
+    return sameServer ? found.intra : found.inter;
+}
+
+aclfaSimHcclLink LinkBetweenRanks(const Control &control, uint32_t src, uint32_t dst) {
+    // Ranks on different (simulated) servers: the scale-out link, whatever their device ids
+    // (each server numbers its devices from 0). One server: by device id, as LinkBetween.
+    if (strncmp(control.rankServer[src], control.rankServer[dst], kServerIdBytes) != 0) {
+        return CurrentInterconnect().inter;
+    }
+    return LinkBetween(control.rankDevice[src], control.rankDevice[dst]);
 }
 
 }  // namespace hccl

@@ -38,7 +38,7 @@ bool Blocked(const std::vector<Item> &items, size_t index) {
 
 void CountMessage(Control &control, Comm &comm, uint32_t dst, uint64_t bytes) {
     aclfaSimHcclLinkStats &stats = control.channels[comm.rank][dst].stats;
-    stats.link = LinkBetween(control.rankDevice[comm.rank], control.rankDevice[dst]);
+    stats.link = LinkBetweenRanks(control, comm.rank, dst);
     stats.bytes += bytes;
     stats.messages += 1;
     stats.modeledSeconds += stats.link.latencyUs * 1e-6 + static_cast<double>(bytes) / (stats.link.bandwidthGBs * 1e9);
@@ -84,6 +84,7 @@ const char *CallName(Call call) {
         case Call::kAlltoAll: return "HcclAlltoAll";
         case Call::kBarrier: return "HcclBarrier";
         case Call::kAlltoAllV: return "HcclAlltoAllV";
+        case Call::kBroadcast: return "HcclBroadcast";
     }
     return "?";
 }
@@ -185,8 +186,11 @@ aclError RunItems(Comm &comm, const char *api, std::vector<Item> &items, std::st
         }
         int exited = ExitedPeer(control, items);
         if (exited >= 0) {
+            const char *server = control.rankServer[exited];
             *message = who + ": rank " + std::to_string(exited) + " (pid " +
-                       std::to_string(control.rankPid[exited]) + ") exited while this call waited for it";
+                       std::to_string(control.rankPid[exited]) +
+                       (server[0] != '\0' ? std::string(", host ") + server : std::string()) +
+                       ") exited while this call waited for it";
             Abort(control, ACL_ERROR_RT_DEVICE_TASK_ABORT, *message);
             return ACL_ERROR_RT_DEVICE_TASK_ABORT;
         }
