@@ -89,6 +89,12 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, uint64_t panel, const Probl
     if (p.dropout) {
         needs.lines.push_back({"keepBuf Philox4x32-10 keep mask", PhiloxUbBytes(GradPhiloxLanes(blockM)), c.ubBytes});
     }
+    if (p.alibi) {
+        // Column indices [n] (padded to whole 64-column repeats, read 64 at a time) and the tile's row
+        // indices and row values [m] each, fp32: the kernel's ALiBi bias (AddAlibi).
+        needs.lines.push_back({"alibiBuf ALiBi indices [align64(n) + 2m] fp32", (AlignUp(n, 64) + 2 * m) * kFp32,
+                               c.ubBytes});
+    }
     for (const auto &line : needs.lines) needs.ub += line.bytes;
     needs.l1 = ObjectsL1(panel, n, p, c);
     const uint64_t mPad = AlignUp(m, kBlockAlign);

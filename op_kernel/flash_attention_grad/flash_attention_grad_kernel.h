@@ -14,10 +14,15 @@
 //      panelRows rows, whole query blocks trimmed at the band's edges):
 //        S    = Q_p . K_j^T,  dP = dO_p . V_j^T   (cube: one request each for the whole panel)
 //        per query block i of the panel (the UB tile, blockM rows):
-//          P    = exp(scale * S + bias - LSE_i)   (vector; keys outside the band -> 0, MaskScores;
-//                                                  bias: the mask's 0 / -inf on BLOCK_MIXED blocks)
+//          P    = exp(T + bias - LSE_i)           (vector; T = scale * S, or with softcap c
+//                                                  c * tanh(scale * S / c); keys outside the band
+//                                                  -> 0, MaskScores; bias: ALiBi's
+//                                                  -slope * |i + diag - j| (AddAlibi) and the
+//                                                  mask's 0 / -inf on BLOCK_MIXED blocks; with sinks
+//                                                  the forward's LSE_i holds exp(sink) already)
 //          dropout: Pd = P o Z / keep_prob, dP := dP o Z / keep_prob (Z regenerated, ApplyDropout)
-//          dS   = scale * P * (dP - D_i)          (vector; P and dS leave UB in T)
+//          dS   = scale * P * (dP - D_i)          (vector; P and dS leave UB in T; softcap:
+//                                                  times 1 - (T / c)^2, kept per tile in fp16)
 //        dV_j += Pd^T . dO_p,  dK_j += dS^T . Q_p (cube, A transposed: the panel's rows are the
 //                                                  K dimension, summed in L0C; one fp32 write each)
 //        dQ_p += dS . K_j                         (cube; atomic mode: added by the request's
@@ -26,7 +31,9 @@
 //      dK_j and dV_j belong to the unit alone: cast and written when its walk ends. A
 //      query block the mask hides entirely (BLOCK_MASKED) ends a panel and is skipped: nothing is
 //      loaded or computed for it.
-//   3. dQ = the accumulator (deterministic: divided by the row's scale), cast.
+//   3. dQ = the accumulator (deterministic: divided by the row's scale), cast. With sinks
+//      (FlashAttentionGradV3's dsinks output): dsinks[n] = -sum_(b, i) exp(sinks[n] - LSE_i) * D_i,
+//      each head by one AIV in a fixed order (WriteDsinks).
 // Panels amortize what every cube request pays (the request, the MTE2 and FixPipe latencies)
 // over up to panelRows rows, and dK / dV leave L0C once per panel instead of once per query
 // block (docs/backward.md).
@@ -77,8 +84,9 @@ public:
     // attenMask: uint8 [maskB, maskN, maskQ, Skv] when tiling->hasMask, else unused (nullptr).
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut, GM_ADDR dout,
                                 GM_ADDR softmaxLse, GM_ADDR attenMask, GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen,
-                                GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace,
-                                const FlashAttentionGradTilingData *tiling, AscendC::TPipe *pipe);
+                                GM_ADDR alibiSlopes, GM_ADDR sinks, GM_ADDR dq, GM_ADDR dk, GM_ADDR dv,
+                                GM_ADDR dsinks, GM_ADDR workspace, const FlashAttentionGradTilingData *tiling,
+                                AscendC::TPipe *pipe);
     __aicore__ inline void Process();
 
 private:
@@ -88,6 +96,8 @@ private:
     __aicore__ inline void ProcessUnits();
     __aicore__ inline void WalkUnit(uint32_t unit);
     __aicore__ inline void WriteDq();
+    // dsinks of the heads n = aiv_ (mod aivNum), from the LSE and D of all their rows.
+    __aicore__ inline void WriteDsinks();
     // Phase 2.
     // Deterministic mode's inputs of the fixed-point scale: this AIV's max |K| and max |V| (phase
     // 1), then the maxima over all AIVs (phase 2, into maxK_ / maxV_).
@@ -143,6 +153,11 @@ private:
     __aicore__ inline void ApplyDropout(uint32_t b, uint32_t n, uint32_t rows, uint32_t row0, uint32_t col0);
     // Keys of rows row0.. outside the band (and the block's padding columns) -> -inf.
     __aicore__ inline void ComputeDs(uint32_t rows, const AscendC::LocalTensor<float> &delta);
+    // softcap: score_ = T = c * tanh(scale * S / c) and its derivative 1 - (T / c)^2 into the
+    // tile's dS buffer as fp16 (read back by ComputeDs before dS overwrites it).
+    __aicore__ inline void CapScores(uint32_t rows);
+    // score_[r, c] -= slope[b, n] * |row0 + r + diag - col0 - c| (ALiBi, from indices in alibiBuf).
+    __aicore__ inline void AddAlibi(uint32_t b, uint32_t n, uint32_t rows, uint32_t row0, uint32_t col0);
     __aicore__ inline void WriteKvGrads(uint32_t b, uint32_t h, uint32_t col0, uint32_t cols, bool computed);
     __aicore__ inline void MaskScores(uint32_t rows, uint32_t row0, uint32_t col0, uint32_t cols);
 
@@ -195,6 +210,9 @@ private:
     AscendC::GlobalTensor<float> dkAccGm_;   // dK_j [n, D] fp32
     AscendC::GlobalTensor<float> dvAccGm_;   // dV_j [n, D] fp32
     AscendC::GlobalTensor<uint8_t> maskSummaryGm_;  // hasMask: one BlockClass byte per summary block
+    AscendC::GlobalTensor<float> alibiGm_;   // hasAlibi: slopes [B, N] fp32
+    AscendC::GlobalTensor<float> sinksGm_;   // dsinksOut: sink logits [N] fp32
+    AscendC::GlobalTensor<float> dsinksGm_;  // dsinksOut: their gradient [N] fp32
 
     attn_mask::MaskGeometry maskGeom_;
     attn_mask::MaskTiles mask_;            // hasMask only
@@ -207,6 +225,10 @@ private:
     AscendC::LocalTensor<T> prob_;       // [m, n] T
     AscendC::LocalTensor<T> ds_;         // [m, n] T
     AscendC::LocalTensor<float> lse_, delta_, brcb_, fold_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> alibiBuf_;  // hasAlibi only
+    AscendC::LocalTensor<float> colIndex_;  // [align64(n)] fp32: 0, 1, 2, ... (read 64 at a time)
+    AscendC::LocalTensor<float> rowIndex_;  // [m] fp32: 0, 1, 2, ...
+    AscendC::LocalTensor<float> rowValue_;  // [m] fp32: a tile's row0 + r + diag - col0
 
     uint32_t aiv_ = 0;
     float maxK_ = 0, maxV_ = 0;  // deterministic: max |K|, max |V| over the whole inputs
@@ -219,7 +241,8 @@ template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
                                                          GM_ADDR attentionOut, GM_ADDR dout, GM_ADDR softmaxLse,
                                                          GM_ADDR attenMask, GM_ADDR actualSeqQlen,
-                                                         GM_ADDR actualSeqKvlen, GM_ADDR dq, GM_ADDR dk, GM_ADDR dv,
+                                                         GM_ADDR actualSeqKvlen, GM_ADDR alibiSlopes, GM_ADDR sinks,
+                                                         GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR dsinks,
                                                          GM_ADDR workspace,
                                                          const FlashAttentionGradTilingData *tiling,
                                                          AscendC::TPipe *pipe)
@@ -304,6 +327,22 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     if (td_->dropout != 0) {
         keep_.Init(pipe_, td_->philoxLanes);
         keep_.SetWidth(n);
+    }
+    if (td_->hasAlibi != 0) {
+        // The policy's "alibiBuf" line: column indices padded to whole 64-column repeats, then rows.
+        const uint32_t colSlots = CeilDiv(n, FP32_PER_REPEAT) * FP32_PER_REPEAT;
+        pipe_->InitBuffer(alibiBuf_, (colSlots + 2 * m) * sizeof(float));
+        colIndex_ = alibiBuf_.Get<float>();
+        rowIndex_ = colIndex_[colSlots];
+        rowValue_ = colIndex_[colSlots + m];
+        AscendC::CreateVecIndex(colIndex_, 0.0f, colSlots);
+        AscendC::CreateVecIndex(rowIndex_, 0.0f, m);
+        alibiGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(alibiSlopes),
+                                 static_cast<uint64_t>(td_->batch) * td_->numHeads);
+    }
+    if (td_->dsinksOut != 0) {
+        sinksGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(sinks), td_->numHeads);
+        dsinksGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(dsinks), td_->numHeads);
     }
 
     const bool bnsd = td_->layout == FA_LAYOUT_BNSD;
@@ -398,6 +437,9 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Process()
     ProcessUnits();
     AscendC::SyncAll();  // every dQ contribution has landed
     WriteDq();
+    if (td_->dsinksOut != 0) {
+        WriteDsinks();
+    }
     scoreMm.End();
     dvMm.End();
     dkMm.End();
@@ -830,7 +872,14 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ComputeProbs(uint32_t b, uin
     const uint32_t bn = td_->blockN;
     const uint32_t elems = rows * bn;
     AscendC::Maxs(lse, lse, FP32_LOWEST, rows);  // rows that see no key: -inf -> lowest finite
-    AscendC::Muls(score_, score_, td_->scaleValue, elems);
+    if (td_->softcap > 0.0f) {
+        CapScores(rows);  // T = c * tanh(scale * S / c), and T's derivative for ComputeDs
+    } else {
+        AscendC::Muls(score_, score_, td_->scaleValue, elems);
+    }
+    if (td_->hasAlibi != 0) {
+        AddAlibi(b, n, rows, row0, col0);  // after the cap, before the masks (docs/attention_options.md)
+    }
     MaskScores(rows, row0, col0, cols);
     if (maskBias) {
         mask_.AddBias(score_, bn, b, n, row0, rows, col0, cols);  // masked pairs -> -inf
@@ -877,7 +926,100 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ComputeDs(uint32_t rows, con
     SubtractRows(grad_, delta, rows, bn, bn);  // dP - D
     AscendC::Mul(grad_, grad_, score_, elems);            // dS = P * (dP - D)
     AscendC::Muls(grad_, grad_, td_->scaleValue, elems);  // the scale of dQ and dK, applied once here
+    if (td_->softcap > 0.0f) {
+        // dS *= 1 - (T / c)^2 (CapScores kept it in ds_ as fp16), through fold_ [m, 64] fp32.
+        const AscendC::LocalTensor<half> derivative = ds_.template ReinterpretCast<half>();
+        const uint32_t chunk = td_->blockM * FP32_PER_REPEAT;
+        for (uint32_t e = 0; e < elems; e += chunk) {
+            const uint32_t count = Min(chunk, elems - e);
+            AscendC::Cast(fold_, derivative[e], AscendC::RoundMode::CAST_NONE, count);
+            AscendC::Mul(grad_[e], grad_[e], fold_, count);
+        }
+    }
     AscendC::Cast(ds_, grad_, AscendC::RoundMode::CAST_RINT, elems);
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::CapScores(uint32_t rows)
+{
+    // attn_rows::SoftCap (the forward's, brcb_ as its 32-B constant), then 1 - (T / c)^2 per chunk
+    // of fold_: in [0, 1], kept in fp16 (relative rounding 2^-11, below the T-dtype rounding of dS
+    // it multiplies). ds_ is free here: the previous tile's dS store has left (Tile's MTE3_V wait).
+    const uint32_t elems = rows * td_->blockN;
+    const float cap = td_->softcap;
+    attn_rows::SoftCap(score_, brcb_, elems, td_->scaleValue, cap);
+    const AscendC::LocalTensor<half> derivative = ds_.template ReinterpretCast<half>();
+    const uint32_t chunk = td_->blockM * FP32_PER_REPEAT;
+    for (uint32_t e = 0; e < elems; e += chunk) {
+        const uint32_t count = Min(chunk, elems - e);
+        AscendC::Mul(fold_, score_[e], score_[e], count);
+        AscendC::Muls(fold_, fold_, -1.0f / (cap * cap), count);
+        AscendC::Adds(fold_, fold_, 1.0f, count);
+        AscendC::Cast(derivative[e], fold_, AscendC::RoundMode::CAST_RINT, count);
+    }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::AddAlibi(uint32_t b, uint32_t n, uint32_t rows, uint32_t row0,
+                                                             uint32_t col0)
+{
+    // Per 64-column chunk of the tile: fold_[r, c] = (c0 + c) - (row0 + r + diag - col0) in one
+    // Sub (the column indices read with repeat stride 0, the row values broadcast by Brcb), its
+    // absolute value times -slope, added to the chunk's columns of every row. Integers below 2^24
+    // are exact in fp32, so the bias is -slope * |i + diag - j| rounded once. One scalar read of
+    // the slope per tile.
+    const uint32_t bn = td_->blockN;
+    const float slope = alibiGm_.GetValue(static_cast<uint64_t>(b) * td_->numHeads + n);
+    AscendC::Adds(rowValue_, rowIndex_, static_cast<float>(static_cast<int64_t>(row0) + seq_.diag - col0),
+                  static_cast<int32_t>(rows));
+    attn_rows::BroadcastRows(brcb_, rowValue_, rows);
+    const uint8_t tileRep = static_cast<uint8_t>(bn / FP32_PER_BLOCK);
+    const AscendC::BinaryRepeatParams indexParams(1, 1, 0, 8, 0, 1);  // fold_, colIndex_, brcb_
+    const AscendC::BinaryRepeatParams addParams(1, 1, 1, tileRep, tileRep, 8);  // score_, score_, fold_
+    for (uint32_t c0 = 0; c0 < bn; c0 += FP32_PER_REPEAT) {
+        const uint64_t width = Min(FP32_PER_REPEAT, bn - c0);
+        AscendC::Sub(fold_, colIndex_[c0], brcb_, FP32_PER_REPEAT, static_cast<uint8_t>(rows), indexParams);
+        AscendC::Abs(fold_, fold_, static_cast<int32_t>(rows * FP32_PER_REPEAT));
+        AscendC::Muls(fold_, fold_, -slope, static_cast<int32_t>(rows * FP32_PER_REPEAT));
+        AscendC::Add(score_[c0], score_[c0], fold_, width, static_cast<uint8_t>(rows), addParams);
+    }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::WriteDsinks()
+{
+    // Head n: the products exp(sink - LSE_i) * D_i of all its rows (sequence by sequence), added
+    // element-wise into acc = fold_ in chunks of a fixed size (blockM x min(blockN, 64), a
+    // function of the blocks only), then one ReduceSum: the same order on every core count.
+    const uint32_t chunk = td_->blockM * Min(td_->blockN, FP32_PER_REPEAT);
+    AscendC::DataCopyPadExtParams<float> noPad{false, 0, 0, 0.0f};
+    for (uint32_t n = aiv_; n < td_->numHeads; n += td_->aivNum) {
+        const float sink = sinksGm_.GetValue(n);
+        WaitForPipe<AscendC::HardEvent::MTE3_V>();
+        AscendC::Duplicate(fold_, 0.0f, static_cast<int32_t>(chunk));
+        for (uint32_t b = 0; b < td_->batch; ++b) {
+            LoadSeq(b);
+            for (uint32_t s0 = 0; s0 < seq_.sq; s0 += chunk) {
+                const uint32_t count = Min(chunk, seq_.sq - s0);
+                AscendC::DataCopyExtParams params{1, static_cast<uint32_t>(count * sizeof(float)), 0, 0, 0};
+                WaitForPipe<AscendC::HardEvent::V_MTE2>();
+                AscendC::DataCopyPad(score_, lseGm_[LseIndex(b, n, s0)], params, noPad);
+                AscendC::DataCopyPad(grad_, deltaGm_[(static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + s0],
+                                     params, noPad);
+                WaitForPipe<AscendC::HardEvent::MTE2_V>();
+                AscendC::Muls(score_, score_, -1.0f, static_cast<int32_t>(count));
+                AscendC::Adds(score_, score_, sink, static_cast<int32_t>(count));
+                AscendC::Exp(score_, score_, static_cast<int32_t>(count));  // P_sink,i = exp(sink - LSE_i)
+                AscendC::Mul(score_, score_, grad_, static_cast<int32_t>(count));
+                AscendC::Add(fold_, fold_, score_, static_cast<int32_t>(count));
+            }
+        }
+        AscendC::ReduceSum(brcb_, fold_, score_, static_cast<int32_t>(chunk));
+        AscendC::Muls(brcb_, brcb_, -1.0f, 1);
+        WaitForPipe<AscendC::HardEvent::V_MTE3>();
+        AscendC::DataCopyPad(dsinksGm_[n], brcb_, AscendC::DataCopyExtParams{1, sizeof(float), 0, 0, 0});
+    }
+    WaitForPipe<AscendC::HardEvent::MTE3_V>();
 }
 
 template <typename T>
@@ -1025,17 +1167,17 @@ __aicore__ inline void FlashAttentionGradKernel<T>::SubtractRows(const AscendC::
 template <typename T>
 __aicore__ inline void RunFlashAttentionGrad(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut,
                                              GM_ADDR dout, GM_ADDR softmaxLse, GM_ADDR attenMask,
-                                             GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR dq, GM_ADDR dk,
-                                             GM_ADDR dv, GM_ADDR workspace,
-                                             const FlashAttentionGradTilingData *tilingData)
+                                             GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR alibiSlopes,
+                                             GM_ADDR sinks, GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR dsinks,
+                                             GM_ADDR workspace, const FlashAttentionGradTilingData *tilingData)
 {
     AscendC::TPipe pipe;
     FlashAttentionGradKernel<T> op;
     // The AIC serves the AIVs' matmul requests from here on and does not run the code below.
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.scoreMm, &tilingData->scoreTiling, op.dvMm,
                       &tilingData->kvGradTiling, op.dkMm, &tilingData->kvGradTiling, op.dqMm, &tilingData->dqTiling);
-    op.Init(query, key, value, attentionOut, dout, softmaxLse, attenMask, actualSeqQlen, actualSeqKvlen, dq, dk, dv,
-            workspace, tilingData, &pipe);
+    op.Init(query, key, value, attentionOut, dout, softmaxLse, attenMask, actualSeqQlen, actualSeqKvlen, alibiSlopes,
+            sinks, dq, dk, dv, dsinks, workspace, tilingData, &pipe);
     op.Process();
 }
 
