@@ -216,3 +216,25 @@ def test_bad_modifiers_are_refused_before_device_work(session, kwargs, error, me
         acl_fa.flash_attention_varlen_backward(dout[0].transpose(1, 0, 2), q[0].transpose(1, 0, 2),
                                                k[0].transpose(1, 0, 2), v[0].transpose(1, 0, 2),
                                                q[0].transpose(1, 0, 2), lse[0], cu, cu, session=session, **kwargs)
+
+
+COUPLED_SCRIPT = textwrap.dedent("""
+    import numpy as np, acl_fa
+    from acl_fa.runtime.errors import AclError
+    q = np.ones((1, 2, 32, 16), np.float16)
+    lse = np.zeros((1, 2, 32), np.float32)
+    try:
+        acl_fa.flash_attention_backward(q, q, q, q, q, lse, softcap=2.0, sinks=np.zeros(2, np.float32))
+    except AclError as err:
+        print(str(err))
+""")
+
+
+@pytest.mark.parametrize("soc, arch", [("Ascend310P3", "ascend310p"), ("Ascend910A", "ascend910")])
+def test_coupled_chips_refuse_naming_the_chip(sim_only, soc, arch):
+    """FlashAttentionGradV3 is built for the A2/A3 chips only (as V1 and V2: the backward has no
+    coupled-core path): the call fails in phase one naming the op and the chip."""
+    env = dict(__import__("os").environ, ACL_FA_BACKEND="sim", ACL_FA_SIM_SOC=soc)
+    result = subprocess.run([sys.executable, "-c", COUPLED_SCRIPT], env=env, capture_output=True, text=True,
+                            timeout=300, check=True)
+    assert f"the FlashAttentionGradV3 op has no kernel for {soc} ({arch})" in result.stdout, result.stdout
