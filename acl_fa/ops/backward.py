@@ -143,7 +143,7 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
     if options.softcap or slopes is not None or logits is not None:
         check_float32_range(forward, *(as_array(name, x) for name, x in (("q", q), ("k", k), ("v", v))))
         session = default_session(backend, device) if session is None else session
-        return run_backward_v3(session, forward, options, dout, q, k, v, out, lse, mask, deterministic,
+        return run_backward_v3(session, forward, options, (dout, q, k, v, out, lse), mask, deterministic,
                                alibi_slopes=slopes, sinks=logits)
     if not options.is_default:
         check_float32_range(forward, *(as_array(name, x) for name, x in (("q", q), ("k", k), ("v", v))))

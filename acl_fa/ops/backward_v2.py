@@ -234,14 +234,13 @@ def run_backward_v2(session: DeviceSession, problem: Problem, options, dout, q, 
     return opcall.runner_for(session, op).run(grad, *arrays)
 
 
-def run_backward_v3(session: DeviceSession, problem: Problem, options, dout, q, k, v, out, lse,
-                    mask_u8: Optional[np.ndarray], deterministic: bool = True, *, alibi_slopes=None,
-                    sinks=None) -> tuple:
+def run_backward_v3(session: DeviceSession, problem: Problem, options, arrays: tuple, mask_u8: Optional[np.ndarray],
+                    deterministic: bool = True, *, alibi_slopes=None, sinks=None) -> tuple:
     """run_backward_v2 with the score modifiers: options.softcap, alibi_slopes (float32 [B, N],
-    validated by acl_fa.spec.score_mods) and sinks (float32 [N]); lse must be the forward's with
-    the same modifiers (its sinks included). Returns (dq, dk, dv), and dsinks (float32 [N]) last
-    when sinks are given."""
-    grad, *arrays = make_backward_v2_problem(problem, options, dout, q, k, v, out, lse, mask_u8, deterministic)
+    validated by acl_fa.spec.score_mods) and sinks (float32 [N]); `arrays` = (dout, q, k, v, out,
+    lse), lse the forward's with the same modifiers (its sinks included). Returns (dq, dk, dv),
+    and dsinks (float32 [N]) last when sinks are given."""
+    grad, *arrays = make_backward_v2_problem(problem, options, *arrays, mask_u8, deterministic)
     grad = BackwardV3Problem(**{f.name: getattr(grad, f.name) for f in dataclasses.fields(grad)},
                              softcap=float(options.softcap), alibi=alibi_slopes is not None,
                              sinks=sinks is not None)

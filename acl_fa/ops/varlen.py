@@ -115,6 +115,6 @@ def flash_attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_se
     logits = sinks_value(sinks, num_heads=problem.num_heads)
     session = default_session(backend, device) if session is None else session
     if options.softcap or slopes is not None or logits is not None:
-        return run_backward_v3(session, problem, options, dout, q, k, v, out, lse, None, deterministic,
+        return run_backward_v3(session, problem, options, (dout, q, k, v, out, lse), None, deterministic,
                                alibi_slopes=slopes, sinks=logits)
     return run_backward_v2(session, problem, options, dout, q, k, v, out, lse, None, deterministic)
