@@ -94,7 +94,8 @@ private:
     __aicore__ inline void ComputeDelta();
     __aicore__ inline void SummarizeMask();
     __aicore__ inline void ProcessUnits();
-    __aicore__ inline void WalkUnit(uint32_t unit);
+    // Returns whether a panel computed anything (walkLo_ / walkHi_: the rows it walked).
+    __aicore__ inline bool WalkUnit(uint32_t unit);
     __aicore__ inline void WriteDq();
     // dsinks of the heads n = aiv_ (mod aivNum), from the LSE and D of all their rows.
     __aicore__ inline void WriteDsinks();
@@ -134,7 +135,18 @@ private:
     __aicore__ inline void WaitGrads();
     // Deterministic: the panel's dQ part [rows, D] fp32 (part slot `slot` of the scratch) scaled,
     // rounded to int32 and added to the accumulator.
-    __aicore__ inline void AddDqFixed(uint32_t b, const PanelRows &panel, uint32_t slot);
+    __aicore__ inline void AddDqFixed(uint32_t b, const PanelRows &panel, const AscendC::GlobalTensor<float> &part);
+    // The part slot `slot` of the scratch (a panel's dQ part, deterministic mode without pairs).
+    __aicore__ inline AscendC::GlobalTensor<float> DqPart(uint32_t slot) const;
+    // dqGroup: a closed pair's sum waits in pending_ and is added in fixed point at most panelRows
+    // rows of one query head per step, between the next pair's cube requests; Flush adds the rest.
+    struct PendingPair {
+        uint32_t b = 0, h = 0, lo = 0, hi = 0, buf = 0, g = 0, r = 0;
+        bool active = false;
+    };
+    __aicore__ inline void AddPendingStep();
+    __aicore__ inline void FlushPending();
+    __aicore__ inline AscendC::GlobalTensor<float> PairSum(uint32_t buf, uint32_t g, uint32_t row) const;
     // lse_[0:rows] = f_r of rows rowIndex.. (inverse: 1 / f_r), from their ||dO||_1 and D
     // (loaded here into lse_ / delta_; rows <= panelRows).
     __aicore__ inline void FixedScales(uint64_t rowIndex, uint32_t rows, bool inverse);
@@ -203,6 +215,7 @@ private:
     AscendC::GlobalTensor<float> normGm_;    // deterministic: ||dO_r||_1 [B, N, Sq]
     AscendC::GlobalTensor<float> maxGm_;     // deterministic: max |K| [aivNum][8], then max |V| [aivNum][8]
     AscendC::GlobalTensor<float> dqPartGm_;  // deterministic: dS.K_j of a panel [2][P, D] fp32 (two slots)
+    AscendC::GlobalTensor<float> dqPairGm_;  // dqGroup: two K/V block pairs' dQ sums [2][groupSize][seqQ][D] fp32
     AscendC::GlobalTensor<float> scoreGm_;   // this AIV's scratch: S [P, n] fp32 (P = panelRows)
     AscendC::GlobalTensor<float> gradGm_;    // dP [P, n] fp32
     AscendC::GlobalTensor<T> probGm_;        // P [2][P, n] T (two slots: a panel's and the next's)
@@ -231,6 +244,10 @@ private:
     AscendC::LocalTensor<float> rowValue_;  // [m] fp32: a tile's row0 + r + diag - col0
 
     uint32_t aiv_ = 0;
+    uint32_t walkLo_ = 0, walkHi_ = 0;  // the rows the last WalkBlock walked (each head of the group)
+    bool pairWrites_ = true;             // dqGroup: this block's dQ parts write the pair sum (else add)
+    uint32_t pairBuf_ = 0;               // dqGroup: the pair sum the cube fills now (0 / 1)
+    PendingPair pending_;                // dqGroup: the closed pair's sum still to add
     float maxK_ = 0, maxV_ = 0;  // deterministic: max |K|, max |V| over the whole inputs
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
     Seq seq_;
@@ -292,6 +309,10 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     dvAccGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDvOffset), n * d);
     if (td_->deterministic != 0) {
         dqPartGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDqPartOffset), 2 * panel * d);
+    }
+    if (td_->dqGroup != 0) {
+        dqPairGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDqGroupOffset),
+                                  2ull * td_->groupSize * td_->seqQ * d);
     }
 
     // UB, in the order and sizes op_host budgets (flash_attention_grad_tiling.h).
@@ -507,13 +528,51 @@ template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::ProcessUnits()
 {
     // This AIV's units [unitStart[a], unitStart[a + 1]); no unit waits for another's.
-    for (uint32_t unit = td_->unitStart[aiv_]; unit < td_->unitStart[aiv_ + 1]; ++unit) {
-        WalkUnit(unit);
+    // dqGroup: units 2t and 2t + 1 of a kv head (a range starts on an even block) put their dQ
+    // parts into the pair sum -- the pair's first computing block writes it, the other adds --
+    // and the sum is added in fixed point once, over the rows the first block walked (the rows
+    // that see block 2t + 1 see 2t: the policy's condition).
+    const uint32_t end = td_->unitStart[aiv_ + 1];
+    bool open = false;  // the pair sum holds the parts of the pair's first block
+    uint32_t pairLo = 0, pairHi = 0;
+    for (uint32_t unit = td_->unitStart[aiv_]; unit < end; ++unit) {
+        const uint32_t j = unit % td_->numKvBlocks;
+        const bool second = open && (j & 1u) != 0;
+        pairWrites_ = !second || pairLo == pairHi;  // nothing in the sum yet: write, not add
+        const bool computed = WalkUnit(unit);
+        if (td_->dqGroup == 0) {
+            continue;
+        }
+        if (computed && pairWrites_) {
+            pairLo = walkLo_;
+            pairHi = walkHi_;
+        } else if (!second) {
+            pairLo = pairHi = 0;
+        }
+        open = !second && (j & 1u) == 0 && j + 1 < td_->numKvBlocks && unit + 1 < end;
+        if (!open && pairHi > pairLo) {
+            // The pair is closed: the one before it is added by now (its buffer is written next),
+            // this one is added between the next pair's requests.
+            FlushPending();
+            const uint32_t kvHeadIndex = unit / td_->numKvBlocks;
+            pending_.b = kvHeadIndex / td_->numKvHeads;
+            pending_.h = kvHeadIndex % td_->numKvHeads;
+            pending_.lo = pending_.r = pairLo;
+            pending_.hi = pairHi;
+            pending_.buf = pairBuf_;
+            pending_.g = 0;
+            pending_.active = true;
+            pairBuf_ ^= 1u;
+        }
+        if (!open) {
+            pairLo = pairHi = 0;
+        }
     }
+    FlushPending();
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::WalkUnit(uint32_t unit)
+__aicore__ inline bool FlashAttentionGradKernel<T>::WalkUnit(uint32_t unit)
 {
     const uint32_t kvHeadIndex = unit / td_->numKvBlocks;
     const uint32_t b = kvHeadIndex / td_->numKvHeads;
@@ -522,10 +581,11 @@ __aicore__ inline void FlashAttentionGradKernel<T>::WalkUnit(uint32_t unit)
     const uint32_t col0 = j * td_->blockN;
     LoadSeq(b);
     if (col0 >= seq_.skv) {
-        return;  // varlen: past this sequence's keys, an empty unit
+        return false;  // varlen: past this sequence's keys, an empty unit
     }
     const bool computed = WalkBlock(b, h, j);
     WriteKvGrads(b, h, col0, Min(td_->blockN, seq_.skv - col0), computed);
+    return computed;
 }
 
 template <typename T>
@@ -543,6 +603,8 @@ __aicore__ inline bool FlashAttentionGradKernel<T>::WalkBlock(uint32_t b, uint32
     }
     const uint32_t lo = static_cast<uint32_t>(rowLo) / FP32_PER_BLOCK * FP32_PER_BLOCK;
     const uint32_t hi = static_cast<uint32_t>(rowHi);
+    walkLo_ = lo;
+    walkHi_ = hi;
     PanelCursor cursor;
     PanelRows cur, next, prev;
     bool hasCur = NextPanel(b, h, kvBlock, lo, hi, &cursor, &cur);
@@ -575,8 +637,10 @@ __aicore__ inline bool FlashAttentionGradKernel<T>::WalkBlock(uint32_t b, uint32
             RequestScores(b, h, kvBlock, next, true);
         }
         RequestGrads(b, h, kvBlock, cur, slot, first);
-        if (!first && td_->deterministic != 0) {
-            AddDqFixed(b, prev, slot ^ 1u);  // while the cube computes dP of the next panel and this one's gradients
+        if (!first && td_->deterministic != 0 && td_->dqGroup == 0) {
+            AddDqFixed(b, prev, DqPart(slot ^ 1u));  // while the cube computes dP of the next panel and this one's gradients
+        } else if (td_->dqGroup != 0) {
+            AddPendingStep();  // the previous pair's sum, while the cube computes this panel's requests
         }
         if (hasNext) {
             scoreMm.WaitIterateAll();  // dP of the next panel, ahead of this panel's gradients on the cube
@@ -588,8 +652,8 @@ __aicore__ inline bool FlashAttentionGradKernel<T>::WalkBlock(uint32_t b, uint32
         slot ^= 1u;
     }
     WaitGrads();
-    if (td_->deterministic != 0) {
-        AddDqFixed(b, prev, slot ^ 1u);
+    if (td_->deterministic != 0 && td_->dqGroup == 0) {
+        AddDqFixed(b, prev, DqPart(slot ^ 1u));
     }
     return true;
 }
@@ -714,7 +778,12 @@ __aicore__ inline void FlashAttentionGradKernel<T>::RequestGrads(uint32_t b, uin
     dqMm.SetTail(rows, d, cols);
     dqMm.SetTensorA(dsGm_[at]);
     dqMm.SetTensorB(keyGm_[kvOffset]);
-    if (td_->deterministic != 0) {
+    if (td_->dqGroup != 0) {
+        // The pair sum's rows of this query head (a block's panels cover its rows once each).
+        const uint64_t g = panel.n - h * td_->groupSize;
+        dqMm.template IterateAll<false>(PairSum(pairBuf_, static_cast<uint32_t>(g), panel.rowLo), pairWrites_ ? 0 : 1,
+                                        false, true);
+    } else if (td_->deterministic != 0) {
         dqMm.template IterateAll<false>(dqPartGm_[static_cast<uint64_t>(slot) * td_->panelRows * d], 0, false, true);
     } else {
         const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + panel.n) * td_->seqQ + panel.rowLo;
@@ -753,7 +822,48 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Tile(uint32_t b, uint32_t n,
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::AddDqFixed(uint32_t b, const PanelRows &panel, uint32_t slot)
+__aicore__ inline AscendC::GlobalTensor<float> FlashAttentionGradKernel<T>::DqPart(uint32_t slot) const
+{
+    return dqPartGm_[static_cast<uint64_t>(slot) * td_->panelRows * td_->headDim];
+}
+
+template <typename T>
+__aicore__ inline AscendC::GlobalTensor<float> FlashAttentionGradKernel<T>::PairSum(uint32_t buf, uint32_t g,
+                                                                                     uint32_t row) const
+{
+    const uint64_t rows = static_cast<uint64_t>(td_->groupSize) * td_->seqQ;
+    return dqPairGm_[((buf * rows) + static_cast<uint64_t>(g) * td_->seqQ + row) * td_->headDim];
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::AddPendingStep()
+{
+    if (!pending_.active) {
+        return;
+    }
+    PanelRows rows;
+    rows.n = pending_.h * td_->groupSize + pending_.g;
+    rows.rowLo = pending_.r;
+    rows.rowHi = Min(pending_.r + td_->panelRows, pending_.hi);
+    AddDqFixed(pending_.b, rows, PairSum(pending_.buf, pending_.g, pending_.r));
+    pending_.r = rows.rowHi;
+    if (pending_.r >= pending_.hi) {
+        pending_.r = pending_.lo;
+        pending_.active = ++pending_.g < td_->groupSize;
+    }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::FlushPending()
+{
+    while (pending_.active) {
+        AddPendingStep();
+    }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::AddDqFixed(uint32_t b, const PanelRows &panel,
+                                                               const AscendC::GlobalTensor<float> &part)
 {
     // f_r of all the panel's rows at once, then the part in chunks of a multiple of 8 rows (so
     // each chunk's f_r start on a 32-B block); a chunk's store (MTE3) overlaps the next one's load.
@@ -763,7 +873,6 @@ __aicore__ inline void FlashAttentionGradKernel<T>::AddDqFixed(uint32_t b, const
     const uint32_t chunk = perChunk ? td_->rowChunk : td_->rowChunk / FP32_PER_BLOCK * FP32_PER_BLOCK;
     const uint32_t rows = panel.rowHi - panel.rowLo;
     const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + panel.n) * td_->seqQ + panel.rowLo;
-    const AscendC::GlobalTensor<float> part = dqPartGm_[static_cast<uint64_t>(slot) * td_->panelRows * d];
     const AscendC::LocalTensor<int32_t> fixed = grad_.ReinterpretCast<int32_t>();
     WaitForPipe<AscendC::HardEvent::V_MTE2>();
     if (!perChunk) {
@@ -851,16 +960,18 @@ __aicore__ inline void FlashAttentionGradKernel<T>::StoreKvMaxima()
 template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::LoadKvMaxima()
 {
-    // The maxima over every AIV's slot (max is exact in any grouping), read once per AIV.
+    // The maxima over every AIV's slot (max is exact in any grouping), read once per AIV. The
+    // slots (aivNum x 8 <= 1024 floats) land in fold_ ([m, 64] fp32, m >= 16: 1024 floats at
+    // least); score_ and grad_ ([m, n] fp32) may be smaller with 16 x 16 blocks.
     const uint32_t slots = td_->aivNum * FP32_PER_BLOCK;
     float *const targets[2] = {&maxK_, &maxV_};
     for (uint32_t which = 0; which < 2; ++which) {
         WaitForPipe<AscendC::HardEvent::V_MTE2>();
-        AscendC::DataCopy(grad_, maxGm_[which * slots], slots);
+        AscendC::DataCopy(fold_, maxGm_[which * slots], slots);
         WaitForPipe<AscendC::HardEvent::MTE2_V>();
-        AscendC::ReduceMax(fold_, grad_, score_, slots);
+        AscendC::ReduceMax(grad_, fold_, score_, slots);
         WaitForPipe<AscendC::HardEvent::V_S>();
-        *targets[which] = fold_.GetValue(0);
+        *targets[which] = grad_.GetValue(0);
     }
 }
 

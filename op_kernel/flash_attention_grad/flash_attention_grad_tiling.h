@@ -142,4 +142,11 @@ struct FlashAttentionGradTilingData {
     uint32_t dsinksOut;   // 1: dsinks[n] = -sum over (b, i) of exp(sinks[n] - LSE_i) * D_i, written
                           // by AIV n % aivNum in a fixed order (chunks of m * 64 rows) after the
                           // second SyncAll: the same bits on every run and core count
+    // ---- deterministic dQ over K/V block pairs (docs/backward.md) ----
+    uint32_t dqGroup;         // 1: the dQ parts of blocks 2t, 2t + 1 of a kv head (one AIV's, unit
+                              // ranges start on even blocks) summed in fp32 by the cube into the
+                              // pair sum (2t writes, 2t + 1 adds: the rows that see 2t + 1 see 2t),
+                              // then added once in fixed point
+    uint64_t wsDqGroupOffset; // in the scratch slice: two pair sums [2][groupSize][seqQ][D] fp32 (one
+                              // filled by the cube while the AIV adds the other between its requests)
 };
