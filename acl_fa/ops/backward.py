@@ -16,10 +16,11 @@ import numpy as np
 
 from . import opcall
 from ..runtime.ffi import ffi
-from .backward_v2 import run_backward_v2
+from .backward_v2 import run_backward_v2, run_backward_v3
 from .problem import check_float32_range, check_like_forward, head_dim_rows
 from ..spec.problem import Problem, as_array, make_problem
-from ..spec.options import build_options, dropout_keep_prob, refuse_softcap
+from ..spec.options import build_options, dropout_keep_prob
+from ..spec.score_mods import alibi_slopes_value, sinks_value
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
 from ..plan.backward import backward_plan
@@ -117,7 +118,7 @@ def runner_for(session: DeviceSession) -> OpRunner:
 def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD", num_heads=None,
                              num_kv_heads=None, deterministic=True, block_m=None, block_n=None, window=None,
                              attn_mask=None, dropout_p=0.0, seed=None, offset=0, backend=None, device=None,
-                             session=None, softcap=0.0):
+                             session=None, softcap=0.0, alibi_slopes=None, sinks=None):
     """FlashAttention backward: (dq, dk, dv) for the upstream gradient dout of
     out, lse = flash_attention(q, k, v, ..., return_lse=True) with the same options.
 
@@ -128,13 +129,25 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
     its query-head group; rows that see no key get dq 0. deterministic=True (default) sums dQ's
     contributions in int32 fixed point (docs/backward.md), so repeated calls -- and chips with
     other core counts -- give identical bits; False adds them with fp32 atomic adds in any order
-    (equal within rounding, not bitwise). Neither mode makes a core wait for another. softcap > 0 is refused: the forward has it, the
-    backward not yet.
+    (equal within rounding, not bitwise). Neither mode makes a core wait for another.
+
+    Score modifiers (docs/attention_options.md "Score modifiers"; FlashAttentionGradV3): softcap
+    (> 0), alibi_slopes (float32 [N] or [B, N]) and sinks (float32 [N]) must be the forward's, and
+    lse the forward's LSE with them (with sinks it includes exp(sink)). Returns (dq, dk, dv), and
+    with sinks (dq, dk, dv, dsinks): dsinks float32 [N], the gradient of the sink logits. No
+    gradient flows to the slopes (as flash-attn).
     """
     forward, *_ = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n, pad_head_dim=True)
     options, mask = backward_options(forward, causal=causal, window=window, attn_mask=attn_mask, dropout_p=dropout_p,
                                      seed=seed, offset=offset, softcap=softcap)
+    slopes = alibi_slopes_value(alibi_slopes, batch=forward.batch, num_heads=forward.num_heads)
+    logits = sinks_value(sinks, num_heads=forward.num_heads)
+    if options.softcap or slopes is not None or logits is not None:
+        check_float32_range(forward, *(as_array(name, x) for name, x in (("q", q), ("k", k), ("v", v))))
+        session = default_session(backend, device) if session is None else session
+        return run_backward_v3(session, forward, options, (dout, q, k, v, out, lse), mask, deterministic,
+                               alibi_slopes=slopes, sinks=logits)
     if not options.is_default:
         check_float32_range(forward, *(as_array(name, x) for name, x in (("q", q), ("k", k), ("v", v))))
         session = default_session(backend, device) if session is None else session
@@ -150,14 +163,13 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
 
 def backward_options(forward: Problem, *, causal, window, attn_mask=None, dropout_p=0.0, seed=None, offset=0,
                      cu_seqlens_q=None, cu_seqlens_kv=None, softcap=0.0) -> tuple:
-    """The backward's (AttentionOptions, device mask): the forward's options, with the seed
-    required when dropout is on (the backward regenerates the forward's keep mask from it);
-    softcap other than 0 refused (not built in the backward yet)."""
-    refuse_softcap(softcap, "the backward")
+    """The backward's (AttentionOptions, device mask): the forward's options (softcap included),
+    with the seed required when dropout is on (the backward regenerates the forward's keep mask
+    from it)."""
     if seed is None and dropout_keep_prob(dropout_p) < 1.0:  # a bad dropout_p is named first
         raise InvalidArgumentError(
             "seed: the backward with dropout_p > 0 needs the forward's seed and offset (the ones the forward "
             "returned) to regenerate its dropout mask")
     return build_options(scores=forward.score_grid, causal=causal, window=window, attn_mask=attn_mask,
                          dropout_p=dropout_p, seed=seed, offset=offset, cu_seqlens_q=cu_seqlens_q,
-                         cu_seqlens_kv=cu_seqlens_kv)
+                         cu_seqlens_kv=cu_seqlens_kv, softcap=softcap)

@@ -30,7 +30,8 @@ from ..plan.backward import backward_plan
 from ..plan.forward import PlanError, PlanOptions
 from ..runtime.session import DeviceSession
 
-__all__ = ["BackwardV2Problem", "make_backward_v2_problem", "run_backward_v2"]
+__all__ = ["BackwardV2Problem", "BackwardV3Problem", "make_backward_v2_problem", "run_backward_v2",
+           "run_backward_v3"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +175,56 @@ FLASH_ATTENTION_GRAD_V2 = FlashAttentionGradV2Op(varlen=False)
 FLASH_ATTENTION_GRAD_V2_VARLEN = FlashAttentionGradV2Op(varlen=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class BackwardV3Problem(BackwardV2Problem):
+    """A V2 backward call with the score modifiers of FlashAttentionGradV3
+    (docs/attention_options.md "Score modifiers"): softcap (> 0 on; also options.softcap), and
+    whether alibi_slopes (float32 [B, N]) and sinks (float32 [N]) are given; with sinks the op
+    also returns dsinks (float32 [N])."""
+
+    softcap: float = 0.0
+    alibi: bool = False
+    sinks: bool = False
+
+
+class FlashAttentionGradV3Op(FlashAttentionGradV2Op):
+    """aclnnFlashAttentionGradV3 (acl_fa/cdefs/aclnn_flash_attention_grad_v3.h): V2's arguments,
+    then the optional inputs alibi_slopes and sinks after actual_seq_kvlen, the attr softcap after
+    block_n and the optional output dsinks after dv (NULL tensors when not given)."""
+
+    name = "flash_attention_grad_v3"
+    inputs = FlashAttentionGradV2Op.inputs + ("alibi", "sinks")
+    outputs = ("dq", "dk", "dv", "dsinks")
+    workspace_api = "aclnnFlashAttentionGradV3GetWorkspaceSize"
+    launch_api = "aclnnFlashAttentionGradV3"
+
+    def __init__(self, varlen: bool):
+        super().__init__(varlen)
+        if varlen:
+            self.name = "flash_attention_grad_v3_varlen"
+
+    def buffers(self, problem: BackwardV3Problem) -> dict:
+        roles = super().buffers(problem)
+        f32 = np.dtype(np.float32)
+        num_heads = problem.q_shape[-2] if problem.layout == "TND" else problem.forward.num_heads
+        if problem.alibi:
+            roles["alibi"] = ((problem.forward.batch, num_heads), f32)
+        if problem.sinks:
+            roles["sinks"] = roles["dsinks"] = ((num_heads,), f32)
+        return roles
+
+    def workspace_args(self, problem: BackwardV3Problem, tensors: dict) -> tuple:
+        args = super().workspace_args(problem, tensors)
+        optional = tuple(tensors[role].handle if role in tensors else ffi.NULL for role in ("alibi", "sinks"))
+        dsinks = tensors["dsinks"].handle if "dsinks" in tensors else ffi.NULL
+        # V2's: 9 inputs, 12 attrs, 3 outputs.
+        return args[:9] + optional + args[9:21] + (float(problem.softcap),) + args[21:] + (dsinks,)
+
+
+FLASH_ATTENTION_GRAD_V3 = FlashAttentionGradV3Op(varlen=False)
+FLASH_ATTENTION_GRAD_V3_VARLEN = FlashAttentionGradV3Op(varlen=True)
+
+
 def run_backward_v2(session: DeviceSession, problem: Problem, options, dout, q, k, v, out, lse,
                     mask_u8: Optional[np.ndarray], deterministic: bool = True) -> tuple:
     """(dq, dk, dv) of the V2 forward with `options` (acl_fa.spec.options.AttentionOptions).
@@ -185,3 +236,18 @@ def run_backward_v2(session: DeviceSession, problem: Problem, options, dout, q, 
     grad, *arrays = make_backward_v2_problem(problem, options, dout, q, k, v, out, lse, mask_u8, deterministic)
     op = FLASH_ATTENTION_GRAD_V2_VARLEN if options.cu_seqlens_q is not None else FLASH_ATTENTION_GRAD_V2
     return opcall.runner_for(session, op).run(grad, *arrays)
+
+
+def run_backward_v3(session: DeviceSession, problem: Problem, options, arrays: tuple, mask_u8: Optional[np.ndarray],
+                    deterministic: bool = True, *, alibi_slopes=None, sinks=None) -> tuple:
+    """run_backward_v2 with the score modifiers: options.softcap, alibi_slopes (float32 [B, N],
+    validated by acl_fa.spec.score_mods) and sinks (float32 [N]); `arrays` = (dout, q, k, v, out,
+    lse), lse the forward's with the same modifiers (its sinks included). Returns (dq, dk, dv),
+    and dsinks (float32 [N]) last when sinks are given."""
+    grad, *arrays = make_backward_v2_problem(problem, options, *arrays, mask_u8, deterministic)
+    grad = BackwardV3Problem(**{f.name: getattr(grad, f.name) for f in dataclasses.fields(grad)},
+                             softcap=float(options.softcap), alibi=alibi_slopes is not None,
+                             sinks=sinks is not None)
+    op = FLASH_ATTENTION_GRAD_V3_VARLEN if options.cu_seqlens_q is not None else FLASH_ATTENTION_GRAD_V3
+    outputs = ("dq", "dk", "dv", "dsinks") if sinks is not None else ("dq", "dk", "dv")
+    return opcall.runner_for(session, op).run(grad, *arrays, alibi_slopes, sinks, outputs=outputs)

@@ -20,7 +20,8 @@ from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import default_session
 from .forward_v2 import varlen_problem
 from .forward_v2 import run_forward_v2
-from .backward_v2 import run_backward_v2
+from .backward_v2 import run_backward_v2, run_backward_v3
+from ..spec.score_mods import alibi_slopes_value, sinks_value
 
 __all__ = ["flash_attention_varlen", "flash_attention_varlen_backward", "make_varlen_problem"]
 
@@ -97,16 +98,23 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
 def flash_attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
                                     max_seqlen_k=None, causal=False, window=None, dropout_p=0.0, seed=None, offset=0,
                                     scale=None, deterministic=True, block_m=None, block_n=None, backend=None,
-                                    device=None, session=None, softcap=0.0):
+                                    device=None, session=None, softcap=0.0, alibi_slopes=None, sinks=None):
     """(dq [Tq, N, D], dk, dv [Tkv, Nkv, D]) for the upstream gradient dout [Tq, N, D] of
     out, lse = flash_attention_varlen(..., return_lse=True) with the same arguments; with
     dropout_p > 0 the forward's seed and offset (sequence s, head n draws Philox stream
     offset + s * N + n, as in the forward). Sequences that see no key get zero gradients.
-    softcap > 0 is refused (not built in the backward yet)."""
+    softcap, alibi_slopes ([N] or [B, N], B the sequences) and sinks ([N]) as
+    flash_attention_backward, each sequence with its own Sq, Skv (docs/attention_options.md "Score
+    modifiers"); with sinks the result is (dq, dk, dv, dsinks), dsinks float32 [N]."""
     problem, ends_q, ends_kv, q, k, v = make_varlen_problem(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, scale=scale,
         block_m=block_m, block_n=block_n)
     options, _ = backward_options(problem, causal=causal, window=window, dropout_p=dropout_p, seed=seed, offset=offset,
                                   cu_seqlens_q=ends_q, cu_seqlens_kv=ends_kv, softcap=softcap)
+    slopes = alibi_slopes_value(alibi_slopes, batch=problem.batch, num_heads=problem.num_heads)
+    logits = sinks_value(sinks, num_heads=problem.num_heads)
     session = default_session(backend, device) if session is None else session
+    if options.softcap or slopes is not None or logits is not None:
+        return run_backward_v3(session, problem, options, (dout, q, k, v, out, lse), None, deterministic,
+                               alibi_slopes=slopes, sinks=logits)
     return run_backward_v2(session, problem, options, dout, q, k, v, out, lse, None, deterministic)

@@ -84,6 +84,8 @@ struct Problem {
     // input dtype (float16 / bfloat16) instead of float32 (MIX path only). The kernel's UB holds the
     // same bytes either way (two [c,n] T tiles and one [c,n] fp32 tile in place of two [c,n] fp32).
     bool narrowScores = false;
+    // FlashAttentionGradV3's ALiBi (alibi_slopes given): the backward's UB adds a small index buffer.
+    bool alibi = false;
 };
 
 // One line of the buffer budget: `bytes` of `capacity` used.

@@ -1,5 +1,7 @@
 // flash_attention_grad_host.cpp -- see flash_attention_grad_host.h.
 #include "flash_attention_grad_host.h"
+#include <vector>
+
 
 #include "flash_attention_grad_tiling.h"
 #include "flash_attention_tiling.h"
@@ -9,6 +11,7 @@
 #include "cube_tiling.h"
 #include "tiling_sizes.h"
 #include "toolchain/slog.h"
+#include "op_registration.h"
 
 static_assert(fa_policy::kGradKeyBf16 == FAG_KEY_BF16 && fa_policy::kGradKeyCausal == FAG_KEY_CAUSAL &&
                   fa_policy::kGradKeyLayoutShift == FAG_KEY_LAYOUT_SHIFT &&
@@ -176,6 +179,8 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
     td->wsDkOffset = plan.wsDkOffset;
     td->wsDvOffset = plan.wsDvOffset;
     td->wsDqPartOffset = plan.wsDqPartOffset;
+    td->dqGroup = plan.dqGroup ? 1 : 0;
+    td->wsDqGroupOffset = plan.wsDqGroupOffset;
     td->hasMask = problem.mask ? 1 : 0;
     td->maskB = static_cast<uint32_t>(problem.maskB);
     td->maskN = static_cast<uint32_t>(problem.maskN);
@@ -220,6 +225,170 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
         return ge::GRAPH_FAILED;
     }
     return ge::GRAPH_SUCCESS;
+}
+
+std::string ReadGradV2Dims(const gert::RuntimeAttrs *attrs, const gert::Shape *const shapes[kGradV2RequiredInputs],
+                           GradDims *d) {
+    if (attrs == nullptr) return "no attrs";
+    for (size_t i = 0; i < kGradV2RequiredInputs; ++i) {
+        if (shapes[i] == nullptr) return "missing input shape";
+    }
+    const int64_t *numHeads = attrs->GetInt(kGradNumHeads);
+    const int64_t *numKvHeads = attrs->GetInt(kGradNumKvHeads);
+    if (numHeads == nullptr || numKvHeads == nullptr) return "attrs num_heads / num_kv_heads missing";
+    return ReadGradDims(*shapes[kGradQuery], *shapes[kGradKey], *shapes[kGradValue], *shapes[kGradAttentionOut],
+                                 *shapes[kGradDout], *shapes[kGradSoftmaxLse], attrs->GetStr(kGradInputLayout), *numHeads,
+                                 *numKvHeads, true, d);
+}
+
+// The cumulative end offsets of `name` (actual_seq_qlen / kvlen): int64, one per sequence,
+// non-decreasing from >= 0 and ending at `tokens`. Fills the lengths; "" or what is wrong.
+static std::string ReadSequenceEnds(const gert::Tensor *t, const char *name, int64_t tokens, std::vector<uint64_t> *lens) {
+    if (t == nullptr) return std::string("input_layout TND needs ") + name;
+    if (t->GetDataType() != ge::DT_INT64) return std::string(name) + " must be int64";
+    const gert::Shape &shape = t->GetOriginShape();
+    const int64_t count = t->GetShapeSize();
+    if (shape.GetDimNum() != 1 || count < 1) {
+        return std::string(name) + " must be 1-D with one end offset per sequence, got " + GradShapeText(shape);
+    }
+    const int64_t *ends = t->GetData<int64_t>();
+    if (ends == nullptr) return std::string(name) + ": no host values (the input must be ValueDepend)";
+    int64_t previous = 0;
+    for (int64_t s = 0; s < count; ++s) {
+        if (ends[s] < previous) {
+            return std::string(name) + " must hold non-decreasing cumulative ends >= 0 (without the leading 0): entry " +
+                   std::to_string(s) + " is " + std::to_string(ends[s]) + " after " + std::to_string(previous);
+        }
+        lens->push_back(static_cast<uint64_t>(ends[s] - previous));
+        previous = ends[s];
+    }
+    if (previous != tokens) {
+        return std::string(name) + " must end at the token count " + std::to_string(tokens) + ", got " +
+               std::to_string(previous);
+    }
+    return "";
+}
+
+// The problem from the context: dims, band, varlen lengths, blocks. "" or what is wrong.
+std::string ReadGradV2Problem(gert::TilingContext *context, GradDims *d, fa_policy::Problem *p, bool *deterministic,
+                              float *scale, GradDropout *dropout) {
+    const gert::Shape *shapes[kGradV2RequiredInputs];
+    for (size_t i = 0; i < kGradV2RequiredInputs; ++i) {
+        const gert::StorageShape *s = context->GetInputShape(i);
+        shapes[i] = s != nullptr ? &s->GetOriginShape() : nullptr;
+    }
+    const gert::RuntimeAttrs *attrs = context->GetAttrs();
+    std::string error = ReadGradV2Dims(attrs, shapes, d);
+    if (!error.empty()) return error;
+    const gert::CompileTimeTensorDesc *qDesc = context->GetInputDesc(kGradQuery);
+    const float *scaleValue = attrs->GetFloat(kGradScaleValue);
+    const int64_t *pre = attrs->GetInt(kGradPreTokens);
+    const int64_t *next = attrs->GetInt(kGradNextTokens);
+    const float *keepProb = attrs->GetFloat(kGradKeepProb);
+    const bool *det = attrs->GetBool(kGradDeterministic);
+    const int64_t *blockM = attrs->GetInt(kGradBlockM);
+    const int64_t *blockN = attrs->GetInt(kGradBlockN);
+    const int64_t *seed = attrs->GetInt(kGradSeed);
+    const int64_t *offset = attrs->GetInt(kGradOffset);
+    if (qDesc == nullptr || scaleValue == nullptr || pre == nullptr || next == nullptr || keepProb == nullptr ||
+        det == nullptr || blockM == nullptr || blockN == nullptr || seed == nullptr || offset == nullptr) {
+        return "query desc or attrs scale_value / pre_tokens / next_tokens / keep_prob / seed / offset / "
+               "deterministic / block_m / block_n missing";
+    }
+    if (*blockM < 0 || *blockM > UINT32_MAX || *blockN < 0 || *blockN > UINT32_MAX) {
+        return "block_m and block_n must be >= 0 (0 = auto)";
+    }
+    // The mask: rank 4 [maskB, maskN, maskQ, Skv] (the policy checks dims 0..2 against B, N, Sq).
+    const gert::StorageShape *maskShape = context->GetOptionalInputShape(kGradAttenMask);
+    if (maskShape != nullptr) {
+        const gert::Shape &m = maskShape->GetOriginShape();
+        if (m.GetDimNum() != 4 || (!d->varlen && m.GetDim(3) != d->seqKv)) {
+            return "atten_mask must be rank 4 [1 or B, 1 or N, 1 or Sq, Skv] with Skv = " + std::to_string(d->seqKv) +
+                   ", got " + GradShapeText(m);
+        }
+        p->mask = true;
+        p->maskB = static_cast<uint64_t>(m.GetDim(0));
+        p->maskN = static_cast<uint64_t>(m.GetDim(1));
+        p->maskQ = static_cast<uint64_t>(m.GetDim(2));
+    }
+    if (!(*keepProb > 0.0f && *keepProb <= 1.0f)) {
+        return "keep_prob must be in (0, 1] (1 = no dropout), got " + std::to_string(*keepProb);
+    }
+    p->dropout = *keepProb < 1.0f;
+    dropout->keepProb = *keepProb;
+    dropout->seed = static_cast<uint64_t>(*seed);
+    dropout->offset = static_cast<uint64_t>(*offset);
+    p->numHeads = static_cast<uint64_t>(d->numHeads);
+    p->numKvHeads = static_cast<uint64_t>(d->numKvHeads);
+    p->headDim = static_cast<uint64_t>(d->headDim);
+    p->dtypeBytes = 2;  // float16 / bfloat16, as the OpDef allows
+    p->bf16 = qDesc->GetDataType() == ge::DT_BF16;
+    p->layout = d->varlen ? fa_policy::kLayoutTnd : d->layout;
+    p->preTokens = *pre;
+    p->nextTokens = *next;
+    p->userBlockM = static_cast<uint32_t>(*blockM);
+    p->userBlockN = static_cast<uint32_t>(*blockN);
+    const gert::Tensor *qlen = context->GetOptionalInputTensor(kGradActualSeqQlen);
+    const gert::Tensor *kvlen = context->GetOptionalInputTensor(kGradActualSeqKvlen);
+    if (!d->varlen) {
+        if (qlen != nullptr || kvlen != nullptr) {
+            return "actual_seq_qlen / actual_seq_kvlen go with input_layout TND only";
+        }
+        p->batch = static_cast<uint64_t>(d->batch);
+        p->seqQ = static_cast<uint64_t>(d->seqQ);
+        p->seqKv = static_cast<uint64_t>(d->seqKv);
+    } else {
+        error = ReadSequenceEnds(qlen, "actual_seq_qlen", d->tokensQ, &p->seqLensQ);
+        if (error.empty()) error = ReadSequenceEnds(kvlen, "actual_seq_kvlen", d->tokensKv, &p->seqLensKv);
+        if (!error.empty()) return error;
+        if (p->seqLensQ.size() != p->seqLensKv.size()) {
+            return "actual_seq_qlen (" + std::to_string(p->seqLensQ.size()) + " sequences) and actual_seq_kvlen (" +
+                   std::to_string(p->seqLensKv.size()) + ") must describe the same sequences";
+        }
+        p->batch = p->seqLensQ.size();
+        p->tokensQ = static_cast<uint64_t>(d->tokensQ);
+        p->tokensKv = static_cast<uint64_t>(d->tokensKv);
+        for (size_t s = 0; s < p->seqLensQ.size(); ++s) {
+            p->seqQ = p->seqLensQ[s] > p->seqQ ? p->seqLensQ[s] : p->seqQ;
+            p->seqKv = p->seqLensKv[s] > p->seqKv ? p->seqLensKv[s] : p->seqKv;
+        }
+        // A batch of empty sequences still plans one row and key (nothing is walked).
+        p->seqQ = p->seqQ > 0 ? p->seqQ : 1;
+        p->seqKv = p->seqKv > 0 ? p->seqKv : 1;
+    }
+    *deterministic = *det;
+    *scale = *scaleValue;
+    return "";
+}
+
+
+void DescribeGradV2Inputs(ops::OpDef &def) {
+    // Columns: float16 and bfloat16 inputs, each with a uint8 and a bool atten_mask (1 / true =
+    // masked out, FlashAttentionScore's convention).
+    const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT16, ge::DT_BF16};
+    const std::vector<ge::DataType> masks = {ge::DT_UINT8, ge::DT_UINT8, ge::DT_BOOL, ge::DT_BOOL};
+    for (const char *input : {"query", "key", "value", "attention_out", "dout"}) {
+        DescribeNd(def.Input(input), ops::REQUIRED, halfTypes);
+    }
+    DescribeNd(def.Input("softmax_lse"), ops::REQUIRED, std::vector<ge::DataType>(4, ge::DT_FLOAT));
+    DescribeNd(def.Input("atten_mask"), ops::OPTIONAL, masks);
+    for (const char *lengths : {"actual_seq_qlen", "actual_seq_kvlen"}) {
+        DescribeNd(def.Input(lengths), ops::OPTIONAL, std::vector<ge::DataType>(4, ge::DT_INT64))
+            .ValueDepend(ops::OPTIONAL);
+    }
+}
+
+void DescribeGradOutputs(ops::OpDef &def) {
+    const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT16, ge::DT_BF16};
+    for (const char *output : {"dq", "dk", "dv"}) {
+        DescribeNd(def.Output(output), ops::REQUIRED, halfTypes);
+    }
+}
+
+void DescribeGradV2Attrs(ops::OpDef &def) {
+    AddAttentionAttrs(def, true);
+    def.Attr("deterministic").AttrType(ops::OPTIONAL).Bool(true);
+    AddBlockAttrs(def);
 }
 
 }  // namespace fa_host

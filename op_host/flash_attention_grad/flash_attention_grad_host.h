@@ -1,5 +1,5 @@
-// flash_attention_grad_host.h -- what the FlashAttentionGrad and FlashAttentionGradV2 op_hosts
-// share: reading B, N, Nkv, Sq, Skv, D from the tensors' shapes in the layout, and the tiling
+// flash_attention_grad_host.h -- what the FlashAttentionGrad, FlashAttentionGradV2 and
+// FlashAttentionGradV3 op_hosts share: reading B, N, Nkv, Sq, Skv, D from the tensors' shapes in the layout, and the tiling
 // (policy plan -> FlashAttentionGradTilingData, matmul tilings, workspace, block dim, key).
 // Written against the real CANN host APIs only.
 #pragma once
@@ -47,5 +47,31 @@ struct GradDropout {
 // lengths), the mask's dims and whether dropout is on; *error names what failed.
 ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_policy::Problem problem,
                          bool deterministic, float scale, const GradDropout &dropout, std::string *error);
+
+// ---- FlashAttentionGradV2's interface, which V3 extends by trailing inputs, outputs and attrs ----
+// Inputs in OpDef order (V3 adds alibi_slopes, sinks after these).
+enum GradV2Input : size_t {
+    kGradQuery = 0, kGradKey, kGradValue, kGradAttentionOut, kGradDout, kGradSoftmaxLse, kGradAttenMask,
+    kGradActualSeqQlen, kGradActualSeqKvlen
+};
+// Attrs in OpDef order (V3 adds softcap after these).
+enum GradV2Attr : size_t {
+    kGradScaleValue = 0, kGradPreTokens, kGradNextTokens, kGradInputLayout, kGradNumHeads, kGradNumKvHeads,
+    kGradKeepProb, kGradSeed, kGradOffset, kGradDeterministic, kGradBlockM, kGradBlockN
+};
+constexpr size_t kGradV2RequiredInputs = 6;
+
+// The dims from V2's required input shapes and attrs; "" or what is wrong.
+std::string ReadGradV2Dims(const gert::RuntimeAttrs *attrs, const gert::Shape *const shapes[kGradV2RequiredInputs],
+                           GradDims *d);
+// The problem of a V2 (or V3) call from its context: dims, band, varlen lengths, mask, dropout,
+// blocks. "" or what is wrong.
+std::string ReadGradV2Problem(gert::TilingContext *context, GradDims *d, fa_policy::Problem *p, bool *deterministic,
+                              float *scale, GradDropout *dropout);
+// V2's inputs (query .. actual_seq_kvlen), outputs dq, dk, dv and attrs (scale_value .. block_n),
+// in OpDef order; V3 appends its own after each group.
+void DescribeGradV2Inputs(ops::OpDef &def);
+void DescribeGradOutputs(ops::OpDef &def);
+void DescribeGradV2Attrs(ops::OpDef &def);
 
 }  // namespace fa_host

@@ -89,6 +89,12 @@ Needs ComputeNeeds(uint32_t blockM, uint32_t blockN, uint64_t panel, const Probl
     if (p.dropout) {
         needs.lines.push_back({"keepBuf Philox4x32-10 keep mask", PhiloxUbBytes(GradPhiloxLanes(blockM)), c.ubBytes});
     }
+    if (p.alibi) {
+        // Column indices [n] (padded to whole 64-column repeats, read 64 at a time) and the tile's row
+        // indices and row values [m] each, fp32: the kernel's ALiBi bias (AddAlibi).
+        needs.lines.push_back({"alibiBuf ALiBi indices [align64(n) + 2m] fp32", (AlignUp(n, 64) + 2 * m) * kFp32,
+                               c.ubBytes});
+    }
     for (const auto &line : needs.lines) needs.ub += line.bytes;
     needs.l1 = ObjectsL1(panel, n, p, c);
     const uint64_t mPad = AlignUp(m, kBlockAlign);
@@ -281,7 +287,34 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
         work[u] = std::max<uint64_t>(perBlock[p.seqLensKv.empty() ? j : seq * out.numKvBlocks + j], 1);
     }
     const uint32_t aivs = std::min<uint32_t>({c.aivNum ? c.aivNum : 2 * c.aicNum, kGradMaxAiv, 2 * kMaxCores});
-    std::vector<uint32_t> starts = SplitContiguous(work, aivs);
+    // Deterministic dQ over pairs of K/V blocks (2t, 2t + 1) of a kv head: the cube sums the pair's
+    // dQ parts in fp32 (the second added to the first in request order on one AIV) and the AIV adds
+    // the sum once in fixed point: half the part's read and int32 add (docs/backward.md). The pairs
+    // are fixed by the blocks, not by the cores, so unit ranges must not split a pair: the split is
+    // over pairs. Only where the rows that see block 2t + 1 are among those that see 2t (no bounded
+    // pre_tokens window, no mask, dense), the pair sums fit kGradDqGroupMaxBytes and there are at
+    // least kGradDqGroupMinPairs pairs (the coarser split balances well; N8 S4096 has 152 and would
+    // lose more time to imbalance than the bytes save). Every condition is the problem's, none the
+    // chip's: a problem sums its dQ the same way, to the same bits, on every core count.
+    int64_t preBand = 0, nextBand = 0;
+    GradBand(p, &preBand, &nextBand);
+    const uint64_t pairsPerHead = CeilDiv(out.numKvBlocks, 2), heads = p.batch * p.numKvHeads;
+    out.dqGroup = deterministic && !p.mask && p.seqLensQ.empty() && !attn_band::Bounded(preBand) &&
+                  group * p.seqQ * d * kFp32 <= kGradDqGroupMaxBytes && heads * pairsPerHead >= kGradDqGroupMinPairs;
+    std::vector<uint32_t> starts;
+    if (out.dqGroup) {
+        std::vector<uint64_t> pairWork(heads * pairsPerHead, 0);
+        for (uint64_t u = 0; u < out.totalUnits; ++u) {
+            pairWork[u / out.numKvBlocks * pairsPerHead + u % out.numKvBlocks / 2] += work[u];
+        }
+        for (uint32_t s : SplitContiguous(pairWork, aivs)) {
+            starts.push_back(s == pairWork.size() ? static_cast<uint32_t>(out.totalUnits)
+                                                  : static_cast<uint32_t>(s / pairsPerHead * out.numKvBlocks +
+                                                                          s % pairsPerHead * 2));
+        }
+    } else {
+        starts = SplitContiguous(work, aivs);
+    }
     const uint32_t used = static_cast<uint32_t>(starts.size() - 1);
     out.blockDim = (used + 1) / 2;
     out.aivNum = 2 * out.blockDim;
@@ -311,7 +344,8 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
                                 {&out.wsGradOffset, panel * n * kFp32}, {&out.wsProbOffset, 2 * panel * n * t},
                                 {&out.wsDsOffset, 2 * panel * n * t}, {&out.wsDkOffset, n * d * kFp32},
                                 {&out.wsDvOffset, n * d * kFp32},
-                                {&out.wsDqPartOffset, deterministic ? 2 * panel * d * kFp32 : 0}}) {
+                                {&out.wsDqPartOffset, deterministic ? 2 * panel * d * kFp32 : 0},
+                                {&out.wsDqGroupOffset, out.dqGroup ? 2 * group * p.seqQ * d * kFp32 : 0}}) {
         *field = at;
         at += AlignUp(bytes, kWorkspaceAlign);
     }

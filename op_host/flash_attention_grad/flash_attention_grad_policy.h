@@ -40,7 +40,18 @@ struct GradPlan {
     uint32_t philoxLanes = 0;
     uint64_t userWorkspaceBytes = 0;
     uint64_t tilingKey = 0;
+    // Deterministic dQ over K/V block pairs: each AIV's scratch slice holds two [groupSize, seqQ, D]
+    // fp32 pair sums at wsDqGroupOffset (one filled while the other is added), and unit ranges
+    // start on even blocks.
+    bool dqGroup = false;
+    uint64_t wsDqGroupOffset = 0;
 };
+
+// Largest [groupSize, seqQ, D] fp32 pair sum per AIV the deterministic dQ takes (else no pairs).
+constexpr uint64_t kGradDqGroupMaxBytes = 4ull << 20;
+// Fewest K/V block pairs (over all kv heads) for pairs: 8 per AIV of a 48-AIV chip, a problem's
+// constant (not the chip's core count, so that the summation is the same on every chip).
+constexpr uint64_t kGradDqGroupMinPairs = 384;
 
 // Largest blocks the backward chooses or accepts.
 constexpr uint32_t kGradMaxBlockM = 128;

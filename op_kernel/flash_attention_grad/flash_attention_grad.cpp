@@ -8,9 +8,12 @@ extern "C" __global__ __aicore__ void flash_attention_grad(GM_ADDR query, GM_ADD
                                                            GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace,
                                                            GM_ADDR tiling)
 {
-    // FlashAttentionGradV2's optional inputs, which this op does not have.
+    // FlashAttentionGradV2's and V3's optional inputs and output, which this op does not have.
     GM_ADDR atten_mask = nullptr;
     GM_ADDR actual_seq_qlen = nullptr;
     GM_ADDR actual_seq_kvlen = nullptr;
+    GM_ADDR alibi_slopes = nullptr;
+    GM_ADDR sinks = nullptr;
+    GM_ADDR dsinks = nullptr;
     FAG_TILING_AND_CASES()
 }

@@ -1,5 +1,5 @@
-// flash_attention_grad_entry.h -- what the kernel entries of FlashAttentionGrad and
-// FlashAttentionGradV2 share: read the tiling, pick the instance for the tiling key, run the one
+// flash_attention_grad_entry.h -- what the kernel entries of FlashAttentionGrad,
+// FlashAttentionGradV2 and FlashAttentionGradV3 share: read the tiling, pick the instance for the tiling key, run the one
 // backward kernel (flash_attention_grad_kernel.h).
 #pragma once
 
@@ -15,8 +15,8 @@
 #define FAG_CASE(KEY, T)                                                                                      \
     if (TILING_KEY_IS(KEY)) {                                                                                 \
         flash_attn_grad::RunFlashAttentionGrad<T>(query, key, value, attention_out, dout, softmax_lse,         \
-                                                  atten_mask, actual_seq_qlen, actual_seq_kvlen, dq, dk, dv,   \
-                                                  workspace, &tilingData);                                    \
+                                                  atten_mask, actual_seq_qlen, actual_seq_kvlen, alibi_slopes,  \
+                                                  sinks, dq, dk, dv, dsinks, workspace, &tilingData);          \
         return;                                                                                               \
     }
 #define FAG_CASES_FOR_DTYPE(DTYPE_BIT, T) \
@@ -30,8 +30,8 @@
     FAG_CASE((DTYPE_BIT) + 22, T)
 
 // The body of both entries; expects query, key, value, attention_out, dout, softmax_lse,
-// atten_mask, actual_seq_qlen, actual_seq_kvlen (nullptr when absent), dq, dk, dv, workspace and
-// tiling in scope.
+// atten_mask, actual_seq_qlen, actual_seq_kvlen, alibi_slopes, sinks (nullptr when absent), dq,
+// dk, dv, dsinks (nullptr when absent), workspace and tiling in scope.
 #define FAG_TILING_AND_CASES()                             \
     REGISTER_TILING_DEFAULT(FlashAttentionGradTilingData); \
     GET_TILING_DATA(tilingData, tiling);                   \

@@ -14,10 +14,15 @@
 //      panelRows rows, whole query blocks trimmed at the band's edges):
 //        S    = Q_p . K_j^T,  dP = dO_p . V_j^T   (cube: one request each for the whole panel)
 //        per query block i of the panel (the UB tile, blockM rows):
-//          P    = exp(scale * S + bias - LSE_i)   (vector; keys outside the band -> 0, MaskScores;
-//                                                  bias: the mask's 0 / -inf on BLOCK_MIXED blocks)
+//          P    = exp(T + bias - LSE_i)           (vector; T = scale * S, or with softcap c
+//                                                  c * tanh(scale * S / c); keys outside the band
+//                                                  -> 0, MaskScores; bias: ALiBi's
+//                                                  -slope * |i + diag - j| (AddAlibi) and the
+//                                                  mask's 0 / -inf on BLOCK_MIXED blocks; with sinks
+//                                                  the forward's LSE_i holds exp(sink) already)
 //          dropout: Pd = P o Z / keep_prob, dP := dP o Z / keep_prob (Z regenerated, ApplyDropout)
-//          dS   = scale * P * (dP - D_i)          (vector; P and dS leave UB in T)
+//          dS   = scale * P * (dP - D_i)          (vector; P and dS leave UB in T; softcap:
+//                                                  times 1 - (T / c)^2, kept per tile in fp16)
 //        dV_j += Pd^T . dO_p,  dK_j += dS^T . Q_p (cube, A transposed: the panel's rows are the
 //                                                  K dimension, summed in L0C; one fp32 write each)
 //        dQ_p += dS . K_j                         (cube; atomic mode: added by the request's
@@ -26,7 +31,9 @@
 //      dK_j and dV_j belong to the unit alone: cast and written when its walk ends. A
 //      query block the mask hides entirely (BLOCK_MASKED) ends a panel and is skipped: nothing is
 //      loaded or computed for it.
-//   3. dQ = the accumulator (deterministic: divided by the row's scale), cast.
+//   3. dQ = the accumulator (deterministic: divided by the row's scale), cast. With sinks
+//      (FlashAttentionGradV3's dsinks output): dsinks[n] = -sum_(b, i) exp(sinks[n] - LSE_i) * D_i,
+//      each head by one AIV in a fixed order (WriteDsinks).
 // Panels amortize what every cube request pays (the request, the MTE2 and FixPipe latencies)
 // over up to panelRows rows, and dK / dV leave L0C once per panel instead of once per query
 // block (docs/backward.md).
@@ -77,8 +84,9 @@ public:
     // attenMask: uint8 [maskB, maskN, maskQ, Skv] when tiling->hasMask, else unused (nullptr).
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut, GM_ADDR dout,
                                 GM_ADDR softmaxLse, GM_ADDR attenMask, GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen,
-                                GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace,
-                                const FlashAttentionGradTilingData *tiling, AscendC::TPipe *pipe);
+                                GM_ADDR alibiSlopes, GM_ADDR sinks, GM_ADDR dq, GM_ADDR dk, GM_ADDR dv,
+                                GM_ADDR dsinks, GM_ADDR workspace, const FlashAttentionGradTilingData *tiling,
+                                AscendC::TPipe *pipe);
     __aicore__ inline void Process();
 
 private:
@@ -86,8 +94,11 @@ private:
     __aicore__ inline void ComputeDelta();
     __aicore__ inline void SummarizeMask();
     __aicore__ inline void ProcessUnits();
-    __aicore__ inline void WalkUnit(uint32_t unit);
+    // Returns whether a panel computed anything (walkLo_ / walkHi_: the rows it walked).
+    __aicore__ inline bool WalkUnit(uint32_t unit);
     __aicore__ inline void WriteDq();
+    // dsinks of the heads n = aiv_ (mod aivNum), from the LSE and D of all their rows.
+    __aicore__ inline void WriteDsinks();
     // Phase 2.
     // Deterministic mode's inputs of the fixed-point scale: this AIV's max |K| and max |V| (phase
     // 1), then the maxima over all AIVs (phase 2, into maxK_ / maxV_).
@@ -124,7 +135,18 @@ private:
     __aicore__ inline void WaitGrads();
     // Deterministic: the panel's dQ part [rows, D] fp32 (part slot `slot` of the scratch) scaled,
     // rounded to int32 and added to the accumulator.
-    __aicore__ inline void AddDqFixed(uint32_t b, const PanelRows &panel, uint32_t slot);
+    __aicore__ inline void AddDqFixed(uint32_t b, const PanelRows &panel, const AscendC::GlobalTensor<float> &part);
+    // The part slot `slot` of the scratch (a panel's dQ part, deterministic mode without pairs).
+    __aicore__ inline AscendC::GlobalTensor<float> DqPart(uint32_t slot) const;
+    // dqGroup: a closed pair's sum waits in pending_ and is added in fixed point at most panelRows
+    // rows of one query head per step, between the next pair's cube requests; Flush adds the rest.
+    struct PendingPair {
+        uint32_t b = 0, h = 0, lo = 0, hi = 0, buf = 0, g = 0, r = 0;
+        bool active = false;
+    };
+    __aicore__ inline void AddPendingStep();
+    __aicore__ inline void FlushPending();
+    __aicore__ inline AscendC::GlobalTensor<float> PairSum(uint32_t buf, uint32_t g, uint32_t row) const;
     // lse_[0:rows] = f_r of rows rowIndex.. (inverse: 1 / f_r), from their ||dO||_1 and D
     // (loaded here into lse_ / delta_; rows <= panelRows).
     __aicore__ inline void FixedScales(uint64_t rowIndex, uint32_t rows, bool inverse);
@@ -143,6 +165,11 @@ private:
     __aicore__ inline void ApplyDropout(uint32_t b, uint32_t n, uint32_t rows, uint32_t row0, uint32_t col0);
     // Keys of rows row0.. outside the band (and the block's padding columns) -> -inf.
     __aicore__ inline void ComputeDs(uint32_t rows, const AscendC::LocalTensor<float> &delta);
+    // softcap: score_ = T = c * tanh(scale * S / c) and its derivative 1 - (T / c)^2 into the
+    // tile's dS buffer as fp16 (read back by ComputeDs before dS overwrites it).
+    __aicore__ inline void CapScores(uint32_t rows);
+    // score_[r, c] -= slope[b, n] * |row0 + r + diag - col0 - c| (ALiBi, from indices in alibiBuf).
+    __aicore__ inline void AddAlibi(uint32_t b, uint32_t n, uint32_t rows, uint32_t row0, uint32_t col0);
     __aicore__ inline void WriteKvGrads(uint32_t b, uint32_t h, uint32_t col0, uint32_t cols, bool computed);
     __aicore__ inline void MaskScores(uint32_t rows, uint32_t row0, uint32_t col0, uint32_t cols);
 
@@ -188,6 +215,7 @@ private:
     AscendC::GlobalTensor<float> normGm_;    // deterministic: ||dO_r||_1 [B, N, Sq]
     AscendC::GlobalTensor<float> maxGm_;     // deterministic: max |K| [aivNum][8], then max |V| [aivNum][8]
     AscendC::GlobalTensor<float> dqPartGm_;  // deterministic: dS.K_j of a panel [2][P, D] fp32 (two slots)
+    AscendC::GlobalTensor<float> dqPairGm_;  // dqGroup: two K/V block pairs' dQ sums [2][groupSize][seqQ][D] fp32
     AscendC::GlobalTensor<float> scoreGm_;   // this AIV's scratch: S [P, n] fp32 (P = panelRows)
     AscendC::GlobalTensor<float> gradGm_;    // dP [P, n] fp32
     AscendC::GlobalTensor<T> probGm_;        // P [2][P, n] T (two slots: a panel's and the next's)
@@ -195,6 +223,9 @@ private:
     AscendC::GlobalTensor<float> dkAccGm_;   // dK_j [n, D] fp32
     AscendC::GlobalTensor<float> dvAccGm_;   // dV_j [n, D] fp32
     AscendC::GlobalTensor<uint8_t> maskSummaryGm_;  // hasMask: one BlockClass byte per summary block
+    AscendC::GlobalTensor<float> alibiGm_;   // hasAlibi: slopes [B, N] fp32
+    AscendC::GlobalTensor<float> sinksGm_;   // dsinksOut: sink logits [N] fp32
+    AscendC::GlobalTensor<float> dsinksGm_;  // dsinksOut: their gradient [N] fp32
 
     attn_mask::MaskGeometry maskGeom_;
     attn_mask::MaskTiles mask_;            // hasMask only
@@ -207,8 +238,16 @@ private:
     AscendC::LocalTensor<T> prob_;       // [m, n] T
     AscendC::LocalTensor<T> ds_;         // [m, n] T
     AscendC::LocalTensor<float> lse_, delta_, brcb_, fold_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> alibiBuf_;  // hasAlibi only
+    AscendC::LocalTensor<float> colIndex_;  // [align64(n)] fp32: 0, 1, 2, ... (read 64 at a time)
+    AscendC::LocalTensor<float> rowIndex_;  // [m] fp32: 0, 1, 2, ...
+    AscendC::LocalTensor<float> rowValue_;  // [m] fp32: a tile's row0 + r + diag - col0
 
     uint32_t aiv_ = 0;
+    uint32_t walkLo_ = 0, walkHi_ = 0;  // the rows the last WalkBlock walked (each head of the group)
+    bool pairWrites_ = true;             // dqGroup: this block's dQ parts write the pair sum (else add)
+    uint32_t pairBuf_ = 0;               // dqGroup: the pair sum the cube fills now (0 / 1)
+    PendingPair pending_;                // dqGroup: the closed pair's sum still to add
     float maxK_ = 0, maxV_ = 0;  // deterministic: max |K|, max |V| over the whole inputs
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
     Seq seq_;
@@ -219,7 +258,8 @@ template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
                                                          GM_ADDR attentionOut, GM_ADDR dout, GM_ADDR softmaxLse,
                                                          GM_ADDR attenMask, GM_ADDR actualSeqQlen,
-                                                         GM_ADDR actualSeqKvlen, GM_ADDR dq, GM_ADDR dk, GM_ADDR dv,
+                                                         GM_ADDR actualSeqKvlen, GM_ADDR alibiSlopes, GM_ADDR sinks,
+                                                         GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR dsinks,
                                                          GM_ADDR workspace,
                                                          const FlashAttentionGradTilingData *tiling,
                                                          AscendC::TPipe *pipe)
@@ -270,6 +310,10 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     if (td_->deterministic != 0) {
         dqPartGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDqPartOffset), 2 * panel * d);
     }
+    if (td_->dqGroup != 0) {
+        dqPairGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsDqGroupOffset),
+                                  2ull * td_->groupSize * td_->seqQ * d);
+    }
 
     // UB, in the order and sizes op_host budgets (flash_attention_grad_tiling.h).
     const uint32_t rowVectorBytes = (panel * sizeof(float) + 31) / 32 * 32;  // a panel's rows
@@ -304,6 +348,22 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Init(GM_ADDR query, GM_ADDR 
     if (td_->dropout != 0) {
         keep_.Init(pipe_, td_->philoxLanes);
         keep_.SetWidth(n);
+    }
+    if (td_->hasAlibi != 0) {
+        // The policy's "alibiBuf" line: column indices padded to whole 64-column repeats, then rows.
+        const uint32_t colSlots = CeilDiv(n, FP32_PER_REPEAT) * FP32_PER_REPEAT;
+        pipe_->InitBuffer(alibiBuf_, (colSlots + 2 * m) * sizeof(float));
+        colIndex_ = alibiBuf_.Get<float>();
+        rowIndex_ = colIndex_[colSlots];
+        rowValue_ = colIndex_[colSlots + m];
+        AscendC::CreateVecIndex(colIndex_, 0.0f, colSlots);
+        AscendC::CreateVecIndex(rowIndex_, 0.0f, m);
+        alibiGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(alibiSlopes),
+                                 static_cast<uint64_t>(td_->batch) * td_->numHeads);
+    }
+    if (td_->dsinksOut != 0) {
+        sinksGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(sinks), td_->numHeads);
+        dsinksGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(dsinks), td_->numHeads);
     }
 
     const bool bnsd = td_->layout == FA_LAYOUT_BNSD;
@@ -398,6 +458,9 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Process()
     ProcessUnits();
     AscendC::SyncAll();  // every dQ contribution has landed
     WriteDq();
+    if (td_->dsinksOut != 0) {
+        WriteDsinks();
+    }
     scoreMm.End();
     dvMm.End();
     dkMm.End();
@@ -465,13 +528,51 @@ template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::ProcessUnits()
 {
     // This AIV's units [unitStart[a], unitStart[a + 1]); no unit waits for another's.
-    for (uint32_t unit = td_->unitStart[aiv_]; unit < td_->unitStart[aiv_ + 1]; ++unit) {
-        WalkUnit(unit);
+    // dqGroup: units 2t and 2t + 1 of a kv head (a range starts on an even block) put their dQ
+    // parts into the pair sum -- the pair's first computing block writes it, the other adds --
+    // and the sum is added in fixed point once, over the rows the first block walked (the rows
+    // that see block 2t + 1 see 2t: the policy's condition).
+    const uint32_t end = td_->unitStart[aiv_ + 1];
+    bool open = false;  // the pair sum holds the parts of the pair's first block
+    uint32_t pairLo = 0, pairHi = 0;
+    for (uint32_t unit = td_->unitStart[aiv_]; unit < end; ++unit) {
+        const uint32_t j = unit % td_->numKvBlocks;
+        const bool second = open && (j & 1u) != 0;
+        pairWrites_ = !second || pairLo == pairHi;  // nothing in the sum yet: write, not add
+        const bool computed = WalkUnit(unit);
+        if (td_->dqGroup == 0) {
+            continue;
+        }
+        if (computed && pairWrites_) {
+            pairLo = walkLo_;
+            pairHi = walkHi_;
+        } else if (!second) {
+            pairLo = pairHi = 0;
+        }
+        open = !second && (j & 1u) == 0 && j + 1 < td_->numKvBlocks && unit + 1 < end;
+        if (!open && pairHi > pairLo) {
+            // The pair is closed: the one before it is added by now (its buffer is written next),
+            // this one is added between the next pair's requests.
+            FlushPending();
+            const uint32_t kvHeadIndex = unit / td_->numKvBlocks;
+            pending_.b = kvHeadIndex / td_->numKvHeads;
+            pending_.h = kvHeadIndex % td_->numKvHeads;
+            pending_.lo = pending_.r = pairLo;
+            pending_.hi = pairHi;
+            pending_.buf = pairBuf_;
+            pending_.g = 0;
+            pending_.active = true;
+            pairBuf_ ^= 1u;
+        }
+        if (!open) {
+            pairLo = pairHi = 0;
+        }
     }
+    FlushPending();
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::WalkUnit(uint32_t unit)
+__aicore__ inline bool FlashAttentionGradKernel<T>::WalkUnit(uint32_t unit)
 {
     const uint32_t kvHeadIndex = unit / td_->numKvBlocks;
     const uint32_t b = kvHeadIndex / td_->numKvHeads;
@@ -480,10 +581,11 @@ __aicore__ inline void FlashAttentionGradKernel<T>::WalkUnit(uint32_t unit)
     const uint32_t col0 = j * td_->blockN;
     LoadSeq(b);
     if (col0 >= seq_.skv) {
-        return;  // varlen: past this sequence's keys, an empty unit
+        return false;  // varlen: past this sequence's keys, an empty unit
     }
     const bool computed = WalkBlock(b, h, j);
     WriteKvGrads(b, h, col0, Min(td_->blockN, seq_.skv - col0), computed);
+    return computed;
 }
 
 template <typename T>
@@ -501,6 +603,8 @@ __aicore__ inline bool FlashAttentionGradKernel<T>::WalkBlock(uint32_t b, uint32
     }
     const uint32_t lo = static_cast<uint32_t>(rowLo) / FP32_PER_BLOCK * FP32_PER_BLOCK;
     const uint32_t hi = static_cast<uint32_t>(rowHi);
+    walkLo_ = lo;
+    walkHi_ = hi;
     PanelCursor cursor;
     PanelRows cur, next, prev;
     bool hasCur = NextPanel(b, h, kvBlock, lo, hi, &cursor, &cur);
@@ -533,8 +637,10 @@ __aicore__ inline bool FlashAttentionGradKernel<T>::WalkBlock(uint32_t b, uint32
             RequestScores(b, h, kvBlock, next, true);
         }
         RequestGrads(b, h, kvBlock, cur, slot, first);
-        if (!first && td_->deterministic != 0) {
-            AddDqFixed(b, prev, slot ^ 1u);  // while the cube computes dP of the next panel and this one's gradients
+        if (!first && td_->deterministic != 0 && td_->dqGroup == 0) {
+            AddDqFixed(b, prev, DqPart(slot ^ 1u));  // while the cube computes dP of the next panel and this one's gradients
+        } else if (td_->dqGroup != 0) {
+            AddPendingStep();  // the previous pair's sum, while the cube computes this panel's requests
         }
         if (hasNext) {
             scoreMm.WaitIterateAll();  // dP of the next panel, ahead of this panel's gradients on the cube
@@ -546,8 +652,8 @@ __aicore__ inline bool FlashAttentionGradKernel<T>::WalkBlock(uint32_t b, uint32
         slot ^= 1u;
     }
     WaitGrads();
-    if (td_->deterministic != 0) {
-        AddDqFixed(b, prev, slot ^ 1u);
+    if (td_->deterministic != 0 && td_->dqGroup == 0) {
+        AddDqFixed(b, prev, DqPart(slot ^ 1u));
     }
     return true;
 }
@@ -672,7 +778,12 @@ __aicore__ inline void FlashAttentionGradKernel<T>::RequestGrads(uint32_t b, uin
     dqMm.SetTail(rows, d, cols);
     dqMm.SetTensorA(dsGm_[at]);
     dqMm.SetTensorB(keyGm_[kvOffset]);
-    if (td_->deterministic != 0) {
+    if (td_->dqGroup != 0) {
+        // The pair sum's rows of this query head (a block's panels cover its rows once each).
+        const uint64_t g = panel.n - h * td_->groupSize;
+        dqMm.template IterateAll<false>(PairSum(pairBuf_, static_cast<uint32_t>(g), panel.rowLo), pairWrites_ ? 0 : 1,
+                                        false, true);
+    } else if (td_->deterministic != 0) {
         dqMm.template IterateAll<false>(dqPartGm_[static_cast<uint64_t>(slot) * td_->panelRows * d], 0, false, true);
     } else {
         const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + panel.n) * td_->seqQ + panel.rowLo;
@@ -711,7 +822,48 @@ __aicore__ inline void FlashAttentionGradKernel<T>::Tile(uint32_t b, uint32_t n,
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionGradKernel<T>::AddDqFixed(uint32_t b, const PanelRows &panel, uint32_t slot)
+__aicore__ inline AscendC::GlobalTensor<float> FlashAttentionGradKernel<T>::DqPart(uint32_t slot) const
+{
+    return dqPartGm_[static_cast<uint64_t>(slot) * td_->panelRows * td_->headDim];
+}
+
+template <typename T>
+__aicore__ inline AscendC::GlobalTensor<float> FlashAttentionGradKernel<T>::PairSum(uint32_t buf, uint32_t g,
+                                                                                     uint32_t row) const
+{
+    const uint64_t rows = static_cast<uint64_t>(td_->groupSize) * td_->seqQ;
+    return dqPairGm_[((buf * rows) + static_cast<uint64_t>(g) * td_->seqQ + row) * td_->headDim];
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::AddPendingStep()
+{
+    if (!pending_.active) {
+        return;
+    }
+    PanelRows rows;
+    rows.n = pending_.h * td_->groupSize + pending_.g;
+    rows.rowLo = pending_.r;
+    rows.rowHi = Min(pending_.r + td_->panelRows, pending_.hi);
+    AddDqFixed(pending_.b, rows, PairSum(pending_.buf, pending_.g, pending_.r));
+    pending_.r = rows.rowHi;
+    if (pending_.r >= pending_.hi) {
+        pending_.r = pending_.lo;
+        pending_.active = ++pending_.g < td_->groupSize;
+    }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::FlushPending()
+{
+    while (pending_.active) {
+        AddPendingStep();
+    }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::AddDqFixed(uint32_t b, const PanelRows &panel,
+                                                               const AscendC::GlobalTensor<float> &part)
 {
     // f_r of all the panel's rows at once, then the part in chunks of a multiple of 8 rows (so
     // each chunk's f_r start on a 32-B block); a chunk's store (MTE3) overlaps the next one's load.
@@ -721,7 +873,6 @@ __aicore__ inline void FlashAttentionGradKernel<T>::AddDqFixed(uint32_t b, const
     const uint32_t chunk = perChunk ? td_->rowChunk : td_->rowChunk / FP32_PER_BLOCK * FP32_PER_BLOCK;
     const uint32_t rows = panel.rowHi - panel.rowLo;
     const uint64_t rowIndex = (static_cast<uint64_t>(b) * td_->numHeads + panel.n) * td_->seqQ + panel.rowLo;
-    const AscendC::GlobalTensor<float> part = dqPartGm_[static_cast<uint64_t>(slot) * td_->panelRows * d];
     const AscendC::LocalTensor<int32_t> fixed = grad_.ReinterpretCast<int32_t>();
     WaitForPipe<AscendC::HardEvent::V_MTE2>();
     if (!perChunk) {
@@ -809,16 +960,18 @@ __aicore__ inline void FlashAttentionGradKernel<T>::StoreKvMaxima()
 template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::LoadKvMaxima()
 {
-    // The maxima over every AIV's slot (max is exact in any grouping), read once per AIV.
+    // The maxima over every AIV's slot (max is exact in any grouping), read once per AIV. The
+    // slots (aivNum x 8 <= 1024 floats) land in fold_ ([m, 64] fp32, m >= 16: 1024 floats at
+    // least); score_ and grad_ ([m, n] fp32) may be smaller with 16 x 16 blocks.
     const uint32_t slots = td_->aivNum * FP32_PER_BLOCK;
     float *const targets[2] = {&maxK_, &maxV_};
     for (uint32_t which = 0; which < 2; ++which) {
         WaitForPipe<AscendC::HardEvent::V_MTE2>();
-        AscendC::DataCopy(grad_, maxGm_[which * slots], slots);
+        AscendC::DataCopy(fold_, maxGm_[which * slots], slots);
         WaitForPipe<AscendC::HardEvent::MTE2_V>();
-        AscendC::ReduceMax(fold_, grad_, score_, slots);
+        AscendC::ReduceMax(grad_, fold_, score_, slots);
         WaitForPipe<AscendC::HardEvent::V_S>();
-        *targets[which] = fold_.GetValue(0);
+        *targets[which] = grad_.GetValue(0);
     }
 }
 
@@ -830,7 +983,14 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ComputeProbs(uint32_t b, uin
     const uint32_t bn = td_->blockN;
     const uint32_t elems = rows * bn;
     AscendC::Maxs(lse, lse, FP32_LOWEST, rows);  // rows that see no key: -inf -> lowest finite
-    AscendC::Muls(score_, score_, td_->scaleValue, elems);
+    if (td_->softcap > 0.0f) {
+        CapScores(rows);  // T = c * tanh(scale * S / c), and T's derivative for ComputeDs
+    } else {
+        AscendC::Muls(score_, score_, td_->scaleValue, elems);
+    }
+    if (td_->hasAlibi != 0) {
+        AddAlibi(b, n, rows, row0, col0);  // after the cap, before the masks (docs/attention_options.md)
+    }
     MaskScores(rows, row0, col0, cols);
     if (maskBias) {
         mask_.AddBias(score_, bn, b, n, row0, rows, col0, cols);  // masked pairs -> -inf
@@ -877,7 +1037,100 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ComputeDs(uint32_t rows, con
     SubtractRows(grad_, delta, rows, bn, bn);  // dP - D
     AscendC::Mul(grad_, grad_, score_, elems);            // dS = P * (dP - D)
     AscendC::Muls(grad_, grad_, td_->scaleValue, elems);  // the scale of dQ and dK, applied once here
+    if (td_->softcap > 0.0f) {
+        // dS *= 1 - (T / c)^2 (CapScores kept it in ds_ as fp16), through fold_ [m, 64] fp32.
+        const AscendC::LocalTensor<half> derivative = ds_.template ReinterpretCast<half>();
+        const uint32_t chunk = td_->blockM * FP32_PER_REPEAT;
+        for (uint32_t e = 0; e < elems; e += chunk) {
+            const uint32_t count = Min(chunk, elems - e);
+            AscendC::Cast(fold_, derivative[e], AscendC::RoundMode::CAST_NONE, count);
+            AscendC::Mul(grad_[e], grad_[e], fold_, count);
+        }
+    }
     AscendC::Cast(ds_, grad_, AscendC::RoundMode::CAST_RINT, elems);
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::CapScores(uint32_t rows)
+{
+    // attn_rows::SoftCap (the forward's, brcb_ as its 32-B constant), then 1 - (T / c)^2 per chunk
+    // of fold_: in [0, 1], kept in fp16 (relative rounding 2^-11, below the T-dtype rounding of dS
+    // it multiplies). ds_ is free here: the previous tile's dS store has left (Tile's MTE3_V wait).
+    const uint32_t elems = rows * td_->blockN;
+    const float cap = td_->softcap;
+    attn_rows::SoftCap(score_, brcb_, elems, td_->scaleValue, cap);
+    const AscendC::LocalTensor<half> derivative = ds_.template ReinterpretCast<half>();
+    const uint32_t chunk = td_->blockM * FP32_PER_REPEAT;
+    for (uint32_t e = 0; e < elems; e += chunk) {
+        const uint32_t count = Min(chunk, elems - e);
+        AscendC::Mul(fold_, score_[e], score_[e], count);
+        AscendC::Muls(fold_, fold_, -1.0f / (cap * cap), count);
+        AscendC::Adds(fold_, fold_, 1.0f, count);
+        AscendC::Cast(derivative[e], fold_, AscendC::RoundMode::CAST_RINT, count);
+    }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::AddAlibi(uint32_t b, uint32_t n, uint32_t rows, uint32_t row0,
+                                                             uint32_t col0)
+{
+    // Per 64-column chunk of the tile: fold_[r, c] = (c0 + c) - (row0 + r + diag - col0) in one
+    // Sub (the column indices read with repeat stride 0, the row values broadcast by Brcb), its
+    // absolute value times -slope, added to the chunk's columns of every row. Integers below 2^24
+    // are exact in fp32, so the bias is -slope * |i + diag - j| rounded once. One scalar read of
+    // the slope per tile.
+    const uint32_t bn = td_->blockN;
+    const float slope = alibiGm_.GetValue(static_cast<uint64_t>(b) * td_->numHeads + n);
+    AscendC::Adds(rowValue_, rowIndex_, static_cast<float>(static_cast<int64_t>(row0) + seq_.diag - col0),
+                  static_cast<int32_t>(rows));
+    attn_rows::BroadcastRows(brcb_, rowValue_, rows);
+    const uint8_t tileRep = static_cast<uint8_t>(bn / FP32_PER_BLOCK);
+    const AscendC::BinaryRepeatParams indexParams(1, 1, 0, 8, 0, 1);  // fold_, colIndex_, brcb_
+    const AscendC::BinaryRepeatParams addParams(1, 1, 1, tileRep, tileRep, 8);  // score_, score_, fold_
+    for (uint32_t c0 = 0; c0 < bn; c0 += FP32_PER_REPEAT) {
+        const uint64_t width = Min(FP32_PER_REPEAT, bn - c0);
+        AscendC::Sub(fold_, colIndex_[c0], brcb_, FP32_PER_REPEAT, static_cast<uint8_t>(rows), indexParams);
+        AscendC::Abs(fold_, fold_, static_cast<int32_t>(rows * FP32_PER_REPEAT));
+        AscendC::Muls(fold_, fold_, -slope, static_cast<int32_t>(rows * FP32_PER_REPEAT));
+        AscendC::Add(score_[c0], score_[c0], fold_, width, static_cast<uint8_t>(rows), addParams);
+    }
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionGradKernel<T>::WriteDsinks()
+{
+    // Head n: the products exp(sink - LSE_i) * D_i of all its rows (sequence by sequence), added
+    // element-wise into acc = fold_ in chunks of a fixed size (blockM x min(blockN, 64), a
+    // function of the blocks only), then one ReduceSum: the same order on every core count.
+    const uint32_t chunk = td_->blockM * Min(td_->blockN, FP32_PER_REPEAT);
+    AscendC::DataCopyPadExtParams<float> noPad{false, 0, 0, 0.0f};
+    for (uint32_t n = aiv_; n < td_->numHeads; n += td_->aivNum) {
+        const float sink = sinksGm_.GetValue(n);
+        WaitForPipe<AscendC::HardEvent::MTE3_V>();
+        AscendC::Duplicate(fold_, 0.0f, static_cast<int32_t>(chunk));
+        for (uint32_t b = 0; b < td_->batch; ++b) {
+            LoadSeq(b);
+            for (uint32_t s0 = 0; s0 < seq_.sq; s0 += chunk) {
+                const uint32_t count = Min(chunk, seq_.sq - s0);
+                AscendC::DataCopyExtParams params{1, static_cast<uint32_t>(count * sizeof(float)), 0, 0, 0};
+                WaitForPipe<AscendC::HardEvent::V_MTE2>();
+                AscendC::DataCopyPad(score_, lseGm_[LseIndex(b, n, s0)], params, noPad);
+                AscendC::DataCopyPad(grad_, deltaGm_[(static_cast<uint64_t>(b) * td_->numHeads + n) * td_->seqQ + s0],
+                                     params, noPad);
+                WaitForPipe<AscendC::HardEvent::MTE2_V>();
+                AscendC::Muls(score_, score_, -1.0f, static_cast<int32_t>(count));
+                AscendC::Adds(score_, score_, sink, static_cast<int32_t>(count));
+                AscendC::Exp(score_, score_, static_cast<int32_t>(count));  // P_sink,i = exp(sink - LSE_i)
+                AscendC::Mul(score_, score_, grad_, static_cast<int32_t>(count));
+                AscendC::Add(fold_, fold_, score_, static_cast<int32_t>(count));
+            }
+        }
+        AscendC::ReduceSum(brcb_, fold_, score_, static_cast<int32_t>(chunk));
+        AscendC::Muls(brcb_, brcb_, -1.0f, 1);
+        WaitForPipe<AscendC::HardEvent::V_MTE3>();
+        AscendC::DataCopyPad(dsinksGm_[n], brcb_, AscendC::DataCopyExtParams{1, sizeof(float), 0, 0, 0});
+    }
+    WaitForPipe<AscendC::HardEvent::MTE3_V>();
 }
 
 template <typename T>
@@ -1025,17 +1278,17 @@ __aicore__ inline void FlashAttentionGradKernel<T>::SubtractRows(const AscendC::
 template <typename T>
 __aicore__ inline void RunFlashAttentionGrad(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attentionOut,
                                              GM_ADDR dout, GM_ADDR softmaxLse, GM_ADDR attenMask,
-                                             GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR dq, GM_ADDR dk,
-                                             GM_ADDR dv, GM_ADDR workspace,
-                                             const FlashAttentionGradTilingData *tilingData)
+                                             GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR alibiSlopes,
+                                             GM_ADDR sinks, GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR dsinks,
+                                             GM_ADDR workspace, const FlashAttentionGradTilingData *tilingData)
 {
     AscendC::TPipe pipe;
     FlashAttentionGradKernel<T> op;
     // The AIC serves the AIVs' matmul requests from here on and does not run the code below.
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.scoreMm, &tilingData->scoreTiling, op.dvMm,
                       &tilingData->kvGradTiling, op.dkMm, &tilingData->kvGradTiling, op.dqMm, &tilingData->dqTiling);
-    op.Init(query, key, value, attentionOut, dout, softmaxLse, attenMask, actualSeqQlen, actualSeqKvlen, dq, dk, dv,
-            workspace, tilingData, &pipe);
+    op.Init(query, key, value, attentionOut, dout, softmaxLse, attenMask, actualSeqQlen, actualSeqKvlen, alibiSlopes,
+            sinks, dq, dk, dv, dsinks, workspace, tilingData, &pipe);
     op.Process();
 }
 

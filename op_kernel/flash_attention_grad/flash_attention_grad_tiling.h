@@ -132,4 +132,21 @@ struct FlashAttentionGradTilingData {
     TCubeTiling scoreTiling;   // S = Q.K^T and dP = dO.V^T: M = panelRows, N = blockN, K = D; B transposed
     TCubeTiling kvGradTiling;  // dV += P^T.dO and dK += dS^T.Q: M = blockN, N = D, K = panelRows; A transposed
     TCubeTiling dqTiling;      // dQ += dS.K: M = panelRows, N = D, K = blockN
+    // ---- score modifiers (FlashAttentionGradV3; docs/attention_options.md "Score modifiers") ----
+    // T = softcap * tanh(scale * S / softcap) when softcap > 0; the ALiBi bias
+    // -slope[b, n] * |i + diag - j| added after it (alibi_slopes fp32 [B, N], computed per tile
+    // from the row and column indices, never stored as a [Sq, Skv] bias); the sinks' logits are
+    // in the forward's LSE already, so P needs nothing more. dS = P o (dP - D) o (1 - (T/softcap)^2).
+    float softcap;        // > 0: on (the derivative's T/softcap kept per tile, UB fp16 in dsBuf)
+    uint32_t hasAlibi;    // 1: alibi_slopes given; UB adds alibiBuf (align32((n + 2m) * 4))
+    uint32_t dsinksOut;   // 1: dsinks[n] = -sum over (b, i) of exp(sinks[n] - LSE_i) * D_i, written
+                          // by AIV n % aivNum in a fixed order (chunks of m * 64 rows) after the
+                          // second SyncAll: the same bits on every run and core count
+    // ---- deterministic dQ over K/V block pairs (docs/backward.md) ----
+    uint32_t dqGroup;         // 1: the dQ parts of blocks 2t, 2t + 1 of a kv head (one AIV's, unit
+                              // ranges start on even blocks) summed in fp32 by the cube into the
+                              // pair sum (2t writes, 2t + 1 adds: the rows that see 2t + 1 see 2t),
+                              // then added once in fixed point
+    uint64_t wsDqGroupOffset; // in the scratch slice: two pair sums [2][groupSize][seqQ][D] fp32 (one
+                              // filled by the cube while the AIV adds the other between its requests)
 };

@@ -12,5 +12,9 @@ extern "C" __global__ __aicore__ void flash_attention_grad_v2(GM_ADDR query, GM_
                                                               GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace,
                                                               GM_ADDR tiling)
 {
+    // FlashAttentionGradV3's optional inputs and output, which this op does not have.
+    GM_ADDR alibi_slopes = nullptr;
+    GM_ADDR sinks = nullptr;
+    GM_ADDR dsinks = nullptr;
     FAG_TILING_AND_CASES()
 }
