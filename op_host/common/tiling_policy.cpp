@@ -34,6 +34,19 @@ uint64_t MaskTilesUbBytes(uint64_t rows, uint64_t n) {
     return AlignUp(elems, kUbAlign) + 2 * elems + 4 * elems + AlignUp(CeilDiv(elems, 8), kUbAlign) + 32;
 }
 
+uint64_t AlibiUbBytes(uint64_t m, uint64_t n) {
+    // key ramp and slope * ramp [align16(n)] fp32 each, row ramp and row values [align8(m)] fp32
+    // each, a scratch row [align16(n)] fp32 and the Brcb rows [m, 8] fp32.
+    const uint64_t cols = AlignUp(n, 16) * kFp32, rows = AlignUp(m, 8) * kFp32;
+    return 3 * cols + 2 * rows + m * 8 * kFp32;
+}
+
+uint64_t FloatBiasUbBytes(uint64_t rows, uint64_t n, uint64_t dtypeBytes) {
+    // [rows, align16(n)] in the input dtype as loaded (none for float32) and as fp32.
+    const uint64_t elems = rows * AlignUp(n, 16);
+    return (dtypeBytes == kFp32 ? 0 : AlignUp(elems * dtypeBytes, kUbAlign)) + elems * kFp32;
+}
+
 uint64_t PhiloxUbBytes(uint64_t lanes) { return lanes * 4 * 58 + AlignUp(lanes * 2, kUbAlign); }
 
 uint32_t PhiloxLanes(uint32_t n) {
@@ -165,6 +178,8 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t c, uint64_t n, uint64_t d, 
 // with c and n as far as fitting goes.
 uint32_t OptionUbLines(const Problem &p, uint64_t c, uint64_t n, uint64_t ub, std::vector<BudgetLine> *lines) {
     if (p.mask) lines->push_back({"maskBuf mask tiles [16,n] u8/f16/f32", MaskTilesUbBytes(kMaskRows, n), ub});
+    if (p.alibi) lines->push_back({"alibiBuf ALiBi ramps [n],[m] fp32", AlibiUbBytes(c, n), ub});
+    if (p.bias) lines->push_back({"biasBuf float mask [16,n] T+fp32", FloatBiasUbBytes(kBiasRows, n, p.dtypeBytes), ub});
     if (!p.dropout) return 0;
     uint64_t used = 0;
     for (const auto &line : *lines) used += line.bytes;
@@ -314,6 +329,21 @@ std::string ValidateProblem(const Problem &p) {
         for (const auto &dim : dims) {
             if (dim.value != 1 && dim.value != dim.full) {
                 return Format("atten_mask %s dimension must be 1 or %llu, got %llu", dim.name,
+                              static_cast<unsigned long long>(dim.full), static_cast<unsigned long long>(dim.value));
+            }
+        }
+    }
+    if (p.bias) {
+        if (varlen) {
+            return "atten_bias with input_layout TND (a varlen batch) is not supported: use a fixed-length layout";
+        }
+        const struct {
+            const char *name;
+            uint64_t value, full;
+        } dims[] = {{"batch", p.biasB, p.batch}, {"heads", p.biasN, p.numHeads}, {"seq_q", p.biasQ, p.seqQ}};
+        for (const auto &dim : dims) {
+            if (dim.value != 1 && dim.value != dim.full) {
+                return Format("atten_bias %s dimension must be 1 or %llu, got %llu", dim.name,
                               static_cast<unsigned long long>(dim.full), static_cast<unsigned long long>(dim.value));
             }
         }
@@ -738,6 +768,16 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
                         p.mask ? (p.dropout ? "atten_mask and dropout (keep_prob < 1)" : "atten_mask")
                                : "dropout (keep_prob < 1, dropout_mask)",
                         c.socName.c_str());
+        return false;
+    }
+    if (coupled && (p.alibi || p.sinks || p.bias)) {
+        // FlashAttentionV5's score modifiers are wired into the MIX kernel's score stage only
+        // (op_kernel/common/score_mods.h); the coupled kernel has no GM inputs for them.
+        std::string used = p.alibi ? "alibi_slopes" : "";
+        if (p.sinks) used += used.empty() ? "sinks" : ", sinks";
+        if (p.bias) used += used.empty() ? "atten_bias (a float mask)" : ", atten_bias (a float mask)";
+        *error = Format("%s: supported on Atlas A2/A3 (Ascend910B*, Ascend910_93*) only; %s has coupled AI Cores",
+                        used.c_str(), c.socName.c_str());
         return false;
     }
     if (p.narrowScores && (coupled || p.dtypeBytes == 4)) {

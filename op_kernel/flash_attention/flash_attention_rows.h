@@ -71,8 +71,12 @@ public:
     __aicore__ inline void UseFold(const AscendC::LocalTensor<float> &fold) { fold_ = fold; }
 
     // Starts a row block of a sequence with seqQ queries and seqKv keys: m = -inf, l = 0,
-    // acc = 0 ([rows, D] fp32).
-    __aicore__ inline void Reset(const AscendC::LocalTensor<float> &acc, uint32_t rows, uint32_t seqQ, uint32_t seqKv);
+    // acc = 0 ([rows, D] fp32). sink (FlashAttentionV5's attention sink logit, score_mods.h): the
+    // row state starts as if one key of score `sink` and value 0 had been seen, m = sink, l = 1,
+    // so its exp(sink - m) stays in the denominator and the LSE; a row that then sees no key
+    // ends with O = 0 and LSE = sink.
+    __aicore__ inline void Reset(const AscendC::LocalTensor<float> &acc, uint32_t rows, uint32_t seqQ, uint32_t seqKv,
+                                 float sink = NEG_INF);
     // Starts the softmax of a K/V block: the running row max moves to the other ROW_MAX slot, so
     // every chunk of the block reads the max before the block and writes the new one.
     __aicore__ inline void StartBlock() { maxSlot_ = maxSlot_ == ROW_MAX_A ? ROW_MAX_B : ROW_MAX_A; }
@@ -155,13 +159,13 @@ __aicore__ inline void OnlineSoftmax::Init(AscendC::TPipe *pipe, const FlashAtte
 }
 
 __aicore__ inline void OnlineSoftmax::Reset(const AscendC::LocalTensor<float> &acc, uint32_t rows, uint32_t seqQ,
-                                            uint32_t seqKv)
+                                            uint32_t seqKv, float sink)
 {
     seqQ_ = seqQ;
     seqKv_ = seqKv;
     maxSlot_ = ROW_MAX_A;
-    AscendC::Duplicate(Slot(ROW_MAX_A), NEG_INF, rows);
-    AscendC::Duplicate(Slot(ROW_SUM), 0.0f, rows);
+    AscendC::Duplicate(Slot(ROW_MAX_A), sink, rows);
+    AscendC::Duplicate(Slot(ROW_SUM), sink == NEG_INF ? 0.0f : 1.0f, rows);  // exp(sink - m) with m = sink
     AscendC::Duplicate(acc, 0.0f, rows * td_->headDim);
 }
 
