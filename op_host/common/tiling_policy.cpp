@@ -282,6 +282,22 @@ std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const 
 
 }  // namespace
 
+// A rank-4 mask's leading dims [mb, mn, mq] against the problem's [B, N, Sq]: each 1 (broadcast)
+// or the full size. "" or what is wrong, naming the input `name`.
+std::string BroadcastDimsError(const char *name, uint64_t mb, uint64_t mn, uint64_t mq, const Problem &p) {
+    const struct {
+        const char *name;
+        uint64_t value, full;
+    } dims[] = {{"batch", mb, p.batch}, {"heads", mn, p.numHeads}, {"seq_q", mq, p.seqQ}};
+    for (const auto &dim : dims) {
+        if (dim.value != 1 && dim.value != dim.full) {
+            return Format("%s %s dimension must be 1 or %llu, got %llu", name, dim.name,
+                          static_cast<unsigned long long>(dim.full), static_cast<unsigned long long>(dim.value));
+        }
+    }
+    return "";
+}
+
 std::string ValidateProblem(const Problem &p) {
     const struct {
         const char *name;
@@ -322,31 +338,15 @@ std::string ValidateProblem(const Problem &p) {
             return "atten_mask with input_layout TND (a varlen batch) is not supported: use a fixed-length layout "
                    "or express the restriction as a window";
         }
-        const struct {
-            const char *name;
-            uint64_t value, full;
-        } dims[] = {{"batch", p.maskB, p.batch}, {"heads", p.maskN, p.numHeads}, {"seq_q", p.maskQ, p.seqQ}};
-        for (const auto &dim : dims) {
-            if (dim.value != 1 && dim.value != dim.full) {
-                return Format("atten_mask %s dimension must be 1 or %llu, got %llu", dim.name,
-                              static_cast<unsigned long long>(dim.full), static_cast<unsigned long long>(dim.value));
-            }
-        }
+        const std::string error = BroadcastDimsError("atten_mask", p.maskB, p.maskN, p.maskQ, p);
+        if (!error.empty()) return error;
     }
     if (p.bias) {
         if (varlen) {
             return "atten_bias with input_layout TND (a varlen batch) is not supported: use a fixed-length layout";
         }
-        const struct {
-            const char *name;
-            uint64_t value, full;
-        } dims[] = {{"batch", p.biasB, p.batch}, {"heads", p.biasN, p.numHeads}, {"seq_q", p.biasQ, p.seqQ}};
-        for (const auto &dim : dims) {
-            if (dim.value != 1 && dim.value != dim.full) {
-                return Format("atten_bias %s dimension must be 1 or %llu, got %llu", dim.name,
-                              static_cast<unsigned long long>(dim.full), static_cast<unsigned long long>(dim.value));
-            }
-        }
+        const std::string error = BroadcastDimsError("atten_bias", p.biasB, p.biasN, p.biasQ, p);
+        if (!error.empty()) return error;
     }
     const struct {
         const char *name;

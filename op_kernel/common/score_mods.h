@@ -10,14 +10,15 @@
 // rows [row0, row0 + rows) and keys [col0, col0 + cols), with d0 = row0 + diag - col0 the distance
 // of its first element, element (r, c) has distance d0 + r - c, so
 //   - every element left of (or on) the diagonal (d0 >= cols - 1, every causal tile):
-//     bias = slope * c - slope * (d0 + r)   = one key ramp, added to every row (block stride 0),
-//                                             and one row value per row (Brcb)
-//   - every element right of it (d0 + rows - 1 <= 0): bias = slope * (d0 + r) - slope * c
-//   - the tiles the diagonal crosses: bias = -|slope * c - slope * (d0 + r)| per row (3 instructions
-//     a row; only the tiles of the diagonal).
-// The key ramp slope * c (c = 0 .. n - 1) is built once per item from a 0, 1, 2, ... ramp made once
-// per launch (CreateVecIndex), so a tile costs two passes over its elements: two more than the
-// plain softmax's seven or so.
+//     bias = -slope * ((cols - 1) - c) - slope * (d0 - cols + 1 + r): one key ramp for the tile,
+//     subtracted from every row (block stride 0), and one value per row (Brcb)
+//   - every element right of it (d0 + rows - 1 <= 0): bias = -slope * c - slope * (-d0 - r)
+//   - the tiles the diagonal crosses: bias = -slope * |c - (d0 + r)| per row (four instructions a
+//     row; only the tiles of the diagonal).
+// Both terms are the slope times a non-negative integer (exact in fp32), so the bias is formed
+// without cancellation. The integer ramps 0, 1, 2, ... of keys and rows are made once per launch
+// (CreateVecIndex); the key ramp slope * c once per item; so a tile costs two passes over its
+// elements (plus [n] and [rows] work): two more than the plain softmax's seven or so.
 //
 // The float mask (atten_bias, the input dtype T, [bb, bn, bq, Skv], bb in {1, B}, bn in {1, N},
 // bq in {1, Sq}; a dimension of size 1 is broadcast and read once) is read tile by tile, only the
@@ -114,42 +115,58 @@ public:
     }
 
     // scores [rows, stride] fp32 of query rows [row0, row0 + rows) and keys [col0, col0 + cols)
-    // += -slope * |i + diag - j| (columns [cols, stride) hold -inf and stay so).
+    // += -slope * |i + diag - j| (columns [cols, stride) hold -inf and stay so). Each bias is the sum
+    // of two products of the slope with non-negative integers (exact in fp32) that add up to the
+    // distance, so no intermediate is larger than the bias itself (no cancellation near the
+    // diagonal, where the probabilities are largest).
     __aicore__ inline void AddBias(const AscendC::LocalTensor<float> &scores, uint32_t stride, uint32_t row0,
                                    uint32_t rows, uint32_t col0, uint32_t cols)
     {
         const int64_t d0 = static_cast<int64_t>(row0) + diag_ - static_cast<int64_t>(col0);
-        const float base = slope_ * static_cast<float>(d0);
-        if (d0 >= static_cast<int64_t>(cols) - 1 || d0 + static_cast<int64_t>(rows) - 1 <= 0) {
-            // One side of the diagonal: a key ramp and a row value (slope * (d0 + r)), signs by side.
-            const bool left = d0 >= static_cast<int64_t>(cols) - 1;
-            const float sign = left ? 1.0f : -1.0f;
-            AscendC::Muls(rowValues_, rowRamp_, sign * slope_, static_cast<int32_t>(rows));
-            AscendC::Adds(rowValues_, rowValues_, sign * base, static_cast<int32_t>(rows));
-            if (left) {
-                CombineRows<true>(scores, stride, rows, slopeRamp_, stride, 0);   // + slope * c
-            } else {
-                CombineRows<false>(scores, stride, rows, slopeRamp_, stride, 0);  // - slope * c
-            }
-            // left: - slope * (d0 + r); right: + slope * (d0 + r)
-            attn_rows::ApplyRowValues<attn_rows::Op::SUB>(scores, brcb_, rowValues_, rows, stride, stride);
+        const int32_t width = static_cast<int32_t>(stride);
+        if (d0 >= static_cast<int64_t>(cols) - 1) {
+            // Left of the diagonal: distance = (d0 - (cols - 1) + r) + ((cols - 1) - c), both >= 0 on
+            // the tile's keys. scratch = slope * ((cols - 1) - c); row values slope * (d0 - cols + 1 + r).
+            AscendC::Adds(scratch_, keyRamp_, -static_cast<float>(cols - 1), width);   // c - (cols - 1), exact
+            AscendC::Muls(scratch_, scratch_, -slope_, width);
+            CombineRows<false>(scores, stride, rows, scratch_, stride, 0);
+            SubtractRowTerms(scores, stride, rows, d0 - static_cast<int64_t>(cols) + 1);
             return;
         }
-        // The diagonal crosses the tile: row by row, -|slope * c - slope * (d0 + r)| (the sign of
-        // the slope moves to the last instruction: -slope |x| = -sign(slope) |slope x|).
+        if (d0 + static_cast<int64_t>(rows) - 1 <= 0) {
+            // Right of it: distance = c + (-d0 - r), both >= 0. slope * c is the item's ramp.
+            CombineRows<false>(scores, stride, rows, slopeRamp_, stride, 0);
+            SubtractRowTerms(scores, stride, rows, -d0, true);
+            return;
+        }
+        // The diagonal crosses the tile: row by row, slope * |c - (d0 + r)| from the exact integer
+        // distance (four instructions a row; only the tiles of the diagonal).
         for (uint32_t r = 0; r < rows; ++r) {
             const AscendC::LocalTensor<float> row = scores[r * stride];
-            AscendC::Adds(scratch_, slopeRamp_, -(base + slope_ * static_cast<float>(r)), static_cast<int32_t>(stride));
-            AscendC::Abs(scratch_, scratch_, static_cast<int32_t>(stride));
-            if (slope_ >= 0.0f) {
-                AscendC::Sub(row, row, scratch_, static_cast<int32_t>(stride));
-            } else {
-                AscendC::Add(row, row, scratch_, static_cast<int32_t>(stride));
-            }
+            AscendC::Adds(scratch_, keyRamp_, -static_cast<float>(d0 + static_cast<int64_t>(r)), width);
+            AscendC::Abs(scratch_, scratch_, width);
+            AscendC::Muls(scratch_, scratch_, slope_, width);
+            AscendC::Sub(row, row, scratch_, width);
         }
     }
 
 private:
+    // scores[r, :] -= slope * (e + r) (descending: slope * (e - r)) for r < rows, the integer e + r
+    // exact in fp32 before the one product.
+    __aicore__ inline void SubtractRowTerms(const AscendC::LocalTensor<float> &scores, uint32_t stride, uint32_t rows,
+                                            int64_t e, bool descending = false)
+    {
+        const int32_t n = static_cast<int32_t>(rows);
+        if (descending) {
+            AscendC::Muls(rowValues_, rowRamp_, -1.0f, n);
+            AscendC::Adds(rowValues_, rowValues_, static_cast<float>(e), n);
+        } else {
+            AscendC::Adds(rowValues_, rowRamp_, static_cast<float>(e), n);
+        }
+        AscendC::Muls(rowValues_, rowValues_, slope_, n);
+        attn_rows::ApplyRowValues<attn_rows::Op::SUB>(scores, brcb_, rowValues_, rows, stride, stride);
+    }
+
     AscendC::TBuf<AscendC::TPosition::VECCALC> buf_;
     AscendC::LocalTensor<float> keyRamp_, slopeRamp_, scratch_, rowRamp_, rowValues_, brcb_;
     AscendC::GlobalTensor<float> slopesGm_;

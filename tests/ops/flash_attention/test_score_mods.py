@@ -4,9 +4,10 @@
 layouts, tails and varlen batches.
 
 - accuracy against the float64 reference (acl_fa/reference/attention.py, which implements each
-  modifier independently) under the forward's rule: at most twice the error of a naive attention in
-  the input dtype (scores rounded to it, then the modifiers, an fp32 softmax with the sink in the
-  denominator, probabilities rounded to it); the LSE within 1e-3 (it includes the sink);
+  modifier independently) under the forward's rule: at most twice the error of the naive attention
+  in the input dtype (acl_fa/reference/accuracy.py naive_same_precision: scores rounded to it, then
+  the modifiers in fp32, the sink in the fp32 denominator, probabilities rounded to it); the LSE
+  within 1e-3 (it includes the sink);
 - rows that see no key give 0 and LSE = the sink (-inf without one);
 - float masks of every broadcast shape, with -inf entries (whole rows too), read at their shape;
 - bad input refused before any device work, naming the argument and the limit;
@@ -22,7 +23,7 @@ import pytest
 
 import acl_fa
 from acl_fa.plan import forward as planmod
-from acl_fa.reference.accuracy import ULP
+from acl_fa.reference.accuracy import ULP, naive_same_precision
 from acl_fa.reference.attention import attention_reference, attention_reference_varlen
 from acl_fa.runtime import sim_stats
 from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
@@ -47,53 +48,18 @@ def _inputs(layout, b, n, nkv, sq, skv, d, dtype, seed=0):
     return q, k, v
 
 
-def _naive(q, k, v, *, layout, n, nkv, dtype, causal=False, window=None, attn_mask=None, softcap=0.0,
-           alibi_slopes=None, attn_bias=None, sinks=None):
-    """Attention in the input dtype, written out here (not the reference's code): scores rounded
-    to the dtype, scaled and capped in fp32 and rounded, ALiBi and the float mask added in fp32, the
-    sink in the fp32 softmax's denominator, P rounded; [B, N, Sq, D] float64."""
-    t = DTYPES[dtype]
-    qb, kb, vb = (to_bnsd(x, layout, h).astype(np.float32) for x, h in ((q, n), (k, nkv), (v, nkv)))
-    b, _, sq, d = qb.shape
-    skv = kb.shape[2]
-    kb, vb = np.repeat(kb, n // nkv, axis=1), np.repeat(vb, n // nkv, axis=1)
-    s = (qb @ kb.transpose(0, 1, 3, 2)).astype(t).astype(np.float32) * np.float32(1 / math.sqrt(d))
-    if softcap:
-        s = (np.float32(softcap) * np.tanh(s / np.float32(softcap))).astype(t).astype(np.float32)
-    i = np.arange(sq)[:, None] + (skv - sq)
-    j = np.arange(skv)[None, :]
-    if alibi_slopes is not None:
-        slopes = np.broadcast_to(np.asarray(alibi_slopes, np.float32), (b, n))
-        s = s - slopes[:, :, None, None] * np.abs(i - j).astype(np.float32)
-    if attn_bias is not None:
-        s = s + np.asarray(attn_bias).astype(np.float32)
-    left, right = (-1, -1) if window is None else window
-    if causal:
-        right = 0 if right == -1 else min(right, 0)
-    seen = np.ones((sq, skv), bool)
-    if left != -1:
-        seen &= j >= i - left
-    if right != -1:
-        seen &= j <= i + right
-    if attn_mask is not None:
-        seen = seen & attn_mask
-    s = np.where(seen, s, -np.inf)
-    m = s.max(axis=-1, keepdims=True)
-    sink = None if sinks is None else np.asarray(sinks, np.float32)[None, :, None, None]
-    if sink is not None:
-        m = np.maximum(m, sink)
-    m = np.where(np.isfinite(m), m, 0)
-    p = np.exp(s - m)
-    denominator = p.sum(axis=-1, keepdims=True) + (0 if sink is None else np.exp(sink - m))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = (p / denominator).astype(t).astype(np.float32)
-    return np.nan_to_num(p @ vb).astype(t).astype(np.float64)
+def _naive(q, k, v, *, layout, n, nkv, dtype, causal=False, **features):
+    """The naive attention in the input dtype of the accuracy rule (acl_fa/reference/accuracy.py:
+    scores rounded to the dtype, the cap rounded, ALiBi and the float mask added in fp32, the sink in
+    the fp32 denominator, P rounded), every head; [B, N, Sq, D] float64."""
+    scale = 1 / math.sqrt(q.shape[-1] if layout != "BSH" else q.shape[-1] // n)
+    return naive_same_precision(q, k, v, np.dtype(DTYPES[dtype]), causal=causal, scale=scale, layout=layout,
+                                num_heads=n, num_kv_heads=nkv, heads=list(range(n)), **features)
 
 
 def _check(out, lse, q, k, v, *, layout, n, nkv, dtype, **mods):
     ref, ref_lse = attention_reference(q, k, v, layout=layout, num_heads=n, num_kv_heads=nkv, **mods)
-    naive_mods = dict(mods)
-    naive = _naive(q, k, v, layout=layout, n=n, nkv=nkv, dtype=dtype, **naive_mods)
+    naive = _naive(q, k, v, layout=layout, n=n, nkv=nkv, dtype=dtype, **mods)
     ref_b = to_bnsd(ref, layout, n)
     got = to_bnsd(out, layout, n).astype(np.float64)
     err, naive_err = np.abs(got - ref_b).max(), np.abs(naive - ref_b).max()
@@ -211,7 +177,7 @@ def test_varlen_alibi_and_sinks(session):
     for s in range(3):
         rows, keys = slice(cu_q[s], cu_q[s + 1]), slice(cu_k[s], cu_k[s + 1])
         naive = _naive(q[None, rows], k[None, keys], v[None, keys], layout="BSND", n=4, nkv=2, dtype="float16",
-                       causal=True, softcap=6.0, alibi_slopes=slopes[s], sinks=sinks)
+                       causal=True, softcap=6.0, alibi_slopes=slopes[s][None], sinks=sinks)
         naive_err = max(naive_err, np.abs(to_bnsd(ref[None, rows], "BSND", 4) - naive).max())
     err = np.abs(out.astype(np.float64) - ref).max()
     assert err <= max(2 * naive_err, ULP["float16"] * max(1.0, np.abs(ref).max())), (err, naive_err)
@@ -223,7 +189,7 @@ def test_modifiers_change_the_result(session):
     q, k, v = _inputs("BNSD", 1, 2, 2, 64, 64, 64, "float16")
     plain = session.flash_attention(q, k, v).astype(np.float64)
     for kw in (dict(alibi_slopes=np.array([0.5, 0.25], np.float32)), dict(sinks=np.array([3.0, 2.0], np.float32)),
-               dict(attn_mask=np.full((64, 64), -2.0, np.float16) * (np.arange(64)[None, :] % 2))):
+               dict(attn_mask=(-2.0 * (np.arange(64)[None, :] % 2)).astype(np.float16))):
         assert np.abs(session.flash_attention(q, k, v, **kw) - plain).max() > 0.05, kw
 
 
@@ -241,7 +207,8 @@ BAD = [
     (dict(sinks=np.array([np.nan, 0.0], np.float32)), InvalidArgumentError, "sinks must be finite"),
     (dict(sinks=np.array([-np.inf, 0.0], np.float32)), InvalidArgumentError, "sinks must be finite"),
     (dict(attn_mask=np.zeros((16, 16), np.float32)), InvalidTypeError, "float attn_mask must have the query's dtype"),
-    (dict(attn_mask=np.zeros((16, 15), np.float16)), InvalidArgumentError, "last dimension must be Skv=16"),
+    (dict(attn_mask=np.zeros((16, 1), np.float16)), InvalidArgumentError, "last dimension must be Skv=16"),
+    (dict(attn_mask=np.zeros((16, 15), np.float16)), InvalidArgumentError, "does not broadcast"),
     (dict(attn_mask=np.zeros((3, 1, 16, 16), np.float16)), InvalidArgumentError, "does not broadcast"),
     (dict(attn_mask=np.zeros((1, 1, 1, 1, 16), np.float16)), InvalidArgumentError, "rank must be 1 to 4"),
     (dict(attn_mask=np.full((16, 16), np.nan, np.float16)), InvalidArgumentError, "finite values or -inf"),
