@@ -44,7 +44,7 @@ def main():
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--dtype", default="float16")
     parser.add_argument("--no-causal", action="store_true")
-    parser.add_argument("--only", nargs="*", choices=list(MODIFIERS), default=list(MODIFIERS))
+    parser.add_argument("--only", nargs="*", choices=list(MODIFIERS), default=["plain", "softcap", "alibi", "sinks"])
     args = parser.parse_args()
     problem = problem_from_sizes(seq_q=args.seq, batch=1, num_heads=args.heads, head_dim=args.head_dim,
                                  dtype=args.dtype, causal=not args.no_causal)
