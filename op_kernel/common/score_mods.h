@@ -14,7 +14,9 @@
 //     subtracted from every row (block stride 0), and one value per row (Brcb)
 //   - every element right of it (d0 + rows - 1 <= 0): bias = -slope * c - slope * (-d0 - r)
 //   - the tiles the diagonal crosses: bias = -slope * |c - (d0 + r)| per row (four instructions a
-//     row; only the tiles of the diagonal).
+//     row; only the tiles of the diagonal). With a band that shows no key right of the diagonal
+//     (causal) and 2-byte inputs, these take the left form too, about the tile's last visible key
+//     (the cancellation bounded by slope * (rows - 1), far below float16 / bfloat16 rounding).
 // Both terms are the slope times a non-negative integer (exact in fp32), so the bias is formed
 // without cancellation. The integer ramps 0, 1, 2, ... of keys and rows are made once per launch
 // (CreateVecIndex); the key ramp slope * c once per item; so a tile costs two passes over its
@@ -88,8 +90,12 @@ public:
         return 3 * cols + 2 * rows + c * FP32_PER_BLOCK * sizeof(float);
     }
 
-    __aicore__ inline void Init(AscendC::TPipe *pipe, uint32_t c, uint32_t n, GM_ADDR slopes, uint64_t count)
+    // leftOnly: no visible key lies right of the diagonal (next_tokens <= 0) and the inputs are 2-byte,
+    // whose rounding dwarfs the bounded cancellation of the crossing tiles' two-pass form.
+    __aicore__ inline void Init(AscendC::TPipe *pipe, uint32_t c, uint32_t n, GM_ADDR slopes, uint64_t count,
+                                bool leftOnly)
     {
+        leftOnly_ = leftOnly;
         cols_ = AlignUp(n, KEY_ALIGN);
         rowsCap_ = AlignUp(c, FP32_PER_BLOCK);
         pipe->InitBuffer(buf_, UbBytes(c, n));
@@ -124,13 +130,20 @@ public:
     {
         const int64_t d0 = static_cast<int64_t>(row0) + diag_ - static_cast<int64_t>(col0);
         const int32_t width = static_cast<int32_t>(stride);
-        if (d0 >= static_cast<int64_t>(cols) - 1) {
-            // Left of the diagonal: distance = (d0 - (cols - 1) + r) + ((cols - 1) - c), both >= 0 on
-            // the tile's keys. scratch = slope * ((cols - 1) - c); row values slope * (d0 - cols + 1 + r).
-            AscendC::Adds(scratch_, keyRamp_, -static_cast<float>(cols - 1), width);   // c - (cols - 1), exact
+        if (d0 >= static_cast<int64_t>(cols) - 1 || leftOnly_) {
+            // Left of the diagonal: distance = (d0 + r - k) + (k - c) with k = cols - 1, both >= 0 on
+            // the tile's keys. leftOnly_ (the band shows no key right of the diagonal, 2-byte inputs):
+            // every visible key is left of it, so a tile the diagonal crosses takes the same two
+            // passes with k = the tile's last visible key, min(cols - 1, d0 + rows - 1): k - c >= 0,
+            // and d0 + r - k >= -(rows - 1) (the keys right of the diagonal are -inf already).
+            // scratch = slope * (k - c); row values slope * (d0 - k + r).
+            const int64_t last = d0 + static_cast<int64_t>(rows) - 1;
+            int64_t k = static_cast<int64_t>(cols) - 1;
+            k = last < k ? (last < 0 ? 0 : last) : k;
+            AscendC::Adds(scratch_, keyRamp_, -static_cast<float>(k), width);   // c - k, exact
             AscendC::Muls(scratch_, scratch_, -slope_, width);
             CombineRows<false>(scores, stride, rows, scratch_, stride, 0);
-            SubtractRowTerms(scores, stride, rows, d0 - static_cast<int64_t>(cols) + 1);
+            SubtractRowTerms(scores, stride, rows, d0 - k);
             return;
         }
         if (d0 + static_cast<int64_t>(rows) - 1 <= 0) {
@@ -171,6 +184,7 @@ private:
     AscendC::LocalTensor<float> keyRamp_, slopeRamp_, scratch_, rowRamp_, rowValues_, brcb_;
     AscendC::GlobalTensor<float> slopesGm_;
     uint32_t cols_ = 0, rowsCap_ = 0;
+    bool leftOnly_ = false;
     float slope_ = 0.0f;
     int64_t diag_ = 0;
 };
@@ -264,7 +278,8 @@ public:
     {
         td_ = td;
         if (td->hasAlibi != 0) {
-            alibi_.Init(pipe, td->chunkRows, td->blockN, gm.alibiSlopes, static_cast<uint64_t>(td->batch) * td->numHeads);
+            alibi_.Init(pipe, td->chunkRows, td->blockN, gm.alibiSlopes, static_cast<uint64_t>(td->batch) * td->numHeads,
+                        td->nextTokens <= 0 && !AscendC::IsSameType<T, float>::value);
         }
         if (td->hasSinks != 0) {
             sinksGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(gm.sinks), td->numHeads);

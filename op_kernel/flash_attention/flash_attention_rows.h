@@ -164,7 +164,8 @@ __aicore__ inline void OnlineSoftmax::Reset(const AscendC::LocalTensor<float> &a
     seqQ_ = seqQ;
     seqKv_ = seqKv;
     maxSlot_ = ROW_MAX_A;
-    AscendC::Duplicate(Slot(ROW_MAX_A), sink, rows);
+    // Soft-capped scores are shifted by -softcap (ScoresToProbs), the sink with them.
+    AscendC::Duplicate(Slot(ROW_MAX_A), sink == NEG_INF ? sink : sink - td_->softcap, rows);
     AscendC::Duplicate(Slot(ROW_SUM), sink == NEG_INF ? 0.0f : 1.0f, rows);  // exp(sink - m) with m = sink
     AscendC::Duplicate(acc, 0.0f, rows * td_->headDim);
 }
@@ -184,7 +185,9 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     if (td_->softcap > 0.0f) {
         // FlashAttentionV3: S = softcap * tanh(scale * S / softcap), before any mask (flash-attn's
         // order); brcb_ lends one block of scratch, free until ApplyRows below.
-        attn_rows::SoftCap(scores, brcb_, elems, td_->scaleValue, td_->softcap);
+        // Shifted by -softcap (one pass less): Reset starts a sink shifted alike and Finish adds
+        // softcap back to the LSE.
+        attn_rows::SoftCap(scores, brcb_, elems, td_->scaleValue, td_->softcap, true);
     } else {
         AscendC::Muls(scores, scores, td_->scaleValue, elems);
     }
@@ -233,6 +236,9 @@ __aicore__ inline void OnlineSoftmax::Finish(const AscendC::LocalTensor<float> &
     AscendC::LocalTensor<float> rowSum = Slot(ROW_SUM);
     AscendC::Ln(lse, rowSum, rows);
     AscendC::Add(lse, lse, Slot(maxSlot_), rows);    // LSE = m + ln(l): -inf where l = 0
+    if (td_->softcap > 0.0f) {
+        AscendC::Adds(lse, lse, td_->softcap, rows);  // the capped scores' shift (ScoresToProbs)
+    }
     // A row that saw a key has l >= 1 (its max term is exp(0)); one that saw none has l = 0 and
     // acc = 0, so O = 0 / FLT_MIN = 0.
     attn_rows::MaxsOnArch(rowSum, rowSum, SUM_FLOOR, rows, brcb_);
