@@ -163,9 +163,20 @@ public:
         }
     }
 
+    // The row terms of the last AddBias, to subtract from its rows (OnlineSoftmax::ScoresToProbs takes
+    // them into its row max: no pass over the tile); false when that AddBias applied all of its bias.
+    __aicore__ inline bool RowShift(AscendC::LocalTensor<float> *shift)
+    {
+        if (!pending_) return false;
+        pending_ = false;
+        *shift = rowValues_;
+        return true;
+    }
+
 private:
-    // scores[r, :] -= slope * (e + r) (descending: slope * (e - r)) for r < rows, the integer e + r
-    // exact in fp32 before the one product.
+    // rowValues_[r] = slope * (e + r) (descending: slope * (e - r)) for r < rows, the integer e + r
+    // exact in fp32 before the one product: the row terms the scores [rows, stride] still lack
+    // (to subtract), handed over by RowShift.
     __aicore__ inline void SubtractRowTerms(const AscendC::LocalTensor<float> &scores, uint32_t stride, uint32_t rows,
                                             int64_t e, bool descending = false)
     {
@@ -177,7 +188,9 @@ private:
             AscendC::Adds(rowValues_, rowRamp_, static_cast<float>(e), n);
         }
         AscendC::Muls(rowValues_, rowValues_, slope_, n);
-        attn_rows::ApplyRowValues<attn_rows::Op::SUB>(scores, brcb_, rowValues_, rows, stride, stride);
+        pending_ = true;  // RowShift hands them to the softmax, which folds them into its row max
+        (void)scores;
+        (void)stride;
     }
 
     AscendC::TBuf<AscendC::TPosition::VECCALC> buf_;
@@ -185,6 +198,7 @@ private:
     AscendC::GlobalTensor<float> slopesGm_;
     uint32_t cols_ = 0, rowsCap_ = 0;
     bool leftOnly_ = false;
+    bool pending_ = false;  // rowValues_ hold the last tile's row terms (RowShift)
     float slope_ = 0.0f;
     int64_t diag_ = 0;
 };
@@ -312,6 +326,12 @@ public:
     {
         if (td_->hasAlibi != 0) alibi_.AddBias(scores, stride, row0, rows, col0, cols);
         if (td_->hasBias != 0) bias_.AddBias(scores, stride, b_, h_, row0, rows, col0, cols);
+    }
+
+    // ALiBi's row terms the last AddBias left out of the tile (see AlibiRamps::RowShift).
+    __aicore__ inline bool RowShift(AscendC::LocalTensor<float> *shift)
+    {
+        return td_->hasAlibi != 0 && alibi_.RowShift(shift);
     }
 
 private:

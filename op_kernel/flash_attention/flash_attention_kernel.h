@@ -140,6 +140,10 @@ private:
             if (tiles != nullptr) tiles->AddBias(scores, stride, b, n, row0, rows, col0, cols);
             if (mods != nullptr) mods->AddBias(scores, stride, row0, rows, col0, cols);
         }
+        __aicore__ inline bool RowShift(AscendC::LocalTensor<float> *shift)
+        {
+            return mods != nullptr && mods->RowShift(shift);
+        }
     };
 
     __aicore__ inline void SummarizeMask();

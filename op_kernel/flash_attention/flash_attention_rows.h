@@ -37,12 +37,15 @@ __aicore__ inline uint32_t Align32Bytes(uint32_t bytes) { return (bytes + 31) / 
 
 using attn_rows::WaitForPipe;
 
-// ScoresToProbs' default: no mask bias.
+// ScoresToProbs' default: no mask bias. A Bias may also leave a per-row term out of the tile:
+// RowShift then names the [rows] fp32 values to subtract from its rows, which the softmax takes
+// into its row max instead of a pass over the tile (FlashAttentionV5's ALiBi, score_mods.h).
 struct NoBias {
     __aicore__ inline void AddBias(const AscendC::LocalTensor<float> &, uint32_t, uint32_t, uint32_t, uint32_t,
                                    uint32_t)
     {
     }
+    __aicore__ inline bool RowShift(AscendC::LocalTensor<float> *) { return false; }
 };
 
 // The online-softmax state of one vector unit's rows and the row-wise operations on its tiles.
@@ -192,8 +195,12 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
         AscendC::Muls(scores, scores, td_->scaleValue, elems);
     }
     MaskScores(scores, n, rows, row0, col0, cols);
+    // shifted: the true scores are scores - rowShift[r] (the bias' per-row term, left out of the tile).
+    AscendC::LocalTensor<float> rowShift;
+    bool shifted = false;
     if (bias != nullptr) {
         bias->AddBias(scores, n, row0, rows, col0, cols);
+        shifted = bias->RowShift(&rowShift);
     }
 
     AscendC::LocalTensor<float> rowMax = Slot(maxSlot_ == ROW_MAX_A ? ROW_MAX_B : ROW_MAX_A, stateRow);
@@ -204,15 +211,25 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     AscendC::LocalTensor<float> alpha = Slot(ALPHA_A + kvBlock % 2, stateRow);
 
     ReduceTile<attn_rows::Reduce::MAX>(blockMax, scores, rows, n);
+    if (shifted) {
+        AscendC::Sub(blockMax, blockMax, rowShift, rows);  // rowmax of the true scores
+    }
     AscendC::Max(newMax, rowMax, blockMax, rows);    // m_new = max(m_old, rowmax(S))
     attn_rows::MaxsOnArch(newMax, newMax, MAX_FLOOR, rows, brcb_);  // finite even for a row that sees no key yet
     AscendC::Sub(alpha, rowMax, newMax, rows);
     AscendC::Exp(alpha, alpha, rows);                // alpha = exp(m_old - m_new), 0 on the first block
+    // What each row subtracts before Exp: m_new, or m_new + rowShift (blockSum's slot is free until
+    // the row sums below).
+    AscendC::LocalTensor<float> subtrahend = newMax;
+    if (shifted) {
+        AscendC::Add(blockSum, newMax, rowShift, rows);
+        subtrahend = blockSum;
+    }
     if (attn_rows::HAS_BRCB && wholeRows_ && n % FP32_PER_REPEAT == 0 && rows < n / FP32_PER_REPEAT) {
-        attn_rows::BroadcastRows(brcb_, newMax, rows);
+        attn_rows::BroadcastRows(brcb_, subtrahend, rows);
         attn_rows::ApplyRowsByRow<attn_rows::Op::SUB>(scores, brcb_, rows, n, n);  // fewer instructions here
     } else {
-        ApplyRows<attn_rows::Op::SUB>(scores, newMax, rows, n, n);
+        ApplyRows<attn_rows::Op::SUB>(scores, subtrahend, rows, n, n);
     }
     AscendC::Exp(scores, scores, elems);             // P = exp(S - m_new), masked entries -> 0
     ReduceTile<attn_rows::Reduce::SUM>(blockSum, scores, rows, n);
