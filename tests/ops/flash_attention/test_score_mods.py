@@ -23,7 +23,7 @@ import pytest
 
 import acl_fa
 from acl_fa.plan import forward as planmod
-from acl_fa.reference.accuracy import ULP, naive_same_precision
+from acl_fa.reference.accuracy import ULP, check_accuracy, naive_same_precision
 from acl_fa.reference.attention import attention_reference, attention_reference_varlen
 from acl_fa.runtime import sim_stats
 from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
@@ -58,17 +58,13 @@ def _naive(q, k, v, *, layout, n, nkv, dtype, causal=False, **features):
 
 
 def _check(out, lse, q, k, v, *, layout, n, nkv, dtype, **mods):
+    """The accuracy rule (acl_fa/reference/accuracy.py check_accuracy) and the LSE within 1e-3."""
     ref, ref_lse = attention_reference(q, k, v, layout=layout, num_heads=n, num_kv_heads=nkv, **mods)
     naive = _naive(q, k, v, layout=layout, n=n, nkv=nkv, dtype=dtype, **mods)
-    ref_b = to_bnsd(ref, layout, n)
     got = to_bnsd(out, layout, n).astype(np.float64)
-    err, naive_err = np.abs(got - ref_b).max(), np.abs(naive - ref_b).max()
-    tol = max(2 * naive_err, ULP[dtype] * max(1.0, np.abs(ref_b).max()))
-    assert err <= tol, f"max error {err:.3g} > tolerance {tol:.3g} (naive {naive_err:.3g})"
-    finite = np.isfinite(ref_lse)
-    assert np.array_equal(np.isfinite(lse), finite)
-    if finite.any():
-        assert np.abs(lse[finite] - ref_lse[finite]).max() < 1e-3
+    result = check_accuracy(got, lse, to_bnsd(ref, layout, n), ref_lse, naive, dtype, list(range(n)))
+    assert result.ok, result
+    assert result.lse_max_error < 1e-3, result
 
 
 # (B, N, Nkv, Sq, Skv, D, dtype, layout, causal, window, modifiers); modifiers: a = ALiBi, s = sinks,
