@@ -181,7 +181,7 @@ def float_mask_value(mask, dtype, batch: int, heads: int, seq_q: int, seq_kv: in
     if array.dtype != np.dtype(dtype):
         raise InvalidTypeError(f"a float attn_mask must have the query's dtype {np.dtype(dtype).name} (it is added to "
                                f"the scores, as torch SDPA's float mask), got {array.dtype}; pass "
-                               f"mask.astype(q.dtype), or a bool mask (True = may attend)")
+                               f"mask.astype(q.dtype), or a bool mask ({_MASK_CONVENTION})")
     shape = _mask_shape(array.shape, (batch, heads, seq_q, seq_kv))
     wide = array.astype(np.float32)
     if np.isnan(wide).any() or np.isposinf(wide).any():

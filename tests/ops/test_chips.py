@@ -271,8 +271,7 @@ def test_each_refusing_op_names_what_the_coupled_chip_lacks(op_runs, op, soc):
     result = op_runs(soc)["results"][op]
     error, words = COUPLED_REFUSED[op]
     assert result["verdict"].startswith(f"raised {error}"), result["verdict"]
-    assert words in result["verdict"] and f"{soc}" in result["verdict"], result
-    assert "has coupled AI Cores" in result["verdict"], result
+    assert words in result["verdict"] and "has coupled AI Cores" in result["verdict"], result
 
 
 def test_the_coupled_op_list_is_the_registered_one():
