@@ -39,6 +39,11 @@ typedef struct aclfaPlanProblem {
      * UB and workspace only when set. The forward's policy only. */
     uint32_t mask, dropout, dropoutMaskOut, reserved;
     uint64_t maskB, maskN, maskQ;
+    /* FlashAttentionV5's score modifiers: ALiBi slopes, attention sinks, an additive float mask
+     * [biasB, biasN, biasQ, seqKv] in the input dtype (each 1 or the full size). The forward's
+     * policy only (UB lines; the coupled chips refuse them). */
+    uint32_t alibi, sinks, bias, reservedMods;
+    uint64_t biasB, biasN, biasQ;
 } aclfaPlanProblem;
 
 typedef struct aclfaPlanLimits {

@@ -48,6 +48,12 @@ inline fa_policy::Problem ProblemWithOptionsFromC(const aclfaPlanProblem &proble
     p.maskQ = problem.maskQ;
     p.dropout = problem.dropout != 0;
     p.dropoutMaskOut = problem.dropoutMaskOut != 0;
+    p.alibi = problem.alibi != 0;
+    p.sinks = problem.sinks != 0;
+    p.bias = problem.bias != 0;
+    p.biasB = problem.bias != 0 ? problem.biasB : 1;
+    p.biasN = problem.bias != 0 ? problem.biasN : 1;
+    p.biasQ = problem.bias != 0 ? problem.biasQ : 1;
     return p;
 }
 

@@ -295,7 +295,19 @@ precision_option = click.option(
          "(FlashAttentionV4 inner_precise 1), halving its bytes through GM. docs/attention_options.md")
 
 
-_RUN_OPTION_OPTIONS = [window_option, dropout_option, mask_density_option, varlen_option, precision_option]
+alibi_option = click.option(
+    "--alibi", is_flag=True, envvar="ACL_FA_ALIBI", show_envvar=True,
+    help="ALiBi with the ALiBi paper's slopes 2^(-8h/N), h = 1..N (FlashAttentionV5; docs/attention_options.md).")
+softcap_option = click.option(
+    "--softcap", type=click.FloatRange(min=0.0), envvar="ACL_FA_SOFTCAP", default=0.0, show_default=True,
+    show_envvar=True, metavar="C", help="Soft-capping: scores = C tanh(scores / C) (FlashAttentionV3); 0 = off.")
+sinks_option = click.option(
+    "--sinks", is_flag=True, envvar="ACL_FA_SINKS", show_envvar=True,
+    help="Attention sinks: one random logit per head (seeded by --seed) in every row's softmax denominator "
+         "(FlashAttentionV5).")
+
+_RUN_OPTION_OPTIONS = [window_option, dropout_option, mask_density_option, varlen_option, precision_option,
+                       alibi_option, softcap_option, sinks_option]
 
 
 def run_option_options(function):

@@ -51,7 +51,7 @@ from .options import (
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
         iters, check, seed, decode, paged, block_size, steps, num_splits, prefill, backend, device, as_json, backward,
         deterministic, parallel_mode, devices, accumulate, window, dropout, mask_density, varlen, precision,
-        qk_quant):
+        qk_quant, alibi, softcap, sinks):
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
     --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
@@ -59,7 +59,8 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
     sequence sharded over --devices devices, with per-device time, bytes per link and modeled time.
     With --window, --mask-density, --dropout or --varlen: the FlashAttentionV2 ops (and their
     backward with --backward), the work against the useful MACs (the pairs the band and the mask
-    leave visible), the check against the float64 reference with the same options."""
+    leave visible), the check against the float64 reference with the same options. --alibi,
+    --softcap C and --sinks add the score modifiers (FlashAttentionV3 / V5), with the modeled time."""
     params = click.get_current_context().params
     _MODES[_mode(params)](params)
 
@@ -68,7 +69,9 @@ def _run_options_of(params: dict) -> run_options.RunOptions:
     varlen = params["varlen"]
     return run_options.RunOptions(window=params["window"], dropout=params["dropout"],
                                   mask_density=params["mask_density"], varlen=tuple(varlen) if varlen else None,
-                                  precision=params.get("precision", "high_precision"))
+                                  precision=params.get("precision", "high_precision"),
+                                  alibi=bool(params.get("alibi")), softcap=float(params.get("softcap") or 0.0),
+                                  sinks=bool(params.get("sinks")))
 
 
 def _mode(params: dict) -> str:
@@ -82,8 +85,8 @@ def _mode(params: dict) -> str:
         return "int8"
     if _run_options_of(params).used:
         if params["parallel_mode"] or params["decode"] or params["paged"]:
-            raise click.UsageError("--window/--dropout/--mask-density/--varlen/--precision do not combine with "
-                                   "--parallel, --decode or --paged")
+            raise click.UsageError("--window/--dropout/--mask-density/--varlen/--precision/--alibi/--softcap/--sinks "
+                                   "do not combine with --parallel, --decode or --paged")
         return "options"
     if params["parallel_mode"] != "ring" and params["accumulate"] is not None and \
             click.get_current_context().get_parameter_source("accumulate") == click.core.ParameterSource.COMMANDLINE:

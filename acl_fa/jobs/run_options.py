@@ -21,7 +21,9 @@ from ..plan.forward import PlanOptions
 from ..reference.accuracy import Accuracy, check_accuracy, check_gradients, naive_same_precision
 from ..spec.problem import Problem, problem_from_sizes
 from ..spec.band import UNBOUNDED, window_band
-from ..spec.options import AttentionOptions, build_options, check_precision_dtype, dropout_keep_prob
+from ..spec.options import AttentionOptions, build_options, check_precision_dtype, dropout_keep_prob, score_mod_options
+from ..plan import timing
+from ..plan.roofline import chip_peaks
 from ..runtime.errors import InvalidArgumentError
 from ..spec.layouts import to_bnsd
 from .measure import measure
@@ -47,12 +49,31 @@ class RunOptions:
     mask_density: Optional[float] = None
     varlen: Optional[tuple] = None
     precision: str = "high_precision"
+    alibi: bool = False       # --alibi: the ALiBi paper's slopes (alibi_paper_slopes)
+    softcap: float = 0.0      # --softcap C
+    sinks: bool = False       # --sinks: random logits seeded by the run's seed
 
     @property
     def used(self) -> bool:
         """Whether a run needs the V2 ops."""
         return self.window is not None or self.dropout > 0 or self.mask_density is not None or \
-            self.varlen is not None or self.precision != "high_precision"
+            self.varlen is not None or self.precision != "high_precision" or self.score_mods
+
+    @property
+    def score_mods(self) -> bool:
+        """ALiBi, soft-capping or sinks asked for."""
+        return self.alibi or self.softcap > 0 or self.sinks
+
+
+def alibi_paper_slopes(heads: int) -> np.ndarray:
+    """The ALiBi paper's slopes (Press et al., 2022): 2^(-8 h / N) for head h = 1..N, float32 [N]."""
+    return (2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)).astype(np.float32)
+
+
+def sink_logits(heads: int, seed: int) -> np.ndarray:
+    """--sinks' logits: standard normal float32 [N] from the run's seed (seed + 2: the inputs and the
+    dropout use seed and seed + 1)."""
+    return np.random.default_rng(seed + 2).standard_normal(heads).astype(np.float32)
 
 
 def band_pairs(options: AttentionOptions, seq_q: int, seq_kv: int, key_visible: Optional[np.ndarray] = None) -> int:
@@ -88,7 +109,8 @@ def v2_plan(problem: Problem, run_options: RunOptions) -> tuple:
         problem = dataclasses.replace(problem, layout="TND", batch=len(varlen), seq_q=max(varlen),
                                       seq_kv=max(varlen))
         lens = dict(seq_lens_q=tuple(varlen), seq_lens_kv=tuple(varlen))
-    return problem, PlanOptions(pre_tokens=pre, next_tokens=nxt, mask_shape=mask_shape, dropout=dropout, **lens)
+    return problem, PlanOptions(pre_tokens=pre, next_tokens=nxt, mask_shape=mask_shape, dropout=dropout,
+                                alibi=run_options.alibi, sinks=run_options.sinks, **lens)
 
 
 def band_work_line(p) -> str:
@@ -122,6 +144,7 @@ class OptionsRunReport:
     device_bytes: dict
     sim: Optional[dict]
     accuracy: Optional[Accuracy]
+    model: Optional[dict] = None             # timing.summary of the modeled NPU time (sim)
     backward_times_ms: Optional[list] = None
     backward_sim: Optional[dict] = None
     gradient_checks: Optional[list] = None   # [GradientAccuracy] for dq, dk, dv
@@ -144,6 +167,8 @@ class OptionsRunReport:
                 "device_bytes": dict(self.device_bytes), "useful_macs": self.useful_macs}
         if self.sim is not None:
             data["simulator"] = self.sim
+        if self.model is not None:
+            data["modeled_time"] = self.model
         if self.accuracy is not None:
             data["check"] = dataclasses.asdict(self.accuracy) | {"ok": self.accuracy.ok}
         if self.backward_times_ms is not None:
@@ -188,8 +213,10 @@ def _sequences(problem: Problem, options: AttentionOptions):
     return varlen_sequences(starts_q, starts_kv)
 
 
-def _features(options: AttentionOptions, attn_mask, dropout_p: float, window) -> dict:
-    return dict(window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=options.seed, offset=options.offset)
+def _features(options: AttentionOptions, attn_mask, dropout_p: float, window, mods: dict = None) -> dict:
+    """The reference's keyword arguments for the options (mods: softcap, alibi_slopes, sinks)."""
+    return dict(window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=options.seed, offset=options.offset,
+                **(mods or {}))
 
 
 def _worst(results):
@@ -212,7 +239,7 @@ def _units(problem: Problem, options: AttentionOptions, q_arrays: list, kv_array
                    (options.offset + s * problem.num_heads) % (1 << 64))
 
 
-def _check_forward(problem, options, q, k, v, out, lse, attn_mask, dropout_p, window, causal) -> Accuracy:
+def _check_forward(problem, options, q, k, v, out, lse, attn_mask, dropout_p, window, causal, mods=None) -> Accuracy:
     """The forward against the float64 reference by the 2x-naive rule: every head of a small
     problem, else the first and last head; a varlen batch sequence by sequence (the worst)."""
     n = problem.num_heads
@@ -223,7 +250,7 @@ def _check_forward(problem, options, q, k, v, out, lse, attn_mask, dropout_p, wi
     for (q_s, out_s, lse_s), (k_s, v_s), layout, offset in _units(problem, options, [q, out, lse_rows], [k, v]):
         if options.is_varlen:
             lse_s = lse_s.transpose(0, 2, 1)                                  # [1, s, N] -> [1, N, s]
-        features = dict(_features(options, attn_mask, dropout_p, window), offset=offset)
+        features = dict(_features(options, attn_mask, dropout_p, window, mods), offset=offset)
         kw = dict(causal=causal, scale=problem.scale, layout=layout, num_heads=n, num_kv_heads=problem.num_kv_heads,
                   heads=heads)
         ref_out, ref_lse = attention_reference(q_s, k_s, v_s, **kw, **features)
@@ -255,7 +282,8 @@ def _check_chip_takes(run_options: RunOptions, soc: str) -> None:
     """The coupled chips run no mask and no dropout: said with the command's own option names,
     before device work."""
     refused = [name for name, used in (("--mask-density", run_options.mask_density is not None),
-                                       ("--dropout", run_options.dropout > 0)) if used]
+                                       ("--dropout", run_options.dropout > 0), ("--alibi", run_options.alibi),
+                                       ("--sinks", run_options.sinks)) if used]
     if refused and plan_module.chip(soc).coupled:
         raise InvalidArgumentError(f"{' and '.join(refused)}: supported on Atlas A2/A3 (Ascend910B*, Ascend910_93*) "
                                    f"only; {plan_module.chip(soc).name} has coupled AI Cores (docs/chips.md)")
@@ -275,8 +303,20 @@ def run_options_job(problem: Problem, run_options: RunOptions, settings: JobSett
     ends = None if varlen is None else tuple(int(x) for x in np.cumsum(varlen))
     options, mask_u8 = build_options(scores=problem.score_grid, causal=causal, window=window, attn_mask=attn_mask,
                                      dropout_p=dropout, seed=seed, cu_seqlens_q=ends, cu_seqlens_kv=ends,
-                                     precision=run_options.precision)
+                                     precision=run_options.precision, softcap=run_options.softcap)
     check_precision_dtype(options, problem.dtype_name)
+    if backward and run_options.score_mods:
+        raise InvalidArgumentError("--alibi, --softcap and --sinks are forward-only here (the backward does not take "
+                                   "them yet)")
+    ref_mods = {}  # the reference's arguments: [N] slopes serve every sequence of a varlen batch too
+    if run_options.alibi:
+        ref_mods["alibi_slopes"] = alibi_paper_slopes(problem.num_heads)
+    if run_options.sinks:
+        ref_mods["sinks"] = sink_logits(problem.num_heads, seed)
+    options, mods = score_mod_options(options, batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
+                                      seq_kv=problem.seq_kv, dtype=problem.dtype, **ref_mods)
+    if run_options.softcap:
+        ref_mods["softcap"] = run_options.softcap
     if varlen is None:
         pairs = sum(band_pairs(options, problem.seq_q, problem.seq_kv, None if attn_mask is None else attn_mask[b, 0, 0])
                     for b in range(problem.batch))
@@ -287,8 +327,15 @@ def run_options_job(problem: Problem, run_options: RunOptions, settings: JobSett
     with DeviceSession(device=settings.device, backend=settings.backend) as session:
         _check_chip_takes(run_options, session.soc_name())
         call = attention_v2.V2Call(problem, options)
-        m = measure(session, call, q, k, v, mask_u8, warmup=warmup, iters=iters, tick=tick,
-                    runner=attention_v2.runner_for(session), check=attention_v2.check_v2_plan)
+        op = attention_v2.op_for(options)
+        extra = (mods.alibi, mods.sinks, mods.bias) if op is attention_v2.FLASH_ATTENTION_V5 else ()
+        m = measure(session, call, q, k, v, mask_u8, *extra, warmup=warmup, iters=iters, tick=tick,
+                    runner=opcall.runner_for(session, op), check=attention_v2.check_v2_plan,
+                    l2=settings.l2 and session.backend.name == "sim")
+        model = None
+        if m.model is not None:
+            model = timing.summary(m.model, 2 * useful_macs, m.l2_modeled.hbm_bytes, chip_peaks(m.soc),
+                                   rates_of=session.backend)
         out, lse = m.outputs["out"], m.outputs["lse"]
         bwd = None
         if backward:
@@ -300,14 +347,15 @@ def run_options_job(problem: Problem, run_options: RunOptions, settings: JobSett
                           runner=opcall.runner_for(session, op), check=lambda problem_, soc: None)
         backend_name = session.backend.name
     window_args = dict(attn_mask=attn_mask, dropout_p=dropout, window=window, causal=causal)
-    accuracy = _check_forward(problem, options, q, k, v, out, lse, **window_args) if settings.check else None
+    accuracy = _check_forward(problem, options, q, k, v, out, lse, **window_args, mods=ref_mods) \
+        if settings.check else None
     report = OptionsRunReport(
         backend=backend_name, soc=m.soc, problem=problem, options=options,
         lengths=None if varlen is None else list(varlen),
         mask_bytes=0 if mask_u8 is None else mask_u8.nbytes, useful_macs=useful_macs, block_m=m.plan.block_m,
         block_n=m.plan.block_n, times_ms=m.times_ms,
         time_label=time_label(backend_name),
-        device_bytes=m.device_bytes, sim=m.stats, accuracy=accuracy)
+        device_bytes=m.device_bytes, sim=m.stats, accuracy=accuracy, model=model)
     if bwd is not None:
         grads = (bwd.outputs["dq"], bwd.outputs["dk"], bwd.outputs["dv"])
         report.backward_times_ms, report.backward_sim = bwd.times_ms, bwd.stats
@@ -329,6 +377,12 @@ def _options_text(r: OptionsRunReport) -> str:
         parts.append(f"varlen TND, {len(r.lengths)} sequences {r.lengths}")
     if o.precision != "high_precision":
         parts.append(f"precision {o.precision} (S in {r.problem.dtype_name} between the matmuls)")
+    if o.softcap:
+        parts.append(f"softcap {o.softcap:g}")
+    if o.alibi:
+        parts.append("ALiBi slopes 2^(-8h/N)")
+    if o.sinks:
+        parts.append("sinks (random logits)")
     return "; ".join(parts)
 
 
@@ -355,6 +409,8 @@ def format_options_report(r: OptionsRunReport) -> str:
         lines.append(f"work        cube MACs {macs / 1e9:.3f} G executed, {r.useful_macs / 1e9:.3f} G useful "
                      f"(visible pairs x D x 2): {macs / max(1, r.useful_macs):.3f}x; GM traffic "
                      f"{format_bytes(r.sim['gm_bytes'])}")
+    if r.model is not None:
+        lines += ["modeled     " + line for line in timing.format_summary(r.model)]
     if r.accuracy is not None:
         lines.append(check_line(r.accuracy, p))
     if r.backward_times_ms is not None:

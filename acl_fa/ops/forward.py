@@ -17,7 +17,7 @@ from . import opcall
 from ..runtime.errors import InvalidTypeError
 from ..runtime.ffi import ffi
 from ..runtime.session import DeviceSession
-from ..spec.options import build_options, check_precision_dtype
+from ..spec.options import build_forward_options, check_precision_dtype
 from .forward_v2 import run_forward_v2
 from .opcall import Op, OpRunner, default_session
 from .problem import check_float32_range, check_plan, head_dim_rows, outputs_of
@@ -64,7 +64,7 @@ def runner_for(session: DeviceSession) -> OpRunner:
 def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
                     block_m=None, block_n=None, return_lse=False, window=None, attn_mask=None, dropout_p=0.0,
                     seed=None, offset=0, return_dropout_mask=False, backend=None, device=None, session=None,
-                    softcap=0.0, precision="high_precision"):
+                    softcap=0.0, precision="high_precision", alibi_slopes=None, sinks=None):
     """FlashAttention forward: softmax(scale * Q K^T + mask) V per head.
 
     q [B, N, Sq, D] (BNSD), [B, Sq, N, D] (BSND) or [B, Sq, N*D] (BSH); k, v likewise with Nkv
@@ -98,6 +98,12 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
       "high_performance" (float16 / bfloat16 inputs) lets the cube round S to the input dtype,
       halving S's bytes through GM -- the result is that of S rounded to the input dtype, as a
       naive attention in that dtype computes it. Runs FlashAttentionV4 (inner_precise 1).
+    - score modifiers (docs/attention_options.md "Score modifiers"; run FlashAttentionV5, Atlas
+      A2/A3): alibi_slopes float32 [N] or [B, N] adds -slope * |i + Skv - Sq - j| after the cap
+      (flash-attn's ALiBi); sinks float32 [N] puts exp(sink[h]) in every row's denominator
+      (gpt-oss; the LSE includes it, a row that sees no key gives 0 and LSE = sink); a float
+      attn_mask (the query's dtype, broadcast like the bool one) is added to the scores (torch
+      SDPA's float mask; -inf hides a key).
 
     Rows that see no key give 0 (lse -inf). Returns out (like q); with return_lse or
     return_dropout_mask an AttentionOutputs tuple (out, lse float32 [B, N, Sq] if return_lse,
@@ -107,9 +113,10 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
                                     num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n, pad_head_dim=True)
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
-    options, mask = build_options(scores=problem.score_grid, causal=causal, window=window, attn_mask=attn_mask,
-                                  dropout_p=dropout_p, seed=seed, offset=offset,
-                                  return_dropout_mask=return_dropout_mask, softcap=softcap, precision=precision)
+    options, mask, mods = build_forward_options(
+        scores=problem.score_grid, dtype=problem.dtype, causal=causal, window=window, attn_mask=attn_mask,
+        dropout_p=dropout_p, seed=seed, offset=offset, return_dropout_mask=return_dropout_mask, softcap=softcap,
+        precision=precision, alibi_slopes=alibi_slopes, sinks=sinks)
     check_precision_dtype(options, problem.dtype_name)
     check_float32_range(problem, q, k, v)
     if session is None:
@@ -122,7 +129,7 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
         out, lse = runner_for(session).run(problem, q, k, v, outputs=("out", "lse"))
         dropout_mask = None
     else:
-        out, lse, dropout_mask = run_forward_v2(session, problem, options, q, k, v, mask)
+        out, lse, dropout_mask = run_forward_v2(session, problem, options, q, k, v, mask, mods)
         if not (return_lse or options.return_dropout_mask):
             return out
     return outputs_of(out, lse, dropout_mask, options, problem.batch * problem.num_heads, bool(return_lse))

@@ -27,10 +27,10 @@ from .opcall import Op, OpRunner
 from ..plan import forward as planmod
 from ..runtime.session import DeviceSession
 from ..spec.band import UNBOUNDED, band_visible
-from ..spec.options import PRECISIONS
+from ..spec.options import NO_SCORE_MODS, PRECISIONS
 from .problem import head_dim_rows
 
-__all__ = ["V2Call", "FLASH_ATTENTION_V2", "FLASH_ATTENTION_V3", "FLASH_ATTENTION_V4", "op_for", "runner_for", "run_forward_v2", "varlen_problem",
+__all__ = ["V2Call", "FLASH_ATTENTION_V2", "FLASH_ATTENTION_V3", "FLASH_ATTENTION_V4", "FLASH_ATTENTION_V5", "op_for", "runner_for", "run_forward_v2", "varlen_problem",
            "lse_shape"]
 
 
@@ -78,9 +78,13 @@ def check_v2_plan(call: V2Call, soc: str):
     if call.varlen:
         lens = dict(seq_lens_q=tuple(int(x) for x in np.diff((0,) + tuple(o.cu_seqlens_q))),
                     seq_lens_kv=tuple(int(x) for x in np.diff((0,) + tuple(o.cu_seqlens_kv))))
+    mods = dict(alibi=getattr(o, "alibi", False), sinks=getattr(o, "sinks", False),
+                bias_shape=getattr(o, "bias_shape", None))
     options = planmod.PlanOptions(pre_tokens=o.pre_tokens, next_tokens=o.next_tokens, mask_shape=o.mask_shape,
-                                  dropout=o.keep_prob < 1.0, dropout_mask_out=o.return_dropout_mask, **lens)
-    refused = [name for name, used in (("attn_mask", o.mask_shape is not None), ("dropout_p > 0", o.keep_prob < 1.0))
+                                  dropout=o.keep_prob < 1.0, dropout_mask_out=o.return_dropout_mask, **lens, **mods)
+    refused = [name for name, used in (("attn_mask", o.mask_shape is not None), ("dropout_p > 0", o.keep_prob < 1.0),
+                                       ("alibi_slopes", mods["alibi"]), ("sinks", mods["sinks"]),
+                                       ("a float attn_mask", mods["bias_shape"] is not None))
                if used]
     if refused and planmod.chip(soc).coupled:  # the plan's own refusal names aclnn's arguments
         raise InvalidArgumentError(f"{' and '.join(refused)}: supported on Atlas A2/A3 (Ascend910B*, Ascend910_93*) "
@@ -185,9 +189,43 @@ class FlashAttentionV4Op(FlashAttentionV3Op):
 FLASH_ATTENTION_V4 = FlashAttentionV4Op()
 
 
+class FlashAttentionV5Op(FlashAttentionV4Op):
+    """aclnnFlashAttentionV5 (acl_fa/cdefs/aclnn_flash_attention_v5.h): FlashAttentionV4's arguments
+    with the optional inputs alibiSlopesOptional, sinksOptional and attenBiasOptional after
+    actualSeqKvlenOptional, for calls with a score modifier (ALiBi, sinks, a float mask;
+    docs/attention_options.md#score-modifiers-in-the-forward-flashattentionv5)."""
+
+    name = "flash_attention_v5"
+    inputs = ("q", "k", "v", "mask", "alibi", "sinks", "bias")
+    workspace_api = "aclnnFlashAttentionV5GetWorkspaceSize"
+    launch_api = "aclnnFlashAttentionV5"
+
+    def buffers(self, call: V2Call) -> dict:
+        roles = super().buffers(call)
+        p, o = call.problem, call.options
+        if o.alibi:
+            roles["alibi"] = ((p.batch, p.num_heads), np.dtype(np.float32))
+        if o.sinks:
+            roles["sinks"] = ((p.num_heads,), np.dtype(np.float32))
+        if o.bias_shape is not None:
+            roles["bias"] = (tuple(o.bias_shape), p.dtype)
+        return roles
+
+    def workspace_args(self, call: V2Call, tensors: dict) -> tuple:
+        args = super().workspace_args(call, tensors)  # V4's: q, k, v, mask, seq_q, seq_kv, attrs, outputs
+        extra = tuple(tensors[role].handle if role in tensors else ffi.NULL for role in ("alibi", "sinks", "bias"))
+        return args[:6] + extra + args[6:]
+
+
+FLASH_ATTENTION_V5 = FlashAttentionV5Op()
+
+
 def op_for(options) -> FlashAttentionV2Op:
-    """The entry a call's options need: V4 for the high-performance precision, V3 for soft-capping,
-    else V2 (each only when needed, so every other call keeps the entry it used before)."""
+    """The entry a call's options need: V5 for a score modifier (ALiBi, sinks, a float mask), V4 for
+    the high-performance precision, V3 for soft-capping, else V2 (each only when needed, so every
+    other call keeps the entry it used before)."""
+    if getattr(options, "has_score_mods", False):
+        return FLASH_ATTENTION_V5
     if options.precision != "high_precision":
         return FLASH_ATTENTION_V4
     return FLASH_ATTENTION_V3 if options.softcap else FLASH_ATTENTION_V2
@@ -198,11 +236,13 @@ def runner_for(session: DeviceSession) -> OpRunner:
     return opcall.runner_for(session, FLASH_ATTENTION_V2)
 
 
-def run_forward_v2(session: DeviceSession, problem: Problem, options, q, k, v, mask_u8=None) -> tuple:
+def run_forward_v2(session: DeviceSession, problem: Problem, options, q, k, v, mask_u8=None,
+                   mods=NO_SCORE_MODS) -> tuple:
     """Runs aclnnFlashAttentionV2 (V3 when options.softcap > 0, V4 for precision="high_performance") for a
     validated call: `problem` (problem.Problem, layout TND from varlen_problem for a varlen
     batch), `options` (AttentionOptions), q, k, v as the problem's shapes, `mask_u8` the uint8
-    device mask of options.mask_shape (or None).
+    device mask of options.mask_shape (or None), `mods` the score modifiers' arrays
+    (spec.options.ScoreModArrays, from score_mod_options: V5 runs when options have any).
     Returns (out, lse, dropout_mask or None); lse is [B, N, Sq] float32, [N, Tq] for TND."""
     if (mask_u8 is None) != (options.mask_shape is None):
         raise InvalidArgumentError("mask_u8 must be given exactly when options.mask_shape is set")
@@ -212,7 +252,12 @@ def run_forward_v2(session: DeviceSession, problem: Problem, options, q, k, v, m
                                    f"{options.next_tokens} < 0")
     call = V2Call(problem, options)
     roles = ("out", "lse", "dropout_mask") if options.return_dropout_mask else ("out", "lse")
-    results = opcall.runner_for(session, op_for(options)).run(call, q, k, v, mask_u8, outputs=roles)
+    op = op_for(options)
+    arrays = (q, k, v, mask_u8) + ((mods.alibi, mods.sinks, mods.bias) if op is FLASH_ATTENTION_V5 else ())
+    if op is FLASH_ATTENTION_V5 and any((array is None) != (not used) for array, used in (
+            (mods.alibi, options.alibi), (mods.sinks, options.sinks), (mods.bias, options.bias_shape is not None))):
+        raise InvalidArgumentError("mods must hold exactly the arrays options.alibi / sinks / bias_shape announce")
+    results = opcall.runner_for(session, op).run(call, *arrays, outputs=roles)
     if not options.return_dropout_mask:
         return results[0], results[1], None
     return results[0], results[1], visible_keep_mask(results[2], problem, options, mask_u8)

@@ -24,7 +24,7 @@ from ..plan import routing
 from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..runtime.session import DeviceSession
-from ..spec.options import build_options, check_precision_dtype
+from ..spec.options import build_forward_options, check_precision_dtype
 from ..spec.problem import Problem, make_problem
 from .decode import flash_attention_with_kvcache
 from .forward import flash_attention as general_flash_attention
@@ -46,8 +46,8 @@ def general_only(problem: Problem, block_m, block_n, options, arrays) -> Optiona
     if problem.padded:
         return f"head dim {problem.user_head_dim} (padded to {problem.head_dim} by the general forward's copies)"
     if not options.is_default:
-        return ("attn_mask, dropout, softcap, a window or precision='high_performance' "
-                "(the FlashAttentionV2/V3/V4 options)")
+        return ("attn_mask, dropout, softcap, a window, precision='high_performance', alibi_slopes or sinks "
+                "(the FlashAttentionV2..V5 options)")
     return _device_layout_reason(problem, arrays)
 
 
@@ -112,7 +112,7 @@ def _run_decode(problem: Problem, session: DeviceSession, q, k, v, return_lse: b
 def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
                     block_m=None, block_n=None, return_lse=False, window=None, attn_mask=None, dropout_p=0.0,
                     seed=None, offset=0, return_dropout_mask=False, backend=None, device=None, session=None,
-                    softcap=0.0, precision="high_precision", qk_quant=None):
+                    softcap=0.0, precision="high_precision", qk_quant=None, alibi_slopes=None, sinks=None):
     """FlashAttention forward (acl_fa.ops.forward.flash_attention's arguments, semantics, outputs
     and errors), run on the op acl_fa.plan.routing picks: decode-shaped calls on the decode op's
     split-KV kernel, the rest on the general forward. ``last_route(session)`` says which ran.
@@ -126,14 +126,15 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
                                        num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n, pad_head_dim=True)
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
-    options, _ = build_options(scores=problem.score_grid, causal=causal, window=window, attn_mask=attn_mask,
-                               dropout_p=dropout_p, seed=seed, offset=offset,
-                               return_dropout_mask=return_dropout_mask, softcap=softcap, precision=precision)
+    options, _, _ = build_forward_options(
+        scores=problem.score_grid, dtype=problem.dtype, causal=causal, window=window, attn_mask=attn_mask,
+        dropout_p=dropout_p, seed=seed, offset=offset, return_dropout_mask=return_dropout_mask, softcap=softcap,
+        precision=precision, alibi_slopes=alibi_slopes, sinks=sinks)
     check_precision_dtype(options, problem.dtype_name)
     check_float32_range(problem, qa, ka, va)
     if int8 and not options.is_default:
         raise InvalidArgumentError("qk_quant='int8' takes causal and scale only: no window, attn_mask, dropout, "
-                                   "softcap or precision option")
+                                   "softcap, precision, alibi_slopes or sinks option")
     if session is None:
         session = default_session(backend, device)
     if options.is_causal and not problem.causal:  # window (-1, 0) is causal, as the forward reads it
@@ -150,4 +151,5 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
                                    num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n,
                                    return_lse=return_lse, window=window, attn_mask=attn_mask, dropout_p=dropout_p,
                                    seed=seed, offset=offset, return_dropout_mask=return_dropout_mask,
-                                   session=session, softcap=softcap, precision=precision)
+                                   session=session, softcap=softcap, precision=precision,
+                                   alibi_slopes=alibi_slopes, sinks=sinks)

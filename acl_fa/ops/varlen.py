@@ -13,7 +13,7 @@ import numpy as np
 
 from .problem import check_float32_range, outputs_of
 from ..spec.problem import as_array, make_problem
-from ..spec.options import build_options, check_max_seqlen, cu_seqlens_ends
+from ..spec.options import build_options, check_max_seqlen, cu_seqlens_ends, score_mod_options
 from .backward import backward_options
 from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
@@ -57,7 +57,7 @@ def make_varlen_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q, ma
 def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_seqlen_k=None, causal=False,
                            window=None, scale=None, return_lse=False, dropout_p=0.0, seed=None, offset=0,
                            return_dropout_mask=False, attn_mask=None, block_m=None, block_n=None, backend=None,
-                           device=None, session=None, softcap=0.0):
+                           device=None, session=None, softcap=0.0, alibi_slopes=None, sinks=None):
     """FlashAttention over a batch of sequences of different lengths (flash-attn's
     flash_attn_varlen_func). q [Tq, N, D], k / v [Tkv, Nkv, D] (float16, bfloat16, float32),
     sequence s holding rows cu_seqlens_q[s]:cu_seqlens_q[s+1] of q and cu_seqlens_k[s]:
@@ -70,7 +70,8 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
     (a call uses the Philox streams offset .. offset + num_seqs*N - 1); the keep mask is uint8
     [num_seqs, N, max Sq, max Skv], 0 past each sequence's lengths. attn_mask is not supported
     with varlen batches (use causal / window). softcap: as flash_attention (per sequence, the
-    same cap).
+    same cap). alibi_slopes float32 [N] or [num_seqs, N] (a row per sequence, each with its own
+    bottom-right alignment Skv(s) - Sq(s)) and sinks float32 [N]: as flash_attention.
 
     Returns out [Tq, N, D]; with return_lse or return_dropout_mask an AttentionOutputs tuple
     (out, lse float32 [N, Tq] if return_lse, the keep mask if return_dropout_mask) with the
@@ -88,8 +89,11 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
     options, _ = build_options(scores=problem.score_grid, causal=causal, window=window, dropout_p=dropout_p, seed=seed,
                                offset=offset, return_dropout_mask=return_dropout_mask, cu_seqlens_q=ends_q,
                                cu_seqlens_kv=ends_kv, softcap=softcap)
+    options, mods = score_mod_options(options, batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
+                                      seq_kv=problem.seq_kv, dtype=problem.dtype, alibi_slopes=alibi_slopes,
+                                      sinks=sinks)
     session = default_session(backend, device) if session is None else session
-    out, lse, dropout_mask = run_forward_v2(session, problem, options, q, k, v, None)
+    out, lse, dropout_mask = run_forward_v2(session, problem, options, q, k, v, None, mods)
     if not (return_lse or options.return_dropout_mask):
         return out
     return outputs_of(out, lse, dropout_mask, options, problem.batch * problem.num_heads, bool(return_lse))

@@ -318,6 +318,11 @@ class PlanOptions:
     mask_shape: Optional[tuple] = None
     dropout: bool = False
     dropout_mask_out: bool = False
+    # FlashAttentionV5's score modifiers: ALiBi slopes, sinks, the float mask's rank-4 shape
+    # [bb, bn, bq, Skv] (or None); each budgets its UB, the coupled chips refuse them.
+    alibi: bool = False
+    sinks: bool = False
+    bias_shape: Optional[tuple] = None
 
 
 _NO_OPTIONS = PlanOptions()
@@ -390,6 +395,13 @@ def c_problem_and_limits(limits: ChipLimits, problem: Problem, options: PlanOpti
         c.mask = 1
         c.maskB, c.maskN, c.maskQ = mask_shape[:3]
     c.dropout, c.dropoutMaskOut = int(bool(options.dropout)), int(bool(options.dropout_mask_out))
+    c.alibi, c.sinks = int(bool(options.alibi)), int(bool(options.sinks))
+    if options.bias_shape is not None:
+        bias_shape = tuple(options.bias_shape)
+        if len(bias_shape) != 4 or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in bias_shape):
+            raise PlanError(f"bias_shape must be 4 positive integers [bb, bn, bq, Skv], got {bias_shape!r}")
+        c.bias = 1
+        c.biasB, c.biasN, c.biasQ = bias_shape[:3]
     if lens:
         c.seqLensQ, c.seqLensKv = lens
         c.tokensQ, c.tokensKv = sum(options.seq_lens_q), sum(options.seq_lens_kv)

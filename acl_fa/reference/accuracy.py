@@ -39,23 +39,36 @@ class Accuracy:
 def naive_same_precision(q, k, v, dtype, *, causal, scale, layout, num_heads=None, num_kv_heads=None, heads,
                          **features):
     """Standard attention with every intermediate rounded to `dtype`, for `heads` only.
-    `features`: window / attn_mask / dropout_p / seed / offset, as attention_reference.
+    `features`: window / attn_mask / dropout_p / seed / offset / softcap / alibi_slopes / attn_bias /
+    sinks, as attention_reference.
 
     Returns [B, len(heads), Sq, D] float64. Rows are processed in chunks like the reference.
     """
     qb = to_bnsd(np.asarray(q), layout, num_heads)
+    sq, skv = qb.shape[2], to_bnsd(np.asarray(k), layout, num_kv_heads or num_heads).shape[2]
+    rule = ScoreRule(causal=causal, **features)
     out = np.zeros((qb.shape[0], len(heads), qb.shape[2], qb.shape[3]))
-    for b, slot, rows, _, q_rows, k_head, v_head, hidden, keep in head_chunks(
+    for b, slot, rows, cols, q_rows, k_head, v_head, hidden, keep in head_chunks(
             q, k, v, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, heads=heads,
-            dtype=np.float32, chunk_bytes=32 << 20, rule=ScoreRule(causal=causal, **features)):
+            dtype=np.float32, chunk_bytes=32 << 20, rule=rule):
         s = (q_rows @ k_head.T).astype(dtype).astype(np.float32) * np.float32(scale)
+        # The score modifiers (the reference's ScoreRule): the cap rounded to the dtype, ALiBi and a
+        # float mask added in fp32, the sink in the fp32 denominator.
+        if rule.softcap:
+            cap = np.float32(rule.softcap)
+            s = (cap * np.tanh(s / cap)).astype(dtype).astype(np.float32)
+        bias, sink = rule.terms(b, heads[slot], rows, cols, sq, skv)
+        if bias is not None:
+            s = s + bias.astype(np.float32)
         if hidden is not None:
             s[hidden] = -np.inf
         m = s.max(axis=1, keepdims=True)
+        if sink is not None:
+            m = np.maximum(m, np.float32(sink))
         m = np.where(np.isneginf(m), 0, m)
         p = np.exp(s - m)
         with np.errstate(divide="ignore", invalid="ignore"):
-            p = p / p.sum(axis=1, keepdims=True)
+            p = p / (p.sum(axis=1, keepdims=True) + (0 if sink is None else np.exp(np.float32(sink) - m)))
         p = (p if keep is None else p * keep).astype(dtype).astype(np.float32)
         out[b, slot, rows] = np.nan_to_num(p @ v_head, nan=0.0).astype(dtype)
     return out

@@ -16,6 +16,10 @@ device form. Semantics in docs/attention_options.md:
 - precision: "high_precision" (default: S = Q K^T in float32 between the matmuls) or
   "high_performance" (S rounded to the input dtype, float16 / bfloat16, as it leaves the cube:
   FlashAttentionV4 inner_precise 1).
+- score modifiers (FlashAttentionV5, docs/attention_options.md "Score modifiers"): alibi_slopes
+  ([N] or [B, N] float32), sinks ([N] float32) and a float attn_mask (added to the scores, in the
+  query's dtype, broadcast like the bool mask); the options hold only their presence and shapes,
+  the arrays travel beside them (ScoreModArrays), as the mask does.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ from typing import Optional
 import numpy as np
 
 from . import philox
+from .score_mods import alibi_slopes_value, sinks_value
 from .band import UNBOUNDED, int_argument, window_band
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["UINT64_MAX", "AttentionOptions", "device_mask", "dropout_keep_prob", "dropout_rng", "cu_seqlens_ends",
            "check_max_seqlen", "softcap_value", "refuse_softcap", "PRECISIONS", "precision_value", "check_precision_dtype",
-           "build_options"]
+           "build_options", "ScoreModArrays", "split_attn_mask", "float_mask_value", "score_mod_options",
+           "build_forward_options"]
 
 UINT64_MAX = (1 << 64) - 1
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -60,6 +66,9 @@ class AttentionOptions:
     return_dropout_mask: bool = False
     softcap: float = 0.0                   # > 0: scores capped (FlashAttentionV3); 0 = off
     precision: str = "high_precision"      # a key of PRECISIONS; "high_performance" runs FlashAttentionV4
+    alibi: bool = False                    # alibi_slopes given (FlashAttentionV5; float32 [B, N] beside)
+    sinks: bool = False                    # sinks given (FlashAttentionV5; float32 [N] beside)
+    bias_shape: Optional[tuple] = None     # a float attn_mask's rank-4 shape [bb, bn, bq, Skv] (FlashAttentionV5)
 
     @property
     def is_default(self) -> bool:
@@ -67,7 +76,13 @@ class AttentionOptions:
         varlen, no mask output, no soft-capping."""
         return (self.pre_tokens == UNBOUNDED and self.next_tokens in (UNBOUNDED, 0) and self.keep_prob == 1.0
                 and self.mask_shape is None and self.cu_seqlens_q is None and self.cu_seqlens_kv is None
-                and not self.return_dropout_mask and self.softcap == 0.0 and self.precision == "high_precision")
+                and not self.return_dropout_mask and self.softcap == 0.0 and self.precision == "high_precision"
+                and not self.has_score_mods)
+
+    @property
+    def has_score_mods(self) -> bool:
+        """ALiBi, sinks or a float mask: the call runs FlashAttentionV5."""
+        return self.alibi or self.sinks or self.bias_shape is not None
 
     @property
     def is_causal(self) -> bool:
@@ -110,23 +125,85 @@ def device_mask(attn_mask, batch: int, heads: int, seq_q: int, seq_kv: int) -> n
         raise InvalidTypeError(
             f"attn_mask must be a bool array ({_MASK_CONVENTION}), got dtype {mask.dtype}; pass a bool array: "
             "mask.astype(bool) if nonzero means attend, or mask == 0 if it follows aclnn's atten_mask "
-            "convention (1 = masked out); additive float masks (0 / -inf) are not taken: use mask == 0")
-    target = (batch, heads, seq_q, seq_kv)
-    if mask.ndim > 4 or mask.ndim < 1:
+            "convention (1 = masked out); an additive float mask (0 / -inf, added to the scores) is a float "
+            "array of the query's dtype")
+    shape = _mask_shape(mask.shape, (batch, heads, seq_q, seq_kv))
+    return np.logical_not(mask).view(np.uint8).reshape(shape)
+
+
+def _mask_shape(given: tuple, target: tuple) -> tuple:
+    """attn_mask's rank-4 device shape (leading 1s added) for a mask of shape `given` broadcast
+    against target = (B, N, Sq, Skv): each dim 1 or the full size, the last Skv."""
+    if len(given) > 4 or len(given) < 1:
         raise InvalidArgumentError(
-            f"attn_mask shape {mask.shape} does not broadcast to [B, N, Sq, Skv] = {list(target)} "
-            "(rank must be 1 to 4)")
-    shape = (1,) * (4 - mask.ndim) + mask.shape
+            f"attn_mask shape {given} does not broadcast to [B, N, Sq, Skv] = {list(target)} (rank must be 1 to 4)")
+    shape = (1,) * (4 - len(given)) + tuple(given)
     for size, full in zip(shape, target):
         if size not in (1, full):
-            raise InvalidArgumentError(
-                f"attn_mask shape {mask.shape} does not broadcast to [B, N, Sq, Skv] = {list(target)}")
-    if shape[3] != seq_kv:
+            raise InvalidArgumentError(f"attn_mask shape {given} does not broadcast to [B, N, Sq, Skv] = {list(target)}")
+    if shape[3] != target[3]:
         raise InvalidArgumentError(
-            f"attn_mask shape {mask.shape}: its last dimension must be Skv={seq_kv} (the device reads a mask "
+            f"attn_mask shape {given}: its last dimension must be Skv={target[3]} (the device reads a mask "
             f"row per key block); a mask equal for every key hides or shows whole query rows -- "
             f"pass it with Skv columns")
-    return np.logical_not(mask).view(np.uint8).reshape(shape)
+    return shape
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ScoreModArrays:
+    """The arrays of FlashAttentionV5's score modifiers that travel beside AttentionOptions (None when
+    off): alibi float32 [B, N], sinks float32 [N], bias (a float attn_mask) in q's dtype, rank 4."""
+
+    alibi: Optional[np.ndarray] = None
+    sinks: Optional[np.ndarray] = None
+    bias: Optional[np.ndarray] = None
+
+
+NO_SCORE_MODS = ScoreModArrays()
+
+
+def split_attn_mask(attn_mask) -> tuple:
+    """(bool mask or None, float mask or None): a floating-point attn_mask is additive (torch SDPA's
+    float mask, FlashAttentionV5), anything else goes to the bool mask's validation."""
+    if attn_mask is None or isinstance(attn_mask, (str, bytes, np.ma.MaskedArray)):
+        return attn_mask, None
+    dtype = getattr(attn_mask, "dtype", None)
+    if dtype is not None and (np.dtype(dtype).kind == "f" or np.dtype(dtype).name == "bfloat16"):
+        return None, attn_mask
+    return attn_mask, None
+
+
+def float_mask_value(mask, dtype, batch: int, heads: int, seq_q: int, seq_kv: int) -> np.ndarray:
+    """A float attn_mask validated: q's dtype (as torch SDPA requires of a float mask), no NaN and no
+    +inf (-inf hides a key), a shape that broadcasts to [B, N, Sq, Skv] with Skv columns -> the
+    rank-4 array the device reads at its own shape (a view, never expanded)."""
+    array = np.asarray(mask)
+    if array.dtype != np.dtype(dtype):
+        raise InvalidTypeError(f"a float attn_mask must have the query's dtype {np.dtype(dtype).name} (it is added to "
+                               f"the scores, as torch SDPA's float mask), got {array.dtype}; pass "
+                               f"mask.astype(q.dtype), or a bool mask ({_MASK_CONVENTION})")
+    shape = _mask_shape(array.shape, (batch, heads, seq_q, seq_kv))
+    wide = array.astype(np.float32)
+    if np.isnan(wide).any() or np.isposinf(wide).any():
+        bad = np.flatnonzero(np.isnan(wide.ravel()) | np.isposinf(wide.ravel()))[0]
+        raise InvalidArgumentError(f"a float attn_mask must hold finite values or -inf (hides a key); element {bad} "
+                                   f"is {wide.ravel()[bad]!r}")
+    return np.ascontiguousarray(array).reshape(shape)
+
+
+def score_mod_options(options: "AttentionOptions", *, batch: int, heads: int, seq_q: int, seq_kv: int, dtype,
+                      alibi_slopes=None, sinks=None, float_mask=None) -> tuple:
+    """(options with the modifiers' fields, ScoreModArrays) for a call's alibi_slopes ([N] or [B, N];
+    varlen: B = the sequences), sinks ([N]) and float attn_mask (see float_mask_value), each
+    validated before any device work (spec/score_mods.py)."""
+    if alibi_slopes is None and sinks is None and float_mask is None:
+        return options, NO_SCORE_MODS
+    slopes = alibi_slopes_value(alibi_slopes, batch=batch, num_heads=heads)
+    logits = sinks_value(sinks, num_heads=heads)
+    bias = None if float_mask is None else float_mask_value(float_mask, dtype, batch, heads, seq_q, seq_kv)
+    options = dataclasses.replace(options, alibi=slopes is not None, sinks=logits is not None,
+                                  bias_shape=None if bias is None else tuple(bias.shape))
+    return options, ScoreModArrays(slopes, logits, bias)
 
 
 def dropout_keep_prob(dropout_p) -> float:
@@ -276,3 +353,14 @@ def _validated_options(scores, causal, window, attn_mask, dropout_p, seed, offse
     return options, mask
 
 
+
+
+def build_forward_options(*, scores: tuple, dtype, attn_mask=None, alibi_slopes=None, sinks=None, **kwargs) -> tuple:
+    """build_options for a forward call that may carry score modifiers: attn_mask bool (the V2 mask)
+    or float (added to the scores), alibi_slopes, sinks; the other keyword arguments as
+    build_options. Returns (AttentionOptions, mask_u8 or None, ScoreModArrays)."""
+    bool_mask, float_mask = split_attn_mask(attn_mask)
+    options, mask = build_options(scores=scores, attn_mask=bool_mask, **kwargs)
+    options, mods = score_mod_options(options, batch=scores[0], heads=scores[1], seq_q=scores[2], seq_kv=scores[3],
+                                      dtype=dtype, alibi_slopes=alibi_slopes, sinks=sinks, float_mask=float_mask)
+    return options, mask, mods

@@ -34,6 +34,19 @@ uint64_t MaskTilesUbBytes(uint64_t rows, uint64_t n) {
     return AlignUp(elems, kUbAlign) + 2 * elems + 4 * elems + AlignUp(CeilDiv(elems, 8), kUbAlign) + 32;
 }
 
+uint64_t AlibiUbBytes(uint64_t m, uint64_t n) {
+    // key ramp and slope * ramp [align16(n)] fp32 each, row ramp and row values [align8(m)] fp32
+    // each, a scratch row [align16(n)] fp32 and the Brcb rows [m, 8] fp32.
+    const uint64_t cols = AlignUp(n, 16) * kFp32, rows = AlignUp(m, 8) * kFp32;
+    return 3 * cols + 2 * rows + m * 8 * kFp32;
+}
+
+uint64_t FloatBiasUbBytes(uint64_t rows, uint64_t n, uint64_t dtypeBytes) {
+    // [rows, align16(n)] in the input dtype as loaded (none for float32) and as fp32.
+    const uint64_t elems = rows * AlignUp(n, 16);
+    return (dtypeBytes == kFp32 ? 0 : AlignUp(elems * dtypeBytes, kUbAlign)) + elems * kFp32;
+}
+
 uint64_t PhiloxUbBytes(uint64_t lanes) { return lanes * 4 * 58 + AlignUp(lanes * 2, kUbAlign); }
 
 uint32_t PhiloxLanes(uint32_t n) {
@@ -165,6 +178,8 @@ std::vector<BudgetLine> UbLines(uint64_t m, uint64_t c, uint64_t n, uint64_t d, 
 // with c and n as far as fitting goes.
 uint32_t OptionUbLines(const Problem &p, uint64_t c, uint64_t n, uint64_t ub, std::vector<BudgetLine> *lines) {
     if (p.mask) lines->push_back({"maskBuf mask tiles [16,n] u8/f16/f32", MaskTilesUbBytes(kMaskRows, n), ub});
+    if (p.alibi) lines->push_back({"alibiBuf ALiBi ramps [n],[m] fp32", AlibiUbBytes(c, n), ub});
+    if (p.bias) lines->push_back({"biasBuf float mask [16,n] T+fp32", FloatBiasUbBytes(kBiasRows, n, p.dtypeBytes), ub});
     if (!p.dropout) return 0;
     uint64_t used = 0;
     for (const auto &line : *lines) used += line.bytes;
@@ -267,6 +282,22 @@ std::string CheckFits(uint32_t blockM, uint32_t blockN, const Problem &p, const 
 
 }  // namespace
 
+// A rank-4 mask's leading dims [mb, mn, mq] against the problem's [B, N, Sq]: each 1 (broadcast)
+// or the full size. "" or what is wrong, naming the input `name`.
+std::string BroadcastDimsError(const char *name, uint64_t mb, uint64_t mn, uint64_t mq, const Problem &p) {
+    const struct {
+        const char *name;
+        uint64_t value, full;
+    } dims[] = {{"batch", mb, p.batch}, {"heads", mn, p.numHeads}, {"seq_q", mq, p.seqQ}};
+    for (const auto &dim : dims) {
+        if (dim.value != 1 && dim.value != dim.full) {
+            return Format("%s %s dimension must be 1 or %llu, got %llu", name, dim.name,
+                          static_cast<unsigned long long>(dim.full), static_cast<unsigned long long>(dim.value));
+        }
+    }
+    return "";
+}
+
 std::string ValidateProblem(const Problem &p) {
     const struct {
         const char *name;
@@ -307,16 +338,15 @@ std::string ValidateProblem(const Problem &p) {
             return "atten_mask with input_layout TND (a varlen batch) is not supported: use a fixed-length layout "
                    "or express the restriction as a window";
         }
-        const struct {
-            const char *name;
-            uint64_t value, full;
-        } dims[] = {{"batch", p.maskB, p.batch}, {"heads", p.maskN, p.numHeads}, {"seq_q", p.maskQ, p.seqQ}};
-        for (const auto &dim : dims) {
-            if (dim.value != 1 && dim.value != dim.full) {
-                return Format("atten_mask %s dimension must be 1 or %llu, got %llu", dim.name,
-                              static_cast<unsigned long long>(dim.full), static_cast<unsigned long long>(dim.value));
-            }
+        const std::string error = BroadcastDimsError("atten_mask", p.maskB, p.maskN, p.maskQ, p);
+        if (!error.empty()) return error;
+    }
+    if (p.bias) {
+        if (varlen) {
+            return "atten_bias with input_layout TND (a varlen batch) is not supported: use a fixed-length layout";
         }
+        const std::string error = BroadcastDimsError("atten_bias", p.biasB, p.biasN, p.biasQ, p);
+        if (!error.empty()) return error;
     }
     const struct {
         const char *name;
@@ -738,6 +768,16 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
                         p.mask ? (p.dropout ? "atten_mask and dropout (keep_prob < 1)" : "atten_mask")
                                : "dropout (keep_prob < 1, dropout_mask)",
                         c.socName.c_str());
+        return false;
+    }
+    if (coupled && (p.alibi || p.sinks || p.bias)) {
+        // FlashAttentionV5's score modifiers are wired into the MIX kernel's score stage only
+        // (op_kernel/common/score_mods.h); the coupled kernel has no GM inputs for them.
+        std::string used = p.alibi ? "alibi_slopes" : "";
+        if (p.sinks) used += used.empty() ? "sinks" : ", sinks";
+        if (p.bias) used += used.empty() ? "atten_bias (a float mask)" : ", atten_bias (a float mask)";
+        *error = Format("%s: supported on Atlas A2/A3 (Ascend910B*, Ascend910_93*) only; %s has coupled AI Cores",
+                        used.c_str(), c.socName.c_str());
         return false;
     }
     if (p.narrowScores && (coupled || p.dtypeBytes == 4)) {

@@ -84,8 +84,15 @@ struct Problem {
     // input dtype (float16 / bfloat16) instead of float32 (MIX path only). The kernel's UB holds the
     // same bytes either way (two [c,n] T tiles and one [c,n] fp32 tile in place of two [c,n] fp32).
     bool narrowScores = false;
-    // FlashAttentionGradV3's ALiBi (alibi_slopes given): the backward's UB adds a small index buffer.
+    // Score modifiers (docs/attention_options.md "Score modifiers"): FlashAttentionV5 (forward, MIX path
+    // only) and FlashAttentionGradV3 (backward). ALiBi slopes float32 [B, N] (UB: the key and row ramps in
+    // the forward, a small index buffer in the backward), attention sinks float32 [N] (no UB: one logit
+    // per item), an additive float mask [biasB, biasN, biasQ, seqKv] in the input dtype (forward; each
+    // 1 or B / N / Sq; UB: its tiles of kBiasRows rows).
     bool alibi = false;
+    bool sinks = false;
+    bool bias = false;
+    uint64_t biasB = 1, biasN = 1, biasQ = 1;
 };
 
 // One line of the buffer budget: `bytes` of `capacity` used.
@@ -137,6 +144,11 @@ uint64_t PhiloxUbBytes(uint64_t lanes);
 // docs/dropout_and_mask.md#chunk-size).
 uint32_t PhiloxLanes(uint32_t n);
 constexpr uint32_t kMaskRows = 16;  // mask tile rows per pass (a multiple of 4)
+// UB of op_kernel/common/score_mods.h (AlibiRamps::UbBytes(m, n), FloatBiasTiles::UbBytes(rows, n,
+// dtypeBytes)); tests/ops/flash_attention/test_score_mods.py checks them against the kernel's.
+uint64_t AlibiUbBytes(uint64_t m, uint64_t n);
+uint64_t FloatBiasUbBytes(uint64_t rows, uint64_t n, uint64_t dtypeBytes);
+constexpr uint32_t kBiasRows = 16;  // float mask tile rows per pass (a multiple of 8)
 
 // Largest values the policy chooses by itself (a user block may not exceed them either):
 // beyond these the kernel gains no reuse and the item count (core balance) suffers.

@@ -163,7 +163,8 @@ ge::graphStatus TileFlashAttentionV2(gert::TilingContext *context) {
     return TileFlashAttentionV2Precision(context, false);
 }
 
-ge::graphStatus TileFlashAttentionV2Precision(gert::TilingContext *context, bool narrowScores) {
+ge::graphStatus TileFlashAttentionV2Precision(gert::TilingContext *context, bool narrowScores,
+                                              ProblemReader readMods) {
     const gert::RuntimeAttrs *attrs = nullptr;
     Dims d;
     fa_policy::Problem problem;
@@ -195,6 +196,7 @@ ge::graphStatus TileFlashAttentionV2Precision(gert::TilingContext *context, bool
     problem.preTokens = *preTokens;
     problem.nextTokens = *nextTokens;
     error = ReadMask(context->GetOptionalInputShape(kAttenMask), d, &problem);
+    if (error.empty() && readMods != nullptr) error = readMods(context, d, &problem);
     if (!error.empty()) {
         FA_LOGE(context, "%s", error.c_str());
         return ge::GRAPH_FAILED;

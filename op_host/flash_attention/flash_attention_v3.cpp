@@ -21,7 +21,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) { return fa_host::TileF
 
 namespace fa_host {
 
-ge::graphStatus TileFlashAttentionV3(gert::TilingContext *context, bool narrowScores) {
+ge::graphStatus TileFlashAttentionV3(gert::TilingContext *context, bool narrowScores, ProblemReader readMods) {
     const gert::RuntimeAttrs *attrs = context->GetAttrs();
     const float *softcap = attrs != nullptr ? attrs->GetFloat(kSoftcap) : nullptr;
     if (softcap == nullptr) {
@@ -33,7 +33,7 @@ ge::graphStatus TileFlashAttentionV3(gert::TilingContext *context, bool narrowSc
         FA_LOGE(context, "softcap must be a finite number >= 0 (0 = off), got %g", static_cast<double>(*softcap));
         return ge::GRAPH_FAILED;
     }
-    const ge::graphStatus status = TileFlashAttentionV2Precision(context, narrowScores);
+    const ge::graphStatus status = TileFlashAttentionV2Precision(context, narrowScores, readMods);
     if (status != ge::GRAPH_SUCCESS) return status;
     context->GetTilingData<FlashAttentionTilingData>()->softcap = *softcap;
     return ge::GRAPH_SUCCESS;

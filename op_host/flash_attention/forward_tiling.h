@@ -293,6 +293,14 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     td->invKeepProb = 1.0f;
     td->innerPrecise = problem.narrowScores ? 1 : 0;
     td->reservedTail = 0;
+    td->hasAlibi = problem.alibi ? 1 : 0;
+    td->hasSinks = problem.sinks ? 1 : 0;
+    td->hasBias = problem.bias ? 1 : 0;
+    td->biasB = static_cast<uint32_t>(problem.biasB);
+    td->biasN = static_cast<uint32_t>(problem.biasN);
+    td->biasQ = static_cast<uint32_t>(problem.biasQ);
+    td->biasRows = problem.bias ? fa_policy::kBiasRows : 0;
+    td->reservedMods = 0;
 
     const matmul_tiling::DataType mmType = OperandType(bf16, fp32);
     const int32_t m = static_cast<int32_t>(plan.blockM), n = static_cast<int32_t>(plan.blockN);
@@ -344,8 +352,13 @@ void DefineFlashAttentionV2(ops::OpDef &def);  // V2's inputs, outputs and attrs
 void RegisterFlashAttentionV2(ops::OpDef &def, ge::graphStatus (*tiling)(gert::TilingContext *));
 ge::graphStatus TileFlashAttentionV2(gert::TilingContext *context);  // V2's TilingFunc
 // V2's tiling with S in the input dtype when narrowScores (FlashAttentionV4 inner_precise 1).
-ge::graphStatus TileFlashAttentionV2Precision(gert::TilingContext *context, bool narrowScores);
+// readMods (FlashAttentionV5): reads the op's own inputs into the problem once its sizes, band
+// and sequences are known, before the policy runs; returns "" or what is wrong.
+using ProblemReader = std::string (*)(gert::TilingContext *context, const Dims &d, fa_policy::Problem *problem);
+ge::graphStatus TileFlashAttentionV2Precision(gert::TilingContext *context, bool narrowScores,
+                                              ProblemReader readMods = nullptr);
 // V3's tiling (V2's plus its attr softcap at index 11), with S as TileFlashAttentionV2Precision.
-ge::graphStatus TileFlashAttentionV3(gert::TilingContext *context, bool narrowScores);
+ge::graphStatus TileFlashAttentionV3(gert::TilingContext *context, bool narrowScores,
+                                     ProblemReader readMods = nullptr);
 
 }  // namespace fa_host

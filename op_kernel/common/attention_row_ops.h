@@ -324,8 +324,10 @@ __aicore__ inline void ApplyRowValues(const AscendC::LocalTensor<float> &tile, c
 // when cap is 20 or more times the scores (docs/attention_options.md#soft-capping-flashattentionv3).
 // konst: one 32-B block of fp32 scratch, filled with -2 cap and read with block and repeat stride
 // 0 as Div's dividend.
+// shifted: leave out the final + cap (tile = cap * tanh(...) - cap), one pass less, for a softmax that
+// adds cap to its LSE instead (a constant on every score of a row does not change P).
 __aicore__ inline void SoftCap(const AscendC::LocalTensor<float> &tile, const AscendC::LocalTensor<float> &konst,
-                               uint32_t count, float scale, float cap)
+                               uint32_t count, float scale, float cap, bool shifted = false)
 {
     AscendC::Muls(tile, tile, 2.0f * scale / cap, static_cast<int32_t>(count));
     AscendC::Exp(tile, tile, static_cast<int32_t>(count));
@@ -341,7 +343,9 @@ __aicore__ inline void SoftCap(const AscendC::LocalTensor<float> &tile, const As
         AscendC::Div(tile[done], konst, tile[done], width, static_cast<uint8_t>(times), params);
         done += width * times;
     }
-    AscendC::Adds(tile, tile, cap, static_cast<int32_t>(count));
+    if (!shifted) {
+        AscendC::Adds(tile, tile, cap, static_cast<int32_t>(count));
+    }
 }
 
 // Sets columns [from, to) of the row starting at rowBase (a multiple of 16 elements) to

@@ -161,4 +161,13 @@ struct FlashAttentionTilingData {
     uint32_t innerPrecise;   // 0: S leaves the cube as float32 (default); 1: as the input dtype (tiling key
                              // bit 8; the high-performance precision, docs/attention_options.md)
     uint32_t reservedTail;   // keeps the struct's size a multiple of 8
+    // ---- score modifiers (FlashAttentionV5; MIX path only; op_kernel/common/score_mods.h) ----
+    uint32_t hasAlibi;       // 1: alibi_slopes float32 [B, N]: S += -slope[b, h] * |i + diag - j|, after the cap
+    uint32_t hasSinks;       // 1: sinks float32 [N]: exp(sink[h]) joins every row's softmax denominator
+    uint32_t hasBias;        // 1: atten_bias T [biasB, biasN, biasQ, seqKv] added to the scores (a float mask)
+    uint32_t biasB;          // 1 or batch
+    uint32_t biasN;          // 1 or numHeads
+    uint32_t biasQ;          // 1 or seqQ
+    uint32_t biasRows;       // float mask tile rows per pass (FloatBiasTiles capacity, a multiple of 8)
+    uint32_t reservedMods;   // keeps the struct's size a multiple of 8
 };

@@ -19,6 +19,7 @@
 #include "lib/matmul_intf.h"
 
 #include "flash_attention_tiling.h"
+#include "score_mods.h"
 
 #if defined(__NPU_ARCH__) && (__NPU_ARCH__ == 2002 || __NPU_ARCH__ == 1001)
 #include "flash_attention_coupled_kernel.h"
@@ -28,13 +29,15 @@ template <typename T, typename S = float>
 __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attenMask,
                                          GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR attentionOut,
                                          GM_ADDR softmaxLse, GM_ADDR dropoutMask, GM_ADDR workspace,
-                                         const FlashAttentionTilingData *tilingData)
+                                         const FlashAttentionTilingData *tilingData,
+                                         const score_mods::ScoreModsGm &scoreMods)
 {
     static_assert(AscendC::IsSameType<S, float>::value, "the coupled path keeps S in float32");
     (void)workspace;  // no user workspace: S, P and P.V stay inside the AI Core
     // op_host refuses atten_mask and dropout on the coupled chips (tiling_policy.cpp ComputePlan).
     (void)attenMask;
     (void)dropoutMask;
+    (void)scoreMods;  // and FlashAttentionV5's score modifiers (ComputePlan)
     AscendC::TPipe pipe;
     flash_attn::FlashAttentionCoupledKernel<T> op;
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.qkMm, &tilingData->qkTiling, op.pvMm,
@@ -50,7 +53,8 @@ template <typename T, typename S = float>
 __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR attenMask,
                                          GM_ADDR actualSeqQlen, GM_ADDR actualSeqKvlen, GM_ADDR attentionOut,
                                          GM_ADDR softmaxLse, GM_ADDR dropoutMask, GM_ADDR workspace,
-                                         const FlashAttentionTilingData *tilingData)
+                                         const FlashAttentionTilingData *tilingData,
+                                         const score_mods::ScoreModsGm &scoreMods)
 {
     AscendC::TPipe pipe;
     flash_attn::FlashAttentionKernel<T, S> op;
@@ -59,6 +63,9 @@ __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR val
                       &tilingData->pvTiling);
     op.Init(query, key, value, attenMask, actualSeqQlen, actualSeqKvlen, attentionOut, softmaxLse, dropoutMask,
             workspace, tilingData, &pipe);
+    if (tilingData->hasAlibi != 0 || tilingData->hasSinks != 0 || tilingData->hasBias != 0) {
+        op.InitScoreMods(scoreMods);
+    }
     op.Process();
 }
 #endif
@@ -70,9 +77,12 @@ __aicore__ inline void RunFlashAttention(GM_ADDR query, GM_ADDR key, GM_ADDR val
 #define FA_CASE(KEY, T, S)                                                                                \
     if (TILING_KEY_IS(KEY)) {                                                                             \
         RunFlashAttention<T, S>(query, key, value, atten_mask, actual_seq_qlen, actual_seq_kvlen,        \
-                                attention_out, softmax_lse, dropout_mask, workspace, &tilingData);        \
+                                attention_out, softmax_lse, dropout_mask, workspace, &tilingData,         \
+                                FA_SCORE_MODS);                                                           \
         return;                                                                                           \
     }
+// The score modifiers' GM inputs an entry passes (FlashAttentionV5 redefines it with its inputs).
+#define FA_SCORE_MODS score_mods::ScoreModsGm{}
 #define FA_CASES_WITH_TAILS(BASE, T, S) \
     FA_CASE((BASE), T, S)               \
     FA_CASE((BASE) + 16, T, S)          \

@@ -84,6 +84,7 @@
 #include "flash_attention_rows.h"
 #include "flash_attention_tiling.h"
 #include "philox_dropout.h"
+#include "score_mods.h"
 
 namespace flash_attn {
 
@@ -120,19 +121,28 @@ public:
                                 GM_ADDR actualSeqKvlen, GM_ADDR attentionOut, GM_ADDR softmaxLse, GM_ADDR dropoutMask,
                                 GM_ADDR workspace, const FlashAttentionTilingData *tiling, AscendC::TPipe *pipe);
     __aicore__ inline void Process();
+    // FlashAttentionV5's score modifiers (score_mods.h), after Init; none when not called.
+    __aicore__ inline void InitScoreMods(const score_mods::ScoreModsGm &gm) { mods_.Init(pipe_, td_, gm); }
 
 private:
     static constexpr bool FP32_IO = AscendC::IsSameType<T, float>::value;  // P and O need no Cast
     static constexpr bool NARROW_S = !AscendC::IsSameType<S, float>::value;  // S in T: cast to fp32 in UB
 
-    // The explicit mask's bias on the current item's BLOCK_MIXED blocks (OnlineSoftmax::ScoresToProbs).
+    // The explicit mask's bias on the current item's BLOCK_MIXED blocks (OnlineSoftmax::ScoresToProbs),
+    // and the score modifiers' (ALiBi, float mask) when mods is set.
     struct ItemMaskBias {
-        attn_mask::MaskTiles *tiles;
+        attn_mask::MaskTiles *tiles;  // null: the block is not BLOCK_MIXED
         uint32_t b, n;
+        score_mods::ScoreMods<T> *mods = nullptr;
         __aicore__ inline void AddBias(const AscendC::LocalTensor<float> &scores, uint32_t stride, uint32_t row0,
                                        uint32_t rows, uint32_t col0, uint32_t cols)
         {
-            tiles->AddBias(scores, stride, b, n, row0, rows, col0, cols);
+            if (tiles != nullptr) tiles->AddBias(scores, stride, b, n, row0, rows, col0, cols);
+            if (mods != nullptr) mods->AddBias(scores, stride, row0, rows, col0, cols);
+        }
+        __aicore__ inline bool RowShift(AscendC::LocalTensor<float> *shift)
+        {
+            return mods != nullptr && mods->RowShift(shift);
         }
     };
 
@@ -236,6 +246,7 @@ private:
     attn_mask::MaskGeometry maskGeom_;
     attn_mask::MaskTiles maskTiles_;
     AscendC::GlobalTensor<uint8_t> summaryGm_;  // [SummaryRows, KeyBlocks] BlockClass bytes
+    score_mods::ScoreMods<T> mods_;  // FlashAttentionV5 (InitScoreMods); inactive otherwise
     philox_dropout::PhiloxKeepMask keep_;
     AscendC::GlobalTensor<uint8_t> dropoutGm_;  // [B, N, Sq, Skv] uint8, 1 = kept (when given)
     AscendC::TBuf<AscendC::TPosition::VECCALC> keepBuf_;  // a chunk's keep bytes [16 L] and as half, rows [c, align32(n)]
@@ -453,8 +464,9 @@ __aicore__ inline void FlashAttentionKernel<T, S>::ProcessItem(uint32_t item)
     itemQueryOffset_ = items_.QueryOffset(place, mmRow0);
     queryOffset_ = items_.QueryOffset(place, row0);
     kvOffset_ = items_.KvOffset(place, 0);
+    mods_.StartItem(place.seq, place.head, place.seqQ, place.seqKv);
     if (rows != 0) {
-        softmax_.Reset(acc_, rows, place.seqQ, place.seqKv);
+        softmax_.Reset(acc_, rows, place.seqQ, place.seqKv, mods_.Sink());
     }
 
     // Blocks the mask hides completely are skipped: the next issued block is the next computed one.
@@ -604,8 +616,9 @@ __aicore__ inline void FlashAttentionKernel<T, S>::SoftmaxChunk(AscendC::LocalTe
             softmax_.UseFold(prob.template ReinterpretCast<float>());
         }
     }
-    if (BlockClass(kvBlock) == attn_mask::BLOCK_MIXED) {
-        ItemMaskBias bias{&maskTiles_, seq_, head_};
+    const bool mixed = BlockClass(kvBlock) == attn_mask::BLOCK_MIXED;
+    if (mixed || mods_.AddsBias()) {
+        ItemMaskBias bias{mixed ? &maskTiles_ : nullptr, seq_, head_, mods_.AddsBias() ? &mods_ : nullptr};
         softmax_.ScoresToProbs(scores, w, kvBlock, rows, row0, r0, &bias);
     } else {
         softmax_.ScoresToProbs(scores, w, kvBlock, rows, row0, r0);

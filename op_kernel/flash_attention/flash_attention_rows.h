@@ -37,12 +37,15 @@ __aicore__ inline uint32_t Align32Bytes(uint32_t bytes) { return (bytes + 31) / 
 
 using attn_rows::WaitForPipe;
 
-// ScoresToProbs' default: no mask bias.
+// ScoresToProbs' default: no mask bias. A Bias may also leave a per-row term out of the tile:
+// RowShift then names the [rows] fp32 values to subtract from its rows, which the softmax takes
+// into its row max instead of a pass over the tile (FlashAttentionV5's ALiBi, score_mods.h).
 struct NoBias {
     __aicore__ inline void AddBias(const AscendC::LocalTensor<float> &, uint32_t, uint32_t, uint32_t, uint32_t,
                                    uint32_t)
     {
     }
+    __aicore__ inline bool RowShift(AscendC::LocalTensor<float> *) { return false; }
 };
 
 // The online-softmax state of one vector unit's rows and the row-wise operations on its tiles.
@@ -71,8 +74,12 @@ public:
     __aicore__ inline void UseFold(const AscendC::LocalTensor<float> &fold) { fold_ = fold; }
 
     // Starts a row block of a sequence with seqQ queries and seqKv keys: m = -inf, l = 0,
-    // acc = 0 ([rows, D] fp32).
-    __aicore__ inline void Reset(const AscendC::LocalTensor<float> &acc, uint32_t rows, uint32_t seqQ, uint32_t seqKv);
+    // acc = 0 ([rows, D] fp32). sink (FlashAttentionV5's attention sink logit, score_mods.h): the
+    // row state starts as if one key of score `sink` and value 0 had been seen, m = sink, l = 1,
+    // so its exp(sink - m) stays in the denominator and the LSE; a row that then sees no key
+    // ends with O = 0 and LSE = sink.
+    __aicore__ inline void Reset(const AscendC::LocalTensor<float> &acc, uint32_t rows, uint32_t seqQ, uint32_t seqKv,
+                                 float sink = NEG_INF);
     // Starts the softmax of a K/V block: the running row max moves to the other ROW_MAX slot, so
     // every chunk of the block reads the max before the block and writes the new one.
     __aicore__ inline void StartBlock() { maxSlot_ = maxSlot_ == ROW_MAX_A ? ROW_MAX_B : ROW_MAX_A; }
@@ -155,13 +162,14 @@ __aicore__ inline void OnlineSoftmax::Init(AscendC::TPipe *pipe, const FlashAtte
 }
 
 __aicore__ inline void OnlineSoftmax::Reset(const AscendC::LocalTensor<float> &acc, uint32_t rows, uint32_t seqQ,
-                                            uint32_t seqKv)
+                                            uint32_t seqKv, float sink)
 {
     seqQ_ = seqQ;
     seqKv_ = seqKv;
     maxSlot_ = ROW_MAX_A;
-    AscendC::Duplicate(Slot(ROW_MAX_A), NEG_INF, rows);
-    AscendC::Duplicate(Slot(ROW_SUM), 0.0f, rows);
+    // Soft-capped scores are shifted by -softcap (ScoresToProbs), the sink with them.
+    AscendC::Duplicate(Slot(ROW_MAX_A), sink == NEG_INF ? sink : sink - td_->softcap, rows);
+    AscendC::Duplicate(Slot(ROW_SUM), sink == NEG_INF ? 0.0f : 1.0f, rows);  // exp(sink - m) with m = sink
     AscendC::Duplicate(acc, 0.0f, rows * td_->headDim);
 }
 
@@ -180,13 +188,19 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     if (td_->softcap > 0.0f) {
         // FlashAttentionV3: S = softcap * tanh(scale * S / softcap), before any mask (flash-attn's
         // order); brcb_ lends one block of scratch, free until ApplyRows below.
-        attn_rows::SoftCap(scores, brcb_, elems, td_->scaleValue, td_->softcap);
+        // Shifted by -softcap (one pass less): Reset starts a sink shifted alike and Finish adds
+        // softcap back to the LSE.
+        attn_rows::SoftCap(scores, brcb_, elems, td_->scaleValue, td_->softcap, true);
     } else {
         AscendC::Muls(scores, scores, td_->scaleValue, elems);
     }
     MaskScores(scores, n, rows, row0, col0, cols);
+    // shifted: the true scores are scores - rowShift[r] (the bias' per-row term, left out of the tile).
+    AscendC::LocalTensor<float> rowShift;
+    bool shifted = false;
     if (bias != nullptr) {
         bias->AddBias(scores, n, row0, rows, col0, cols);
+        shifted = bias->RowShift(&rowShift);
     }
 
     AscendC::LocalTensor<float> rowMax = Slot(maxSlot_ == ROW_MAX_A ? ROW_MAX_B : ROW_MAX_A, stateRow);
@@ -197,15 +211,25 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     AscendC::LocalTensor<float> alpha = Slot(ALPHA_A + kvBlock % 2, stateRow);
 
     ReduceTile<attn_rows::Reduce::MAX>(blockMax, scores, rows, n);
+    if (shifted) {
+        AscendC::Sub(blockMax, blockMax, rowShift, rows);  // rowmax of the true scores
+    }
     AscendC::Max(newMax, rowMax, blockMax, rows);    // m_new = max(m_old, rowmax(S))
     attn_rows::MaxsOnArch(newMax, newMax, MAX_FLOOR, rows, brcb_);  // finite even for a row that sees no key yet
     AscendC::Sub(alpha, rowMax, newMax, rows);
     AscendC::Exp(alpha, alpha, rows);                // alpha = exp(m_old - m_new), 0 on the first block
+    // What each row subtracts before Exp: m_new, or m_new + rowShift (blockSum's slot is free until
+    // the row sums below).
+    AscendC::LocalTensor<float> subtrahend = newMax;
+    if (shifted) {
+        AscendC::Add(blockSum, newMax, rowShift, rows);
+        subtrahend = blockSum;
+    }
     if (attn_rows::HAS_BRCB && wholeRows_ && n % FP32_PER_REPEAT == 0 && rows < n / FP32_PER_REPEAT) {
-        attn_rows::BroadcastRows(brcb_, newMax, rows);
+        attn_rows::BroadcastRows(brcb_, subtrahend, rows);
         attn_rows::ApplyRowsByRow<attn_rows::Op::SUB>(scores, brcb_, rows, n, n);  // fewer instructions here
     } else {
-        ApplyRows<attn_rows::Op::SUB>(scores, newMax, rows, n, n);
+        ApplyRows<attn_rows::Op::SUB>(scores, subtrahend, rows, n, n);
     }
     AscendC::Exp(scores, scores, elems);             // P = exp(S - m_new), masked entries -> 0
     ReduceTile<attn_rows::Reduce::SUM>(blockSum, scores, rows, n);
@@ -229,6 +253,9 @@ __aicore__ inline void OnlineSoftmax::Finish(const AscendC::LocalTensor<float> &
     AscendC::LocalTensor<float> rowSum = Slot(ROW_SUM);
     AscendC::Ln(lse, rowSum, rows);
     AscendC::Add(lse, lse, Slot(maxSlot_), rows);    // LSE = m + ln(l): -inf where l = 0
+    if (td_->softcap > 0.0f) {
+        AscendC::Adds(lse, lse, td_->softcap, rows);  // the capped scores' shift (ScoresToProbs)
+    }
     // A row that saw a key has l >= 1 (its max term is exp(0)); one that saw none has l = 0 and
     // acc = 0, so O = 0 / FLT_MIN = 0.
     attn_rows::MaxsOnArch(rowSum, rowSum, SUM_FLOOR, rows, brcb_);

@@ -172,7 +172,12 @@ COUPLED_OPS = {"FlashAttention": "flash_attention", "FlashAttentionV2": "flash_a
                "FlashAttentionV3": "flash_attention_v3", "AttentionLseMerge": "attention_lse_merge"}
 # Registered for the coupled chips too, whose tiling refuses what they lack, naming it: V4 is
 # reached only with precision="high_performance" (inner_precise=1), which A2/A3 alone serve.
-COUPLED_REFUSED = {"FlashAttentionV4": "inner_precise=1 (high-performance precision) is supported on Atlas A2/A3"}
+# V5 is reached only with a score modifier (ALiBi, sinks, a float mask), which the Python layer
+# refuses before any device work (the TilingFunc's policy refuses direct aclnn callers the same way).
+COUPLED_REFUSED = {"FlashAttentionV4": ("AclError", "inner_precise=1 (high-performance precision) is supported on "
+                                                    "Atlas A2/A3"),
+                   "FlashAttentionV5": ("InvalidArgumentError", "alibi_slopes and sinks and a float attn_mask: "
+                                                                "supported on Atlas A2/A3")}
 
 OPS_SCRIPT = """
 import json, sys
@@ -211,6 +216,12 @@ def high_performance(s):
     s.flash_attention(q, k, v, precision="high_performance")
 
 
+def score_mods(s):
+    q, k, v = fa._inputs("BNSD", 1, 2, 2, 64, 64, 64, fa.F16)
+    s.flash_attention(q, k, v, alibi_slopes=np.ones(2, np.float32), sinks=np.zeros(2, np.float32),
+                      attn_mask=np.zeros((64, 64), np.float16))
+
+
 def merge_f16(s):
     parts = merge._partials((2, 3, 37, 64), merge.F16, merge.F16, seed=5)
     out, lse = lse_merge.merge_partials(*parts, out_dtype=merge.F16, session=s)
@@ -221,7 +232,8 @@ results = {{}}
 with acl_fa.Session(backend="sim") as s:
     soc = s.soc_name()
     for op, run in (("FlashAttention", forward), ("FlashAttentionV2", band), ("FlashAttentionV3", softcap),
-                    ("AttentionLseMerge", merge_f16), ("FlashAttentionV4", high_performance)):
+                    ("AttentionLseMerge", merge_f16), ("FlashAttentionV4", high_performance),
+                    ("FlashAttentionV5", score_mods)):
         try:
             run(s)
             verdict = "ok"
@@ -257,8 +269,9 @@ def test_each_registered_op_runs_on_each_coupled_chip(op_runs, op, soc):
 @pytest.mark.parametrize("op", list(COUPLED_REFUSED))
 def test_each_refusing_op_names_what_the_coupled_chip_lacks(op_runs, op, soc):
     result = op_runs(soc)["results"][op]
-    assert result["verdict"].startswith("raised AclError"), result["verdict"]
-    assert COUPLED_REFUSED[op] in result["verdict"] and "has coupled AI Cores" in result["verdict"], result
+    error, words = COUPLED_REFUSED[op]
+    assert result["verdict"].startswith(f"raised {error}"), result["verdict"]
+    assert words in result["verdict"] and "has coupled AI Cores" in result["verdict"], result
 
 
 def test_the_coupled_op_list_is_the_registered_one():

@@ -66,6 +66,7 @@ typedef struct {
     uint32_t hasDropoutMask;
     uint64_t seed, offset;
     uint32_t innerPrecise, reservedTail;
+    uint32_t hasAlibi, hasSinks, hasBias, biasB, biasN, biasQ, biasRows, reservedMods;
 } FlashAttentionTilingData;
 """)
 PROBE = Path(os.environ.get("ACL_FA_PROBE_LIB", sim_library_dir() / "libophost_probe.so"))

@@ -6,10 +6,12 @@ S = softcap * tanh(scale * Q K^T / softcap) before the mask and the softmax, as 
   dtype (scores, capped scores and probabilities rounded to it), over dtypes, causal, windows,
   masks, GQA/MQA, layouts, tails and caps from heavy (1) to light (50); on the coupled chips too;
 - softcap = 0 is the plain call: the same op and the same bytes;
-- bad softcap refused before any device work; decode refuses softcap > 0 naming it (the backward
-  has it: tests/ops/flash_attention_grad/test_flash_attention_backward_score_mods.py); direct aclnn callers are refused by the TilingFunc;
-- the counted work: the same cube MACs and GM bytes as the plain call, and exactly four more
-  vector passes over each score tile (Exp, Adds, Div, Adds) plus its 8-element constant.
+- bad softcap refused before any device work (the backward has it:
+  tests/ops/flash_attention_grad/test_flash_attention_backward_score_mods.py); direct aclnn callers are
+  refused by the TilingFunc;
+- the counted work: the same cube MACs and GM bytes as the plain call, and exactly three more
+  vector passes over each score tile (Exp, Adds, Div) plus its 8-element constant and the LSE's
+  shift back by softcap (one element per row).
 """
 from __future__ import annotations
 
@@ -242,9 +244,10 @@ def test_the_tiling_refuses_a_bad_softcap_from_direct_aclnn_callers(session):
 
 def _softcap_extra_vector_elems(plan) -> int:
     """Vector elements SoftCap adds to the plain scaling (tests/kernel_model.py's launch): per
-    score tile of rows x its width (the columns QK wrote, rounded up to 16), four passes (Exp,
-    Adds, Div, Adds) and the 8-float constant. The plans below keep one tile per block
-    (chunkRows = subBlockM)."""
+    score tile of rows x its width (the columns QK wrote, rounded up to 16), three passes (Exp,
+    Adds, Div: the scores are left shifted by -softcap, a constant the softmax ignores) and the
+    8-float constant, and per row the LSE's + softcap once per item. The plans below keep one tile
+    per block (chunkRows = subBlockM)."""
     extra = 0
     n = plan.block_n
     for core in range(plan.used_core_num):
@@ -254,7 +257,7 @@ def _softcap_extra_vector_elems(plan) -> int:
             for sub in (0, 1):
                 rows = aiv_rows(plan, item, sub)[1]
                 if rows:
-                    extra += sum(4 * rows * w + 8 for w in widths)
+                    extra += sum(3 * rows * w + 8 for w in widths) + rows
     return extra
 
 
