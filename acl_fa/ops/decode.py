@@ -52,7 +52,7 @@ from ..runtime.session import DeviceSession
 from ..plan import forward as planmod
 
 __all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "flash_attention_with_kvcache", "decode_plan_check",
-           "write_kv_cache", "contiguous_call", "runner_for"]
+           "write_kv_cache", "contiguous_call", "runner_for", "seqlens_array", "int_array"]
 
 SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 MAX_HEAD_DIM = 256
@@ -159,7 +159,7 @@ def _meta(name: str, x):
     return a.shape, a.dtype
 
 
-def _seqlens_arg(cache_seqlens, batch: int) -> np.ndarray:
+def seqlens_array(cache_seqlens, batch: int) -> np.ndarray:
     """cache_seqlens (one integer for every sequence, or an integer array [B]) as int32 [B];
     a value beyond int32 is refused naming cache_seqlens (not numpy's OverflowError)."""
     if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
@@ -167,13 +167,13 @@ def _seqlens_arg(cache_seqlens, batch: int) -> np.ndarray:
         if not _INT32.min <= value <= _INT32.max:
             raise InvalidArgumentError(f"cache_seqlens={value} must fit int32 ({_INT32.min} .. {_INT32.max})")
         cache_seqlens = np.full((batch,), value, np.int32)
-    return _host_ints("cache_seqlens", cache_seqlens, (batch,))
+    return int_array("cache_seqlens", cache_seqlens, (batch,))
 
 
 _INT32 = np.iinfo(np.int32)
 
 
-def _host_ints(name: str, x, shape: tuple) -> np.ndarray:
+def int_array(name: str, x, shape: tuple) -> np.ndarray:
     """An int32 host copy of an integer array argument of `shape` (a DeviceArray is read back)."""
     if isinstance(x, DeviceArray):
         x = x.numpy()
@@ -188,7 +188,8 @@ def _host_ints(name: str, x, shape: tuple) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _validated(q_meta, cache_metas, table_shape, new_metas, options) -> DecodeProblem:
+def _validated(q_meta, cache_metas, table_shape, new_metas, options, indexed: bool = False) -> DecodeProblem:
+    """indexed: cache_batch_idx is given (a contiguous cache's batch may then differ from q's)."""
     (q_shape, q_dtype) = q_meta
     (k_shape, k_dtype), (v_shape, v_dtype) = cache_metas
     scale, pre, nxt, num_splits = options
@@ -220,6 +221,10 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options) -> DecodePr
             f"query heads per kv head x query tokens = {heads // kv_heads} x {seq_q} exceeds {MAX_ROWS}: "
             f"decode Sq tokens at a time with (N / Nkv) * Sq <= {MAX_ROWS}")
     paged = table_shape is not None
+    if paged and indexed:
+        raise InvalidArgumentError(
+            "cache_batch_idx indexes a contiguous cache's batch; with a paged cache the block_table already names "
+            "each sequence's blocks (flash-attn refuses the pair too)")
     if paged:
         if len(table_shape) != 2 or table_shape[0] != batch or table_shape[1] < 1:
             raise InvalidArgumentError(f"block_table must be [B={batch}, max_blocks_per_seq >= 1], got {table_shape}")
@@ -228,7 +233,7 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options) -> DecodePr
                 f"block_size (k_cache dim 1) must be a multiple of {BLOCK_SIZE_MULTIPLE}, got {block_size}")
         max_blocks = table_shape[1]
     else:
-        if blocks != batch:
+        if blocks != batch and not indexed:
             raise InvalidArgumentError(
                 f"a contiguous k_cache must be [B={batch}, S_max, Nkv, D], got {k_shape} (pass block_table for a "
                 "paged cache)")
@@ -252,6 +257,22 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options) -> DecodePr
             f"got {num_splits}")
     return DecodeProblem(batch, seq_q, heads, kv_heads, d, q_dtype, blocks, block_size, max_blocks, paged, scale,
                          pre, nxt, int(num_splits))
+
+
+def _cache_rows(p: DecodeProblem, cache_batch_idx, *, appending: bool) -> np.ndarray:
+    """cache_batch_idx as int32 [B]: each in [0, B_cache), distinct when k/v are appended."""
+    rows = int_array("cache_batch_idx", cache_batch_idx, (p.batch,))
+    bad = (rows < 0) | (rows >= p.num_blocks)
+    if bad.any():
+        b = int(np.argmax(bad))
+        raise InvalidArgumentError(
+            f"cache_batch_idx[{b}] = {int(rows[b])} is out of range: k_cache holds {p.num_blocks} sequences")
+    if appending and len(np.unique(rows)) != len(rows):
+        values, counts = np.unique(rows, return_counts=True)
+        raise InvalidArgumentError(
+            f"cache_batch_idx names cache row {int(values[counts > 1][0])} twice while k/v are appended: two "
+            "sequences would write the same cache slots")
+    return rows
 
 
 def _check_lengths(p: DecodeProblem, seqlens: np.ndarray, s_new: int, table: Optional[np.ndarray]):
@@ -290,9 +311,16 @@ def runner_for(session: DeviceSession) -> OpRunner:
 
 def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=None, k=None, v=None,
                                  causal=True, window=None, scale=None, num_splits=0, return_lse=False,
-                                 backend=None, device=None, session=None, softcap=0.0):
+                                 backend=None, device=None, session=None, softcap=0.0, cache_batch_idx=None):
     """Attention of q against a KV cache (see the module docstring). softcap > 0 is refused
-    (soft-capping is in the forward only, not yet in decode)."""
+    (soft-capping is in the forward only, not yet in decode).
+
+    cache_batch_idx (int [B], contiguous caches only): sequence b uses row cache_batch_idx[b] of
+    k_cache / v_cache [B_cache, S_max, Nkv, D] (B_cache may differ from B), as flash-attn's. It is
+    the kernel's own addressing: a contiguous cache is the paged one with one S_max-key block per
+    row, so the index becomes the sequence's block-table entry (no copy). Each index must be in
+    [0, B_cache); with k/v appended the indices must also be distinct (two sequences appending
+    into one row would race; flash-attn leaves that result undefined)."""
     refuse_softcap(softcap, "flash_attention_with_kvcache")
     if (k is None) != (v is None):
         raise InvalidArgumentError("k and v must be given together (new keys and values to append)")
@@ -309,10 +337,15 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     cache_metas = (_meta("k_cache", k_cache), _meta("v_cache", v_cache))
     table_shape = None if block_table is None else _meta("block_table", block_table)[0]
     new_metas = None if k is None else (_meta("k", k), _meta("v", v))
-    problem = _validated(q_meta, cache_metas, table_shape, new_metas, (scale, pre, nxt, int(num_splits)))
-    seqlens = _seqlens_arg(cache_seqlens, problem.batch)
-    table = (_host_ints("block_table", block_table, (problem.batch, problem.max_blocks)) if problem.paged
-             else np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1))
+    problem = _validated(q_meta, cache_metas, table_shape, new_metas, (scale, pre, nxt, int(num_splits)),
+                         cache_batch_idx is not None)
+    seqlens = seqlens_array(cache_seqlens, problem.batch)
+    if problem.paged:
+        table = int_array("block_table", block_table, (problem.batch, problem.max_blocks))
+    elif cache_batch_idx is not None:
+        table = _cache_rows(problem, cache_batch_idx, appending=k is not None).reshape(problem.batch, 1)
+    else:
+        table = np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1)
     s_new = 0 if k is None else new_metas[0][0][1]
     _check_lengths(problem, seqlens, s_new, table if problem.paged else None)
     if session is None:
@@ -372,8 +405,8 @@ def write_kv_cache(k_cache: DeviceArray, v_cache: DeviceArray, k, v, *, cache_se
     table_shape = None if block_table is None else _meta("block_table", block_table)[0]
     problem = _validated(q_meta, (_meta("k_cache", k_cache), _meta("v_cache", v_cache)), table_shape, new_metas,
                          (None, UNBOUNDED, 0, 0))
-    seqlens = _seqlens_arg(cache_seqlens, problem.batch)
-    table = (_host_ints("block_table", block_table, (problem.batch, problem.max_blocks)) if problem.paged
+    seqlens = seqlens_array(cache_seqlens, problem.batch)
+    table = (int_array("block_table", block_table, (problem.batch, problem.max_blocks)) if problem.paged
              else np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1))
     _check_lengths(problem, seqlens, k_shape[1], table if problem.paged else None)
     for name, array in (("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
