@@ -58,7 +58,6 @@ SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 MAX_HEAD_DIM = 256
 HEAD_DIM_MULTIPLE = 16
 BLOCK_SIZE_MULTIPLE = 16
-MAX_ROWS = 255          # query heads per kv head x Sq: the kernel's matmul M (decode_tiling_policy.h)
 MAX_SPLITS = 2**31 - 1  # num_splits: an int64 attribute the tiling refuses beyond int32
 
 
@@ -216,10 +215,6 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options, indexed: bo
         raise InvalidArgumentError(f"head dim D={d} must be a multiple of {HEAD_DIM_MULTIPLE} and <= {MAX_HEAD_DIM}")
     if heads % kv_heads:
         raise InvalidArgumentError(f"query heads {heads} must be a multiple of key/value heads {kv_heads}")
-    if heads // kv_heads * seq_q > MAX_ROWS:
-        raise InvalidArgumentError(
-            f"query heads per kv head x query tokens = {heads // kv_heads} x {seq_q} exceeds {MAX_ROWS}: "
-            f"decode Sq tokens at a time with (N / Nkv) * Sq <= {MAX_ROWS}")
     paged = table_shape is not None
     if paged and indexed:
         raise InvalidArgumentError(

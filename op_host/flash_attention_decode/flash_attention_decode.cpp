@@ -165,6 +165,9 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     td->nextTokens = ClampToInt32(*nextTokens);
     td->scaleValue = *scale;
     td->rows = plan.rows;
+    td->rowGroupHeads = plan.rowGroupHeads;
+    td->rowGroupTokens = plan.rowGroupTokens;
+    td->rowGroups = plan.rowGroups;
     td->blockN = plan.blockN;
     td->chunksPerBlock = plan.chunksPerBlock;
     td->splitKv = plan.splitKv;

@@ -53,9 +53,10 @@ struct KeyRange {
     uint32_t units = 0;      // chunks from there to the last visible key
 };
 
-// One group (b, kv head) while walking all groups in order: its units and which parts own them.
+// One group (b, kv head, row group) while walking all groups in order: its units and which parts
+// own them.
 struct GroupSpan {
-    uint32_t b = 0, h = 0, group = 0;
+    uint32_t b = 0, h = 0, rg = 0, group = 0;
     KeyRange keys;
     uint64_t unitStart = 0;  // first unit of the group in the global order
     uint32_t firstPart = 0, lastPart = 0;  // equal-ranges schedule: the parts holding its units
@@ -87,7 +88,8 @@ private:
 
     __aicore__ inline void PlaceGroup(GroupSpan *span) const;
     __aicore__ inline void RunPiece(const GroupSpan &span, uint32_t piece, uint32_t unitBegin, uint32_t unitEnd);
-    __aicore__ inline void PackQuery(uint32_t b, uint32_t h);
+    __aicore__ inline void RowGroupStart(const GroupSpan &span, uint32_t *head0, uint32_t *token0) const;
+    __aicore__ inline void PackQuery(const GroupSpan &span);
     __aicore__ inline void ChunkOf(uint32_t b, uint32_t h, uint32_t seqLen, uint32_t unit, uint64_t *kvOffset,
                                    uint32_t *key0, uint32_t *cols);
     __aicore__ inline void IssueScores(uint32_t slot, uint64_t kvOffset, uint32_t cols);
@@ -98,7 +100,7 @@ private:
     __aicore__ inline void IssueValues(uint32_t slot, uint64_t kvOffset, uint32_t cols);
     __aicore__ inline void AccumulateValues(uint32_t slot);
     __aicore__ inline void FinishRows(AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &lse);
-    __aicore__ inline void WriteOutput(uint32_t b, uint32_t h, AscendC::LocalTensor<float> &lse);
+    __aicore__ inline void WriteOutput(const GroupSpan &span, AscendC::LocalTensor<float> &lse);
     __aicore__ inline void WritePartial(uint32_t slot, AscendC::LocalTensor<float> &lse);
     __aicore__ inline void Combine(const GroupSpan &span);
 
@@ -127,6 +129,7 @@ private:
     uint64_t totalUnits_ = 0;          // units of all groups
     uint32_t kvRowStride_ = 0;         // elements between consecutive keys of one kv head: Nkv * D
     uint32_t statStride_ = 0;          // elements between StatSlot vectors
+    uint32_t token0_ = 0;              // the running piece's first query token (its row group's)
 };
 
 template <typename T>
@@ -246,7 +249,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::PlaceGroup(GroupSpan *span
     span->pieces = sparse ? n : span->lastPart - span->firstPart + 1;
 }
 
-// Advances `span` to the next group (b, h), in order g = b * Nkv + h.
+// Advances `span` to the next group (b, h, rg), in order g = (b * Nkv + h) * rowGroups + rg.
 template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::NextGroup(GroupSpan *span)
 {
@@ -255,11 +258,24 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::NextGroup(GroupSpan *span)
     if (span->pieces >= 2) {
         span->slotBase += span->pieces;
     }
-    if (++span->h == td_->numKvHeads) {
-        span->h = 0;
-        ++span->b;
+    if (++span->rg == td_->rowGroups) {
+        span->rg = 0;
+        if (++span->h == td_->numKvHeads) {
+            span->h = 0;
+            ++span->b;
+        }
     }
     ++span->group;
+}
+
+// The first query head and token of the span's row group (flash_attention_decode_tiling.h).
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::RowGroupStart(const GroupSpan &span, uint32_t *head0,
+                                                                    uint32_t *token0) const
+{
+    const uint32_t tokenGroups = td_->seqQ / td_->rowGroupTokens;
+    *head0 = span.h * td_->groupSize + (span.rg / tokenGroups) * td_->rowGroupHeads;
+    *token0 = (span.rg % tokenGroups) * td_->rowGroupTokens;
 }
 
 template <typename T>
@@ -268,13 +284,13 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Process()
     // Pass 1: all units.
     totalUnits_ = 0;
     for (uint32_t b = 0; b < td_->batch; ++b) {
-        totalUnits_ += static_cast<uint64_t>(KeysOf(b).units) * td_->numKvHeads;
+        totalUnits_ += static_cast<uint64_t>(KeysOf(b).units) * td_->numKvHeads * td_->rowGroups;
     }
-    const uint32_t numGroups = td_->batch * td_->numKvHeads;
+    const uint32_t numGroups = td_->batch * td_->numKvHeads * td_->rowGroups;
     // Pass 2: the pieces this AIV owns. A group without keys is one empty piece (output 0, LSE -inf).
     GroupSpan span;
     for (uint32_t g = 0; g < numGroups; ++g) {
-        if (span.h == 0) {
+        if (span.h == 0 && span.rg == 0) {
             span.keys = KeysOf(span.b);
         }
         PlaceGroup(&span);
@@ -310,7 +326,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Process()
     AscendC::SyncAll();  // every partial of every group is in GM
     GroupSpan merge;
     for (uint32_t g = 0; g < numGroups; ++g) {
-        if (merge.h == 0) {
+        if (merge.h == 0 && merge.rg == 0) {
             merge.keys = KeysOf(merge.b);
         }
         PlaceGroup(&merge);
@@ -328,7 +344,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
                                                                uint32_t unitBegin, uint32_t unitEnd)
 {
     const uint32_t m = td_->rows;
-    PackQuery(span.b, span.h);
+    PackQuery(span);
 
     AscendC::LocalTensor<float> rowMax = stat_[ROW_MAX_A * statStride_];
     AscendC::LocalTensor<float> newMax = stat_[ROW_MAX_B * statStride_];
@@ -378,29 +394,32 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
     FinishRows(rowMax, lse);
     if (span.pieces == 1) {
-        WriteOutput(span.b, span.h, lse);
+        WriteOutput(span, lse);
     } else {
         WritePartial(span.slotBase + piece, lse);
     }
 }
 
-// The group's query rows r = gq * Sq + s (query head h * groupSize + gq, token s) into qPackGm_.
+// The row group's query rows r = gq * ts + sl (query head head0 + gq, token token0 + sl, ts =
+// rowGroupTokens) into qPackGm_.
 template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(uint32_t b, uint32_t h)
+__aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(const GroupSpan &span)
 {
-    const uint32_t d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads;
+    const uint32_t d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads, ts = td_->rowGroupTokens;
+    uint32_t head0 = 0;
+    RowGroupStart(span, &head0, &token0_);
     AscendC::LocalTensor<T> rows = outQue_.AllocTensor<T>();
-    // Query [B, Sq, N, D]: one head's Sq tokens are N * D elements apart.
-    const AscendC::DataCopyExtParams params{static_cast<uint16_t>(sq), static_cast<uint32_t>(d * sizeof(T)),
+    // Query [B, Sq, N, D]: one head's tokens are N * D elements apart.
+    const AscendC::DataCopyExtParams params{static_cast<uint16_t>(ts), static_cast<uint32_t>(d * sizeof(T)),
                                             static_cast<uint32_t>((heads - 1) * d * sizeof(T)), 0, 0};
     const AscendC::DataCopyPadExtParams<T> noPad{false, 0, 0, static_cast<T>(0)};
-    const uint64_t first = (static_cast<uint64_t>(b) * sq * heads + h * td_->groupSize) * d;
-    if (sq == 1) {  // the group's heads are adjacent in q: one copy (each copy pays the MTE2 latency)
+    const uint64_t first = ((static_cast<uint64_t>(span.b) * sq + token0_) * heads + head0) * d;
+    if (ts == 1) {  // the row group's heads are adjacent in q: one copy (each copy pays the MTE2 latency)
         const AscendC::DataCopyExtParams run{1, static_cast<uint32_t>(td_->rows * d * sizeof(T)), 0, 0, 0};
         AscendC::DataCopyPad(rows, queryGm_[first], run, noPad);
     } else {
-        for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
-            AscendC::DataCopyPad(rows[gq * sq * d], queryGm_[first + gq * d], params, noPad);
+        for (uint32_t gq = 0; gq < td_->rowGroupHeads; ++gq) {
+            AscendC::DataCopyPad(rows[gq * ts * d], queryGm_[first + gq * d], params, noPad);
         }
     }
     WaitForPipe<AscendC::HardEvent::MTE2_MTE3>();
@@ -483,8 +502,10 @@ template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::MaskScores(AscendC::LocalTensor<float> &scores,
                                                                  uint32_t seqLen, uint32_t key0, uint32_t cols)
 {
-    // Row r (token s = r % Sq) sees keys j with s + diag - preTokens <= j <= s + diag + nextTokens,
-    // diag = L - Sq (bottom-right aligned). In chunk columns c = j - key0, of which [0, cols) exist.
+    // Row r (token s = token0 + r % rowGroupTokens) sees keys j with s + diag - preTokens <= j <=
+    // s + diag + nextTokens, diag = L - Sq (bottom-right aligned). In chunk columns c = j - key0, of
+    // which [0, cols) exist. The no-mask test below uses tokens 0 and Sq - 1: every row group's
+    // tokens lie between them.
     const uint32_t n = td_->blockN, sq = td_->seqQ;
     const int64_t diag = attn_band::Diagonal(sq, seqLen);
     const int64_t pre = td_->preTokens, next = td_->nextTokens;
@@ -494,7 +515,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::MaskScores(AscendC::LocalT
         return;  // every row sees the whole chunk: no mask work
     }
     for (uint32_t r = 0; r < td_->rows; ++r) {
-        const int64_t s = r % sq;
+        const int64_t s = token0_ + r % td_->rowGroupTokens;
         const uint32_t low = static_cast<uint32_t>(Clamp(attn_band::KeyBegin(s, diag, pre) - key0, 0, n));
         uint32_t high = static_cast<uint32_t>(Clamp(attn_band::KeyEnd(s, diag, next) - key0, 0, cols));
         if (high < low) {
@@ -548,33 +569,36 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::FinishRows(AscendC::LocalT
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::WriteOutput(uint32_t b, uint32_t h,
+__aicore__ inline void FlashAttentionDecodeKernel<T>::WriteOutput(const GroupSpan &span,
                                                                   AscendC::LocalTensor<float> &lse)
 {
-    const uint32_t m = td_->rows, d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads;
+    const uint32_t m = td_->rows, d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads, ts = td_->rowGroupTokens;
+    uint32_t head0 = 0, token0 = 0;
+    RowGroupStart(span, &head0, &token0);
     AscendC::LocalTensor<T> out = outQue_.AllocTensor<T>();
     AscendC::Cast(out, acc_, AscendC::RoundMode::CAST_RINT, m * d);
     outQue_.EnQue(out);
     out = outQue_.DeQue<T>();
-    // attention_out [B, Sq, N, D]: rows gq * Sq + s go to (b, s, h * groupSize + gq).
-    const AscendC::DataCopyExtParams params{static_cast<uint16_t>(sq), static_cast<uint32_t>(d * sizeof(T)), 0,
+    // attention_out [B, Sq, N, D]: rows gq * ts + sl go to (b, token0 + sl, head0 + gq).
+    const AscendC::DataCopyExtParams params{static_cast<uint16_t>(ts), static_cast<uint32_t>(d * sizeof(T)), 0,
                                             static_cast<uint32_t>((heads - 1) * d * sizeof(T)), 0};
-    const uint64_t first = (static_cast<uint64_t>(b) * sq * heads + h * td_->groupSize) * d;
-    if (sq == 1) {  // the group's heads are adjacent in attention_out: one copy
+    const uint64_t first = ((static_cast<uint64_t>(span.b) * sq + token0) * heads + head0) * d;
+    if (ts == 1) {  // the row group's heads are adjacent in attention_out: one copy
         const AscendC::DataCopyExtParams run{1, static_cast<uint32_t>(m * d * sizeof(T)), 0, 0, 0};
         AscendC::DataCopyPad(outGm_[first], out, run);
     } else {
-        for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
-            AscendC::DataCopyPad(outGm_[first + gq * d], out[gq * sq * d], params);
+        for (uint32_t gq = 0; gq < td_->rowGroupHeads; ++gq) {
+            AscendC::DataCopyPad(outGm_[first + gq * d], out[gq * ts * d], params);
         }
     }
     outQue_.FreeTensor(out);
 
-    // softmax_lse [B, N, Sq]: the group's rows are contiguous there in the same order.
+    // softmax_lse [B, N, Sq]: the row group's rows are contiguous there in the same order (its
+    // heads hold all Sq tokens, or it is one head's tokens token0 .. token0 + ts).
     lseQue_.EnQue(lse);
     lse = lseQue_.DeQue<float>();
     const AscendC::DataCopyExtParams lseParams{1, static_cast<uint32_t>(m * sizeof(float)), 0, 0, 0};
-    AscendC::DataCopyPad(lseGm_[(static_cast<uint64_t>(b) * heads + h * td_->groupSize) * sq], lse, lseParams);
+    AscendC::DataCopyPad(lseGm_[(static_cast<uint64_t>(span.b) * heads + head0) * sq + token0], lse, lseParams);
     lseQue_.FreeTensor(lse);
 }
 
@@ -655,7 +679,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &s
     AscendC::Maxs(safeSum, weightSum, FLT_MIN, m);
     attn_rows::BroadcastRows(brcb_, safeSum, m);
     attn_rows::ApplyRows<attn_rows::Op::DIV>(acc_, brcb_, m, d, d);
-    WriteOutput(span.b, span.h, lse);
+    WriteOutput(span, lse);
 }
 
 }  // namespace flash_attn_decode

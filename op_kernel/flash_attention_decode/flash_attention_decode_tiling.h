@@ -8,10 +8,14 @@
 // with blockSize = Smax and block_table[b] = {b}. Outputs attention_out [B, Sq, N, D] and
 // softmax_lse [B, N, Sq] fp32.
 //
-// Groups are (b, kv head h) pairs, g = b * Nkv + h. A group's query rows are the groupSize
-// query heads of kv head h times the Sq tokens, ordered r = gq * Sq + s (gq = query head
-// within the group): the M dimension of every matmul (GQA packing), so the group's K/V is
-// read once per step, not once per query head.
+// Groups are (b, kv head h, row group rg) triples, g = (b * Nkv + h) * rowGroups + rg. A kv
+// head's query rows are its groupSize query heads times the Sq tokens; a row group holds
+// rowGroupHeads of those heads (from hg * rowGroupHeads, hg = rg / tokenGroups) times
+// rowGroupTokens tokens (from tg * rowGroupTokens, tg = rg % tokenGroups, tokenGroups = Sq /
+// rowGroupTokens), ordered r = gq * rowGroupTokens + sl (gq = head within the row group, sl =
+// token within it): the M dimension of every matmul (GQA packing), so the group's K/V is read
+// once per step and row group, not once per query head. rowGroups = 1 (the whole kv head)
+// whenever groupSize * Sq <= 255 rows.
 //
 // Work: the keys a group can see, [lo, hi) (hi = min(L, L + nextTokens), lo = max(0, L - Sq -
 // preTokens) with L = actual_seq_lengths_kv[b]), are cut into units: key chunks of at most
@@ -98,4 +102,8 @@ struct FlashAttentionDecodeTilingData {
     // ---- matmul tilings ----
     TCubeTiling qkTiling;      // S = Q.K^T: M = rows, N = blockN, K = headDim; B transposed
     TCubeTiling pvTiling;      // O = P.V:   M = rows, N = headDim, K = blockN
+    // ---- row groups (more than 255 query rows per kv head) ----
+    uint32_t rowGroupHeads;    // query heads per row group (divides groupSize)
+    uint32_t rowGroupTokens;   // query tokens per row group (divides seqQ; < seqQ only with 1 head)
+    uint32_t rowGroups;        // row groups per kv head; rows = rowGroupHeads * rowGroupTokens
 };

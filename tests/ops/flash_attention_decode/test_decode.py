@@ -70,6 +70,12 @@ CASES = [
     ("splits_2_mixed_paged", 4, 1, 8, 2, 64, [1, 17, 4096, 700], 128, F16, True, None, 2, 0),
     ("splits_5_bf16_contiguous", 3, 1, 8, 1, 128, [3000, 0, 129], None, BF16, True, None, 5, 0),
     ("splits_1000_clamped", 2, 2, 4, 2, 64, [2048, 300], 64, F16, True, (500, -1), 1000, 2),
+    # more than 255 query rows per kv head (speculative decoding), cut into row groups: whole heads
+    # (GQA 8 x 40: 2 heads x 40 tokens), one head's tokens (GQA 8 x 64; 4 x 100 with D 128: 50 of
+    # a head's 100 tokens), with appends, windows and explicit splits
+    ("rows_gqa8x40_heads", 2, 40, 16, 2, 64, [300, 77], None, F16, True, None, 0, 0),
+    ("rows_gqa8x64_spec", 2, 64, 16, 2, 64, [600, 130], 128, F16, True, None, 0, 8),
+    ("rows_gqa4x100_tokens_bf16", 2, 100, 8, 2, 128, [300, 450], 64, BF16, True, (200, -1), 3, 0),
 ]
 
 
