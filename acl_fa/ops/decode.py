@@ -44,14 +44,17 @@ import numpy as np
 from . import opcall
 from ..spec.problem import resolve_scale
 from ..spec.band import UNBOUNDED, window_band
-from ..spec.options import refuse_softcap
+from ..spec.options import softcap_value
+from ..spec.score_mods import alibi_slopes_value, sinks_value
 from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
+from ..runtime.ffi import ffi
 from ..runtime.session import DeviceSession
 from ..plan import forward as planmod
 
-__all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "flash_attention_with_kvcache", "decode_plan_check",
+__all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "FLASH_ATTENTION_DECODE_V2", "flash_attention_with_kvcache",
+           "decode_plan_check",
            "write_kv_cache", "contiguous_call", "runner_for", "seqlens_array", "int_array"]
 
 SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
@@ -79,6 +82,13 @@ class DecodeProblem:
     pre_tokens: int
     next_tokens: int
     num_splits: int
+    softcap: float = 0.0   # FlashAttentionDecodeV2's score modifiers (docs/decode.md)
+    alibi: bool = False    # alibi_slopes [B, N] fp32 given
+    sinks: bool = False    # sinks [N] fp32 given
+
+    @property
+    def score_mods(self) -> bool:
+        return self.softcap > 0 or self.alibi or self.sinks
 
     @property
     def q_shape(self) -> tuple:
@@ -128,6 +138,39 @@ class FlashAttentionDecodeOp(Op):
 
 
 FLASH_ATTENTION_DECODE = FlashAttentionDecodeOp()
+
+
+class FlashAttentionDecodeV2Op(FlashAttentionDecodeOp):
+    """aclnnFlashAttentionDecodeV2 (acl_fa/cdefs/aclnn_flash_attention_decode_v2.h): V1's arguments,
+    the optional alibi_slopes [B, N] and sinks [N] (fp32) after its inputs and softcap after its
+    attrs; for calls with a score modifier (every other call keeps V1)."""
+
+    name = "flash_attention_decode_v2"
+    inputs = FlashAttentionDecodeOp.inputs + ("alibi", "sinks")
+    workspace_api = "aclnnFlashAttentionDecodeV2GetWorkspaceSize"
+    launch_api = "aclnnFlashAttentionDecodeV2"
+
+    def buffers(self, p: DecodeProblem) -> dict:
+        roles = super().buffers(p)
+        if p.alibi:
+            roles["alibi"] = ((p.batch, p.num_heads), np.dtype(np.float32))
+        if p.sinks:
+            roles["sinks"] = ((p.num_heads,), np.dtype(np.float32))
+        return roles
+
+    def workspace_args(self, p: DecodeProblem, tensors: dict) -> tuple:
+        v1 = super().workspace_args(p, tensors)
+        optional = tuple(tensors[role].handle if role in tensors else ffi.NULL for role in ("alibi", "sinks"))
+        # V1's: 5 inputs, 5 attrs, 2 outputs; V2 puts its inputs after V1's and softcap after the attrs.
+        return v1[:5] + optional + v1[5:10] + (float(p.softcap),) + v1[10:]
+
+
+FLASH_ATTENTION_DECODE_V2 = FlashAttentionDecodeV2Op()
+
+
+def op_for(p: DecodeProblem) -> FlashAttentionDecodeOp:
+    """V2 for a call with a score modifier, else V1 (the entry every other call used before)."""
+    return FLASH_ATTENTION_DECODE_V2 if p.score_mods else FLASH_ATTENTION_DECODE
 
 
 def decode_plan_check(p: DecodeProblem, soc: str):
@@ -306,9 +349,16 @@ def runner_for(session: DeviceSession) -> OpRunner:
 
 def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=None, k=None, v=None,
                                  causal=True, window=None, scale=None, num_splits=0, return_lse=False,
-                                 backend=None, device=None, session=None, softcap=0.0, cache_batch_idx=None):
-    """Attention of q against a KV cache (see the module docstring). softcap > 0 is refused
-    (soft-capping is in the forward only, not yet in decode).
+                                 backend=None, device=None, session=None, softcap=0.0, cache_batch_idx=None,
+                                 alibi_slopes=None, sinks=None):
+    """Attention of q against a KV cache (see the module docstring).
+
+    Score modifiers (docs/attention_options.md "Score modifiers"; FlashAttentionDecodeV2, computed in
+    the kernel): softcap > 0 caps the scaled scores, softcap * tanh(scale * q.k / softcap);
+    alibi_slopes [N] or [B, N] (float32) adds -slope * |s + L - Sq - j| to query token s's score of
+    key j (L the sequence's keys, bottom-right aligned as the causal mask); sinks [N] (float32) is a
+    per-head logit in every row's softmax denominator with no value (a row that sees no key gives 0
+    and LSE = sink).
 
     cache_batch_idx (int [B], contiguous caches only): sequence b uses row cache_batch_idx[b] of
     k_cache / v_cache [B_cache, S_max, Nkv, D] (B_cache may differ from B), as flash-attn's. It is
@@ -316,7 +366,7 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     row, so the index becomes the sequence's block-table entry (no copy). Each index must be in
     [0, B_cache); with k/v appended the indices must also be distinct (two sequences appending
     into one row would race; flash-attn leaves that result undefined)."""
-    refuse_softcap(softcap, "flash_attention_with_kvcache")
+    softcap = softcap_value(softcap)
     if (k is None) != (v is None):
         raise InvalidArgumentError("k and v must be given together (new keys and values to append)")
     # Types before the validated-problem cache: 1, 1.0 and True hash alike.
@@ -334,6 +384,10 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     new_metas = None if k is None else (_meta("k", k), _meta("v", v))
     problem = _validated(q_meta, cache_metas, table_shape, new_metas, (scale, pre, nxt, int(num_splits)),
                          cache_batch_idx is not None)
+    slopes = alibi_slopes_value(alibi_slopes, batch=problem.batch, num_heads=problem.num_heads)
+    logits = sinks_value(sinks, num_heads=problem.num_heads)
+    if softcap or slopes is not None or logits is not None:
+        problem = dataclasses.replace(problem, softcap=softcap, alibi=slopes is not None, sinks=logits is not None)
     seqlens = seqlens_array(cache_seqlens, problem.batch)
     if problem.paged:
         table = int_array("block_table", block_table, (problem.batch, problem.max_blocks))
@@ -346,9 +400,12 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     if session is None:
         session = _session_of(q, k_cache, v_cache, block_table, k, v, cache_seqlens) or default_session(
             backend, device)
-    runner = runner_for(session)
+    op = op_for(problem)
+    runner = opcall.runner_for(session, op)
     inputs = (_host_or_device(q), _host_or_device(k_cache), _host_or_device(v_cache),
               block_table if isinstance(block_table, DeviceArray) else table, seqlens + np.int32(s_new))
+    if op is FLASH_ATTENTION_DECODE_V2:
+        inputs += (slopes, logits)
     bound = runner.bound_inputs(inputs)
     for name, x in (("k", k), ("v", v)):
         if isinstance(x, DeviceArray):

@@ -28,9 +28,10 @@ Signature, defaults and semantics of Dao-AILab/flash-attention ``flash_attn/flas
   cache's upload makes anyway), the new tokens appended there and into the caller's cache.
   DeviceArray caches with a nonzero leftpad are refused (NotImplementedError);
 - softmax_scale (default D ** -0.5), causal (default False: flash-attn's), window_size,
-  num_splits (0 auto, 1, S >= 2), return_softmax_lse -> (out, lse [B, N, Sq] float32).
-  softcap > 0 and alibi_slopes are validated, then refused by the decode op until its V2
-  (issue #30).
+  num_splits (0 auto, 1, S >= 2), return_softmax_lse -> (out, lse [B, N, Sq] float32);
+  softcap > 0 and alibi_slopes [N] / [B, N] (bias -slope * |s + L - Sq - j|, L the sequence's
+  keys: with cache_leftpad, counted from the end as flash-attn does) run on the decode op's
+  FlashAttentionDecodeV2, computed in the kernel.
 
 acl_fa.flash_attention_with_kvcache keeps its own names (window, return_lse, keyword-only k / v,
 causal=True, scale); docs/decode.md puts the two side by side.
@@ -44,7 +45,6 @@ import numpy as np
 from .decode import flash_attention_with_kvcache, int_array, seqlens_array
 from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
-from ..spec.score_mods import alibi_slopes_value
 
 __all__ = ["flash_attn_with_kvcache", "apply_rotary"]
 
@@ -71,10 +71,6 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if not isinstance(return_softmax_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_softmax_lse must be a bool, got {return_softmax_lse!r}")
     local = _is_local(window_size)
-    if alibi_slopes is not None:
-        alibi_slopes_value(alibi_slopes, batch=batch, num_heads=q_shape[2])
-        raise NotImplementedError("ALiBi (alibi_slopes) is not supported by acl-fa's decode op yet "
-                                  "(FlashAttentionDecodeV2, issue #30)")
     paged = block_table is not None
     if cache_seqlens is None:
         if k is not None:
@@ -88,7 +84,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                         per_token=bool(causal) or local)
     options = dict(cache_seqlens=seqlens, block_table=block_table, k=k, v=v, causal=causal,
                    window=window_size, scale=softmax_scale, num_splits=num_splits,
-                   return_lse=bool(return_softmax_lse), softcap=softcap, cache_batch_idx=cache_batch_idx)
+                   return_lse=bool(return_softmax_lse), softcap=softcap, cache_batch_idx=cache_batch_idx,
+                   alibi_slopes=alibi_slopes)
     if cache_leftpad is not None:
         leftpad = _leftpad(cache_leftpad, batch, seqlens, paged=paged)
         if leftpad.any():

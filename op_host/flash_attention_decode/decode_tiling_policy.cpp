@@ -22,7 +22,7 @@ struct Needs {
     uint64_t ub = 0, l1 = 0, l0c = 0;
 };
 
-Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, const ChipLimits &c) {
+Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, bool scoreMods, const ChipLimits &c) {
     const uint64_t stat = AlignUp(m * kFp32, kUbAlign);
     Needs needs;
     needs.lines = {
@@ -36,6 +36,10 @@ Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, const ChipLimi
         {"foldBuf [m,64] fp32", m * 64 * kFp32, c.ubBytes},
         {"brcbBuf [align8(m),8] fp32", AlignUp(m, 8) * 8 * kFp32, c.ubBytes},
     };
+    if (scoreMods) {  // V2's ALiBi / sinks: key ramp, distance and bias rows [3,n], per-row slope and sink [2,m]
+        needs.lines.push_back({"modBuf ramp,dist,bias [3,n] + slope,sink [2,m] fp32", 3 * n * kFp32 + 2 * stat,
+                               c.ubBytes});
+    }
     for (const auto &line : needs.lines) needs.ub += line.bytes;
     // An AIC holds, for each of its 2 AIVs, both matmuls' operands (Q [m,d] + K [n,d];
     // P [m,n] + V [n,d]) and one [m16,n] or [m16,d] fp32 result in L0C.
@@ -124,7 +128,7 @@ std::string Validate(const DecodeProblem &p, const ChipLimits &c) {
 bool ChooseDecodeRowGroups(const DecodeProblem &p, const ChipLimits &c, uint32_t *heads, uint32_t *tokens,
                            uint32_t *count) {
     const uint64_t group = p.numHeads / p.numKvHeads, sq = p.seqQ, d = p.headDim, t = p.dtypeBytes;
-    auto fits = [&](uint64_t m, uint64_t n) { return Fits(DecodeNeeds(m, n, d, t, c), c); };
+    auto fits = [&](uint64_t m, uint64_t n) { return Fits(DecodeNeeds(m, n, d, t, p.scoreMods, c), c); };
     auto take = [&](uint64_t h, uint64_t tk) {
         *heads = static_cast<uint32_t>(h);
         *tokens = static_cast<uint32_t>(tk);
@@ -153,7 +157,7 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     if (!error->empty()) return false;
     uint32_t rgHeads = 0, rgTokens = 0, rowGroups = 0;
     if (!ChooseDecodeRowGroups(p, c, &rgHeads, &rgTokens, &rowGroups)) {
-        const Needs needs = DecodeNeeds(1, kAlign, p.headDim, p.dtypeBytes, c);
+        const Needs needs = DecodeNeeds(1, kAlign, p.headDim, p.dtypeBytes, p.scoreMods, c);
         *error = Format("one query row with head_dim %llu needs %llu B of UB per AIV and %llu B of L1 even with "
                         "16-key chunks; %s has %llu B UB, %llu B L1",
                         static_cast<unsigned long long>(p.headDim), static_cast<unsigned long long>(needs.ub),
@@ -172,7 +176,7 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     uint64_t n = 0;
     double least = 0;
     for (uint64_t cand = cap; cand >= kAlign; cand -= kAlign) {
-        if (!Fits(DecodeNeeds(m, cand, d, t, c), c)) continue;
+        if (!Fits(DecodeNeeds(m, cand, d, t, p.scoreMods, c), c)) continue;
         const double cost = BlockCubeCycles(m, cand, d, t, p.blockSize, costs);
         if (n == 0 || cost < least) {
             n = cand;
@@ -180,7 +184,7 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
         }
     }
     if (n == 0) {
-        const Needs needs = DecodeNeeds(m, kAlign, d, t, c);
+        const Needs needs = DecodeNeeds(m, kAlign, d, t, p.scoreMods, c);
         *error = Format("%llu query rows per kv head with head_dim %llu need %llu B of UB per AIV and %llu B of L1 "
                         "even with 16-key chunks; %s has %llu B UB, %llu B L1",
                         static_cast<unsigned long long>(m), static_cast<unsigned long long>(d),
@@ -203,7 +207,7 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     out.numParts = 2 * c.aicNum;
     // An explicit count: more pieces of one group than AIVs cannot run at once.
     out.splitsPerGroup = p.numSplits >= 2 ? static_cast<uint32_t>(std::min<int64_t>(p.numSplits, out.numParts)) : 0;
-    out.budget = DecodeNeeds(m, n, d, t, c).lines;
+    out.budget = DecodeNeeds(m, n, d, t, p.scoreMods, c).lines;
     out.lseStride = static_cast<uint32_t>(AlignUp(m, 8));
     out.rowGroupHeads = rgHeads;
     out.rowGroupTokens = rgTokens;

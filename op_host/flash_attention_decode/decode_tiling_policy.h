@@ -32,6 +32,7 @@ struct DecodeProblem {
     bool bf16 = false;
     int64_t numSplits = 0;         // 0: auto (cut groups between parts); 1: never cut a group;
                                    // S >= 2: at most S pieces per group (clamped to numParts)
+    bool scoreMods = false;        // FlashAttentionDecodeV2's ALiBi or sinks: the modBuf UB line
 };
 
 struct DecodePlan {

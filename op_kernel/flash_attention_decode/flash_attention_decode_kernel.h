@@ -23,6 +23,12 @@
 //   O = sum_j exp(LSE_j - M) O_j / sum_j exp(LSE_j - M),  LSE = M + ln(sum_j exp(LSE_j - M))
 // with M = max_j LSE_j, in piece order. SyncAll<true> (vector cores only) needs every block of
 // the launch resident: the tiling sets batch schedule mode (docs/decode.md).
+// FlashAttentionDecodeV2's score modifiers (docs/decode.md, "Score modifiers in decode"): softcap
+// replaces S *= scale by S = softcap * tanh(scale * S / softcap); ALiBi then adds
+// -slope[b, head] * |s + L - Sq - j| to each visible score (from the slopes and the indices, no
+// stored bias); a sink logit joins each row's denominator exactly once -- in the finish of a
+// group that is one piece, else in the merge (never in a piece's partial LSE):
+//   M = max(m, sink), l' = l exp(m - M) + exp(sink - M), O = acc exp(m - M) / l', LSE = M + ln l'.
 #pragma once
 
 #include <cfloat>
@@ -71,10 +77,11 @@ public:
     attn_mm::RowsByColsT<T> qkMm;  // S = Q . K^T, [rows, cols] fp32
     attn_mm::RowsByB<T> pvMm;      // P . V, [rows, D] fp32
 
+    // alibiSlopes / sinks: FlashAttentionDecodeV2's optional inputs (nullptr when absent or V1).
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR blockTable,
-                                GM_ADDR actualSeqLengthsKv, GM_ADDR attentionOut, GM_ADDR softmaxLse,
-                                GM_ADDR workspace, const FlashAttentionDecodeTilingData *tiling,
-                                AscendC::TPipe *pipe);
+                                GM_ADDR actualSeqLengthsKv, GM_ADDR alibiSlopes, GM_ADDR sinks,
+                                GM_ADDR attentionOut, GM_ADDR softmaxLse, GM_ADDR workspace,
+                                const FlashAttentionDecodeTilingData *tiling, AscendC::TPipe *pipe);
     __aicore__ inline void Process();
 
 private:
@@ -97,6 +104,9 @@ private:
                                         AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &newMax);
     __aicore__ inline void MaskScores(AscendC::LocalTensor<float> &scores, uint32_t seqLen, uint32_t key0,
                                       uint32_t cols);
+    __aicore__ inline void LoadRowMods(const GroupSpan &span);
+    __aicore__ inline void AddAlibi(AscendC::LocalTensor<float> &scores, uint32_t seqLen, uint32_t key0);
+    __aicore__ inline void FoldSink(AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &sinkMax);
     __aicore__ inline void IssueValues(uint32_t slot, uint64_t kvOffset, uint32_t cols);
     __aicore__ inline void AccumulateValues(uint32_t slot);
     __aicore__ inline void FinishRows(AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &lse);
@@ -122,19 +132,25 @@ private:
     AscendC::TQue<AscendC::TPosition::VECIN, 1> pvQue_;
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> lseQue_;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf_, statBuf_, foldBuf_, brcbBuf_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf_, statBuf_, foldBuf_, brcbBuf_, modBuf_;
     AscendC::LocalTensor<float> acc_, stat_, fold_, brcb_;
+    // V2 (modBuf_): ramp_[c] = c [n]; dist_, bias_ [n] rows; rowSlope_, rowSink_ [m] per row.
+    AscendC::LocalTensor<float> ramp_, dist_, bias_, rowSlope_, rowSink_;
+    AscendC::GlobalTensor<float> slopesGm_;  // alibi_slopes [B, N]
+    AscendC::GlobalTensor<float> sinksGm_;   // sinks [N]
 
     uint32_t part_ = 0;                // this AIV's block index = its part
     uint64_t totalUnits_ = 0;          // units of all groups
     uint32_t kvRowStride_ = 0;         // elements between consecutive keys of one kv head: Nkv * D
     uint32_t statStride_ = 0;          // elements between StatSlot vectors
     uint32_t token0_ = 0;              // the running piece's first query token (its row group's)
+    uint32_t head0_ = 0;               // the running piece's first query head (its row group's)
 };
 
 template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
                                                            GM_ADDR blockTable, GM_ADDR actualSeqLengthsKv,
+                                                           GM_ADDR alibiSlopes, GM_ADDR sinks,
                                                            GM_ADDR attentionOut, GM_ADDR softmaxLse,
                                                            GM_ADDR workspace,
                                                            const FlashAttentionDecodeTilingData *tiling,
@@ -190,6 +206,23 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADD
     stat_ = statBuf_.Get<float>();
     fold_ = foldBuf_.Get<float>();
     brcb_ = brcbBuf_.Get<float>();
+    if (td_->hasAlibi != 0 || td_->hasSinks != 0) {
+        pipe_->InitBuffer(modBuf_, (3 * n + 2 * statStride_) * sizeof(float));
+        AscendC::LocalTensor<float> mod = modBuf_.Get<float>();
+        ramp_ = mod;
+        dist_ = mod[n];
+        bias_ = mod[2 * n];
+        rowSlope_ = mod[3 * n];
+        rowSink_ = mod[3 * n + statStride_];
+        AscendC::CreateVecIndex(ramp_, 0.0f, n);  // ramp[c] = c: a chunk's column index
+    }
+    if (td_->hasAlibi != 0) {
+        slopesGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(alibiSlopes),
+                                  static_cast<uint64_t>(td_->batch) * td_->numHeads);
+    }
+    if (td_->hasSinks != 0) {
+        sinksGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(sinks), td_->numHeads);
+    }
 
     kvRowStride_ = td_->numKvHeads * d;
 }
@@ -345,6 +378,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
 {
     const uint32_t m = td_->rows;
     PackQuery(span);
+    LoadRowMods(span);
 
     AscendC::LocalTensor<float> rowMax = stat_[ROW_MAX_A * statStride_];
     AscendC::LocalTensor<float> newMax = stat_[ROW_MAX_B * statStride_];
@@ -392,6 +426,11 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
     }
 
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
+    if (td_->hasSinks != 0 && span.pieces == 1) {  // the sink joins once: here, or in the merge
+        AscendC::LocalTensor<float> sinkMax = stat_[BLOCK_MAX * statStride_];
+        FoldSink(rowMax, sinkMax);
+        rowMax = sinkMax;
+    }
     FinishRows(rowMax, lse);
     if (span.pieces == 1) {
         WriteOutput(span, lse);
@@ -406,8 +445,8 @@ template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(const GroupSpan &span)
 {
     const uint32_t d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads, ts = td_->rowGroupTokens;
-    uint32_t head0 = 0;
-    RowGroupStart(span, &head0, &token0_);
+    RowGroupStart(span, &head0_, &token0_);
+    const uint32_t head0 = head0_;
     AscendC::LocalTensor<T> rows = outQue_.AllocTensor<T>();
     // Query [B, Sq, N, D]: one head's tokens are N * D elements apart.
     const AscendC::DataCopyExtParams params{static_cast<uint16_t>(ts), static_cast<uint32_t>(d * sizeof(T)),
@@ -468,7 +507,14 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::SoftmaxChunk(uint32_t slot
     scoreQue_.EnQue(scores);
     scores = scoreQue_.DeQue<float>();
 
-    AscendC::Muls(scores, scores, td_->scaleValue, elems);
+    if (td_->softcap > 0.0f) {
+        attn_rows::SoftCap(scores, brcb_, elems, td_->scaleValue, td_->softcap);  // brcb_ is idle here
+    } else {
+        AscendC::Muls(scores, scores, td_->scaleValue, elems);
+    }
+    if (td_->hasAlibi != 0) {
+        AddAlibi(scores, seqLen, key0);
+    }
     MaskScores(scores, seqLen, key0, cols);
 
     AscendC::LocalTensor<float> blockMax = stat_[BLOCK_MAX * statStride_];
@@ -524,6 +570,73 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::MaskScores(AscendC::LocalT
         attn_rows::FillColumns(scores, r * n, 0, low, NEG_INF);
         attn_rows::FillColumns(scores, r * n, high, n, NEG_INF);
     }
+}
+
+// The row group's per-row ALiBi slope and sink (row r = gq * ts + sl: query head head0 + gq),
+// read from GM once per piece or merge: one scalar read per head, one write per row.
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::LoadRowMods(const GroupSpan &span)
+{
+    if (td_->hasAlibi == 0 && td_->hasSinks == 0) {
+        return;
+    }
+    uint32_t head0 = 0, token0 = 0;
+    RowGroupStart(span, &head0, &token0);
+    const uint32_t ts = td_->rowGroupTokens;
+    WaitForPipe<AscendC::HardEvent::V_S>();  // the vector units are done with the previous rows' values
+    for (uint32_t gq = 0; gq < td_->rowGroupHeads; ++gq) {
+        const float slope = td_->hasAlibi != 0
+            ? slopesGm_.GetValue(static_cast<uint64_t>(span.b) * td_->numHeads + head0 + gq) : 0.0f;
+        const float sink = td_->hasSinks != 0 ? sinksGm_.GetValue(head0 + gq) : 0.0f;
+        for (uint32_t sl = 0; sl < ts; ++sl) {
+            rowSlope_.SetValue(gq * ts + sl, slope);
+            rowSink_.SetValue(gq * ts + sl, sink);
+        }
+    }
+    WaitForPipe<AscendC::HardEvent::S_V>();
+}
+
+// scores[r, c] -= slope_r * |s_r + L - Sq - (key0 + c)| over all blockN columns (those past the
+// chunk's keys are masked afterwards): per token one distance row |c - (s + diag - key0)|, then per
+// row a scaled add. Scalar reads: one slope per row per chunk (not per score).
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::AddAlibi(AscendC::LocalTensor<float> &scores, uint32_t seqLen,
+                                                               uint32_t key0)
+{
+    const uint32_t n = td_->blockN, ts = td_->rowGroupTokens;
+    const int64_t diag = attn_band::Diagonal(td_->seqQ, seqLen);
+    for (uint32_t sl = 0; sl < ts; ++sl) {
+        const int64_t offset = static_cast<int64_t>(token0_ + sl) + diag - key0;  // the diagonal's column
+        AscendC::Adds(dist_, ramp_, static_cast<float>(-offset), n);
+        AscendC::Abs(dist_, dist_, n);
+        for (uint32_t gq = 0; gq < td_->rowGroupHeads; ++gq) {
+            const uint32_t r = gq * ts + sl;
+            AscendC::Muls(bias_, dist_, -rowSlope_.GetValue(r), n);
+            AscendC::Add(scores[r * n], scores[r * n], bias_, n);
+        }
+    }
+}
+
+// Folds the row's sink into its statistics before FinishRows (a group that is one piece):
+// sinkMax = M = max(m, sink); l = l exp(m - M) + exp(sink - M); acc *= exp(m - M). A row that saw
+// no key (m = -FLT_MAX, l = 0) gets l = 1, acc = 0: O = 0, LSE = sink.
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::FoldSink(AscendC::LocalTensor<float> &rowMax,
+                                                               AscendC::LocalTensor<float> &sinkMax)
+{
+    const uint32_t m = td_->rows, d = td_->headDim;
+    AscendC::LocalTensor<float> rowSum = stat_[ROW_SUM * statStride_];
+    AscendC::LocalTensor<float> alpha = stat_[ALPHA_A * statStride_];
+    AscendC::LocalTensor<float> sinkWeight = stat_[BLOCK_SUM * statStride_];
+    AscendC::Max(sinkMax, rowMax, rowSink_, m);
+    AscendC::Sub(alpha, rowMax, sinkMax, m);
+    AscendC::Exp(alpha, alpha, m);                 // exp(m - M)
+    AscendC::Sub(sinkWeight, rowSink_, sinkMax, m);
+    AscendC::Exp(sinkWeight, sinkWeight, m);       // exp(sink - M)
+    AscendC::Mul(rowSum, rowSum, alpha, m);
+    AscendC::Add(rowSum, rowSum, sinkWeight, m);
+    attn_rows::BroadcastRows(brcb_, alpha, m);
+    attn_rows::ApplyRows<attn_rows::Op::MUL>(acc_, brcb_, m, d, d);
 }
 
 // P . V of the chunk in `slot` on the cube, asynchronously, into pv slot `slot`. That slot was last
@@ -647,6 +760,10 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &s
         }
     }
     AscendC::Maxs(maxLse, maxLse, -FLT_MAX, m);  // rows no piece saw: exp(-inf - finite) = 0
+    if (td_->hasSinks != 0) {
+        LoadRowMods(span);
+        AscendC::Max(maxLse, maxLse, rowSink_, m);  // M = max(max_j LSE_j, sink)
+    }
     AscendC::Duplicate(weightSum, 0.0f, m);
     AscendC::Duplicate(acc_, 0.0f, m * d);
     for (uint32_t j0 = 0; j0 < pieces; j0 += oBatch) {
@@ -672,6 +789,12 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &s
         oTile.FreeTensor(partials);
     }
     probQue_.FreeTensor(lseTile);
+    if (td_->hasSinks != 0) {  // the sink's exp(sink - M) joins the denominator once, with no value
+        AscendC::LocalTensor<float> sinkWeight = stat_[BLOCK_MAX * statStride_];
+        AscendC::Sub(sinkWeight, rowSink_, maxLse, m);
+        AscendC::Exp(sinkWeight, sinkWeight, m);
+        AscendC::Add(weightSum, weightSum, sinkWeight, m);
+    }
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
     AscendC::Ln(lse, weightSum, m);
     AscendC::Add(lse, lse, maxLse, m);                   // LSE = M + ln(sum w_j); -inf when no key

@@ -48,6 +48,8 @@
 //   lseQue     VECOUT  align32(m*4)      LSE rows fp32
 //   foldBuf    TBuf    m*64*4            row reductions
 //   brcbBuf    TBuf    align8(m)*8*4     Brcb of a per-row vector
+//   modBuf     TBuf    3*n*4 + 2*align32(m*4)  V2 with ALiBi or sinks: key ramp, distance and bias rows,
+//                                        the rows' slopes, the rows' sinks
 // GM workspace: per AIV (after the system workspace), each region 512-B aligned:
 //   q      [m][d] T         the group's query rows, packed (GQA rows are not one stride apart)
 //   score  [2][m][n] fp32   double buffer
@@ -106,4 +108,8 @@ struct FlashAttentionDecodeTilingData {
     uint32_t rowGroupHeads;    // query heads per row group (divides groupSize)
     uint32_t rowGroupTokens;   // query tokens per row group (divides seqQ; < seqQ only with 1 head)
     uint32_t rowGroups;        // row groups per kv head; rows = rowGroupHeads * rowGroupTokens
+    // ---- FlashAttentionDecodeV2's score modifiers (0 in FlashAttentionDecode) ----
+    float softcap;             // > 0: S = softcap * tanh(scale * Q.K^T / softcap)
+    uint32_t hasAlibi;         // 1: alibi_slopes [B, N] fp32, S -= slope[b, h] * |s + L - Sq - j|
+    uint32_t hasSinks;         // 1: sinks [N] fp32 join each row's softmax denominator, once
 };
