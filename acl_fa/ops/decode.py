@@ -55,7 +55,7 @@ from ..plan import forward as planmod
 
 __all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "FLASH_ATTENTION_DECODE_V2", "flash_attention_with_kvcache",
            "decode_plan_check",
-           "write_kv_cache", "contiguous_call", "runner_for", "seqlens_array", "int_array"]
+           "write_kv_cache", "contiguous_call", "runner_for", "seqlens_array", "int_array", "leftpad_array"]
 
 SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 MAX_HEAD_DIM = 256
@@ -85,10 +85,11 @@ class DecodeProblem:
     softcap: float = 0.0   # FlashAttentionDecodeV2's score modifiers (docs/decode.md)
     alibi: bool = False    # alibi_slopes [B, N] fp32 given
     sinks: bool = False    # sinks [N] fp32 given
+    leftpad: bool = False  # cache_leftpad [B] int32 given
 
     @property
-    def score_mods(self) -> bool:
-        return self.softcap > 0 or self.alibi or self.sinks
+    def needs_v2(self) -> bool:
+        return self.softcap > 0 or self.alibi or self.sinks or self.leftpad
 
     @property
     def q_shape(self) -> tuple:
@@ -146,7 +147,7 @@ class FlashAttentionDecodeV2Op(FlashAttentionDecodeOp):
     attrs; for calls with a score modifier (every other call keeps V1)."""
 
     name = "flash_attention_decode_v2"
-    inputs = FlashAttentionDecodeOp.inputs + ("alibi", "sinks")
+    inputs = FlashAttentionDecodeOp.inputs + ("alibi", "sinks", "leftpad")
     workspace_api = "aclnnFlashAttentionDecodeV2GetWorkspaceSize"
     launch_api = "aclnnFlashAttentionDecodeV2"
 
@@ -156,11 +157,14 @@ class FlashAttentionDecodeV2Op(FlashAttentionDecodeOp):
             roles["alibi"] = ((p.batch, p.num_heads), np.dtype(np.float32))
         if p.sinks:
             roles["sinks"] = ((p.num_heads,), np.dtype(np.float32))
+        if p.leftpad:
+            roles["leftpad"] = ((p.batch,), np.dtype(np.int32))
         return roles
 
     def workspace_args(self, p: DecodeProblem, tensors: dict) -> tuple:
         v1 = super().workspace_args(p, tensors)
-        optional = tuple(tensors[role].handle if role in tensors else ffi.NULL for role in ("alibi", "sinks"))
+        optional = tuple(tensors[role].handle if role in tensors else ffi.NULL
+                         for role in ("alibi", "sinks", "leftpad"))
         # V1's: 5 inputs, 5 attrs, 2 outputs; V2 puts its inputs after V1's and softcap after the attrs.
         return v1[:5] + optional + v1[5:10] + (float(p.softcap),) + v1[10:]
 
@@ -169,8 +173,9 @@ FLASH_ATTENTION_DECODE_V2 = FlashAttentionDecodeV2Op()
 
 
 def op_for(p: DecodeProblem) -> FlashAttentionDecodeOp:
-    """V2 for a call with a score modifier, else V1 (the entry every other call used before)."""
-    return FLASH_ATTENTION_DECODE_V2 if p.score_mods else FLASH_ATTENTION_DECODE
+    """V2 for a call with a score modifier or left padding, else V1 (the entry every other call
+    used before)."""
+    return FLASH_ATTENTION_DECODE_V2 if p.needs_v2 else FLASH_ATTENTION_DECODE
 
 
 def decode_plan_check(p: DecodeProblem, soc: str):
@@ -297,6 +302,17 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options, indexed: bo
                          pre, nxt, int(num_splits))
 
 
+def leftpad_array(cache_leftpad, seqlens: np.ndarray) -> np.ndarray:
+    """cache_leftpad as int32 [B], each in [0, cache_seqlens[b]]."""
+    leftpad = int_array("cache_leftpad", cache_leftpad, seqlens.shape)
+    bad = (leftpad < 0) | (leftpad > seqlens)
+    if bad.any():
+        b = int(np.argmax(bad))
+        raise InvalidArgumentError(f"cache_leftpad[{b}] = {int(leftpad[b])} must be in [0, cache_seqlens[{b}] = "
+                                   f"{int(seqlens[b])}]: it marks where sequence {b} starts in its cache")
+    return leftpad
+
+
 def _cache_rows(p: DecodeProblem, cache_batch_idx, *, appending: bool) -> np.ndarray:
     """cache_batch_idx as int32 [B]: each in [0, B_cache), distinct when k/v are appended."""
     rows = int_array("cache_batch_idx", cache_batch_idx, (p.batch,))
@@ -350,7 +366,7 @@ def runner_for(session: DeviceSession) -> OpRunner:
 def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=None, k=None, v=None,
                                  causal=True, window=None, scale=None, num_splits=0, return_lse=False,
                                  backend=None, device=None, session=None, softcap=0.0, cache_batch_idx=None,
-                                 alibi_slopes=None, sinks=None):
+                                 alibi_slopes=None, sinks=None, cache_leftpad=None):
     """Attention of q against a KV cache (see the module docstring).
 
     Score modifiers (docs/attention_options.md "Score modifiers"; FlashAttentionDecodeV2, computed in
@@ -365,7 +381,13 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     the kernel's own addressing: a contiguous cache is the paged one with one S_max-key block per
     row, so the index becomes the sequence's block-table entry (no copy). Each index must be in
     [0, B_cache); with k/v appended the indices must also be distinct (two sequences appending
-    into one row would race; flash-attn leaves that result undefined)."""
+    into one row would race; flash-attn leaves that result undefined).
+
+    cache_leftpad (int [B], flash-attn's): keys [0, cache_leftpad[b]) of sequence b are invisible;
+    cache_seqlens[b] stays the end index (the diagonal, windows and ALiBi distances count from the
+    sequence's end, so they are those of the unpadded call). In the kernel (FlashAttentionDecodeV2:
+    the first visible key of the sequence, whose chunks before it are never read); each value in
+    [0, cache_seqlens[b]]."""
     softcap = softcap_value(softcap)
     if (k is None) != (v is None):
         raise InvalidArgumentError("k and v must be given together (new keys and values to append)")
@@ -386,9 +408,11 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
                          cache_batch_idx is not None)
     slopes = alibi_slopes_value(alibi_slopes, batch=problem.batch, num_heads=problem.num_heads)
     logits = sinks_value(sinks, num_heads=problem.num_heads)
-    if softcap or slopes is not None or logits is not None:
-        problem = dataclasses.replace(problem, softcap=softcap, alibi=slopes is not None, sinks=logits is not None)
     seqlens = seqlens_array(cache_seqlens, problem.batch)
+    leftpad = None if cache_leftpad is None else leftpad_array(cache_leftpad, seqlens)
+    if softcap or slopes is not None or logits is not None or leftpad is not None:
+        problem = dataclasses.replace(problem, softcap=softcap, alibi=slopes is not None, sinks=logits is not None,
+                                      leftpad=leftpad is not None)
     if problem.paged:
         table = int_array("block_table", block_table, (problem.batch, problem.max_blocks))
     elif cache_batch_idx is not None:
@@ -405,7 +429,7 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     inputs = (_host_or_device(q), _host_or_device(k_cache), _host_or_device(v_cache),
               block_table if isinstance(block_table, DeviceArray) else table, seqlens + np.int32(s_new))
     if op is FLASH_ATTENTION_DECODE_V2:
-        inputs += (slopes, logits)
+        inputs += (slopes, logits, leftpad)
     bound = runner.bound_inputs(inputs)
     for name, x in (("k", k), ("v", v)):
         if isinstance(x, DeviceArray):

@@ -20,13 +20,11 @@ Signature, defaults and semantics of Dao-AILab/flash-attention ``flash_attn/flas
 - cache_batch_idx int [B] (contiguous caches): sequence b uses cache row cache_batch_idx[b]
   (the kernel's own block-table addressing, no copy: acl_fa.flash_attention_with_kvcache's
   cache_batch_idx);
-- cache_leftpad int [B] (contiguous caches, as flash-attn): keys [0, cache_leftpad[b]) of row b
-  are invisible; cache_seqlens[b] stays the end index, so the causal diagonal, windows and the
-  rotary positions are those of the unpadded call. Mapped on the host (the decode op has no
-  per-sequence start yet): the visible rows [leftpad, cache_seqlens) of each sequence are
-  gathered into the copy that is uploaded (one copy of the cache rows in use, which a host
-  cache's upload makes anyway), the new tokens appended there and into the caller's cache.
-  DeviceArray caches with a nonzero leftpad are refused (NotImplementedError);
+- cache_leftpad int [B]: keys [0, cache_leftpad[b]) of sequence b are invisible; cache_seqlens[b]
+  stays the end index, so the causal diagonal, windows, ALiBi and the rotary positions are those
+  of the unpadded call. In the kernel (FlashAttentionDecodeV2: each sequence's first visible key;
+  the chunks before it are never read). flash-attn takes it for contiguous caches only; acl-fa
+  takes it with a paged cache too;
 - softmax_scale (default D ** -0.5), causal (default False: flash-attn's), window_size,
   num_splits (0 auto, 1, S >= 2), return_softmax_lse -> (out, lse [B, N, Sq] float32);
   softcap > 0 and alibi_slopes [N] / [B, N] (bias -slope * |s + L - Sq - j|, L the sequence's
@@ -42,7 +40,7 @@ from __future__ import annotations
 import numbers
 import numpy as np
 
-from .decode import flash_attention_with_kvcache, int_array, seqlens_array
+from .decode import flash_attention_with_kvcache, seqlens_array
 from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 
@@ -71,26 +69,21 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if not isinstance(return_softmax_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_softmax_lse must be a bool, got {return_softmax_lse!r}")
     local = _is_local(window_size)
-    paged = block_table is not None
     if cache_seqlens is None:
         if k is not None:
             raise InvalidArgumentError("cache_seqlens is required when k and v are appended (the position where "
                                        "they enter each sequence; flash-attn requires it too)")
-        capacity = k_cache_shape[1] * (_shape("block_table", block_table)[-1] if paged else 1)
+        capacity = k_cache_shape[1] * (_shape("block_table", block_table)[-1] if block_table is not None else 1)
         cache_seqlens = capacity   # flash-attn: without cache_seqlens every sequence fills the cache
     seqlens = seqlens_array(cache_seqlens, batch)
     if rotary_cos is not None or rotary_sin is not None:
         q, k = _rotated(q, k, rotary_cos, rotary_sin, seqlens, interleaved=bool(rotary_interleaved),
                         per_token=bool(causal) or local)
-    options = dict(cache_seqlens=seqlens, block_table=block_table, k=k, v=v, causal=causal,
-                   window=window_size, scale=softmax_scale, num_splits=num_splits,
-                   return_lse=bool(return_softmax_lse), softcap=softcap, cache_batch_idx=cache_batch_idx,
-                   alibi_slopes=alibi_slopes)
-    if cache_leftpad is not None:
-        leftpad = _leftpad(cache_leftpad, batch, seqlens, paged=paged)
-        if leftpad.any():
-            return _left_padded_call(q, k_cache, v_cache, leftpad, options)
-    return flash_attention_with_kvcache(q, k_cache, v_cache, **options)
+    return flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens, block_table=block_table, k=k, v=v,
+                                        causal=causal, window=window_size, scale=softmax_scale, num_splits=num_splits,
+                                        return_lse=bool(return_softmax_lse), softcap=softcap,
+                                        cache_batch_idx=cache_batch_idx, alibi_slopes=alibi_slopes,
+                                        cache_leftpad=cache_leftpad)
 
 
 # ---- rotary ----------------------------------------------------------------------------------
@@ -157,75 +150,6 @@ def _table(name: str, x) -> np.ndarray:
     if not np.isfinite(a).all():
         raise InvalidArgumentError(f"{name} must be finite")
     return a
-
-
-# ---- left padding ----------------------------------------------------------------------------
-
-def _leftpad(cache_leftpad, batch: int, seqlens: np.ndarray, *, paged: bool) -> np.ndarray:
-    """cache_leftpad as int32 [B], each in [0, cache_seqlens[b]]."""
-    if paged:
-        raise InvalidArgumentError("cache_leftpad is for contiguous caches; with a block_table drop the padding "
-                                   "blocks from the table instead (flash-attn refuses paged + leftpad too)")
-    leftpad = int_array("cache_leftpad", cache_leftpad, (batch,))
-    bad = (leftpad < 0) | (leftpad > seqlens)
-    if bad.any():
-        b = int(np.argmax(bad))
-        raise InvalidArgumentError(f"cache_leftpad[{b}] = {int(leftpad[b])} must be in [0, cache_seqlens[{b}] = "
-                                   f"{int(seqlens[b])}]: it marks where sequence {b} starts in its cache row")
-    return leftpad
-
-
-def _left_padded_call(q, k_cache, v_cache, leftpad: np.ndarray, options: dict):
-    """The call with each sequence's visible rows [leftpad, cache_seqlens) gathered to the front
-    of an upload copy: causal / window / ALiBi positions count from the sequence's end, so they
-    are those of the padded call; the new tokens go into the copy (by the op) and, after the
-    call succeeded, into the caller's cache at cache_seqlens (as flash-attn writes them)."""
-    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
-        if isinstance(cache, DeviceArray):
-            raise NotImplementedError(f"cache_leftpad with a DeviceArray {name} is not supported yet (the decode op "
-                                      "has no per-sequence start; pass host caches, or drop the padding rows)")
-    k_cache, v_cache = np.asarray(k_cache), np.asarray(v_cache)
-    seqlens, k = options["cache_seqlens"], options["k"]
-    batch = seqlens.shape[0]
-    rows = (np.arange(batch) if options["cache_batch_idx"] is None
-            else int_array("cache_batch_idx", options["cache_batch_idx"], (batch,)))
-    if rows.size and (rows.min() < 0 or rows.max() >= k_cache.shape[0]):
-        b = int(np.argmax((rows < 0) | (rows >= k_cache.shape[0])))
-        raise InvalidArgumentError(f"cache_batch_idx[{b}] = {int(rows[b])} is out of range: k_cache holds "
-                                   f"{k_cache.shape[0]} sequences")
-    s_new = 0 if k is None else _shape("k", k)[1]
-    if k is not None:
-        _check_appendable(k_cache, v_cache, rows, seqlens, s_new)
-    visible = seqlens - leftpad
-    span = max(1, int((visible + s_new).max()))
-    gathered = []
-    for cache in (k_cache, v_cache):
-        copy = np.zeros((batch, span) + cache.shape[2:], cache.dtype)
-        for b in range(batch):
-            copy[b, :visible[b]] = cache[rows[b], leftpad[b]:seqlens[b]]
-        gathered.append(copy)
-    result = flash_attention_with_kvcache(q, gathered[0], gathered[1],
-                                          **{**options, "cache_seqlens": visible, "cache_batch_idx": None})
-    if k is not None:
-        for b in range(batch):
-            for cache, copy in zip((k_cache, v_cache), gathered):
-                cache[rows[b], seqlens[b]:seqlens[b] + s_new] = copy[b, visible[b]:visible[b] + s_new]
-    return result
-
-
-def _check_appendable(k_cache: np.ndarray, v_cache: np.ndarray, rows: np.ndarray, seqlens: np.ndarray, s_new: int):
-    """The caller's caches can take the new tokens: writable, room for them, distinct rows."""
-    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
-        if not cache.flags.writeable:
-            raise InvalidArgumentError(f"{name} must be writable: appending k/v writes into it in place")
-    over = seqlens.astype(np.int64) + s_new > k_cache.shape[1]
-    if over.any():
-        b = int(np.argmax(over))
-        raise InvalidArgumentError(f"cache_seqlens + k's new tokens of sequence {b} = {int(seqlens[b]) + s_new} "
-                                   f"exceeds the cache capacity S_max={k_cache.shape[1]}")
-    if len(np.unique(rows)) != len(rows):
-        raise InvalidArgumentError("cache_batch_idx names one cache row twice while k/v are appended: two sequences "
-                                   "would write the same cache slots")
 
 
 # ---- small helpers ---------------------------------------------------------------------------

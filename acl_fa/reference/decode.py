@@ -89,6 +89,8 @@ def kvcache_reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, c
         row = b if block_table is not None else int(rows[b])   # paged: the table names the blocks
         keys = gather_sequence(k_cache, row, length, block_table).astype(work)
         values = gather_sequence(v_cache, row, length, block_table).astype(work)
+        keys[:starts[b]] = 0      # left padding: invisible, and may hold anything (NaN included)
+        values[:starts[b]] = 0
         diag = np.arange(sq)[:, None] + length - sq        # [Sq, 1]: each token's diagonal key
         cols = np.arange(length)[None, :]
         visible = np.broadcast_to(cols >= starts[b], (sq, length)).copy()

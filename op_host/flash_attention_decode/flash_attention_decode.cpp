@@ -116,7 +116,7 @@ static int32_t ClampToInt32(int64_t v) {
     return v > INT32_MAX ? INT32_MAX : (v < INT32_MIN ? INT32_MIN : static_cast<int32_t>(v));
 }
 
-ge::graphStatus TileFlashAttentionDecode(gert::TilingContext *context, const DecodeScoreMods &mods) {
+ge::graphStatus TileFlashAttentionDecode(gert::TilingContext *context, const DecodeV2Inputs &mods) {
     const gert::StorageShape *q = context->GetInputShape(kQuery);
     const gert::StorageShape *k = context->GetInputShape(kKey);
     const gert::StorageShape *v = context->GetInputShape(kValue);
@@ -177,6 +177,7 @@ ge::graphStatus TileFlashAttentionDecode(gert::TilingContext *context, const Dec
     td->softcap = mods.softcap;
     td->hasAlibi = mods.alibi ? 1 : 0;
     td->hasSinks = mods.sinks ? 1 : 0;
+    td->hasLeftpad = mods.leftpad ? 1 : 0;
     td->blockN = plan.blockN;
     td->chunksPerBlock = plan.chunksPerBlock;
     td->splitKv = plan.splitKv;
@@ -242,7 +243,7 @@ void DefineFlashAttentionDecode(ops::OpDef &def) {
 namespace {
 
 ge::graphStatus TilingFunc(gert::TilingContext *context) {
-    return fa_host::TileFlashAttentionDecode(context, fa_host::DecodeScoreMods{});
+    return fa_host::TileFlashAttentionDecode(context, fa_host::DecodeV2Inputs{});
 }
 
 }  // namespace

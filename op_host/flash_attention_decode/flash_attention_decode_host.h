@@ -8,12 +8,13 @@
 
 namespace fa_host {
 
-// FlashAttentionDecodeV2's score modifiers (docs/decode.md, "Score modifiers in decode"); all
-// off for FlashAttentionDecode.
-struct DecodeScoreMods {
+// FlashAttentionDecodeV2's score modifiers (docs/decode.md, "Score modifiers in decode") and left
+// padding; all off for FlashAttentionDecode.
+struct DecodeV2Inputs {
     float softcap = 0.0f;  // > 0: S = softcap * tanh(scale * Q.K^T / softcap)
     bool alibi = false;    // alibi_slopes [B, N] fp32 given
     bool sinks = false;    // sinks [N] fp32 given
+    bool leftpad = false;  // cache_leftpad [B] int32 given
 };
 
 // FlashAttentionDecode's inputs query, key, value, block_table, actual_seq_lengths_kv, outputs
@@ -22,6 +23,6 @@ void DefineFlashAttentionDecode(ops::OpDef &def);
 
 ge::graphStatus InferDecodeShape(gert::InferShapeContext *context);
 ge::graphStatus InferDecodeDataType(gert::InferDataTypeContext *context);
-ge::graphStatus TileFlashAttentionDecode(gert::TilingContext *context, const DecodeScoreMods &mods);
+ge::graphStatus TileFlashAttentionDecode(gert::TilingContext *context, const DecodeV2Inputs &mods);
 
 }  // namespace fa_host

@@ -11,5 +11,5 @@ extern "C" __global__ __aicore__ void flash_attention_decode(GM_ADDR query, GM_A
     REGISTER_TILING_DEFAULT(FlashAttentionDecodeTilingData);
     GET_TILING_DATA(tilingData, tiling);
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
-    FAD_CASES(nullptr, nullptr)
+    FAD_CASES(nullptr, nullptr, nullptr)
 }

@@ -9,12 +9,12 @@
 #include "flash_attention_decode_kernel.h"
 #include "flash_attention_decode_tiling.h"
 
-// alibiSlopes / sinks: V2's optional inputs (nullptr for V1 or when absent; the tiling's
-// hasAlibi / hasSinks say which are given).
+// alibiSlopes / sinks / cacheLeftpad: V2's optional inputs (nullptr for V1 or when absent; the
+// tiling's hasAlibi / hasSinks / hasLeftpad say which are given).
 template <typename T>
 __aicore__ inline void RunFlashAttentionDecode(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR blockTable,
                                                GM_ADDR actualSeqLengthsKv, GM_ADDR alibiSlopes, GM_ADDR sinks,
-                                               GM_ADDR attentionOut, GM_ADDR softmaxLse, GM_ADDR workspace,
+                                               GM_ADDR cacheLeftpad, GM_ADDR attentionOut, GM_ADDR softmaxLse, GM_ADDR workspace,
                                                const FlashAttentionDecodeTilingData *tilingData)
 {
     AscendC::TPipe pipe;
@@ -22,22 +22,22 @@ __aicore__ inline void RunFlashAttentionDecode(GM_ADDR query, GM_ADDR key, GM_AD
     // The AIC serves the AIVs' matmul requests from here on and does not run the code below.
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), op.qkMm, &tilingData->qkTiling, op.pvMm,
                       &tilingData->pvTiling);
-    op.Init(query, key, value, blockTable, actualSeqLengthsKv, alibiSlopes, sinks, attentionOut, softmaxLse,
-            workspace, tilingData, &pipe);
+    op.Init(query, key, value, blockTable, actualSeqLengthsKv, alibiSlopes, sinks, cacheLeftpad, attentionOut,
+            softmaxLse, workspace, tilingData, &pipe);
     op.Process();
 }
 
 // Keys op_host produces (flash_attention_decode_tiling.h): dtype bit 0, split bit 1. The split
 // is a run-time branch of one instance per dtype; the key gives each its own binary. Expects the
 // entry's parameters query ... softmax_lse, workspace and `tilingData` in scope.
-#define FAD_CASE(KEY, T, ALIBI, SINKS)                                                                       \
+#define FAD_CASE(KEY, T, ALIBI, SINKS, LEFTPAD)                                                              \
     if (TILING_KEY_IS(KEY)) {                                                                               \
         RunFlashAttentionDecode<T>(query, key, value, block_table, actual_seq_lengths_kv, ALIBI, SINKS,    \
-                                   attention_out, softmax_lse, workspace, &tilingData);                     \
+                                   LEFTPAD, attention_out, softmax_lse, workspace, &tilingData);            \
         return;                                                                                             \
     }
-#define FAD_CASES(ALIBI, SINKS)                                      \
-    FAD_CASE(0, half, ALIBI, SINKS)                                  \
-    FAD_CASE(FAD_KEY_SPLIT, half, ALIBI, SINKS)                      \
-    FAD_CASE(FAD_KEY_BF16, bfloat16_t, ALIBI, SINKS)                 \
-    FAD_CASE(FAD_KEY_BF16 | FAD_KEY_SPLIT, bfloat16_t, ALIBI, SINKS)
+#define FAD_CASES(ALIBI, SINKS, LEFTPAD)                                      \
+    FAD_CASE(0, half, ALIBI, SINKS, LEFTPAD)                                  \
+    FAD_CASE(FAD_KEY_SPLIT, half, ALIBI, SINKS, LEFTPAD)                      \
+    FAD_CASE(FAD_KEY_BF16, bfloat16_t, ALIBI, SINKS, LEFTPAD)                 \
+    FAD_CASE(FAD_KEY_BF16 | FAD_KEY_SPLIT, bfloat16_t, ALIBI, SINKS, LEFTPAD)

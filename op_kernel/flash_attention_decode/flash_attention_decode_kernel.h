@@ -55,6 +55,7 @@ using attn_rows::WaitForPipe;  // orders the pipe named second after the one nam
 // The keys one sequence's rows can see and the chunks ("units") that hold them.
 struct KeyRange {
     uint32_t seqLen = 0;     // L: keys in the cache for this sequence
+    uint32_t start = 0;      // V2's cache_leftpad[b]: keys [0, start) are invisible (0 without it)
     uint32_t firstUnit = 0;  // chunk index of the first visible key
     uint32_t units = 0;      // chunks from there to the last visible key
 };
@@ -80,8 +81,9 @@ public:
     // alibiSlopes / sinks: FlashAttentionDecodeV2's optional inputs (nullptr when absent or V1).
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR blockTable,
                                 GM_ADDR actualSeqLengthsKv, GM_ADDR alibiSlopes, GM_ADDR sinks,
-                                GM_ADDR attentionOut, GM_ADDR softmaxLse, GM_ADDR workspace,
-                                const FlashAttentionDecodeTilingData *tiling, AscendC::TPipe *pipe);
+                                GM_ADDR cacheLeftpad, GM_ADDR attentionOut, GM_ADDR softmaxLse,
+                                GM_ADDR workspace, const FlashAttentionDecodeTilingData *tiling,
+                                AscendC::TPipe *pipe);
     __aicore__ inline void Process();
 
 private:
@@ -97,7 +99,7 @@ private:
     __aicore__ inline void RunPiece(const GroupSpan &span, uint32_t piece, uint32_t unitBegin, uint32_t unitEnd);
     __aicore__ inline void RowGroupStart(const GroupSpan &span, uint32_t *head0, uint32_t *token0) const;
     __aicore__ inline void PackQuery(const GroupSpan &span);
-    __aicore__ inline void ChunkOf(uint32_t b, uint32_t h, uint32_t seqLen, uint32_t unit, uint64_t *kvOffset,
+    __aicore__ inline void ChunkOf(uint32_t b, uint32_t h, const KeyRange &keys, uint32_t unit, uint64_t *kvOffset,
                                    uint32_t *key0, uint32_t *cols);
     __aicore__ inline void IssueScores(uint32_t slot, uint64_t kvOffset, uint32_t cols);
     __aicore__ inline void SoftmaxChunk(uint32_t slot, uint32_t seqLen, uint32_t key0, uint32_t cols,
@@ -138,6 +140,7 @@ private:
     AscendC::LocalTensor<float> ramp_, dist_, bias_, rowSlope_, rowSink_;
     AscendC::GlobalTensor<float> slopesGm_;  // alibi_slopes [B, N]
     AscendC::GlobalTensor<float> sinksGm_;   // sinks [N]
+    AscendC::GlobalTensor<int32_t> leftpadGm_;  // cache_leftpad [B]
 
     uint32_t part_ = 0;                // this AIV's block index = its part
     uint64_t totalUnits_ = 0;          // units of all groups
@@ -145,12 +148,13 @@ private:
     uint32_t statStride_ = 0;          // elements between StatSlot vectors
     uint32_t token0_ = 0;              // the running piece's first query token (its row group's)
     uint32_t head0_ = 0;               // the running piece's first query head (its row group's)
+    uint32_t kvStart_ = 0;             // the running piece's sequence's first visible key (leftpad)
 };
 
 template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
                                                            GM_ADDR blockTable, GM_ADDR actualSeqLengthsKv,
-                                                           GM_ADDR alibiSlopes, GM_ADDR sinks,
+                                                           GM_ADDR alibiSlopes, GM_ADDR sinks, GM_ADDR cacheLeftpad,
                                                            GM_ADDR attentionOut, GM_ADDR softmaxLse,
                                                            GM_ADDR workspace,
                                                            const FlashAttentionDecodeTilingData *tiling,
@@ -223,6 +227,9 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADD
     if (td_->hasSinks != 0) {
         sinksGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(sinks), td_->numHeads);
     }
+    if (td_->hasLeftpad != 0) {
+        leftpadGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(cacheLeftpad), td_->batch);
+    }
 
     kvRowStride_ = td_->numKvHeads * d;
 }
@@ -234,10 +241,12 @@ __aicore__ inline KeyRange FlashAttentionDecodeKernel<T>::KeysOf(uint32_t b)
 {
     KeyRange r;
     r.seqLen = static_cast<uint32_t>(seqLensGm_.GetValue(b));
+    r.start = td_->hasLeftpad != 0 ? static_cast<uint32_t>(leftpadGm_.GetValue(b)) : 0;
     // Keys of [0, L) from row 0's first visible one to the last row's last (attention_band.h).
     const int64_t len = r.seqLen, sq = td_->seqQ, diag = attn_band::Diagonal(sq, len);
     const int64_t hi = Clamp(attn_band::KeyEnd(sq - 1, diag, td_->nextTokens), 0, len);
-    const int64_t lo = Clamp(attn_band::KeyBegin(0, diag, td_->preTokens), 0, len);
+    // Left padding only hides keys [0, start): the diagonal counts from the sequence's end.
+    const int64_t lo = Clamp(attn_band::KeyBegin(0, diag, td_->preTokens), static_cast<int64_t>(r.start), len);
     if (lo >= hi) {
         return r;
     }
@@ -394,7 +403,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
         qkMm.SetTensorA(qPackGm_);
         // pv: A = P [m, cols] (stride blockN), B = V rows [cols, D] (stride Nkv * D), C [m, D].
         pvMm.SetOrgShape(m, kvRowStride_, td_->blockN, td_->blockN, td_->headDim);
-        ChunkOf(span.b, span.h, span.keys.seqLen, span.keys.firstUnit + unitBegin, &nextOffset, &nextKey0, &nextCols);
+        ChunkOf(span.b, span.h, span.keys, span.keys.firstUnit + unitBegin, &nextOffset, &nextKey0, &nextCols);
         IssueScores(0, nextOffset, nextCols);
     }
     for (uint32_t u = unitBegin; u < unitEnd; ++u) {
@@ -404,10 +413,11 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
         const uint32_t slot = (u - unitBegin) % 2;
         qkMm.WaitIterateAll();
         if (u + 1 < unitEnd) {  // the cube computes the next chunk's scores while the vector units work
-            ChunkOf(span.b, span.h, span.keys.seqLen, span.keys.firstUnit + u + 1, &nextOffset, &nextKey0,
+            ChunkOf(span.b, span.h, span.keys, span.keys.firstUnit + u + 1, &nextOffset, &nextKey0,
                     &nextCols);
             IssueScores(1 - slot, nextOffset, nextCols);
         }
+        kvStart_ = span.keys.start;
         SoftmaxChunk(slot, span.keys.seqLen, key0, cols, rowMax, newMax);  // P_u in GM, alpha_u in its slot
         if (u > unitBegin) {
             pvMm.WaitIterateAll();  // P_{u-1} . V_{u-1} ran on the cube during this softmax
@@ -468,18 +478,23 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(const GroupSpan 
 }
 
 // Chunk `unit` of sequence b: its keys [key0, key0 + cols) and their element offset in the cache
-// for kv head h. Never past the sequence's length.
+// for kv head h. Never past the sequence's length, never before its first visible key (leftpad).
 template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::ChunkOf(uint32_t b, uint32_t h, uint32_t seqLen, uint32_t unit,
-                                                              uint64_t *kvOffset, uint32_t *key0, uint32_t *cols)
+__aicore__ inline void FlashAttentionDecodeKernel<T>::ChunkOf(uint32_t b, uint32_t h, const KeyRange &keys,
+                                                              uint32_t unit, uint64_t *kvOffset, uint32_t *key0,
+                                                              uint32_t *cols)
 {
     const uint32_t bs = td_->blockSize, bn = td_->blockN;
     const uint32_t page = unit / td_->chunksPerBlock;
-    const uint32_t inPage = (unit % td_->chunksPerBlock) * bn;
+    uint32_t inPage = (unit % td_->chunksPerBlock) * bn;
     const uint32_t block = static_cast<uint32_t>(
         blockTableGm_.GetValue(static_cast<uint64_t>(b) * td_->maxBlocksPerSeq + page));
+    const uint32_t end = attn_rows::Min(inPage + bn, bs);  // the chunk's end within its block
+    if (page * bs + inPage < keys.start) {            // left padding: the chunk starts at the first key
+        inPage = keys.start - page * bs;              // (the padding, which may hold anything, is never read)
+    }
     *key0 = page * bs + inPage;
-    *cols = attn_rows::Min(attn_rows::Min(bn, bs - inPage), seqLen - *key0);
+    *cols = attn_rows::Min(end - inPage, keys.seqLen - *key0);
     *kvOffset = ((static_cast<uint64_t>(block) * bs + inPage) * td_->numKvHeads + h) * td_->headDim;
 }
 
@@ -557,12 +572,14 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::MaskScores(AscendC::LocalT
     const int64_t pre = td_->preTokens, next = td_->nextTokens;
     const int64_t lowestLimitMax = attn_band::KeyBegin(sq - 1, diag, pre) - key0;  // last row's first visible column
     const int64_t highLimitMin = attn_band::KeyEnd(0, diag, next) - key0;          // first row's end of visible columns
-    if (cols == n && lowestLimitMax <= 0 && highLimitMin >= static_cast<int64_t>(cols)) {
+    if (cols == n && lowestLimitMax <= 0 && highLimitMin >= static_cast<int64_t>(cols) && key0 >= kvStart_) {
         return;  // every row sees the whole chunk: no mask work
     }
+    const int64_t start = static_cast<int64_t>(kvStart_) - key0;  // leftpad: columns before it are hidden
     for (uint32_t r = 0; r < td_->rows; ++r) {
         const int64_t s = token0_ + r % td_->rowGroupTokens;
-        const uint32_t low = static_cast<uint32_t>(Clamp(attn_band::KeyBegin(s, diag, pre) - key0, 0, n));
+        const int64_t begin = attn_band::KeyBegin(s, diag, pre) - key0;
+        const uint32_t low = static_cast<uint32_t>(Clamp(begin > start ? begin : start, 0, n));
         uint32_t high = static_cast<uint32_t>(Clamp(attn_band::KeyEnd(s, diag, next) - key0, 0, cols));
         if (high < low) {
             high = low;

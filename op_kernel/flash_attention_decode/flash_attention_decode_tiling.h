@@ -112,4 +112,5 @@ struct FlashAttentionDecodeTilingData {
     float softcap;             // > 0: S = softcap * tanh(scale * Q.K^T / softcap)
     uint32_t hasAlibi;         // 1: alibi_slopes [B, N] fp32, S -= slope[b, h] * |s + L - Sq - j|
     uint32_t hasSinks;         // 1: sinks [N] fp32 join each row's softmax denominator, once
+    uint32_t hasLeftpad;       // 1: cache_leftpad [B] int32, keys [0, leftpad[b]) of sequence b invisible
 };

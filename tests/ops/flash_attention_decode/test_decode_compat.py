@@ -116,6 +116,9 @@ def test_cache_leftpad_hides_the_first_keys(backend, append):
     ends = [50, 300, 20]
     leftpad = np.array([10, 0, 20], np.int32)       # the last sequence holds only its new tokens
     k_cache, v_cache, _ = make_cache(rng, batch, [320] * batch, kv_heads, d, F16)
+    for b, pad in enumerate(leftpad):  # the padding may hold anything: it must never be read
+        k_cache[b, :pad] = np.nan
+        v_cache[b, :pad] = np.nan
     q = rng.standard_normal((batch, sq, heads, d)).astype(F16)
     new = {}
     if append:
@@ -209,11 +212,6 @@ BAD = [
      r"cache_leftpad\[0\] = 41 must be in \[0, cache_seqlens\[0\] = 40\]"),
     ("leftpad_negative", _set(cache_leftpad=np.array([0, -2], np.int32)), acl_fa.InvalidArgumentError,
      r"cache_leftpad\[1\] = -2"),
-    ("leftpad_paged", _set(k_cache=lambda a: a["k_cache"][:, :16], v_cache=lambda a: a["v_cache"][:, :16],
-                           block_table=np.array([[0, 1, 2], [2, 1, 0]], np.int32), cache_batch_idx=None,
-                           rotary_cos=None, rotary_sin=None, k=None, v=None, cache_seqlens=np.array([8, 8], np.int32),
-                           cache_leftpad=np.array([1, 0], np.int32)),
-     acl_fa.InvalidArgumentError, "cache_leftpad is for contiguous caches"),
     ("batch_idx_paged", _set(k_cache=lambda a: a["k_cache"][:, :16], v_cache=lambda a: a["v_cache"][:, :16],
                              block_table=np.array([[0, 1, 2], [2, 1, 0]], np.int32), rotary_cos=None,
                              rotary_sin=None, cache_seqlens=np.array([8, 8], np.int32)),
@@ -240,13 +238,22 @@ def test_bad_input_is_refused_before_device_work(backend, name, edit, error, mes
     np.testing.assert_array_equal(k_cache.view(np.uint16), k_before.view(np.uint16))  # nothing appended
 
 
-def test_leftpad_with_a_device_cache_is_refused(backend):
+def test_leftpad_with_device_and_paged_caches(backend):
+    """cache_leftpad is the kernel's (FlashAttentionDecodeV2): DeviceArray caches and paged caches
+    take it too (flash-attn refuses paged + leftpad; acl-fa accepts it)."""
     rng = np.random.default_rng(9)
-    k_cache, v_cache, _ = make_cache(rng, 1, [32], 1, 32, F16)
-    q = rng.standard_normal((1, 1, 2, 32)).astype(F16)
+    k_cache, v_cache, table = make_cache(rng, 2, [200, 130], 2, 64, F16, 32)
+    q = rng.standard_normal((2, 2, 8, 64)).astype(F16)
+    ends, leftpad = np.array([200, 130], np.int32), np.array([70, 129], np.int32)
+    for b, pad in enumerate(leftpad):  # the padding may hold anything: it must never be read
+        for j in range(pad):
+            k_cache[table[b, j // 32], j % 32] = np.nan
+            v_cache[table[b, j // 32], j % 32] = np.nan
     with acl_fa.Session(backend=backend.name) as session:
         kd, vd = acl_fa.DeviceArray.from_host(session, k_cache), acl_fa.DeviceArray.from_host(session, v_cache)
-        with pytest.raises(NotImplementedError, match="cache_leftpad with a DeviceArray k_cache"):
-            flash_attn_with_kvcache(q, kd, vd, cache_seqlens=32, cache_leftpad=np.array([4], np.int32))
+        out, lse = flash_attn_with_kvcache(q, kd, vd, cache_seqlens=ends, block_table=table, cache_leftpad=leftpad,
+                                           causal=True, return_softmax_lse=True)
         kd.close()
         vd.close()
+    kwargs = dict(block_table=table, causal=True, cache_leftpad=leftpad)
+    _check(out, lse, (q, k_cache, v_cache, ends), kwargs, (q, k_cache, v_cache, ends), F16)
