@@ -12,7 +12,7 @@ from acl_fa.ops.decode_compat import flash_attn_with_kvcache
 from acl_fa.reference.accuracy import check_accuracy
 from acl_fa.reference.decode import kvcache_reference, rotary_reference
 
-from test_decode import F16, BF16, make_cache
+from test_decode import F16, BF16, make_cache, with_changes
 
 # flash-attn's own signature (flash_attn/flash_attn_interface.py, 2.x)
 FLASH_ATTN_SIGNATURE = (
@@ -177,54 +177,45 @@ def _args(rng):
                 cache_seqlens=np.array([40, 20], np.int32), cache_batch_idx=np.array([2, 0], np.int32))
 
 
-def _set(**changes):
-    def edit(args):
-        args = dict(args)
-        for key, value in changes.items():
-            args[key] = value(args) if callable(value) else value
-        return args
-    return edit
-
-
 BAD = [
-    ("cos_too_short", _set(rotary_cos=lambda a: a["rotary_cos"][:40], rotary_sin=lambda a: a["rotary_sin"][:40]),
+    ("cos_too_short", with_changes(rotary_cos=lambda a: a["rotary_cos"][:40], rotary_sin=lambda a: a["rotary_sin"][:40]),
      acl_fa.InvalidArgumentError, r"have 40 positions .* need at least 41 rows"),
-    ("cos_without_sin", _set(rotary_sin=None), acl_fa.InvalidArgumentError, "given together"),
-    ("cos_sin_shapes_differ", _set(rotary_sin=lambda a: a["rotary_sin"][:, :8]), acl_fa.InvalidArgumentError,
+    ("cos_without_sin", with_changes(rotary_sin=None), acl_fa.InvalidArgumentError, "given together"),
+    ("cos_sin_shapes_differ", with_changes(rotary_sin=lambda a: a["rotary_sin"][:, :8]), acl_fa.InvalidArgumentError,
      "same shape"),
-    ("rotary_dim_not_16", _set(rotary_cos=lambda a: a["rotary_cos"][:, :4], rotary_sin=lambda a: a["rotary_sin"][:, :4]),
+    ("rotary_dim_not_16", with_changes(rotary_cos=lambda a: a["rotary_cos"][:, :4], rotary_sin=lambda a: a["rotary_sin"][:, :4]),
      acl_fa.InvalidArgumentError, "rotary_dim=8; it must be a multiple of 16"),
-    ("rotary_dim_beyond_d", _set(rotary_cos=lambda a: np.ones((48, 32), F16), rotary_sin=lambda a: np.ones((48, 32), F16)),
+    ("rotary_dim_beyond_d", with_changes(rotary_cos=lambda a: np.ones((48, 32), F16), rotary_sin=lambda a: np.ones((48, 32), F16)),
      acl_fa.InvalidArgumentError, "rotary_dim=64.* <= headdim=32"),
-    ("rotary_without_k", _set(k=None, v=None), acl_fa.InvalidArgumentError, "need the new k and v"),
-    ("cos_int", _set(rotary_cos=lambda a: np.ones((48, 16), np.int32)), acl_fa.InvalidTypeError, "floating-point"),
-    ("cos_nan", _set(rotary_cos=lambda a: np.full((48, 16), np.nan, F16)), acl_fa.InvalidArgumentError, "finite"),
-    ("batch_idx_out_of_range", _set(cache_batch_idx=np.array([3, 0], np.int32)), acl_fa.InvalidArgumentError,
+    ("rotary_without_k", with_changes(k=None, v=None), acl_fa.InvalidArgumentError, "need the new k and v"),
+    ("cos_int", with_changes(rotary_cos=lambda a: np.ones((48, 16), np.int32)), acl_fa.InvalidTypeError, "floating-point"),
+    ("cos_nan", with_changes(rotary_cos=lambda a: np.full((48, 16), np.nan, F16)), acl_fa.InvalidArgumentError, "finite"),
+    ("batch_idx_out_of_range", with_changes(cache_batch_idx=np.array([3, 0], np.int32)), acl_fa.InvalidArgumentError,
      r"cache_batch_idx\[0\] = 3 is out of range: k_cache holds 3 sequences"),
-    ("batch_idx_negative", _set(cache_batch_idx=np.array([1, -1], np.int32)), acl_fa.InvalidArgumentError,
+    ("batch_idx_negative", with_changes(cache_batch_idx=np.array([1, -1], np.int32)), acl_fa.InvalidArgumentError,
      r"cache_batch_idx\[1\] = -1 is out of range"),
-    ("batch_idx_repeated_with_append", _set(cache_batch_idx=np.array([1, 1], np.int32)), acl_fa.InvalidArgumentError,
+    ("batch_idx_repeated_with_append", with_changes(cache_batch_idx=np.array([1, 1], np.int32)), acl_fa.InvalidArgumentError,
      "twice while k/v are appended"),
-    ("batch_idx_shape", _set(cache_batch_idx=np.array([1], np.int32)), acl_fa.InvalidArgumentError,
+    ("batch_idx_shape", with_changes(cache_batch_idx=np.array([1], np.int32)), acl_fa.InvalidArgumentError,
      r"cache_batch_idx must have shape \(2,\)"),
-    ("batch_idx_float", _set(cache_batch_idx=np.array([1.0, 0.0])), acl_fa.InvalidTypeError, "integer array"),
-    ("leftpad_beyond_cache", _set(cache_leftpad=np.array([41, 0], np.int32)), acl_fa.InvalidArgumentError,
+    ("batch_idx_float", with_changes(cache_batch_idx=np.array([1.0, 0.0])), acl_fa.InvalidTypeError, "integer array"),
+    ("leftpad_beyond_cache", with_changes(cache_leftpad=np.array([41, 0], np.int32)), acl_fa.InvalidArgumentError,
      r"cache_leftpad\[0\] = 41 must be in \[0, cache_seqlens\[0\] = 40\]"),
-    ("leftpad_negative", _set(cache_leftpad=np.array([0, -2], np.int32)), acl_fa.InvalidArgumentError,
+    ("leftpad_negative", with_changes(cache_leftpad=np.array([0, -2], np.int32)), acl_fa.InvalidArgumentError,
      r"cache_leftpad\[1\] = -2"),
-    ("batch_idx_paged", _set(k_cache=lambda a: a["k_cache"][:, :16], v_cache=lambda a: a["v_cache"][:, :16],
+    ("batch_idx_paged", with_changes(k_cache=lambda a: a["k_cache"][:, :16], v_cache=lambda a: a["v_cache"][:, :16],
                              block_table=np.array([[0, 1, 2], [2, 1, 0]], np.int32), rotary_cos=None,
                              rotary_sin=None, cache_seqlens=np.array([8, 8], np.int32)),
      acl_fa.InvalidArgumentError, "cache_batch_idx indexes a contiguous cache"),
-    ("append_without_seqlens", _set(cache_seqlens=None), acl_fa.InvalidArgumentError, "cache_seqlens is required"),
-    ("append_overflows", _set(cache_seqlens=np.array([48, 20], np.int32), rotary_cos=None, rotary_sin=None),
+    ("append_without_seqlens", with_changes(cache_seqlens=None), acl_fa.InvalidArgumentError, "cache_seqlens is required"),
+    ("append_overflows", with_changes(cache_seqlens=np.array([48, 20], np.int32), rotary_cos=None, rotary_sin=None),
      acl_fa.InvalidArgumentError, "exceeds the cache capacity S_max=48"),
-    ("window_size_one_value", _set(window_size=(5,)), acl_fa.InvalidArgumentError, "window_size must be a pair"),
-    ("window_size_float", _set(window_size=(5.0, 0)), acl_fa.InvalidTypeError, "pair of integers"),
-    ("alibi_wrong_shape", _set(alibi_slopes=np.ones(3, np.float32)), acl_fa.InvalidArgumentError,
+    ("window_size_one_value", with_changes(window_size=(5,)), acl_fa.InvalidArgumentError, "window_size must be a pair"),
+    ("window_size_float", with_changes(window_size=(5.0, 0)), acl_fa.InvalidTypeError, "pair of integers"),
+    ("alibi_wrong_shape", with_changes(alibi_slopes=np.ones(3, np.float32)), acl_fa.InvalidArgumentError,
      "alibi_slopes must have shape"),
-    ("softcap_negative", _set(softcap=-1.0), acl_fa.InvalidArgumentError, "softcap must be a finite number >= 0"),
-    ("interleaved_not_bool", _set(rotary_interleaved=1), acl_fa.InvalidTypeError, "rotary_interleaved must be a bool"),
+    ("softcap_negative", with_changes(softcap=-1.0), acl_fa.InvalidArgumentError, "softcap must be a finite number >= 0"),
+    ("interleaved_not_bool", with_changes(rotary_interleaved=1), acl_fa.InvalidTypeError, "rotary_interleaved must be a bool"),
 ]
 
 
