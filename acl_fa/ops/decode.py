@@ -23,6 +23,14 @@ flash-attn's ``flash_attn_with_kvcache``:
   at once; ``acl_fa.plan`` shows the value used) and, per group at run time, to its key chunks
   (a piece holds at least one chunk of up to blockN keys).
 
+- cache_batch_idx [B] (contiguous caches): sequence b uses cache row cache_batch_idx[b];
+  cache_leftpad [B]: keys [0, cache_leftpad[b]) are invisible (flash-attn's, docs/decode.md);
+- softcap, alibi_slopes [N] / [B, N], sinks [N]: the score modifiers (docs/attention_options.md
+  "Score modifiers"), computed in the kernel; with any of them or cache_leftpad the call runs on
+  FlashAttentionDecodeV2, else on FlashAttentionDecode;
+- more than 255 query rows per kv head ((N / Nkv) x Sq, speculative decoding) run as row groups
+  (docs/decode.md).
+
 Returns out [B, Sq, N, D] (and lse float32 [B, N, Sq] with return_lse). Keys past a sequence's
 length are never read: unused cache slots may hold anything.
 
