@@ -196,7 +196,8 @@ def _rows_words(p: DecodePlan) -> str:
         return (f"rows      GQA packing: {group} query heads x {p.seq_q} token(s) = {p.rows} rows (matmul M) "
                 f"per (sequence, kv head): the K/V of a kv head is read once per step, not once per query head")
     return (f"rows      GQA packing: {group} query heads x {p.seq_q} token(s) = {group * p.seq_q} rows per kv head, "
-            f"over 255: {p.row_groups} row groups of {p.row_group_heads} head(s) x {p.row_group_tokens} token(s) "
+            f"more than one group holds (255 rows, the chip's UB): {p.row_groups} row groups of "
+            f"{p.row_group_heads} head(s) x {p.row_group_tokens} token(s) "
             f"= {p.rows} rows (matmul M); the K/V of a kv head is read once per row group")
 
 
