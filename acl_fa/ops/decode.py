@@ -310,6 +310,28 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options, indexed: bo
                          pre, nxt, int(num_splits))
 
 
+def _with_v2_inputs(p: DecodeProblem, seqlens, softcap: float, alibi_slopes, sinks, cache_leftpad) -> tuple:
+    """(problem with FlashAttentionDecodeV2's options, V2's optional inputs alibi, sinks, leftpad
+    as the op uploads them, None where not given)."""
+    slopes = alibi_slopes_value(alibi_slopes, batch=p.batch, num_heads=p.num_heads)
+    logits = sinks_value(sinks, num_heads=p.num_heads)
+    leftpad = None if cache_leftpad is None else leftpad_array(cache_leftpad, seqlens)
+    if softcap or slopes is not None or logits is not None or leftpad is not None:
+        p = dataclasses.replace(p, softcap=softcap, alibi=slopes is not None, sinks=logits is not None,
+                                leftpad=leftpad is not None)
+    return p, (slopes, logits, leftpad)
+
+
+def _table_of(p: DecodeProblem, block_table, cache_batch_idx, *, appending: bool) -> np.ndarray:
+    """The op's block table: the caller's (paged), cache_batch_idx as one block per sequence, or
+    sequence b's own row b (a contiguous cache is the paged one with S_max-key blocks)."""
+    if p.paged:
+        return int_array("block_table", block_table, (p.batch, p.max_blocks))
+    if cache_batch_idx is not None:
+        return _cache_rows(p, cache_batch_idx, appending=appending).reshape(p.batch, 1)
+    return np.arange(p.batch, dtype=np.int32).reshape(p.batch, 1)
+
+
 def leftpad_array(cache_leftpad, seqlens: np.ndarray) -> np.ndarray:
     """cache_leftpad as int32 [B], each in [0, cache_seqlens[b]]."""
     leftpad = int_array("cache_leftpad", cache_leftpad, seqlens.shape)
@@ -414,19 +436,9 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     new_metas = None if k is None else (_meta("k", k), _meta("v", v))
     problem = _validated(q_meta, cache_metas, table_shape, new_metas, (scale, pre, nxt, int(num_splits)),
                          cache_batch_idx is not None)
-    slopes = alibi_slopes_value(alibi_slopes, batch=problem.batch, num_heads=problem.num_heads)
-    logits = sinks_value(sinks, num_heads=problem.num_heads)
     seqlens = seqlens_array(cache_seqlens, problem.batch)
-    leftpad = None if cache_leftpad is None else leftpad_array(cache_leftpad, seqlens)
-    if softcap or slopes is not None or logits is not None or leftpad is not None:
-        problem = dataclasses.replace(problem, softcap=softcap, alibi=slopes is not None, sinks=logits is not None,
-                                      leftpad=leftpad is not None)
-    if problem.paged:
-        table = int_array("block_table", block_table, (problem.batch, problem.max_blocks))
-    elif cache_batch_idx is not None:
-        table = _cache_rows(problem, cache_batch_idx, appending=k is not None).reshape(problem.batch, 1)
-    else:
-        table = np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1)
+    problem, v2_inputs = _with_v2_inputs(problem, seqlens, softcap, alibi_slopes, sinks, cache_leftpad)
+    table = _table_of(problem, block_table, cache_batch_idx, appending=k is not None)
     s_new = 0 if k is None else new_metas[0][0][1]
     _check_lengths(problem, seqlens, s_new, table if problem.paged else None)
     if session is None:
@@ -437,7 +449,7 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     inputs = (_host_or_device(q), _host_or_device(k_cache), _host_or_device(v_cache),
               block_table if isinstance(block_table, DeviceArray) else table, seqlens + np.int32(s_new))
     if op is FLASH_ATTENTION_DECODE_V2:
-        inputs += (slopes, logits, leftpad)
+        inputs += v2_inputs
     bound = runner.bound_inputs(inputs)
     for name, x in (("k", k), ("v", v)):
         if isinstance(x, DeviceArray):

@@ -24,6 +24,7 @@ PUBLIC_FACES = {
     "ops/backward.py:flash_attention_backward", "parallel/ring.py:ring_attention_backward",
     "reference/attention.py:attention_reference", "reference/attention.py:attention_reference_backward",
     "reference/attention.py:attention_reference_varlen", "reference/attention.py:attention_reference_varlen_backward",
+    "ops/decode_compat.py:flash_attn_with_kvcache", "reference/decode.py:kvcache_reference",
 }
 MAX_LINES, MAX_PARAMS = 80, 12
 
