@@ -100,7 +100,11 @@ section() {
             run decode-routed acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8
             run decode-routed-sq16 acl-fa run --seq 16 --seq-kv 32768 --kv-heads 8 --causal
             run decode-route-plan acl-fa plan --seq 1 --seq-kv 32768 --kv-heads 8
-            run decode-routing "$PYTHON" bench/decode_routing.py ;;
+            run decode-routing "$PYTHON" bench/decode_routing.py
+            run decode-mods "$PYTHON" bench/decode_mods.py --seq-kv 32768
+            run decode-mods-paged "$PYTHON" bench/decode_mods.py --seq-kv 32768 --paged
+            run decode-rows "$PYTHON" bench/decode_mods.py --seq-kv 32768 --rows
+            run decode-rows-step acl-fa run --seq 64 --seq-kv 32768 --heads 64 --kv-heads 8 --decode --steps 1 ;;
         all) for s in readme current plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
