@@ -102,7 +102,11 @@ section() {
             run decode-routed acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8
             run decode-routed-sq16 acl-fa run --seq 16 --seq-kv 32768 --kv-heads 8 --causal
             run decode-route-plan acl-fa plan --seq 1 --seq-kv 32768 --kv-heads 8
-            run decode-routing "$PYTHON" bench/decode_routing.py ;;
+            run decode-routing "$PYTHON" bench/decode_routing.py
+            run decode-mods "$PYTHON" bench/decode_mods.py --seq-kv 32768
+            run decode-mods-paged "$PYTHON" bench/decode_mods.py --seq-kv 32768 --paged
+            run decode-rows "$PYTHON" bench/decode_mods.py --seq-kv 32768 --rows
+            run decode-rows-step acl-fa run --seq 64 --seq-kv 32768 --heads 64 --kv-heads 8 --decode --steps 1 ;;
         headdim)
             run head-dim-padding "$PYTHON" bench/head_dim_padding.py --seq 2048 --heads 8 --dims 1,8,40,59,111,200
             run head-dim-plan acl-fa plan --seq 4096 --causal --head-dim 59 ;;

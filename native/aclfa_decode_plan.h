@@ -41,6 +41,8 @@ typedef struct aclfaDecodePlan {
     aclfaPlanBudgetLine lines[ACLFA_PLAN_MAX_LINES];
     /* the closed form of the modeled launch time, cycles (fa_policy::DecodeModeledCycles) */
     double modeledCycles;
+    /* row groups per kv head (more than 255 query rows): heads x tokens each, rows = their product */
+    uint32_t rowGroupHeads, rowGroupTokens, rowGroups, reserved;
 } aclfaDecodePlan;
 
 /* 0 and *plan filled, or -1 with the reason in errBuf. seqLens: problem->batch lengths. */

@@ -58,6 +58,9 @@ extern "C" int32_t aclfaDecodePlanCompute(const aclfaDecodePlanProblem *problem,
     plan->wsBytesPerAiv = out.wsBytesPerAiv;
     plan->userWorkspaceBytes = out.userWorkspaceBytes;
     plan->tilingKey = out.tilingKey;
+    plan->rowGroupHeads = out.rowGroupHeads;
+    plan->rowGroupTokens = out.rowGroupTokens;
+    plan->rowGroups = out.rowGroups;
     plan->groups = schedule.groups;
     plan->totalUnits = schedule.totalUnits;
     plan->pieces = schedule.pieces;

@@ -23,6 +23,14 @@ flash-attn's ``flash_attn_with_kvcache``:
   at once; ``acl_fa.plan`` shows the value used) and, per group at run time, to its key chunks
   (a piece holds at least one chunk of up to blockN keys).
 
+- cache_batch_idx [B] (contiguous caches): sequence b uses cache row cache_batch_idx[b];
+  cache_leftpad [B]: keys [0, cache_leftpad[b]) are invisible (flash-attn's, docs/decode.md);
+- softcap, alibi_slopes [N] / [B, N], sinks [N]: the score modifiers (docs/attention_options.md
+  "Score modifiers"), computed in the kernel; with any of them or cache_leftpad the call runs on
+  FlashAttentionDecodeV2, else on FlashAttentionDecode;
+- more than 255 query rows per kv head ((N / Nkv) x Sq, speculative decoding) run as row groups
+  (docs/decode.md).
+
 Returns out [B, Sq, N, D] (and lse float32 [B, N, Sq] with return_lse). Keys past a sequence's
 length are never read: unused cache slots may hold anything.
 
@@ -44,21 +52,23 @@ import numpy as np
 from . import opcall
 from ..spec.problem import resolve_scale
 from ..spec.band import UNBOUNDED, window_band
-from ..spec.options import refuse_softcap
+from ..spec.options import softcap_value
+from ..spec.score_mods import alibi_slopes_value, sinks_value
 from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op, OpRunner, default_session
+from ..runtime.ffi import ffi
 from ..runtime.session import DeviceSession
 from ..plan import forward as planmod
 
-__all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "flash_attention_with_kvcache", "decode_plan_check",
-           "write_kv_cache", "contiguous_call", "runner_for"]
+__all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "FLASH_ATTENTION_DECODE_V2", "flash_attention_with_kvcache",
+           "decode_plan_check",
+           "write_kv_cache", "contiguous_call", "runner_for", "seqlens_array", "int_array", "leftpad_array"]
 
 SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 MAX_HEAD_DIM = 256
 HEAD_DIM_MULTIPLE = 16
 BLOCK_SIZE_MULTIPLE = 16
-MAX_ROWS = 255          # query heads per kv head x Sq: the kernel's matmul M (decode_tiling_policy.h)
 MAX_SPLITS = 2**31 - 1  # num_splits: an int64 attribute the tiling refuses beyond int32
 
 
@@ -80,6 +90,14 @@ class DecodeProblem:
     pre_tokens: int
     next_tokens: int
     num_splits: int
+    softcap: float = 0.0   # FlashAttentionDecodeV2's score modifiers (docs/decode.md)
+    alibi: bool = False    # alibi_slopes [B, N] fp32 given
+    sinks: bool = False    # sinks [N] fp32 given
+    leftpad: bool = False  # cache_leftpad [B] int32 given
+
+    @property
+    def needs_v2(self) -> bool:
+        return self.softcap > 0 or self.alibi or self.sinks or self.leftpad
 
     @property
     def q_shape(self) -> tuple:
@@ -131,6 +149,43 @@ class FlashAttentionDecodeOp(Op):
 FLASH_ATTENTION_DECODE = FlashAttentionDecodeOp()
 
 
+class FlashAttentionDecodeV2Op(FlashAttentionDecodeOp):
+    """aclnnFlashAttentionDecodeV2 (acl_fa/cdefs/aclnn_flash_attention_decode_v2.h): V1's arguments,
+    the optional alibi_slopes [B, N] and sinks [N] (fp32) after its inputs and softcap after its
+    attrs; for calls with a score modifier (every other call keeps V1)."""
+
+    name = "flash_attention_decode_v2"
+    inputs = FlashAttentionDecodeOp.inputs + ("alibi", "sinks", "leftpad")
+    workspace_api = "aclnnFlashAttentionDecodeV2GetWorkspaceSize"
+    launch_api = "aclnnFlashAttentionDecodeV2"
+
+    def buffers(self, p: DecodeProblem) -> dict:
+        roles = super().buffers(p)
+        if p.alibi:
+            roles["alibi"] = ((p.batch, p.num_heads), np.dtype(np.float32))
+        if p.sinks:
+            roles["sinks"] = ((p.num_heads,), np.dtype(np.float32))
+        if p.leftpad:
+            roles["leftpad"] = ((p.batch,), np.dtype(np.int32))
+        return roles
+
+    def workspace_args(self, p: DecodeProblem, tensors: dict) -> tuple:
+        v1 = super().workspace_args(p, tensors)
+        optional = tuple(tensors[role].handle if role in tensors else ffi.NULL
+                         for role in ("alibi", "sinks", "leftpad"))
+        # V1's: 5 inputs, 5 attrs, 2 outputs; V2 puts its inputs after V1's and softcap after the attrs.
+        return v1[:5] + optional + v1[5:10] + (float(p.softcap),) + v1[10:]
+
+
+FLASH_ATTENTION_DECODE_V2 = FlashAttentionDecodeV2Op()
+
+
+def op_for(p: DecodeProblem) -> FlashAttentionDecodeOp:
+    """V2 for a call with a score modifier or left padding, else V1 (the entry every other call
+    used before)."""
+    return FLASH_ATTENTION_DECODE_V2 if p.needs_v2 else FLASH_ATTENTION_DECODE
+
+
 def decode_plan_check(p: DecodeProblem, soc: str):
     """Refuses chips the decode kernel does not run on (it is an AIC:AIV 1:2 kernel: Atlas
     A2/A3) before any device work."""
@@ -159,7 +214,7 @@ def _meta(name: str, x):
     return a.shape, a.dtype
 
 
-def _seqlens_arg(cache_seqlens, batch: int) -> np.ndarray:
+def seqlens_array(cache_seqlens, batch: int) -> np.ndarray:
     """cache_seqlens (one integer for every sequence, or an integer array [B]) as int32 [B];
     a value beyond int32 is refused naming cache_seqlens (not numpy's OverflowError)."""
     if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
@@ -167,13 +222,13 @@ def _seqlens_arg(cache_seqlens, batch: int) -> np.ndarray:
         if not _INT32.min <= value <= _INT32.max:
             raise InvalidArgumentError(f"cache_seqlens={value} must fit int32 ({_INT32.min} .. {_INT32.max})")
         cache_seqlens = np.full((batch,), value, np.int32)
-    return _host_ints("cache_seqlens", cache_seqlens, (batch,))
+    return int_array("cache_seqlens", cache_seqlens, (batch,))
 
 
 _INT32 = np.iinfo(np.int32)
 
 
-def _host_ints(name: str, x, shape: tuple) -> np.ndarray:
+def int_array(name: str, x, shape: tuple) -> np.ndarray:
     """An int32 host copy of an integer array argument of `shape` (a DeviceArray is read back)."""
     if isinstance(x, DeviceArray):
         x = x.numpy()
@@ -188,7 +243,8 @@ def _host_ints(name: str, x, shape: tuple) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _validated(q_meta, cache_metas, table_shape, new_metas, options) -> DecodeProblem:
+def _validated(q_meta, cache_metas, table_shape, new_metas, options, indexed: bool = False) -> DecodeProblem:
+    """indexed: cache_batch_idx is given (a contiguous cache's batch may then differ from q's)."""
     (q_shape, q_dtype) = q_meta
     (k_shape, k_dtype), (v_shape, v_dtype) = cache_metas
     scale, pre, nxt, num_splits = options
@@ -215,11 +271,11 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options) -> DecodePr
         raise InvalidArgumentError(f"head dim D={d} must be a multiple of {HEAD_DIM_MULTIPLE} and <= {MAX_HEAD_DIM}")
     if heads % kv_heads:
         raise InvalidArgumentError(f"query heads {heads} must be a multiple of key/value heads {kv_heads}")
-    if heads // kv_heads * seq_q > MAX_ROWS:
-        raise InvalidArgumentError(
-            f"query heads per kv head x query tokens = {heads // kv_heads} x {seq_q} exceeds {MAX_ROWS}: "
-            f"decode Sq tokens at a time with (N / Nkv) * Sq <= {MAX_ROWS}")
     paged = table_shape is not None
+    if paged and indexed:
+        raise InvalidArgumentError(
+            "cache_batch_idx indexes a contiguous cache's batch; with a paged cache the block_table already names "
+            "each sequence's blocks (flash-attn refuses the pair too)")
     if paged:
         if len(table_shape) != 2 or table_shape[0] != batch or table_shape[1] < 1:
             raise InvalidArgumentError(f"block_table must be [B={batch}, max_blocks_per_seq >= 1], got {table_shape}")
@@ -228,7 +284,7 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options) -> DecodePr
                 f"block_size (k_cache dim 1) must be a multiple of {BLOCK_SIZE_MULTIPLE}, got {block_size}")
         max_blocks = table_shape[1]
     else:
-        if blocks != batch:
+        if blocks != batch and not indexed:
             raise InvalidArgumentError(
                 f"a contiguous k_cache must be [B={batch}, S_max, Nkv, D], got {k_shape} (pass block_table for a "
                 "paged cache)")
@@ -252,6 +308,55 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options) -> DecodePr
             f"got {num_splits}")
     return DecodeProblem(batch, seq_q, heads, kv_heads, d, q_dtype, blocks, block_size, max_blocks, paged, scale,
                          pre, nxt, int(num_splits))
+
+
+def _with_v2_inputs(p: DecodeProblem, seqlens, softcap: float, alibi_slopes, sinks, cache_leftpad) -> tuple:
+    """(problem with FlashAttentionDecodeV2's options, V2's optional inputs alibi, sinks, leftpad
+    as the op uploads them, None where not given)."""
+    slopes = alibi_slopes_value(alibi_slopes, batch=p.batch, num_heads=p.num_heads)
+    logits = sinks_value(sinks, num_heads=p.num_heads)
+    leftpad = None if cache_leftpad is None else leftpad_array(cache_leftpad, seqlens)
+    if softcap or slopes is not None or logits is not None or leftpad is not None:
+        p = dataclasses.replace(p, softcap=softcap, alibi=slopes is not None, sinks=logits is not None,
+                                leftpad=leftpad is not None)
+    return p, (slopes, logits, leftpad)
+
+
+def _table_of(p: DecodeProblem, block_table, cache_batch_idx, *, appending: bool) -> np.ndarray:
+    """The op's block table: the caller's (paged), cache_batch_idx as one block per sequence, or
+    sequence b's own row b (a contiguous cache is the paged one with S_max-key blocks)."""
+    if p.paged:
+        return int_array("block_table", block_table, (p.batch, p.max_blocks))
+    if cache_batch_idx is not None:
+        return _cache_rows(p, cache_batch_idx, appending=appending).reshape(p.batch, 1)
+    return np.arange(p.batch, dtype=np.int32).reshape(p.batch, 1)
+
+
+def leftpad_array(cache_leftpad, seqlens: np.ndarray) -> np.ndarray:
+    """cache_leftpad as int32 [B], each in [0, cache_seqlens[b]]."""
+    leftpad = int_array("cache_leftpad", cache_leftpad, seqlens.shape)
+    bad = (leftpad < 0) | (leftpad > seqlens)
+    if bad.any():
+        b = int(np.argmax(bad))
+        raise InvalidArgumentError(f"cache_leftpad[{b}] = {int(leftpad[b])} must be in [0, cache_seqlens[{b}] = "
+                                   f"{int(seqlens[b])}]: it marks where sequence {b} starts in its cache")
+    return leftpad
+
+
+def _cache_rows(p: DecodeProblem, cache_batch_idx, *, appending: bool) -> np.ndarray:
+    """cache_batch_idx as int32 [B]: each in [0, B_cache), distinct when k/v are appended."""
+    rows = int_array("cache_batch_idx", cache_batch_idx, (p.batch,))
+    bad = (rows < 0) | (rows >= p.num_blocks)
+    if bad.any():
+        b = int(np.argmax(bad))
+        raise InvalidArgumentError(
+            f"cache_batch_idx[{b}] = {int(rows[b])} is out of range: k_cache holds {p.num_blocks} sequences")
+    if appending and len(np.unique(rows)) != len(rows):
+        values, counts = np.unique(rows, return_counts=True)
+        raise InvalidArgumentError(
+            f"cache_batch_idx names cache row {int(values[counts > 1][0])} twice while k/v are appended: two "
+            "sequences would write the same cache slots")
+    return rows
 
 
 def _check_lengths(p: DecodeProblem, seqlens: np.ndarray, s_new: int, table: Optional[np.ndarray]):
@@ -290,10 +395,30 @@ def runner_for(session: DeviceSession) -> OpRunner:
 
 def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=None, k=None, v=None,
                                  causal=True, window=None, scale=None, num_splits=0, return_lse=False,
-                                 backend=None, device=None, session=None, softcap=0.0):
-    """Attention of q against a KV cache (see the module docstring). softcap > 0 is refused
-    (soft-capping is in the forward only, not yet in decode)."""
-    refuse_softcap(softcap, "flash_attention_with_kvcache")
+                                 backend=None, device=None, session=None, softcap=0.0, cache_batch_idx=None,
+                                 alibi_slopes=None, sinks=None, cache_leftpad=None):
+    """Attention of q against a KV cache (see the module docstring).
+
+    Score modifiers (docs/attention_options.md "Score modifiers"; FlashAttentionDecodeV2, computed in
+    the kernel): softcap > 0 caps the scaled scores, softcap * tanh(scale * q.k / softcap);
+    alibi_slopes [N] or [B, N] (float32) adds -slope * |s + L - Sq - j| to query token s's score of
+    key j (L the sequence's keys, bottom-right aligned as the causal mask); sinks [N] (float32) is a
+    per-head logit in every row's softmax denominator with no value (a row that sees no key gives 0
+    and LSE = sink).
+
+    cache_batch_idx (int [B], contiguous caches only): sequence b uses row cache_batch_idx[b] of
+    k_cache / v_cache [B_cache, S_max, Nkv, D] (B_cache may differ from B), as flash-attn's. It is
+    the kernel's own addressing: a contiguous cache is the paged one with one S_max-key block per
+    row, so the index becomes the sequence's block-table entry (no copy). Each index must be in
+    [0, B_cache); with k/v appended the indices must also be distinct (two sequences appending
+    into one row would race; flash-attn leaves that result undefined).
+
+    cache_leftpad (int [B], flash-attn's): keys [0, cache_leftpad[b]) of sequence b are invisible;
+    cache_seqlens[b] stays the end index (the diagonal, windows and ALiBi distances count from the
+    sequence's end, so they are those of the unpadded call). In the kernel (FlashAttentionDecodeV2:
+    the first visible key of the sequence, whose chunks before it are never read); each value in
+    [0, cache_seqlens[b]]."""
+    softcap = softcap_value(softcap)
     if (k is None) != (v is None):
         raise InvalidArgumentError("k and v must be given together (new keys and values to append)")
     # Types before the validated-problem cache: 1, 1.0 and True hash alike.
@@ -309,18 +434,22 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     cache_metas = (_meta("k_cache", k_cache), _meta("v_cache", v_cache))
     table_shape = None if block_table is None else _meta("block_table", block_table)[0]
     new_metas = None if k is None else (_meta("k", k), _meta("v", v))
-    problem = _validated(q_meta, cache_metas, table_shape, new_metas, (scale, pre, nxt, int(num_splits)))
-    seqlens = _seqlens_arg(cache_seqlens, problem.batch)
-    table = (_host_ints("block_table", block_table, (problem.batch, problem.max_blocks)) if problem.paged
-             else np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1))
+    problem = _validated(q_meta, cache_metas, table_shape, new_metas, (scale, pre, nxt, int(num_splits)),
+                         cache_batch_idx is not None)
+    seqlens = seqlens_array(cache_seqlens, problem.batch)
+    problem, v2_inputs = _with_v2_inputs(problem, seqlens, softcap, alibi_slopes, sinks, cache_leftpad)
+    table = _table_of(problem, block_table, cache_batch_idx, appending=k is not None)
     s_new = 0 if k is None else new_metas[0][0][1]
     _check_lengths(problem, seqlens, s_new, table if problem.paged else None)
     if session is None:
         session = _session_of(q, k_cache, v_cache, block_table, k, v, cache_seqlens) or default_session(
             backend, device)
-    runner = runner_for(session)
+    op = op_for(problem)
+    runner = opcall.runner_for(session, op)
     inputs = (_host_or_device(q), _host_or_device(k_cache), _host_or_device(v_cache),
               block_table if isinstance(block_table, DeviceArray) else table, seqlens + np.int32(s_new))
+    if op is FLASH_ATTENTION_DECODE_V2:
+        inputs += v2_inputs
     bound = runner.bound_inputs(inputs)
     for name, x in (("k", k), ("v", v)):
         if isinstance(x, DeviceArray):
@@ -372,8 +501,8 @@ def write_kv_cache(k_cache: DeviceArray, v_cache: DeviceArray, k, v, *, cache_se
     table_shape = None if block_table is None else _meta("block_table", block_table)[0]
     problem = _validated(q_meta, (_meta("k_cache", k_cache), _meta("v_cache", v_cache)), table_shape, new_metas,
                          (None, UNBOUNDED, 0, 0))
-    seqlens = _seqlens_arg(cache_seqlens, problem.batch)
-    table = (_host_ints("block_table", block_table, (problem.batch, problem.max_blocks)) if problem.paged
+    seqlens = seqlens_array(cache_seqlens, problem.batch)
+    table = (int_array("block_table", block_table, (problem.batch, problem.max_blocks)) if problem.paged
              else np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1))
     _check_lengths(problem, seqlens, k_shape[1], table if problem.paged else None)
     for name, array in (("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):

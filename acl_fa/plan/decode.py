@@ -40,7 +40,7 @@ class DecodePlan(Workspace):
     block_size: Optional[int]  # None: contiguous cache
     causal: bool
     num_splits: int          # as asked
-    rows: int                # GQA-packed matmul M: (N / Nkv) * Sq
+    rows: int                # GQA-packed matmul M: row_group_heads * row_group_tokens
     block_n: int             # keys per chunk
     chunks_per_block: int
     split_kv: bool
@@ -62,6 +62,9 @@ class DecodePlan(Workspace):
     system_workspace_bytes: int = 0
     tiling_key: int = 0
     modeled_cycles: float = 0.0  # the closed form of the launch's modeled time (DecodeModeledCycles)
+    row_group_heads: int = 0     # query heads per row group (divides N / Nkv)
+    row_group_tokens: int = 0    # query tokens per row group (divides Sq)
+    row_groups: int = 1          # row groups per kv head (> 1 beyond 255 query rows per kv head)
 
     @property
     def modeled_us(self) -> float:
@@ -173,7 +176,8 @@ def decode_plan(*, seq_kv: "int | Sequence[int]", batch: int = 1, heads: int = 3
         budget=[BudgetLine(ffi.string(line.name).decode(), line.bytes, line.capacity)
                 for line in out.lines[0:out.numLines]],
         user_workspace_bytes=out.userWorkspaceBytes, system_workspace_bytes=limits.lib_api_workspace_bytes,
-        tiling_key=out.tilingKey, modeled_cycles=float(out.modeledCycles))
+        tiling_key=out.tilingKey, modeled_cycles=float(out.modeledCycles), row_group_heads=out.rowGroupHeads,
+        row_group_tokens=out.rowGroupTokens, row_groups=out.rowGroups)
 
 
 def _split_words(p: DecodePlan) -> str:
@@ -184,6 +188,17 @@ def _split_words(p: DecodePlan) -> str:
     if p.split_kv:
         return f"num_splits=0 (auto): the chunks of all groups cut into {p.num_parts} equal ranges, one per AIV"
     return "num_splits=1: each group whole on one AIV"
+
+
+def _rows_words(p: DecodePlan) -> str:
+    group = p.heads // p.kv_heads
+    if p.row_groups <= 1:
+        return (f"rows      GQA packing: {group} query heads x {p.seq_q} token(s) = {p.rows} rows (matmul M) "
+                f"per (sequence, kv head): the K/V of a kv head is read once per step, not once per query head")
+    return (f"rows      GQA packing: {group} query heads x {p.seq_q} token(s) = {group * p.seq_q} rows per kv head, "
+            f"more than one group holds (255 rows, the chip's UB): {p.row_groups} row groups of "
+            f"{p.row_group_heads} head(s) x {p.row_group_tokens} token(s) "
+            f"= {p.rows} rows (matmul M); the K/V of a kv head is read once per row group")
 
 
 def format_decode_plan(p: DecodePlan) -> str:
@@ -200,10 +215,9 @@ def format_decode_plan(p: DecodePlan) -> str:
         f"L1 {c.l1_bytes} B; kernel: {kernel}",
         f"problem   decode B={p.batch} N={p.heads} Nkv={p.kv_heads} Sq={p.seq_q} D={p.head_dim} {p.dtype}; "
         f"{keys} ({cache}){', causal' if p.causal else ''}",
-        f"rows      GQA packing: {p.heads // p.kv_heads} query heads x {p.seq_q} token(s) = {p.rows} rows (matmul M) "
-        f"per (sequence, kv head): the K/V of a kv head is read once per step, not once per query head",
+        _rows_words(p),
         f"blocks    {p.block_n} keys per chunk, {p.chunks_per_block} chunk(s) per cache block; {p.groups} groups "
-        f"(sequence, kv head), {p.total_units} chunks in all",
+        f"(sequence, kv head{', row group' if p.row_groups > 1 else ''}), {p.total_units} chunks in all",
         f"split     {_split_words(p)}",
         f"work      {p.pieces} work items (batch, kv head, split); splits per sequence and kv head "
         f"{p.min_pieces}" + (f" .. {p.max_pieces}" if p.max_pieces != p.min_pieces else "")

@@ -19,7 +19,7 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["gather_sequence", "kvcache_reference"]
+__all__ = ["gather_sequence", "kvcache_reference", "rotary_reference"]
 
 
 def gather_sequence(cache: np.ndarray, b: int, length: int, block_table: Optional[np.ndarray]) -> np.ndarray:
@@ -33,9 +33,37 @@ def gather_sequence(cache: np.ndarray, b: int, length: int, block_table: Optiona
     return rows[:length]
 
 
+def rotary_reference(x, cos, sin, positions, *, interleaved: bool) -> np.ndarray:
+    """Rotary embedding of flash-attn's ``apply_rotary_emb`` in float64: x [B, S, H, D], cos / sin
+    [S_ro, R / 2], positions [B, S] integer (the row of cos / sin each token uses). The first R
+    dims of each head rotate, the rest pass through. Interleaved (GPT-J): pairs (2i, 2i + 1);
+    otherwise (GPT-NeoX): pairs (i, i + R / 2). A pair (a, b) at angle t becomes
+    (a cos t - b sin t, a sin t + b cos t)."""
+    x = np.asarray(x, np.float64)
+    cos = np.asarray(cos, np.float64)[np.asarray(positions)][:, :, None, :]   # [B, S, 1, R / 2]
+    sin = np.asarray(sin, np.float64)[np.asarray(positions)][:, :, None, :]
+    rot = 2 * cos.shape[-1]
+    out = x.copy()
+    if interleaved:
+        a, b = x[..., 0:rot:2], x[..., 1:rot:2]
+        out[..., 0:rot:2] = a * cos - b * sin
+        out[..., 1:rot:2] = a * sin + b * cos
+    else:
+        a, b = x[..., :rot // 2], x[..., rot // 2:rot]
+        out[..., :rot // 2] = a * cos - b * sin
+        out[..., rot // 2:rot] = a * sin + b * cos
+    return out
+
+
 def kvcache_reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, causal=True, window=None,
-                      scale=None, precision=None, softcap=0.0, alibi_slopes=None, sinks=None):
+                      scale=None, precision=None, softcap=0.0, alibi_slopes=None, sinks=None,
+                      cache_batch_idx=None, cache_leftpad=None):
     """Returns (out [B, Sq, N, D] float64, lse [B, N, Sq] float64).
+
+    cache_batch_idx [B]: sequence b reads cache row cache_batch_idx[b] of a contiguous cache.
+    cache_leftpad [B]: keys [0, cache_leftpad[b]) of sequence b are invisible (flash-attn's
+    left padding; cache_seqlens[b] stays the end index, the diagonal and ALiBi distances are
+    measured from it, so bottom-right alignment is unchanged).
 
     precision None: float64 throughout. precision = an input dtype: the naive same-precision
     attention of the 2x rule (acl_fa.reference.accuracy) -- scores and probabilities rounded to it, fp32
@@ -54,13 +82,18 @@ def kvcache_reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, c
     lse = np.full((batch, heads, sq), -np.inf, np.float64)
     lengths = np.broadcast_to(np.asarray(cache_seqlens), (batch,))
     slopes = None if alibi_slopes is None else np.broadcast_to(np.asarray(alibi_slopes, np.float64), (batch, heads))
+    rows = np.arange(batch) if cache_batch_idx is None else np.asarray(cache_batch_idx)
+    starts = np.zeros(batch, np.int64) if cache_leftpad is None else np.asarray(cache_leftpad, np.int64)
     for b in range(batch):
         length = int(lengths[b])
-        keys = gather_sequence(k_cache, b, length, block_table).astype(work)
-        values = gather_sequence(v_cache, b, length, block_table).astype(work)
+        row = b if block_table is not None else int(rows[b])   # paged: the table names the blocks
+        keys = gather_sequence(k_cache, row, length, block_table).astype(work)
+        values = gather_sequence(v_cache, row, length, block_table).astype(work)
+        keys[:starts[b]] = 0      # left padding: invisible, and may hold anything (NaN included)
+        values[:starts[b]] = 0
         diag = np.arange(sq)[:, None] + length - sq        # [Sq, 1]: each token's diagonal key
         cols = np.arange(length)[None, :]
-        visible = np.ones((sq, length), bool)
+        visible = np.broadcast_to(cols >= starts[b], (sq, length)).copy()
         if left >= 0:
             visible &= cols >= diag - left
         if right >= 0:

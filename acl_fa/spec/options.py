@@ -37,7 +37,7 @@ from .band import UNBOUNDED, int_argument, window_band
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["UINT64_MAX", "AttentionOptions", "device_mask", "dropout_keep_prob", "dropout_rng", "cu_seqlens_ends",
-           "check_max_seqlen", "softcap_value", "refuse_softcap", "PRECISIONS", "precision_value", "check_precision_dtype",
+           "check_max_seqlen", "softcap_value", "PRECISIONS", "precision_value", "check_precision_dtype",
            "build_options", "ScoreModArrays", "split_attn_mask", "float_mask_value", "score_mod_options",
            "build_forward_options"]
 
@@ -279,14 +279,6 @@ def softcap_value(softcap) -> float:
     if not (0.0 <= value <= _FLOAT32_MAX):  # also refuses NaN; the op's attr is a float32
         raise InvalidArgumentError(f"softcap must be a finite number >= 0 (0 = off), got {softcap!r}")
     return value
-
-
-def refuse_softcap(softcap, op: str):
-    """For the ops that do not have soft-capping yet (issue #30): softcap validated, and any
-    value but 0 refused naming it."""
-    if softcap_value(softcap) != 0.0:
-        raise InvalidArgumentError(f"softcap={softcap!r} is not supported by {op} yet (the forward takes it; "
-                                   "softcap=0 is off)")
 
 
 def precision_value(precision) -> str:

@@ -22,7 +22,7 @@ struct Needs {
     uint64_t ub = 0, l1 = 0, l0c = 0;
 };
 
-Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, const ChipLimits &c) {
+Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, bool scoreMods, const ChipLimits &c) {
     const uint64_t stat = AlignUp(m * kFp32, kUbAlign);
     Needs needs;
     needs.lines = {
@@ -36,6 +36,10 @@ Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, const ChipLimi
         {"foldBuf [m,64] fp32", m * 64 * kFp32, c.ubBytes},
         {"brcbBuf [align8(m),8] fp32", AlignUp(m, 8) * 8 * kFp32, c.ubBytes},
     };
+    if (scoreMods) {  // V2's ALiBi / sinks: key ramp, distance and bias rows [3,n], per-row slope and sink [2,m]
+        needs.lines.push_back({"modBuf ramp,dist,bias [3,n] + slope,sink [2,m] fp32", 3 * n * kFp32 + 2 * stat,
+                               c.ubBytes});
+    }
     for (const auto &line : needs.lines) needs.ub += line.bytes;
     // An AIC holds, for each of its 2 AIVs, both matmuls' operands (Q [m,d] + K [n,d];
     // P [m,n] + V [n,d]) and one [m16,n] or [m16,d] fp32 result in L0C.
@@ -103,13 +107,6 @@ std::string Validate(const DecodeProblem &p, const ChipLimits &c) {
     }
     const std::string heads = ValidateHeads(p.headDim, p.numHeads, p.numKvHeads);
     if (!heads.empty()) return heads;
-    const uint64_t rows = p.numHeads / p.numKvHeads * p.seqQ;
-    if (rows > kDecodeMaxRows) {
-        return Format("num_heads / num_kv_heads * seq_q = %llu query rows per kv head exceeds %u (seq_q %llu, "
-                      "group %llu)",
-                      static_cast<unsigned long long>(rows), kDecodeMaxRows, static_cast<unsigned long long>(p.seqQ),
-                      static_cast<unsigned long long>(p.numHeads / p.numKvHeads));
-    }
     if (p.dtypeBytes != 2) return Format("dtype must be float16 or bfloat16, got %u bytes", p.dtypeBytes);
     if (p.numSplits < 0 || p.numSplits > INT32_MAX) {
         return Format("num_splits must be 0 (auto: split the keys over all cores), 1 (one core per sequence and "
@@ -128,10 +125,47 @@ std::string Validate(const DecodeProblem &p, const ChipLimits &c) {
 
 }  // namespace
 
+bool ChooseDecodeRowGroups(const DecodeProblem &p, const ChipLimits &c, uint32_t *heads, uint32_t *tokens,
+                           uint32_t *count) {
+    const uint64_t group = p.numHeads / p.numKvHeads, sq = p.seqQ, d = p.headDim, t = p.dtypeBytes;
+    auto fits = [&](uint64_t m, uint64_t n) { return Fits(DecodeNeeds(m, n, d, t, p.scoreMods, c), c); };
+    auto take = [&](uint64_t h, uint64_t tk) {
+        *heads = static_cast<uint32_t>(h);
+        *tokens = static_cast<uint32_t>(tk);
+        *count = static_cast<uint32_t>((group / h) * (sq / tk));
+        return true;
+    };
+    // The whole kv head as one group whenever it can be (one read of its keys per step).
+    if (group * sq <= kDecodeMaxRows && fits(group * sq, kAlign)) return take(group, sq);
+    // Else the largest row group that fits with chunks of up to 128 keys (short chunks would make
+    // every chunk pay the cube's fixed costs), then with 16-key ones: whole heads (all Sq tokens,
+    // so a head's rows stay one copy) while one head's tokens fit, else one head's tokens cut.
+    const uint64_t wide = std::min<uint64_t>({128, kDecodeMaxBlockN, AlignUp(p.blockSize, kAlign)});
+    for (const uint64_t n : {wide, kAlign}) {
+        for (uint64_t h = group; h >= 1; --h) {
+            if (group % h == 0 && h * sq <= kDecodeMaxRows && fits(h * sq, n)) return take(h, sq);
+        }
+        for (uint64_t tk = std::min<uint64_t>(sq, kDecodeMaxRows); tk >= 1; --tk) {
+            if (sq % tk == 0 && fits(tk, n)) return take(1, tk);
+        }
+    }
+    return false;
+}
+
 bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *plan, std::string *error) {
     *error = Validate(p, c);
     if (!error->empty()) return false;
-    const uint64_t m = p.numHeads / p.numKvHeads * p.seqQ, d = p.headDim, t = p.dtypeBytes;
+    uint32_t rgHeads = 0, rgTokens = 0, rowGroups = 0;
+    if (!ChooseDecodeRowGroups(p, c, &rgHeads, &rgTokens, &rowGroups)) {
+        const Needs needs = DecodeNeeds(1, kAlign, p.headDim, p.dtypeBytes, p.scoreMods, c);
+        *error = Format("one query row with head_dim %llu needs %llu B of UB per AIV and %llu B of L1 even with "
+                        "16-key chunks; %s has %llu B UB, %llu B L1",
+                        static_cast<unsigned long long>(p.headDim), static_cast<unsigned long long>(needs.ub),
+                        static_cast<unsigned long long>(needs.l1), c.socName.c_str(),
+                        static_cast<unsigned long long>(c.ubBytes), static_cast<unsigned long long>(c.l1Bytes));
+        return false;
+    }
+    const uint64_t m = uint64_t{rgHeads} * rgTokens, d = p.headDim, t = p.dtypeBytes;
 
     // Chunk: of the multiples of 16 that fit, up to the cache block (rounded up to 16), the one
     // whose chunks cost the cube least over one cache block (ChunkCubeCycles: each chunk is a QK
@@ -142,7 +176,7 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     uint64_t n = 0;
     double least = 0;
     for (uint64_t cand = cap; cand >= kAlign; cand -= kAlign) {
-        if (!Fits(DecodeNeeds(m, cand, d, t, c), c)) continue;
+        if (!Fits(DecodeNeeds(m, cand, d, t, p.scoreMods, c), c)) continue;
         const double cost = BlockCubeCycles(m, cand, d, t, p.blockSize, costs);
         if (n == 0 || cost < least) {
             n = cand;
@@ -150,7 +184,7 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
         }
     }
     if (n == 0) {
-        const Needs needs = DecodeNeeds(m, kAlign, d, t, c);
+        const Needs needs = DecodeNeeds(m, kAlign, d, t, p.scoreMods, c);
         *error = Format("%llu query rows per kv head with head_dim %llu need %llu B of UB per AIV and %llu B of L1 "
                         "even with 16-key chunks; %s has %llu B UB, %llu B L1",
                         static_cast<unsigned long long>(m), static_cast<unsigned long long>(d),
@@ -173,15 +207,18 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     out.numParts = 2 * c.aicNum;
     // An explicit count: more pieces of one group than AIVs cannot run at once.
     out.splitsPerGroup = p.numSplits >= 2 ? static_cast<uint32_t>(std::min<int64_t>(p.numSplits, out.numParts)) : 0;
-    out.budget = DecodeNeeds(m, n, d, t, c).lines;
+    out.budget = DecodeNeeds(m, n, d, t, p.scoreMods, c).lines;
     out.lseStride = static_cast<uint32_t>(AlignUp(m, 8));
-    const uint64_t groups = p.batch * p.numKvHeads;
+    out.rowGroupHeads = rgHeads;
+    out.rowGroupTokens = rgTokens;
+    out.rowGroups = rowGroups;
+    const uint64_t groups = p.batch * p.numKvHeads * rowGroups;
     // Each part boundary inside a group adds one piece: sum of pieces <= groups + parts; with an
     // explicit count, at most that many pieces per group.
     const uint64_t slots = out.splitsPerGroup >= 2 ? groups * out.splitsPerGroup
                                                    : (out.splitKv ? groups + out.numParts : 0);
     if (slots > UINT32_MAX) {
-        *error = Format("%llu partial slots (batch x num_kv_heads x num_splits) exceed 2^32",
+        *error = Format("%llu partial slots (batch x num_kv_heads x row groups x num_splits) exceed 2^32",
                         static_cast<unsigned long long>(slots));
         return false;
     }
@@ -209,6 +246,7 @@ bool ComputeDecodeSchedule(const DecodeProblem &p, const DecodePlan &plan, const
     }
     const uint64_t capacity = p.maxBlocksPerSeq * p.blockSize;
     std::vector<uint64_t> units(p.batch, 0);
+    const uint64_t rowGroups = plan.rowGroups > 0 ? plan.rowGroups : 1;  // work groups per (b, kv head)
     DecodeSchedule out;
     for (uint64_t b = 0; b < p.batch; ++b) {
         const int64_t len = seqLens[b];
@@ -227,11 +265,11 @@ bool ComputeDecodeSchedule(const DecodeProblem &p, const DecodePlan &plan, const
         const uint64_t first = (lo / bs) * cpb + (lo % bs) / bn;
         const uint64_t last = ((hi - 1) / bs) * cpb + ((hi - 1) % bs) / bn;
         units[b] = last - first + 1;
-        out.totalUnits += units[b] * p.numKvHeads;
-        out.keys += static_cast<uint64_t>(hi - lo) * p.numKvHeads;
+        out.totalUnits += units[b] * p.numKvHeads * rowGroups;
+        out.keys += static_cast<uint64_t>(hi - lo) * p.numKvHeads * rowGroups;
     }
     const uint64_t parts = plan.numParts, total = out.totalUnits;
-    out.groups = p.batch * p.numKvHeads;
+    out.groups = p.batch * p.numKvHeads * rowGroups;
     out.partUnits.assign(parts, 0);
     out.partPieces.assign(parts, 0);
     out.partCombines.assign(parts, 0);
@@ -244,7 +282,7 @@ bool ComputeDecodeSchedule(const DecodeProblem &p, const DecodePlan &plan, const
     uint64_t unitStart = 0, pieceBase = 0;
     out.minPieces = UINT32_MAX;
     for (uint64_t g = 0; g < out.groups; ++g) {
-        const uint64_t n = units[g / p.numKvHeads];
+        const uint64_t n = units[g / (p.numKvHeads * rowGroups)];
         uint64_t pieces = 1;
         if (plan.splitsPerGroup >= 2) {
             pieces = n == 0 ? 1 : std::min<uint64_t>(plan.splitsPerGroup, n);
@@ -344,7 +382,8 @@ double DecodeModeledCycles(const DecodeProblem &p, const DecodePlan &plan, const
     const double qk = MatmulJobCycles(m, n, d, t, m * d * t * qkPasses + n * d * t, qkCosts);
     const double pv = MatmulJobCycles(m, d, n, t, m * n * t * pvPasses + n * d * t, pvCosts);
     const double chain = ChunkChainCycles(m, n, d, t, c);
-    const double copies = p.seqQ == 1 ? 1.0 : static_cast<double>(p.numHeads / p.numKvHeads);
+    // One copy per query head of a row group, one in all when a head holds one token.
+    const double copies = plan.rowGroupTokens <= 1 ? 1.0 : static_cast<double>(plan.rowGroupHeads);
     const bool masked = p.seqQ > 1 || (s.groups > 0 && (s.keys / s.groups) % plan.blockN != 0);  // a tail chunk
     const double fill = PieceFillCycles(m, d, t, copies, masked, qk, c);
     double busiest = 0;

@@ -32,10 +32,11 @@ struct DecodeProblem {
     bool bf16 = false;
     int64_t numSplits = 0;         // 0: auto (cut groups between parts); 1: never cut a group;
                                    // S >= 2: at most S pieces per group (clamped to numParts)
+    bool scoreMods = false;        // FlashAttentionDecodeV2's ALiBi or sinks: the modBuf UB line
 };
 
 struct DecodePlan {
-    uint32_t rows = 0;            // m = groupSize * Sq: the matmul M of one group
+    uint32_t rows = 0;            // m = rowGroupHeads * rowGroupTokens: the matmul M of one group
     uint32_t blockN = 0;          // keys per chunk
     uint32_t chunksPerBlock = 0;  // ceil(blockSize / blockN)
     uint32_t qkBaseN = 0;         // the matmuls' fixed baseN (MatmulApiTiling::SetFixSplit): the
@@ -52,10 +53,19 @@ struct DecodePlan {
     uint64_t wsPartialOOffset = 0, wsPartialLseOffset = 0;
     uint64_t userWorkspaceBytes = 0;
     uint64_t tilingKey = 0;
+    // Row groups (more than kDecodeMaxRows query rows per kv head, e.g. GQA 8 x 64 speculative
+    // tokens): a kv head's groupSize x Sq rows are cut into rowGroups groups of rowGroupHeads query
+    // heads x rowGroupTokens tokens (rows = their product <= kDecodeMaxRows). rowGroupHeads divides
+    // groupSize and rowGroupTokens divides Sq; tokens are cut only when one head's Sq alone is too
+    // many (then rowGroupHeads = 1). Each row group is a work group of its own: its keys are read
+    // once per row group.
+    uint32_t rowGroupHeads = 0;
+    uint32_t rowGroupTokens = 0;
+    uint32_t rowGroups = 0;    // per kv head: (groupSize / rowGroupHeads) * (Sq / rowGroupTokens)
 };
 
-// Largest keys per chunk the policy picks and rows per group it accepts (vector repeat counts
-// are 8-bit: one repeat per row).
+// Largest keys per chunk the policy picks and rows per work group (vector repeat counts are
+// 8-bit: one repeat per row); more rows per kv head are cut into row groups (DecodePlan).
 constexpr uint32_t kDecodeMaxBlockN = 512;
 constexpr uint32_t kDecodeMaxRows = 255;
 // Tiling-key bits; op_host static_asserts that they equal FAD_KEY_*.
@@ -64,12 +74,19 @@ constexpr uint64_t kDecodeKeySplit = 1u << 1;
 
 bool ComputeDecodePlan(const DecodeProblem &problem, const ChipLimits &chip, DecodePlan *plan, std::string *error);
 
+// The row groups of a kv head's groupSize query heads x seqQ tokens (DecodePlan::rowGroup*): the
+// whole kv head when it is <= kDecodeMaxRows rows and fits the chip's UB / L1 with 16-key chunks;
+// else the largest group of whole heads, or of one head's tokens, that fits with chunks of up to
+// 128 keys (then 16). false when not even one row fits.
+bool ChooseDecodeRowGroups(const DecodeProblem &problem, const ChipLimits &chip, uint32_t *heads, uint32_t *tokens,
+                           uint32_t *count);
+
 // The kernel's work split for given sequence lengths (the tiling cannot see them: the kernel
 // computes this from actual_seq_lengths_kv at run time, op_kernel/flash_attention_decode/flash_attention_decode_kernel.h
 // Process()), for `acl-fa plan`: which vector core (part) computes which key chunks ("units")
-// of which (sequence, kv head) group, and which groups are merged after SyncAll.
+// of which (sequence, kv head, row group) group, and which groups are merged after SyncAll.
 struct DecodeSchedule {
-    uint64_t groups = 0;          // B * Nkv
+    uint64_t groups = 0;          // B * Nkv * rowGroups
     uint64_t totalUnits = 0;      // key chunks of all groups
     uint64_t pieces = 0;          // work items (group, piece) over all groups
     uint64_t combineGroups = 0;   // groups cut into >= 2 pieces (merged by LSE)

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "flash_attention_decode_host.h"
 #include "flash_attention_decode_tiling.h"
 #include "decode_tiling_policy.h"
 #include "register/op_def_registry.h"
@@ -76,7 +77,11 @@ std::string ReadFromContext(const gert::RuntimeAttrs *attrs, const gert::Shape &
     return ReadProblem(q, k, v, table, lens, *blockSize, p);
 }
 
-ge::graphStatus InferShape(gert::InferShapeContext *context) {
+}  // namespace
+
+namespace fa_host {
+
+ge::graphStatus InferDecodeShape(gert::InferShapeContext *context) {
     const gert::Shape *q = context->GetInputShape(kQuery);
     const gert::Shape *k = context->GetInputShape(kKey);
     const gert::Shape *v = context->GetInputShape(kValue);
@@ -101,17 +106,17 @@ ge::graphStatus InferShape(gert::InferShapeContext *context) {
     return ge::GRAPH_SUCCESS;
 }
 
-ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
+ge::graphStatus InferDecodeDataType(gert::InferDataTypeContext *context) {
     context->SetOutputDataType(kAttentionOut, context->GetInputDataType(kQuery));
     context->SetOutputDataType(kSoftmaxLse, ge::DT_FLOAT);
     return ge::GRAPH_SUCCESS;
 }
 
-int32_t ClampToInt32(int64_t v) {
+static int32_t ClampToInt32(int64_t v) {
     return v > INT32_MAX ? INT32_MAX : (v < INT32_MIN ? INT32_MIN : static_cast<int32_t>(v));
 }
 
-ge::graphStatus TilingFunc(gert::TilingContext *context) {
+ge::graphStatus TileFlashAttentionDecode(gert::TilingContext *context, const DecodeV2Inputs &mods) {
     const gert::StorageShape *q = context->GetInputShape(kQuery);
     const gert::StorageShape *k = context->GetInputShape(kKey);
     const gert::StorageShape *v = context->GetInputShape(kValue);
@@ -139,6 +144,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     }
     p.dtypeBytes = 2;  // float16 / bfloat16, as the OpDef allows
     p.bf16 = qDesc->GetDataType() == ge::DT_BF16;
+    p.scoreMods = mods.alibi || mods.sinks;
 
     platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
     fa_policy::ChipLimits chip;
@@ -165,6 +171,13 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     td->nextTokens = ClampToInt32(*nextTokens);
     td->scaleValue = *scale;
     td->rows = plan.rows;
+    td->rowGroupHeads = plan.rowGroupHeads;
+    td->rowGroupTokens = plan.rowGroupTokens;
+    td->rowGroups = plan.rowGroups;
+    td->softcap = mods.softcap;
+    td->hasAlibi = mods.alibi ? 1 : 0;
+    td->hasSinks = mods.sinks ? 1 : 0;
+    td->hasLeftpad = mods.leftpad ? 1 : 0;
     td->blockN = plan.blockN;
     td->chunksPerBlock = plan.chunksPerBlock;
     td->splitKv = plan.splitKv;
@@ -208,27 +221,40 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     return ge::GRAPH_SUCCESS;
 }
 
+void DefineFlashAttentionDecode(ops::OpDef &def) {
+    const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16};
+    const std::vector<ge::DataType> int32Types = {ge::DT_INT32, ge::DT_INT32};
+    DescribeNd(def.Input("query"), ops::REQUIRED, halfTypes);
+    DescribeNd(def.Input("key"), ops::REQUIRED, halfTypes);
+    DescribeNd(def.Input("value"), ops::REQUIRED, halfTypes);
+    DescribeNd(def.Input("block_table"), ops::REQUIRED, int32Types);
+    DescribeNd(def.Input("actual_seq_lengths_kv"), ops::REQUIRED, int32Types);
+    DescribeNd(def.Output("attention_out"), ops::REQUIRED, halfTypes);
+    DescribeNd(def.Output("softmax_lse"), ops::REQUIRED, {ge::DT_FLOAT, ge::DT_FLOAT});
+    def.Attr("scale_value").AttrType(ops::OPTIONAL).Float(1.0);
+    def.Attr("block_size").AttrType(ops::OPTIONAL).Int(0);
+    def.Attr("pre_tokens").AttrType(ops::OPTIONAL).Int(2147483647);
+    def.Attr("next_tokens").AttrType(ops::OPTIONAL).Int(2147483647);
+    def.Attr("num_splits").AttrType(ops::OPTIONAL).Int(0);
+}
+
+}  // namespace fa_host
+
+namespace {
+
+ge::graphStatus TilingFunc(gert::TilingContext *context) {
+    return fa_host::TileFlashAttentionDecode(context, fa_host::DecodeV2Inputs{});
+}
+
 }  // namespace
 
 namespace ops {
 class FlashAttentionDecode : public OpDef {
  public:
     explicit FlashAttentionDecode(const char *name) : OpDef(name) {
-        const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16};
-        const std::vector<ge::DataType> int32Types = {ge::DT_INT32, ge::DT_INT32};
-        fa_host::DescribeNd(this->Input("query"), REQUIRED, halfTypes);
-        fa_host::DescribeNd(this->Input("key"), REQUIRED, halfTypes);
-        fa_host::DescribeNd(this->Input("value"), REQUIRED, halfTypes);
-        fa_host::DescribeNd(this->Input("block_table"), REQUIRED, int32Types);
-        fa_host::DescribeNd(this->Input("actual_seq_lengths_kv"), REQUIRED, int32Types);
-        fa_host::DescribeNd(this->Output("attention_out"), REQUIRED, halfTypes);
-        fa_host::DescribeNd(this->Output("softmax_lse"), REQUIRED, {ge::DT_FLOAT, ge::DT_FLOAT});
-        this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
-        this->Attr("block_size").AttrType(OPTIONAL).Int(0);
-        this->Attr("pre_tokens").AttrType(OPTIONAL).Int(2147483647);
-        this->Attr("next_tokens").AttrType(OPTIONAL).Int(2147483647);
-        this->Attr("num_splits").AttrType(OPTIONAL).Int(0);
-        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3);
+        fa_host::DefineFlashAttentionDecode(*this);
+        fa_host::RegisterHost(*this, fa_host::InferDecodeShape, fa_host::InferDecodeDataType, TilingFunc,
+                              fa_host::Chips::kA2A3);
     }
 };
 OP_ADD(FlashAttentionDecode);

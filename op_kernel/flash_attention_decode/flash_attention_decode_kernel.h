@@ -23,6 +23,12 @@
 //   O = sum_j exp(LSE_j - M) O_j / sum_j exp(LSE_j - M),  LSE = M + ln(sum_j exp(LSE_j - M))
 // with M = max_j LSE_j, in piece order. SyncAll<true> (vector cores only) needs every block of
 // the launch resident: the tiling sets batch schedule mode (docs/decode.md).
+// FlashAttentionDecodeV2's score modifiers (docs/decode.md, "Score modifiers in decode"): softcap
+// replaces S *= scale by S = softcap * tanh(scale * S / softcap); ALiBi then adds
+// -slope[b, head] * |s + L - Sq - j| to each visible score (from the slopes and the indices, no
+// stored bias); a sink logit joins each row's denominator exactly once -- in the finish of a
+// group that is one piece, else in the merge (never in a piece's partial LSE):
+//   M = max(m, sink), l' = l exp(m - M) + exp(sink - M), O = acc exp(m - M) / l', LSE = M + ln l'.
 #pragma once
 
 #include <cfloat>
@@ -49,13 +55,15 @@ using attn_rows::WaitForPipe;  // orders the pipe named second after the one nam
 // The keys one sequence's rows can see and the chunks ("units") that hold them.
 struct KeyRange {
     uint32_t seqLen = 0;     // L: keys in the cache for this sequence
+    uint32_t start = 0;      // V2's cache_leftpad[b]: keys [0, start) are invisible (0 without it)
     uint32_t firstUnit = 0;  // chunk index of the first visible key
     uint32_t units = 0;      // chunks from there to the last visible key
 };
 
-// One group (b, kv head) while walking all groups in order: its units and which parts own them.
+// One group (b, kv head, row group) while walking all groups in order: its units and which parts
+// own them.
 struct GroupSpan {
-    uint32_t b = 0, h = 0, group = 0;
+    uint32_t b = 0, h = 0, rg = 0, group = 0;
     KeyRange keys;
     uint64_t unitStart = 0;  // first unit of the group in the global order
     uint32_t firstPart = 0, lastPart = 0;  // equal-ranges schedule: the parts holding its units
@@ -70,8 +78,10 @@ public:
     attn_mm::RowsByColsT<T> qkMm;  // S = Q . K^T, [rows, cols] fp32
     attn_mm::RowsByB<T> pvMm;      // P . V, [rows, D] fp32
 
+    // alibiSlopes / sinks: FlashAttentionDecodeV2's optional inputs (nullptr when absent or V1).
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR blockTable,
-                                GM_ADDR actualSeqLengthsKv, GM_ADDR attentionOut, GM_ADDR softmaxLse,
+                                GM_ADDR actualSeqLengthsKv, GM_ADDR alibiSlopes, GM_ADDR sinks,
+                                GM_ADDR cacheLeftpad, GM_ADDR attentionOut, GM_ADDR softmaxLse,
                                 GM_ADDR workspace, const FlashAttentionDecodeTilingData *tiling,
                                 AscendC::TPipe *pipe);
     __aicore__ inline void Process();
@@ -87,18 +97,22 @@ private:
 
     __aicore__ inline void PlaceGroup(GroupSpan *span) const;
     __aicore__ inline void RunPiece(const GroupSpan &span, uint32_t piece, uint32_t unitBegin, uint32_t unitEnd);
-    __aicore__ inline void PackQuery(uint32_t b, uint32_t h);
-    __aicore__ inline void ChunkOf(uint32_t b, uint32_t h, uint32_t seqLen, uint32_t unit, uint64_t *kvOffset,
+    __aicore__ inline void RowGroupStart(const GroupSpan &span, uint32_t *head0, uint32_t *token0) const;
+    __aicore__ inline void PackQuery(const GroupSpan &span);
+    __aicore__ inline void ChunkOf(uint32_t b, uint32_t h, const KeyRange &keys, uint32_t unit, uint64_t *kvOffset,
                                    uint32_t *key0, uint32_t *cols);
     __aicore__ inline void IssueScores(uint32_t slot, uint64_t kvOffset, uint32_t cols);
     __aicore__ inline void SoftmaxChunk(uint32_t slot, uint32_t seqLen, uint32_t key0, uint32_t cols,
                                         AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &newMax);
     __aicore__ inline void MaskScores(AscendC::LocalTensor<float> &scores, uint32_t seqLen, uint32_t key0,
                                       uint32_t cols);
+    __aicore__ inline void LoadRowMods(const GroupSpan &span);
+    __aicore__ inline void AddAlibi(AscendC::LocalTensor<float> &scores, uint32_t seqLen, uint32_t key0);
+    __aicore__ inline void FoldSink(AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &sinkMax);
     __aicore__ inline void IssueValues(uint32_t slot, uint64_t kvOffset, uint32_t cols);
     __aicore__ inline void AccumulateValues(uint32_t slot);
     __aicore__ inline void FinishRows(AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &lse);
-    __aicore__ inline void WriteOutput(uint32_t b, uint32_t h, AscendC::LocalTensor<float> &lse);
+    __aicore__ inline void WriteOutput(const GroupSpan &span, AscendC::LocalTensor<float> &lse);
     __aicore__ inline void WritePartial(uint32_t slot, AscendC::LocalTensor<float> &lse);
     __aicore__ inline void Combine(const GroupSpan &span);
 
@@ -120,18 +134,27 @@ private:
     AscendC::TQue<AscendC::TPosition::VECIN, 1> pvQue_;
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> lseQue_;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf_, statBuf_, foldBuf_, brcbBuf_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf_, statBuf_, foldBuf_, brcbBuf_, modBuf_;
     AscendC::LocalTensor<float> acc_, stat_, fold_, brcb_;
+    // V2 (modBuf_): ramp_[c] = c [n]; dist_, bias_ [n] rows; rowSlope_, rowSink_ [m] per row.
+    AscendC::LocalTensor<float> ramp_, dist_, bias_, rowSlope_, rowSink_;
+    AscendC::GlobalTensor<float> slopesGm_;  // alibi_slopes [B, N]
+    AscendC::GlobalTensor<float> sinksGm_;   // sinks [N]
+    AscendC::GlobalTensor<int32_t> leftpadGm_;  // cache_leftpad [B]
 
     uint32_t part_ = 0;                // this AIV's block index = its part
     uint64_t totalUnits_ = 0;          // units of all groups
     uint32_t kvRowStride_ = 0;         // elements between consecutive keys of one kv head: Nkv * D
     uint32_t statStride_ = 0;          // elements between StatSlot vectors
+    uint32_t token0_ = 0;              // the running piece's first query token (its row group's)
+    uint32_t head0_ = 0;               // the running piece's first query head (its row group's)
+    uint32_t kvStart_ = 0;             // the running piece's sequence's first visible key (leftpad)
 };
 
 template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
                                                            GM_ADDR blockTable, GM_ADDR actualSeqLengthsKv,
+                                                           GM_ADDR alibiSlopes, GM_ADDR sinks, GM_ADDR cacheLeftpad,
                                                            GM_ADDR attentionOut, GM_ADDR softmaxLse,
                                                            GM_ADDR workspace,
                                                            const FlashAttentionDecodeTilingData *tiling,
@@ -187,6 +210,26 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADD
     stat_ = statBuf_.Get<float>();
     fold_ = foldBuf_.Get<float>();
     brcb_ = brcbBuf_.Get<float>();
+    if (td_->hasAlibi != 0 || td_->hasSinks != 0) {
+        pipe_->InitBuffer(modBuf_, (3 * n + 2 * statStride_) * sizeof(float));
+        AscendC::LocalTensor<float> mod = modBuf_.Get<float>();
+        ramp_ = mod;
+        dist_ = mod[n];
+        bias_ = mod[2 * n];
+        rowSlope_ = mod[3 * n];
+        rowSink_ = mod[3 * n + statStride_];
+        AscendC::CreateVecIndex(ramp_, 0.0f, n);  // ramp[c] = c: a chunk's column index
+    }
+    if (td_->hasAlibi != 0) {
+        slopesGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(alibiSlopes),
+                                  static_cast<uint64_t>(td_->batch) * td_->numHeads);
+    }
+    if (td_->hasSinks != 0) {
+        sinksGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(sinks), td_->numHeads);
+    }
+    if (td_->hasLeftpad != 0) {
+        leftpadGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(cacheLeftpad), td_->batch);
+    }
 
     kvRowStride_ = td_->numKvHeads * d;
 }
@@ -198,10 +241,12 @@ __aicore__ inline KeyRange FlashAttentionDecodeKernel<T>::KeysOf(uint32_t b)
 {
     KeyRange r;
     r.seqLen = static_cast<uint32_t>(seqLensGm_.GetValue(b));
+    r.start = td_->hasLeftpad != 0 ? static_cast<uint32_t>(leftpadGm_.GetValue(b)) : 0;
     // Keys of [0, L) from row 0's first visible one to the last row's last (attention_band.h).
     const int64_t len = r.seqLen, sq = td_->seqQ, diag = attn_band::Diagonal(sq, len);
     const int64_t hi = Clamp(attn_band::KeyEnd(sq - 1, diag, td_->nextTokens), 0, len);
-    const int64_t lo = Clamp(attn_band::KeyBegin(0, diag, td_->preTokens), 0, len);
+    // Left padding only hides keys [0, start): the diagonal counts from the sequence's end.
+    const int64_t lo = Clamp(attn_band::KeyBegin(0, diag, td_->preTokens), static_cast<int64_t>(r.start), len);
     if (lo >= hi) {
         return r;
     }
@@ -246,7 +291,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::PlaceGroup(GroupSpan *span
     span->pieces = sparse ? n : span->lastPart - span->firstPart + 1;
 }
 
-// Advances `span` to the next group (b, h), in order g = b * Nkv + h.
+// Advances `span` to the next group (b, h, rg), in order g = (b * Nkv + h) * rowGroups + rg.
 template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::NextGroup(GroupSpan *span)
 {
@@ -255,11 +300,24 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::NextGroup(GroupSpan *span)
     if (span->pieces >= 2) {
         span->slotBase += span->pieces;
     }
-    if (++span->h == td_->numKvHeads) {
-        span->h = 0;
-        ++span->b;
+    if (++span->rg == td_->rowGroups) {
+        span->rg = 0;
+        if (++span->h == td_->numKvHeads) {
+            span->h = 0;
+            ++span->b;
+        }
     }
     ++span->group;
+}
+
+// The first query head and token of the span's row group (flash_attention_decode_tiling.h).
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::RowGroupStart(const GroupSpan &span, uint32_t *head0,
+                                                                    uint32_t *token0) const
+{
+    const uint32_t tokenGroups = td_->seqQ / td_->rowGroupTokens;
+    *head0 = span.h * td_->groupSize + (span.rg / tokenGroups) * td_->rowGroupHeads;
+    *token0 = (span.rg % tokenGroups) * td_->rowGroupTokens;
 }
 
 template <typename T>
@@ -268,13 +326,13 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Process()
     // Pass 1: all units.
     totalUnits_ = 0;
     for (uint32_t b = 0; b < td_->batch; ++b) {
-        totalUnits_ += static_cast<uint64_t>(KeysOf(b).units) * td_->numKvHeads;
+        totalUnits_ += static_cast<uint64_t>(KeysOf(b).units) * td_->numKvHeads * td_->rowGroups;
     }
-    const uint32_t numGroups = td_->batch * td_->numKvHeads;
+    const uint32_t numGroups = td_->batch * td_->numKvHeads * td_->rowGroups;
     // Pass 2: the pieces this AIV owns. A group without keys is one empty piece (output 0, LSE -inf).
     GroupSpan span;
     for (uint32_t g = 0; g < numGroups; ++g) {
-        if (span.h == 0) {
+        if (span.h == 0 && span.rg == 0) {
             span.keys = KeysOf(span.b);
         }
         PlaceGroup(&span);
@@ -310,7 +368,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Process()
     AscendC::SyncAll();  // every partial of every group is in GM
     GroupSpan merge;
     for (uint32_t g = 0; g < numGroups; ++g) {
-        if (merge.h == 0) {
+        if (merge.h == 0 && merge.rg == 0) {
             merge.keys = KeysOf(merge.b);
         }
         PlaceGroup(&merge);
@@ -328,7 +386,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
                                                                uint32_t unitBegin, uint32_t unitEnd)
 {
     const uint32_t m = td_->rows;
-    PackQuery(span.b, span.h);
+    PackQuery(span);
+    LoadRowMods(span);
 
     AscendC::LocalTensor<float> rowMax = stat_[ROW_MAX_A * statStride_];
     AscendC::LocalTensor<float> newMax = stat_[ROW_MAX_B * statStride_];
@@ -344,7 +403,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
         qkMm.SetTensorA(qPackGm_);
         // pv: A = P [m, cols] (stride blockN), B = V rows [cols, D] (stride Nkv * D), C [m, D].
         pvMm.SetOrgShape(m, kvRowStride_, td_->blockN, td_->blockN, td_->headDim);
-        ChunkOf(span.b, span.h, span.keys.seqLen, span.keys.firstUnit + unitBegin, &nextOffset, &nextKey0, &nextCols);
+        ChunkOf(span.b, span.h, span.keys, span.keys.firstUnit + unitBegin, &nextOffset, &nextKey0, &nextCols);
         IssueScores(0, nextOffset, nextCols);
     }
     for (uint32_t u = unitBegin; u < unitEnd; ++u) {
@@ -354,10 +413,11 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
         const uint32_t slot = (u - unitBegin) % 2;
         qkMm.WaitIterateAll();
         if (u + 1 < unitEnd) {  // the cube computes the next chunk's scores while the vector units work
-            ChunkOf(span.b, span.h, span.keys.seqLen, span.keys.firstUnit + u + 1, &nextOffset, &nextKey0,
+            ChunkOf(span.b, span.h, span.keys, span.keys.firstUnit + u + 1, &nextOffset, &nextKey0,
                     &nextCols);
             IssueScores(1 - slot, nextOffset, nextCols);
         }
+        kvStart_ = span.keys.start;
         SoftmaxChunk(slot, span.keys.seqLen, key0, cols, rowMax, newMax);  // P_u in GM, alpha_u in its slot
         if (u > unitBegin) {
             pvMm.WaitIterateAll();  // P_{u-1} . V_{u-1} ran on the cube during this softmax
@@ -376,31 +436,39 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
     }
 
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
+    if (td_->hasSinks != 0 && span.pieces == 1) {  // the sink joins once: here, or in the merge
+        AscendC::LocalTensor<float> sinkMax = stat_[BLOCK_MAX * statStride_];
+        FoldSink(rowMax, sinkMax);
+        rowMax = sinkMax;
+    }
     FinishRows(rowMax, lse);
     if (span.pieces == 1) {
-        WriteOutput(span.b, span.h, lse);
+        WriteOutput(span, lse);
     } else {
         WritePartial(span.slotBase + piece, lse);
     }
 }
 
-// The group's query rows r = gq * Sq + s (query head h * groupSize + gq, token s) into qPackGm_.
+// The row group's query rows r = gq * ts + sl (query head head0 + gq, token token0 + sl, ts =
+// rowGroupTokens) into qPackGm_.
 template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(uint32_t b, uint32_t h)
+__aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(const GroupSpan &span)
 {
-    const uint32_t d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads;
+    const uint32_t d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads, ts = td_->rowGroupTokens;
+    RowGroupStart(span, &head0_, &token0_);
+    const uint32_t head0 = head0_;
     AscendC::LocalTensor<T> rows = outQue_.AllocTensor<T>();
-    // Query [B, Sq, N, D]: one head's Sq tokens are N * D elements apart.
-    const AscendC::DataCopyExtParams params{static_cast<uint16_t>(sq), static_cast<uint32_t>(d * sizeof(T)),
+    // Query [B, Sq, N, D]: one head's tokens are N * D elements apart.
+    const AscendC::DataCopyExtParams params{static_cast<uint16_t>(ts), static_cast<uint32_t>(d * sizeof(T)),
                                             static_cast<uint32_t>((heads - 1) * d * sizeof(T)), 0, 0};
     const AscendC::DataCopyPadExtParams<T> noPad{false, 0, 0, static_cast<T>(0)};
-    const uint64_t first = (static_cast<uint64_t>(b) * sq * heads + h * td_->groupSize) * d;
-    if (sq == 1) {  // the group's heads are adjacent in q: one copy (each copy pays the MTE2 latency)
+    const uint64_t first = ((static_cast<uint64_t>(span.b) * sq + token0_) * heads + head0) * d;
+    if (ts == 1) {  // the row group's heads are adjacent in q: one copy (each copy pays the MTE2 latency)
         const AscendC::DataCopyExtParams run{1, static_cast<uint32_t>(td_->rows * d * sizeof(T)), 0, 0, 0};
         AscendC::DataCopyPad(rows, queryGm_[first], run, noPad);
     } else {
-        for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
-            AscendC::DataCopyPad(rows[gq * sq * d], queryGm_[first + gq * d], params, noPad);
+        for (uint32_t gq = 0; gq < td_->rowGroupHeads; ++gq) {
+            AscendC::DataCopyPad(rows[gq * ts * d], queryGm_[first + gq * d], params, noPad);
         }
     }
     WaitForPipe<AscendC::HardEvent::MTE2_MTE3>();
@@ -410,18 +478,23 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(uint32_t b, uint
 }
 
 // Chunk `unit` of sequence b: its keys [key0, key0 + cols) and their element offset in the cache
-// for kv head h. Never past the sequence's length.
+// for kv head h. Never past the sequence's length, never before its first visible key (leftpad).
 template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::ChunkOf(uint32_t b, uint32_t h, uint32_t seqLen, uint32_t unit,
-                                                              uint64_t *kvOffset, uint32_t *key0, uint32_t *cols)
+__aicore__ inline void FlashAttentionDecodeKernel<T>::ChunkOf(uint32_t b, uint32_t h, const KeyRange &keys,
+                                                              uint32_t unit, uint64_t *kvOffset, uint32_t *key0,
+                                                              uint32_t *cols)
 {
     const uint32_t bs = td_->blockSize, bn = td_->blockN;
     const uint32_t page = unit / td_->chunksPerBlock;
-    const uint32_t inPage = (unit % td_->chunksPerBlock) * bn;
+    uint32_t inPage = (unit % td_->chunksPerBlock) * bn;
     const uint32_t block = static_cast<uint32_t>(
         blockTableGm_.GetValue(static_cast<uint64_t>(b) * td_->maxBlocksPerSeq + page));
+    const uint32_t end = attn_rows::Min(inPage + bn, bs);  // the chunk's end within its block
+    if (page * bs + inPage < keys.start) {            // left padding: the chunk starts at the first key
+        inPage = keys.start - page * bs;              // (the padding, which may hold anything, is never read)
+    }
     *key0 = page * bs + inPage;
-    *cols = attn_rows::Min(attn_rows::Min(bn, bs - inPage), seqLen - *key0);
+    *cols = attn_rows::Min(end - inPage, keys.seqLen - *key0);
     *kvOffset = ((static_cast<uint64_t>(block) * bs + inPage) * td_->numKvHeads + h) * td_->headDim;
 }
 
@@ -449,7 +522,14 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::SoftmaxChunk(uint32_t slot
     scoreQue_.EnQue(scores);
     scores = scoreQue_.DeQue<float>();
 
-    AscendC::Muls(scores, scores, td_->scaleValue, elems);
+    if (td_->softcap > 0.0f) {
+        attn_rows::SoftCap(scores, brcb_, elems, td_->scaleValue, td_->softcap);  // brcb_ is idle here
+    } else {
+        AscendC::Muls(scores, scores, td_->scaleValue, elems);
+    }
+    if (td_->hasAlibi != 0) {
+        AddAlibi(scores, seqLen, key0);
+    }
     MaskScores(scores, seqLen, key0, cols);
 
     AscendC::LocalTensor<float> blockMax = stat_[BLOCK_MAX * statStride_];
@@ -483,19 +563,23 @@ template <typename T>
 __aicore__ inline void FlashAttentionDecodeKernel<T>::MaskScores(AscendC::LocalTensor<float> &scores,
                                                                  uint32_t seqLen, uint32_t key0, uint32_t cols)
 {
-    // Row r (token s = r % Sq) sees keys j with s + diag - preTokens <= j <= s + diag + nextTokens,
-    // diag = L - Sq (bottom-right aligned). In chunk columns c = j - key0, of which [0, cols) exist.
+    // Row r (token s = token0 + r % rowGroupTokens) sees keys j with s + diag - preTokens <= j <=
+    // s + diag + nextTokens, diag = L - Sq (bottom-right aligned). In chunk columns c = j - key0, of
+    // which [0, cols) exist. The no-mask test below uses tokens 0 and Sq - 1: every row group's
+    // tokens lie between them.
     const uint32_t n = td_->blockN, sq = td_->seqQ;
     const int64_t diag = attn_band::Diagonal(sq, seqLen);
     const int64_t pre = td_->preTokens, next = td_->nextTokens;
     const int64_t lowestLimitMax = attn_band::KeyBegin(sq - 1, diag, pre) - key0;  // last row's first visible column
     const int64_t highLimitMin = attn_band::KeyEnd(0, diag, next) - key0;          // first row's end of visible columns
-    if (cols == n && lowestLimitMax <= 0 && highLimitMin >= static_cast<int64_t>(cols)) {
+    if (cols == n && lowestLimitMax <= 0 && highLimitMin >= static_cast<int64_t>(cols) && key0 >= kvStart_) {
         return;  // every row sees the whole chunk: no mask work
     }
+    const int64_t start = static_cast<int64_t>(kvStart_) - key0;  // leftpad: columns before it are hidden
     for (uint32_t r = 0; r < td_->rows; ++r) {
-        const int64_t s = r % sq;
-        const uint32_t low = static_cast<uint32_t>(Clamp(attn_band::KeyBegin(s, diag, pre) - key0, 0, n));
+        const int64_t s = token0_ + r % td_->rowGroupTokens;
+        const int64_t begin = attn_band::KeyBegin(s, diag, pre) - key0;
+        const uint32_t low = static_cast<uint32_t>(Clamp(begin > start ? begin : start, 0, n));
         uint32_t high = static_cast<uint32_t>(Clamp(attn_band::KeyEnd(s, diag, next) - key0, 0, cols));
         if (high < low) {
             high = low;
@@ -503,6 +587,73 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::MaskScores(AscendC::LocalT
         attn_rows::FillColumns(scores, r * n, 0, low, NEG_INF);
         attn_rows::FillColumns(scores, r * n, high, n, NEG_INF);
     }
+}
+
+// The row group's per-row ALiBi slope and sink (row r = gq * ts + sl: query head head0 + gq),
+// read from GM once per piece or merge: one scalar read per head, one write per row.
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::LoadRowMods(const GroupSpan &span)
+{
+    if (td_->hasAlibi == 0 && td_->hasSinks == 0) {
+        return;
+    }
+    uint32_t head0 = 0, token0 = 0;
+    RowGroupStart(span, &head0, &token0);
+    const uint32_t ts = td_->rowGroupTokens;
+    WaitForPipe<AscendC::HardEvent::V_S>();  // the vector units are done with the previous rows' values
+    for (uint32_t gq = 0; gq < td_->rowGroupHeads; ++gq) {
+        const float slope = td_->hasAlibi != 0
+            ? slopesGm_.GetValue(static_cast<uint64_t>(span.b) * td_->numHeads + head0 + gq) : 0.0f;
+        const float sink = td_->hasSinks != 0 ? sinksGm_.GetValue(head0 + gq) : 0.0f;
+        for (uint32_t sl = 0; sl < ts; ++sl) {
+            rowSlope_.SetValue(gq * ts + sl, slope);
+            rowSink_.SetValue(gq * ts + sl, sink);
+        }
+    }
+    WaitForPipe<AscendC::HardEvent::S_V>();
+}
+
+// scores[r, c] -= slope_r * |s_r + L - Sq - (key0 + c)| over all blockN columns (those past the
+// chunk's keys are masked afterwards): per token one distance row |c - (s + diag - key0)|, then per
+// row a scaled add. Scalar reads: one slope per row per chunk (not per score).
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::AddAlibi(AscendC::LocalTensor<float> &scores, uint32_t seqLen,
+                                                               uint32_t key0)
+{
+    const uint32_t n = td_->blockN, ts = td_->rowGroupTokens;
+    const int64_t diag = attn_band::Diagonal(td_->seqQ, seqLen);
+    for (uint32_t sl = 0; sl < ts; ++sl) {
+        const int64_t offset = static_cast<int64_t>(token0_ + sl) + diag - key0;  // the diagonal's column
+        AscendC::Adds(dist_, ramp_, static_cast<float>(-offset), n);
+        AscendC::Abs(dist_, dist_, n);
+        for (uint32_t gq = 0; gq < td_->rowGroupHeads; ++gq) {
+            const uint32_t r = gq * ts + sl;
+            AscendC::Muls(bias_, dist_, -rowSlope_.GetValue(r), n);
+            AscendC::Add(scores[r * n], scores[r * n], bias_, n);
+        }
+    }
+}
+
+// Folds the row's sink into its statistics before FinishRows (a group that is one piece):
+// sinkMax = M = max(m, sink); l = l exp(m - M) + exp(sink - M); acc *= exp(m - M). A row that saw
+// no key (m = -FLT_MAX, l = 0) gets l = 1, acc = 0: O = 0, LSE = sink.
+template <typename T>
+__aicore__ inline void FlashAttentionDecodeKernel<T>::FoldSink(AscendC::LocalTensor<float> &rowMax,
+                                                               AscendC::LocalTensor<float> &sinkMax)
+{
+    const uint32_t m = td_->rows, d = td_->headDim;
+    AscendC::LocalTensor<float> rowSum = stat_[ROW_SUM * statStride_];
+    AscendC::LocalTensor<float> alpha = stat_[ALPHA_A * statStride_];
+    AscendC::LocalTensor<float> sinkWeight = stat_[BLOCK_SUM * statStride_];
+    AscendC::Max(sinkMax, rowMax, rowSink_, m);
+    AscendC::Sub(alpha, rowMax, sinkMax, m);
+    AscendC::Exp(alpha, alpha, m);                 // exp(m - M)
+    AscendC::Sub(sinkWeight, rowSink_, sinkMax, m);
+    AscendC::Exp(sinkWeight, sinkWeight, m);       // exp(sink - M)
+    AscendC::Mul(rowSum, rowSum, alpha, m);
+    AscendC::Add(rowSum, rowSum, sinkWeight, m);
+    attn_rows::BroadcastRows(brcb_, alpha, m);
+    attn_rows::ApplyRows<attn_rows::Op::MUL>(acc_, brcb_, m, d, d);
 }
 
 // P . V of the chunk in `slot` on the cube, asynchronously, into pv slot `slot`. That slot was last
@@ -548,33 +699,36 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::FinishRows(AscendC::LocalT
 }
 
 template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::WriteOutput(uint32_t b, uint32_t h,
+__aicore__ inline void FlashAttentionDecodeKernel<T>::WriteOutput(const GroupSpan &span,
                                                                   AscendC::LocalTensor<float> &lse)
 {
-    const uint32_t m = td_->rows, d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads;
+    const uint32_t m = td_->rows, d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads, ts = td_->rowGroupTokens;
+    uint32_t head0 = 0, token0 = 0;
+    RowGroupStart(span, &head0, &token0);
     AscendC::LocalTensor<T> out = outQue_.AllocTensor<T>();
     AscendC::Cast(out, acc_, AscendC::RoundMode::CAST_RINT, m * d);
     outQue_.EnQue(out);
     out = outQue_.DeQue<T>();
-    // attention_out [B, Sq, N, D]: rows gq * Sq + s go to (b, s, h * groupSize + gq).
-    const AscendC::DataCopyExtParams params{static_cast<uint16_t>(sq), static_cast<uint32_t>(d * sizeof(T)), 0,
+    // attention_out [B, Sq, N, D]: rows gq * ts + sl go to (b, token0 + sl, head0 + gq).
+    const AscendC::DataCopyExtParams params{static_cast<uint16_t>(ts), static_cast<uint32_t>(d * sizeof(T)), 0,
                                             static_cast<uint32_t>((heads - 1) * d * sizeof(T)), 0};
-    const uint64_t first = (static_cast<uint64_t>(b) * sq * heads + h * td_->groupSize) * d;
-    if (sq == 1) {  // the group's heads are adjacent in attention_out: one copy
+    const uint64_t first = ((static_cast<uint64_t>(span.b) * sq + token0) * heads + head0) * d;
+    if (ts == 1) {  // the row group's heads are adjacent in attention_out: one copy
         const AscendC::DataCopyExtParams run{1, static_cast<uint32_t>(m * d * sizeof(T)), 0, 0, 0};
         AscendC::DataCopyPad(outGm_[first], out, run);
     } else {
-        for (uint32_t gq = 0; gq < td_->groupSize; ++gq) {
-            AscendC::DataCopyPad(outGm_[first + gq * d], out[gq * sq * d], params);
+        for (uint32_t gq = 0; gq < td_->rowGroupHeads; ++gq) {
+            AscendC::DataCopyPad(outGm_[first + gq * d], out[gq * ts * d], params);
         }
     }
     outQue_.FreeTensor(out);
 
-    // softmax_lse [B, N, Sq]: the group's rows are contiguous there in the same order.
+    // softmax_lse [B, N, Sq]: the row group's rows are contiguous there in the same order (its
+    // heads hold all Sq tokens, or it is one head's tokens token0 .. token0 + ts).
     lseQue_.EnQue(lse);
     lse = lseQue_.DeQue<float>();
     const AscendC::DataCopyExtParams lseParams{1, static_cast<uint32_t>(m * sizeof(float)), 0, 0, 0};
-    AscendC::DataCopyPad(lseGm_[(static_cast<uint64_t>(b) * heads + h * td_->groupSize) * sq], lse, lseParams);
+    AscendC::DataCopyPad(lseGm_[(static_cast<uint64_t>(span.b) * heads + head0) * sq + token0], lse, lseParams);
     lseQue_.FreeTensor(lse);
 }
 
@@ -623,6 +777,10 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &s
         }
     }
     AscendC::Maxs(maxLse, maxLse, -FLT_MAX, m);  // rows no piece saw: exp(-inf - finite) = 0
+    if (td_->hasSinks != 0) {
+        LoadRowMods(span);
+        AscendC::Max(maxLse, maxLse, rowSink_, m);  // M = max(max_j LSE_j, sink)
+    }
     AscendC::Duplicate(weightSum, 0.0f, m);
     AscendC::Duplicate(acc_, 0.0f, m * d);
     for (uint32_t j0 = 0; j0 < pieces; j0 += oBatch) {
@@ -648,6 +806,12 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &s
         oTile.FreeTensor(partials);
     }
     probQue_.FreeTensor(lseTile);
+    if (td_->hasSinks != 0) {  // the sink's exp(sink - M) joins the denominator once, with no value
+        AscendC::LocalTensor<float> sinkWeight = stat_[BLOCK_MAX * statStride_];
+        AscendC::Sub(sinkWeight, rowSink_, maxLse, m);
+        AscendC::Exp(sinkWeight, sinkWeight, m);
+        AscendC::Add(weightSum, weightSum, sinkWeight, m);
+    }
     AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
     AscendC::Ln(lse, weightSum, m);
     AscendC::Add(lse, lse, maxLse, m);                   // LSE = M + ln(sum w_j); -inf when no key
@@ -655,7 +819,7 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &s
     AscendC::Maxs(safeSum, weightSum, FLT_MIN, m);
     attn_rows::BroadcastRows(brcb_, safeSum, m);
     attn_rows::ApplyRows<attn_rows::Op::DIV>(acc_, brcb_, m, d, d);
-    WriteOutput(span.b, span.h, lse);
+    WriteOutput(span, lse);
 }
 
 }  // namespace flash_attn_decode

@@ -8,10 +8,14 @@
 // with blockSize = Smax and block_table[b] = {b}. Outputs attention_out [B, Sq, N, D] and
 // softmax_lse [B, N, Sq] fp32.
 //
-// Groups are (b, kv head h) pairs, g = b * Nkv + h. A group's query rows are the groupSize
-// query heads of kv head h times the Sq tokens, ordered r = gq * Sq + s (gq = query head
-// within the group): the M dimension of every matmul (GQA packing), so the group's K/V is
-// read once per step, not once per query head.
+// Groups are (b, kv head h, row group rg) triples, g = (b * Nkv + h) * rowGroups + rg. A kv
+// head's query rows are its groupSize query heads times the Sq tokens; a row group holds
+// rowGroupHeads of those heads (from hg * rowGroupHeads, hg = rg / tokenGroups) times
+// rowGroupTokens tokens (from tg * rowGroupTokens, tg = rg % tokenGroups, tokenGroups = Sq /
+// rowGroupTokens), ordered r = gq * rowGroupTokens + sl (gq = head within the row group, sl =
+// token within it): the M dimension of every matmul (GQA packing), so the group's K/V is read
+// once per step and row group, not once per query head. rowGroups = 1 (the whole kv head)
+// whenever groupSize * Sq <= 255 rows.
 //
 // Work: the keys a group can see, [lo, hi) (hi = min(L, L + nextTokens), lo = max(0, L - Sq -
 // preTokens) with L = actual_seq_lengths_kv[b]), are cut into units: key chunks of at most
@@ -44,6 +48,8 @@
 //   lseQue     VECOUT  align32(m*4)      LSE rows fp32
 //   foldBuf    TBuf    m*64*4            row reductions
 //   brcbBuf    TBuf    align8(m)*8*4     Brcb of a per-row vector
+//   modBuf     TBuf    3*n*4 + 2*align32(m*4)  V2 with ALiBi or sinks: key ramp, distance and bias rows,
+//                                        the rows' slopes, the rows' sinks
 // GM workspace: per AIV (after the system workspace), each region 512-B aligned:
 //   q      [m][d] T         the group's query rows, packed (GQA rows are not one stride apart)
 //   score  [2][m][n] fp32   double buffer
@@ -98,4 +104,13 @@ struct FlashAttentionDecodeTilingData {
     // ---- matmul tilings ----
     TCubeTiling qkTiling;      // S = Q.K^T: M = rows, N = blockN, K = headDim; B transposed
     TCubeTiling pvTiling;      // O = P.V:   M = rows, N = headDim, K = blockN
+    // ---- row groups (more than 255 query rows per kv head) ----
+    uint32_t rowGroupHeads;    // query heads per row group (divides groupSize)
+    uint32_t rowGroupTokens;   // query tokens per row group (divides seqQ; < seqQ only with 1 head)
+    uint32_t rowGroups;        // row groups per kv head; rows = rowGroupHeads * rowGroupTokens
+    // ---- FlashAttentionDecodeV2's score modifiers (0 in FlashAttentionDecode) ----
+    float softcap;             // > 0: S = softcap * tanh(scale * Q.K^T / softcap)
+    uint32_t hasAlibi;         // 1: alibi_slopes [B, N] fp32, S -= slope[b, h] * |s + L - Sq - j|
+    uint32_t hasSinks;         // 1: sinks [N] fp32 join each row's softmax denominator, once
+    uint32_t hasLeftpad;       // 1: cache_leftpad [B] int32, keys [0, leftpad[b]) of sequence b invisible
 };

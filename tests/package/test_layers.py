@@ -26,6 +26,7 @@ PUBLIC_FACES = {
     "reference/attention.py:attention_reference", "reference/attention.py:attention_reference_backward",
     "reference/attention.py:attention_reference_varlen", "reference/attention.py:attention_reference_varlen_backward",
     "ops/flash_attn_interface.py:flash_attn_varlen_func", "ops/flash_attn_interface.py:flash_attn_varlen_kvpacked_func",
+    "ops/decode_compat.py:flash_attn_with_kvcache", "reference/decode.py:kvcache_reference",
 }
 MAX_LINES, MAX_PARAMS = 80, 12
 

@@ -216,23 +216,6 @@ def test_bad_softcap_refused_before_device_work(session, softcap, error, words):
     assert live_counts(session.backend) == before
 
 
-def test_decode_refuses_softcap(session):
-    """Not built yet in decode (issue #30): it names softcap, before any device work."""
-    rng = np.random.default_rng(0)
-    q, k, v = (rng.standard_normal((1, 2, 32, 16)).astype(np.float16) for _ in range(3))
-    before = live_counts(session.backend)
-    calls = {
-        "flash_attention_with_kvcache": lambda: session.flash_attention_with_kvcache(
-            q[:, :, :1].transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), cache_seqlens=32,
-            softcap=5.0),
-    }
-    for name, call in calls.items():
-        with pytest.raises(InvalidArgumentError, match="softcap") as info:
-            call()
-        assert "not supported" in str(info.value), name
-    assert live_counts(session.backend) == before
-
-
 def test_the_tiling_refuses_a_bad_softcap_from_direct_aclnn_callers(session):
     """The op's own check, for callers that skip the Python layer: TilingFunc names softcap."""
     problem, q, k, v = make_problem(*(np.zeros((1, 1, 16, 16), np.float16),) * 3)

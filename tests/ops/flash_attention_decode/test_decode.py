@@ -70,6 +70,12 @@ CASES = [
     ("splits_2_mixed_paged", 4, 1, 8, 2, 64, [1, 17, 4096, 700], 128, F16, True, None, 2, 0),
     ("splits_5_bf16_contiguous", 3, 1, 8, 1, 128, [3000, 0, 129], None, BF16, True, None, 5, 0),
     ("splits_1000_clamped", 2, 2, 4, 2, 64, [2048, 300], 64, F16, True, (500, -1), 1000, 2),
+    # more than 255 query rows per kv head (speculative decoding), cut into row groups: whole heads
+    # (GQA 8 x 40: 2 heads x 40 tokens), one head's tokens (GQA 8 x 64; 4 x 100 with D 128: 50 of
+    # a head's 100 tokens), with appends, windows and explicit splits
+    ("rows_gqa8x40_heads", 2, 40, 16, 2, 64, [300, 77], None, F16, True, None, 0, 0),
+    ("rows_gqa8x64_spec", 2, 64, 16, 2, 64, [600, 130], 128, F16, True, None, 0, 8),
+    ("rows_gqa4x100_tokens_bf16", 2, 100, 8, 2, 128, [300, 450], 64, BF16, True, (200, -1), 3, 0),
 ]
 
 
@@ -202,7 +208,7 @@ def _bad_call_args(rng):
                 block_table=table)
 
 
-def _with(**changes):
+def with_changes(**changes):
     def edit(args):
         args = dict(args)
         for key, value in changes.items():
@@ -212,36 +218,36 @@ def _with(**changes):
 
 
 BAD = [
-    ("seqlen_beyond_reach", _with(cache_seqlens=np.array([49, 20], np.int32)), acl_fa.InvalidArgumentError,
+    ("seqlen_beyond_reach", with_changes(cache_seqlens=np.array([49, 20], np.int32)), acl_fa.InvalidArgumentError,
      "exceeds the block table's reach"),
-    ("negative_seqlen", _with(cache_seqlens=np.array([-1, 20], np.int32)), acl_fa.InvalidArgumentError,
+    ("negative_seqlen", with_changes(cache_seqlens=np.array([-1, 20], np.int32)), acl_fa.InvalidArgumentError,
      r"cache_seqlens\[0\] = -1 must be >= 0"),
-    ("table_out_of_range", _with(block_table=lambda a: np.where(a["block_table"] == a["block_table"][0, 0], 99,
+    ("table_out_of_range", with_changes(block_table=lambda a: np.where(a["block_table"] == a["block_table"][0, 0], 99,
                                                                 a["block_table"]).astype(np.int32)),
      acl_fa.InvalidArgumentError, "out of range"),
-    ("table_repeats_block", _with(block_table=lambda a: np.stack([np.full(3, a["block_table"][0, 0]),
+    ("table_repeats_block", with_changes(block_table=lambda a: np.stack([np.full(3, a["block_table"][0, 0]),
                                                                   a["block_table"][1]]).astype(np.int32)),
      acl_fa.InvalidArgumentError, "twice"),
-    ("block_size_not_16", _with(k_cache=lambda a: a["k_cache"][:, :8], v_cache=lambda a: a["v_cache"][:, :8]),
+    ("block_size_not_16", with_changes(k_cache=lambda a: a["k_cache"][:, :8], v_cache=lambda a: a["v_cache"][:, :8]),
      acl_fa.InvalidArgumentError, "multiple of 16"),
-    ("append_overflows", _with(k=lambda a: np.zeros((2, 9, 2, 32), F16), v=lambda a: np.zeros((2, 9, 2, 32), F16)),
+    ("append_overflows", with_changes(k=lambda a: np.zeros((2, 9, 2, 32), F16), v=lambda a: np.zeros((2, 9, 2, 32), F16)),
      acl_fa.InvalidArgumentError, "k's new tokens"),
-    ("head_dim_differs", _with(q=lambda a: np.zeros((2, 1, 4, 64), F16)), acl_fa.InvalidArgumentError,
+    ("head_dim_differs", with_changes(q=lambda a: np.zeros((2, 1, 4, 64), F16)), acl_fa.InvalidArgumentError,
      "head dim differs"),
-    ("dtype_differs", _with(q=lambda a: a["q"].astype(BF16)), acl_fa.InvalidTypeError, "share one dtype"),
-    ("k_without_v", _with(k=lambda a: np.zeros((2, 1, 2, 32), F16)), acl_fa.InvalidArgumentError,
+    ("dtype_differs", with_changes(q=lambda a: a["q"].astype(BF16)), acl_fa.InvalidTypeError, "share one dtype"),
+    ("k_without_v", with_changes(k=lambda a: np.zeros((2, 1, 2, 32), F16)), acl_fa.InvalidArgumentError,
      "k and v must be given together"),
-    ("table_batch", _with(block_table=lambda a: a["block_table"][:1]), acl_fa.InvalidArgumentError,
+    ("table_batch", with_changes(block_table=lambda a: a["block_table"][:1]), acl_fa.InvalidArgumentError,
      "block_table must be"),
-    ("num_splits_negative", _with(num_splits=-1), acl_fa.InvalidArgumentError,
+    ("num_splits_negative", with_changes(num_splits=-1), acl_fa.InvalidArgumentError,
      r"num_splits must be 0 .* or a split count in \[2, 2147483647\].*got -1"),
-    ("num_splits_beyond_int32", _with(num_splits=2**31), acl_fa.InvalidArgumentError, "got 2147483648"),
-    ("float_table", _with(block_table=lambda a: a["block_table"].astype(np.float32)), acl_fa.InvalidTypeError,
+    ("num_splits_beyond_int32", with_changes(num_splits=2**31), acl_fa.InvalidArgumentError, "got 2147483648"),
+    ("float_table", with_changes(block_table=lambda a: a["block_table"].astype(np.float32)), acl_fa.InvalidTypeError,
      "integer array"),
-    ("window_type", _with(window=5), acl_fa.InvalidTypeError, "window must be"),
-    ("num_splits_bool", _with(num_splits=True), acl_fa.InvalidTypeError, "num_splits must be an integer"),
-    ("scale_bool", _with(scale=True), acl_fa.InvalidTypeError, "scale must be a real number"),
-    ("causal_int", _with(causal=1), acl_fa.InvalidTypeError, "causal must be a bool"),
+    ("window_type", with_changes(window=5), acl_fa.InvalidTypeError, "window must be"),
+    ("num_splits_bool", with_changes(num_splits=True), acl_fa.InvalidTypeError, "num_splits must be an integer"),
+    ("scale_bool", with_changes(scale=True), acl_fa.InvalidTypeError, "scale must be a real number"),
+    ("causal_int", with_changes(causal=1), acl_fa.InvalidTypeError, "causal must be a bool"),
 ]
 
 

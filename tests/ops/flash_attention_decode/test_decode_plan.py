@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from acl_fa.runtime import sim_stats
 from acl_fa.cli import main
 from acl_fa.plan import timing
-from acl_fa.plan.decode import decode_plan
+from acl_fa.plan.decode import decode_plan, format_decode_plan
 from acl_fa.plan.forward import PlanError
 
 
@@ -119,3 +119,45 @@ def test_closed_form_tracks_the_event_model(session, sim_only, batch, seq_q, len
     event = model.pipeline_cycles / model.cycles * model.seconds * 1e6
     plan = decode_plan(seq_kv=length, batch=batch, heads=32, kv_heads=8, seq_q=seq_q, block_size=block)
     assert plan.modeled_us == pytest.approx(event, rel=0.15)
+
+
+# (N, Nkv, Sq, D): more than 255 query rows per kv head, cut into row groups of whole heads or of
+# one head's tokens, each fitting the chip's UB (about 80 rows at D 128, 110 at D 64)
+ROW_GROUPS = [(16, 2, 40, 64), (64, 8, 64, 128), (8, 2, 100, 128), (2, 1, 300, 64), (32, 8, 16, 128)]
+
+
+@pytest.mark.parametrize("heads,kv_heads,seq_q,head_dim", ROW_GROUPS)
+def test_plan_cuts_the_rows_of_a_kv_head_into_row_groups(heads, kv_heads, seq_q, head_dim):
+    p = decode_plan(seq_kv=4096, batch=2, heads=heads, kv_heads=kv_heads, seq_q=seq_q, head_dim=head_dim)
+    group = heads // kv_heads
+    assert p.rows <= 255 and p.rows == p.row_group_heads * p.row_group_tokens
+    assert group % p.row_group_heads == 0 and seq_q % p.row_group_tokens == 0
+    assert p.row_group_tokens == seq_q or p.row_group_heads == 1  # tokens cut only within one head
+    assert p.row_groups * p.rows == group * seq_q and p.groups == 2 * kv_heads * p.row_groups
+    ub = next(line for line in p.budget if line.name.startswith("UB total"))
+    assert ub.bytes <= ub.capacity
+    text = format_decode_plan(p)
+    if p.row_groups > 1:
+        assert f"{p.row_groups} row groups of {p.row_group_heads} head(s) x {p.row_group_tokens} token(s)" in text
+    else:  # the whole kv head fits: one group, as before row groups existed
+        assert group * seq_q <= 255 and f"{group} query heads x {seq_q} token(s) = {p.rows} rows" in text
+
+
+def test_row_group_split_is_the_kernels(session, sim_only):
+    """GQA 8 x 64 (512 rows per kv head): the cube work of each AI Core is the plan's chunks over
+    all (sequence, kv head, row group) groups."""
+    from test_decode import make_cache
+
+    lengths = [1024, 384]
+    rng = np.random.default_rng(7)
+    k_cache, v_cache, table = make_cache(rng, 2, lengths, 2, 64, np.float16, 128)
+    q = rng.standard_normal((2, 64, 16, 64)).astype(np.float16)
+    session.flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=np.array(lengths, np.int32),
+                                         block_table=table, causal=False)
+    macs = [core["cube_macs"] for core in sim_stats.last_launch(session.backend, per_core=True)["aic"]]
+    p = decode_plan(seq_kv=lengths, batch=2, heads=16, kv_heads=2, seq_q=64, head_dim=64, block_size=128,
+                    soc=session.soc_name())
+    assert p.row_groups > 1 and p.total_units == sum(-(-n // 128) for n in lengths) * 2 * p.row_groups
+    per_chunk = sum(macs) // p.total_units
+    assert [m // per_chunk for m in macs] == p.aic_units
+    assert all(m % per_chunk == 0 for m in macs)
