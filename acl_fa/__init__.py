@@ -23,7 +23,7 @@ from .runtime.loader import get_backend
 from .ops import flash_attn_interface
 from .ops.flash_attn_interface import (
     flash_attn_kvpacked_func, flash_attn_qkvpacked_func, flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
-    flash_attn_varlen_qkvpacked_func)
+    flash_attn_varlen_qkvpacked_func, flash_attn_with_kvcache)
 from .reference.attention import attention_reference, attention_reference_backward
 from .runtime.session import DeviceBuffer, DeviceSession, Event, HostBuffer, Stream
 from .runtime.tensor import Tensor
@@ -73,6 +73,7 @@ __all__ = [
     "flash_attn_varlen_func",
     "flash_attn_varlen_kvpacked_func",
     "flash_attn_varlen_qkvpacked_func",
+    "flash_attn_with_kvcache",
     "get_backend",
     "merge_attention_partials",
     "scaled_dot_product_attention",

@@ -8,7 +8,8 @@ float32) or, for the unpacked non-varlen functions, DeviceArrays; q [B, Sq, N, D
 with cu_seqlens int32 [num_seqs + 1]; any head dim 1..256. Semantics as flash-attn's: causal and
 window_size aligned bottom-right, GQA/MQA by fewer kv heads, softmax_scale = D ** -0.5 by default,
 rows that see no key give 0. Each function is a thin face over acl_fa.flash_attention /
-flash_attention_varlen (docs/attention_options.md).
+flash_attention_varlen (docs/attention_options.md); flash_attn_with_kvcache, over the decode op, is
+acl_fa.ops.decode_compat's (docs/decode.md).
 
 Return values. out; with return_attn_probs=True a tuple (out, softmax_lse, S_dmask) with
 softmax_lse float32 in flash-attn's layout ([B, N, Sq]; varlen [N, Tq]) and S_dmask, where
@@ -35,6 +36,7 @@ import numbers
 
 import numpy as np
 
+from .decode_compat import flash_attn_with_kvcache
 from .paged_prefill import gather_paged_kv
 from .problem import AttentionOutputs
 from .routed import flash_attention
@@ -44,7 +46,7 @@ from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..spec.problem import as_array
 
 __all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",
-           "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func"]
+           "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_with_kvcache"]
 
 
 def _check_bool(name: str, value) -> bool:

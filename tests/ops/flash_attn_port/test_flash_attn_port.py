@@ -210,11 +210,9 @@ def test_flash_attn_output(kvpacked, dtype, mha_type, deterministic, local, caus
     _check_output(out, q, k, v, dropout_p, keep, causal, window_size, softcap)
     if keep is not None:
         _check_dropout_fraction(keep, seqlen_q, seqlen_k, dropout_p, causal, window_size)
-    if softcap > 0:
-        return  # the backward with softcap lands with the backward's score modifiers (the lead adds it at merge)
     g = _randn(rng, out.shape, dtype)
     opts = dict(layout="BSND", causal=causal, window=None if window_size == (-1, -1) else window_size,
-                dropout_p=dropout_p, seed=result.seed, offset=result.offset)
+                dropout_p=dropout_p, seed=result.seed, offset=result.offset, softcap=softcap)
     grads = acl_fa.flash_attention_backward(g, q, k, v, out, lse, deterministic=deterministic, **opts)
     _check_dense_grads(grads, g, q, k, v, dtype, **opts)
 
@@ -271,11 +269,9 @@ def _check_varlen(q, k, v, lens_q, lens_k, dropout_p, causal, window_size, softc
     if keep is not None:
         _check_dropout_fraction(keep, max(lens_q), max(lens_k), dropout_p, causal, window_size,
                                 list(zip(lens_q, lens_k)))
-    if softcap > 0:
-        return  # backward softcap: at merge (see test_flash_attn_output)
     g = _randn(np.random.default_rng(1), out.shape, dtype)
     opts = dict(causal=causal, window=None if window_size == (-1, -1) else window_size, dropout_p=dropout_p,
-                seed=result.seed, offset=result.offset)
+                seed=result.seed, offset=result.offset, softcap=softcap)
     grads = acl_fa.flash_attention_varlen_backward(g, q, k, v, out, lse, cu_q, cu_k, deterministic=deterministic,
                                                    **opts)
     _check_grads(grads, attention_reference_varlen_backward(g, q, k, v, cu_q, cu_k, **opts),
