@@ -28,6 +28,8 @@ from ..parallel.rank_agree import all_gather_host
 from ..reference.attention import attention_reference
 from ..runtime.units import format_bytes
 from ..reference.accuracy import check_gradients
+from ..parallel import launchers
+from ..parallel.usp import default_ulysses_size, usp_attention
 
 __all__ = ["ParallelSettings", "run_parallel_job", "run_parallel_rank_job", "under_launch", "format_parallel_report"]
 
@@ -113,7 +115,6 @@ def under_launch() -> bool:
     """True in a rank process of a launcher (acl-fa launch, or mpirun / srun / a torchrun-style
     launcher starting more than one rank: acl_fa.parallel.launchers); a launcher's environment
     acl-fa cannot use raises InvalidArgumentError instead of being ignored."""
-    from ..parallel import launchers
 
     found = launchers.detect()
     return found is not None and (found.launcher == "acl-fa launch" or found.size > 1)
@@ -169,7 +170,6 @@ class UspReport:
 
 
 def _usp(q, k, v, *, devices, backend, report, **kwargs):
-    from ..parallel.usp import default_ulysses_size, usp_attention
 
     problem, *_ = make_problem(q, k, v, causal=kwargs["causal"], scale=kwargs["scale"], layout=kwargs["layout"],
                                num_heads=kwargs.get("num_heads"), num_kv_heads=kwargs.get("num_kv_heads"))

@@ -72,6 +72,8 @@ from .rank_agree import agree
 from .rank_table import check_against, read_rank_table
 from .ring_backward import run_rank_backward
 from ..runtime.session import MALLOC_SLACK
+from .ulysses import rank_ulysses_attention
+from .ulysses_backward import rank_ulysses_attention_backward
 
 __all__ = ["ring_attention", "ring_attention_backward", "RingReport", "MemoryBound", "sub_blocks", "ring_units",
            "ring_calls", "BLOCK_ROWS", "RankContext", "RankReport", "ring_report", "zigzag_chunks", "ring_plan"]
@@ -695,7 +697,6 @@ class RankContext:
         """This rank's part of Ulysses over the clique: q, k, v its rows of the contiguous split
         (split_bounds(S, P)[rank]), every head. Returns (out rows like q, lse float32 [B, N/P, S]:
         this rank's heads, every row). acl_fa.parallel.ulysses.rank_ulysses_attention."""
-        from .ulysses import rank_ulysses_attention
 
         return rank_ulysses_attention(self, q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                       num_kv_heads=num_kv_heads)
@@ -705,7 +706,6 @@ class RankContext:
         """This rank's part of the Ulysses backward: its rows of dout, q, k, v, out (the
         contiguous split) and the lse its ulysses_attention returned ([B, N/P, S]); returns its
         rows of (dq, dk, dv). acl_fa.parallel.ulysses_backward.rank_ulysses_attention_backward."""
-        from .ulysses_backward import rank_ulysses_attention_backward
 
         return rank_ulysses_attention_backward(self, dout, q, k, v, out, lse, causal=causal, scale=scale,
                                                layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads)

@@ -43,6 +43,8 @@ from ..spec.layouts import from_bnsd, to_bnsd
 from ..runtime.loader import get_backend
 from .clique import split_bounds, check_devices, chip_peak_flops, device_clique, run_ranks
 from ..runtime.device_array import DeviceArray
+from .rank_agree import agree
+from ..spec.problem import problem_from_sizes
 
 __all__ = ["ulysses_attention", "UlyssesReport", "kv_heads_of_rank", "ulysses_link_bytes", "all_to_all_batches",
            "send_layout", "pair_bytes"]
@@ -285,7 +287,6 @@ def rank_ulysses_attention(ctx, q, k, v, *, causal=False, scale=None, layout="BN
     rows [a_r, b_r) of split_bounds(S, P) -- the contiguous split -- every head. Every rank calls it
     together; the ranks' row counts are all-gathered and must be the split of their sum. Returns
     (out rows like q, lse float32 [B, N/P, S]: this rank's heads over the whole sequence)."""
-    from .rank_agree import agree
 
     local, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                   num_kv_heads=num_kv_heads)
@@ -319,7 +320,6 @@ def rank_ulysses_attention(ctx, q, k, v, *, causal=False, scale=None, layout="BN
 
 def make_problem_of_sizes(local, seq: int):
     """The whole sequence's Problem for a rank's `local` one (same heads, dtype, options; S = seq)."""
-    from ..spec.problem import problem_from_sizes
 
     dtype = "bfloat16" if local.dtype.name == "bfloat16" else local.dtype.name
     return problem_from_sizes(seq_q=seq, batch=local.batch, num_heads=local.num_heads,

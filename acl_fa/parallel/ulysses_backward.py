@@ -39,6 +39,8 @@ from ..spec.problem import as_array, make_problem
 from . import hccl
 from .clique import check_devices, device_clique, run_ranks, split_bounds
 from .ulysses import all_to_all_batches, kv_heads_of_rank, pair_bytes, send_layout
+from .rank_agree import agree
+from .ulysses import make_problem_of_sizes
 
 __all__ = ["ulysses_attention_backward", "UlyssesBackwardReport", "ulysses_backward_link_bytes"]
 
@@ -223,8 +225,6 @@ def rank_ulysses_attention_backward(ctx, dout, q, k, v, out, lse, *, causal=Fals
     rank's RankContext.ulysses_attention returned (float32 [B, N/P, S]: its heads, every row).
     Returns the rank's rows of (dq, dk, dv), like q, k, v. With replicated key/value heads (P a
     multiple of Nkv) the copies' dK, dV are added on the rank that holds the rows (float32)."""
-    from .rank_agree import agree
-    from .ulysses import make_problem_of_sizes
 
     local, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                   num_kv_heads=num_kv_heads)

@@ -32,6 +32,8 @@ from ..spec.problem import make_problem
 from . import hccl
 from .clique import check_devices, run_ranks, split_bounds, zigzag_chunks
 from .ulysses import all_to_all_batches, kv_heads_of_rank, send_layout
+from ..api import Session
+from .ring import RankContext
 
 __all__ = ["usp_attention", "usp_groups", "default_ulysses_size"]
 
@@ -108,7 +110,6 @@ class _UspRank:
                 x.close()
 
     def _run(self):
-        from .ring import RankContext
 
         pr, u_size = self.problem, self.u_size
         hq, hkv = pr.num_heads // u_size, len(self.kv_heads[0])
@@ -152,7 +153,6 @@ def usp_attention(q, k, v, *, devices=None, ulysses=None, causal=False, scale=No
         return np.concatenate([x[:, :, a:b] for a, b in chunks[g]], axis=2)
 
     ugroups, rgroups = usp_groups(p, u_size)
-    from ..api import Session
 
     sessions, comms_u, comms_r = [], {}, {}
     try:

@@ -22,7 +22,7 @@ PUBLIC_FACES = {
     "ops/forward.py:flash_attention", "ops/routed.py:flash_attention", "ops/decode.py:flash_attention_with_kvcache",
     "ops/varlen.py:flash_attention_varlen", "ops/varlen.py:flash_attention_varlen_backward",
     "ops/backward.py:flash_attention_backward", "parallel/ring.py:ring_attention_backward",
-    "ops/quant.py:flash_attention_int8",
+    "ops/quant.py:flash_attention_int8", "parallel/ulysses_backward.py:ulysses_attention_backward",
     "reference/attention.py:attention_reference", "reference/attention.py:attention_reference_backward",
     "reference/attention.py:attention_reference_varlen", "reference/attention.py:attention_reference_varlen_backward",
     "ops/flash_attn_interface.py:flash_attn_varlen_func", "ops/flash_attn_interface.py:flash_attn_varlen_kvpacked_func",
