@@ -43,7 +43,9 @@ _REFUSED = {
              "levels per Q/K element leave the scores too coarse for the accuracy rule of docs/int8.md; use "
              "qk_quant='int8'"),
 }
-_INT8_CHIPS = ("Ascend910B", "Ascend910_93")
+_INT8_CHIPS = ("Ascend910B", "Ascend910_93", "Ascend310P")
+# The coupled-core chips: one AI Core holds cube and vector unit (flash_attention_int8_coupled_kernel.h).
+_COUPLED_CHIPS = ("Ascend310P",)
 
 
 def check_qk_quant(qk_quant) -> bool:
@@ -59,15 +61,21 @@ def check_qk_quant(qk_quant) -> bool:
 
 
 def check_int8_chip(soc: str) -> None:
-    """InvalidArgumentError unless `soc` runs the int8 ops (Atlas A2/A3), naming why not."""
+    """InvalidArgumentError unless `soc` runs the int8 ops (Atlas A2/A3, Ascend310P), naming why not."""
     if soc.startswith(_INT8_CHIPS):
         return
-    if soc.startswith("Ascend310P") or soc == "Ascend910" or soc.startswith("Ascend910A"):
+    if soc == "Ascend910" or soc.startswith("Ascend910A"):
         raise InvalidArgumentError(
-            f"qk_quant='int8' runs on Atlas A2/A3 (Ascend910B*, Ascend910_93) only. {soc}'s cube takes int8 "
-            "(Mmad) and its vector unit has the half <-> int8 Cast, but the int8 kernel is built for the A2/A3 "
-            "MIX AIC:AIV pipeline; the coupled-core int8 path is not built yet (docs/int8.md)")
-    raise InvalidArgumentError(f"qk_quant='int8' runs on Atlas A2/A3 (Ascend910B*, Ascend910_93) only, not {soc}")
+            f"qk_quant='int8' runs on Atlas A2/A3 (Ascend910B*, Ascend910_93) and Ascend310P only. {soc}'s cube takes "
+            "int8 (Mmad) and its vector unit casts int32 -> float32, but AttentionQuant needs a float32 ReduceMax for "
+            "each block's max |x|, and the 910A vector unit (dav-c100) reduces half only (asc-devkit ReduceMax.md); "
+            "docs/int8.md")
+    raise InvalidArgumentError(f"qk_quant='int8' runs on Atlas A2/A3 (Ascend910B*, Ascend910_93) and Ascend310P "
+                               f"only, not {soc}")
+
+
+def _coupled(soc: str) -> bool:
+    return soc.startswith(_COUPLED_CHIPS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,11 +178,15 @@ def int8_blocks(problem: Problem, soc: str) -> Problem:
     """`problem` with block_m / block_n fixed to the forward's plan on `soc`: the granularity of the
     scales (one per block_m query rows, one per block_n keys)."""
     _check_value_dtype(problem)
+    check_int8_chip(soc)
+    if _coupled(soc) and problem.head_dim % 32:
+        raise InvalidArgumentError(f"qk_quant='int8' on {soc} needs a head dim that is a multiple of 32 (no "
+                                   f"DataCopyPad: AttentionQuant writes each int8 row as whole 32-B blocks), got "
+                                   f"{problem.head_dim}")
     if problem.layout != "BNSD" and problem.head_dim % 32:
         raise InvalidArgumentError(f"qk_quant='int8' with layout {problem.layout} needs a head dim that is a multiple "
                                    f"of 32 (AttentionQuant writes each int8 row as whole 32-B blocks), got "
                                    f"{problem.head_dim}; BNSD takes any multiple of 16")
-    check_int8_chip(soc)
     plan = check_plan(problem, soc)
     return dataclasses.replace(problem, block_m=plan.block_m, block_n=plan.block_n)
 

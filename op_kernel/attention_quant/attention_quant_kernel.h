@@ -7,7 +7,7 @@
 //   y        = round(x' / scale_b)                  (fp32 -> half, then half -> int8 with CAST_RINT:
 //                                                    the A2/A3 vector unit has no direct fp32 -> int8 Cast,
 //                                                    asc-devkit Cast.md; |x'/scale| <= 127)
-// A vector-only kernel (KERNEL_TYPE_AIV_ONLY). A work unit is one block of one head, or one whole
+// A vector-only kernel (KERNEL_TYPE_AIV_ONLY; on 310P the AI Core's vector unit, KERNEL_TYPE_AICORE). A work unit is one block of one head, or one whole
 // head when smoothing (its mean spans the sequence); AIV c takes units [c * per, (c + 1) * per).
 // A block moves through UB chunkRows rows at a time ([chunkRows, D] as T, fp32, |fp32| and int8; op_host
 // sizes chunkRows to the UB): one pass when the block is one chunk, else a pass for its max |x'| and a
@@ -30,6 +30,14 @@ constexpr float SCALE_FLOOR = 1.17549435082228750797e-38f;  // FLT_MIN: amax of 
 constexpr uint32_t FP32_PER_REPEAT = 64;                    // one 256-B repeat of fp32
 constexpr uint32_t FP32_PER_BLOCK = 8;                      // one 32-B block of fp32
 constexpr uint32_t MAX_REPEATS = 255;                       // repeatTime is uint8_t
+// half -> int8 to nearest even: CAST_RINT on A2/A3; the Atlas inference AI Core (310P) and the
+// training series (910A) take no CAST_RINT for the pair, and CAST_NONE rounds to nearest even
+// where the conversion loses precision (asc-devkit Cast.md, RoundMode and the per-product tables).
+#if defined(__NPU_ARCH__) && (__NPU_ARCH__ == 2002 || __NPU_ARCH__ == 1001)
+constexpr AscendC::RoundMode HALF_TO_INT8_ROUND = AscendC::RoundMode::CAST_NONE;
+#else
+constexpr AscendC::RoundMode HALF_TO_INT8_ROUND = AscendC::RoundMode::CAST_RINT;
+#endif
 
 template <typename T>
 class AttentionQuantKernel {
@@ -179,10 +187,17 @@ private:
         AscendC::LocalTensor<half> narrow = inQue_.AllocTensor<half>();
         AscendC::LocalTensor<int8_t> out = outQue_.AllocTensor<int8_t>();
         AscendC::Cast(narrow, val, AscendC::RoundMode::CAST_NONE, count);
-        AscendC::Cast(out, narrow, AscendC::RoundMode::CAST_RINT, count);
+        AscendC::Cast(out, narrow, HALF_TO_INT8_ROUND, count);
         inQue_.FreeTensor(narrow);
         outQue_.EnQue(out);
         out = outQue_.DeQue<int8_t>();
+#if defined(__NPU_ARCH__) && (__NPU_ARCH__ == 2002 || __NPU_ARCH__ == 1001)
+        // No DataCopyPad (dav-m200 / dav-c100): rows of D int8, whole 32-B blocks (op_host asks
+        // D % 32 == 0 on these chips), rowStride_ - D elements apart in GM.
+        const AscendC::DataCopyParams rowsOut{static_cast<uint16_t>(rows), static_cast<uint16_t>(d / 32), 0,
+                                              static_cast<uint16_t>((rowStride_ - d) / 32)};
+        AscendC::DataCopy(yGm_[RowOffset(head, s0)], out, rowsOut);
+#else
         // BNSD: the chunk's rows are contiguous in GM, one block of rows * D bytes. Otherwise one block
         // per row (D bytes; DataCopyPad starts each block at a 32-B boundary of UB, so op_host asks
         // D % 32 == 0 there).
@@ -190,6 +205,7 @@ private:
         const AscendC::DataCopyExtParams rowsOut{static_cast<uint16_t>(contiguous ? 1 : rows), contiguous ? count : d,
                                                  0, static_cast<uint32_t>(contiguous ? 0 : rowStride_ - d), 0};
         AscendC::DataCopyPad(yGm_[RowOffset(head, s0)], out, rowsOut);
+#endif
         outQue_.FreeTensor(out);
     }
 
@@ -216,6 +232,22 @@ private:
                 StoreChunk(head, s0, rows, peak);
             }
         }
+#if defined(__NPU_ARCH__) && (__NPU_ARCH__ == 2002 || __NPU_ARCH__ == 1001)
+        // No DataCopyPad on these archs: the scale by the scalar unit (as the coupled forward's LSE
+        // tail, flash_attention_coupled_kernel.h WriteOutput), written back from dav-m200's data
+        // cache (dav-c100 has no GM form of DataCacheCleanAndInvalid).
+        scaleGm_.SetValue(static_cast<uint64_t>(head) * td_->numBlocks + blk, peak / INT8_MAX_VALUE);
+#if __NPU_ARCH__ == 2002
+        AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE>(scaleGm_);
+#endif
+#else
+        StoreScale(head, blk, peak);
+#endif
+    }
+
+    // The block's scale to GM through UB (DataCopyPad: one float).
+    __aicore__ inline void StoreScale(uint32_t head, uint32_t blk, float peak)
+    {
         AscendC::LocalTensor<float> one = scaleQue_.AllocTensor<float>();
         one.SetValue(0, peak / INT8_MAX_VALUE);
         WaitForPipe<AscendC::HardEvent::S_MTE3>();  // the scalar unit's write lands before MTE3 reads it
