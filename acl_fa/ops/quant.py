@@ -133,6 +133,14 @@ class AttentionQuantOp(Op):
 
     def check(self, problem: QuantProblem, soc: str) -> int:
         check_int8_chip(soc)
+        if _coupled(soc):
+            if problem.dtype != np.float16:
+                raise InvalidTypeError(f"x must be float16 on {soc} (no bfloat16 on its vector unit), got "
+                                       f"{problem.dtype}")
+            head_dim = problem.shape[-1] // (problem.num_heads if problem.layout == "BSH" else 1)
+            if head_dim % 32:
+                raise InvalidArgumentError(f"AttentionQuant on {soc} needs a head dim that is a multiple of 32 (no "
+                                           f"DataCopyPad: int8 rows leave UB in whole 32-B blocks), got {head_dim}")
         return 0
 
 

@@ -295,6 +295,36 @@ def test_int8_forward_accuracy_on_310p3(coupled_run, index):
     assert r["lse_error"] < 0.05, r
 
 
+def test_310p3_refusals_name_the_chip():
+    result = run_python("""
+        import json
+        import ml_dtypes
+        import numpy as np
+        import acl_fa
+        from acl_fa.ops import opcall
+        from acl_fa.ops.quant import ATTENTION_QUANT, QuantProblem
+        out = {}
+        cases = {"d16": np.ones((1, 1, 32, 16), np.float16), "bf16": np.ones((1, 1, 32, 64), ml_dtypes.bfloat16)}
+        with acl_fa.Session(backend="sim") as s:
+            for name, q in cases.items():
+                try:
+                    s.flash_attention(q, q, q, qk_quant="int8")
+                    out[name] = None
+                except acl_fa.AclFaError as exc:
+                    out[name] = f"{type(exc).__name__}: {exc}"
+            x = np.ones((1, 40, 2, 48), np.float16)
+            try:
+                opcall.runner_for(s, ATTENTION_QUANT).run(QuantProblem(x.shape, x.dtype, "BSND", 2, 1, 40, 16, False), x)
+                out["quant_d48"] = None
+            except acl_fa.AclFaError as exc:
+                out["quant_d48"] = f"{type(exc).__name__}: {exc}"
+        print(json.dumps(out))
+    """, ACL_FA_BACKEND="sim", ACL_FA_SIM_SOC="Ascend310P3")
+    assert result["d16"] and "multiple of 32" in result["d16"] and "Ascend310P3" in result["d16"], result
+    assert result["bf16"] and "bfloat16" in result["bf16"] and "Ascend310P" in result["bf16"], result
+    assert result["quant_d48"] and "multiple of 32" in result["quant_d48"], result
+
+
 def test_attention_quant_on_310p3(coupled_run):
     q = coupled_run["quant"]
     assert q["scale_rel"] <= 2e-6 and q["max_diff"] <= 1 and q["share"] < 0.002, q
