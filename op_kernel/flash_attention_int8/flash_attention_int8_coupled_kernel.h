@@ -28,6 +28,7 @@
 #include "lib/matmul_intf.h"
 
 #include "flash_attention_gm.h"
+#include "flash_attention_int8_scales.h"
 #include "flash_attention_items.h"
 #include "flash_attention_rows.h"
 #include "flash_attention_tiling.h"
@@ -73,7 +74,7 @@ private:
     AscendC::GlobalTensor<int8_t> queryGm_, keyGm_;
     AscendC::GlobalTensor<T> valueGm_, outGm_;
     AscendC::GlobalTensor<float> lseGm_;
-    AscendC::GlobalTensor<float> qScaleGm_, kScaleGm_;  // [B, N, numQBlocks], [B, Nkv, numKvBlocks] fp32
+    BlockScales scales_;
 
     AscendC::TBuf<AscendC::TPosition::VECCALC> scoreBuf_;   // [m, n] int32: QK's C, then fp32 S / P
     AscendC::TBuf<AscendC::TPosition::VECCALC> probBuf_;    // [m, n] T: PV's A
@@ -91,8 +92,6 @@ private:
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
     uint64_t kvOffset_ = 0;                      // element offset of (b, h, 0) in K and V
     uint32_t seqKv_ = 0;                         // keys of the current item's sequence
-    float itemScale_ = 0.0f;                     // scale * q_scale of the item's query block
-    uint64_t kScaleRow_ = 0;                     // k_scale index of (b, kvHead, block 0)
 };
 
 template <typename T>
@@ -117,10 +116,7 @@ __aicore__ inline void FlashAttentionInt8CoupledKernel<T>::Init(GM_ADDR query, G
     outGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(attentionOut), qElems);
     lseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(softmaxLse),
                            static_cast<uint64_t>(td_->tokensQ) * td_->numHeads);
-    qScaleGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(qScale),
-                              static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->numQBlocks);
-    kScaleGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(kScale),
-                              static_cast<uint64_t>(td_->batch) * td_->numKvHeads * td_->numKvBlocks);
+    scales_.Init(qScale, kScale, td_);
     items_.Init(td_, nullptr, nullptr);
     core_ = AscendC::GetBlockIdx();
 
@@ -175,10 +171,7 @@ __aicore__ inline void FlashAttentionInt8CoupledKernel<T>::ProcessItem(uint32_t 
     const uint64_t queryOffset = items_.QueryOffset(place, row0);
     kvOffset_ = items_.KvOffset(place, 0);
     seqKv_ = place.seqKv;
-    // The item's dequantization scalars (one scalar GM read per item, one per K/V block).
-    const uint64_t headIndex = static_cast<uint64_t>(place.seq) * td_->numHeads + place.head;
-    itemScale_ = td_->scaleValue * qScaleGm_.GetValue(headIndex * td_->numQBlocks + place.qBlock);
-    kScaleRow_ = (static_cast<uint64_t>(place.seq) * td_->numKvHeads + place.kvHead) * td_->numKvBlocks;
+    scales_.StartItem(place);  // the item's dequantization scalars
     softmax_.Reset(acc_, rows, place.seqQ, place.seqKv);
 
     if (kvEnd > kvBegin) {
@@ -210,7 +203,7 @@ __aicore__ inline void FlashAttentionInt8CoupledKernel<T>::ComputeBlock(uint32_t
 
     // int32 -> fp32 in place (same width), then the softmax with the block's dequantization scale.
     AscendC::Cast(scores_, sums_, AscendC::RoundMode::CAST_NONE, rows * stride);
-    softmaxTd_.scaleValue = itemScale_ * kScaleGm_.GetValue(kScaleRow_ + kvBlock);
+    softmaxTd_.scaleValue = scales_.BlockScale(kvBlock);
     softmax_.StartBlock();
     softmax_.ScoresToProbs(scores_, stride, kvBlock, rows, row0, 0);
     // float -> half: CAST_NONE rounds to nearest even (no CAST_RINT for the pair on these archs).
