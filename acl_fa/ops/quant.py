@@ -45,7 +45,7 @@ _REFUSED = {
 }
 _INT8_CHIPS = ("Ascend910B", "Ascend910_93", "Ascend310P")
 # The coupled-core chips: one AI Core holds cube and vector unit (flash_attention_int8_coupled_kernel.h).
-_COUPLED_CHIPS = ("Ascend310P",)
+_COUPLED_CHIPS = ("Ascend310P", "Ascend910A")
 
 
 def check_qk_quant(qk_quant) -> bool:
@@ -60,16 +60,21 @@ def check_qk_quant(qk_quant) -> bool:
     return name == "int8"
 
 
-def check_int8_chip(soc: str) -> None:
-    """InvalidArgumentError unless `soc` runs the int8 ops (Atlas A2/A3, Ascend310P), naming why not."""
-    if soc.startswith(_INT8_CHIPS):
+def _is_910a(soc: str) -> bool:
+    return soc == "Ascend910" or soc.startswith("Ascend910A")
+
+
+def check_int8_chip(soc: str, quantize: bool = True) -> None:
+    """InvalidArgumentError unless `soc` runs the int8 ops, naming why not. FlashAttentionInt8 (quantize
+    False) runs on Atlas A2/A3, Ascend310P and 910A; AttentionQuant (quantize True) not on 910A."""
+    if soc.startswith(_INT8_CHIPS) or (_is_910a(soc) and not quantize):
         return
-    if soc == "Ascend910" or soc.startswith("Ascend910A"):
+    if _is_910a(soc):
         raise InvalidArgumentError(
-            f"qk_quant='int8' runs on Atlas A2/A3 (Ascend910B*, Ascend910_93) and Ascend310P only. {soc}'s cube takes "
-            "int8 (Mmad) and its vector unit casts int32 -> float32, but AttentionQuant needs a float32 ReduceMax for "
-            "each block's max |x|, and the 910A vector unit (dav-c100) reduces half only (asc-devkit ReduceMax.md); "
-            "docs/int8.md")
+            f"qk_quant='int8' runs on Atlas A2/A3 (Ascend910B*, Ascend910_93) and Ascend310P only. On {soc} the "
+            "int8 forward runs, but its quantization (AttentionQuant) needs a float32 ReduceMax for each block's "
+            "max |x|, and the 910A vector unit (dav-c100) reduces half only (asc-devkit ReduceMax.md); quantize on "
+            "the host (acl_fa.reference.quant.quantize_blocks) and call flash_attention_int8 (docs/int8.md)")
     raise InvalidArgumentError(f"qk_quant='int8' runs on Atlas A2/A3 (Ascend910B*, Ascend910_93) and Ascend310P "
                                f"only, not {soc}")
 
@@ -168,7 +173,7 @@ class FlashAttentionInt8Op(Op):
                 p.block_n, tensors["out"].handle, tensors["lse"].handle)
 
     def check(self, problem: Int8Problem, soc: str) -> int:
-        check_int8_chip(soc)
+        check_int8_chip(soc, quantize=False)
         return check_plan(problem.base, soc).workspace_bytes
 
 
@@ -305,7 +310,7 @@ def flash_attention_int8(q, k, v, q_scale=None, k_scale=None, *, block_m, block_
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
     if session is None:
         session = default_session(backend, device)
-    check_int8_chip(session.soc_name())
+    check_int8_chip(session.soc_name(), quantize=False)
     out, lse = opcall.runner_for(session, FLASH_ATTENTION_INT8).run(int8_problem, q, k, v, q_scale, k_scale)
     return (out, lse) if return_lse else out
 

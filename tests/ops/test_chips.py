@@ -169,15 +169,15 @@ def test_paths_the_architecture_lacks_are_violations(soc, aicore_rule):
 # the op's kernel, on the coupled AI Cores. The kernels use only what each architecture provides
 # (sim/include/ascendc_sim/arch_surface.h stops any other call; docs/simulator.md).
 COUPLED_OPS = {"FlashAttention": "flash_attention", "FlashAttentionV2": "flash_attention_v2",
-               "FlashAttentionV3": "flash_attention_v3", "AttentionLseMerge": "attention_lse_merge"}
+               "FlashAttentionV3": "flash_attention_v3", "AttentionLseMerge": "attention_lse_merge",
+               "FlashAttentionInt8": "flash_attention_int8"}
 # Registered for the coupled chips too, whose tiling refuses what they lack, naming it: V4 is
 # reached only with precision="high_performance" (inner_precise=1), which A2/A3 alone serve.
 COUPLED_REFUSED = {"FlashAttentionV4": "inner_precise=1 (high-performance precision) is supported on Atlas A2/A3"}
 
 # Registered for the coupled chips, run on some and refused before device work on others, naming
-# what the chip lacks: the int8 prefill ops (docs/int8.md) run on 310P3; 910A has no float32 ReduceMax.
-COUPLED_SOME = {"FlashAttentionInt8": ("flash_attention_int8", {"Ascend910A": "ReduceMax"}),
-                "AttentionQuant": ("attention_quant", {"Ascend910A": "ReduceMax"})}
+# what the chip lacks: AttentionQuant (docs/int8.md) runs on 310P3; 910A has no float32 ReduceMax.
+COUPLED_SOME = {"AttentionQuant": ("attention_quant", {"Ascend910A": "ReduceMax"})}
 
 OPS_SCRIPT = """
 import json, sys
