@@ -122,12 +122,25 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     uint64_t ubBytes = 0;
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
     // UB (attention_quant_kernel.h Init): a chunk of [c, D] as T (2 B), fp32 x' and |x'| (4 B each) and
-    // int8 y (1 B), plus the [D] fp32 mean and two 32-B slots. c: the whole block when it fits, else
+    // int8 y (1 B), plus the [D] fp32 mean and two 32-B slots (and, folding, the blocks' bounds). c: the whole block when it fits, else
     // the most rows (a multiple of 8) that do.
     const uint64_t perRow = static_cast<uint64_t>(d.headDim) * (2 + 4 + 4 + 1);
     const uint64_t fixed = static_cast<uint64_t>(d.headDim) * 4 + 64;
-    uint64_t chunkRows = ubBytes > fixed ? (ubBytes - fixed) / perRow : 0;
-    chunkRows = chunkRows >= static_cast<uint64_t>(blockSize) ? static_cast<uint64_t>(blockSize) : chunkRows / 8 * 8;
+    auto chunkFor = [&](uint64_t fixedBytes) {
+        const uint64_t c = ubBytes > fixedBytes ? (ubBytes - fixedBytes) / perRow : 0;
+        return c >= static_cast<uint64_t>(blockSize) ? static_cast<uint64_t>(blockSize) : c / 8 * 8;
+    };
+    uint64_t chunkRows = chunkFor(fixed);
+    // Smoothing with blocks wider than a chunk: the mean pass keeps each block's per-channel max x and
+    // max -x ([numBlocks, 2, D] fp32) when they fit beside 8 rows, so a block is read twice in all (mean
+    // and bounds, then quantize) instead of three times (attention_quant_kernel.h MeanAndBounds).
+    const uint64_t numBlocks = static_cast<uint64_t>((d.seq + blockSize - 1) / blockSize);
+    const uint64_t boundBytes = numBlocks * 2 * static_cast<uint64_t>(d.headDim) * 4;
+    bool foldPeaks = false;
+    if (smooth && chunkRows < static_cast<uint64_t>(blockSize) && chunkFor(fixed + boundBytes) >= 8) {
+        foldPeaks = true;
+        chunkRows = chunkFor(fixed + boundBytes);
+    }
     if (error.empty() && chunkRows == 0) {
         error = "head_dim=" + std::to_string(d.headDim) + " needs " + std::to_string(8 * perRow + fixed) +
                 " B of UB for 8 rows (11 B per element); the chip has " + std::to_string(ubBytes);
@@ -175,6 +188,7 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     td->numBlocks = static_cast<uint32_t>((d.seq + blockSize - 1) / blockSize);
     td->smooth = smooth ? 1 : 0;
     td->chunkRows = static_cast<uint32_t>(chunkRows);
+    td->foldPeaks = foldPeaks ? 1 : 0;
     // A unit is a block, or a whole head when smoothing (its mean needs every row of the head).
     td->unitsPerHead = smooth ? 1 : td->numBlocks;
     const uint64_t units = static_cast<uint64_t>(d.batch) * d.numHeads * td->unitsPerHead;

@@ -74,6 +74,10 @@ QUANT_CASES = [  # (b, h, s, d, dtype, layout, block, smooth)
     (1, 2, 97, 64, F16, "BNSD", 32, False),
     (2, 1, 130, 128, BF16, "BSND", 64, True),
     (1, 3, 64, 16, F16, "BNSD", 128, True),
+    # Blocks wider than one UB chunk (136 rows at D128 on A2): smoothed, the mean pass keeps the blocks'
+    # column bounds (two reads of x); unsmoothed, a max pass then a quantize pass.
+    (1, 2, 700, 128, F16, "BNSD", 512, True),
+    (1, 1, 300, 128, BF16, "BSND", 256, False),
 ]
 
 
