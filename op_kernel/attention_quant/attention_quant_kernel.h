@@ -11,7 +11,9 @@
 // head when smoothing (its mean spans the sequence); AIV c takes units [c * per, (c + 1) * per).
 // A block moves through UB chunkRows rows at a time ([chunkRows, D] as T, fp32, |fp32| and int8; op_host
 // sizes chunkRows to the UB): one pass when the block is one chunk, else a pass for its max |x'| and a
-// second that quantizes it.
+// second that quantizes it -- except when smoothing with foldPeaks (op_host: the blocks' per-channel
+// bounds fit UB), where the mean pass also yields every block's max |x'| (MeanAndBounds, FoldedPeak)
+// and x is read twice in all.
 #pragma once
 
 #include "kernel_operator.h"
