@@ -43,7 +43,9 @@ _REFUSED = {
              "levels per Q/K element leave the scores too coarse for the accuracy rule of docs/int8.md; use "
              "qk_quant='int8'"),
 }
-_INT8_CHIPS = ("Ascend910B", "Ascend910_93")
+_INT8_CHIPS = ("Ascend910B", "Ascend910_93", "Ascend310P")
+# The coupled-core chips: one AI Core holds cube and vector unit (flash_attention_int8_coupled_kernel.h).
+_COUPLED_CHIPS = ("Ascend310P", "Ascend910A")
 
 
 def check_qk_quant(qk_quant) -> bool:
@@ -58,16 +60,27 @@ def check_qk_quant(qk_quant) -> bool:
     return name == "int8"
 
 
-def check_int8_chip(soc: str) -> None:
-    """InvalidArgumentError unless `soc` runs the int8 ops (Atlas A2/A3), naming why not."""
-    if soc.startswith(_INT8_CHIPS):
+def _is_910a(soc: str) -> bool:
+    return soc == "Ascend910" or soc.startswith("Ascend910A")
+
+
+def check_int8_chip(soc: str, quantize: bool = True) -> None:
+    """InvalidArgumentError unless `soc` runs the int8 ops, naming why not. FlashAttentionInt8 (quantize
+    False) runs on Atlas A2/A3, Ascend310P and 910A; AttentionQuant (quantize True) not on 910A."""
+    if soc.startswith(_INT8_CHIPS) or (_is_910a(soc) and not quantize):
         return
-    if soc.startswith("Ascend310P") or soc == "Ascend910" or soc.startswith("Ascend910A"):
+    if _is_910a(soc):
         raise InvalidArgumentError(
-            f"qk_quant='int8' runs on Atlas A2/A3 (Ascend910B*, Ascend910_93) only. {soc}'s cube takes int8 "
-            "(Mmad) and its vector unit has the half <-> int8 Cast, but the int8 kernel is built for the A2/A3 "
-            "MIX AIC:AIV pipeline; the coupled-core int8 path is not built yet (docs/int8.md)")
-    raise InvalidArgumentError(f"qk_quant='int8' runs on Atlas A2/A3 (Ascend910B*, Ascend910_93) only, not {soc}")
+            f"qk_quant='int8' runs on Atlas A2/A3 (Ascend910B*, Ascend910_93) and Ascend310P only. On {soc} the "
+            "int8 forward runs, but its quantization (AttentionQuant) needs a float32 ReduceMax for each block's "
+            "max |x|, and the 910A vector unit (dav-c100) reduces half only (asc-devkit ReduceMax.md); quantize on "
+            "the host (acl_fa.reference.quant.quantize_blocks) and call flash_attention_int8 (docs/int8.md)")
+    raise InvalidArgumentError(f"qk_quant='int8' runs on Atlas A2/A3 (Ascend910B*, Ascend910_93) and Ascend310P "
+                               f"only, not {soc}")
+
+
+def _coupled(soc: str) -> bool:
+    return soc.startswith(_COUPLED_CHIPS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +138,14 @@ class AttentionQuantOp(Op):
 
     def check(self, problem: QuantProblem, soc: str) -> int:
         check_int8_chip(soc)
+        if _coupled(soc):
+            if problem.dtype != np.float16:
+                raise InvalidTypeError(f"x must be float16 on {soc} (no bfloat16 on its vector unit), got "
+                                       f"{problem.dtype}")
+            head_dim = problem.shape[-1] // (problem.num_heads if problem.layout == "BSH" else 1)
+            if head_dim % 32:
+                raise InvalidArgumentError(f"AttentionQuant on {soc} needs a head dim that is a multiple of 32 (no "
+                                           f"DataCopyPad: int8 rows leave UB in whole 32-B blocks), got {head_dim}")
         return 0
 
 
@@ -152,7 +173,7 @@ class FlashAttentionInt8Op(Op):
                 p.block_n, tensors["out"].handle, tensors["lse"].handle)
 
     def check(self, problem: Int8Problem, soc: str) -> int:
-        check_int8_chip(soc)
+        check_int8_chip(soc, quantize=False)
         return check_plan(problem.base, soc).workspace_bytes
 
 
@@ -170,11 +191,15 @@ def int8_blocks(problem: Problem, soc: str) -> Problem:
     """`problem` with block_m / block_n fixed to the forward's plan on `soc`: the granularity of the
     scales (one per block_m query rows, one per block_n keys)."""
     _check_value_dtype(problem)
+    check_int8_chip(soc)
+    if _coupled(soc) and problem.head_dim % 32:
+        raise InvalidArgumentError(f"qk_quant='int8' on {soc} needs a head dim that is a multiple of 32 (no "
+                                   f"DataCopyPad: AttentionQuant writes each int8 row as whole 32-B blocks), got "
+                                   f"{problem.head_dim}")
     if problem.layout != "BNSD" and problem.head_dim % 32:
         raise InvalidArgumentError(f"qk_quant='int8' with layout {problem.layout} needs a head dim that is a multiple "
                                    f"of 32 (AttentionQuant writes each int8 row as whole 32-B blocks), got "
                                    f"{problem.head_dim}; BNSD takes any multiple of 16")
-    check_int8_chip(soc)
     plan = check_plan(problem, soc)
     return dataclasses.replace(problem, block_m=plan.block_m, block_n=plan.block_n)
 
@@ -285,7 +310,7 @@ def flash_attention_int8(q, k, v, q_scale=None, k_scale=None, *, block_m, block_
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
     if session is None:
         session = default_session(backend, device)
-    check_int8_chip(session.soc_name())
+    check_int8_chip(session.soc_name(), quantize=False)
     out, lse = opcall.runner_for(session, FLASH_ATTENTION_INT8).run(int8_problem, q, k, v, q_scale, k_scale)
     return (out, lse) if return_lse else out
 

@@ -117,8 +117,9 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
     and errors), run on the op acl_fa.plan.routing picks: decode-shaped calls on the decode op's
     split-KV kernel, the rest on the general forward. ``last_route(session)`` says which ran.
 
-    qk_quant="int8" (float16 / bfloat16, Atlas A2/A3; docs/int8.md): Q and K quantized to int8 per
-    block on the device (K smoothed first), QK^T on the cube in int8, P.V in the input dtype; with
+    qk_quant="int8" (float16 / bfloat16 on Atlas A2/A3, float16 on Ascend310P; docs/int8.md): Q and K
+    quantized to int8 per block on the device (K smoothed first), QK^T on the cube in int8, P.V in the
+    input dtype; with
     causal and scale only (no window, mask, dropout, softcap or precision option). 'fp8' and 'int4'
     are refused with their reason."""
     int8 = check_qk_quant(qk_quant)

@@ -4,8 +4,9 @@
 // one fp32 scale per block_size rows of each (batch, head) -- the per-block scheme FlashAttentionInt8
 // reads (docs/int8.md) -- after subtracting each head's per-channel mean over the sequence when
 // `smooth` (for K). Outputs: y int8 shaped like x, scale fp32 [B, N, ceil(S / block_size)].
-// Atlas A2/A3, a vector-only kernel (op_kernel/attention_quant/attention_quant_kernel.h, whose UB map
-// the budget below follows). Real CANN host APIs only; errors go to the CANN log.
+// Atlas A2/A3 and 310P (its AI Cores' vector units; 910A refused: no float32 ReduceMax), a
+// vector-only kernel (op_kernel/attention_quant/attention_quant_kernel.h, whose UB map the budget
+// below follows). Real CANN host APIs only; errors go to the CANN log.
 #include <cstdint>
 #include <string>
 
@@ -121,18 +122,53 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     uint64_t ubBytes = 0;
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
     // UB (attention_quant_kernel.h Init): a chunk of [c, D] as T (2 B), fp32 x' and |x'| (4 B each) and
-    // int8 y (1 B), plus the [D] fp32 mean and two 32-B slots. c: the whole block when it fits, else
+    // int8 y (1 B), plus the [D] fp32 mean and two 32-B slots (and, folding, the blocks' bounds). c: the whole block when it fits, else
     // the most rows (a multiple of 8) that do.
     const uint64_t perRow = static_cast<uint64_t>(d.headDim) * (2 + 4 + 4 + 1);
     const uint64_t fixed = static_cast<uint64_t>(d.headDim) * 4 + 64;
-    uint64_t chunkRows = ubBytes > fixed ? (ubBytes - fixed) / perRow : 0;
-    chunkRows = chunkRows >= static_cast<uint64_t>(blockSize) ? static_cast<uint64_t>(blockSize) : chunkRows / 8 * 8;
+    auto chunkFor = [&](uint64_t fixedBytes) {
+        const uint64_t c = ubBytes > fixedBytes ? (ubBytes - fixedBytes) / perRow : 0;
+        return c >= static_cast<uint64_t>(blockSize) ? static_cast<uint64_t>(blockSize) : c / 8 * 8;
+    };
+    uint64_t chunkRows = chunkFor(fixed);
+    // Smoothing with blocks wider than a chunk: the mean pass keeps each block's per-channel max x and
+    // max -x ([numBlocks, 2, D] fp32) when they fit beside 8 rows, so a block is read twice in all (mean
+    // and bounds, then quantize) instead of three times (attention_quant_kernel.h MeanAndBounds).
+    const uint64_t numBlocks = static_cast<uint64_t>((d.seq + blockSize - 1) / blockSize);
+    const uint64_t boundBytes = numBlocks * 2 * static_cast<uint64_t>(d.headDim) * 4;
+    bool foldPeaks = false;
+    if (smooth && chunkRows < static_cast<uint64_t>(blockSize) && chunkFor(fixed + boundBytes) >= 8) {
+        foldPeaks = true;
+        chunkRows = chunkFor(fixed + boundBytes);
+    }
     if (error.empty() && chunkRows == 0) {
         error = "head_dim=" + std::to_string(d.headDim) + " needs " + std::to_string(8 * perRow + fixed) +
                 " B of UB for 8 rows (11 B per element); the chip has " + std::to_string(ubBytes);
     }
+    // The coupled-core chips: 310P runs the kernel on its AI Cores' vector units; 910A's vector unit
+    // has no float32 ReduceMax (dav-c100's vcmax takes half only: asc-devkit ReduceMax.md, the
+    // training-series table), which the block's max |x'| needs. Neither has DataCopyPad nor bfloat16:
+    // the int8 rows leave in whole 32-B blocks (D % 32 == 0).
+    const fa_policy::ArchFeatures arch = fa_policy::FeaturesOfSoc(static_cast<uint32_t>(platform.GetSocVersion()));
+    const std::string soc = fa_host::SocText(platform.GetSocVersion());
+    if (error.empty() && arch.coupled && platform.GetSocVersion() == platform_ascendc::SocVersion::ASCEND910) {
+        error = "AttentionQuant is not supported on " + soc +
+                ": its vector unit has no float32 ReduceMax (dav-c100 reduces half only), which the block's "
+                "max |x| needs; quantize on the host or use Atlas A2/A3 or Ascend310P";
+    }
+    if (error.empty() && arch.coupled && xDesc->GetDataType() == ge::DT_BF16) {
+        error = "x must be float16 on " + soc + " (no bfloat16 on its vector unit), got bfloat16";
+    }
+    if (error.empty() && arch.coupled && d.headDim % 32 != 0) {
+        error = "head_dim must be a multiple of 32 on " + soc +
+                " (no DataCopyPad: int8 rows leave UB in whole 32-B blocks), got " + std::to_string(d.headDim);
+    }
     const int64_t gapBytes = (d.layout == FA_LAYOUT_BNSD ? 0 : (d.numHeads - 1) * d.headDim) * 2;
     if (error.empty() && gapBytes / 32 > 65535) error = "num_heads * head_dim too large for one strided copy";
+    // 310P's int8 rows: (numHeads - 1) * D bytes apart, a block stride of DataCopyParams (uint16_t).
+    if (error.empty() && arch.coupled && gapBytes / 2 / 32 > 65535) {
+        error = "num_heads * head_dim too large for one strided copy";
+    }
     if (!error.empty()) {
         FA_LOGE(context, "%s", error.c_str());
         return ge::GRAPH_FAILED;
@@ -152,14 +188,16 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     td->numBlocks = static_cast<uint32_t>((d.seq + blockSize - 1) / blockSize);
     td->smooth = smooth ? 1 : 0;
     td->chunkRows = static_cast<uint32_t>(chunkRows);
+    td->foldPeaks = foldPeaks ? 1 : 0;
     // A unit is a block, or a whole head when smoothing (its mean needs every row of the head).
     td->unitsPerHead = smooth ? 1 : td->numBlocks;
     const uint64_t units = static_cast<uint64_t>(d.batch) * d.numHeads * td->unitsPerHead;
+    // Vector cores on A2/A3, AI Cores on 310P (GetCoreNumAiv answers the AI Cores on coupled chips).
     const uint64_t cores = platform.GetCoreNumAiv() > 0 ? platform.GetCoreNumAiv() : 1;
     const uint64_t per = (units + cores - 1) / cores;
     td->unitsPerCore = static_cast<uint32_t>(per);
     td->usedCoreNum = static_cast<uint32_t>((units + per - 1) / per);
-    context->SetBlockDim(td->usedCoreNum);  // AIV-only: one block per vector core
+    context->SetBlockDim(td->usedCoreNum);  // one block per vector core (AIV-only; 310P: per AI Core)
     context->SetTilingKey(xDesc->GetDataType() == ge::DT_BF16 ? 1 : 0);
     size_t *workspaces = context->GetWorkspaceSizes(1);
     if (workspaces == nullptr) {
@@ -183,7 +221,7 @@ class AttentionQuant : public OpDef {
         this->Attr("smooth").AttrType(OPTIONAL).Bool(false);
         this->Attr("input_layout").AttrType(OPTIONAL).String("BNSD");
         this->Attr("num_heads").AttrType(OPTIONAL).Int(0);
-        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3);
+        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3Coupled);
     }
 };
 OP_ADD(AttentionQuant);

@@ -5,7 +5,8 @@
 // [B, Nkv, ceil(Skv / block_n)], fp32), value and the outputs float16 / bfloat16. Its tiling is the
 // forward's (forward_tiling.h) for the value dtype -- the kernel's UB and workspace are the fp16
 // forward's with S in int32 where that one has float32 -- with the QK matmul re-tiled for int8
-// operands and an int32 result. Atlas A2/A3 only. Real CANN host APIs only; errors go to the CANN log.
+// operands and an int32 result. Atlas A2/A3 (MIX kernel) and the coupled-core 310P and 910A (float16
+// value only: the forward's policy refuses bfloat16 there). Real CANN host APIs only; errors go to the CANN log.
 #include <cstdint>
 #include <string>
 
@@ -87,19 +88,23 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     }
     // QK^T re-tiled for int8 operands and an int32 C, in the half of L1 the forward gives it
     // (int8 tiles take half the bytes of fp16 ones, so P.V's share, sized after fp16 QK, still fits).
+    // Coupled chips (310P, 910A): C into UB through the Matmul API's UB space, as the fp16 coupled
+    // forward's QK (mmUbBytes covers int8 operands and an int32 C: its fp16 / fp32 sizes are larger).
     platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
+    const bool coupled = fa_policy::FeaturesOfSoc(static_cast<uint32_t>(platform.GetSocVersion())).coupled;
     uint64_t l1Bytes = 0;
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::L1, l1Bytes);
     const uint64_t l1Half = l1Bytes / 2;
     fa_host::CubeSpec qk{static_cast<int32_t>(td->blockM), static_cast<int32_t>(td->blockN),
-                         static_cast<int32_t>(d.headDim), false, true, false, false, 1, -1};
+                         static_cast<int32_t>(d.headDim), false, true, false, coupled, 1,
+                         coupled ? static_cast<int32_t>(td->mmUbBytes) : -1};
     qk.cInt32 = true;
     if (!fa_host::FillCubeTiling(platform, matmul_tiling::DataType::DT_INT8, qk, l1Half, &td->qkTiling)) {
         FA_LOGE(context, "int8 matmul tiling failed for block_m=%u, block_n=%u, head_dim=%lld", td->blockM, td->blockN,
                 static_cast<long long>(d.headDim));
         return ge::GRAPH_FAILED;
     }
-    fa_host::KeepBResident(1, l1Half, &td->qkTiling);
+    if (!coupled) fa_host::KeepBResident(1, l1Half, &td->qkTiling);
     return ge::GRAPH_SUCCESS;
 }
 
@@ -118,7 +123,7 @@ class FlashAttentionInt8 : public OpDef {
         fa_host::DescribeNd(this->Output("softmax_lse"), REQUIRED, {ge::DT_FLOAT, ge::DT_FLOAT});
         fa_host::AddAttentionAttrs(*this, false);
         fa_host::AddBlockAttrs(*this);
-        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3);
+        fa_host::RegisterHost(*this, InferShape, InferDataType, TilingFunc, fa_host::Chips::kA2A3Coupled);
     }
 };
 OP_ADD(FlashAttentionInt8);

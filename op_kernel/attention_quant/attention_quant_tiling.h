@@ -18,4 +18,7 @@ struct AttentionQuantTilingData {
     uint32_t unitsPerCore;  // contiguous work units per AIV: core c takes [c * unitsPerCore, ...)
     uint32_t chunkRows;     // rows of a block in UB at a time (<= blockSize): a block wider than UB holds is
                             // read twice, once for its max |x'| and once to quantize it
+    uint32_t foldPeaks;     // 1 (smooth, blocks wider than a chunk, the head's column bounds fit UB): the
+                            // mean pass also keeps each block's per-channel max and -min, from which
+                            // max |x'| follows exactly, so a block is read once more, to quantize it
 };

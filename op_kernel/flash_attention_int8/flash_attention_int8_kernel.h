@@ -27,6 +27,7 @@
 
 #include "attention_matmul.h"
 #include "flash_attention_gm.h"
+#include "flash_attention_int8_scales.h"
 #include "flash_attention_items.h"
 #include "flash_attention_rows.h"
 #include "flash_attention_tiling.h"
@@ -100,7 +101,7 @@ private:
     AscendC::GlobalTensor<int8_t> queryGm_, keyGm_;
     AscendC::GlobalTensor<T> valueGm_, outGm_;
     AscendC::GlobalTensor<float> lseGm_;
-    AscendC::GlobalTensor<float> qScaleGm_, kScaleGm_;  // [B, N, numQBlocks], [B, Nkv, numKvBlocks] fp32
+    BlockScales scales_;
     AscendC::GlobalTensor<int32_t> scoreGm_[2];  // [blockM, blockN] int32
     AscendC::GlobalTensor<T> probGm_[2];         // [blockM, blockN] T, row stride probStride_ (in S's rows)
     AscendC::GlobalTensor<float> pvGm_[2];       // [blockM, headDim] fp32
@@ -125,8 +126,6 @@ private:
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;
     uint64_t queryOffset_ = 0, kvOffset_ = 0, itemQueryOffset_ = 0;
     uint32_t keyEnd_ = 0;
-    float itemScale_ = 0.0f;      // scale * q_scale of the item's query block
-    uint64_t kScaleRow_ = 0;      // k_scale index of (b, kvHead, block 0)
 };
 
 template <typename T>
@@ -150,10 +149,7 @@ __aicore__ inline void FlashAttentionInt8Kernel<T>::Init(GM_ADDR query, GM_ADDR 
     valueGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(value), kvElems);
     outGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(attentionOut), qElems);
     lseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(softmaxLse), static_cast<uint64_t>(td_->tokensQ) * td_->numHeads);
-    qScaleGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(qScale),
-                              static_cast<uint64_t>(td_->batch) * td_->numHeads * td_->numQBlocks);
-    kScaleGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(kScale),
-                              static_cast<uint64_t>(td_->batch) * td_->numKvHeads * td_->numKvBlocks);
+    scales_.Init(qScale, kScale, td_);
     items_.Init(td_, nullptr, nullptr);
 
     // UB in the forward's order and sizes (op_host budgets S = float32 tiles; int32 is as wide).
@@ -230,10 +226,7 @@ __aicore__ inline void FlashAttentionInt8Kernel<T>::ProcessItem(uint32_t item)
     itemQueryOffset_ = items_.QueryOffset(place, itemRow0);
     queryOffset_ = items_.QueryOffset(place, row0);
     kvOffset_ = items_.KvOffset(place, 0);
-    // The item's dequantization scalars (two scalar GM reads per item, one per K/V block).
-    const uint64_t headIndex = static_cast<uint64_t>(place.seq) * td_->numHeads + place.head;
-    itemScale_ = td_->scaleValue * qScaleGm_.GetValue(headIndex * td_->numQBlocks + place.qBlock);
-    kScaleRow_ = (static_cast<uint64_t>(place.seq) * td_->numKvHeads + place.kvHead) * td_->numKvBlocks;
+    scales_.StartItem(place);  // the item's dequantization scalars
     if (rows != 0) {
         softmax_.Reset(acc_, rows, place.seqQ, place.seqKv);
     }
@@ -295,7 +288,7 @@ __aicore__ inline void FlashAttentionInt8Kernel<T>::SoftmaxBlock(uint32_t kvBloc
 {
     softmax_.StartBlock();
     // Dequantization: S = S_int32 * q_scale * k_scale, folded into the softmax's scale multiply.
-    softmaxTd_.scaleValue = itemScale_ * kScaleGm_.GetValue(kScaleRow_ + kvBlock);
+    softmaxTd_.scaleValue = scales_.BlockScale(kvBlock);
     const uint32_t c = td_->chunkRows;
     const uint32_t w = TileWidth(kvBlock);
     LoadScores(kvBlock, 0, Min(c, rows));

@@ -169,7 +169,8 @@ def test_paths_the_architecture_lacks_are_violations(soc, aicore_rule):
 # the op's kernel, on the coupled AI Cores. The kernels use only what each architecture provides
 # (sim/include/ascendc_sim/arch_surface.h stops any other call; docs/simulator.md).
 COUPLED_OPS = {"FlashAttention": "flash_attention", "FlashAttentionV2": "flash_attention_v2",
-               "FlashAttentionV3": "flash_attention_v3", "AttentionLseMerge": "attention_lse_merge"}
+               "FlashAttentionV3": "flash_attention_v3", "AttentionLseMerge": "attention_lse_merge",
+               "FlashAttentionInt8": "flash_attention_int8"}
 # Registered for the coupled chips too, whose tiling refuses what they lack, naming it: V4 is
 # reached only with precision="high_performance" (inner_precise=1), which A2/A3 alone serve.
 # V5 is reached only with a score modifier (ALiBi, sinks, a float mask), which the Python layer
@@ -178,6 +179,10 @@ COUPLED_REFUSED = {"FlashAttentionV4": ("AclError", "inner_precise=1 (high-perfo
                                                     "Atlas A2/A3"),
                    "FlashAttentionV5": ("InvalidArgumentError", "alibi_slopes and sinks and a float attn_mask: "
                                                                 "supported on Atlas A2/A3")}
+
+# Registered for the coupled chips, run on some and refused before device work on others, naming
+# what the chip lacks: AttentionQuant (docs/int8.md) runs on 310P3; 910A has no float32 ReduceMax.
+COUPLED_SOME = {"AttentionQuant": ("attention_quant", {"Ascend910A": "ReduceMax"})}
 
 OPS_SCRIPT = """
 import json, sys
@@ -222,6 +227,32 @@ def score_mods(s):
                       attn_mask=np.zeros((64, 64), np.float16))
 
 
+def int8_forward(s):
+    sys.path.insert(0, {ops_dir!r})
+    import test_int8_prefill as i8
+    q, k, v = i8._inputs(1, 2, 2, 160, 160, 64, i8.F16, outliers=True)
+    qy, qs = i8.quantize_blocks(q.astype(np.float64), 64, smooth=False)
+    ky, ks = i8.quantize_blocks(k.astype(np.float64), 64, smooth=True)
+    out, lse = s.flash_attention_int8(qy, ky, v, qs, ks, block_m=64, block_n=64, causal=True, return_lse=True)
+    ref, ref_lse = i8.attention_reference(i8.dequantize_blocks(qy, qs, 64), i8.dequantize_blocks(ky, ks, 64), v,
+                                          causal=True)
+    error = float(np.abs(out.astype(np.float64) - ref).max())
+    assert error <= 4 * i8.ULP["float16"] * max(1.0, float(np.abs(ref).max())), error
+    np.testing.assert_allclose(lse, ref_lse, atol=1e-4)
+
+
+def quantize(s):
+    sys.path.insert(0, {ops_dir!r})
+    import test_int8_prefill as i8
+    from acl_fa.ops import opcall
+    from acl_fa.ops.quant import ATTENTION_QUANT, QuantProblem
+    x = i8._inputs(1, 2, 2, 97, 97, 64, i8.F16)[1]
+    y, scale = opcall.runner_for(s, ATTENTION_QUANT).run(QuantProblem(x.shape, x.dtype, "BNSD", 2, 1, 97, 32, True), x)
+    ref_y, ref_scale = i8.quantize_blocks(x.astype(np.float64), 32, smooth=True)
+    np.testing.assert_allclose(scale, ref_scale, rtol=2e-6)
+    assert np.abs(y.astype(np.int32) - ref_y.astype(np.int32)).max() <= 1
+
+
 def merge_f16(s):
     parts = merge._partials((2, 3, 37, 64), merge.F16, merge.F16, seed=5)
     out, lse = lse_merge.merge_partials(*parts, out_dtype=merge.F16, session=s)
@@ -233,7 +264,8 @@ with acl_fa.Session(backend="sim") as s:
     soc = s.soc_name()
     for op, run in (("FlashAttention", forward), ("FlashAttentionV2", band), ("FlashAttentionV3", softcap),
                     ("AttentionLseMerge", merge_f16), ("FlashAttentionV4", high_performance),
-                    ("FlashAttentionV5", score_mods)):
+                    ("FlashAttentionV5", score_mods), ("FlashAttentionInt8", int8_forward),
+                    ("AttentionQuant", quantize)):
         try:
             run(s)
             verdict = "ok"
@@ -274,6 +306,21 @@ def test_each_refusing_op_names_what_the_coupled_chip_lacks(op_runs, op, soc):
     assert words in result["verdict"] and "has coupled AI Cores" in result["verdict"], result
 
 
+@pytest.mark.parametrize("soc", COUPLED)
+@pytest.mark.parametrize("op", list(COUPLED_SOME))
+def test_each_partly_coupled_op_runs_or_names_what_the_chip_lacks(op_runs, op, soc):
+    kernel, refused = COUPLED_SOME[op]
+    result = op_runs(soc)["results"][op]
+    if soc in refused:
+        verdict = result["verdict"]
+        assert verdict.startswith("raised InvalidArgumentError"), verdict
+        assert refused[soc] in verdict and soc in verdict, verdict
+    else:
+        assert result["verdict"] == "ok", result["verdict"]
+        assert result["kernel"] == kernel, result
+        assert result["kernel_type"] == KERNEL_TYPE_AICORE and result["aiv"] == 0, result
+
+
 def test_the_coupled_op_list_is_the_registered_one():
     """COUPLED_OPS names every OpDef registered for the coupled chips: OP_ADD(X) in a file that
     registers with Chips::kA2A3Coupled, or through RegisterFlashAttentionV2 (which does)."""
@@ -284,4 +331,4 @@ def test_the_coupled_op_list_is_the_registered_one():
         text = src.read_text()
         if "Chips::kA2A3Coupled" in text or "RegisterFlashAttentionV2(*this" in text:
             claimed |= set(re.findall(r"^OP_ADD\((\w+)\);", text, re.M))
-    assert claimed == set(COUPLED_OPS) | set(COUPLED_REFUSED), claimed
+    assert claimed == set(COUPLED_OPS) | set(COUPLED_REFUSED) | set(COUPLED_SOME), claimed

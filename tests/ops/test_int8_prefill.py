@@ -74,6 +74,10 @@ QUANT_CASES = [  # (b, h, s, d, dtype, layout, block, smooth)
     (1, 2, 97, 64, F16, "BNSD", 32, False),
     (2, 1, 130, 128, BF16, "BSND", 64, True),
     (1, 3, 64, 16, F16, "BNSD", 128, True),
+    # Blocks wider than one UB chunk (136 rows at D128 on A2): smoothed, the mean pass keeps the blocks'
+    # column bounds (two reads of x); unsmoothed, a max pass then a quantize pass.
+    (1, 2, 700, 128, F16, "BNSD", 512, True),
+    (1, 1, 300, 128, BF16, "BSND", 256, False),
 ]
 
 
@@ -201,12 +205,12 @@ def test_int8_bad_inputs(mutate, error, words):
         acl_fa.flash_attention_int8(args["q"], args["k"], args["v"], args["qs"], args["ks"], block_m=16, block_n=16)
 
 
-def test_int8_refused_on_coupled_chips():
+def test_int8_refused_on_910a_naming_what_it_lacks():
     result = run_python("""
         import json
         import numpy as np
         import acl_fa
-        q = np.ones((1, 1, 32, 16), np.float16)
+        q = np.ones((1, 1, 32, 32), np.float16)
         out = {}
         try:
             acl_fa.flash_attention(q, q, q, qk_quant="int8", backend="sim")
@@ -214,8 +218,120 @@ def test_int8_refused_on_coupled_chips():
         except acl_fa.InvalidArgumentError as exc:
             out["error"] = str(exc)
         print(json.dumps(out))
-    """, ACL_FA_SIM_SOC="Ascend310P3")
-    assert result["error"] and "Atlas A2/A3" in result["error"] and "Ascend310P3" in result["error"]
+    """, ACL_FA_SIM_SOC="Ascend910A")
+    error = result["error"]
+    assert error and "Ascend910A" in error and "ReduceMax" in error and "Ascend310P" in error, error
+
+
+# ---- Ascend310P3: the coupled-core kernels (flash_attention_int8_coupled_kernel.h) -------------------
+
+COUPLED_CASES = [  # (b, n, nkv, sq, skv, d, layout, causal, outliers): float16 only on 310P
+    (1, 2, 2, 256, 256, 128, "BNSD", True, False),
+    (1, 2, 2, 256, 256, 128, "BNSD", True, True),
+    (2, 2, 1, 97, 150, 64, "BSND", False, True),
+    (1, 4, 2, 64, 80, 32, "BSH", True, False),
+]
+
+COUPLED_SCRIPT = """
+import json, sys
+sys.path.insert(0, {tests!r})
+sys.path.insert(0, {ops!r})
+import numpy as np
+import acl_fa
+from acl_fa.runtime.sim_stats import last_launch
+import test_int8_prefill as t
+
+results = []
+with acl_fa.Session(backend="sim") as s:
+    soc = s.soc_name()
+    for case in {cases!r}:
+        b, n, nkv, sq, skv, d, layout, causal, outliers = case
+        q, k, v = t._inputs(b, n, nkv, sq, skv, d, t.F16, outliers=outliers, layout=layout)
+        heads = dict(num_heads=n, num_kv_heads=nkv)
+        out, lse = s.flash_attention(q, k, v, causal=causal, layout=layout, qk_quant="int8", return_lse=True,
+                                     **heads)
+        stats = last_launch(s.backend, per_core=True)
+        exact, exact_lse = t.attention_reference(q, k, v, causal=causal, layout=layout, **heads)
+        plan = acl_fa.ops.quant.int8_blocks(acl_fa.spec.problem.make_problem(
+            q, k, v, causal=causal, layout=layout, **heads)[0], s.soc_name())
+        quantized, _ = t.int8_attention_reference(q, k, v, block_m=plan.block_m, block_n=plan.block_n,
+                                                  causal=causal, layout=layout, **heads)
+        results.append(dict(
+            case=list(case), dtype=str(out.dtype), shape_ok=out.shape == q.shape and lse.shape == (b, n, sq),
+            kernel=stats["kernel"], kernel_type=stats["kernel_type"], aiv=len(stats["aiv"]),
+            kernel_error=float(np.abs(out.astype(np.float64) - exact).max()),
+            own_error=float(np.abs(quantized - exact).max()),
+            floor=t.ULP["float16"] * max(1.0, float(np.abs(exact).max())),
+            cosine=t._cosine(out, exact), lse_error=float(np.abs(lse - exact_lse).max())))
+    # AttentionQuant alone against its reference (smoothed, a block larger than one chunk is not
+    # reached at this size: one pass).
+    from acl_fa.ops import opcall
+    from acl_fa.ops.quant import ATTENTION_QUANT, QuantProblem
+    x = t._inputs(1, 3, 3, 130, 130, 64, t.F16, layout="BSND")[1]
+    y, scale = opcall.runner_for(s, ATTENTION_QUANT).run(QuantProblem(x.shape, x.dtype, "BSND", 3, 1, 130, 64, True), x)
+    ref_y, ref_scale = t.quantize_blocks(x.astype(np.float64).transpose(0, 2, 1, 3), 64, smooth=True)
+    diff = np.abs(y.transpose(0, 2, 1, 3).astype(np.int32) - ref_y.astype(np.int32))
+    quant = dict(scale_rel=float(np.abs(scale / ref_scale - 1).max()), max_diff=int(diff.max()),
+                 share=float((diff > 0).mean()))
+print(json.dumps(dict(soc=soc, results=results, quant=quant)))
+"""
+
+
+@pytest.fixture(scope="module")
+def coupled_run():
+    from pathlib import Path
+    here = Path(__file__).resolve().parent
+    return run_python(COUPLED_SCRIPT.format(tests=str(here.parent), ops=str(here), cases=COUPLED_CASES),
+                      timeout=1200, ACL_FA_BACKEND="sim", ACL_FA_SIM_SOC="Ascend310P3")
+
+
+@pytest.mark.parametrize("index", range(len(COUPLED_CASES)),
+                         ids=[f"{c[6]}-b{c[0]}n{c[1]}kv{c[2]}-q{c[3]}k{c[4]}d{c[5]}{'-causal' if c[7] else ''}"
+                              f"{'-outliers' if c[8] else ''}" for c in COUPLED_CASES])
+def test_int8_forward_accuracy_on_310p3(coupled_run, index):
+    assert coupled_run["soc"] == "Ascend310P3"
+    r = coupled_run["results"][index]
+    assert r["dtype"] == "float16" and r["shape_ok"], r
+    # The coupled kernel on the AI Cores (KERNEL_TYPE_AICORE = 6), no vector-core launch.
+    assert r["kernel"] == "flash_attention_int8" and r["kernel_type"] == 6 and r["aiv"] == 0, r
+    assert r["kernel_error"] <= 2 * r["own_error"] + r["floor"], r
+    assert r["cosine"] >= 0.999, r
+    assert r["lse_error"] < 0.05, r
+
+
+def test_310p3_refusals_name_the_chip():
+    result = run_python("""
+        import json
+        import ml_dtypes
+        import numpy as np
+        import acl_fa
+        from acl_fa.ops import opcall
+        from acl_fa.ops.quant import ATTENTION_QUANT, QuantProblem
+        out = {}
+        cases = {"d16": np.ones((1, 1, 32, 16), np.float16), "bf16": np.ones((1, 1, 32, 64), ml_dtypes.bfloat16)}
+        with acl_fa.Session(backend="sim") as s:
+            for name, q in cases.items():
+                try:
+                    s.flash_attention(q, q, q, qk_quant="int8")
+                    out[name] = None
+                except acl_fa.AclFaError as exc:
+                    out[name] = f"{type(exc).__name__}: {exc}"
+            x = np.ones((1, 40, 2, 48), np.float16)
+            try:
+                opcall.runner_for(s, ATTENTION_QUANT).run(QuantProblem(x.shape, x.dtype, "BSND", 2, 1, 40, 16, False), x)
+                out["quant_d48"] = None
+            except acl_fa.AclFaError as exc:
+                out["quant_d48"] = f"{type(exc).__name__}: {exc}"
+        print(json.dumps(out))
+    """, ACL_FA_BACKEND="sim", ACL_FA_SIM_SOC="Ascend310P3")
+    assert result["d16"] and "multiple of 32" in result["d16"] and "Ascend310P3" in result["d16"], result
+    assert result["bf16"] and "bfloat16" in result["bf16"] and "Ascend310P" in result["bf16"], result
+    assert result["quant_d48"] and "multiple of 32" in result["quant_d48"], result
+
+
+def test_attention_quant_on_310p3(coupled_run):
+    q = coupled_run["quant"]
+    assert q["scale_rel"] <= 2e-6 and q["max_diff"] <= 1 and q["share"] < 0.002, q
 
 
 def test_bsnd_needs_head_dim_multiple_of_32():
