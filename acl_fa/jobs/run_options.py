@@ -288,7 +288,7 @@ def run_options_job(problem: Problem, run_options: RunOptions, settings: JobSett
         _check_chip_takes(run_options, session.soc_name())
         call = attention_v2.V2Call(problem, options)
         m = measure(session, call, q, k, v, mask_u8, warmup=warmup, iters=iters, tick=tick,
-                    runner=attention_v2.runner_for(session), check=attention_v2.check_v2_plan)
+                    runner=opcall.runner_for(session, attention_v2.op_for(options)), check=attention_v2.check_v2_plan)
         out, lse = m.outputs["out"], m.outputs["lse"]
         bwd = None
         if backward:

@@ -356,8 +356,9 @@ __aicore__ inline void FlashAttentionKernel<T, S>::Init(GM_ADDR query, GM_ADDR k
     GM_ADDR slice = AscendC::GetUserWorkspace(workspace) + static_cast<uint64_t>(core_) * td_->wsBytesPerCore;
     probStride_ = n * sizeof(S) / sizeof(T);
     for (uint32_t slot = 0; slot < 2; ++slot) {
-        // Slots keep the fp32 layout's place (2 x [blockM, blockN] fp32) whatever S is.
-        __gm__ S *scores = reinterpret_cast<__gm__ S *>(slice + td_->wsScoreOffset + slot * mi * n * sizeof(float));
+        // Slots of [blockM, blockN] S each (op_host sizes the region 2 x that: T for the
+        // high-performance precision, whose S is T, else fp32).
+        __gm__ S *scores = reinterpret_cast<__gm__ S *>(slice + td_->wsScoreOffset + slot * mi * n * sizeof(S));
         scoreGm_[slot].SetGlobalBuffer(scores, mi * n);
         probGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(scores), mi * probStride_);  // P in S's rows
         pvGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset) + slot * mi * d,
