@@ -5,7 +5,7 @@ range of bench/RESULTS.md "Forward speed (#28)"), the vector unit twice as fast 
 and vectorExpRepeatCycles x0.5), both -- and the calibrated end of the ranges. A bound binds where
 relieving it moves the time.
 
-Usage: python bench/forward_second_step.py [--only N32S4096c,N1S32768]
+Usage: python bench/forward_second_step.py [--only N32S4096c,N1S32768] [--precisions high_precision,high_performance]
 """
 import argparse
 
@@ -39,6 +39,7 @@ def variants(costs: dict, fields: list) -> dict:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(PROBLEMS))
+    parser.add_argument("--precisions", default=",".join(PRECISIONS))
     args = parser.parse_args()
     rows = []
     names = None
@@ -49,7 +50,7 @@ def main():
             heads, seq, causal = PROBLEMS[label]
             rng = np.random.default_rng(0)
             q, k, v = (rng.standard_normal((1, heads, seq, 128)).astype(np.float16) for _ in range(3))
-            for precision in PRECISIONS:
+            for precision in args.precisions.split(","):
                 with timing.op_trace(session.backend):
                     session.flash_attention(q, k, v, causal=causal, precision=precision)
                     base = timing.last_model(session.backend)

@@ -70,7 +70,10 @@
 // High-performance precision (FlashAttentionV4 inner_precise 1, tiling key bit 8; S = T): the QK
 // Matmul writes S in T (FixPipe rounds it), with a row stride of blockN elements of T, and P goes
 // over it exactly (probStride_ = blockN); each AIV casts its rows to fp32 in UB (workQue_) and
-// the rest is the same.
+// the rest is the same -- except, with half inputs, for a chunk that needs no per-element work
+// besides the softmax (NarrowChunk): that one is softmaxed in half as it arrives
+// (SoftmaxChunkNarrow, OnlineSoftmax::ScoresToProbsNarrow), Exp writing P straight into probQue.
+// The S slots are [blockM, blockN] S each (T here: half the default's workspace for them).
 // T is half, bfloat16_t or float (float: fp32 operands on the cube, P handed over in fp32).
 #pragma once
 
