@@ -247,9 +247,11 @@ def test_the_tiling_refuses_a_bad_softcap_from_direct_aclnn_callers(session):
 
 
 def _softcap_extra_vector_elems(plan) -> int:
-    """Vector elements SoftCap adds to the plain scaling (tests/kernel_model.py's launch): per
-    score tile of rows x its width (the columns QK wrote, rounded up to 16), four passes (Exp,
-    Adds, Div, Adds) and the 8-float constant. The plans below keep one tile per block
+    """Vector elements SoftCap's path adds to the plain one (tests/kernel_model.py's launch): per
+    score tile of rows x its width (the columns QK wrote, rounded up to 16), SoftCap's five passes
+    (Muls, Exp, Adds, Div, Adds) and the row max's Sub pass, where the plain call takes one
+    FusedMulAdd pass, two per-row Muls and a second 8-float constant (the scale folded into the
+    exponent's argument, flash_attention_rows.h). The plans below keep one tile per block
     (chunkRows = subBlockM)."""
     extra = 0
     n = plan.block_n
@@ -260,7 +262,7 @@ def _softcap_extra_vector_elems(plan) -> int:
             for sub in (0, 1):
                 rows = aiv_rows(plan, item, sub)[1]
                 if rows:
-                    extra += sum(4 * rows * w + 8 for w in widths)
+                    extra += sum(5 * rows * w - 2 * rows for w in widths)
     return extra
 
 
