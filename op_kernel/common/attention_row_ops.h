@@ -301,19 +301,22 @@ __aicore__ inline void ScaleShiftRows(const AscendC::LocalTensor<float> &tile, c
                                       const AscendC::LocalTensor<float> &brcb, uint32_t rows, uint32_t width,
                                       uint32_t stride, bool byRow)
 {
-    if (byRow) {
-        const AscendC::BinaryRepeatParams params(1, 0, 0, 8, 0, 0);
-        const uint8_t repeats = static_cast<uint8_t>(width / FP32_PER_REPEAT);
-        for (uint32_t r = 0; r < rows; ++r) {
-            AscendC::FusedMulAdd(tile[r * stride], konst, brcb[r * FP32_PER_BLOCK], FP32_PER_REPEAT, repeats, params);
+    if constexpr (HAS_FUSED_MUL_ADD) {  // callers test it too; the 910A build never names the API
+        if (byRow) {
+            const AscendC::BinaryRepeatParams params(1, 0, 0, 8, 0, 0);
+            const uint8_t repeats = static_cast<uint8_t>(width / FP32_PER_REPEAT);
+            for (uint32_t r = 0; r < rows; ++r) {
+                AscendC::FusedMulAdd(tile[r * stride], konst, brcb[r * FP32_PER_BLOCK], FP32_PER_REPEAT, repeats,
+                                     params);
+            }
+            return;
         }
-        return;
-    }
-    const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
-    const AscendC::BinaryRepeatParams params(1, 0, 0, tileRep, 0, 1);
-    for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
-        const uint64_t w = Min(FP32_PER_REPEAT, width - c);
-        AscendC::FusedMulAdd(tile[c], konst, brcb, w, static_cast<uint8_t>(rows), params);
+        const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
+        const AscendC::BinaryRepeatParams params(1, 0, 0, tileRep, 0, 1);
+        for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
+            const uint64_t w = Min(FP32_PER_REPEAT, width - c);
+            AscendC::FusedMulAdd(tile[c], konst, brcb, w, static_cast<uint8_t>(rows), params);
+        }
     }
 }
 
@@ -323,11 +326,13 @@ __aicore__ inline void ScaleShiftRows(const AscendC::LocalTensor<float> &tile, c
 __aicore__ inline void RescaleAddRows(const AscendC::LocalTensor<float> &acc, const AscendC::LocalTensor<float> &brcb,
                                       const AscendC::LocalTensor<float> &pv, uint32_t rows, uint32_t d)
 {
-    const uint8_t rowRep = static_cast<uint8_t>(d / FP32_PER_BLOCK);
-    const AscendC::BinaryRepeatParams params(1, 0, 1, rowRep, 1, rowRep);
-    for (uint32_t c = 0; c < d; c += FP32_PER_REPEAT) {
-        const uint64_t w = Min(FP32_PER_REPEAT, d - c);
-        AscendC::FusedMulAdd(acc[c], brcb, pv[c], w, static_cast<uint8_t>(rows), params);
+    if constexpr (HAS_FUSED_MUL_ADD) {
+        const uint8_t rowRep = static_cast<uint8_t>(d / FP32_PER_BLOCK);
+        const AscendC::BinaryRepeatParams params(1, 0, 1, rowRep, 1, rowRep);
+        for (uint32_t c = 0; c < d; c += FP32_PER_REPEAT) {
+            const uint64_t w = Min(FP32_PER_REPEAT, d - c);
+            AscendC::FusedMulAdd(acc[c], brcb, pv[c], w, static_cast<uint8_t>(rows), params);
+        }
     }
 }
 
