@@ -112,10 +112,18 @@ def _brcb(rows: int) -> int:
     return ceil_div(rows, 8) * 8 * 8
 
 
+def chunk_rows(plan) -> int:
+    """Score rows an AIV moves through UB at a time (the tiling's chunkRows), from the budget's
+    scoreQue line: 2 x [c, n] fp32 (op_host UbLines)."""
+    line = next(b for b in plan.budget if b.name.startswith("scoreQue S"))
+    return line.bytes // (2 * plan.block_n * FP32)
+
+
 def expected_counts(plan) -> KernelCounts:
     """The counters and trace bytes a launch of `plan` must produce."""
     isz = 2  # float16 / bfloat16
     d, n = plan.head_dim, plan.block_n
+    c = chunk_rows(plan)
     c0 = 32 // isz
     aic_macs = [0] * plan.used_core_num
     aiv_vec = [0] * (plan.used_core_num * AIV_PER_AIC)
@@ -149,13 +157,15 @@ def expected_counts(plan) -> KernelCounts:
                     ws["read"] += rows * w * FP32              # its rows of S into UB
                     ws["write"] += rows * w * isz              # its rows of P out of UB
                     ws["read"] += rows * d * FP32              # its rows of P.V into UB
-                    # SoftmaxBlock: scale, mask, max (floored at -FLT_MAX), alpha, P = exp(S - m),
-                    # sum, P cast.
-                    vec += rows * w + _mask_elems(plan, rows, row0, col0, cols, w)
-                    vec += _reduce_rows(rows, w) + 4 * rows + _brcb(rows) + _row_ops(rows, w)
+                    # SoftmaxBlock, per chunk of c rows: mask, max of the raw S scaled per row,
+                    # m_new (floored at -FLT_MAX), alpha, -m_new broadcast, scale into one block,
+                    # scale S - m_new (one FusedMulAdd pass), P = exp, sum, P cast.
+                    vec += _mask_elems(plan, rows, row0, col0, cols, w)
+                    vec += _reduce_rows(rows, w) + rows + 4 * rows + rows + _brcb(rows)
+                    vec += 8 * ceil_div(rows, c) + _row_ops(rows, w)
                     vec += rows * w + _reduce_rows(rows, w) + 2 * rows + rows * w
-                    # AccumulateValues: acc = alpha * acc + P.V.
-                    vec += _brcb(rows) + _row_ops(rows, d) + rows * d
+                    # AccumulateValues: acc = alpha * acc + P.V (one FusedMulAdd pass).
+                    vec += _brcb(rows) + _row_ops(rows, d)
                 # WriteOutput: LSE = m + ln(l), l floored at FLT_MIN (rows that saw no key: l = 0,
                 # acc = 0), O = acc / l, cast.
                 vec += _brcb(rows) + _row_ops(rows, d) + rows * d + 3 * rows

@@ -198,25 +198,26 @@ inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uin
     const StepL1 l1 = PlanStepL1(m, n, d, t, c);
     const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c), c);
     const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, l1.pv.residentB, c), c);
-    // An AIV's rows go through UB in chunks of ch rows. Per chunk, softmax over [ch, n] fp32: ~8
-    // passes of ch*n/64 repeats (scale, max, subtract, exp x2, sum, cast).
+    // An AIV's rows go through UB in chunks of ch rows. Per chunk, softmax over [ch, n] fp32: ~7
+    // passes of ch*n/64 repeats (max, scale-and-subtract in one FusedMulAdd, exp x2, sum, cast,
+    // and about one more for the blocks the mask crosses).
     // S of chunk k + 1 moves GM -> UB and P of chunk k - 1 UB -> GM while chunk k is on the vector
     // unit (two S and two P buffers), so the step's loads, vector work and stores overlap and only
     // the first load and the last store add to the busiest of them. Per step: rescale-accumulate
-    // over [r, d], 2 passes.
+    // over [r, d], 1 FusedMulAdd pass.
     const double ch = chunkRows == 0 ? r : std::min<double>(chunkRows, r);
     const double chunks = static_cast<double>(static_cast<uint64_t>((r + ch - 1) / ch));
     // Instructions per chunk: ~16 fixed; the row max's subtraction one per 64 columns, or one per row
     // when the chunk has fewer rows (ApplyRowsByRow); the two row reductions one per 64 columns,
     // or 2 each for whole 512-column groups (ReduceRowsWhole).
     const bool whole = static_cast<uint64_t>(n) % 512 == 0 && n <= 4096;
-    const double perChunk = 16 + std::min(n / 64, ch) + 2 * (whole ? 2 : n / 64);
-    const double vector = chunks * perChunk * c.vectorIssueCycles + 8 * r * n / 64 * c.vectorRepeatCycles;
+    const double perChunk = 19 + std::min(n / 64, ch) + 2 * (whole ? 2 : n / 64);
+    const double vector = chunks * perChunk * c.vectorIssueCycles + 7 * r * n / 64 * c.vectorRepeatCycles;
     const double loads = chunks * c.mte2LatencyCycles + r * n * 4 / port;
     const double stores = chunks * c.mte3LatencyCycles + r * n * t / c.mte3BytesPerCycle;
     const double firstLoad = c.mte2LatencyCycles + ch * n * 4 / port;
     const double lastStore = c.mte3LatencyCycles + ch * n * t / c.mte3BytesPerCycle;
-    const double accumulate = (4 + d / 64) * c.vectorIssueCycles + 2 * r * d / 64 * c.vectorRepeatCycles;
+    const double accumulate = (3 + d / 64) * c.vectorIssueCycles + r * d / 64 * c.vectorRepeatCycles;
     const double chain = firstLoad + std::max({vector, loads - firstLoad, stores - lastStore}) + lastStore +
                          (c.mte2LatencyCycles + r * d * 4 / port) + accumulate + 2 * c.flagLatencyCycles +
                          2 * c.crossCoreFlagCycles;

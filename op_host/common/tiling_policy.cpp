@@ -865,9 +865,12 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
         out.mmUbBytes = MatmulLocalWorkspaceBytes(out.subBlockM, blockN, p.headDim, p.dtypeBytes);
     } else {
         const uint64_t m = blockM, n = blockN, d = p.headDim;
+        // S's slots hold S as the QK Matmul writes it: the input dtype in the high-performance
+        // precision (narrowScores), fp32 otherwise -- sized to the chosen blocks and used cores only.
+        const uint64_t scoreBytes = p.narrowScores ? p.dtypeBytes : kFp32;
         out.wsScoreOffset = 0;
         out.wsProbOffset = out.wsScoreOffset;
-        out.wsPvOffset = out.wsScoreOffset + AlignUp(2 * m * n * kFp32, kWorkspaceAlign);
+        out.wsPvOffset = out.wsScoreOffset + AlignUp(2 * m * n * scoreBytes, kWorkspaceAlign);
         out.wsBytesPerCore = out.wsPvOffset + AlignUp(2 * m * d * kFp32, kWorkspaceAlign);
         out.userWorkspaceBytes = out.usedCoreNum * out.wsBytesPerCore;
         if (p.mask) {

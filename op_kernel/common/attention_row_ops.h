@@ -37,6 +37,13 @@ constexpr bool HAS_MAXS = false;
 constexpr bool HAS_FP32_REDUCE = true;
 constexpr bool HAS_MAXS = true;
 #endif
+// FusedMulAdd (dst = src0 * dst + src1) on half and float: A2/A3 and 310P AI Core, not the Atlas
+// training series (asc-devkit 基础API/Memory矢量计算/复合计算/FusedMulAdd.md, 产品支持情况).
+#if defined(__NPU_ARCH__) && __NPU_ARCH__ == 1001
+constexpr bool HAS_FUSED_MUL_ADD = false;
+#else
+constexpr bool HAS_FUSED_MUL_ADD = true;
+#endif
 #if defined(__NPU_ARCH__) && __NPU_ARCH__ == 2002
 constexpr bool HAS_ORDER_ONLY_VALUE = false;
 #else
@@ -281,6 +288,94 @@ __aicore__ inline void ApplyRows(const AscendC::LocalTensor<float> &tile, const 
         } else {
             AscendC::Div(tile[c], tile[c], brcb, w, static_cast<uint8_t>(rows), params);
         }
+    }
+}
+
+// tile[r, 0:width] = scale * tile[r, 0:width] + shift of row r in one FusedMulAdd pass (where
+// HAS_FUSED_MUL_ADD): konst is one 32-B block of fp32 holding scale 8 times, read with block and
+// repeat stride 0 as src0; brcb the shifts (BroadcastRows), block stride 0 as src1. byRow: one
+// instruction per row over its width / 64 repeats (ApplyRowsByRow's order; width a multiple of
+// 64), else one per 64 columns with a repeat per row (ApplyRows' order). It replaces Muls(scale)
+// followed by a row-wise Sub: the same two roundings (the product, then the sum), one pass.
+__aicore__ inline void ScaleShiftRows(const AscendC::LocalTensor<float> &tile, const AscendC::LocalTensor<float> &konst,
+                                      const AscendC::LocalTensor<float> &brcb, uint32_t rows, uint32_t width,
+                                      uint32_t stride, bool byRow)
+{
+    if constexpr (HAS_FUSED_MUL_ADD) {  // callers test it too; the 910A build never names the API
+        if (byRow) {
+            const AscendC::BinaryRepeatParams params(1, 0, 0, 8, 0, 0);
+            const uint8_t repeats = static_cast<uint8_t>(width / FP32_PER_REPEAT);
+            for (uint32_t r = 0; r < rows; ++r) {
+                AscendC::FusedMulAdd(tile[r * stride], konst, brcb[r * FP32_PER_BLOCK], FP32_PER_REPEAT, repeats,
+                                     params);
+            }
+            return;
+        }
+        const uint8_t tileRep = static_cast<uint8_t>(stride / FP32_PER_BLOCK);
+        const AscendC::BinaryRepeatParams params(1, 0, 0, tileRep, 0, 1);
+        for (uint32_t c = 0; c < width; c += FP32_PER_REPEAT) {
+            const uint64_t w = Min(FP32_PER_REPEAT, width - c);
+            AscendC::FusedMulAdd(tile[c], konst, brcb, w, static_cast<uint8_t>(rows), params);
+        }
+    }
+}
+
+// acc[r, 0:d] = alpha[r] * acc[r, 0:d] + pv[r, 0:d] in one FusedMulAdd pass (where
+// HAS_FUSED_MUL_ADD; the running output's rescale and its P.V update), brcb holding alpha
+// (BroadcastRows). acc and pv: [rows, d] fp32, d a multiple of 8.
+__aicore__ inline void RescaleAddRows(const AscendC::LocalTensor<float> &acc, const AscendC::LocalTensor<float> &brcb,
+                                      const AscendC::LocalTensor<float> &pv, uint32_t rows, uint32_t d)
+{
+    if constexpr (HAS_FUSED_MUL_ADD) {
+        const uint8_t rowRep = static_cast<uint8_t>(d / FP32_PER_BLOCK);
+        const AscendC::BinaryRepeatParams params(1, 0, 1, rowRep, 1, rowRep);
+        for (uint32_t c = 0; c < d; c += FP32_PER_REPEAT) {
+            const uint64_t w = Min(FP32_PER_REPEAT, d - c);
+            AscendC::FusedMulAdd(acc[c], brcb, pv[c], w, static_cast<uint8_t>(rows), params);
+        }
+    }
+}
+
+// 16-bit (half) row operations of the high-performance softmax: a [rows, width] tile with
+// contiguous rows (row stride width), width a multiple of 128 (one 256-B repeat of half),
+// width / 16 <= 255 (the repeat stride in 32-B blocks); rows <= 255. One repeat holds half as
+// many fp32 elements, so these take half the repeats of their fp32 counterparts.
+constexpr uint32_t B16_PER_REPEAT = 128;  // one 256-B vector repeat of a 16-bit type
+constexpr uint32_t B16_PER_BLOCK = 16;    // one 32-B data block of a 16-bit type
+
+// dst[r] = max of tile[r, 0:width]: the 128-column chunks folded into scratch [rows, 128] with
+// element-wise Max, then one WholeReduceMax repeat per row (ORDER_ONLY_VALUE: dav-c220).
+template <typename T>
+__aicore__ inline void ReduceRowsMaxB16(const AscendC::LocalTensor<T> &dst, const AscendC::LocalTensor<T> &tile,
+                                        const AscendC::LocalTensor<T> &scratch, uint32_t rows, uint32_t width)
+{
+    const uint8_t tileRep = static_cast<uint8_t>(width / B16_PER_BLOCK);
+    constexpr uint8_t SCRATCH_REP = B16_PER_REPEAT / B16_PER_BLOCK;
+    if (width == B16_PER_REPEAT) {
+        AscendC::WholeReduceMax(dst, tile, B16_PER_REPEAT, static_cast<int32_t>(rows), 1, 1, tileRep,
+                                AscendC::ReduceOrder::ORDER_ONLY_VALUE);
+        return;
+    }
+    const AscendC::BinaryRepeatParams first(1, 1, 1, SCRATCH_REP, tileRep, tileRep);
+    AscendC::Max(scratch, tile, tile[B16_PER_REPEAT], B16_PER_REPEAT, static_cast<uint8_t>(rows), first);
+    const AscendC::BinaryRepeatParams next(1, 1, 1, SCRATCH_REP, SCRATCH_REP, tileRep);
+    for (uint32_t c = 2 * B16_PER_REPEAT; c < width; c += B16_PER_REPEAT) {
+        AscendC::Max(scratch, scratch, tile[c], B16_PER_REPEAT, static_cast<uint8_t>(rows), next);
+    }
+    AscendC::WholeReduceMax(dst, scratch, B16_PER_REPEAT, static_cast<int32_t>(rows), 1, 1, SCRATCH_REP,
+                            AscendC::ReduceOrder::ORDER_ONLY_VALUE);
+}
+
+// tile[r, 0:width] -= value of row r, brcb [align8(rows), 16] (Brcb of the row values: one 32-B
+// block per row) read with block stride 0.
+template <typename T>
+__aicore__ inline void SubtractRowsB16(const AscendC::LocalTensor<T> &tile, const AscendC::LocalTensor<T> &brcb,
+                                       uint32_t rows, uint32_t width)
+{
+    const uint8_t tileRep = static_cast<uint8_t>(width / B16_PER_BLOCK);
+    const AscendC::BinaryRepeatParams params(1, 1, 0, tileRep, tileRep, 1);
+    for (uint32_t c = 0; c < width; c += B16_PER_REPEAT) {
+        AscendC::Sub(tile[c], tile[c], brcb, B16_PER_REPEAT, static_cast<uint8_t>(rows), params);
     }
 }
 

@@ -70,7 +70,10 @@
 // High-performance precision (FlashAttentionV4 inner_precise 1, tiling key bit 8; S = T): the QK
 // Matmul writes S in T (FixPipe rounds it), with a row stride of blockN elements of T, and P goes
 // over it exactly (probStride_ = blockN); each AIV casts its rows to fp32 in UB (workQue_) and
-// the rest is the same.
+// the rest is the same -- except, with half inputs, for a chunk that needs no per-element work
+// besides the softmax (NarrowChunk): that one is softmaxed in half as it arrives
+// (SoftmaxChunkNarrow, OnlineSoftmax::ScoresToProbsNarrow), Exp writing P straight into probQue.
+// The S slots are [blockM, blockN] S each (T here: half the default's workspace for them).
 // T is half, bfloat16_t or float (float: fp32 operands on the cube, P handed over in fp32).
 #pragma once
 
@@ -127,6 +130,10 @@ public:
 private:
     static constexpr bool FP32_IO = AscendC::IsSameType<T, float>::value;  // P and O need no Cast
     static constexpr bool NARROW_S = !AscendC::IsSameType<S, float>::value;  // S in T: cast to fp32 in UB
+    // S in half: the softmax of a fully visible chunk runs in half (SoftmaxChunkNarrow). bfloat16
+    // keeps the fp32 softmax: no vector arithmetic takes bfloat16_t on dav-c220 (asc-devkit
+    // Add.md / Exp.md / Muls.md, A2/A3 dtypes: half, float, int16_t, int32_t).
+    static constexpr bool HALF_SOFTMAX = NARROW_S && AscendC::IsSameType<S, half>::value;
 
     // The explicit mask's bias on the current item's BLOCK_MIXED blocks (OnlineSoftmax::ScoresToProbs),
     // and the score modifiers' (ALiBi, float mask) when mods is set.
@@ -170,6 +177,13 @@ private:
     // This AIV's rows [r0, r0 + rows) of S_kvBlock, [rows, TileWidth] fp32, GM -> scoreQue (enqueued).
     __aicore__ inline void LoadScores(uint32_t kvBlock, uint32_t r0, uint32_t rows);
     // Softmax of those rows once dequeued into `scores` (freed here); P goes over those rows of S.
+    // Whether chunk (rows from row0) of block kvBlock takes the half softmax (HALF_SOFTMAX only).
+    __aicore__ inline bool NarrowChunk(uint32_t kvBlock, uint32_t rows, uint32_t row0) const;
+    // The half softmax of a chunk's staged S [rows, TileWidth] half (freed here); P goes out as in SoftmaxChunk.
+    __aicore__ inline void SoftmaxChunkNarrow(AscendC::LocalTensor<S> &staged, uint32_t kvBlock, uint32_t r0,
+                                              uint32_t rows);
+    // P [rows, w] T of this AIV's rows from r0 (probQue_'s current turn, freed here) over those rows of S in GM.
+    __aicore__ inline void StoreProbs(AscendC::LocalTensor<T> &prob, uint32_t kvBlock, uint32_t r0, uint32_t rows);
     __aicore__ inline void SoftmaxChunk(AscendC::LocalTensor<float> &scores, uint32_t kvBlock, uint32_t r0,
                                         uint32_t rows, uint32_t row0);
     // The columns of block kvBlock's score tile in UB: the columns QK wrote (BlockCols) rounded up
@@ -356,8 +370,9 @@ __aicore__ inline void FlashAttentionKernel<T, S>::Init(GM_ADDR query, GM_ADDR k
     GM_ADDR slice = AscendC::GetUserWorkspace(workspace) + static_cast<uint64_t>(core_) * td_->wsBytesPerCore;
     probStride_ = n * sizeof(S) / sizeof(T);
     for (uint32_t slot = 0; slot < 2; ++slot) {
-        // Slots keep the fp32 layout's place (2 x [blockM, blockN] fp32) whatever S is.
-        __gm__ S *scores = reinterpret_cast<__gm__ S *>(slice + td_->wsScoreOffset + slot * mi * n * sizeof(float));
+        // Slots of [blockM, blockN] S each (op_host sizes the region 2 x that: T for the
+        // high-performance precision, whose S is T, else fp32).
+        __gm__ S *scores = reinterpret_cast<__gm__ S *>(slice + td_->wsScoreOffset + slot * mi * n * sizeof(S));
         scoreGm_[slot].SetGlobalBuffer(scores, mi * n);
         probGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(scores), mi * probStride_);  // P in S's rows
         pvGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset) + slot * mi * d,
@@ -570,6 +585,12 @@ __aicore__ inline void FlashAttentionKernel<T, S>::SoftmaxBlock(uint32_t kvBlock
         if (r0 + c < rows) {
             LoadScores(kvBlock, r0 + c, Min(c, rows - r0 - c));
         }
+        if constexpr (HALF_SOFTMAX) {
+            if (NarrowChunk(kvBlock, chunk, row0 + r0)) {
+                SoftmaxChunkNarrow(staged, kvBlock, r0, chunk);
+                continue;
+            }
+        }
         if constexpr (NARROW_S) {
             // S in T -> fp32 (exact), the softmax's tile; scoreQue's buffer is free for the next load.
             AscendC::LocalTensor<float> scores = workQue_.AllocTensor<float>();
@@ -649,12 +670,54 @@ __aicore__ inline void FlashAttentionKernel<T, S>::SoftmaxChunk(AscendC::LocalTe
     } else {
         AscendC::Cast(prob, scores, AscendC::RoundMode::CAST_RINT, elems);
         TileQue().FreeTensor(scores);
-        probQue_[probTurn_].EnQue(prob);
-        prob = probQue_[probTurn_].DeQue<T>();
-        AscendC::DataCopy(probGm_[kvBlock % 2][probAt], prob, probParams);
-        probQue_[probTurn_].FreeTensor(prob);
-        probTurn_ = (probTurn_ + 1) % PROB_BUFFERS;
+        StoreProbs(prob, kvBlock, r0, rows);
     }
+}
+
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::StoreProbs(AscendC::LocalTensor<T> &prob, uint32_t kvBlock,
+                                                           uint32_t r0, uint32_t rows)
+{
+    const uint32_t w = TileWidth(kvBlock);
+    const uint32_t probAt = (slotRow_ + r0) * probStride_;  // these rows of P, at the bytes of their S rows
+    const uint16_t gapBlocks = static_cast<uint16_t>((probStride_ - w) * sizeof(T) / 32);
+    const AscendC::DataCopyParams probParams{static_cast<uint16_t>(rows), static_cast<uint16_t>(w * sizeof(T) / 32),
+                                             0, gapBlocks};
+    probQue_[probTurn_].EnQue(prob);
+    prob = probQue_[probTurn_].DeQue<T>();
+    AscendC::DataCopy(probGm_[kvBlock % 2][probAt], prob, probParams);
+    probQue_[probTurn_].FreeTensor(prob);
+    probTurn_ = (probTurn_ + 1) % PROB_BUFFERS;
+}
+
+// The half softmax takes a chunk that needs no per-element work besides the softmax itself: no
+// soft-capping, no dropout, no explicit mask bias on the block, no band edge or tail in the tile,
+// whole 128-column repeats of half, scale > 0, and P's buffer free to fold in (foldInProb_: the
+// fp32 row sum then folds in the staged S tile, which is dead by then). Other chunks take the fp32
+// softmax of the cast S, as before; both keep the same fp32 row state.
+template <typename T, typename S>
+__aicore__ inline bool FlashAttentionKernel<T, S>::NarrowChunk(uint32_t kvBlock, uint32_t rows, uint32_t row0) const
+{
+    const uint32_t w = TileWidth(kvBlock);
+    return foldInProb_ && td_->softcap <= 0.0f && td_->scaleValue > 0.0f && td_->philoxLanes == 0 &&
+           !mods_.AddsBias() &&  // ALiBi and a float mask add to the scaled scores: the fp32 path
+           w % attn_rows::B16_PER_REPEAT == 0 && BlockClass(kvBlock) != attn_mask::BLOCK_MIXED &&
+           softmax_.TileFullyVisible(w, rows, row0, kvBlock);
+}
+
+template <typename T, typename S>
+__aicore__ inline void FlashAttentionKernel<T, S>::SoftmaxChunkNarrow(AscendC::LocalTensor<S> &staged, uint32_t kvBlock,
+                                                                   uint32_t r0, uint32_t rows)
+{
+    const uint32_t w = TileWidth(kvBlock);
+    AscendC::LocalTensor<T> prob = probQue_[probTurn_].AllocTensor<T>();
+    AscendC::LocalTensor<float> wide = workQue_.AllocTensor<float>();
+    // staged holds [c, n] S = [c, n / 2] fp32 bytes >= the [c, 64] fp32 fold (w >= 128).
+    softmax_.UseFold(staged.template ReinterpretCast<float>());
+    softmax_.ScoresToProbsNarrow(staged, prob, wide, w, kvBlock, rows, r0);
+    workQue_.FreeTensor(wide);
+    scoreQue_.FreeTensor(staged);
+    StoreProbs(prob, kvBlock, r0, rows);
 }
 
 template <typename T, typename S>

@@ -2,7 +2,8 @@
 // every architecture: the online softmax of one score block and the final O / LSE rows.
 //
 // For a query row block of `rows` rows and a K/V block of `cols` keys (tile row stride n):
-//   S     *= scale                   (softcap > 0, FlashAttentionV3: S = softcap * tanh(S / softcap))
+//   S     *= scale                   (softcap > 0, FlashAttentionV3: S = softcap * tanh(S / softcap);
+//                                     where FusedMulAdd exists, folded into P's argument below)
 //   visibility                       (MaskScores: -inf outside the band and past the Skv tail;
 //                                     only on blocks the band's edges or the tail cross)
 //   m_new  = max(m, rowmax(S), -FLT_MAX);  alpha = exp(m - m_new)
@@ -94,6 +95,22 @@ public:
     __aicore__ inline void ScoresToProbs(const AscendC::LocalTensor<float> &scores, uint32_t stride,
                                          uint32_t kvBlock, uint32_t rows, uint32_t row0, uint32_t stateRow,
                                          Bias *bias = nullptr);
+    // Whether every row of a [rows, stride] tile of K/V block kvBlock (first query row row0) sees
+    // every one of its `stride` columns: no band edge, Skv tail or tile edge cuts it, so
+    // MaskScores has nothing to do.
+    __aicore__ inline bool TileFullyVisible(uint32_t stride, uint32_t rows, uint32_t row0, uint32_t kvBlock) const;
+    // ScoresToProbs in the 16-bit input type H (half; the high-performance precision's S): for a
+    // TileFullyVisible tile with stride a multiple of 128, no soft-capping, no mask bias and
+    // scale > 0. scores [rows, stride] H (raw S, overwritten), prob [rows, stride] H receives
+    // P = exp(scale (S - shift)) (also the max's scratch before that), wide [rows, stride] fp32
+    // scratch for the row sum, which is taken in fp32 of P as the cube will read it. The running
+    // max stays fp32, m = scale * shift, where shift = max(m_old / scale, rowmax(S)) rounded to H
+    // (so that S - shift is one H instruction and P is relative to the m the state holds). The
+    // fold for the fp32 row sum must be lent (UseFold) and be free: the caller gives scores'.
+    template <typename H>
+    __aicore__ inline void ScoresToProbsNarrow(const AscendC::LocalTensor<H> &scores, const AscendC::LocalTensor<H> &prob,
+                                               const AscendC::LocalTensor<float> &wide, uint32_t stride,
+                                               uint32_t kvBlock, uint32_t rows, uint32_t stateRow);
     // acc = alpha_kvBlock * acc + pv, both [rows, D] fp32, pv = P_kvBlock . V_kvBlock, for state
     // rows [stateRow, stateRow + rows) (acc: those rows' accumulator); valid until the softmax of
     // block kvBlock + 2.
@@ -185,13 +202,20 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     const uint32_t cols = Min(Min(td_->blockN, seqKv_ - col0), n);
     const uint32_t elems = rows * n;  // [rows, n]; columns >= cols are masked below
 
+    // Scale folded into the exponent's argument: without soft-capping or a mask bias (which adds to
+    // the scaled scores) and with scale > 0, the row max is taken of the raw scores and scaled per
+    // row (rowmax(scale S) = scale rowmax(S): rounding is monotone), and one FusedMulAdd pass gives
+    // scale S - m_new (ScaleShiftRows) where Muls and a Sub pass did: the same roundings, one pass
+    // less per score element. The mask's -inf stays -inf under a positive scale.
+    const bool foldScale = attn_rows::HAS_FUSED_MUL_ADD && attn_rows::HAS_BRCB && td_->softcap <= 0.0f &&
+                           bias == nullptr && td_->scaleValue > 0.0f;
     if (td_->softcap > 0.0f) {
         // FlashAttentionV3: S = softcap * tanh(scale * S / softcap), before any mask (flash-attn's
         // order); brcb_ lends one block of scratch, free until ApplyRows below.
         // Shifted by -softcap (one pass less): Reset starts a sink shifted alike and Finish adds
         // softcap back to the LSE.
         attn_rows::SoftCap(scores, brcb_, elems, td_->scaleValue, td_->softcap, true);
-    } else {
+    } else if (!foldScale) {
         AscendC::Muls(scores, scores, td_->scaleValue, elems);
     }
     MaskScores(scores, n, rows, row0, col0, cols);
@@ -211,7 +235,10 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     AscendC::LocalTensor<float> alpha = Slot(ALPHA_A + kvBlock % 2, stateRow);
 
     ReduceTile<attn_rows::Reduce::MAX>(blockMax, scores, rows, n);
-    if (shifted) {
+    if (foldScale) {
+        AscendC::Muls(blockMax, blockMax, td_->scaleValue, rows);  // rowmax(scale S)
+    }
+    if (shifted) {  // never with foldScale: a bias excludes the fold
         AscendC::Sub(blockMax, blockMax, rowShift, rows);  // rowmax of the true scores
     }
     AscendC::Max(newMax, rowMax, blockMax, rows);    // m_new = max(m_old, rowmax(S))
@@ -225,7 +252,15 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
         AscendC::Add(blockSum, newMax, rowShift, rows);
         subtrahend = blockSum;
     }
-    if (attn_rows::HAS_BRCB && wholeRows_ && n % FP32_PER_REPEAT == 0 && rows < n / FP32_PER_REPEAT) {
+    if (foldScale) {
+        // -m_new into BLOCK_SUM (free until the row sum below), broadcast; scale into fold_'s first
+        // block (free between the two row reductions).
+        AscendC::Muls(blockSum, newMax, -1.0f, rows);
+        attn_rows::BroadcastRows(brcb_, blockSum, rows);
+        AscendC::Duplicate(fold_, td_->scaleValue, static_cast<int32_t>(FP32_PER_BLOCK));
+        const bool byRow = wholeRows_ && n % FP32_PER_REPEAT == 0 && rows < n / FP32_PER_REPEAT;
+        attn_rows::ScaleShiftRows(scores, fold_, brcb_, rows, n, n, byRow);  // scale S - m_new
+    } else if (attn_rows::HAS_BRCB && wholeRows_ && n % FP32_PER_REPEAT == 0 && rows < n / FP32_PER_REPEAT) {
         attn_rows::BroadcastRows(brcb_, subtrahend, rows);
         attn_rows::ApplyRowsByRow<attn_rows::Op::SUB>(scores, brcb_, rows, n, n);  // fewer instructions here
     } else {
@@ -237,13 +272,72 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     AscendC::Add(rowSum, rowSum, blockSum, rows);    // l = alpha * l + rowsum(P)
 }
 
+__aicore__ inline bool OnlineSoftmax::TileFullyVisible(uint32_t stride, uint32_t rows, uint32_t row0,
+                                                       uint32_t kvBlock) const
+{
+    const uint32_t col0 = kvBlock * td_->blockN;
+    const uint32_t cols = Min(Min(td_->blockN, seqKv_ - col0), stride);
+    if (cols != stride) {
+        return false;
+    }
+    // MaskScores' test (the first row's band start and the last row's band end).
+    const int64_t diag = attn_band::Diagonal(seqQ_, seqKv_);
+    const int64_t from0 = attn_band::KeyBegin(row0, diag, td_->preTokens) - col0;
+    const int64_t to0 = attn_band::KeyEnd(row0, diag, td_->nextTokens) - col0;
+    return from0 + static_cast<int64_t>(rows) - 1 <= 0 && to0 >= static_cast<int64_t>(cols);
+}
+
+template <typename H>
+__aicore__ inline void OnlineSoftmax::ScoresToProbsNarrow(const AscendC::LocalTensor<H> &scores,
+                                                          const AscendC::LocalTensor<H> &prob,
+                                                          const AscendC::LocalTensor<float> &wide, uint32_t stride,
+                                                          uint32_t kvBlock, uint32_t rows, uint32_t stateRow)
+{
+    const uint32_t n = stride;
+    const uint32_t elems = rows * n;
+    const float scale = td_->scaleValue;
+    AscendC::LocalTensor<float> rowMax = Slot(maxSlot_ == ROW_MAX_A ? ROW_MAX_B : ROW_MAX_A, stateRow);
+    AscendC::LocalTensor<float> newMax = Slot(maxSlot_, stateRow);
+    AscendC::LocalTensor<float> blockMax = Slot(BLOCK_MAX, stateRow);
+    AscendC::LocalTensor<float> blockSum = Slot(BLOCK_SUM, stateRow);
+    AscendC::LocalTensor<float> rowSum = Slot(ROW_SUM, stateRow);
+    AscendC::LocalTensor<float> alpha = Slot(ALPHA_A + kvBlock % 2, stateRow);
+    // [rows] H in BLOCK_SUM's slot (free until the row sum): rowmax(S), then the shift.
+    AscendC::LocalTensor<H> shiftH = blockSum.template ReinterpretCast<H>();
+    AscendC::LocalTensor<H> brcbH = brcb_.template ReinterpretCast<H>();  // [m, 16] H: same bytes as [m, 8] fp32
+
+    attn_rows::ReduceRowsMaxB16(shiftH, scores, prob, rows, n);  // raw rowmax(S), exact in H
+    AscendC::Cast(blockMax, shiftH, AscendC::RoundMode::CAST_NONE, rows);
+    AscendC::Muls(newMax, rowMax, 1.0f / scale, rows);  // m_old in S's units (-inf before any key)
+    AscendC::Max(newMax, newMax, blockMax, rows);
+    AscendC::Cast(shiftH, newMax, AscendC::RoundMode::CAST_RINT, rows);  // the shift, in H
+    AscendC::Cast(newMax, shiftH, AscendC::RoundMode::CAST_NONE, rows);
+    AscendC::Muls(newMax, newMax, scale, rows);      // m_new = scale * shift (fp32 state)
+    AscendC::Sub(alpha, rowMax, newMax, rows);
+    AscendC::Exp(alpha, alpha, rows);                // alpha = exp(m_old - m_new), 0 on the first block
+    AscendC::Brcb(brcbH, shiftH, static_cast<uint8_t>(CeilDiv(rows, FP32_PER_BLOCK)), AscendC::BrcbRepeatParams(1, 8));
+    attn_rows::SubtractRowsB16(scores, brcbH, rows, n);  // S - shift, in H
+    AscendC::Muls(scores, scores, static_cast<H>(scale), static_cast<int32_t>(elems));
+    AscendC::Exp(prob, scores, static_cast<int32_t>(elems));  // P in H: the cube's operand as it is
+    AscendC::Cast(wide, prob, AscendC::RoundMode::CAST_NONE, elems);
+    ReduceTile<attn_rows::Reduce::SUM>(blockSum, wide, rows, n);
+    AscendC::Mul(rowSum, rowSum, alpha, rows);
+    AscendC::Add(rowSum, rowSum, blockSum, rows);    // l = alpha * l + rowsum(P)
+}
+
 __aicore__ inline void OnlineSoftmax::Accumulate(const AscendC::LocalTensor<float> &acc,
                                                  const AscendC::LocalTensor<float> &pv, uint32_t rows,
                                                  uint32_t kvBlock, uint32_t stateRow)
 {
     const uint32_t d = td_->headDim;
-    ApplyRows<attn_rows::Op::MUL>(acc, Slot(ALPHA_A + kvBlock % 2, stateRow), rows, d, d);  // acc *= alpha
-    AscendC::Add(acc, acc, pv, rows * d);                 // acc += P . V
+    if constexpr (attn_rows::HAS_FUSED_MUL_ADD && attn_rows::HAS_BRCB) {
+        // acc = alpha * acc + P . V in one pass (the same two roundings as Mul, then Add).
+        attn_rows::BroadcastRows(brcb_, Slot(ALPHA_A + kvBlock % 2, stateRow), rows);
+        attn_rows::RescaleAddRows(acc, brcb_, pv, rows, d);
+    } else {
+        ApplyRows<attn_rows::Op::MUL>(acc, Slot(ALPHA_A + kvBlock % 2, stateRow), rows, d, d);  // acc *= alpha
+        AscendC::Add(acc, acc, pv, rows * d);                 // acc += P . V
+    }
 }
 
 __aicore__ inline void OnlineSoftmax::Finish(const AscendC::LocalTensor<float> &acc,

@@ -109,3 +109,13 @@ def test_band_pairs():
     assert band_pairs(opts, 5, 7, key_visible=keys) == \
         sum(1 for i in range(5) for j in range(7) if i <= j <= i + 3 and keys[j])
     assert band_pairs(AttentionOptions(), 3, 4) == 12
+
+
+def test_run_high_performance_launches_flash_attention_v4(sim_only):
+    """--precision high_performance runs FlashAttentionV4's kernel (S in the input dtype: half the
+    default's S bytes through GM), not V2's under V4's label."""
+    args = ["run", "--seq", "256", "--causal", *SMALL, "--json"]
+    default = json.loads(_ok(*args, "--precision", "high_precision"))
+    fast = json.loads(_ok(*args, "--precision", "high_performance"))
+    assert fast["check"]["ok"]
+    assert fast["simulator"]["gm_bytes"] < default["simulator"]["gm_bytes"]

@@ -67,6 +67,7 @@ enum class Api : uint8_t {
     ReduceMax, ReduceSum, WholeReduceMax, WholeReduceSum, BlockReduceMax, BlockReduceSum,
     DataCopy, DataCopyPad, DataCacheCleanAndInvalid, SetAtomicAdd,
     Mmad, MatmulUbPath, SetLocalWorkspace, CrossCoreFlag, SyncAll,
+    FusedMulAdd,
     Count
 };
 
@@ -153,6 +154,8 @@ constexpr ApiRow kApis[] = {
     {Api::SyncAll, "SyncAll", "the hardware SyncAll<isAIVOnly>() (no workspace arguments)", {kNone, kNone, kAll},
      "同步控制/核间同步/SyncAll.md, 硬同步原型: A2/A3 only (the software form with a GM workspace, which the "
      "simulator does not implement, serves the others); impl/basic_api/dav_c100/kernel_operator_sync_impl.h"},
+    {Api::FusedMulAdd, "FusedMulAdd", "FusedMulAdd", {kNone, kHalfFloat, kHalfFloat},
+     "Memory矢量计算/复合计算/FusedMulAdd.md (Atlas 训练系列产品: not supported)"},
 };
 static_assert(sizeof(kApis) / sizeof(kApis[0]) == static_cast<size_t>(Api::Count), "one row per Api");
 constexpr bool RowsInOrder() {

@@ -164,6 +164,13 @@ inline T MaxOf(T x, T y) {
     }
     return x > y ? x : y;
 }
+// FusedMulAdd's element: dst = src0 * dst + src1, rounded after the product and after the sum (the
+// unit's rounding inside the instruction is not documented; two roundings is the plain reading).
+template <typename T>
+inline T MulAddElement(T d, T x, T y) {
+    return Arith("FusedMulAdd", Arith("FusedMulAdd", x, d, [](auto a, auto b) { return a * b; }), y,
+                 [](auto a, auto b) { return a + b; });
+}
 }  // namespace sim
 
 // ---- binary ----
@@ -206,6 +213,18 @@ template <typename T>
 void Max(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, const int32_t &count) {
     sim::OnArch<T>(acl_fa_sim::surface::Api::Max);
     sim::Binary("Max", dst, src0, src1, count, [](T x, T y) { return sim::MaxOf(x, y); });
+}
+// dst = src0 * dst + src1 (asc-devkit kernel_operator_vec_binary_intf.h, 复合计算/FusedMulAdd.md): A2/A3 and
+// 310P AI Core, half and float.
+template <typename T>
+void FusedMulAdd(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1,
+                 const int32_t &count) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::FusedMulAdd);
+    acl_fa_sim::kernel::Enter("FusedMulAdd");
+    sim::VecOperands("FusedMulAdd", count, dst, src0, src1);
+    T *d = dst.SimData();
+    const T *x = src0.SimData(), *y = src1.SimData();
+    for (int32_t i = 0; i < count; ++i) d[i] = sim::MulAddElement(d[i], x[i], y[i]);
 }
 
 // ---- binary, mask + repeat form (continuous mask: the first `mask` elements of each
@@ -263,7 +282,13 @@ void RepeatBinary(const char *api, const LocalTensor<T> &dst, const LocalTensor<
             T *db = d + (r * p.dstRepStride + b * p.dstBlkStride) * perBlock;
             const T *xb = x + (r * p.src0RepStride + b * p.src0BlkStride) * perBlock;
             const T *yb = y + (r * p.src1RepStride + b * p.src1BlkStride) * perBlock;
-            for (uint64_t e = 0; e < n; ++e) db[e] = f(xb[e], yb[e]);
+            for (uint64_t e = 0; e < n; ++e) {
+                if constexpr (std::is_invocable_v<F, T, T, T>) {
+                    db[e] = f(db[e], xb[e], yb[e]);  // an instruction that reads dst too (FusedMulAdd)
+                } else {
+                    db[e] = f(xb[e], yb[e]);
+                }
+            }
         }
     }
 }
@@ -302,6 +327,13 @@ void Max(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTenso
     sim::OnArch<T>(acl_fa_sim::surface::Api::Max);
     sim::RepeatBinary("Max", dst, src0, src1, mask, repeatTime, repeatParams,
                       [](T x, T y) { return sim::MaxOf(x, y); });
+}
+template <typename T, bool isSetMask = true>
+void FusedMulAdd(const LocalTensor<T> &dst, const LocalTensor<T> &src0, const LocalTensor<T> &src1, uint64_t mask,
+                 const uint8_t repeatTime, const BinaryRepeatParams &repeatParams) {
+    sim::OnArch<T>(acl_fa_sim::surface::Api::FusedMulAdd);
+    sim::RepeatBinary("FusedMulAdd", dst, src0, src1, mask, repeatTime, repeatParams,
+                      [](T d, T x, T y) { return sim::MulAddElement(d, x, y); });
 }
 
 // ---- tensor-scalar ----

@@ -12,12 +12,17 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from acl_fa.jobs.measure import measure
+from acl_fa.jobs.run import random_inputs
+from acl_fa.ops import forward_v2 as attention_v2, opcall
 from acl_fa.plan import timing
 from acl_fa.reference.accuracy import ULP, naive_same_precision
 from acl_fa.reference.attention import attention_reference
 from acl_fa.runtime import sim_stats
 from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
 from acl_fa.spec.layouts import shape_of, to_bnsd
+from acl_fa.spec.options import build_options
+from acl_fa.spec.problem import problem_from_sizes
 
 HP = "high_performance"
 
@@ -152,3 +157,35 @@ def test_float32_is_refused(session):
     q, k, v = (rng.standard_normal((1, 1, 64, 64)).astype(np.float32) for _ in range(3))
     with pytest.raises(InvalidArgumentError, match="precision='high_performance' needs float16 or bfloat16 inputs"):
         session.flash_attention(q, k, v, precision=HP)
+
+
+def test_float16_softmax_takes_fewer_vector_cycles(session, sim_only):
+    """float16: fully visible chunks are softmaxed in half (no Cast of S to fp32, 128 elements per
+    repeat); bfloat16, which has no vector arithmetic on A2, keeps the fp32 softmax of the cast S.
+    Same shape and plan: the AIVs' vector pipe is busy far fewer cycles with float16 (modeled)."""
+    rng = np.random.default_rng(5)
+    busy = {}
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        q, k, v = (rng.standard_normal((1, 2, 512, 128)).astype(dtype) for _ in range(3))
+        with timing.op_trace(session.backend):
+            session.flash_attention(q, k, v, block_m=128, block_n=256, precision=HP)
+        model = timing.last_model(session.backend)
+        busy[np.dtype(dtype).name] = model.aiv_busy[:, timing.PIPES.index("V")].sum()
+    assert busy["float16"] < 0.8 * busy["bfloat16"], busy
+
+
+def test_workspace_slots_hold_s_in_the_input_dtype(session, sim_only):
+    """The S slots of each used AI Core group hold S as the cube writes it: 2 x [blockM, blockN]
+    float16 in this precision, half the default's fp32 slots (the P.V slots stay fp32): the
+    workspace phase 1 asks for is that much smaller (#33 friction 10)."""
+    problem = problem_from_sizes(seq_q=512, num_heads=2, head_dim=128, block_m=128, block_n=256)
+    q, k, v = random_inputs(problem)
+    asked = {}
+    for precision in ("high_precision", HP):
+        options, _ = build_options(scores=problem.score_grid, precision=precision)
+        m = measure(session, attention_v2.V2Call(problem, options), q, k, v, None, warmup=0, iters=1,
+                    download=False, runner=opcall.runner_for(session, attention_v2.op_for(options)),
+                    check=attention_v2.check_v2_plan)
+        asked[precision] = m.device_bytes["workspace"]
+    cores = 2 * 512 // 128  # one item per AI Core group
+    assert asked["high_precision"] - asked[HP] == cores * 2 * 128 * 256 * 2

@@ -226,10 +226,12 @@ def test_the_tiling_refuses_a_bad_softcap_from_direct_aclnn_callers(session):
 
 
 def _softcap_extra_vector_elems(plan) -> int:
-    """Vector elements SoftCap adds to the plain scaling (tests/kernel_model.py's launch): per
-    score tile of rows x its width (the columns QK wrote, rounded up to 16), three passes (Exp,
-    Adds, Div: the scores are left shifted by -softcap, a constant the softmax ignores) and the
-    8-float constant, and per row the LSE's + softcap once per item. The plans below keep one tile
+    """Vector elements SoftCap's path adds to the plain one (tests/kernel_model.py's launch): per
+    score tile of rows x its width (the columns QK wrote, rounded up to 16), SoftCap's four passes
+    (Muls, Exp, Adds, Div: the scores are left shifted by -softcap, a constant the softmax ignores)
+    and the row max's Sub pass, where the plain call takes one FusedMulAdd pass and two per-row
+    Muls (the scale folded into the exponent's argument, flash_attention_rows.h; each path has one
+    8-float constant), and per row the LSE's + softcap once per item. The plans below keep one tile
     per block (chunkRows = subBlockM)."""
     extra = 0
     n = plan.block_n
@@ -240,7 +242,7 @@ def _softcap_extra_vector_elems(plan) -> int:
             for sub in (0, 1):
                 rows = aiv_rows(plan, item, sub)[1]
                 if rows:
-                    extra += sum(3 * rows * w + 8 for w in widths) + rows
+                    extra += sum(4 * rows * w - 2 * rows for w in widths) + rows
     return extra
 
 
