@@ -7,7 +7,7 @@
 #   bench/regenerate.sh bench soc    # chosen sections
 #
 # Sections: readme current plan bench soc l2 efficiency rss overhead torch matmul backward model sweep ring decode
-#   dropout window mask headdim cluster
+#   dropout window mask headdim int8 cluster
 #   cluster   the scale-out runs (needs Open MPI's mpirun): the 2 x 2 check, and the 8 x 8 hosts at
 #             S = 262144 (about 7 minutes of run and 15 of check on an idle 2-core host); not in `all`
 #   backward  the FlashAttentionGrad rows (torch for its comparison; about 30 minutes on 2 cores)
@@ -110,6 +110,9 @@ section() {
             run decode-mods-paged "$PYTHON" bench/decode_mods.py --seq-kv 32768 --paged
             run decode-rows "$PYTHON" bench/decode_mods.py --seq-kv 32768 --rows
             run decode-rows-step acl-fa run --seq 64 --seq-kv 32768 --heads 64 --kv-heads 8 --decode --steps 1 ;;
+        int8)
+            run int8-prefill "$PYTHON" bench/int8_prefill.py --heads 32 --seq 4096
+            run int8-prefill-310p env ACL_FA_SIM_SOC=Ascend310P3 "$PYTHON" bench/int8_prefill.py --heads 32 --seq 4096 ;;
         cluster)
             run cluster-small "$PYTHON" bench/cluster_scale.py --hosts 2 --per-host 2 --seq 8192 --ranks-as processes
             run cluster-8x8 "$PYTHON" bench/cluster_scale.py --hosts 8 --per-host 8 --seq 262144 --head-dim 64 \
@@ -117,7 +120,7 @@ section() {
         headdim)
             run head-dim-padding "$PYTHON" bench/head_dim_padding.py --seq 2048 --heads 8 --dims 1,8,40,59,111,200
             run head-dim-plan acl-fa plan --seq 4096 --causal --head-dim 59 ;;
-        all) for s in readme current plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask headdim; do section "$s"; done ;;
+        all) for s in readme current plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask headdim int8; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
 }
