@@ -7,7 +7,7 @@
 #   bench/regenerate.sh bench soc    # chosen sections
 #
 # Sections: readme current plan bench soc l2 efficiency rss overhead torch matmul backward model sweep ring decode
-#   dropout window mask headdim int8 cluster
+#   dropout window mask headdim mods int8 cluster
 #   cluster   the scale-out runs (needs Open MPI's mpirun): the 2 x 2 check, and the 8 x 8 hosts at
 #             S = 262144 (about 7 minutes of run and 15 of check on an idle 2-core host); not in `all`
 #   backward  the FlashAttentionGrad rows (torch for its comparison; about 30 minutes on 2 cores)
@@ -86,6 +86,7 @@ section() {
             run ring-rounding-4-rows "$PYTHON" bench/ring_rounding.py --block-rows 4 --seeds 4
             run ring-backward-4096 acl-fa run --parallel ring --devices 8 --seq 4096 --causal --backward
             run ring-backward-copies "$PYTHON" bench/ring_backward_copies.py 8 4096
+            run ring-fused-model "$PYTHON" bench/ring_fused_model.py
             run ulysses-model "$PYTHON" bench/ulysses_model.py ;;
         window) run window-work "$PYTHON" bench/window_work.py --seq 32768 --heads 1 --window 256,0 ;;
         mask)
@@ -110,6 +111,8 @@ section() {
             run decode-mods-paged "$PYTHON" bench/decode_mods.py --seq-kv 32768 --paged
             run decode-rows "$PYTHON" bench/decode_mods.py --seq-kv 32768 --rows
             run decode-rows-step acl-fa run --seq 64 --seq-kv 32768 --heads 64 --kv-heads 8 --decode --steps 1 ;;
+        mods)
+            run score-mods-cost "$PYTHON" bench/score_mods_cost.py ;;
         int8)
             run int8-prefill "$PYTHON" bench/int8_prefill.py --heads 32 --seq 4096
             run int8-prefill-310p env ACL_FA_SIM_SOC=Ascend310P3 "$PYTHON" bench/int8_prefill.py --heads 32 --seq 4096 ;;
@@ -120,7 +123,7 @@ section() {
         headdim)
             run head-dim-padding "$PYTHON" bench/head_dim_padding.py --seq 2048 --heads 8 --dims 1,8,40,59,111,200
             run head-dim-plan acl-fa plan --seq 4096 --causal --head-dim 59 ;;
-        all) for s in readme current plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask headdim int8; do section "$s"; done ;;
+        all) for s in readme current plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask headdim mods int8; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
 }
