@@ -15,8 +15,9 @@ its pass rule:
   window), as flash-attn.
 A floor of one unit in the last place of the dtype at the output's magnitude is added to each
 bound (all-exact cases). Not ported: flash-attn's check of the dropped softmax matrix (the kernel
-returns the keep mask, not the probabilities), alibi (added with the score modifiers at merge),
-the kvcache / splitkv tests (the KV-cache faces have their own files).
+returns the keep mask, not the probabilities), the kvcache / splitkv tests (the KV-cache faces have
+their own files). ALiBi as flash-attn's test_flash_attn_output draws it: slopes uniform in [0, 0.3)
+per (batch, head), the bias -slope * |i + Sk - Sq - j| added to the (capped) scores.
 
 The grid. flash-attn's full grid has tens of thousands of points; CI runs SAMPLE points per test
 drawn from it with numpy's default_rng(0) (the same points every run, printed as the test ids),
@@ -84,7 +85,7 @@ def _local_hidden(seqlen_q: int, seqlen_k: int, window_size, causal: bool) -> np
 
 
 def attention_ref(q, k, v, dropout_p=0.0, dropout_mask=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                  upcast=True):
+                  upcast=True, alibi_slopes=None):
     """flash-attn's attention_ref on numpy [B, S, H, D] arrays: upcast=True in float64, returned in
     float64 (flash-attn rounds its fp32 reference to the dtype; the float64 one is stricter);
     False rounds every product to the inputs' dtype with float32 accumulation, the scale applied
@@ -109,6 +110,10 @@ def attention_ref(q, k, v, dropout_p=0.0, dropout_mask=None, causal=False, windo
     if softcap > 0:
         scores = rnd(rnd(np.tanh(rnd(scores / work(softcap)))) * work(softcap))
     seqlen_q, seqlen_k = scores.shape[-2:]
+    if alibi_slopes is not None:  # flash-attn's attn_bias_from_alibi_slopes, added after the soft-cap
+        rows = np.arange(seqlen_q)[:, None] + seqlen_k - seqlen_q
+        bias = -np.asarray(alibi_slopes, np.float64)[:, :, None, None] * np.abs(rows - np.arange(seqlen_k)[None, :])
+        scores = rnd(scores + bias.astype(work))
     hidden = None
     if causal or window_size[0] >= 0 or window_size[1] >= 0:
         hidden = _local_hidden(seqlen_q, seqlen_k, window_size, causal)
@@ -128,10 +133,11 @@ def _max_err(a, b) -> float:
     return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max()) if np.size(a) else 0.0
 
 
-def _check_output(out, q, k, v, dropout_p, keep, causal, window_size, softcap):
+def _check_output(out, q, k, v, dropout_p, keep, causal, window_size, softcap, alibi_slopes=None):
     mask = None if keep is None else keep.astype(bool)
-    exact = attention_ref(q, k, v, dropout_p, mask, causal, window_size, softcap)
-    pt = attention_ref(q, k, v, dropout_p, mask, causal, window_size, softcap, upcast=False)
+    exact = attention_ref(q, k, v, dropout_p, mask, causal, window_size, softcap, alibi_slopes=alibi_slopes)
+    pt = attention_ref(q, k, v, dropout_p, mask, causal, window_size, softcap, upcast=False,
+                       alibi_slopes=alibi_slopes)
     err, pt_err = _max_err(out, exact), _max_err(pt, exact)
     floor = ULP[q.dtype] * max(1.0, float(np.abs(exact).max()))
     assert err <= 2 * pt_err + floor, f"out max diff {err}, same-dtype max diff {pt_err}"
@@ -182,15 +188,21 @@ def _heads(mha_type: str, softcap: float) -> tuple:
     return nheads, nheads if mha_type == "mha" else (1 if mha_type == "mqa" else 2)
 
 
+def _no_softcap_with_dropout_alibi(case) -> bool:
+    """_no_softcap_with_dropout for a grid whose last value is alibi."""
+    return _no_softcap_with_dropout(case[:-1])
+
+
 def _no_softcap_with_dropout(case) -> bool:
     return not (case[-1] > 0 and case[-2] > 0)  # flash-attn: "Softcap and dropout not supported together"
 
 
 @pytest.mark.parametrize(
-    "kvpacked,dtype,mha_type,deterministic,local,causal,d,seqlens,dropout_p,softcap",
+    "kvpacked,dtype,mha_type,deterministic,local,causal,d,seqlens,dropout_p,softcap,alibi",
     _sample([[True, False], [F16, BF16], ["mha", "mqa", "gqa"], [False, True], [False, True], [False, True],
-             OUTPUT_DIMS, OUTPUT_SEQLENS, [0.0, 0.17], [0.0, 50.0]], _no_softcap_with_dropout))
-def test_flash_attn_output(kvpacked, dtype, mha_type, deterministic, local, causal, d, seqlens, dropout_p, softcap):
+             OUTPUT_DIMS, OUTPUT_SEQLENS, [0.0, 0.17], [0.0, 50.0], [False, True]], _no_softcap_with_dropout_alibi))
+def test_flash_attn_output(kvpacked, dtype, mha_type, deterministic, local, causal, d, seqlens, dropout_p, softcap,
+                           alibi):
     seqlen_q, seqlen_k = seqlens
     rng = np.random.default_rng(0)
     batch_size = 4
@@ -199,20 +211,21 @@ def test_flash_attn_output(kvpacked, dtype, mha_type, deterministic, local, caus
     q = _randn(rng, (batch_size, seqlen_q, nheads, d), dtype, softcap if softcap > 0 else 1.0)
     kv = _randn(rng, (batch_size, seqlen_k, 2, nheads_k, d), dtype)
     k, v = kv[:, :, 0], kv[:, :, 1]
-    common = dict(causal=causal, window_size=window_size, softcap=softcap, deterministic=deterministic,
-                  return_attn_probs=True)
+    slopes = (rng.random((batch_size, nheads)) * 0.3).astype(np.float32) if alibi else None
+    common = dict(causal=causal, window_size=window_size, softcap=softcap, alibi_slopes=slopes,
+                  deterministic=deterministic, return_attn_probs=True)
     if kvpacked:
         result = acl_fa.flash_attn_kvpacked_func(q, kv, dropout_p, **common)
     else:
         result = acl_fa.flash_attn_func(q, k, v, dropout_p, **common)
     out, lse, keep = result
     assert (keep is None) == (dropout_p == 0.0)
-    _check_output(out, q, k, v, dropout_p, keep, causal, window_size, softcap)
+    _check_output(out, q, k, v, dropout_p, keep, causal, window_size, softcap, slopes)
     if keep is not None:
         _check_dropout_fraction(keep, seqlen_q, seqlen_k, dropout_p, causal, window_size)
     g = _randn(rng, out.shape, dtype)
     opts = dict(layout="BSND", causal=causal, window=None if window_size == (-1, -1) else window_size,
-                dropout_p=dropout_p, seed=result.seed, offset=result.offset, softcap=softcap)
+                dropout_p=dropout_p, seed=result.seed, offset=result.offset, softcap=softcap, alibi_slopes=slopes)
     grads = acl_fa.flash_attention_backward(g, q, k, v, out, lse, deterministic=deterministic, **opts)
     _check_dense_grads(grads, g, q, k, v, dtype, **opts)
 
