@@ -17,7 +17,7 @@ import numpy as np
 from . import opcall
 from ..runtime.ffi import ffi
 from .backward_v2 import run_backward_v2, run_backward_v3
-from .problem import check_float32_range, check_like_forward, head_dim_rows
+from .problem import check_backward_dtype, check_float32_range, check_like_forward, head_dim_rows
 from ..spec.problem import Problem, as_array, make_problem
 from ..spec.options import build_options, dropout_keep_prob
 from ..spec.score_mods import alibi_slopes_value, sinks_value
@@ -139,6 +139,7 @@ def flash_attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=Non
     """
     forward, *_ = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n, pad_head_dim=True)
+    check_backward_dtype(forward, "flash_attention_backward")
     options, mask = backward_options(forward, causal=causal, window=window, attn_mask=attn_mask, dropout_p=dropout_p,
                                      seed=seed, offset=offset, softcap=softcap)
     slopes = alibi_slopes_value(alibi_slopes, batch=forward.batch, num_heads=forward.num_heads)

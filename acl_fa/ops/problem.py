@@ -15,7 +15,7 @@ from ..plan import forward as planmod
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..spec.problem import Problem
 
-__all__ = ["check_plan", "check_float32_range", "check_like_forward", "max_magnitude", "AttentionOutputs",
+__all__ = ["check_plan", "check_float32_range", "check_like_forward", "check_backward_dtype", "max_magnitude", "AttentionOutputs",
            "outputs_of", "head_dim_rows"]
 
 
@@ -127,6 +127,14 @@ def outputs_of(out, lse, dropout_mask, options, streams: int, return_lse: bool) 
     return AttentionOutputs(out, lse, dropout_mask, seed=options.seed, offset=options.offset,
                             next_offset=(options.offset + streams) % (1 << 64), return_lse=return_lse,
                             return_dropout_mask=options.return_dropout_mask)
+
+
+def check_backward_dtype(problem: Problem, op: str) -> None:
+    """The backward kernels (FlashAttentionGrad V1..V3) take float16 and bfloat16 only (their OpDefs);
+    float32, which the forward takes, is refused here before any device work rather than by phase 1."""
+    if problem.dtype_name not in ("float16", "bfloat16"):
+        raise InvalidArgumentError(f"{op} takes float16 or bfloat16 inputs; q has dtype {problem.dtype_name} (the "
+                                   f"forward takes float32 too, the backward's kernel does not)")
 
 
 def check_like_forward(q, dout, out, lse) -> None:

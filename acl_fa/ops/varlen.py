@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .problem import check_float32_range, outputs_of
+from .problem import check_backward_dtype, check_float32_range, outputs_of
 from ..spec.problem import as_array, make_problem
 from ..spec.options import build_options, check_max_seqlen, cu_seqlens_ends, score_mod_options
 from .backward import backward_options
@@ -113,6 +113,7 @@ def flash_attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_se
     problem, ends_q, ends_kv, q, k, v = make_varlen_problem(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, scale=scale,
         block_m=block_m, block_n=block_n)
+    check_backward_dtype(problem, "flash_attention_varlen_backward")
     options, _ = backward_options(problem, causal=causal, window=window, dropout_p=dropout_p, seed=seed, offset=offset,
                                   cu_seqlens_q=ends_q, cu_seqlens_kv=ends_kv, softcap=softcap)
     slopes = alibi_slopes_value(alibi_slopes, batch=problem.batch, num_heads=problem.num_heads)

@@ -176,3 +176,21 @@ def test_atomic_mode_is_not_bitwise_reproducible_but_within_tolerance(sim_only):
     run = _determinism_run("atomic", 5, 1)
     assert len(set(run["digests"])) > 1, "5 atomic-mode runs gave identical bits"
     assert run["error"] < 0.02
+
+
+def test_float32_is_refused_before_device_work(session):
+    """The forward takes float32, the backward's kernels do not (their OpDefs): both backward faces
+    refuse it naming the dtype, before any device object is made (not at aclnn phase 1)."""
+    from acl_fa.runtime.session import live_counts
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 2, 64, 64)).astype(np.float32)
+    out, lse = session.flash_attention(q, q, q, return_lse=True)
+    tq, cu = q[0].transpose(1, 0, 2).copy(), np.array([0, 64], np.int32)
+    before = live_counts(session.backend)
+    with pytest.raises(acl_fa.InvalidArgumentError, match="flash_attention_backward takes float16 or bfloat16 "
+                                                          "inputs; q has dtype float32"):
+        session.flash_attention_backward(q, q, q, q, out, lse)
+    with pytest.raises(acl_fa.InvalidArgumentError, match="flash_attention_varlen_backward takes float16 or "
+                                                          "bfloat16 inputs; q has dtype float32"):
+        session.flash_attention_varlen_backward(tq, tq, tq, tq, tq, np.zeros((2, 64), np.float32), cu, cu)
+    assert live_counts(session.backend) == before

@@ -32,15 +32,28 @@ from __future__ import annotations
 
 import itertools
 import math
+import types
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import acl_fa
+import acl_fa.spec.options as options_module
 from acl_fa.reference.attention import attention_reference_backward, attention_reference_varlen_backward
 
 F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
+@pytest.fixture(autouse=True)
+def _seeded_dropout(monkeypatch):
+    """flash-attn's tests seed torch's generator (torch.random.manual_seed(0)), so a case draws the
+    same dropout pattern on every run; the faces draw their Philox seed from the secrets module
+    of acl_fa.spec.options, replaced here by a generator seeded with 0 (the dropout-fraction bound
+    of 0.01 is under two standard deviations for the smallest sampled shapes: unseeded, it flakes)."""
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(options_module, "secrets",
+                        types.SimpleNamespace(randbits=lambda bits: int(rng.integers(0, 1 << 62))))
+
+
 ULP = {F16: 2.0 ** -10, BF16: 2.0 ** -7}
 SAMPLE = 4
 
