@@ -22,13 +22,19 @@ extern "C" {
 
 /* One collective the client prepared (values of AscendC::HcclCMDType / HcclDataType). */
 typedef struct aclfaSimHcclKernelTask {
-    uint32_t opType;       /* HcclCMDType: HCCL_CMD_ALLGATHER 6, HCCL_CMD_ALLTOALL 10 */
+    uint32_t opType;       /* HcclCMDType: HCCL_CMD_ALLGATHER 6, HCCL_CMD_ALLTOALLV 8, HCCL_CMD_ALLTOALL 10 */
     uint32_t dataType;     /* HcclDataType */
     uint8_t *sendBuf;
     uint8_t *recvBuf;
     uint64_t count;        /* AllGather: sendCount; AlltoAll: dataCount (elements per peer) */
     uint64_t strideCount;  /* 0: blocks packed (count apart) */
     uint32_t repeat;       /* >= 1: tasks on consecutive memory */
+    /* AlltoAllV (HCCL_CMD_ALLTOALLV 8) only: rankDim uint64 entries each, in elements; read at
+     * prepare. Null for the other collectives. */
+    const uint64_t *sendCounts;
+    const uint64_t *sdispls;
+    const uint64_t *recvCounts;
+    const uint64_t *rdispls;
 } aclfaSimHcclKernelTask;
 
 typedef struct aclfaSimHcclKernelServer aclfaSimHcclKernelServer;
@@ -59,6 +65,9 @@ typedef struct aclfaSimHcclKernelContext {
 /* A context for one launch of a kernel communicating over `comm` (the calling thread's device
  * must be the comm's). */
 int32_t aclfaSimHcclKernelContextCreate(void *comm, aclfaSimHcclKernelContext **context);
+/* What CANN's runtime does for an MC2 op's HCCL group attr: the live comm of this process named
+ * `group` (HcclGetCommName) on `device`, in *comm; HCCL_E_NOT_FOUND when there is none. */
+int32_t aclfaSimHcclCommForGroup(const char *group, int32_t device, void **comm);
 /* Waits for the context's committed tasks and frees it; returns HCCL_E_INTERNAL when one of
  * them failed (aclGetRecentErrMsg says why). */
 int32_t aclfaSimHcclKernelContextDestroy(aclfaSimHcclKernelContext *context);

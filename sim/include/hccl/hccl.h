@@ -33,6 +33,7 @@ extern HcclResult HcclCommDestroy(HcclComm comm);
 
 extern HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
 extern HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
+extern HcclResult HcclGetCommName(HcclComm comm, char *commName);
 
 extern HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                                 HcclReduceOp op, HcclComm comm, aclrtStream stream);

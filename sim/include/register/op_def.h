@@ -1,6 +1,7 @@
 // register/op_def.h -- the OpDef DSL an op's *_def.cpp uses to describe its interface
 // (metadef inc/external/asc/register/op_def.h, subset: inputs/outputs with dtypes and
-// formats, attrs with defaults, InferShape/InferDataType, AICore tiling and SoC configs).
+// formats, attrs with defaults, InferShape/InferDataType, AICore tiling and SoC configs, MC2
+// HCCL groups).
 // Implemented by the simulator's host library (sim/src/host/op_def.cpp); its op runtime
 // reads a registered OpDef through acl_fa_sim::host::OpDefReader.
 #pragma once
@@ -80,6 +81,24 @@ class OpAICoreDef {
     std::unique_ptr<OpAICoreDefImpl> impl_;
 };
 
+// An MC2 op's communication groups: the names of its string attrs that carry an HCCL comm name
+// (HcclGetCommName); the runtime hands the kernel a context per group, in this order, for
+// GetHcclContext<0> and <1> (metadef op_def.h OpMC2Def, subset: HcclGroup).
+class OpMC2DefImpl;
+class OpMC2Def {
+ public:
+    OpMC2Def();
+    OpMC2Def(const OpMC2Def &mc2_def);
+    ~OpMC2Def();
+    OpMC2Def &operator=(const OpMC2Def &mc2_def);
+    OpMC2Def &HcclGroup(const char *value);
+    OpMC2Def &HcclGroup(std::vector<const char *> value);
+
+ private:
+    friend class acl_fa_sim::host::OpDefReader;
+    std::unique_ptr<OpMC2DefImpl> impl_;
+};
+
 class OpDefImpl;
 class OpDef {
  public:
@@ -95,6 +114,7 @@ class OpDef {
     gert::OpImplRegisterV2::InferShapeKernelFunc &GetInferShape(void);
     gert::OpImplRegisterV2::InferDataTypeKernelFunc &GetInferDataType(void);
     OpAICoreDef &AICore(void);
+    OpMC2Def &MC2(void);
 
  private:
     friend class acl_fa_sim::host::OpDefReader;

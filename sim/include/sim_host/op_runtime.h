@@ -62,6 +62,9 @@ std::string OpDefJson(const std::string &opType);
 std::vector<std::string> InputNames(const std::string &opType);
 std::vector<std::string> OutputNames(const std::string &opType);
 std::vector<AttrInfo> AttrDefaults(const std::string &opType);
+// The attr names of the op's HCCL groups (OpDef MC2().HcclGroup), in order; empty for an op
+// that does not communicate.
+std::vector<std::string> HcclGroups(const std::string &opType);
 
 // Checks the inputs' dtypes/formats against the OpDef's DataType/Format lists, runs the
 // registered InferShape and InferDataType, and fills `outputs` (shape and dtype).

@@ -373,6 +373,17 @@ HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank) {
     return CommField("HcclGetRankId", comm, &Comm::rank, rank, "rank");
 }
 
+HcclResult HcclGetCommName(HcclComm comm, char *commName) {
+    if (aclfaSimShouldFail("HcclGetCommName")) return kInjected;
+    HcclResult ret = HCCL_SUCCESS;
+    std::shared_ptr<Comm> found = CommOf("HcclGetCommName", comm, &ret);
+    if (!found) return ret;
+    if (commName == nullptr) return Fail(HCCL_E_PTR, "HcclGetCommName: commName is NULL");
+    // commName holds up to ROOTINFO_INDENTIFIER_MAX_LENGTH (128) bytes (HCCL's reference).
+    snprintf(commName, 128, "%s", CommName(*found).c_str());
+    return HCCL_SUCCESS;
+}
+
 HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank, HcclComm comm,
                     aclrtStream stream) {
     return PointToPoint("HcclSend", true, sendBuf, "sendBuf", count, dataType, destRank, "destRank", comm, stream);

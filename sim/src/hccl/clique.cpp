@@ -399,6 +399,20 @@ std::shared_ptr<Comm> Lookup(HcclComm handle) {
     return it == g_comms.end() ? nullptr : it->second;
 }
 
+std::string CommName(const Comm &comm) {
+    // The clique's control-block name without its leading '/': one name for every rank of the
+    // clique, as real HCCL's comm identifier (HcclGetCommName) is the group's.
+    return comm.shmName.empty() || comm.shmName[0] != '/' ? comm.shmName : comm.shmName.substr(1);
+}
+
+HcclComm FindByName(const std::string &name, int32_t device) {
+    std::lock_guard<std::mutex> lock(g_registryMutex);
+    for (const auto &entry : g_comms) {
+        if (entry.second->device == device && CommName(*entry.second) == name) return entry.first;
+    }
+    return nullptr;
+}
+
 bool Unregister(HcclComm handle) {
     std::lock_guard<std::mutex> lock(g_registryMutex);
     return g_comms.erase(handle) > 0;

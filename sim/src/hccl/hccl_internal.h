@@ -121,6 +121,10 @@ HcclResult NamedRootInfo(const std::string &name, bool create, double deadline, 
 HcclResult AwaitClique(Comm &comm, std::string *error);
 HcclComm Register(std::shared_ptr<Comm> comm);
 std::shared_ptr<Comm> Lookup(HcclComm handle);
+// The comm's name (HcclGetCommName): the same on every rank of its clique.
+std::string CommName(const Comm &comm);
+// The live comm of this process named `name` whose device is `device`; nullptr when none.
+HcclComm FindByName(const std::string &name, int32_t device);
 bool Unregister(HcclComm handle);
 
 // Locks the control block; a lock whose owner died is recovered and aborts the clique.

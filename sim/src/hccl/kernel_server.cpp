@@ -30,6 +30,7 @@ namespace {
 
 // AscendC::HcclCMDType values the server runs (lib/hccl/hccl_common.h).
 constexpr uint32_t kCmdAllGather = 6;
+constexpr uint32_t kCmdAlltoAllV = 8;
 constexpr uint32_t kCmdAlltoAll = 10;
 constexpr int32_t kMaxTasks = 63;
 constexpr double kDefaultExecTimeout = 1836.0;  // HCCL_EXEC_TIMEOUT's default, as transfer.cpp
@@ -41,7 +42,7 @@ struct KernelTask {
     const char *api = "";
     std::vector<Item> items;
     std::vector<std::pair<const uint8_t *, uint8_t *>> localCopies;  // own block(s): src, dst
-    uint64_t localBytes = 0;
+    uint64_t localBytes = 0;  // bytes of each local copy
     double seconds = 0;  // modeled link time
     std::string error;
 };
@@ -118,7 +119,9 @@ double ModeledSeconds(const Comm &comm, const std::vector<Item> &items) {
     std::vector<double> perPeer(comm.nRanks, 0.0);
     double roce = 0.0;
     for (const Item &item : items) {
-        if (!item.send) continue;
+        // A zero-count block of an AlltoAllV only tells the peer it gets nothing: not costed
+        // (assumed: the server skips empty blocks; the simulator still sends their headers).
+        if (!item.send || item.header.bytes == 0) continue;
         const aclfaSimHcclLink link = LinkBetween(control.rankDevice[comm.rank], control.rankDevice[item.peer]);
         const double t = link.latencyUs * 1e-6 + static_cast<double>(item.header.bytes) / (link.bandwidthGBs * 1e9);
         const int32_t perServer = static_cast<int32_t>(std::max<uint32_t>(link.devicesPerServer, 1));
@@ -129,6 +132,48 @@ double ModeledSeconds(const Comm &comm, const std::vector<Item> &items) {
         }
     }
     return std::max(*std::max_element(perPeer.begin(), perPeer.end()), roce);
+}
+
+// AlltoAllV (Hccl::AlltoAllV): block j of sendCounts[j] elements at sdispls[j] to rank j, block i
+// from rank i into rdispls[i]; repeat r moves every displacement on by r counts (hccl.h). A
+// zero count still sends its header, so a receiver expecting data from a rank that sends none
+// fails naming both (transfer.cpp) instead of hanging.
+int32_t PrepareAlltoAllV(const Comm &comm, const aclfaSimHcclKernelTask *spec, KernelTask *task, char *err,
+                         uint64_t errLen) {
+    auto fail = [&](const std::string &why) {
+        snprintf(err, errLen, "%s", why.c_str());
+        return -1;
+    };
+    const uint32_t n = comm.nRanks, self = comm.rank;
+    const uint64_t elem = DataTypeSize(spec->dataType);
+    if (spec->sendCounts[self] != spec->recvCounts[self]) {
+        return fail("rank " + std::to_string(self) + " sends itself sendCounts[" + std::to_string(self) + "] = " +
+                    std::to_string(spec->sendCounts[self]) + " elements but expects recvCounts[" +
+                    std::to_string(self) + "] = " + std::to_string(spec->recvCounts[self]));
+    }
+    task->api = "Hccl::AlltoAllV";
+    task->localBytes = spec->sendCounts[self] * elem;
+    for (uint32_t r = 0; r < spec->repeat; ++r) {
+        for (uint32_t peer = 0; peer < n; ++peer) {
+            uint8_t *send = spec->sendBuf + (spec->sdispls[peer] + r * spec->sendCounts[peer]) * elem;
+            uint8_t *recv = spec->recvBuf + (spec->rdispls[peer] + r * spec->recvCounts[peer]) * elem;
+            const std::string at = "[" + std::to_string(peer) + "] (repeat " + std::to_string(r) + ")";
+            std::string why;
+            if (!DeviceRange(send, spec->sendCounts[peer] * elem, ("sendBuf block" + at).c_str(), &why) ||
+                !DeviceRange(recv, spec->recvCounts[peer] * elem, ("recvBuf block" + at).c_str(), &why)) {
+                return fail(why);
+            }
+            if (peer == self) {
+                if (task->localBytes != 0) task->localCopies.emplace_back(send, recv);
+                continue;
+            }
+            task->items.push_back(MakeMessage(true, peer, send, Call::kAlltoAllV, spec->dataType, spec->sendCounts[peer]));
+            task->items.push_back(MakeMessage(false, peer, recv, Call::kAlltoAllV, spec->dataType, spec->recvCounts[peer]));
+        }
+    }
+    task->seconds = ModeledSeconds(comm, task->items);
+    task->state = TaskState::kPrepared;
+    return 0;
 }
 
 int32_t Prepare(aclfaSimHcclKernelServer *server, int32_t handle, const aclfaSimHcclKernelTask *spec, char *err,
@@ -155,11 +200,12 @@ int32_t Prepare(aclfaSimHcclKernelServer *server, int32_t handle, const aclfaSim
                     std::to_string(spec->count) + ": the blocks would overlap");
     }
     task = KernelTask{};
+    if (spec->opType == kCmdAlltoAllV) return PrepareAlltoAllV(comm, spec, &task, err, errLen);
     task.localBytes = block;
     const bool gather = spec->opType == kCmdAllGather;
     if (!gather && spec->opType != kCmdAlltoAll) {
         return fail("opType " + std::to_string(spec->opType) + " is not run by the simulator's HCCL server "
-                    "(AllGather, AlltoAll)");
+                    "(AllGather, AlltoAll, AlltoAllV)");
     }
     task.api = gather ? "Hccl::AllGather" : "Hccl::AlltoAll";
     const Call call = gather ? Call::kAllGather : Call::kAlltoAll;
@@ -255,6 +301,20 @@ int32_t aclfaSimHcclKernelContextCreate(void *comm, aclfaSimHcclKernelContext **
     ctx.query = Query;
     server->thread = std::thread([server] { server->Serve(); });
     *context = &ctx;
+    return HCCL_SUCCESS;
+}
+
+int32_t aclfaSimHcclCommForGroup(const char *group, int32_t device, void **comm) {
+    if (group == nullptr || comm == nullptr) {
+        aclfaSimSetErrMsg("aclfaSimHcclCommForGroup: %s is NULL", group == nullptr ? "group" : "comm");
+        return HCCL_E_PTR;
+    }
+    *comm = FindByName(group, device);
+    if (*comm == nullptr) {
+        aclfaSimSetErrMsg("no live HCCL communicator named \"%s\" on device %d in this process (the group attr "
+                          "of an MC2 op is HcclGetCommName of a comm of the launching device)", group, device);
+        return HCCL_E_NOT_FOUND;
+    }
     return HCCL_SUCCESS;
 }
 

@@ -26,6 +26,11 @@ class OpAICoreDefImpl {
     std::vector<std::string> configs;
 };
 
+class OpMC2DefImpl {
+ public:
+    std::vector<std::string> groups;  // attr names, in HcclGroup order
+};
+
 class OpDefImpl {
  public:
     std::string type;
@@ -35,6 +40,7 @@ class OpDefImpl {
     gert::OpImplRegisterV2::InferShapeKernelFunc inferShape = nullptr;
     gert::OpImplRegisterV2::InferDataTypeKernelFunc inferDataType = nullptr;
     OpAICoreDef aicore;
+    OpMC2Def mc2;
 };
 
 // ---- OpParamDef ----
@@ -151,6 +157,24 @@ OpDef &OpDef::SetInferDataType(gert::OpImplRegisterV2::InferDataTypeKernelFunc f
 gert::OpImplRegisterV2::InferShapeKernelFunc &OpDef::GetInferShape(void) { return impl_->inferShape; }
 gert::OpImplRegisterV2::InferDataTypeKernelFunc &OpDef::GetInferDataType(void) { return impl_->inferDataType; }
 OpAICoreDef &OpDef::AICore(void) { return impl_->aicore; }
+OpMC2Def &OpDef::MC2(void) { return impl_->mc2; }
+
+// ---- OpMC2Def ----
+OpMC2Def::OpMC2Def() : impl_(new OpMC2DefImpl) {}
+OpMC2Def::OpMC2Def(const OpMC2Def &mc2_def) : impl_(new OpMC2DefImpl(*mc2_def.impl_)) {}
+OpMC2Def::~OpMC2Def() = default;
+OpMC2Def &OpMC2Def::operator=(const OpMC2Def &mc2_def) {
+    if (this != &mc2_def) *impl_ = *mc2_def.impl_;
+    return *this;
+}
+OpMC2Def &OpMC2Def::HcclGroup(const char *value) {
+    impl_->groups.assign(1, value);
+    return *this;
+}
+OpMC2Def &OpMC2Def::HcclGroup(std::vector<const char *> value) {
+    impl_->groups.assign(value.begin(), value.end());
+    return *this;
+}
 
 // ---- registry ----
 namespace {
@@ -203,6 +227,7 @@ bool OpDefReader::Find(const std::string &opType, OpInfo *info) {
     out.inferDataType = d.inferDataType;
     out.tiling = d.aicore.impl_->tiling;
     out.aicoreConfigs = d.aicore.impl_->configs;
+    out.hcclGroups = d.mc2.impl_->groups;
     *info = std::move(out);
     return true;
 }

@@ -37,6 +37,7 @@ struct OpInfo {
     gert::OpImplRegisterV2::InferDataTypeKernelFunc inferDataType = nullptr;
     gert::OpImplRegisterV2::TilingKernelFunc tiling = nullptr;
     std::vector<std::string> aicoreConfigs;  // SoC short names given to AddConfig
+    std::vector<std::string> hcclGroups;     // MC2().HcclGroup: attr names of the comm groups
 };
 
 class OpDefReader {

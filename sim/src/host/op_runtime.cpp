@@ -344,6 +344,11 @@ std::vector<AttrInfo> AttrDefaults(const std::string &opType) {
     return attrs;
 }
 
+std::vector<std::string> HcclGroups(const std::string &opType) {
+    OpInfo info;
+    return OpDefReader::Find(opType, &info) ? info.hcclGroups : std::vector<std::string>{};
+}
+
 namespace {
 
 // The node the contexts of one InferShape or TilingFunc call read: its type, attrs and inputs.

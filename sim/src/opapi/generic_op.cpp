@@ -9,7 +9,9 @@
 #include <memory>
 #include <mutex>
 #include <utility>
+#include <variant>
 
+#include "acl/acl_rt.h"
 #include "acl_fa_sim.h"
 #include "acl_fa_sim_kernel.h"
 #include "opapi_common.h"
@@ -30,6 +32,9 @@ struct Launch {
     uint32_t blockDim = 0;
     uint64_t tilingKey = 0;
     std::vector<uint8_t> tilingData;
+    // An MC2 op's communicators, one per HcclGroup attr (GetHcclContext<index>), resolved at phase
+    // one on the calling thread's device; each launch gets a kernel context of its own per comm.
+    std::vector<void *> hcclComms;
 };
 
 struct LaunchSpec {
@@ -63,6 +68,73 @@ void *KernelEntryFor(int32_t npuArch, const std::string &name, std::string *erro
     return entry;
 }
 
+// The simulated libhccl's kernel-server entries (acl_fa_sim_hccl_kernel.h), from the copy this
+// process already loaded next to this library (an MC2 op's comm came from it); nullptr with
+// *error when it is not loaded.
+struct HcclServerEntries {
+    int32_t (*commForGroup)(const char *, int32_t, void **) = nullptr;
+    int32_t (*contextCreate)(void *, void **) = nullptr;
+    int32_t (*contextDestroy)(void *) = nullptr;
+};
+
+const HcclServerEntries *HcclServer(std::string *error)
+{
+    static std::mutex mutex;
+    static HcclServerEntries entries;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (entries.commForGroup != nullptr) return &entries;
+    const std::string path = LibraryDirectory() + "/libhccl.so";
+    void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (handle == nullptr) {
+        *error = "libhccl.so is not loaded in this process (" + path + "): an MC2 op's group names a comm of it";
+        return nullptr;
+    }
+    entries.commForGroup = reinterpret_cast<int32_t (*)(const char *, int32_t, void **)>(
+        dlsym(handle, "aclfaSimHcclCommForGroup"));
+    entries.contextCreate = reinterpret_cast<int32_t (*)(void *, void **)>(
+        dlsym(handle, "aclfaSimHcclKernelContextCreate"));
+    entries.contextDestroy = reinterpret_cast<int32_t (*)(void *)>(dlsym(handle, "aclfaSimHcclKernelContextDestroy"));
+    if (entries.commForGroup == nullptr || entries.contextCreate == nullptr || entries.contextDestroy == nullptr) {
+        entries = HcclServerEntries{};
+        *error = path + " has no kernel-server entries";
+        return nullptr;
+    }
+    return &entries;
+}
+
+// The comms of an MC2 op's HcclGroup attrs on the current device, in group order; false with
+// *error naming the attr when one is missing or names no live comm.
+bool ResolveHcclGroups(const OpInterface &op, const std::vector<host::AttrInfo> &attrs, std::vector<void *> *comms,
+                       std::string *error)
+{
+    const std::vector<std::string> groups = host::HcclGroups(op.opType);
+    if (groups.empty()) return true;
+    const HcclServerEntries *server = HcclServer(error);
+    if (server == nullptr) return false;
+    int32_t device = -1;
+    if (aclrtGetDevice(&device) != ACL_SUCCESS) {
+        *error = "no device is current on this thread (aclrtSetDevice): an MC2 op's comm is the device's";
+        return false;
+    }
+    for (const std::string &group : groups) {
+        const std::string *name = nullptr;
+        for (const host::AttrInfo &a : attrs) {
+            if (a.name == group) name = std::get_if<std::string>(&a.value);
+        }
+        if (name == nullptr || name->empty()) {
+            *error = "attr " + group + " (an HCCL group: HcclGetCommName of the comm) is not given";
+            return false;
+        }
+        void *comm = nullptr;
+        if (server->commForGroup(name->c_str(), device, &comm) != 0) {
+            *error = "attr " + group + " = \"" + *name + "\": " + aclGetRecentErrMsg();
+            return false;
+        }
+        comms->push_back(comm);
+    }
+    return true;
+}
+
 // Calls a kernel entry of N GM_ADDR parameters with args[0..N).
 template <size_t... I>
 void CallWith(void *entry, uint8_t *const *args, std::index_sequence<I...>)
@@ -94,9 +166,29 @@ aclError RunOnStream(void *userData, char *errBuf, size_t errBufLen)
     std::vector<uint8_t *> args = l->gm;
     args.push_back(l->workspace);
     args.push_back(const_cast<uint8_t *>(l->tilingData.data()));
-    const aclError rc = LaunchKernel(
+    // What the runtime does for an MC2 op: a communication context per HCCL group for this launch.
+    std::vector<void *> contexts;
+    const HcclServerEntries *server = l->hcclComms.empty() ? nullptr : HcclServer(&error);
+    for (void *comm : l->hcclComms) {
+        void *context = nullptr;
+        if (server == nullptr || server->contextCreate(comm, &context) != 0) {
+            for (void *made : contexts) server->contextDestroy(made);
+            snprintf(errBuf, errBufLen, "%s: no HCCL context for the launch: %s", l->op->kernel,
+                     server == nullptr ? error.c_str() : aclGetRecentErrMsg());
+            return ACL_ERROR_RT_PARAM_INVALID;
+        }
+        SetLaunchHcclContext(static_cast<uint32_t>(contexts.size()), context);
+        contexts.push_back(context);
+    }
+    aclError rc = LaunchKernel(
         l->op->kernel, l->blockDim, kernelType,
         [&args, entry] { CallEntry(entry, args, std::make_index_sequence<kMaxKernelArgs + 1>{}); }, &error);
+    for (void *context : contexts) {  // waits for the launch's committed tasks
+        if (server->contextDestroy(context) != 0 && rc == ACL_SUCCESS) {
+            rc = ACL_ERROR_RT_AICORE_EXCEPTION;
+            error = std::string("a communication task of the launch failed: ") + aclGetRecentErrMsg();
+        }
+    }
     if (rc != ACL_SUCCESS) snprintf(errBuf, errBufLen, "%s", error.c_str());
     return rc;
 }
@@ -237,6 +329,9 @@ aclnnStatus PhaseOne(const OpInterface &op, const aclTensor *const *tensors, std
     auto spec = std::make_unique<LaunchSpec>();
     Launch &l = spec->launch;
     l.op = &op;
+    if (!ResolveHcclGroups(op, attrs, &l.hcclComms, &error)) {
+        return Report(Fail(ACLNN_ERR_PARAM_INVALID, "%s: %s", op.phase1, error.c_str()));
+    }
     for (size_t i = 0; i < n; ++i) {
         l.gm.push_back(present[i] ? DataOf(args[i], ElementBytes(args[i].view.dataType)) : nullptr);
     }

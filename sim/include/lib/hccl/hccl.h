@@ -10,7 +10,7 @@
 //
 // Declarations as asc-devkit include/adv_api/hccl/hccl.h (class template Hccl<serverType, config>,
 // its member names, parameter types, order and defaults); the simulator implements the members
-// Atlas A2 offers and acl-fa uses: InitV2, SetCcTilingV2, AllGather, AlltoAll, Commit, Wait,
+// acl-fa uses: InitV2, SetCcTilingV2, AllGather, AlltoAll, AlltoAllV (A3 only), Commit, Wait,
 // Query, Finalize, GetRankId, GetRankDim (HCCL-Kernel侧接口/*.md: AlltoAllV, AlltoAllvWrite are
 // A3/950 only; BatchWrite on A2 runs between servers only). Others are not declared, so a
 // kernel that calls them fails to build here rather than run something unchecked.
@@ -70,6 +70,38 @@ public:
         aclfaSimHcclKernelTask task{static_cast<uint32_t>(HcclCMDType::HCCL_CMD_ALLTOALL),
                                     static_cast<uint32_t>(dataType), sendBuf, recvBuf, dataCount, strideCount, repeat};
         const HcclHandle h = Prepare("Hccl::AlltoAll", task);
+        if (commit) Commit(h);
+        return h;
+    }
+
+    // AlltoAllV: rank i sends sendCounts[j] elements from sendBuf + sdispls[j] to rank j, which
+    // puts them at recvBuf + rdispls[i]; counts and displacements are uint64 arrays of
+    // GetRankDim() entries in elements of sendType (asc-devkit hccl.h; AlltoAllV.md). Atlas A3
+    // and Ascend 950 only: "Atlas A2 训练系列产品/Atlas A2 推理系列产品：不支持" (AlltoAllV.md,
+    // 产品支持情况), so the simulator refuses it on an Ascend910B. recvType must equal sendType.
+    // The server reads the arrays at Prepare (the working core's copy).
+    template <bool commit = false>
+    __aicore__ inline HcclHandle AlltoAllV(GM_ADDR sendBuf, void *sendCounts, void *sdispls, HcclDataType sendType,
+                                           GM_ADDR recvBuf, void *recvCounts, void *rdispls, HcclDataType recvType,
+                                           uint8_t repeat = 1)
+    {
+        const aclfaSimChip *chip = aclfaSimGetChip();
+        if (chip != nullptr && std::string(chip->shortSoc) == "ascend910b") {
+            Fail("Hccl::AlltoAllV", std::string("AlltoAllV does not exist on ") + chip->name +
+                                        " (Atlas A2): the API offers it on Atlas A3 and Ascend 950 only "
+                                        "(asc-devkit AlltoAllV.md, 产品支持情况)");
+        }
+        if (sendCounts == nullptr || sdispls == nullptr || recvCounts == nullptr || rdispls == nullptr) {
+            Fail("Hccl::AlltoAllV", "sendCounts, sdispls, recvCounts and rdispls must all be given");
+        }
+        if (recvType != sendType) Fail("Hccl::AlltoAllV", "recvType must equal sendType (AlltoAllV.md)");
+        aclfaSimHcclKernelTask task{static_cast<uint32_t>(HcclCMDType::HCCL_CMD_ALLTOALLV),
+                                    static_cast<uint32_t>(sendType), sendBuf, recvBuf, 0, 0, repeat};
+        task.sendCounts = static_cast<const uint64_t *>(sendCounts);
+        task.sdispls = static_cast<const uint64_t *>(sdispls);
+        task.recvCounts = static_cast<const uint64_t *>(recvCounts);
+        task.rdispls = static_cast<const uint64_t *>(rdispls);
+        const HcclHandle h = Prepare("Hccl::AlltoAllV", task);
         if (commit) Commit(h);
         return h;
     }
