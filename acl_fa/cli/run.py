@@ -43,6 +43,10 @@ from .options import (
               "device memory), in the output's memory as int16 units of per-row bounds (Atlas A2/A3; "
               "(Q+K+V+O)/P plus a float32 per row and head, but channels far below the row's largest lose "
               "precision) or in place in the output's dtype (one rounding per merge). docs/lse_merge.md")
+@click.option("--fused", is_flag=True, envvar="ACL_FA_FUSED", show_envvar=True,
+              help="--parallel ring: the exchange inside the kernel (one RingAttention launch per step, the K/V "
+              "chunk moved by the kernel-side HCCL client while it computes; Atlas A3, contiguous split, S a "
+              "multiple of P; forward only). docs/hccl.md")
 @run_option_options
 @click.option("--qk-quant", "qk_quant", type=click.Choice(["none", "int8"]), envvar="ACL_FA_QK_QUANT", default="none",
               show_default=True, show_envvar=True,
@@ -51,7 +55,7 @@ from .options import (
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
         iters, check, seed, decode, paged, block_size, steps, num_splits, prefill, backend, device, as_json, backward,
         deterministic, parallel_mode, devices, accumulate, window, dropout, mask_density, varlen, precision,
-        qk_quant, alibi, softcap, sinks):
+        qk_quant, alibi, softcap, sinks, fused):
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
     --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
@@ -133,7 +137,9 @@ def _run_parallel(params: dict):
     if click.get_current_context().get_parameter_source("heads") == click.core.ParameterSource.DEFAULT:
         heads = PARALLEL_DEFAULT_HEADS
     how = parallel_run.ParallelSettings(params["parallel_mode"], params["devices"], params["backward"],
-                                        params["accumulate"])
+                                        params["accumulate"], fused=params["fused"])
+    if how.fused and (how.mode != "ring" or how.backward):
+        raise click.UsageError("--fused is for the --parallel ring forward (the fused ring has no backward)")
     if how.backward and how.mode == "ulysses,ring":
         raise click.UsageError("--backward with --parallel: ring or ulysses (acl-fa run --parallel ring --devices P "
                                "--backward, or one process per device under a launcher)")

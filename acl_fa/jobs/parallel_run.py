@@ -87,6 +87,7 @@ class ParallelSettings:
     devices: int = 2
     backward: bool = False
     accumulate: Optional[str] = None
+    fused: bool = False  # ring: the exchange inside the kernel (RingAttention, Atlas A3; forward only)
 
 
 def _inputs(problem: Problem, seed: int) -> tuple:
@@ -101,10 +102,11 @@ def _head_names(problem: Problem) -> dict:
     return dict(num_heads=problem.num_heads, num_kv_heads=problem.num_kv_heads) if problem.layout == "BSH" else {}
 
 
-def _sizes(problem: Problem) -> dict:
+def _sizes(problem: Problem, fused: bool = False) -> dict:
     p = problem
-    return dict(seq=p.seq_q, batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, head_dim=p.head_dim,
-                dtype=str(p.dtype), layout=p.layout, causal=p.causal)
+    sizes = dict(seq=p.seq_q, batch=p.batch, heads=p.num_heads, kv_heads=p.num_kv_heads, head_dim=p.head_dim,
+                 dtype=str(p.dtype), layout=p.layout, causal=p.causal)
+    return {**sizes, "fused": True} if fused else sizes
 
 
 def _dtype_name(problem: Problem) -> str:
@@ -128,11 +130,11 @@ def run_parallel_job(problem: Problem, how: ParallelSettings = ParallelSettings(
         raise InvalidArgumentError(f"--parallel {how.mode!r}: must be ring, ulysses or ulysses,ring")
     p = problem
     q, k, v = _inputs(p, settings.seed)
-    extra = dict(accumulate=how.accumulate) if how.mode == "ring" else {}
+    extra = dict(accumulate=how.accumulate, fused=how.fused) if how.mode == "ring" else {}
     out, lse, report = run(q, k, v, devices=list(range(how.devices)), causal=p.causal, scale=p.scale, layout=p.layout,
                            backend=settings.backend, report=True, **_head_names(p), **extra)
     accuracy = check_sharded(p, q, k, v, out, lse) if settings.check else None
-    run_ = ParallelRun(how.mode, _sizes(p), report, accuracy)
+    run_ = ParallelRun(how.mode, _sizes(p, how.fused), report, accuracy)
     if how.backward and how.mode == "ulysses":
         _ulysses_backward(run_, p, (q, k, v, out, lse), how, settings)
     elif how.backward:
@@ -251,11 +253,11 @@ def run_parallel_rank_job(problem: Problem, how: ParallelSettings = ParallelSett
     p, seq, check = problem, problem.seq_q, settings.check
     q, k, v = _inputs(p, settings.seed)
     with parallel.RankContext.from_env(backend=settings.backend) as ctx:
-        ranges = _rank_ranges(seq, ctx.size, p.causal)
+        ranges = _rank_ranges(seq, ctx.size, p.causal and not how.fused)
         shard = [to_bnsd(x, p.layout, n) for x, n in ((q, p.num_heads), (k, p.num_kv_heads), (v, p.num_kv_heads))]
         shard = [parallel.shard_rows(x, ranges[ctx.rank]) for x in shard]
         out, lse, mine = ctx.ring_attention(*shard, causal=p.causal, scale=p.scale, layout="BNSD", report=True,
-                                            accumulate=how.accumulate)
+                                            accumulate=how.accumulate, fused=how.fused)
         reports = _gather_reports(ctx, mine)
         full_out, full_lse = _gather_head0(ctx, out, lse, ranges, seq)
         if how.backward:
@@ -267,7 +269,7 @@ def run_parallel_rank_job(problem: Problem, how: ParallelSettings = ParallelSett
     if check:
         full = from_bnsd(_pad_heads(full_out, p.num_heads), p.layout)
         accuracy = check_sharded(p, q, k, v, full, _pad_heads(full_lse, p.num_heads))
-    run_ = ParallelRun(how.mode, _sizes(p), report, accuracy)
+    run_ = ParallelRun(how.mode, _sizes(p, how.fused), report, accuracy)
     if how.backward:
         run_.backward = {"wall_seconds": backward_wall, "checked": False}
         run_.backward_report = backward_report
@@ -457,7 +459,8 @@ def format_parallel_report(run: ParallelRun) -> str:
         return _format_ulysses(run)
     lines = [f"acl-fa run --parallel {run.mode}: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} S={s['seq']} "
              f"D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices {rep.devices}"
-             f"{' (zigzag split)' if s['causal'] else ''}"]
+             f"{' (zigzag split)' if s['causal'] and not s.get('fused') else ''}"
+             f"{'; fused: one RingAttention launch per step, the exchange in its kernel' if s.get('fused') else ''}"]
     lines += _link_line(rep)
     lines.append("device  wall s (host)  sent to next  per step (bytes)            FLOPs      device memory")
     for i, d in enumerate(rep.devices):

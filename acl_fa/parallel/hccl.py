@@ -144,6 +144,14 @@ class Communicator:
             raise ClosedObjectError("the Communicator is closed")
         return self._handle
 
+    @property
+    def name(self) -> str:
+        """HcclGetCommName: the comm's name, the same on every rank of the clique -- what an MC2
+        op's group attr takes (acl_fa.ops.ring_attention)."""
+        buf = ffi.new("char[128]")  # ROOTINFO_INDENTIFIER_MAX_LENGTH
+        self.backend.call("HcclGetCommName", self.handle, buf)
+        return ffi.string(buf).decode()
+
     # ---- calls --------------------------------------------------------------------------
     def _call(self, api: str, stream: Stream, keep: list, *args):
         self.session.call(api, *args, self.handle, stream.handle)

@@ -71,6 +71,8 @@ from . import launchers, tcp_store
 from .rank_agree import agree
 from .rank_table import check_against, read_rank_table
 from .ring_backward import run_rank_backward
+from .ring_fused import check_fused, rank_ring_attention_fused
+from ..ops.ring_attention import fused_ring_unsupported
 from ..runtime.session import MALLOC_SLACK
 from .ulysses import rank_ulysses_attention
 from .ulysses_backward import rank_ulysses_attention_backward
@@ -711,7 +713,7 @@ class RankContext:
                                                layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads)
 
     def ring_attention(self, q, k, v, *, causal=False, scale=None, layout="BNSD", num_heads=None, num_kv_heads=None,
-                       report=False, accumulate=None):
+                       report=False, accumulate=None, fused=False):
         """This rank's part of ring attention over the clique. q, k, v: the rank's shard in
         `layout` -- its zigzag_chunks rows of the sequence, concatenated in that order (non-causal:
         rows [S r / P, S (r + 1) / P); causal: chunks r and 2P-1-r of 2P). Every rank calls it
@@ -730,7 +732,17 @@ class RankContext:
         merge (outlier channels: docs/lse_merge.md). "output": in place in the output,
         in the input dtype, the running result rounded at every merge (and each partial by the
         op); (Q + K + V + O) / P, but over the 2x-naive tolerance when one early partial dominates
-        a row (q = k = v: docs/lse_merge.md). Both plus the constant of MemoryBound."""
+        a row (q = k = v: docs/lse_merge.md). Both plus the constant of MemoryBound.
+
+        fused: the exchange inside the kernel (acl_fa.parallel.ring_fused: one RingAttention launch
+        per step, Atlas A3 only); the shards are then the contiguous split, causal or not (rows
+        [S r / P, S (r + 1) / P), S a multiple of P), and accumulate must be None or "float32"."""
+        if fused:
+            why = fused_ring_unsupported(self.session.soc_name())
+            if why:
+                raise InvalidArgumentError(why)
+            if accumulate not in (None, "float32"):
+                raise InvalidArgumentError(f"accumulate={accumulate!r}: the fused ring accumulates in float32")
         accumulate = resolve_accumulate(accumulate, self.session)
         problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
                                                   num_heads=num_heads, num_kv_heads=num_kv_heads)
@@ -742,10 +754,12 @@ class RankContext:
                       head_dim=problem.head_dim, dtype=problem.dtype_name, layout=problem.layout,
                       causal=bool(problem.causal), scale=float(problem.scale))
         rows = [x["rows"] for x in agree(self.comm, "ring_attention", shared, {"rows": problem.seq_q})]
-        ranges = _check_split(rows, problem.causal)
+        ranges = _check_split(rows, problem.causal and not fused)
         chunk_rows = [[b - a for a, b in rr] for rr in ranges]
         qb, kb, vb = (to_bnsd(q, problem.layout, problem.num_heads), to_bnsd(k, problem.layout, problem.num_kv_heads),
                       to_bnsd(v, problem.layout, problem.num_kv_heads))
+        if fused:
+            return self._ring_attention_fused(problem, rows, qb, kb, vb, report)
         cuts = np.cumsum([0, *chunk_rows[r]])
         pieces = [slice(int(a), int(b)) for a, b in zip(cuts, cuts[1:])]
         q_chunks = [np.ascontiguousarray(qb[:, :, c]) for c in pieces]
@@ -764,6 +778,22 @@ class RankContext:
                                     rk.wall, rk.device_bytes, link_figures(self.comm, r, p), rk.ring_buffer_bytes,
                                     rk.d2h_bytes, rk.memory, _int16_unsupported(self.session))
 
+
+    def _ring_attention_fused(self, problem, rows, qb, kb, vb, report):
+        """ring_attention(fused=True) of the rank's BNSD shards (acl_fa.parallel.ring_fused)."""
+        check_fused(self.session, rows, problem.causal)
+        res = rank_ring_attention_fused(self.session, self.comm, qb, kb, vb, causal=bool(problem.causal),
+                                        scale=float(problem.scale), gate=self.step_gate, per_step_bytes=report)
+        out = np.ascontiguousarray(from_bnsd(res.out, problem.layout))
+        if not report:
+            return out, res.lse
+        p, r = self.size, self.rank
+        link = link_figures(self.comm, r, p)
+        comm_model = [modeled_link_seconds(link, nb, 2) for nb in res.bytes_per_step]  # K and V: one message each
+        compute_model = [f / self.peak if self.peak else 0.0 for f in res.flops_per_step]
+        return out, res.lse, RankReport(r, self.device, res.bytes_per_step, sum(res.flops_per_step), comm_model,
+                                        compute_model, res.wall_seconds, res.device_bytes, link,
+                                        int16_unsupported=_int16_unsupported(self.session))
 
     def ring_attention_backward(self, dout, q, k, v, out, lse, *, causal=False, scale=None, layout="BNSD",
                                 num_heads=None, num_kv_heads=None, report=False):
@@ -929,10 +959,11 @@ def _ring_devices(problem, devices, backend) -> tuple:
 
 
 def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="BNSD", num_heads=None,
-                   num_kv_heads=None, backend=None, report=False, accumulate=None):
+                   num_kv_heads=None, backend=None, report=False, accumulate=None, fused=False):
     """FlashAttention of host arrays sharded over `devices` (default: every device) by ring
     attention: P RankContexts of this process, one thread each. Returns (out like q, lse float32
-    [B, N, S]), and a RingReport when `report`. accumulate: as RankContext.ring_attention."""
+    [B, N, S]), and a RingReport when `report`. accumulate, fused: as RankContext.ring_attention
+    (fused: the exchange inside the kernel, contiguous split, S a multiple of P, Atlas A3)."""
     if accumulate is not None:
         _check_accumulate(accumulate)
     problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
@@ -942,7 +973,10 @@ def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="B
     layout = problem.layout
     qb, kb, vb = (to_bnsd(q, layout, problem.num_heads), to_bnsd(k, layout, problem.num_kv_heads),
                   to_bnsd(v, layout, problem.num_kv_heads))
-    ranges = zigzag_chunks(problem.seq_q, p, problem.causal)
+    if fused and p > 1 and problem.seq_q % p:
+        raise InvalidArgumentError(f"the fused ring needs every rank to hold as many rows: S={problem.seq_q} is not a "
+                                   f"multiple of the {p} devices")
+    ranges = zigzag_chunks(problem.seq_q, p, problem.causal and not fused)
     if p == 1:
         with Session(device=devices[0], backend=be.name) as session:
             rk = _SingleRank(session, [qb], [[(kb, vb)]], problem, chip_peak_flops(be))
@@ -956,7 +990,8 @@ def ring_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="B
             contexts = [RankContext(s, c) for s, c in zip(sessions, comms)]
             outs = _run_threads(contexts, lambda ctx: ctx.ring_attention(
                 shard_rows(qb, ranges[ctx.rank]), shard_rows(kb, ranges[ctx.rank]), shard_rows(vb, ranges[ctx.rank]),
-                causal=problem.causal, scale=problem.scale, layout="BNSD", report=True, accumulate=accumulate))
+                causal=problem.causal, scale=problem.scale, layout="BNSD", report=True, accumulate=accumulate,
+                fused=fused))
     out = np.empty(qb.shape, problem.dtype)
     lse = np.empty(qb.shape[:3], np.float32)
     for rr, (o, l, _) in zip(ranges, outs):
