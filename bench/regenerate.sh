@@ -87,6 +87,7 @@ section() {
             run ring-backward-4096 acl-fa run --parallel ring --devices 8 --seq 4096 --causal --backward
             run ring-backward-copies "$PYTHON" bench/ring_backward_copies.py 8 4096
             run ring-fused-model "$PYTHON" bench/ring_fused_model.py
+            run ring-fused-kernel env ACL_FA_SIM_SOC=Ascend910_93 "$PYTHON" bench/ring_fused_kernel.py
             run ulysses-model "$PYTHON" bench/ulysses_model.py ;;
         window) run window-work "$PYTHON" bench/window_work.py --seq 32768 --heads 1 --window 256,0 ;;
         mask)

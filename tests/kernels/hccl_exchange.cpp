@@ -17,13 +17,15 @@ struct HcclExchangeTiling {
     Mc2InitTiling init;
     Mc2CcTiling allGather;
     Mc2CcTiling alltoAll;
+    Mc2CcTiling alltoAllV;
     uint32_t mode;
     uint32_t tile;
     uint32_t tilesPerCore;
     uint64_t count;
 };
 
-constexpr uint32_t kCommunicate = 1, kAlltoAll = 2, kCompute = 4, kNeverCommit = 8;
+constexpr uint32_t kCommunicate = 1, kAlltoAll = 2, kCompute = 4, kNeverCommit = 8, kRingAlltoAllV = 16;
+constexpr uint32_t kMaxRanks = 128;  // AlltoAllV.md: at most 128 ranks per domain on Atlas A3
 
 class HcclExchange {
 public:
@@ -73,12 +75,20 @@ extern "C" __global__ __aicore__ void hccl_exchange(GM_ADDR send, GM_ADDR recv, 
     AscendC::Hccl hccl;
     hccl.InitV2(AscendC::GetHcclContext<AscendC::HCCL_GROUP_ID_0>(), &t);
     if (hccl.SetCcTilingV2(offsetof(HcclExchangeTiling, allGather)) != AscendC::HCCL_SUCCESS ||
-        hccl.SetCcTilingV2(offsetof(HcclExchangeTiling, alltoAll)) != AscendC::HCCL_SUCCESS) {
+        hccl.SetCcTilingV2(offsetof(HcclExchangeTiling, alltoAll)) != AscendC::HCCL_SUCCESS ||
+        hccl.SetCcTilingV2(offsetof(HcclExchangeTiling, alltoAllV)) != AscendC::HCCL_SUCCESS) {
         return;
     }
     AscendC::HcclHandle handle = -1;
     if (t.mode & kCommunicate) {
-        if (t.mode & kAlltoAll) {
+        if (t.mode & kRingAlltoAllV) {  // a ring step: count elements to rank + 1, from rank - 1
+            const uint32_t rank = hccl.GetRankId(), ranks = hccl.GetRankDim();
+            uint64_t sendCounts[kMaxRanks] = {}, recvCounts[kMaxRanks] = {}, displs[kMaxRanks] = {};
+            sendCounts[(rank + 1) % ranks] = t.count;
+            recvCounts[(rank + ranks - 1) % ranks] = t.count;
+            handle = hccl.AlltoAllV<true>(send, sendCounts, displs, AscendC::HCCL_DATA_TYPE_FP16, recv, recvCounts,
+                                          displs, AscendC::HCCL_DATA_TYPE_FP16);
+        } else if (t.mode & kAlltoAll) {
             handle = hccl.AlltoAll<true>(send, recv, t.count, AscendC::HCCL_DATA_TYPE_FP16);
         } else {
             handle = hccl.AllGather<true>(send, recv, t.count, AscendC::HCCL_DATA_TYPE_FP16, 0);
@@ -110,6 +120,8 @@ extern "C" int aclfaSimTestHcclExchange(void *context, uint32_t mode, void *send
     config.SetOpType(static_cast<uint32_t>(AscendC::HcclCMDType::HCCL_CMD_ALLTOALL));
     config.SetAlgConfig("AlltoAll=level0:fullmesh");
     ok = ok && config.GetTiling(t.alltoAll) == EXIT_SUCCESS;
+    config.SetOpType(static_cast<uint32_t>(AscendC::HcclCMDType::HCCL_CMD_ALLTOALLV));
+    ok = ok && config.GetTiling(t.alltoAllV) == EXIT_SUCCESS;
     if (!ok) {
         std::snprintf(err, errLen, "Mc2CcTilingConfig::GetTiling failed");
         return -1;

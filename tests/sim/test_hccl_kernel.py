@@ -87,6 +87,7 @@ def rank(r):
                                               [(r * count if my_mode & 2 else 0):][:count]))
                               for i in range(ranks)))
     res["z_ok"] = bool(np.array_equal(z, x * 2 + 1))
+    res["recv_head"] = [float(e) for e in recv[:8]]
     sent = []
     for peer in range(ranks):
         s = ffi.new("aclfaSimHcclLinkStats *")
@@ -103,14 +104,17 @@ for t in threads: t.join(timeout=300)
 print(json.dumps(out))
 """
 
-COMMUNICATE, ALLTOALL, COMPUTE, NEVER_COMMIT = 1, 2, 4, 8
+COMMUNICATE, ALLTOALL, COMPUTE, NEVER_COMMIT, RING_ALLTOALLV = 1, 2, 4, 8, 16
 
 
-def run(ranks, mode, count=4096, tile=1024, tiles=4, block_dim=4, trace=False, no_context=False, devices=None):
+def run(ranks, mode, count=4096, tile=1024, tiles=4, block_dim=4, trace=False, no_context=False, devices=None,
+        soc=None):
     code = DRIVER.format(kernels=str(ROOT / "tests" / "kernels"),
                          args=(ranks, mode, count, tile, tiles, block_dim, int(trace), int(no_context), devices))
     env = dict(os.environ, ACL_FA_BACKEND="sim", HCCL_EXEC_TIMEOUT="120", PYTHONPATH=str(ROOT))
     env.pop("ACL_FA_SIM_DEVICE_COUNT", None)
+    if soc:
+        env["ACL_FA_SIM_SOC"] = soc
     if devices and max(devices) >= 8:
         env["ACL_FA_SIM_DEVICE_COUNT"] = str(max(devices) + 1)
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
@@ -262,3 +266,24 @@ def test_ranks_as_processes_gather_inside_their_kernels(tmp_path):
         res = json.loads(out.strip().splitlines()[-1])
         assert res["rc"] == 0 and res["destroy"] == 0, res["msg"]
         assert res["recv_ok"], f"rank {r}: recv does not hold every rank's block"
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_alltoallv_ring_step_inside_the_kernel_on_atlas_a3(ranks):
+    """Hccl::AlltoAllV with one non-zero block per direction (the fused ring's exchange): rank r's
+    first `count` elements land in rank r + 1's recv; only that link carries bytes."""
+    count = 512
+    res = run(ranks, COMMUNICATE | RING_ALLTOALLV, count=count, soc="Ascend910_93")
+    for r, rank in enumerate(res):
+        assert rank["rc"] == 0, rank["msg"]
+        prev = (r - 1) % ranks
+        assert rank["recv_head"] == [float(i % 1000 + 1000 * prev) for i in range(8)], rank["recv_head"]
+        assert rank["sent"] == [count * 2 if peer == (r + 1) % ranks else 0 for peer in range(ranks)], rank["sent"]
+
+
+def test_alltoallv_inside_the_kernel_is_refused_on_atlas_a2():
+    """AlltoAllV.md: Atlas A2 does not offer it; the simulated Ascend910B2 refuses the call."""
+    res = run(2, COMMUNICATE | RING_ALLTOALLV, count=256, soc="Ascend910B2")
+    for rank in res:
+        assert rank["rc"] != 0
+        assert "AlltoAllV does not exist on Ascend910B2 (Atlas A2)" in rank["msg"], rank["msg"]
