@@ -97,7 +97,7 @@ def fused_steps(backend, heads: int, rows: int) -> tuple:
 
 def stream_compute(heads: int, rows: int) -> float:
     """Modeled seconds of the stream ring's FlashAttention calls for one off-diagonal step."""
-    pieces = parallel.sub_blocks([rows, rows], parallel.BLOCK_ROWS)
+    pieces = parallel.sub_blocks([[rows], [rows]], parallel.BLOCK_ROWS)
     total = 0.0
     for a0, a1 in pieces[0][0]:
         for b0, b1 in pieces[1][0]:
@@ -180,8 +180,9 @@ def main() -> int:
         kv_bytes = args.heads * rows * HEAD_DIM * ITEMSIZE  # K (or V) of one rank
         link_s = 2 * (link["latency_us"] * 1e-6 + kv_bytes / (link["bandwidth_gbs"] * 1e9))
         fused, bare = fused_steps(backend, args.heads, rows)
+        print(f"rows {rows}: fused step {fused * 1e6:.1f} us, compute-only {bare * 1e6:.1f} us (modeled)", flush=True)
         compute = stream_compute(args.heads, rows)
-        messages = 2 * len(parallel.sub_blocks([rows], parallel.BLOCK_ROWS)[0][0])
+        messages = 2 * len(parallel.sub_blocks([[rows]], parallel.BLOCK_ROWS)[0][0])
         stream_link = messages * link["latency_us"] * 1e-6 + 2 * kv_bytes / (link["bandwidth_gbs"] * 1e9)
         stream = max(compute, stream_link)
         overheads.append(fused - max(bare, link_s))

@@ -8,7 +8,10 @@ RankContext (threads) as under the one-call face.
 
 Each check runs in a fresh process (the simulated chip is chosen when the libraries load).
 """
-from conftest import run_checks_on_sim_devices
+import subprocess
+import sys
+
+from conftest import REPO, run_checks_on_sim_devices, run_on_sim_devices, sim_devices_env
 
 A3 = dict(ACL_FA_SIM_SOC="Ascend910_93")
 
@@ -117,3 +120,22 @@ for kwargs, words in cases:
 def test_fused_ring_refuses_what_it_cannot_run():
     run_checks_on_sim_devices(REFUSED, 2, **A3)
     run_checks_on_sim_devices(REFUSED, 1, ACL_FA_SIM_SOC="Ascend910B2")
+
+
+def test_cli_run_parallel_ring_fused_in_one_process_and_under_launch():
+    """`acl-fa run --parallel ring --fused` (threads) and under `acl-fa launch -n 4` (one process per
+    device): the report says fused, every link carries K and V of S / P rows per step, the check
+    against the float64 reference passes."""
+    args = ["--parallel", "ring", "--fused", "--seq", "96", "--causal", "--heads", "2", "--kv-heads", "1",
+            "--head-dim", "32"]
+    # S=96 over 4 devices: 24 rows, 1 kv head, D=32, fp16, K and V: 3072 B per step but the last.
+    text = run_on_sim_devices(["-m", "acl_fa", "run", *args, "--devices", "4"], **A3)
+    assert "fused: one RingAttention launch per step" in text and "(zigzag split)" not in text, text
+    assert "3072,3072,3072,0" in text and ": OK" in text, text
+    env = sim_devices_env(**A3)  # (without any rank variables of this process: NOT_INHERITED_BY_SIM_CHILDREN)
+    proc = subprocess.run([sys.executable, "-m", "acl_fa", "launch", "-n", "4", "--timeout", "200", "--", "acl-fa",
+                           "run", *args], capture_output=True, text=True, timeout=240, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[rank 0] acl-fa run --parallel ring: B=1 N=2 Nkv=1 S=96" in proc.stdout, proc.stdout
+    assert "fused: one RingAttention launch per step" in proc.stdout and "3072,3072,3072,0" in proc.stdout
+    assert ": OK" in proc.stdout, proc.stdout

@@ -437,8 +437,12 @@ private:
                 break;
             case OpKind::COMM_START: {
                 // The HCCL server takes the task when the scalar unit writes the message and
-                // moves it over the links for `units` cycles (docs/hccl.md, "Fused ring").
-                commDone_[op.key] = issue + static_cast<double>(op.units);
+                // moves it over the links for `units` cycles (docs/hccl.md, "Fused ring"). One
+                // server per context runs its tasks one after the other, in commit order
+                // (kernel_server.cpp): a task starts when the previous one of its context ended.
+                double &serverFree = commServerFree_[op.key >> 7];  // key: context << 7 | handle (hccl.h)
+                serverFree = std::max(issue, serverFree) + static_cast<double>(op.units);
+                commDone_[op.key] = serverFree;
                 auto w = commWaiters_.find(op.key);
                 if (w != commWaiters_.end()) {
                     for (uint32_t waiter : w->second) {
@@ -665,6 +669,7 @@ private:
     std::unordered_map<uint64_t, std::deque<Token>> crossFlags_;
     std::unordered_map<uint64_t, std::deque<uint32_t>> crossWaiters_;
     std::unordered_map<uint64_t, double> commDone_;                  // HCCL task -> its modeled end
+    std::unordered_map<uint64_t, double> commServerFree_;            // HCCL context -> its server's last task end
     std::unordered_map<uint64_t, std::vector<uint32_t>> commWaiters_;  // cores waiting for a task not started yet
     std::unordered_map<uint64_t, std::vector<uint32_t>> syncParticipants_;
     std::unordered_map<uint64_t, SyncBarrier> barriers_;
