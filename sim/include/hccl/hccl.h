@@ -33,6 +33,8 @@ extern HcclResult HcclCommDestroy(HcclComm comm);
 
 extern HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
 extern HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
+/* The comm's name (at most 128 bytes with its NUL), the same on every rank: what an MC2 op's group
+ * attr takes ("通过Hccl提供的接口HcclGetCommName获取，其中commName即为group", ops-transformer mc2 docs). */
 extern HcclResult HcclGetCommName(HcclComm comm, char *commName);
 
 extern HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
