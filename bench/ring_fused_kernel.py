@@ -45,6 +45,7 @@ import threading
 os.environ.setdefault("ACL_FA_SIM_SOC", "Ascend910_93")
 
 from common import sim_chip_and_link, table  # noqa: E402
+import ring_fused_model as design  # noqa: E402  (the design model's kernel profiles and sizes)
 
 import numpy as np  # noqa: E402
 
@@ -107,18 +108,14 @@ def stream_compute(heads: int, rows: int) -> float:
     return total
 
 
-SEQ, HEADS, DEVICES = 1 << 20, 32, 64
-KERNEL_SECONDS = {}  # (sq, skv, causal) -> modeled seconds at N = HEADS
+SEQ, HEADS, DEVICES = design.SEQ, design.HEADS, design.DEVICES
 
 
 def kernel_seconds(sq: int, skv: int, causal: bool, heads: int) -> float:
-    """The FlashAttention kernel's modeled time on B1 N32 Sq x Skv D128 fp16 (profiled at N = heads)."""
-    key = (sq, skv, causal)
-    if key not in KERNEL_SECONDS:
-        r = profile_job(problem_from_sizes(seq_q=sq, seq_kv=skv, num_heads=heads, head_dim=HEAD_DIM, causal=causal),
-                        JobSettings(backend="sim"))
-        KERNEL_SECONDS[key] = float(r.summary["time_s"]) * HEADS / heads
-    return KERNEL_SECONDS[key]
+    """The FlashAttention kernel's modeled time on B1 N32 Sq x Skv D128 fp16, profiled at N = heads
+    (ring_fused_model.kernel_seconds: one profile per call shape)."""
+    design.PROFILE_HEADS[0] = heads
+    return design.kernel_seconds(sq, skv, causal)
 
 
 def projection(backend, overhead: float, heads: int) -> list:
@@ -202,7 +199,8 @@ def main() -> int:
         print(table(["schedule", "causal", "modeled ms", "compute-only ms", "exposed comm"], rows))
         scale = f"profile_job at N={args.project_heads} x {HEADS // args.project_heads}"
         print(f"kernel calls modeled (B1 N32 D128 fp16, {scale}): " + ", ".join(
-            f"{sq}x{skv}{' causal' if c else ''} {t * 1e6:.1f} us" for (sq, skv, c), t in sorted(KERNEL_SECONDS.items())))
+            f"{sq}x{skv}{' causal' if c else ''} {t * 1e6:.1f} us"
+            for (sq, skv, c), t in sorted(design.KERNEL_SECONDS.items())))
     return 0
 
 
