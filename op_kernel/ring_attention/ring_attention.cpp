@@ -15,8 +15,10 @@
 // not on Atlas A2 (AlltoAllV.md, 产品支持情况), so the op is registered for ascend910_93 only. On
 // A2 the same exchange would be a write into the neighbour's window (GetWindowsInAddr, within a
 // server) and BatchWrite between servers; not built.
+#include <cstddef>  // offsetof
+
+#include "flash_attention_entry.h"  // kernel_operator.h, lib/matmul_intf.h, the forward's instances
 #include "lib/hccl/hccl.h"
-#include "flash_attention_entry.h"
 #include "ring_attention_tiling.h"
 
 namespace ring_attn {
