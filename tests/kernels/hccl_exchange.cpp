@@ -24,7 +24,8 @@ struct HcclExchangeTiling {
     uint64_t count;
 };
 
-constexpr uint32_t kCommunicate = 1, kAlltoAll = 2, kCompute = 4, kNeverCommit = 8, kRingAlltoAllV = 16;
+constexpr uint32_t kCommunicate = 1, kAlltoAll = 2, kCompute = 4, kNeverCommit = 8, kRingAlltoAllV = 16,
+                   kTwice = 32;
 constexpr uint32_t kMaxRanks = 128;  // AlltoAllV.md: at most 128 ranks per domain on Atlas A3
 
 class HcclExchange {
@@ -79,7 +80,7 @@ extern "C" __global__ __aicore__ void hccl_exchange(GM_ADDR send, GM_ADDR recv, 
         hccl.SetCcTilingV2(offsetof(HcclExchangeTiling, alltoAllV)) != AscendC::HCCL_SUCCESS) {
         return;
     }
-    AscendC::HcclHandle handle = -1;
+    AscendC::HcclHandle handle = -1, second = -1;
     if (t.mode & kCommunicate) {
         if (t.mode & kRingAlltoAllV) {  // a ring step: count elements to rank + 1, from rank - 1
             const uint32_t rank = hccl.GetRankId(), ranks = hccl.GetRankDim();
@@ -88,6 +89,10 @@ extern "C" __global__ __aicore__ void hccl_exchange(GM_ADDR send, GM_ADDR recv, 
             recvCounts[(rank + ranks - 1) % ranks] = t.count;
             handle = hccl.AlltoAllV<true>(send, sendCounts, displs, AscendC::HCCL_DATA_TYPE_FP16, recv, recvCounts,
                                           displs, AscendC::HCCL_DATA_TYPE_FP16);
+            if (t.mode & kTwice) {  // the same exchange again, committed at once (the fused ring's K then V)
+                second = hccl.AlltoAllV<true>(send, sendCounts, displs, AscendC::HCCL_DATA_TYPE_FP16, recv,
+                                              recvCounts, displs, AscendC::HCCL_DATA_TYPE_FP16);
+            }
         } else if (t.mode & kAlltoAll) {
             handle = hccl.AlltoAll<true>(send, recv, t.count, AscendC::HCCL_DATA_TYPE_FP16);
         } else {
@@ -101,6 +106,7 @@ extern "C" __global__ __aicore__ void hccl_exchange(GM_ADDR send, GM_ADDR recv, 
         op.Compute();
     }
     if (handle >= 0) hccl.Wait(handle);
+    if (second >= 0) hccl.Wait(second);
     hccl.Finalize();
 }
 
