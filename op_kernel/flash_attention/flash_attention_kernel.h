@@ -65,14 +65,16 @@
 // S and P have two UB buffers each: chunk k + 1's S is requested (MTE2) before chunk k's vector
 // work is issued and chunks alternate P buffers, so a chunk's load and the previous chunk's P
 // store run while the vector unit works; the invariant below is per row and unchanged by it.
-// A tile is only as wide as the columns QK wrote (TileWidth: BlockCols rounded up to 16), so a
-// block the band's end or the Skv tail cuts is moved and softmaxed at that width, not blockN.
+// A tile is only as wide as the columns QK wrote (TileWidth: BlockCols rounded up to 16, or to
+// 128 for the half softmax), so a block the band's end or the Skv tail cuts is moved and
+// softmaxed at that width, not blockN.
 // High-performance precision (FlashAttentionV4 inner_precise 1, tiling key bit 8; S = T): the QK
 // Matmul writes S in T (FixPipe rounds it), with a row stride of blockN elements of T, and P goes
 // over it exactly (probStride_ = blockN); each AIV casts its rows to fp32 in UB (workQue_) and
 // the rest is the same -- except, with half inputs, for a chunk that needs no per-element work
-// besides the softmax (NarrowChunk): that one is softmaxed in half as it arrives
-// (SoftmaxChunkNarrow, OnlineSoftmax::ScoresToProbsNarrow), Exp writing P straight into probQue.
+// besides the softmax and the band's visibility (NarrowChunk): that one is masked and softmaxed
+// in half as it arrives (SoftmaxChunkNarrow, OnlineSoftmax::ScoresToProbsNarrow), Exp writing P
+// straight into probQue.
 // The S slots are [blockM, blockN] S each (T here: half the default's workspace for them).
 // T is half, bfloat16_t or float (float: fp32 operands on the cube, P handed over in fp32).
 #pragma once
