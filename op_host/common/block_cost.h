@@ -81,32 +81,44 @@ inline BaseTiles BaseTilesOf(double m, double n, double k, double t, const StepC
     return b;
 }
 
-// The L1 buffers of a Matmul job that keeps B resident: all of B's K tiles of one N column in
-// one buffer (stepKb = depthB1 = K tiles, stepN = 1), which the Matmul API's Norm template
-// caches and, iterating ORDER_M, serves to every M block (docs/cann-facts.md, "Matmul L1
-// cache"), so B is read from GM once per job however many M blocks there are; A gets the rest
-// in steps of stepKa K tiles (a divisor of the K tiles), double-buffered when that fits.
+// The L1 buffers of a Matmul job that keeps B resident: all of B's K tiles of stepN N columns
+// in one buffer (stepKb = K tiles, depthB1 = stepN x K tiles), which the Matmul API's Norm
+// template caches and, iterating ORDER_M, serves to every M block (docs/cann-facts.md, "Matmul
+// L1 cache"), so B is read from GM once per job however many M blocks there are; A gets the rest
+// in steps of stepKa K tiles (a divisor of the K tiles), double-buffered when that fits. A is
+// loaded once per pass of stepN N blocks (ORDER_M runs an M block's stepN N blocks before the
+// next M block and resets A only then: asc-devkit scheduler_norm_base.h MoveOnIterateOrderM), so
+// with nBlocks > 1 (the job's N base blocks) the plan takes the fewest A passes that fit, each
+// with the fewest N blocks (the rest of L1 stays for the other job).
 // residentB false: B's K tiles and one A tile do not fit `share` bytes; `bytes` is then the
 // least any tiling needs (one A and one B tile).
 struct L1Plan {
     uint32_t stepKa = 0, depthA1 = 0, stepKb = 0, depthB1 = 0;
     double bytes = 0;
     bool residentB = false;
+    uint32_t stepN = 1;  // N base blocks B's buffer holds (A is loaded once per stepN of them)
 };
-inline L1Plan PlanL1(uint64_t kTiles, double aTileBytes, double bTileBytes, double share) {
+inline L1Plan PlanL1(uint64_t kTiles, double aTileBytes, double bTileBytes, double share, uint64_t nBlocks = 1) {
     L1Plan plan;
-    const double b = static_cast<double>(kTiles) * bTileBytes;
-    for (uint64_t stepKa = kTiles; stepKa >= 1; --stepKa) {
-        if (kTiles % stepKa != 0) continue;
-        for (uint32_t db = 2; db >= 1; --db) {
-            const double bytes = b + db * static_cast<double>(stepKa) * aTileBytes;
-            if (bytes <= share) {
-                plan.stepKa = static_cast<uint32_t>(stepKa);
-                plan.depthA1 = static_cast<uint32_t>(stepKa) * db;
-                plan.stepKb = plan.depthB1 = static_cast<uint32_t>(kTiles);
-                plan.bytes = bytes;
-                plan.residentB = true;
-                return plan;
+    nBlocks = nBlocks == 0 ? 1 : nBlocks;
+    for (uint64_t passes = 1; passes <= nBlocks; ++passes) {
+        const uint64_t stepN = (nBlocks + passes - 1) / passes;
+        if (passes > 1 && (nBlocks + passes - 2) / (passes - 1) == stepN) continue;  // tried already
+        const double b = static_cast<double>(stepN * kTiles) * bTileBytes;
+        for (uint64_t stepKa = kTiles; stepKa >= 1; --stepKa) {
+            if (kTiles % stepKa != 0) continue;
+            for (uint32_t db = 2; db >= 1; --db) {
+                const double bytes = b + db * static_cast<double>(stepKa) * aTileBytes;
+                if (bytes <= share) {
+                    plan.stepKa = static_cast<uint32_t>(stepKa);
+                    plan.depthA1 = static_cast<uint32_t>(stepKa) * db;
+                    plan.stepKb = static_cast<uint32_t>(kTiles);
+                    plan.depthB1 = static_cast<uint32_t>(stepN * kTiles);
+                    plan.stepN = static_cast<uint32_t>(stepN);
+                    plan.bytes = bytes;
+                    plan.residentB = true;
+                    return plan;
+                }
             }
         }
     }
@@ -115,7 +127,9 @@ inline L1Plan PlanL1(uint64_t kTiles, double aTileBytes, double bTileBytes, doub
 }
 
 // The forward's two jobs per K/V-block step and their L1: QK (A = Q [M, D], B = K^T [D, n])
-// plans in half of L1, P.V (A = P [M, n], B = V [n, D]) in what QK leaves.
+// plans in half of L1, over as many of its N blocks as fit there (fewer passes over Q), P.V
+// (A = P [M, n], B = V [n, D]) in what QK leaves -- QK keeps one N block when its wider plan
+// would cost P.V its resident V (op_host KeepBResident's callers decide the same).
 struct StepL1 {
     L1Plan qk, pv;
     double Bytes() const { return qk.bytes + pv.bytes; }
@@ -123,8 +137,13 @@ struct StepL1 {
 inline StepL1 PlanStepL1(double m, double n, double d, double t, const StepCosts &c) {
     StepL1 l1;
     const BaseTiles qk = BaseTilesOf(m, n, d, t, c), pv = BaseTilesOf(m, d, n, t, c);
-    l1.qk = PlanL1(qk.kTiles, qk.m * qk.k * t, qk.k * qk.n * t, c.l1Bytes / 2);
+    const uint64_t nBlocks = static_cast<uint64_t>((n + qk.n - 1) / qk.n);
+    l1.qk = PlanL1(qk.kTiles, qk.m * qk.k * t, qk.k * qk.n * t, c.l1Bytes / 2, nBlocks);
     l1.pv = PlanL1(pv.kTiles, pv.m * pv.k * t, pv.k * pv.n * t, c.l1Bytes - l1.qk.bytes);
+    if (l1.qk.stepN > 1 && !l1.pv.residentB) {
+        l1.qk = PlanL1(qk.kTiles, qk.m * qk.k * t, qk.k * qk.n * t, c.l1Bytes / 2);
+        l1.pv = PlanL1(pv.kTiles, pv.m * pv.k * t, pv.k * pv.n * t, c.l1Bytes - l1.qk.bytes);
+    }
     return l1;
 }
 
@@ -133,12 +152,13 @@ inline double MatmulPasses(double rows, double base) {
     return static_cast<double>(static_cast<uint64_t>((rows + base - 1) / base));
 }
 
-// GM bytes of one Matmul job C[m, n] = A[m, k] . B[k, n]: A once per N pass of baseN columns;
-// B once when it stays resident in L1, else once per M pass of baseM rows (stepM = stepN = 1;
+// GM bytes of one Matmul job C[m, n] = A[m, k] . B[k, n]: A once per N pass of stepN x baseN
+// columns; B once when it stays resident in L1, else once per M pass of baseM rows (stepM = 1;
 // the Matmul Norm template loads its operands so: docs/cann-facts.md "Matmul L1 cache").
-inline double MatmulReadBytes(double m, double n, double k, double t, bool residentB, const StepCosts &c) {
+inline double MatmulReadBytes(double m, double n, double k, double t, bool residentB, const StepCosts &c,
+                              uint32_t stepN = 1) {
     const BaseTiles b = BaseTilesOf(m, n, k, t, c);
-    return m * k * t * MatmulPasses(n, b.n) + k * n * t * (residentB ? 1 : MatmulPasses(m, b.m));
+    return m * k * t * MatmulPasses(n, b.n * stepN) + k * n * t * (residentB ? 1 : MatmulPasses(m, b.m));
 }
 
 // The costs on a chip: its GM rates from the platform's L2 rate per AI Core (docs/timing_model.md:
@@ -182,7 +202,7 @@ inline double GroupStepBytes(uint32_t blockM, uint32_t blockN, uint64_t headDim,
                              const StepCosts &c, double colShare = 1) {
     const double m = blockM, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
     const StepL1 l1 = PlanStepL1(m, n, d, t, c);
-    const double cube = MatmulReadBytes(m, n, d, t, l1.qk.residentB, c) + m * n * 4 +
+    const double cube = MatmulReadBytes(m, n, d, t, l1.qk.residentB, c, l1.qk.stepN) + m * n * 4 +
                         MatmulReadBytes(m, d, n, t, l1.pv.residentB, c);
     // The AIVs move S and P only as wide as the cube computed them (rounded up to 16 columns).
     return cube * colShare + m * d * 4 + (m * n * 4 + m * n * t) * colShare + m * d * 4;
@@ -196,7 +216,7 @@ inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uin
     const double m = blockM, r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
     const double port = c.corePortBytesPerCycle;
     const StepL1 l1 = PlanStepL1(m, n, d, t, c);
-    const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c), c);
+    const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c, l1.qk.stepN), c);
     const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, l1.pv.residentB, c), c);
     // An AIV's rows go through UB in chunks of ch rows. Per chunk, softmax over [ch, n] fp32: ~7
     // passes of ch*n/64 repeats (max, scale-and-subtract in one FusedMulAdd, exp x2, sum, cast,
@@ -232,7 +252,7 @@ inline double ItemFillCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim,
                              const StepCosts &c) {
     const double m = blockM, r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
     const StepL1 l1 = PlanStepL1(m, n, d, t, c);
-    const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c), c);
+    const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c, l1.qk.stepN), c);
     const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, l1.pv.residentB, c), c);
     return 2 * c.matmulRequestCycles + qk + pv + c.crossCoreFlagCycles + c.mte2LatencyCycles +
            r * d * 4 / c.corePortBytesPerCycle;

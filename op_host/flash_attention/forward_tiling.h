@@ -203,18 +203,22 @@ inline std::string ReadForwardProblem(gert::TilingContext *context, const Forwar
 // bytes: the L1 steps and depths of fa_policy::PlanL1 for its base tiles (B's K tiles in one
 // cached buffer, iterated ORDER_M), written over the tiling's as production tilings adjust
 // TCubeTiling after GetTiling (docs/cann-facts.md, "Matmul L1 cache"). Left as filled when B
-// does not fit beside an A tile. Returns the L1 bytes the tiling's buffers take.
-inline uint64_t KeepBResident(uint32_t dtypeBytes, uint64_t share, TCubeTiling *t) {
+// does not fit beside an A tile. spanN: B's buffer may hold several N base blocks (stepN), so
+// that A is loaded once per stepN of them (fa_policy::PlanL1). Returns the L1 bytes the tiling's
+// buffers take.
+inline uint64_t KeepBResident(uint32_t dtypeBytes, uint64_t share, TCubeTiling *t, bool spanN = false) {
     const double bytes = dtypeBytes;
     const uint64_t kTiles = (static_cast<uint64_t>(t->singleCoreK) + t->baseK - 1) / t->baseK;
+    const uint64_t nBlocks = spanN ? (static_cast<uint64_t>(t->singleCoreN) + t->baseN - 1) / t->baseN : 1;
     const fa_policy::L1Plan plan = fa_policy::PlanL1(kTiles, t->baseM * t->baseK * bytes, t->baseK * t->baseN * bytes,
-                                                     static_cast<double>(share));
+                                                     static_cast<double>(share), nBlocks);
     if (plan.residentB && t->stepM == 1 && t->stepN == 1) {
         t->stepKa = static_cast<int32_t>(plan.stepKa);
         t->depthA1 = static_cast<int32_t>(plan.depthA1);
         t->stepKb = static_cast<int32_t>(plan.stepKb);
         t->depthB1 = static_cast<int32_t>(plan.depthB1);
-        t->iterateOrder = 0;  // ORDER_M: the M blocks of an N column one after another
+        t->stepN = static_cast<int32_t>(plan.stepN);
+        t->iterateOrder = 0;  // ORDER_M: M blocks outer, each one's stepN N blocks inner (one A load)
         t->shareL1Size = static_cast<int32_t>(plan.bytes);
     }
     return static_cast<uint64_t>(t->depthA1) * t->baseM * t->baseK * dtypeBytes +
@@ -308,18 +312,28 @@ inline ge::graphStatus WriteForwardTiling(gert::TilingContext *context, fa_polic
     // Per item, all its blockM rows: S = Q.K^T ([m, hd] x [n, hd]^T) and P.V ([m, n] x [n, hd]), C fp32.
     // MIX path: A and C in GM (the group's workspace; sub-block 0 issues both matmuls for the
     // pair); QK in half of L1, P.V in what QK's buffers leave, each keeping its B (K, V) resident
-    // when it fits (fa_policy::PlanStepL1 budgets the same). Coupled path: each matmul half of
+    // when it fits, QK's over as many N blocks as fit unless that costs P.V its resident V
+    // (fa_policy::PlanStepL1 budgets the same). Coupled path: each matmul half of
     // L1, C in UB, A too for P.V, and the UB the kernel gives it.
     const int32_t ubBytes = plan.coupled ? static_cast<int32_t>(plan.mmUbBytes) : -1;
     CubeSpec qk{m, n, hd, false, true, false, plan.coupled, 1, ubBytes};
     qk.cInputType = problem.narrowScores;  // named, not positional: CubeSpec's optional fields
     const CubeSpec pv{m, hd, n, false, false, plan.coupled, plan.coupled, 1, ubBytes};
-    bool filled = FillCubeTiling(platform, mmType, qk, chip.l1Bytes / 2, &td->qkTiling);
-    const uint64_t qkL1 = !filled ? 0 : plan.coupled ? chip.l1Bytes / 2
-                                                     : KeepBResident(problem.dtypeBytes, chip.l1Bytes / 2, &td->qkTiling);
-    const uint64_t pvShare = chip.l1Bytes - qkL1;
-    filled = filled && FillCubeTiling(platform, mmType, pv, pvShare, &td->pvTiling);
-    if (filled && !plan.coupled) KeepBResident(problem.dtypeBytes, pvShare, &td->pvTiling);
+    // spanN: QK's B over several N blocks (the first try), or one (when that left P.V's V not resident).
+    auto fillBoth = [&](bool spanN) {
+        bool ok = FillCubeTiling(platform, mmType, qk, chip.l1Bytes / 2, &td->qkTiling);
+        const uint64_t qkL1 = !ok ? 0 : plan.coupled ? chip.l1Bytes / 2
+                                                     : KeepBResident(problem.dtypeBytes, chip.l1Bytes / 2, &td->qkTiling, spanN);
+        const uint64_t pvShare = chip.l1Bytes - qkL1;
+        ok = ok && FillCubeTiling(platform, mmType, pv, pvShare, &td->pvTiling);
+        if (ok && !plan.coupled) KeepBResident(problem.dtypeBytes, pvShare, &td->pvTiling);
+        return ok;
+    };
+    bool filled = fillBoth(true);
+    const TCubeTiling &pvt = td->pvTiling;
+    if (filled && td->qkTiling.stepN > 1 && pvt.depthB1 < pvt.stepN * ((pvt.singleCoreK + pvt.baseK - 1) / pvt.baseK)) {
+        filled = fillBoth(false);
+    }
     if (!filled) {
         FA_LOGE(context, "matmul tiling failed for block_m=%u, block_n=%u, head_dim=%d on %s", plan.blockM,
                 plan.blockN, hd, chip.socName.c_str());

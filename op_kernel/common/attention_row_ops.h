@@ -443,40 +443,54 @@ __aicore__ inline void SoftCap(const AscendC::LocalTensor<float> &tile, const As
     }
 }
 
-// Sets columns [from, to) of the row starting at rowBase (a multiple of 16 elements) to
-// `value`: whole 64-column repeats as one contiguous run, a partial repeat through a bit mask.
-__aicore__ inline void FillColumns(const AscendC::LocalTensor<float> &tile, uint32_t rowBase, uint32_t from,
-                                   uint32_t to, float value)
+// Bits [0, k) of a 64-bit mask word (k >= 64: all of them; a shift by 64 would be undefined).
+__aicore__ inline uint64_t LowBits(uint32_t k) { return k >= 64 ? ~0ULL : ((1ULL << k) - 1); }
+
+// The bit mask of elements [lo, hi) of one repeat (hi <= 128): mask[0] holds elements 0..63,
+// mask[1] 64..127 (a 16-bit type's repeat; a 32-bit type's has only mask[0], mask[1] stays 0).
+__aicore__ inline void RepeatRangeBits(uint32_t lo, uint32_t hi, uint64_t mask[2])
 {
+    mask[0] = LowBits(hi) & ~LowBits(lo);
+    mask[1] = (hi > 64 ? LowBits(hi - 64) : 0) & ~(lo > 64 ? LowBits(lo - 64) : 0);
+}
+
+// Sets columns [from, to) of the row starting at rowBase (a multiple of 16 elements) to
+// `value`: whole repeats (64 fp32 / 128 half columns) as one contiguous run, a partial repeat
+// through a bit mask. E is float or a 16-bit type (the high-performance precision's half tile).
+template <typename E>
+__aicore__ inline void FillColumns(const AscendC::LocalTensor<E> &tile, uint32_t rowBase, uint32_t from, uint32_t to,
+                                   E value)
+{
+    constexpr uint32_t PER_REPEAT = 256 / sizeof(E);
     while (from < to) {
-        const uint32_t chunk = from / FP32_PER_REPEAT * FP32_PER_REPEAT;
-        if (from == chunk && to - chunk >= FP32_PER_REPEAT) {
-            const uint32_t whole = (to - chunk) / FP32_PER_REPEAT * FP32_PER_REPEAT;
+        const uint32_t chunk = from / PER_REPEAT * PER_REPEAT;
+        if (from == chunk && to - chunk >= PER_REPEAT) {
+            const uint32_t whole = (to - chunk) / PER_REPEAT * PER_REPEAT;
             AscendC::Duplicate(tile[rowBase + chunk], value, static_cast<int32_t>(whole));
             from = chunk + whole;
             continue;
         }
-        const uint32_t end = Min(chunk + FP32_PER_REPEAT, to);
-        const uint32_t hiBits = end - chunk, loBits = from - chunk;
-        const uint64_t upTo = hiBits == 64 ? ~0ULL : ((1ULL << hiBits) - 1);
-        uint64_t mask[2] = {upTo & ~((1ULL << loBits) - 1), 0};
+        const uint32_t end = Min(chunk + PER_REPEAT, to);
+        uint64_t mask[2];
+        RepeatRangeBits(from - chunk, end - chunk, mask);
         AscendC::Duplicate(tile[rowBase + chunk], value, mask, 1, 1, 8);
         from = end;
     }
 }
 
-// Bits [0, k) of a repeat's mask (k <= 64; a shift by 64 would be undefined).
-__aicore__ inline uint64_t LowBits(uint32_t k) { return k >= FP32_PER_REPEAT ? ~0ULL : ((1ULL << k) - 1); }
-
 // Sets the columns of the row starting at rowBase outside [from, to) -- [0, from) and [to, n) --
 // to `value`, for a row of n columns (from <= to <= n). A row of at most one repeat takes both
 // sides in one bit-masked Duplicate.
-__aicore__ inline void FillOutside(const AscendC::LocalTensor<float> &tile, uint32_t rowBase, uint32_t from,
-                                   uint32_t to, uint32_t n, float value)
+template <typename E>
+__aicore__ inline void FillOutside(const AscendC::LocalTensor<E> &tile, uint32_t rowBase, uint32_t from, uint32_t to,
+                                   uint32_t n, E value)
 {
-    if (n <= FP32_PER_REPEAT) {
-        uint64_t mask[2] = {LowBits(n) & ~(LowBits(to) & ~LowBits(from)), 0};
-        if (mask[0] != 0) {
+    if (n <= 256 / sizeof(E)) {
+        uint64_t all[2], seen[2];
+        RepeatRangeBits(0, n, all);
+        RepeatRangeBits(from, to, seen);
+        uint64_t mask[2] = {all[0] & ~seen[0], all[1] & ~seen[1]};
+        if (mask[0] != 0 || mask[1] != 0) {
             AscendC::Duplicate(tile[rowBase], value, mask, 1, 1, 8);
         }
         return;

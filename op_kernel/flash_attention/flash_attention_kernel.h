@@ -65,14 +65,16 @@
 // S and P have two UB buffers each: chunk k + 1's S is requested (MTE2) before chunk k's vector
 // work is issued and chunks alternate P buffers, so a chunk's load and the previous chunk's P
 // store run while the vector unit works; the invariant below is per row and unchanged by it.
-// A tile is only as wide as the columns QK wrote (TileWidth: BlockCols rounded up to 16), so a
-// block the band's end or the Skv tail cuts is moved and softmaxed at that width, not blockN.
+// A tile is only as wide as the columns QK wrote (TileWidth: BlockCols rounded up to 16, or to
+// 128 for the half softmax), so a block the band's end or the Skv tail cuts is moved and
+// softmaxed at that width, not blockN.
 // High-performance precision (FlashAttentionV4 inner_precise 1, tiling key bit 8; S = T): the QK
 // Matmul writes S in T (FixPipe rounds it), with a row stride of blockN elements of T, and P goes
 // over it exactly (probStride_ = blockN); each AIV casts its rows to fp32 in UB (workQue_) and
 // the rest is the same -- except, with half inputs, for a chunk that needs no per-element work
-// besides the softmax (NarrowChunk): that one is softmaxed in half as it arrives
-// (SoftmaxChunkNarrow, OnlineSoftmax::ScoresToProbsNarrow), Exp writing P straight into probQue.
+// besides the softmax and the band's visibility (NarrowChunk): that one is masked and softmaxed
+// in half as it arrives (SoftmaxChunkNarrow, OnlineSoftmax::ScoresToProbsNarrow), Exp writing P
+// straight into probQue.
 // The S slots are [blockM, blockN] S each (T here: half the default's workspace for them).
 // T is half, bfloat16_t or float (float: fp32 operands on the cube, P handed over in fp32).
 #pragma once
@@ -177,11 +179,12 @@ private:
     // This AIV's rows [r0, r0 + rows) of S_kvBlock, [rows, TileWidth] fp32, GM -> scoreQue (enqueued).
     __aicore__ inline void LoadScores(uint32_t kvBlock, uint32_t r0, uint32_t rows);
     // Softmax of those rows once dequeued into `scores` (freed here); P goes over those rows of S.
-    // Whether chunk (rows from row0) of block kvBlock takes the half softmax (HALF_SOFTMAX only).
-    __aicore__ inline bool NarrowChunk(uint32_t kvBlock, uint32_t rows, uint32_t row0) const;
-    // The half softmax of a chunk's staged S [rows, TileWidth] half (freed here); P goes out as in SoftmaxChunk.
+    // Whether the chunks of block kvBlock take the half softmax (HALF_SOFTMAX only).
+    __aicore__ inline bool NarrowChunk(uint32_t kvBlock) const;
+    // The half softmax of a chunk's staged S [rows, TileWidth] half (freed here; row0 its first
+    // query row in the sequence); P goes out as in SoftmaxChunk.
     __aicore__ inline void SoftmaxChunkNarrow(AscendC::LocalTensor<S> &staged, uint32_t kvBlock, uint32_t r0,
-                                              uint32_t rows);
+                                              uint32_t rows, uint32_t row0);
     // P [rows, w] T of this AIV's rows from r0 (probQue_'s current turn, freed here) over those rows of S in GM.
     __aicore__ inline void StoreProbs(AscendC::LocalTensor<T> &prob, uint32_t kvBlock, uint32_t r0, uint32_t rows);
     __aicore__ inline void SoftmaxChunk(AscendC::LocalTensor<float> &scores, uint32_t kvBlock, uint32_t r0,
@@ -204,7 +207,12 @@ private:
     __aicore__ inline uint32_t TileWidth(uint32_t kvBlock) const
     {
         const uint32_t n = td_->blockN;
-        return td_->philoxLanes != 0 ? n : Min(n, CeilDiv(BlockCols(kvBlock), VISIBLE_COL_ALIGN) * VISIBLE_COL_ALIGN);
+        // The half softmax works in whole 128-column repeats: with S in half and blockN a multiple
+        // of them, a cut block is read in them (the extra columns lie past every row's band end,
+        // so MaskScores sets them to -inf like the rest of the cut).
+        const uint32_t align =
+            HALF_SOFTMAX && n % attn_rows::B16_PER_REPEAT == 0 ? attn_rows::B16_PER_REPEAT : VISIBLE_COL_ALIGN;
+        return td_->philoxLanes != 0 ? n : Min(n, CeilDiv(BlockCols(kvBlock), align) * align);
     }
     // Keys of block kvBlock the cube computes (QK's columns of S, P.V's reduction length): the
     // block, cut at the item's last visible key. The AIVs read exactly these columns of S.
@@ -586,8 +594,8 @@ __aicore__ inline void FlashAttentionKernel<T, S>::SoftmaxBlock(uint32_t kvBlock
             LoadScores(kvBlock, r0 + c, Min(c, rows - r0 - c));
         }
         if constexpr (HALF_SOFTMAX) {
-            if (NarrowChunk(kvBlock, chunk, row0 + r0)) {
-                SoftmaxChunkNarrow(staged, kvBlock, r0, chunk);
+            if (NarrowChunk(kvBlock)) {
+                SoftmaxChunkNarrow(staged, kvBlock, r0, chunk, row0 + r0);
                 continue;
             }
         }
@@ -690,31 +698,32 @@ __aicore__ inline void FlashAttentionKernel<T, S>::StoreProbs(AscendC::LocalTens
     probTurn_ = (probTurn_ + 1) % PROB_BUFFERS;
 }
 
-// The half softmax takes a chunk that needs no per-element work besides the softmax itself: no
-// soft-capping, no dropout, no explicit mask bias on the block, no band edge or tail in the tile,
-// whole 128-column repeats of half, scale > 0, and P's buffer free to fold in (foldInProb_: the
-// fp32 row sum then folds in the staged S tile, which is dead by then). Other chunks take the fp32
-// softmax of the cast S, as before; both keep the same fp32 row state.
+// The half softmax takes the chunks of a block that need no per-element work besides the softmax
+// and the band's visibility: no soft-capping, no dropout, no explicit mask bias on the block,
+// whole 128-column repeats of half (TileWidth rounds a cut block up to them), scale > 0, and P's
+// buffer free to fold in (foldInProb_: the fp32 row sum then folds in the staged S tile, which is
+// dead by then). The band's edges and the Skv tail are masked in half (ScoresToProbsNarrow), so
+// the blocks on the causal diagonal take it too. Other blocks take the fp32 softmax of the cast
+// S, as before; both keep the same fp32 row state.
 template <typename T, typename S>
-__aicore__ inline bool FlashAttentionKernel<T, S>::NarrowChunk(uint32_t kvBlock, uint32_t rows, uint32_t row0) const
+__aicore__ inline bool FlashAttentionKernel<T, S>::NarrowChunk(uint32_t kvBlock) const
 {
     const uint32_t w = TileWidth(kvBlock);
     return foldInProb_ && td_->softcap <= 0.0f && td_->scaleValue > 0.0f && td_->philoxLanes == 0 &&
            !mods_.AddsBias() &&  // ALiBi and a float mask add to the scaled scores: the fp32 path
-           w % attn_rows::B16_PER_REPEAT == 0 && BlockClass(kvBlock) != attn_mask::BLOCK_MIXED &&
-           softmax_.TileFullyVisible(w, rows, row0, kvBlock);
+           w % attn_rows::B16_PER_REPEAT == 0 && BlockClass(kvBlock) != attn_mask::BLOCK_MIXED;
 }
 
 template <typename T, typename S>
 __aicore__ inline void FlashAttentionKernel<T, S>::SoftmaxChunkNarrow(AscendC::LocalTensor<S> &staged, uint32_t kvBlock,
-                                                                   uint32_t r0, uint32_t rows)
+                                                                   uint32_t r0, uint32_t rows, uint32_t row0)
 {
     const uint32_t w = TileWidth(kvBlock);
     AscendC::LocalTensor<T> prob = probQue_[probTurn_].AllocTensor<T>();
     AscendC::LocalTensor<float> wide = workQue_.AllocTensor<float>();
     // staged holds [c, n] S = [c, n / 2] fp32 bytes >= the [c, 64] fp32 fold (w >= 128).
     softmax_.UseFold(staged.template ReinterpretCast<float>());
-    softmax_.ScoresToProbsNarrow(staged, prob, wide, w, kvBlock, rows, r0);
+    softmax_.ScoresToProbsNarrow(staged, prob, wide, w, kvBlock, rows, row0, r0);
     workQue_.FreeTensor(wide);
     scoreQue_.FreeTensor(staged);
     StoreProbs(prob, kvBlock, r0, rows);

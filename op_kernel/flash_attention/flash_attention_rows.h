@@ -31,6 +31,7 @@ constexpr uint32_t STAT_SLOTS = 7;        // per-row fp32 vectors kept in statBu
 constexpr float NEG_INF = -__builtin_inff();
 constexpr float MAX_FLOOR = -3.40282346638528859812e+38f;  // -FLT_MAX: the floor of the running row max
 constexpr float SUM_FLOOR = 1.17549435082228750797e-38f;   // FLT_MIN: O = acc / max(l, FLT_MIN)
+constexpr float HALF_LOWEST = -65504.0f;  // half's lowest finite value: the narrow softmax's shift floor
 
 using attn_rows::CeilDiv;
 using attn_rows::Min;
@@ -95,13 +96,12 @@ public:
     __aicore__ inline void ScoresToProbs(const AscendC::LocalTensor<float> &scores, uint32_t stride,
                                          uint32_t kvBlock, uint32_t rows, uint32_t row0, uint32_t stateRow,
                                          Bias *bias = nullptr);
-    // Whether every row of a [rows, stride] tile of K/V block kvBlock (first query row row0) sees
-    // every one of its `stride` columns: no band edge, Skv tail or tile edge cuts it, so
-    // MaskScores has nothing to do.
-    __aicore__ inline bool TileFullyVisible(uint32_t stride, uint32_t rows, uint32_t row0, uint32_t kvBlock) const;
     // ScoresToProbs in the 16-bit input type H (half; the high-performance precision's S): for a
-    // TileFullyVisible tile with stride a multiple of 128, no soft-capping, no mask bias and
-    // scale > 0. scores [rows, stride] H (raw S, overwritten), prob [rows, stride] H receives
+    // tile with stride a multiple of 128, no soft-capping, no mask bias and scale > 0; the band's
+    // edges and the Skv tail are masked in H (MaskScores: -inf, so P = 0 there, as in fp32), and
+    // a masked tile floors the shift at H's lowest finite value (a row that has seen no key yet
+    // keeps a finite shift: S - shift is -inf - finite = -inf, never -inf + inf). row0: the tile's
+    // first query row in the sequence. scores [rows, stride] H (raw S, overwritten), prob [rows, stride] H receives
     // P = exp(scale (S - shift)) (also the max's scratch before that), wide [rows, stride] fp32
     // scratch for the row sum, which is taken in fp32 of P as the cube will read it. The running
     // max stays fp32, m = scale * shift, where shift = max(m_old / scale, rowmax(S)) rounded to H
@@ -110,7 +110,7 @@ public:
     template <typename H>
     __aicore__ inline void ScoresToProbsNarrow(const AscendC::LocalTensor<H> &scores, const AscendC::LocalTensor<H> &prob,
                                                const AscendC::LocalTensor<float> &wide, uint32_t stride,
-                                               uint32_t kvBlock, uint32_t rows, uint32_t stateRow);
+                                               uint32_t kvBlock, uint32_t rows, uint32_t row0, uint32_t stateRow);
     // acc = alpha_kvBlock * acc + pv, both [rows, D] fp32, pv = P_kvBlock . V_kvBlock, for state
     // rows [stateRow, stateRow + rows) (acc: those rows' accumulator); valid until the softmax of
     // block kvBlock + 2.
@@ -123,8 +123,10 @@ public:
 private:
     // The per-tile visibility of the scores [rows, stride] of keys [col0, col0 + cols) for query
     // rows [row0, row0 + rows): -inf outside the band and in columns [cols, stride). Every
-    // restriction of which key a query may see is applied here.
-    __aicore__ inline void MaskScores(const AscendC::LocalTensor<float> &scores, uint32_t stride, uint32_t rows,
+    // restriction of which key a query may see is applied here. E: float, or the half tile of
+    // ScoresToProbsNarrow. Returns whether any element was masked.
+    template <typename E>
+    __aicore__ inline bool MaskScores(const AscendC::LocalTensor<E> &scores, uint32_t stride, uint32_t rows,
                                       uint32_t row0, uint32_t col0, uint32_t cols);
     // tile[r, :width] = tile[r, :width] (OP) rowValues[r] for a tile with row stride `stride`.
     template <attn_rows::Op OP>
@@ -272,28 +274,18 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbs(const AscendC::LocalTensor<f
     AscendC::Add(rowSum, rowSum, blockSum, rows);    // l = alpha * l + rowsum(P)
 }
 
-__aicore__ inline bool OnlineSoftmax::TileFullyVisible(uint32_t stride, uint32_t rows, uint32_t row0,
-                                                       uint32_t kvBlock) const
-{
-    const uint32_t col0 = kvBlock * td_->blockN;
-    const uint32_t cols = Min(Min(td_->blockN, seqKv_ - col0), stride);
-    if (cols != stride) {
-        return false;
-    }
-    // MaskScores' test (the first row's band start and the last row's band end).
-    const int64_t diag = attn_band::Diagonal(seqQ_, seqKv_);
-    const int64_t from0 = attn_band::KeyBegin(row0, diag, td_->preTokens) - col0;
-    const int64_t to0 = attn_band::KeyEnd(row0, diag, td_->nextTokens) - col0;
-    return from0 + static_cast<int64_t>(rows) - 1 <= 0 && to0 >= static_cast<int64_t>(cols);
-}
-
 template <typename H>
 __aicore__ inline void OnlineSoftmax::ScoresToProbsNarrow(const AscendC::LocalTensor<H> &scores,
                                                           const AscendC::LocalTensor<H> &prob,
                                                           const AscendC::LocalTensor<float> &wide, uint32_t stride,
-                                                          uint32_t kvBlock, uint32_t rows, uint32_t stateRow)
+                                                          uint32_t kvBlock, uint32_t rows, uint32_t row0,
+                                                          uint32_t stateRow)
 {
+    static_assert(sizeof(H) == 2, "the narrow softmax takes a 16-bit tile (128 columns per repeat)");
     const uint32_t n = stride;
+    const uint32_t col0 = kvBlock * td_->blockN;
+    const uint32_t cols = Min(Min(td_->blockN, seqKv_ - col0), n);
+    const bool masked = MaskScores(scores, n, rows, row0, col0, cols);
     const uint32_t elems = rows * n;
     const float scale = td_->scaleValue;
     AscendC::LocalTensor<float> rowMax = Slot(maxSlot_ == ROW_MAX_A ? ROW_MAX_B : ROW_MAX_A, stateRow);
@@ -310,6 +302,10 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbsNarrow(const AscendC::LocalTe
     AscendC::Cast(blockMax, shiftH, AscendC::RoundMode::CAST_NONE, rows);
     AscendC::Muls(newMax, rowMax, 1.0f / scale, rows);  // m_old in S's units (-inf before any key)
     AscendC::Max(newMax, newMax, blockMax, rows);
+    if (masked) {
+        // A row with no key so far and none here: -inf, which H cannot shift by.
+        attn_rows::MaxsOnArch(newMax, newMax, HALF_LOWEST, rows, brcb_);
+    }
     AscendC::Cast(shiftH, newMax, AscendC::RoundMode::CAST_RINT, rows);  // the shift, in H
     AscendC::Cast(newMax, shiftH, AscendC::RoundMode::CAST_NONE, rows);
     AscendC::Muls(newMax, newMax, scale, rows);      // m_new = scale * shift (fp32 state)
@@ -356,7 +352,8 @@ __aicore__ inline void OnlineSoftmax::Finish(const AscendC::LocalTensor<float> &
     ApplyRows<attn_rows::Op::DIV>(acc, rowSum, rows, d, d);  // O = acc / l
 }
 
-__aicore__ inline void OnlineSoftmax::MaskScores(const AscendC::LocalTensor<float> &scores, uint32_t stride,
+template <typename E>
+__aicore__ inline bool OnlineSoftmax::MaskScores(const AscendC::LocalTensor<E> &scores, uint32_t stride,
                                                  uint32_t rows, uint32_t row0, uint32_t col0, uint32_t cols)
 {
     const uint32_t n = stride;
@@ -370,7 +367,7 @@ __aicore__ inline void OnlineSoftmax::MaskScores(const AscendC::LocalTensor<floa
     const bool cutsLeft = from0 + static_cast<int64_t>(rows) - 1 > 0;
     const bool cutsRight = to0 < static_cast<int64_t>(cols);
     if (!cutsLeft && !cutsRight && cols == n) {
-        return;  // every row sees every column: no mask work
+        return false;  // every row sees every column: no mask work
     }
     for (uint32_t r = 0; r < rows; ++r) {
         int64_t from = cutsLeft ? from0 + r : 0;
@@ -378,8 +375,10 @@ __aicore__ inline void OnlineSoftmax::MaskScores(const AscendC::LocalTensor<floa
         to = to > static_cast<int64_t>(cols) ? static_cast<int64_t>(cols) : to;
         to = to < 0 ? 0 : to;
         from = from < 0 ? 0 : (from > to ? to : from);
-        attn_rows::FillOutside(scores, r * n, static_cast<uint32_t>(from), static_cast<uint32_t>(to), n, NEG_INF);
+        attn_rows::FillOutside(scores, r * n, static_cast<uint32_t>(from), static_cast<uint32_t>(to), n,
+                               static_cast<E>(NEG_INF));
     }
+    return true;
 }
 
 template <attn_rows::Op OP>

@@ -85,16 +85,18 @@ def test_model_follows_the_plan_not_the_kernel():
     assert causal.q_zigzag
 
 
-@pytest.mark.parametrize("seq, block_n", [(1024, 512), (2048, 1024)])
-def test_items_of_two_base_tiles_read_each_kv_block_once(session, sim_only, seq, block_n):
+@pytest.mark.parametrize("seq, block_n, q_passes", [(1024, 512, 1), (2048, 1024, 2)])
+def test_items_of_two_base_tiles_read_each_kv_block_once(session, sim_only, seq, block_n, q_passes):
     """256-row items span two 128-row Matmul base tiles; op_host keeps K and V resident in L1
     (all K tiles of B in one cached buffer, ORDER_M), so each K/V block is read from GM once per
     step, not once per base tile (at 256x1024 the tiling alone would stream V's 8 K tiles through
-    4 buffers, once per base tile). B1 N2 D128 fp16, not causal; per step QK reads Q [256, 128]
-    once per 256-column N block and K [n, 128] once, P.V reads P [256, n] and V [n, 128] once."""
+    4 buffers, once per base tile). B1 N2 D128 fp16, not causal; per step QK reads K [n, 128]
+    once and Q [256, 128] once per pass of stepN = 2 256-column N blocks (K's tiles of two N
+    blocks stay in L1: q_passes 1 at n = 512, 2 at n = 1024, where Q was read once per N block,
+    2 and 4 times, before), P.V reads P [256, n] and V [n, 128] once."""
     problem = problem_from_sizes(seq_q=seq, num_heads=2, head_dim=128, block_m=256, block_n=block_n)
     q, k, v = random_inputs(problem)
     m = measure(session, problem, q, k, v, warmup=0, iters=1, download=False, per_core=True)
     t, steps = 2, 2 * (seq // 256) * (seq // block_n)
-    per_step = (block_n // 256) * 256 * 128 * t + block_n * 128 * t + 256 * block_n * t + block_n * 128 * t
+    per_step = q_passes * 256 * 128 * t + block_n * 128 * t + 256 * block_n * t + block_n * 128 * t
     assert sum(c["gm_read_bytes"] for c in m.stats["aic"]) == steps * per_step

@@ -178,9 +178,9 @@ def check_cube(t, m, n, k, limits):
     used = t.depthA1 * t.baseM * t.baseK * 2 + t.depthB1 * t.baseN * t.baseK * 2
     assert used == t.shareL1Size
     assert t.depthA1 % t.stepKa == 0 and t.depthB1 % t.stepKb == 0
-    # B (K or V) resident: all its K tiles in one buffer, which the Norm template caches and
-    # ORDER_M (iterateOrder 0) serves to every M block (op_host KeepBResident).
-    assert t.stepKb == t.depthB1 == -(-k // t.baseK) and t.iterateOrder == 0
+    # B (K or V) resident: all its K tiles of stepN N blocks in one buffer, which the Norm
+    # template caches and ORDER_M (iterateOrder 0) serves to every M block (op_host KeepBResident).
+    assert t.stepKb == -(-k // t.baseK) and t.depthB1 == t.stepN * t.stepKb and t.iterateOrder == 0
     return used
 
 
