@@ -72,7 +72,8 @@ section() {
             run model-fa "$PYTHON" bench/fa_model.py
             run model-gemm "$PYTHON" bench/gemm_model.py
             run model-validation "$PYTHON" bench/model_validation.py
-            run forward-second-step "$PYTHON" bench/forward_second_step.py ;;
+            run forward-second-step "$PYTHON" bench/forward_second_step.py
+            run forward-third-step "$PYTHON" bench/forward_third_step.py ;;
         sweep)
             run sweep-4096 acl-fa plan --seq 4096 --heads 8 --causal --sweep --plot bench/sweep_4096_causal.png
             run sweep-4096-310p env ACL_FA_SIM_SOC=Ascend310P3 acl-fa plan --seq 4096 --heads 8 --causal --sweep
