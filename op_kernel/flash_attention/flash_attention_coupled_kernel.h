@@ -31,6 +31,63 @@
 
 namespace flash_attn {
 
+// The end of a coupled kernel's work item (also FlashAttentionInt8's coupled kernel): O = acc / l
+// and the LSE from the softmax's state of `rows` rows, O cast to T into outQue ([m, d] T) and
+// copied to outGm at outOffset (sequence rows numHeads * D elements apart unless BNSD), the LSE
+// through lseQue ([m] fp32) to lseGm at lseOffset. Whole 32-B blocks only (no DataCopyPad on
+// these archs): O rows are D * sizeof(T) bytes, whole blocks; the last rows % 8 LSE values are
+// written by the scalar unit.
+template <typename T>
+__aicore__ inline void WriteCoupledOutput(const FlashAttentionTilingData *td, OnlineSoftmax &softmax,
+                                          const AscendC::LocalTensor<float> &acc,
+                                          AscendC::TQue<AscendC::TPosition::VECOUT, 1> &outQue,
+                                          AscendC::TQue<AscendC::TPosition::VECOUT, 1> &lseQue,
+                                          const AscendC::GlobalTensor<T> &outGm, AscendC::GlobalTensor<float> &lseGm,
+                                          uint32_t rows, uint64_t outOffset, uint64_t lseOffset)
+{
+    const uint32_t d = td->headDim;
+    AscendC::LocalTensor<float> lse = lseQue.AllocTensor<float>();
+    softmax.Finish(acc, lse, rows);
+
+    AscendC::LocalTensor<T> out = outQue.AllocTensor<T>();
+    // float -> half: CAST_NONE rounds to nearest even; these architectures have no CAST_RINT for
+    // the pair (asc-devkit Cast.md, the 310P AI Core and training-series tables).
+    AscendC::Cast(out, acc, AscendC::RoundMode::CAST_NONE, rows * d);
+    outQue.EnQue(out);
+    out = outQue.DeQue<T>();
+    if (td->layout == FA_LAYOUT_BNSD) {
+        AscendC::DataCopy(outGm[outOffset], out, rows * d);
+    } else {
+        // BSND / BSH / TND: consecutive sequence rows are numHeads * D elements apart in GM; a row is
+        // D * sizeof(T) bytes, a whole number of 32-B blocks.
+        const uint16_t rowBlocks = static_cast<uint16_t>(d * sizeof(T) / 32);
+        AscendC::DataCopyParams params{static_cast<uint16_t>(rows), rowBlocks, 0,
+                                       static_cast<uint16_t>((td->numHeads - 1) * rowBlocks)};
+        AscendC::DataCopy(outGm[outOffset], out, params);
+    }
+    outQue.FreeTensor(out);
+
+    lseQue.EnQue(lse);
+    lse = lseQue.DeQue<float>();
+    const uint32_t whole = rows / FP32_PER_BLOCK * FP32_PER_BLOCK;
+    if (whole > 0) {
+        AscendC::DataCopy(lseGm[lseOffset], lse, whole);
+    }
+    if (whole < rows) {
+        // The last rows % 8 LSE values: a whole block would overwrite the next item's rows.
+        WaitForPipe<AscendC::HardEvent::V_S>();
+        for (uint32_t r = whole; r < rows; ++r) {
+            lseGm.SetValue(lseOffset + r, lse.GetValue(r));
+        }
+#if defined(__NPU_ARCH__) && __NPU_ARCH__ == 2002
+        // dav-m200 caches scalar GM writes: write them back (the GM form has no dcciDst there;
+        // dav-c100 has no GM form at all).
+        AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE>(lseGm);
+#endif
+    }
+    lseQue.FreeTensor(lse);
+}
+
 template <typename T>
 class FlashAttentionCoupledKernel {
 public:
@@ -52,7 +109,6 @@ public:
 private:
     __aicore__ inline void ProcessItem(uint32_t item);
     __aicore__ inline void ComputeBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0);
-    __aicore__ inline void WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset);
 
     const FlashAttentionTilingData *td_ = nullptr;
     AscendC::TPipe *pipe_ = nullptr;
@@ -136,29 +192,26 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ProcessItem(uint32_t item
 {
     ItemPlace place;
     items_.Locate(item, &place);
-    const uint32_t row0 = place.qBlock * td_->blockM;
-    const uint32_t rows = Min(td_->blockM, place.seqQ - row0);
-
     // Only the K/V blocks holding a key some row of the item sees under the band.
-    uint32_t keyFirst = 0, keyEnd = 0;
-    VisibleKeys(td_, place.seqQ, place.seqKv, row0, rows, &keyFirst, &keyEnd);
-    const uint32_t kvBegin = keyFirst / td_->blockN;
-    const uint32_t kvEnd = keyEnd == 0 ? kvBegin : CeilDiv(keyEnd, td_->blockN);
+    const ItemSpan span = SpanOfItem(td_, place);
+    const uint32_t row0 = span.row0;
+    const uint32_t rows = span.rows;
     const uint64_t queryOffset = items_.QueryOffset(place, row0);
     kvOffset_ = items_.KvOffset(place, 0);
     seqKv_ = place.seqKv;
     softmax_.Reset(acc_, rows, place.seqQ, place.seqKv);
 
-    if (kvEnd > kvBegin) {
+    if (span.kvEnd > span.kvBegin) {
         // qk: A = Q rows [rows, D] (row stride rowStrideQ_), B^T = K rows [cols, D] (row stride
         // rowStrideKv_); C [rows, cols] into UB.
         qkMm.SetOrgShape(rows, td_->blockN, rowStrideQ_, rowStrideKv_);
         qkMm.SetTensorA(queryGm_[queryOffset]);
     }
-    for (uint32_t j = kvBegin; j < kvEnd; ++j) {
+    for (uint32_t j = span.kvBegin; j < span.kvEnd; ++j) {
         ComputeBlock(j, rows, row0);
     }
-    WriteOutput(rows, queryOffset, place.lseRow0 + row0);
+    WriteCoupledOutput<T>(td_, softmax_, acc_, outQue_, lseQue_, outGm_, lseGm_, rows, queryOffset,
+                          place.lseRow0 + row0);
 }
 
 template <typename T>
@@ -192,51 +245,6 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ComputeBlock(uint32_t kvB
     pvMm.SetTail(rows, d, cols);
     pvMm.IterateAll(pv_);
     softmax_.Accumulate(acc_, pv_, rows, kvBlock);
-}
-
-template <typename T>
-__aicore__ inline void FlashAttentionCoupledKernel<T>::WriteOutput(uint32_t rows, uint64_t outOffset,
-                                                                   uint64_t lseOffset)
-{
-    const uint32_t d = td_->headDim;
-    AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
-    softmax_.Finish(acc_, lse, rows);
-
-    AscendC::LocalTensor<T> out = outQue_.AllocTensor<T>();
-    AscendC::Cast(out, acc_, AscendC::RoundMode::CAST_NONE, rows * d);  // nearest even, as above
-    outQue_.EnQue(out);
-    out = outQue_.DeQue<T>();
-    if (td_->layout == FA_LAYOUT_BNSD) {
-        AscendC::DataCopy(outGm_[outOffset], out, rows * d);
-    } else {
-        // BSND / BSH / TND: consecutive sequence rows are numHeads * D elements apart in GM; a row is
-        // D * sizeof(T) bytes, a whole number of 32-B blocks.
-        const uint16_t rowBlocks = static_cast<uint16_t>(d * sizeof(T) / 32);
-        AscendC::DataCopyParams params{static_cast<uint16_t>(rows), rowBlocks, 0,
-                                       static_cast<uint16_t>((td_->numHeads - 1) * rowBlocks)};
-        AscendC::DataCopy(outGm_[outOffset], out, params);
-    }
-    outQue_.FreeTensor(out);
-
-    lseQue_.EnQue(lse);
-    lse = lseQue_.DeQue<float>();
-    const uint32_t whole = rows / FP32_PER_BLOCK * FP32_PER_BLOCK;
-    if (whole > 0) {
-        AscendC::DataCopy(lseGm_[lseOffset], lse, whole);
-    }
-    if (whole < rows) {
-        // The last rows % 8 LSE values: a whole block would overwrite the next item's rows.
-        WaitForPipe<AscendC::HardEvent::V_S>();
-        for (uint32_t r = whole; r < rows; ++r) {
-            lseGm_.SetValue(lseOffset + r, lse.GetValue(r));
-        }
-#if defined(__NPU_ARCH__) && __NPU_ARCH__ == 2002
-        // dav-m200 caches scalar GM writes: write them back (the GM form has no dcciDst there;
-        // dav-c100 has no GM form at all).
-        AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE>(lseGm_);
-#endif
-    }
-    lseQue_.FreeTensor(lse);
 }
 
 }  // namespace flash_attn
