@@ -56,8 +56,10 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
         FA_LOGE(context, "%s", error.c_str());
         return ge::GRAPH_FAILED;
     }
-    // The policy budgets the fp16 forward for the value dtype: the kernel's S tiles are int32,
-    // as wide as that forward's float32 ones, and Q, K are read by the cube only.
+    // The policy budgets the fp16 forward for the value dtype, whose UB and workspace the kernels
+    // fit: A2/A3's S is half (two half tiles and one fp32 tile in the UB of two fp32 S tiles; the
+    // first half of each fp32 S slot), the coupled chips' S int32 (as wide as fp32). Q and K are
+    // read by the cube only.
     problem.dtypeBytes = 2;
     problem.bf16 = valueDesc->GetDataType() == ge::DT_BF16;
     if (fa_host::WriteForwardTiling(context, problem, scale, problem.causal) != ge::GRAPH_SUCCESS) {

@@ -88,6 +88,36 @@ __aicore__ inline void WriteCoupledOutput(const FlashAttentionTilingData *td, On
     lseQue.FreeTensor(lse);
 }
 
+// A coupled kernel's block once S [rows, stride] fp32 of K/V block kvBlock is in `scores` (stride
+// = cols rounded up to 8, the cube's UB row): the online softmax in place, P cast to T into `prob`
+// (nearest even: CAST_NONE, see WriteCoupledOutput), PV = P . V on the cube (A = prob from UB, B = the
+// block's value rows at `value`, row stride rowStrideKv; C fp32 into `pv`), acc = alpha acc + PV.
+// Shared by the fp16 and the int8 coupled kernels.
+template <typename T, class PvMatmul>
+__aicore__ inline void CoupledBlockValues(const FlashAttentionTilingData *td, OnlineSoftmax &softmax, PvMatmul &pvMm,
+                                          const AscendC::LocalTensor<float> &scores,
+                                          const AscendC::LocalTensor<T> &prob, const AscendC::LocalTensor<float> &pv,
+                                          const AscendC::LocalTensor<float> &acc, const AscendC::GlobalTensor<T> &value,
+                                          uint32_t rowStrideKv, uint32_t seqKv, uint32_t kvBlock, uint32_t rows,
+                                          uint32_t row0, uint32_t cols, uint32_t stride)
+{
+    softmax.StartBlock();
+    softmax.ScoresToProbs(scores, stride, kvBlock, rows, row0, 0);
+    // P [rows, stride] fp32 is final here (l and the LSE already hold its undropped sums): the
+    // one point where it may still change before P.V.
+    AscendC::Cast(prob, scores, AscendC::RoundMode::CAST_NONE, rows * stride);
+    WaitForPipe<AscendC::HardEvent::V_MTE3>();  // P is complete in UB before it moves to L1
+
+    // pv: A = P [rows, cols] in UB (row stride `stride`), B = V rows [cols, D] (row stride
+    // rowStrideKv); C [rows, D] into UB.
+    pvMm.SetOrgShape(rows, rowStrideKv, stride, seqKv);
+    pvMm.SetTensorA(prob);
+    pvMm.SetTensorB(value);
+    pvMm.SetTail(rows, td->headDim, cols);
+    pvMm.IterateAll(pv);
+    softmax.Accumulate(acc, pv, rows, kvBlock);
+}
+
 template <typename T>
 class FlashAttentionCoupledKernel {
 public:
@@ -227,24 +257,8 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ComputeBlock(uint32_t kvB
     qkMm.SetTensorB(keyGm_[kvRow0], true);
     qkMm.SetTail(rows, cols, d);
     qkMm.IterateAll(scores_);
-
-    softmax_.StartBlock();
-    softmax_.ScoresToProbs(scores_, stride, kvBlock, rows, row0, 0);
-    // P [rows, stride] fp32 is final here (l and the LSE already hold its undropped sums): the
-    // one point where it may still change before P.V.
-    // float -> half: CAST_NONE rounds to nearest even; these architectures have no CAST_RINT for
-    // the pair (asc-devkit Cast.md, the 310P AI Core and training-series tables).
-    AscendC::Cast(prob_, scores_, AscendC::RoundMode::CAST_NONE, rows * stride);
-    WaitForPipe<AscendC::HardEvent::V_MTE3>();  // P is complete in UB before it moves to L1
-
-    // pv: A = P [rows, cols] in UB (row stride `stride`), B = V rows [cols, D] (row stride
-    // rowStrideKv_); C [rows, D] into UB.
-    pvMm.SetOrgShape(rows, rowStrideKv_, stride, seqKv_);
-    pvMm.SetTensorA(prob_);
-    pvMm.SetTensorB(valueGm_[kvRow0]);
-    pvMm.SetTail(rows, d, cols);
-    pvMm.IterateAll(pv_);
-    softmax_.Accumulate(acc_, pv_, rows, kvBlock);
+    CoupledBlockValues<T>(td_, softmax_, pvMm, scores_, prob_, pv_, acc_, valueGm_[kvRow0], rowStrideKv_, seqKv_,
+                          kvBlock, rows, row0, cols, stride);
 }
 
 }  // namespace flash_attn

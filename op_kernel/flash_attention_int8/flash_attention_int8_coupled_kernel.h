@@ -195,18 +195,8 @@ __aicore__ inline void FlashAttentionInt8CoupledKernel<T>::ComputeBlock(uint32_t
     // int32 -> fp32 in place (same width), then the softmax with the block's dequantization scale.
     AscendC::Cast(scores_, sums_, AscendC::RoundMode::CAST_NONE, rows * stride);
     softmaxTd_.scaleValue = scales_.BlockScale(kvBlock);
-    softmax_.StartBlock();
-    softmax_.ScoresToProbs(scores_, stride, kvBlock, rows, row0, 0);
-    // float -> half: CAST_NONE rounds to nearest even (no CAST_RINT for the pair on these archs).
-    AscendC::Cast(prob_, scores_, AscendC::RoundMode::CAST_NONE, rows * stride);
-    WaitForPipe<AscendC::HardEvent::V_MTE3>();  // P is complete in UB before it moves to L1
-
-    pvMm.SetOrgShape(rows, rowStrideKv_, stride, seqKv_);
-    pvMm.SetTensorA(prob_);
-    pvMm.SetTensorB(valueGm_[kvRow0]);
-    pvMm.SetTail(rows, d, cols);
-    pvMm.IterateAll(pv_);
-    softmax_.Accumulate(acc_, pv_, rows, kvBlock);
+    flash_attn::CoupledBlockValues<T>(&softmaxTd_, softmax_, pvMm, scores_, prob_, pv_, acc_, valueGm_[kvRow0],
+                                      rowStrideKv_, seqKv_, kvBlock, rows, row0, cols, stride);
 }
 
 }  // namespace flash_attn_int8
