@@ -88,6 +88,55 @@ __aicore__ inline void WriteCoupledOutput(const FlashAttentionTilingData *td, On
     lseQue.FreeTensor(lse);
 }
 
+// The UB of a coupled kernel (also the int8 one), placed by Init in the order and sizes op_host
+// budgets (flash_attention_tiling.h; m = subBlockM = blockM rows, n = blockN, d = headDim), with the
+// online softmax's buffers between acc and the LSE; the Matmul API's ND <-> NZ space is lent to both
+// matmuls, which run one after the other.
+template <typename T>
+struct CoupledUb {
+    AscendC::TBuf<AscendC::TPosition::VECCALC> scoreBuf;   // [m, n] fp32: QK's C (the int8 kernel's int32, as wide)
+    AscendC::TBuf<AscendC::TPosition::VECCALC> probBuf;    // [m, n] T: PV's A
+    AscendC::TBuf<AscendC::TPosition::VECCALC> pvBuf;      // [m, d] fp32: PV's C
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue;   // [m, d] T
+    AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf;     // [m, d] fp32
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> lseQue;   // [m] fp32
+    AscendC::TBuf<AscendC::TPosition::VECCALC> mmWorkBuf;  // mmUbBytes: the Matmul API's ND <-> NZ space
+    AscendC::LocalTensor<float> scores, pv, acc;
+    AscendC::LocalTensor<T> prob;
+
+    // softmaxTiling: the tiling the softmax reads (its scale; the int8 kernel's per-block copy).
+    template <class QkMatmul, class PvMatmul>
+    __aicore__ inline void Init(AscendC::TPipe *pipe, const FlashAttentionTilingData *td, OnlineSoftmax &softmax,
+                                const FlashAttentionTilingData *softmaxTiling, QkMatmul &qkMm, PvMatmul &pvMm)
+    {
+        const uint32_t m = td->subBlockM;  // == blockM: the AI Core takes all rows of an item
+        const uint32_t n = td->blockN;
+        const uint32_t d = td->headDim;
+        pipe->InitBuffer(scoreBuf, m * n * sizeof(float));
+        pipe->InitBuffer(probBuf, m * n * sizeof(T));
+        pipe->InitBuffer(pvBuf, m * d * sizeof(float));
+        pipe->InitBuffer(outQue, 1, m * d * sizeof(T));
+        pipe->InitBuffer(accBuf, m * d * sizeof(float));
+        softmax.Init(pipe, softmaxTiling, m, m);  // the scores of all m rows are one tile
+        pipe->InitBuffer(lseQue, 1, Align32Bytes(m * sizeof(float)));
+        pipe->InitBuffer(mmWorkBuf, td->mmUbBytes);
+        scores = scoreBuf.Get<float>();
+        prob = probBuf.Get<T>();
+        pv = pvBuf.Get<float>();
+        acc = accBuf.Get<float>();
+        qkMm.SetLocalWorkspace(mmWorkBuf.Get<uint8_t>());
+        pvMm.SetLocalWorkspace(mmWorkBuf.Get<uint8_t>());
+    }
+};
+
+// Elements between consecutive sequence rows of Q (and O) and of K / V: D in BNSD, else heads x D.
+__aicore__ inline void SequenceRowStrides(const FlashAttentionTilingData *td, uint32_t *q, uint32_t *kv)
+{
+    const bool bnsd = td->layout == FA_LAYOUT_BNSD;
+    *q = bnsd ? td->headDim : td->numHeads * td->headDim;
+    *kv = bnsd ? td->headDim : td->numKvHeads * td->headDim;
+}
+
 // A coupled kernel's block once S [rows, stride] fp32 of K/V block kvBlock is in `scores` (stride
 // = cols rounded up to 8, the cube's UB row): the online softmax in place, P cast to T into `prob`
 // (nearest even: CAST_NONE, see WriteCoupledOutput), PV = P . V on the cube (A = prob from UB, B = the
@@ -148,16 +197,7 @@ private:
     AscendC::GlobalTensor<T> queryGm_, keyGm_, valueGm_, outGm_;
     AscendC::GlobalTensor<float> lseGm_;
 
-    AscendC::TBuf<AscendC::TPosition::VECCALC> scoreBuf_;   // [m, n] fp32: QK's C
-    AscendC::TBuf<AscendC::TPosition::VECCALC> probBuf_;    // [m, n] T: PV's A
-    AscendC::TBuf<AscendC::TPosition::VECCALC> pvBuf_;      // [m, d] fp32: PV's C
-    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;   // [m, d] T
-    AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf_;     // [m, d] fp32
-    AscendC::TQue<AscendC::TPosition::VECOUT, 1> lseQue_;   // [m] fp32
-    AscendC::TBuf<AscendC::TPosition::VECCALC> mmWorkBuf_;  // mmUbBytes: the Matmul API's ND <-> NZ space
-
-    AscendC::LocalTensor<float> scores_, pv_, acc_;
-    AscendC::LocalTensor<T> prob_;
+    CoupledUb<T> ub_;
 
     uint32_t core_ = 0;
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
@@ -174,34 +214,13 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::Init(GM_ADDR query, GM_AD
 {
     td_ = tiling;
     pipe_ = pipe;
-    const uint32_t m = td_->subBlockM;  // == blockM: the AI Core takes all rows of an item
-    const uint32_t n = td_->blockN;
-    const uint32_t d = td_->headDim;
-
     BindForwardGm<T>(td_, query, key, value, attentionOut, softmaxLse, queryGm_, keyGm_, valueGm_, outGm_, lseGm_);
     items_.Init(td_, actualSeqQlen, actualSeqKvlen);
     core_ = AscendC::GetBlockIdx();
 
     // UB, in the order and sizes op_host budgets (flash_attention_tiling.h).
-    pipe_->InitBuffer(scoreBuf_, m * n * sizeof(float));
-    pipe_->InitBuffer(probBuf_, m * n * sizeof(T));
-    pipe_->InitBuffer(pvBuf_, m * d * sizeof(float));
-    pipe_->InitBuffer(outQue_, 1, m * d * sizeof(T));
-    pipe_->InitBuffer(accBuf_, m * d * sizeof(float));
-    softmax_.Init(pipe_, td_, m, m);  // the scores of all m rows are one tile
-    pipe_->InitBuffer(lseQue_, 1, Align32Bytes(m * sizeof(float)));
-    pipe_->InitBuffer(mmWorkBuf_, td_->mmUbBytes);
-    scores_ = scoreBuf_.Get<float>();
-    prob_ = probBuf_.Get<T>();
-    pv_ = pvBuf_.Get<float>();
-    acc_ = accBuf_.Get<float>();
-    // The two matmuls run one after the other, so they share the conversion space.
-    qkMm.SetLocalWorkspace(mmWorkBuf_.Get<uint8_t>());
-    pvMm.SetLocalWorkspace(mmWorkBuf_.Get<uint8_t>());
-
-    const bool bnsd = td_->layout == FA_LAYOUT_BNSD;
-    rowStrideQ_ = bnsd ? d : td_->numHeads * d;
-    rowStrideKv_ = bnsd ? d : td_->numKvHeads * d;
+    ub_.Init(pipe_, td_, softmax_, td_, qkMm, pvMm);
+    SequenceRowStrides(td_, &rowStrideQ_, &rowStrideKv_);
 }
 
 template <typename T>
@@ -229,7 +248,7 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ProcessItem(uint32_t item
     const uint64_t queryOffset = items_.QueryOffset(place, row0);
     kvOffset_ = items_.KvOffset(place, 0);
     seqKv_ = place.seqKv;
-    softmax_.Reset(acc_, rows, place.seqQ, place.seqKv);
+    softmax_.Reset(ub_.acc, rows, place.seqQ, place.seqKv);
 
     if (span.kvEnd > span.kvBegin) {
         // qk: A = Q rows [rows, D] (row stride rowStrideQ_), B^T = K rows [cols, D] (row stride
@@ -240,7 +259,7 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ProcessItem(uint32_t item
     for (uint32_t j = span.kvBegin; j < span.kvEnd; ++j) {
         ComputeBlock(j, rows, row0);
     }
-    WriteCoupledOutput<T>(td_, softmax_, acc_, outQue_, lseQue_, outGm_, lseGm_, rows, queryOffset,
+    WriteCoupledOutput<T>(td_, softmax_, ub_.acc, ub_.outQue, ub_.lseQue, outGm_, lseGm_, rows, queryOffset,
                           place.lseRow0 + row0);
 }
 
@@ -256,8 +275,8 @@ __aicore__ inline void FlashAttentionCoupledKernel<T>::ComputeBlock(uint32_t kvB
 
     qkMm.SetTensorB(keyGm_[kvRow0], true);
     qkMm.SetTail(rows, cols, d);
-    qkMm.IterateAll(scores_);
-    CoupledBlockValues<T>(td_, softmax_, pvMm, scores_, prob_, pv_, acc_, valueGm_[kvRow0], rowStrideKv_, seqKv_,
+    qkMm.IterateAll(ub_.scores);
+    CoupledBlockValues<T>(td_, softmax_, pvMm, ub_.scores, ub_.prob, ub_.pv, ub_.acc, valueGm_[kvRow0], rowStrideKv_, seqKv_,
                           kvBlock, rows, row0, cols, stride);
 }
 

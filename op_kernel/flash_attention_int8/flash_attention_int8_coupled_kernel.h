@@ -76,17 +76,8 @@ private:
     AscendC::GlobalTensor<float> lseGm_;
     BlockScales scales_;
 
-    AscendC::TBuf<AscendC::TPosition::VECCALC> scoreBuf_;   // [m, n] int32: QK's C, then fp32 S / P
-    AscendC::TBuf<AscendC::TPosition::VECCALC> probBuf_;    // [m, n] T: PV's A
-    AscendC::TBuf<AscendC::TPosition::VECCALC> pvBuf_;      // [m, d] fp32: PV's C
-    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;   // [m, d] T
-    AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf_;     // [m, d] fp32
-    AscendC::TQue<AscendC::TPosition::VECOUT, 1> lseQue_;   // [m] fp32
-    AscendC::TBuf<AscendC::TPosition::VECCALC> mmWorkBuf_;  // mmUbBytes: the Matmul API's ND <-> NZ space
-
-    AscendC::LocalTensor<int32_t> sums_;
-    AscendC::LocalTensor<float> scores_, pv_, acc_;
-    AscendC::LocalTensor<T> prob_;
+    flash_attn::CoupledUb<T> ub_;           // ub_.scores holds QK's int32 C (sums_), cast to fp32 in place
+    AscendC::LocalTensor<int32_t> sums_;    // [m, n] int32: ub_.scores' bytes
 
     uint32_t core_ = 0;
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
@@ -104,37 +95,16 @@ __aicore__ inline void FlashAttentionInt8CoupledKernel<T>::Init(GM_ADDR query, G
     td_ = tiling;
     softmaxTd_ = *tiling;
     pipe_ = pipe;
-    const uint32_t m = td_->subBlockM;  // == blockM: the AI Core takes all rows of an item
-    const uint32_t n = td_->blockN;
-    const uint32_t d = td_->headDim;
-
     flash_attn::BindForwardGm<T>(td_, query, key, value, attentionOut, softmaxLse, queryGm_, keyGm_, valueGm_, outGm_,
                                  lseGm_);
     scales_.Init(qScale, kScale, td_);
     items_.Init(td_, nullptr, nullptr);
     core_ = AscendC::GetBlockIdx();
 
-    // UB, in the fp16 coupled kernel's order and sizes (op_host budgets that kernel's map).
-    pipe_->InitBuffer(scoreBuf_, m * n * sizeof(int32_t));
-    pipe_->InitBuffer(probBuf_, m * n * sizeof(T));
-    pipe_->InitBuffer(pvBuf_, m * d * sizeof(float));
-    pipe_->InitBuffer(outQue_, 1, m * d * sizeof(T));
-    pipe_->InitBuffer(accBuf_, m * d * sizeof(float));
-    softmax_.Init(pipe_, &softmaxTd_, m, m);  // the scores of all m rows are one tile
-    pipe_->InitBuffer(lseQue_, 1, Align32Bytes(m * sizeof(float)));
-    pipe_->InitBuffer(mmWorkBuf_, td_->mmUbBytes);
-    sums_ = scoreBuf_.Get<int32_t>();
-    scores_ = sums_.template ReinterpretCast<float>();
-    prob_ = probBuf_.Get<T>();
-    pv_ = pvBuf_.Get<float>();
-    acc_ = accBuf_.Get<float>();
-    // The two matmuls run one after the other, so they share the conversion space.
-    qkMm.SetLocalWorkspace(mmWorkBuf_.Get<uint8_t>());
-    pvMm.SetLocalWorkspace(mmWorkBuf_.Get<uint8_t>());
-
-    const bool bnsd = td_->layout == FA_LAYOUT_BNSD;
-    rowStrideQ_ = bnsd ? d : td_->numHeads * d;
-    rowStrideKv_ = bnsd ? d : td_->numKvHeads * d;
+    // UB: the fp16 coupled kernel's map (op_host budgets it); S int32 is as wide as its fp32 S.
+    ub_.Init(pipe_, td_, softmax_, &softmaxTd_, qkMm, pvMm);
+    sums_ = ub_.scores.template ReinterpretCast<int32_t>();
+    flash_attn::SequenceRowStrides(td_, &rowStrideQ_, &rowStrideKv_);
 }
 
 template <typename T>
@@ -162,7 +132,7 @@ __aicore__ inline void FlashAttentionInt8CoupledKernel<T>::ProcessItem(uint32_t 
     kvOffset_ = items_.KvOffset(place, 0);
     seqKv_ = place.seqKv;
     scales_.StartItem(place);  // the item's dequantization scalars
-    softmax_.Reset(acc_, rows, place.seqQ, place.seqKv);
+    softmax_.Reset(ub_.acc, rows, place.seqQ, place.seqKv);
 
     if (span.kvEnd > span.kvBegin) {
         // qk: A = Q8 rows [rows, D] (row stride rowStrideQ_), B^T = K8 rows [cols, D] (row stride
@@ -173,7 +143,7 @@ __aicore__ inline void FlashAttentionInt8CoupledKernel<T>::ProcessItem(uint32_t 
     for (uint32_t j = span.kvBegin; j < span.kvEnd; ++j) {
         ComputeBlock(j, rows, row0);
     }
-    flash_attn::WriteCoupledOutput<T>(td_, softmax_, acc_, outQue_, lseQue_, outGm_, lseGm_, rows, queryOffset,
+    flash_attn::WriteCoupledOutput<T>(td_, softmax_, ub_.acc, ub_.outQue, ub_.lseQue, outGm_, lseGm_, rows, queryOffset,
                                       place.lseRow0 + row0);
 }
 
@@ -193,9 +163,9 @@ __aicore__ inline void FlashAttentionInt8CoupledKernel<T>::ComputeBlock(uint32_t
     qkMm.IterateAll(sums_);
 
     // int32 -> fp32 in place (same width), then the softmax with the block's dequantization scale.
-    AscendC::Cast(scores_, sums_, AscendC::RoundMode::CAST_NONE, rows * stride);
+    AscendC::Cast(ub_.scores, sums_, AscendC::RoundMode::CAST_NONE, rows * stride);
     softmaxTd_.scaleValue = scales_.BlockScale(kvBlock);
-    flash_attn::CoupledBlockValues<T>(&softmaxTd_, softmax_, pvMm, scores_, prob_, pv_, acc_, valueGm_[kvRow0],
+    flash_attn::CoupledBlockValues<T>(&softmaxTd_, softmax_, pvMm, ub_.scores, ub_.prob, ub_.pv, ub_.acc, valueGm_[kvRow0],
                                       rowStrideKv_, seqKv_, kvBlock, rows, row0, cols, stride);
 }
 
