@@ -117,6 +117,8 @@ section() {
             run score-mods-cost "$PYTHON" bench/score_mods_cost.py ;;
         int8)
             run int8-prefill "$PYTHON" bench/int8_prefill.py --heads 32 --seq 4096
+            run int8-prefill-blocks "$PYTHON" bench/int8_prefill.py --heads 32 --seq 4096 --int8-blocks 256x512
+            run int8-prefill-310p-small env ACL_FA_SIM_SOC=Ascend310P3 "$PYTHON" bench/int8_prefill.py --heads 8 --seq 2048
             run int8-prefill-310p env ACL_FA_SIM_SOC=Ascend310P3 "$PYTHON" bench/int8_prefill.py --heads 32 --seq 4096 ;;
         cluster)
             run cluster-small "$PYTHON" bench/cluster_scale.py --hosts 2 --per-host 2 --seq 8192 --ranks-as processes

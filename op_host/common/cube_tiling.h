@@ -22,6 +22,8 @@ struct CubeSpec {
     int32_t baseN = -1;  // a fixed baseN (MatmulApiTiling::SetFixSplit); -1: the tiling chooses
     bool cInputType = false;  // C in the operands' dtype (FixPipe rounds the fp32 result) instead of float32
     bool cInt32 = false;      // C int32 (int8 operands: the cube's exact integer sum; FlashAttentionInt8)
+    bool cHalf = false;       // C float16 (int8 operands dequantized by FixPipe, DequantType SCALAR:
+                              // FlashAttentionInt8 on A2/A3)
 };
 
 // The op's one workspace: the Matmul API's system workspace and `userBytes` of the op's own.
@@ -48,8 +50,9 @@ inline bool FillCubeTiling(const platform_ascendc::PlatformAscendC &platform, ma
     mm.SetAType(s.aInUb ? TPosition::VECCALC : TPosition::GM, CubeFormat::ND, dt, s.transA);
     mm.SetBType(TPosition::GM, CubeFormat::ND, dt, s.transB);
     mm.SetCType(s.cInUb ? TPosition::VECCALC : TPosition::GM, CubeFormat::ND,
-                s.cInt32 ? matmul_tiling::DataType::DT_INT32
-                         : s.cInputType ? dt : matmul_tiling::DataType::DT_FLOAT);
+                s.cHalf ? matmul_tiling::DataType::DT_FLOAT16
+                : s.cInt32 ? matmul_tiling::DataType::DT_INT32
+                           : s.cInputType ? dt : matmul_tiling::DataType::DT_FLOAT);
     mm.SetShape(s.m, s.n, s.k);
     mm.SetOrgShape(s.m, s.n, s.k);
     mm.SetBias(false);

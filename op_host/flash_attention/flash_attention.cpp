@@ -32,14 +32,7 @@ enum AttrIndex : size_t { kScaleValue = 0, kCausal, kInputLayout, kNumHeads, kNu
 constexpr fa_host::ForwardAttrIndex kForwardAttrs{kInputLayout, kNumHeads, kNumKvHeads, kBlockM, kBlockN};
 
 ge::graphStatus InferShape(gert::InferShapeContext *context) {
-    gert::Shape *lse = nullptr;
-    Dims d;
-    if (fa_host::InferForwardShapes(context, kForwardAttrs, false, &lse, &d) != ge::GRAPH_SUCCESS) {
-        return ge::GRAPH_FAILED;
-    }
-    lse->SetDimNum(0);  // softmax_lse: [B, N, Sq] fp32, for every layout
-    lse->AppendDim(d.batch).AppendDim(d.numHeads).AppendDim(d.seqQ);
-    return ge::GRAPH_SUCCESS;
+    return fa_host::InferForwardShapesV1(context, kForwardAttrs);
 }
 
 ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
@@ -49,19 +42,16 @@ ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
 }
 
 ge::graphStatus TilingFunc(gert::TilingContext *context) {
-    const gert::RuntimeAttrs *attrs = nullptr;
     Dims d;
     fa_policy::Problem problem;
-    std::string error = fa_host::ReadForwardProblem(context, kForwardAttrs, false, &attrs, &d, &problem);
-    const float *scale = error.empty() ? attrs->GetFloat(kScaleValue) : nullptr;
-    const bool *causal = error.empty() ? attrs->GetBool(kCausal) : nullptr;
-    if (error.empty() && (scale == nullptr || causal == nullptr)) error = "attrs scale_value / causal missing";
+    float scale = 0.0f;
+    const std::string error =
+        fa_host::ReadForwardProblemV1(context, kForwardAttrs, kScaleValue, kCausal, &d, &problem, &scale);
     if (!error.empty()) {
         FA_LOGE(context, "%s", error.c_str());
         return ge::GRAPH_FAILED;
     }
-    problem.causal = *causal;
-    return fa_host::WriteForwardTiling(context, problem, *scale, *causal);
+    return fa_host::WriteForwardTiling(context, problem, scale, problem.causal);
 }
 
 }  // namespace

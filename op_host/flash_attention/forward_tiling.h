@@ -199,6 +199,34 @@ inline std::string ReadForwardProblem(gert::TilingContext *context, const Forwar
     return "";
 }
 
+// InferShape of a forward op with the V1 outputs (FlashAttention, FlashAttentionInt8):
+// attention_out like query, softmax_lse [B, N, Sq] for every layout (no TND).
+inline ge::graphStatus InferForwardShapesV1(gert::InferShapeContext *context, const ForwardAttrIndex &index) {
+    gert::Shape *lse = nullptr;
+    Dims d;
+    if (InferForwardShapes(context, index, false, &lse, &d) != ge::GRAPH_SUCCESS) {
+        return ge::GRAPH_FAILED;
+    }
+    lse->SetDimNum(0);  // softmax_lse: [B, N, Sq] fp32, for every layout
+    lse->AppendDim(d.batch).AppendDim(d.numHeads).AppendDim(d.seqQ);
+    return ge::GRAPH_SUCCESS;
+}
+
+// ReadForwardProblem (no TND) with the V1 attrs scale_value and causal at scaleIndex / causalIndex:
+// *scale and problem->causal set when it returns "".
+inline std::string ReadForwardProblemV1(gert::TilingContext *context, const ForwardAttrIndex &index, size_t scaleIndex,
+                                        size_t causalIndex, Dims *d, fa_policy::Problem *problem, float *scale) {
+    const gert::RuntimeAttrs *attrs = nullptr;
+    std::string error = ReadForwardProblem(context, index, false, &attrs, d, problem);
+    if (!error.empty()) return error;
+    const float *scaleAttr = attrs->GetFloat(scaleIndex);
+    const bool *causal = attrs->GetBool(causalIndex);
+    if (scaleAttr == nullptr || causal == nullptr) return "attrs scale_value / causal missing";
+    *scale = *scaleAttr;
+    problem->causal = *causal;
+    return "";
+}
+
 // Keeps B resident in L1 for a MIX-path job whose tiling MatmulApiTiling filled within `share`
 // bytes: the L1 steps and depths of fa_policy::PlanL1 for its base tiles (B's K tiles in one
 // cached buffer, iterated ORDER_M), written over the tiling's as production tilings adjust

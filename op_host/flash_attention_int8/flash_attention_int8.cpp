@@ -24,14 +24,7 @@ enum AttrIndex : size_t { kScaleValue = 0, kCausal, kInputLayout, kNumHeads, kNu
 constexpr fa_host::ForwardAttrIndex kForwardAttrs{kInputLayout, kNumHeads, kNumKvHeads, kBlockM, kBlockN};
 
 ge::graphStatus InferShape(gert::InferShapeContext *context) {
-    gert::Shape *lse = nullptr;
-    Dims d;
-    if (fa_host::InferForwardShapes(context, kForwardAttrs, false, &lse, &d) != ge::GRAPH_SUCCESS) {
-        return ge::GRAPH_FAILED;
-    }
-    lse->SetDimNum(0);  // softmax_lse: [B, N, Sq] fp32, for every layout
-    lse->AppendDim(d.batch).AppendDim(d.numHeads).AppendDim(d.seqQ);
-    return ge::GRAPH_SUCCESS;
+    return fa_host::InferForwardShapesV1(context, kForwardAttrs);  // FlashAttention's outputs
 }
 
 ge::graphStatus InferDataType(gert::InferDataTypeContext *context) {
@@ -53,25 +46,23 @@ std::string CheckScaleShape(const gert::StorageShape *shape, const char *name, i
 }
 
 ge::graphStatus TilingFunc(gert::TilingContext *context) {
-    const gert::RuntimeAttrs *attrs = nullptr;
     Dims d;
     fa_policy::Problem problem;
-    std::string error = fa_host::ReadForwardProblem(context, kForwardAttrs, false, &attrs, &d, &problem);
-    const float *scale = error.empty() ? attrs->GetFloat(kScaleValue) : nullptr;
-    const bool *causal = error.empty() ? attrs->GetBool(kCausal) : nullptr;
-    if (error.empty() && (scale == nullptr || causal == nullptr)) error = "attrs scale_value / causal missing";
+    float scale = 0.0f;
+    std::string error = fa_host::ReadForwardProblemV1(context, kForwardAttrs, kScaleValue, kCausal, &d, &problem, &scale);
     const gert::CompileTimeTensorDesc *valueDesc = context->GetInputDesc(kValue);
     if (error.empty() && valueDesc == nullptr) error = "value desc missing";
     if (!error.empty()) {
         FA_LOGE(context, "%s", error.c_str());
         return ge::GRAPH_FAILED;
     }
-    // The policy budgets the fp16 forward for the value dtype: the kernel's S tiles are int32,
-    // as wide as that forward's float32 ones, and Q, K are read by the cube only.
+    // The policy budgets the fp16 forward for the value dtype, whose UB and workspace the kernels
+    // fit: A2/A3's S is half (two half tiles and one fp32 tile in the UB of two fp32 S tiles; the
+    // first half of each fp32 S slot), the coupled chips' S int32 (as wide as fp32). Q and K are
+    // read by the cube only.
     problem.dtypeBytes = 2;
     problem.bf16 = valueDesc->GetDataType() == ge::DT_BF16;
-    problem.causal = *causal;
-    if (fa_host::WriteForwardTiling(context, problem, *scale, *causal) != ge::GRAPH_SUCCESS) {
+    if (fa_host::WriteForwardTiling(context, problem, scale, problem.causal) != ge::GRAPH_SUCCESS) {
         return ge::GRAPH_FAILED;
     }
     FlashAttentionTilingData *td = context->GetTilingData<FlashAttentionTilingData>();
@@ -86,10 +77,12 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
         FA_LOGE(context, "%s", error.c_str());
         return ge::GRAPH_FAILED;
     }
-    // QK^T re-tiled for int8 operands and an int32 C, in the half of L1 the forward gives it
-    // (int8 tiles take half the bytes of fp16 ones, so P.V's share, sized after fp16 QK, still fits).
-    // Coupled chips (310P, 910A): C into UB through the Matmul API's UB space, as the fp16 coupled
-    // forward's QK (mmUbBytes covers int8 operands and an int32 C: its fp16 / fp32 sizes are larger).
+    // QK^T re-tiled for int8 operands, in the half of L1 the forward gives it (int8 tiles take half
+    // the bytes of fp16 ones, so P.V's share, sized after fp16 QK, still fits). A2/A3: C float16,
+    // dequantized by FixPipe with the kernel's per-block SetQuantScalar (DequantType SCALAR, the
+    // tiling's default). Coupled chips (310P, 910A): C int32 into UB through the Matmul API's UB
+    // space, as the fp16 coupled forward's QK (mmUbBytes covers int8 operands and an int32 C: its
+    // fp16 / fp32 sizes are larger).
     platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
     const bool coupled = fa_policy::FeaturesOfSoc(static_cast<uint32_t>(platform.GetSocVersion())).coupled;
     uint64_t l1Bytes = 0;
@@ -98,7 +91,8 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     fa_host::CubeSpec qk{static_cast<int32_t>(td->blockM), static_cast<int32_t>(td->blockN),
                          static_cast<int32_t>(d.headDim), false, true, false, coupled, 1,
                          coupled ? static_cast<int32_t>(td->mmUbBytes) : -1};
-    qk.cInt32 = true;
+    qk.cInt32 = coupled;
+    qk.cHalf = !coupled;
     if (!fa_host::FillCubeTiling(platform, matmul_tiling::DataType::DT_INT8, qk, l1Half, &td->qkTiling)) {
         FA_LOGE(context, "int8 matmul tiling failed for block_m=%u, block_n=%u, head_dim=%lld", td->blockM, td->blockN,
                 static_cast<long long>(d.headDim));

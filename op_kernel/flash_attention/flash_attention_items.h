@@ -40,6 +40,26 @@ __aicore__ inline void VisibleKeys(const FlashAttentionTilingData *td, uint32_t 
     *end = static_cast<uint32_t>(hi);
 }
 
+// A whole item's rows and the K/V blocks its band lets it see: query rows [row0, row0 + rows)
+// of its sequence, K/V blocks [kvBegin, kvEnd) of blockN keys (none when kvEnd == kvBegin), the
+// last visible key keyEnd - 1 (VisibleKeys).
+struct ItemSpan {
+    uint32_t row0 = 0, rows = 0;
+    uint32_t kvBegin = 0, kvEnd = 0;
+    uint32_t keyEnd = 0;
+};
+__aicore__ inline ItemSpan SpanOfItem(const FlashAttentionTilingData *td, const ItemPlace &place)
+{
+    ItemSpan span;
+    span.row0 = place.qBlock * td->blockM;
+    span.rows = attn_rows::Min(td->blockM, place.seqQ - span.row0);
+    uint32_t keyFirst = 0;
+    VisibleKeys(td, place.seqQ, place.seqKv, span.row0, span.rows, &keyFirst, &span.keyEnd);
+    span.kvBegin = keyFirst / td->blockN;
+    span.kvEnd = span.keyEnd == 0 ? span.kvBegin : attn_rows::CeilDiv(span.keyEnd, td->blockN);
+    return span;
+}
+
 // Item number -> ItemPlace. Items of one core ascend, so the varlen walk over the sequences
 // resumes where the previous item's left off (two scalar GM reads per sequence passed).
 class ItemMap {

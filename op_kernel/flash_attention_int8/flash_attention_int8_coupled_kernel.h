@@ -21,12 +21,13 @@
 // that kernel holds; the Matmul API's ND <-> NZ space (mmUbBytes) is sized for half operands and an
 // fp32 C, at least the int8 operands' and the int32 C's bytes.
 // No DataCopyPad on these archs: O and the LSE leave as the fp16 coupled kernel's do
-// (flash_attention_coupled_kernel.h WriteOutput: whole 32-B blocks, the LSE tail by the scalar unit).
+// (flash_attention_coupled_kernel.h WriteCoupledOutput: whole 32-B blocks, the LSE tail by the scalar unit).
 #pragma once
 
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 
+#include "flash_attention_coupled_kernel.h"
 #include "flash_attention_gm.h"
 #include "flash_attention_int8_scales.h"
 #include "flash_attention_items.h"
@@ -61,7 +62,6 @@ public:
 private:
     __aicore__ inline void ProcessItem(uint32_t item);
     __aicore__ inline void ComputeBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0);
-    __aicore__ inline void WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset);
 
     const FlashAttentionTilingData *td_ = nullptr;
     // The softmax reads its scale from here: the tiling's, with scaleValue set per K/V block to
@@ -76,17 +76,8 @@ private:
     AscendC::GlobalTensor<float> lseGm_;
     BlockScales scales_;
 
-    AscendC::TBuf<AscendC::TPosition::VECCALC> scoreBuf_;   // [m, n] int32: QK's C, then fp32 S / P
-    AscendC::TBuf<AscendC::TPosition::VECCALC> probBuf_;    // [m, n] T: PV's A
-    AscendC::TBuf<AscendC::TPosition::VECCALC> pvBuf_;      // [m, d] fp32: PV's C
-    AscendC::TQue<AscendC::TPosition::VECOUT, 1> outQue_;   // [m, d] T
-    AscendC::TBuf<AscendC::TPosition::VECCALC> accBuf_;     // [m, d] fp32
-    AscendC::TQue<AscendC::TPosition::VECOUT, 1> lseQue_;   // [m] fp32
-    AscendC::TBuf<AscendC::TPosition::VECCALC> mmWorkBuf_;  // mmUbBytes: the Matmul API's ND <-> NZ space
-
-    AscendC::LocalTensor<int32_t> sums_;
-    AscendC::LocalTensor<float> scores_, pv_, acc_;
-    AscendC::LocalTensor<T> prob_;
+    flash_attn::CoupledUb<T> ub_;           // ub_.scores holds QK's int32 C (sums_), cast to fp32 in place
+    AscendC::LocalTensor<int32_t> sums_;    // [m, n] int32: ub_.scores' bytes
 
     uint32_t core_ = 0;
     uint32_t rowStrideQ_ = 0, rowStrideKv_ = 0;  // elements between consecutive sequence rows
@@ -104,43 +95,16 @@ __aicore__ inline void FlashAttentionInt8CoupledKernel<T>::Init(GM_ADDR query, G
     td_ = tiling;
     softmaxTd_ = *tiling;
     pipe_ = pipe;
-    const uint32_t m = td_->subBlockM;  // == blockM: the AI Core takes all rows of an item
-    const uint32_t n = td_->blockN;
-    const uint32_t d = td_->headDim;
-
-    const uint64_t qElems = static_cast<uint64_t>(td_->tokensQ) * td_->numHeads * d;
-    const uint64_t kvElems = static_cast<uint64_t>(td_->tokensKv) * td_->numKvHeads * d;
-    queryGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int8_t *>(query), qElems);
-    keyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int8_t *>(key), kvElems);
-    valueGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(value), kvElems);
-    outGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(attentionOut), qElems);
-    lseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(softmaxLse),
-                           static_cast<uint64_t>(td_->tokensQ) * td_->numHeads);
+    flash_attn::BindForwardGm<T>(td_, query, key, value, attentionOut, softmaxLse, queryGm_, keyGm_, valueGm_, outGm_,
+                                 lseGm_);
     scales_.Init(qScale, kScale, td_);
     items_.Init(td_, nullptr, nullptr);
     core_ = AscendC::GetBlockIdx();
 
-    // UB, in the fp16 coupled kernel's order and sizes (op_host budgets that kernel's map).
-    pipe_->InitBuffer(scoreBuf_, m * n * sizeof(int32_t));
-    pipe_->InitBuffer(probBuf_, m * n * sizeof(T));
-    pipe_->InitBuffer(pvBuf_, m * d * sizeof(float));
-    pipe_->InitBuffer(outQue_, 1, m * d * sizeof(T));
-    pipe_->InitBuffer(accBuf_, m * d * sizeof(float));
-    softmax_.Init(pipe_, &softmaxTd_, m, m);  // the scores of all m rows are one tile
-    pipe_->InitBuffer(lseQue_, 1, Align32Bytes(m * sizeof(float)));
-    pipe_->InitBuffer(mmWorkBuf_, td_->mmUbBytes);
-    sums_ = scoreBuf_.Get<int32_t>();
-    scores_ = sums_.template ReinterpretCast<float>();
-    prob_ = probBuf_.Get<T>();
-    pv_ = pvBuf_.Get<float>();
-    acc_ = accBuf_.Get<float>();
-    // The two matmuls run one after the other, so they share the conversion space.
-    qkMm.SetLocalWorkspace(mmWorkBuf_.Get<uint8_t>());
-    pvMm.SetLocalWorkspace(mmWorkBuf_.Get<uint8_t>());
-
-    const bool bnsd = td_->layout == FA_LAYOUT_BNSD;
-    rowStrideQ_ = bnsd ? d : td_->numHeads * d;
-    rowStrideKv_ = bnsd ? d : td_->numKvHeads * d;
+    // UB: the fp16 coupled kernel's map (op_host budgets it); S int32 is as wide as its fp32 S.
+    ub_.Init(pipe_, td_, softmax_, &softmaxTd_, qkMm, pvMm);
+    sums_ = ub_.scores.template ReinterpretCast<int32_t>();
+    flash_attn::SequenceRowStrides(td_, &rowStrideQ_, &rowStrideKv_);
 }
 
 template <typename T>
@@ -161,29 +125,26 @@ __aicore__ inline void FlashAttentionInt8CoupledKernel<T>::ProcessItem(uint32_t 
 {
     flash_attn::ItemPlace place;
     items_.Locate(item, &place);
-    const uint32_t row0 = place.qBlock * td_->blockM;
-    const uint32_t rows = Min(td_->blockM, place.seqQ - row0);
-
-    uint32_t keyFirst = 0, keyEnd = 0;
-    flash_attn::VisibleKeys(td_, place.seqQ, place.seqKv, row0, rows, &keyFirst, &keyEnd);
-    const uint32_t kvBegin = keyFirst / td_->blockN;
-    const uint32_t kvEnd = keyEnd == 0 ? kvBegin : CeilDiv(keyEnd, td_->blockN);
+    const flash_attn::ItemSpan span = flash_attn::SpanOfItem(td_, place);
+    const uint32_t row0 = span.row0;
+    const uint32_t rows = span.rows;
     const uint64_t queryOffset = items_.QueryOffset(place, row0);
     kvOffset_ = items_.KvOffset(place, 0);
     seqKv_ = place.seqKv;
     scales_.StartItem(place);  // the item's dequantization scalars
-    softmax_.Reset(acc_, rows, place.seqQ, place.seqKv);
+    softmax_.Reset(ub_.acc, rows, place.seqQ, place.seqKv);
 
-    if (kvEnd > kvBegin) {
+    if (span.kvEnd > span.kvBegin) {
         // qk: A = Q8 rows [rows, D] (row stride rowStrideQ_), B^T = K8 rows [cols, D] (row stride
         // rowStrideKv_); C [rows, cols] int32 into UB.
         qkMm.SetOrgShape(rows, td_->blockN, rowStrideQ_, rowStrideKv_);
         qkMm.SetTensorA(queryGm_[queryOffset]);
     }
-    for (uint32_t j = kvBegin; j < kvEnd; ++j) {
+    for (uint32_t j = span.kvBegin; j < span.kvEnd; ++j) {
         ComputeBlock(j, rows, row0);
     }
-    WriteOutput(rows, queryOffset, place.lseRow0 + row0);
+    flash_attn::WriteCoupledOutput<T>(td_, softmax_, ub_.acc, ub_.outQue, ub_.lseQue, outGm_, lseGm_, rows, queryOffset,
+                                      place.lseRow0 + row0);
 }
 
 template <typename T>
@@ -202,64 +163,10 @@ __aicore__ inline void FlashAttentionInt8CoupledKernel<T>::ComputeBlock(uint32_t
     qkMm.IterateAll(sums_);
 
     // int32 -> fp32 in place (same width), then the softmax with the block's dequantization scale.
-    AscendC::Cast(scores_, sums_, AscendC::RoundMode::CAST_NONE, rows * stride);
+    AscendC::Cast(ub_.scores, sums_, AscendC::RoundMode::CAST_NONE, rows * stride);
     softmaxTd_.scaleValue = scales_.BlockScale(kvBlock);
-    softmax_.StartBlock();
-    softmax_.ScoresToProbs(scores_, stride, kvBlock, rows, row0, 0);
-    // float -> half: CAST_NONE rounds to nearest even (no CAST_RINT for the pair on these archs).
-    AscendC::Cast(prob_, scores_, AscendC::RoundMode::CAST_NONE, rows * stride);
-    WaitForPipe<AscendC::HardEvent::V_MTE3>();  // P is complete in UB before it moves to L1
-
-    pvMm.SetOrgShape(rows, rowStrideKv_, stride, seqKv_);
-    pvMm.SetTensorA(prob_);
-    pvMm.SetTensorB(valueGm_[kvRow0]);
-    pvMm.SetTail(rows, d, cols);
-    pvMm.IterateAll(pv_);
-    softmax_.Accumulate(acc_, pv_, rows, kvBlock);
-}
-
-template <typename T>
-__aicore__ inline void FlashAttentionInt8CoupledKernel<T>::WriteOutput(uint32_t rows, uint64_t outOffset,
-                                                                       uint64_t lseOffset)
-{
-    const uint32_t d = td_->headDim;
-    AscendC::LocalTensor<float> lse = lseQue_.AllocTensor<float>();
-    softmax_.Finish(acc_, lse, rows);
-
-    AscendC::LocalTensor<T> out = outQue_.AllocTensor<T>();
-    AscendC::Cast(out, acc_, AscendC::RoundMode::CAST_NONE, rows * d);  // nearest even, as above
-    outQue_.EnQue(out);
-    out = outQue_.DeQue<T>();
-    if (td_->layout == FA_LAYOUT_BNSD) {
-        AscendC::DataCopy(outGm_[outOffset], out, rows * d);
-    } else {
-        // Rows numHeads * D elements apart in GM; a row is D * sizeof(T) bytes, whole 32-B blocks.
-        const uint16_t rowBlocks = static_cast<uint16_t>(d * sizeof(T) / 32);
-        AscendC::DataCopyParams params{static_cast<uint16_t>(rows), rowBlocks, 0,
-                                       static_cast<uint16_t>((td_->numHeads - 1) * rowBlocks)};
-        AscendC::DataCopy(outGm_[outOffset], out, params);
-    }
-    outQue_.FreeTensor(out);
-
-    lseQue_.EnQue(lse);
-    lse = lseQue_.DeQue<float>();
-    const uint32_t whole = rows / flash_attn::FP32_PER_BLOCK * flash_attn::FP32_PER_BLOCK;
-    if (whole > 0) {
-        AscendC::DataCopy(lseGm_[lseOffset], lse, whole);
-    }
-    if (whole < rows) {
-        // The last rows % 8 LSE values by the scalar unit: a whole block would overwrite the next
-        // item's rows (no DataCopyPad on these archs).
-        WaitForPipe<AscendC::HardEvent::V_S>();
-        for (uint32_t r = whole; r < rows; ++r) {
-            lseGm_.SetValue(lseOffset + r, lse.GetValue(r));
-        }
-#if defined(__NPU_ARCH__) && __NPU_ARCH__ == 2002
-        // dav-m200 caches scalar GM writes: write them back (dav-c100 has no GM form).
-        AscendC::DataCacheCleanAndInvalid<float, AscendC::CacheLine::ENTIRE_DATA_CACHE>(lseGm_);
-#endif
-    }
-    lseQue_.FreeTensor(lse);
+    flash_attn::CoupledBlockValues<T>(&softmaxTd_, softmax_, pvMm, ub_.scores, ub_.prob, ub_.pv, ub_.acc, valueGm_[kvRow0],
+                                      rowStrideKv_, seqKv_, kvBlock, rows, row0, cols, stride);
 }
 
 }  // namespace flash_attn_int8

@@ -5,17 +5,24 @@
 // blockN keys, key smoothed first), their fp32 scales q_scale [B, N, numQBlocks] and k_scale
 // [B, Nkv, numKvBlocks], and value in T (half / bfloat16). Per work item (b, n, query block qb)
 // and K/V block j:
-//   S_j   = Q8 . K8_j^T               (cube: int8 x int8 -> int32, Matmul API, into the workspace)
-//   S_j   = float(S_j) * (scale * q_scale[qb] * k_scale[j])   (vector: the cast, then the
-//                                      softmax's own scale multiply with the block's dequant folded in)
-//   then the online softmax, P in T, acc += P . V_j in fp32 (cube), O = acc / l, LSE, exactly as
-//   the fp16 forward (flash_attention_rows.h OnlineSoftmax).
-// Per-block scales make the dequantization one scalar per (query block, key block): it rides on
-// the Muls the softmax does anyway, so the vector work per score tile is the fp16 forward's plus
-// one Cast int32 -> fp32 (in place: same element width).
+//   S_j   = half(Q8 . K8_j^T * cut(scale * q_scale[qb] * k_scale[j]))
+//                                     (cube: int8 x int8 -> int32 in L0C, dequantized to half by
+//                                      FixPipe on its way to the workspace: the Matmul API's
+//                                      SetQuantScalar, QuantMode_t DEQF16; cut = the scale's top 19
+//                                      bits, FixPipe's, BlockScales::SplitBlockScale)
+//   then the online softmax with scale rest = full / cut (~1), P in T, acc += P . V_j in fp32
+//   (cube), O = acc / l, LSE, as the fp16 forward (flash_attention_rows.h OnlineSoftmax). With T
+//   half, a chunk that needs no per-element work besides the softmax (no band edge or tail in it,
+//   whole 128-column repeats) takes the half softmax of the forward's high-performance precision
+//   (OnlineSoftmax::ScoresToProbsNarrow: max, subtract, scale and Exp in half, Exp writing P
+//   straight into P's buffer); others, and every chunk with T bfloat16, cast S to fp32 (workQue_)
+//   and take the fp32 softmax.
+// Per-block scales make the dequantization one scalar per (query block, key block), so it can ride
+// on the cube's output conversion: no vector pass is spent on it, S moves through GM and UB in 2
+// bytes an element instead of 4, and the half softmax takes 128 elements per repeat.
 // Pipeline and workspace as flash_attention_kernel.h (read its header comment): the issuer
 // (sub-block 0) requests QK_{j+1} while both AIVs softmax block j; P_j goes over S_j's rows (S is
-// int32, 4 bytes, as the fp32 forward's S: P row r starts at S row r, row stride 2 * blockN of T);
+// half, 2 bytes, as P: P row r is S row r, row stride blockN);
 // P_{j-1} . V_{j-1} runs on the cube during the softmax and is added after the PAIR_PROBS meeting.
 // The invariants that make P-over-S and the slot reuse race-free are that kernel's; this kernel
 // has no mask, dropout, varlen or solo-row path (op_host refuses the plans that would need them),
@@ -48,14 +55,15 @@ constexpr uint16_t PAIR_SCORES = 4;
 constexpr uint16_t PAIR_PROBS = 5;
 constexpr uint16_t PAIR_VALUES = 6;
 
-// Q8 . K8^T: [rows, cols] int32 (asc-devkit Matmul使用说明.md: A2/A3 take int8_t A and B with C int32_t).
-using QkInt8 = AscendC::Matmul<attn_mm::GmOperand<int8_t>, attn_mm::GmOperand<int8_t, true>,
-                               attn_mm::GmOperand<int32_t>>;
+// Q8 . K8^T dequantized: [rows, cols] half (asc-devkit Matmul使用说明.md: A2/A3 take int8_t A and B;
+// quant_processor_utils.h IsQuantSenario: an int32 L0C with a half C is dequantized by FixPipe
+// with the SetQuantScalar scale).
+using QkInt8 = attn_mm::RowsByColsTo<int8_t, half>;
 
 template <typename T>
 class FlashAttentionInt8Kernel {
 public:
-    QkInt8 qkMm;                 // S = Q8 . K8^T, [rows, cols] int32
+    QkInt8 qkMm;                 // S = Q8 . K8^T * cut scale, [rows, cols] half
     attn_mm::RowsByB<T> pvMm;    // P . V, [rows, D] fp32
 
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR qScale, GM_ADDR kScale,
@@ -76,6 +84,12 @@ private:
     __aicore__ inline void LoadScores(uint32_t kvBlock, uint32_t r0, uint32_t rows);
     __aicore__ inline void SoftmaxChunk(const AscendC::LocalTensor<float> &scores, uint32_t kvBlock, uint32_t r0,
                                         uint32_t rows, uint32_t row0);
+    // Whether chunk (rows from row0) of block kvBlock takes the half softmax (T half only).
+    __aicore__ inline bool NarrowChunk(uint32_t kvBlock, uint32_t rows, uint32_t row0) const;
+    // The half softmax of a chunk's staged S [rows, TileWidth] half (freed here); P goes out as in SoftmaxChunk.
+    __aicore__ inline void SoftmaxChunkNarrow(AscendC::LocalTensor<half> &staged, uint32_t kvBlock, uint32_t r0,
+                                              uint32_t rows);
+    __aicore__ inline void StoreProbs(AscendC::LocalTensor<T> &prob, uint32_t kvBlock, uint32_t r0, uint32_t rows);
     __aicore__ inline void IssueValues(uint32_t kvBlock, uint32_t mmRows);
     __aicore__ inline void FinishValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void AccumulateValues(uint32_t kvBlock, uint32_t rows);
@@ -102,12 +116,14 @@ private:
     AscendC::GlobalTensor<T> valueGm_, outGm_;
     AscendC::GlobalTensor<float> lseGm_;
     BlockScales scales_;
-    AscendC::GlobalTensor<int32_t> scoreGm_[2];  // [blockM, blockN] int32
-    AscendC::GlobalTensor<T> probGm_[2];         // [blockM, blockN] T, row stride probStride_ (in S's rows)
+    AscendC::GlobalTensor<half> scoreGm_[2];     // [blockM, blockN] half
+    AscendC::GlobalTensor<T> probGm_[2];         // [blockM, blockN] T over S's rows (both 2 bytes)
     AscendC::GlobalTensor<float> pvGm_[2];       // [blockM, headDim] fp32
-    uint32_t probStride_ = 0;                    // 2 * blockN: one int32 S row in T elements
+    uint32_t probStride_ = 0;                    // blockN: one half S row in T elements
 
-    AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;   // SCORE_BUFFERS x [c, n] int32, cast to fp32 in place
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> scoreQue_;   // SCORE_BUFFERS x [c, n] half
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> workQue_;    // [c, n] fp32: S cast for the fp32 softmax,
+                                                             // the half softmax's row-sum tile, P.V rows (n >= d)
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> probQue_[PROB_BUFFERS];  // [c, n] T each
     uint32_t probTurn_ = 0;
     AscendC::TQue<AscendC::TPosition::VECIN, 1> pvQue_;      // [c, d] fp32 (only when n < d)
@@ -142,24 +158,22 @@ __aicore__ inline void FlashAttentionInt8Kernel<T>::Init(GM_ADDR query, GM_ADDR 
     const uint32_t n = td_->blockN;
     const uint32_t d = td_->headDim;
 
-    const uint64_t qElems = static_cast<uint64_t>(td_->tokensQ) * td_->numHeads * d;
-    const uint64_t kvElems = static_cast<uint64_t>(td_->tokensKv) * td_->numKvHeads * d;
-    queryGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int8_t *>(query), qElems);
-    keyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int8_t *>(key), kvElems);
-    valueGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(value), kvElems);
-    outGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(attentionOut), qElems);
-    lseGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(softmaxLse), static_cast<uint64_t>(td_->tokensQ) * td_->numHeads);
+    flash_attn::BindForwardGm<T>(td_, query, key, value, attentionOut, softmaxLse, queryGm_, keyGm_, valueGm_, outGm_,
+                                 lseGm_);
     scales_.Init(qScale, kScale, td_);
     items_.Init(td_, nullptr, nullptr);
 
-    // UB in the forward's order and sizes (op_host budgets S = float32 tiles; int32 is as wide).
+    // UB in the forward's sizes: op_host budgets SCORE_BUFFERS float32 [c, n] tiles for S, which
+    // hold SCORE_BUFFERS half tiles and one float32 tile (the high-performance forward's split).
+    static_assert(SCORE_BUFFERS == 2, "two half S tiles and one fp32 tile fill two fp32 tiles");
     const bool shareTiles = n >= d;
-    pipe_->InitBuffer(scoreQue_, SCORE_BUFFERS, c * n * sizeof(int32_t));
+    pipe_->InitBuffer(scoreQue_, SCORE_BUFFERS, c * n * sizeof(half));
+    pipe_->InitBuffer(workQue_, 1, c * n * sizeof(float));
     for (uint32_t i = 0; i < PROB_BUFFERS; ++i) {
         pipe_->InitBuffer(probQue_[i], 1, c * n * sizeof(T));
     }
     if (shareTiles) {
-        pvIn_ = &scoreQue_;
+        pvIn_ = &workQue_;
         outOut_ = &probQue_[0];
     } else {
         pipe_->InitBuffer(pvQue_, 1, c * d * sizeof(float));
@@ -180,10 +194,12 @@ __aicore__ inline void FlashAttentionInt8Kernel<T>::Init(GM_ADDR query, GM_ADDR 
     issuer_ = subBlock_ == 0;
     const uint32_t mi = td_->blockM;
     GM_ADDR slice = AscendC::GetUserWorkspace(workspace) + static_cast<uint64_t>(core_) * td_->wsBytesPerCore;
-    probStride_ = n * sizeof(int32_t) / sizeof(T);
+    static_assert(sizeof(T) == sizeof(half), "P goes over S's rows element for element");
+    probStride_ = n;
     for (uint32_t slot = 0; slot < 2; ++slot) {
-        __gm__ int32_t *scores =
-            reinterpret_cast<__gm__ int32_t *>(slice + td_->wsScoreOffset + slot * mi * n * sizeof(int32_t));
+        // The slots op_host sizes for fp32 S: a half S takes the first half of each.
+        __gm__ half *scores =
+            reinterpret_cast<__gm__ half *>(slice + td_->wsScoreOffset + slot * mi * n * sizeof(float));
         scoreGm_[slot].SetGlobalBuffer(scores, mi * n);
         probGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(scores), mi * probStride_);
         pvGm_[slot].SetGlobalBuffer(reinterpret_cast<__gm__ float *>(slice + td_->wsPvOffset) + slot * mi * d, mi * d);
@@ -211,18 +227,17 @@ __aicore__ inline void FlashAttentionInt8Kernel<T>::ProcessItem(uint32_t item)
 {
     flash_attn::ItemPlace place;
     items_.Locate(item, &place);
-    const uint32_t itemRow0 = place.qBlock * td_->blockM;
-    const uint32_t itemRows = Min(td_->blockM, place.seqQ - itemRow0);
+    const flash_attn::ItemSpan span = flash_attn::SpanOfItem(td_, place);
+    const uint32_t itemRow0 = span.row0;
+    const uint32_t itemRows = span.rows;
     const uint32_t firstHalf = (itemRows + 1) / 2;
     halfRow_ = subBlock_ == 0 ? 0 : firstHalf;
     const uint32_t row0 = itemRow0 + halfRow_;
     const uint32_t rows = subBlock_ == 0 ? firstHalf : itemRows - firstHalf;
 
-    uint32_t keyFirst = 0, keyEnd = 0;
-    flash_attn::VisibleKeys(td_, place.seqQ, place.seqKv, itemRow0, itemRows, &keyFirst, &keyEnd);
-    const uint32_t kvBegin = keyFirst / td_->blockN;
-    const uint32_t kvEnd = keyEnd == 0 ? kvBegin : CeilDiv(keyEnd, td_->blockN);
-    keyEnd_ = keyEnd;
+    const uint32_t kvBegin = span.kvBegin;
+    const uint32_t kvEnd = span.kvEnd;
+    keyEnd_ = span.keyEnd;
     itemQueryOffset_ = items_.QueryOffset(place, itemRow0);
     queryOffset_ = items_.QueryOffset(place, row0);
     kvOffset_ = items_.KvOffset(place, 0);
@@ -278,6 +293,10 @@ template <typename T>
 __aicore__ inline void FlashAttentionInt8Kernel<T>::IssueScores(uint32_t kvBlock, uint32_t mmRows)
 {
     const uint32_t col0 = kvBlock * td_->blockN;
+    uint64_t quantScalar = 0;
+    float rest = 0.0f;
+    scales_.SplitBlockScale(kvBlock, &quantScalar, &rest);
+    qkMm.SetQuantScalar(quantScalar);  // S leaves L0C as half(S_int32 * cut scale)
     qkMm.SetTensorB(keyGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_], true);
     qkMm.SetTail(mmRows, BlockCols(kvBlock), td_->headDim);
     qkMm.template IterateAll<false>(scoreGm_[kvBlock % 2][0], 0, false, true);
@@ -287,22 +306,32 @@ template <typename T>
 __aicore__ inline void FlashAttentionInt8Kernel<T>::SoftmaxBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0)
 {
     softmax_.StartBlock();
-    // Dequantization: S = S_int32 * q_scale * k_scale, folded into the softmax's scale multiply.
-    softmaxTd_.scaleValue = scales_.BlockScale(kvBlock);
+    // S arrives dequantized by the cut scale; the softmax's scale completes it (rest, ~1).
+    uint64_t quantScalar = 0;
+    float rest = 0.0f;
+    scales_.SplitBlockScale(kvBlock, &quantScalar, &rest);
+    softmaxTd_.scaleValue = rest;
     const uint32_t c = td_->chunkRows;
     const uint32_t w = TileWidth(kvBlock);
     LoadScores(kvBlock, 0, Min(c, rows));
     for (uint32_t r0 = 0; r0 < rows; r0 += c) {
         const uint32_t chunk = Min(c, rows - r0);
-        AscendC::LocalTensor<int32_t> staged = scoreQue_.DeQue<int32_t>();
+        AscendC::LocalTensor<half> staged = scoreQue_.DeQue<half>();
         if (r0 + c < rows) {
             LoadScores(kvBlock, r0 + c, Min(c, rows - r0 - c));
         }
-        // int32 -> fp32 in place (same width; exact below 2^24, and |S| <= D * 127 * 128).
-        AscendC::LocalTensor<float> scores = staged.template ReinterpretCast<float>();
+        if constexpr (AscendC::IsSameType<T, half>::value) {
+            if (NarrowChunk(kvBlock, chunk, row0 + r0)) {
+                SoftmaxChunkNarrow(staged, kvBlock, r0, chunk);
+                continue;
+            }
+        }
+        // S half -> fp32 (exact), the softmax's tile; scoreQue's buffer is free for the next load.
+        AscendC::LocalTensor<float> scores = workQue_.AllocTensor<float>();
         AscendC::Cast(scores, staged, AscendC::RoundMode::CAST_NONE, chunk * w);
-        SoftmaxChunk(scores, kvBlock, r0, chunk, row0 + r0);
         scoreQue_.FreeTensor(staged);
+        SoftmaxChunk(scores, kvBlock, r0, chunk, row0 + r0);
+        workQue_.FreeTensor(scores);
     }
 }
 
@@ -312,8 +341,8 @@ __aicore__ inline void FlashAttentionInt8Kernel<T>::LoadScores(uint32_t kvBlock,
     const uint32_t n = td_->blockN;
     const uint32_t w = TileWidth(kvBlock);
     const uint32_t at = (halfRow_ + r0) * n;
-    constexpr uint32_t perBlock = 32 / sizeof(int32_t);
-    AscendC::LocalTensor<int32_t> scores = scoreQue_.AllocTensor<int32_t>();
+    constexpr uint32_t perBlock = 32 / sizeof(half);
+    AscendC::LocalTensor<half> scores = scoreQue_.AllocTensor<half>();
     if (w == n) {
         AscendC::DataCopy(scores, scoreGm_[kvBlock % 2][at], rows * w);
     } else {
@@ -330,13 +359,49 @@ __aicore__ inline void FlashAttentionInt8Kernel<T>::SoftmaxChunk(const AscendC::
                                                                  uint32_t row0)
 {
     const uint32_t w = TileWidth(kvBlock);
-    const uint32_t probAt = (halfRow_ + r0) * probStride_;
     AscendC::LocalTensor<T> prob = probQue_[probTurn_].template AllocTensor<T>();
     if (foldInProb_) {
         softmax_.UseFold(prob.template ReinterpretCast<float>());
     }
     softmax_.ScoresToProbs(scores, w, kvBlock, rows, row0, r0);
     AscendC::Cast(prob, scores, AscendC::RoundMode::CAST_RINT, rows * w);
+    StoreProbs(prob, kvBlock, r0, rows);
+}
+
+// The half softmax takes a chunk that needs no per-element work besides the softmax itself (this
+// kernel has no mask bias, dropout or softcap): no band edge or Skv tail in the tile, whole
+// 128-column repeats of half, and P's buffer free to fold in (foldInProb_). As the forward's
+// FlashAttentionKernel::NarrowChunk.
+template <typename T>
+__aicore__ inline bool FlashAttentionInt8Kernel<T>::NarrowChunk(uint32_t kvBlock, uint32_t rows, uint32_t row0) const
+{
+    const uint32_t w = TileWidth(kvBlock);
+    return foldInProb_ && softmaxTd_.scaleValue > 0.0f && w % attn_rows::B16_PER_REPEAT == 0 &&
+           softmax_.TileFullyVisible(w, rows, row0, kvBlock);
+}
+
+template <typename T>
+__aicore__ inline void FlashAttentionInt8Kernel<T>::SoftmaxChunkNarrow(AscendC::LocalTensor<half> &staged,
+                                                                       uint32_t kvBlock, uint32_t r0, uint32_t rows)
+{
+    const uint32_t w = TileWidth(kvBlock);
+    AscendC::LocalTensor<T> prob = probQue_[probTurn_].template AllocTensor<T>();
+    AscendC::LocalTensor<float> wide = workQue_.AllocTensor<float>();
+    // staged holds [c, n] half = [c, n / 2] fp32 bytes >= the [c, 64] fp32 fold (w >= 128).
+    softmax_.UseFold(staged.template ReinterpretCast<float>());
+    softmax_.ScoresToProbsNarrow(staged, prob, wide, w, kvBlock, rows, r0);
+    workQue_.FreeTensor(wide);
+    scoreQue_.FreeTensor(staged);
+    StoreProbs(prob, kvBlock, r0, rows);
+}
+
+// P rows [r0, r0 + rows) of this AIV's half to the workspace, over S_kvBlock's rows.
+template <typename T>
+__aicore__ inline void FlashAttentionInt8Kernel<T>::StoreProbs(AscendC::LocalTensor<T> &prob, uint32_t kvBlock,
+                                                               uint32_t r0, uint32_t rows)
+{
+    const uint32_t w = TileWidth(kvBlock);
+    const uint32_t probAt = (halfRow_ + r0) * probStride_;
     probQue_[probTurn_].EnQue(prob);
     prob = probQue_[probTurn_].template DeQue<T>();
     const AscendC::DataCopyParams probParams{static_cast<uint16_t>(rows), static_cast<uint16_t>(w * sizeof(T) / 32), 0,

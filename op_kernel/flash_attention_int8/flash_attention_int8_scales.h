@@ -34,6 +34,24 @@ public:
     {
         return itemScale_ * kScaleGm_.GetValue(kScaleRow_ + kvBlock);
     }
+    // BlockScale split for a dequantization on the cube's way out (FixPipe DEQF16, the Matmul
+    // API's SetQuantScalar): FixPipe keeps the top 19 bits of the fp32 scale (sign, exponent and
+    // 10 mantissa bits; asc-devkit SetQuantScalar.md), so
+    // *quantScalar carries that cut scale and *rest = BlockScale / cut (in [1, 1 + 2^-10)) is what
+    // the softmax multiplies by to complete it. BlockScale > 0 and normal (op_host / the Python
+    // face refuse zero and non-finite scales; a product below 2^-126 is not handled).
+    __aicore__ inline void SplitBlockScale(uint32_t kvBlock, uint64_t *quantScalar, float *rest)
+    {
+        const float full = BlockScale(kvBlock);
+        const uint32_t cutBits = *reinterpret_cast<const uint32_t *>(&full) & FIXPIPE_SCALE_MASK;
+        *quantScalar = static_cast<uint64_t>(cutBits) | FIXPIPE_SCALE_FLAG;
+        *rest = full / *reinterpret_cast<const float *>(&cutBits);
+    }
+
+    // The bits of an fp32 scale FixPipe's dequantization keeps, and the bit SetQuantScalar.md's
+    // conversion sets beside them (quantScalar = (scale & 0xFFFFE000) | (1 << 46), no offset).
+    static constexpr uint32_t FIXPIPE_SCALE_MASK = 0xFFFFE000u;
+    static constexpr uint64_t FIXPIPE_SCALE_FLAG = 1ULL << 46;
 
 private:
     const FlashAttentionTilingData *td_ = nullptr;

@@ -11,6 +11,7 @@
 extern "C" void vec_scale_add(GM_ADDR x, GM_ADDR y, GM_ADDR z, GM_ADDR tiling);
 extern "C" void mm_softmax(GM_ADDR a, GM_ADDR b, GM_ADDR out, GM_ADDR workspace, GM_ADDR tiling);
 extern "C" void matmul_only(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling);
+extern "C" void matmul_dequant(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling);
 extern "C" void probe(GM_ADDR in, GM_ADDR out, GM_ADDR tiling);
 extern "C" void gemm_aic(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling);
 extern "C" void philox_tile(GM_ADDR p, GM_ADDR pOut, GM_ADDR words, GM_ADDR bytes, GM_ADDR tiling);
@@ -56,6 +57,17 @@ extern "C" int aclfaSimTestMatmul(void *a, void *b, void *c, void *workspace, ui
     MmSoftmaxTiling t = MakeMmTiling(m, n, k, rowsPerAiv, cube);
     return Launch("matmul_only", blockDim, KERNEL_TYPE_MIX_AIC_1_2,
                   [&] { matmul_only(Gm(a), Gm(b), Gm(c), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); }, err, errLen);
+}
+
+extern "C" int aclfaSimTestMatmulDequant(void *a, void *b, void *c, void *workspace, uint32_t m, uint32_t n,
+                                         uint32_t k, uint64_t quantScalar, const int32_t *cube, char *err,
+                                         size_t errLen) {
+    MmDequantTiling t{};
+    t.mm = MakeMmTiling(m, n, k, m, cube);
+    t.quantScalar = quantScalar;
+    return Launch("matmul_dequant", 1, KERNEL_TYPE_MIX_AIC_1_2,
+                  [&] { matmul_dequant(Gm(a), Gm(b), Gm(c), Gm(workspace), reinterpret_cast<GM_ADDR>(&t)); }, err,
+                  errLen);
 }
 
 namespace {

@@ -22,6 +22,11 @@ struct MmSoftmaxTiling {
     TCubeTiling cube;       // for one AIV's rows: M = rowsPerAiv, N = n, K = k
 };
 
+struct MmDequantTiling {
+    MmSoftmaxTiling mm;     // A, B int8; C half; rowsPerAiv = m (one AIV)
+    uint64_t quantScalar;   // Matmul::SetQuantScalar's argument; 0: not called
+};
+
 struct GemmTiling {
     uint32_t m, n, k;       // C[m, n] fp16 = A[m, k] . B[n, k]^T, all fp16
     uint32_t gridN;         // AIC b takes block (b / gridN, b % gridN) of C
@@ -122,6 +127,11 @@ int aclfaSimTestMmSoftmax(void *a, void *b, void *out, void *workspace, uint32_t
 /* C[m, n] fp32 = A[m, k] . B[n, k]^T through the Matmul API only (same tiling as above). */
 int aclfaSimTestMatmul(void *a, void *b, void *c, void *workspace, uint32_t m, uint32_t n, uint32_t k,
                        uint32_t rowsPerAiv, uint32_t blockDim, const int32_t *cube, char *err, size_t errLen);
+
+/* C[m, n] half = dequantized int8 A[m, k] . B[n, k]^T (Matmul::SetQuantScalar(quantScalar); 0: not called),
+   one AIV; cube as above. */
+int aclfaSimTestMatmulDequant(void *a, void *b, void *c, void *workspace, uint32_t m, uint32_t n, uint32_t k,
+                              uint64_t quantScalar, const int32_t *cube, char *err, size_t errLen);
 
 /* C[m, n] fp16 = A[m, k] . B[n, k]^T on blockDim AICs (KERNEL_TYPE_AIC_ONLY), 2-D blocks of C. */
 int aclfaSimTestGemm(void *a, void *b, void *c, uint32_t m, uint32_t n, uint32_t k, uint32_t gridN, uint32_t tileM,

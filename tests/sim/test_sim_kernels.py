@@ -517,3 +517,45 @@ def test_matmul_sums_each_element_in_k_order(sim, m, n, k):
         want = want + af[:, p:p + 1] * bf[:, p][None, :]
     np.testing.assert_array_equal(c.view(np.uint32), want.view(np.uint32))
     sim.free_all()
+
+
+def _int8_operands(m, n, k, seed):
+    r = rng(seed)
+    return (r.integers(-127, 128, (m, k)).astype(np.int8), r.integers(-127, 128, (n, k)).astype(np.int8))
+
+
+def test_matmul_dequantizes_int8_to_half_with_the_cut_scale(sim):
+    """int8 A . B^T with a half C and SetQuantScalar (FixPipe DEQF16, asc-devkit SetQuantScalar.md):
+    each exact int32 sum leaves as half(sum * scale) in fp32, where scale keeps only the top 19 bits
+    of the fp32 the quant scalar carries (scale & 0xFFFFE000) -- bit for bit; and the cut matters
+    (the uncut scale gives other halves for some elements)."""
+    m, n, k = 64, 128, 128
+    a, b = _int8_operands(m, n, k, 31)
+    scale = np.float32(0.0123456)
+    bits = int(scale.view(np.uint32))
+    da, db, dc = sim.device(a), sim.device(b), sim.device(m * n * 2)
+    ws = sim.device(simlib.SYS_WORKSPACE)
+    e = sim.err()
+    rc = sim.k.aclfaSimTestMatmulDequant(da, db, dc, ws, m, n, k, bits | 1 << 46, sim.ffi.from_buffer("int32_t[]", CUBE_TILING),
+                                         e, 4096)
+    assert rc == 0, sim.ffi.string(e)
+    got = sim.host(dc, (m, n), np.float16)
+    sums = (a.astype(np.int64) @ b.astype(np.int64).T).astype(np.float32)
+    cut = np.uint32(bits & 0xFFFFE000).view(np.float32)
+    np.testing.assert_array_equal(got.view(np.uint16), (sums * cut).astype(np.float16).view(np.uint16))
+    assert np.any((sums * scale).astype(np.float16) != got), "the 19-bit cut left every element unchanged"
+    sim.free_all()
+
+
+def test_int8_matmul_with_a_half_c_needs_set_quant_scalar(sim):
+    """Without SetQuantScalar an int8 matmul into a half C has no dequantization scale: refused."""
+    m, n, k = 64, 128, 128
+    a, b = _int8_operands(m, n, k, 32)
+    da, db, dc = sim.device(a), sim.device(b), sim.device(m * n * 2)
+    ws = sim.device(simlib.SYS_WORKSPACE)
+    e = sim.err()
+    rc = sim.k.aclfaSimTestMatmulDequant(da, db, dc, ws, m, n, k, 0, sim.ffi.from_buffer("int32_t[]", CUBE_TILING),
+                                         e, 4096)
+    assert rc != 0
+    assert "SetQuantScalar" in sim.ffi.string(e).decode()
+    sim.free_all()

@@ -67,7 +67,7 @@ enum class Api : uint8_t {
     ReduceMax, ReduceSum, WholeReduceMax, WholeReduceSum, BlockReduceMax, BlockReduceSum,
     DataCopy, DataCopyPad, DataCacheCleanAndInvalid, SetAtomicAdd,
     Mmad, MatmulUbPath, SetLocalWorkspace, CrossCoreFlag, SyncAll,
-    FusedMulAdd,
+    FusedMulAdd, MatmulQuant,
     Count
 };
 
@@ -156,6 +156,9 @@ constexpr ApiRow kApis[] = {
      "simulator does not implement, serves the others); impl/basic_api/dav_c100/kernel_operator_sync_impl.h"},
     {Api::FusedMulAdd, "FusedMulAdd", "FusedMulAdd", {kNone, kHalfFloat, kHalfFloat},
      "Memory矢量计算/复合计算/FusedMulAdd.md (Atlas 训练系列产品: not supported)"},
+    {Api::MatmulQuant, "Matmul::SetQuantScalar", "the Matmul API's quantization of C (FixPipe DEQF16 / VDEQF16)",
+     {kNone, kAll, kAll},
+     "高阶API/矩阵计算/Matmul-Kernel侧接口/SetQuantScalar.md, SetQuantVector.md (Atlas 训练系列产品: not supported)"},
 };
 static_assert(sizeof(kApis) / sizeof(kApis[0]) == static_cast<size_t>(Api::Count), "one row per Api");
 constexpr bool RowsInOrder() {

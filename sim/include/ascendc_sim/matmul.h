@@ -104,8 +104,15 @@ struct MatmulJob {
     int m, n, k;
     bool accumulate;   // C += A * B
     bool gmAtomic;     // accumulate into GM other cores may add to: the add is atomic (enAtomic)
+    bool dequant;      // int8 A, B and a half C: C = half(float(A * B) * deqScale) (FixPipe DEQF16)
+    float deqScale;    // DequantScale(SetQuantScalar's argument)
 };
 void RunMatmul(const MatmulJob &job);
+
+// The scale SetQuantScalar's quantScalar carries (asc-devkit SetQuantScalar.md): the fp32 whose
+// bits are the low 32 bits of quantScalar cut to their top 19 (sign, exponent, 10 mantissa bits:
+// quantScalar = scale & 0xFFFFE000, the bits below are not kept).
+float DequantScale(uint64_t quantScalar);
 
 // The element tag of a Matmul operand or result: TypeTag's (float 0, half 1, bfloat16 2, int32 3)
 // and int8_t 4, the cube's integer operand (asc-devkit Matmul使用说明.md: on Atlas A2/A3 and the
@@ -339,8 +346,26 @@ public:
         haveBlock_ = false;
     }
     void SetSubBlockIdx(uint8_t subBlockIdx) { (void)subBlockIdx; }
+    // One dequantization scale for all of C (asc-devkit SetQuantScalar.md): with int8 A and B and a
+    // half C, every int32 result leaves L0C as half(result * scale) (QuantMode_t DEQF16,
+    // impl/adv_api/detail/matmul/stage/copy_cube_out/quant/quant_processor_fixpipe.h). Kept for
+    // the following Iterate / IterateAll calls. Only that pairing is simulated; others are refused.
+    void SetQuantScalar(const uint64_t quantScalar) {
+        auto &core = Use("Matmul::SetQuantScalar");
+        acl_fa_sim::surface::Require(core, acl_fa_sim::surface::Api::MatmulQuant, acl_fa_sim::surface::kAll,
+                                     "Matmul::SetQuantScalar");
+        if constexpr (!kDequant) {
+            acl_fa_sim::kernel::Violation("Matmul quant", "Matmul::SetQuantScalar",
+                                          "the simulator models the dequantization of int8 A/B to a half C only");
+        }
+        quantScalar_ = quantScalar;
+        hasQuantScalar_ = true;
+    }
 
 private:
+    // int8 operands with a half C: the Matmul API's dequantization scenario (quant_processor_utils.h
+    // IsQuantSenario: L0C int32, C half), which needs a scale (SetQuantScalar).
+    static constexpr bool kDequant = std::is_same_v<SrcAT, int8_t> && std::is_same_v<DstT, half>;
     static int CeilDiv(int a, int b) { return b <= 0 ? 0 : (a + b - 1) / b; }
     static int64_t AlignRow(int n) {
         const int per = 32 / static_cast<int>(sizeof(DstT));
@@ -404,7 +429,16 @@ private:
         }
         acl_fa_sim::kernel::GmCheck(core, "Matmul (B)", b, bSpan, b_.SimLo(), b_.SimHi());
         sim::MatmulJob job{a, sim::OperandTag<SrcAT>(), lda, transA_, b, sim::OperandTag<SrcBT>(), ldb, transB_,
-                           c, cTag, ldc, bm, bn, singleK_, accumulate, accumulate && cGmSpan != 0};
+                           c, cTag, ldc, bm, bn, singleK_, accumulate, accumulate && cGmSpan != 0, false, 0.0f};
+        if constexpr (kDequant) {
+            if (!hasQuantScalar_) {
+                acl_fa_sim::kernel::Violation("Matmul quant", api,
+                                              "int8 A and B with a half C dequantize on the way out of L0C: "
+                                              "call SetQuantScalar first");
+            }
+            job.dequant = true;
+            job.deqScale = sim::DequantScale(quantScalar_);
+        }
         sim::RunMatmul(job);
         const uint64_t cGmBytes = cGmSpan ? uint64_t(bm) * bn * sizeof(DstT) : 0;  // 0: C went to UB
         if (job.gmAtomic) __atomic_fetch_add(&core.cubeStats->atomicAddBytes, cGmBytes, __ATOMIC_RELAXED);
@@ -437,6 +471,8 @@ private:
     uint64_t pendingJob_ = 0;  // trace key of the last request (for WaitIterateAll)
     int iterIndex_ = 0, blockM_ = 0, blockN_ = 0;
     bool haveBlock_ = false;
+    uint64_t quantScalar_ = 0;  // SetQuantScalar's argument
+    bool hasQuantScalar_ = false;
 };
 
 template <class A_TYPE, class B_TYPE, class C_TYPE, class BIAS_TYPE = C_TYPE, const auto &MM_CFG = CFG_NORM,

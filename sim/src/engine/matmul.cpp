@@ -1,6 +1,7 @@
 // matmul.cpp -- the Matmul API's host side: the TCubeTiling capacity check, operand
 // conversion to fp32, the GEMM, the result conversion, and the cube counters.
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,13 @@ uint64_t CheckCubeTiling(const TCubeTiling &t, uint32_t aBytes, uint32_t bBytes,
     return l1;
 }
 
+float DequantScale(uint64_t quantScalar) {
+    const uint32_t bits = static_cast<uint32_t>(quantScalar) & 0xFFFFE000u;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof(scale));
+    return scale;
+}
+
 void RunMatmul(const MatmulJob &j) {
     thread_local std::vector<float> a, b, c;
     using acl_fa_sim::kernel::Scratch;
@@ -121,6 +129,19 @@ void RunMatmul(const MatmulJob &j) {
     // A transposed B is converted as stored, [n, k], and packed from there by the GEMM.
     LoadOperand(j.b, j.bTag, j.ldb, false, j.transB ? j.n : j.k, j.transB ? j.k : j.n, bData);
     const int ldb = j.transB ? j.k : j.n;
+    if (j.dequant) {
+        // int8 x int8 summed exactly (below), then each int32 result times the scale in fp32 and
+        // rounded to half (to nearest even) as FixPipe writes it: one rounding after the product [inf].
+        if (j.accumulate) Violation("Matmul quant", "Matmul", "accumulating into a dequantized C is not simulated");
+        if (j.k >= 1032) Violation("Matmul int8", "Matmul", "K = " + Num(j.k) + " is past the simulator's exact int8 range (K < 1032)");
+        float *const cData = Scratch(c, size_t(j.m) * j.n);
+        acl_fa_sim::kernel::Sgemm(j.m, j.n, j.k, aData, j.k, bData, ldb, cData, j.n, false, j.transB);
+        for (size_t x = 0; x < size_t(j.m) * j.n; ++x) cData[x] *= j.deqScale;
+        for (int i = 0; i < j.m; ++i) {
+            acl_fa_sim::kernel::ConvertF32ToF16(cData + size_t(i) * j.n, static_cast<uint16_t *>(j.c) + i * j.ldc, j.n);
+        }
+        return;
+    }
     if (j.gmAtomic && j.cTag == 3) Violation("Matmul int8", "Matmul", "an atomic int32 C is not simulated");
     if (j.gmAtomic) {
         // A * B first, then added to C row by row under the atomic lock (other cores may add too).
