@@ -77,7 +77,7 @@ constexpr uint64_t kDecodeKeyBf16 = 1u << 0;
 constexpr uint64_t kDecodeKeySplit = 1u << 1;
 constexpr uint64_t kDecodeKeyInt8 = 1u << 2;
 // Keys an int8 cache's chunk is dequantized by per UB pass (each pass one MTE2 copy in, one out).
-constexpr uint32_t kDecodeDequantRows = 64;
+constexpr uint32_t kDecodeDequantRows = 128;
 
 bool ComputeDecodePlan(const DecodeProblem &problem, const ChipLimits &chip, DecodePlan *plan, std::string *error);
 
