@@ -417,6 +417,9 @@ def format_decode_report(r: DecodeReport) -> str:
         lines.append(f"prefill     {r.prefill_ms:.1f} ms for {r.batch} x {r.seq_kv} prompt tokens (flash_attention causal, "
                      f"then K/V into the cache on the device{kernel}; simulator wall time): "
                      f"{r.prefill_tokens_per_s:.0f} tokens/s")
+    elif r.kv_cache_dtype == "int8":
+        lines.append("prefill     not run: the int8 cache was filled from the host (quantized by "
+                     "acl_fa.quantize_kv_cache; a prefill's K/V enter float caches)")
     else:
         lines.append(f"prefill     not run: the cache was filled from the host (B x N x S^2 beyond "
                      f"{PREFILL_AUTO_LIMIT:.3g}, or --no-prefill; --prefill runs it)")

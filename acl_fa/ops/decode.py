@@ -545,7 +545,8 @@ def _int8_scales(p: DecodeProblem, k_scale, v_scale, seqlens, table, leftpad) ->
         return None
     ks, vs = kv_quant.scale_arrays(k_scale, v_scale, num_kv_heads=p.num_kv_heads, head_dim=p.head_dim,
                                    cache_rows=p.num_blocks, block_size=p.block_size)
-    kv_quant.check_value_scales(vs, seqlens, table, p.block_size, start=leftpad)
+    if vs is not None:  # a DeviceArray v_scale is not read back (kv_quant.scale_arrays)
+        kv_quant.check_value_scales(vs, seqlens, table, p.block_size, start=leftpad)
     return ks, vs
 
 

@@ -95,14 +95,18 @@ def quantize_kv_cache(k_cache, v_cache, *, k_headroom: float = 1.0) -> tuple:
     return quantize_keys(k, k_scale), vq, k_scale, np.ascontiguousarray(v_scale.transpose(0, 2, 1))
 
 
-def _scale_array(name: str, x, shape: tuple) -> np.ndarray:
-    """A float32 host copy of a scale argument of `shape` (a DeviceArray is read back); every value
-    finite and > 0."""
+def _scale_array(name: str, x, shape: tuple, read_back: bool = True):
+    """A float32 host copy of a scale argument of `shape` (a DeviceArray is read back, or with
+    read_back False only its shape and dtype are checked and None is returned)."""
     if x is None:
         raise InvalidArgumentError(f"{name} is required with an int8 k_cache / v_cache (docs/int8.md)")
     if isinstance(x, DeviceArray):
         if x.dtype != F32:
             raise InvalidTypeError(f"{name} must be float32, got {x.dtype}")
+        if tuple(x.shape) != shape:
+            raise InvalidArgumentError(f"{name} must have shape {shape}, got {tuple(x.shape)}")
+        if not read_back:
+            return None
         x = x.numpy()
     if isinstance(x, (str, bytes)) or not hasattr(x, "__len__"):
         raise InvalidTypeError(f"{name} must be a float32 array, got {type(x).__name__}")
@@ -125,9 +129,11 @@ def _refuse_bad_values(name: str, values: np.ndarray, where) -> None:
 def scale_arrays(k_scale, v_scale, *, num_kv_heads: int, head_dim: int, cache_rows: int,
                  block_size: int) -> tuple:
     """(k_scale, v_scale) as float32 host arrays of their shapes; k_scale's values finite and > 0
-    (v_scale's are checked where the call reads them: check_value_scales)."""
+    (v_scale's are checked where the call reads them: check_value_scales). A DeviceArray v_scale
+    is not read back (the cache's per-token scales: a MiB at 32K tokens, every step): its shape and
+    dtype are checked, and None stands for its values."""
     ks = _scale_array("k_scale", k_scale, (num_kv_heads, head_dim))
-    vs = _scale_array("v_scale", v_scale, (cache_rows, num_kv_heads, block_size))
+    vs = _scale_array("v_scale", v_scale, (cache_rows, num_kv_heads, block_size), read_back=False)
     _refuse_bad_values("k_scale", ks, lambda i: f"[{i // head_dim}, {i % head_dim}]")
     return ks, vs
 
