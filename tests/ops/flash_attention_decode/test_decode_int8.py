@@ -79,6 +79,7 @@ CASES = [
     ("outlier_channels", 2, 1, 16, 2, 128, [1500, 700], None, F16, True, None, 0, 4),
     ("outlier_channels_paged_bf16", 1, 1, 8, 1, 128, [4096], 128, BF16, True, None, 0, 4),
     ("empty_sequence", 2, 1, 4, 1, 64, [0, 90], None, F16, True, None, 0, 0),
+    ("row_groups_sq40", 1, 40, 16, 2, 64, [700], 64, F16, True, None, 0, 0),
 ]
 
 
@@ -272,3 +273,29 @@ def test_run_decode_int8_cache_json(sim_only, args):
 def test_kv_cache_dtype_needs_decode(sim_only):
     result = CliRunner().invoke(main, ["run", "--seq", "64", "--kv-cache-dtype", "int8"])
     assert result.exit_code != 0 and "--kv-cache-dtype is for --decode / --paged" in result.output
+
+
+@pytest.mark.parametrize("block_size", [None, 32])
+def test_left_padding_hides_keys_whose_scales_may_be_anything(session, block_size):
+    """cache_leftpad with an int8 cache: an int8 chunk starts at the first visible key rounded down
+    to 8 (its scales then land aligned in UB), so up to 7 padding keys are read; they are masked
+    and their scales zeroed, so NaN scales there change nothing (the reference never sees them)."""
+    rng = np.random.default_rng(5)
+    lengths, pads = [300, 150], [13, 77]
+    caches, (kq, vq, ks, vs), table = _int8_cache(rng, 2, lengths, 2, 64, F16, block_size)
+    for b, pad in enumerate(pads):  # the padding's stored scales: NaN
+        for j in range(pad):
+            block, row = (table[b, j // block_size], j % block_size) if block_size else (b, j)
+            vs[block, :, row] = np.nan
+    q = rng.standard_normal((2, 1, 8, 64)).astype(F16)
+    seqlens = np.array(lengths, np.int32)
+    leftpad = np.array(pads, np.int32)
+    out, lse = session.flash_attention_with_kvcache(q, kq, vq, k_scale=ks, v_scale=vs, cache_seqlens=seqlens,
+                                                    block_table=table, cache_leftpad=leftpad, return_lse=True)
+    opts = dict(block_table=table, cache_leftpad=leftpad)
+    vs_clean = np.where(np.isfinite(vs), vs, 1.0).astype(np.float32)
+    ref, ref_lse = int8_kvcache_reference(q, kq, vq, ks, vs_clean, seqlens, **opts)
+    k_deq, v_deq = dequantize_kv_reference(kq, vq, ks, vs_clean)
+    naive, _ = kvcache_reference(q, k_deq, v_deq, seqlens, precision=F16, **opts)
+    acc = check_accuracy(out, lse, ref, ref_lse, naive, "float16", heads=range(8))
+    assert acc.ok, acc
