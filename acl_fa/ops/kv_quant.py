@@ -99,7 +99,8 @@ def _scale_array(name: str, x, shape: tuple, read_back: bool = True):
     """A float32 host copy of a scale argument of `shape` (a DeviceArray is read back, or with
     read_back False only its shape and dtype are checked and None is returned)."""
     if x is None:
-        raise InvalidArgumentError(f"{name} is required with an int8 k_cache / v_cache (docs/int8.md)")
+        raise InvalidArgumentError(f"{name} is required with an int8 k_cache / v_cache: "
+                                   "acl_fa.flash_attention_with_kvcache(..., k_scale=, v_scale=) (docs/int8.md)")
     if isinstance(x, DeviceArray):
         if x.dtype != F32:
             raise InvalidTypeError(f"{name} must be float32, got {x.dtype}")
