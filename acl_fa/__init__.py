@@ -19,6 +19,7 @@ from .api import (
     flash_attention_varlen_backward, flash_attention_with_kvcache, flash_attn_func, merge_attention_partials,
     scaled_dot_product_attention)
 from .api import flash_attention_int8
+from .ops.kv_quant import quantize_kv_cache
 from .runtime.loader import get_backend
 from .ops import flash_attn_interface
 from .ops.flash_attn_interface import (
@@ -76,6 +77,7 @@ __all__ = [
     "flash_attn_with_kvcache",
     "get_backend",
     "merge_attention_partials",
+    "quantize_kv_cache",
     "scaled_dot_product_attention",
     "sim_stats",
 ]

@@ -119,7 +119,11 @@ section() {
             run int8-prefill "$PYTHON" bench/int8_prefill.py --heads 32 --seq 4096
             run int8-prefill-blocks "$PYTHON" bench/int8_prefill.py --heads 32 --seq 4096 --int8-blocks 256x512
             run int8-prefill-310p-small env ACL_FA_SIM_SOC=Ascend310P3 "$PYTHON" bench/int8_prefill.py --heads 8 --seq 2048
-            run int8-prefill-310p env ACL_FA_SIM_SOC=Ascend310P3 "$PYTHON" bench/int8_prefill.py --heads 32 --seq 4096 ;;
+            run int8-prefill-310p env ACL_FA_SIM_SOC=Ascend310P3 "$PYTHON" bench/int8_prefill.py --heads 32 --seq 4096
+            run decode-int8 "$PYTHON" bench/decode_int8.py --seq-kv 32768
+            run decode-int8-chips "$PYTHON" bench/decode_int8.py --soc-check
+            run decode-int8-step acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8 --decode --kv-cache-dtype int8 --steps 2
+            run decode-int8-step-paged acl-fa run --seq 1 --seq-kv 32768 --kv-heads 8 --paged --kv-cache-dtype int8 --steps 2 ;;
         cluster)
             run cluster-small "$PYTHON" bench/cluster_scale.py --hosts 2 --per-host 2 --seq 8192 --ranks-as processes
             run cluster-8x8 "$PYTHON" bench/cluster_scale.py --hosts 8 --per-host 8 --seq 262144 --head-dim 64 \

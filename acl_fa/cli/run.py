@@ -1,6 +1,7 @@
 """`acl-fa run`: one problem on random inputs (forward, backward, V2 options, decode, parallel)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import click
@@ -52,10 +53,14 @@ from .options import (
               show_default=True, show_envvar=True,
               help="int8: Q and K quantized per block on the device (K smoothed), QK^T in int8 (Atlas A2/A3; "
               "docs/int8.md); prints each launch's modeled time beside the fp16 forward's.")
+@click.option("--kv-cache-dtype", "kv_cache_dtype", type=click.Choice(["auto", "int8"]), envvar="ACL_FA_KV_CACHE_DTYPE",
+              default="auto", show_default=True, show_envvar=True,
+              help="--decode / --paged: int8 holds the KV cache as int8 with per-channel K and per-token V scales "
+              "(FlashAttentionDecodeV3, Atlas A2/A3; docs/int8.md); auto: the dtype of --dtype.")
 def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, block_m, block_n, scale, warmup,
         iters, check, seed, decode, paged, block_size, steps, num_splits, prefill, backend, device, as_json, backward,
         deterministic, parallel_mode, devices, accumulate, window, dropout, mask_density, varlen, precision,
-        qk_quant, alibi, softcap, sinks, fused):
+        qk_quant, alibi, softcap, sinks, fused, kv_cache_dtype):
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
     --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
@@ -87,6 +92,8 @@ def _mode(params: dict) -> str:
                                    "--dropout, --mask-density, --varlen, --precision, --parallel, --decode, --paged "
                                    "or --backward")
         return "int8"
+    if params.get("kv_cache_dtype", "auto") != "auto" and not (params["decode"] or params["paged"]):
+        raise click.UsageError("--kv-cache-dtype is for --decode / --paged (the KV cache of decode)")
     if _run_options_of(params).used:
         if params["parallel_mode"] or params["decode"] or params["paged"]:
             raise click.UsageError("--window/--dropout/--mask-density/--varlen/--precision/--alibi/--softcap/--sinks "
@@ -182,6 +189,8 @@ def _run_backward(params: dict):
 
 def _run_decode(params: dict):
     decode = decode_settings_of(params)
+    if params["kv_cache_dtype"] == "int8":
+        decode = dataclasses.replace(decode, kv_cache_dtype="int8")
     with reported_as_usage_errors(), progress(decode.steps + 3, "acl-fa run --decode") as bar:
         problem = decode_problem_of(params, params["seq_kv"] or 4096, params["seq"])
         settings = settings_of(params, progress=bar_progress(bar))

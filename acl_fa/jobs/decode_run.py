@@ -33,10 +33,11 @@ from ..ops.forward import flash_attention
 from ..ops import routed
 from ..ops.decode import (contiguous_call, decode_plan_check, flash_attention_with_kvcache,
                           runner_for as decode_runner_for, write_kv_cache)
+from ..ops.kv_quant import quantize_kv_cache
 from ..plan import routing
 from ..plan.roofline import chip_peaks
 from .measure import Measurement, measure
-from ..reference.decode import kvcache_reference
+from ..reference.decode import dequantize_kv_reference, int8_kvcache_reference, kvcache_reference
 from ..runtime.session import DeviceSession
 from ..runtime.units import format_bytes
 from ..spec.problem import Problem, problem_from_sizes
@@ -75,6 +76,9 @@ class DecodeReport:
     prefill_kernel_ms: Optional[float] = None  # its attention kernel, simulator wall time
     modeled_step_us: Optional[float] = None    # pipeline model of one step (simulator; not a measurement)
     hbm_bound_us: Optional[float] = None       # the step's compulsory bytes / the chip's HBM rate
+    kv_cache_dtype: Optional[str] = None       # "int8": FlashAttentionDecodeV3's cache (None: q's dtype)
+    cache_device_bytes: Optional[int] = None   # the K/V cache's device memory (int8: with its scales)
+    float_cache_bytes: Optional[int] = None    # what a q-dtype cache of the same capacity takes
 
     @property
     def median_step_ms(self) -> float:
@@ -117,12 +121,15 @@ class DecodeSettings:
     """The cache and the steps of a decode run: block_size (keys per block of a paged cache; None =
     contiguous), num_splits (flash_attention_with_kvcache's), steps (each appending Sq tokens per
     sequence) and prefill (fill the cache by a timed prefill, from the host, or None: by
-    PREFILL_AUTO_LIMIT)."""
+    PREFILL_AUTO_LIMIT). kv_cache_dtype "int8": the cache is filled from the host, quantized
+    (acl_fa.quantize_kv_cache; the prefill's K/V enter a float cache), and each step's new tokens
+    are quantized into it."""
 
     block_size: Optional[int] = None
     num_splits: int = 0
     steps: int = 8
     prefill: Optional[bool] = None
+    kv_cache_dtype: Optional[str] = None  # "int8": an int8 cache (docs/int8.md); None: q's dtype
 
 
 def decode_problem(seq_kv: int, *, seq_q: int = 1, batch: int = 1, num_heads: int = 32,
@@ -148,10 +155,14 @@ def run_decode(session: DeviceSession, problem: Problem, decode: DecodeSettings 
     table, cache_shape = _cache_layout(rng, sizes, block_size)
     sim = session.backend.name == "sim"
     prefill_ms = prefill_kernel_ms = None
-    if prefill is None:
-        prefill = batch * heads * seq_kv * seq_kv <= PREFILL_AUTO_LIMIT
+    int8 = decode.kv_cache_dtype == "int8"
+    if prefill is None or int8:
+        prefill = not int8 and batch * heads * seq_kv * seq_kv <= PREFILL_AUTO_LIMIT
+    scales = {}
     if prefill:
         k_cache, v_cache = session.empty(cache_shape, np_dtype), session.empty(cache_shape, np_dtype)
+    elif int8:
+        k_cache, v_cache, scales = _int8_caches(session, cache_shape, k_all, v_all, seq_kv, table)
     else:
         k_cache, v_cache = _host_filled_caches(session, cache_shape, k_all, v_all, seq_kv, table)
     tick("cache", 1)
@@ -160,26 +171,40 @@ def run_decode(session: DeviceSession, problem: Problem, decode: DecodeSettings 
             prefill_ms, prefill_kernel_ms = _prefill(session, rng, sizes, k_all, v_all, k_cache, v_cache, table)
         tick("prefill", 1)
         out, lse, step_ms, kernel_ms, stats, copies = _decode_steps(session, sizes, q_all, k_all, v_all, k_cache,
-                                                                    v_cache, table, num_splits, tick)
+                                                                    v_cache, table, num_splits, tick, scales)
         total = seq_kv + steps * seq_q
-        kv_cache_bytes = 2 * batch * total * kv_heads * head_dim * np_dtype.itemsize
+        # The bytes the sequences hold: K and V (int8: 1 B each, with each token's V scale and the
+        # K channel scales).
+        kv_cache_bytes = 2 * batch * total * kv_heads * head_dim * (1 if int8 else np_dtype.itemsize)
+        if int8:
+            kv_cache_bytes += batch * total * kv_heads * 4 + kv_heads * head_dim * 4
+        cache_device_bytes = k_cache.nbytes + v_cache.nbytes + sum(
+            x.nbytes for x in scales.values())
+        float_cache_bytes = 2 * int(np.prod(cache_shape)) * np_dtype.itemsize
         cores = kv_read = modeled_step_us = None
         if sim:
             cores = _core_balance(stats)
             kv_read, modeled_step_us = _traced_step(session, q_all[-1], k_cache, v_cache,
-                                                    np.full(batch, total - seq_q, np.int32), table, num_splits)
-        accuracy = _check_last_step(out, lse, q_all, k_all, v_all, sizes) if settings.check else None
+                                                    np.full(batch, total - seq_q, np.int32), table, num_splits, scales)
+        accuracy = None
+        if settings.check:
+            accuracy = (_check_last_step_int8(out, lse, q_all[-1], k_cache, v_cache, scales, total, table, sizes)
+                        if int8 else _check_last_step(out, lse, q_all, k_all, v_all, sizes))
         tick("check", 1)
     finally:
         k_cache.close()
         v_cache.close()
+        for x in scales.values():
+            if hasattr(x, "close"):
+                x.close()
     return DecodeReport(session.backend.name, session.soc_name(), batch, heads, kv_heads, seq_q, seq_kv, head_dim,
                         _dtype_name(np_dtype), block_size, num_splits, steps,
                         step_ms, kernel_ms, cores, kv_read, kv_cache_bytes, copies,
                         2 * batch * seq_q * kv_heads * head_dim * np_dtype.itemsize, accuracy,
                         prefill_ms, prefill_kernel_ms, modeled_step_us,
                         step_hbm_bound_us(session.soc_name(), kv_cache_bytes, batch, heads, seq_q, head_dim,
-                                          np_dtype.itemsize, 0 if table is None else table.size))
+                                          np_dtype.itemsize, 0 if table is None else table.size),
+                        "int8" if int8 else None, cache_device_bytes, float_cache_bytes)
 
 
 class _DecodeSizes(NamedTuple):
@@ -235,7 +260,8 @@ def _prefill(session, rng, z: _DecodeSizes, k_all, v_all, k_cache, v_cache, tabl
         v_prompt.close()
 
 
-def _decode_steps(session, z: _DecodeSizes, q_all, k_all, v_all, k_cache, v_cache, table, num_splits, tick) -> tuple:
+def _decode_steps(session, z: _DecodeSizes, q_all, k_all, v_all, k_cache, v_cache, table, num_splits, tick,
+                  scales=None) -> tuple:
     """The decode steps, each appending seq_q tokens; returns (the last step's out and lse, step
     ms, kernel ms (simulator), the last step's per-core stats (simulator, else None), copies)."""
     sim = session.backend.name == "sim"
@@ -248,7 +274,7 @@ def _decode_steps(session, z: _DecodeSizes, q_all, k_all, v_all, k_cache, v_cach
         t0 = time.perf_counter()
         out, lse = flash_attention_with_kvcache(
             q_all[step], k_cache, v_cache, cache_seqlens=seqlens, block_table=table, k=k_all[:, new],
-            v=v_all[:, new], num_splits=num_splits, return_lse=True, session=session)
+            v=v_all[:, new], num_splits=num_splits, return_lse=True, session=session, **(scales or {}))
         step_ms.append((time.perf_counter() - t0) * 1e3)
         if sim:
             stats = sim_stats.last_launch(session.backend, per_core=step == z.steps - 1)
@@ -277,8 +303,28 @@ def _check_last_step(out, lse, q_all, k_all, v_all, z: _DecodeSizes) -> Accuracy
     return check_accuracy(out, lse, ref, ref_lse, naive, _dtype_name(z.np_dtype), heads=range(z.heads))
 
 
-def _host_filled_caches(session, cache_shape, k_all, v_all, seq_kv: int, table):
-    """Device caches holding the first seq_kv tokens of every sequence, filled from the host."""
+def _int8_caches(session, cache_shape, k_all, v_all, seq_kv: int, table) -> tuple:
+    """(k_cache, v_cache, {"k_scale": host array, "v_scale": DeviceArray}): int8 device caches of
+    the first seq_kv tokens, quantized on the host (acl_fa.quantize_kv_cache; the channel scales
+    with 2x headroom for the steps' new keys)."""
+    host_k, host_v = _host_caches(cache_shape, k_all, v_all, seq_kv, table)
+    kq, vq, k_scale, v_scale = quantize_kv_cache(host_k, host_v, k_headroom=2.0)
+    return session.to_device(kq), session.to_device(vq), {"k_scale": k_scale, "v_scale": session.to_device(v_scale)}
+
+
+def _check_last_step_int8(out, lse, q, k_cache, v_cache, scales, total: int, table, z: _DecodeSizes) -> Accuracy:
+    """The last step of an int8 cache against the float64 attention over what the cache holds
+    (dequantized), by the 2x-naive rule (docs/int8.md)."""
+    quantized = (k_cache.numpy(), v_cache.numpy(), scales["k_scale"], scales["v_scale"].numpy())
+    lengths = np.full(z.batch, total)
+    ref, ref_lse = int8_kvcache_reference(q, *quantized, lengths, block_table=table)
+    k_deq, v_deq = dequantize_kv_reference(*quantized)
+    naive, _ = kvcache_reference(q, k_deq, v_deq, lengths, block_table=table, precision=z.np_dtype)
+    return check_accuracy(out, lse, ref, ref_lse, naive, _dtype_name(z.np_dtype), heads=range(z.heads))
+
+
+def _host_caches(cache_shape, k_all, v_all, seq_kv: int, table) -> tuple:
+    """Host caches holding the first seq_kv tokens of every sequence (zeros elsewhere)."""
     batch, _, kv_heads, head_dim = k_all.shape
     host_k = np.zeros(cache_shape, k_all.dtype)
     host_v = np.zeros_like(host_k)
@@ -291,24 +337,30 @@ def _host_filled_caches(session, cache_shape, k_all, v_all, seq_kv: int, table):
         for b in range(batch):
             rows = (table[b, np.arange(seq_kv) // block_size] * block_size + np.arange(seq_kv) % block_size)
             rows_k[rows], rows_v[rows] = k_all[b, :seq_kv], v_all[b, :seq_kv]
+    return host_k, host_v
+
+
+def _host_filled_caches(session, cache_shape, k_all, v_all, seq_kv: int, table):
+    """Device caches holding the first seq_kv tokens of every sequence, filled from the host."""
+    host_k, host_v = _host_caches(cache_shape, k_all, v_all, seq_kv, table)
     return session.to_device(host_k), session.to_device(host_v)
 
 
-def _traced_step(session, q, k_cache, v_cache, seqlens, table, num_splits) -> tuple:
+def _traced_step(session, q, k_cache, v_cache, seqlens, table, num_splits, scales=None) -> tuple:
     """(K/V cache bytes one launch reads (GM trace), its modeled NPU time in us (pipeline
     model)), simulator only: the last step again, twice, without appending (its tokens are in the
     cache already)."""
     seqlens = seqlens + q.shape[1]
-    call = dict(cache_seqlens=seqlens, block_table=table, num_splits=num_splits, session=session)
+    call = dict(cache_seqlens=seqlens, block_table=table, num_splits=num_splits, session=session, **(scales or {}))
+    arrays = [("k", k_cache), ("v", v_cache)] + ([("v_scale", scales["v_scale"])] if scales else [])
     with l2model.gm_trace(session.backend):
         flash_attention_with_kvcache(q, k_cache, v_cache, **call)
-        regions = {name: (int(ffi.cast("uintptr_t", array.buffer.ptr)), array.nbytes)
-                   for name, array in (("k", k_cache), ("v", v_cache))}
+        regions = {name: (int(ffi.cast("uintptr_t", array.buffer.ptr)), array.nbytes) for name, array in arrays}
         traffic = l2model.traffic_by_region(session.backend, regions)
     with timing.op_trace(session.backend):
         flash_attention_with_kvcache(q, k_cache, v_cache, **call)
         model = timing.last_model(session.backend)
-    return traffic["k"]["read"] + traffic["v"]["read"], model.cycles / model.clock_mhz
+    return sum(traffic[name]["read"] for name, _ in arrays), model.cycles / model.clock_mhz
 
 
 def _no_plan(problem, soc: str):
@@ -352,6 +404,8 @@ def _split_words(num_splits: int) -> str:
 
 def format_decode_report(r: DecodeReport) -> str:
     cache = "contiguous" if r.block_size is None else f"paged, block_size {r.block_size}"
+    if r.kv_cache_dtype == "int8":
+        cache += "; int8 K/V, per-channel K and per-token V scales"
     lines = [
         f"backend     {r.backend}   SoC {r.soc}",
         f"problem     decode B={r.batch} N={r.heads} Nkv={r.kv_heads} Sq={r.seq_q} D={r.head_dim} {r.dtype}; "
@@ -363,6 +417,9 @@ def format_decode_report(r: DecodeReport) -> str:
         lines.append(f"prefill     {r.prefill_ms:.1f} ms for {r.batch} x {r.seq_kv} prompt tokens (flash_attention causal, "
                      f"then K/V into the cache on the device{kernel}; simulator wall time): "
                      f"{r.prefill_tokens_per_s:.0f} tokens/s")
+    elif r.kv_cache_dtype == "int8":
+        lines.append("prefill     not run: the int8 cache was filled from the host (quantized by "
+                     "acl_fa.quantize_kv_cache; a prefill's K/V enter float caches)")
     else:
         lines.append(f"prefill     not run: the cache was filled from the host (B x N x S^2 beyond "
                      f"{PREFILL_AUTO_LIMIT:.3g}, or --no-prefill; --prefill runs it)")
@@ -383,6 +440,11 @@ def format_decode_report(r: DecodeReport) -> str:
     if r.cores is not None:
         lines.append(f"cores       {r.cores['aic_busy']} of {r.cores['aic']} AIC busy, cube work max/mean "
                      f"{r.cores['max_over_mean']:.3f} (last step)")
+    if r.cache_device_bytes is not None:
+        scales = " with its scales" if r.kv_cache_dtype == "int8" else ""
+        lines.append(f"memory      K/V cache {format_bytes(r.cache_device_bytes)} on the device{scales} "
+                     f"({r.cache_device_bytes / r.float_cache_bytes:.3f}x the {format_bytes(r.float_cache_bytes)} of "
+                     f"a {r.dtype} cache)")
     if r.kv_read_bytes is not None:
         lines.append(f"K/V read    {format_bytes(r.kv_read_bytes)} per step = {r.kv_read_bytes / r.kv_cache_bytes:.3f}x "
                      f"the {format_bytes(r.kv_cache_bytes)} of K/V the sequences hold (GM trace)")

@@ -29,7 +29,14 @@ flash-attn's ``flash_attn_with_kvcache``:
   "Score modifiers"), computed in the kernel; with any of them or cache_leftpad the call runs on
   FlashAttentionDecodeV2, else on FlashAttentionDecode;
 - more than 255 query rows per kv head ((N / Nkv) x Sq, speculative decoding) run as row groups
-  (docs/decode.md).
+  (docs/decode.md);
+- an int8 cache (FlashAttentionDecodeV3, docs/int8.md "Int8 KV cache (decode)"): k_cache / v_cache
+  int8 with k_scale float32 [Nkv, D] (per channel: k = k_scale[h, c] x k_int8) and v_scale float32
+  [B, Nkv, S_max] (contiguous) or [num_blocks, Nkv, block_size] (paged) (per token: v = v_scale x
+  v_int8); the kernel reads the cache as int8 and dequantizes on chip. ``acl_fa.quantize_kv_cache``
+  makes them from a float cache. k / v appended to it are q's float dtype, quantized with the
+  cache's scheme on the way in (keys with k_scale, saturating at +-127; each value token with a new
+  scale written into v_scale at its slot).
 
 Returns out [B, Sq, N, D] (and lse float32 [B, N, Sq] with return_lse). Keys past a sequence's
 length are never read: unused cache slots may hold anything.
@@ -49,7 +56,7 @@ from typing import Optional
 import ml_dtypes
 import numpy as np
 
-from . import opcall
+from . import kv_quant, opcall
 from ..spec.problem import resolve_scale
 from ..spec.band import UNBOUNDED, window_band
 from ..spec.options import softcap_value
@@ -61,7 +68,8 @@ from ..runtime.ffi import ffi
 from ..runtime.session import DeviceSession
 from ..plan import forward as planmod
 
-__all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "FLASH_ATTENTION_DECODE_V2", "flash_attention_with_kvcache",
+__all__ = ["DecodeProblem", "FLASH_ATTENTION_DECODE", "FLASH_ATTENTION_DECODE_V2", "FLASH_ATTENTION_DECODE_V3",
+           "flash_attention_with_kvcache",
            "decode_plan_check",
            "write_kv_cache", "contiguous_call", "runner_for", "seqlens_array", "int_array", "leftpad_array"]
 
@@ -69,6 +77,7 @@ SUPPORTED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 MAX_HEAD_DIM = 256
 HEAD_DIM_MULTIPLE = 16
 BLOCK_SIZE_MULTIPLE = 16
+INT8_HEAD_DIM_MULTIPLE = 32  # FlashAttentionDecodeV3: DataCopyPad puts each int8 row at a 32-B boundary of UB
 MAX_SPLITS = 2**31 - 1  # num_splits: an int64 attribute the tiling refuses beyond int32
 
 
@@ -94,6 +103,7 @@ class DecodeProblem:
     alibi: bool = False    # alibi_slopes [B, N] fp32 given
     sinks: bool = False    # sinks [N] fp32 given
     leftpad: bool = False  # cache_leftpad [B] int32 given
+    kv_int8: bool = False  # int8 k_cache / v_cache with k_scale / v_scale (FlashAttentionDecodeV3)
 
     @property
     def needs_v2(self) -> bool:
@@ -115,6 +125,10 @@ class DecodeProblem:
     def capacity(self) -> int:
         """Keys one sequence can hold."""
         return self.max_blocks * self.block_size
+
+    @property
+    def cache_dtype(self) -> np.dtype:
+        return kv_quant.INT8 if self.kv_int8 else self.dtype
 
     @property
     def dtype_name(self) -> str:
@@ -180,13 +194,48 @@ class FlashAttentionDecodeV2Op(FlashAttentionDecodeOp):
 FLASH_ATTENTION_DECODE_V2 = FlashAttentionDecodeV2Op()
 
 
+class FlashAttentionDecodeV3Op(FlashAttentionDecodeV2Op):
+    """aclnnFlashAttentionDecodeV3 (acl_fa/cdefs/aclnn_flash_attention_decode_v3.h): V2's arguments
+    with an int8 k_cache / v_cache, then key_antiquant_scale [Nkv, D] and value_antiquant_scale
+    [num_blocks, Nkv, block_size] (float32) after its inputs and key_antiquant_mode (0, per channel)
+    and value_antiquant_mode (1, per token) after its attrs; for calls with an int8 cache."""
+
+    name = "flash_attention_decode_v3"
+    inputs = FlashAttentionDecodeV2Op.inputs + ("k_scale", "v_scale")
+    workspace_api = "aclnnFlashAttentionDecodeV3GetWorkspaceSize"
+    launch_api = "aclnnFlashAttentionDecodeV3"
+    KEY_PER_CHANNEL = 0    # FusedInferAttentionScore's key_antiquant_mode 0
+    VALUE_PER_TOKEN = 1    # its value_antiquant_mode 1
+
+    def buffers(self, p: DecodeProblem) -> dict:
+        roles = super().buffers(p)
+        roles["k_cache"] = roles["v_cache"] = (p.cache_shape, kv_quant.INT8)
+        roles["k_scale"] = ((p.num_kv_heads, p.head_dim), np.dtype(np.float32))
+        roles["v_scale"] = ((p.num_blocks, p.num_kv_heads, p.block_size), np.dtype(np.float32))
+        return roles
+
+    def workspace_args(self, p: DecodeProblem, tensors: dict) -> tuple:
+        v2 = super().workspace_args(p, tensors)
+        # V2's: 8 inputs, 6 attrs, 2 outputs; V3 puts its scales after the inputs, its modes after the attrs.
+        return (v2[:8] + (tensors["k_scale"].handle, tensors["v_scale"].handle) + v2[8:14]
+                + (self.KEY_PER_CHANNEL, self.VALUE_PER_TOKEN) + v2[14:])
+
+    def check(self, p: DecodeProblem, soc: str) -> None:
+        decode_plan_check(p, soc, what="an int8 k_cache / v_cache (FlashAttentionDecodeV3)")
+
+
+FLASH_ATTENTION_DECODE_V3 = FlashAttentionDecodeV3Op()
+
+
 def op_for(p: DecodeProblem) -> FlashAttentionDecodeOp:
-    """V2 for a call with a score modifier or left padding, else V1 (the entry every other call
-    used before)."""
+    """V3 for an int8 cache; V2 for a call with a score modifier or left padding; else V1 (the
+    entry every other call used before)."""
+    if p.kv_int8:
+        return FLASH_ATTENTION_DECODE_V3
     return FLASH_ATTENTION_DECODE_V2 if p.needs_v2 else FLASH_ATTENTION_DECODE
 
 
-def decode_plan_check(p: DecodeProblem, soc: str):
+def decode_plan_check(p: DecodeProblem, soc: str, what: str = ""):
     """Refuses chips the decode kernel does not run on (it is an AIC:AIV 1:2 kernel: Atlas
     A2/A3) before any device work."""
     try:
@@ -195,7 +244,7 @@ def decode_plan_check(p: DecodeProblem, soc: str):
         raise InvalidArgumentError(str(exc)) from exc
     if not chip.has_kernel or chip.aiv_num != 2 * chip.aic_num:
         raise InvalidArgumentError(
-            f"flash_attention_with_kvcache runs on Atlas A2/A3 (ascend910b, ascend910_93: separate cube and "
+            f"flash_attention_with_kvcache{' with ' + what if what else ''} runs on Atlas A2/A3 (ascend910b, ascend910_93: separate cube and "
             f"vector cores, 1:2); {chip.name} ({chip.short_soc}) has {chip.aic_num} AIC and {chip.aiv_num} AIV cores")
 
 
@@ -248,10 +297,15 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options, indexed: bo
     (q_shape, q_dtype) = q_meta
     (k_shape, k_dtype), (v_shape, v_dtype) = cache_metas
     scale, pre, nxt, num_splits = options
-    for name, dtype in (("q", q_dtype), ("k_cache", k_dtype), ("v_cache", v_dtype)):
+    kv_int8 = k_dtype == kv_quant.INT8 or v_dtype == kv_quant.INT8
+    for name, dtype in (("q", q_dtype),) + ((("k_cache", k_dtype), ("v_cache", v_dtype)) if not kv_int8 else ()):
         if dtype not in SUPPORTED_DTYPES:
-            raise InvalidTypeError(f"{name} has dtype {dtype}; supported: float16, bfloat16 (ml_dtypes.bfloat16)")
-    if not q_dtype == k_dtype == v_dtype:
+            raise InvalidTypeError(f"{name} has dtype {dtype}; supported: float16, bfloat16 (ml_dtypes.bfloat16)"
+                                   + ("; k_cache / v_cache also int8 (with k_scale, v_scale)" if name != "q" else ""))
+    if kv_int8 and not k_dtype == v_dtype == kv_quant.INT8:
+        raise InvalidTypeError(f"k_cache and v_cache must both be int8 (an int8 cache) or both q's dtype, got "
+                               f"{k_dtype}, {v_dtype}")
+    if not kv_int8 and not q_dtype == k_dtype == v_dtype:
         raise InvalidTypeError(f"q, k_cache and v_cache must share one dtype, got {q_dtype}, {k_dtype}, {v_dtype}")
     if len(q_shape) != 4:
         raise InvalidArgumentError(f"q must be [B, Sq, N, D], got shape {q_shape}")
@@ -269,6 +323,9 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options, indexed: bo
         raise InvalidArgumentError(f"head dim differs: q {q_shape} has {d}, k_cache {k_shape} has {dk}")
     if d % HEAD_DIM_MULTIPLE or d > MAX_HEAD_DIM:
         raise InvalidArgumentError(f"head dim D={d} must be a multiple of {HEAD_DIM_MULTIPLE} and <= {MAX_HEAD_DIM}")
+    if kv_int8 and d % INT8_HEAD_DIM_MULTIPLE:  # the kernel copies whole 32-B int8 rows into UB
+        raise InvalidArgumentError(f"an int8 k_cache / v_cache needs head dim D a multiple of "
+                                   f"{INT8_HEAD_DIM_MULTIPLE}, got {d}")
     if heads % kv_heads:
         raise InvalidArgumentError(f"query heads {heads} must be a multiple of key/value heads {kv_heads}")
     paged = table_shape is not None
@@ -293,7 +350,9 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options, indexed: bo
         (kn_shape, kn_dtype), (vn_shape, vn_dtype) = new_metas
         for name, shape, dtype in (("k", kn_shape, kn_dtype), ("v", vn_shape, vn_dtype)):
             if dtype != q_dtype:
-                raise InvalidTypeError(f"{name} must have the dtype of q ({q_dtype}), got {dtype}")
+                raise InvalidTypeError(f"{name} must have the dtype of q ({q_dtype}), got {dtype}" + (
+                    ": new tokens enter an int8 cache as floats and are quantized with the cache's scheme "
+                    "(per-channel k_scale, a new per-token v_scale)" if kv_int8 else ""))
             if len(shape) != 4 or shape[0] != batch or shape[2] != kv_heads or shape[3] != d or shape[1] < 1:
                 raise InvalidArgumentError(f"{name} must be [B={batch}, S_new, Nkv={kv_heads}, D={d}], got {shape}")
         if kn_shape != vn_shape:
@@ -307,7 +366,7 @@ def _validated(q_meta, cache_metas, table_shape, new_metas, options, indexed: bo
             f"sequence and kv head) or a split count in [2, {MAX_SPLITS}] (clamped to the vector cores), "
             f"got {num_splits}")
     return DecodeProblem(batch, seq_q, heads, kv_heads, d, q_dtype, blocks, block_size, max_blocks, paged, scale,
-                         pre, nxt, int(num_splits))
+                         pre, nxt, int(num_splits), kv_int8=kv_int8)
 
 
 def _with_v2_inputs(p: DecodeProblem, seqlens, softcap: float, alibi_slopes, sinks, cache_leftpad) -> tuple:
@@ -396,8 +455,10 @@ def runner_for(session: DeviceSession) -> OpRunner:
 def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=None, k=None, v=None,
                                  causal=True, window=None, scale=None, num_splits=0, return_lse=False,
                                  backend=None, device=None, session=None, softcap=0.0, cache_batch_idx=None,
-                                 alibi_slopes=None, sinks=None, cache_leftpad=None):
+                                 alibi_slopes=None, sinks=None, cache_leftpad=None, k_scale=None, v_scale=None):
     """Attention of q against a KV cache (see the module docstring).
+
+    k_scale / v_scale: an int8 cache's scales (the module docstring, docs/int8.md).
 
     Score modifiers (docs/attention_options.md "Score modifiers"; FlashAttentionDecodeV2, computed in
     the kernel): softcap > 0 caps the scaled scores, softcap * tanh(scale * q.k / softcap);
@@ -441,6 +502,7 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     table = _table_of(problem, block_table, cache_batch_idx, appending=k is not None)
     s_new = 0 if k is None else new_metas[0][0][1]
     _check_lengths(problem, seqlens, s_new, table if problem.paged else None)
+    scales = _int8_scales(problem, k_scale, v_scale, seqlens, table, v2_inputs[2])
     if session is None:
         session = _session_of(q, k_cache, v_cache, block_table, k, v, cache_seqlens) or default_session(
             backend, device)
@@ -448,8 +510,8 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     runner = opcall.runner_for(session, op)
     inputs = (_host_or_device(q), _host_or_device(k_cache), _host_or_device(v_cache),
               block_table if isinstance(block_table, DeviceArray) else table, seqlens + np.int32(s_new))
-    if op is FLASH_ATTENTION_DECODE_V2:
-        inputs += v2_inputs
+    if op is not FLASH_ATTENTION_DECODE:
+        inputs += v2_inputs + _scale_inputs(op, scales, k_scale, v_scale)
     bound = runner.bound_inputs(inputs)
     for name, x in (("k", k), ("v", v)):
         if isinstance(x, DeviceArray):
@@ -457,16 +519,51 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_ta
     outputs = ("out", "lse") if return_lse else ("out",)
     with session.in_flight(), runner.lock:  # close() waits for the call
         prepared = runner.prepare(problem, bound)
+        new = None
         if k is not None:  # after prepare's checks (memory too): a refused call appends nothing
-            _append_host_caches(problem, inputs[1], inputs[2], k, v, seqlens, table)
+            new = _quantized_appends(k, v, scales[0]) if problem.kv_int8 else (k, v, None)
+            _append_host_caches(problem, inputs[1], inputs[2], new[0], new[1], seqlens, table,
+                                v_scale=inputs[-1], new_scales=new[2])
         prepared.upload(*inputs)
         if k is not None and bound:
-            _append_device_caches(session, problem, bound, k, v, seqlens, table)
+            _append_device_caches(session, problem, bound, new[0], new[1], seqlens, table, new_scales=new[2])
         stream = runner.stream
         runner.launch(prepared, stream)
         stream.synchronize()
         results = tuple(prepared.read(role) for role in outputs)
     return results if return_lse else results[0]
+
+
+def _int8_scales(p: DecodeProblem, k_scale, v_scale, seqlens, table, leftpad) -> Optional[tuple]:
+    """(k_scale, v_scale) float32 host arrays of an int8 cache's call, checked (shapes, dtype, and
+    finite > 0 wherever the call reads them: every k_scale, the v_scale of each sequence's existing
+    tokens; new tokens get new scales); None for a float cache, which refuses scales."""
+    if not p.kv_int8:
+        for name, x in (("k_scale", k_scale), ("v_scale", v_scale)):
+            if x is not None:
+                raise InvalidArgumentError(f"{name} describes an int8 cache; k_cache / v_cache are {p.dtype_name}")
+        return None
+    ks, vs = kv_quant.scale_arrays(k_scale, v_scale, num_kv_heads=p.num_kv_heads, head_dim=p.head_dim,
+                                   cache_rows=p.num_blocks, block_size=p.block_size)
+    if vs is not None:  # a DeviceArray v_scale is not read back (kv_quant.scale_arrays)
+        kv_quant.check_value_scales(vs, seqlens, table, p.block_size, start=leftpad)
+    return ks, vs
+
+
+def _scale_inputs(op, scales, k_scale, v_scale) -> tuple:
+    """V3's scale inputs (a DeviceArray as given, else the checked host copy); () for V1 / V2."""
+    if op is not FLASH_ATTENTION_DECODE_V3:
+        return ()
+    return (k_scale if isinstance(k_scale, DeviceArray) else scales[0],
+            v_scale if isinstance(v_scale, DeviceArray) else scales[1])
+
+
+def _quantized_appends(k, v, k_scale: np.ndarray) -> tuple:
+    """New tokens for an int8 cache: (k int8, v int8 [B, S_new, Nkv, D], v's scales float32
+    [B, S_new, Nkv]); keys with the cache's k_scale (checked already), saturating."""
+    k, v = (x.numpy() if isinstance(x, DeviceArray) else np.asarray(x) for x in (k, v))
+    vq, v_scales = kv_quant.quantize_values(v)
+    return kv_quant.quantize_keys(k, k_scale), vq, v_scales
 
 
 def contiguous_call(q, k_cache, v_cache, *, cache_seqlens: int, causal: bool, scale: float) -> tuple:
@@ -501,6 +598,10 @@ def write_kv_cache(k_cache: DeviceArray, v_cache: DeviceArray, k, v, *, cache_se
     table_shape = None if block_table is None else _meta("block_table", block_table)[0]
     problem = _validated(q_meta, (_meta("k_cache", k_cache), _meta("v_cache", v_cache)), table_shape, new_metas,
                          (None, UNBOUNDED, 0, 0))
+    if problem.kv_int8:
+        raise InvalidArgumentError("write_kv_cache writes float caches; new tokens enter an int8 cache through "
+                                   "flash_attention_with_kvcache(k=, v=, k_scale=, v_scale=), which quantizes "
+                                   "them (or quantize a float cache with acl_fa.quantize_kv_cache)")
     seqlens = seqlens_array(cache_seqlens, problem.batch)
     table = (int_array("block_table", block_table, (problem.batch, problem.max_blocks)) if problem.paged
              else np.arange(problem.batch, dtype=np.int32).reshape(problem.batch, 1))
@@ -537,10 +638,20 @@ def _token_runs(p: DecodeProblem, seqlens, s_new: int, table: np.ndarray):
             t += count
 
 
-def _append_host_caches(p, k_cache, v_cache, k, v, seqlens, table):
+def _append_host_caches(p, k_cache, v_cache, k, v, seqlens, table, v_scale=None, new_scales=None):
     """Writes the new tokens into numpy caches in place (DeviceArray caches: on the device).
-    Both caches are checked before either is written, so a refusal leaves neither half-appended."""
+    Both caches are checked before either is written, so a refusal leaves neither half-appended.
+    An int8 cache: k / v quantized already, new_scales [B, S_new, Nkv] their value scales, written
+    into v_scale [num_blocks, Nkv, block_size] (a numpy array: in place) at their slots."""
     pairs = [(cache, new) for cache, new in ((k_cache, k), (v_cache, v)) if not isinstance(cache, DeviceArray)]
+    scale_host = new_scales is not None and not isinstance(v_scale, DeviceArray)
+    if scale_host and not v_scale.flags.writeable:
+        raise InvalidArgumentError("v_scale must be writable (or a DeviceArray): appending v writes each new "
+                                   "token's scale into it in place")
+    if scale_host:
+        for b, t, count, row in _token_runs(p, seqlens, new_scales.shape[1], table):
+            block, slot = divmod(row, p.block_size)
+            v_scale[block, :, slot:slot + count] = new_scales[b, t:t + count].T
     for cache, name in ((k_cache, "k_cache"), (v_cache, "v_cache")):
         if not isinstance(cache, DeviceArray) and (not cache.flags.writeable or not cache.flags.c_contiguous):
             raise InvalidArgumentError(
@@ -553,11 +664,25 @@ def _append_host_caches(p, k_cache, v_cache, k, v, seqlens, table):
             rows[row:row + count] = new[b, t:t + count]
 
 
-def _append_device_caches(session, p, bound, k, v, seqlens, table):
+def _append_device_caches(session, p, bound, k, v, seqlens, table, new_scales=None):
     """Copies the new tokens into DeviceArray caches: one upload of k/v (unless they are on the
-    device already), then one device-to-device copy per run of tokens inside a cache block."""
-    token_bytes = p.num_kv_heads * p.head_dim * p.dtype.itemsize
+    device already), then one device-to-device copy per run of tokens inside a cache block. An
+    int8 cache: k / v quantized already; new_scales [B, S_new, Nkv] go into a DeviceArray v_scale
+    [num_blocks, Nkv, block_size], one copy per run and kv head."""
+    token_bytes = p.num_kv_heads * p.head_dim * p.cache_dtype.itemsize
     s_new = (k.shape if isinstance(k, DeviceArray) else np.shape(k))[1]
+    scale_cache = bound.get("v_scale") if new_scales is not None else None
+    if scale_cache is not None:
+        staged = DeviceArray.from_host(session, np.ascontiguousarray(new_scales.transpose(0, 2, 1)))  # [B, Nkv, S_new]
+        try:
+            for b, t, count, row in _token_runs(p, seqlens, s_new, table):
+                block, slot = divmod(row, p.block_size)
+                for h in range(p.num_kv_heads):
+                    scale_cache.buffer.copy_from_device(
+                        staged.buffer, count * 4, offset=((block * p.num_kv_heads + h) * p.block_size + slot) * 4,
+                        src_offset=((b * p.num_kv_heads + h) * s_new + t) * 4)
+        finally:
+            staged.close()
     for role, new in (("k_cache", k), ("v_cache", v)):
         cache = bound.get(role)
         if cache is None:

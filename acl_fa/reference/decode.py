@@ -19,7 +19,8 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["gather_sequence", "kvcache_reference", "rotary_reference"]
+__all__ = ["gather_sequence", "kvcache_reference", "rotary_reference", "quantize_kv_reference",
+           "dequantize_kv_reference", "int8_kvcache_reference"]
 
 
 def gather_sequence(cache: np.ndarray, b: int, length: int, block_table: Optional[np.ndarray]) -> np.ndarray:
@@ -131,3 +132,44 @@ def kvcache_reference(q, k_cache, v_cache, cache_seqlens, *, block_table=None, c
             out[b, :, h] = o
             lse[b, h] = row_lse if sink is not None else np.where(seen, row_lse, -np.inf)
     return out, lse
+
+
+# ---- the int8 KV cache (docs/int8.md "Int8 KV cache (decode)") ---------------------------------
+# Keys per channel: k = k_scale[h, c] * k_int8, k_scale [Nkv, D]; values per token:
+# v = v_scale[slot, h] * v_int8 with v_scale laid out [rows, Nkv, slots_per_row] (rows = B for a
+# contiguous cache, cache blocks for a paged one). Quantization: clip(rint(x / scale), -127, 127).
+
+
+def quantize_kv_reference(k_cache, v_cache) -> tuple:
+    """(k_int8, v_int8, k_scale, v_scale) of a float cache [rows, slots, Nkv, D] by the documented
+    scheme: k_scale = max |k| over rows and slots / 127 per (kv head, channel), v_scale = max |v|
+    over D / 127 per (slot, kv head); NaN slots ignored for the scales and stored as 0; a zero
+    maximum gives scale 1."""
+    k = np.asarray(k_cache, dtype=np.float64)
+    v = np.asarray(v_cache, dtype=np.float64)
+    k_abs = np.nan_to_num(np.abs(k), nan=0.0, posinf=0.0)
+    v_abs = np.nan_to_num(np.abs(v), nan=0.0, posinf=0.0)
+    k_max = k_abs.max(axis=(0, 1))
+    v_max = v_abs.max(axis=3)
+    k_scale = np.where(k_max > 0, k_max / 127.0, 1.0).astype(np.float32)
+    v_scale = np.where(v_max > 0, v_max / 127.0, 1.0).astype(np.float32)  # [rows, slots, Nkv]
+
+    def to_int8(x, scale):
+        y = np.rint(x / scale.astype(np.float64))
+        return np.clip(np.nan_to_num(y, nan=0.0, posinf=0.0, neginf=0.0), -127, 127).astype(np.int8)
+
+    return (to_int8(k, k_scale[None, None]), to_int8(v, v_scale[..., None]), k_scale,
+            np.ascontiguousarray(v_scale.transpose(0, 2, 1)))
+
+
+def dequantize_kv_reference(k_int8, v_int8, k_scale, v_scale) -> tuple:
+    """Float64 caches [rows, slots, Nkv, D] of an int8 cache and its scales."""
+    k = np.asarray(k_int8, np.float64) * np.asarray(k_scale, np.float64)[None, None]
+    v = np.asarray(v_int8, np.float64) * np.asarray(v_scale, np.float64).transpose(0, 2, 1)[..., None]
+    return k, v
+
+
+def int8_kvcache_reference(q, k_int8, v_int8, k_scale, v_scale, cache_seqlens, **options):
+    """kvcache_reference over the dequantized cache, in float64: what the int8 cache holds, exactly."""
+    k, v = dequantize_kv_reference(k_int8, v_int8, k_scale, v_scale)
+    return kvcache_reference(np.asarray(q, np.float64), k, v, cache_seqlens, **options)

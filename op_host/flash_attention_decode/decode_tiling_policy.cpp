@@ -22,7 +22,10 @@ struct Needs {
     uint64_t ub = 0, l1 = 0, l0c = 0;
 };
 
-Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, bool scoreMods, const ChipLimits &c) {
+// Keys per dequantization pass of an int8 cache's chunk (FlashAttentionDecodeV3).
+uint64_t DequantRows(uint64_t n) { return std::min<uint64_t>(n, kDecodeDequantRows); }
+
+Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, const DecodeProblem &p, const ChipLimits &c) {
     const uint64_t stat = AlignUp(m * kFp32, kUbAlign);
     Needs needs;
     needs.lines = {
@@ -36,9 +39,16 @@ Needs DecodeNeeds(uint64_t m, uint64_t n, uint64_t d, uint64_t t, bool scoreMods
         {"foldBuf [m,64] fp32", m * 64 * kFp32, c.ubBytes},
         {"brcbBuf [align8(m),8] fp32", AlignUp(m, 8) * 8 * kFp32, c.ubBytes},
     };
-    if (scoreMods) {  // V2's ALiBi / sinks: key ramp, distance and bias rows [3,n], per-row slope and sink [2,m]
+    if (p.scoreMods) {  // V2's ALiBi / sinks: key ramp, distance and bias rows [3,n], per-row slope and sink [2,m]
         needs.lines.push_back({"modBuf ramp,dist,bias [3,n] + slope,sink [2,m] fp32", 3 * n * kFp32 + 2 * stat,
                                c.ubBytes});
+    }
+    if (p.kvInt8) {  // V3: int8 rows in, the rows as T out (2 buffers each), bf16's fp32 step, the scales
+        const uint64_t r = DequantRows(n);
+        needs.lines.push_back({"kvInQue int8 2 x [r,d]", 2 * r * d, c.ubBytes});
+        needs.lines.push_back({"kvOutQue T 2 x [r,d]", 2 * r * d * t, c.ubBytes});
+        if (p.bf16) needs.lines.push_back({"kvWideBuf fp32 [r,d] (bf16)", r * d * kFp32, c.ubBytes});
+        needs.lines.push_back({"scaleBuf K [d] + V [n] fp32", (d + n) * kFp32, c.ubBytes});
     }
     for (const auto &line : needs.lines) needs.ub += line.bytes;
     // An AIC holds, for each of its 2 AIVs, both matmuls' operands (Q [m,d] + K [n,d];
@@ -108,6 +118,10 @@ std::string Validate(const DecodeProblem &p, const ChipLimits &c) {
     const std::string heads = ValidateHeads(p.headDim, p.numHeads, p.numKvHeads);
     if (!heads.empty()) return heads;
     if (p.dtypeBytes != 2) return Format("dtype must be float16 or bfloat16, got %u bytes", p.dtypeBytes);
+    if (p.kvInt8 && p.headDim % 32 != 0) {  // DataCopyPad starts each int8 row at a 32-B boundary of UB
+        return Format("an int8 key/value cache needs head_dim a multiple of 32 (its rows are copied into UB "
+                      "whole 32-B blocks), got %llu", static_cast<unsigned long long>(p.headDim));
+    }
     if (p.numSplits < 0 || p.numSplits > INT32_MAX) {
         return Format("num_splits must be 0 (auto: split the keys over all cores), 1 (one core per sequence and "
                       "kv head) or a split count >= 2 (below 2^31), got %lld",
@@ -128,7 +142,7 @@ std::string Validate(const DecodeProblem &p, const ChipLimits &c) {
 bool ChooseDecodeRowGroups(const DecodeProblem &p, const ChipLimits &c, uint32_t *heads, uint32_t *tokens,
                            uint32_t *count) {
     const uint64_t group = p.numHeads / p.numKvHeads, sq = p.seqQ, d = p.headDim, t = p.dtypeBytes;
-    auto fits = [&](uint64_t m, uint64_t n) { return Fits(DecodeNeeds(m, n, d, t, p.scoreMods, c), c); };
+    auto fits = [&](uint64_t m, uint64_t n) { return Fits(DecodeNeeds(m, n, d, t, p, c), c); };
     auto take = [&](uint64_t h, uint64_t tk) {
         *heads = static_cast<uint32_t>(h);
         *tokens = static_cast<uint32_t>(tk);
@@ -157,7 +171,7 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     if (!error->empty()) return false;
     uint32_t rgHeads = 0, rgTokens = 0, rowGroups = 0;
     if (!ChooseDecodeRowGroups(p, c, &rgHeads, &rgTokens, &rowGroups)) {
-        const Needs needs = DecodeNeeds(1, kAlign, p.headDim, p.dtypeBytes, p.scoreMods, c);
+        const Needs needs = DecodeNeeds(1, kAlign, p.headDim, p.dtypeBytes, p, c);
         *error = Format("one query row with head_dim %llu needs %llu B of UB per AIV and %llu B of L1 even with "
                         "16-key chunks; %s has %llu B UB, %llu B L1",
                         static_cast<unsigned long long>(p.headDim), static_cast<unsigned long long>(needs.ub),
@@ -171,20 +185,24 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     // whose chunks cost the cube least over one cache block (ChunkCubeCycles: each chunk is a QK
     // and a P.V job, each with its fixed latencies, so few long chunks beat many short ones, and a
     // chunk that leaves a short tail in every block pays that tail's jobs too).
-    const uint64_t cap = std::min<uint64_t>(kDecodeMaxBlockN, AlignUp(p.blockSize, kAlign));
+    // V3 (int8 cache): a chunk is blockN consecutive keys of the sequence across cache blocks (the
+    // AIV gathers it into a contiguous tile for the cube), so neither its size nor its cost is set by
+    // the block: the cost is taken over the sequence's whole reach.
+    const uint64_t run = p.kvInt8 ? p.blockSize * p.maxBlocksPerSeq : p.blockSize;
+    const uint64_t cap = std::min<uint64_t>(kDecodeMaxBlockN, AlignUp(run, kAlign));
     const StepCosts costs = StepCostsOf(c.l2BytesPerCycle, c.aicNum, c.l1Bytes);
     uint64_t n = 0;
     double least = 0;
     for (uint64_t cand = cap; cand >= kAlign; cand -= kAlign) {
-        if (!Fits(DecodeNeeds(m, cand, d, t, p.scoreMods, c), c)) continue;
-        const double cost = BlockCubeCycles(m, cand, d, t, p.blockSize, costs);
+        if (!Fits(DecodeNeeds(m, cand, d, t, p, c), c)) continue;
+        const double cost = BlockCubeCycles(m, cand, d, t, run, costs);
         if (n == 0 || cost < least) {
             n = cand;
             least = cost;
         }
     }
     if (n == 0) {
-        const Needs needs = DecodeNeeds(m, kAlign, d, t, p.scoreMods, c);
+        const Needs needs = DecodeNeeds(m, kAlign, d, t, p, c);
         *error = Format("%llu query rows per kv head with head_dim %llu need %llu B of UB per AIV and %llu B of L1 "
                         "even with 16-key chunks; %s has %llu B UB, %llu B L1",
                         static_cast<unsigned long long>(m), static_cast<unsigned long long>(d),
@@ -207,7 +225,7 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     out.numParts = 2 * c.aicNum;
     // An explicit count: more pieces of one group than AIVs cannot run at once.
     out.splitsPerGroup = p.numSplits >= 2 ? static_cast<uint32_t>(std::min<int64_t>(p.numSplits, out.numParts)) : 0;
-    out.budget = DecodeNeeds(m, n, d, t, p.scoreMods, c).lines;
+    out.budget = DecodeNeeds(m, n, d, t, p, c).lines;
     out.lseStride = static_cast<uint32_t>(AlignUp(m, 8));
     out.rowGroupHeads = rgHeads;
     out.rowGroupTokens = rgTokens;
@@ -229,11 +247,17 @@ bool ComputeDecodePlan(const DecodeProblem &p, const ChipLimits &c, DecodePlan *
     out.wsProbOffset = out.wsScoreOffset + AlignUp(2 * m * n * kFp32, kWorkspaceAlign);
     out.wsPvOffset = out.wsProbOffset + AlignUp(2 * m * n * t, kWorkspaceAlign);
     out.wsBytesPerAiv = out.wsPvOffset + AlignUp(2 * m * d * kFp32, kWorkspaceAlign);
+    if (p.kvInt8) {  // V3: the dequantized K and V chunks, by chunk parity
+        out.dequantRows = static_cast<uint32_t>(DequantRows(n));
+        out.wsKDeqOffset = out.wsBytesPerAiv;
+        out.wsVDeqOffset = out.wsKDeqOffset + AlignUp(2 * n * d * t, kWorkspaceAlign);
+        out.wsBytesPerAiv = out.wsVDeqOffset + AlignUp(2 * n * d * t, kWorkspaceAlign);
+    }
     out.wsPartialOOffset = out.numParts * out.wsBytesPerAiv;
     out.wsPartialLseOffset = out.wsPartialOOffset + AlignUp(uint64_t{out.maxSlots} * m * d * kFp32, kWorkspaceAlign);
     out.userWorkspaceBytes =
         out.wsPartialLseOffset + AlignUp(uint64_t{out.maxSlots} * out.lseStride * kFp32, kWorkspaceAlign);
-    out.tilingKey = (p.bf16 ? kDecodeKeyBf16 : 0) | (out.splitKv ? kDecodeKeySplit : 0);
+    out.tilingKey = (p.bf16 ? kDecodeKeyBf16 : 0) | (out.splitKv ? kDecodeKeySplit : 0) | (p.kvInt8 ? kDecodeKeyInt8 : 0);
     *plan = std::move(out);
     return true;
 }

@@ -33,6 +33,7 @@ struct DecodeProblem {
     int64_t numSplits = 0;         // 0: auto (cut groups between parts); 1: never cut a group;
                                    // S >= 2: at most S pieces per group (clamped to numParts)
     bool scoreMods = false;        // FlashAttentionDecodeV2's ALiBi or sinks: the modBuf UB line
+    bool kvInt8 = false;           // FlashAttentionDecodeV3: int8 cache, dequantized per chunk
 };
 
 struct DecodePlan {
@@ -62,6 +63,9 @@ struct DecodePlan {
     uint32_t rowGroupHeads = 0;
     uint32_t rowGroupTokens = 0;
     uint32_t rowGroups = 0;    // per kv head: (groupSize / rowGroupHeads) * (Sq / rowGroupTokens)
+    // FlashAttentionDecodeV3 (int8 cache): keys dequantized per UB pass, the per-AIV K / V tiles.
+    uint32_t dequantRows = 0;
+    uint64_t wsKDeqOffset = 0, wsVDeqOffset = 0;
 };
 
 // Largest keys per chunk the policy picks and rows per work group (vector repeat counts are
@@ -71,6 +75,9 @@ constexpr uint32_t kDecodeMaxRows = 255;
 // Tiling-key bits; op_host static_asserts that they equal FAD_KEY_*.
 constexpr uint64_t kDecodeKeyBf16 = 1u << 0;
 constexpr uint64_t kDecodeKeySplit = 1u << 1;
+constexpr uint64_t kDecodeKeyInt8 = 1u << 2;
+// Keys an int8 cache's chunk is dequantized by per UB pass (each pass one MTE2 copy in, one out).
+constexpr uint32_t kDecodeDequantRows = 128;
 
 bool ComputeDecodePlan(const DecodeProblem &problem, const ChipLimits &chip, DecodePlan *plan, std::string *error);
 

@@ -20,7 +20,8 @@
 
 #define FAD_LOGE(context, fmt, ...) dlog_error(OP, "[%s] " fmt, (context)->GetNodeName(), ##__VA_ARGS__)
 
-static_assert(fa_policy::kDecodeKeyBf16 == FAD_KEY_BF16 && fa_policy::kDecodeKeySplit == FAD_KEY_SPLIT,
+static_assert(fa_policy::kDecodeKeyBf16 == FAD_KEY_BF16 && fa_policy::kDecodeKeySplit == FAD_KEY_SPLIT &&
+                  fa_policy::kDecodeKeyInt8 == FAD_KEY_INT8,
               "the decode policy's tiling-key bits must be the kernel's");
 
 namespace {
@@ -145,6 +146,7 @@ ge::graphStatus TileFlashAttentionDecode(gert::TilingContext *context, const Dec
     p.dtypeBytes = 2;  // float16 / bfloat16, as the OpDef allows
     p.bf16 = qDesc->GetDataType() == ge::DT_BF16;
     p.scoreMods = mods.alibi || mods.sinks;
+    p.kvInt8 = mods.kvInt8;
 
     platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
     fa_policy::ChipLimits chip;
@@ -178,6 +180,10 @@ ge::graphStatus TileFlashAttentionDecode(gert::TilingContext *context, const Dec
     td->hasAlibi = mods.alibi ? 1 : 0;
     td->hasSinks = mods.sinks ? 1 : 0;
     td->hasLeftpad = mods.leftpad ? 1 : 0;
+    td->kvInt8 = mods.kvInt8 ? 1 : 0;
+    td->dequantRows = plan.dequantRows;
+    td->wsKDeqOffset = plan.wsKDeqOffset;
+    td->wsVDeqOffset = plan.wsVDeqOffset;
     td->blockN = plan.blockN;
     td->chunksPerBlock = plan.chunksPerBlock;
     td->splitKv = plan.splitKv;
@@ -222,11 +228,15 @@ ge::graphStatus TileFlashAttentionDecode(gert::TilingContext *context, const Dec
 }
 
 void DefineFlashAttentionDecode(ops::OpDef &def) {
+    DefineFlashAttentionDecode(def, {ge::DT_FLOAT16, ge::DT_BF16});
+}
+
+void DefineFlashAttentionDecode(ops::OpDef &def, const std::vector<ge::DataType> &cacheTypes) {
     const std::vector<ge::DataType> halfTypes = {ge::DT_FLOAT16, ge::DT_BF16};
     const std::vector<ge::DataType> int32Types = {ge::DT_INT32, ge::DT_INT32};
     DescribeNd(def.Input("query"), ops::REQUIRED, halfTypes);
-    DescribeNd(def.Input("key"), ops::REQUIRED, halfTypes);
-    DescribeNd(def.Input("value"), ops::REQUIRED, halfTypes);
+    DescribeNd(def.Input("key"), ops::REQUIRED, cacheTypes);
+    DescribeNd(def.Input("value"), ops::REQUIRED, cacheTypes);
     DescribeNd(def.Input("block_table"), ops::REQUIRED, int32Types);
     DescribeNd(def.Input("actual_seq_lengths_kv"), ops::REQUIRED, int32Types);
     DescribeNd(def.Output("attention_out"), ops::REQUIRED, halfTypes);

@@ -21,8 +21,12 @@ namespace {
 enum InputIndex : size_t { kQuery = 0, kAlibiSlopes = 5, kSinks = 6, kCacheLeftpad = 7 };
 enum AttrIndex : size_t { kSoftcap = 5 };
 
+}  // namespace
+
+namespace fa_host {
+
 // "" or what is wrong with the optional input's shape (expected: `dims`).
-std::string CheckShape(const gert::StorageShape *shape, const char *name, const std::vector<int64_t> &dims) {
+std::string CheckDecodeInputShape(const gert::StorageShape *shape, const char *name, const std::vector<int64_t> &dims) {
     if (shape == nullptr) return "";
     const gert::Shape &s = shape->GetOriginShape();
     bool same = s.GetDimNum() == dims.size();
@@ -34,7 +38,7 @@ std::string CheckShape(const gert::StorageShape *shape, const char *name, const 
     return std::string(name) + " must be " + want + "], got " + got + "]";
 }
 
-ge::graphStatus TilingFunc(gert::TilingContext *context) {
+ge::graphStatus ReadDecodeV2Inputs(gert::TilingContext *context, DecodeV2Inputs *mods) {
     const gert::RuntimeAttrs *attrs = context->GetAttrs();
     const float *softcap = attrs != nullptr ? attrs->GetFloat(kSoftcap) : nullptr;
     const gert::StorageShape *q = context->GetInputShape(kQuery);
@@ -51,19 +55,36 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     const gert::StorageShape *slopes = context->GetOptionalInputShape(kAlibiSlopes);
     const gert::StorageShape *sinks = context->GetOptionalInputShape(kSinks);
     const gert::StorageShape *leftpad = context->GetOptionalInputShape(kCacheLeftpad);
-    std::string error = CheckShape(slopes, "alibi_slopes", {batch, heads});
-    if (error.empty()) error = CheckShape(sinks, "sinks", {heads});
-    if (error.empty()) error = CheckShape(leftpad, "cache_leftpad", {batch});
+    std::string error = CheckDecodeInputShape(slopes, "alibi_slopes", {batch, heads});
+    if (error.empty()) error = CheckDecodeInputShape(sinks, "sinks", {heads});
+    if (error.empty()) error = CheckDecodeInputShape(leftpad, "cache_leftpad", {batch});
     if (!error.empty()) {
         FAD2_LOGE(context, "%s", error.c_str());
         return ge::GRAPH_FAILED;
     }
+    mods->softcap = *softcap;
+    mods->alibi = slopes != nullptr;
+    mods->sinks = sinks != nullptr;
+    mods->leftpad = leftpad != nullptr;
+    return ge::GRAPH_SUCCESS;
+}
+
+void DefineFlashAttentionDecodeV2(ops::OpDef &def) {
+    const std::vector<ge::DataType> floatTypes = {ge::DT_FLOAT, ge::DT_FLOAT};
+    DescribeNd(def.Input("alibi_slopes"), ops::OPTIONAL, floatTypes);
+    DescribeNd(def.Input("sinks"), ops::OPTIONAL, floatTypes);
+    DescribeNd(def.Input("cache_leftpad"), ops::OPTIONAL, {ge::DT_INT32, ge::DT_INT32});
+    def.Attr("softcap").AttrType(ops::OPTIONAL).Float(0.0);
+}
+
+}  // namespace fa_host
+
+namespace {
+
+ge::graphStatus TilingFunc(gert::TilingContext *context) {
     fa_host::DecodeV2Inputs mods;
-    mods.softcap = *softcap;
-    mods.alibi = slopes != nullptr;
-    mods.sinks = sinks != nullptr;
-    mods.leftpad = leftpad != nullptr;
-    return fa_host::TileFlashAttentionDecode(context, mods);
+    const ge::graphStatus status = fa_host::ReadDecodeV2Inputs(context, &mods);
+    return status == ge::GRAPH_SUCCESS ? fa_host::TileFlashAttentionDecode(context, mods) : status;
 }
 
 }  // namespace
@@ -73,11 +94,7 @@ class FlashAttentionDecodeV2 : public OpDef {
  public:
     explicit FlashAttentionDecodeV2(const char *name) : OpDef(name) {
         fa_host::DefineFlashAttentionDecode(*this);
-        const std::vector<ge::DataType> floatTypes = {ge::DT_FLOAT, ge::DT_FLOAT};
-        fa_host::DescribeNd(this->Input("alibi_slopes"), OPTIONAL, floatTypes);
-        fa_host::DescribeNd(this->Input("sinks"), OPTIONAL, floatTypes);
-        fa_host::DescribeNd(this->Input("cache_leftpad"), OPTIONAL, {ge::DT_INT32, ge::DT_INT32});
-        this->Attr("softcap").AttrType(OPTIONAL).Float(0.0);
+        fa_host::DefineFlashAttentionDecodeV2(*this);
         fa_host::RegisterHost(*this, fa_host::InferDecodeShape, fa_host::InferDecodeDataType, TilingFunc,
                               fa_host::Chips::kA2A3);
     }

@@ -29,6 +29,14 @@
 // stored bias); a sink logit joins each row's denominator exactly once -- in the finish of a
 // group that is one piece, else in the merge (never in a piece's partial LSE):
 //   M = max(m, sink), l' = l exp(m - M) + exp(sink - M), O = acc exp(m - M) / l', LSE = M + ln l'.
+// FlashAttentionDecodeV3's int8 cache (KV = int8_t; docs/int8.md "Int8 KV cache (decode)"):
+//   K = Kq * sk (per channel, sk [D] of the kv head):  Q . K^T = (Q * sk) . Kq^T, so the packed Q
+//     rows are multiplied by sk once per piece and the cube multiplies them with Kq as T;
+//   V = Vq * sv (per token, sv [cols] of the chunk):   P . V = (P * sv) . Vq, so each P row is
+//     multiplied by the chunk's sv after its row sum (l counts P, not P * sv).
+// Kq and Vq (|x| <= 127: exact in half and bf16) are cast to T on the vector units, a chunk per
+// pass of dequantRows keys, into the AIV's kDeq / vDeq workspace tiles (chunk parity) the cube
+// reads: the cache itself is read once, as int8.
 #pragma once
 
 #include <cfloat>
@@ -72,16 +80,19 @@ struct GroupSpan {
     uint64_t pieceBase = 0;  // explicit splits: global number of the group's first piece
 };
 
-template <typename T>
+// KV: the cache's element type, T (FlashAttentionDecode, V2) or int8_t (FlashAttentionDecodeV3).
+template <typename T, typename KV = T>
 class FlashAttentionDecodeKernel {
 public:
     attn_mm::RowsByColsT<T> qkMm;  // S = Q . K^T, [rows, cols] fp32
     attn_mm::RowsByB<T> pvMm;      // P . V, [rows, D] fp32
 
-    // alibiSlopes / sinks: FlashAttentionDecodeV2's optional inputs (nullptr when absent or V1).
+    // alibiSlopes / sinks: FlashAttentionDecodeV2's optional inputs (nullptr when absent or V1);
+    // keyAntiquantScale / valueAntiquantScale: V3's (nullptr before V3).
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR blockTable,
                                 GM_ADDR actualSeqLengthsKv, GM_ADDR alibiSlopes, GM_ADDR sinks,
-                                GM_ADDR cacheLeftpad, GM_ADDR attentionOut, GM_ADDR softmaxLse,
+                                GM_ADDR cacheLeftpad, GM_ADDR keyAntiquantScale, GM_ADDR valueAntiquantScale,
+                                GM_ADDR attentionOut, GM_ADDR softmaxLse,
                                 GM_ADDR workspace, const FlashAttentionDecodeTilingData *tiling,
                                 AscendC::TPipe *pipe);
     __aicore__ inline void Process();
@@ -110,6 +121,11 @@ private:
     __aicore__ inline void AddAlibi(AscendC::LocalTensor<float> &scores, uint32_t seqLen, uint32_t key0);
     __aicore__ inline void FoldSink(AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &sinkMax);
     __aicore__ inline void IssueValues(uint32_t slot, uint64_t kvOffset, uint32_t cols);
+    __aicore__ inline void DequantChunk(AscendC::GlobalTensor<T> &dst, AscendC::GlobalTensor<KV> &src, uint32_t b,
+                                        uint32_t h, uint32_t key0, uint32_t cols);
+    __aicore__ inline void ScaleQueryRows(AscendC::LocalTensor<T> &rows, uint32_t h);
+    __aicore__ inline void LoadValueScales(uint32_t b, uint32_t h, uint32_t key0, uint32_t cols);
+    __aicore__ inline uint32_t BlockRun(uint32_t b, uint32_t pos, uint32_t end, uint32_t *block) const;
     __aicore__ inline void AccumulateValues(uint32_t slot);
     __aicore__ inline void FinishRows(AscendC::LocalTensor<float> &rowMax, AscendC::LocalTensor<float> &lse);
     __aicore__ inline void WriteOutput(const GroupSpan &span, AscendC::LocalTensor<float> &lse);
@@ -119,7 +135,10 @@ private:
     const FlashAttentionDecodeTilingData *td_ = nullptr;
     AscendC::TPipe *pipe_ = nullptr;
 
-    AscendC::GlobalTensor<T> queryGm_, keyGm_, valueGm_, outGm_;
+    static constexpr bool INT8_KV = AscendC::IsSameType<KV, int8_t>::value;
+
+    AscendC::GlobalTensor<T> queryGm_, outGm_;
+    AscendC::GlobalTensor<KV> keyGm_, valueGm_;
     AscendC::GlobalTensor<int32_t> blockTableGm_, seqLensGm_;
     AscendC::GlobalTensor<float> lseGm_;
     AscendC::GlobalTensor<T> qPackGm_;          // [rows, D] this AIV's packed query rows
@@ -141,6 +160,16 @@ private:
     AscendC::GlobalTensor<float> slopesGm_;  // alibi_slopes [B, N]
     AscendC::GlobalTensor<float> sinksGm_;   // sinks [N]
     AscendC::GlobalTensor<int32_t> leftpadGm_;  // cache_leftpad [B]
+    // V3 (int8 cache): the scales and the dequantized chunk tiles the cube reads.
+    AscendC::GlobalTensor<float> kScaleGm_;   // key_antiquant_scale [Nkv, D]
+    AscendC::GlobalTensor<float> vScaleGm_;   // value_antiquant_scale [numBlocks, Nkv, blockSize]
+    AscendC::GlobalTensor<T> kDeqGm_[2];      // [blockN, D] each
+    AscendC::GlobalTensor<T> vDeqGm_[2];      // [blockN, D] each
+    AscendC::TQue<AscendC::TPosition::VECIN, 2> kvInQue_;    // [dequantRows, D] int8
+    AscendC::TQue<AscendC::TPosition::VECOUT, 2> kvOutQue_;  // [dequantRows, D] T
+    AscendC::TBuf<AscendC::TPosition::VECCALC> kvWideBuf_, scaleBuf_;
+    AscendC::LocalTensor<float> kScale_;      // [D] the piece's kv head's channel scales
+    AscendC::LocalTensor<float> vScale_;      // [blockN] the chunk's token scales
 
     uint32_t part_ = 0;                // this AIV's block index = its part
     uint64_t totalUnits_ = 0;          // units of all groups
@@ -151,10 +180,11 @@ private:
     uint32_t kvStart_ = 0;             // the running piece's sequence's first visible key (leftpad)
 };
 
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::Init(GM_ADDR query, GM_ADDR key, GM_ADDR value,
                                                            GM_ADDR blockTable, GM_ADDR actualSeqLengthsKv,
                                                            GM_ADDR alibiSlopes, GM_ADDR sinks, GM_ADDR cacheLeftpad,
+                                                           GM_ADDR keyAntiquantScale, GM_ADDR valueAntiquantScale,
                                                            GM_ADDR attentionOut, GM_ADDR softmaxLse,
                                                            GM_ADDR workspace,
                                                            const FlashAttentionDecodeTilingData *tiling,
@@ -169,8 +199,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADD
     const uint64_t qElems = static_cast<uint64_t>(td_->batch) * td_->seqQ * td_->numHeads * d;
     const uint64_t cacheElems = static_cast<uint64_t>(td_->numBlocks) * td_->blockSize * td_->numKvHeads * d;
     queryGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(query), qElems);
-    keyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(key), cacheElems);
-    valueGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T *>(value), cacheElems);
+    keyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ KV *>(key), cacheElems);
+    valueGm_.SetGlobalBuffer(reinterpret_cast<__gm__ KV *>(value), cacheElems);
     blockTableGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(blockTable),
                                   static_cast<uint64_t>(td_->batch) * td_->maxBlocksPerSeq);
     seqLensGm_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t *>(actualSeqLengthsKv), td_->batch);
@@ -232,12 +262,32 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Init(GM_ADDR query, GM_ADD
     }
 
     kvRowStride_ = td_->numKvHeads * d;
+    if constexpr (INT8_KV) {
+        kScaleGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(keyAntiquantScale),
+                                  static_cast<uint64_t>(td_->numKvHeads) * d);
+        vScaleGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float *>(valueAntiquantScale),
+                                  static_cast<uint64_t>(td_->numBlocks) * td_->numKvHeads * td_->blockSize);
+        for (uint32_t s = 0; s < 2; ++s) {
+            kDeqGm_[s].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsKDeqOffset) + s * n * d, n * d);
+            vDeqGm_[s].SetGlobalBuffer(reinterpret_cast<__gm__ T *>(slice + td_->wsVDeqOffset) + s * n * d, n * d);
+        }
+        const uint32_t r = td_->dequantRows;
+        pipe_->InitBuffer(kvInQue_, 2, r * d * sizeof(int8_t));
+        pipe_->InitBuffer(kvOutQue_, 2, r * d * sizeof(T));
+        if constexpr (!AscendC::IsSameType<T, half>::value) {
+            pipe_->InitBuffer(kvWideBuf_, r * d * sizeof(float));  // bf16: int8 -> half -> fp32 -> bf16
+        }
+        pipe_->InitBuffer(scaleBuf_, (d + n) * sizeof(float));
+        kScale_ = scaleBuf_.Get<float>();
+        vScale_ = kScale_[d];
+        kvRowStride_ = d;  // the cube reads the dequantized [blockN, D] tiles, rows D apart
+    }
 }
 
 // ---- the work split (every AIV computes the same one from the lengths) ----------------------
 
-template <typename T>
-__aicore__ inline KeyRange FlashAttentionDecodeKernel<T>::KeysOf(uint32_t b)
+template <typename T, typename KV>
+__aicore__ inline KeyRange FlashAttentionDecodeKernel<T, KV>::KeysOf(uint32_t b)
 {
     KeyRange r;
     r.seqLen = static_cast<uint32_t>(seqLensGm_.GetValue(b));
@@ -251,21 +301,25 @@ __aicore__ inline KeyRange FlashAttentionDecodeKernel<T>::KeysOf(uint32_t b)
         return r;
     }
     const uint32_t bs = td_->blockSize, bn = td_->blockN, cpb = td_->chunksPerBlock;
-    const uint64_t first = (static_cast<uint64_t>(lo) / bs) * cpb + (static_cast<uint64_t>(lo) % bs) / bn;
-    const uint64_t last = (static_cast<uint64_t>(hi - 1) / bs) * cpb + (static_cast<uint64_t>(hi - 1) % bs) / bn;
+    uint64_t first = (static_cast<uint64_t>(lo) / bs) * cpb + (static_cast<uint64_t>(lo) % bs) / bn;
+    uint64_t last = (static_cast<uint64_t>(hi - 1) / bs) * cpb + (static_cast<uint64_t>(hi - 1) % bs) / bn;
+    if constexpr (INT8_KV) {  // units of blockN keys of the sequence, across cache blocks
+        first = static_cast<uint64_t>(lo) / bn;
+        last = static_cast<uint64_t>(hi - 1) / bn;
+    }
     r.firstUnit = static_cast<uint32_t>(first);
     r.units = static_cast<uint32_t>(last - first + 1);
     return r;
 }
 
-template <typename T>
-__aicore__ inline uint64_t FlashAttentionDecodeKernel<T>::PartStart(uint32_t part) const
+template <typename T, typename KV>
+__aicore__ inline uint64_t FlashAttentionDecodeKernel<T, KV>::PartStart(uint32_t part) const
 {
     return totalUnits_ * part / td_->numParts;
 }
 
-template <typename T>
-__aicore__ inline uint32_t FlashAttentionDecodeKernel<T>::PartOfUnit(uint64_t unit) const
+template <typename T, typename KV>
+__aicore__ inline uint32_t FlashAttentionDecodeKernel<T, KV>::PartOfUnit(uint64_t unit) const
 {
     // The largest part whose start is <= unit: start(a) <= u  <=>  a < (u + 1) * P / U.
     const uint64_t p = td_->numParts;
@@ -275,8 +329,8 @@ __aicore__ inline uint32_t FlashAttentionDecodeKernel<T>::PartOfUnit(uint64_t un
 
 // How the group at `span` (its keys known) is cut: its pieces and, on the equal-ranges schedule,
 // the parts holding its units (a group without keys: one empty piece, on part g % numParts).
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::PlaceGroup(GroupSpan *span) const
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::PlaceGroup(GroupSpan *span) const
 {
     const uint32_t n = span->keys.units;
     if (td_->splitsPerGroup >= 2) {
@@ -292,8 +346,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::PlaceGroup(GroupSpan *span
 }
 
 // Advances `span` to the next group (b, h, rg), in order g = (b * Nkv + h) * rowGroups + rg.
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::NextGroup(GroupSpan *span)
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::NextGroup(GroupSpan *span)
 {
     span->unitStart += span->keys.units;
     span->pieceBase += span->pieces;
@@ -311,8 +365,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::NextGroup(GroupSpan *span)
 }
 
 // The first query head and token of the span's row group (flash_attention_decode_tiling.h).
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::RowGroupStart(const GroupSpan &span, uint32_t *head0,
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::RowGroupStart(const GroupSpan &span, uint32_t *head0,
                                                                     uint32_t *token0) const
 {
     const uint32_t tokenGroups = td_->seqQ / td_->rowGroupTokens;
@@ -320,8 +374,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RowGroupStart(const GroupS
     *token0 = (span.rg % tokenGroups) * td_->rowGroupTokens;
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::Process()
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::Process()
 {
     // Pass 1: all units.
     totalUnits_ = 0;
@@ -381,8 +435,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::Process()
 
 // ---- one piece: chunks [unitBegin, unitEnd) of a group ---------------------------------------
 
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &span, uint32_t piece,
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::RunPiece(const GroupSpan &span, uint32_t piece,
                                                                uint32_t unitBegin, uint32_t unitEnd)
 {
     const uint32_t m = td_->rows;
@@ -404,6 +458,9 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
         // pv: A = P [m, cols] (stride blockN), B = V rows [cols, D] (stride Nkv * D), C [m, D].
         pvMm.SetOrgShape(m, kvRowStride_, td_->blockN, td_->blockN, td_->headDim);
         ChunkOf(span.b, span.h, span.keys, span.keys.firstUnit + unitBegin, &nextOffset, &nextKey0, &nextCols);
+        if constexpr (INT8_KV) {
+            DequantChunk(kDeqGm_[0], keyGm_, span.b, span.h, nextKey0, nextCols);
+        }
         IssueScores(0, nextOffset, nextCols);
     }
     for (uint32_t u = unitBegin; u < unitEnd; ++u) {
@@ -411,14 +468,26 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
         key0 = nextKey0;
         cols = nextCols;
         const uint32_t slot = (u - unitBegin) % 2;
-        qkMm.WaitIterateAll();
-        if (u + 1 < unitEnd) {  // the cube computes the next chunk's scores while the vector units work
+        const bool more = u + 1 < unitEnd;
+        if (more) {
             ChunkOf(span.b, span.h, span.keys, span.keys.firstUnit + u + 1, &nextOffset, &nextKey0,
                     &nextCols);
+            if constexpr (INT8_KV) {  // K_{u+1} as T while the cube computes S_u (its tile's last
+                DequantChunk(kDeqGm_[1 - slot], keyGm_, span.b, span.h, nextKey0, nextCols);  // reader, S_{u-1}, is done)
+            }
+        }
+        qkMm.WaitIterateAll();
+        if (more) {  // the cube computes the next chunk's scores while the vector units work
             IssueScores(1 - slot, nextOffset, nextCols);
         }
         kvStart_ = span.keys.start;
+        if constexpr (INT8_KV) {
+            LoadValueScales(span.b, span.h, key0, cols);
+        }
         SoftmaxChunk(slot, span.keys.seqLen, key0, cols, rowMax, newMax);  // P_u in GM, alpha_u in its slot
+        if constexpr (INT8_KV) {  // V_u as T while the cube computes P_{u-1} . V_{u-1} (its tile's last
+            DequantChunk(vDeqGm_[slot], valueGm_, span.b, span.h, key0, cols);  // reader, P_{u-2} . V_{u-2}, is done)
+        }
         if (u > unitBegin) {
             pvMm.WaitIterateAll();  // P_{u-1} . V_{u-1} ran on the cube during this softmax
         }
@@ -451,8 +520,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::RunPiece(const GroupSpan &
 
 // The row group's query rows r = gq * ts + sl (query head head0 + gq, token token0 + sl, ts =
 // rowGroupTokens) into qPackGm_.
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(const GroupSpan &span)
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::PackQuery(const GroupSpan &span)
 {
     const uint32_t d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads, ts = td_->rowGroupTokens;
     RowGroupStart(span, &head0_, &token0_);
@@ -471,6 +540,9 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(const GroupSpan 
             AscendC::DataCopyPad(rows[gq * ts * d], queryGm_[first + gq * d], params, noPad);
         }
     }
+    if constexpr (INT8_KV) {
+        ScaleQueryRows(rows, span.h);
+    }
     WaitForPipe<AscendC::HardEvent::MTE2_MTE3>();
     AscendC::DataCopy(qPackGm_, rows, td_->rows * d);
     outQue_.FreeTensor(rows);
@@ -479,12 +551,27 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::PackQuery(const GroupSpan 
 
 // Chunk `unit` of sequence b: its keys [key0, key0 + cols) and their element offset in the cache
 // for kv head h. Never past the sequence's length, never before its first visible key (leftpad).
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::ChunkOf(uint32_t b, uint32_t h, const KeyRange &keys,
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::ChunkOf(uint32_t b, uint32_t h, const KeyRange &keys,
                                                               uint32_t unit, uint64_t *kvOffset, uint32_t *key0,
                                                               uint32_t *cols)
 {
     const uint32_t bs = td_->blockSize, bn = td_->blockN;
+    if constexpr (INT8_KV) {
+        // Keys [unit * bn, (unit + 1) * bn) of the sequence, in as many cache blocks as they cross
+        // (DequantChunk gathers them). Left padding: the chunk starts at the first visible key
+        // rounded down to 8 keys (its token scales then start 32-B aligned in UB); the up to 7
+        // padding keys read are masked and their scales zeroed (LoadValueScales), within the
+        // same cache block (blocks are 16-key multiples).
+        const uint32_t begin = unit * bn;
+        const uint32_t start = keys.start > begin ? keys.start / 8 * 8 : begin;
+        *key0 = start > begin ? start : begin;
+        *cols = attn_rows::Min(begin + bn, keys.seqLen) - *key0;
+        *kvOffset = 0;  // per cache block: DequantChunk, LoadValueScales
+        (void)b;
+        (void)h;
+        return;
+    }
     const uint32_t page = unit / td_->chunksPerBlock;
     uint32_t inPage = (unit % td_->chunksPerBlock) * bn;
     const uint32_t block = static_cast<uint32_t>(
@@ -498,16 +585,20 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::ChunkOf(uint32_t b, uint32
     *kvOffset = ((static_cast<uint64_t>(block) * bs + inPage) * td_->numKvHeads + h) * td_->headDim;
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::IssueScores(uint32_t slot, uint64_t kvOffset, uint32_t cols)
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::IssueScores(uint32_t slot, uint64_t kvOffset, uint32_t cols)
 {
-    qkMm.SetTensorB(keyGm_[kvOffset], true);
+    if constexpr (INT8_KV) {
+        qkMm.SetTensorB(kDeqGm_[slot], true);  // dequantized by DequantChunk
+    } else {
+        qkMm.SetTensorB(keyGm_[kvOffset], true);
+    }
     qkMm.SetTail(td_->rows, cols, td_->headDim);
     qkMm.template IterateAll<false>(scoreGm_[slot], 0, false, true);
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::SoftmaxChunk(uint32_t slot, uint32_t seqLen, uint32_t key0,
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::SoftmaxChunk(uint32_t slot, uint32_t seqLen, uint32_t key0,
                                                                    uint32_t cols,
                                                                    AscendC::LocalTensor<float> &rowMax,
                                                                    AscendC::LocalTensor<float> &newMax)
@@ -547,6 +638,11 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::SoftmaxChunk(uint32_t slot
     attn_rows::ReduceRows<Reduce::SUM>(blockSum, scores, fold_, m, n, n);
     AscendC::Mul(rowSum, rowSum, alpha, m);
     AscendC::Add(rowSum, rowSum, blockSum, m);     // l = alpha * l + rowsum(P)
+    if constexpr (INT8_KV) {  // P . (Vq * sv) = (P * sv) . Vq: each row times the chunk's token scales
+        for (uint32_t r = 0; r < m; ++r) {
+            AscendC::Mul(scores[r * n], scores[r * n], vScale_, cols);
+        }
+    }
 
     AscendC::LocalTensor<T> prob = probQue_.AllocTensor<T>();
     AscendC::Cast(prob, scores, AscendC::RoundMode::CAST_RINT, elems);
@@ -559,8 +655,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::SoftmaxChunk(uint32_t slot
     WaitForPipe<AscendC::HardEvent::MTE3_S>();     // P is in GM before the cube is asked to read it
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::MaskScores(AscendC::LocalTensor<float> &scores,
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::MaskScores(AscendC::LocalTensor<float> &scores,
                                                                  uint32_t seqLen, uint32_t key0, uint32_t cols)
 {
     // Row r (token s = token0 + r % rowGroupTokens) sees keys j with s + diag - preTokens <= j <=
@@ -591,8 +687,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::MaskScores(AscendC::LocalT
 
 // The row group's per-row ALiBi slope and sink (row r = gq * ts + sl: query head head0 + gq),
 // read from GM once per piece or merge: one scalar read per head, one write per row.
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::LoadRowMods(const GroupSpan &span)
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::LoadRowMods(const GroupSpan &span)
 {
     if (td_->hasAlibi == 0 && td_->hasSinks == 0) {
         return;
@@ -616,8 +712,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::LoadRowMods(const GroupSpa
 // scores[r, c] -= slope_r * |s_r + L - Sq - (key0 + c)| over all blockN columns (those past the
 // chunk's keys are masked afterwards): per token one distance row |c - (s + diag - key0)|, then per
 // row a scaled add. Scalar reads: one slope per row per chunk (not per score).
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::AddAlibi(AscendC::LocalTensor<float> &scores, uint32_t seqLen,
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::AddAlibi(AscendC::LocalTensor<float> &scores, uint32_t seqLen,
                                                                uint32_t key0)
 {
     const uint32_t n = td_->blockN, ts = td_->rowGroupTokens;
@@ -637,8 +733,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::AddAlibi(AscendC::LocalTen
 // Folds the row's sink into its statistics before FinishRows (a group that is one piece):
 // sinkMax = M = max(m, sink); l = l exp(m - M) + exp(sink - M); acc *= exp(m - M). A row that saw
 // no key (m = -FLT_MAX, l = 0) gets l = 1, acc = 0: O = 0, LSE = sink.
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::FoldSink(AscendC::LocalTensor<float> &rowMax,
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::FoldSink(AscendC::LocalTensor<float> &rowMax,
                                                                AscendC::LocalTensor<float> &sinkMax)
 {
     const uint32_t m = td_->rows, d = td_->headDim;
@@ -659,18 +755,119 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::FoldSink(AscendC::LocalTen
 // P . V of the chunk in `slot` on the cube, asynchronously, into pv slot `slot`. That slot was last
 // read by AccumulateValues of two chunks ago, whose MTE2 read precedes (on MTE2 -> V -> MTE3) the
 // P write this request waited for.
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::IssueValues(uint32_t slot, uint64_t kvOffset, uint32_t cols)
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::IssueValues(uint32_t slot, uint64_t kvOffset, uint32_t cols)
 {
     pvMm.SetTensorA(probGm_[slot]);
-    pvMm.SetTensorB(valueGm_[kvOffset]);
+    if constexpr (INT8_KV) {
+        pvMm.SetTensorB(vDeqGm_[slot]);  // dequantized by DequantChunk; its scale is in P
+    } else {
+        pvMm.SetTensorB(valueGm_[kvOffset]);
+    }
     pvMm.SetTail(td_->rows, td_->headDim, cols);
     pvMm.template IterateAll<false>(pvGm_[slot], 0, false, true);
 }
 
+// V3: the keys [pos, end) of sequence b that lie in pos's cache block: returns their count and
+// sets *block to the block's index (block_table[b][pos / blockSize]).
+template <typename T, typename KV>
+__aicore__ inline uint32_t FlashAttentionDecodeKernel<T, KV>::BlockRun(uint32_t b, uint32_t pos, uint32_t end,
+                                                                       uint32_t *block) const
+{
+    const uint32_t bs = td_->blockSize;
+    *block = static_cast<uint32_t>(blockTableGm_.GetValue(static_cast<uint64_t>(b) * td_->maxBlocksPerSeq + pos / bs));
+    return attn_rows::Min(bs - pos % bs, end - pos);
+}
+
+// V3: keys [key0, key0 + cols) of sequence b, kv head h (D int8 each, Nkv * D apart inside a cache
+// block) into `dst` [cols, D] T, block run by block run, dequantRows keys per pass (two buffers
+// each way: the copy in of one pass overlaps the cast of the one before). |x| <= 127 is exact in
+// half and bf16; the scales are applied elsewhere (K's in Q, V's in P), so this is a cast only.
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::DequantChunk(AscendC::GlobalTensor<T> &dst,
+                                                                       AscendC::GlobalTensor<KV> &src, uint32_t b,
+                                                                       uint32_t h, uint32_t key0, uint32_t cols)
+{
+    const uint32_t d = td_->headDim, r = td_->dequantRows, nkv = td_->numKvHeads;
+    const AscendC::DataCopyPadExtParams<KV> noPad{false, 0, 0, static_cast<KV>(0)};
+    for (uint32_t c = 0; c < cols;) {
+        uint32_t block = 0;
+        const uint32_t pos = key0 + c, run = BlockRun(b, pos, key0 + cols, &block);
+        const uint64_t base = ((static_cast<uint64_t>(block) * td_->blockSize + pos % td_->blockSize) * nkv + h) * d;
+        for (uint32_t k0 = 0; k0 < run; k0 += r) {
+            const uint32_t keys = attn_rows::Min(r, run - k0);
+            const uint32_t count = keys * d;
+            AscendC::LocalTensor<KV> in = kvInQue_.template AllocTensor<KV>();
+            const AscendC::DataCopyExtParams params{static_cast<uint16_t>(keys), d, (nkv - 1) * d, 0, 0};  // bytes
+            AscendC::DataCopyPad(in, src[base + static_cast<uint64_t>(k0) * nkv * d], params, noPad);
+            kvInQue_.EnQue(in);
+            in = kvInQue_.template DeQue<KV>();
+            AscendC::LocalTensor<T> out = kvOutQue_.template AllocTensor<T>();
+            if constexpr (AscendC::IsSameType<T, half>::value) {
+                AscendC::Cast(out, in, AscendC::RoundMode::CAST_NONE, count);
+            } else {  // no int8 -> bf16 Cast: via half (exact) and fp32 (exact), then to bf16 (exact)
+                AscendC::LocalTensor<half> narrow = out.template ReinterpretCast<half>();
+                AscendC::LocalTensor<float> wide = kvWideBuf_.Get<float>();
+                AscendC::Cast(narrow, in, AscendC::RoundMode::CAST_NONE, count);
+                AscendC::Cast(wide, narrow, AscendC::RoundMode::CAST_NONE, count);
+                AscendC::Cast(out, wide, AscendC::RoundMode::CAST_RINT, count);
+            }
+            kvInQue_.FreeTensor(in);
+            kvOutQue_.EnQue(out);
+            out = kvOutQue_.template DeQue<T>();
+            AscendC::DataCopy(dst[static_cast<uint64_t>(c + k0) * d], out, count);
+            kvOutQue_.FreeTensor(out);
+        }
+        c += run;
+    }
+    WaitForPipe<AscendC::HardEvent::MTE3_S>();  // the tile is in GM before the cube is asked to read it
+}
+
+// V3: the packed Q rows [rows, D] (T, in UB) times kv head h's channel scales: (Q * sk) . Kq^T =
+// Q . (Kq * sk)^T. In fp32 (acc_ is idle until the piece starts), rounded back to T once.
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::ScaleQueryRows(AscendC::LocalTensor<T> &rows, uint32_t h)
+{
+    const uint32_t m = td_->rows, d = td_->headDim;
+    WaitForPipe<AscendC::HardEvent::V_MTE2>();  // kScale_ of the piece before is no longer read
+    AscendC::DataCopy(kScale_, kScaleGm_[static_cast<uint64_t>(h) * d], d);
+    WaitForPipe<AscendC::HardEvent::MTE2_V>();  // the rows and the scales are in UB
+    AscendC::Cast(acc_, rows, AscendC::RoundMode::CAST_NONE, m * d);
+    for (uint32_t r = 0; r < m; ++r) {
+        AscendC::Mul(acc_[r * d], acc_[r * d], kScale_, d);
+    }
+    AscendC::Cast(rows, acc_, AscendC::RoundMode::CAST_RINT, m * d);
+    WaitForPipe<AscendC::HardEvent::V_MTE3>();
+}
+
+// V3: the chunk's per-token V scales into vScale_ [cols]: value_antiquant_scale [numBlocks, Nkv,
+// blockSize] holds a kv head's tokens of one block contiguously, so one copy per block run (each
+// run's column is a multiple of 8 keys: 32-B aligned in UB, ChunkOf). Columns before the first
+// visible key (left padding) get scale 0: their P is 0 and their stored scales may be anything.
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::LoadValueScales(uint32_t b, uint32_t h, uint32_t key0,
+                                                                          uint32_t cols)
+{
+    const uint32_t nkv = td_->numKvHeads, bs = td_->blockSize;
+    const AscendC::DataCopyPadExtParams<float> noPad{false, 0, 0, 0.0f};
+    WaitForPipe<AscendC::HardEvent::V_MTE2>();  // the chunk before's scales are no longer read
+    for (uint32_t c = 0; c < cols;) {
+        uint32_t block = 0;
+        const uint32_t pos = key0 + c, run = BlockRun(b, pos, key0 + cols, &block);
+        const AscendC::DataCopyExtParams params{1, static_cast<uint32_t>(run * sizeof(float)), 0, 0, 0};
+        AscendC::DataCopyPad(vScale_[c], vScaleGm_[(static_cast<uint64_t>(block) * nkv + h) * bs + pos % bs], params,
+                             noPad);
+        c += run;
+    }
+    WaitForPipe<AscendC::HardEvent::MTE2_V>();
+    if (key0 < kvStart_) {
+        AscendC::Duplicate(vScale_, 0.0f, kvStart_ - key0);
+    }
+}
+
 // acc = alpha * acc + P . V of the chunk in `slot` (its P.V waited for by the caller).
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::AccumulateValues(uint32_t slot)
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::AccumulateValues(uint32_t slot)
 {
     const uint32_t m = td_->rows, d = td_->headDim;
     AscendC::LocalTensor<float> pv = pvQue_.AllocTensor<float>();
@@ -684,8 +881,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::AccumulateValues(uint32_t 
 }
 
 // acc_ = acc / l and lse = m + ln(l); rows without a visible key (l = 0) get O = 0, LSE = -inf.
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::FinishRows(AscendC::LocalTensor<float> &rowMax,
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::FinishRows(AscendC::LocalTensor<float> &rowMax,
                                                                  AscendC::LocalTensor<float> &lse)
 {
     const uint32_t m = td_->rows, d = td_->headDim;
@@ -698,8 +895,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::FinishRows(AscendC::LocalT
     AscendC::Add(lse, lse, rowMax, m);
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::WriteOutput(const GroupSpan &span,
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::WriteOutput(const GroupSpan &span,
                                                                   AscendC::LocalTensor<float> &lse)
 {
     const uint32_t m = td_->rows, d = td_->headDim, sq = td_->seqQ, heads = td_->numHeads, ts = td_->rowGroupTokens;
@@ -732,8 +929,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::WriteOutput(const GroupSpa
     lseQue_.FreeTensor(lse);
 }
 
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::WritePartial(uint32_t slot, AscendC::LocalTensor<float> &lse)
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::WritePartial(uint32_t slot, AscendC::LocalTensor<float> &lse)
 {
     const uint32_t m = td_->rows, d = td_->headDim;
     WaitForPipe<AscendC::HardEvent::V_MTE3>();
@@ -751,8 +948,8 @@ __aicore__ inline void FlashAttentionDecodeKernel<T>::WritePartial(uint32_t slot
 // m * d floats apart) into the S tile, which holds oBatch = blockN / d of them (both tiles are idle
 // after the pieces); with blockN < d, one at a time into the P.V tile. lseBatch >= n / 16 >= oBatch (lseStride = align8(m) <= 8 m,
 // T is 2 bytes, d >= 16), so the LSEs of an O batch always fit.
-template <typename T>
-__aicore__ inline void FlashAttentionDecodeKernel<T>::Combine(const GroupSpan &span)
+template <typename T, typename KV>
+__aicore__ inline void FlashAttentionDecodeKernel<T, KV>::Combine(const GroupSpan &span)
 {
     const uint32_t m = td_->rows, d = td_->headDim, stride = td_->lseStride, pieces = span.pieces;
     const uint32_t tileFloats = m * td_->blockN * static_cast<uint32_t>(sizeof(T)) / sizeof(float);

@@ -50,11 +50,18 @@
 //   brcbBuf    TBuf    align8(m)*8*4     Brcb of a per-row vector
 //   modBuf     TBuf    3*n*4 + 2*align32(m*4)  V2 with ALiBi or sinks: key ramp, distance and bias rows,
 //                                        the rows' slopes, the rows' sinks
+//   V3 (int8 cache), r = dequantRows:
+//   kvInQue    VECIN   2 x r*d           int8 cache rows
+//   kvOutQue   VECOUT  2 x r*d*2         the rows as T
+//   kvWideBuf  TBuf    r*d*4             bf16 only: int8 -> half -> fp32 -> bf16
+//   scaleBuf   TBuf    d*4 + n*4         the kv head's K channel scales, the chunk's V token scales
 // GM workspace: per AIV (after the system workspace), each region 512-B aligned:
 //   q      [m][d] T         the group's query rows, packed (GQA rows are not one stride apart)
 //   score  [2][m][n] fp32   double buffer
 //   prob   [2][m][n] T      double buffer (chunk parity)
 //   pv     [2][m][d] fp32   double buffer (chunk parity)
+//   kDeq   [2][n][d] T      V3: the chunk's K as T (chunk parity)
+//   vDeq   [2][n][d] T      V3: the chunk's V as T (chunk parity)
 // then, after the 2 * usedCoreNum slices, shared by all AIVs:
 //   partialO    [maxSlots][m][d] fp32
 //   partialLse  [maxSlots][lseStride] fp32
@@ -64,9 +71,10 @@
 
 #include "kernel_tiling/kernel_tiling.h"  // TCubeTiling
 
-// Tiling key bits: bit 0 dtype (0 float16, 1 bfloat16); bit 1 splitKv.
+// Tiling key bits: bit 0 dtype (0 float16, 1 bfloat16); bit 1 splitKv; bit 2 int8 cache (V3).
 constexpr uint64_t FAD_KEY_BF16 = 1u << 0;
 constexpr uint64_t FAD_KEY_SPLIT = 1u << 1;
+constexpr uint64_t FAD_KEY_INT8 = 1u << 2;  // FlashAttentionDecodeV3: int8 key/value cache
 
 struct FlashAttentionDecodeTilingData {
     // ---- problem ----
@@ -113,4 +121,12 @@ struct FlashAttentionDecodeTilingData {
     uint32_t hasAlibi;         // 1: alibi_slopes [B, N] fp32, S -= slope[b, h] * |s + L - Sq - j|
     uint32_t hasSinks;         // 1: sinks [N] fp32 join each row's softmax denominator, once
     uint32_t hasLeftpad;       // 1: cache_leftpad [B] int32, keys [0, leftpad[b]) of sequence b invisible
+    // ---- FlashAttentionDecodeV3's int8 cache (0 otherwise; docs/int8.md "Int8 KV cache (decode)") ----
+    uint32_t kvInt8;           // 1: key/value int8, key_antiquant_scale [Nkv, D] (per channel),
+                               //    value_antiquant_scale [numBlocks, Nkv, blockSize] (per token) fp32;
+                               //    a unit is then keys [u * blockN, (u + 1) * blockN) of the sequence,
+                               //    across cache blocks (chunksPerBlock unused)
+    uint32_t dequantRows;      // keys dequantized per UB pass (<= blockN)
+    uint64_t wsKDeqOffset;     // per AIV slice: [2][blockN][d] T, dequantized K chunks (chunk parity)
+    uint64_t wsVDeqOffset;     // per AIV slice: [2][blockN][d] T, V chunks as T (scale folded into P)
 };
