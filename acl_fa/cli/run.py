@@ -134,9 +134,6 @@ def _run_parallel(params: dict):
         heads = PARALLEL_DEFAULT_HEADS
     how = parallel_run.ParallelSettings(params["parallel_mode"], params["devices"], params["backward"],
                                         params["accumulate"])
-    if how.backward and how.mode == "ulysses,ring":
-        raise click.UsageError("--backward with --parallel: ring or ulysses (acl-fa run --parallel ring --devices P "
-                               "--backward, or one process per device under a launcher)")
     settings = settings_of(params)
     with reported_as_usage_errors():
         launched = parallel_run.under_launch()
