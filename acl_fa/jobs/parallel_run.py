@@ -246,15 +246,21 @@ def _rank_backward(ctx, problem: Problem, q, shard, out, lse, ranges, seed: int,
                                                       layout="BNSD", report=True)
     wall = float(all_gather_host(ctx.comm, np.array([time.perf_counter() - start], np.float64)).max())
     report = parallel.ring_report(_gather_reports(ctx, rank_report), p.causal)
-    if not gather:
-        return dout, wall, report, None
+    return dout, wall, report, _gather_checked_grads(ctx, p, grads, ranges) if gather else None
+
+
+def _gather_checked_grads(ctx, problem: Problem, grads, ranges) -> list:
+    """The whole dq of kv head 0's query heads and dk, dv of kv head 0 on every rank, in the
+    layout, the other heads zero (what _check_backward reads), from each rank's BNSD rows of (dq,
+    dk, dv); ranges[r]: rank r's sequence rows."""
+    p = problem
     group = p.num_heads // p.num_kv_heads
     full = []
     for g, n, total in zip(grads, (group, 1, 1), (p.num_heads, p.num_kv_heads, p.num_kv_heads)):
         whole = np.zeros((g.shape[0], total, p.seq_q, g.shape[3]), g.dtype)
         whole[:, :n] = _gather_rows(ctx, g[:, :n], ranges, p.seq_q)
         full.append(from_bnsd(whole, p.layout))
-    return dout, wall, report, full
+    return full
 
 
 def run_parallel_rank_job(problem: Problem, how: ParallelSettings = ParallelSettings(),
@@ -385,13 +391,7 @@ def _rank_all_to_all_backward(ctx, problem: Problem, q, ranges, settings: JobSet
     back = {"dout": dout, "wall_seconds": wall, "link_bytes": link_bytes, "analytic_link_bytes": analytic,
             "grads": None}
     if settings.check and p.seq_q <= CHECK_ALL_ROWS:
-        group = p.num_heads // p.num_kv_heads
-        full = []
-        for g, n, total in zip(grads, (group, 1, 1), (p.num_heads, p.num_kv_heads, p.num_kv_heads)):
-            whole = np.zeros((g.shape[0], total, p.seq_q, g.shape[3]), g.dtype)
-            whole[:, :n] = _gather_rows(ctx, g[:, :n], ranges, p.seq_q)
-            full.append(from_bnsd(whole, p.layout))
-        back["grads"] = full
+        back["grads"] = _gather_checked_grads(ctx, p, grads, ranges)
     return back
 
 
