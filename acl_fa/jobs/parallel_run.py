@@ -583,18 +583,14 @@ def check_sharded(problem: Problem, q, k, v, out, lse):
 def format_parallel_report(run: ParallelRun) -> str:
     rep, s = run.report, run.sizes
     if isinstance(rep, UspReport):
-        return "\n".join([f"acl-fa run --parallel ulysses,ring: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} "
-                          f"S={s['seq']} D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices "
-                          f"{rep.devices}: Ulysses groups of {rep.ulysses} devices "
+        return "\n".join([f"{_headline(run)}: Ulysses groups of {rep.ulysses} devices "
                           f"({s['heads'] // rep.ulysses} query heads per device), a ring across {rep.rings} groups",
                           *_check_line(run),
                           *_all_to_all_backward_lines(run, "USP: Ulysses in, the ring backward across the groups, "
                                                            "Ulysses out")])
     if isinstance(rep, parallel.UlyssesReport):
         return _format_ulysses(run)
-    lines = [f"acl-fa run --parallel {run.mode}: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} S={s['seq']} "
-             f"D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices {rep.devices}"
-             f"{' (zigzag split)' if s['causal'] else ''}"]
+    lines = [f"{_headline(run)}{' (zigzag split)' if s['causal'] else ''}"]
     lines += _link_line(rep)
     lines.append("device  wall s (host)  sent to next  per step (bytes)            FLOPs      device memory")
     for i, d in enumerate(rep.devices):
@@ -615,6 +611,13 @@ def format_parallel_report(run: ParallelRun) -> str:
         lines += _backward_exchange_lines(run.backward_report)
         lines += _gradient_lines(run)
     return "\n".join(lines)
+
+
+def _headline(run: ParallelRun) -> str:
+    """The report's first line up to the device list: the mode, the sizes, the devices."""
+    s = run.sizes
+    return (f"acl-fa run --parallel {run.mode}: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} S={s['seq']} "
+            f"D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices {run.report.devices}")
 
 
 def memory_bound_met(rep) -> Optional[bool]:
@@ -701,9 +704,8 @@ def _check_line(run) -> list:
 def _format_ulysses(run: ParallelRun) -> str:
     rep, s = run.report, run.sizes
     p = len(rep.devices)
-    lines = [f"acl-fa run --parallel ulysses: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} S={s['seq']} "
-             f"D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices {rep.devices} "
-             f"({s['heads'] // p} query heads per device; key/value heads per device {rep.kv_heads})"]
+    lines = [f"{_headline(run)} ({s['heads'] // p} query heads per device; key/value heads per device "
+             f"{rep.kv_heads})"]
     lines += _link_line(rep)
     lines.append("device  wall s (host)  sent per peer (both all-to-alls)   analytic       FLOPs")
     for r, d in enumerate(rep.devices):

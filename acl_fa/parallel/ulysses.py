@@ -201,12 +201,9 @@ class _UlyssesRank:
                              [*sent.values(), *gathered.values(), back, inbound, computed, comm_stream])
 
 
-def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="BNSD", num_heads=None,
-                      num_kv_heads=None, backend=None, report=False):
-    """FlashAttention of host arrays sharded over `devices` (default: every device) by Ulysses
-    all-to-all. Returns (out like q, lse float32 [B, N, S]), and an UlyssesReport when `report`."""
-    problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
-                                              num_heads=num_heads, num_kv_heads=num_kv_heads)
+def ulysses_devices(problem, devices, backend) -> tuple:
+    """(backend with HCCL loaded, device list, kv_heads_of_rank) of Ulysses over `devices` for
+    `problem`, checked before any device work: one sequence (Sq = Skv), heads that split, S >= P."""
     if problem.seq_q != problem.seq_kv:
         raise InvalidArgumentError(f"Ulysses shards one sequence: Sq={problem.seq_q} must equal Skv={problem.seq_kv}")
     be = hccl.use_hccl(get_backend(backend))
@@ -215,6 +212,17 @@ def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout
     kv_heads = kv_heads_of_rank(problem.num_heads, problem.num_kv_heads, p)
     if problem.seq_q < p:
         raise InvalidArgumentError(f"S={problem.seq_q} cannot be split over {p} devices: needs S >= P = {p}")
+    return be, devices, kv_heads
+
+
+def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="BNSD", num_heads=None,
+                      num_kv_heads=None, backend=None, report=False):
+    """FlashAttention of host arrays sharded over `devices` (default: every device) by Ulysses
+    all-to-all. Returns (out like q, lse float32 [B, N, S]), and an UlyssesReport when `report`."""
+    problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
+                                              num_heads=num_heads, num_kv_heads=num_kv_heads)
+    be, devices, kv_heads = ulysses_devices(problem, devices, backend)
+    p = len(devices)
     layout, n, d = problem.layout, problem.num_heads, problem.head_dim
     qb = to_bnsd(q, layout, n)
     kb, vb = to_bnsd(k, layout, problem.num_kv_heads), to_bnsd(v, layout, problem.num_kv_heads)

@@ -31,12 +31,10 @@ from ..ops import backward
 from ..ops.problem import check_like_forward
 from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError
-from ..runtime.loader import get_backend
 from ..spec.layouts import from_bnsd, to_bnsd
 from ..spec.problem import as_array, make_problem
-from . import hccl
-from .clique import check_devices, device_clique, run_rank_threads, settle_and_close, split_bounds
-from .ulysses import all_to_all_batches, kv_heads_of_rank, pair_bytes, send_layout
+from .clique import device_clique, run_rank_threads, settle_and_close, split_bounds
+from .ulysses import all_to_all_batches, kv_heads_of_rank, pair_bytes, send_layout, ulysses_devices
 from .rank_agree import agree
 from .ulysses import make_problem_of_sizes
 
@@ -159,12 +157,8 @@ def ulysses_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=
     check_like_forward(q, dout, out, lse)
     if tuple(lse.shape) != tuple(problem.lse_shape):
         raise InvalidArgumentError(f"lse has shape {lse.shape}; it must be [B, N, S] = {list(problem.lse_shape)}")
-    be = hccl.use_hccl(get_backend(backend))
-    devices = check_devices(devices, be)
+    be, devices, kv_heads = ulysses_devices(problem, devices, backend)
     p = len(devices)
-    kv_heads = kv_heads_of_rank(problem.num_heads, problem.num_kv_heads, p)
-    if problem.seq_q < p:
-        raise InvalidArgumentError(f"S={problem.seq_q} cannot be split over {p} devices: needs S >= P = {p}")
     n, nkv, d = problem.num_heads, problem.num_kv_heads, problem.head_dim
     qb, ob, gb = (to_bnsd(x, layout, n) for x in (q, out, dout))
     kb, vb = to_bnsd(k, layout, nkv), to_bnsd(v, layout, nkv)
