@@ -731,9 +731,15 @@ def _all_to_all_backward_lines(run: ParallelRun, what: str) -> list:
     if not run.backward:
         return []
     b = run.backward
-    return [f"backward ({what}): {b['wall_seconds']:.3f} s wall (host); all-to-all bytes per link "
-            f"{'equal to' if b['link_bytes'] == b['analytic_link_bytes'] else 'DIFFER from'} the formula",
-            *_gradient_lines(run)]
+    lines = [f"backward ({what}): {b['wall_seconds']:.3f} s wall (host); all-to-all bytes per link "
+             f"{'equal to' if b['link_bytes'] == b['analytic_link_bytes'] else 'DIFFER from'} the formula",
+             "device  backward all-to-alls: sent per peer   analytic"]
+    for r, (d, sent, want) in enumerate(zip(run.report.devices, b["link_bytes"], b["analytic_link_bytes"])):
+        own = r % len(sent)  # Ulysses: [r][j] over all ranks; USP: [r][u] over r's group, r = g U + u
+        peers = [x for j, x in enumerate(sent) if j != own]
+        shown = f"{format_bytes(min(peers))}..{format_bytes(max(peers))}" if peers else "-"
+        lines.append(f"{d:6d}  {shown:>31}   {'equal' if sent == want else 'DIFFERS'}")
+    return lines + _gradient_lines(run)
 
 
 def _gradient_lines(run: ParallelRun) -> list:

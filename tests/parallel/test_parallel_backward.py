@@ -163,6 +163,8 @@ def test_cli_run_parallel_ring_backward_checks_the_gradients_in_one_process_and_
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Ulysses groups of 2 devices (1 query heads per device), a ring across 2 groups" in proc.stdout
     assert "backward (USP: Ulysses in, the ring backward across the groups, Ulysses out)" in proc.stdout
+    # member u -> its peer: B D itemsize (L_u (3 N/U + 2 Nkv_j) + L_j (N/U + 2 Nkv_u)) = 64 (10 * 5 + 10 * 3) bytes
+    assert proc.stdout.count("5.0 KiB..5.0 KiB   equal") == 4, proc.stdout
     assert "all-to-all bytes per link equal to the formula" in proc.stdout and proc.stdout.count(": OK") == 4, \
         proc.stdout
 
