@@ -3,8 +3,9 @@ a ring across them; N = 32 heads on 48 devices (U = 16, R = 3; 8 key/value heads
 the groups' members) equal to the float64 reference by the 2x-naive rule, forward and backward
 (usp_attention_backward: gradients by the 2x-naive rule, the all-to-alls' bytes per link equal to
 docs/hccl.md's formula by the link counters); smaller grids (split and replicated key/value heads,
-U = P with no ring, every layout, bfloat16); the group plan and each rank's rows; and a head count
-the group size does not divide refused before any device work."""
+U = P with no ring, every layout, bfloat16); the group plan and each rank's rows; a head count
+the group size does not divide refused before any device work; an injected all-to-all failure in
+the backward raised by name with nothing left behind."""
 import os
 import subprocess
 import sys
@@ -113,6 +114,41 @@ print("ok refused")
 
 def test_backward_matches_the_reference_and_the_all_to_all_formula():
     run_checks_on_sim_devices(GRADS, 4)
+
+
+FAILURE = """
+import numpy as np
+from acl_fa.parallel.usp import usp_attention, usp_attention_backward
+from acl_fa.runtime.errors import AclError
+from acl_fa.runtime.session import live_counts
+from acl_fa.runtime.loader import get_backend
+
+rng = np.random.default_rng(5)
+q = rng.standard_normal((1, 2, 32, 32)).astype(np.float16)
+backend = get_backend()
+out, lse = usp_attention(q, q, q, devices=[0, 1, 2, 3], ulysses=2, causal=True)
+for fault in ("HcclAlltoAllV:7",):  # a Ulysses round (the ring's own failures: test_parallel_backward.py)
+    backend.call("aclfaSimSetFaults", fault.encode())
+    try:
+        usp_attention_backward(q, q, q, q, out, lse, devices=[0, 1, 2, 3], ulysses=2, causal=True)
+        raise SystemExit("no error")
+    except AclError as exc:
+        assert exc.api == fault.split(":")[0], (fault, exc)
+    backend.call("aclfaSimSetFaults", b"")
+    counts = live_counts(backend)
+    assert counts["streams"] == 0 and counts["events"] == 0 and counts["deviceAllocations"] == 0, counts
+    print("ok", fault)
+dq, dk, dv = usp_attention_backward(q, q, q, q, out, lse, devices=[0, 1, 2, 3], ulysses=2, causal=True)
+assert np.isfinite(dq.astype(np.float32)).all()
+print("ok after failures")
+"""
+
+
+def test_a_failed_call_in_the_backward_surfaces_by_name_and_leaves_nothing_behind():
+    """An injected failure of a Ulysses all-to-all in the USP backward is the error raised (the peers
+    end by HCCL_EXEC_TIMEOUT); every stream, event and device allocation is released, and the next
+    run works."""
+    run_checks_on_sim_devices(FAILURE, 2, timeout=300, HCCL_EXEC_TIMEOUT="3")
 
 
 if __name__ == "__main__":
