@@ -55,8 +55,10 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
     --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
-    then the backward on its outputs, with the gradient check. With --parallel ring|ulysses: the
-    sequence sharded over --devices devices, with per-device time, bytes per link and modeled time.
+    then the backward on its outputs, with the gradient check. With --parallel ring|ulysses|ulysses,ring:
+    the sequence sharded over --devices devices (or the ranks of acl-fa launch, mpirun, srun or a
+    torchrun-style launcher), with per-device time, bytes per link and modeled time; --backward
+    adds the sharded backward and its gradient check.
     With --window, --mask-density, --dropout or --varlen: the FlashAttentionV2 ops (and their
     backward with --backward), the work against the useful MACs (the pairs the band and the mask
     leave visible), the check against the float64 reference with the same options. --alibi,
