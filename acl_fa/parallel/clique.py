@@ -20,7 +20,7 @@ from ..runtime.loader import device_count
 
 __all__ = ["split_bounds", "zigzag_chunks", "ring_plan", "check_devices", "host_task", "settle_stream", "close_on_exit",
            "device_clique", "chip_peak_flops", "StepGate", "RingInterrupted", "enter_step", "run_ranks", "run_rank_threads",
-           "settle_and_close", "ENV_RANK",
+           "settle_and_close", "TimedRank", "ENV_RANK",
            "ENV_SIZE", "ENV_DEVICE", "ENV_ROOT"]
 
 # The environment of a rank started by `acl-fa launch` (read by ring.RankContext.from_env).
@@ -124,6 +124,23 @@ def settle_and_close(streams: Sequence, objects: Sequence):
             settle_stream(stream)
     for x in objects:
         x.close()
+
+
+class TimedRank:
+    """A rank whose run() runs its _run() and keeps the host wall seconds it took in `wall`, on
+    success and on failure (whose exception goes on to the caller: run_rank_threads)."""
+
+    wall = 0.0
+
+    def _run(self):
+        raise NotImplementedError
+
+    def run(self):
+        start = time.perf_counter()
+        try:
+            self._run()
+        finally:
+            self.wall = time.perf_counter() - start
 
 
 def enter_step(gate: Optional[StepGate], rank: int, step: int):

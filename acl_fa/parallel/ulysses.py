@@ -29,7 +29,6 @@ per batch [P (destination), S_r, heads of that destination, D], so every block i
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import numpy as np
 
@@ -39,7 +38,8 @@ from . import hccl
 from ..runtime.errors import InvalidArgumentError
 from ..spec.layouts import from_bnsd, to_bnsd
 from ..runtime.loader import get_backend
-from .clique import split_bounds, check_devices, chip_peak_flops, device_clique, run_rank_threads, settle_and_close
+from .clique import (
+    TimedRank, check_devices, chip_peak_flops, device_clique, run_rank_threads, settle_and_close, split_bounds)
 from ..runtime.device_array import DeviceArray
 from .rank_agree import agree
 from ..spec.problem import problem_from_sizes
@@ -125,7 +125,7 @@ def send_layout(x, a: int, b: int, ranks: int, heads_per_dest: int):
                                 .transpose(0, 1, 3, 2, 4))
 
 
-class _UlyssesRank:
+class _UlyssesRank(TimedRank):
     def __init__(self, comm, session, shards, rows, kv_heads, problem, peak):
         self.comm, self.session = comm, session
         self.r, self.p = comm.rank, comm.size
@@ -136,13 +136,6 @@ class _UlyssesRank:
         self.out = self.lse = None
         self.flops, self.wall = 0, 0.0
         self.comm_seconds = 0.0
-
-    def run(self):
-        start = time.perf_counter()
-        try:
-            self._run()
-        finally:
-            self.wall = time.perf_counter() - start
 
     def _all_to_all(self, send, recv, send_block, recv_block, stream):
         all_to_all_batches(self.comm, send, recv, send_block, recv_block, self.problem.batch, self.problem.dtype,

@@ -23,7 +23,6 @@ waits once, at the end.
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import numpy as np
 
@@ -33,7 +32,7 @@ from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError
 from ..spec.layouts import from_bnsd, to_bnsd
 from ..spec.problem import as_array, make_problem
-from .clique import device_clique, run_rank_threads, settle_and_close, split_bounds
+from .clique import TimedRank, device_clique, run_rank_threads, settle_and_close, split_bounds
 from .ulysses import all_to_all_batches, kv_heads_of_rank, pair_bytes, send_layout, ulysses_devices
 from .rank_agree import agree
 from .ulysses import make_problem_of_sizes
@@ -64,7 +63,7 @@ class UlyssesBackwardReport:
     kv_heads: list
 
 
-class _GradRank:
+class _GradRank(TimedRank):
     def __init__(self, comm, session, sends, lse, rows, kv_heads, problem):
         self.comm, self.session = comm, session
         self.r, self.p = comm.rank, comm.size
@@ -73,13 +72,6 @@ class _GradRank:
         self.rows, self.kv_heads, self.problem = rows, kv_heads, problem
         self.grads: dict = {}
         self.flops, self.wall = 0, 0.0
-
-    def run(self):
-        start = time.perf_counter()
-        try:
-            self._run()
-        finally:
-            self.wall = time.perf_counter() - start
 
     def _run(self):
         s, pr, p, r = self.session, self.problem, self.p, self.r
