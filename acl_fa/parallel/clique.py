@@ -19,8 +19,8 @@ from ..runtime.interrupts import deferred
 from ..runtime.loader import device_count
 
 __all__ = ["split_bounds", "zigzag_chunks", "ring_plan", "check_devices", "host_task", "settle_stream", "close_on_exit",
-           "device_clique", "chip_peak_flops", "StepGate", "RingInterrupted", "enter_step", "run_ranks", "run_rank_threads",
-           "settle_and_close", "TimedRank", "ENV_RANK",
+           "device_clique", "chip_peak_flops", "StepGate", "RingInterrupted", "enter_step", "run_ranks",
+           "run_rank_threads", "settle_and_close", "TimedRank", "ENV_RANK",
            "ENV_SIZE", "ENV_DEVICE", "ENV_ROOT"]
 
 # The environment of a rank started by `acl-fa launch` (read by ring.RankContext.from_env).

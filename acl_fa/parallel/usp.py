@@ -359,10 +359,12 @@ def usp_cliques(ctx, problem, plan: UspPlan):
 
 
 def _rank_plan(ctx, what: str, q, k, v, *, ulysses, causal, scale, layout, num_heads, num_kv_heads):
-    """(whole problem, plan, q, k, v as the rank's BNSD rows) after the ranks agreed on the sizes
-    and options and their rows were checked against the plan's split (every rank raises alike)."""
+    """(whole problem, plan, the call's layout, q, k, v as the rank's BNSD rows) after the ranks
+    agreed on the sizes and options and their rows were checked against the plan's split (every
+    rank raises alike)."""
     local, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                   num_kv_heads=num_kv_heads)
+    layout = local.layout
     shared = dict(B=local.batch, N=local.num_heads, Nkv=local.num_kv_heads, D=local.head_dim, dtype=local.dtype.name,
                   layout=layout, causal=local.causal, scale=float(local.scale), U=ulysses or 0)
     counts = [row["rows"] for row in agree(ctx.comm, what, shared, {"rows": local.seq_q})]
@@ -373,7 +375,7 @@ def _rank_plan(ctx, what: str, q, k, v, *, ulysses, causal, scale, layout, num_h
         raise InvalidArgumentError(f"the ranks hold {counts} rows: the 2-D plan of S={seq} over {plan.rings} ring "
                                    f"positions of {plan.ulysses} devices gives them {want} (usp.UspPlan.rows_of)")
     n, nkv = local.num_heads, local.num_kv_heads
-    return (make_problem_of_sizes(local, seq), plan, to_bnsd(q, layout, n), to_bnsd(k, layout, nkv),
+    return (make_problem_of_sizes(local, seq), plan, layout, to_bnsd(q, layout, n), to_bnsd(k, layout, nkv),
             to_bnsd(v, layout, nkv))
 
 
@@ -383,8 +385,9 @@ def rank_usp_attention(ctx, q, k, v, *, ulysses=None, causal=False, scale=None, 
     it together): q, k, v its rows (UspPlan.rows_of: rank g U + u holds member u's part of ring
     position g's zigzag rows), every head. Returns (out rows like q, lse float32 [B, N/U, L_g]: its
     member's heads over its group's rows)."""
-    problem, plan, q, k, v = _rank_plan(ctx, "usp_attention", q, k, v, ulysses=ulysses, causal=causal, scale=scale,
-                                        layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads)
+    problem, plan, layout, q, k, v = _rank_plan(ctx, "usp_attention", q, k, v, ulysses=ulysses, causal=causal,
+                                                scale=scale, layout=layout, num_heads=num_heads,
+                                                num_kv_heads=num_kv_heads)
     with usp_cliques(ctx, problem, plan) as rank:
         out, lse = rank.forward(q, k, v)
     return np.ascontiguousarray(from_bnsd(out, layout)), lse
@@ -395,8 +398,9 @@ def rank_usp_attention_backward(ctx, dout, q, k, v, out, lse, *, ulysses=None, c
     """This rank's part of usp_attention_backward: its rows of dout, q, k, v, out (as for
     rank_usp_attention) and the lse rank_usp_attention returned it. Returns its rows of (dq, dk,
     dv), and with `report` the bytes its all-to-alls sent each member of its group (simulator)."""
-    problem, plan, q, k, v = _rank_plan(ctx, "usp_attention_backward", q, k, v, ulysses=ulysses, causal=causal,
-                                        scale=scale, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads)
+    problem, plan, layout, q, k, v = _rank_plan(ctx, "usp_attention_backward", q, k, v, ulysses=ulysses,
+                                                causal=causal, scale=scale, layout=layout, num_heads=num_heads,
+                                                num_kv_heads=num_kv_heads)
     n = problem.num_heads
     g, u = divmod(ctx.rank, plan.ulysses)
     want = (problem.batch, n // plan.ulysses, plan.lengths[g])
