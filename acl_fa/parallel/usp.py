@@ -46,7 +46,8 @@ from ..runtime.errors import InvalidArgumentError
 from ..runtime.ffi import ffi
 from ..runtime.loader import get_backend
 from ..spec.layouts import from_bnsd, to_bnsd
-from ..spec.problem import make_problem
+from ..ops.problem import check_like_forward
+from ..spec.problem import as_array, make_problem
 from . import hccl
 from .clique import check_devices, run_rank_threads, settle_and_close, split_bounds, zigzag_chunks
 from .rank_agree import agree, all_gather_host
@@ -358,16 +359,22 @@ def usp_cliques(ctx, problem, plan: UspPlan):
             c.close()
 
 
-def _rank_plan(ctx, what: str, q, k, v, *, ulysses, causal, scale, layout, num_heads, num_kv_heads):
+def _rank_plan(ctx, what: str, q, k, v, *, ulysses, causal, scale, layout, num_heads, num_kv_heads, lse=None):
     """(whole problem, plan, the call's layout, q, k, v as the rank's BNSD rows) after the ranks
     agreed on the sizes and options and their rows were checked against the plan's split (every
-    rank raises alike)."""
+    rank raises alike). With `lse` (the backward), every rank's lse shape is checked too: [B, N/U,
+    L_g], its member's heads over its group's rows."""
     local, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
                                   num_kv_heads=num_kv_heads)
     layout = local.layout
     shared = dict(B=local.batch, N=local.num_heads, Nkv=local.num_kv_heads, D=local.head_dim, dtype=local.dtype.name,
                   layout=layout, causal=local.causal, scale=float(local.scale), U=ulysses or 0)
-    counts = [row["rows"] for row in agree(ctx.comm, what, shared, {"rows": local.seq_q})]
+    own = {"rows": local.seq_q}
+    if lse is not None:
+        dims = [*np.shape(lse)[:3], -1, -1, -1][:3]  # the same fields on every rank, whatever lse's rank
+        own.update(lse_rank=np.ndim(lse), **{f"lse{i}": int(x) for i, x in enumerate(dims)})
+    table = agree(ctx.comm, what, shared, own)
+    counts = [row["rows"] for row in table]
     seq = sum(counts)
     plan = usp_plan(seq, ctx.size, local.num_heads, local.num_kv_heads, ulysses, local.causal)
     want = [b - a for g in range(plan.rings) for a, b in plan.local[g]]
@@ -375,6 +382,13 @@ def _rank_plan(ctx, what: str, q, k, v, *, ulysses, causal, scale, layout, num_h
         raise InvalidArgumentError(f"the ranks hold {counts} rows: the 2-D plan of S={seq} over {plan.rings} ring "
                                    f"positions of {plan.ulysses} devices gives them {want} (usp.UspPlan.rows_of)")
     n, nkv = local.num_heads, local.num_kv_heads
+    if lse is not None:
+        want = [(local.batch, n // plan.ulysses, plan.lengths[r // plan.ulysses]) for r in range(ctx.size)]
+        got = [tuple(row[f"lse{i}"] for i in range(3)) if row["lse_rank"] == 3 else None for row in table]
+        wrong = [f"rank {r}: {g}, not {w}" for r, (g, w) in enumerate(zip(got, want)) if g != w]
+        if wrong:
+            raise InvalidArgumentError(f"lse must be each rank's heads over its group's rows, [B, N/U, L_g]: "
+                                       f"{'; '.join(wrong)}")
     return (make_problem_of_sizes(local, seq), plan, layout, to_bnsd(q, layout, n), to_bnsd(k, layout, nkv),
             to_bnsd(v, layout, nkv))
 
@@ -398,18 +412,12 @@ def rank_usp_attention_backward(ctx, dout, q, k, v, out, lse, *, ulysses=None, c
     """This rank's part of usp_attention_backward: its rows of dout, q, k, v, out (as for
     rank_usp_attention) and the lse rank_usp_attention returned it. Returns its rows of (dq, dk,
     dv), and with `report` the bytes its all-to-alls sent each member of its group (simulator)."""
+    q, dout, out, lse = (as_array(name, x) for name, x in (("q", q), ("dout", dout), ("out", out), ("lse", lse)))
+    check_like_forward(q, dout, out, lse)  # before the ranks meet: dtypes and shapes of this rank's arrays
     problem, plan, layout, q, k, v = _rank_plan(ctx, "usp_attention_backward", q, k, v, ulysses=ulysses,
                                                 causal=causal, scale=scale, layout=layout, num_heads=num_heads,
-                                                num_kv_heads=num_kv_heads)
-    n = problem.num_heads
-    g, u = divmod(ctx.rank, plan.ulysses)
-    want = (problem.batch, n // plan.ulysses, plan.lengths[g])
-    if tuple(np.shape(lse)) != want:
-        raise InvalidArgumentError(f"lse has shape {np.shape(lse)}; under a launcher it must be this rank's heads over "
-                                   f"its group's rows, [B, N/U, L] = {list(want)}")
-    dout, out = (to_bnsd(np.asarray(x), layout, n) for x in (dout, out))
-    if dout.shape != q.shape or out.shape != q.shape:
-        raise InvalidArgumentError(f"dout {dout.shape} and out {out.shape} must be shaped like q {q.shape}")
+                                                num_kv_heads=num_kv_heads, lse=lse)
+    dout, out = (to_bnsd(x, layout, problem.num_heads) for x in (dout, out))
     with usp_cliques(ctx, problem, plan) as rank:
         grads = rank.backward(dout, q, k, v, out, np.ascontiguousarray(lse, np.float32))
     result = tuple(np.ascontiguousarray(from_bnsd(x, layout)) for x in grads)

@@ -5,16 +5,18 @@ the groups' members) equal to the float64 reference by the 2x-naive rule, forwar
 docs/hccl.md's formula by the link counters); smaller grids (split and replicated key/value heads,
 U = P with no ring, every layout, bfloat16); the group plan and each rank's rows; a head count
 the group size does not divide refused before any device work; an injected all-to-all failure in
-the backward raised by name with nothing left behind."""
+the backward raised by name with nothing left behind; one process per rank (usp.rank_usp_attention,
+under acl-fa launch) equal to the threads bit for bit, a wrong lse on one rank refused by all."""
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from conftest import run_checks_on_sim_devices
+from conftest import run_checks_on_sim_devices, run_on_sim_devices
 from acl_fa.parallel.usp import default_ulysses_size, usp_groups, usp_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,6 +151,65 @@ def test_a_failed_call_in_the_backward_surfaces_by_name_and_leaves_nothing_behin
     end by HCCL_EXEC_TIMEOUT); every stream, event and device allocation is released, and the next
     run works."""
     run_checks_on_sim_devices(FAILURE, 2, timeout=300, HCCL_EXEC_TIMEOUT="3")
+
+
+RANK = """
+import sys, numpy as np
+from acl_fa import parallel
+from acl_fa.parallel import usp
+from acl_fa.runtime.errors import InvalidArgumentError
+S, N, NKV, D = 40, 4, 2, 32
+rng = np.random.default_rng(1)
+q, k, v, dout = (rng.standard_normal((1, n, S, D)).astype(np.float16) for n in (N, NKV, NKV, N))
+with parallel.RankContext.from_env() as ctx:
+    plan = usp.usp_plan(S, ctx.size, N, NKV, 2, True)
+    rows = [plan.rows_of(x, ctx.rank) for x in (q, k, v, dout)]
+    out, lse = usp.rank_usp_attention(ctx, *rows[:3], ulysses=2, causal=True)
+    try:  # one rank's lse one row short: every rank refuses alike, before its cliques are made
+        usp.rank_usp_attention_backward(ctx, rows[3], *rows[:3], out, lse[:, :, :-1] if ctx.rank == 1 else lse,
+                                        ulysses=2, causal=True)
+        raise SystemExit("no error")
+    except InvalidArgumentError as exc:
+        assert "rank 1: (1, 2, 19), not (1, 2, 20)" in str(exc), exc
+    dq, dk, dv, sent = usp.rank_usp_attention_backward(ctx, rows[3], *rows[:3], out, lse, ulysses=2, causal=True,
+                                                       report=True)
+    np.savez(f"{sys.argv[1]}/rank{ctx.rank}.npz", out=out, lse=lse, dq=dq, dk=dk, dv=dv, sent=np.array(sent))
+    print("ok rank", ctx.rank)
+"""
+
+WHOLE = """
+import sys, numpy as np
+from acl_fa.parallel.usp import usp_attention, usp_attention_backward
+S, N, NKV, D = 40, 4, 2, 32
+rng = np.random.default_rng(1)
+q, k, v, dout = (rng.standard_normal((1, n, S, D)).astype(np.float16) for n in (N, NKV, NKV, N))
+out, lse = usp_attention(q, k, v, devices=[0, 1, 2, 3], ulysses=2, causal=True)
+dq, dk, dv, rep = usp_attention_backward(dout, q, k, v, out, lse, devices=[0, 1, 2, 3], ulysses=2, causal=True,
+                                         report=True)
+np.savez(f"{sys.argv[1]}/whole.npz", out=out, lse=lse, dq=dq, dk=dk, dv=dv, sent=np.array(rep.link_bytes))
+print("ok whole")
+"""
+
+
+def test_one_process_per_rank_equals_the_threads_bit_for_bit(tmp_path):
+    """usp.rank_usp_attention(_backward) under acl-fa launch (the group and ring cliques made from
+    the launcher's) == usp_attention(_backward) on threads, bit for bit, with the same all-to-all
+    bytes; an lse of the wrong shape on one rank is refused by every rank alike."""
+    from acl_fa.parallel.usp import usp_plan
+
+    run_on_sim_devices(["-m", "acl_fa", "launch", "-n", "4", "--timeout", "200", "--", sys.executable, "-c",
+                        textwrap.dedent(RANK), str(tmp_path)], timeout=240)
+    run_on_sim_devices(WHOLE, argv=[tmp_path])
+    whole = np.load(tmp_path / "whole.npz")
+    plan = usp_plan(40, 4, 4, 2, 2, True)
+    for r in range(4):
+        part = np.load(tmp_path / f"rank{r}.npz")
+        for name in ("out", "dq", "dk", "dv"):
+            assert np.array_equal(part[name], plan.rows_of(whole[name], r)), (r, name)
+        g, u = divmod(r, 2)  # the member's heads (N/U = 2) over its group's rows
+        assert np.array_equal(part["lse"], np.concatenate([whole["lse"][:, 2 * u:2 * u + 2, a:b]
+                                                           for a, b in plan.chunks[g]], axis=2)), r
+        assert np.array_equal(part["sent"], whole["sent"][r]), r
 
 
 if __name__ == "__main__":
