@@ -87,7 +87,8 @@ section() {
             run ring-backward-4096 acl-fa run --parallel ring --devices 8 --seq 4096 --causal --backward
             run ring-backward-copies "$PYTHON" bench/ring_backward_copies.py 8 4096
             run ring-fused-model "$PYTHON" bench/ring_fused_model.py
-            run ulysses-model "$PYTHON" bench/ulysses_model.py ;;
+            run ulysses-model "$PYTHON" bench/ulysses_model.py
+            run usp-backward "$PYTHON" bench/usp_backward.py ;;
         window) run window-work "$PYTHON" bench/window_work.py --seq 32768 --heads 1 --window 256,0 ;;
         mask)
             run mask-dropout-work "$PYTHON" bench/mask_dropout_work.py --seq 4096 --heads 2 --dropout 0.1 --runs 5
