@@ -121,31 +121,25 @@ def test_cli_run_under_launch_prints_the_whole_report_and_a_correct_check():
     assert "[rank 1] acl-fa run" not in text  # one rank prints the report
 
 
-def test_cli_run_usp_and_ulysses_backward_under_launch_equal_the_reference():
-    """--parallel ulysses,ring --backward, one process per device: the group and ring cliques come
-    from the launcher's clique; the forward check, the all-to-alls' bytes by the formula and the
-    gradient checks on rank 0 alone. Then --parallel ulysses --backward the same way."""
-    proc = subprocess.run(LAUNCH + ["-n", "4", "--timeout", "200", "--", "acl-fa", "run", "--parallel", "ulysses,ring",
+@pytest.mark.parametrize("ranks, mode, what", [
+    (4, "ulysses,ring", "Ulysses groups of 2 devices (1 query heads per device), a ring across 2 groups"),
+    (2, "ulysses", "backward (Ulysses: Q, K, V, O, dO to head shards"),
+])
+def test_cli_run_usp_and_ulysses_backward_under_launch_equal_the_reference(ranks, mode, what):
+    """--parallel ulysses,ring|ulysses --backward, one process per device (USP: the group and ring
+    cliques come from the launcher's clique): the forward check, the all-to-alls' bytes by the
+    formula and the gradient checks, on rank 0 alone."""
+    proc = subprocess.run(LAUNCH + ["-n", str(ranks), "--timeout", "200", "--", "acl-fa", "run", "--parallel", mode,
                                     "--backward", "--seq", "40", "--causal", "--heads", "2", "--kv-heads", "1",
                                     "--head-dim", "32"], capture_output=True, text=True, timeout=240, env=_env(),
                           cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout
-    assert "[rank 0] acl-fa run --parallel ulysses,ring: B=1 N=2 Nkv=1 S=40" in text, text
-    assert "Ulysses groups of 2 devices (1 query heads per device), a ring across 2 groups" in text, text
+    assert f"[rank 0] acl-fa run --parallel {mode}: B=1 N=2 Nkv=1 S=40" in text and what in text, text
     assert "all-to-all bytes per link equal to the formula" in text, text
     for name in ("dq", "dk", "dv"):
         assert f"[rank 0] backward check {name} (kv head 0 and its query heads vs float64 backward" in text, text
     assert text.count(": OK") == 4 and "[rank 1] backward" not in text, text
-    # --parallel ulysses --backward, one process per device: RankContext.ulysses_attention_backward
-    proc = subprocess.run(LAUNCH + ["-n", "2", "--timeout", "200", "--", "acl-fa", "run", "--parallel", "ulysses",
-                                    "--backward", "--seq", "40", "--causal", "--heads", "2", "--kv-heads", "1",
-                                    "--head-dim", "32"], capture_output=True, text=True, timeout=240, env=_env(),
-                          cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    text = proc.stdout
-    assert "[rank 0] backward (Ulysses: Q, K, V, O, dO to head shards" in text, text
-    assert "all-to-all bytes per link equal to the formula" in text and text.count(": OK") == 4, text
 
 
 DISAGREE = """
