@@ -30,3 +30,13 @@ def check_case(grads, q, k, v, dout, causal: bool, layout: str, n: int, nkv: int
                              num_heads=n, num_kv_heads=nkv, dtype_name=dtype)
     assert all(c.ok for c in checks), (causal, layout, n, nkv, dtype, checks)
     return checks
+
+
+def expect_refusal(call, error, words: str):
+    """call() must raise `error` with `words` in its message (bad input refused before device work)."""
+    try:
+        call()
+    except error as exc:
+        assert words in str(exc), (words, str(exc))
+        return
+    raise SystemExit(f"no error for {words}")

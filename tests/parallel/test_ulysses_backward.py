@@ -20,7 +20,7 @@ from acl_fa import parallel
 from acl_fa.parallel.ulysses_backward import ulysses_backward_link_bytes
 from acl_fa.runtime.errors import InvalidArgumentError
 sys.path.insert(0, "tests/parallel")
-from grad_cases import check_case, grad_case
+from grad_cases import check_case, expect_refusal, grad_case
 
 CASES = [  # devices, causal, layout, N, Nkv, S, dtype
     (2, True, "BNSD", 4, 2, 37, "float16"),     # split kv heads, S odd
@@ -46,11 +46,8 @@ for kwargs, args, words in [
     (dict(devices=[0, 1, 2]), (q, lse), "N=4 query heads are not divisible by 3 devices"),
     (dict(devices=[0, 1]), (q, lse[:, :, :8]), "lse has shape (1, 4, 8)"),
 ]:
-    try:
-        parallel.ulysses_attention_backward(q, q, q, q, args[0], args[1], **kwargs)
-        raise SystemExit(f"no error for {words}")
-    except InvalidArgumentError as exc:
-        assert words in str(exc), (words, str(exc))
+    expect_refusal(lambda: parallel.ulysses_attention_backward(q, q, q, q, args[0], args[1], **kwargs),
+                   InvalidArgumentError, words)
 print("ok refused")
 """
 

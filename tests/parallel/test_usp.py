@@ -86,7 +86,7 @@ from acl_fa.parallel.usp import usp_attention, usp_attention_backward
 from acl_fa.parallel.ulysses_backward import ulysses_backward_link_bytes
 from acl_fa.runtime.errors import InvalidArgumentError
 sys.path.insert(0, "tests/parallel")
-from grad_cases import check_case, grad_case
+from grad_cases import check_case, expect_refusal, grad_case
 CASES = [  # devices, ulysses, causal, layout, N, Nkv, S, dtype
     (4, 2, True, "BNSD", 4, 4, 40, "float16"),   # split kv heads, a ring of 2 groups
     (4, 2, False, "BSND", 4, 1, 30, "float16"),  # one kv head replicated to both members
@@ -105,11 +105,9 @@ for p, u, causal, layout, n, nkv, s, dtype in CASES:
     assert rep.link_bytes == rep.analytic_link_bytes == per_group * (p // u), (rep.link_bytes, per_group)
     print("ok", p, u, causal, layout, dtype, [(c.name, round(c.max_error, 5)) for c in checks])
 q = np.zeros((1, 4, 16, 32), np.float16)
-try:
-    usp_attention_backward(q, q, q, q, q, np.zeros((1, 4, 16), np.float32), devices=[0, 1, 2, 3], ulysses=3)
-    raise SystemExit("no error")
-except InvalidArgumentError as exc:
-    assert "ulysses=3 must be a group size dividing the 4 devices" in str(exc), exc
+expect_refusal(lambda: usp_attention_backward(q, q, q, q, q, np.zeros((1, 4, 16), np.float32), devices=[0, 1, 2, 3],
+                                              ulysses=3), InvalidArgumentError,
+               "ulysses=3 must be a group size dividing the 4 devices")
 print("ok refused")
 """
 
