@@ -1,7 +1,8 @@
-"""What the sequence-parallel schemes (ring, Ulysses) share: the split of a sequence over ranks
+"""What the sequence-parallel schemes (ring, Ulysses, USP) share: the split of a sequence over ranks
 (contiguous or zigzag) and the ring's call plan, the device list and the HCCL clique of one
-process, host tasks and stream clean-up on a rank's streams, the chip's peak, and the environment
-of a launched rank (acl-fa launch)."""
+process, the rank threads of one process (start, Ctrl-C, the earliest failure: run_rank_threads),
+host tasks and stream clean-up on a rank's streams (settle_and_close), the chip's peak, and the
+environment of a launched rank (acl-fa launch)."""
 from __future__ import annotations
 
 import contextlib
