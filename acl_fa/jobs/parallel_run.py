@@ -29,6 +29,7 @@ from ..reference.attention import attention_reference
 from ..runtime.units import format_bytes
 from ..reference.accuracy import check_gradients
 from ..parallel import launchers
+from ..parallel import usp
 from ..parallel.usp import default_ulysses_size, usp_attention, usp_attention_backward
 
 __all__ = ["ParallelSettings", "run_parallel_job", "run_parallel_rank_job", "under_launch", "format_parallel_report"]
@@ -343,8 +344,8 @@ def _ulysses_rank_job(problem: Problem, settings: JobSettings, backward: bool = 
             kv_rank = parallel.ulysses.kv_heads_of_rank(p.num_heads, p.num_kv_heads, size)
 
             def grad(dout_rows):
-                *grads, = ctx.ulysses_attention_backward(dout_rows, *shard, out, lse_heads, causal=p.causal,
-                                                         scale=p.scale, layout="BNSD")
+                grads = ctx.ulysses_attention_backward(dout_rows, *shard, out, lse_heads, causal=p.causal,
+                                                       scale=p.scale, layout="BNSD")
                 return grads, _own_link_bytes(ctx)
 
             analytic = parallel.ulysses_backward.ulysses_backward_link_bytes(
@@ -407,8 +408,6 @@ def _usp_rank_job(problem: Problem, settings: JobSettings, backward: bool):
     ring cliques made from the launcher's clique): its rows (UspPlan.rows_of) of the seeded inputs,
     then head 0 of the output and of the LSE on every rank for the check; with `backward`, the USP
     backward on its rows of the run's dout, its all-to-alls' bytes against the formula."""
-    from ..parallel import usp
-
     p = problem
     q, k, v = _inputs(p, settings.seed)
     with parallel.RankContext.from_env(backend=settings.backend) as ctx:
