@@ -51,7 +51,7 @@ from ..spec.problem import as_array, make_problem
 from . import hccl
 from .clique import check_devices, run_rank_threads, settle_and_close, split_bounds, zigzag_chunks
 from .rank_agree import agree, all_gather_host
-from .ulysses import all_to_all_batches, kv_heads_of_rank, make_problem_of_sizes, send_layout
+from .ulysses import all_to_all_batches, kv_heads_of_rank, make_problem_of_sizes, send_layout, ulysses_link_bytes
 from .ulysses_backward import ulysses_backward_link_bytes
 from ..api import Session
 from .ring import RankContext, shard_rows
@@ -298,8 +298,6 @@ class UspBackwardReport:
 def usp_link_bytes(plan: UspPlan, problem, backward: bool) -> list:
     """[r][u]: the all-to-all bytes rank r sends member u of its group (ulysses_link_bytes or
     ulysses_backward_link_bytes over the group's L_g rows and U ranks)."""
-    from .ulysses import ulysses_link_bytes
-
     formula = ulysses_backward_link_bytes if backward else ulysses_link_bytes
     rows = []
     for g in range(plan.rings):
