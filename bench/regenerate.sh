@@ -89,7 +89,8 @@ section() {
             run ring-backward-copies "$PYTHON" bench/ring_backward_copies.py 8 4096
             run ring-fused-model "$PYTHON" bench/ring_fused_model.py
             run ring-fused-kernel env ACL_FA_SIM_SOC=Ascend910_93 "$PYTHON" bench/ring_fused_kernel.py
-            run ulysses-model "$PYTHON" bench/ulysses_model.py ;;
+            run ulysses-model "$PYTHON" bench/ulysses_model.py
+            run usp-backward "$PYTHON" bench/usp_backward.py ;;
         window) run window-work "$PYTHON" bench/window_work.py --seq 32768 --heads 1 --window 256,0 ;;
         mask)
             run mask-dropout-work "$PYTHON" bench/mask_dropout_work.py --seq 4096 --heads 2 --dropout 0.1 --runs 5

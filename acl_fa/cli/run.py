@@ -64,8 +64,10 @@ def run(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, bl
     """Run FlashAttention on random inputs: tiling, time, TFLOP/s, memory, traffic, error.
     With --decode (or --paged): --seq query tokens per step against a device KV cache of
     --seq-kv tokens per sequence, --steps steps appending to it. With --backward: the forward,
-    then the backward on its outputs, with the gradient check. With --parallel ring|ulysses: the
-    sequence sharded over --devices devices, with per-device time, bytes per link and modeled time.
+    then the backward on its outputs, with the gradient check. With --parallel ring|ulysses|ulysses,ring:
+    the sequence sharded over --devices devices (or the ranks of acl-fa launch, mpirun, srun or a
+    torchrun-style launcher), with per-device time, bytes per link and modeled time; --backward
+    adds the sharded backward and its gradient check.
     With --window, --mask-density, --dropout or --varlen: the FlashAttentionV2 ops (and their
     backward with --backward), the work against the useful MACs (the pairs the band and the mask
     leave visible), the check against the float64 reference with the same options. --alibi,
@@ -147,9 +149,6 @@ def _run_parallel(params: dict):
                                         params["accumulate"], fused=params["fused"])
     if how.fused and (how.mode != "ring" or how.backward):
         raise click.UsageError("--fused is for the --parallel ring forward (the fused ring has no backward)")
-    if how.backward and how.mode == "ulysses,ring":
-        raise click.UsageError("--backward with --parallel: ring or ulysses (acl-fa run --parallel ring --devices P "
-                               "--backward, or one process per device under a launcher)")
     settings = settings_of(params)
     with reported_as_usage_errors():
         launched = parallel_run.under_launch()

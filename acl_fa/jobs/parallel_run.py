@@ -29,7 +29,8 @@ from ..reference.attention import attention_reference
 from ..runtime.units import format_bytes
 from ..reference.accuracy import check_gradients
 from ..parallel import launchers
-from ..parallel.usp import default_ulysses_size, usp_attention
+from ..parallel import usp
+from ..parallel.usp import default_ulysses_size, usp_attention, usp_attention_backward
 
 __all__ = ["ParallelSettings", "run_parallel_job", "run_parallel_rank_job", "under_launch", "format_parallel_report"]
 
@@ -48,12 +49,13 @@ class ParallelRun:
         rep = self.report
         if isinstance(rep, UspReport):
             return {"mode": self.mode, **self.sizes, "devices": rep.devices, "ulysses": rep.ulysses, "rings": rep.rings,
-                    "accuracy": None if self.accuracy is None else dataclasses.asdict(self.accuracy)}
+                    "accuracy": None if self.accuracy is None else dataclasses.asdict(self.accuracy),
+                    "backward": self._backward_dict()}
         if isinstance(rep, parallel.UlyssesReport):
             return {"mode": self.mode, **self.sizes, "devices": rep.devices, "balance": rep.balance, "link": rep.link,
                     "link_bytes": rep.link_bytes, "analytic_link_bytes": rep.analytic_link_bytes,
                     "kv_heads": rep.kv_heads, "flops": rep.flops, "wall_seconds": rep.wall_seconds,
-                    "modeled": rep.modeled(),
+                    "modeled": rep.modeled(), "backward": self._backward_dict(),
                     "accuracy": None if self.accuracy is None else dataclasses.asdict(self.accuracy)}
         return {"mode": self.mode, **self.sizes, "devices": rep.devices, "balance": rep.balance,
                 "link": rep.link, "link_bytes": rep.link_bytes, "link_bytes_per_step": rep.link_bytes_per_step,
@@ -66,6 +68,13 @@ class ParallelRun:
                                                            for g in self.gradients],
                                  **_backward_figures(self.backward_report)) if self.backward else None,
                 "accuracy": None if self.accuracy is None else dataclasses.asdict(self.accuracy)}
+
+
+    def _backward_dict(self):
+        """The Ulysses / USP backward for to_dict: wall seconds, link bytes, the gradient checks."""
+        if not self.backward:
+            return None
+        return dict(self.backward, gradients=[dataclasses.asdict(g) | {"ok": g.ok} for g in self.gradients])
 
 
 def _backward_figures(rep) -> dict:
@@ -137,6 +146,8 @@ def run_parallel_job(problem: Problem, how: ParallelSettings = ParallelSettings(
     run_ = ParallelRun(how.mode, _sizes(p, how.fused), report, accuracy)
     if how.backward and how.mode == "ulysses":
         _ulysses_backward(run_, p, (q, k, v, out, lse), how, settings)
+    elif how.backward and how.mode == "ulysses,ring":
+        _usp_backward(run_, p, (q, k, v, out, lse), how, settings)
     elif how.backward:
         _ring_backward(run_, p, (q, k, v, out, lse), how, settings)
     return run_
@@ -182,14 +193,27 @@ def _usp(q, k, v, *, devices, backend, report, **kwargs):
 
 def _ulysses_backward(run_, problem: Problem, arrays: tuple, how: ParallelSettings, settings: JobSettings):
     """parallel.ulysses_attention_backward on a random dout, checked like the ring's backward."""
+    _all_to_all_backward(run_, problem, arrays, settings, parallel.ulysses_attention_backward,
+                         devices=list(range(how.devices)))
+
+
+def _usp_backward(run_, problem: Problem, arrays: tuple, how: ParallelSettings, settings: JobSettings):
+    """usp_attention_backward (the forward's groups) on a random dout, checked like the ring's backward."""
+    _all_to_all_backward(run_, problem, arrays, settings, usp_attention_backward, devices=list(range(how.devices)),
+                         ulysses=run_.report.ulysses)
+
+
+def _all_to_all_backward(run_, problem: Problem, arrays: tuple, settings: JobSettings, backward, **where):
+    """backward(dout, q, k, v, out, lse, ..., report=True) on the run's dout: its wall time, the
+    all-to-alls' bytes per link (measured and by the formula) and, when S <= CHECK_ALL_ROWS, the
+    gradient check."""
     import time
 
     p, (q, k, v, out, lse) = problem, arrays
     dout = _dout(q, p.dtype, settings.seed)
     start = time.perf_counter()
-    *grads, rep = parallel.ulysses_attention_backward(
-        dout, q, k, v, out, lse, devices=list(range(how.devices)), causal=p.causal, scale=p.scale, layout=p.layout,
-        backend=settings.backend, report=True, **_head_names(p))
+    *grads, rep = backward(dout, q, k, v, out, lse, causal=p.causal, scale=p.scale, layout=p.layout,
+                           backend=settings.backend, report=True, **where, **_head_names(p))
     run_.backward = {"wall_seconds": time.perf_counter() - start, "checked": False, "link_bytes": rep.link_bytes,
                      "analytic_link_bytes": rep.analytic_link_bytes}
     if settings.check and run_.sizes["seq"] <= CHECK_ALL_ROWS:
@@ -225,15 +249,21 @@ def _rank_backward(ctx, problem: Problem, q, shard, out, lse, ranges, seed: int,
                                                       layout="BNSD", report=True)
     wall = float(all_gather_host(ctx.comm, np.array([time.perf_counter() - start], np.float64)).max())
     report = parallel.ring_report(_gather_reports(ctx, rank_report), p.causal)
-    if not gather:
-        return dout, wall, report, None
+    return dout, wall, report, _gather_checked_grads(ctx, p, grads, ranges) if gather else None
+
+
+def _gather_checked_grads(ctx, problem: Problem, grads, ranges) -> list:
+    """The whole dq of kv head 0's query heads and dk, dv of kv head 0 on every rank, in the
+    layout, the other heads zero (what _check_backward reads), from each rank's BNSD rows of (dq,
+    dk, dv); ranges[r]: rank r's sequence rows."""
+    p = problem
     group = p.num_heads // p.num_kv_heads
     full = []
     for g, n, total in zip(grads, (group, 1, 1), (p.num_heads, p.num_kv_heads, p.num_kv_heads)):
         whole = np.zeros((g.shape[0], total, p.seq_q, g.shape[3]), g.dtype)
         whole[:, :n] = _gather_rows(ctx, g[:, :n], ranges, p.seq_q)
         full.append(from_bnsd(whole, p.layout))
-    return dout, wall, report, full
+    return full
 
 
 def run_parallel_rank_job(problem: Problem, how: ParallelSettings = ParallelSettings(),
@@ -244,12 +274,12 @@ def run_parallel_rank_job(problem: Problem, how: ParallelSettings = ParallelSett
     the outputs; with `how.backward`, then the ring backward and (checked) the gradients of kv head
     0. `how.devices` is not used: the clique's size is. Returns (rank, ParallelRun with the whole
     run's report and checks)."""
-    if how.mode == "ulysses" and not how.backward:
-        return _ulysses_rank_job(problem, settings)
+    if how.mode == "ulysses":
+        return _ulysses_rank_job(problem, settings, how.backward)
+    if how.mode == "ulysses,ring":
+        return _usp_rank_job(problem, settings, how.backward)
     if how.mode != "ring":
-        raise InvalidArgumentError(f"--parallel {how.mode}{' --backward' if how.backward else ''} under a launcher: "
-                                   "ring and the ulysses forward run one process per device (the others: one process "
-                                   "for all devices, acl-fa run --parallel ... --devices P)")
+        raise InvalidArgumentError(f"--parallel {how.mode!r}: must be ring, ulysses or ulysses,ring")
     p, seq, check = problem, problem.seq_q, settings.check
     q, k, v = _inputs(p, settings.seed)
     with parallel.RankContext.from_env(backend=settings.backend) as ctx:
@@ -278,10 +308,12 @@ def run_parallel_rank_job(problem: Problem, how: ParallelSettings = ParallelSett
     return rank, run_
 
 
-def _ulysses_rank_job(problem: Problem, settings: JobSettings):
+def _ulysses_rank_job(problem: Problem, settings: JobSettings, backward: bool = False):
     """This process's rank of Ulysses under a launcher: its contiguous rows of the seeded inputs,
     RankContext.ulysses_attention, then head 0 of the output (and rank 0's head-0 LSE, by
-    HcclBroadcast) on every rank for the check; the per-link bytes from the link counters."""
+    HcclBroadcast) on every rank for the check; the per-link bytes from the link counters. With
+    `backward`, then RankContext.ulysses_attention_backward on its rows of the run's dout
+    (_rank_all_to_all_backward)."""
     import time
 
     p = problem
@@ -310,6 +342,17 @@ def _ulysses_rank_job(problem: Problem, settings: JobSettings):
         link_bytes = [[int(x) for x in r[:size]] for r in table]
         modeled, walls = [float(r[size]) for r in table], [float(r[size + 1]) for r in table]
         peak = ctx.peak
+        if backward:
+            kv_rank = parallel.ulysses.kv_heads_of_rank(p.num_heads, p.num_kv_heads, size)
+
+            def grad(dout_rows):
+                grads = ctx.ulysses_attention_backward(dout_rows, *shard, out, lse_heads, causal=p.causal,
+                                                       scale=p.scale, layout="BNSD")
+                return grads, _own_link_bytes(ctx)
+
+            analytic = parallel.ulysses_backward.ulysses_backward_link_bytes(
+                p.seq_q, size, p.batch, p.num_heads, len(kv_rank[0]), p.head_dim, p.dtype.itemsize)
+            back = _rank_all_to_all_backward(ctx, p, q, ranges, settings, grad, analytic)
     kv = parallel.ulysses.kv_heads_of_rank(p.num_heads, p.num_kv_heads, size)
     analytic = parallel.ulysses.ulysses_link_bytes(p.seq_q, size, p.batch, p.num_heads, len(kv[0]), p.head_dim,
                                                    p.dtype.itemsize)
@@ -321,7 +364,98 @@ def _ulysses_rank_job(problem: Problem, settings: JobSettings):
     if settings.check:
         full = from_bnsd(_pad_heads(full_out, p.num_heads), p.layout)
         accuracy = check_sharded(p, q, k, v, full, _pad_heads(full_lse, p.num_heads))
-    return rank, ParallelRun("ulysses", _sizes(p), report, accuracy)
+    run_ = ParallelRun("ulysses", _sizes(p), report, accuracy)
+    if backward:
+        _finish_rank_backward(run_, p, q, k, v, back)
+    return rank, run_
+
+
+def _own_link_bytes(ctx) -> list:
+    """The bytes this rank sent each rank of its communicator since the last reset (simulator; else 0)."""
+    sim = ctx.session.backend.name == "sim"
+    return [ctx.comm.link_stats(ctx.rank, j)["bytes"] if sim and j != ctx.rank else 0 for j in range(ctx.size)]
+
+
+def _rank_all_to_all_backward(ctx, problem: Problem, q, ranges, settings: JobSettings, grad, analytic) -> dict:
+    """The Ulysses / USP backward of one launched rank: grad(its rows of the run's dout, BNSD) ->
+    (its rows of dq, dk, dv, BNSD; the bytes it sent each peer); the slowest rank's wall seconds,
+    every rank's link bytes (all-gathered) against `analytic`, and -- when checked -- kv head 0
+    and its query heads of the whole gradients on every rank (ranges[r]: rank r's sequence rows)."""
+    import time
+
+    p = problem
+    dout = _dout(q, p.dtype, settings.seed)
+    start = time.perf_counter()
+    grads, sent = grad(parallel.shard_rows(to_bnsd(dout, p.layout, p.num_heads), ranges[ctx.rank]))
+    wall = float(all_gather_host(ctx.comm, np.array([time.perf_counter() - start], np.float64)).max())
+    mine = np.zeros(ctx.size, np.float64)
+    mine[:len(sent)] = sent
+    link_bytes = [[int(x) for x in row[:len(sent)]] for row in all_gather_host(ctx.comm, mine)]
+    back = {"dout": dout, "wall_seconds": wall, "link_bytes": link_bytes, "analytic_link_bytes": analytic,
+            "grads": None}
+    if settings.check and p.seq_q <= CHECK_ALL_ROWS:
+        back["grads"] = _gather_checked_grads(ctx, p, grads, ranges)
+    return back
+
+
+def _finish_rank_backward(run_, problem: Problem, q, k, v, back: dict):
+    run_.backward = {"wall_seconds": back["wall_seconds"], "checked": False, "link_bytes": back["link_bytes"],
+                     "analytic_link_bytes": back["analytic_link_bytes"]}
+    if back["grads"] is not None:
+        _check_backward(run_, problem, back["grads"], q, k, v, back["dout"])
+
+
+def _usp_rank_job(problem: Problem, settings: JobSettings, backward: bool):
+    """This process's rank of the 2-D plan under a launcher (usp.rank_usp_attention: its group and
+    ring cliques made from the launcher's clique): its rows (UspPlan.rows_of) of the seeded inputs,
+    then head 0 of the output and of the LSE on every rank for the check; with `backward`, the USP
+    backward on its rows of the run's dout, its all-to-alls' bytes against the formula."""
+    p = problem
+    q, k, v = _inputs(p, settings.seed)
+    with parallel.RankContext.from_env(backend=settings.backend) as ctx:
+        size, rank = ctx.size, ctx.rank
+        u_size = default_ulysses_size(size, p.num_heads, p.num_kv_heads)
+        plan = usp.usp_plan(p.seq_q, size, p.num_heads, p.num_kv_heads, u_size, p.causal)
+        ranges = [plan.ranges(r) for r in range(size)]
+        shard = [plan.rows_of(to_bnsd(x, p.layout, n), rank)
+                 for x, n in ((q, p.num_heads), (k, p.num_kv_heads), (v, p.num_kv_heads))]
+        out, lse_heads = usp.rank_usp_attention(ctx, *shard, ulysses=u_size, causal=p.causal, scale=p.scale,
+                                                layout="BNSD")
+        full_lse = _gather_usp_lse(ctx, plan, lse_heads, p.seq_q)
+        full_out = _gather_rows(ctx, out[:, :1], ranges, p.seq_q)
+        if backward:
+            def grad(dout_rows):
+                *grads, sent = usp.rank_usp_attention_backward(
+                    ctx, dout_rows, *shard, out, lse_heads, ulysses=u_size, causal=p.causal, scale=p.scale,
+                    layout="BNSD", report=True)
+                return grads, sent
+
+            back = _rank_all_to_all_backward(ctx, p, q, ranges, settings, grad,
+                                             usp.usp_link_bytes(plan, p, True))
+    accuracy = None
+    if settings.check:
+        full = from_bnsd(_pad_heads(full_out, p.num_heads), p.layout)
+        accuracy = check_sharded(p, q, k, v, full, _pad_heads(full_lse, p.num_heads))
+    run_ = ParallelRun("ulysses,ring", _sizes(p), UspReport(list(range(size)), u_size, size // u_size), accuracy)
+    if backward:
+        _finish_rank_backward(run_, p, q, k, v, back)
+    return rank, run_
+
+
+def _gather_usp_lse(ctx, plan, lse_heads, seq: int) -> np.ndarray:
+    """Head 0's LSE [B, 1, S] on every rank: the first member of each group holds it over the
+    group's rows ([B, N/U, L_g]); one all-gather of every rank's first head, padded to the longest L_g."""
+    longest = max(plan.lengths)
+    mine = np.zeros((lse_heads.shape[0], longest), np.float32)
+    mine[:, :lse_heads.shape[2]] = lse_heads[:, 0]
+    table = all_gather_host(ctx.comm, mine)
+    whole = np.empty((lse_heads.shape[0], 1, seq), np.float32)
+    for g in range(plan.rings):
+        at = 0
+        for a, b in plan.chunks[g]:
+            whole[:, 0, a:b] = table[g * plan.ulysses][:, at:at + b - a]
+            at += b - a
+    return whole
 
 
 def _broadcast_head0_lse(ctx, lse_heads) -> np.ndarray:
@@ -450,16 +584,14 @@ def check_sharded(problem: Problem, q, k, v, out, lse):
 def format_parallel_report(run: ParallelRun) -> str:
     rep, s = run.report, run.sizes
     if isinstance(rep, UspReport):
-        return "\n".join([f"acl-fa run --parallel ulysses,ring: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} "
-                          f"S={s['seq']} D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices "
-                          f"{rep.devices}: Ulysses groups of {rep.ulysses} devices "
+        return "\n".join([f"{_headline(run)}: Ulysses groups of {rep.ulysses} devices "
                           f"({s['heads'] // rep.ulysses} query heads per device), a ring across {rep.rings} groups",
-                          *_check_line(run)])
+                          *_check_line(run),
+                          *_all_to_all_backward_lines(run, "USP: Ulysses in, the ring backward across the groups, "
+                                                           "Ulysses out")])
     if isinstance(rep, parallel.UlyssesReport):
         return _format_ulysses(run)
-    lines = [f"acl-fa run --parallel {run.mode}: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} S={s['seq']} "
-             f"D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices {rep.devices}"
-             f"{' (zigzag split)' if s['causal'] and not s.get('fused') else ''}"
+    lines = [f"{_headline(run)}{' (zigzag split)' if s['causal'] and not s.get('fused') else ''}"
              f"{'; fused: one RingAttention launch per step, the exchange in its kernel' if s.get('fused') else ''}"]
     lines += _link_line(rep)
     lines.append("device  wall s (host)  sent to next  per step (bytes)            FLOPs      device memory")
@@ -479,12 +611,15 @@ def format_parallel_report(run: ParallelRun) -> str:
                      f"aclnnInplaceAdd, their exchange overlapped with the next step's calls): "
                      f"{run.backward['wall_seconds']:.3f} s wall (host)")
         lines += _backward_exchange_lines(run.backward_report)
-        for g in run.gradients:
-            lines.append(f"backward check {g.name} (kv head 0 and its query heads vs float64 backward, 2x-naive rule): "
-                         f"max error {g.max_error:.3e}, tolerance {g.tolerance:.3e}: {'OK' if g.ok else 'FAILED'}")
-        if not run.backward["checked"]:
-            lines.append(f"backward check: skipped (S > {CHECK_ALL_ROWS}, or --no-check)")
+        lines += _gradient_lines(run)
     return "\n".join(lines)
+
+
+def _headline(run: ParallelRun) -> str:
+    """The report's first line up to the device list: the mode, the sizes, the devices."""
+    s = run.sizes
+    return (f"acl-fa run --parallel {run.mode}: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} S={s['seq']} "
+            f"D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices {run.report.devices}")
 
 
 def memory_bound_met(rep) -> Optional[bool]:
@@ -571,9 +706,8 @@ def _check_line(run) -> list:
 def _format_ulysses(run: ParallelRun) -> str:
     rep, s = run.report, run.sizes
     p = len(rep.devices)
-    lines = [f"acl-fa run --parallel ulysses: B={s['batch']} N={s['heads']} Nkv={s['kv_heads']} S={s['seq']} "
-             f"D={s['head_dim']} {s['dtype']} {s['layout']} causal={s['causal']} on devices {rep.devices} "
-             f"({s['heads'] // p} query heads per device; key/value heads per device {rep.kv_heads})"]
+    lines = [f"{_headline(run)} ({s['heads'] // p} query heads per device; key/value heads per device "
+             f"{rep.kv_heads})"]
     lines += _link_line(rep)
     lines.append("device  wall s (host)  sent per peer (both all-to-alls)   analytic       FLOPs")
     for r, d in enumerate(rep.devices):
@@ -588,14 +722,33 @@ def _format_ulysses(run: ParallelRun) -> str:
                  f"links in parallel), compute at cube peak {m['compute_seconds'] * 1e3:.4g} ms, not overlapped: "
                  f"{m['step_seconds'] * 1e3:.4g} ms, communication {100 * m['comm_fraction']:.1f}%")
     lines += _check_line(run)
-    if run.backward:
-        b = run.backward
-        lines.append(f"backward (Ulysses: Q, K, V, O, dO to head shards, FlashAttentionGrad, dQ, dK, dV home): "
-                     f"{b['wall_seconds']:.3f} s wall (host); bytes per link "
-                     f"{'equal to' if b['link_bytes'] == b['analytic_link_bytes'] else 'DIFFER from'} the formula")
-        for g in run.gradients:
-            lines.append(f"backward check {g.name} (kv head 0 and its query heads vs float64 backward, 2x-naive rule): "
-                         f"max error {g.max_error:.3e}, tolerance {g.tolerance:.3e}: {'OK' if g.ok else 'FAILED'}")
-        if not b["checked"]:
-            lines.append(f"backward check: skipped (S > {CHECK_ALL_ROWS}, or --no-check)")
+    lines += _all_to_all_backward_lines(run, "Ulysses: Q, K, V, O, dO to head shards, FlashAttentionGrad, dQ, dK, "
+                                             "dV home")
     return "\n".join(lines)
+
+
+def _all_to_all_backward_lines(run: ParallelRun, what: str) -> list:
+    """The Ulysses / USP backward's lines: wall time, its all-to-alls' bytes per link against the
+    formula (docs/hccl.md), the gradient checks."""
+    if not run.backward:
+        return []
+    b = run.backward
+    lines = [f"backward ({what}): {b['wall_seconds']:.3f} s wall (host); all-to-all bytes per link "
+             f"{'equal to' if b['link_bytes'] == b['analytic_link_bytes'] else 'DIFFER from'} the formula",
+             "device  backward all-to-alls: sent per peer   analytic"]
+    for r, (d, sent, want) in enumerate(zip(run.report.devices, b["link_bytes"], b["analytic_link_bytes"])):
+        own = r % len(sent)  # Ulysses: [r][j] over all ranks; USP: [r][u] over r's group, r = g U + u
+        peers = [x for j, x in enumerate(sent) if j != own]
+        shown = f"{format_bytes(min(peers))}..{format_bytes(max(peers))}" if peers else "-"
+        lines.append(f"{d:6d}  {shown:>31}   {'equal' if sent == want else 'DIFFERS'}")
+    return lines + _gradient_lines(run)
+
+
+def _gradient_lines(run: ParallelRun) -> list:
+    """One line per checked gradient, or why none was checked."""
+    lines = [f"backward check {g.name} (kv head 0 and its query heads vs float64 backward, 2x-naive rule): "
+             f"max error {g.max_error:.3e}, tolerance {g.tolerance:.3e}: {'OK' if g.ok else 'FAILED'}"
+             for g in run.gradients]
+    if not run.backward["checked"]:
+        lines.append(f"backward check: skipped (S > {CHECK_ALL_ROWS}, or --no-check)")
+    return lines

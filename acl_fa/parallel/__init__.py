@@ -6,8 +6,9 @@ from .ring import (
     shard_rows, sub_blocks, zigzag_chunks)
 from .ulysses import UlyssesReport, ulysses_attention
 from .ulysses_backward import UlyssesBackwardReport, ulysses_attention_backward
-from .usp import usp_attention
+from .usp import usp_attention, usp_attention_backward
 
 __all__ = ["ring_attention", "ring_attention_backward", "RingReport", "MemoryBound", "sub_blocks", "ring_units",
            "ring_calls", "BLOCK_ROWS", "RankContext", "RankReport", "ring_report", "zigzag_chunks", "ring_plan",
-           "ulysses_attention", "UlyssesReport", "ulysses_attention_backward", "UlyssesBackwardReport", "usp_attention"]
+           "ulysses_attention", "UlyssesReport", "ulysses_attention_backward", "UlyssesBackwardReport", "usp_attention",
+           "usp_attention_backward"]

@@ -1,12 +1,14 @@
-"""What the sequence-parallel schemes (ring, Ulysses) share: the split of a sequence over ranks
+"""What the sequence-parallel schemes (ring, Ulysses, USP) share: the split of a sequence over ranks
 (contiguous or zigzag) and the ring's call plan, the device list and the HCCL clique of one
-process, host tasks and stream clean-up on a rank's streams, the chip's peak, and the environment
-of a launched rank (acl-fa launch)."""
+process, the rank threads of one process (start, Ctrl-C, the earliest failure: run_rank_threads),
+host tasks and stream clean-up on a rank's streams (settle_and_close), the chip's peak, and the
+environment of a launched rank (acl-fa launch)."""
 from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Optional, Sequence
+import time
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -18,7 +20,8 @@ from ..runtime.interrupts import deferred
 from ..runtime.loader import device_count
 
 __all__ = ["split_bounds", "zigzag_chunks", "ring_plan", "check_devices", "host_task", "settle_stream", "close_on_exit",
-           "device_clique", "chip_peak_flops", "StepGate", "RingInterrupted", "enter_step", "run_ranks", "ENV_RANK",
+           "device_clique", "chip_peak_flops", "StepGate", "RingInterrupted", "enter_step", "run_ranks",
+           "run_rank_threads", "settle_and_close", "TimedRank", "ENV_RANK",
            "ENV_SIZE", "ENV_DEVICE", "ENV_ROOT"]
 
 # The environment of a rank started by `acl-fa launch` (read by ring.RankContext.from_env).
@@ -87,6 +90,58 @@ def run_ranks(threads: list, gate: Optional[StepGate] = None) -> Optional[Keyboa
             if gate is not None:
                 gate.request_stop()
     return interrupt
+
+
+def run_rank_threads(work: Sequence[Callable], name: str, gate: Optional[StepGate] = None) -> list:
+    """work[i]() on thread i (named f"{name}-{i}"), started and joined by run_ranks; their results in
+    order. Once every thread ended: a Ctrl-C is raised first, then the earliest failure in time --
+    the other ranks' errors follow from it (a peer stopped, a collective it left)."""
+    results: list = [None] * len(work)
+    errors: list = [None] * len(work)
+
+    def target(i):
+        try:
+            results[i] = work[i]()
+        except BaseException as exc:  # reported below, by the caller's thread
+            errors[i] = (time.monotonic(), exc)
+
+    threads = [threading.Thread(target=target, args=(i,), name=f"{name}-{i}") for i in range(len(work))]
+    interrupt = run_ranks(threads, gate)
+    if interrupt is not None:
+        raise interrupt
+    failed = [e for e in errors if e is not None]
+    if failed:
+        raise min(failed, key=lambda e: e[0])[1]
+    return results
+
+
+def settle_and_close(streams: Sequence, objects: Sequence):
+    """The clean-up of a rank's device work on success and on failure: waits for every stream (None:
+    not opened) dropping its error (settle_stream: work still queued after a failure here or on a
+    peer may use the buffers, and its errors follow from the failure being raised), then closes
+    `objects` in order."""
+    for stream in streams:
+        if stream is not None:
+            settle_stream(stream)
+    for x in objects:
+        x.close()
+
+
+class TimedRank:
+    """A rank whose run() runs its _run() and keeps the host wall seconds it took in `wall`, on
+    success and on failure (whose exception goes on to the caller: run_rank_threads)."""
+
+    wall = 0.0
+
+    def _run(self):
+        raise NotImplementedError
+
+    def run(self):
+        start = time.perf_counter()
+        try:
+            self._run()
+        finally:
+            self.wall = time.perf_counter() - start
 
 
 def enter_step(gate: Optional[StepGate], rank: int, step: int):

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import threading
+import functools
 import time
 import types
 from typing import Optional, Sequence
@@ -66,7 +66,7 @@ from ..spec.layouts import from_bnsd, to_bnsd
 from . import hccl
 from .clique import (
     ENV_DEVICE, ENV_RANK, ENV_ROOT, ENV_SIZE, StepGate, check_devices, chip_peak_flops, close_on_exit, device_clique,
-    enter_step, host_task, ring_plan, run_ranks, settle_stream, split_bounds, zigzag_chunks)
+    enter_step, host_task, ring_plan, run_rank_threads, settle_stream, split_bounds, zigzag_chunks)
 from . import launchers, tcp_store
 from .rank_agree import agree
 from .rank_table import check_against, read_rank_table
@@ -917,29 +917,12 @@ def place_rows(whole, part, ranges):
 
 
 def _run_threads(contexts: list, work) -> list:
-    """work(context) on one thread per context; their results in order. The first failure (in
-    time) is raised: the other ranks' errors follow from it (a peer stopped)."""
-    results: list = [None] * len(contexts)
-    errors: list = [None] * len(contexts)
-
+    """work(context) on one thread per context, under one StepGate (Ctrl-C stops them at an agreed
+    step); their results in order, or the first failure in time raised (run_rank_threads)."""
     gate = StepGate(len(contexts))
     for ctx in contexts:
         ctx.step_gate = gate
-
-    def target(i):
-        try:
-            results[i] = work(contexts[i])
-        except BaseException as exc:  # reported below, by the caller's thread
-            errors[i] = (time.monotonic(), exc)
-
-    threads = [threading.Thread(target=target, args=(i,), name=f"ring-rank-{i}") for i in range(len(contexts))]
-    interrupt = run_ranks(threads, gate)
-    if interrupt is not None:
-        raise interrupt
-    failed = [e for e in errors if e is not None]
-    if failed:
-        raise min(failed, key=lambda e: e[0])[1]
-    return results
+    return run_rank_threads([functools.partial(work, ctx) for ctx in contexts], "ring-rank", gate)
 
 
 def _ring_devices(problem, devices, backend) -> tuple:

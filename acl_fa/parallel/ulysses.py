@@ -29,19 +29,17 @@ per batch [P (destination), S_r, heads of that destination, D], so every block i
 from __future__ import annotations
 
 import dataclasses
-import threading
-import time
-from typing import Optional
 
 import numpy as np
 
 from ..ops import forward as attention
 from ..spec.problem import make_problem
 from . import hccl
-from ..runtime.errors import AclError, InvalidArgumentError
+from ..runtime.errors import InvalidArgumentError
 from ..spec.layouts import from_bnsd, to_bnsd
 from ..runtime.loader import get_backend
-from .clique import split_bounds, check_devices, chip_peak_flops, device_clique, run_ranks
+from .clique import (
+    TimedRank, check_devices, chip_peak_flops, device_clique, run_rank_threads, settle_and_close, split_bounds)
 from ..runtime.device_array import DeviceArray
 from .rank_agree import agree
 from ..spec.problem import problem_from_sizes
@@ -127,7 +125,7 @@ def send_layout(x, a: int, b: int, ranks: int, heads_per_dest: int):
                                 .transpose(0, 1, 3, 2, 4))
 
 
-class _UlyssesRank:
+class _UlyssesRank(TimedRank):
     def __init__(self, comm, session, shards, rows, kv_heads, problem, peak):
         self.comm, self.session = comm, session
         self.r, self.p = comm.rank, comm.size
@@ -135,19 +133,9 @@ class _UlyssesRank:
         self.rows = rows              # [(a_i, b_i)] of every rank
         self.kv_heads = kv_heads
         self.problem, self.peak = problem, peak
-        self.error: Optional[BaseException] = None
-        self.failed_at = 0.0
         self.out = self.lse = None
         self.flops, self.wall = 0, 0.0
         self.comm_seconds = 0.0
-
-    def run(self):
-        start = time.perf_counter()
-        try:
-            self._run()
-        except BaseException as exc:  # reported by the caller, which owns the threads
-            self.error, self.failed_at = exc, time.monotonic()
-        self.wall = time.perf_counter() - start
 
     def _all_to_all(self, send, recv, send_block, recv_block, stream):
         all_to_all_batches(self.comm, send, recv, send_block, recv_block, self.problem.batch, self.problem.dtype,
@@ -202,24 +190,13 @@ class _UlyssesRank:
             for view in views.values():
                 view.buffer = None  # closed below, not through the view
         finally:
-            # Work still queued (after a failure here or on a peer) may use the buffers: let it drain first.
-            # Its errors are the consequence of the failure being raised, which is the one reported.
-            for stream in (compute_stream, comm_stream):
-                if stream is not None:
-                    try:
-                        stream.synchronize()
-                    except AclError:
-                        pass
-            for x in [*sent.values(), *gathered.values(), back, inbound, computed, comm_stream]:
-                x.close()
+            settle_and_close((compute_stream, comm_stream),
+                             [*sent.values(), *gathered.values(), back, inbound, computed, comm_stream])
 
 
-def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="BNSD", num_heads=None,
-                      num_kv_heads=None, backend=None, report=False):
-    """FlashAttention of host arrays sharded over `devices` (default: every device) by Ulysses
-    all-to-all. Returns (out like q, lse float32 [B, N, S]), and an UlyssesReport when `report`."""
-    problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
-                                              num_heads=num_heads, num_kv_heads=num_kv_heads)
+def ulysses_devices(problem, devices, backend) -> tuple:
+    """(backend with HCCL loaded, device list, kv_heads_of_rank) of Ulysses over `devices` for
+    `problem`, checked before any device work: one sequence (Sq = Skv), heads that split, S >= P."""
     if problem.seq_q != problem.seq_kv:
         raise InvalidArgumentError(f"Ulysses shards one sequence: Sq={problem.seq_q} must equal Skv={problem.seq_kv}")
     be = hccl.use_hccl(get_backend(backend))
@@ -228,6 +205,17 @@ def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout
     kv_heads = kv_heads_of_rank(problem.num_heads, problem.num_kv_heads, p)
     if problem.seq_q < p:
         raise InvalidArgumentError(f"S={problem.seq_q} cannot be split over {p} devices: needs S >= P = {p}")
+    return be, devices, kv_heads
+
+
+def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout="BNSD", num_heads=None,
+                      num_kv_heads=None, backend=None, report=False):
+    """FlashAttention of host arrays sharded over `devices` (default: every device) by Ulysses
+    all-to-all. Returns (out like q, lse float32 [B, N, S]), and an UlyssesReport when `report`."""
+    problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout,
+                                              num_heads=num_heads, num_kv_heads=num_kv_heads)
+    be, devices, kv_heads = ulysses_devices(problem, devices, backend)
+    p = len(devices)
     layout, n, d = problem.layout, problem.num_heads, problem.head_dim
     qb = to_bnsd(q, layout, n)
     kb, vb = to_bnsd(k, layout, problem.num_kv_heads), to_bnsd(v, layout, problem.num_kv_heads)
@@ -241,15 +229,9 @@ def ulysses_attention(q, k, v, *, devices=None, causal=False, scale=None, layout
         peak = chip_peak_flops(be)
         ranks = [_UlyssesRank(c, sess, shards[i], rows, kv_heads, problem, peak)
                  for i, (c, sess) in enumerate(zip(comms, sessions))]
-        threads = [threading.Thread(target=rk.run, name=f"ulysses-rank-{i}") for i, rk in enumerate(ranks)]
         # Ctrl-C: the ranks' one exchange round, call and return round run to their end (a rank
         # that left a collective would hang its peers), then the KeyboardInterrupt is raised.
-        interrupt = run_ranks(threads)
-        if interrupt is not None:
-            raise interrupt
-        failed = [rk for rk in ranks if rk.error is not None]
-        if failed:
-            raise min(failed, key=lambda rk: rk.failed_at).error
+        run_rank_threads([rk.run for rk in ranks], "ulysses-rank")
         out = np.empty(qb.shape, problem.dtype)
         lse = np.empty(qb.shape[:3], np.float32)
         for r, ((a, b), rk) in enumerate(zip(rows, ranks)):
@@ -311,8 +293,6 @@ def rank_ulysses_attention(ctx, q, k, v, *, causal=False, scale=None, layout="BN
               "v": send_layout(vb[:, kv_order], 0, mine, p, len(kv_heads[0]))}
     rank = _UlyssesRank(ctx.comm, ctx.session, shards, rows, kv_heads, problem, ctx.peak)
     rank.run()
-    if rank.error is not None:
-        raise rank.error
     hq, d = n // p, local.head_dim
     out = rank.out.transpose(0, 1, 3, 2, 4).reshape(qb.shape[0], n, mine, d)  # [B, P (source), S_r, N/P, D]
     return np.ascontiguousarray(from_bnsd(out, layout)), rank.lse.reshape(qb.shape[0], hq, seq)

@@ -23,22 +23,17 @@ waits once, at the end.
 from __future__ import annotations
 
 import dataclasses
-import threading
-import time
-from typing import Optional
 
 import numpy as np
 
 from ..ops import backward
 from ..ops.problem import check_like_forward
 from ..runtime.device_array import DeviceArray
-from ..runtime.errors import AclError, InvalidArgumentError
-from ..runtime.loader import get_backend
+from ..runtime.errors import InvalidArgumentError
 from ..spec.layouts import from_bnsd, to_bnsd
 from ..spec.problem import as_array, make_problem
-from . import hccl
-from .clique import check_devices, device_clique, run_ranks, split_bounds
-from .ulysses import all_to_all_batches, kv_heads_of_rank, pair_bytes, send_layout
+from .clique import TimedRank, device_clique, run_rank_threads, settle_and_close, split_bounds
+from .ulysses import all_to_all_batches, kv_heads_of_rank, pair_bytes, send_layout, ulysses_devices
 from .rank_agree import agree
 from .ulysses import make_problem_of_sizes
 
@@ -68,25 +63,15 @@ class UlyssesBackwardReport:
     kv_heads: list
 
 
-class _GradRank:
+class _GradRank(TimedRank):
     def __init__(self, comm, session, sends, lse, rows, kv_heads, problem):
         self.comm, self.session = comm, session
         self.r, self.p = comm.rank, comm.size
         self.sends = sends            # {role: host [B, P, S_r, heads of the destination, D]}
         self.lse = lse                # float32 [B, N/P, S]: this rank's heads, every row
         self.rows, self.kv_heads, self.problem = rows, kv_heads, problem
-        self.error: Optional[BaseException] = None
-        self.failed_at = 0.0
         self.grads: dict = {}
         self.flops, self.wall = 0, 0.0
-
-    def run(self):
-        start = time.perf_counter()
-        try:
-            self._run()
-        except BaseException as exc:  # reported by the caller, which owns the threads
-            self.error, self.failed_at = exc, time.monotonic()
-        self.wall = time.perf_counter() - start
 
     def _run(self):
         s, pr, p, r = self.session, self.problem, self.p, self.r
@@ -148,15 +133,7 @@ class _GradRank:
             for view in [*views.values(), lse_view]:
                 view.buffer = None  # closed below, not through the view
         finally:
-            # Work still queued (after a failure here or on a peer) may use the buffers: let it drain first.
-            for stream in (compute_stream, comm_stream):
-                if stream is not None:
-                    try:
-                        stream.synchronize()
-                    except AclError:
-                        pass
-            for x in [*held, inbound, computed, comm_stream]:
-                x.close()
+            settle_and_close((compute_stream, comm_stream), [*held, inbound, computed, comm_stream])
 
 
 def ulysses_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=False, scale=None, layout="BNSD",
@@ -172,12 +149,8 @@ def ulysses_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=
     check_like_forward(q, dout, out, lse)
     if tuple(lse.shape) != tuple(problem.lse_shape):
         raise InvalidArgumentError(f"lse has shape {lse.shape}; it must be [B, N, S] = {list(problem.lse_shape)}")
-    be = hccl.use_hccl(get_backend(backend))
-    devices = check_devices(devices, be)
+    be, devices, kv_heads = ulysses_devices(problem, devices, backend)
     p = len(devices)
-    kv_heads = kv_heads_of_rank(problem.num_heads, problem.num_kv_heads, p)
-    if problem.seq_q < p:
-        raise InvalidArgumentError(f"S={problem.seq_q} cannot be split over {p} devices: needs S >= P = {p}")
     n, nkv, d = problem.num_heads, problem.num_kv_heads, problem.head_dim
     qb, ob, gb = (to_bnsd(x, layout, n) for x in (q, out, dout))
     kb, vb = to_bnsd(k, layout, nkv), to_bnsd(v, layout, nkv)
@@ -190,13 +163,8 @@ def ulysses_attention_backward(dout, q, k, v, out, lse, *, devices=None, causal=
     with device_clique(devices, be.name) as (sessions, comms):  # a new clique: its link counters start at zero
         ranks = [_GradRank(c, sess, sends[i], np.ascontiguousarray(lse[:, i * hq:(i + 1) * hq]), rows, kv_heads,
                            problem) for i, (c, sess) in enumerate(zip(comms, sessions))]
-        threads = [threading.Thread(target=rk.run, name=f"ulysses-grad-rank-{i}") for i, rk in enumerate(ranks)]
-        interrupt = run_ranks(threads)  # one round, one call, one round back: they run to their end
-        if interrupt is not None:
-            raise interrupt
-        failed = [rk for rk in ranks if rk.error is not None]
-        if failed:
-            raise min(failed, key=lambda rk: rk.failed_at).error
+        # one round, one call, one round back: they run to their end, then a Ctrl-C is raised
+        run_rank_threads([rk.run for rk in ranks], "ulysses-grad-rank")
         batch = qb.shape[0]
         dq = np.empty(qb.shape, problem.dtype)
         dk32 = np.zeros(kb.shape, np.float32)
@@ -257,8 +225,6 @@ def rank_ulysses_attention_backward(ctx, dout, q, k, v, out, lse, *, causal=Fals
     rank = _GradRank(ctx.comm, ctx.session, sends, np.asarray(lse, np.float32), rows, kv_heads,
                      make_problem_of_sizes(local, seq))
     rank.run()
-    if rank.error is not None:
-        raise rank.error
     batch = qb.shape[0]
     dq = rank.grads["dq"].transpose(0, 1, 3, 2, 4).reshape(batch, n, mine, d)
     dk32, dv32 = np.zeros(kb.shape, np.float32), np.zeros(vb.shape, np.float32)

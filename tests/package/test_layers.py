@@ -27,6 +27,7 @@ PUBLIC_FACES = {
     "reference/attention.py:attention_reference_varlen", "reference/attention.py:attention_reference_varlen_backward",
     "ops/flash_attn_interface.py:flash_attn_varlen_func", "ops/flash_attn_interface.py:flash_attn_varlen_kvpacked_func",
     "ops/decode_compat.py:flash_attn_with_kvcache", "reference/decode.py:kvcache_reference",
+    "parallel/usp.py:usp_attention_backward", "parallel/usp.py:rank_usp_attention_backward",
 }
 MAX_LINES, MAX_PARAMS = 80, 12
 

@@ -3,7 +3,8 @@ and simulated clusters from HCCL rank tables (issue 32 items 1, 2, 5).
 
 - `mpirun -n 4 acl-fa run --parallel ring` is one ring of 4 ranks (one report, its check OK), not
   four independent rings; the same command with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set by hand
-  (root info over the TCP store) too.
+  (root info over the TCP store) too, with Ulysses and its backward; `mpirun -n 4 ... --parallel
+  ulysses,ring --backward` is one 2-D plan (groups of 2, a ring across 2 groups) and its backward.
 - A rank table of 2 servers x 2 devices (device ids repeat across servers), ranks started by mpirun
   as two process groups ("hosts", ACL_FA_SIM_HOST): HcclCommInitClusterInfo, HcclBroadcast, scale-out
   links between the servers and HCCS within, and ring attention equal to the float64 reference.
@@ -67,9 +68,22 @@ def test_mpirun_starts_one_ring_not_four():
     assert "on devices [0, 1, 2, 3] (zigzag split)" in text and ": OK" in text, text
 
 
+def test_mpirun_runs_the_usp_backward():
+    """mpirun -n 4 --parallel ulysses,ring --backward: groups of 2, a ring across 2 groups, its cliques
+    made from the launcher's; forward and gradient checks and the all-to-all bytes on one report."""
+    usp = [a if a != "ring" else "ulysses,ring" for a in RUN] + ["--backward"]
+    proc = subprocess.run(_mpirun() + ["-n", "4", sys.executable, *usp], capture_output=True, text=True, timeout=300,
+                          env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = proc.stdout
+    assert text.count("acl-fa run --parallel ulysses,ring: B=1 N=2 Nkv=1 S=96") == 1, text
+    assert "a ring across 2 groups" in text and "all-to-all bytes per link equal to the formula" in text, text
+    assert text.count(": OK") == 4, text
+
+
 def test_torchrun_style_environment_set_by_hand_meets_over_tcp_and_runs_ulysses():
     port = _free_port()
-    ulysses = [a if a != "ring" else "ulysses" for a in RUN]
+    ulysses = [a if a != "ring" else "ulysses" for a in RUN] + ["--backward"]
     procs = [subprocess.Popen([sys.executable, *ulysses], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               cwd=ROOT, env=_env(RANK=r, WORLD_SIZE=2, LOCAL_RANK=r, MASTER_ADDR="127.0.0.1",
                                                  MASTER_PORT=port))
@@ -80,6 +94,8 @@ def test_torchrun_style_environment_set_by_hand_meets_over_tcp_and_runs_ulysses(
     assert "acl-fa run --parallel ulysses: B=1 N=2 Nkv=1 S=96" in text and "on devices [0, 1]" in text, text
     # every link's bytes equal the all-to-all formula (docs/hccl.md), read from the link counters
     assert text.count("   equal  ") == 2 and ": OK" in text, text
+    # and the backward under the same launcher: its all-to-alls by the formula, every gradient checked
+    assert "all-to-all bytes per link equal to the formula" in text and text.count(": OK") == 4, text
     assert "acl-fa run --parallel" not in outs[1]
 
 

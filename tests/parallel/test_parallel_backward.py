@@ -3,7 +3,7 @@ backward within the 2x-naive rule and close to the single-device op (causal zigz
 not divisible by P, 2/3/4/8 devices, layouts); one process per rank (acl-fa launch) == one process
 bit for bit, with the bytes per exchange of K, V and the dK/dV accumulators and the d2h bytes of
 just the final gradients; `acl-fa run --parallel ring --backward`, one process and under `acl-fa
-launch`; an injected aclnnInplaceAdd failure; bad input refused before device work. Fresh
+launch`, and `--parallel ulysses|ulysses,ring --backward` in one process; an injected aclnnInplaceAdd failure; bad input refused before device work. Fresh
 processes (HCCL makes 8 devices the process default), every wait with a timeout.
 """
 import subprocess
@@ -26,11 +26,12 @@ def _python(code, *args, timeout=400):
 
 
 TABLE = """
-import numpy as np, ml_dtypes, acl_fa
+import sys
+import numpy as np, acl_fa
 from acl_fa import parallel
-from acl_fa.reference.accuracy import check_gradients
-from acl_fa.spec.layouts import shape_of
 from acl_fa.runtime.errors import InvalidArgumentError, InvalidTypeError
+sys.path.insert(0, "tests/parallel")
+from grad_cases import check_case, expect_refusal, grad_case
 
 CASES = [  # devices, causal, layout, N, Nkv, S, dtype
     (2, False, "BNSD", 2, 2, 40, "float16"),
@@ -40,20 +41,11 @@ CASES = [  # devices, causal, layout, N, Nkv, S, dtype
 ]
 rng = np.random.default_rng(5)
 for p, causal, layout, n, nkv, s, dtype in CASES:
-    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
-    d = 32
-    q = rng.standard_normal(shape_of(layout, 1, n, s, d)).astype(dt)
-    k, v = (rng.standard_normal(shape_of(layout, 1, nkv, s, d)).astype(dt) for _ in range(2))
-    dout = rng.standard_normal(q.shape).astype(dt)
-    heads = dict(num_heads=n, num_kv_heads=nkv) if layout == "BSH" else {}
+    q, k, v, dout, heads, dt = grad_case(rng, layout, n, nkv, s, dtype)
     out, lse = parallel.ring_attention(q, k, v, devices=list(range(p)), causal=causal, layout=layout, **heads)
     grads = parallel.ring_attention_backward(dout, q, k, v, out, lse, devices=list(range(p)), causal=causal,
                                              layout=layout, **heads)
-    for g, x in zip(grads, (q, k, v)):
-        assert g.shape == x.shape and g.dtype == dt
-    checks = check_gradients(grads, (q, k, v, dout), causal=causal, scale=1 / np.sqrt(d), layout=layout, num_heads=n,
-                             num_kv_heads=nkv, dtype_name=dtype)
-    assert all(c.ok for c in checks), (p, causal, layout, checks)
+    checks = check_case(grads, q, k, v, dout, causal, layout, n, nkv, dtype)
     single = acl_fa.flash_attention_backward(dout, q, k, v, out, lse, causal=causal, layout=layout, **heads)
     for c, g, one in zip(checks, grads, single):
         gap = np.abs(g.astype(np.float64) - one.astype(np.float64)).max()
@@ -71,10 +63,7 @@ BAD = [
 ]
 for kwargs, (out, l), error, words in BAD:
     x = q[:, :, :out.shape[2]]
-    try:
-        parallel.ring_attention_backward(x, x, x, x, out, l, **kwargs); raise SystemExit(f"no error for {words}")
-    except error as exc:
-        assert words in str(exc), (words, str(exc))
+    expect_refusal(lambda: parallel.ring_attention_backward(x, x, x, x, out, l, **kwargs), error, words)
 print("ok bad inputs")
 """
 
@@ -164,9 +153,17 @@ def test_cli_run_parallel_ring_backward_checks_the_gradients_in_one_process_and_
                           timeout=240, env=_env(), cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "bytes per link equal to the formula" in proc.stdout and proc.stdout.count(": OK") == 4, proc.stdout
+    # 2-D: Ulysses groups of 2 (N=2), the ring backward across 2 groups; the all-to-alls' bytes by the formula
     proc = subprocess.run([sys.executable, "-m", "acl_fa", "run", "--parallel", "ulysses,ring", "--devices", "4",
-                           "--seq", "32", "--backward"], capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
-    assert proc.returncode == 2 and "--backward with --parallel: ring or ulysses" in proc.stderr, proc.stderr
+                           "--seq", "40", "--causal", "--heads", "2", "--kv-heads", "1", "--head-dim", "32",
+                           "--backward"], capture_output=True, text=True, timeout=240, env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Ulysses groups of 2 devices (1 query heads per device), a ring across 2 groups" in proc.stdout
+    assert "backward (USP: Ulysses in, the ring backward across the groups, Ulysses out)" in proc.stdout
+    # member u -> its peer: B D itemsize (L_u (3 N/U + 2 Nkv_j) + L_j (N/U + 2 Nkv_u)) = 64 (10 * 5 + 10 * 3) bytes
+    assert proc.stdout.count("5.0 KiB..5.0 KiB   equal") == 4, proc.stdout
+    assert "all-to-all bytes per link equal to the formula" in proc.stdout and proc.stdout.count(": OK") == 4, \
+        proc.stdout
 
 
 FAULT = """

@@ -1,7 +1,8 @@
 """One process per device: acl_fa.parallel.RankContext under `acl-fa launch`.
 
 SPMD ring (2 and 4 processes) == the single-process ring bit for bit == the float64 reference
-within the 2x-naive rule; ranks that disagree on shapes or hold the wrong rows are named by every
+within the 2x-naive rule; `acl-fa run --parallel ulysses,ring --backward` under launch (the 2-D
+plan's cliques from the launcher's, its checks on rank 0); ranks that disagree on shapes or hold the wrong rows are named by every
 rank; an HCCL failure leaves each rank's Session usable; the launcher forwards rank-prefixed
 output, fails with the first failing rank's code and stops the others, reports a rank that never
 joins within its time limit, and refuses bad -n/--devices before starting anything.
@@ -118,6 +119,27 @@ def test_cli_run_under_launch_prints_the_whole_report_and_a_correct_check():
         assert f"[rank 0]      {d}  " in text and "3072,3072,3072,0" in text
     assert "balance (max/mean FLOPs): 1.0000" in text and ": OK" in text, text
     assert "[rank 1] acl-fa run" not in text  # one rank prints the report
+
+
+@pytest.mark.parametrize("ranks, mode, what", [
+    (4, "ulysses,ring", "Ulysses groups of 2 devices (1 query heads per device), a ring across 2 groups"),
+    (2, "ulysses", "backward (Ulysses: Q, K, V, O, dO to head shards"),
+])
+def test_cli_run_usp_and_ulysses_backward_under_launch_equal_the_reference(ranks, mode, what):
+    """--parallel ulysses,ring|ulysses --backward, one process per device (USP: the group and ring
+    cliques come from the launcher's clique): the forward check, the all-to-alls' bytes by the
+    formula and the gradient checks, on rank 0 alone."""
+    proc = subprocess.run(LAUNCH + ["-n", str(ranks), "--timeout", "200", "--", "acl-fa", "run", "--parallel", mode,
+                                    "--backward", "--seq", "40", "--causal", "--heads", "2", "--kv-heads", "1",
+                                    "--head-dim", "32"], capture_output=True, text=True, timeout=240, env=_env(),
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = proc.stdout
+    assert f"[rank 0] acl-fa run --parallel {mode}: B=1 N=2 Nkv=1 S=40" in text and what in text, text
+    assert "all-to-all bytes per link equal to the formula" in text, text
+    for name in ("dq", "dk", "dv"):
+        assert f"[rank 0] backward check {name} (kv head 0 and its query heads vs float64 backward" in text, text
+    assert text.count(": OK") == 4 and "[rank 1] backward" not in text, text
 
 
 DISAGREE = """

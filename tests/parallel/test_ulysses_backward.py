@@ -9,15 +9,18 @@ import sys
 import textwrap
 from pathlib import Path
 
+from conftest import run_checks_on_sim_devices
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
-import ml_dtypes, numpy as np
+import sys
+import numpy as np
 from acl_fa import parallel
 from acl_fa.parallel.ulysses_backward import ulysses_backward_link_bytes
-from acl_fa.reference.accuracy import check_gradients
-from acl_fa.spec.layouts import shape_of
 from acl_fa.runtime.errors import InvalidArgumentError
+sys.path.insert(0, "tests/parallel")
+from grad_cases import check_case, expect_refusal, grad_case
 
 CASES = [  # devices, causal, layout, N, Nkv, S, dtype
     (2, True, "BNSD", 4, 2, 37, "float16"),     # split kv heads, S odd
@@ -26,22 +29,13 @@ CASES = [  # devices, causal, layout, N, Nkv, S, dtype
 ]
 rng = np.random.default_rng(3)
 for p, causal, layout, n, nkv, s, dtype in CASES:
-    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
-    d = 32
-    q = rng.standard_normal(shape_of(layout, 1, n, s, d)).astype(dt)
-    k, v = (rng.standard_normal(shape_of(layout, 1, nkv, s, d)).astype(dt) for _ in range(2))
-    dout = rng.standard_normal(q.shape).astype(dt)
-    heads = dict(num_heads=n, num_kv_heads=nkv) if layout == "BSH" else {}
+    q, k, v, dout, heads, dt = grad_case(rng, layout, n, nkv, s, dtype)
     out, lse = parallel.ulysses_attention(q, k, v, devices=list(range(p)), causal=causal, layout=layout, **heads)
     *grads, rep = parallel.ulysses_attention_backward(dout, q, k, v, out, lse, devices=list(range(p)), causal=causal,
                                                       layout=layout, report=True, **heads)
-    for g, x in zip(grads, (q, k, v)):
-        assert g.shape == x.shape and g.dtype == dt
-    checks = check_gradients(grads, (q, k, v, dout), causal=causal, scale=1 / np.sqrt(d), layout=layout, num_heads=n,
-                             num_kv_heads=nkv, dtype_name=dtype)
-    assert all(c.ok for c in checks), (p, causal, layout, checks)
+    checks = check_case(grads, q, k, v, dout, causal, layout, n, nkv, dtype)
     kv_per_rank = len(rep.kv_heads[0])
-    assert rep.link_bytes == ulysses_backward_link_bytes(s, p, 1, n, kv_per_rank, d, dt.itemsize) == \\
+    assert rep.link_bytes == ulysses_backward_link_bytes(s, p, 1, n, kv_per_rank, 32, dt.itemsize) == \\
         rep.analytic_link_bytes, (rep.link_bytes, rep.analytic_link_bytes)
     assert all(f > 0 for f in rep.flops)
     print("ok", p, causal, layout, dtype, rep.link_bytes[0][1], [(c.name, round(c.max_error, 5)) for c in checks])
@@ -52,23 +46,14 @@ for kwargs, args, words in [
     (dict(devices=[0, 1, 2]), (q, lse), "N=4 query heads are not divisible by 3 devices"),
     (dict(devices=[0, 1]), (q, lse[:, :, :8]), "lse has shape (1, 4, 8)"),
 ]:
-    try:
-        parallel.ulysses_attention_backward(q, q, q, q, args[0], args[1], **kwargs)
-        raise SystemExit(f"no error for {words}")
-    except InvalidArgumentError as exc:
-        assert words in str(exc), (words, str(exc))
+    expect_refusal(lambda: parallel.ulysses_attention_backward(q, q, q, q, args[0], args[1], **kwargs),
+                   InvalidArgumentError, words)
 print("ok refused")
 """
 
 
 def test_ulysses_backward_gradients_bytes_and_refusals():
-    env = dict(os.environ, ACL_FA_BACKEND="sim")
-    for name in ("ACL_FA_SIM_DEVICE_COUNT", "ACL_FA_SIM_FAIL", "ACL_FA_RANK", "ACL_FA_WORLD_SIZE", "RANK", "WORLD_SIZE"):
-        env.pop(name, None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT)], capture_output=True, text=True, timeout=600,
-                          env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("ok ") == 4, proc.stdout
+    run_checks_on_sim_devices(SCRIPT, 4)
 
 
 RANK = """
