@@ -30,8 +30,8 @@ typedef struct aclfaGradPlan {
     uint64_t wsDeltaOffset, wsDqOffset, wsDqBytes, wsScratchOffset, wsScratchBytes;
     uint64_t userWorkspaceBytes;
     uint64_t tilingKey;
-    uint32_t unitStart[ACLFA_GRAD_PLAN_MAX_AIV + 1];
-    uint32_t reserved2;
+    uint32_t unitStart[ACLFA_GRAD_PLAN_MAX_AIV + 1]; /* contiguous unit ranges (dealt: each AIV's unit count, summed) */
+    uint32_t unitsDealt;       /* 1: pairs / units dealt to the AIVs in rounds (tiling unitsDealt) */
     aclfaPlanBudgetLine lines[ACLFA_PLAN_MAX_LINES];
 } aclfaGradPlan;
 

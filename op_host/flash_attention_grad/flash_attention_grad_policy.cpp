@@ -232,6 +232,25 @@ void QueryBlocksSeeing(const Problem &p, uint32_t blockM, uint64_t seq, uint64_t
 
 namespace {
 
+// Work of each of `aivs` AIVs when items are dealt (the kernel's UnitOfAiv with unitsDealt):
+// item i = head * perHead + x is dealt as s = x * heads + head -- all heads' first pair (block),
+// then their second, ... : for causal and full attention, non-increasing work -- and AIV a takes
+// s = q * aivs + a in even rounds q and s = q * aivs + aivs - 1 - a in odd ones (a snake, so the
+// AIV that took the heaviest item of a round takes the lightest of the next).
+// counts[a]: the items AIV a takes.
+std::vector<uint64_t> DealtLoads(const std::vector<uint64_t> &items, uint64_t heads, uint32_t aivs,
+                                 std::vector<uint32_t> *counts) {
+    std::vector<uint64_t> loads(aivs, 0);
+    counts->assign(aivs, 0);
+    const uint64_t perHead = items.size() / heads;
+    for (uint64_t s = 0; s < items.size(); ++s) {
+        const uint64_t q = s / aivs, k = s % aivs, a = q % 2 == 0 ? k : aivs - 1 - k;
+        loads[a] += items[s % heads * perHead + s / heads];
+        ++(*counts)[a];
+    }
+    return loads;
+}
+
 // "" or what is wrong with the band and the per-sequence lengths (varlen).
 std::string ValidateBandAndSequences(const Problem &p) {
     int64_t pre = 0, next = 0;
@@ -293,36 +312,51 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     // are fixed by the blocks, not by the cores, so unit ranges must not split a pair: the split is
     // over pairs. Only where the rows that see block 2t + 1 are among those that see 2t (no bounded
     // pre_tokens window, no mask, dense), the pair sums fit kGradDqGroupMaxBytes and there are at
-    // least kGradDqGroupMinPairs pairs (the coarser split balances well; N8 S4096 has 152 and would
-    // lose more time to imbalance than the bytes save). Every condition is the problem's, none the
-    // chip's: a problem sums its dQ the same way, to the same bits, on every core count.
+    // least kGradDqGroupMinPairs pairs (fewer balance badly even dealt). Every condition is the
+    // problem's, none the chip's: a problem sums its dQ the same way, to the same bits, on every
+    // core count.
     int64_t preBand = 0, nextBand = 0;
     GradBand(p, &preBand, &nextBand);
     const uint64_t pairsPerHead = CeilDiv(out.numKvBlocks, 2), heads = p.batch * p.numKvHeads;
     out.dqGroup = deterministic && !p.mask && p.seqLensQ.empty() && !attn_band::Bounded(preBand) &&
                   group * p.seqQ * d * kFp32 <= kGradDqGroupMaxBytes && heads * pairsPerHead >= kGradDqGroupMinPairs;
+    // Items: K/V block pairs (dqGroup) or units, item i = head * perHead + x (x: the pair or block
+    // of kv head `head` of its sequence). Two ways to spread them over the AIVs (the kernel's
+    // UnitOfAiv): contiguous ranges (SplitContiguous) or dealt (DealtLoads); the one whose busiest
+    // AIV has less work. Either way every item runs once, so the results are the same bits.
+    const uint64_t perHead = out.dqGroup ? pairsPerHead : out.numKvBlocks;
+    std::vector<uint64_t> items(heads * perHead, 0);
+    for (uint64_t u = 0; u < out.totalUnits; ++u) {
+        items[u / out.numKvBlocks * perHead + (out.dqGroup ? u % out.numKvBlocks / 2 : u % out.numKvBlocks)] += work[u];
+    }
+    const uint32_t unitsPerItem = out.dqGroup ? 2 : 1;
     std::vector<uint32_t> starts;
-    if (out.dqGroup) {
-        std::vector<uint64_t> pairWork(heads * pairsPerHead, 0);
-        for (uint64_t u = 0; u < out.totalUnits; ++u) {
-            pairWork[u / out.numKvBlocks * pairsPerHead + u % out.numKvBlocks / 2] += work[u];
+    std::vector<uint64_t> loads;
+    for (uint32_t s : SplitContiguous(items, aivs)) {
+        // Positions in units: a pair's two blocks are consecutive units (a head's last pair with
+        // an odd block count has one; the range then ends at the next head's first block).
+        starts.push_back(s == items.size() ? static_cast<uint32_t>(out.totalUnits)
+                                           : static_cast<uint32_t>(s / perHead * out.numKvBlocks + s % perHead * unitsPerItem));
+        if (s != 0) {
+            loads.push_back(0);
+            for (uint32_t u = starts[starts.size() - 2]; u < starts.back(); ++u) loads.back() += work[u];
         }
-        for (uint32_t s : SplitContiguous(pairWork, aivs)) {
-            starts.push_back(s == pairWork.size() ? static_cast<uint32_t>(out.totalUnits)
-                                                  : static_cast<uint32_t>(s / pairsPerHead * out.numKvBlocks +
-                                                                          s % pairsPerHead * 2));
-        }
-    } else {
-        starts = SplitContiguous(work, aivs);
+    }
+    const uint32_t dealtAivs = static_cast<uint32_t>(std::min<uint64_t>(aivs, AlignUp(items.size(), 2)));
+    std::vector<uint32_t> dealtCounts;
+    const std::vector<uint64_t> dealt = DealtLoads(items, heads, dealtAivs, &dealtCounts);
+    if (*std::max_element(dealt.begin(), dealt.end()) < *std::max_element(loads.begin(), loads.end())) {
+        out.unitsDealt = true;
+        loads = dealt;
+        starts.assign(1, 0);  // informative only: the positions each AIV runs, counted as units
+        for (uint32_t count : dealtCounts) starts.push_back(starts.back() + count * unitsPerItem);
     }
     const uint32_t used = static_cast<uint32_t>(starts.size() - 1);
     out.blockDim = (used + 1) / 2;
     out.aivNum = 2 * out.blockDim;
     while (starts.size() < out.aivNum + 1u) starts.push_back(starts.back());
     out.unitStart = starts;
-    for (uint32_t a = 0; a < used; ++a) {
-        uint64_t load = 0;
-        for (uint32_t u = starts[a]; u < starts[a + 1]; ++u) load += work[u];
+    for (uint64_t load : loads) {
         out.totalWork += load;
         out.maxCoreWork = std::max(out.maxCoreWork, load);
     }

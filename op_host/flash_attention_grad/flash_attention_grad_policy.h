@@ -45,13 +45,17 @@ struct GradPlan {
     // start on even blocks.
     bool dqGroup = false;
     uint64_t wsDqGroupOffset = 0;
+    // Items (pairs with dqGroup, else units) dealt over the AIVs in rounds instead of contiguous
+    // ranges (the kernel's UnitOfAiv; unitStart then only counts each AIV's units).
+    bool unitsDealt = false;
 };
 
 // Largest [groupSize, seqQ, D] fp32 pair sum per AIV the deterministic dQ takes (else no pairs).
 constexpr uint64_t kGradDqGroupMaxBytes = 4ull << 20;
-// Fewest K/V block pairs (over all kv heads) for pairs: 8 per AIV of a 48-AIV chip, a problem's
-// constant (not the chip's core count, so that the summation is the same on every chip).
-constexpr uint64_t kGradDqGroupMinPairs = 384;
+// Fewest K/V block pairs (over all kv heads) for pairs: 3 per AIV of a 48-AIV chip, a problem's
+// constant (not the chip's core count, so that the summation is the same on every chip). Dealt
+// (unitsDealt), N8 S4096 causal's 152 pairs load the busiest AIV 1.09x the mean; N4's 76, 1.26x.
+constexpr uint64_t kGradDqGroupMinPairs = 144;
 
 // Largest blocks the backward chooses or accepts.
 constexpr uint32_t kGradMaxBlockM = 128;

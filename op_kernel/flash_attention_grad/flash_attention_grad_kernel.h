@@ -96,6 +96,11 @@ private:
     __aicore__ inline void ProcessUnits();
     // Returns whether a panel computed anything (walkLo_ / walkHi_: the rows it walked).
     __aicore__ inline bool WalkUnit(uint32_t unit);
+    // The unit this AIV runs at `position` (0, 1, ...) of its sequence: a contiguous range of
+    // unitStart, or dealt (unitsDealt). NONE: a position without a unit (the missing second block
+    // of a pair); END: past the AIV's last.
+    enum class UnitSlot { UNIT, NONE, END };
+    __aicore__ inline UnitSlot UnitOfAiv(uint32_t position, uint32_t *unit) const;
     __aicore__ inline void WriteDq();
     // dsinks of the heads n = aiv_ (mod aivNum), from the LSE and D of all their rows.
     __aicore__ inline void WriteDsinks();
@@ -527,15 +532,22 @@ __aicore__ inline void FlashAttentionGradKernel<T>::SummarizeMask()
 template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::ProcessUnits()
 {
-    // This AIV's units [unitStart[a], unitStart[a + 1]); no unit waits for another's.
+    // This AIV's units (UnitOfAiv: a range of unitStart, or dealt); no unit waits for another's.
     // dqGroup: units 2t and 2t + 1 of a kv head (a range starts on an even block) put their dQ
     // parts into the pair sum -- the pair's first computing block writes it, the other adds --
     // and the sum is added in fixed point once, over the rows the first block walked (the rows
     // that see block 2t + 1 see 2t: the policy's condition).
-    const uint32_t end = td_->unitStart[aiv_ + 1];
     bool open = false;  // the pair sum holds the parts of the pair's first block
     uint32_t pairLo = 0, pairHi = 0;
-    for (uint32_t unit = td_->unitStart[aiv_]; unit < end; ++unit) {
+    for (uint32_t position = 0;; ++position) {
+        uint32_t unit = 0;
+        const UnitSlot slot = UnitOfAiv(position, &unit);
+        if (slot == UnitSlot::END) {
+            break;
+        }
+        if (slot == UnitSlot::NONE) {
+            continue;
+        }
         const uint32_t j = unit % td_->numKvBlocks;
         const bool second = open && (j & 1u) != 0;
         pairWrites_ = !second || pairLo == pairHi;  // nothing in the sum yet: write, not add
@@ -549,7 +561,9 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ProcessUnits()
         } else if (!second) {
             pairLo = pairHi = 0;
         }
-        open = !second && (j & 1u) == 0 && j + 1 < td_->numKvBlocks && unit + 1 < end;
+        uint32_t nextUnit = 0;
+        open = !second && (j & 1u) == 0 && j + 1 < td_->numKvBlocks &&
+               UnitOfAiv(position + 1, &nextUnit) == UnitSlot::UNIT;  // this AIV runs block j + 1 next
         if (!open && pairHi > pairLo) {
             // The pair is closed: the one before it is added by now (its buffer is written next),
             // this one is added between the next pair's requests.
@@ -569,6 +583,34 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ProcessUnits()
         }
     }
     FlushPending();
+}
+
+template <typename T>
+__aicore__ inline typename FlashAttentionGradKernel<T>::UnitSlot
+FlashAttentionGradKernel<T>::UnitOfAiv(uint32_t position, uint32_t *unit) const
+{
+    if (td_->unitsDealt == 0) {
+        *unit = td_->unitStart[aiv_] + position;  // a contiguous range
+        return *unit < td_->unitStart[aiv_ + 1] ? UnitSlot::UNIT : UnitSlot::END;
+    }
+    // Dealt (flash_attention_grad_tiling.h unitsDealt): this AIV's item of round q is
+    // s = q * aivNum + (q even ? aiv : aivNum - 1 - aiv), pair (block) x = s / H of kv head s % H.
+    const uint32_t nkb = td_->numKvBlocks;
+    const uint32_t perItem = td_->dqGroup != 0 ? 2 : 1;
+    const uint32_t perHead = CeilDiv(nkb, perItem);
+    const uint32_t heads = td_->totalUnits / nkb;
+    const uint32_t q = position / perItem;
+    const uint32_t aivs = td_->aivNum;
+    const uint64_t s = static_cast<uint64_t>(q) * aivs + ((q & 1u) == 0 ? aiv_ : aivs - 1 - aiv_);
+    if (s >= static_cast<uint64_t>(heads) * perHead) {
+        return UnitSlot::END;
+    }
+    const uint32_t j = static_cast<uint32_t>(s / heads) * perItem + position % perItem;
+    if (j >= nkb) {
+        return UnitSlot::NONE;  // the second block of a head's last pair when the head has an odd count
+    }
+    *unit = static_cast<uint32_t>(s % heads) * nkb + j;
+    return UnitSlot::UNIT;
 }
 
 template <typename T>
