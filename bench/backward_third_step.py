@@ -9,9 +9,8 @@ instruction trace, Ascend910B2 unless ACL_FA_SIM_SOC says otherwise), what sets 
 a memory bound) and its busiest pipe, the replay's GM bytes over the visible (query, key) pairs
 N x S (S + 1) / 2, the plan's work split (busiest AIV / mean, dealt or contiguous), and for the
 deterministic row its ratio to the atomic one (the issue's goal: <= 1.15x). With --relieve, the
-same trace is replayed (timing.remodel) with one cost relieved at a time -- the chip's L2 rate
-(gmBytesPerCycle) x2, the FixPipe rate x2, all latencies / 2 -- to show which one the time waits
-on. The inputs are random: the modeled time depends on the shapes and the tiling, not the values.
+same trace is replayed (timing.remodel) with one cost family relieved at a time -- the L2 rates
+x2, the FixPipe x2, all latencies / 2 -- to show which one the time waits on. The inputs are random: the modeled time depends on the shapes and the tiling, not the values.
 """
 import argparse
 import json
@@ -27,14 +26,14 @@ from acl_fa.spec.problem import problem_from_sizes
 
 
 def relieved(costs: dict) -> dict:
-    """{label: cost table}: one cost relieved at a time."""
-    out = {"l2 rate x2": dict(costs, gmBytesPerCycle=2 * costs["gmBytesPerCycle"])}
-    fixpipe = [k for k in costs if k.lower().startswith("fixpipe") and "bytes" in k.lower()]
-    if fixpipe:
-        out["fixpipe rate x2"] = dict(costs, **{k: 2 * costs[k] for k in fixpipe})
-    latencies = [k for k in costs if "latency" in k.lower() or k == "matmulRequestCycles"]
-    out["latencies / 2"] = dict(costs, **{k: costs[k] / 2 for k in latencies})
-    return out
+    """{label: cost table}: one cost family relieved at a time -- every L2 rate (the chip's and the
+    per-core ports, timing.L2_RATE_FIELDS) x2; the FixPipe (its rate and the core's write port) x2;
+    every latency and the Matmul request cost / 2."""
+    fixpipe = ("fixpipeBytesPerCycle", "corePortWriteBytesPerCycle")
+    latencies = [k for k in costs if "Latency" in k or k == "matmulRequestCycles"]
+    return {"l2 rates x2": timing.with_l2_rates(costs, 2.0),
+            "fixpipe x2": dict(costs, **{k: 2 * costs[k] for k in fixpipe}),
+            "latencies / 2": dict(costs, **{k: costs[k] / 2 for k in latencies})}
 
 
 def main():

@@ -232,21 +232,22 @@ void QueryBlocksSeeing(const Problem &p, uint32_t blockM, uint64_t seq, uint64_t
 
 namespace {
 
-// Work of each of `aivs` AIVs when items are dealt (the kernel's UnitOfAiv with unitsDealt):
-// item i = head * perHead + x is dealt as s = x * heads + head -- all heads' first pair (block),
-// then their second, ... : for causal and full attention, non-increasing work -- and AIV a takes
+// Work of each of `aivs` AIVs when items (pairs) are dealt (the kernel's UnitOfAiv with
+// unitsDealt): item i = head * perHead + x is dealt as s = x * heads + head -- all heads' first
+// pair, then their second, ... : for causal and full attention, non-increasing work -- and AIV a takes
 // s = q * aivs + a in even rounds q and s = q * aivs + aivs - 1 - a in odd ones (a snake, so the
 // AIV that took the heaviest item of a round takes the lightest of the next).
-// counts[a]: the items AIV a takes.
-std::vector<uint64_t> DealtLoads(const std::vector<uint64_t> &items, uint64_t heads, uint32_t aivs,
-                                 std::vector<uint32_t> *counts) {
+// units[a]: the units AIV a runs (itemUnits[i]: item i's).
+std::vector<uint64_t> DealtLoads(const std::vector<uint64_t> &items, const std::vector<uint32_t> &itemUnits,
+                                 uint64_t heads, uint32_t aivs, std::vector<uint32_t> *units) {
     std::vector<uint64_t> loads(aivs, 0);
-    counts->assign(aivs, 0);
+    units->assign(aivs, 0);
     const uint64_t perHead = items.size() / heads;
     for (uint64_t s = 0; s < items.size(); ++s) {
         const uint64_t q = s / aivs, k = s % aivs, a = q % 2 == 0 ? k : aivs - 1 - k;
-        loads[a] += items[s % heads * perHead + s / heads];
-        ++(*counts)[a];
+        const uint64_t item = s % heads * perHead + s / heads;
+        loads[a] += items[item];
+        (*units)[a] += itemUnits[item];
     }
     return loads;
 }
@@ -321,13 +322,20 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     out.dqGroup = deterministic && !p.mask && p.seqLensQ.empty() && !attn_band::Bounded(preBand) &&
                   group * p.seqQ * d * kFp32 <= kGradDqGroupMaxBytes && heads * pairsPerHead >= kGradDqGroupMinPairs;
     // Items: K/V block pairs (dqGroup) or units, item i = head * perHead + x (x: the pair or block
-    // of kv head `head` of its sequence). Two ways to spread them over the AIVs (the kernel's
-    // UnitOfAiv): contiguous ranges (SplitContiguous) or dealt (DealtLoads); the one whose busiest
-    // AIV has less work. Either way every item runs once, so the results are the same bits.
+    // of kv head `head` of its sequence), split over the AIVs in contiguous ranges
+    // (SplitContiguous). Pairs may instead be dealt in rounds (DealtLoads, the kernel's UnitOfAiv),
+    // where the busiest AIV then has less work: N8 S4096 causal's 152 pairs, 1.22x the mean in
+    // ranges, 1.09x dealt (modeled 843 -> 770 us). Units are never dealt: dealt units balanced
+    // better on paper but modeled slower (N32 S4096 atomic 2694 us against 2658 us in ranges, N8
+    // 693.5 against 687.9: bench/RESULTS.md "Backward speed, third step"). Either way every item
+    // runs once on one AIV, so the results are the same bits.
     const uint64_t perHead = out.dqGroup ? pairsPerHead : out.numKvBlocks;
     std::vector<uint64_t> items(heads * perHead, 0);
+    std::vector<uint32_t> itemUnits(heads * perHead, 0);
     for (uint64_t u = 0; u < out.totalUnits; ++u) {
-        items[u / out.numKvBlocks * perHead + (out.dqGroup ? u % out.numKvBlocks / 2 : u % out.numKvBlocks)] += work[u];
+        const uint64_t item = u / out.numKvBlocks * perHead + (out.dqGroup ? u % out.numKvBlocks / 2 : u % out.numKvBlocks);
+        items[item] += work[u];
+        ++itemUnits[item];
     }
     const uint32_t unitsPerItem = out.dqGroup ? 2 : 1;
     std::vector<uint32_t> starts;
@@ -343,13 +351,13 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
         }
     }
     const uint32_t dealtAivs = static_cast<uint32_t>(std::min<uint64_t>(aivs, AlignUp(items.size(), 2)));
-    std::vector<uint32_t> dealtCounts;
-    const std::vector<uint64_t> dealt = DealtLoads(items, heads, dealtAivs, &dealtCounts);
-    if (*std::max_element(dealt.begin(), dealt.end()) < *std::max_element(loads.begin(), loads.end())) {
+    std::vector<uint32_t> dealtUnits;
+    const std::vector<uint64_t> dealt = DealtLoads(items, itemUnits, heads, dealtAivs, &dealtUnits);
+    if (out.dqGroup && *std::max_element(dealt.begin(), dealt.end()) < *std::max_element(loads.begin(), loads.end())) {
         out.unitsDealt = true;
         loads = dealt;
-        starts.assign(1, 0);  // informative only: the positions each AIV runs, counted as units
-        for (uint32_t count : dealtCounts) starts.push_back(starts.back() + count * unitsPerItem);
+        starts.assign(1, 0);  // informative only (the kernel deals): each AIV's unit count, summed
+        for (uint32_t units : dealtUnits) starts.push_back(starts.back() + units);
     }
     const uint32_t used = static_cast<uint32_t>(starts.size() - 1);
     out.blockDim = (used + 1) / 2;

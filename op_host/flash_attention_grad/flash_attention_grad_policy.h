@@ -45,8 +45,8 @@ struct GradPlan {
     // start on even blocks.
     bool dqGroup = false;
     uint64_t wsDqGroupOffset = 0;
-    // Items (pairs with dqGroup, else units) dealt over the AIVs in rounds instead of contiguous
-    // ranges (the kernel's UnitOfAiv; unitStart then only counts each AIV's units).
+    // dqGroup's pairs dealt over the AIVs in rounds instead of contiguous ranges (the kernel's
+    // UnitOfAiv; unitStart then only counts each AIV's units).
     bool unitsDealt = false;
 };
 

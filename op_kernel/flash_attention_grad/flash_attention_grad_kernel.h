@@ -97,8 +97,8 @@ private:
     // Returns whether a panel computed anything (walkLo_ / walkHi_: the rows it walked).
     __aicore__ inline bool WalkUnit(uint32_t unit);
     // The unit this AIV runs at `position` (0, 1, ...) of its sequence: a contiguous range of
-    // unitStart, or dealt (unitsDealt). NONE: a position without a unit (the missing second block
-    // of a pair); END: past the AIV's last.
+    // unitStart, or dealt pairs (unitsDealt). NONE: a position without a unit (the missing second
+    // block of a pair); END: past the AIV's last.
     enum class UnitSlot { UNIT, NONE, END };
     __aicore__ inline UnitSlot UnitOfAiv(uint32_t position, uint32_t *unit) const;
     __aicore__ inline void WriteDq();
@@ -532,7 +532,7 @@ __aicore__ inline void FlashAttentionGradKernel<T>::SummarizeMask()
 template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::ProcessUnits()
 {
-    // This AIV's units (UnitOfAiv: a range of unitStart, or dealt); no unit waits for another's.
+    // This AIV's units (UnitOfAiv: a range of unitStart, or dealt pairs); no unit waits for another's.
     // dqGroup: units 2t and 2t + 1 of a kv head (a range starts on an even block) put their dQ
     // parts into the pair sum -- the pair's first computing block writes it, the other adds --
     // and the sum is added in fixed point once, over the rows the first block walked (the rows
@@ -593,19 +593,18 @@ FlashAttentionGradKernel<T>::UnitOfAiv(uint32_t position, uint32_t *unit) const
         *unit = td_->unitStart[aiv_] + position;  // a contiguous range
         return *unit < td_->unitStart[aiv_ + 1] ? UnitSlot::UNIT : UnitSlot::END;
     }
-    // Dealt (flash_attention_grad_tiling.h unitsDealt): this AIV's item of round q is
-    // s = q * aivNum + (q even ? aiv : aivNum - 1 - aiv), pair (block) x = s / H of kv head s % H.
+    // Dealt pairs (flash_attention_grad_tiling.h unitsDealt): this AIV's pair of round q is
+    // s = q * aivNum + (q even ? aiv : aivNum - 1 - aiv), pair x = s / H of kv head s % H;
+    // positions 2q and 2q + 1 are its blocks 2x and 2x + 1.
     const uint32_t nkb = td_->numKvBlocks;
-    const uint32_t perItem = td_->dqGroup != 0 ? 2 : 1;
-    const uint32_t perHead = CeilDiv(nkb, perItem);
     const uint32_t heads = td_->totalUnits / nkb;
-    const uint32_t q = position / perItem;
+    const uint32_t q = position / 2;
     const uint32_t aivs = td_->aivNum;
     const uint64_t s = static_cast<uint64_t>(q) * aivs + ((q & 1u) == 0 ? aiv_ : aivs - 1 - aiv_);
-    if (s >= static_cast<uint64_t>(heads) * perHead) {
+    if (s >= static_cast<uint64_t>(heads) * CeilDiv(nkb, 2u)) {
         return UnitSlot::END;
     }
-    const uint32_t j = static_cast<uint32_t>(s / heads) * perItem + position % perItem;
+    const uint32_t j = static_cast<uint32_t>(s / heads) * 2 + position % 2;
     if (j >= nkb) {
         return UnitSlot::NONE;  // the second block of a head's last pair when the head has an odd count
     }

@@ -40,7 +40,7 @@ constexpr uint64_t FAG_KEY_DETERMINISTIC = 1u << 4;
 // the UB tile) at a time. (Varlen: blocks past the sequence's own Skv are empty units.) Vector
 // core a (block index a of the MIX 1:2 launch's AIVs) runs units [unitStart[a], unitStart[a + 1]),
 // a contiguous range that may span kv heads; ranges are balanced by the query rows walked. Or,
-// with unitsDealt, the units dealt to it in rounds (see unitsDealt), where that balances better.
+// with unitsDealt, the K/V block pairs dealt to it in rounds (see unitsDealt).
 //
 // dQ gathers the contributions of every unit of a kv head into one [B, N, Sq, D] accumulator
 // (zeroed before the first SyncAll, cast to dQ after the second):
@@ -151,10 +151,11 @@ struct FlashAttentionGradTilingData {
     uint64_t wsDqGroupOffset; // in the scratch slice: two pair sums [2][groupSize][seqQ][D] fp32 (one
                               // filled by the cube while the AIV adds the other between its requests)
     // ---- dealt work (docs/backward.md "Dealt work") ----
-    uint32_t unitsDealt;      // 1: items -- K/V block pairs with dqGroup, else units -- are dealt in
-                              // rounds instead of the ranges of unitStart (which then only counts):
-                              // with H = batch * numKvHeads, item s = x * H + head is pair (block) x
-                              // of kv head `head` (all heads' first, then their second, ...); AIV a
+    uint32_t unitsDealt;      // 1 (with dqGroup only): the K/V block pairs are dealt in rounds
+                              // instead of the ranges of unitStart (which then only counts):
+                              // with H = batch * numKvHeads, item s = x * H + head is pair x
+                              // (blocks 2x, 2x + 1) of kv head `head` (all heads' first pair, then
+                              // their second, ...); AIV a
                               // takes s = q * aivNum + a in even rounds q, q * aivNum + aivNum - 1 - a
                               // in odd ones (a snake: heavy and light items alternate per AIV)
 };
