@@ -10,7 +10,8 @@ a memory bound) and its busiest pipe, the replay's GM bytes over the visible (qu
 N x S (S + 1) / 2, the plan's work split (busiest AIV / mean, dealt or contiguous), and for the
 deterministic row its ratio to the atomic one (the issue's goal: <= 1.15x). With --relieve, the
 same trace is replayed (timing.remodel) with one cost family relieved at a time -- the L2 rates
-x2, the FixPipe x2, all latencies / 2 -- to show which one the time waits on. The inputs are random: the modeled time depends on the shapes and the tiling, not the values.
+x2 (and the chip's aggregate and the per-core ports apart), the FixPipe x2, all latencies / 2 --
+to show which one the time waits on. The inputs are random: the modeled time depends on the shapes and the tiling, not the values.
 """
 import argparse
 import json
@@ -27,11 +28,15 @@ from acl_fa.spec.problem import problem_from_sizes
 
 def relieved(costs: dict) -> dict:
     """{label: cost table}: one cost family relieved at a time -- every L2 rate (the chip's and the
-    per-core ports, timing.L2_RATE_FIELDS) x2; the FixPipe (its rate and the core's write port) x2;
-    every latency and the Matmul request cost / 2."""
+    per-core ports, timing.L2_RATE_FIELDS) x2, then the chip's aggregate alone and the per-core
+    ports alone; the FixPipe (its rate and the core's write port) x2; every latency and the Matmul
+    request cost / 2."""
     fixpipe = ("fixpipeBytesPerCycle", "corePortWriteBytesPerCycle")
     latencies = [k for k in costs if "Latency" in k or k == "matmulRequestCycles"]
+    ports = ("corePortBytesPerCycle", "corePortWriteBytesPerCycle", "mte3BytesPerCycle")
     return {"l2 rates x2": timing.with_l2_rates(costs, 2.0),
+            "chip l2 rate x2": dict(costs, gmBytesPerCycle=2 * costs["gmBytesPerCycle"]),
+            "core ports x2": dict(costs, **{k: 2 * costs[k] for k in ports}),
             "fixpipe x2": dict(costs, **{k: 2 * costs[k] for k in fixpipe}),
             "latencies / 2": dict(costs, **{k: costs[k] / 2 for k in latencies})}
 
