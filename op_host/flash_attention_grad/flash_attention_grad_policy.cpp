@@ -9,9 +9,11 @@ namespace {
 constexpr uint32_t kBlockAlign = 16;  // cube fractal edge
 constexpr uint64_t kUbAlign = 32;
 constexpr uint64_t kFp32 = 4;
-// Rows per cube request (a panel, docs/backward.md): the request latencies and the dK / dV
-// write-out are paid once per panel; the per-AIV scratch holds S, dP, P and dS of one panel.
-constexpr uint64_t kGradPanelRows = 512;
+// Rows per cube request (a panel, docs/backward.md): the request latencies, the K / V reads and
+// the dK / dV write-out are paid once per panel; the per-AIV scratch holds S, dP, P and dS of one
+// panel. 1024 (was 512): -2.2 GM B per visible pair, -4.7% modeled at N32 S4096 causal; 2048 was
+// slower in the atomic mode (bench/RESULTS.md "Backward speed, third step").
+constexpr uint64_t kGradPanelRows = 1024;
 constexpr uint64_t kMaxSlotBytes = 32;  // deterministic: one AIV's max |K| (or |V|), 8 fp32 copies
 // Philox counters per chunk with dropout: a chunk covers 16 x lanes tile elements, which the
 // kernel drops out through foldBuf [m, 64] fp32, so lanes <= 4 m; 128 (29 KiB of UB) when m
