@@ -23,7 +23,8 @@ typedef struct aclfaGradPlan {
     uint32_t blockM, blockN, numQBlocks, numKvBlocks, rowChunk;
     uint32_t blockDim, aivNum; /* MIX 1:2 blocks; vector cores = 2 * blockDim */
     uint32_t panelRows;        /* query rows per cube request; dQ is summed in int32 fixed point when deterministic */
-    uint32_t numLines, reserved;
+    uint32_t numLines;
+    uint32_t dqGroupBlocks;    /* deterministic dQ summed per group of this many K/V blocks (0: single parts) */
     uint64_t totalUnits;       /* B * Nkv * numKvBlocks */
     uint64_t totalWork, maxCoreWork; /* query blocks walked: all AIVs / the busiest */
     double meanCoreWork, imbalance;

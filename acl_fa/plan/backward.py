@@ -41,6 +41,7 @@ class BackwardPlan(PlannedSizes, Workspace):
     system_workspace_bytes: int = 0
     tiling_key: int = 0
     units_dealt: bool = False  # units (pairs) dealt to the AIVs in rounds, not contiguous ranges
+    dq_group_blocks: int = 0   # deterministic dQ summed per group of this many K/V blocks (0: single parts)
 
 
 def _lib():
@@ -80,7 +81,7 @@ def backward_plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None,
                 for line in out.lines[0:out.numLines]],
         ws_dq_bytes=out.wsDqBytes, ws_scratch_bytes=out.wsScratchBytes,
         user_workspace_bytes=out.userWorkspaceBytes, system_workspace_bytes=limits.lib_api_workspace_bytes,
-        tiling_key=out.tilingKey, units_dealt=bool(out.unitsDealt))
+        tiling_key=out.tilingKey, units_dealt=bool(out.unitsDealt), dq_group_blocks=out.dqGroupBlocks)
 
 
 def to_dict(p: BackwardPlan) -> dict:

@@ -158,4 +158,7 @@ struct FlashAttentionGradTilingData {
                               // their second, ...); AIV a
                               // takes s = q * aivNum + a in even rounds q, q * aivNum + aivNum - 1 - a
                               // in odd ones (a snake: heavy and light items alternate per AIV)
+    uint32_t dqGroupBlocks;   // with dqGroup: K/V blocks per group, G = 2 (pairs) or 4; "pair" above
+                              // and in the kernel means a group of G: blocks Gt .. Gt + G - 1, the
+                              // first writes the group sum, the others add in order
 };

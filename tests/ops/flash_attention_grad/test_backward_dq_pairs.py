@@ -21,7 +21,7 @@ from acl_fa.reference.accuracy import ULP
 from acl_fa.reference.attention import attention_reference, attention_reference_backward
 from acl_fa.spec.problem import problem_from_sizes
 
-# B4 N8 S512 D32 with 16 x 16 blocks: 32 kv heads x 16 pairs = 512 pairs.
+# B4 N8 S512 D32 with 16 x 16 blocks: 32 kv heads x 16 pairs = 512 pairs (summed as 256 groups of 4).
 SIZES = dict(batch=4, num_heads=8, seq_q=512, head_dim=32, causal=True, block_m=16, block_n=16)
 
 
@@ -53,7 +53,9 @@ def test_n8_s4096_takes_pairs_dealt():
     sizes = dict(batch=1, num_heads=8, seq_q=4096, head_dim=128, causal=True)
     det = backward_plan(problem_from_sizes(**sizes), "Ascend910B2", True)
     atomic = backward_plan(problem_from_sizes(**sizes), "Ascend910B2", False)
-    assert det.units_dealt and not atomic.units_dealt
+    assert det.units_dealt and not atomic.units_dealt and det.dq_group_blocks == 2
+    n32 = backward_plan(problem_from_sizes(**dict(sizes, num_heads=32)), "Ascend910B2", True)
+    assert n32.dq_group_blocks == 4 and n32.units_dealt  # 32 x 10 groups of 4
     assert det.imbalance < 1.09 and 1.1 < atomic.imbalance < 1.13, (det.imbalance, atomic.imbalance)
     assert det.unit_start[-1] == atomic.unit_start[-1] == det.total_units
     parts = 2 * det.panel_rows * 128 * 4
@@ -63,18 +65,22 @@ def test_n8_s4096_takes_pairs_dealt():
     assert _scratch(n4, True) - _scratch(n4, False) == parts
 
 
-# B1 N16 S272 D32 with 16 x 16 blocks: 17 kv blocks per head (an odd count: each head's last pair
-# has one block), 16 x 9 = 144 pairs, dealt (the atomic mode: contiguous units, a control).
+# S272 D32 with 16 x 16 blocks: 17 kv blocks per head (each head's last pair or group of 4 has one
+# block). B1 N16: 16 x 9 = 144 pairs (16 x 5 = 80 groups of 4: too few); B2 N16: 32 x 5 = 160
+# groups of 4. Both dealt (the atomic mode: contiguous units, a control).
 ODD = dict(batch=1, num_heads=16, seq_q=272, head_dim=32, causal=True, block_m=16, block_n=16)
+ODD4 = dict(ODD, batch=2)
 
 
+@pytest.mark.parametrize("sizes, group", [(ODD, 2), (ODD4, 4)], ids=["pairs", "groups-of-4"])
 @pytest.mark.parametrize("deterministic", [True, False], ids=["deterministic", "atomic"])
-def test_dealt_pairs_with_an_odd_block_count_match_reference(session, deterministic):
-    plan = backward_plan(problem_from_sizes(**ODD), "Ascend910B2", deterministic)
-    assert plan.units_dealt == deterministic and plan.num_kv_blocks % 2 == 1
-    assert not deterministic or plan.ws_scratch_bytes - _scratch(ODD, False) > 2 * plan.panel_rows * 32 * 4
+def test_dealt_pairs_with_an_odd_block_count_match_reference(session, deterministic, sizes, group):
+    plan = backward_plan(problem_from_sizes(**sizes), "Ascend910B2", deterministic)
+    assert plan.units_dealt == deterministic and plan.num_kv_blocks % group == 1
+    assert plan.dq_group_blocks == (group if deterministic else 0)
+    assert not deterministic or plan.ws_scratch_bytes - _scratch(sizes, False) > 2 * plan.panel_rows * 32 * 4
     rng = np.random.default_rng(5)
-    shape = (ODD["batch"], ODD["num_heads"], ODD["seq_q"], ODD["head_dim"])
+    shape = (sizes["batch"], sizes["num_heads"], sizes["seq_q"], sizes["head_dim"])
     q, k, v, dout = (rng.standard_normal(shape, dtype=np.float32).astype(np.float16) for _ in range(4))
     out, lse = attention_reference(q, k, v, causal=True)
     want = attention_reference_backward(dout, q, k, v, causal=True)
