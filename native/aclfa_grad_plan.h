@@ -23,15 +23,16 @@ typedef struct aclfaGradPlan {
     uint32_t blockM, blockN, numQBlocks, numKvBlocks, rowChunk;
     uint32_t blockDim, aivNum; /* MIX 1:2 blocks; vector cores = 2 * blockDim */
     uint32_t panelRows;        /* query rows per cube request; dQ is summed in int32 fixed point when deterministic */
-    uint32_t numLines, reserved;
+    uint32_t numLines;
+    uint32_t dqGroupBlocks;    /* deterministic dQ summed per group of this many K/V blocks (0: single parts) */
     uint64_t totalUnits;       /* B * Nkv * numKvBlocks */
     uint64_t totalWork, maxCoreWork; /* query blocks walked: all AIVs / the busiest */
     double meanCoreWork, imbalance;
     uint64_t wsDeltaOffset, wsDqOffset, wsDqBytes, wsScratchOffset, wsScratchBytes;
     uint64_t userWorkspaceBytes;
     uint64_t tilingKey;
-    uint32_t unitStart[ACLFA_GRAD_PLAN_MAX_AIV + 1];
-    uint32_t reserved2;
+    uint32_t unitStart[ACLFA_GRAD_PLAN_MAX_AIV + 1]; /* contiguous unit ranges (dealt: each AIV's unit count, summed) */
+    uint32_t unitsDealt;       /* 1: pairs / units dealt to the AIVs in rounds (tiling unitsDealt) */
     aclfaPlanBudgetLine lines[ACLFA_PLAN_MAX_LINES];
 } aclfaGradPlan;
 

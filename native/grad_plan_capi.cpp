@@ -40,6 +40,8 @@ extern "C" int32_t aclfaGradPlanCompute(const aclfaPlanProblem *problem, uint32_
     plan->wsScratchOffset = out.wsScratchOffset;
     plan->wsScratchBytes = out.wsScratchBytes;
     for (size_t i = 0; i < out.unitStart.size(); ++i) plan->unitStart[i] = out.unitStart[i];
+    plan->unitsDealt = out.unitsDealt ? 1 : 0;
+    plan->dqGroupBlocks = out.dqGroupBlocks;
     return aclfa_plan::FinishPlanToC(out, plan, errBuf, errLen);  // budget size checked above
 }
 

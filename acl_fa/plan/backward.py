@@ -40,6 +40,8 @@ class BackwardPlan(PlannedSizes, Workspace):
     user_workspace_bytes: int = 0
     system_workspace_bytes: int = 0
     tiling_key: int = 0
+    units_dealt: bool = False  # units (pairs) dealt to the AIVs in rounds, not contiguous ranges
+    dq_group_blocks: int = 0   # deterministic dQ summed per group of this many K/V blocks (0: single parts)
 
 
 def _lib():
@@ -79,7 +81,7 @@ def backward_plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None,
                 for line in out.lines[0:out.numLines]],
         ws_dq_bytes=out.wsDqBytes, ws_scratch_bytes=out.wsScratchBytes,
         user_workspace_bytes=out.userWorkspaceBytes, system_workspace_bytes=limits.lib_api_workspace_bytes,
-        tiling_key=out.tilingKey)
+        tiling_key=out.tilingKey, units_dealt=bool(out.unitsDealt), dq_group_blocks=out.dqGroupBlocks)
 
 
 def to_dict(p: BackwardPlan) -> dict:
@@ -110,7 +112,7 @@ def format_backward_plan(p: BackwardPlan) -> str:
     lines += [
         f"cores     {p.total_units} K/V-block units on {p.aiv_num} AIVs ({p.block_dim} blocks); work (query blocks "
         f"walked) total {p.total_work}, max/AIV {p.max_core_work}, mean {p.mean_core_work:.1f}, "
-        f"max/mean {p.imbalance:.3f}",
+        f"max/mean {p.imbalance:.3f}{' (dealt in rounds)' if p.units_dealt else ''}",
         f"workspace {p.workspace_bytes} B ({_mib(p.workspace_bytes)}) = system {p.system_workspace_bytes} + dQ "
         f"{_mib(p.ws_dq_bytes)} ({'int32' if p.deterministic else 'fp32'}){' + row norms' if p.deterministic else ''} + "
         f"{p.aiv_num} x "

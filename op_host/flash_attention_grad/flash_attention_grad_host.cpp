@@ -181,6 +181,8 @@ ge::graphStatus TileGrad(gert::TilingContext *context, const GradDims &d, fa_pol
     td->wsDqPartOffset = plan.wsDqPartOffset;
     td->dqGroup = plan.dqGroup ? 1 : 0;
     td->wsDqGroupOffset = plan.wsDqGroupOffset;
+    td->unitsDealt = plan.unitsDealt ? 1 : 0;
+    td->dqGroupBlocks = plan.dqGroupBlocks;
     td->hasMask = problem.mask ? 1 : 0;
     td->maskB = static_cast<uint32_t>(problem.maskB);
     td->maskN = static_cast<uint32_t>(problem.maskN);

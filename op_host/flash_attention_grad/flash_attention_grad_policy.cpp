@@ -9,9 +9,11 @@ namespace {
 constexpr uint32_t kBlockAlign = 16;  // cube fractal edge
 constexpr uint64_t kUbAlign = 32;
 constexpr uint64_t kFp32 = 4;
-// Rows per cube request (a panel, docs/backward.md): the request latencies and the dK / dV
-// write-out are paid once per panel; the per-AIV scratch holds S, dP, P and dS of one panel.
-constexpr uint64_t kGradPanelRows = 512;
+// Rows per cube request (a panel, docs/backward.md): the request latencies, the K / V reads and
+// the dK / dV write-out are paid once per panel; the per-AIV scratch holds S, dP, P and dS of one
+// panel. 1024 (was 512): -2.2 GM B per visible pair, -4.7% modeled at N32 S4096 causal; 2048 was
+// slower in the atomic mode (bench/RESULTS.md "Backward speed, third step").
+constexpr uint64_t kGradPanelRows = 1024;
 constexpr uint64_t kMaxSlotBytes = 32;  // deterministic: one AIV's max |K| (or |V|), 8 fp32 copies
 // Philox counters per chunk with dropout: a chunk covers 16 x lanes tile elements, which the
 // kernel drops out through foldBuf [m, 64] fp32, so lanes <= 4 m; 128 (29 KiB of UB) when m
@@ -232,6 +234,26 @@ void QueryBlocksSeeing(const Problem &p, uint32_t blockM, uint64_t seq, uint64_t
 
 namespace {
 
+// Work of each of `aivs` AIVs when items (pairs) are dealt (the kernel's UnitOfAiv with
+// unitsDealt): item i = head * perHead + x is dealt as s = x * heads + head -- all heads' first
+// pair, then their second, ... : for causal and full attention, non-increasing work -- and AIV a takes
+// s = q * aivs + a in even rounds q and s = q * aivs + aivs - 1 - a in odd ones (a snake, so the
+// AIV that took the heaviest item of a round takes the lightest of the next).
+// units[a]: the units AIV a runs (itemUnits[i]: item i's).
+std::vector<uint64_t> DealtLoads(const std::vector<uint64_t> &items, const std::vector<uint32_t> &itemUnits,
+                                 uint64_t heads, uint32_t aivs, std::vector<uint32_t> *units) {
+    std::vector<uint64_t> loads(aivs, 0);
+    units->assign(aivs, 0);
+    const uint64_t perHead = items.size() / heads;
+    for (uint64_t s = 0; s < items.size(); ++s) {
+        const uint64_t q = s / aivs, k = s % aivs, a = q % 2 == 0 ? k : aivs - 1 - k;
+        const uint64_t item = s % heads * perHead + s / heads;
+        loads[a] += items[item];
+        (*units)[a] += itemUnits[item];
+    }
+    return loads;
+}
+
 // "" or what is wrong with the band and the per-sequence lengths (varlen).
 std::string ValidateBandAndSequences(const Problem &p) {
     int64_t pre = 0, next = 0;
@@ -293,36 +315,68 @@ bool ComputeGradPlan(const Problem &p, bool deterministic, const ChipLimits &c, 
     // are fixed by the blocks, not by the cores, so unit ranges must not split a pair: the split is
     // over pairs. Only where the rows that see block 2t + 1 are among those that see 2t (no bounded
     // pre_tokens window, no mask, dense), the pair sums fit kGradDqGroupMaxBytes and there are at
-    // least kGradDqGroupMinPairs pairs (the coarser split balances well; N8 S4096 has 152 and would
-    // lose more time to imbalance than the bytes save). Every condition is the problem's, none the
-    // chip's: a problem sums its dQ the same way, to the same bits, on every core count.
+    // least kGradDqGroupMinPairs pairs (fewer balance badly even dealt). Every condition is the
+    // problem's, none the chip's: a problem sums its dQ the same way, to the same bits, on every
+    // core count.
+    // Groups of 4 blocks (4t .. 4t + 3) instead of pairs where there are as many groups: a quarter
+    // of the parts read and added (the rows that see 4t + k are among those that see 4t alike).
     int64_t preBand = 0, nextBand = 0;
     GradBand(p, &preBand, &nextBand);
-    const uint64_t pairsPerHead = CeilDiv(out.numKvBlocks, 2), heads = p.batch * p.numKvHeads;
-    out.dqGroup = deterministic && !p.mask && p.seqLensQ.empty() && !attn_band::Bounded(preBand) &&
-                  group * p.seqQ * d * kFp32 <= kGradDqGroupMaxBytes && heads * pairsPerHead >= kGradDqGroupMinPairs;
+    const uint64_t heads = p.batch * p.numKvHeads;
+    const bool grouped = deterministic && !p.mask && p.seqLensQ.empty() && !attn_band::Bounded(preBand) &&
+                         group * p.seqQ * d * kFp32 <= kGradDqGroupMaxBytes;
+    for (uint32_t blocks : {kGradDqGroupMaxBlocks, 2u}) {
+        if (grouped && out.dqGroupBlocks == 0 && heads * CeilDiv(out.numKvBlocks, blocks) >= kGradDqGroupMinPairs) {
+            out.dqGroupBlocks = blocks;
+        }
+    }
+    out.dqGroup = out.dqGroupBlocks != 0;
+    const uint64_t pairsPerHead = out.dqGroup ? CeilDiv(out.numKvBlocks, out.dqGroupBlocks) : 0;
+    // Items: K/V block pairs (dqGroup) or units, item i = head * perHead + x (x: the pair or block
+    // of kv head `head` of its sequence), split over the AIVs in contiguous ranges
+    // (SplitContiguous). Pairs may instead be dealt in rounds (DealtLoads, the kernel's UnitOfAiv),
+    // where the busiest AIV then has less work: N8 S4096 causal's 152 pairs, 1.22x the mean in
+    // ranges, 1.09x dealt (modeled 843 -> 770 us). Units are never dealt: dealt units balanced
+    // better on paper but modeled slower (N32 S4096 atomic 2694 us against 2658 us in ranges, N8
+    // 693.5 against 687.9: bench/RESULTS.md "Backward speed, third step"). Either way every item
+    // runs once on one AIV, so the results are the same bits.
+    const uint64_t perHead = out.dqGroup ? pairsPerHead : out.numKvBlocks;
+    std::vector<uint64_t> items(heads * perHead, 0);
+    std::vector<uint32_t> itemUnits(heads * perHead, 0);
+    for (uint64_t u = 0; u < out.totalUnits; ++u) {
+        const uint64_t item = u / out.numKvBlocks * perHead +
+                              (out.dqGroup ? u % out.numKvBlocks / out.dqGroupBlocks : u % out.numKvBlocks);
+        items[item] += work[u];
+        ++itemUnits[item];
+    }
+    const uint32_t unitsPerItem = out.dqGroup ? out.dqGroupBlocks : 1;
     std::vector<uint32_t> starts;
-    if (out.dqGroup) {
-        std::vector<uint64_t> pairWork(heads * pairsPerHead, 0);
-        for (uint64_t u = 0; u < out.totalUnits; ++u) {
-            pairWork[u / out.numKvBlocks * pairsPerHead + u % out.numKvBlocks / 2] += work[u];
+    std::vector<uint64_t> loads;
+    for (uint32_t s : SplitContiguous(items, aivs)) {
+        // Positions in units: a pair's two blocks are consecutive units (a head's last pair with
+        // an odd block count has one; the range then ends at the next head's first block).
+        starts.push_back(s == items.size() ? static_cast<uint32_t>(out.totalUnits)
+                                           : static_cast<uint32_t>(s / perHead * out.numKvBlocks + s % perHead * unitsPerItem));
+        if (s != 0) {
+            loads.push_back(0);
+            for (uint32_t u = starts[starts.size() - 2]; u < starts.back(); ++u) loads.back() += work[u];
         }
-        for (uint32_t s : SplitContiguous(pairWork, aivs)) {
-            starts.push_back(s == pairWork.size() ? static_cast<uint32_t>(out.totalUnits)
-                                                  : static_cast<uint32_t>(s / pairsPerHead * out.numKvBlocks +
-                                                                          s % pairsPerHead * 2));
-        }
-    } else {
-        starts = SplitContiguous(work, aivs);
+    }
+    const uint32_t dealtAivs = static_cast<uint32_t>(std::min<uint64_t>(aivs, AlignUp(items.size(), 2)));
+    std::vector<uint32_t> dealtUnits;
+    const std::vector<uint64_t> dealt = DealtLoads(items, itemUnits, heads, dealtAivs, &dealtUnits);
+    if (out.dqGroup && *std::max_element(dealt.begin(), dealt.end()) < *std::max_element(loads.begin(), loads.end())) {
+        out.unitsDealt = true;
+        loads = dealt;
+        starts.assign(1, 0);  // informative only (the kernel deals): each AIV's unit count, summed
+        for (uint32_t units : dealtUnits) starts.push_back(starts.back() + units);
     }
     const uint32_t used = static_cast<uint32_t>(starts.size() - 1);
     out.blockDim = (used + 1) / 2;
     out.aivNum = 2 * out.blockDim;
     while (starts.size() < out.aivNum + 1u) starts.push_back(starts.back());
     out.unitStart = starts;
-    for (uint32_t a = 0; a < used; ++a) {
-        uint64_t load = 0;
-        for (uint32_t u = starts[a]; u < starts[a + 1]; ++u) load += work[u];
+    for (uint64_t load : loads) {
         out.totalWork += load;
         out.maxCoreWork = std::max(out.maxCoreWork, load);
     }

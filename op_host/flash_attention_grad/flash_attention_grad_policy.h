@@ -45,13 +45,22 @@ struct GradPlan {
     // start on even blocks.
     bool dqGroup = false;
     uint64_t wsDqGroupOffset = 0;
+    // dqGroup's pairs dealt over the AIVs in rounds instead of contiguous ranges (the kernel's
+    // UnitOfAiv; unitStart then only counts each AIV's units).
+    bool unitsDealt = false;
+    // dqGroup: K/V blocks per group (2: pairs; 4 where there are kGradDqGroupMinPairs groups of 4).
+    uint32_t dqGroupBlocks = 0;
 };
 
 // Largest [groupSize, seqQ, D] fp32 pair sum per AIV the deterministic dQ takes (else no pairs).
 constexpr uint64_t kGradDqGroupMaxBytes = 4ull << 20;
-// Fewest K/V block pairs (over all kv heads) for pairs: 8 per AIV of a 48-AIV chip, a problem's
-// constant (not the chip's core count, so that the summation is the same on every chip).
-constexpr uint64_t kGradDqGroupMinPairs = 384;
+// Fewest K/V block pairs (over all kv heads) for pairs: 3 per AIV of a 48-AIV chip, a problem's
+// constant (not the chip's core count, so that the summation is the same on every chip). Dealt
+// (unitsDealt), N8 S4096 causal's 152 pairs load the busiest AIV 1.09x the mean; N4's 76, 1.26x.
+constexpr uint64_t kGradDqGroupMinPairs = 144;
+// Most K/V blocks per deterministic dQ group (FAG_DQ_GROUP_MAX_BLOCKS); groups of this many are
+// taken where there are kGradDqGroupMinPairs of them, else pairs.
+constexpr uint32_t kGradDqGroupMaxBlocks = 4;
 
 // Largest blocks the backward chooses or accepts.
 constexpr uint32_t kGradMaxBlockM = 128;

@@ -96,6 +96,11 @@ private:
     __aicore__ inline void ProcessUnits();
     // Returns whether a panel computed anything (walkLo_ / walkHi_: the rows it walked).
     __aicore__ inline bool WalkUnit(uint32_t unit);
+    // The unit this AIV runs at `position` (0, 1, ...) of its sequence: a contiguous range of
+    // unitStart, or dealt pairs (unitsDealt). NONE: a position without a unit (the missing second
+    // block of a pair); END: past the AIV's last.
+    enum class UnitSlot { UNIT, NONE, END };
+    __aicore__ inline UnitSlot UnitOfAiv(uint32_t position, uint32_t *unit) const;
     __aicore__ inline void WriteDq();
     // dsinks of the heads n = aiv_ (mod aivNum), from the LSE and D of all their rows.
     __aicore__ inline void WriteDsinks();
@@ -527,17 +532,26 @@ __aicore__ inline void FlashAttentionGradKernel<T>::SummarizeMask()
 template <typename T>
 __aicore__ inline void FlashAttentionGradKernel<T>::ProcessUnits()
 {
-    // This AIV's units [unitStart[a], unitStart[a + 1]); no unit waits for another's.
-    // dqGroup: units 2t and 2t + 1 of a kv head (a range starts on an even block) put their dQ
-    // parts into the pair sum -- the pair's first computing block writes it, the other adds --
-    // and the sum is added in fixed point once, over the rows the first block walked (the rows
-    // that see block 2t + 1 see 2t: the policy's condition).
-    const uint32_t end = td_->unitStart[aiv_ + 1];
-    bool open = false;  // the pair sum holds the parts of the pair's first block
+    // This AIV's units (UnitOfAiv: a range of unitStart, or dealt pairs); no unit waits for another's.
+    // dqGroup: units Gt .. Gt + G - 1 of a kv head (G = dqGroupBlocks, 2 or 4: a "pair"; a range
+    // starts on a multiple of G) put their dQ parts into the pair sum -- the pair's first
+    // computing block writes it, the others add in order -- and the sum is added in fixed point
+    // once, over the rows the first block walked (the rows that see block Gt + k see Gt: the
+    // policy's condition).
+    const uint32_t groupBlocks = td_->dqGroup != 0 ? td_->dqGroupBlocks : 1;
+    bool open = false;  // the pair sum holds the parts of the pair's first blocks
     uint32_t pairLo = 0, pairHi = 0;
-    for (uint32_t unit = td_->unitStart[aiv_]; unit < end; ++unit) {
+    for (uint32_t position = 0;; ++position) {
+        uint32_t unit = 0;
+        const UnitSlot slot = UnitOfAiv(position, &unit);
+        if (slot == UnitSlot::END) {
+            break;
+        }
+        if (slot == UnitSlot::NONE) {
+            continue;
+        }
         const uint32_t j = unit % td_->numKvBlocks;
-        const bool second = open && (j & 1u) != 0;
+        const bool second = open && j % groupBlocks != 0;  // adds to the pair sum
         pairWrites_ = !second || pairLo == pairHi;  // nothing in the sum yet: write, not add
         const bool computed = WalkUnit(unit);
         if (td_->dqGroup == 0) {
@@ -549,7 +563,9 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ProcessUnits()
         } else if (!second) {
             pairLo = pairHi = 0;
         }
-        open = !second && (j & 1u) == 0 && j + 1 < td_->numKvBlocks && unit + 1 < end;
+        uint32_t nextUnit = 0;
+        open = (j + 1) % groupBlocks != 0 && j + 1 < td_->numKvBlocks &&
+               UnitOfAiv(position + 1, &nextUnit) == UnitSlot::UNIT;  // this AIV runs the pair's next block next
         if (!open && pairHi > pairLo) {
             // The pair is closed: the one before it is added by now (its buffer is written next),
             // this one is added between the next pair's requests.
@@ -569,6 +585,34 @@ __aicore__ inline void FlashAttentionGradKernel<T>::ProcessUnits()
         }
     }
     FlushPending();
+}
+
+template <typename T>
+__aicore__ inline typename FlashAttentionGradKernel<T>::UnitSlot
+FlashAttentionGradKernel<T>::UnitOfAiv(uint32_t position, uint32_t *unit) const
+{
+    if (td_->unitsDealt == 0) {
+        *unit = td_->unitStart[aiv_] + position;  // a contiguous range
+        return *unit < td_->unitStart[aiv_ + 1] ? UnitSlot::UNIT : UnitSlot::END;
+    }
+    // Dealt pairs (flash_attention_grad_tiling.h unitsDealt; a pair is G = dqGroupBlocks blocks):
+    // this AIV's pair of round q is s = q * aivNum + (q even ? aiv : aivNum - 1 - aiv), pair
+    // x = s / H of kv head s % H; positions Gq .. Gq + G - 1 are its blocks Gx .. Gx + G - 1.
+    const uint32_t nkb = td_->numKvBlocks;
+    const uint32_t heads = td_->totalUnits / nkb;
+    const uint32_t g = td_->dqGroupBlocks;
+    const uint32_t q = position / g;
+    const uint32_t aivs = td_->aivNum;
+    const uint64_t s = static_cast<uint64_t>(q) * aivs + ((q & 1u) == 0 ? aiv_ : aivs - 1 - aiv_);
+    if (s >= static_cast<uint64_t>(heads) * CeilDiv(nkb, g)) {
+        return UnitSlot::END;
+    }
+    const uint32_t j = static_cast<uint32_t>(s / heads) * g + position % g;
+    if (j >= nkb) {
+        return UnitSlot::NONE;  // past a head's last block: its last pair is shorter
+    }
+    *unit = static_cast<uint32_t>(s % heads) * nkb + j;
+    return UnitSlot::UNIT;
 }
 
 template <typename T>

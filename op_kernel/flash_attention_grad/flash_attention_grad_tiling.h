@@ -39,7 +39,8 @@ constexpr uint64_t FAG_KEY_DETERMINISTIC = 1u << 4;
 // dS K_j [rows, D]. The vector cores recompute P and dS in between, one query block (blockM rows,
 // the UB tile) at a time. (Varlen: blocks past the sequence's own Skv are empty units.) Vector
 // core a (block index a of the MIX 1:2 launch's AIVs) runs units [unitStart[a], unitStart[a + 1]),
-// a contiguous range that may span kv heads; ranges are balanced by the query rows walked.
+// a contiguous range that may span kv heads; ranges are balanced by the query rows walked. Or,
+// with unitsDealt, the K/V block pairs dealt to it in rounds (see unitsDealt).
 //
 // dQ gathers the contributions of every unit of a kv head into one [B, N, Sq, D] accumulator
 // (zeroed before the first SyncAll, cast to dQ after the second):
@@ -149,4 +150,15 @@ struct FlashAttentionGradTilingData {
                               // then added once in fixed point
     uint64_t wsDqGroupOffset; // in the scratch slice: two pair sums [2][groupSize][seqQ][D] fp32 (one
                               // filled by the cube while the AIV adds the other between its requests)
+    // ---- dealt work (docs/backward.md "Dealt work") ----
+    uint32_t unitsDealt;      // 1 (with dqGroup only): the K/V block pairs are dealt in rounds
+                              // instead of the ranges of unitStart (which then only counts):
+                              // with H = batch * numKvHeads, item s = x * H + head is pair x
+                              // (blocks 2x, 2x + 1) of kv head `head` (all heads' first pair, then
+                              // their second, ...); AIV a
+                              // takes s = q * aivNum + a in even rounds q, q * aivNum + aivNum - 1 - a
+                              // in odd ones (a snake: heavy and light items alternate per AIV)
+    uint32_t dqGroupBlocks;   // with dqGroup: K/V blocks per group, G = 2 (pairs) or 4; "pair" above
+                              // and in the kernel means a group of G: blocks Gt .. Gt + G - 1, the
+                              // first writes the group sum, the others add in order
 };

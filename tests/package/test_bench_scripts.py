@@ -24,6 +24,7 @@ SCRIPTS = [
     ("backward_options.py", ["--seq", "512", "--heads", "1", "--repeat", "1"], "dropout_time_ratio"),
     ("backward_window.py", ["--seq", "1024", "--heads", "1", "--window", "64,0"], "causal_over_window_time"),
     ("backward_rss.py", ["--seq", "512", "--heads", "1"], "rss_over_held"),
+    ("backward_third_step.py", ["--seq", "256", "--heads", "2", "--relieve"], "over_atomic"),
     ("fa_model.py", ["--seqs", "1024"], "1024"),
     ("block_choice.py", ["--shapes", "1x1024"], "1024"),
     ("host_lane_rate.py", ["--lanes", "64"], "overflow-checked lanes / ns"),
