@@ -6,6 +6,7 @@ faces and the jobs; it runs no op.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import ml_dtypes
@@ -13,9 +14,10 @@ import numpy as np
 
 from ..plan import forward as planmod
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
+from ..runtime.units import format_bytes
 from ..spec.problem import Problem
 
-__all__ = ["check_plan", "check_float32_range", "check_like_forward", "check_backward_dtype", "max_magnitude", "AttentionOutputs",
+__all__ = ["check_plan", "fitted_tiling", "check_float32_range", "check_like_forward", "check_backward_dtype", "max_magnitude", "AttentionOutputs",
            "outputs_of", "head_dim_rows"]
 
 
@@ -28,13 +30,29 @@ def head_dim_rows(problem: Problem, roles: tuple) -> dict:
     return {role: (problem.given_head_dim, problem.head_dim) for role in roles}
 
 
-def check_plan(problem: Problem, soc: str):
+def check_plan(problem: Problem, soc: str, workspace_bytes: "int | None" = None, options=None):
     """Runs the tiling policy for the chip before any device work; InvalidArgumentError with
-    the broken budget line when a user block does not fit. Returns the plan."""
+    the broken budget line when a user block does not fit. Returns the plan: with
+    `workspace_bytes`, the one fitted to that much workspace (planmod.plan_for_workspace, the
+    floor when nothing fits); with `options` (planmod.PlanOptions), FlashAttentionV2's."""
+    options = planmod.PlanOptions() if options is None else options
     try:
-        return planmod.plan(problem, soc)
+        if workspace_bytes is None:
+            return planmod.plan(problem, soc, options)
+        return planmod.plan_for_workspace(problem, workspace_bytes, soc, options)
     except planmod.PlanError as exc:
         raise InvalidArgumentError(str(exc)) from exc
+
+
+def fitted_tiling(problem: Problem, plan) -> tuple:
+    """Op.fit's answer for a forward plan fitted to the memory (check_plan with workspace_bytes):
+    the problem with the plan's blocks, its workspace bytes, and what that workspace holds."""
+    holds = (f"BLOCK_M={plan.block_m} BLOCK_N={plan.block_n}: the Ascend C library's system workspace "
+             f"{format_bytes(plan.system_workspace_bytes)} + {plan.used_core_num} AIC groups x "
+             f"{format_bytes(plan.ws_bytes_per_core)} of S and P.V slots")
+    if plan.user_workspace_bytes > plan.used_core_num * plan.ws_bytes_per_core:
+        holds += " + the mask's block summary"
+    return dataclasses.replace(problem, block_m=plan.block_m, block_n=plan.block_n), plan.workspace_bytes, holds
 
 
 # The kernel keeps scores and the unnormalised output in float32; a quarter of its largest value
