@@ -38,7 +38,8 @@ _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The op's AddConfig() targets (op_host/flash_attention.cpp): other chips get a plan for
 # study, but no kernel runs there.
 KERNEL_SOCS = ("ascend910b", "ascend910_93", "ascend310p", "ascend910")
-# platform_ascendc GetLibApiWorkSpaceSize(): 16 MiB on arch 2201 (910B / 910_93), else 2 MiB.
+# platform_ascendc GetLibApiWorkSpaceSize(): 16 MiB on arch 2201 (910B / 910_93), else 2 MiB (the
+# kernel library's RESERVED_WORKSPACE per arch, docs/memory.md).
 _ARCH_910B = 2201
 _LIB_API_WORKSPACE_910B = 16 * 1024 * 1024
 _LIB_API_WORKSPACE_OTHER = 2 * 1024 * 1024
