@@ -13,11 +13,12 @@ import ml_dtypes
 import numpy as np
 
 from ..plan import forward as planmod
+from ..plan.backward import backward_plan
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..runtime.units import format_bytes
 from ..spec.problem import Problem
 
-__all__ = ["check_plan", "fitted_tiling", "check_float32_range", "check_like_forward", "check_backward_dtype", "max_magnitude", "AttentionOutputs",
+__all__ = ["check_plan", "fitted_tiling", "fitted_backward_tiling", "check_float32_range", "check_like_forward", "check_backward_dtype", "max_magnitude", "AttentionOutputs",
            "outputs_of", "head_dim_rows"]
 
 
@@ -42,6 +43,37 @@ def check_plan(problem: Problem, soc: str, workspace_bytes: "int | None" = None,
         return planmod.plan_for_workspace(problem, workspace_bytes, soc, options)
     except planmod.PlanError as exc:
         raise InvalidArgumentError(str(exc)) from exc
+
+
+def fitted_backward_tiling(forward: Problem, soc: str, deterministic: bool, workspace_bytes: int,
+                           options=None) -> tuple:
+    """Op.fit of the backward ops (docs/memory.md): the backward's policy has no cost model and
+    chooses the largest blockN that fits UB (then the largest blockM), so the fit walks its own
+    order -- blockN from the auto plan's down by 16, blockM left to the policy -- and takes the
+    first whose workspace is at most `workspace_bytes`; when none is, the one of least
+    workspace. A blockN the caller fixed stays: the auto plan is the answer."""
+    def planned(block_n):
+        return backward_plan(dataclasses.replace(forward, block_n=block_n), soc, deterministic, options)
+
+    try:
+        best = planned(forward.block_n)
+        candidates = [] if forward.block_n else range(best.block_n - 16, 15, -16)
+        for block_n in candidates:
+            if best.workspace_bytes <= workspace_bytes:
+                break
+            try:
+                p = planned(block_n)
+            except planmod.PlanError:
+                continue  # the blocks break a UB or L1 budget line
+            if p.workspace_bytes < best.workspace_bytes:
+                best = p
+    except planmod.PlanError as exc:
+        raise InvalidArgumentError(str(exc)) from exc
+    holds = (f"BLOCK_M={best.block_m} BLOCK_N={best.block_n}: the Ascend C library's system workspace "
+             f"{format_bytes(best.system_workspace_bytes)} + {format_bytes(best.user_workspace_bytes)} of the "
+             f"backward's own ({best.aiv_num} AIV scratch slices of {format_bytes(best.ws_scratch_bytes)})")
+    fitted = dataclasses.replace(forward, block_m=best.block_m, block_n=best.block_n)
+    return fitted, best.workspace_bytes, holds
 
 
 def fitted_tiling(problem: Problem, plan) -> tuple:
