@@ -153,6 +153,7 @@ class PreparedCall:
     bound: dict = dataclasses.field(default_factory=dict)  # role -> DeviceArray used in place
     owns_workspace: bool = True  # False: `workspace` is the caller's (OpRunner.prepare(workspace=...))
     rows: dict = dataclasses.field(default_factory=dict)  # role -> (given, padded): Op.padded_rows
+    fitted: object = None  # the problem phase 1 was given when Op.fit chose its tiling for the memory, else None
 
     def __post_init__(self):
         # The raw handles of the cache's own objects that a repeated call passes to C, resolved
@@ -418,6 +419,8 @@ class OpRunner:
                     raise
                 self._evict(0)  # what the other problems hold may be what is missing: retry once
                 prepared = self._build(build, bound, workspace)
+            if build is not problem:
+                prepared.fitted = build
             self._cache[key] = prepared
             self._held_bytes += prepared.device_bytes()
         return prepared
