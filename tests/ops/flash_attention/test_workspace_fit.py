@@ -145,3 +145,42 @@ def test_nothing_fits_names_the_floor_before_device_work(sim_only):
     assert "at its smallest tiling: BLOCK_M=32 BLOCK_N=16: the Ascend C library's system workspace 16.0 MiB + " \
            f"24 AIC groups x {floor.ws_bytes_per_core / 1024:.1f} KiB of S and P.V slots" in text, text
     assert "the device has 18.0 MiB free of 18.0 MiB" in text, text
+
+
+def test_backward_fitted_tiling_is_the_first_in_its_policys_order_that_fits():
+    """The backward's policy has no cost model: its own order (the largest blockN first), the
+    first whose workspace fits. B1 N8 S1024 D64: 77.3 MiB with the auto 96 x 128 blocks."""
+    from acl_fa.ops.problem import fitted_backward_tiling
+    from acl_fa.plan.backward import backward_plan
+
+    auto = backward_plan(_problem(), SOC, True)
+    fitted, ws_bytes, holds = fitted_backward_tiling(_problem(), SOC, True, 32 * MIB)
+    assert auto.workspace_bytes > 32 * MIB >= ws_bytes
+    assert backward_plan(fitted, SOC, True).workspace_bytes == ws_bytes
+    larger = [n for n in range(fitted.block_n + 16, auto.block_n + 1, 16)]
+    assert all(backward_plan(dataclasses.replace(_problem(), block_n=n), SOC, True).workspace_bytes > 32 * MIB
+               for n in larger), larger
+    assert holds.startswith(f"BLOCK_M={fitted.block_m} BLOCK_N={fitted.block_n}: the Ascend C library's system "
+                            "workspace 16.0 MiB + ")
+
+
+def test_backward_runs_on_a_device_smaller_than_its_fastest_tiling(sim_only):
+    """B1 N8 S1024 D64 backward: 8 MiB of tensors + 77.3 MiB of workspace with the auto blocks;
+    on a 40 MiB device it runs with the fitted blocks, the gradients within the accuracy rule."""
+    result = run_python("""
+        import json
+        import numpy as np, acl_fa
+        from acl_fa.reference.accuracy import check_gradients
+        rng = np.random.default_rng(2)
+        q, k, v, dout = (rng.standard_normal((1, 8, 1024, 64), dtype=np.float32).astype(np.float16)
+                         for _ in range(4))
+        out, lse = acl_fa.attention_reference(q, k, v, causal=True)
+        out, lse = out.astype(np.float16), lse.astype(np.float32)
+        with acl_fa.Session(backend="sim") as s:
+            grads = s.flash_attention_backward(dout, q, k, v, out, lse, causal=True)
+        acc = check_gradients(grads, (q, k, v, dout), causal=True, scale=1 / 8, layout="BNSD", num_heads=8,
+                              num_kv_heads=8, dtype_name="float16", kv_heads=[0, 5])
+        print(json.dumps(dict(grads=[dict(name=a.name, ok=a.ok, error=a.max_error, tolerance=a.tolerance)
+                                     for a in acc])))
+    """, ACL_FA_SIM_HBM_BYTES=40 * MIB)
+    assert len(result["grads"]) == 3 and all(g["ok"] for g in result["grads"]), result
