@@ -37,7 +37,7 @@ class _ByteSize(click.ParamType):
         return int(nbytes)
 
 
-def _memory_fit_lines(problem, p, auto, device_bytes: int) -> str:
+def _memory_fit_lines(problem, options, p, auto, device_bytes: int) -> str:
     """What the memory fit changed (docs/memory.md): the auto plan's memory, the fitted one's, and
     the modeled time of each (the policy's analytic model, op_host/common/block_cost.h)."""
     if p.block_m == auto.block_m and p.block_n == auto.block_n:
@@ -45,7 +45,7 @@ def _memory_fit_lines(problem, p, auto, device_bytes: int) -> str:
                 f"--device-memory: the auto tiling")
     def cycles(plan):
         return plan_module.analytic_cycles(dataclasses.replace(problem, block_m=plan.block_m, block_n=plan.block_n),
-                                           plan.chip)
+                                           plan.chip, options)
 
     slower = cycles(p) / cycles(auto) - 1.0
     return (f"fit       the auto tiling (BLOCK_M={auto.block_m} BLOCK_N={auto.block_n}) needs "
@@ -99,6 +99,9 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
         with reported_as_usage_errors():
             problem, options = run_options.v2_plan(problem, run_options.RunOptions(window, dropout, mask_density,
                                                                                    varlen))
+            if device_memory is not None:
+                _plan_in_memory(problem, options, soc, device_memory, as_json)
+                return
             if soc is None or soc.lower() != "all":
                 p = plan_module.plan(problem, soc, options)
                 click.echo(json.dumps([p.to_dict()], indent=2) if as_json else
@@ -107,21 +110,10 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
         _plan_table(lambda chip: plan_module.plan(problem, chip, options), plan_module.Plan, plan_module.Plan.to_dict,
                     plan_module.format_plan_table, as_json)
         return
+    if device_memory is not None and (backward or sweep or (soc is not None and soc.lower() == "all")):
+        raise click.UsageError("--device-memory plans the forward on one chip (no --backward, --sweep or --soc all)")
     if device_memory is not None:
-        if backward or sweep or (soc is not None and soc.lower() == "all"):
-            raise click.UsageError("--device-memory plans the forward on one chip (no --backward, --sweep or --soc all)")
-        with reported_as_usage_errors():
-            p = plan_module.plan_within(problem, device_memory, soc)
-            auto = plan_module.plan(problem, soc)
-        if p.device_bytes > device_memory:
-            raise click.ClickException(
-                f"the forward needs at least {format_bytes(p.device_bytes)} per call, more than the "
-                f"{format_bytes(device_memory)} of --device-memory: q, k, v, out, lse {format_bytes(p.tensor_bytes)} + "
-                f"the smallest tiling's workspace {format_bytes(p.workspace_bytes)} (BLOCK_M={p.block_m} "
-                f"BLOCK_N={p.block_n}: the Ascend C library's system workspace {format_bytes(p.system_workspace_bytes)}"
-                f" + {p.used_core_num} AIC groups x {format_bytes(p.ws_bytes_per_core)} of S and P.V slots)")
-        click.echo(json.dumps([p.to_dict()], indent=2) if as_json else
-                   plan_module.format_plan(p) + "\n" + _memory_fit_lines(problem, p, auto, device_memory))
+        _plan_in_memory(problem, plan_module.PlanOptions(), soc, device_memory, as_json)
         return
     if backward:
         _plan_backward(problem, soc, deterministic, as_json)
@@ -138,6 +130,22 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
         return
     _plan_table(lambda chip: plan_module.plan(problem, chip), plan_module.Plan, plan_module.Plan.to_dict,
                 plan_module.format_plan_table, as_json)
+
+
+def _plan_in_memory(problem, options, soc, device_memory: int, as_json: bool) -> None:
+    """--device-memory: the forward's plan for a device with that much free (plan_within)."""
+    with reported_as_usage_errors():
+        p = plan_module.plan_within(problem, device_memory, soc, options)
+        auto = plan_module.plan(problem, soc, options)
+    if p.device_bytes > device_memory:
+        raise click.ClickException(
+            f"the forward needs at least {format_bytes(p.device_bytes)} per call, more than the "
+            f"{format_bytes(device_memory)} of --device-memory: q, k, v, out, lse {format_bytes(p.tensor_bytes)} + "
+            f"the smallest tiling's workspace {format_bytes(p.workspace_bytes)} (BLOCK_M={p.block_m} "
+            f"BLOCK_N={p.block_n}: the Ascend C library's system workspace {format_bytes(p.system_workspace_bytes)}"
+            f" + {p.used_core_num} AIC groups x {format_bytes(p.ws_bytes_per_core)} of S and P.V slots)")
+    click.echo(json.dumps([p.to_dict()], indent=2) if as_json else
+               plan_module.format_plan(p) + "\n" + _memory_fit_lines(problem, options, p, auto, device_memory))
 
 
 def _route_line(route, p) -> str:
