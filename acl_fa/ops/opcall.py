@@ -102,7 +102,8 @@ class Op:
         """For a problem new to a Session whose call does not fit the device's free memory: the
         problem with the tiling of least modeled time whose workspace is at most
         `workspace_bytes` (the blocks the caller left to the policy chosen for the memory,
-        docs/memory.md), as ``(problem, workspace bytes, what the workspace holds)``; when
+        docs/memory.md), as ``(problem, workspace bytes, what the workspace holds -- "at its
+        smallest tiling: ..." or "with the blocks given: ...")``; when
         nothing fits, that of the least workspace (the floor: its bytes exceed the limit). None
         when the op's workspace does not depend on its tiling."""
         return None
@@ -480,7 +481,7 @@ class OpRunner:
         needed = dict(needed, workspace=malloc_bytes(ws_bytes))
         if ws_bytes > room:
             _, total = self.session.mem_info()
-            raise self._refusal(needed, f"workspace {format_bytes(needed['workspace'])} at its smallest tiling: {holds}",
+            raise self._refusal(needed, f"workspace {format_bytes(needed['workspace'])} {holds}",
                                 refused.free, total, prefix="needs at least")
         self._make_room(needed)
         return build

@@ -45,6 +45,12 @@ def check_plan(problem: Problem, soc: str, workspace_bytes: "int | None" = None,
         raise InvalidArgumentError(str(exc)) from exc
 
 
+def _tiling_words(problem: Problem) -> str:
+    """How a fitted tiling's workspace is named in the refusal: the blocks the caller gave, or the
+    smallest tiling the policy has."""
+    return "with the blocks given" if problem.block_m and problem.block_n else "at its smallest tiling"
+
+
 def fitted_backward_tiling(forward: Problem, soc: str, deterministic: bool, workspace_bytes: int,
                            options=None) -> tuple:
     """Op.fit of the backward ops (docs/memory.md): the backward's policy has no cost model and
@@ -69,7 +75,8 @@ def fitted_backward_tiling(forward: Problem, soc: str, deterministic: bool, work
                 best = p
     except planmod.PlanError as exc:
         raise InvalidArgumentError(str(exc)) from exc
-    holds = (f"BLOCK_M={best.block_m} BLOCK_N={best.block_n}: the Ascend C library's system workspace "
+    holds = (f"{_tiling_words(forward)}: BLOCK_M={best.block_m} BLOCK_N={best.block_n}: the Ascend C library's "
+             f"system workspace "
              f"{format_bytes(best.system_workspace_bytes)} + {format_bytes(best.user_workspace_bytes)} of the "
              f"backward's own ({best.aiv_num} AIV scratch slices of {format_bytes(best.ws_scratch_bytes)})")
     fitted = dataclasses.replace(forward, block_m=best.block_m, block_n=best.block_n)
@@ -79,7 +86,8 @@ def fitted_backward_tiling(forward: Problem, soc: str, deterministic: bool, work
 def fitted_tiling(problem: Problem, plan) -> tuple:
     """Op.fit's answer for a forward plan fitted to the memory (check_plan with workspace_bytes):
     the problem with the plan's blocks, its workspace bytes, and what that workspace holds."""
-    holds = (f"BLOCK_M={plan.block_m} BLOCK_N={plan.block_n}: the Ascend C library's system workspace "
+    holds = (f"{_tiling_words(problem)}: BLOCK_M={plan.block_m} BLOCK_N={plan.block_n}: the Ascend C library's "
+             f"system workspace "
              f"{format_bytes(plan.system_workspace_bytes)} + {plan.used_core_num} AIC groups x "
              f"{format_bytes(plan.ws_bytes_per_core)} of S and P.V slots")
     if plan.user_workspace_bytes > plan.used_core_num * plan.ws_bytes_per_core:

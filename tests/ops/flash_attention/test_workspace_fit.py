@@ -160,7 +160,7 @@ def test_backward_fitted_tiling_is_the_first_in_its_policys_order_that_fits():
     larger = [n for n in range(fitted.block_n + 16, auto.block_n + 1, 16)]
     assert all(backward_plan(dataclasses.replace(_problem(), block_n=n), SOC, True).workspace_bytes > 32 * MIB
                for n in larger), larger
-    assert holds.startswith(f"BLOCK_M={fitted.block_m} BLOCK_N={fitted.block_n}: the Ascend C library's system "
+    assert holds.startswith(f"at its smallest tiling: BLOCK_M={fitted.block_m} BLOCK_N={fitted.block_n}: the Ascend C library's system "
                             "workspace 16.0 MiB + ")
 
 
@@ -184,3 +184,18 @@ def test_backward_runs_on_a_device_smaller_than_its_fastest_tiling(sim_only):
                                      for a in acc])))
     """, ACL_FA_SIM_HBM_BYTES=40 * MIB)
     assert len(result["grads"]) == 3 and all(g["ok"] for g in result["grads"]), result
+
+
+def test_slots_only_for_the_cores_with_items_and_no_larger_than_the_problem():
+    """B1 N2 S40: 2 items on 2 AIC groups, blocks within Sq rounded up to 32 and Skv to 16."""
+    p = planmod.plan(sized_problem(seq_q=40, num_heads=2, head_dim=64), SOC)
+    assert p.used_core_num == p.total_items == 2
+    assert p.block_m <= 64 and p.block_n <= 48
+    assert p.user_workspace_bytes == 2 * p.ws_bytes_per_core
+
+
+def test_blocks_given_that_do_not_fit_are_named_as_given(sim_only):
+    """The caller's blocks stay; the refusal says they are the caller's, not the smallest tiling."""
+    result = run_python(_CALL.format(kwargs={"block_m": 192, "block_n": 512}), ACL_FA_SIM_HBM_BYTES=DEVICE)
+    assert result["mallocs"] == 0, result
+    assert "workspace 36.3 MiB with the blocks given: BLOCK_M=192 BLOCK_N=512: " in result["error"], result
