@@ -446,6 +446,8 @@ class OpRunner:
         free += self._evict(limits.get("shapes", CACHED_SHAPES) - 1, max(max_bytes - total_needed, 0))
         if total_needed > free:
             free += self._evict(0)
+        if total_needed > free:  # the idle caches of the session's other ops, then of the process-wide sessions
+            free += sum(runner.release_if_idle() for runner in self._session_runners_beside())
         if total_needed > free:
             free += sum(runner.release_if_idle() for runner in self._default_runners_beside())
         if total_needed <= free:
@@ -485,6 +487,12 @@ class OpRunner:
                                 refused.free, total, prefix="needs at least")
         self._make_room(needed)
         return build
+
+    def _session_runners_beside(self) -> list:
+        """The op runners of this runner's session for the other ops (e.g. the forward's cache
+        when the backward does not fit beside it)."""
+        with _runners_lock:
+            return [runner for runner in self.session.__dict__.get("_op_runners", {}).values() if runner is not self]
 
     def _default_runners_beside(self) -> list:
         """The op runners of the other process-wide sessions on this runner's device and backend."""

@@ -199,3 +199,22 @@ def test_blocks_given_that_do_not_fit_are_named_as_given(sim_only):
     result = run_python(_CALL.format(kwargs={"block_m": 192, "block_n": 512}), ACL_FA_SIM_HBM_BYTES=DEVICE)
     assert result["mallocs"] == 0, result
     assert "workspace 36.3 MiB with the blocks given: BLOCK_M=192 BLOCK_N=512: " in result["error"], result
+
+
+def test_forward_then_backward_in_one_session_on_a_small_device(sim_only):
+    """The forward's cached call (33.2 MiB, causal) gives way to the backward of the same Session on
+    a 40 MiB device (it gave way only to calls of its own op before), and the backward runs fitted."""
+    result = run_python("""
+        import json
+        import numpy as np, acl_fa
+        rng = np.random.default_rng(3)
+        q, k, v, dout = (rng.standard_normal((1, 8, 1024, 64), dtype=np.float32).astype(np.float16)
+                         for _ in range(4))
+        with acl_fa.Session(backend="sim") as s:
+            out, lse = s.flash_attention(q, k, v, causal=True, return_lse=True)
+            dq, dk, dv = s.flash_attention_backward(dout, q, k, v, out, lse, causal=True)
+            again = s.flash_attention(q, k, v, causal=True)
+        print(json.dumps(dict(finite=bool(all(np.isfinite(x.astype(np.float32)).all() for x in (dq, dk, dv))),
+                              same=bool(np.array_equal(out, again)))))
+    """, ACL_FA_SIM_HBM_BYTES=40 * MIB)
+    assert result["finite"] and result["same"], result
