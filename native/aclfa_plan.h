@@ -44,6 +44,9 @@ typedef struct aclfaPlanProblem {
      * policy only (UB lines; the coupled chips refuse them). */
     uint32_t alibi, sinks, bias, reservedMods;
     uint64_t biasB, biasN, biasQ;
+    /* FlashAttentionV4's high-performance precision (inner_precise 1): S's workspace slots in the
+     * input dtype (fa_policy::Problem::narrowScores). The forward's policy only. */
+    uint32_t narrowScores, reservedPrecision;
 } aclfaPlanProblem;
 
 typedef struct aclfaPlanLimits {

@@ -82,7 +82,9 @@ def check_v2_plan(call: V2Call, soc: str, workspace_bytes: "int | None" = None):
     mods = dict(alibi=getattr(o, "alibi", False), sinks=getattr(o, "sinks", False),
                 bias_shape=getattr(o, "bias_shape", None))
     options = planmod.PlanOptions(pre_tokens=o.pre_tokens, next_tokens=o.next_tokens, mask_shape=o.mask_shape,
-                                  dropout=o.keep_prob < 1.0, dropout_mask_out=o.return_dropout_mask, **lens, **mods)
+                                  dropout=o.keep_prob < 1.0, dropout_mask_out=o.return_dropout_mask,
+                                  narrow_scores=PRECISIONS[getattr(o, "precision", "high_precision")] == 1,
+                                  **lens, **mods)
     refused = [name for name, used in (("attn_mask", o.mask_shape is not None), ("dropout_p > 0", o.keep_prob < 1.0),
                                        ("alibi_slopes", mods["alibi"]), ("sinks", mods["sinks"]),
                                        ("a float attn_mask", mods["bias_shape"] is not None))

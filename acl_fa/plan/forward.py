@@ -324,6 +324,8 @@ class PlanOptions:
     alibi: bool = False
     sinks: bool = False
     bias_shape: Optional[tuple] = None
+    # FlashAttentionV4's high-performance precision: S's workspace slots in the input dtype.
+    narrow_scores: bool = False
 
 
 _NO_OPTIONS = PlanOptions()
@@ -397,6 +399,7 @@ def c_problem_and_limits(limits: ChipLimits, problem: Problem, options: PlanOpti
         c.maskB, c.maskN, c.maskQ = mask_shape[:3]
     c.dropout, c.dropoutMaskOut = int(bool(options.dropout)), int(bool(options.dropout_mask_out))
     c.alibi, c.sinks = int(bool(options.alibi)), int(bool(options.sinks))
+    c.narrowScores = int(bool(options.narrow_scores))
     if options.bias_shape is not None:
         bias_shape = tuple(options.bias_shape)
         if len(bias_shape) != 4 or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in bias_shape):

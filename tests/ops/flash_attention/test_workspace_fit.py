@@ -218,3 +218,30 @@ def test_forward_then_backward_in_one_session_on_a_small_device(sim_only):
                               same=bool(np.array_equal(out, again)))))
     """, ACL_FA_SIM_HBM_BYTES=40 * MIB)
     assert result["finite"] and result["same"], result
+
+
+def test_high_performance_precision_counts_its_narrower_score_slots():
+    """FlashAttentionV4's S slots hold the input dtype: the plan the memory check uses asks for what
+    its phase 1 asks for (27.25 MiB at the README shape), not the float32 slots' 36.25 MiB."""
+    from acl_fa.ops import forward_v2
+    from acl_fa.spec.options import build_forward_options
+
+    problem = _problem()
+    options = build_forward_options(scores=problem.score_grid, dtype=problem.dtype, causal=False,
+                                    precision="high_performance")[0]
+    call = forward_v2.V2Call(problem, options)
+    assert forward_v2.check_v2_plan(call, SOC).workspace_bytes == 27.25 * MIB
+
+
+def test_high_performance_call_asks_what_the_check_counted(sim_only):
+    result = run_python("""
+        import json
+        import numpy as np, acl_fa
+        from acl_fa.ops import forward_v2, opcall
+        q = np.zeros((1, 8, 1024, 64), np.float16)
+        with acl_fa.Session(backend="sim") as s:
+            s.flash_attention(q, q, q, precision="high_performance")
+            (prepared,) = opcall.runner_for(s, forward_v2.FLASH_ATTENTION_V4)._cache.values()
+        print(json.dumps(dict(workspace=prepared.workspace_size)))
+    """)
+    assert result["workspace"] == 27.25 * MIB, result
