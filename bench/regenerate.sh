@@ -129,10 +129,11 @@ section() {
             run cluster-small "$PYTHON" bench/cluster_scale.py --hosts 2 --per-host 2 --seq 8192 --ranks-as processes
             run cluster-8x8 "$PYTHON" bench/cluster_scale.py --hosts 8 --per-host 8 --seq 262144 --head-dim 64 \
                 --check-rows 16 ;;
+        memfit) run workspace-fit "$PYTHON" bench/workspace_fit.py ;;
         headdim)
             run head-dim-padding "$PYTHON" bench/head_dim_padding.py --seq 2048 --heads 8 --dims 1,8,40,59,111,200
             run head-dim-plan acl-fa plan --seq 4096 --causal --head-dim 59 ;;
-        all) for s in readme current plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask headdim mods int8; do section "$s"; done ;;
+        all) for s in readme current plan bench soc l2 efficiency rss overhead torch matmul dropout backward model sweep ring decode window mask headdim mods int8 memfit; do section "$s"; done ;;
         *) echo "regenerate.sh: unknown section '$1'" >&2; exit 2 ;;
     esac
 }

@@ -44,6 +44,9 @@ typedef struct aclfaPlanProblem {
      * policy only (UB lines; the coupled chips refuse them). */
     uint32_t alibi, sinks, bias, reservedMods;
     uint64_t biasB, biasN, biasQ;
+    /* FlashAttentionV4's high-performance precision (inner_precise 1): S's workspace slots in the
+     * input dtype (fa_policy::Problem::narrowScores). The forward's policy only. */
+    uint32_t narrowScores, reservedPrecision;
 } aclfaPlanProblem;
 
 typedef struct aclfaPlanLimits {
@@ -79,6 +82,13 @@ typedef struct aclfaPlan {
 /* 0 and *plan filled, or -1 with the reason in errBuf (NUL-terminated, truncated to errLen). */
 int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits, aclfaPlan *plan,
                          char *errBuf, size_t errLen);
+
+/* aclfaPlanCompute for a device whose free memory leaves userWorkspaceLimit bytes for the user
+ * workspace (fa_policy::ComputePlanWithin, docs/memory.md): the auto plan when its
+ * userWorkspaceBytes fits, else the fastest blocks whose workspace fits, else the plan of least
+ * workspace (userWorkspaceBytes > userWorkspaceLimit: nothing fits). 0, or -1 as aclfaPlanCompute. */
+int32_t aclfaPlanComputeWithin(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits,
+                               uint64_t userWorkspaceLimit, aclfaPlan *plan, char *errBuf, size_t errLen);
 
 /* sizeof of the structs above: 0 problem, 1 limits, 2 budget line, 3 plan; 0 otherwise. */
 size_t aclfaPlanSizeOf(int32_t which);

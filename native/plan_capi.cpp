@@ -6,20 +6,25 @@
 #include "plan_marshal.h"
 #include "tiling_policy.h"
 
-extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits,
-                                    aclfaPlan *plan, char *errBuf, size_t errLen) {
+namespace {
+
+// aclfaPlanCompute and aclfaPlanComputeWithin: `compute` is the policy's entry (ComputePlan, or
+// ComputePlanWithin with the limit bound), `api` the name for the argument errors.
+template <typename Compute>
+int32_t ComputeToC(const char *api, const aclfaPlanProblem *problem, const aclfaPlanLimits *limits, aclfaPlan *plan,
+                   char *errBuf, size_t errLen, Compute compute) {
     if (problem == nullptr || limits == nullptr || plan == nullptr) {
-        return aclfa_plan::Report(errBuf, errLen, "aclfaPlanCompute: problem, limits and plan must not be NULL");
+        return aclfa_plan::Report(errBuf, errLen, std::string(api) + ": problem, limits and plan must not be NULL");
     }
     if (problem->layout == fa_policy::kLayoutTnd && (problem->seqLensQ == nullptr || problem->seqLensKv == nullptr)) {
-        return aclfa_plan::Report(errBuf, errLen, "aclfaPlanCompute: layout TND needs seqLensQ and seqLensKv");
+        return aclfa_plan::Report(errBuf, errLen, std::string(api) + ": layout TND needs seqLensQ and seqLensKv");
     }
     const fa_policy::Problem p = aclfa_plan::ProblemWithOptionsFromC(*problem);
     const fa_policy::ChipLimits c = aclfa_plan::LimitsFromC(*limits);
 
     fa_policy::Plan out;
     std::string error;
-    if (!fa_policy::ComputePlan(p, c, &out, &error)) return aclfa_plan::Report(errBuf, errLen, error);
+    if (!compute(p, c, &out, &error)) return aclfa_plan::Report(errBuf, errLen, error);
     if (out.budget.size() > ACLFA_PLAN_MAX_LINES) {
         return aclfa_plan::Report(errBuf, errLen,
                                   "aclfaPlanCompute: the plan has more budget lines than ACLFA_PLAN_MAX_LINES");
@@ -40,6 +45,22 @@ extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfa
     plan->soloRows = out.soloRows;
     for (size_t i = 0; i < out.coreItemStart.size(); ++i) plan->coreItemStart[i] = out.coreItemStart[i];
     return aclfa_plan::FinishPlanToC(out, plan, errBuf, errLen);  // budget size checked above
+}
+
+}  // namespace
+
+extern "C" int32_t aclfaPlanCompute(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits,
+                                    aclfaPlan *plan, char *errBuf, size_t errLen) {
+    return ComputeToC("aclfaPlanCompute", problem, limits, plan, errBuf, errLen, fa_policy::ComputePlan);
+}
+
+extern "C" int32_t aclfaPlanComputeWithin(const aclfaPlanProblem *problem, const aclfaPlanLimits *limits,
+                                          uint64_t userWorkspaceLimit, aclfaPlan *plan, char *errBuf, size_t errLen) {
+    return ComputeToC("aclfaPlanComputeWithin", problem, limits, plan, errBuf, errLen,
+                      [userWorkspaceLimit](const fa_policy::Problem &p, const fa_policy::ChipLimits &c,
+                                           fa_policy::Plan *out, std::string *error) {
+                          return fa_policy::ComputePlanWithin(p, c, userWorkspaceLimit, out, error);
+                      });
 }
 
 extern "C" size_t aclfaPlanSizeOf(int32_t which) {

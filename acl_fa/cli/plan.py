@@ -13,7 +13,47 @@ from ..jobs.settings import JobSettings
 from .options import (
     bar_progress, backward_option, check_plot_support, decode_options, deterministic_option, dropout_option, json_option,
     mask_density_option, plot_option, problem_options, progress, reported_as_usage_errors, varlen_option, window_option, write_plot)
+from ..runtime.units import format_bytes
 from ..spec.problem import sized_problem, with_lengths
+
+class _ByteSize(click.ParamType):
+    """A number of bytes: an integer, or a number with a binary unit (KiB, MiB, GiB)."""
+
+    name = "size"
+    _UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        number = text.rstrip("BKMGIbkmgi ")
+        unit = text[len(number):].strip().upper()
+        try:
+            nbytes = float(number) * self._UNITS[unit]
+        except (ValueError, KeyError):
+            self.fail(f"{value!r} is not a size (bytes, or a number with KiB, MiB or GiB)", param, ctx)
+        if nbytes < 0:
+            self.fail(f"{value!r} is negative", param, ctx)
+        return int(nbytes)
+
+
+def _memory_fit_lines(problem, options, p, auto, device_bytes: int) -> str:
+    """What the memory fit changed (docs/memory.md): the auto plan's memory, the fitted one's, and
+    the modeled time of each (the policy's analytic model, op_host/common/block_cost.h)."""
+    if p.block_m == auto.block_m and p.block_n == auto.block_n:
+        return (f"fit       {format_bytes(auto.device_bytes)} per call fits the {format_bytes(device_bytes)} of "
+                f"--device-memory: the auto tiling")
+    def cycles(plan):
+        return plan_module.analytic_cycles(dataclasses.replace(problem, block_m=plan.block_m, block_n=plan.block_n),
+                                           plan.chip, options)
+
+    slower = cycles(p) / cycles(auto) - 1.0
+    return (f"fit       the auto tiling (BLOCK_M={auto.block_m} BLOCK_N={auto.block_n}) needs "
+            f"{format_bytes(auto.device_bytes)} per call, more than the {format_bytes(device_bytes)} of "
+            f"--device-memory: BLOCK_M={p.block_m} BLOCK_N={p.block_n} is the fastest that fits, workspace "
+            f"{format_bytes(p.workspace_bytes)} instead of {format_bytes(auto.workspace_bytes)}, modeled time "
+            f"{100 * slower:+.1f}% (the policy's analytic model, not measured)")
+
 
 @click.command()
 @problem_options
@@ -33,9 +73,13 @@ from ..spec.problem import sized_problem, with_lengths
 @mask_density_option
 @varlen_option
 @decode_options
+@click.option("--device-memory", type=_ByteSize(), default=None, envvar="ACL_FA_DEVICE_MEMORY", show_envvar=True,
+              metavar="SIZE", help="Plan the forward for a device with SIZE free (e.g. 24MiB): when the fastest "
+                                   "tiling's tensors and workspace do not fit, the fastest tiling that does, as a "
+                                   "call on such a device runs (docs/memory.md).")
 def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, soc, block_m, block_n, as_json,
          backward, deterministic, sweep, plot_path, window, dropout, mask_density, varlen, decode, paged, block_size,
-         steps, num_splits, prefill):
+         steps, num_splits, prefill, device_memory):
     """Show what the operator will do: blocks, buffer budget, core split, workspace, memory.
     With --window / --dropout / --mask-density / --varlen: FlashAttentionV2's plan (with the UB
     and workspace the mask and dropout take), its work counted over the band and the sequences. With --decode (or --paged): one decode step of --seq query tokens against
@@ -55,6 +99,9 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
         with reported_as_usage_errors():
             problem, options = run_options.v2_plan(problem, run_options.RunOptions(window, dropout, mask_density,
                                                                                    varlen))
+            if device_memory is not None:
+                _plan_in_memory(problem, options, soc, device_memory, as_json)
+                return
             if soc is None or soc.lower() != "all":
                 p = plan_module.plan(problem, soc, options)
                 click.echo(json.dumps([p.to_dict()], indent=2) if as_json else
@@ -62,6 +109,11 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
                 return
         _plan_table(lambda chip: plan_module.plan(problem, chip, options), plan_module.Plan, plan_module.Plan.to_dict,
                     plan_module.format_plan_table, as_json)
+        return
+    if device_memory is not None and (backward or sweep or (soc is not None and soc.lower() == "all")):
+        raise click.UsageError("--device-memory plans the forward on one chip (no --backward, --sweep or --soc all)")
+    if device_memory is not None:
+        _plan_in_memory(problem, plan_module.PlanOptions(), soc, device_memory, as_json)
         return
     if backward:
         _plan_backward(problem, soc, deterministic, as_json)
@@ -78,6 +130,22 @@ def plan(seq, seq_kv, batch, heads, kv_heads, head_dim, dtype, layout, causal, s
         return
     _plan_table(lambda chip: plan_module.plan(problem, chip), plan_module.Plan, plan_module.Plan.to_dict,
                 plan_module.format_plan_table, as_json)
+
+
+def _plan_in_memory(problem, options, soc, device_memory: int, as_json: bool) -> None:
+    """--device-memory: the forward's plan for a device with that much free (plan_within)."""
+    with reported_as_usage_errors():
+        p = plan_module.plan_within(problem, device_memory, soc, options)
+        auto = plan_module.plan(problem, soc, options)
+    if p.device_bytes > device_memory:
+        raise click.ClickException(
+            f"the forward needs at least {format_bytes(p.device_bytes)} per call, more than the "
+            f"{format_bytes(device_memory)} of --device-memory: q, k, v, out, lse {format_bytes(p.tensor_bytes)} + "
+            f"the smallest tiling's workspace {format_bytes(p.workspace_bytes)} (BLOCK_M={p.block_m} "
+            f"BLOCK_N={p.block_n}: the Ascend C library's system workspace {format_bytes(p.system_workspace_bytes)}"
+            f" + {p.used_core_num} AIC groups x {format_bytes(p.ws_bytes_per_core)} of S and P.V slots)")
+    click.echo(json.dumps([p.to_dict()], indent=2) if as_json else
+               plan_module.format_plan(p) + "\n" + _memory_fit_lines(problem, options, p, auto, device_memory))
 
 
 def _route_line(route, p) -> str:

@@ -63,6 +63,8 @@ def measure(session: DeviceSession, problem: Problem, *inputs, warmup: int, iter
     runner = runner_for(session) if runner is None else runner
     with session.in_flight(), runner.lock:  # close() waits for the measurement
         prepared = runner.prepare(problem)
+        if prepared.fitted is not None:  # its tiling fitted to the device's memory (docs/memory.md)
+            plan = (check or check_plan)(prepared.fitted, soc)
         prepared.upload(*inputs)
         stream = runner.stream
         start, end = session.event(), session.event()

@@ -17,7 +17,7 @@ import numpy as np
 from . import opcall
 from ..runtime.ffi import ffi
 from .backward_v2 import run_backward_v2, run_backward_v3
-from .problem import check_backward_dtype, check_float32_range, check_like_forward, head_dim_rows
+from .problem import check_backward_dtype, check_float32_range, check_like_forward, fitted_backward_tiling, head_dim_rows
 from ..spec.problem import Problem, as_array, make_problem
 from ..spec.options import build_options, dropout_keep_prob
 from ..spec.score_mods import alibi_slopes_value, sinks_value
@@ -102,6 +102,10 @@ class FlashAttentionGradOp(Op):
         # The workspace phase one will ask for (system + user), so that OpRunner.prepare's memory
         # check counts it before any device work.
         return check_backward_plan(problem, soc).workspace_bytes
+
+    def fit(self, problem: BackwardProblem, soc: str, workspace_bytes: int):
+        fitted, ws_bytes, holds = fitted_backward_tiling(problem.forward, soc, problem.deterministic, workspace_bytes)
+        return dataclasses.replace(problem, forward=fitted), ws_bytes, holds
 
     def padded_rows(self, problem: BackwardProblem) -> dict:
         return head_dim_rows(problem.forward, ("dout", "q", "k", "v", "out", "dq", "dk", "dv"))

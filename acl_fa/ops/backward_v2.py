@@ -22,7 +22,7 @@ import numpy as np
 
 from . import opcall
 from ..runtime.ffi import ffi
-from .problem import check_like_forward, head_dim_rows
+from .problem import check_like_forward, fitted_backward_tiling, head_dim_rows
 from ..spec.problem import Problem, as_array, device_shape
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from .opcall import Op
@@ -135,6 +135,21 @@ class FlashAttentionGradV2Op(Op):
         call's band, mask, dropout and sequences, so that OpRunner.prepare's memory check counts
         it before any device work. A problem the policy refuses gives 0 (unknown): phase one then
         refuses it with the tiling's own error, as the op's contract states."""
+        forward, options = self._plan_inputs(problem)
+        try:
+            return backward_plan(forward, soc, problem.deterministic, options).workspace_bytes
+        except PlanError:
+            return 0
+
+    def fit(self, problem: BackwardV2Problem, soc: str, workspace_bytes: int):
+        forward, options = self._plan_inputs(problem)
+        fitted, ws_bytes, holds = fitted_backward_tiling(forward, soc, problem.deterministic, workspace_bytes, options)
+        blocks = dataclasses.replace(problem.forward, block_m=fitted.block_m, block_n=fitted.block_n)
+        return dataclasses.replace(problem, forward=blocks), ws_bytes, holds
+
+    @staticmethod
+    def _plan_inputs(problem: BackwardV2Problem) -> tuple:
+        """(the forward problem, PlanOptions) the backward's policy plans the call with."""
         o = problem.options
         lens = {}
         if o.cu_seqlens_q is not None:
@@ -143,11 +158,7 @@ class FlashAttentionGradV2Op(Op):
         options = PlanOptions(pre_tokens=o.pre_tokens, next_tokens=o.next_tokens, mask_shape=o.mask_shape,
                               dropout=o.keep_prob < 1.0, **lens)
         # causal is in the band; a varlen call's layout is TND whatever the forward problem's says
-        forward = dataclasses.replace(problem.forward, causal=False, layout=problem.layout)
-        try:
-            return backward_plan(forward, soc, problem.deterministic, options).workspace_bytes
-        except PlanError:
-            return 0
+        return dataclasses.replace(problem.forward, causal=False, layout=problem.layout), options
 
     def workspace_args(self, problem: BackwardV2Problem, tensors: dict) -> tuple:
         p, o = problem.forward, problem.options

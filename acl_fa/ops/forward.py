@@ -20,7 +20,7 @@ from ..runtime.session import DeviceSession
 from ..spec.options import build_forward_options, check_precision_dtype
 from .forward_v2 import run_forward_v2
 from .opcall import Op, OpRunner, default_session
-from .problem import check_float32_range, check_plan, head_dim_rows, outputs_of
+from .problem import check_float32_range, check_plan, fitted_tiling, head_dim_rows, outputs_of
 from ..spec.problem import Problem, make_problem
 
 __all__ = ["FLASH_ATTENTION", "runner_for", "flash_attention"]
@@ -48,6 +48,9 @@ class FlashAttentionOp(Op):
 
     def check(self, problem: Problem, soc: str) -> int:
         return check_plan(problem, soc).workspace_bytes
+
+    def fit(self, problem: Problem, soc: str, workspace_bytes: int):
+        return fitted_tiling(problem, check_plan(problem, soc, workspace_bytes))
 
     def padded_rows(self, problem: Problem) -> dict:
         return head_dim_rows(problem, ("q", "k", "v", "out"))

@@ -28,7 +28,7 @@ from ..plan import forward as planmod
 from ..runtime.session import DeviceSession
 from ..spec.band import UNBOUNDED, band_visible
 from ..spec.options import NO_SCORE_MODS, PRECISIONS
-from .problem import head_dim_rows
+from .problem import check_plan, fitted_tiling, head_dim_rows
 
 __all__ = ["V2Call", "FLASH_ATTENTION_V2", "FLASH_ATTENTION_V3", "FLASH_ATTENTION_V4", "FLASH_ATTENTION_V5", "op_for", "runner_for", "run_forward_v2", "varlen_problem",
            "lse_shape"]
@@ -70,9 +70,10 @@ def varlen_problem(base: Problem, ends_q: tuple, ends_kv: tuple) -> Problem:
         q_shape=(tokens_q, base.num_heads, base.head_dim), kv_shape=(tokens_kv, base.num_kv_heads, base.head_dim))
 
 
-def check_v2_plan(call: V2Call, soc: str):
+def check_v2_plan(call: V2Call, soc: str, workspace_bytes: "int | None" = None):
     """The tiling policy's plan for the call's problem and band (and sequences) on `soc`,
-    before any device work; InvalidArgumentError naming the broken limit."""
+    before any device work; InvalidArgumentError naming the broken limit. With
+    `workspace_bytes`: the plan fitted to that much workspace (problem.check_plan)."""
     p, o = call.problem, call.options
     lens = {}
     if call.varlen:
@@ -81,7 +82,9 @@ def check_v2_plan(call: V2Call, soc: str):
     mods = dict(alibi=getattr(o, "alibi", False), sinks=getattr(o, "sinks", False),
                 bias_shape=getattr(o, "bias_shape", None))
     options = planmod.PlanOptions(pre_tokens=o.pre_tokens, next_tokens=o.next_tokens, mask_shape=o.mask_shape,
-                                  dropout=o.keep_prob < 1.0, dropout_mask_out=o.return_dropout_mask, **lens, **mods)
+                                  dropout=o.keep_prob < 1.0, dropout_mask_out=o.return_dropout_mask,
+                                  narrow_scores=PRECISIONS[getattr(o, "precision", "high_precision")] == 1,
+                                  **lens, **mods)
     refused = [name for name, used in (("attn_mask", o.mask_shape is not None), ("dropout_p > 0", o.keep_prob < 1.0),
                                        ("alibi_slopes", mods["alibi"]), ("sinks", mods["sinks"]),
                                        ("a float attn_mask", mods["bias_shape"] is not None))
@@ -89,10 +92,7 @@ def check_v2_plan(call: V2Call, soc: str):
     if refused and planmod.chip(soc).coupled:  # the plan's own refusal names aclnn's arguments
         raise InvalidArgumentError(f"{' and '.join(refused)}: supported on Atlas A2/A3 (Ascend910B*, Ascend910_93*) "
                                    f"only; {planmod.chip(soc).name} has coupled AI Cores (docs/chips.md)")
-    try:
-        return planmod.plan(dataclasses.replace(p, causal=False), soc, options)
-    except planmod.PlanError as exc:
-        raise InvalidArgumentError(str(exc)) from exc
+    return check_plan(dataclasses.replace(p, causal=False), soc, workspace_bytes, options)
 
 
 class FlashAttentionV2Op(Op):
@@ -147,6 +147,10 @@ class FlashAttentionV2Op(Op):
 
     def check(self, call: V2Call, soc: str) -> int:
         return check_v2_plan(call, soc).workspace_bytes
+
+    def fit(self, call: V2Call, soc: str, workspace_bytes: int):
+        problem, ws_bytes, holds = fitted_tiling(call.problem, check_v2_plan(call, soc, workspace_bytes))
+        return dataclasses.replace(call, problem=problem), ws_bytes, holds
 
 
 FLASH_ATTENTION_V2 = FlashAttentionV2Op()

@@ -53,7 +53,7 @@ from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.interrupts import deferred
 from ..runtime.loader import check_device_id, get_backend
 from ..runtime.session import (
-    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, DeviceBuffer, DeviceSession, Stream, Child,
+    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, MALLOC_SLACK, DeviceBuffer, DeviceSession, Stream, Child,
     malloc_bytes)
 from ..runtime.tensor import Tensor
 from ..runtime.units import format_bytes
@@ -97,6 +97,16 @@ class Op:
         """Host-side check of a problem new to a Session on chip `soc` (raises to refuse);
         returns the workspace bytes phase 1 will ask for (0 if unknown)."""
         return 0
+
+    def fit(self, problem, soc: str, workspace_bytes: int):
+        """For a problem new to a Session whose call does not fit the device's free memory: the
+        problem with the tiling of least modeled time whose workspace is at most
+        `workspace_bytes` (the blocks the caller left to the policy chosen for the memory,
+        docs/memory.md), as ``(problem, workspace bytes, what the workspace holds -- "at its
+        smallest tiling: ..." or "with the blocks given: ...")``; when
+        nothing fits, that of the least workspace (the floor: its bytes exceed the limit). None
+        when the op's workspace does not depend on its tiling."""
+        return None
 
     def padded_rows(self, problem) -> dict:
         """{role: (given, padded)} of roles whose device buffer holds the caller's rows of `given`
@@ -144,6 +154,7 @@ class PreparedCall:
     bound: dict = dataclasses.field(default_factory=dict)  # role -> DeviceArray used in place
     owns_workspace: bool = True  # False: `workspace` is the caller's (OpRunner.prepare(workspace=...))
     rows: dict = dataclasses.field(default_factory=dict)  # role -> (given, padded): Op.padded_rows
+    fitted: object = None  # the problem phase 1 was given when Op.fit chose its tiling for the memory, else None
 
     def __post_init__(self):
         # The raw handles of the cache's own objects that a repeated call passes to C, resolved
@@ -394,15 +405,23 @@ class OpRunner:
         needed = {role: malloc_bytes(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
                   for role, (shape, dtype) in self.op.buffers(problem).items() if role not in bound}
         needed["workspace"] = malloc_bytes(ws_bytes) if ws_bytes and workspace is None else 0
-        self._make_room(needed)
+        build = problem  # what phase 1 is given: the problem, or its tiling fitted to the memory
+        try:
+            self._make_room(needed)
+        except InsufficientMemoryError as refused:
+            if workspace is not None or not needed["workspace"]:
+                raise
+            build = self._fit_workspace(problem, needed, refused)
         with deferred():  # built and cached, or released
             try:
-                prepared = self._build(problem, bound, workspace)
+                prepared = self._build(build, bound, workspace)
             except AclMemoryError:
                 if not self._cache:
                     raise
                 self._evict(0)  # what the other problems hold may be what is missing: retry once
-                prepared = self._build(problem, bound, workspace)
+                prepared = self._build(build, bound, workspace)
+            if build is not problem:
+                prepared.fitted = build
             self._cache[key] = prepared
             self._held_bytes += prepared.device_bytes()
         return prepared
@@ -427,19 +446,53 @@ class OpRunner:
         free += self._evict(limits.get("shapes", CACHED_SHAPES) - 1, max(max_bytes - total_needed, 0))
         if total_needed > free:
             free += self._evict(0)
+        if total_needed > free:  # the idle caches of the session's other ops, then of the process-wide sessions
+            free += sum(runner.release_if_idle() for runner in self._session_runners_beside())
         if total_needed > free:
             free += sum(runner.release_if_idle() for runner in self._default_runners_beside())
         if total_needed <= free:
             return
+        raise self._refusal(needed, f"workspace {format_bytes(needed['workspace'])}", free, total)
+
+    def _refusal(self, needed: dict, workspace_text: str, free: int, total: int,
+                 prefix: str = "needs") -> InsufficientMemoryError:
+        """InsufficientMemoryError: what the call needs (its buffers, then `workspace_text`) against
+        the device's free memory, and what the module-level functions' session holds beside."""
+        total_needed = sum(needed.values())
         roles = ", ".join(r for r in needed if r != "workspace")
         held = sum(runner.cached_bytes() for runner in self._default_runners_beside())
-        raise InsufficientMemoryError(
-            f"{self.op.name} needs {format_bytes(total_needed)} of device memory ({roles}: "
-            f"{format_bytes(total_needed - needed['workspace'])}, workspace {format_bytes(needed['workspace'])}); "
+        return InsufficientMemoryError(
+            f"{self.op.name} {prefix} {format_bytes(total_needed)} of device memory ({roles}: "
+            f"{format_bytes(total_needed - needed['workspace'])}, {workspace_text}); "
             f"the device has {format_bytes(free)} free of {format_bytes(total)}"
             + (f"; {format_bytes(held)} more is cached by calls running now on the process-wide session of the "
                f"module-level functions" if held else ""),
             "device", total_needed, free)
+
+    def _fit_workspace(self, problem, needed: dict, refused: InsufficientMemoryError):
+        """The problem to build when its tiling's workspace does not fit the free memory (the cache
+        already emptied by _make_room): the op's fit for the bytes the buffers leave; `refused`
+        when the op cannot fit, the floor's InsufficientMemoryError when even its smallest tiling
+        does not fit."""
+        buffers = sum(v for role, v in needed.items() if role != "workspace")
+        room = refused.free - buffers - MALLOC_SLACK  # malloc_bytes(ws) <= ws + MALLOC_SLACK
+        fitted = self.op.fit(problem, self._soc, room) if room > 0 else None
+        if fitted is None:  # no tiling helps when the buffers alone take the free memory
+            raise refused
+        build, ws_bytes, holds = fitted
+        needed = dict(needed, workspace=malloc_bytes(ws_bytes))
+        if ws_bytes > room:
+            _, total = self.session.mem_info()
+            raise self._refusal(needed, f"workspace {format_bytes(needed['workspace'])} {holds}",
+                                refused.free, total, prefix="needs at least")
+        self._make_room(needed)
+        return build
+
+    def _session_runners_beside(self) -> list:
+        """The op runners of this runner's session for the other ops (e.g. the forward's cache
+        when the backward does not fit beside it)."""
+        with _runners_lock:
+            return [runner for runner in self.session.__dict__.get("_op_runners", {}).values() if runner is not self]
 
     def _default_runners_beside(self) -> list:
         """The op runners of the other process-wide sessions on this runner's device and backend."""

@@ -6,16 +6,19 @@ faces and the jobs; it runs no op.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import ml_dtypes
 import numpy as np
 
 from ..plan import forward as planmod
+from ..plan.backward import backward_plan
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
+from ..runtime.units import format_bytes
 from ..spec.problem import Problem
 
-__all__ = ["check_plan", "check_float32_range", "check_like_forward", "check_backward_dtype", "max_magnitude", "AttentionOutputs",
+__all__ = ["check_plan", "fitted_tiling", "fitted_backward_tiling", "check_float32_range", "check_like_forward", "check_backward_dtype", "max_magnitude", "AttentionOutputs",
            "outputs_of", "head_dim_rows"]
 
 
@@ -28,13 +31,68 @@ def head_dim_rows(problem: Problem, roles: tuple) -> dict:
     return {role: (problem.given_head_dim, problem.head_dim) for role in roles}
 
 
-def check_plan(problem: Problem, soc: str):
+def check_plan(problem: Problem, soc: str, workspace_bytes: "int | None" = None, options=None):
     """Runs the tiling policy for the chip before any device work; InvalidArgumentError with
-    the broken budget line when a user block does not fit. Returns the plan."""
+    the broken budget line when a user block does not fit. Returns the plan: with
+    `workspace_bytes`, the one fitted to that much workspace (planmod.plan_for_workspace, the
+    floor when nothing fits); with `options` (planmod.PlanOptions), FlashAttentionV2's."""
+    options = planmod.PlanOptions() if options is None else options
     try:
-        return planmod.plan(problem, soc)
+        if workspace_bytes is None:
+            return planmod.plan(problem, soc, options)
+        return planmod.plan_for_workspace(problem, workspace_bytes, soc, options)
     except planmod.PlanError as exc:
         raise InvalidArgumentError(str(exc)) from exc
+
+
+def _tiling_words(problem: Problem) -> str:
+    """How a fitted tiling's workspace is named in the refusal: the blocks the caller gave, or the
+    smallest tiling the policy has."""
+    return "with the blocks given" if problem.block_m and problem.block_n else "at its smallest tiling"
+
+
+def fitted_backward_tiling(forward: Problem, soc: str, deterministic: bool, workspace_bytes: int,
+                           options=None) -> tuple:
+    """Op.fit of the backward ops (docs/memory.md): the backward's policy has no cost model and
+    chooses the largest blockN that fits UB (then the largest blockM), so the fit walks its own
+    order -- blockN from the auto plan's down by 16, blockM left to the policy -- and takes the
+    first whose workspace is at most `workspace_bytes`; when none is, the one of least
+    workspace. A blockN the caller fixed stays: the auto plan is the answer."""
+    def planned(block_n):
+        return backward_plan(dataclasses.replace(forward, block_n=block_n), soc, deterministic, options)
+
+    try:
+        best = planned(forward.block_n)
+        candidates = [] if forward.block_n else range(best.block_n - 16, 15, -16)
+        for block_n in candidates:
+            if best.workspace_bytes <= workspace_bytes:
+                break
+            try:
+                p = planned(block_n)
+            except planmod.PlanError:
+                continue  # the blocks break a UB or L1 budget line
+            if p.workspace_bytes < best.workspace_bytes:
+                best = p
+    except planmod.PlanError as exc:
+        raise InvalidArgumentError(str(exc)) from exc
+    holds = (f"{_tiling_words(forward)}: BLOCK_M={best.block_m} BLOCK_N={best.block_n}: the Ascend C library's "
+             f"system workspace "
+             f"{format_bytes(best.system_workspace_bytes)} + {format_bytes(best.user_workspace_bytes)} of the "
+             f"backward's own ({best.aiv_num} AIV scratch slices of {format_bytes(best.ws_scratch_bytes)})")
+    fitted = dataclasses.replace(forward, block_m=best.block_m, block_n=best.block_n)
+    return fitted, best.workspace_bytes, holds
+
+
+def fitted_tiling(problem: Problem, plan) -> tuple:
+    """Op.fit's answer for a forward plan fitted to the memory (check_plan with workspace_bytes):
+    the problem with the plan's blocks, its workspace bytes, and what that workspace holds."""
+    holds = (f"{_tiling_words(problem)}: BLOCK_M={plan.block_m} BLOCK_N={plan.block_n}: the Ascend C library's "
+             f"system workspace "
+             f"{format_bytes(plan.system_workspace_bytes)} + {plan.used_core_num} AIC groups x "
+             f"{format_bytes(plan.ws_bytes_per_core)} of S and P.V slots")
+    if plan.user_workspace_bytes > plan.used_core_num * plan.ws_bytes_per_core:
+        holds += " + the mask's block summary"
+    return dataclasses.replace(problem, block_m=plan.block_m, block_n=plan.block_n), plan.workspace_bytes, holds
 
 
 # The kernel keeps scores and the unnormalised output in float32; a quarter of its largest value

@@ -38,7 +38,8 @@ _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The op's AddConfig() targets (op_host/flash_attention.cpp): other chips get a plan for
 # study, but no kernel runs there.
 KERNEL_SOCS = ("ascend910b", "ascend910_93", "ascend310p", "ascend910")
-# platform_ascendc GetLibApiWorkSpaceSize(): 16 MiB on arch 2201 (910B / 910_93), else 2 MiB.
+# platform_ascendc GetLibApiWorkSpaceSize(): 16 MiB on arch 2201 (910B / 910_93), else 2 MiB (the
+# kernel library's RESERVED_WORKSPACE per arch, docs/memory.md).
 _ARCH_910B = 2201
 _LIB_API_WORKSPACE_910B = 16 * 1024 * 1024
 _LIB_API_WORKSPACE_OTHER = 2 * 1024 * 1024
@@ -323,6 +324,8 @@ class PlanOptions:
     alibi: bool = False
     sinks: bool = False
     bias_shape: Optional[tuple] = None
+    # FlashAttentionV4's high-performance precision: S's workspace slots in the input dtype.
+    narrow_scores: bool = False
 
 
 _NO_OPTIONS = PlanOptions()
@@ -396,6 +399,7 @@ def c_problem_and_limits(limits: ChipLimits, problem: Problem, options: PlanOpti
         c.maskB, c.maskN, c.maskQ = mask_shape[:3]
     c.dropout, c.dropoutMaskOut = int(bool(options.dropout)), int(bool(options.dropout_mask_out))
     c.alibi, c.sinks = int(bool(options.alibi)), int(bool(options.sinks))
+    c.narrowScores = int(bool(options.narrow_scores))
     if options.bias_shape is not None:
         bias_shape = tuple(options.bias_shape)
         if len(bias_shape) != 4 or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in bias_shape):
@@ -426,6 +430,34 @@ def plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None, options: Pl
     V2 options. The problem's blocks: 0 lets the policy choose; a value that does not fit raises
     PlanError naming the budget it breaks (never silently changed). The problem may be unchecked
     (sized_problem): the policy refuses what it cannot plan, naming the rule."""
+    return _compute(problem, soc, options, None)
+
+
+def plan_within(problem: Problem, device_bytes: int, soc: "Optional[str | ChipLimits]" = None,
+                options: PlanOptions = _NO_OPTIONS) -> Plan:
+    """plan() for a device with `device_bytes` free for the call (tensors and workspace): the
+    auto plan when its device_bytes fit, else the fastest blocks whose workspace fits (the
+    policy's ComputePlanWithin, docs/memory.md), else the plan of least workspace -- the floor,
+    whose device_bytes exceed `device_bytes` (the caller refuses it). Blocks the caller fixed
+    are never changed."""
+    if isinstance(device_bytes, bool) or not isinstance(device_bytes, int) or device_bytes < 0:
+        raise PlanError(f"device memory must be a non-negative number of bytes, got {device_bytes!r}")
+    auto = plan(problem, soc, options)
+    if auto.device_bytes <= device_bytes:
+        return auto
+    return plan_for_workspace(problem, max(device_bytes - auto.tensor_bytes, 0), soc, options)
+
+
+def plan_for_workspace(problem: Problem, workspace_bytes: int, soc: "Optional[str | ChipLimits]" = None,
+                       options: PlanOptions = _NO_OPTIONS) -> Plan:
+    """plan() whose whole workspace (system + user) is at most `workspace_bytes`, chosen as
+    plan_within chooses (else the plan of least workspace, over the limit)."""
+    limits = soc if isinstance(soc, ChipLimits) else chip(soc)
+    return _compute(problem, limits, options, max(workspace_bytes - limits.lib_api_workspace_bytes, 0))
+
+
+def _compute(problem: Problem, soc, options: PlanOptions, user_workspace_limit: Optional[int]) -> Plan:
+    """aclfaPlanCompute, or aclfaPlanComputeWithin with `user_workspace_limit` bytes."""
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
     problem = pad_head_dim(problem)
     lens_q = None if options.seq_lens_q is None else tuple(options.seq_lens_q)
@@ -437,7 +469,9 @@ def plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None, options: Pl
     c, c_limits = c_problem_and_limits(limits, problem, options)
     out = ffi.new("aclfaPlan *")
     err = ffi.new("char[]", _ERR_LEN)
-    if _plan_lib().aclfaPlanCompute(c, c_limits, out, err, _ERR_LEN) != 0:
+    status = (_plan_lib().aclfaPlanCompute(c, c_limits, out, err, _ERR_LEN) if user_workspace_limit is None else
+              _plan_lib().aclfaPlanComputeWithin(c, c_limits, user_workspace_limit, out, err, _ERR_LEN))
+    if status != 0:
         raise PlanError(ffi.string(err).decode())
     return Plan(
         **PlannedSizes.of(limits, problem), block_m=out.blockM, block_n=out.blockN, sub_block_m=out.subBlockM,
@@ -459,11 +493,12 @@ def plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None, options: Pl
     )
 
 
-def analytic_cycles(problem: Problem, soc: "Optional[str | ChipLimits]" = None) -> float:
+def analytic_cycles(problem: Problem, soc: "Optional[str | ChipLimits]" = None,
+                    options: PlanOptions = _NO_OPTIONS) -> float:
     """The tiling policy's analytic modeled cycles of the forward with the problem's (block_m,
     block_n) (op_host/block_cost.h; MIX path): the cost the auto blocks minimize."""
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
-    c, c_limits = c_problem_and_limits(limits, problem)
+    c, c_limits = c_problem_and_limits(limits, problem, options)
     return float(_plan_lib().aclfaPlanModeledCycles(c, c_limits, problem.block_m, problem.block_n))
 
 

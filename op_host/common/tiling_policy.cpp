@@ -864,21 +864,16 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
     if (coupled) {
         out.mmUbBytes = MatmulLocalWorkspaceBytes(out.subBlockM, blockN, p.headDim, p.dtypeBytes);
     } else {
-        const uint64_t m = blockM, n = blockN, d = p.headDim;
-        // S's slots hold S as the QK Matmul writes it: the input dtype in the high-performance
-        // precision (narrowScores), fp32 otherwise -- sized to the chosen blocks and used cores only.
-        const uint64_t scoreBytes = p.narrowScores ? p.dtypeBytes : kFp32;
-        out.wsScoreOffset = 0;
+        // Sized to the chosen blocks and the used cores only (SlotsOf).
+        const WorkspaceSlots slots = SlotsOf(p, blockM, blockN);
+        out.wsScoreOffset = slots.scoreOffset;
         out.wsProbOffset = out.wsScoreOffset;
-        out.wsPvOffset = out.wsScoreOffset + AlignUp(2 * m * n * scoreBytes, kWorkspaceAlign);
-        out.wsBytesPerCore = out.wsPvOffset + AlignUp(2 * m * d * kFp32, kWorkspaceAlign);
+        out.wsPvOffset = slots.pvOffset;
+        out.wsBytesPerCore = slots.bytesPerCore;
         out.userWorkspaceBytes = out.usedCoreNum * out.wsBytesPerCore;
         if (p.mask) {
-            // One byte per (mask batch, mask head, query block, key block); a query block is an
-            // item's blockM rows, or one block for a mask shared by every query (maskQ 1).
-            const uint64_t qBlocks = p.maskQ == 1 ? 1 : CeilDiv(p.maskQ, blockM);
             out.maskRows = kMaskRows;
-            out.maskSummaryBytes = p.maskB * p.maskN * qBlocks * CeilDiv(p.seqKv, blockN);
+            out.maskSummaryBytes = MaskSummaryBytes(p, blockM, blockN);
             out.wsMaskSummaryOffset = out.userWorkspaceBytes;
             out.userWorkspaceBytes += AlignUp(out.maskSummaryBytes, kWorkspaceAlign);
         }
@@ -898,6 +893,100 @@ bool ComputePlan(const Problem &p, const ChipLimits &c, Plan *plan, std::string 
                     (varlen || p.seqKv % blockN != 0 ? kKeySkvTail : 0);
     *plan = std::move(out);
     return true;
+}
+
+WorkspaceSlots SlotsOf(const Problem &p, uint32_t blockM, uint32_t blockN) {
+    const uint64_t m = blockM, n = blockN, d = p.headDim;
+    // S's slots hold S as the QK Matmul writes it: the input dtype in the high-performance
+    // precision (narrowScores), fp32 otherwise.
+    const uint64_t scoreBytes = p.narrowScores ? p.dtypeBytes : kFp32;
+    WorkspaceSlots slots;
+    slots.pvOffset = slots.scoreOffset + AlignUp(2 * m * n * scoreBytes, kWorkspaceAlign);
+    slots.bytesPerCore = slots.pvOffset + AlignUp(2 * m * d * kFp32, kWorkspaceAlign);
+    return slots;
+}
+
+uint64_t MaskSummaryBytes(const Problem &p, uint32_t blockM, uint32_t blockN) {
+    if (!p.mask) return 0;
+    // A query block is an item's blockM rows, or one block for a mask shared by every query (maskQ 1).
+    const uint64_t qBlocks = p.maskQ == 1 ? 1 : CeilDiv(p.maskQ, blockM);
+    return p.maskB * p.maskN * qBlocks * CeilDiv(p.seqKv, blockN);
+}
+
+namespace {
+
+// The most user workspace a plan with (blockM, blockN) can ask for: a slice per core that can get
+// an item (SplitContiguous never makes more ranges than cores or items) and the mask summary.
+uint64_t UserWorkspaceBound(const Problem &p, const ChipLimits &c, uint32_t blockM, uint32_t blockN) {
+    uint64_t items = 0;
+    for (uint64_t b = 0; b < p.batch && items < kMaxCores; ++b) items += p.numHeads * CeilDiv(SeqLenQ(p, b), blockM);
+    const uint64_t cores = std::min<uint64_t>({c.aicNum, kMaxCores, items});
+    return cores * SlotsOf(p, blockM, blockN).bytesPerCore + AlignUp(MaskSummaryBytes(p, blockM, blockN), kWorkspaceAlign);
+}
+
+}  // namespace
+
+bool ComputePlanWithin(const Problem &p, const ChipLimits &c, uint64_t userWorkspaceLimit, Plan *plan,
+                       std::string *error) {
+    if (!ComputePlan(p, c, plan, error)) return false;
+    if (plan->userWorkspaceBytes <= userWorkspaceLimit || plan->coupled ||
+        (p.userBlockM != 0 && p.userBlockN != 0)) {
+        return true;
+    }
+    // Candidates: blockM a multiple of 32 (both AIV halves multiples of 16) up to the auto plan's
+    // cap, blockN 16, 32, the multiples of 64 and all of Skv (rounded up to 16) up to its cap --
+    // smaller blocks than the auto search tries, as a smaller slot is the point here; a block the
+    // caller fixed stays fixed.
+    const uint32_t capM = static_cast<uint32_t>(std::min<uint64_t>(AlignUp(p.seqQ, kAutoBlockMStep), kMaxBlockM));
+    const uint32_t capN = static_cast<uint32_t>(std::min<uint64_t>(AlignUp(p.seqKv, kBlockAlign), kMaxBlockN));
+    std::vector<uint32_t> ms, ns;
+    if (p.userBlockM != 0) {
+        ms.push_back(p.userBlockM);
+    } else {
+        for (uint32_t m = kAutoBlockMStep; m <= capM; m += kAutoBlockMStep) ms.push_back(m);
+    }
+    if (p.userBlockN != 0) {
+        ns.push_back(p.userBlockN);
+    } else {
+        for (uint32_t n : {kBlockAlign, 2 * kBlockAlign}) {
+            if (n < capN) ns.push_back(n);
+        }
+        for (uint32_t n = kAutoBlockNStep; n < capN; n += kAutoBlockNStep) ns.push_back(n);
+        ns.push_back(capN);
+    }
+    struct Candidate {
+        uint32_t m, n;
+        uint64_t bound;
+        double cycles;
+    };
+    std::vector<Candidate> within, all;
+    for (uint32_t m : ms) {
+        for (uint32_t n : ns) {
+            const uint64_t bound = UserWorkspaceBound(p, c, m, n);
+            all.push_back({m, n, bound, 0.0});
+            if (bound <= userWorkspaceLimit) within.push_back({m, n, bound, ModeledKernelCycles(p, c, m, n)});
+        }
+    }
+    // Fastest first (ties: the larger blockM, then blockN); then, for the floor, least workspace first.
+    std::stable_sort(within.begin(), within.end(), [](const Candidate &a, const Candidate &b) {
+        return a.cycles < b.cycles || (a.cycles == b.cycles && (a.m > b.m || (a.m == b.m && a.n > b.n)));
+    });
+    std::stable_sort(all.begin(), all.end(), [](const Candidate &a, const Candidate &b) { return a.bound < b.bound; });
+    within.insert(within.end(), all.begin(), all.end());
+    Problem fixed = p;
+    for (const Candidate &k : within) {
+        fixed.userBlockM = k.m;
+        fixed.userBlockN = k.n;
+        Plan candidate;
+        std::string refused;
+        // Refused: the blocks break a UB or L1 budget line; the next candidate is tried.
+        if (ComputePlan(fixed, c, &candidate, &refused) &&
+            (candidate.userWorkspaceBytes <= userWorkspaceLimit || k.bound > userWorkspaceLimit)) {
+            *plan = std::move(candidate);
+            return true;
+        }
+    }
+    return true;  // no candidate fits UB: the auto plan, over the limit
 }
 
 }  // namespace fa_policy

@@ -237,4 +237,25 @@ uint64_t ExecutedKeys(const Problem &problem, uint32_t blockM, uint32_t blockN, 
 uint64_t SeqLenQ(const Problem &problem, uint64_t seq);
 uint64_t SeqLenKv(const Problem &problem, uint64_t seq);
 
+// ---- The workspace sized to the device's memory (docs/memory.md) ----
+// One AIC group's slice of the user workspace for (blockM, blockN) on the MIX path, in the
+// kernel's order, each region 512-B aligned: two S slots [blockM, blockN] (float32, or the input
+// dtype with narrowScores) -- P is written over S's rows -- then two P.V slots [blockM, D] float32.
+struct WorkspaceSlots {
+    uint64_t scoreOffset = 0, pvOffset = 0, bytesPerCore = 0;
+};
+WorkspaceSlots SlotsOf(const Problem &problem, uint32_t blockM, uint32_t blockN);
+// The mask's block summary (bytes, before alignment): one byte per (mask batch, mask head, query
+// block, key block); 0 without a mask.
+uint64_t MaskSummaryBytes(const Problem &problem, uint32_t blockM, uint32_t blockN);
+// ComputePlan for a device whose free memory leaves `userWorkspaceLimit` bytes for the user
+// workspace (the device's free bytes less the tensors and GetLibApiWorkSpaceSize()). The auto
+// plan when its user workspace fits, or when the caller fixed both blocks or the path has none
+// (coupled); else, of the blocks that fit UB and L1 and whose workspace fits, the plan of least
+// modeled time (ModeledKernelCycles); when none fits, the plan of least user workspace (the
+// floor: the caller tells it by Plan::userWorkspaceBytes > userWorkspaceLimit). False, with
+// *error, only where ComputePlan refuses the problem.
+bool ComputePlanWithin(const Problem &problem, const ChipLimits &chip, uint64_t userWorkspaceLimit, Plan *plan,
+                       std::string *error);
+
 }  // namespace fa_policy

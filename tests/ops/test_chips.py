@@ -175,8 +175,10 @@ COUPLED_OPS = {"FlashAttention": "flash_attention", "FlashAttentionV2": "flash_a
 # reached only with precision="high_performance" (inner_precise=1), which A2/A3 alone serve.
 # V5 is reached only with a score modifier (ALiBi, sinks, a float mask), which the Python layer
 # refuses before any device work (the TilingFunc's policy refuses direct aclnn callers the same way).
-COUPLED_REFUSED = {"FlashAttentionV4": ("AclError", "inner_precise=1 (high-performance precision) is supported on "
-                                                    "Atlas A2/A3"),
+# (FlashAttentionV4: refused by the host-side plan before device work, which knows the
+# high-performance precision since docs/memory.md's fit; it was phase 1's AclError.)
+COUPLED_REFUSED = {"FlashAttentionV4": ("InvalidArgumentError", "inner_precise=1 (high-performance precision) is "
+                                                                "supported on Atlas A2/A3"),
                    "FlashAttentionV5": ("InvalidArgumentError", "alibi_slopes and sinks and a float attn_mask: "
                                                                 "supported on Atlas A2/A3")}
 
