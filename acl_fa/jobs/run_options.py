@@ -328,8 +328,7 @@ def run_options_job(problem: Problem, run_options: RunOptions, settings: JobSett
         _check_chip_takes(run_options, session.soc_name())
         call = attention_v2.V2Call(problem, options)
         op = attention_v2.op_for(options)
-        extra = (mods.alibi, mods.sinks, mods.bias) if op is attention_v2.FLASH_ATTENTION_V5 else ()
-        m = measure(session, call, q, k, v, mask_u8, *extra, warmup=warmup, iters=iters, tick=tick,
+        m = measure(session, call, *attention_v2.input_arrays(op, q, k, v, mask_u8, mods), warmup=warmup, iters=iters, tick=tick,
                     runner=opcall.runner_for(session, op), check=attention_v2.check_v2_plan,
                     l2=settings.l2 and session.backend.name == "sim")
         model = None

@@ -15,36 +15,33 @@ import numpy as np
 
 from . import opcall
 from ..runtime.errors import InvalidTypeError
-from ..runtime.ffi import ffi
 from ..runtime.session import DeviceSession
 from ..spec.options import build_forward_options, check_precision_dtype
 from .forward_v2 import run_forward_v2
-from .opcall import Op, OpRunner, default_session
+from .opcall import EntryOp, OpRunner, default_session
 from .problem import check_float32_range, check_plan, head_dim_rows, outputs_of
 from ..spec.problem import Problem, make_problem
 
 __all__ = ["FLASH_ATTENTION", "runner_for", "flash_attention"]
 
 
-class FlashAttentionOp(Op):
-    """aclnnFlashAttention over the shared op-call path (acl_fa/cdefs/aclnn_flash_attention.h)."""
+class FlashAttentionOp(EntryOp):
+    """aclnnFlashAttention over the shared op-call path, its arguments read from
+    op_host/flash_attention/flash_attention.json (opcall.EntryOp)."""
 
-    name = "flash_attention"
-    inputs = ("q", "k", "v")
+    op_type = "FlashAttention"
+    roles = {"query": "q", "key": "k", "value": "v", "attention_out": "out", "softmax_lse": "lse"}
     outputs = ("out", "lse")
-    workspace_api = "aclnnFlashAttentionGetWorkspaceSize"
-    launch_api = "aclnnFlashAttention"
 
     def buffers(self, problem: Problem) -> dict:
         return {"q": (problem.q_shape, problem.dtype), "k": (problem.kv_shape, problem.dtype),
                 "v": (problem.kv_shape, problem.dtype), "out": (problem.q_shape, problem.dtype),
                 "lse": (problem.lse_shape, np.dtype(np.float32))}
 
-    def workspace_args(self, problem: Problem, tensors: dict) -> tuple:
-        layout = ffi.new("char[]", problem.layout.encode())
-        return (tensors["q"].handle, tensors["k"].handle, tensors["v"].handle, problem.scale, problem.causal,
-                layout, problem.num_heads, problem.num_kv_heads, problem.block_m, problem.block_n,
-                tensors["out"].handle, tensors["lse"].handle)
+    def attr_values(self, problem: Problem) -> dict:
+        return dict(scale_value=problem.scale, causal=problem.causal, input_layout=problem.layout,
+                    num_heads=problem.num_heads, num_kv_heads=problem.num_kv_heads, block_m=problem.block_m,
+                    block_n=problem.block_n)
 
     def check(self, problem: Problem, soc: str) -> int:
         return check_plan(problem, soc).workspace_bytes

@@ -21,6 +21,7 @@ An entry is ``{"op", "snake", "phase1", "phase2", "params": [[c_type, name, kind
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 from pathlib import Path
@@ -63,9 +64,18 @@ def source_files(root: Path = SOURCE_ROOT) -> list:
     return [Path(root) / GENERATOR] + op_jsons(root)
 
 
+@functools.lru_cache(maxsize=None)
+def _load() -> tuple:
+    return tuple(_read())
+
+
 def load() -> list:
     """The entries: the build's list when installed, else derived from the checkout; [] when
-    neither is there (then only hand-written declarations exist)."""
+    neither is there (then only hand-written declarations exist). Read once per process."""
+    return list(_load())
+
+
+def _read() -> list:
     if INSTALLED.is_file():
         return json.loads(INSTALLED.read_text())
     if (SOURCE_ROOT / GENERATOR).is_file():
