@@ -227,4 +227,6 @@ def visible_keep_mask(keep: np.ndarray, problem: Problem, options, mask_u8) -> n
         keep[s, :, sq:, :] = 0
         keep[s, :, :, skv:] = 0
         keep[s, :, :sq, :skv] &= band_visible(options, int(sq), int(skv), slice(0, int(sq))).astype(np.uint8)
+        if mask_u8 is not None:  # sequence s reads its mask's top-left [sq, skv] corner
+            keep[s, :, :sq, :skv] &= (mask_u8[s if mask_u8.shape[0] > 1 else 0, :, :sq, :skv] == 0).astype(np.uint8)
     return keep
