@@ -17,17 +17,25 @@ The simulator's aclnn entries themselves are generated from the same JSON at bui
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
+import pkgutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pycparser
 import pytest
 from pycparser import c_ast
 
+import acl_fa.ops
+from acl_fa.ops.forward_v2 import V2Call
+from acl_fa.ops.opcall import EntryOp
 from acl_fa.runtime import aclnn_entries, loader
 from acl_fa.runtime.ffi import ffi
+from acl_fa.spec.options import build_forward_options
+from acl_fa.spec.problem import make_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "sim" / "src" / "opapi"))
@@ -168,3 +176,60 @@ def test_every_aicore_target_has_the_kernel_entry(cust_opapi, path, op):
         binary = ctypes.CDLL(str(lib_dir / f"libflash_attention_kernel_{ARCH_OF_SOC[soc]}.so"),
                              mode=os.RTLD_LAZY | getattr(os, "RTLD_LOCAL", 0))
         assert hasattr(binary, entry), f"{op['op']} targets {soc} but its kernel binary has no {entry}"
+
+
+# ---- (d) the Python Ops read from the JSON -----------------------------------------------------
+
+def _entry_ops():
+    """Every opcall.EntryOp instance the ops modules define."""
+    found = {}
+    for info in pkgutil.iter_modules(acl_fa.ops.__path__):
+        module = importlib.import_module(f"acl_fa.ops.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, EntryOp):
+                found[value.op_type] = value
+    return found
+
+
+ENTRY_OPS = _entry_ops()
+
+
+def test_the_forward_and_merge_entries_are_read_from_their_json():
+    assert {"FlashAttention", "FlashAttentionV2", "FlashAttentionV3", "FlashAttentionV4", "FlashAttentionV5",
+            "AttentionLseMerge", "AttentionLseMergeInt16"} <= set(ENTRY_OPS)
+
+
+@pytest.mark.parametrize("op_type", sorted(ENTRY_OPS))
+def test_every_json_tensor_has_a_role_the_op_can_fill(op_type):
+    """A role the Op never gives a buffer would pass NULL silently (an optional tensor) or fail
+    late (a required one): every JSON tensor's role is one of the Op's inputs, outputs or
+    constants, and every name the Op maps is a tensor of some entry of its class."""
+    op = ENTRY_OPS[op_type]
+    tensors = [p[3] for p in op.entry["params"] if p[2] in ("input", "output")]
+    known = set(op.inputs) | set(op.outputs) | set(op.constant_roles)
+    assert [t["name"] for t in tensors if op.role(t["name"]) not in known] == []
+    family = [o for o in ENTRY_OPS.values() if o.roles is op.roles]  # the entries that share the mapping
+    names = {p[3]["name"] for o in family for p in o.entry["params"] if p[2] in ("input", "output")}
+    assert set(op.roles) <= names, set(op.roles) - names
+
+
+def _forward_call():
+    q = np.zeros((1, 2, 16, 16), np.float16)
+    problem, *_ = make_problem(q, q, q)
+    options, _, _ = build_forward_options(scores=problem.score_grid, dtype=problem.dtype, window=(4, 0))
+    return problem, V2Call(problem, options)
+
+
+@pytest.mark.parametrize("op_type", [t for t in sorted(ENTRY_OPS) if t.startswith("FlashAttention")])
+def test_every_json_attr_of_the_forward_is_given_explicitly(op_type):
+    """An attr the Op's attr_values misses (a typo, a new attr) would silently take the JSON's
+    default: each forward entry's attrs are exactly given, and no given name is unknown to all
+    the entries of the class."""
+    op = ENTRY_OPS[op_type]
+    problem, call = _forward_call()
+    values = op.attr_values(problem if op_type == "FlashAttention" else call)
+    attrs = {p[3]["name"] for p in op.entry["params"] if p[2] == "attr"}
+    assert attrs <= set(values), attrs - set(values)
+    family = [o for o in ENTRY_OPS.values() if type(o) is type(op)]
+    known = {p[3]["name"] for o in family for p in o.entry["params"] if p[2] == "attr"}
+    assert set(values) <= known, set(values) - known
