@@ -101,8 +101,7 @@ def v2_plan(problem: Problem, run_options: RunOptions) -> tuple:
     problem, mask_shape, lens = dataclasses.replace(problem, causal=False), None, {}
     if mask_density is not None:
         if varlen is not None:
-            raise InvalidArgumentError("--mask-density does not combine with --varlen (masks with varlen are not "
-                                       "taken)")
+            raise InvalidArgumentError(VARLEN_MASK_DENSITY)
         key_padding_mask(1, 1, mask_density)  # validates the fraction
         mask_shape = (problem.batch, 1, 1, problem.seq_kv)
     if varlen is not None:
@@ -195,6 +194,12 @@ def _inputs(problem: Problem, varlen: Optional[tuple], seed: int):
     q, k, v = (x[0] for x in random_inputs(base, seed))
     ends = tuple(int(x) for x in np.cumsum(varlen))
     return attention_v2.varlen_problem(base, ends, ends), q, k, v
+
+
+# acl-fa run's key padding is for a fixed-length batch (the library takes varlen masks:
+# flash_attention_varlen(attn_mask=), docs/attention_options.md "Masks with varlen").
+VARLEN_MASK_DENSITY = ("--mask-density does not combine with --varlen (acl-fa run's key padding is for fixed-length "
+                       "batches; flash_attention_varlen takes attn_mask)")
 
 
 def key_padding_mask(batch: int, seq_kv: int, hidden: float) -> np.ndarray:
@@ -298,7 +303,7 @@ def run_options_job(problem: Problem, run_options: RunOptions, settings: JobSett
     window, dropout, mask_density = run_options.window, run_options.dropout, run_options.mask_density
     problem, q, k, v = _inputs(dataclasses.replace(problem, causal=False), varlen, seed)
     if varlen is not None and mask_density is not None:
-        raise InvalidArgumentError("--mask-density does not combine with --varlen (masks with varlen are not taken)")
+        raise InvalidArgumentError(VARLEN_MASK_DENSITY)
     attn_mask = None if mask_density is None else key_padding_mask(problem.batch, problem.seq_kv, mask_density)
     ends = None if varlen is None else tuple(int(x) for x in np.cumsum(varlen))
     options, mask_u8 = build_options(scores=problem.score_grid, causal=causal, window=window, attn_mask=attn_mask,
@@ -328,8 +333,7 @@ def run_options_job(problem: Problem, run_options: RunOptions, settings: JobSett
         _check_chip_takes(run_options, session.soc_name())
         call = attention_v2.V2Call(problem, options)
         op = attention_v2.op_for(options)
-        extra = (mods.alibi, mods.sinks, mods.bias) if op is attention_v2.FLASH_ATTENTION_V5 else ()
-        m = measure(session, call, q, k, v, mask_u8, *extra, warmup=warmup, iters=iters, tick=tick,
+        m = measure(session, call, *attention_v2.input_arrays(op, q, k, v, mask_u8, mods), warmup=warmup, iters=iters, tick=tick,
                     runner=opcall.runner_for(session, op), check=attention_v2.check_v2_plan,
                     l2=settings.l2 and session.backend.name == "sim")
         model = None

@@ -76,7 +76,7 @@ def check_backward_plan(problem: BackwardProblem, soc: str):
 
 
 class FlashAttentionGradOp(Op):
-    """aclnnFlashAttentionGrad over the shared op-call path (acl_fa/cdefs/aclnn_flash_attention_grad.h)."""
+    """aclnnFlashAttentionGrad over the shared op-call path (op_host/flash_attention_grad/flash_attention_grad.json)."""
 
     name = "flash_attention_grad"
     inputs = ("dout", "q", "k", "v", "out", "lse")

@@ -97,7 +97,7 @@ def make_backward_v2_problem(problem: Problem, options, dout, q, k, v, out, lse,
 
 
 class FlashAttentionGradV2Op(Op):
-    """aclnnFlashAttentionGradV2 over the shared op-call path (acl_fa/cdefs/aclnn_flash_attention_grad_v2.h).
+    """aclnnFlashAttentionGradV2 over the shared op-call path (op_host/flash_attention_grad/flash_attention_grad_v2.json).
 
     Two instances: dense layouts, and varlen (TND) whose actual_seq_qlen / actual_seq_kvlen are
     device buffers of the prepared call, written from the problem's options before phase one
@@ -199,7 +199,7 @@ class BackwardV3Problem(BackwardV2Problem):
 
 
 class FlashAttentionGradV3Op(FlashAttentionGradV2Op):
-    """aclnnFlashAttentionGradV3 (acl_fa/cdefs/aclnn_flash_attention_grad_v3.h): V2's arguments,
+    """aclnnFlashAttentionGradV3 (op_host/flash_attention_grad/flash_attention_grad_v3.json): V2's arguments,
     then the optional inputs alibi_slopes and sinks after actual_seq_kvlen, the attr softcap after
     block_n and the optional output dsinks after dv (NULL tensors when not given)."""
 

@@ -137,7 +137,7 @@ class DecodeProblem:
 
 class FlashAttentionDecodeOp(Op):
     """aclnnFlashAttentionDecode over the shared op-call path
-    (acl_fa/cdefs/aclnn_flash_attention_decode.h)."""
+    (op_host/flash_attention_decode/flash_attention_decode.json)."""
 
     name = "flash_attention_decode"
     inputs = ("q", "k_cache", "v_cache", "block_table", "seqlens")
@@ -164,7 +164,7 @@ FLASH_ATTENTION_DECODE = FlashAttentionDecodeOp()
 
 
 class FlashAttentionDecodeV2Op(FlashAttentionDecodeOp):
-    """aclnnFlashAttentionDecodeV2 (acl_fa/cdefs/aclnn_flash_attention_decode_v2.h): V1's arguments,
+    """aclnnFlashAttentionDecodeV2 (op_host/flash_attention_decode/flash_attention_decode_v2.json): V1's arguments,
     the optional alibi_slopes [B, N] and sinks [N] (fp32) after its inputs and softcap after its
     attrs; for calls with a score modifier (every other call keeps V1)."""
 

@@ -15,36 +15,34 @@ import numpy as np
 
 from . import opcall
 from ..runtime.errors import InvalidTypeError
-from ..runtime.ffi import ffi
 from ..runtime.session import DeviceSession
 from ..spec.options import build_forward_options, check_precision_dtype
 from .forward_v2 import run_forward_v2
-from .opcall import Op, OpRunner, default_session
+from .opcall import EntryOp, OpRunner, default_session
 from .problem import check_float32_range, check_plan, fitted_tiling, head_dim_rows, outputs_of
 from ..spec.problem import Problem, make_problem
 
-__all__ = ["FLASH_ATTENTION", "runner_for", "flash_attention"]
+__all__ = ["FLASH_ATTENTION", "runner_for", "flash_attention", "ForwardCall", "validated_call", "run_call",
+           "PROBLEM_ARGS", "OPTION_ARGS"]
 
 
-class FlashAttentionOp(Op):
-    """aclnnFlashAttention over the shared op-call path (acl_fa/cdefs/aclnn_flash_attention.h)."""
+class FlashAttentionOp(EntryOp):
+    """aclnnFlashAttention over the shared op-call path, its arguments read from
+    op_host/flash_attention/flash_attention.json (opcall.EntryOp)."""
 
-    name = "flash_attention"
-    inputs = ("q", "k", "v")
+    op_type = "FlashAttention"
+    roles = {"query": "q", "key": "k", "value": "v", "attention_out": "out", "softmax_lse": "lse"}
     outputs = ("out", "lse")
-    workspace_api = "aclnnFlashAttentionGetWorkspaceSize"
-    launch_api = "aclnnFlashAttention"
 
     def buffers(self, problem: Problem) -> dict:
         return {"q": (problem.q_shape, problem.dtype), "k": (problem.kv_shape, problem.dtype),
                 "v": (problem.kv_shape, problem.dtype), "out": (problem.q_shape, problem.dtype),
                 "lse": (problem.lse_shape, np.dtype(np.float32))}
 
-    def workspace_args(self, problem: Problem, tensors: dict) -> tuple:
-        layout = ffi.new("char[]", problem.layout.encode())
-        return (tensors["q"].handle, tensors["k"].handle, tensors["v"].handle, problem.scale, problem.causal,
-                layout, problem.num_heads, problem.num_kv_heads, problem.block_m, problem.block_n,
-                tensors["out"].handle, tensors["lse"].handle)
+    def attr_values(self, problem: Problem) -> dict:
+        return dict(scale_value=problem.scale, causal=problem.causal, input_layout=problem.layout,
+                    num_heads=problem.num_heads, num_kv_heads=problem.num_kv_heads, block_m=problem.block_m,
+                    block_n=problem.block_n)
 
     def check(self, problem: Problem, soc: str) -> int:
         return check_plan(problem, soc).workspace_bytes
@@ -112,27 +110,63 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
     return_dropout_mask an AttentionOutputs tuple (out, lse float32 [B, N, Sq] if return_lse,
     the keep mask if return_dropout_mask) whose .seed / .offset / .next_offset are the dropout's.
     """
-    problem, q, k, v = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
-                                    num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n, pad_head_dim=True)
+    call = validated_call(q, k, v, return_lse, dict(
+        causal=causal, scale=scale, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, block_m=block_m,
+        block_n=block_n, window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=seed, offset=offset,
+        return_dropout_mask=return_dropout_mask, softcap=softcap, precision=precision, alibi_slopes=alibi_slopes,
+        sinks=sinks))
+    return run_call(default_session(backend, device) if session is None else session, call)
+
+
+# flash_attention's keyword arguments that make its Problem, and those that make its options.
+PROBLEM_ARGS = ("causal", "scale", "layout", "num_heads", "num_kv_heads", "block_m", "block_n")
+OPTION_ARGS = ("causal", "window", "attn_mask", "dropout_p", "seed", "offset", "return_dropout_mask", "softcap",
+               "precision", "alibi_slopes", "sinks")
+
+
+@dataclasses.dataclass(frozen=True)
+class ForwardCall:
+    """A validated forward call: the Problem (causal also when the window is (-1, 0)), the arrays
+    as the op takes them, the options, the uint8 device mask or None, the score modifiers' arrays."""
+
+    problem: Problem
+    q: object
+    k: object
+    v: object
+    options: object
+    mask: object
+    mods: object
+    return_lse: bool
+
+
+def validated_call(q, k, v, return_lse, args: dict) -> ForwardCall:
+    """Every check of flash_attention, before any device work, of q, k, v, return_lse and the
+    keyword arguments `args` (each name of PROBLEM_ARGS and OPTION_ARGS); the one validation of
+    the forward faces (this module's and acl_fa.ops.routed's)."""
+    problem, q, k, v = make_problem(q, k, v, pad_head_dim=True, **{name: args[name] for name in PROBLEM_ARGS})
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
-    options, mask, mods = build_forward_options(
-        scores=problem.score_grid, dtype=problem.dtype, causal=causal, window=window, attn_mask=attn_mask,
-        dropout_p=dropout_p, seed=seed, offset=offset, return_dropout_mask=return_dropout_mask, softcap=softcap,
-        precision=precision, alibi_slopes=alibi_slopes, sinks=sinks)
+    options, mask, mods = build_forward_options(scores=problem.score_grid, dtype=problem.dtype,
+                                                **{name: args[name] for name in OPTION_ARGS})
     check_precision_dtype(options, problem.dtype_name)
     check_float32_range(problem, q, k, v)
-    if session is None:
-        session = default_session(backend, device)
+    if options.is_causal and not problem.causal:  # window (-1, 0) is causal: the V1 op's is_causal
+        problem = dataclasses.replace(problem, causal=True)
+    return ForwardCall(problem, q, k, v, options, mask, mods, bool(return_lse))
+
+
+def run_call(session: DeviceSession, call: ForwardCall):
+    """Runs a validated call on the general forward: FlashAttention (V1) when it has no V2 option,
+    else the V2 entry its options need. Returns flash_attention's result."""
+    problem, options = call.problem, call.options
     if options.is_default:
-        if options.is_causal and not problem.causal:  # window (-1, 0) is causal: the V1 op's is_causal
-            problem = dataclasses.replace(problem, causal=True)
-        if not return_lse:
-            return runner_for(session).run(problem, q, k, v, outputs=("out",))[0]
-        out, lse = runner_for(session).run(problem, q, k, v, outputs=("out", "lse"))
+        if not call.return_lse:
+            return runner_for(session).run(problem, call.q, call.k, call.v, outputs=("out",))[0]
+        out, lse = runner_for(session).run(problem, call.q, call.k, call.v, outputs=("out", "lse"))
         dropout_mask = None
     else:
-        out, lse, dropout_mask = run_forward_v2(session, problem, options, q, k, v, mask, mods)
-        if not (return_lse or options.return_dropout_mask):
+        out, lse, dropout_mask = run_forward_v2(session, problem, options, call.q, call.k, call.v, call.mask,
+                                                call.mods)
+        if not (call.return_lse or options.return_dropout_mask):
             return out
-    return outputs_of(out, lse, dropout_mask, options, problem.batch * problem.num_heads, bool(return_lse))
+    return outputs_of(out, lse, dropout_mask, options, problem.batch * problem.num_heads, call.return_lse)

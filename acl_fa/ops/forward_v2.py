@@ -20,17 +20,16 @@ import functools
 import numpy as np
 
 from . import opcall
-from ..runtime.ffi import ffi
 from ..spec.problem import Problem
 from ..runtime.errors import InvalidArgumentError
-from .opcall import Op, OpRunner
+from .opcall import EntryOp, OpRunner
 from ..plan import forward as planmod
 from ..runtime.session import DeviceSession
 from ..spec.band import UNBOUNDED, band_visible
 from ..spec.options import NO_SCORE_MODS, PRECISIONS
 from .problem import check_plan, fitted_tiling, head_dim_rows
 
-__all__ = ["V2Call", "FLASH_ATTENTION_V2", "FLASH_ATTENTION_V3", "FLASH_ATTENTION_V4", "FLASH_ATTENTION_V5", "op_for", "runner_for", "run_forward_v2", "varlen_problem",
+__all__ = ["V2Call", "FlashAttentionV2Op", "input_arrays", "FLASH_ATTENTION_V2", "FLASH_ATTENTION_V3", "FLASH_ATTENTION_V4", "FLASH_ATTENTION_V5", "op_for", "runner_for", "run_forward_v2", "varlen_problem",
            "lse_shape"]
 
 
@@ -95,16 +94,20 @@ def check_v2_plan(call: V2Call, soc: str, workspace_bytes: "int | None" = None):
     return check_plan(dataclasses.replace(p, causal=False), soc, workspace_bytes, options)
 
 
-class FlashAttentionV2Op(Op):
-    """aclnnFlashAttentionV2 over the shared op-call path (acl_fa/cdefs/aclnn_flash_attention_v2.h).
-    Inputs q, k, v and the uint8 device mask (None when the options have none); the sequence
-    ends are constants of the call; outputs out, lse and the keep mask when asked for."""
+class FlashAttentionV2Op(EntryOp):
+    """The forward's versioned entries (aclnnFlashAttentionV2 ... V5) over the shared op-call path,
+    their arguments read from each op's JSON (opcall.EntryOp): one class, one instance per entry.
+    Inputs q, k, v, the uint8 device mask (None when the options have none) and, from V5, the score
+    modifiers' arrays; the sequence ends are constants of the call; outputs out, lse and the keep
+    mask when asked for. Every option of ``attr_values`` an entry's JSON lacks is ignored (op_for
+    picks the entry whose JSON has what the call uses)."""
 
-    name = "flash_attention_v2"
-    inputs = ("q", "k", "v", "mask")
+    op_type = "FlashAttentionV2"
+    roles = {"query": "q", "key": "k", "value": "v", "atten_mask": "mask", "actual_seq_qlen": "seq_q",
+             "actual_seq_kvlen": "seq_kv", "alibi_slopes": "alibi", "atten_bias": "bias", "attention_out": "out",
+             "softmax_lse": "lse"}
+    constant_roles = ("seq_q", "seq_kv")
     outputs = ("out", "lse", "dropout_mask")
-    workspace_api = "aclnnFlashAttentionV2GetWorkspaceSize"
-    launch_api = "aclnnFlashAttentionV2"
 
     def buffers(self, call: V2Call) -> dict:
         p, o = call.problem, call.options
@@ -114,6 +117,12 @@ class FlashAttentionV2Op(Op):
         if call.varlen:
             roles["seq_q"] = ((len(o.cu_seqlens_q),), np.dtype(np.int64))
             roles["seq_kv"] = ((len(o.cu_seqlens_kv),), np.dtype(np.int64))
+        if getattr(o, "alibi", False):
+            roles["alibi"] = ((p.batch, p.num_heads), np.dtype(np.float32))
+        if getattr(o, "sinks", False):
+            roles["sinks"] = ((p.num_heads,), np.dtype(np.float32))
+        if getattr(o, "bias_shape", None) is not None:
+            roles["bias"] = (tuple(o.bias_shape), p.dtype)
         roles["out"] = (p.q_shape, p.dtype)
         roles["lse"] = (lse_shape(p), np.dtype(np.float32))
         if o.return_dropout_mask:
@@ -130,20 +139,14 @@ class FlashAttentionV2Op(Op):
         return {"seq_q": np.asarray(o.cu_seqlens_q, dtype=np.int64),
                 "seq_kv": np.asarray(o.cu_seqlens_kv, dtype=np.int64)}
 
-    def workspace_args(self, call: V2Call, tensors: dict) -> tuple:
+    def attr_values(self, call: V2Call) -> dict:
         p, o = call.problem, call.options
-        layout = ffi.new("char[]", p.layout.encode())
-
-        def optional(role):
-            return tensors[role].handle if role in tensors else ffi.NULL
-
         # seed and offset are uint64 carried in int64 attrs: the same 64 bits.
-        seed = int(np.uint64(o.seed).view(np.int64))
-        offset = int(np.uint64(o.offset).view(np.int64))
-        return (tensors["q"].handle, tensors["k"].handle, tensors["v"].handle, optional("mask"),
-                optional("seq_q"), optional("seq_kv"), p.scale, o.pre_tokens, o.next_tokens, layout, p.num_heads,
-                p.num_kv_heads, float(o.keep_prob), seed, offset, p.block_m, p.block_n, tensors["out"].handle,
-                tensors["lse"].handle, optional("dropout_mask"))
+        return dict(scale_value=p.scale, pre_tokens=o.pre_tokens, next_tokens=o.next_tokens, input_layout=p.layout,
+                    num_heads=p.num_heads, num_kv_heads=p.num_kv_heads, keep_prob=o.keep_prob,
+                    seed=int(np.uint64(o.seed).view(np.int64)), offset=int(np.uint64(o.offset).view(np.int64)),
+                    block_m=p.block_m, block_n=p.block_n, softcap=o.softcap,
+                    inner_precise=PRECISIONS[o.precision])
 
     def check(self, call: V2Call, soc: str) -> int:
         return check_v2_plan(call, soc).workspace_bytes
@@ -153,75 +156,13 @@ class FlashAttentionV2Op(Op):
         return dataclasses.replace(call, problem=problem), ws_bytes, holds
 
 
-FLASH_ATTENTION_V2 = FlashAttentionV2Op()
-
-
-class FlashAttentionV3Op(FlashAttentionV2Op):
-    """aclnnFlashAttentionV3 (acl_fa/cdefs/aclnn_flash_attention_v3.h): FlashAttentionV2's
-    arguments with the attr softcap after them (before the outputs), for calls whose options
-    have softcap > 0 (docs/attention_options.md#soft-capping-flashattentionv3)."""
-
-    name = "flash_attention_v3"
-    workspace_api = "aclnnFlashAttentionV3GetWorkspaceSize"
-    launch_api = "aclnnFlashAttentionV3"
-
-    def workspace_args(self, call: V2Call, tensors: dict) -> tuple:
-        args = super().workspace_args(call, tensors)
-        outputs = len(self.outputs)  # the output tensors end phase one's arguments
-        return args[:-outputs] + (float(call.options.softcap),) + args[-outputs:]
-
-
-FLASH_ATTENTION_V3 = FlashAttentionV3Op()
-
-
-class FlashAttentionV4Op(FlashAttentionV3Op):
-    """aclnnFlashAttentionV4 (acl_fa/cdefs/aclnn_flash_attention_v4.h): FlashAttentionV3's
-    arguments with the attr innerPrecise after softcap (before the outputs), for calls whose
-    options ask for precision="high_performance"
-    (docs/attention_options.md#high-performance-precision-flashattentionv4)."""
-
-    name = "flash_attention_v4"
-    workspace_api = "aclnnFlashAttentionV4GetWorkspaceSize"
-    launch_api = "aclnnFlashAttentionV4"
-
-    def workspace_args(self, call: V2Call, tensors: dict) -> tuple:
-        args = super().workspace_args(call, tensors)  # V3's, softcap included
-        outputs = len(self.outputs)
-        return args[:-outputs] + (PRECISIONS[call.options.precision],) + args[-outputs:]
-
-
-FLASH_ATTENTION_V4 = FlashAttentionV4Op()
-
-
-class FlashAttentionV5Op(FlashAttentionV4Op):
-    """aclnnFlashAttentionV5 (acl_fa/cdefs/aclnn_flash_attention_v5.h): FlashAttentionV4's arguments
-    with the optional inputs alibiSlopesOptional, sinksOptional and attenBiasOptional after
-    actualSeqKvlenOptional, for calls with a score modifier (ALiBi, sinks, a float mask;
-    docs/attention_options.md#score-modifiers-in-the-forward-flashattentionv5)."""
-
-    name = "flash_attention_v5"
-    inputs = ("q", "k", "v", "mask", "alibi", "sinks", "bias")
-    workspace_api = "aclnnFlashAttentionV5GetWorkspaceSize"
-    launch_api = "aclnnFlashAttentionV5"
-
-    def buffers(self, call: V2Call) -> dict:
-        roles = super().buffers(call)
-        p, o = call.problem, call.options
-        if o.alibi:
-            roles["alibi"] = ((p.batch, p.num_heads), np.dtype(np.float32))
-        if o.sinks:
-            roles["sinks"] = ((p.num_heads,), np.dtype(np.float32))
-        if o.bias_shape is not None:
-            roles["bias"] = (tuple(o.bias_shape), p.dtype)
-        return roles
-
-    def workspace_args(self, call: V2Call, tensors: dict) -> tuple:
-        args = super().workspace_args(call, tensors)  # V4's: q, k, v, mask, seq_q, seq_kv, attrs, outputs
-        extra = tuple(tensors[role].handle if role in tensors else ffi.NULL for role in ("alibi", "sinks", "bias"))
-        return args[:6] + extra + args[6:]
-
-
-FLASH_ATTENTION_V5 = FlashAttentionV5Op()
+# V3 adds softcap (docs/attention_options.md#soft-capping-flashattentionv3), V4 inner_precise
+# (#high-performance-precision-flashattentionv4), V5 the optional inputs alibi_slopes, sinks and
+# atten_bias (#score-modifiers-in-the-forward-flashattentionv5); each JSON says where.
+FLASH_ATTENTION_V2 = FlashAttentionV2Op("FlashAttentionV2")
+FLASH_ATTENTION_V3 = FlashAttentionV2Op("FlashAttentionV3")
+FLASH_ATTENTION_V4 = FlashAttentionV2Op("FlashAttentionV4")
+FLASH_ATTENTION_V5 = FlashAttentionV2Op("FlashAttentionV5")
 
 
 def op_for(options) -> FlashAttentionV2Op:
@@ -233,6 +174,12 @@ def op_for(options) -> FlashAttentionV2Op:
     if options.precision != "high_precision":
         return FLASH_ATTENTION_V4
     return FLASH_ATTENTION_V3 if options.softcap else FLASH_ATTENTION_V2
+
+
+def input_arrays(op: FlashAttentionV2Op, q, k, v, mask_u8=None, mods=NO_SCORE_MODS) -> tuple:
+    """The arrays of a call in the order of `op`'s inputs (the roles its JSON has)."""
+    by_role = dict(q=q, k=k, v=v, mask=mask_u8, alibi=mods.alibi, sinks=mods.sinks, bias=mods.bias)
+    return tuple(by_role[role] for role in op.inputs)
 
 
 def runner_for(session: DeviceSession) -> OpRunner:
@@ -257,11 +204,11 @@ def run_forward_v2(session: DeviceSession, problem: Problem, options, q, k, v, m
     call = V2Call(problem, options)
     roles = ("out", "lse", "dropout_mask") if options.return_dropout_mask else ("out", "lse")
     op = op_for(options)
-    arrays = (q, k, v, mask_u8) + ((mods.alibi, mods.sinks, mods.bias) if op is FLASH_ATTENTION_V5 else ())
-    if op is FLASH_ATTENTION_V5 and any((array is None) != (not used) for array, used in (
-            (mods.alibi, options.alibi), (mods.sinks, options.sinks), (mods.bias, options.bias_shape is not None))):
+    if any((array is None) != (not used) for array, used in (
+            (mods.alibi, getattr(options, "alibi", False)), (mods.sinks, getattr(options, "sinks", False)),
+            (mods.bias, getattr(options, "bias_shape", None) is not None))):
         raise InvalidArgumentError("mods must hold exactly the arrays options.alibi / sinks / bias_shape announce")
-    results = opcall.runner_for(session, op).run(call, *arrays, outputs=roles)
+    results = opcall.runner_for(session, op).run(call, *input_arrays(op, q, k, v, mask_u8, mods), outputs=roles)
     if not options.return_dropout_mask:
         return results[0], results[1], None
     return results[0], results[1], visible_keep_mask(results[2], problem, options, mask_u8)
@@ -284,4 +231,6 @@ def visible_keep_mask(keep: np.ndarray, problem: Problem, options, mask_u8) -> n
         keep[s, :, sq:, :] = 0
         keep[s, :, :, skv:] = 0
         keep[s, :, :sq, :skv] &= band_visible(options, int(sq), int(skv), slice(0, int(sq))).astype(np.uint8)
+        if mask_u8 is not None:  # sequence s reads its mask's top-left [sq, skv] corner
+            keep[s, :, :sq, :skv] &= (mask_u8[s if mask_u8.shape[0] > 1 else 0, :, :sq, :skv] == 0).astype(np.uint8)
     return keep

@@ -34,7 +34,7 @@ import numpy as np
 from . import opcall
 from ..runtime.device_array import DeviceArray, check_device_array
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
-from .opcall import Op, OpRunner, PreparedCall, default_session
+from .opcall import EntryOp, OpRunner, PreparedCall, default_session
 from ..runtime.session import DeviceSession, Stream
 from ..plan import forward as planmod
 
@@ -150,22 +150,18 @@ def _check_rows(sa, sb, per_row) -> None:
                                    f"{HEAD_DIM_MULTIPLE}")
 
 
-class AttentionLseMergeOp(Op):
-    """aclnnAttentionLseMerge over the shared op-call path (acl_fa/cdefs/aclnn_attention_lse_merge.h)."""
+class AttentionLseMergeOp(EntryOp):
+    """aclnnAttentionLseMerge over the shared op-call path, its arguments read from
+    op_host/attention_lse_merge/attention_lse_merge.json (opcall.EntryOp)."""
 
-    name = "attention_lse_merge"
-    inputs = ("out_a", "lse_a", "out_b", "lse_b")
+    op_type = "AttentionLseMerge"
+    roles = {"attention_out": "out", "bound_out": "bound", "softmax_lse": "lse"}
     outputs = ("out", "lse")
-    workspace_api = "aclnnAttentionLseMergeGetWorkspaceSize"
-    launch_api = "aclnnAttentionLseMerge"
 
     def buffers(self, p: MergeProblem) -> dict:
         return {"out_a": (p.shape, p.a_dtype), "lse_a": (p.lse_shape, FLOAT32),
                 "out_b": (p.shape, p.b_dtype), "lse_b": (p.lse_shape, FLOAT32),
                 "out": (p.shape, p.out_dtype), "lse": (p.lse_shape, FLOAT32)}
-
-    def workspace_args(self, p: MergeProblem, tensors: dict) -> tuple:
-        return tuple(tensors[role].handle for role in (*self.inputs, *self.outputs))
 
     def check(self, p: MergeProblem, soc: str) -> int:
         try:
@@ -179,14 +175,11 @@ class AttentionLseMergeOp(Op):
 
 
 class AttentionLseMergeInt16Op(AttentionLseMergeOp):
-    """aclnnAttentionLseMergeInt16 (acl_fa/cdefs/aclnn_attention_lse_merge_int16.h): the merge with
-    an int16 running result and its row bounds; Atlas A2/A3 only."""
+    """aclnnAttentionLseMergeInt16 (op_host/attention_lse_merge/attention_lse_merge_int16.json): the
+    merge with an int16 running result and its row bounds; Atlas A2/A3 only."""
 
-    name = "attention_lse_merge_int16"
-    inputs = ("out_a", "bound_a", "lse_a", "out_b", "lse_b")
+    op_type = "AttentionLseMergeInt16"
     outputs = ("out", "bound", "lse")
-    workspace_api = "aclnnAttentionLseMergeInt16GetWorkspaceSize"
-    launch_api = "aclnnAttentionLseMergeInt16"
 
     def buffers(self, p: MergeProblem) -> dict:
         row = (p.lse_shape, FLOAT32)
@@ -214,7 +207,7 @@ ATTENTION_LSE_MERGE = AttentionLseMergeOp()
 ATTENTION_LSE_MERGE_INT16 = AttentionLseMergeInt16Op()
 
 
-def runner_for(session: DeviceSession, op: Op = ATTENTION_LSE_MERGE) -> OpRunner:
+def runner_for(session: DeviceSession, op: EntryOp = ATTENTION_LSE_MERGE) -> OpRunner:
     return opcall.runner_for(session, op)
 
 

@@ -32,7 +32,10 @@ How to add an op (e.g. aclnnFlashAttentionGrad: inputs q, k, v, out, dout, lse -
 3. The op's call face: ``runner_for(session, OP).run(problem, *inputs, outputs=...)`` with
    ``session`` the caller's or ``default_session(backend, device)``; a method on
    ``api.Session`` and an export in ``acl_fa/__init__.py``.
-The cdefs of the two aclnn entries go in ``acl_fa/cdefs/`` as for the forward.
+An op of our custom operator package need not write step 2's phase-one arguments at all: an
+:class:`EntryOp` reads them from the op's JSON (the order, the optional tensors, the attrs and
+their defaults; acl_fa/runtime/aclnn_entries.py), given which role holds each JSON tensor and the
+attr values of a problem. Its cffi declarations are derived from the same JSON.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..runtime import aclnn_entries
 from ..runtime.ffi import ffi
 from ..runtime.errors import (
     AclMemoryError, ClosedObjectError, InsufficientMemoryError, InvalidArgumentError, InvalidTypeError)
@@ -58,7 +62,7 @@ from ..runtime.session import (
 from ..runtime.tensor import Tensor
 from ..runtime.units import format_bytes
 
-__all__ = ["Op", "PreparedCall", "OpRunner", "runner_for", "default_session", "default_sessions", "clear_cache",
+__all__ = ["Op", "EntryOp", "PreparedCall", "OpRunner", "runner_for", "default_session", "default_sessions", "clear_cache",
            "set_cache_limits", "CACHED_SHAPES", "CACHED_FRACTION"]
 
 # What one OpRunner keeps, least recently used dropped first: at most CACHED_SHAPES problems and
@@ -120,6 +124,66 @@ class Op:
         does not pass (e.g. value-depend sequence lengths, which phase 1 reads from the device):
         uploaded once, before phase 1."""
         return {}
+
+
+def _attr_argument(desc: dict, value):
+    """One attr of phase one as its C type wants it (msopgen's types: docs/cann-facts.md
+    #custom-operator-api): float -> double, int -> int64_t, bool -> bool, string -> char * (NULL for
+    an optional string left unset). The char[] lives as long as the argument tuple."""
+    kind = desc["type"]
+    if kind == "string":
+        return ffi.NULL if value is None else ffi.new("char[]", str(value).encode())
+    return {"float": float, "int": int, "bool": bool}[kind](value)
+
+
+class EntryOp(Op):
+    """An op of our custom operator package whose phase-one arguments follow its op JSON.
+
+    ``op_type`` names the JSON's op (and so the two entries, ``aclnn<op_type>GetWorkspaceSize`` /
+    ``aclnn<op_type>``); ``roles`` maps a JSON tensor name to the role holding it (a name not in
+    it is its own role); ``attr_values(problem)`` gives ``{JSON attr name: value}`` -- attrs the
+    JSON has but the dict lacks take the JSON's default, names the JSON lacks are ignored (one
+    function serves every version of a family: a version without an attr ignores it). An optional
+    tensor whose role has no buffer is passed as NULL. ``inputs`` default to the roles of the
+    JSON's inputs that are not ``constants`` (``constant_roles``), in the JSON's order."""
+
+    op_type: str = ""
+    roles: dict = {}
+    constant_roles: tuple = ()
+
+    def __init__(self, op_type: str = ""):
+        self.op_type = op_type or self.op_type
+        self.entry = aclnn_entries.by_op(aclnn_entries.load()).get(self.op_type)
+        if self.entry is None:
+            raise InvalidArgumentError(f"{self.op_type}: no op JSON of this tree describes it (op_host/*/*.json)")
+        self.name = self.entry["snake"]
+        self.workspace_api, self.launch_api = self.entry["phase1"], self.entry["phase2"]
+        if not type(self).inputs:
+            self.inputs = tuple(self.role(p[3]["name"]) for p in self.entry["params"]
+                                if p[2] == "input" and self.role(p[3]["name"]) not in self.constant_roles)
+
+    def role(self, json_name: str) -> str:
+        return self.roles.get(json_name, json_name)
+
+    def attr_values(self, problem) -> dict:
+        """{JSON attr name: value} of a problem (see the class docstring)."""
+        return {}
+
+    def workspace_args(self, problem, tensors: dict) -> tuple:
+        values = self.attr_values(problem)
+        args = []
+        for _, name, kind, desc in self.entry["params"]:
+            if kind == "attr":
+                args.append(_attr_argument(desc, values.get(desc["name"], desc.get("default_value"))))
+            elif kind in ("input", "output"):
+                role = self.role(desc["name"])
+                if role in tensors:
+                    args.append(tensors[role].handle)
+                elif desc["param_type"] == "optional":
+                    args.append(ffi.NULL)
+                else:
+                    raise InvalidArgumentError(f"{self.name}: the required tensor {name} (role {role}) has no buffer")
+        return tuple(args)
 
 
 def _destroy_executor(backend, executor):

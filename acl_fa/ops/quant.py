@@ -119,7 +119,7 @@ class Int8Problem:
 
 
 class AttentionQuantOp(Op):
-    """aclnnAttentionQuant (acl_fa/cdefs/aclnn_attention_quant.h)."""
+    """aclnnAttentionQuant (op_host/attention_quant/attention_quant.json)."""
 
     name = "attention_quant"
     inputs = ("x",)
@@ -150,7 +150,7 @@ class AttentionQuantOp(Op):
 
 
 class FlashAttentionInt8Op(Op):
-    """aclnnFlashAttentionInt8 (acl_fa/cdefs/aclnn_flash_attention_int8.h)."""
+    """aclnnFlashAttentionInt8 (op_host/flash_attention_int8/flash_attention_int8.json)."""
 
     name = "flash_attention_int8"
     inputs = ("q", "k", "v", "q_scale", "k_scale")

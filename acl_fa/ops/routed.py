@@ -1,7 +1,7 @@
 """acl_fa.flash_attention: the forward call, served by the op the routing rule picks (issue #34).
 
-The call is validated exactly as acl_fa.ops.forward.flash_attention validates it (the same
-functions, in the same order, before any device work), then acl_fa.plan.routing decides: a
+The call is validated once, by acl_fa.ops.forward.validated_call (flash_attention's own
+validation, before any device work), then acl_fa.plan.routing decides: a
 decode-shaped call (few query rows per kv head, long keys) whose decode tiling models faster runs
 on the decode op's split-KV kernel (flash_attention_with_kvcache over the keys as a contiguous
 cache); every other call, and every call with an option only the general forward has, runs the
@@ -13,7 +13,6 @@ float32 [B, N, Sq] with return_lse, rows that see no key 0 (LSE -inf).
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import weakref
 from typing import Optional
@@ -22,14 +21,13 @@ import numpy as np
 
 from ..plan import routing
 from ..runtime.device_array import DeviceArray
-from ..runtime.errors import InvalidArgumentError, InvalidTypeError
+from ..runtime.errors import InvalidArgumentError
 from ..runtime.session import DeviceSession
-from ..spec.options import build_forward_options, check_precision_dtype
-from ..spec.problem import Problem, make_problem
+from ..spec.problem import Problem
 from .decode import flash_attention_with_kvcache
-from .forward import flash_attention as general_flash_attention
+from .forward import run_call, validated_call
 from .opcall import default_session
-from .problem import check_float32_range, outputs_of
+from .problem import outputs_of
 from .quant import check_qk_quant, quantized_attention
 
 __all__ = ["flash_attention", "last_route", "general_only", "decode_arrays", "forward_outputs"]
@@ -123,34 +121,23 @@ def flash_attention(q, k, v, *, causal=False, scale=None, layout="BNSD", num_hea
     causal and scale only (no window, mask, dropout, softcap or precision option). 'fp8' and 'int4'
     are refused with their reason."""
     int8 = check_qk_quant(qk_quant)
-    problem, qa, ka, va = make_problem(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
-                                       num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n, pad_head_dim=True)
-    if not isinstance(return_lse, (bool, np.bool_)):
-        raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
-    options, _, _ = build_forward_options(
-        scores=problem.score_grid, dtype=problem.dtype, causal=causal, window=window, attn_mask=attn_mask,
-        dropout_p=dropout_p, seed=seed, offset=offset, return_dropout_mask=return_dropout_mask, softcap=softcap,
-        precision=precision, alibi_slopes=alibi_slopes, sinks=sinks)
-    check_precision_dtype(options, problem.dtype_name)
-    check_float32_range(problem, qa, ka, va)
+    call = validated_call(q, k, v, return_lse, dict(
+        causal=causal, scale=scale, layout=layout, num_heads=num_heads, num_kv_heads=num_kv_heads, block_m=block_m,
+        block_n=block_n, window=window, attn_mask=attn_mask, dropout_p=dropout_p, seed=seed, offset=offset,
+        return_dropout_mask=return_dropout_mask, softcap=softcap, precision=precision, alibi_slopes=alibi_slopes,
+        sinks=sinks))
+    problem, options, arrays = call.problem, call.options, (call.q, call.k, call.v)
     if int8 and not options.is_default:
         raise InvalidArgumentError("qk_quant='int8' takes causal and scale only: no window, attn_mask, dropout, "
                                    "softcap, precision, alibi_slopes or sinks option")
     if session is None:
         session = default_session(backend, device)
-    if options.is_causal and not problem.causal:  # window (-1, 0) is causal, as the forward reads it
-        problem = dataclasses.replace(problem, causal=True)
     if int8:
-        out, lse = quantized_attention(session, problem, qa, ka, va)
+        out, lse = quantized_attention(session, problem, *arrays)
         return outputs_of(out, lse, None, options, problem.batch * problem.num_heads, True) if return_lse else out
-    reason = general_only(problem, block_m, block_n, options, (qa, ka, va))
+    reason = general_only(problem, block_m, block_n, options, arrays)
     decision = routing.route(problem, session.soc_name(), general_only=reason)
     _remember(session, decision)
     if decision.decode:
-        return _run_decode(problem, session, qa, ka, va, bool(return_lse), options)
-    return general_flash_attention(q, k, v, causal=causal, scale=scale, layout=layout, num_heads=num_heads,
-                                   num_kv_heads=num_kv_heads, block_m=block_m, block_n=block_n,
-                                   return_lse=return_lse, window=window, attn_mask=attn_mask, dropout_p=dropout_p,
-                                   seed=seed, offset=offset, return_dropout_mask=return_dropout_mask,
-                                   session=session, softcap=softcap, precision=precision,
-                                   alibi_slopes=alibi_slopes, sinks=sinks)
+        return _run_decode(problem, session, *arrays, call.return_lse, options)
+    return run_call(session, call)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .problem import check_backward_dtype, check_float32_range, outputs_of
 from ..spec.problem import as_array, make_problem
-from ..spec.options import build_options, check_max_seqlen, cu_seqlens_ends, score_mod_options
+from ..spec.options import build_forward_options, check_max_seqlen, cu_seqlens_ends
 from .backward import backward_options
 from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
@@ -68,8 +68,10 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
 
     dropout_p, seed, offset, return_dropout_mask: as flash_attention, with b the sequence index
     (a call uses the Philox streams offset .. offset + num_seqs*N - 1); the keep mask is uint8
-    [num_seqs, N, max Sq, max Skv], 0 past each sequence's lengths. attn_mask is not supported
-    with varlen batches (use causal / window). softcap: as flash_attention (per sequence, the
+    [num_seqs, N, max Sq, max Skv], 0 past each sequence's lengths. attn_mask: as flash_attention
+    (bool, True = the query may attend to the key; or float, added to the scores, q's dtype) over
+    the grid [num_seqs, N, longest Sq, longest Skv] (each dim but the last may be 1): sequence s
+    reads its top-left [Sq(s), Skv(s)] corner (docs/attention_options.md "Masks with varlen"). softcap: as flash_attention (per sequence, the
     same cap). alibi_slopes float32 [N] or [num_seqs, N] (a row per sequence, each with its own
     bottom-right alignment Skv(s) - Sq(s)) and sinks float32 [N]: as flash_attention.
 
@@ -79,21 +81,15 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
     window) give 0 and lse -inf."""
     if not isinstance(return_lse, (bool, np.bool_)):
         raise InvalidTypeError(f"return_lse must be a bool, got {return_lse!r}")
-    if attn_mask is not None:
-        raise InvalidArgumentError("attn_mask is not supported by flash_attention_varlen (True = the query may "
-                                   "attend to the key); restrict the keys with causal / window, or run the "
-                                   "sequences padded through flash_attention with a key-padding mask")
     problem, ends_q, ends_kv, q, k, v = make_varlen_problem(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, scale=scale,
         block_m=block_m, block_n=block_n)
-    options, _ = build_options(scores=problem.score_grid, causal=causal, window=window, dropout_p=dropout_p, seed=seed,
-                               offset=offset, return_dropout_mask=return_dropout_mask, cu_seqlens_q=ends_q,
-                               cu_seqlens_kv=ends_kv, softcap=softcap)
-    options, mods = score_mod_options(options, batch=problem.batch, heads=problem.num_heads, seq_q=problem.seq_q,
-                                      seq_kv=problem.seq_kv, dtype=problem.dtype, alibi_slopes=alibi_slopes,
-                                      sinks=sinks)
+    options, mask, mods = build_forward_options(
+        scores=problem.score_grid, dtype=problem.dtype, causal=causal, window=window, attn_mask=attn_mask,
+        dropout_p=dropout_p, seed=seed, offset=offset, return_dropout_mask=return_dropout_mask, cu_seqlens_q=ends_q,
+        cu_seqlens_kv=ends_kv, softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks)
     session = default_session(backend, device) if session is None else session
-    out, lse, dropout_mask = run_forward_v2(session, problem, options, q, k, v, None, mods)
+    out, lse, dropout_mask = run_forward_v2(session, problem, options, q, k, v, mask, mods)
     if not (return_lse or options.return_dropout_mask):
         return out
     return outputs_of(out, lse, dropout_mask, options, problem.batch * problem.num_heads, bool(return_lse))

@@ -357,13 +357,27 @@ def _sequence_slopes(alibi_slopes, seq_index):
     return slopes if slopes.ndim == 1 else slopes[seq_index]
 
 
+def _sequence_mask(mask, seq_index, sq, skv):
+    """Sequence seq_index's part of a varlen mask (docs/attention_options.md "Masks with varlen"):
+    the mask broadcast over [sequences, N, longest Sq, longest Skv] (leading dims of size 1 or
+    missing), of which the sequence takes its row of the first dim and the top-left [sq, skv]
+    corner; returned as [1, N or 1, sq or 1, skv] (None stays None)."""
+    if mask is None:
+        return None
+    m = np.asarray(mask)
+    m = m.reshape((1,) * (4 - m.ndim) + m.shape)
+    return m[seq_index if m.shape[0] > 1 else 0][None, :, :sq, :skv]
+
+
 def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None, window=None,
                                dropout_p=0.0, seed=0, offset=0, out_dtype=np.float64, softcap=0.0,
-                               alibi_slopes=None, sinks=None):
+                               alibi_slopes=None, sinks=None, attn_mask=None, attn_bias=None):
     """Variable-length batch (layout TND): q [Tq, N, D], k/v [Tkv, Nkv, D], sequence s holding
     rows cu_seqlens[s]:cu_seqlens[s+1]. Each sequence is attended alone, with its own Sq/Skv
     for the causal/window/ALiBi alignment and s as the dropout batch index (alibi_slopes [N] or
-    [B, N], row s for sequence s). Returns (out [Tq, N, D] in `out_dtype`, lse float64 [N, Tq])."""
+    [B, N], row s for sequence s). attn_mask (bool, True = attend) and attn_bias (float, added):
+    over [sequences, N, longest Sq, longest Skv] (broadcast), sequence s reading the top-left
+    [Sq(s), Skv(s)] corner of its slice. Returns (out [Tq, N, D] in `out_dtype`, lse float64 [N, Tq])."""
     q, k, v = (np.asarray(x) for x in (q, k, v))
     n_heads = q.shape[1]
     if scale is None:
@@ -376,7 +390,9 @@ def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=Fa
         o, l = attention_reference(q[None, qr], k[None, kr], v[None, kr], causal=causal, scale=scale, layout="BSND",
                                    window=window, dropout_p=dropout_p, seed=seed,
                                    offset=_sequence_offset(offset, s, n_heads), softcap=softcap,
-                                   alibi_slopes=_sequence_slopes(alibi_slopes, s), sinks=sinks)
+                                   alibi_slopes=_sequence_slopes(alibi_slopes, s), sinks=sinks,
+                                   attn_mask=_sequence_mask(attn_mask, s, qr.stop - qr.start, kr.stop - kr.start),
+                                   attn_bias=_sequence_mask(attn_bias, s, qr.stop - qr.start, kr.stop - kr.start))
         out[qr], lse[:, qr] = o[0], l[0]
     return out.astype(out_dtype, copy=False), lse
 

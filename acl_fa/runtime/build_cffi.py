@@ -1,4 +1,6 @@
-"""Generates acl_fa/runtime/_acl_cffi.py, the cffi out-of-line ABI-mode module (run by CMake).
+"""Generates acl_fa/runtime/_acl_cffi.py, the cffi out-of-line ABI-mode module (run by CMake),
+and beside it _aclnn_entries.json, the custom operators' aclnn entries derived from the op JSONs
+of the source tree (aclnn_entries.py), whose declarations the module holds.
 
 ABI mode: nothing is compiled against CANN; the generated module holds the parsed
 declarations and the libraries are dlopen'ed at run time (acl_fa/runtime/loader.py).
@@ -9,14 +11,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
 
-def _load_cdefs_module():
+def _load_module(stem: str):
     # Loaded by path: at build time acl_fa is not importable (its deps may be missing).
-    path = Path(__file__).resolve().parent / "cdef_reader.py"
-    spec = importlib.util.spec_from_file_location("_acl_fa_cdefs", path)
+    path = Path(__file__).resolve().parent / f"{stem}.py"
+    spec = importlib.util.spec_from_file_location(f"_acl_fa_{stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -30,11 +33,13 @@ def main(argv: list[str]) -> int:
 
     import cffi
 
+    entries = _load_module("aclnn_entries").derive()
     ffi = cffi.FFI()
-    ffi.cdef(_load_cdefs_module().read_cdefs(args.cdefs))
+    ffi.cdef(_load_module("cdef_reader").read_cdefs(args.cdefs, entries))
     ffi.set_source("acl_fa.runtime._acl_cffi", None)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     ffi.emit_python_code(str(args.output))
+    (args.output.parent / "_aclnn_entries.json").write_text(json.dumps(entries, indent=1) + "\n")
     return 0
 
 

@@ -11,9 +11,14 @@ names them with ``#include "../../<path>"`` and the reader puts the named header
 its place (what stands between ``#ifdef __cplusplus`` and its ``#endif`` is C++ only: the
 ``extern "C"`` wrappers and C++ declarations, dropped). Only a source tree has them; an
 installed package uses the module generated from them at build time (build_cffi.py).
+
+The aclnn entries of the custom operators are not written here: they follow from each op's JSON
+(aclnn_entries.py) and are appended after the files. A cdefs file may still declare an entry by
+hand (tests/ops/test_op_interfaces.py holds it to the JSON); then that declaration is the one used.
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -93,9 +98,23 @@ def read_cdef(cdef: Path) -> str:
     return "\n".join(out)
 
 
-def read_cdefs(cdefs_dir: Path) -> str:
-    """All declarations, each file under a comment naming it."""
-    return "\n".join(f"/* ---- {f.name} ---- */\n{read_cdef(f)}" for f in cdef_files(cdefs_dir))
+def _aclnn_entries():
+    # By path, like this module itself at build time (acl_fa need not be importable then).
+    spec = importlib.util.spec_from_file_location("_acl_fa_aclnn_entries", Path(__file__).with_name("aclnn_entries.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def read_cdefs(cdefs_dir: Path, entries: list = None) -> str:
+    """All declarations: each file under a comment naming it, then the two functions of every
+    aclnn entry in `entries` (aclnn_entries.load() when None) that no file declares."""
+    files = "\n".join(f"/* ---- {f.name} ---- */\n{read_cdef(f)}" for f in cdef_files(cdefs_dir))
+    module = _aclnn_entries()
+    entries = module.load() if entries is None else entries
+    generated = [module.declaration(e) for e in entries
+                 if not re.search(rf"\b{e['phase1']}\s*\(", files)]
+    return files + "\n/* ---- aclnn entries generated from the op JSON (aclnn_entries.py) ---- */\n" + "".join(generated)
 
 
 def default_cdefs_dir() -> Path:

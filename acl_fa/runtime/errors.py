@@ -195,13 +195,16 @@ class AclParamError(AclError, ValueError):
     """The library rejected an argument (codes 100000, 107000, 161001, 161002)."""
 
 
+def _error_of_family(code: int, api: str, message: str, families: tuple, default: type) -> AclError:
+    """families: ((codes, exception class), ...), the first whose codes hold `code` wins."""
+    cls = next((cls for codes, cls in families if code in codes), default)
+    return cls(code, api, message)
+
+
 def error_for_code(code: int, api: str, message: str = "") -> AclError:
     """The exception of the right family for an ACL/aclnn status."""
-    if code in MEMORY_CODES:
-        return AclMemoryError(code, api, message)
-    if code in PARAM_CODES:
-        return AclParamError(code, api, message)
-    return AclError(code, api, message)
+    return _error_of_family(code, api, message, ((MEMORY_CODES, AclMemoryError), (PARAM_CODES, AclParamError)),
+                            AclError)
 
 
 # HcclResult (hccl/hccl_types.h): code -> name and a plain explanation.
@@ -252,11 +255,8 @@ class HcclMemoryError(HcclError, MemoryError):
 
 def hccl_error_for_code(code: int, api: str, message: str = "") -> HcclError:
     """The exception of the right family for a non-zero HcclResult."""
-    if code in HCCL_PARAM_CODES:
-        return HcclParamError(code, api, message)
-    if code in HCCL_MEMORY_CODES:
-        return HcclMemoryError(code, api, message)
-    return HcclError(code, api, message)
+    return _error_of_family(code, api, message, ((HCCL_PARAM_CODES, HcclParamError),
+                                                 (HCCL_MEMORY_CODES, HcclMemoryError)), HcclError)
 
 
 class LoadAttempt(NamedTuple):

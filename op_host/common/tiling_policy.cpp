@@ -333,18 +333,13 @@ std::string ValidateProblem(const Problem &p) {
                       "next_tokens=%lld%s", static_cast<long long>(p.preTokens), static_cast<long long>(p.nextTokens),
                       p.causal ? " with causal (next_tokens <= 0)" : "");
     }
+    // Masks of a varlen batch: batch = sequences, seqQ / seqKv the longest (each sequence reads
+    // the top-left corner of its [seqQ, seqKv] slice).
     if (p.mask) {
-        if (varlen) {
-            return "atten_mask with input_layout TND (a varlen batch) is not supported: use a fixed-length layout "
-                   "or express the restriction as a window";
-        }
         const std::string error = BroadcastDimsError("atten_mask", p.maskB, p.maskN, p.maskQ, p);
         if (!error.empty()) return error;
     }
     if (p.bias) {
-        if (varlen) {
-            return "atten_bias with input_layout TND (a varlen batch) is not supported: use a fixed-length layout";
-        }
         const std::string error = BroadcastDimsError("atten_bias", p.biasB, p.biasN, p.biasQ, p);
         if (!error.empty()) return error;
     }

@@ -85,19 +85,22 @@ std::string ReadSequences(const gert::Tensor *qEnds, const gert::Tensor *kvEnds,
 }
 
 // The device mask's dims from atten_mask's shape: rank 4 [mb, mn, mq, Skv] with mb in {1, B},
-// mn in {1, N}, mq in {1, Sq}; never expanded. Returns "" or what is wrong.
+// mn in {1, N}, mq in {1, Sq}; never expanded. A varlen batch (TND, read before this) has B
+// sequences and the longest Sq, Skv: sequence s sees the mask's top-left [Sq(s), Skv(s)] corner,
+// as its dropout_mask output is laid out (docs/attention_options.md "Masks with varlen").
+// Returns "" or what is wrong.
 std::string ReadMask(const gert::StorageShape *mask, const Dims &d, fa_policy::Problem *problem) {
     if (mask == nullptr) return "";
     const gert::Shape &m = mask->GetOriginShape();
-    const std::string want = "[1 or " + std::to_string(d.batch) + ", 1 or " + std::to_string(d.numHeads) +
-                             ", 1 or " + std::to_string(d.seqQ) + ", " + std::to_string(d.seqKv) + "]";
-    if (d.layout == FA_LAYOUT_TND) {
-        return "atten_mask with input_layout TND (a varlen batch) is not supported: use a fixed-length layout or a "
-               "window";
-    }
-    if (m.GetDimNum() != 4 || (m.GetDim(0) != 1 && m.GetDim(0) != d.batch) ||
-        (m.GetDim(1) != 1 && m.GetDim(1) != d.numHeads) || (m.GetDim(2) != 1 && m.GetDim(2) != d.seqQ) ||
-        m.GetDim(3) != d.seqKv) {
+    const bool varlen = d.layout == FA_LAYOUT_TND;
+    const int64_t batch = varlen ? static_cast<int64_t>(problem->batch) : d.batch;
+    const int64_t seqQ = varlen ? static_cast<int64_t>(problem->seqQ) : d.seqQ;
+    const int64_t seqKv = varlen ? static_cast<int64_t>(problem->seqKv) : d.seqKv;
+    const std::string want = "[1 or " + std::to_string(batch) + ", 1 or " + std::to_string(d.numHeads) +
+                             ", 1 or " + std::to_string(seqQ) + ", " + std::to_string(seqKv) + "]";
+    if (m.GetDimNum() != 4 || (m.GetDim(0) != 1 && m.GetDim(0) != batch) ||
+        (m.GetDim(1) != 1 && m.GetDim(1) != d.numHeads) || (m.GetDim(2) != 1 && m.GetDim(2) != seqQ) ||
+        m.GetDim(3) != seqKv) {
         return "atten_mask shape " + fa_host::ShapeText(m) + " must be " + want + " (1 = masked out)";
     }
     problem->mask = true;

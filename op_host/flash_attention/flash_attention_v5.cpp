@@ -56,15 +56,17 @@ std::string ReadScoreMods(gert::TilingContext *context, const fa_host::Dims &d, 
         if (biasDesc != nullptr && qDesc != nullptr && biasDesc->GetDataType() != qDesc->GetDataType()) {
             return "attenBiasOptional must have query's dtype";
         }
-        if (d.layout == FA_LAYOUT_TND) {
-            return "attenBiasOptional with input_layout TND (a varlen batch) is not supported";
-        }
-        if (m.GetDimNum() != 4 || (m.GetDim(0) != 1 && m.GetDim(0) != d.batch) ||
-            (m.GetDim(1) != 1 && m.GetDim(1) != d.numHeads) || (m.GetDim(2) != 1 && m.GetDim(2) != d.seqQ) ||
-            m.GetDim(3) != d.seqKv) {
-            return "attenBiasOptional shape " + fa_host::ShapeText(m) + " must be [1 or " + std::to_string(d.batch) +
-                   ", 1 or " + std::to_string(d.numHeads) + ", 1 or " + std::to_string(d.seqQ) + ", " +
-                   std::to_string(d.seqKv) + "]";
+        // A varlen batch (TND): B sequences, the longest Sq and Skv, sequence s reading the top-left
+        // [Sq(s), Skv(s)] corner (as atten_mask, flash_attention_v2.cpp ReadMask).
+        const bool varlen = d.layout == FA_LAYOUT_TND;
+        const int64_t seqQ = varlen ? static_cast<int64_t>(problem->seqQ) : d.seqQ;
+        const int64_t seqKv = varlen ? static_cast<int64_t>(problem->seqKv) : d.seqKv;
+        if (m.GetDimNum() != 4 || (m.GetDim(0) != 1 && m.GetDim(0) != batch) ||
+            (m.GetDim(1) != 1 && m.GetDim(1) != d.numHeads) || (m.GetDim(2) != 1 && m.GetDim(2) != seqQ) ||
+            m.GetDim(3) != seqKv) {
+            return "attenBiasOptional shape " + fa_host::ShapeText(m) + " must be [1 or " + std::to_string(batch) +
+                   ", 1 or " + std::to_string(d.numHeads) + ", 1 or " + std::to_string(seqQ) + ", " +
+                   std::to_string(seqKv) + "]";
         }
         problem->bias = true;
         problem->biasB = static_cast<uint64_t>(m.GetDim(0));

@@ -276,18 +276,45 @@ def hccl_problems(real_include: Path, work: Path) -> list[str]:
     return problems
 
 
+def _this_trees_aclnn_entries():
+    spec = importlib.util.spec_from_file_location("_abi_aclnn_entries", ROOT / "acl_fa" / "runtime" / "aclnn_entries.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def op_jsons() -> list[Path]:
     """Every custom operator's msopgen op JSON (op_host/<family>/<op>.json)."""
-    return sorted(ROOT.glob("op_host/*/*.json"))
+    return _this_trees_aclnn_entries().op_jsons(ROOT)
+
+
+def driver_declarations(work: Path) -> dict[str, Path]:
+    """{aclnn_<op>.h: file} of the declarations the driver's cffi reads for every custom op entry:
+    those derived from the op JSON (acl_fa/runtime/aclnn_entries.py), or a hand-written
+    acl_fa/cdefs/aclnn_<op>.h where one still stands in for them."""
+    entries = _this_trees_aclnn_entries()
+    out = work / "driver_aclnn"
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for entry in entries.derive(ROOT):
+        name = f"aclnn_{entry['snake']}.h"
+        if (CDEFS / name).is_file():
+            files[name] = CDEFS / name
+        else:
+            files[name] = out / name
+            files[name].write_text(entries.declaration(entry))
+    return files
 
 
 def custom_op_checks(work: Path) -> list[tuple[list[str], Path]]:
-    """(includes, cdef) for every custom op entry: the generated aclnn_<op>.h against
-    acl_fa/cdefs/aclnn_<op>.h (the simulator's copy is generated at build time; here into `work`)."""
+    """(includes, declarations) for every custom op entry: the simulator's aclnn_<op>.h (generated
+    at build time by sim/src/opapi/gen_aclnn.py; here into `work`) against the driver's
+    declarations of the same entry (driver_declarations)."""
     out = work / "generated_aclnn"
     _run([sys.executable, str(ROOT / "sim/src/opapi/gen_aclnn.py"), "--headers-only", "--out", str(out),
           *map(str, op_jsons())], "generating the aclnn declarations from the op JSON")
-    return [(["acl/acl.h", "aclnn/aclnn_base.h", str(header)], CDEFS / header.name)
+    driver = driver_declarations(work)
+    return [(["acl/acl.h", "aclnn/aclnn_base.h", str(header)], driver[header.name])
             for header in sorted(out.glob("aclnn_*.h"))]
 
 

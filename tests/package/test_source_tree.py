@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import acl_fa
+from acl_fa.runtime.aclnn_entries import source_files
 from acl_fa.runtime.cdef_reader import cdef_files, included_headers
 from conftest import REPO
 from acl_fa.runtime.loader import sim_library_dir
@@ -39,11 +40,13 @@ print("source tree:", acl_fa.__file__)
 
 def _checkout(tmp_path: Path) -> Path:
     """A checkout's root: acl_fa/ as in git (sources and cdefs, no _sim/, no generated module) and
-    the headers of our own C APIs that the cdefs name (native/, sim/include/)."""
+    the headers of our own C APIs that the cdefs name (native/, sim/include/), the op JSONs and the
+    rules the aclnn entries are derived from (op_host/*/*.json, sim/src/opapi/gen_aclnn.py)."""
     root = tmp_path / "checkout"
     shutil.copytree(SOURCE, root / "acl_fa",
-                    ignore=shutil.ignore_patterns("_sim", "_acl_cffi.py", "__pycache__", "*.so"))
-    for header in (h for cdef in cdef_files(SOURCE / "cdefs") for h in included_headers(cdef)):
+                    ignore=shutil.ignore_patterns("_sim", "_acl_cffi.py", "_aclnn_entries.json", "__pycache__", "*.so"))
+    headers = [h for cdef in cdef_files(SOURCE / "cdefs") for h in included_headers(cdef)]
+    for header in headers + source_files(SOURCE.parent):
         target = root / header.relative_to(SOURCE.parent)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(header, target)

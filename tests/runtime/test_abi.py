@@ -111,7 +111,7 @@ def test_a_wrong_value_is_caught(real_include, work):
 
 def test_every_custom_op_entry_matches_its_cdef(real_include, work):
     """The aclnn declarations generated from each op JSON (as libcust_opapi.so is built) against
-    acl_fa/cdefs/aclnn_<op>.h, for every entry (at least the 7 of issue #27; a new op JSON is
+    the driver's declarations of the same entry (abi_check.driver_declarations), for every entry (at least the 7 of issue #27; a new op JSON is
     checked with no edit here)."""
     checks = abi_check.custom_op_checks(work)
     assert len(checks) == len(abi_check.op_jsons()) >= 7
