@@ -44,6 +44,10 @@ typedef struct aclfaPlanProblem {
      * policy only (UB lines; the coupled chips refuse them). */
     uint32_t alibi, sinks, bias, reservedMods;
     uint64_t biasB, biasN, biasQ;
+    /* How the kernel holds S, for the blocks' modeled cost only (tiling_policy.h Problem):
+     * halfScores 1, S leaves the cube as half; halfSoftmax 1, the softmax runs in half on
+     * 128-column tiles (FlashAttentionInt8 on A2/A3 with a float16 value: both). */
+    uint32_t halfScores, halfSoftmax;
 } aclfaPlanProblem;
 
 typedef struct aclfaPlanLimits {

@@ -54,6 +54,8 @@ inline fa_policy::Problem ProblemWithOptionsFromC(const aclfaPlanProblem &proble
     p.biasB = problem.bias != 0 ? problem.biasB : 1;
     p.biasN = problem.bias != 0 ? problem.biasN : 1;
     p.biasQ = problem.bias != 0 ? problem.biasQ : 1;
+    p.halfScores = problem.halfScores != 0;
+    p.halfSoftmax = problem.halfSoftmax != 0;
     return p;
 }
 

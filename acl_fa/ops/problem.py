@@ -28,11 +28,11 @@ def head_dim_rows(problem: Problem, roles: tuple) -> dict:
     return {role: (problem.given_head_dim, problem.head_dim) for role in roles}
 
 
-def check_plan(problem: Problem, soc: str):
+def check_plan(problem: Problem, soc: str, options: "planmod.PlanOptions | None" = None):
     """Runs the tiling policy for the chip before any device work; InvalidArgumentError with
     the broken budget line when a user block does not fit. Returns the plan."""
     try:
-        return planmod.plan(problem, soc)
+        return planmod.plan(problem, soc) if options is None else planmod.plan(problem, soc, options)
     except planmod.PlanError as exc:
         raise InvalidArgumentError(str(exc)) from exc
 
