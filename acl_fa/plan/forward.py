@@ -465,11 +465,12 @@ def plan(problem: Problem, soc: "Optional[str | ChipLimits]" = None, options: Pl
     )
 
 
-def analytic_cycles(problem: Problem, soc: "Optional[str | ChipLimits]" = None) -> float:
+def analytic_cycles(problem: Problem, soc: "Optional[str | ChipLimits]" = None,
+                    options: PlanOptions = _NO_OPTIONS) -> float:
     """The tiling policy's analytic modeled cycles of the forward with the problem's (block_m,
     block_n) (op_host/block_cost.h; MIX path): the cost the auto blocks minimize."""
     limits = soc if isinstance(soc, ChipLimits) else chip(soc)
-    c, c_limits = c_problem_and_limits(limits, problem)
+    c, c_limits = c_problem_and_limits(limits, problem, options)
     return float(_plan_lib().aclfaPlanModeledCycles(c, c_limits, problem.block_m, problem.block_n))
 
 

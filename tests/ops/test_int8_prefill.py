@@ -122,11 +122,15 @@ def test_int8_forward_accuracy(session, case):
     _check_int8_forward(session, case)
 
 
-# Blocks whose tiles are whole 128-column repeats of half: on A2/A3 the fully visible chunks take the
-# half softmax (S dequantized to half by FixPipe), the causal diagonal's the fp32 one.
+# Blocks whose tiles are whole 128-column repeats of half: on A2/A3 every block takes the half softmax
+# (S dequantized to half by FixPipe with the whole scale; the causal diagonal's and the Skv tail's
+# blocks masked in half, their tiles rounded up to 128 columns).
 HALF_SOFTMAX_CASES = [
     (1, 2, 2, 512, 512, 128, F16, "BNSD", True, True),
     (1, 2, 1, 384, 512, 64, F16, "BSND", False, False),
+    (1, 2, 2, 400, 400, 128, F16, "BNSD", True, False),   # Sq and Skv tails on the diagonal
+    (1, 2, 1, 200, 333, 64, F16, "BSND", False, True),    # an Skv tail of 77 keys, an Sq tail
+    (1, 2, 2, 256, 384, 128, F16, "BNSD", True, False),   # Sq < Skv causal: the diagonal shifted
     (1, 2, 2, 512, 512, 128, BF16, "BNSD", True, False),  # bfloat16 P: the fp32 softmax throughout
 ]
 
