@@ -189,8 +189,9 @@ def _check_value_dtype(problem: Problem) -> None:
 
 
 def int8_blocks(problem: Problem, soc: str) -> Problem:
-    """`problem` with block_m / block_n fixed to the forward's plan on `soc`: the granularity of the
-    scales (one per block_m query rows, one per block_n keys)."""
+    """`problem` with block_m / block_n fixed to the forward's plan on `soc` with the blocks priced
+    as the int8 kernel runs them (int8_plan_options): the granularity of the scales (one per block_m
+    query rows, one per block_n keys). FlashAttentionInt8's TilingFunc chooses the same."""
     _check_value_dtype(problem)
     check_int8_chip(soc)
     if _coupled(soc) and problem.head_dim % 32:
