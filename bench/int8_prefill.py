@@ -29,7 +29,8 @@ def main() -> None:
     parser.add_argument("--no-causal", action="store_true")
     parser.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"))
     parser.add_argument("--int8-blocks", metavar="MxN", default=None,
-                        help="BLOCK_M x BLOCK_N of the int8 launches (default: the fp16 forward's plan)")
+                        help="BLOCK_M x BLOCK_N of the int8 launches (default: the int8 op's own choice, "
+                             "acl_fa.ops.quant.int8_blocks)")
     args = parser.parse_args()
     blocks = tuple(int(x) for x in args.int8_blocks.split("x")) if args.int8_blocks else None
     problem = problem_from_sizes(seq_q=args.seq, batch=args.batch, num_heads=args.heads, head_dim=args.head_dim,
@@ -57,7 +58,7 @@ def main() -> None:
     p = problem
     print(header(f"Int8 QK^T prefill vs the fp16 forward: B{p.batch} N{p.num_heads} S{p.seq_q} D{p.head_dim} "
                  f"{p.dtype_name}{' causal' if p.causal else ''} on {soc} (modeled)"))
-    origin = "given" if blocks else "the fp16 plan's"
+    origin = "given" if blocks else "the int8 op's own choice"
     print(f"Int8 blocks: BLOCK_M={base.block_m} BLOCK_N={base.block_n} ({origin}; the int8 scales' granularity). "
           f"Useful work {flops / 1e12:.3f} TFLOP per call.\n")
     print(table(["launch", "modeled us", "TFLOP/s", "critical pipe", "speedup vs fp16", "V busy", "M busy"], rows))

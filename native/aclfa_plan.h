@@ -47,6 +47,10 @@ typedef struct aclfaPlanProblem {
     /* FlashAttentionV4's high-performance precision (inner_precise 1): S's workspace slots in the
      * input dtype (fa_policy::Problem::narrowScores). The forward's policy only. */
     uint32_t narrowScores, reservedPrecision;
+    /* How the kernel holds S, for the blocks' modeled cost only (tiling_policy.h Problem):
+     * halfScores 1, S leaves the cube as half; halfSoftmax 1, the softmax runs in half on
+     * 128-column tiles (FlashAttentionInt8 on A2/A3 with a float16 value: both). */
+    uint32_t halfScores, halfSoftmax;
 } aclfaPlanProblem;
 
 typedef struct aclfaPlanLimits {

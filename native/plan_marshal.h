@@ -55,6 +55,8 @@ inline fa_policy::Problem ProblemWithOptionsFromC(const aclfaPlanProblem &proble
     p.biasN = problem.bias != 0 ? problem.biasN : 1;
     p.biasQ = problem.bias != 0 ? problem.biasQ : 1;
     p.narrowScores = problem.narrowScores != 0;
+    p.halfScores = problem.halfScores != 0;
+    p.halfSoftmax = problem.halfSoftmax != 0;
     return p;
 }
 

@@ -59,7 +59,7 @@ def model_int8(session: DeviceSession, problem: Problem, q, k, v, *, fp16: bool 
                blocks: Optional[tuple] = None) -> Int8Models:
     """Runs and models the int8 path's three launches (and, with fp16, the fp16 forward) on host arrays.
     blocks: (block_m, block_n) of the int8 launches (the scales' granularity) in place of the problem's
-    (its own, or the forward's plan); the fp16 forward keeps the problem's."""
+    (its own, or the int8 op's plan: int8_blocks); the fp16 forward keeps the problem's."""
     int8_problem = problem if blocks is None else dataclasses.replace(problem, block_m=blocks[0], block_n=blocks[1])
     base = int8_blocks(int8_problem, session.soc_name())
     quant = opcall.runner_for(session, ATTENTION_QUANT)

@@ -20,6 +20,7 @@ import dataclasses
 import numpy as np
 
 from . import opcall
+from ..plan.forward import PlanOptions
 from ..runtime.device_array import DeviceArray
 from ..runtime.errors import InvalidArgumentError, InvalidTypeError
 from ..runtime.ffi import ffi
@@ -188,8 +189,9 @@ def _check_value_dtype(problem: Problem) -> None:
 
 
 def int8_blocks(problem: Problem, soc: str) -> Problem:
-    """`problem` with block_m / block_n fixed to the forward's plan on `soc`: the granularity of the
-    scales (one per block_m query rows, one per block_n keys)."""
+    """`problem` with block_m / block_n fixed to the forward's plan on `soc` with the blocks priced
+    as the int8 kernel runs them (int8_plan_options): the granularity of the scales (one per block_m
+    query rows, one per block_n keys). FlashAttentionInt8's TilingFunc chooses the same."""
     _check_value_dtype(problem)
     check_int8_chip(soc)
     if _coupled(soc) and problem.head_dim % 32:
@@ -200,8 +202,17 @@ def int8_blocks(problem: Problem, soc: str) -> Problem:
         raise InvalidArgumentError(f"qk_quant='int8' with layout {problem.layout} needs a head dim that is a multiple "
                                    f"of 32 (AttentionQuant writes each int8 row as whole 32-B blocks), got "
                                    f"{problem.head_dim}; BNSD takes any multiple of 16")
-    plan = check_plan(problem, soc)
+    plan = check_plan(problem, soc, options=int8_plan_options(problem, soc))
     return dataclasses.replace(problem, block_m=plan.block_m, block_n=plan.block_n)
+
+
+def int8_plan_options(problem: Problem, soc: str) -> PlanOptions:
+    """The forward's plan options that price FlashAttentionInt8's blocks as its kernel runs them
+    (FlashAttentionInt8's TilingFunc sets the same): on A2/A3, S leaves the cube as half and, with
+    a float16 value, the softmax runs in half (docs/int8.md "S in half on A2/A3")."""
+    if _coupled(soc):
+        return PlanOptions()
+    return PlanOptions(half_scores=True, half_softmax=problem.dtype_name == "float16")
 
 
 def quant_problem(problem: Problem, which: str) -> QuantProblem:

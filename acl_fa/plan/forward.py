@@ -326,6 +326,11 @@ class PlanOptions:
     bias_shape: Optional[tuple] = None
     # FlashAttentionV4's high-performance precision: S's workspace slots in the input dtype.
     narrow_scores: bool = False
+    # How the kernel holds S, for the blocks' modeled cost only (tiling_policy.h Problem):
+    # half_scores, S leaves the cube as half; half_softmax, the softmax runs in half on
+    # 128-column tiles (FlashAttentionInt8 on A2/A3 with a float16 value: both).
+    half_scores: bool = False
+    half_softmax: bool = False
 
 
 _NO_OPTIONS = PlanOptions()
@@ -400,6 +405,7 @@ def c_problem_and_limits(limits: ChipLimits, problem: Problem, options: PlanOpti
     c.dropout, c.dropoutMaskOut = int(bool(options.dropout)), int(bool(options.dropout_mask_out))
     c.alibi, c.sinks = int(bool(options.alibi)), int(bool(options.sinks))
     c.narrowScores = int(bool(options.narrow_scores))
+    c.halfScores, c.halfSoftmax = int(bool(options.half_scores)), int(bool(options.half_softmax))
     if options.bias_shape is not None:
         bias_shape = tuple(options.bias_shape)
         if len(bias_shape) != 4 or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in bias_shape):

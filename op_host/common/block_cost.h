@@ -62,6 +62,20 @@ struct StepCosts {
     double l1Bytes = 0;               // the AIC's L1 (GetCoreMemSize(L1)); 0: not known, no B kept resident
 };
 
+// How the AIVs see S, the QK job's result: its bytes an element through FixPipe, GM and UB, and
+// the softmax's vector repeat-cycles per 64 scores. The forward's S is fp32 and its softmax about
+// 7 passes (StepCycles). The int8 forward on A2/A3 (FlashAttentionInt8) has S leave L0C as half
+// (FixPipe's dequantization) and softmaxes every tile of whole 128-column repeats in half
+// (OnlineSoftmax::ScoresToProbsNarrow, 128 elements a repeat): row max, subtract and scale 0.5
+// each, Exp 2 x 0.5, the cast of P to fp32 and its row sum 1 each: 4.5 per 64 scores
+// (bench/RESULTS.md "Int8 prefill speed (#31, second step)"; 4.0 when the int8 kernel's FixPipe
+// carries the whole scale, which the cost leaves at 4.5: the blocks' order is the same).
+struct ScoreForm {
+    double bytes = 4;
+    double repeatsPer64 = 7;
+};
+constexpr double kHalfSoftmaxRepeatsPer64 = 4.5;
+
 // Base tiles of a Matmul job C[m, n] fp32 = A[m, k] . B[k, n] as the Matmul tiling picks them:
 // baseM = min(m, 128), baseN = min(n, 256), baseK the largest multiple of 16 (at most k) with
 // A and B tiles double-buffered in L0A and L0B.
@@ -173,8 +187,10 @@ inline StepCosts StepCostsOf(uint64_t l2BytesPerCycle, uint32_t aicNum, uint64_t
     return c;
 }
 
-// Cycles of one Matmul job C[m, n] fp32 = A[m, k] . B[k, n] reading `readBytes` from GM.
-inline double MatmulJobCycles(double m, double n, double k, double t, double readBytes, const StepCosts &c) {
+// Cycles of one Matmul job C[m, n] fp32 = A[m, k] . B[k, n] reading `readBytes` from GM (cBytes:
+// C's bytes an element through FixPipe, 2 when it leaves L0C as half).
+inline double MatmulJobCycles(double m, double n, double k, double t, double readBytes, const StepCosts &c,
+                              double cBytes = 4) {
     auto up = [](double v, double a) { return static_cast<double>(static_cast<uint64_t>((v + a - 1) / a)); };
     const double c0 = 32.0 / t;  // K elements per fractal row
     const double fractals = up(m, 16) * up(n, 16) * up(k, c0);
@@ -185,7 +201,7 @@ inline double MatmulJobCycles(double m, double n, double k, double t, double rea
     const double l0Bytes = t * up(m, 16) * 16 * k * nBlocks + t * k * up(n, 16) * 16 * mBlocks;
     const double stages[4] = {readBytes / c.corePortBytesPerCycle, l0Bytes / c.mte1BytesPerCycle,
                               fractals * c.cubeFractalCycles,
-                              m * n * 4 / std::min(c.fixpipeBytesPerCycle, c.corePortWriteBytesPerCycle)};
+                              m * n * cBytes / std::min(c.fixpipeBytesPerCycle, c.corePortWriteBytesPerCycle)};
     double sum = 0, peak = 0;
     for (double s : stages) {
         sum += s;
@@ -198,25 +214,28 @@ inline double MatmulJobCycles(double m, double n, double k, double t, double rea
 // (MatmulReadBytes: K and V once per M pass of the item's M rows) and result writes, the AIVs'
 // S and O' reads and P writes. colShare: the part of the block's n keys the cube computes (a
 // causal item's last block stops at its last visible key, and the AIVs move S and P that wide).
+// form: S's bytes (ScoreForm).
 inline double GroupStepBytes(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
-                             const StepCosts &c, double colShare = 1) {
+                             const StepCosts &c, double colShare = 1, const ScoreForm &form = ScoreForm()) {
     const double m = blockM, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
     const StepL1 l1 = PlanStepL1(m, n, d, t, c);
-    const double cube = MatmulReadBytes(m, n, d, t, l1.qk.residentB, c, l1.qk.stepN) + m * n * 4 +
+    const double cube = MatmulReadBytes(m, n, d, t, l1.qk.residentB, c, l1.qk.stepN) + m * n * form.bytes +
                         MatmulReadBytes(m, d, n, t, l1.pv.residentB, c);
     // The AIVs move S and P only as wide as the cube computed them (rounded up to 16 columns).
-    return cube * colShare + m * d * 4 + (m * n * 4 + m * n * t) * colShare + m * d * 4;
+    return cube * colShare + m * d * 4 + (m * n * form.bytes + m * n * t) * colShare + m * d * 4;
 }
 
 // Modeled cycles of one K/V-block step of a blockM x blockN item (both AIVs) on its own core; the
 // chip's GM rate bounds the whole launch instead (ModeledKernelCycles). chunkRows: the score rows
-// an AIV moves through UB at a time (the policy's c; 0 = all r rows at once).
+// an AIV moves through UB at a time (the policy's c; 0 = all r rows at once). form: S's bytes and
+// the softmax's repeat-cycles (ScoreForm).
 inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
-                         const StepCosts &c, uint32_t chunkRows = 0) {
+                         const StepCosts &c, uint32_t chunkRows = 0, const ScoreForm &form = ScoreForm()) {
     const double m = blockM, r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
     const double port = c.corePortBytesPerCycle;
     const StepL1 l1 = PlanStepL1(m, n, d, t, c);
-    const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c, l1.qk.stepN), c);
+    const double qk =
+        MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c, l1.qk.stepN), c, form.bytes);
     const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, l1.pv.residentB, c), c);
     // An AIV's rows go through UB in chunks of ch rows. Per chunk, softmax over [ch, n] fp32: ~7
     // passes of ch*n/64 repeats (max, scale-and-subtract in one FusedMulAdd, exp x2, sum, cast,
@@ -232,10 +251,10 @@ inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uin
     // or 2 each for whole 512-column groups (ReduceRowsWhole).
     const bool whole = static_cast<uint64_t>(n) % 512 == 0 && n <= 4096;
     const double perChunk = 19 + std::min(n / 64, ch) + 2 * (whole ? 2 : n / 64);
-    const double vector = chunks * perChunk * c.vectorIssueCycles + 7 * r * n / 64 * c.vectorRepeatCycles;
-    const double loads = chunks * c.mte2LatencyCycles + r * n * 4 / port;
+    const double vector = chunks * perChunk * c.vectorIssueCycles + form.repeatsPer64 * r * n / 64 * c.vectorRepeatCycles;
+    const double loads = chunks * c.mte2LatencyCycles + r * n * form.bytes / port;
     const double stores = chunks * c.mte3LatencyCycles + r * n * t / c.mte3BytesPerCycle;
-    const double firstLoad = c.mte2LatencyCycles + ch * n * 4 / port;
+    const double firstLoad = c.mte2LatencyCycles + ch * n * form.bytes / port;
     const double lastStore = c.mte3LatencyCycles + ch * n * t / c.mte3BytesPerCycle;
     const double accumulate = (3 + d / 64) * c.vectorIssueCycles + r * d / 64 * c.vectorRepeatCycles;
     const double chain = firstLoad + std::max({vector, loads - firstLoad, stores - lastStore}) + lastStore +
@@ -249,10 +268,11 @@ inline double StepCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uin
 // waited for with nothing to overlap (request + QK), and its last P.V is waited for after the
 // last softmax (request + P.V + a meeting + O' from GM), on the vector unit of each AIV.
 inline double ItemFillCycles(uint32_t blockM, uint32_t blockN, uint64_t headDim, uint32_t dtypeBytes,
-                             const StepCosts &c) {
+                             const StepCosts &c, const ScoreForm &form = ScoreForm()) {
     const double m = blockM, r = blockM / 2.0, n = blockN, d = static_cast<double>(headDim), t = dtypeBytes;
     const StepL1 l1 = PlanStepL1(m, n, d, t, c);
-    const double qk = MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c, l1.qk.stepN), c);
+    const double qk =
+        MatmulJobCycles(m, n, d, t, MatmulReadBytes(m, n, d, t, l1.qk.residentB, c, l1.qk.stepN), c, form.bytes);
     const double pv = MatmulJobCycles(m, d, n, t, MatmulReadBytes(m, d, n, t, l1.pv.residentB, c), c);
     return 2 * c.matmulRequestCycles + qk + pv + c.crossCoreFlagCycles + c.mte2LatencyCycles +
            r * d * 4 / c.corePortBytesPerCycle;

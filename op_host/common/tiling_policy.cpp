@@ -723,11 +723,16 @@ double ModeledKernelCycles(const Problem &p, const ChipLimits &c, uint32_t block
     }
     const StepCosts costs = StepCostsOf(c.l2BytesPerCycle, c.aicNum, c.l1Bytes);
     const uint32_t chunkRows = FeaturesOfSoc(c.socVersion).coupled ? 0 : ComputeNeeds(blockM, blockN, p, c).chunkRows;
-    const double core = busiest * StepCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs, chunkRows) +
-                        busiestItems * ItemFillCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs);
+    ScoreForm form;
+    if (p.halfScores) form.bytes = 2;
+    // The half softmax takes a block whose tile is whole 128-column repeats (a cut block's tile is
+    // rounded up to them when blockN is a multiple of 128).
+    if (p.halfSoftmax && blockN % 128 == 0) form.repeatsPer64 = kHalfSoftmaxRepeatsPer64;
+    const double core = busiest * StepCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs, chunkRows, form) +
+                        busiestItems * ItemFillCycles(blockM, blockN, p.headDim, p.dtypeBytes, costs, form);
     const double steps = static_cast<double>(p.batch * p.numHeads * perHead);
     const double colShare = perHead == 0 ? 1 : perHeadCols / (static_cast<double>(perHead) * blockN);
-    return std::max(core, steps * GroupStepBytes(blockM, blockN, p.headDim, p.dtypeBytes, costs, colShare) /
+    return std::max(core, steps * GroupStepBytes(blockM, blockN, p.headDim, p.dtypeBytes, costs, colShare, form) /
                               costs.gmBytesPerCycle);
 }
 

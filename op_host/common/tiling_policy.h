@@ -93,6 +93,13 @@ struct Problem {
     bool sinks = false;
     bool bias = false;
     uint64_t biasB = 1, biasN = 1, biasQ = 1;
+    // How the kernel holds S, for the blocks' modeled cost only (block_cost.h ScoreForm; the plan's
+    // buffers, workspace and key do not change): halfScores, S leaves the cube as half (2 B an
+    // element through FixPipe, GM and UB: FlashAttentionInt8 on A2/A3, FixPipe's dequantization);
+    // halfSoftmax, the softmax runs in half on tiles of whole 128-column repeats (its float16
+    // value). Both false: S and the softmax in fp32, as the forward's default precision.
+    bool halfScores = false;
+    bool halfSoftmax = false;
 };
 
 // One line of the buffer budget: `bytes` of `capacity` used.

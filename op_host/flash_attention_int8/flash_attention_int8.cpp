@@ -62,6 +62,12 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     // read by the cube only.
     problem.dtypeBytes = 2;
     problem.bf16 = valueDesc->GetDataType() == ge::DT_BF16;
+    platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
+    const bool coupled = fa_policy::FeaturesOfSoc(static_cast<uint32_t>(platform.GetSocVersion())).coupled;
+    // The blocks' cost as this kernel runs them on A2/A3 (docs/int8.md "S in half on A2/A3"): S
+    // half through GM and UB, and with a float16 value the half softmax on every 128-column tile.
+    problem.halfScores = !coupled;
+    problem.halfSoftmax = !coupled && !problem.bf16;
     if (fa_host::WriteForwardTiling(context, problem, scale, problem.causal) != ge::GRAPH_SUCCESS) {
         return ge::GRAPH_FAILED;
     }
@@ -83,8 +89,6 @@ ge::graphStatus TilingFunc(gert::TilingContext *context) {
     // tiling's default). Coupled chips (310P, 910A): C int32 into UB through the Matmul API's UB
     // space, as the fp16 coupled forward's QK (mmUbBytes covers int8 operands and an int32 C: its
     // fp16 / fp32 sizes are larger).
-    platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
-    const bool coupled = fa_policy::FeaturesOfSoc(static_cast<uint32_t>(platform.GetSocVersion())).coupled;
     uint64_t l1Bytes = 0;
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::L1, l1Bytes);
     const uint64_t l1Half = l1Bytes / 2;

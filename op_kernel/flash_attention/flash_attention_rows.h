@@ -107,6 +107,7 @@ public:
     // max stays fp32, m = scale * shift, where shift = max(m_old / scale, rowmax(S)) rounded to H
     // (so that S - shift is one H instruction and P is relative to the m the state holds). The
     // fold for the fp32 row sum must be lent (UseFold) and be free: the caller gives scores'.
+    // Scale exactly 1 (S scaled already: the int8 forward's FixPipe) skips the scale's pass.
     template <typename H>
     __aicore__ inline void ScoresToProbsNarrow(const AscendC::LocalTensor<H> &scores, const AscendC::LocalTensor<H> &prob,
                                                const AscendC::LocalTensor<float> &wide, uint32_t stride,
@@ -313,7 +314,9 @@ __aicore__ inline void OnlineSoftmax::ScoresToProbsNarrow(const AscendC::LocalTe
     AscendC::Exp(alpha, alpha, rows);                // alpha = exp(m_old - m_new), 0 on the first block
     AscendC::Brcb(brcbH, shiftH, static_cast<uint8_t>(CeilDiv(rows, FP32_PER_BLOCK)), AscendC::BrcbRepeatParams(1, 8));
     attn_rows::SubtractRowsB16(scores, brcbH, rows, n);  // S - shift, in H
-    AscendC::Muls(scores, scores, static_cast<H>(scale), static_cast<int32_t>(elems));
+    if (scale != 1.0f) {  // 1: the caller scaled S already (the int8 forward's FixPipe), no pass
+        AscendC::Muls(scores, scores, static_cast<H>(scale), static_cast<int32_t>(elems));
+    }
     AscendC::Exp(prob, scores, static_cast<int32_t>(elems));  // P in H: the cube's operand as it is
     AscendC::Cast(wide, prob, AscendC::RoundMode::CAST_NONE, elems);
     ReduceTile<attn_rows::Reduce::SUM>(blockSum, wide, rows, n);

@@ -10,13 +10,13 @@
 //                                      FixPipe on its way to the workspace: the Matmul API's
 //                                      SetQuantScalar, QuantMode_t DEQF16; cut = the scale's top 19
 //                                      bits, FixPipe's, BlockScales::SplitBlockScale)
-//   then the online softmax with scale rest = full / cut (~1), P in T, acc += P . V_j in fp32
+//   then the online softmax with scale rest = full / cut (~1; when the half softmax takes every
+//   block, FixPipe's scale is full rounded to its 19 bits and rest is 1: no scale pass), P in T, acc += P . V_j in fp32
 //   (cube), O = acc / l, LSE, as the fp16 forward (flash_attention_rows.h OnlineSoftmax). With T
-//   half, a chunk that needs no per-element work besides the softmax (no band edge or tail in it,
-//   whole 128-column repeats) takes the half softmax of the forward's high-performance precision
+//   half, a block whose tile is whole 128-column repeats takes the half softmax of the forward's high-performance precision
 //   (OnlineSoftmax::ScoresToProbsNarrow: max, subtract, scale and Exp in half, Exp writing P
-//   straight into P's buffer); others, and every chunk with T bfloat16, cast S to fp32 (workQue_)
-//   and take the fp32 softmax.
+//   straight into P's buffer; the band's edges masked in half, so the causal diagonal's blocks
+//   too); every chunk with T bfloat16 casts S to fp32 (workQue_) and takes the fp32 softmax.
 // Per-block scales make the dequantization one scalar per (query block, key block), so it can ride
 // on the cube's output conversion: no vector pass is spent on it, S moves through GM and UB in 2
 // bytes an element instead of 4, and the half softmax takes 128 elements per repeat.
@@ -84,24 +84,40 @@ private:
     __aicore__ inline void LoadScores(uint32_t kvBlock, uint32_t r0, uint32_t rows);
     __aicore__ inline void SoftmaxChunk(const AscendC::LocalTensor<float> &scores, uint32_t kvBlock, uint32_t r0,
                                         uint32_t rows, uint32_t row0);
-    // Whether chunk (rows from row0) of block kvBlock takes the half softmax (T half only).
-    __aicore__ inline bool NarrowChunk(uint32_t kvBlock, uint32_t rows, uint32_t row0) const;
-    // The half softmax of a chunk's staged S [rows, TileWidth] half (freed here); P goes out as in SoftmaxChunk.
+    // Whether the chunks of block kvBlock take the half softmax (T half only).
+    __aicore__ inline bool NarrowChunk(uint32_t kvBlock) const;
+    // The half softmax of a chunk's staged S [rows, TileWidth] half (freed here; row0 its first
+    // query row in the sequence); P goes out as in SoftmaxChunk.
     __aicore__ inline void SoftmaxChunkNarrow(AscendC::LocalTensor<half> &staged, uint32_t kvBlock, uint32_t r0,
-                                              uint32_t rows);
+                                              uint32_t rows, uint32_t row0);
     __aicore__ inline void StoreProbs(AscendC::LocalTensor<T> &prob, uint32_t kvBlock, uint32_t r0, uint32_t rows);
     __aicore__ inline void IssueValues(uint32_t kvBlock, uint32_t mmRows);
     __aicore__ inline void FinishValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void AccumulateValues(uint32_t kvBlock, uint32_t rows);
     __aicore__ inline void WriteOutput(uint32_t rows, uint64_t outOffset, uint64_t lseOffset);
-    // Columns of block kvBlock's tile: those QK computed (BlockCols) rounded up to 16.
+    // Columns of block kvBlock's tile: those QK computed (BlockCols) rounded up to 16, or with T
+    // half and blockN a multiple of 128 to whole 128-column repeats of the half softmax (the extra
+    // columns lie past every row's band end: ScoresToProbsNarrow masks them to -inf with the rest
+    // of the cut, as the forward's FlashAttentionKernel::TileWidth).
     __aicore__ inline uint32_t TileWidth(uint32_t kvBlock) const
     {
-        return Min(td_->blockN, CeilDiv(BlockCols(kvBlock), VISIBLE_COL_ALIGN) * VISIBLE_COL_ALIGN);
+        const uint32_t n = td_->blockN;
+        const uint32_t align = AscendC::IsSameType<T, half>::value && n % attn_rows::B16_PER_REPEAT == 0
+                                   ? attn_rows::B16_PER_REPEAT
+                                   : VISIBLE_COL_ALIGN;
+        return Min(n, CeilDiv(BlockCols(kvBlock), align) * align);
     }
     __aicore__ inline uint32_t BlockCols(uint32_t kvBlock) const
     {
         return Min(td_->blockN, keyEnd_ - kvBlock * td_->blockN);
+    }
+    // Whether every block takes the half softmax (NarrowChunk true for each: T half and blockN
+    // whole 128-column repeats, so every TileWidth is too and P's buffer is wide enough to fold
+    // in). Both the AIC (IssueScores) and the AIVs (SoftmaxBlock) split the block scale by it:
+    // then FixPipe carries all of it and the softmax's scale is 1 (BlockScales::SplitBlockScale).
+    __aicore__ inline bool HalfSoftmaxEverywhere() const
+    {
+        return AscendC::IsSameType<T, half>::value && td_->blockN % attn_rows::B16_PER_REPEAT == 0;
     }
 
     const FlashAttentionTilingData *td_ = nullptr;
@@ -295,7 +311,7 @@ __aicore__ inline void FlashAttentionInt8Kernel<T>::IssueScores(uint32_t kvBlock
     const uint32_t col0 = kvBlock * td_->blockN;
     uint64_t quantScalar = 0;
     float rest = 0.0f;
-    scales_.SplitBlockScale(kvBlock, &quantScalar, &rest);
+    scales_.SplitBlockScale(kvBlock, &quantScalar, &rest, HalfSoftmaxEverywhere());
     qkMm.SetQuantScalar(quantScalar);  // S leaves L0C as half(S_int32 * cut scale)
     qkMm.SetTensorB(keyGm_[kvOffset_ + static_cast<uint64_t>(col0) * rowStrideKv_], true);
     qkMm.SetTail(mmRows, BlockCols(kvBlock), td_->headDim);
@@ -306,10 +322,11 @@ template <typename T>
 __aicore__ inline void FlashAttentionInt8Kernel<T>::SoftmaxBlock(uint32_t kvBlock, uint32_t rows, uint32_t row0)
 {
     softmax_.StartBlock();
-    // S arrives dequantized by the cut scale; the softmax's scale completes it (rest, ~1).
+    // S arrives dequantized by the cut scale; the softmax's scale completes it (rest, ~1; exactly
+    // 1 when the half softmax takes every block, which then skips its scale pass).
     uint64_t quantScalar = 0;
     float rest = 0.0f;
-    scales_.SplitBlockScale(kvBlock, &quantScalar, &rest);
+    scales_.SplitBlockScale(kvBlock, &quantScalar, &rest, HalfSoftmaxEverywhere());
     softmaxTd_.scaleValue = rest;
     const uint32_t c = td_->chunkRows;
     const uint32_t w = TileWidth(kvBlock);
@@ -321,8 +338,8 @@ __aicore__ inline void FlashAttentionInt8Kernel<T>::SoftmaxBlock(uint32_t kvBloc
             LoadScores(kvBlock, r0 + c, Min(c, rows - r0 - c));
         }
         if constexpr (AscendC::IsSameType<T, half>::value) {
-            if (NarrowChunk(kvBlock, chunk, row0 + r0)) {
-                SoftmaxChunkNarrow(staged, kvBlock, r0, chunk);
+            if (NarrowChunk(kvBlock)) {
+                SoftmaxChunkNarrow(staged, kvBlock, r0, chunk, row0 + r0);
                 continue;
             }
         }
@@ -368,28 +385,28 @@ __aicore__ inline void FlashAttentionInt8Kernel<T>::SoftmaxChunk(const AscendC::
     StoreProbs(prob, kvBlock, r0, rows);
 }
 
-// The half softmax takes a chunk that needs no per-element work besides the softmax itself (this
-// kernel has no mask bias, dropout or softcap): no band edge or Skv tail in the tile, whole
-// 128-column repeats of half, and P's buffer free to fold in (foldInProb_). As the forward's
-// FlashAttentionKernel::NarrowChunk.
+// The half softmax takes every block of an item (this kernel has no mask bias, dropout or
+// softcap) whose tile is whole 128-column repeats of half (TileWidth rounds a cut block up to
+// them), with scale > 0 and P's buffer free to fold in (foldInProb_): the band's edges and the
+// Skv tail are masked in half (OnlineSoftmax::ScoresToProbsNarrow), so the causal diagonal's
+// blocks take it too. As the forward's FlashAttentionKernel::NarrowChunk.
 template <typename T>
-__aicore__ inline bool FlashAttentionInt8Kernel<T>::NarrowChunk(uint32_t kvBlock, uint32_t rows, uint32_t row0) const
+__aicore__ inline bool FlashAttentionInt8Kernel<T>::NarrowChunk(uint32_t kvBlock) const
 {
-    const uint32_t w = TileWidth(kvBlock);
-    return foldInProb_ && softmaxTd_.scaleValue > 0.0f && w % attn_rows::B16_PER_REPEAT == 0 &&
-           softmax_.TileFullyVisible(w, rows, row0, kvBlock);
+    return foldInProb_ && softmaxTd_.scaleValue > 0.0f && TileWidth(kvBlock) % attn_rows::B16_PER_REPEAT == 0;
 }
 
 template <typename T>
 __aicore__ inline void FlashAttentionInt8Kernel<T>::SoftmaxChunkNarrow(AscendC::LocalTensor<half> &staged,
-                                                                       uint32_t kvBlock, uint32_t r0, uint32_t rows)
+                                                                       uint32_t kvBlock, uint32_t r0, uint32_t rows,
+                                                                       uint32_t row0)
 {
     const uint32_t w = TileWidth(kvBlock);
     AscendC::LocalTensor<T> prob = probQue_[probTurn_].template AllocTensor<T>();
     AscendC::LocalTensor<float> wide = workQue_.AllocTensor<float>();
     // staged holds [c, n] half = [c, n / 2] fp32 bytes >= the [c, 64] fp32 fold (w >= 128).
     softmax_.UseFold(staged.template ReinterpretCast<float>());
-    softmax_.ScoresToProbsNarrow(staged, prob, wide, w, kvBlock, rows, r0);
+    softmax_.ScoresToProbsNarrow(staged, prob, wide, w, kvBlock, rows, row0, r0);
     workQue_.FreeTensor(wide);
     scoreQue_.FreeTensor(staged);
     StoreProbs(prob, kvBlock, r0, rows);

@@ -40,17 +40,23 @@ public:
     // *quantScalar carries that cut scale and *rest = BlockScale / cut (in [1, 1 + 2^-10)) is what
     // the softmax multiplies by to complete it. BlockScale > 0 and normal (op_host / the Python
     // face refuse zero and non-finite scales; a product below 2^-126 is not handled).
-    __aicore__ inline void SplitBlockScale(uint32_t kvBlock, uint64_t *quantScalar, float *rest)
+    // whole: FixPipe carries all of it instead -- BlockScale rounded to nearest on its 19 bits
+    // (within 2^-11 of it, relative: the rounding S takes into half anyway), and *rest exactly 1,
+    // so the half softmax spends no pass on its scale (OnlineSoftmax::ScoresToProbsNarrow).
+    __aicore__ inline void SplitBlockScale(uint32_t kvBlock, uint64_t *quantScalar, float *rest, bool whole = false)
     {
         const float full = BlockScale(kvBlock);
-        const uint32_t cutBits = *reinterpret_cast<const uint32_t *>(&full) & FIXPIPE_SCALE_MASK;
+        const uint32_t bits = *reinterpret_cast<const uint32_t *>(&full);
+        // Round half up on the dropped 13 bits: a carry into the exponent stays the nearest value.
+        const uint32_t cutBits = (whole ? bits + FIXPIPE_SCALE_HALF_ULP : bits) & FIXPIPE_SCALE_MASK;
         *quantScalar = static_cast<uint64_t>(cutBits) | FIXPIPE_SCALE_FLAG;
-        *rest = full / *reinterpret_cast<const float *>(&cutBits);
+        *rest = whole ? 1.0f : full / *reinterpret_cast<const float *>(&cutBits);
     }
 
     // The bits of an fp32 scale FixPipe's dequantization keeps, and the bit SetQuantScalar.md's
     // conversion sets beside them (quantScalar = (scale & 0xFFFFE000) | (1 << 46), no offset).
     static constexpr uint32_t FIXPIPE_SCALE_MASK = 0xFFFFE000u;
+    static constexpr uint32_t FIXPIPE_SCALE_HALF_ULP = 0x00001000u;  // half of the kept bits' last place
     static constexpr uint64_t FIXPIPE_SCALE_FLAG = 1ULL << 46;
 
 private:

@@ -8,6 +8,8 @@ on normal inputs and on inputs whose K has a few channels 20x the rest.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -122,11 +124,15 @@ def test_int8_forward_accuracy(session, case):
     _check_int8_forward(session, case)
 
 
-# Blocks whose tiles are whole 128-column repeats of half: on A2/A3 the fully visible chunks take the
-# half softmax (S dequantized to half by FixPipe), the causal diagonal's the fp32 one.
+# Blocks whose tiles are whole 128-column repeats of half: on A2/A3 every block takes the half softmax
+# (S dequantized to half by FixPipe with the whole scale; the causal diagonal's and the Skv tail's
+# blocks masked in half, their tiles rounded up to 128 columns).
 HALF_SOFTMAX_CASES = [
     (1, 2, 2, 512, 512, 128, F16, "BNSD", True, True),
     (1, 2, 1, 384, 512, 64, F16, "BSND", False, False),
+    (1, 2, 2, 400, 400, 128, F16, "BNSD", True, False),   # Sq and Skv tails on the diagonal
+    (1, 2, 1, 200, 333, 64, F16, "BSND", False, True),    # an Skv tail of 77 keys, an Sq tail
+    (1, 2, 2, 256, 384, 128, F16, "BNSD", True, False),   # Sq < Skv causal: the diagonal shifted
     (1, 2, 2, 512, 512, 128, BF16, "BNSD", True, False),  # bfloat16 P: the fp32 softmax throughout
 ]
 
@@ -161,20 +167,53 @@ def _check_int8_forward(session, case, **blocks):
 
 
 
-def test_lower_level_call_takes_quantized_tensors(session):
+# block 64: the fp32 softmax (64-column tiles), the scale split between FixPipe and the softmax;
+# block 128: on A2/A3 the half softmax on every block, FixPipe's scale the whole one rounded to its
+# 19 bits (2^-11 relative) and the softmax's 1.
+@pytest.mark.parametrize("block", [64, 128])
+def test_lower_level_call_takes_quantized_tensors(session, block):
     q, k, v = _inputs(1, 2, 2, 160, 160, 64, F16, outliers=True)
-    qy, qs = quantize_blocks(q.astype(np.float64), 64, smooth=False)
-    ky, ks = quantize_blocks(k.astype(np.float64), 64, smooth=True)
-    out, lse = session.flash_attention_int8(qy, ky, v, qs, ks, block_m=64, block_n=64, causal=True, return_lse=True)
-    qd, kd = dequantize_blocks(qy, qs, 64), dequantize_blocks(ky, ks, 64)
+    qy, qs = quantize_blocks(q.astype(np.float64), block, smooth=False)
+    ky, ks = quantize_blocks(k.astype(np.float64), block, smooth=True)
+    out, lse = session.flash_attention_int8(qy, ky, v, qs, ks, block_m=block, block_n=block, causal=True,
+                                            return_lse=True)
+    qd, kd = dequantize_blocks(qy, qs, block), dequantize_blocks(ky, ks, block)
     ref, ref_lse = attention_reference(qd, kd, v, causal=True)
     error = float(np.abs(out.astype(np.float64) - ref).max())
     assert error <= 4 * ULP["float16"] * max(1.0, float(np.abs(ref).max())), error
     # On A2/A3 the scores leave the cube dequantized to half (FixPipe): each is off by up to half an
-    # ulp of half (2^-11 relative), and the scale that completes FixPipe's 19-bit one is applied in
-    # half on the half-softmax path (2^-11 more): the LSE moves by at most 2^-10 of the largest |score|.
+    # ulp of half (2^-11 relative), and FixPipe's 19-bit scale is off the exact one by up to 2^-11
+    # (rounded whole, the half softmax's blocks) or completed by a scale applied in fp32: the LSE
+    # moves by at most 2^-10 of the largest |score|.
     logits = np.einsum("bhqd,bhkd->bhqk", qd, kd) / np.sqrt(qd.shape[-1])
     np.testing.assert_allclose(lse, ref_lse, atol=1e-4 + 2.0 ** -10 * float(np.abs(logits).max()))
+
+
+def test_int8_blocks_are_priced_as_the_int8_kernel_runs():
+    """The int8 op's blocks come from the forward's policy with S in half and the half softmax priced
+    (block_cost.h ScoreForm): at the goal point they differ from the fp16 forward's (whose choice
+    stays 160 x 1024) and model cheaper under that pricing; bfloat16 prices S in half only, the
+    coupled chips as the forward."""
+    from acl_fa.plan import forward as planmod
+    from acl_fa.spec.problem import problem_from_sizes
+    soc = "Ascend910B2"
+    p = problem_from_sizes(seq_q=4096, batch=1, num_heads=32, head_dim=128, dtype="float16", causal=True)
+    fp16 = planmod.plan(p, soc)
+    assert (fp16.block_m, fp16.block_n) == (160, 1024)
+    int8 = acl_fa.ops.quant.int8_blocks(p, soc)
+    assert (int8.block_m, int8.block_n) == (192, 1024)
+    options = acl_fa.ops.quant.int8_plan_options(p, soc)
+    assert options.half_scores and options.half_softmax
+
+    def cost(m, n, opts=options):
+        return planmod.analytic_cycles(dataclasses.replace(p, block_m=m, block_n=n), soc, opts)
+
+    assert cost(192, 1024) < cost(160, 1024)
+    assert cost(160, 1024) < cost(160, 1024, planmod.PlanOptions())  # S in half costs less than fp32
+    bf16 = acl_fa.ops.quant.int8_plan_options(
+        problem_from_sizes(seq_q=4096, batch=1, num_heads=32, head_dim=128, dtype="bfloat16", causal=True), soc)
+    assert bf16.half_scores and not bf16.half_softmax
+    assert acl_fa.ops.quant.int8_plan_options(p, "Ascend310P3") == planmod.PlanOptions()
 
 
 # ---- refusals, before any device work --------------------------------------------------------------
