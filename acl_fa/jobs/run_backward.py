@@ -23,7 +23,7 @@ from ..spec.problem import Problem
 from ..ops.backward import BackwardProblem
 from .measure import measure
 from .settings import JobSettings, time_label
-from .run import RunReport, format_bytes, format_flop, format_report, random_inputs
+from .run import RunReport, format_bytes, format_flop, format_report
 from .run import run_job as run_forward_job
 from ..runtime.session import DeviceSession
 from ..plan import timing

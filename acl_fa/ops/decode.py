@@ -195,7 +195,7 @@ FLASH_ATTENTION_DECODE_V2 = FlashAttentionDecodeV2Op()
 
 
 class FlashAttentionDecodeV3Op(FlashAttentionDecodeV2Op):
-    """aclnnFlashAttentionDecodeV3 (acl_fa/cdefs/aclnn_flash_attention_decode_v3.h): V2's arguments
+    """aclnnFlashAttentionDecodeV3 (declared from its op JSON, flash_attention_decode_v3.json): V2's arguments
     with an int8 k_cache / v_cache, then key_antiquant_scale [Nkv, D] and value_antiquant_scale
     [num_blocks, Nkv, block_size] (float32) after its inputs and key_antiquant_mode (0, per channel)
     and value_antiquant_mode (1, per token) after its attrs; for calls with an int8 cache."""

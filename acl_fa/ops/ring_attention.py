@@ -86,7 +86,8 @@ def fused_ring_unsupported(soc: str) -> str:
 
 
 class RingAttentionOp(Op):
-    """aclnnRingAttention over the shared op-call path (acl_fa/cdefs/aclnn_ring_attention.h)."""
+    """aclnnRingAttention over the shared op-call path; its entries are declared from
+    op_host/ring_attention/ring_attention.json (acl_fa/runtime/aclnn_entries.py)."""
 
     name = "ring_attention"
     inputs = ("q", "k", "v")
