@@ -4,6 +4,8 @@ paged), cache_batch_idx, cache_leftpad, flash-attn's defaults, and a table of ba
 refused before any device work."""
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -29,12 +31,15 @@ def test_signature_is_flash_attns():
 
 def _check(out, lse, ref_args, ref_kwargs, naive_args, dtype):
     ref, ref_lse = kvcache_reference(*ref_args, **ref_kwargs)
-    naive, _ = kvcache_reference(*naive_args, **ref_kwargs, precision=dtype)
+    naive, naive_lse = kvcache_reference(*naive_args, **ref_kwargs, precision=dtype)
     name = "bfloat16" if dtype == BF16 else "float16"
     acc = check_accuracy(out, lse, ref, ref_lse, naive, name, heads=range(out.shape[2]))
     assert acc.ok, acc
+    # The LSE under the same rule as the output: within 2x the naive same-dtype LSE's error (the
+    # inputs' rounding to bfloat16 alone moves it past 1e-3 for some draws), never looser than 1e-3.
     finite = np.isfinite(ref_lse)
-    assert np.abs(lse[finite] - ref_lse[finite]).max(initial=0) < 1e-3, acc
+    naive_lse_error = np.abs(naive_lse[finite] - ref_lse[finite]).max(initial=0)
+    assert np.abs(lse[finite] - ref_lse[finite]).max(initial=0) <= max(2 * naive_lse_error, 1e-3), acc
 
 
 def _rotary_tables(rng, positions, rot, dtype):
@@ -54,7 +59,7 @@ ROTARY = [
 @pytest.mark.parametrize("case", ROTARY, ids=[c[0] for c in ROTARY])
 def test_rotary_q_and_appended_k_as_flash_attn(backend, case):
     _, batch, sq, heads, kv_heads, d, lengths, block_size, dtype, causal, window, s_new, rot, inter = case
-    rng = np.random.default_rng(abs(hash(case[0])) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(case[0].encode()))  # stable across processes (hash() is salted)
     total = [length + s_new for length in lengths]
     k_cache, v_cache, table = make_cache(rng, batch, total, kv_heads, d, dtype, block_size)
     q = rng.standard_normal((batch, sq, heads, d)).astype(dtype)

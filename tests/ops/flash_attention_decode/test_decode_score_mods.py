@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -49,7 +51,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_score_mods_match_reference(session, case):
     _, batch, sq, heads, kv_heads, d, lengths, block_size, dtype, causal, window, splits, which = case
-    rng = np.random.default_rng(abs(hash(case[0])) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(case[0].encode()))  # stable across processes (hash() is salted)
     k_cache, v_cache, table = make_cache(rng, batch, lengths, kv_heads, d, dtype, block_size)
     q = (3.0 * rng.standard_normal((batch, sq, heads, d))).astype(dtype)  # large scores: the cap bites
     mods = _mods(rng, batch, heads, which)
