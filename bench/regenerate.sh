@@ -65,7 +65,8 @@ section() {
             run backward-window "$PYTHON" bench/backward_window.py --seq 32768 --heads 1 --head-dim 128 --window 256,0
             run backward-options "$PYTHON" bench/backward_options.py --seq 4096 --heads 2 --head-dim 128 --dropout 0.1 --repeat 7
             run backward-score-mods "$PYTHON" bench/backward_score_mods.py --seq 4096 --heads 32 --head-dim 128
-            run backward-narrow-scores "$PYTHON" bench/backward_narrow_scores_accuracy.py ;;
+            run backward-narrow-scores "$PYTHON" bench/backward_narrow_scores_accuracy.py
+            run backward-third-step "$PYTHON" bench/backward_third_step.py --seq 4096 --heads 32,8 --relieve ;;
         model)
             run model-profile acl-fa profile --seq 4096 --causal --plot bench/profile_4096_causal.png
             run model-sensitivity acl-fa profile --seq 4096 --heads 8 --causal --sensitivity

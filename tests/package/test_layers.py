@@ -20,6 +20,7 @@ LAYERS = ["runtime", "spec", "plan", "ops", "reference", "api", "parallel", "job
 # and the float64 references of those faces, which take the same keywords.
 PUBLIC_FACES = {
     "ops/forward.py:flash_attention", "ops/routed.py:flash_attention", "ops/decode.py:flash_attention_with_kvcache",
+    "parallel/ring.py:ring_attention",
     "ops/varlen.py:flash_attention_varlen", "ops/varlen.py:flash_attention_varlen_backward",
     "ops/backward.py:flash_attention_backward", "parallel/ring.py:ring_attention_backward",
     "ops/quant.py:flash_attention_int8", "parallel/ulysses_backward.py:ulysses_attention_backward",
