@@ -29,11 +29,17 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cdefs", type=Path, required=True, help="directory of *.h declarations")
     parser.add_argument("--output", type=Path, required=True, help="path of the generated .py")
+    parser.add_argument("--source-root", type=Path, default=None,
+                        help="the source tree whose op JSONs declare the aclnn entries (op_host/, sim/); "
+                             "default: the tree holding --cdefs (<root>/acl_fa/cdefs)")
     args = parser.parse_args(argv)
+    # The op JSONs belong to the tree the declarations come from, not to wherever this script
+    # lives: an installed copy of it has no op_host/ or sim/ beside it.
+    source_root = args.source_root if args.source_root is not None else args.cdefs.resolve().parents[1]
 
     import cffi
 
-    entries = _load_module("aclnn_entries").derive()
+    entries = _load_module("aclnn_entries").derive(source_root)
     ffi = cffi.FFI()
     ffi.cdef(_load_module("cdef_reader").read_cdefs(args.cdefs, entries))
     ffi.set_source("acl_fa.runtime._acl_cffi", None)
