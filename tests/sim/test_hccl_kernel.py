@@ -21,11 +21,10 @@ LIB_DIR = Path(os.environ["ACL_FA_SIM_LIB_DIR"]) if os.environ.get("ACL_FA_SIM_L
 pytestmark = pytest.mark.skipif(not (LIB_DIR / "libhccl.so").is_file(),
                                 reason="simulator libraries not built (set ACL_FA_SIM_LIB_DIR)")
 
-# Runs `ranks` ranks of one clique on threads, each launching hccl_exchange once with its own
-# context, and prints one JSON line: per rank the launch's rc / message, what recv and z hold,
-# the modeled cycles of the launch (when traced) and the bytes it sent to each peer.
-DRIVER = """
-import json, sys, threading
+# What both drivers start with: the simulator's ACL runtime and libhccl, and the test kernels'
+# cffi declarations with the kernel-side HCCL context entries (a format template: {kernels!r}).
+DRIVER_PREAMBLE = """
+import json, sys
 import cffi, numpy as np
 sys.path.insert(0, {kernels!r})
 import simlib
@@ -37,6 +36,13 @@ int aclfaSimHcclKernelContextDestroy(void *context);
 lib_dir = simlib.lib_dir()
 rt = ffi.dlopen(str(lib_dir / "libascendcl.so"))
 hccl = ffi.dlopen(str(lib_dir / "libhccl.so"))
+"""
+
+# Runs `ranks` ranks of one clique on threads, each launching hccl_exchange once with its own
+# context, and prints one JSON line: per rank the launch's rc / message, what recv and z hold,
+# the modeled cycles of the launch (when traced) and the bytes it sent to each peer.
+DRIVER = DRIVER_PREAMBLE + """
+import threading
 engine = ffi.dlopen(str(lib_dir / "libascendc_sim.so"))
 k = ffi.dlopen(str(simlib.kernel_library(lib_dir)))
 assert rt.aclInit(ffi.NULL) in (0, 100002)
@@ -191,19 +197,7 @@ def test_peers_making_different_collectives_fail_both_launches_naming_both_calls
 
 # One rank per process: the root info comes from a file the parent wrote (HcclGetRootInfo), each
 # process joins with HcclCommInitRootInfo on its own device and runs hccl_exchange once.
-RANK_PROCESS = """
-import json, sys
-import cffi, numpy as np
-sys.path.insert(0, {kernels!r})
-import simlib
-ffi = cffi.FFI()
-ffi.cdef(simlib.CDEF + '''
-int aclfaSimHcclKernelContextCreate(void *comm, void **context);
-int aclfaSimHcclKernelContextDestroy(void *context);
-''')
-lib_dir = simlib.lib_dir()
-rt = ffi.dlopen(str(lib_dir / "libascendcl.so"))
-hccl = ffi.dlopen(str(lib_dir / "libhccl.so"))
+RANK_PROCESS = DRIVER_PREAMBLE + """
 k = ffi.dlopen(str(simlib.kernel_library(lib_dir)))
 ranks, rank, root_file, count = {args}
 assert rt.aclInit(ffi.NULL) in (0, 100002)
